@@ -1,0 +1,5 @@
+import sys
+
+from interlock.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI subcommands; each module exposes ``register(subparsers)`` and sets ``handler`` on its parsers."""

@@ -1,0 +1,85 @@
+"""Every diagnostic code, its stable name, severity and one-line meaning.
+
+Codes are part of the contract: CI configurations and editors match on them. Never renumber; retire a
+code by leaving it here marked as retired. ``tests/test_codes.py`` checks each code is documented in
+the README and raised by at least one fixture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interlock.compiler.diagnostics import Severity
+
+
+@dataclass(frozen=True, slots=True)
+class CodeInfo:
+    code: str
+    name: str
+    level: str  # "error" | "warning"
+    summary: str
+
+    @property
+    def severity(self) -> Severity:
+        from interlock.compiler.diagnostics import Severity
+
+        return Severity(self.level)
+
+
+def _codes(*rows: tuple[str, str, str, str]) -> dict[str, CodeInfo]:
+    return {code: CodeInfo(code, name, level, summary) for code, name, level, summary in rows}
+
+
+CODES: dict[str, CodeInfo] = _codes(
+    # Sources
+    ("IL001", "yaml-syntax", "error", "The file is not valid YAML."),
+    ("IL002", "duplicate-key", "error", "A mapping holds the same key twice."),
+    ("IL003", "unknown-key", "error", "A key the schema does not know (often a typo)."),
+    ("IL004", "wrong-type", "error", "A value of the wrong type or outside its allowed range."),
+    ("IL005", "include-not-found", "error", "An `include` names a file that does not exist."),
+    ("IL006", "include-cycle", "error", "Files include each other in a cycle."),
+    ("IL007", "duplicate-definition", "error", "A name or section is defined in more than one file."),
+    ("IL008", "bad-duration", "error", "A duration is not written like `500ms`, `3s`, `10m` or `1h`."),
+    ("IL009", "bad-version", "error", "The main file's `version` is missing or unsupported."),
+    # Providers
+    ("IL101", "unknown-provider-kind", "error", "A provider `kind` other than `ollama` or `openai`."),
+    ("IL102", "missing-base-url", "error", "A `kind: openai` provider has no `base_url`."),
+    ("IL103", "inline-credential", "error", "A credential value is written in the config."),
+    ("IL104", "bad-env-name", "error", "`api_key_env` is not a valid environment variable name."),
+    ("IL105", "env-unset", "error", "With `--require-env`: a referenced credential variable is unset."),
+    ("IL106", "bad-url", "error", "A URL without `http`/`https` scheme or host."),
+    ("IL107", "bad-provider-shape", "error", "Workers on an `openai` provider, or none on `ollama`."),
+    ("IL108", "no-credential", "warning", "An `openai` provider has no `api_key_env`."),
+    # Workers
+    ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
+    ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),
+    ("IL203", "bad-max-concurrent", "error", "`max_concurrent` is below 1."),
+    ("IL204", "bad-pattern", "error", "A concurrency pattern is not `name`, `prefix*` or `*`."),
+    ("IL205", "bad-slot-limit", "error", "A per-model slot limit is below 1."),
+    ("IL206", "slot-limit-above-max", "error", "A per-model slot limit exceeds `max_concurrent`."),
+    ("IL207", "shadowed-pattern", "warning", "A pattern can never match: an earlier one covers it."),
+    ("IL208", "unknown-profile", "error", "A worker names a hardware profile that does not exist."),
+    ("IL209", "bad-context-tokens", "error", "A context size is below 1."),
+    # Aliases
+    ("IL301", "alias-outside-namespace", "error", "An alias name is not under `alias_namespace`."),
+    ("IL302", "empty-chain", "error", "An alias has no candidates."),
+    ("IL303", "malformed-chain-entry", "error", "A chain entry is not `provider/model`."),
+    ("IL304", "unknown-provider", "error", "A chain entry or model fact names an undeclared provider."),
+    ("IL305", "duplicate-chain-entry", "error", "A chain lists the same entry twice."),
+    ("IL306", "alias-cycle", "error", "Aliases refer to each other in a cycle."),
+    ("IL307", "unknown-default-alias", "error", "`server.default_alias` is not a declared alias."),
+    ("IL308", "capability-missing", "error", "A candidate is known to lack a capability the alias requires."),
+    ("IL309", "capability-unknown", "warning", "A candidate's capabilities are unknown for a `requires`."),
+    ("IL310", "unknown-alias", "error", "A chain entry in the alias namespace is not a declared alias."),
+    ("IL311", "duplicate-after-expansion", "warning", "Expanding nested aliases repeats a candidate."),
+    # Health and timeouts
+    ("IL401", "probe-timeout-too-long", "error", "`probe_timeout` is not shorter than `probe_interval`."),
+    ("IL402", "not-positive", "error", "A duration or count that must be positive is not."),
+    ("IL403", "timeout-order", "warning", "`connect` or `first_byte` is longer than `total`."),
+    # Lint
+    ("IL501", "unused-provider", "warning", "No alias uses this provider."),
+    ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),
+    ("IL503", "unused-model-facts", "warning", "Facts about a model no alias uses."),
+)

@@ -1,0 +1,114 @@
+"""The typed state that compiler passes read and fill in, in pass order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from interlock.compiler.diagnostics import DiagnosticSink, Span
+from interlock.compiler.loader import Entry, Reader, Sources, read_file
+from interlock.schema.config import (
+    AliasSection,
+    HealthSection,
+    LintSection,
+    ModelFacts,
+    ProfileFile,
+    ProviderSection,
+    ServerSection,
+    TimeoutsSection,
+)
+from interlock.schema.plan import PlanPattern, RoutingPlan
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Knobs of one compile run."""
+
+    require_env: bool = False
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    reader: Reader = read_file
+
+
+@dataclass
+class Provider:
+    name: str
+    section: ProviderSection
+    entry: Entry
+
+
+@dataclass
+class Alias:
+    name: str
+    section: AliasSection
+    entry: Entry
+
+
+@dataclass
+class Model:
+    id: str
+    provider: str
+    model: str
+    facts: ModelFacts
+    entry: Entry
+
+
+@dataclass
+class Worker:
+    """A worker with its profile applied: every value effective."""
+
+    name: str
+    provider: str
+    url: str
+    profile: ProfileFile | None
+    max_concurrent: int
+    patterns: list[PlanPattern]
+    default_context_tokens: int | None
+    context_limits: dict[str, int]
+    max_waiting: int
+    max_wait_ms: int
+    entry: Entry
+    index: int
+
+
+@dataclass(frozen=True)
+class Link:
+    """One expanded candidate of an alias and the chain entries that led to it (outermost first)."""
+
+    candidate: str
+    via: tuple[tuple[str, Span], ...]
+
+
+@dataclass
+class CompileContext:
+    """Everything a pass may read or write. Passes run in the order of ``passes.PASSES``."""
+
+    sources: Sources
+    sink: DiagnosticSink
+    options: CompileOptions
+    # filled by `shape`
+    server: ServerSection = field(default_factory=ServerSection)
+    health: HealthSection = field(default_factory=HealthSection)
+    timeouts: TimeoutsSection = field(default_factory=TimeoutsSection)
+    lint: LintSection = field(default_factory=LintSection)
+    providers: dict[str, Provider] = field(default_factory=dict)
+    aliases: dict[str, Alias] = field(default_factory=dict)
+    models: dict[str, Model] = field(default_factory=dict)
+    broken: set[str] = field(default_factory=set)
+    """Names (`providers.x`, `aliases.y`) whose definition failed shape checks: later passes stay quiet
+    about references to them instead of reporting a second, derived error."""
+    # filled by `workers`
+    workers: dict[str, Worker] = field(default_factory=dict)
+    # filled by `aliases`
+    expanded: dict[str, list[Link]] = field(default_factory=dict)
+    # filled by `emit`
+    plan: RoutingPlan | None = None
+
+    def span_of(self, entry: Entry, *rest: str | int) -> Span:
+        return entry.doc.span((*entry.path, *rest))
+
+    def key_span_of(self, entry: Entry, *rest: str | int) -> Span:
+        return entry.doc.key_span((*entry.path, *rest))
+
+    def provider_of(self, candidate: str) -> str:
+        return candidate.split("/", 1)[0]

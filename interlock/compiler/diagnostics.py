@@ -1,0 +1,111 @@
+"""Diagnostics: every problem the compiler finds, collected and reported at once.
+
+A diagnostic has a stable code (documented in ``codes.py`` and the README), a severity, a source span,
+the key path, the offending value (never a credential) and a hint. Passes append to a
+``DiagnosticSink``; nothing raises mid-compile except ``CompileError`` at the very end.
+
+Exception tree::
+
+    CompileError          one or more error-severity diagnostics; ``.diagnostics`` holds all of them
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from interlock.compiler.codes import CODES
+
+
+class Severity(enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A place in a source file; line and col are 1-based. ``line == 0`` means the whole file."""
+
+    file: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if self.line <= 0:
+            return self.file
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    span: Span
+    message: str
+    path: str = ""
+    value: str | None = None
+    hint: str | None = None
+
+    @property
+    def name(self) -> str:
+        return CODES[self.code].name
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.span.file, self.span.line, self.span.col, self.code, self.message)
+
+
+@dataclass
+class DiagnosticSink:
+    """Collects diagnostics; passes call ``error``/``warning``."""
+
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def add(
+        self,
+        code: str,
+        span: Span,
+        message: str,
+        *,
+        path: str = "",
+        value: object = None,
+        hint: str | None = None,
+    ) -> None:
+        info = CODES[code]  # KeyError here means an undocumented code: a bug, fail loudly.
+        shown = None if value is None else _show(value)
+        self.items.append(Diagnostic(code, info.severity, span, message, path, shown, hint))
+
+    def __iter__(self) -> Iterator[Diagnostic]:
+        return iter(self.items)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity is Severity.WARNING]
+
+    def sorted(self) -> list[Diagnostic]:
+        return sorted(self.items, key=Diagnostic.sort_key)
+
+
+class CompileError(Exception):
+    """The sources have errors; ``diagnostics`` holds every diagnostic found (warnings too)."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:
+        self.diagnostics = list(diagnostics)
+        count = sum(1 for d in self.diagnostics if d.severity is Severity.ERROR)
+        super().__init__(f"{count} error(s) in the configuration")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """``"did you mean `groq`?"`` for the closest choice, or None."""
+    match = difflib.get_close_matches(word, sorted(set(choices)), n=1, cutoff=0.6)
+    return f"did you mean `{match[0]}`?" if match else None
+
+
+def _show(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."

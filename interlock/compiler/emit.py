@@ -1,0 +1,127 @@
+"""Checked context -> frozen routing plan (canonical JSON with a content hash)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlock.compiler.context import CompileContext, Worker
+from interlock.schema.canonical import content_hash
+from interlock.schema.config import TimeoutsSection
+from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPattern, RoutingPlan
+
+
+def emit(ctx: CompileContext) -> RoutingPlan:
+    """Build the plan from a context whose passes reported no errors."""
+    candidates: dict[str, dict[str, Any]] = {}
+    for links in ctx.expanded.values():
+        for link in links:
+            candidates.setdefault(link.candidate, _candidate(ctx, link.candidate))
+    models_by_provider: dict[str, set[str]] = {}
+    for candidate in candidates.values():
+        models_by_provider.setdefault(candidate["provider"], set()).add(candidate["model"])
+    data: dict[str, Any] = {
+        "format_version": PLAN_FORMAT_VERSION,
+        "content_hash": "",
+        "server": {
+            "default_alias": ctx.server.default_alias,
+            "alias_namespace": ctx.server.alias_namespace,
+            "direct_models": ctx.server.direct_models == "allow",
+            "resolved_header": ctx.server.resolved_header,
+            "max_body_bytes": ctx.server.max_body_bytes,
+        },
+        "health": {
+            "probe_interval_ms": ctx.health.probe_interval,
+            "probe_timeout_ms": ctx.health.probe_timeout,
+            "failure_threshold": ctx.health.failure_threshold,
+            "open_for_ms": ctx.health.open_for,
+            "rate_limit_open_for_ms": ctx.health.rate_limit_open_for,
+        },
+        "providers": {name: _provider(ctx, name) for name in ctx.providers},
+        "workers": {
+            name: _worker(worker, models_by_provider.get(worker.provider, set()))
+            for name, worker in ctx.workers.items()
+        },
+        "candidates": candidates,
+        "aliases": {
+            name: {
+                "name": name,
+                "description": alias.section.description,
+                "requires": sorted(set(alias.section.requires)),
+                "candidates": [link.candidate for link in ctx.expanded[name]],
+            }
+            for name, alias in ctx.aliases.items()
+        },
+    }
+    data["content_hash"] = content_hash(data)
+    return RoutingPlan.model_validate(data)
+
+
+def _candidate(ctx: CompileContext, candidate: str) -> dict[str, Any]:
+    provider, _, model = candidate.partition("/")
+    facts = ctx.models.get(candidate)
+    capabilities = facts.facts.capabilities if facts else None
+    return {
+        "id": candidate,
+        "provider": provider,
+        "model": model,
+        "capabilities": None if capabilities is None else sorted(set(capabilities)),
+        "context_tokens": facts.facts.context_tokens if facts else None,
+    }
+
+
+def _provider(ctx: CompileContext, name: str) -> dict[str, Any]:
+    section = ctx.providers[name].section
+    own = section.timeouts
+    base: TimeoutsSection = ctx.timeouts
+
+    def pick(key: str) -> int:
+        value = getattr(own, key) if own is not None else None
+        return int(getattr(base, key) if value is None else value)
+
+    return {
+        "name": name,
+        "kind": section.kind,
+        "base_url": section.base_url.rstrip("/") if section.base_url else None,
+        "api_key_env": section.api_key_env,
+        "probe": section.probe,
+        "timeouts": {
+            "connect_ms": pick("connect"),
+            "first_byte_ms": pick("first_byte"),
+            "total_ms": pick("total"),
+        },
+        "workers": [
+            w.name for w in sorted(ctx.workers.values(), key=lambda w: w.index) if w.provider == name
+        ],
+    }
+
+
+def slot_limit(patterns: list[PlanPattern], max_concurrent: int, model: str) -> int:
+    """exact > longest prefix > `*` > max_concurrent; ``patterns`` is already in that order."""
+    for row in patterns:
+        if row.match == "exact" and row.prefix == model:
+            return row.limit
+        if row.match == "prefix" and model.startswith(row.prefix):
+            return row.limit
+        if row.match == "any":
+            return row.limit
+    return max_concurrent
+
+
+def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:
+    profile = worker.profile
+    hardware = profile.hardware.model_dump() if profile else None
+    return {
+        "name": worker.name,
+        "provider": worker.provider,
+        "url": worker.url,
+        "profile": profile.profile if profile else None,
+        "hardware": hardware,
+        "max_concurrent": worker.max_concurrent,
+        "slots": {
+            model: slot_limit(worker.patterns, worker.max_concurrent, model) for model in sorted(models)
+        },
+        "patterns": [row.model_dump() for row in worker.patterns],
+        "default_context_tokens": worker.default_context_tokens,
+        "context_limits": worker.context_limits,
+        "queue": {"max_waiting": worker.max_waiting, "max_wait_ms": worker.max_wait_ms},
+    }

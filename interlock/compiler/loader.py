@@ -1,0 +1,273 @@
+"""YAML sources -> plain data with a position for every key and value, includes merged.
+
+The loader composes the YAML node graph itself (rather than loading it) so that it knows the line and
+column of every key and value and can report *every* duplicate key instead of stopping at the first.
+Files are read through a ``Reader`` so that the same code compiles a working tree or a git revision.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from interlock.compiler.diagnostics import DiagnosticSink, Span
+
+Path = tuple[str | int, ...]
+Reader = Callable[[str], str | None]
+"""Returns a file's text, or None when it does not exist. Paths are POSIX, as written by the loader."""
+
+SINGLETON_SECTIONS = ("version", "server", "health", "timeouts", "lint")
+NAMED_SECTIONS = ("providers", "models", "aliases")
+
+
+def read_file(path: str) -> str | None:
+    """The default reader: the working tree."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+@dataclass
+class SourceDoc:
+    """One parsed file: its data, its text lines, and where each path stands in it."""
+
+    file: str  # display name, as it appears in diagnostics
+    path: str  # the path the reader resolves
+    lines: list[str]
+    data: Any = None
+    value_spans: dict[Path, Span] = field(default_factory=dict)
+    key_spans: dict[Path, Span] = field(default_factory=dict)
+
+    def span(self, path: Path) -> Span:
+        """The value at ``path``, or the closest enclosing value that exists."""
+        return self._nearest(self.value_spans, path)
+
+    def key_span(self, path: Path) -> Span:
+        """The key of ``path`` (for unknown keys), else the value's span."""
+        if path in self.key_spans:
+            return self.key_spans[path]
+        return self.span(path)
+
+    def _nearest(self, spans: dict[Path, Span], path: Path) -> Span:
+        for end in range(len(path), -1, -1):
+            found = spans.get(path[:end])
+            if found is not None:
+                return found
+        return Span(self.file)
+
+
+@dataclass
+class Entry:
+    """One named definition (a provider, alias or model) or a singleton section, and where it stands."""
+
+    name: str
+    value: Any
+    doc: SourceDoc
+    path: Path
+
+    @property
+    def span(self) -> Span:
+        return self.doc.span(self.path)
+
+    @property
+    def key_span(self) -> Span:
+        return self.doc.key_span(self.path)
+
+
+@dataclass
+class Sources:
+    """All files of one configuration, in include order, with sections merged by name."""
+
+    main: SourceDoc | None
+    docs: list[SourceDoc]
+    singletons: dict[str, Entry]
+    named: dict[str, dict[str, Entry]]
+    aux: list[SourceDoc] = field(default_factory=list)
+    """Files read on the way that are not configuration (hardware profiles)."""
+
+    def doc_for(self, file: str) -> SourceDoc | None:
+        return next((d for d in (*self.docs, *self.aux) if d.file == file), None)
+
+
+def load_sources(main_path: str, sink: DiagnosticSink, reader: Reader = read_file) -> Sources:
+    """Read ``main_path`` and everything it includes; merge sections, reporting duplicates."""
+    docs: list[SourceDoc] = []
+    _load_tree(_normalise(main_path), sink, reader, docs, stack=(), seen=set(), include_span=None)
+    singletons: dict[str, Entry] = {}
+    named: dict[str, dict[str, Entry]] = {section: {} for section in NAMED_SECTIONS}
+    for doc in docs:
+        if not isinstance(doc.data, dict):
+            continue
+        for section, value in doc.data.items():
+            if section in NAMED_SECTIONS and isinstance(value, dict):
+                for name, body in value.items():
+                    _merge_named(named[section], Entry(str(name), body, doc, (section, name)), sink)
+            elif section in SINGLETON_SECTIONS:
+                entry = Entry(section, value, doc, (section,))
+                first = singletons.get(section)
+                if first is None:
+                    singletons[section] = entry
+                else:
+                    sink.add(
+                        "IL007",
+                        entry.key_span,
+                        f"section `{section}` is defined in more than one file",
+                        path=section,
+                        hint=f"first defined at {first.key_span}; keep one of them",
+                    )
+    return Sources(docs[0] if docs else None, docs, singletons, named)
+
+
+def _merge_named(into: dict[str, Entry], entry: Entry, sink: DiagnosticSink) -> None:
+    first = into.get(entry.name)
+    if first is None:
+        into[entry.name] = entry
+        return
+    section = entry.path[0]
+    sink.add(
+        "IL007",
+        entry.key_span,
+        f"{section} `{entry.name}` is defined twice; a later file may not override an earlier one",
+        path=f"{section}.{entry.name}",
+        value=entry.name,
+        hint=f"first defined at {first.key_span}; rename one or delete one",
+    )
+
+
+def _normalise(path: str) -> str:
+    return PurePosixPath(os.path.normpath(path)).as_posix()
+
+
+def display_name(path: str) -> str:
+    """Paths under the working directory are shown relative to it, others as given."""
+    if not os.path.isabs(path):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _load_tree(
+    path: str,
+    sink: DiagnosticSink,
+    reader: Reader,
+    docs: list[SourceDoc],
+    stack: tuple[str, ...],
+    seen: set[str],
+    include_span: Span | None,
+) -> None:
+    if path in stack:
+        cycle = " -> ".join((*stack[stack.index(path) :], path))
+        assert include_span is not None
+        sink.add("IL006", include_span, f"include cycle: {cycle}", value=path, hint="remove one include")
+        return
+    if path in seen:
+        return  # included twice (diamond): load once, its definitions count once
+    text = reader(path)
+    if text is None:
+        span = include_span or Span(display_name(path))
+        what = "included file" if include_span else "configuration file"
+        sink.add("IL005", span, f"{what} `{path}` does not exist", value=path)
+        return
+    seen.add(path)
+    doc = parse_document(path, text, sink)
+    docs.append(doc)
+    includes = doc.data.get("include") if isinstance(doc.data, dict) else None
+    if not isinstance(includes, list):
+        return  # a non-list include is reported by the shape pass
+    base = PurePosixPath(path).parent
+    for index, item in enumerate(includes):
+        if not isinstance(item, str):
+            continue
+        target = _normalise((base / item).as_posix())
+        span = doc.span(("include", index))
+        _load_tree(target, sink, reader, docs, (*stack, path), seen, span)
+
+
+def parse_document(path: str, text: str, sink: DiagnosticSink) -> SourceDoc:
+    """Compose one YAML document and convert it to plain data with positions."""
+    doc = SourceDoc(display_name(path), path, text.splitlines())
+    yaml = YAML(typ="safe", pure=True)
+    try:
+        node = yaml.compose(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        span = Span(doc.file, mark.line + 1, mark.column + 1) if mark else Span(doc.file)
+        problem = exc.problem or exc.context or "invalid YAML"
+        sink.add("IL001", span, f"YAML syntax error: {problem}", hint=_yaml_hint(problem))
+        return doc
+    except YAMLError as exc:  # errors without a position
+        sink.add("IL001", Span(doc.file), f"YAML syntax error: {exc}")
+        return doc
+    if node is None:
+        doc.data = {}
+        return doc
+    converter = _Converter(doc, yaml, sink)
+    doc.data = converter.convert(node, ())
+    return doc
+
+
+def _yaml_hint(problem: str) -> str | None:
+    if "tab" in problem:
+        return "indent with spaces, not tabs"
+    if "mapping values are not allowed" in problem:
+        return "quote values that contain `: `, or fix the indentation of this line"
+    return None
+
+
+@dataclass
+class _Converter:
+    doc: SourceDoc
+    yaml: YAML
+    sink: DiagnosticSink
+
+    def _span(self, node: Node) -> Span:
+        return Span(self.doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def convert(self, node: Node, path: Path) -> Any:
+        self.doc.value_spans[path] = self._span(node)
+        if isinstance(node, MappingNode):
+            result: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.yaml.constructor.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool) or key is None:
+                    key = str(key)
+                if key in result:
+                    first = self.doc.key_spans[(*path, key)]
+                    self.sink.add(
+                        "IL002",
+                        self._span(key_node),
+                        f"duplicate key `{key}`",
+                        path=_dotted((*path, key)),
+                        value=str(key),
+                        hint=f"first defined at {first}; YAML keeps only one of them",
+                    )
+                    continue
+                self.doc.key_spans[(*path, key)] = self._span(key_node)
+                result[key] = self.convert(value_node, (*path, key))
+            return result
+        if isinstance(node, SequenceNode):
+            return [self.convert(item, (*path, index)) for index, item in enumerate(node.value)]
+        assert isinstance(node, ScalarNode)
+        return self.yaml.constructor.construct_object(node, deep=True)
+
+
+def _dotted(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+dotted = _dotted

@@ -1,0 +1,26 @@
+"""The compiler passes, in the order they run. Each module holds one pass named like the module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from interlock.compiler.context import CompileContext
+from interlock.compiler.passes.aliases import aliases
+from interlock.compiler.passes.capabilities import capabilities
+from interlock.compiler.passes.health import health
+from interlock.compiler.passes.providers import providers
+from interlock.compiler.passes.shape import shape
+from interlock.compiler.passes.usage import usage
+from interlock.compiler.passes.workers import workers
+
+Pass = Callable[[CompileContext], None]
+
+PASSES: tuple[Pass, ...] = (
+    shape,  # raw sections -> typed sections
+    providers,  # kinds, base URLs, credential variables
+    workers,  # profiles applied, pattern tables built
+    health,  # health and timeout values
+    aliases,  # chains expanded, cycles rejected
+    capabilities,  # requires vs known capabilities
+    usage,  # warnings about unused parts
+)

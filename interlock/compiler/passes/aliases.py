@@ -1,0 +1,189 @@
+"""Aliases -> expanded candidate lists; namespace, entries, references and cycles checked."""
+
+from __future__ import annotations
+
+from interlock.compiler.context import Alias, CompileContext, Link
+from interlock.compiler.diagnostics import Span, did_you_mean
+
+
+def aliases(ctx: CompileContext) -> None:
+    """Fill ``ctx.expanded`` with every alias's candidates in fallback order."""
+    namespace = ctx.server.alias_namespace
+    for name, alias in ctx.aliases.items():
+        if namespace and not name.startswith(namespace):
+            ctx.sink.add(
+                "IL301",
+                alias.entry.key_span,
+                f"alias `{name}` is outside the alias namespace `{namespace}`",
+                path=f"aliases.{name}",
+                value=name,
+                hint=f"rename it to `{namespace}{name.rsplit('/', 1)[-1]}`",
+            )
+        if not alias.section.chain:
+            ctx.sink.add(
+                "IL302",
+                ctx.span_of(alias.entry, "chain"),
+                f"alias `{name}` has an empty chain",
+                path=f"aliases.{name}.chain",
+                hint="list at least one `provider/model` candidate",
+            )
+        _check_entries(ctx, alias)
+    _report_cycles(ctx)
+    expander = _Expander(ctx)
+    for name in ctx.aliases:
+        ctx.expanded[name] = expander.expand(name)
+    default = ctx.server.default_alias
+    if default is not None and default not in ctx.aliases and f"aliases.{default}" not in ctx.broken:
+        entry = ctx.sources.singletons.get("server")
+        span = ctx.span_of(entry, "default_alias") if entry else Span("<config>")
+        ctx.sink.add(
+            "IL307",
+            span,
+            f"default alias `{default}` is not declared",
+            path="server.default_alias",
+            value=default,
+            hint=did_you_mean(default, ctx.aliases)
+            or f"declared: {', '.join(sorted(ctx.aliases)) or 'none'}",
+        )
+
+
+def classify(ctx: CompileContext, item: str) -> str:
+    """`alias`, `candidate`, or the code of what is wrong with a chain entry."""
+    if item in ctx.aliases or f"aliases.{item}" in ctx.broken:
+        return "alias"
+    provider, sep, model = item.partition("/")
+    if not sep or not provider or not model or item != item.strip() or " " in item:
+        return "IL303"
+    namespace = ctx.server.alias_namespace
+    if namespace and item.startswith(namespace):
+        return "IL310"
+    if provider not in ctx.providers:
+        return "IL304"
+    return "candidate"
+
+
+def _check_entries(ctx: CompileContext, alias: Alias) -> None:
+    seen: dict[str, Span] = {}
+    for index, item in enumerate(alias.section.chain):
+        span = ctx.span_of(alias.entry, "chain", index)
+        where = f"aliases.{alias.name}.chain[{index}]"
+        if item in seen:
+            ctx.sink.add(
+                "IL305",
+                span,
+                f"`{item}` appears twice in the chain of `{alias.name}`",
+                path=where,
+                value=item,
+                hint=f"first listed at {seen[item]}; a candidate is tried once",
+            )
+            continue
+        seen[item] = span
+        kind = classify(ctx, item)
+        if kind == "IL303":
+            ctx.sink.add(
+                "IL303",
+                span,
+                f"chain entry `{item}` is not `provider/model`",
+                path=where,
+                value=item,
+                hint="write e.g. `groq/llama-3.3-70b-versatile` or the name of another alias",
+            )
+        elif kind == "IL310":
+            ctx.sink.add(
+                "IL310",
+                span,
+                f"`{item}` is in the alias namespace but is not a declared alias",
+                path=where,
+                value=item,
+                hint=did_you_mean(item, ctx.aliases),
+            )
+        elif kind == "IL304":
+            provider = item.partition("/")[0]
+            if f"providers.{provider}" in ctx.broken:
+                continue
+            ctx.sink.add(
+                "IL304",
+                span,
+                f"unknown provider `{provider}` in `{item}`",
+                path=where,
+                value=provider,
+                hint=did_you_mean(provider, ctx.providers)
+                or f"declared providers: {', '.join(sorted(ctx.providers)) or 'none'}",
+            )
+
+
+def _report_cycles(ctx: CompileContext) -> None:
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    reported: set[frozenset[str]] = set()
+
+    def visit(name: str, stack: list[str]) -> None:
+        state[name] = 1
+        alias = ctx.aliases[name]
+        for index, item in enumerate(alias.section.chain):
+            if item not in ctx.aliases:
+                continue
+            if state.get(item) == 1:
+                cycle = [*stack[stack.index(item) :], item]
+                key = frozenset(cycle)
+                if key not in reported:
+                    reported.add(key)
+                    ctx.sink.add(
+                        "IL306",
+                        ctx.span_of(alias.entry, "chain", index),
+                        f"alias cycle: {' -> '.join(cycle)}",
+                        path=f"aliases.{name}.chain[{index}]",
+                        value=item,
+                        hint="an alias may name another alias, but never itself through others",
+                    )
+            elif item not in state:
+                visit(item, [*stack, item])
+        state[name] = 2
+
+    for name in ctx.aliases:
+        if name not in state:
+            visit(name, [name])
+
+
+class _Expander:
+    """Depth-first expansion with memoisation; a cycle (already reported) contributes nothing."""
+
+    def __init__(self, ctx: CompileContext) -> None:
+        self.ctx = ctx
+        self.done: dict[str, list[Link]] = {}
+        self.active: set[str] = set()
+
+    def expand(self, name: str) -> list[Link]:
+        if name in self.done:
+            return self.done[name]
+        if name in self.active:
+            return []
+        self.active.add(name)
+        alias = self.ctx.aliases[name]
+        links: list[Link] = []
+        seen: set[str] = set()
+        for index, item in enumerate(alias.section.chain):
+            here = (name, self.ctx.span_of(alias.entry, "chain", index))
+            kind = classify(self.ctx, item)
+            if kind == "alias" and item in self.ctx.aliases:
+                inner = [Link(link.candidate, (here, *link.via)) for link in self.expand(item)]
+            elif kind == "candidate":
+                inner = [Link(item, (here,))]
+            else:
+                inner = []
+            for link in inner:
+                if link.candidate in seen:
+                    if len(link.via) > 1:
+                        self.ctx.sink.add(
+                            "IL311",
+                            here[1],
+                            f"expanding `{item}` repeats `{link.candidate}` in `{name}`; "
+                            "it keeps its first position",
+                            path=f"aliases.{name}.chain[{index}]",
+                            value=link.candidate,
+                        )
+                    continue
+                seen.add(link.candidate)
+                links.append(link)
+        self.active.discard(name)
+        self.done[name] = links
+        return links

@@ -1,0 +1,94 @@
+"""Diagnostics -> text (with the source line and a caret), JSON, or GitHub workflow annotations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from interlock.compiler.diagnostics import Diagnostic, Severity
+from interlock.compiler.loader import Sources
+
+FORMATS = ("text", "json", "github")
+
+
+def render(diagnostics: Sequence[Diagnostic], fmt: str, sources: Sources | None) -> str:
+    """All diagnostics in ``fmt``, sorted by place; empty string when there are none (text/github)."""
+    ordered = sorted(diagnostics, key=Diagnostic.sort_key)
+    renderer: Callable[[Sequence[Diagnostic], Sources | None], str] = {
+        "text": _text,
+        "json": _json,
+        "github": _github,
+    }[fmt]
+    return renderer(ordered, sources)
+
+
+def summary(diagnostics: Sequence[Diagnostic]) -> str:
+    errors = sum(1 for d in diagnostics if d.severity is Severity.ERROR)
+    warnings = len(diagnostics) - errors
+    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+
+
+def _text(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
+    blocks = []
+    for d in diagnostics:
+        lines = [f"{d.span}: {d.severity.value} {d.code} {d.name}: {d.message}"]
+        source = _source_line(sources, d)
+        if source is not None:
+            gutter = str(d.span.line)
+            lines.append(f"  {gutter} | {source}")
+            lines.append(f"  {' ' * len(gutter)} | {' ' * (max(d.span.col, 1) - 1)}^")
+        if d.hint:
+            lines.append(f"  hint: {d.hint}")
+        blocks.append("\n".join(lines))
+    if not diagnostics:
+        return ""
+    return "\n".join(blocks) + f"\n{summary(diagnostics)}\n"
+
+
+def _source_line(sources: Sources | None, d: Diagnostic) -> str | None:
+    if sources is None or d.span.line <= 0:
+        return None
+    doc = sources.doc_for(d.span.file)
+    if doc is None or d.span.line > len(doc.lines):
+        return None
+    return doc.lines[d.span.line - 1].rstrip().replace("\t", " ")
+
+
+def _json(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
+    rows = [
+        {
+            "code": d.code,
+            "name": d.name,
+            "severity": d.severity.value,
+            "file": d.span.file,
+            "line": d.span.line,
+            "col": d.span.col,
+            "path": d.path,
+            "message": d.message,
+            "value": d.value,
+            "hint": d.hint,
+        }
+        for d in diagnostics
+    ]
+    return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+
+
+def _github(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
+    out = []
+    for d in diagnostics:
+        level = "error" if d.severity is Severity.ERROR else "warning"
+        message = d.message + (f" ({d.hint})" if d.hint else "")
+        place = f"file={_escape_property(d.span.file)}"
+        if d.span.line > 0:
+            place += f",line={d.span.line},col={max(d.span.col, 1)}"
+        title = _escape_property(f"{d.code} {d.name}")
+        out.append(f"::{level} {place},title={title}::{_escape_data(message)}")
+    return "".join(line + "\n" for line in out)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")

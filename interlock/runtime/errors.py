@@ -1,0 +1,148 @@
+"""Runtime errors: upstream failures (mapped at the provider border) and the gateway's own answers.
+
+The upstream client's exceptions never travel past ``interlock.runtime.upstream``: each adapter maps
+every client exception to the most specific class below (``raise ... from exc``), and the router decides
+by class alone whether to fall back. Messages here are safe to show a caller: they never hold an
+upstream body, a header or a credential.
+
+    InterlockError
+    ├── UpstreamError                    an upstream call failed
+    │   ├── TransientError               -> try the next candidate; counts towards the circuit
+    │   │   ├── ConnectFailed            refused, DNS, unreachable
+    │   │   ├── ConnectTimeout
+    │   │   ├── FirstByteTimeout         connected, nothing came back in time
+    │   │   ├── TotalTimeout             the whole exchange ran past `total`
+    │   │   ├── ProtocolFailure          server disconnected, broken HTTP, cut stream
+    │   │   ├── ServerError              HTTP 5xx (52x included)
+    │   │   └── RateLimited              HTTP 429; `retry_after` seconds when the upstream said
+    │   └── DeterministicError           -> returned to the caller at once, no fallback
+    │       ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
+    │       └── MalformedResponse        the upstream answered something we cannot parse
+    └── GatewayError                     the gateway's own answer to a request
+        ├── InvalidRequest               400: bad JSON, wrong types, missing fields
+        ├── DirectModelDenied            400: raw provider/model while the plan denies it
+        ├── ModelNotFound                404: unknown alias / provider
+        ├── BodyTooLarge                 413
+        ├── SlotUnavailable              429 + Retry-After: queue full or waited too long
+        └── AllCandidatesFailed          503: bounded summary, no bodies
+"""
+
+from __future__ import annotations
+
+
+class InterlockError(Exception):
+    """Base of every runtime error."""
+
+
+class UpstreamError(InterlockError):
+    """An upstream call failed. ``error_class`` is a short stable label for health reports and metrics."""
+
+    error_class = "upstream"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class TransientError(UpstreamError):
+    error_class = "transient"
+
+
+class ConnectFailed(TransientError):
+    error_class = "connect"
+
+
+class ConnectTimeout(TransientError):
+    error_class = "connect_timeout"
+
+
+class FirstByteTimeout(TransientError):
+    error_class = "first_byte_timeout"
+
+
+class TotalTimeout(TransientError):
+    error_class = "total_timeout"
+
+
+class ProtocolFailure(TransientError):
+    error_class = "protocol"
+
+
+class ServerError(TransientError):
+    error_class = "server_error"
+
+
+class RateLimited(TransientError):
+    error_class = "rate_limited"
+
+    def __init__(self, message: str, *, status: int | None = 429, retry_after: float | None = None) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class DeterministicError(UpstreamError):
+    error_class = "deterministic"
+
+
+class ClientError(DeterministicError):
+    """The upstream refused the request itself. ``message`` is the upstream's own error text, cut short."""
+
+    error_class = "client_error"
+
+
+class MalformedResponse(DeterministicError):
+    error_class = "malformed"
+
+
+class GatewayError(InterlockError):
+    """An answer the gateway gives itself, already in OpenAI's error vocabulary."""
+
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class InvalidRequest(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class DirectModelDenied(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "direct_model_denied"
+
+
+class ModelNotFound(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class BodyTooLarge(GatewayError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class SlotUnavailable(GatewayError):
+    status = 429
+    type = "rate_limit_error"
+    code = "slots_busy"
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AllCandidatesFailed(GatewayError):
+    status = 503
+    type = "server_error"
+    code = "all_candidates_failed"

@@ -1,0 +1,1 @@
+"""Upstream adapters: OpenAI-compatible and Ollama-native, behind one interface (``base.Adapter``)."""

@@ -1,0 +1,66 @@
+"""The provider border: what the router asks of an upstream, whatever its wire format.
+
+Requests and responses cross this border in OpenAI's shape (plain dicts): a chat request body, a
+``chat.completion`` dict, ``chat.completion.chunk`` dicts, an embeddings list. Each adapter translates
+to its own wire format and maps every exception of the HTTP client to ``interlock.runtime.errors``;
+nothing of the client library leaks past this package. Endpoints are built once, at plan load.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One place to send requests: an OpenAI-compatible base URL, or one Ollama worker."""
+
+    provider: str
+    kind: str  # "openai" | "ollama"
+    url: str  # openai: the provider's base_url (e.g. https://api.groq.com/openai/v1); ollama: worker URL
+    label: str  # "groq", or "ollama@rtx4090" for a worker: used in health reports and logs
+    headers: Mapping[str, str]  # precomputed, Authorization included; never logged or reported
+    connect_s: float
+    first_byte_s: float
+    total_s: float
+
+
+class ChatStream(abc.ABC):
+    """An upstream stream whose first chunk has already arrived.
+
+    Iterating yields OpenAI ``chat.completion.chunk`` dicts, the first one included, and ends after the
+    upstream's last chunk (no ``[DONE]`` sentinel). A failure mid-stream raises an ``UpstreamError``.
+    ``aclose`` releases the connection; it is safe to call at any time and more than once.
+    """
+
+    @abc.abstractmethod
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def aclose(self) -> None: ...
+
+
+class Adapter(abc.ABC):
+    """Speaks one wire format. Stateless apart from the shared HTTP client it is given."""
+
+    @abc.abstractmethod
+    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A non-streaming chat completion. ``body`` is the caller's request (not mutated); the adapter
+        sends it with ``model`` in place of the caller's model and returns a ``chat.completion`` dict."""
+
+    @abc.abstractmethod
+    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+        """Start a streaming completion; return only once the first chunk has arrived, so the caller
+        can still fall back. Raises ``UpstreamError`` for anything that fails before that."""
+
+    @abc.abstractmethod
+    async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """An embeddings request in OpenAI's shape; returns OpenAI's ``list`` of embeddings."""
+
+    @abc.abstractmethod
+    async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
+        """A cheap liveness check (Ollama ``GET /api/tags``, OpenAI ``GET /models``); raises
+        ``UpstreamError`` when the endpoint is not healthy."""

@@ -1,0 +1,1 @@
+"""Pydantic models of the source configuration and of the compiled routing plan."""

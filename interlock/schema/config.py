@@ -1,0 +1,168 @@
+"""The source configuration: what operators write in YAML.
+
+These models check shape and types only (unknown keys, wrong types, bad durations). Everything that
+needs more than one value at a time (references, cycles, limits against each other) is a compiler pass.
+Defaults that a user may leave out live here, so the JSON Schema documents them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from interlock.schema.durations import Duration
+
+Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
+CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
+
+PROVIDER_KINDS: tuple[str, ...] = ("ollama", "openai")
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSection(_Section):
+    """How the runtime answers callers."""
+
+    default_alias: str | None = Field(None, description="Alias used when a request has no `model`.")
+    alias_namespace: str | None = Field(
+        None, description="Prefix such as `mana/`; every model name under it must be a declared alias."
+    )
+    direct_models: Literal["allow", "deny"] = Field(
+        "allow", description="Whether callers may send raw `provider/model` strings."
+    )
+    resolved_header: NonEmpty = Field(
+        "X-Interlock-Resolved", description="Response header naming the candidate that answered."
+    )
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, description="Largest accepted request body.")
+
+
+class HealthSection(_Section):
+    """Active probes and circuit breakers."""
+
+    probe_interval: Duration = Field(30_000, description="Time between two probes of a provider or worker.")
+    probe_timeout: Duration = Field(3_000, description="A probe slower than this counts as failed.")
+    failure_threshold: int = Field(2, description="Consecutive transient failures that open a circuit.")
+    open_for: Duration = Field(60_000, description="How long an opened circuit skips its candidate.")
+    rate_limit_open_for: Duration = Field(
+        15_000, description="How long a 429 without Retry-After skips its candidate."
+    )
+
+
+class TimeoutsSection(_Section):
+    """Upstream timeouts. `first_byte` must leave room for a cold model load."""
+
+    connect: Duration = Field(2_000, description="TCP/TLS connect.")
+    first_byte: Duration = Field(60_000, description="From sending the request to the response headers.")
+    total: Duration = Field(600_000, description="The whole upstream exchange, stream included.")
+
+
+class ProviderTimeouts(_Section):
+    """Per-provider overrides of `timeouts`; unset keys keep the defaults."""
+
+    connect: Duration | None = None
+    first_byte: Duration | None = None
+    total: Duration | None = None
+
+
+class QueueSection(_Section):
+    """The bounded wait when every slot for a model is busy."""
+
+    max_waiting: int = Field(32, description="Requests that may wait for a slot; one more gets 429.")
+    max_wait: Duration = Field(30_000, description="Longest wait for a slot before answering 429.")
+
+
+class WorkerSection(_Section):
+    """One Ollama box. Keys set here override the values of its hardware `profile`."""
+
+    name: NonEmpty
+    url: str
+    profile: str | None = Field(None, description="A built-in preset name or a path to a profile file.")
+    max_concurrent: int | None = Field(None, description="Requests this worker runs at once, all models.")
+    model_concurrency: dict[str, int] | None = Field(
+        None, description="Per-model slots: exact name, prefix ending in one `*`, or `*` alone."
+    )
+    default_context_tokens: int | None = None
+    context_limits: dict[str, int] | None = None
+    queue: QueueSection | None = None
+
+
+class ProviderSection(_Section):
+    """An upstream: Ollama workers or an OpenAI-compatible base URL."""
+
+    kind: str = Field(description="`ollama` or `openai`.")
+    base_url: str | None = Field(None, description="Required for `kind: openai`.")
+    api_key_env: str | None = Field(None, description="Name of the variable holding the credential.")
+    probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
+    timeouts: ProviderTimeouts | None = None
+    workers: list[WorkerSection] | None = Field(None, description="Required for `kind: ollama`.")
+
+
+class ModelFacts(_Section):
+    """Facts about a model that no worker reports."""
+
+    capabilities: list[Capability] | None = None
+    context_tokens: int | None = Field(None, ge=1)
+
+
+class AliasSection(_Section):
+    """A class of model: an ordered fallback chain."""
+
+    description: str = ""
+    chain: list[str]
+    requires: list[Capability] = Field(default_factory=list)
+
+
+class LintSection(_Section):
+    """Settings of `interlock lint`."""
+
+    scan_allow: list[str] = Field(
+        default_factory=list, description="Globs where hard-coded models may stand."
+    )
+
+
+class SourceFile(_Section):
+    """One YAML source file. Every file has this shape; `include` merges files."""
+
+    version: Literal[1] | None = None
+    include: list[str] = Field(default_factory=list)
+    server: ServerSection | None = None
+    providers: dict[str, ProviderSection] | None = None
+    models: dict[str, ModelFacts] | None = None
+    aliases: dict[str, AliasSection] | None = None
+    health: HealthSection | None = None
+    timeouts: TimeoutsSection | None = None
+    lint: LintSection | None = None
+
+
+class HardwareFacts(_Section):
+    """What a hardware profile says about the machine."""
+
+    accelerator: Literal["nvidia", "apple", "amd", "none"]
+    gpu: str | None = None
+    vram_gib: float | None = Field(None, gt=0)
+    unified_memory: bool = False
+    system_memory_gib: float | None = Field(None, gt=0)
+
+
+class ProfileWorkerDefaults(_Section):
+    """Worker values a profile presets."""
+
+    max_concurrent: int | None = None
+    model_concurrency: dict[str, int] | None = None
+    default_context_tokens: int | None = None
+    context_limits: dict[str, int] | None = None
+    queue: QueueSection | None = None
+
+
+class ProfileFile(_Section):
+    """A hardware preset (`profiles/*.yaml`)."""
+
+    profile: NonEmpty
+    description: str = ""
+    hardware: HardwareFacts
+    worker: ProfileWorkerDefaults

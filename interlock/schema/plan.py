@@ -1,0 +1,116 @@
+"""The routing plan: the compiler's output and the runtime's only input.
+
+Everything here is precomputed: expanded chains, effective timeouts, per-model slot tables. The runtime
+loads it, validates it and builds lookup tables once; it never derives routing facts per request.
+Durations are whole milliseconds (`*_ms`). Credentials appear only as variable *names*.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PLAN_FORMAT_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlanServer(_Frozen):
+    default_alias: str | None
+    alias_namespace: str | None
+    direct_models: bool
+    resolved_header: str
+    max_body_bytes: int
+
+
+class PlanHealth(_Frozen):
+    probe_interval_ms: int = Field(ge=1)
+    probe_timeout_ms: int = Field(ge=1)
+    failure_threshold: int = Field(ge=1)
+    open_for_ms: int = Field(ge=1)
+    rate_limit_open_for_ms: int = Field(ge=1)
+
+
+class PlanTimeouts(_Frozen):
+    connect_ms: int = Field(ge=1)
+    first_byte_ms: int = Field(ge=1)
+    total_ms: int = Field(ge=1)
+
+
+class PlanProvider(_Frozen):
+    name: str
+    kind: Literal["ollama", "openai"]
+    base_url: str | None = Field(description="OpenAI-compatible base URL; null for Ollama.")
+    api_key_env: str | None = Field(description="Name of the credential variable, never its value.")
+    probe: bool
+    timeouts: PlanTimeouts
+    workers: list[str] = Field(description="Names of this provider's workers, in declaration order.")
+
+
+class PlanQueue(_Frozen):
+    max_waiting: int = Field(ge=0)
+    max_wait_ms: int = Field(ge=0)
+
+
+class PlanPattern(_Frozen):
+    """One row of a worker's concurrency pattern table, in match order."""
+
+    pattern: str
+    match: Literal["exact", "prefix", "any"]
+    prefix: str = Field(description="For `prefix`: the text before `*`; for `exact`: the name; else ``.")
+    limit: int = Field(ge=1)
+
+
+class PlanHardware(_Frozen):
+    accelerator: str
+    gpu: str | None
+    vram_gib: float | None
+    unified_memory: bool
+    system_memory_gib: float | None
+
+
+class PlanWorker(_Frozen):
+    name: str
+    provider: str
+    url: str
+    profile: str | None
+    hardware: PlanHardware | None
+    max_concurrent: int = Field(ge=1)
+    slots: dict[str, int] = Field(description="Effective slot limit for every model the plan references.")
+    patterns: list[PlanPattern] = Field(description="Ordered: exact > longest prefix > `*`.")
+    default_context_tokens: int | None
+    context_limits: dict[str, int]
+    queue: PlanQueue
+
+
+class PlanCandidate(_Frozen):
+    """A concrete `provider/model` and what is known about it."""
+
+    id: str
+    provider: str
+    model: str
+    capabilities: list[str] | None = Field(description="Known capabilities; null when unknown.")
+    context_tokens: int | None
+
+
+class PlanAlias(_Frozen):
+    name: str
+    description: str
+    requires: list[str]
+    candidates: list[str] = Field(description="Expanded chain: candidate ids in fallback order.")
+
+
+class RoutingPlan(_Frozen):
+    """A frozen routing plan (canonical JSON on disk)."""
+
+    format_version: Literal[1]
+    content_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    server: PlanServer
+    health: PlanHealth
+    providers: dict[str, PlanProvider]
+    workers: dict[str, PlanWorker]
+    candidates: dict[str, PlanCandidate]
+    aliases: dict[str, PlanAlias]
