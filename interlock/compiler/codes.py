@@ -52,6 +52,8 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL106", "bad-url", "error", "A URL without `http`/`https` scheme or host."),
     ("IL107", "bad-provider-shape", "error", "Workers on an `openai` provider, or none on `ollama`."),
     ("IL108", "no-credential", "warning", "An `openai` provider has no `api_key_env`."),
+    ("IL109", "bad-provider-name", "error", "A provider name is empty or holds `/` or whitespace."),
+    ("IL110", "shared-credential", "warning", "Providers on different hosts share one credential variable."),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
     ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),
@@ -74,6 +76,7 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL309", "capability-unknown", "warning", "A candidate's capabilities are unknown for a `requires`."),
     ("IL310", "unknown-alias", "error", "A chain entry in the alias namespace is not a declared alias."),
     ("IL311", "duplicate-after-expansion", "warning", "Expanding nested aliases repeats a candidate."),
+    ("IL312", "alias-shadows-candidate", "error", "An alias is named like a `provider/model` of a provider."),
     # Health and timeouts
     ("IL401", "probe-timeout-too-long", "error", "`probe_timeout` is not shorter than `probe_interval`."),
     ("IL402", "not-positive", "error", "A duration or count that must be positive is not."),

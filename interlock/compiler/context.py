@@ -35,6 +35,11 @@ class Provider:
     name: str
     section: ProviderSection
     entry: Entry
+    worker_index: list[int] = field(default_factory=list)
+    """Source index of each of ``section.workers`` (workers that failed shape checks are left out)."""
+
+    def source_index(self, index: int) -> int:
+        return self.worker_index[index] if index < len(self.worker_index) else index
 
 
 @dataclass
@@ -42,6 +47,11 @@ class Alias:
     name: str
     section: AliasSection
     entry: Entry
+    chain_index: list[int] = field(default_factory=list)
+    """Source index of each of ``section.chain`` (entries that failed shape checks are left out)."""
+
+    def source_index(self, index: int) -> int:
+        return self.chain_index[index] if index < len(self.chain_index) else index
 
 
 @dataclass
@@ -95,8 +105,8 @@ class CompileContext:
     aliases: dict[str, Alias] = field(default_factory=dict)
     models: dict[str, Model] = field(default_factory=dict)
     broken: set[str] = field(default_factory=set)
-    """Names (`providers.x`, `aliases.y`) whose definition failed shape checks: later passes stay quiet
-    about references to them instead of reporting a second, derived error."""
+    """Dotted paths (`providers.x`, `health.probe_timeout`, `aliases.y.chain[2]`) that failed shape checks
+    and were pruned: later passes stay quiet about them instead of reporting a second, derived error."""
     # filled by `workers`
     workers: dict[str, Worker] = field(default_factory=dict)
     # filled by `aliases`
@@ -112,3 +122,19 @@ class CompileContext:
 
     def provider_of(self, candidate: str) -> str:
         return candidate.split("/", 1)[0]
+
+    def is_broken(self, path: str) -> bool:
+        """Whether ``path`` or anything above it failed shape checks."""
+        if path in self.broken:
+            return True
+        return any(path.startswith(b) and path[len(b) : len(b) + 1] in (".", "[") for b in self.broken)
+
+    def broken_under(self, path: str) -> bool:
+        """Whether ``path`` or anything inside it failed shape checks."""
+        return self.is_broken(path) or any(
+            b.startswith(path) and b[len(path) : len(path) + 1] in (".", "[") for b in self.broken
+        )
+
+    def declared_providers(self) -> list[str]:
+        """Every provider name written in the sources, including ones that failed shape checks."""
+        return list(self.sources.named["providers"])

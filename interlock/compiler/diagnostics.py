@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from interlock.compiler.codes import CODES
+from interlock.compiler.secrets import redact_text
 
 
 class Severity(enum.Enum):
@@ -26,11 +27,16 @@ class Severity(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """A place in a source file; line and col are 1-based. ``line == 0`` means the whole file."""
+    """A place in a source file; line and col are 1-based. ``line == 0`` means the whole file.
+
+    ``end_line``/``end_col`` (exclusive, 1-based) mark where the node ends; 0 when unknown.
+    """
 
     file: str
     line: int = 0
     col: int = 0
+    end_line: int = 0
+    end_col: int = 0
 
     def __str__(self) -> str:
         if self.line <= 0:
@@ -73,8 +79,19 @@ class DiagnosticSink:
         hint: str | None = None,
     ) -> None:
         info = CODES[code]  # KeyError here means an undocumented code: a bug, fail loudly.
-        shown = None if value is None else _show(value)
-        self.items.append(Diagnostic(code, info.severity, span, message, path, shown, hint))
+        # Passes never put a credential into these; the redaction is a second line of defence.
+        shown = None if value is None else redact_text(_show(value))
+        self.items.append(
+            Diagnostic(
+                code,
+                info.severity,
+                span,
+                redact_text(message),
+                path,
+                shown,
+                None if hint is None else redact_text(hint),
+            )
+        )
 
     def __iter__(self) -> Iterator[Diagnostic]:
         return iter(self.items)

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.compiler.context import CompileContext, Worker
+from interlock.compiler.patterns import slot_limit
 from interlock.schema.canonical import content_hash
 from interlock.schema.config import TimeoutsSection
-from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPattern, RoutingPlan
+from interlock.schema.plan import PLAN_FORMAT_VERSION, RoutingPlan
+
+__all__ = ["emit", "slot_limit"]
 
 
 def emit(ctx: CompileContext) -> RoutingPlan:
@@ -93,18 +96,6 @@ def _provider(ctx: CompileContext, name: str) -> dict[str, Any]:
             w.name for w in sorted(ctx.workers.values(), key=lambda w: w.index) if w.provider == name
         ],
     }
-
-
-def slot_limit(patterns: list[PlanPattern], max_concurrent: int, model: str) -> int:
-    """exact > longest prefix > `*` > max_concurrent; ``patterns`` is already in that order."""
-    for row in patterns:
-        if row.match == "exact" and row.prefix == model:
-            return row.limit
-        if row.match == "prefix" and model.startswith(row.prefix):
-            return row.limit
-        if row.match == "any":
-            return row.limit
-    return max_concurrent
 
 
 def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from interlock.compiler.diagnostics import DiagnosticSink, Span
+from interlock.compiler.secrets import redact_text
 
 Path = tuple[str | int, ...]
 Reader = Callable[[str], str | None]
@@ -46,6 +47,8 @@ class SourceDoc:
     data: Any = None
     value_spans: dict[Path, Span] = field(default_factory=dict)
     key_spans: dict[Path, Span] = field(default_factory=dict)
+    secrets: list[Span] = field(default_factory=list)
+    """Where credential values stand; ``redacted_line`` masks them whenever a line is shown."""
 
     def span(self, path: Path) -> Span:
         """The value at ``path``, or the closest enclosing value that exists."""
@@ -56,6 +59,49 @@ class SourceDoc:
         if path in self.key_spans:
             return self.key_spans[path]
         return self.span(path)
+
+    def mark_secret(self, path: Path) -> None:
+        """Never show the value at ``path`` (the key stays visible)."""
+        span = self.value_spans.get(path)
+        if span is not None and span not in self.secrets:
+            self.secrets.append(span)
+
+    def redacted_line(self, number: int) -> str | None:
+        """Line ``number`` (1-based) with every secret on it replaced by ``***``; None past the end."""
+        shown = self.excerpt(number, 1, 1)
+        return None if shown is None else shown[0]
+
+    def excerpt(self, number: int, col: int, end_col: int) -> tuple[str, int, int] | None:
+        """Line ``number`` with secrets masked, and ``col``/``end_col`` moved to match the masked text."""
+        if not 0 < number <= len(self.lines):
+            return None
+        text = self.lines[number - 1].rstrip().replace("\t", " ")
+        cuts: list[tuple[int, int]] = []
+        for secret in self.secrets:
+            last = secret.end_line if secret.end_col > 1 else secret.end_line - 1
+            if not secret.line <= number <= max(last, secret.line):
+                continue
+            start = secret.col - 1 if number == secret.line else 0
+            end = secret.end_col - 1 if number == secret.end_line else len(text)
+            cuts.append((start, max(end, start + 1)))
+        masked, position = "", 0
+        for start, end in sorted(cuts):
+            if start < position:
+                continue
+            masked += text[position:start] + "***"
+            position = end
+        masked += text[position:]
+
+        def moved(column: int) -> int:
+            original = new = column - 1
+            for start, end in cuts:
+                if end <= original:
+                    new += 3 - (end - start)
+                elif start <= original:
+                    new -= original - start  # inside a secret: point at its start
+            return len(redact_text(masked[:new])) + 1
+
+        return redact_text(masked), moved(col), moved(end_col)
 
     def _nearest(self, spans: dict[Path, Span], path: Path) -> Span:
         for end in range(len(path), -1, -1):
@@ -233,7 +279,8 @@ class _Converter:
     sink: DiagnosticSink
 
     def _span(self, node: Node) -> Span:
-        return Span(self.doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
+        start, end = node.start_mark, node.end_mark
+        return Span(self.doc.file, start.line + 1, start.column + 1, end.line + 1, end.column + 1)
 
     def convert(self, node: Node, path: Path) -> Any:
         self.doc.value_spans[path] = self._span(node)

@@ -29,29 +29,37 @@ def summary(diagnostics: Sequence[Diagnostic]) -> str:
 
 
 def _text(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
-    blocks = []
-    for d in diagnostics:
-        lines = [f"{d.span}: {d.severity.value} {d.code} {d.name}: {d.message}"]
-        source = _source_line(sources, d)
-        if source is not None:
-            gutter = str(d.span.line)
-            lines.append(f"  {gutter} | {source}")
-            lines.append(f"  {' ' * len(gutter)} | {' ' * (max(d.span.col, 1) - 1)}^")
-        if d.hint:
-            lines.append(f"  hint: {d.hint}")
-        blocks.append("\n".join(lines))
     if not diagnostics:
         return ""
+    blocks = [_text_block(d, sources) for d in diagnostics]
     return "\n".join(blocks) + f"\n{summary(diagnostics)}\n"
 
 
-def _source_line(sources: Sources | None, d: Diagnostic) -> str | None:
+def _text_block(d: Diagnostic, sources: Sources | None) -> str:
+    """Header, the source line with the value underlined and labelled with its key path, the hint."""
+    lines = [f"{d.span}: {d.severity.value} {d.code} {d.name}: {d.message}"]
+    excerpt = _excerpt(sources, d)
+    if excerpt is not None:
+        text, col, end_col = excerpt
+        gutter = str(d.span.line)
+        width = max(end_col - col, 1) if d.span.end_line == d.span.line else 1
+        label = f" {d.path}" if d.path else ""
+        lines.append(f"  {gutter} | {text}")
+        lines.append(f"  {' ' * len(gutter)} | {' ' * (max(col, 1) - 1)}{'^' * width}{label}")
+    elif d.path:
+        lines.append(f"  at: {d.path}")
+    if d.hint:
+        lines.append(f"  hint: {d.hint}")
+    return "\n".join(lines)
+
+
+def _excerpt(sources: Sources | None, d: Diagnostic) -> tuple[str, int, int] | None:
     if sources is None or d.span.line <= 0:
         return None
     doc = sources.doc_for(d.span.file)
-    if doc is None or d.span.line > len(doc.lines):
+    if doc is None:
         return None
-    return doc.lines[d.span.line - 1].rstrip().replace("\t", " ")
+    return doc.excerpt(d.span.line, d.span.col, d.span.end_col or d.span.col + 1)
 
 
 def _json(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
@@ -63,6 +71,8 @@ def _json(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
             "file": d.span.file,
             "line": d.span.line,
             "col": d.span.col,
+            "end_line": d.span.end_line,
+            "end_col": d.span.end_col,
             "path": d.path,
             "message": d.message,
             "value": d.value,
@@ -77,10 +87,12 @@ def _github(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
     out = []
     for d in diagnostics:
         level = "error" if d.severity is Severity.ERROR else "warning"
-        message = d.message + (f" ({d.hint})" if d.hint else "")
+        message = d.message + (f" [{d.path}]" if d.path else "") + (f" (hint: {d.hint})" if d.hint else "")
         place = f"file={_escape_property(d.span.file)}"
         if d.span.line > 0:
             place += f",line={d.span.line},col={max(d.span.col, 1)}"
+            if d.span.end_line == d.span.line and d.span.end_col > d.span.col:
+                place += f",endColumn={d.span.end_col}"
         title = _escape_property(f"{d.code} {d.name}")
         out.append(f"::{level} {place},title={title}::{_escape_data(message)}")
     return "".join(line + "\n" for line in out)

@@ -72,7 +72,7 @@ class ProviderTimeouts(_Section):
 class QueueSection(_Section):
     """The bounded wait when every slot for a model is busy."""
 
-    max_waiting: int = Field(32, description="Requests that may wait for a slot; one more gets 429.")
+    max_waiting: int = Field(32, ge=0, description="Requests that may wait for a slot; one more gets 429.")
     max_wait: Duration = Field(30_000, description="Longest wait for a slot before answering 429.")
 
 

@@ -19,13 +19,25 @@ def aliases(ctx: CompileContext) -> None:
                 value=name,
                 hint=f"rename it to `{namespace}{name.rsplit('/', 1)[-1]}`",
             )
-        if not alias.section.chain:
+        provider = name.partition("/")[0]
+        if "/" in name and provider in ctx.declared_providers():
+            ctx.sink.add(
+                "IL312",
+                alias.entry.key_span,
+                f"alias `{name}` is named like a model of provider `{provider}`; "
+                "a request for it would be ambiguous",
+                path=f"aliases.{name}",
+                value=name,
+                hint="give aliases their own prefix, e.g. `server.alias_namespace: mana/`",
+            )
+        if not alias.section.chain and not ctx.broken_under(f"aliases.{name}.chain"):
             ctx.sink.add(
                 "IL302",
                 ctx.span_of(alias.entry, "chain"),
                 f"alias `{name}` has an empty chain",
                 path=f"aliases.{name}.chain",
-                hint="list at least one `provider/model` candidate",
+                value="[]",
+                hint="list at least one `provider/model` candidate or another alias",
             )
         _check_entries(ctx, alias)
     _report_cycles(ctx)
@@ -33,7 +45,7 @@ def aliases(ctx: CompileContext) -> None:
     for name in ctx.aliases:
         ctx.expanded[name] = expander.expand(name)
     default = ctx.server.default_alias
-    if default is not None and default not in ctx.aliases and f"aliases.{default}" not in ctx.broken:
+    if default is not None and default not in ctx.aliases and not ctx.is_broken(f"aliases.{default}"):
         entry = ctx.sources.singletons.get("server")
         span = ctx.span_of(entry, "default_alias") if entry else Span("<config>")
         ctx.sink.add(
@@ -49,10 +61,10 @@ def aliases(ctx: CompileContext) -> None:
 
 def classify(ctx: CompileContext, item: str) -> str:
     """`alias`, `candidate`, or the code of what is wrong with a chain entry."""
-    if item in ctx.aliases or f"aliases.{item}" in ctx.broken:
+    if item in ctx.aliases or item in ctx.sources.named["aliases"]:
         return "alias"
     provider, sep, model = item.partition("/")
-    if not sep or not provider or not model or item != item.strip() or " " in item:
+    if not sep or not provider or not model or any(c.isspace() for c in item):
         return "IL303"
     namespace = ctx.server.alias_namespace
     if namespace and item.startswith(namespace):
@@ -64,7 +76,8 @@ def classify(ctx: CompileContext, item: str) -> str:
 
 def _check_entries(ctx: CompileContext, alias: Alias) -> None:
     seen: dict[str, Span] = {}
-    for index, item in enumerate(alias.section.chain):
+    for position, item in enumerate(alias.section.chain):
+        index = alias.source_index(position)
         span = ctx.span_of(alias.entry, "chain", index)
         where = f"aliases.{alias.name}.chain[{index}]"
         if item in seen:
@@ -86,7 +99,8 @@ def _check_entries(ctx: CompileContext, alias: Alias) -> None:
                 f"chain entry `{item}` is not `provider/model`",
                 path=where,
                 value=item,
-                hint="write e.g. `groq/llama-3.3-70b-versatile` or the name of another alias",
+                hint=did_you_mean(item, ctx.aliases)
+                or "write `provider/model` (e.g. `groq/llama-3.3-70b-versatile`) or another alias's name",
             )
         elif kind == "IL310":
             ctx.sink.add(
@@ -95,20 +109,22 @@ def _check_entries(ctx: CompileContext, alias: Alias) -> None:
                 f"`{item}` is in the alias namespace but is not a declared alias",
                 path=where,
                 value=item,
-                hint=did_you_mean(item, ctx.aliases),
+                hint=did_you_mean(item, ctx.aliases)
+                or f"declared aliases: {', '.join(sorted(ctx.aliases)) or 'none'}",
             )
         elif kind == "IL304":
             provider = item.partition("/")[0]
-            if f"providers.{provider}" in ctx.broken:
+            if ctx.is_broken(f"providers.{provider}"):
                 continue
+            declared = ctx.declared_providers()
             ctx.sink.add(
                 "IL304",
                 span,
-                f"unknown provider `{provider}` in `{item}`",
+                f"unknown provider `{provider}` in chain entry `{item}`",
                 path=where,
                 value=provider,
-                hint=did_you_mean(provider, ctx.providers)
-                or f"declared providers: {', '.join(sorted(ctx.providers)) or 'none'}",
+                hint=did_you_mean(provider, declared)
+                or f"declared providers: {', '.join(sorted(declared)) or 'none'}",
             )
 
 
@@ -119,7 +135,8 @@ def _report_cycles(ctx: CompileContext) -> None:
     def visit(name: str, stack: list[str]) -> None:
         state[name] = 1
         alias = ctx.aliases[name]
-        for index, item in enumerate(alias.section.chain):
+        for position, item in enumerate(alias.section.chain):
+            index = alias.source_index(position)
             if item not in ctx.aliases:
                 continue
             if state.get(item) == 1:
@@ -161,7 +178,8 @@ class _Expander:
         alias = self.ctx.aliases[name]
         links: list[Link] = []
         seen: set[str] = set()
-        for index, item in enumerate(alias.section.chain):
+        for position, item in enumerate(alias.section.chain):
+            index = alias.source_index(position)
             here = (name, self.ctx.span_of(alias.entry, "chain", index))
             kind = classify(self.ctx, item)
             if kind == "alias" and item in self.ctx.aliases:
@@ -180,6 +198,8 @@ class _Expander:
                             "it keeps its first position",
                             path=f"aliases.{name}.chain[{index}]",
                             value=link.candidate,
+                            hint=f"`{link.candidate}` is tried once; drop it from `{item}` or from `{name}` "
+                            "if the order matters",
                         )
                     continue
                 seen.add(link.candidate)

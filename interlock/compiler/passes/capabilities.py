@@ -3,30 +3,34 @@
 from __future__ import annotations
 
 from interlock.compiler.context import CompileContext
-from interlock.compiler.diagnostics import did_you_mean
+from interlock.compiler.diagnostics import Span, did_you_mean
 
 
 def capabilities(ctx: CompileContext) -> None:
     """Check `requires` against `models:` facts; also check the facts name declared providers."""
     for model_id, model in ctx.models.items():
-        if model.provider not in ctx.providers and f"providers.{model.provider}" not in ctx.broken:
+        if model.provider not in ctx.providers and not ctx.is_broken(f"providers.{model.provider}"):
+            declared = ctx.declared_providers()
             ctx.sink.add(
                 "IL304",
                 model.entry.key_span,
                 f"model facts for `{model_id}` name the unknown provider `{model.provider}`",
                 path=f"models.{model_id}",
                 value=model.provider,
-                hint=did_you_mean(model.provider, ctx.providers),
+                hint=did_you_mean(model.provider, declared)
+                or f"declared providers: {', '.join(sorted(declared)) or 'none'}",
             )
     for name, alias in ctx.aliases.items():
         required = alias.section.requires
         if not required:
             continue
         for link in ctx.expanded.get(name, []):
+            if ctx.is_broken(f"models.{link.candidate}"):
+                continue  # its facts have errors of their own; guessing would add noise
             facts = ctx.models.get(link.candidate)
             known = facts.facts.capabilities if facts else None
             span = link.via[0][1]
-            where = f"aliases.{name}.requires"
+            where = _chain_path(ctx, name, span)
             if known is None:
                 ctx.sink.add(
                     "IL309",
@@ -49,3 +53,13 @@ def capabilities(ctx: CompileContext) -> None:
                     hint=f"known capabilities of `{link.candidate}`: {', '.join(known) or 'none'}; "
                     "remove it from the chain or correct its facts",
                 )
+
+
+def _chain_path(ctx: CompileContext, name: str, span: Span) -> str:
+    """The key path of the chain entry of alias ``name`` that stands at ``span``."""
+    alias = ctx.aliases[name]
+    for position in range(len(alias.section.chain)):
+        index = alias.source_index(position)
+        if ctx.span_of(alias.entry, "chain", index) == span:
+            return f"aliases.{name}.chain[{index}]"
+    return f"aliases.{name}.chain"

@@ -2,61 +2,62 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import Entry
 from interlock.schema.durations import format_duration
 
+SpanOf = Callable[[str], Span]
+TIMEOUT_KEYS = ("connect", "first_byte", "total")
+
 
 def health(ctx: CompileContext) -> None:
-    """Reports problems only; the values are already typed by `shape`."""
-    entry = ctx.sources.singletons.get("health")
+    """Reports problems only; the values are already typed by `shape` (pruned ones are skipped)."""
+    span = _spans(ctx, ctx.sources.singletons.get("health"))
     h = ctx.health
-    span = _spans(ctx, entry)
     for key in ("probe_interval", "probe_timeout", "open_for", "rate_limit_open_for", "failure_threshold"):
         value = getattr(h, key)
         if value < 1:
+            shown = str(value) if key == "failure_threshold" else format_duration(value)
             ctx.sink.add(
-                "IL402", span(key), f"`health.{key}` must be positive", path=f"health.{key}", value=str(value)
+                "IL402",
+                span(key),
+                f"`health.{key}` must be positive, not `{shown}`",
+                path=f"health.{key}",
+                value=shown,
+                hint="a count of at least 1" if key == "failure_threshold" else "e.g. `500ms`, `3s`, `1m`",
             )
-    if 0 < h.probe_interval <= h.probe_timeout:
+    usable = not ctx.is_broken("health.probe_interval") and not ctx.is_broken("health.probe_timeout")
+    if usable and 0 < h.probe_interval <= h.probe_timeout:
         ctx.sink.add(
             "IL401",
             span("probe_timeout"),
             f"`health.probe_timeout` ({format_duration(h.probe_timeout)}) must be shorter than "
             f"`health.probe_interval` ({format_duration(h.probe_interval)})",
             path="health.probe_timeout",
-            hint="probes would overlap; e.g. probe_interval: 30s, probe_timeout: 3s",
+            value=format_duration(h.probe_timeout),
+            hint="otherwise probes overlap; e.g. probe_interval: 30s, probe_timeout: 3s",
         )
-    defaults = ctx.sources.singletons.get("timeouts")
-    _timeouts(
-        ctx,
-        "timeouts",
-        _spans(ctx, defaults),
-        ctx.timeouts.connect,
-        ctx.timeouts.first_byte,
-        ctx.timeouts.total,
-    )
+    defaults = {key: getattr(ctx.timeouts, key) for key in TIMEOUT_KEYS}
+    _timeouts(ctx, "timeouts", _spans(ctx, ctx.sources.singletons.get("timeouts")), defaults, set(defaults))
     for name, provider in ctx.providers.items():
         own = provider.section.timeouts
         if own is None:
             continue
-        where = f"providers.{name}.timeouts"
+        values = {
+            key: defaults[key] if getattr(own, key) is None else getattr(own, key) for key in TIMEOUT_KEYS
+        }
+        written = {key for key in TIMEOUT_KEYS if getattr(own, key) is not None}
 
         def pspan(key: str, entry: Entry = provider.entry) -> Span:
             return ctx.span_of(entry, "timeouts", key)
 
-        _timeouts(
-            ctx,
-            where,
-            pspan,
-            ctx.timeouts.connect if own.connect is None else own.connect,
-            ctx.timeouts.first_byte if own.first_byte is None else own.first_byte,
-            ctx.timeouts.total if own.total is None else own.total,
-        )
+        _timeouts(ctx, f"providers.{name}.timeouts", pspan, values, written)
 
 
-def _spans(ctx: CompileContext, entry: Entry | None):  # type: ignore[no-untyped-def]
+def _spans(ctx: CompileContext, entry: Entry | None) -> SpanOf:
     def span(key: str) -> Span:
         if entry is None:
             main = ctx.sources.main
@@ -66,23 +67,32 @@ def _spans(ctx: CompileContext, entry: Entry | None):  # type: ignore[no-untyped
     return span
 
 
-def _timeouts(ctx: CompileContext, where: str, span, connect: int, first_byte: int, total: int) -> None:  # type: ignore[no-untyped-def]
-    values = {"connect": connect, "first_byte": first_byte, "total": total}
-    for key, value in values.items():
-        if value < 1:
+def _timeouts(
+    ctx: CompileContext, where: str, span: SpanOf, values: dict[str, int], written: set[str]
+) -> None:
+    """``written``: the keys set at ``where`` itself; inherited defaults were checked where they stand."""
+    for key in sorted(written):
+        if values[key] < 1 and not ctx.is_broken(f"{where}.{key}"):
             ctx.sink.add(
                 "IL402",
                 span(key),
-                f"`{where}.{key}` must be positive",
+                f"`{where}.{key}` must be positive, not `{format_duration(values[key])}`",
                 path=f"{where}.{key}",
-                value=format_duration(value),
+                value=format_duration(values[key]),
+                hint="e.g. `2s` for connect, `60s` for first_byte, `10m` for total",
             )
+    total = values["total"]
     for key in ("connect", "first_byte"):
+        if not written & {key, "total"} or ctx.is_broken(f"{where}.{key}") or ctx.is_broken(f"{where}.total"):
+            continue
         if values[key] > total > 0:
+            at = key if key in written else "total"
             ctx.sink.add(
                 "IL403",
-                span(key),
+                span(at),
                 f"`{where}.{key}` ({format_duration(values[key])}) is longer than `total` "
                 f"({format_duration(total)}), so `total` cuts it short",
-                path=f"{where}.{key}",
+                path=f"{where}.{at}",
+                value=format_duration(values[at]),
+                hint=f"raise `total` above {format_duration(values[key])} or lower `{key}`",
             )

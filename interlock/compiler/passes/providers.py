@@ -3,129 +3,204 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
-from interlock.compiler.context import CompileContext
+from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.diagnostics import Span, did_you_mean
+from interlock.compiler.loader import SourceDoc
+from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
 from interlock.schema.config import PROVIDER_KINDS
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PROVIDER_NAME = re.compile(r"^[^/\s]+$")
 
 
 def providers(ctx: CompileContext) -> None:
     """Each provider is checked on its own; no provider inherits another's credential."""
     for name, provider in ctx.providers.items():
-        section, entry = provider.section, provider.entry
-        where = f"providers.{name}"
-        if "/" in name or not name:
+        _provider(ctx, name, provider)
+    _shared_credentials(ctx)
+
+
+def _provider(ctx: CompileContext, name: str, provider: Provider) -> None:
+    section, entry = provider.section, provider.entry
+    where = f"providers.{name}"
+    # A shape problem inside the entry (say, a misspelt `base_ulr`) already has its diagnostic;
+    # "missing base_url" on top of it would be a derived one.
+    complete = not ctx.broken_under(where)
+    if not PROVIDER_NAME.match(name):
+        suggestion = re.sub(r"[/\s]+", "-", name).strip("-") or "local"
+        ctx.sink.add(
+            "IL109",
+            entry.key_span,
+            f"provider name `{name}` may not be empty or contain `/` or whitespace",
+            path=where,
+            value=name,
+            hint=f"the provider is the text before the first `/` of a chain entry; e.g. `{suggestion}`",
+        )
+    if section.kind not in PROVIDER_KINDS:
+        ctx.sink.add(
+            "IL101",
+            ctx.span_of(entry, "kind"),
+            f"`{where}.kind` is `{section.kind}`; a provider is `ollama` or `openai`",
+            path=f"{where}.kind",
+            value=section.kind,
+            hint=did_you_mean(section.kind, PROVIDER_KINDS)
+            or "`ollama` for Ollama workers, `openai` for any OpenAI-compatible API",
+        )
+    elif section.kind == "openai":
+        _openai(ctx, name, provider, complete)
+    else:
+        _ollama(ctx, name, provider, complete)
+    _check_credential(ctx, name, provider)
+
+
+def _openai(ctx: CompileContext, name: str, provider: Provider, complete: bool) -> None:
+    section, entry, where = provider.section, provider.entry, f"providers.{name}"
+    if section.base_url is None:
+        if complete:
             ctx.sink.add(
-                "IL303",
+                "IL102",
                 entry.key_span,
-                f"provider name `{name}` may not contain `/`",
-                path=where,
-                value=name,
-                hint="the provider is the text before the first `/` of a chain entry",
+                f"provider `{name}` (kind: openai) has no `base_url`",
+                path=f"{where}.base_url",
+                hint="add e.g. `base_url: https://api.groq.com/openai/v1`",
             )
-        if section.kind not in PROVIDER_KINDS:
-            ctx.sink.add(
-                "IL101",
-                ctx.span_of(entry, "kind"),
-                f"unknown provider kind `{section.kind}`",
-                path=f"{where}.kind",
-                value=section.kind,
-                hint=did_you_mean(section.kind, PROVIDER_KINDS) or "use `ollama` or `openai`",
-            )
-            continue
-        if section.kind == "openai":
-            if section.base_url is None:
-                ctx.sink.add(
-                    "IL102",
-                    entry.key_span,
-                    f"provider `{name}` (kind: openai) has no `base_url`",
-                    path=f"{where}.base_url",
-                    hint="add e.g. `base_url: https://api.groq.com/openai/v1`",
-                )
-            else:
-                check_url(ctx, section.base_url, ctx.span_of(entry, "base_url"), f"{where}.base_url")
-            if section.workers is not None:
-                ctx.sink.add(
-                    "IL107",
-                    ctx.key_span_of(entry, "workers"),
-                    f"provider `{name}` is `kind: openai`; only `kind: ollama` has workers",
-                    path=f"{where}.workers",
-                    hint="move the workers to an `ollama` provider, or use `base_url`",
-                )
-            if section.api_key_env is None:
-                ctx.sink.add(
-                    "IL108",
-                    entry.key_span,
-                    f"provider `{name}` has no `api_key_env`: requests go out without a credential",
-                    path=where,
-                    hint="add `api_key_env: VARIABLE_NAME` unless the endpoint needs no key",
-                )
-        else:
-            if not section.workers:
-                ctx.sink.add(
-                    "IL107",
-                    entry.key_span,
-                    f"provider `{name}` (kind: ollama) has no workers",
-                    path=f"{where}.workers",
-                    hint="add `workers: [{name: box1, url: http://127.0.0.1:11434}]`",
-                )
-            if section.base_url is not None:
-                ctx.sink.add(
-                    "IL107",
-                    ctx.key_span_of(entry, "base_url"),
-                    f"provider `{name}` is `kind: ollama`; its URLs belong to its workers",
-                    path=f"{where}.base_url",
-                    hint="move the URL to `workers: [{name: ..., url: ...}]`",
-                )
-        _check_credential(ctx, name, provider.section.api_key_env, ctx.span_of(entry, "api_key_env"))
+    else:
+        check_url(ctx, entry.doc, (*entry.path, "base_url"), section.base_url, f"{where}.base_url")
+    if section.workers is not None:
+        ctx.sink.add(
+            "IL107",
+            ctx.key_span_of(entry, "workers"),
+            f"provider `{name}` is `kind: openai`; only `kind: ollama` has workers",
+            path=f"{where}.workers",
+            hint="move the workers to an `ollama` provider, or use `base_url`",
+        )
+    if section.api_key_env is None and complete:
+        ctx.sink.add(
+            "IL108",
+            entry.key_span,
+            f"provider `{name}` has no `api_key_env`: requests go out without a credential",
+            path=f"{where}.api_key_env",
+            hint="add `api_key_env: VARIABLE_NAME` unless the endpoint needs no key; "
+            "a provider never borrows another provider's credential",
+        )
 
 
-def _check_credential(ctx: CompileContext, name: str, variable: str | None, span: Span) -> None:
+def _ollama(ctx: CompileContext, name: str, provider: Provider, complete: bool) -> None:
+    section, entry, where = provider.section, provider.entry, f"providers.{name}"
+    if not section.workers and complete:
+        ctx.sink.add(
+            "IL107",
+            ctx.span_of(entry, "workers") if section.workers is not None else entry.key_span,
+            f"provider `{name}` (kind: ollama) has no workers",
+            path=f"{where}.workers",
+            hint="add `workers: [{name: box1, url: http://127.0.0.1:11434}]`",
+        )
+    if section.base_url is not None:
+        ctx.sink.add(
+            "IL107",
+            ctx.key_span_of(entry, "base_url"),
+            f"provider `{name}` is `kind: ollama`; its URLs belong to its workers, not `base_url`",
+            path=f"{where}.base_url",
+            hint="move the URL to `workers: [{name: ..., url: ...}]`",
+        )
+
+
+def _check_credential(ctx: CompileContext, name: str, provider: Provider) -> None:
+    variable = provider.section.api_key_env
     if variable is None:
         return
     where = f"providers.{name}.api_key_env"
-    if not ENV_NAME.match(variable):
-        # Often a pasted key: never echo it.
+    path = (*provider.entry.path, "api_key_env")
+    span = provider.entry.doc.span(path)
+    if looks_like_secret(variable) or not ENV_NAME.match(variable):
+        # Often a pasted key: never echo it, and mask it wherever the line is shown.
+        provider.entry.doc.mark_secret(path)
+        what = "looks like a credential itself" if looks_like_secret(variable) else "is not a variable name"
         ctx.sink.add(
             "IL104",
             span,
-            "`api_key_env` must name an environment variable (letters, digits, `_`); the value is not shown",
+            f"`{where}` {what}; it must name an environment variable "
+            "(letters, digits and `_`, not starting with a digit); the value is not shown",
             path=where,
-            hint="if this is the key itself, move it into a variable and write that variable's name",
+            hint="if this is the key itself, revoke it, put it in a variable and write the variable's name",
         )
         return
     if ctx.options.require_env and not ctx.options.environ.get(variable):
         ctx.sink.add(
             "IL105",
             span,
-            f"credential variable `{variable}` of provider `{name}` is not set",
+            f"credential variable `{variable}` of provider `{name}` is not set (or empty)",
             path=where,
             value=variable,
             hint=f"export {variable}=... in the deployment environment",
         )
 
 
-def check_url(ctx: CompileContext, url: str, span: Span, where: str) -> None:
-    """An absolute http(s) URL with a host and no credentials in it."""
+def _shared_credentials(ctx: CompileContext) -> None:
+    """One variable sent to two different hosts hands one vendor's key to another."""
+    hosts: dict[str, tuple[str, str]] = {}
+    for name, provider in ctx.providers.items():
+        section = provider.section
+        if section.api_key_env is None or section.base_url is None:
+            continue
+        host = _host(section.base_url)
+        if host is None:
+            continue
+        first = hosts.setdefault(section.api_key_env, (name, host))
+        if first[1] != host:
+            ctx.sink.add(
+                "IL110",
+                ctx.span_of(provider.entry, "api_key_env"),
+                f"providers `{first[0]}` ({first[1]}) and `{name}` ({host}) both send "
+                f"`{section.api_key_env}`; each host would receive the other's credential",
+                path=f"providers.{name}.api_key_env",
+                value=section.api_key_env,
+                hint="give each provider its own variable",
+            )
+
+
+def _host(url: str) -> str | None:
     try:
-        parts = urlsplit(url)
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
+
+
+def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], url: str, where: str) -> None:
+    """An absolute http(s) URL with a host, and no credentials in it (user-info or query)."""
+    span: Span = doc.span(path)
+    try:
+        parts = urlsplit(url.strip())
         port_ok = parts.port is None or parts.port > 0
     except ValueError:
         parts, port_ok = None, False
-    if parts is not None and (parts.username or parts.password):
+    query_keys = [k for k, _ in parse_qsl(parts.query)] if parts is not None else []
+    if parts is not None and (
+        parts.username or parts.password or any(CREDENTIAL_KEY.match(k) for k in query_keys)
+    ):
+        doc.mark_secret(path)
         ctx.sink.add(
             "IL103",
             span,
-            f"`{where}` carries credentials in the URL; the value is not shown",
+            f"`{where}` carries a credential in the URL; the value is not shown",
             path=where,
-            hint="remove `user:password@` and use `api_key_env`",
+            hint="remove `user:password@` or `?key=...` and name a variable in `api_key_env`",
         )
         return
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        hint = (
-            "write the scheme, e.g. `http://" + url + "`" if "://" not in url else "use http:// or https://"
+        if "://" not in url:
+            hint = f"write the scheme: `http://{url}` or `https://{url}`"
+        elif parts is not None and parts.scheme not in ("http", "https"):
+            hint = f"the scheme is `{parts.scheme}`; use http:// or https://"
+        else:
+            hint = "write `http(s)://host[:port][/path]`"
+        ctx.sink.add(
+            "IL106",
+            span,
+            f"`{where}` is not an absolute http(s) URL: `{url}`",
+            path=where,
+            value=url,
+            hint=hint,
         )
-        ctx.sink.add("IL106", span, f"`{where}` is not an http(s) URL", path=where, value=url, hint=hint)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import re
-import types
-import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from interlock.compiler.context import Alias, CompileContext, Model, Provider
 from interlock.compiler.diagnostics import did_you_mean
-from interlock.compiler.loader import Entry, Path, SourceDoc, dotted
+from interlock.compiler.loader import NAMED_SECTIONS, Entry, Path, SourceDoc, dotted
+from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
+from interlock.compiler.validate import REDACTED, Salvaged, salvage, show_value
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
@@ -30,53 +29,65 @@ SINGLETON_MODELS: dict[str, type[BaseModel]] = {
     "lint": LintSection,
 }
 
-CREDENTIAL_KEY = re.compile(
-    r"^(api[_-]?key|apikey|key|token|access[_-]?token|secret|client[_-]?secret|password|passwd|"
-    r"authorization|auth|bearer|credentials?)$",
-    re.IGNORECASE,
-)
-"""Keys under which someone wrote a credential value instead of naming a variable."""
+NAME_TABLES = frozenset({"model_concurrency", "context_limits"})
+"""Mappings whose keys are model names, not schema keys (a model may be called `token`)."""
 
 
 def shape(ctx: CompileContext) -> None:
-    """Check every section against its model; keep the ones that pass, typed."""
+    """Check every section against its model; keep what is valid, typed; note what was pruned."""
     for doc in ctx.sources.docs:
         _top_level(ctx, doc, is_main=doc is ctx.sources.main)
+        _credentials(ctx, doc, doc.data, ())
     for section, model in SINGLETON_MODELS.items():
         entry = ctx.sources.singletons.get(section)
         if entry is not None:
-            parsed = _validate(ctx, entry, model)
-            if parsed is not None:
-                setattr(ctx, section, parsed)
+            result = _validate(ctx, entry, model)
+            if result.value is not None:
+                setattr(ctx, section, result.value)
     for name, entry in ctx.sources.named["providers"].items():
-        _strip_inline_credentials(ctx, entry, entry.value, ())
-        provider = _validate(ctx, entry, ProviderSection)
-        if isinstance(provider, ProviderSection):
-            ctx.providers[name] = Provider(name, provider, entry)
-        else:
-            ctx.broken.add(f"providers.{name}")
+        result = _validate(ctx, entry, ProviderSection)
+        if isinstance(result.value, ProviderSection):
+            index = [result.source_index(("workers",), i) for i in range(len(result.value.workers or ()))]
+            ctx.providers[name] = Provider(name, result.value, entry, index)
     for name, entry in ctx.sources.named["aliases"].items():
-        alias = _validate(ctx, entry, AliasSection)
-        if isinstance(alias, AliasSection):
-            ctx.aliases[name] = Alias(name, alias, entry)
-        else:
-            ctx.broken.add(f"aliases.{name}")
+        result = _validate(ctx, entry, AliasSection)
+        if isinstance(result.value, AliasSection):
+            index = [result.source_index(("chain",), i) for i in range(len(result.value.chain))]
+            ctx.aliases[name] = Alias(name, result.value, entry, index)
     for name, entry in ctx.sources.named["models"].items():
-        facts = _validate(ctx, entry, ModelFacts)
-        provider_name, _, model_name = name.partition("/")
-        if not isinstance(facts, ModelFacts):
-            continue
-        if not provider_name or not model_name:
-            ctx.sink.add(
-                "IL303",
-                entry.key_span,
-                f"model fact key `{name}` is not `provider/model`",
-                path=f"models.{name}",
-                value=name,
-                hint="write the model as it appears in a chain, e.g. `groq/llama-3.3-70b-versatile`",
-            )
-            continue
-        ctx.models[name] = Model(name, provider_name, model_name, facts, entry)
+        result = _validate(ctx, entry, ModelFacts)
+        if isinstance(result.value, ModelFacts):
+            _model(ctx, name, entry, result.value)
+
+
+def _model(ctx: CompileContext, name: str, entry: Entry, facts: ModelFacts) -> None:
+    provider_name, _, model_name = name.partition("/")
+    if not provider_name or not model_name:
+        ctx.sink.add(
+            "IL303",
+            entry.key_span,
+            f"model fact key `{name}` is not `provider/model`",
+            path=f"models.{name}",
+            value=name,
+            hint="write the model as it appears in a chain, e.g. `groq/llama-3.3-70b-versatile`",
+        )
+        ctx.broken.add(f"models.{name}")
+        return
+    ctx.models[name] = Model(name, provider_name, model_name, facts, entry)
+
+
+def _validate(ctx: CompileContext, entry: Entry, model: type[BaseModel]) -> Salvaged:
+    base = dotted(entry.path)
+    if entry.value is REDACTED or looks_like_secret(entry.value):
+        ctx.broken.add(base)  # a credential where a section should be: reported by `_credentials`
+        return Salvaged(None)
+    raw = {} if entry.value is None and model is not AliasSection else entry.value
+    result = salvage(model, raw, entry.doc, entry.path, ctx.sink)
+    if result.value is None:
+        ctx.broken.add(base)
+    for path in result.pruned:
+        ctx.broken.add(dotted((*entry.path, *path)))
+    return result
 
 
 def _top_level(ctx: CompileContext, doc: SourceDoc, *, is_main: bool) -> None:
@@ -86,7 +97,8 @@ def _top_level(ctx: CompileContext, doc: SourceDoc, *, is_main: bool) -> None:
         ctx.sink.add(
             "IL004",
             doc.span(()),
-            "a configuration file must be a mapping of sections",
+            f"a configuration file must be a mapping of sections, not {_kind(doc.data)}",
+            value=show_value(doc.data),
             hint="start with `version: 1` and sections such as `providers:` and `aliases:`",
         )
         doc.data = {}
@@ -94,177 +106,103 @@ def _top_level(ctx: CompileContext, doc: SourceDoc, *, is_main: bool) -> None:
     known = SourceFile.model_fields
     for key, value in doc.data.items():
         if key not in known:
+            if isinstance(key, str) and CREDENTIAL_KEY.match(key):
+                continue  # reported as an inline credential by `_credentials`
             ctx.sink.add(
                 "IL003",
                 doc.key_span((key,)),
                 f"unknown section `{key}`",
                 path=str(key),
                 value=str(key),
-                hint=did_you_mean(str(key), known) or f"known sections: {', '.join(known)}",
+                hint=did_you_mean(str(key), known) or f"valid sections: {', '.join(known)}",
             )
-        elif key in ("providers", "models", "aliases") and value is not None and not isinstance(value, dict):
+        elif key in NAMED_SECTIONS and value is not None and not isinstance(value, dict):
             ctx.sink.add(
                 "IL004",
                 doc.span((key,)),
-                f"`{key}` must be a mapping of names to definitions",
+                f"`{key}` must be a mapping of names to definitions, not {_kind(value)}",
                 path=key,
-                value=_type_name(value),
+                value=show_value(value),
             )
         elif key == "include":
             _check_include(ctx, doc, value)
-    if is_main:
-        version = doc.data.get("version")
-        if version != 1:
-            span = doc.span(("version",)) if "version" in doc.data else doc.span(())
-            ctx.sink.add(
-                "IL009",
-                span,
-                "the main file must declare `version: 1`"
-                if version is None
-                else f"unsupported configuration version `{version}`",
-                path="version",
-                value=None if version is None else str(version),
-                hint="this compiler reads `version: 1`",
-            )
+    version = doc.data.get("version")
+    if version == 1 or (version is None and not is_main):
+        return
+    span = doc.span(("version",)) if "version" in doc.data else doc.span(())
+    ctx.sink.add(
+        "IL009",
+        span,
+        "the main file must declare `version: 1`"
+        if version is None
+        else f"unsupported configuration version `{show_value(version)}`",
+        path="version",
+        value=None if version is None else show_value(version),
+        hint="this compiler reads `version: 1`",
+    )
 
 
 def _check_include(ctx: CompileContext, doc: SourceDoc, value: Any) -> None:
     if isinstance(value, list):
-        bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
-        for index in bad:
-            ctx.sink.add(
-                "IL004",
-                doc.span(("include", index)),
-                "an include entry must be a file path",
-                path=f"include[{index}]",
-                value=str(value[index]),
-            )
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                ctx.sink.add(
+                    "IL004",
+                    doc.span(("include", index)),
+                    f"`include[{index}]` must be a file path, not `{show_value(item)}`",
+                    path=f"include[{index}]",
+                    value=show_value(item),
+                )
         return
     ctx.sink.add(
         "IL004",
         doc.span(("include",)),
-        "`include` must be a list of file paths",
+        f"`include` must be a list of file paths, not {_kind(value)}",
         path="include",
-        value=_type_name(value),
+        value=show_value(value),
         hint="write `include: [aliases/mana.yaml]`",
     )
 
 
-def _strip_inline_credentials(ctx: CompileContext, entry: Entry, value: Any, rel: Path) -> None:
-    """Report and remove credential values written inline, so the model check does not echo them."""
+def _credentials(ctx: CompileContext, doc: SourceDoc, value: Any, at: Path) -> None:
+    """Report credential values written inline, mask them in source excerpts, and cut them out."""
     if isinstance(value, list):
         for index, item in enumerate(value):
-            _strip_inline_credentials(ctx, entry, item, (*rel, index))
+            if looks_like_secret(item):
+                _inline(ctx, doc, (*at, index), "a value that looks like a credential")
+                value[index] = REDACTED
+            else:
+                _credentials(ctx, doc, item, (*at, index))
         return
     if not isinstance(value, dict):
         return
+    names_here = (len(at) == 1 and at[0] in NAMED_SECTIONS) or (bool(at) and at[-1] in NAME_TABLES)
     for key in list(value):
-        if isinstance(key, str) and CREDENTIAL_KEY.match(key):
-            path = (*entry.path, *rel, key)
-            ctx.sink.add(
-                "IL103",
-                entry.doc.key_span(path),
-                f"a credential is written inline under `{key}`; its value is not shown",
-                path=dotted(path),
-                hint="store it in an environment variable and write `api_key_env: VARIABLE_NAME`",
-            )
+        path = (*at, key)
+        if not names_here and isinstance(key, str) and CREDENTIAL_KEY.match(key):
+            _inline(ctx, doc, path, "a credential is written inline")
             del value[key]
+        elif key != "api_key_env" and looks_like_secret(value[key]):
+            # `api_key_env` holding a key is reported by the providers pass (IL104).
+            _inline(ctx, doc, path, "a value that looks like a credential is written inline")
+            value[key] = REDACTED
         else:
-            _strip_inline_credentials(ctx, entry, value[key], (*rel, key))
+            _credentials(ctx, doc, value[key], path)
 
 
-def _validate(ctx: CompileContext, entry: Entry, model: type[BaseModel]) -> BaseModel | None:
-    value = {} if entry.value is None and model is not AliasSection else entry.value
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        for error in exc.errors():
-            _report(ctx, entry, model, error)
-        return None
-
-
-def _report(ctx: CompileContext, entry: Entry, model: type[BaseModel], error: Any) -> None:
-    loc: Path = tuple(error["loc"])
-    path = (*entry.path, *loc)
-    where = dotted(path)
-    kind = error["type"]
-    sensitive = any(isinstance(p, str) and CREDENTIAL_KEY.match(p) for p in loc)
-    if kind == "extra_forbidden":
-        fields = _fields_at(model, loc[:-1])
-        key = str(loc[-1])
-        ctx.sink.add(
-            "IL003",
-            entry.doc.key_span(path),
-            f"unknown key `{key}` in `{dotted(path[:-1])}`",
-            path=where,
-            value=key,
-            hint=did_you_mean(key, fields) or (f"valid keys: {', '.join(fields)}" if fields else None),
-        )
-        return
-    if kind == "missing":
-        ctx.sink.add(
-            "IL004",
-            entry.doc.span(path[:-1]),
-            f"`{dotted(path[:-1])}` is missing the required key `{loc[-1]}`",
-            path=where,
-        )
-        return
-    message = str(error["msg"]).removeprefix("Value error, ")
-    shown = None if sensitive else _input_text(error.get("input"))
-    if "duration is written" in message:
-        ctx.sink.add(
-            "IL008",
-            entry.doc.span(path),
-            f"`{where}`: {message}",
-            path=where,
-            value=shown,
-            hint=_duration_hint(error.get("input")),
-        )
-        return
-    ctx.sink.add("IL004", entry.doc.span(path), f"`{where}`: {message}", path=where, value=shown)
-
-
-def _duration_hint(value: Any) -> str | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"add a unit: `{value}s` or `{value}ms`"
-    return None
-
-
-def _input_text(value: Any) -> str | None:
-    if isinstance(value, dict | list):
-        return _type_name(value)
-    return None if value is None else str(value)
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
+def _inline(ctx: CompileContext, doc: SourceDoc, path: Path, what: str) -> None:
+    doc.mark_secret(path)
+    ctx.sink.add(
+        "IL103",
+        doc.key_span(path) if isinstance(path[-1], str) else doc.span(path),
+        f"{what} at `{dotted(path)}`; its value is not shown",
+        path=dotted(path),
+        hint="store it in an environment variable and name it: `api_key_env: VARIABLE_NAME`",
     )
+    ctx.broken.add(dotted(path))
 
 
-def _fields_at(model: type[BaseModel], loc: Path) -> list[str]:
-    """Field names of the model that sits at ``loc`` inside ``model``."""
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        field = current.model_fields.get(str(part))
-        if field is None:
-            return []
-        current = _inner_model(field.annotation)
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
-
-
-def _inner_model(annotation: Any) -> Any:
-    """The BaseModel inside ``X | None``, ``list[X]`` or ``dict[str, X]``."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType, list, dict):
-        for arg in reversed(typing.get_args(annotation)):
-            inner = _inner_model(arg)
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                return inner
-    return annotation
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, int | float) else "null" if value is None else "a value"
+    )

@@ -1,30 +1,49 @@
-"""Ollama workers -> effective values (profile applied), ordered concurrency pattern tables."""
+"""Ollama workers -> effective values (profile applied), ordered concurrency pattern tables.
+
+A key the worker sets replaces the profile's value for that key; tables (`model_concurrency`,
+`context_limits`) are replaced whole, `queue` is merged key by key.
+"""
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from dataclasses import dataclass
 from typing import Any
-
-from pydantic import ValidationError
+from urllib.parse import urlsplit
 
 from interlock.compiler.context import CompileContext, Provider, Worker
-from interlock.compiler.diagnostics import DiagnosticSink, Span, did_you_mean
-from interlock.compiler.loader import Entry, Reader, parse_document
+from interlock.compiler.diagnostics import Span
+from interlock.compiler.loader import Entry, Path, SourceDoc
 from interlock.compiler.passes.providers import check_url
-from interlock.resources import builtin_profiles
-from interlock.schema.config import ProfileFile, QueueSection, WorkerSection
+from interlock.compiler.patterns import covers, order, parse_pattern
+from interlock.compiler.profiles import LoadedProfile, ProfileCache
+from interlock.schema.config import QueueSection, WorkerSection
 from interlock.schema.plan import PlanPattern
 
 
 def workers(ctx: CompileContext) -> None:
     """Apply profiles, check names/URLs/limits/patterns; fill ``ctx.workers``."""
     urls: dict[str, tuple[str, Span]] = {}
-    profiles: dict[str, ProfileFile | None] = {}
+    cache = ProfileCache()
     for provider in ctx.providers.values():
         if provider.section.kind != "ollama":
             continue
         for index, section in enumerate(provider.section.workers or ()):
-            _worker(ctx, provider, index, section, urls, profiles)
+            _worker(ctx, provider, provider.source_index(index), section, urls, cache)
+
+
+@dataclass
+class _Origin:
+    """Where a worker value came from: the worker itself or its profile file."""
+
+    doc: SourceDoc
+    path: Path
+    note: str
+
+    def span(self, *rest: str | int) -> Span:
+        return self.doc.span((*self.path, *rest))
+
+    def key_span(self, *rest: str | int) -> Span:
+        return self.doc.key_span((*self.path, *rest))
 
 
 def _worker(
@@ -33,85 +52,81 @@ def _worker(
     index: int,
     section: WorkerSection,
     urls: dict[str, tuple[str, Span]],
-    profiles: dict[str, ProfileFile | None],
+    cache: ProfileCache,
 ) -> None:
     entry = Entry(section.name, section, provider.entry.doc, (*provider.entry.path, "workers", index))
     where = f"providers.{provider.name}.workers[{index}]"
-
-    def span(*rest: str | int) -> Span:
-        return ctx.span_of(entry, *rest)
+    own = _Origin(entry.doc, entry.path, "")
 
     first = ctx.workers.get(section.name)
     if first is not None:
         ctx.sink.add(
             "IL201",
-            span("name"),
+            own.span("name"),
             f"worker name `{section.name}` is used twice",
             path=f"{where}.name",
             value=section.name,
-            hint=f"first used at {ctx.span_of(first.entry, 'name')}",
+            hint=f"first used at {ctx.span_of(first.entry, 'name')}; names are unique across providers",
         )
-    check_url(ctx, section.url, span("url"), f"{where}.url")
-    url_key = section.url.rstrip("/").lower()
-    if url_key in urls:
-        other, other_span = urls[url_key]
-        ctx.sink.add(
-            "IL202",
-            span("url"),
-            f"worker URL `{section.url}` is also the URL of worker `{other}`",
-            path=f"{where}.url",
-            value=section.url,
-            hint=f"see {other_span}; one box is one worker",
-        )
-    else:
-        urls[url_key] = (section.name, span("url"))
+    _check_url(ctx, entry, section, where, urls)
 
-    profile = None
+    loaded: LoadedProfile | None = None
     if section.profile is not None:
-        if section.profile not in profiles:
-            profiles[section.profile] = _load_profile(ctx, section.profile, entry.doc.path, span("profile"))
-        profile = profiles[section.profile]
-    preset = profile.worker if profile else None
+        loaded = cache.get(ctx, section.profile, entry.doc.path, own.span("profile"), f"{where}.profile")
+    preset = loaded.profile.worker if loaded else None
+    from_profile = (
+        _Origin(loaded.doc, ("worker",), f" (from profile `{loaded.profile.profile}`)") if loaded else own
+    )
 
-    def pick(key: str) -> Any:
+    def pick(key: str) -> tuple[Any, _Origin]:
         value = getattr(section, key)
-        return value if value is not None or preset is None else getattr(preset, key)
+        if value is not None or preset is None:
+            return value, own
+        return getattr(preset, key), from_profile
 
-    max_concurrent = pick("max_concurrent")
+    max_concurrent, mc_origin = pick("max_concurrent")
     if max_concurrent is None:
         max_concurrent = 1
     elif max_concurrent < 1:
         ctx.sink.add(
             "IL203",
-            span("max_concurrent"),
-            f"`{where}.max_concurrent` must be at least 1",
+            mc_origin.span("max_concurrent"),
+            f"`{where}.max_concurrent` must be at least 1, not `{max_concurrent}`{mc_origin.note}",
             path=f"{where}.max_concurrent",
             value=str(max_concurrent),
+            hint="the number of requests this worker runs at once, all models together",
         )
-        max_concurrent = 1
-    concurrency: dict[str, int] = pick("model_concurrency") or {}
-    key_of = "model_concurrency" if section.model_concurrency is not None else "profile"
-    patterns = _patterns(ctx.sink, concurrency, max_concurrent, span, key_of, where)
-    context_limits: dict[str, int] = pick("context_limits") or {}
-    default_context = pick("default_context_tokens")
-    for model, tokens in context_limits.items():
-        _positive_tokens(ctx, tokens, span("context_limits", model), f"{where}.context_limits.{model}")
+        max_concurrent = None
+    table, table_origin = pick("model_concurrency")
+    limit_known = max_concurrent is not None and not ctx.is_broken(f"{where}.max_concurrent")
+    patterns = _patterns(
+        ctx,
+        table or {},
+        max_concurrent if limit_known else None,
+        table_origin,
+        mc_origin if mc_origin is own else table_origin,
+        where,
+    )
+    context_limits, cl_origin = pick("context_limits")
+    for model, tokens in (context_limits or {}).items():
+        _positive_tokens(ctx, tokens, cl_origin, ("context_limits", model), f"{where}.context_limits.{model}")
+    default_context, dc_origin = pick("default_context_tokens")
     if default_context is not None:
         _positive_tokens(
-            ctx, default_context, span("default_context_tokens"), f"{where}.default_context_tokens"
+            ctx, default_context, dc_origin, ("default_context_tokens",), f"{where}.default_context_tokens"
         )
-    queue: QueueSection = pick("queue") or QueueSection()
+    queue = _queue(section.queue, preset.queue if preset else None)
     ctx.workers.setdefault(
         section.name,
         Worker(
             name=section.name,
             provider=provider.name,
-            url=section.url.rstrip("/"),
-            profile=profile,
-            max_concurrent=max_concurrent,
+            url=section.url.strip().rstrip("/"),
+            profile=loaded.profile if loaded else None,
+            max_concurrent=max_concurrent or 1,
             patterns=patterns,
             default_context_tokens=default_context,
-            context_limits=dict(context_limits),
+            context_limits=dict(context_limits or {}),
             max_waiting=queue.max_waiting,
             max_wait_ms=queue.max_wait,
             entry=entry,
@@ -120,122 +135,120 @@ def _worker(
     )
 
 
-def _positive_tokens(ctx: CompileContext, tokens: int, span: Span, where: str) -> None:
+def _check_url(
+    ctx: CompileContext, entry: Entry, section: WorkerSection, where: str, urls: dict[str, tuple[str, Span]]
+) -> None:
+    before = len(ctx.sink.items)
+    check_url(ctx, entry.doc, (*entry.path, "url"), section.url, f"{where}.url")
+    if len(ctx.sink.items) != before:
+        return  # a bad URL: comparing it with others would only add noise
+    span = ctx.span_of(entry, "url")
+    key = _url_key(section.url)
+    if key in urls:
+        other, other_span = urls[key]
+        ctx.sink.add(
+            "IL202",
+            span,
+            f"worker URL `{section.url}` is also the URL of worker `{other}`",
+            path=f"{where}.url",
+            value=section.url,
+            hint=f"see {other_span}; one Ollama server is one worker (raise its `max_concurrent` instead)",
+        )
+    else:
+        urls[key] = (section.name, span)
+
+
+def _url_key(url: str) -> str:
+    parts = urlsplit(url.strip())
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+
+
+def _queue(own: QueueSection | None, preset: QueueSection | None) -> QueueSection:
+    values: dict[str, Any] = {}
+    for layer in (preset, own):
+        if layer is not None:
+            values.update({key: getattr(layer, key) for key in layer.model_fields_set})
+    return QueueSection.model_construct(**{**QueueSection().model_dump(), **values})
+
+
+def _positive_tokens(ctx: CompileContext, tokens: int, origin: _Origin, rel: Path, where: str) -> None:
     if tokens < 1:
-        ctx.sink.add("IL209", span, f"`{where}` must be at least 1", path=where, value=str(tokens))
+        ctx.sink.add(
+            "IL209",
+            origin.span(*rel),
+            f"`{where}` must be at least 1 token, not `{tokens}`{origin.note}",
+            path=where,
+            value=str(tokens),
+        )
 
 
 def _patterns(
-    sink: DiagnosticSink,
-    concurrency: dict[str, int],
-    max_concurrent: int,
-    span: Any,
-    key_of: str,
+    ctx: CompileContext,
+    table: dict[str, int],
+    max_concurrent: int | None,
+    origin: _Origin,
+    limit_origin: _Origin,
     where: str,
 ) -> list[PlanPattern]:
     rows: list[PlanPattern] = []
-    for pattern, limit in concurrency.items():
-        place = span(key_of, pattern) if key_of == "model_concurrency" else span("profile")
+    for pattern, limit in table.items():
+        place = origin.key_span("model_concurrency", pattern)
         path = f"{where}.model_concurrency.{pattern}"
-        row = _parse_pattern(pattern, limit)
+        row = parse_pattern(pattern, max(limit, 1))
         if row is None:
-            sink.add(
+            ctx.sink.add(
                 "IL204",
                 place,
-                f"concurrency pattern `{pattern}` is not an exact name, a prefix ending in one `*`, or `*`",
+                f"concurrency pattern `{pattern}` is not an exact name, a prefix ending in one `*`, "
+                f"or `*` alone{origin.note}",
                 path=path,
                 value=pattern,
-                hint="use `qwen3:8b`, `gemma4:*` or `*`",
+                hint=_pattern_hint(pattern),
             )
             continue
         if limit < 1:
-            sink.add(
-                "IL205", place, f"slot limit of `{pattern}` must be at least 1", path=path, value=str(limit)
+            ctx.sink.add(
+                "IL205",
+                origin.span("model_concurrency", pattern),
+                f"slot limit of `{pattern}` must be at least 1, not `{limit}`{origin.note}",
+                path=path,
+                value=str(limit),
+                hint="to keep a model off this worker, leave it out of the aliases' chains for this provider",
             )
             continue
-        if limit > max_concurrent:
-            sink.add(
+        if max_concurrent is not None and limit > max_concurrent:
+            ctx.sink.add(
                 "IL206",
-                place,
-                f"slot limit {limit} of `{pattern}` exceeds the worker's max_concurrent {max_concurrent}",
+                origin.span("model_concurrency", pattern),
+                f"slot limit {limit} of `{pattern}`{origin.note} exceeds the worker's "
+                f"max_concurrent {max_concurrent}{limit_origin.note if limit_origin is not origin else ''}",
                 path=path,
                 value=str(limit),
                 hint=f"lower it to {max_concurrent} or raise `max_concurrent`",
             )
             continue
-        for earlier in rows:
-            if _covers(earlier, row):
-                sink.add(
-                    "IL207",
-                    place,
-                    f"pattern `{pattern}` is listed after the more general `{earlier.pattern}`",
-                    path=path,
-                    value=pattern,
-                    hint="the most specific pattern wins regardless of order; list specific ones first",
-                )
-                break
-        rows.append(row)
-    order = {"exact": 0, "prefix": 1, "any": 2}
-    return sorted(rows, key=lambda r: (order[r.match], -len(r.prefix), r.pattern))
-
-
-def _parse_pattern(pattern: str, limit: int) -> PlanPattern | None:
-    if pattern == "*":
-        return PlanPattern(pattern=pattern, match="any", prefix="", limit=max(limit, 1))
-    stars = pattern.count("*")
-    if not pattern.strip() or pattern != pattern.strip():
-        return None
-    if stars == 0:
-        return PlanPattern(pattern=pattern, match="exact", prefix=pattern, limit=max(limit, 1))
-    if stars == 1 and pattern.endswith("*"):
-        return PlanPattern(pattern=pattern, match="prefix", prefix=pattern[:-1], limit=max(limit, 1))
-    return None
-
-
-def _covers(general: PlanPattern, specific: PlanPattern) -> bool:
-    """Whether every model ``specific`` matches is also matched by ``general`` (and they differ)."""
-    if general.pattern == specific.pattern or general.match == "exact":
-        return False
-    return specific.prefix.startswith(general.prefix)
-
-
-def _load_profile(ctx: CompileContext, name: str, config_path: str, span: Span) -> ProfileFile | None:
-    presets = builtin_profiles()
-    reader: Reader
-    if name in presets:
-        path, reader = presets[name].as_posix(), _read_local
-    elif name.endswith((".yaml", ".yml")) or "/" in name:
-        path = (PurePosixPath(config_path).parent / name).as_posix()
-        reader = ctx.options.reader
-    else:
-        ctx.sink.add(
-            "IL208",
-            span,
-            f"unknown hardware profile `{name}`",
-            value=name,
-            hint=did_you_mean(name, presets) or f"built-in profiles: {', '.join(presets)}; or give a path",
-        )
-        return None
-    text = reader(path)
-    if text is None:
-        ctx.sink.add("IL208", span, f"hardware profile file `{name}` does not exist", value=name)
-        return None
-    doc = parse_document(path, text, ctx.sink)
-    ctx.sources.aux.append(doc)
-    try:
-        return ProfileFile.model_validate(doc.data)
-    except ValidationError as exc:
-        for error in exc.errors():
-            loc = tuple(error["loc"])
+        shadow = next((earlier for earlier in rows if covers(earlier, row)), None)
+        if shadow is not None:
             ctx.sink.add(
-                "IL004",
-                doc.span(loc),
-                f"profile `{name}`: `{'.'.join(map(str, loc))}`: {error['msg']}",
-                value=name,
+                "IL207",
+                place,
+                f"pattern `{pattern}`{origin.note} is listed after the more general `{shadow.pattern}`",
+                path=path,
+                value=pattern,
+                hint="the most specific pattern wins whatever the order, but readers expect the order "
+                "to say so: list specific patterns first",
             )
-        return None
+        rows.append(row)
+    return order(rows)
 
 
-def _read_local(path: str) -> str | None:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+def _pattern_hint(pattern: str) -> str:
+    stripped = pattern.strip()
+    if stripped != pattern:
+        return f"remove the surrounding spaces: `{stripped}`"
+    if "*" in pattern and not pattern.endswith("*"):
+        return f"a `*` may only end a prefix: `{pattern.split('*', 1)[0]}*`"
+    if pattern.count("*") > 1:
+        return f"use one trailing `*`: `{pattern.replace('*', '')}*`"
+    return "use an exact name like `qwen3:8b`, a prefix like `gemma4:*`, or `*`"

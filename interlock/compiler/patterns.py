@@ -1,0 +1,51 @@
+"""Per-model concurrency patterns: `name` (exact), `prefix*` (one trailing star) or `*` alone.
+
+Match order is by specificity, not by the order written: exact > longest prefix > `*` > the worker's
+`max_concurrent`. ``order`` sorts a table that way; ``slot_limit`` looks one model up in it.
+"""
+
+from __future__ import annotations
+
+from interlock.schema.plan import PlanPattern
+
+_RANK = {"exact": 0, "prefix": 1, "any": 2}
+
+
+def parse_pattern(pattern: str, limit: int) -> PlanPattern | None:
+    """The table row for ``pattern``, or None when it is not one of the three shapes."""
+    if pattern == "*":
+        return PlanPattern(pattern=pattern, match="any", prefix="", limit=limit)
+    if not pattern or pattern != pattern.strip() or any(c.isspace() for c in pattern):
+        return None
+    stars = pattern.count("*")
+    if stars == 0:
+        return PlanPattern(pattern=pattern, match="exact", prefix=pattern, limit=limit)
+    if stars == 1 and pattern.endswith("*"):
+        return PlanPattern(pattern=pattern, match="prefix", prefix=pattern[:-1], limit=limit)
+    return None
+
+
+def covers(general: PlanPattern, specific: PlanPattern) -> bool:
+    """Whether every model ``specific`` matches is also matched by the different ``general``."""
+    if general.pattern == specific.pattern or general.match == "exact":
+        return False
+    return specific.prefix.startswith(general.prefix)
+
+
+def order(rows: list[PlanPattern]) -> list[PlanPattern]:
+    """exact first, then prefixes longest first, then `*`; ties by pattern text (stable output)."""
+    return sorted(rows, key=lambda r: (_RANK[r.match], -len(r.prefix), r.pattern))
+
+
+def slot_limit(patterns: list[PlanPattern], max_concurrent: int, model: str) -> int:
+    """exact > longest prefix > `*` > max_concurrent; ``patterns`` is already in that order."""
+    for row in patterns:
+        if row.match == "exact":
+            if row.prefix == model:
+                return row.limit
+        elif row.match == "prefix":
+            if model.startswith(row.prefix):
+                return row.limit
+        else:
+            return row.limit
+    return max_concurrent

@@ -1,0 +1,51 @@
+"""Recognising credentials so that no diagnostic, source excerpt or plan ever shows one.
+
+The compiler never needs a credential's value: a provider names the *variable* that holds it. Anything
+that looks like a value is reported (IL103/IL104) and masked wherever source text is shown.
+"""
+
+from __future__ import annotations
+
+import re
+
+CREDENTIAL_KEY = re.compile(
+    r"^(api[_-]?key|apikey|key|token|access[_-]?token|secret|client[_-]?secret|password|passwd|"
+    r"authorization|auth|bearer|credentials?|private[_-]?key)$",
+    re.IGNORECASE,
+)
+"""Keys under which someone wrote a credential value instead of naming a variable."""
+
+_TOKEN = (
+    r"(?:sk-|sk_live_|sk_test_|rk_live_|gsk_|xai-|AIza|hf_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|"
+    r"AKIA|pplx-|r8_|nvapi-)[A-Za-z0-9_\-]{12,}"
+)
+_SECRET_VALUE = re.compile(rf"^\s*(?:Bearer\s+)?{_TOKEN}\s*$")
+_SECRET_IN_TEXT = re.compile(_TOKEN)
+_INLINE_CREDENTIAL = re.compile(
+    r"(?P<key>\b(?:api[_-]?key|apikey|token|access[_-]?token|secret|client[_-]?secret|password|passwd|"
+    r"authorization|bearer)\b['\"]?\s*[:=]\s*)(?P<value>[^\s,}#]+)",
+    re.IGNORECASE,
+)
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]+@")
+
+
+def looks_like_secret(value: object) -> bool:
+    """A string shaped like a well-known API key (``sk-...``, ``gsk_...``, ``AIza...`` and kin)."""
+    return isinstance(value, str) and _SECRET_VALUE.match(value) is not None
+
+
+def redact_text(text: str) -> str:
+    """Mask key-shaped tokens, ``api_key: value`` pairs and URL user-info in free text.
+
+    A safety net for any text shown to a person: messages, hints and source excerpts.
+    """
+    text = _SECRET_IN_TEXT.sub("***", text)
+    text = _URL_USERINFO.sub(r"\g<scheme>***@", text)
+    return _INLINE_CREDENTIAL.sub(_mask_pair, text)
+
+
+def _mask_pair(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if value in ("***", "|", ">", "''", '""') or value.startswith(("{", "[")):
+        return match.group(0)
+    return match.group("key") + "***"

@@ -1,0 +1,298 @@
+"""Raw YAML data -> a typed section, salvaging what is valid so later passes can still check it.
+
+Pydantic rejects a whole model for one bad field. A compiler that stopped there would hide every other
+problem of the entry (an unknown key would hide a misspelt `kind`). So each problem is reported once,
+the offending part is pruned (a bad field falls back to its default; a list item that cannot be
+repaired is dropped) and validation runs again. The pruned paths are returned so that later passes stay
+quiet about what they can no longer see, instead of reporting a derived error.
+"""
+
+from __future__ import annotations
+
+import copy
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from interlock.compiler.diagnostics import DiagnosticSink, did_you_mean
+from interlock.compiler.loader import Path, SourceDoc, dotted
+from interlock.compiler.secrets import CREDENTIAL_KEY
+
+
+class _Redacted:
+    """Stands where the shape pass removed a credential-like value; pruned before validation."""
+
+    def __repr__(self) -> str:
+        return "<redacted>"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Redacted:
+        return self
+
+
+REDACTED = _Redacted()
+
+_SENSITIVE_FIELDS = frozenset({"api_key_env"})
+_MAX_ROUNDS = 16
+_RANGE_CODES = {"context_tokens": "IL209", "max_concurrent": "IL203"}
+
+
+@dataclass
+class Salvaged:
+    """A typed value (None when nothing usable was left) and what was cut away to get it."""
+
+    value: BaseModel | None
+    pruned: list[Path] = field(default_factory=list)
+    positions: dict[Path, list[int]] = field(default_factory=dict)
+    """For each list that lost items: typed index -> index in the source."""
+
+    def source_index(self, list_path: Path, index: int) -> int:
+        kept = self.positions.get(list_path)
+        return index if kept is None else kept[index]
+
+
+def salvage(model: type[BaseModel], raw: Any, doc: SourceDoc, base: Path, sink: DiagnosticSink) -> Salvaged:
+    """Validate ``raw`` (found at ``base`` in ``doc``); report every problem; keep what is valid."""
+    data = copy.deepcopy(raw)
+    result = Salvaged(None)
+    for path in _redacted_paths(data, ()):
+        _prune(data, path, result)
+    reported = False
+    for _ in range(_MAX_ROUNDS):
+        try:
+            result.value = model.model_validate(data)
+            return result
+        except ValidationError as exc:
+            errors = exc.errors()
+        if not reported:
+            for error in errors:
+                report(sink, doc, base, model, error)
+            reported = True
+        targets = {_target(error) for error in errors}
+        if () in targets:
+            return result
+        for target in sorted(targets, key=_deepest_last_index_first):
+            _prune(data, target, result)
+    return result
+
+
+def _target(error: Any) -> Path:
+    """What to cut for ``error``: the bad value itself, or the object that misses a required key."""
+    loc: Path = tuple(error["loc"])
+    if loc and loc[-1] == "[key]":
+        return loc[:-1]
+    if error["type"] == "missing":
+        return loc[:-1]
+    return loc
+
+
+def _deepest_last_index_first(path: Path) -> tuple[int, tuple[int, ...]]:
+    # Remove later list items first so that earlier indexes stay valid within one round.
+    return (-len(path), tuple(-p if isinstance(p, int) else 0 for p in path))
+
+
+def _prune(data: Any, path: Path, result: Salvaged) -> None:
+    parent: Any = data
+    for part in path[:-1]:
+        try:
+            parent = parent[part]
+        except (KeyError, IndexError, TypeError):
+            return
+    last = path[-1]
+    original = _original(path, result)
+    if isinstance(parent, dict) and last in parent:
+        del parent[last]
+    elif isinstance(parent, list) and isinstance(last, int) and 0 <= last < len(parent):
+        kept = result.positions.setdefault(path[:-1], list(range(len(parent))))
+        del parent[last]
+        del kept[last]
+    else:
+        return
+    if original not in result.pruned:
+        result.pruned.append(original)
+
+
+def _original(path: Path, result: Salvaged) -> Path:
+    out: list[str | int] = []
+    for index, part in enumerate(path):
+        if isinstance(part, int):
+            kept = result.positions.get(path[:index])
+            if kept is not None and part < len(kept):
+                part = kept[part]
+        out.append(part)
+    return tuple(out)
+
+
+def _redacted_paths(value: Any, at: Path) -> list[Path]:
+    if value is REDACTED:
+        return [at]
+    found: list[Path] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.extend(_redacted_paths(item, (*at, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_redacted_paths(item, (*at, index)))
+    return sorted(found, key=_deepest_last_index_first)
+
+
+def report(sink: DiagnosticSink, doc: SourceDoc, base: Path, model: type[BaseModel], error: Any) -> None:
+    """One pydantic error -> one diagnostic naming the place, the key path, the value and what is valid."""
+    loc: Path = tuple(error["loc"])
+    if loc and loc[-1] == "[key]":
+        loc = loc[:-1]
+        path = (*base, *loc)
+        sink.add(
+            "IL004",
+            doc.key_span(path),
+            f"`{dotted(path[:-1])}`: the key `{loc[-1]}` must be a string",
+            path=dotted(path),
+            value=str(loc[-1]),
+            hint='quote it: `"' + str(loc[-1]) + '": ...`',
+        )
+        return
+    path = (*base, *loc)
+    where = dotted(path)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        fields = fields_at(model, loc[:-1])
+        key = str(loc[-1])
+        sink.add(
+            "IL003",
+            doc.key_span(path),
+            f"unknown key `{key}` in `{dotted(path[:-1]) or 'the file'}`",
+            path=where,
+            value=key,
+            hint=did_you_mean(key, fields) or (f"valid keys: {', '.join(fields)}" if fields else None),
+        )
+        return
+    if kind == "missing":
+        sink.add(
+            "IL004",
+            doc.span(path[:-1]),
+            f"`{dotted(path[:-1])}` is missing the required key `{loc[-1]}`",
+            path=where,
+            hint=_field_hint(model, loc),
+        )
+        return
+    sensitive = any(isinstance(p, str) and (CREDENTIAL_KEY.match(p) or p in _SENSITIVE_FIELDS) for p in loc)
+    raw = error.get("input")
+    shown = None if sensitive else show_value(raw)
+    text = str(error["msg"]).removeprefix("Value error, ")
+    if "duration is written" in text:
+        sink.add(
+            "IL008",
+            doc.span(path),
+            f"`{where}` is not a duration" + (f": `{shown}`" if shown is not None else ""),
+            path=where,
+            value=shown,
+            hint=_duration_hint(raw),
+        )
+        return
+    expected, hint = _expected(kind, error, raw)
+    code = "IL004"
+    if kind in ("greater_than_equal", "greater_than") and isinstance(loc[-1], str):
+        code = _RANGE_CODES.get(loc[-1], "IL004")
+    sink.add(
+        code,
+        doc.span(path),
+        f"`{where}` must be {expected or text}" + (f", not `{shown}`" if shown is not None else ""),
+        path=where,
+        value=shown,
+        hint=hint,
+    )
+
+
+def _expected(kind: str, error: Any, raw: Any) -> tuple[str | None, str | None]:
+    ctx = error.get("ctx") or {}
+    simple = {
+        "string_type": "a string",
+        "int_type": "a whole number",
+        "int_parsing": "a whole number",
+        "int_from_float": "a whole number",
+        "float_type": "a number",
+        "float_parsing": "a number",
+        "bool_type": "`true` or `false`",
+        "bool_parsing": "`true` or `false`",
+        "dict_type": "a mapping",
+        "model_type": "a mapping",
+        "model_attributes_type": "a mapping",
+        "list_type": "a list",
+        "string_too_short": "a non-empty string",
+    }
+    if kind in simple:
+        return simple[kind], None
+    if kind == "literal_error":
+        choices = [
+            c.strip().strip("'") for c in str(ctx.get("expected", "")).replace(" or ", ", ").split(",")
+        ]
+        choices = [c for c in choices if c]
+        hint = did_you_mean(str(raw), choices) if isinstance(raw, str) else None
+        return "one of " + ", ".join(f"`{c}`" for c in choices), hint
+    if kind == "greater_than_equal":
+        return f"at least {ctx.get('ge')}", None
+    if kind == "greater_than":
+        return f"greater than {ctx.get('gt')}", None
+    return None, None
+
+
+def show_value(value: Any) -> str | None:
+    """How a bad value is named in a message: scalars as written, containers by their kind."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)
+
+
+def _duration_hint(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"add a unit: `{value}s` or `{value}ms`"
+    return "write a number and a unit: `500ms`, `3s`, `10m` or `1h`"
+
+
+def _field_hint(model: type[BaseModel], loc: Path) -> str | None:
+    owner = model_at(model, loc[:-1])
+    if owner is None:
+        return None
+    info = owner.model_fields.get(str(loc[-1]))
+    return f"`{loc[-1]}`: {info.description}" if info and info.description else None
+
+
+def fields_at(model: type[BaseModel], loc: Path) -> list[str]:
+    """Field names of the model that sits at ``loc`` inside ``model``."""
+    owner = model_at(model, loc)
+    return list(owner.model_fields) if owner is not None else []
+
+
+def model_at(model: type[BaseModel], loc: Path) -> type[BaseModel] | None:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        info = current.model_fields.get(str(part))
+        if info is None:
+            return None
+        current = _inner_model(info.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return current
+    return None
+
+
+def _inner_model(annotation: Any) -> Any:
+    """The BaseModel inside ``X | None``, ``list[X]`` or ``dict[str, X]``."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, list, dict):
+        for arg in reversed(typing.get_args(annotation)):
+            inner = _inner_model(arg)
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return annotation
