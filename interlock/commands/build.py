@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from typing import Any
 
 from interlock.compiler import CompileContext, CompileOptions, compile_config
+from interlock.compiler.diagnostics import did_you_mean
+from interlock.compiler.explain import explain
 from interlock.compiler.report import FORMATS, render, summary
 from interlock.schema.canonical import canonical_json
 from interlock.schema.config import SourceFile
 from interlock.schema.plan import RoutingPlan
+
+MAX_DIFF_LINES = 60
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +41,7 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("schema", help="write the JSON Schemas of the configuration and the plan")
     p.add_argument("-o", "--output", default="schema", help="folder (default: schema/)")
+    p.add_argument("--check", action="store_true", help="fail when the files in the folder are stale")
     p.set_defaults(handler=run_schema)
 
 
@@ -62,26 +68,16 @@ def plan_text(plan: RoutingPlan) -> str:
 
 
 def run_compile(args: argparse.Namespace) -> int:
+    if not _config_exists(args.config):
+        return 2
     ctx = _compile(args)
     _print_diagnostics(ctx, args.format, sys.stderr)
     if ctx.plan is None:
+        print(f"{args.config}: no plan written ({summary(ctx.sink.items)})", file=sys.stderr)
         return 1
     text = plan_text(ctx.plan)
     if args.check:
-        try:
-            with open(args.check, encoding="utf-8") as handle:
-                current = handle.read()
-        except FileNotFoundError:
-            current = None
-        if current != text:
-            state = "does not exist" if current is None else "is stale"
-            print(
-                f"{args.check} {state}: run `interlock compile {args.config} -o {args.check}`",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{args.check} is up to date ({ctx.plan.content_hash})", file=sys.stderr)
-        return 0
+        return _check_plan(args.check, args.config, text, ctx.plan.content_hash)
     if args.output:
         _write(args.output, text)
         print(f"wrote {args.output} ({ctx.plan.content_hash})", file=sys.stderr)
@@ -90,56 +86,68 @@ def run_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_plan(path: str, config: str, text: str, content_hash: str) -> int:
+    """Exit 1 with a short diff when the committed plan at ``path`` is not what ``config`` compiles to."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            current: str | None = handle.read()
+    except (FileNotFoundError, IsADirectoryError):
+        current = None
+    if current == text:
+        print(f"{path} is up to date ({content_hash})", file=sys.stderr)
+        return 0
+    state = "does not exist" if current is None else "is stale"
+    print(f"{path} {state}: run `interlock compile {config} -o {path}`", file=sys.stderr)
+    if current is not None:
+        diff = list(
+            difflib.unified_diff(
+                current.splitlines(),
+                text.splitlines(),
+                f"{path} (committed)",
+                f"{path} (compiled)",
+                lineterm="",
+            )
+        )
+        shown = diff[:MAX_DIFF_LINES]
+        sys.stderr.write("".join(line + "\n" for line in shown))
+        if len(diff) > len(shown):
+            print(f"... {len(diff) - len(shown)} more diff lines", file=sys.stderr)
+    return 1
+
+
 def run_lint(args: argparse.Namespace) -> int:
+    if not _config_exists(args.config):
+        return 2
     ctx = _compile(args)
     _print_diagnostics(ctx, args.format, sys.stdout)
     failed = bool(ctx.sink.errors) or (args.strict and bool(ctx.sink.warnings))
     if args.format == "text" and not ctx.sink.items:
         print(f"{args.config}: ok ({summary(ctx.sink.items)})")
+    if args.format == "text" and args.strict and not ctx.sink.errors and ctx.sink.warnings:
+        print("--strict: warnings fail the check")
     return 1 if failed else 0
 
 
 def run_explain(args: argparse.Namespace) -> int:
+    if not _config_exists(args.config):
+        return 2
     ctx = compile_config(args.config)
-    alias = ctx.aliases.get(args.alias)
-    if alias is None:
-        known = ", ".join(sorted(ctx.aliases)) or "none"
-        print(f"alias `{args.alias}` is not declared in {args.config} (declared: {known})", file=sys.stderr)
-        return 1
+    if args.alias not in ctx.aliases:
+        known = sorted(ctx.aliases)
+        hint = did_you_mean(args.alias, known) or f"declared: {', '.join(known) or 'none'}"
+        print(f"alias `{args.alias}` is not declared in {args.config}; {hint}", file=sys.stderr)
+        return 2
     if ctx.sink.errors:
         print(f"note: the configuration has {summary(ctx.sink.items)}; see `interlock lint`", file=sys.stderr)
-    out = [f"{alias.name}: {alias.section.description}".rstrip(": ")]
-    out.append(f"  defined at {alias.entry.key_span}")
-    out.append(f"  requires: {', '.join(alias.section.requires) or 'nothing'}")
-    for number, link in enumerate(ctx.expanded.get(alias.name, []), start=1):
-        out.append(f"  {number}. {link.candidate}")
-        for name, span in link.via:
-            out.append(f"       from {name} at {span}")
-        out.extend(f"       {line}" for line in _candidate_facts(ctx, link.candidate))
-    print("\n".join(out))
+    sys.stdout.write(explain(ctx, args.alias))
     return 0
 
 
-def _candidate_facts(ctx: CompileContext, candidate: str) -> list[str]:
-    provider_name, _, model = candidate.partition("/")
-    facts = ctx.models.get(candidate)
-    caps = facts.facts.capabilities if facts else None
-    lines = [f"capabilities: {', '.join(caps) if caps is not None else 'unknown'}"]
-    if facts and facts.facts.context_tokens:
-        lines.append(f"context: {facts.facts.context_tokens} tokens")
-    provider = ctx.providers.get(provider_name)
-    if provider is None:
-        return lines
-    if provider.section.kind == "openai":
-        lines.append(f"provider {provider_name}: {provider.section.base_url}")
-        return lines
-    from interlock.compiler.emit import slot_limit
-
-    for worker in ctx.workers.values():
-        if worker.provider == provider_name:
-            slots = slot_limit(worker.patterns, worker.max_concurrent, model)
-            lines.append(f"worker {worker.name} {worker.url}: {slots} slot(s) of {worker.max_concurrent}")
-    return lines
+def _config_exists(path: str) -> bool:
+    if os.path.isfile(path):
+        return True
+    print(f"interlock: configuration file `{path}` does not exist", file=sys.stderr)
+    return False
 
 
 def schemas() -> dict[str, str]:
@@ -157,6 +165,20 @@ def schemas() -> dict[str, str]:
 
 
 def run_schema(args: argparse.Namespace) -> int:
+    if args.check:
+        stale = []
+        for filename, text in schemas().items():
+            path = os.path.join(args.output, filename)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    if handle.read() == text:
+                        continue
+            except FileNotFoundError:
+                pass
+            stale.append(path)
+        for path in stale:
+            print(f"{path} is stale: run `interlock schema -o {args.output}`", file=sys.stderr)
+        return 1 if stale else 0
     os.makedirs(args.output, exist_ok=True)
     for filename, text in schemas().items():
         _write(os.path.join(args.output, filename), text)

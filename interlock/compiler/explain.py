@@ -1,0 +1,94 @@
+"""`interlock explain`: how one alias expands, where each link was written, what each candidate can do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from interlock.compiler.context import CompileContext, Link
+from interlock.compiler.patterns import slot_limit
+from interlock.schema.durations import format_duration
+
+
+def explain(ctx: CompileContext, name: str) -> str:
+    """A readable account of alias ``name`` (which must be in ``ctx.aliases``)."""
+    alias = ctx.aliases[name]
+    head = f"{name}: {alias.section.description}" if alias.section.description else name
+    out = [head, f"  defined at {alias.entry.key_span}"]
+    required = alias.section.requires
+    out.append(f"  requires: {', '.join(required) or 'nothing'}")
+    links = ctx.expanded.get(name, [])
+    if not links:
+        out.append("  no candidates (see `interlock lint`)")
+    for number, link in enumerate(links, start=1):
+        out.append(f"  {number}. {link.candidate}")
+        out.append(f"       {_where(link)}")
+        out.extend(f"       {line}" for line in _facts(ctx, link.candidate, required))
+    return "\n".join(out) + "\n"
+
+
+def _where(link: Link) -> str:
+    (_, written), *outer = reversed(link.via)
+    owner = link.via[-1][0]
+    text = f"written at {_line(written)} in {owner}"
+    if outer:
+        text += ", reached via " + " <- ".join(f"{alias} ({_line(span)})" for alias, span in outer)
+    return text
+
+
+def _line(span: object) -> str:
+    text = str(span)
+    return text.rsplit(":", 1)[0] if text.count(":") >= 2 else text
+
+
+def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list[str]:
+    provider_name, _, model = candidate.partition("/")
+    facts = ctx.models.get(candidate)
+    caps = facts.facts.capabilities if facts else None
+    tokens = facts.facts.context_tokens if facts else None
+    line = f"capabilities: {', '.join(caps) if caps is not None else 'unknown'}"
+    line += f"; context: {f'{tokens} tokens' if tokens else 'unknown'}"
+    lines = [line]
+    needed = ", ".join(required)
+    if required:
+        if caps is None:
+            lines.append(f"requires {needed}: unknown (declare its capabilities under `models:`)")
+        else:
+            missing = [cap for cap in required if cap not in caps]
+            lines.append(f"lacks {', '.join(missing)}" if missing else f"meets requires ({needed})")
+    provider = ctx.providers.get(provider_name)
+    if provider is None:
+        return lines
+    section = provider.section
+    if section.kind == "openai":
+        key = f"key from ${section.api_key_env}" if section.api_key_env else "no key"
+        lines.append(
+            f"provider {provider_name}: {section.base_url}, {key}, probe {'on' if section.probe else 'off'}, "
+            f"timeouts {_timeouts(ctx, provider_name)}"
+        )
+        return lines
+    lines.append(f"provider {provider_name}: ollama, timeouts {_timeouts(ctx, provider_name)}")
+    for worker in ctx.workers.values():
+        if worker.provider != provider_name:
+            continue
+        slots = slot_limit(worker.patterns, worker.max_concurrent, model)
+        rule = next(
+            (
+                f"pattern `{row.pattern}`"
+                for row in worker.patterns
+                if (row.match == "exact" and row.prefix == model)
+                or (row.match == "prefix" and model.startswith(row.prefix))
+                or row.match == "any"
+            ),
+            "max_concurrent",
+        )
+        lines.append(f"worker {worker.name} {worker.url}: {slots} of {worker.max_concurrent} slots ({rule})")
+    return lines
+
+
+def _timeouts(ctx: CompileContext, provider_name: str) -> str:
+    own = ctx.providers[provider_name].section.timeouts
+    parts = []
+    for key in ("connect", "first_byte", "total"):
+        value = getattr(own, key) if own is not None else None
+        parts.append(f"{key} {format_duration(value if value is not None else getattr(ctx.timeouts, key))}")
+    return " / ".join(parts)
