@@ -6,6 +6,10 @@ context (plan and diagnostics). It raises nothing for bad input: callers look at
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from interlock.compiler.context import CompileContext, CompileOptions
 from interlock.compiler.diagnostics import CompileError, Diagnostic, DiagnosticSink, Severity
 from interlock.compiler.emit import emit
@@ -18,13 +22,27 @@ __all__ = ["CompileContext", "CompileError", "CompileOptions", "Diagnostic", "Se
 def compile_config(path: str, options: CompileOptions | None = None) -> CompileContext:
     """Compile ``path``; ``ctx.plan`` is set when there are no errors, ``ctx.sink`` holds diagnostics."""
     options = options or CompileOptions()
-    sink = DiagnosticSink()
-    sources = load_sources(path, sink, options.reader)
-    ctx = CompileContext(sources=sources, sink=sink, options=options)
-    if sources.main is None or sources.main.data is None:
+    with _gc_paused():
+        sink = DiagnosticSink()
+        sources = load_sources(path, sink, options.reader)
+        ctx = CompileContext(sources=sources, sink=sink, options=options)
+        if sources.main is None or sources.main.data is None:
+            return ctx
+        for run in PASSES:
+            run(ctx)
+        if not sink.errors:
+            ctx.plan = emit(ctx)
         return ctx
-    for run in PASSES:
-        run(ctx)
-    if not sink.errors:
-        ctx.plan = emit(ctx)
-    return ctx
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The compiler allocates millions of small, acyclic objects for a large config; the cyclic
+    collector's repeated full scans of them cost as much as the compile itself (bench/compile_bench.py)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

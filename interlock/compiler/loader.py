@@ -13,14 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
 from interlock.compiler.diagnostics import DiagnosticSink, Span
 from interlock.compiler.secrets import redact_text
+from interlock.compiler.yaml12 import (
+    MERGE,
+    MappingNode,
+    Node,
+    ScalarNode,
+    SequenceNode,
+    YamlSyntaxError,
+    compose,
+    scalar,
+)
 
 Path = tuple[str | int, ...]
+Pos = tuple[int, int, int, int]
+"""1-based line, col, end line, end col (exclusive)."""
 Reader = Callable[[str], str | None]
 """Returns a file's text, or None when it does not exist. Paths are POSIX, as written by the loader."""
 
@@ -45,24 +53,29 @@ class SourceDoc:
     path: str  # the path the reader resolves
     lines: list[str]
     data: Any = None
-    value_spans: dict[Path, Span] = field(default_factory=dict)
-    key_spans: dict[Path, Span] = field(default_factory=dict)
+    value_pos: dict[Path, Pos] = field(default_factory=dict)
+    key_pos: dict[Path, Pos] = field(default_factory=dict)
+    """Positions as plain tuples (a large file has hundreds of thousands); ``span`` makes a Span."""
     secrets: list[Span] = field(default_factory=list)
-    """Where credential values stand; ``redacted_line`` masks them whenever a line is shown."""
+    """Where credential values stand; ``excerpt`` masks them whenever a line is shown."""
 
     def span(self, path: Path) -> Span:
         """The value at ``path``, or the closest enclosing value that exists."""
-        return self._nearest(self.value_spans, path)
+        for end in range(len(path), -1, -1):
+            found = self.value_pos.get(path[:end])
+            if found is not None:
+                return Span(self.file, *found)
+        return Span(self.file)
 
     def key_span(self, path: Path) -> Span:
         """The key of ``path`` (for unknown keys), else the value's span."""
-        if path in self.key_spans:
-            return self.key_spans[path]
-        return self.span(path)
+        found = self.key_pos.get(path)
+        return Span(self.file, *found) if found is not None else self.span(path)
 
     def mark_secret(self, path: Path) -> None:
         """Never show the value at ``path`` (the key stays visible)."""
-        span = self.value_spans.get(path)
+        found = self.value_pos.get(path)
+        span = Span(self.file, *found) if found is not None else None
         if span is not None and span not in self.secrets:
             self.secrets.append(span)
 
@@ -102,13 +115,6 @@ class SourceDoc:
             return len(redact_text(masked[:new])) + 1
 
         return redact_text(masked), moved(col), moved(end_col)
-
-    def _nearest(self, spans: dict[Path, Span], path: Path) -> Span:
-        for end in range(len(path), -1, -1):
-            found = spans.get(path[:end])
-            if found is not None:
-                return found
-        return Span(self.file)
 
 
 @dataclass
@@ -244,23 +250,25 @@ def _load_tree(
 def parse_document(path: str, text: str, sink: DiagnosticSink) -> SourceDoc:
     """Compose one YAML document and convert it to plain data with positions."""
     doc = SourceDoc(display_name(path), path, text.splitlines())
-    yaml = YAML(typ="safe", pure=True)
     try:
-        node = yaml.compose(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        span = Span(doc.file, mark.line + 1, mark.column + 1) if mark else Span(doc.file)
-        problem = exc.problem or exc.context or "invalid YAML"
-        sink.add("IL001", span, f"YAML syntax error: {problem}", hint=_yaml_hint(problem))
-        return doc
-    except YAMLError as exc:  # errors without a position
-        sink.add("IL001", Span(doc.file), f"YAML syntax error: {exc}")
+        node = compose(text)
+    except YamlSyntaxError as exc:
+        span = Span(doc.file, exc.line, exc.col) if exc.line else Span(doc.file)
+        sink.add("IL001", span, f"YAML syntax error: {exc.problem}", hint=_yaml_hint(exc.problem))
         return doc
     if node is None:
         doc.data = {}
         return doc
-    converter = _Converter(doc, yaml, sink)
-    doc.data = converter.convert(node, ())
+    try:
+        doc.data = _Converter(doc, sink).convert(node, ())
+    except _Recursive as exc:
+        sink.add(
+            "IL001",
+            exc.span,
+            "YAML syntax error: an alias refers to the node that contains it",
+            hint="anchors (`&name`) may be reused (`*name`) only outside their own value",
+        )
+        doc.data = None
     return doc
 
 
@@ -269,45 +277,90 @@ def _yaml_hint(problem: str) -> str | None:
         return "indent with spaces, not tabs"
     if "mapping values are not allowed" in problem:
         return "quote values that contain `: `, or fix the indentation of this line"
+    if "expected a single document" in problem:
+        return "a configuration file holds one document: remove the extra `---`"
+    if "found undefined alias" in problem:
+        return "define the anchor (`&name`) before using it (`*name`)"
     return None
+
+
+class _Recursive(Exception):
+    def __init__(self, span: Span) -> None:
+        super().__init__(str(span))
+        self.span = span
 
 
 @dataclass
 class _Converter:
     doc: SourceDoc
-    yaml: YAML
     sink: DiagnosticSink
+    active: set[int] = field(default_factory=set)
 
     def _span(self, node: Node) -> Span:
-        start, end = node.start_mark, node.end_mark
-        return Span(self.doc.file, start.line + 1, start.column + 1, end.line + 1, end.column + 1)
+        return Span(self.doc.file, *_pos(node))
 
     def convert(self, node: Node, path: Path) -> Any:
-        self.doc.value_spans[path] = self._span(node)
-        if isinstance(node, MappingNode):
-            result: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.yaml.constructor.construct_object(key_node, deep=True)
-                if not isinstance(key, str | int | float | bool) or key is None:
-                    key = str(key)
-                if key in result:
-                    first = self.doc.key_spans[(*path, key)]
-                    self.sink.add(
-                        "IL002",
-                        self._span(key_node),
-                        f"duplicate key `{key}`",
-                        path=_dotted((*path, key)),
-                        value=str(key),
-                        hint=f"first defined at {first}; YAML keeps only one of them",
-                    )
-                    continue
-                self.doc.key_spans[(*path, key)] = self._span(key_node)
-                result[key] = self.convert(value_node, (*path, key))
-            return result
-        if isinstance(node, SequenceNode):
-            return [self.convert(item, (*path, index)) for index, item in enumerate(node.value)]
-        assert isinstance(node, ScalarNode)
-        return self.yaml.constructor.construct_object(node, deep=True)
+        start, end = node.start_mark, node.end_mark
+        self.doc.value_pos[path] = (start.line + 1, start.column + 1, end.line + 1, end.column + 1)
+        if isinstance(node, ScalarNode):
+            return scalar(node)
+        if id(node) in self.active:
+            raise _Recursive(self._span(node))
+        self.active.add(id(node))
+        try:
+            if isinstance(node, MappingNode):
+                return self._mapping(node, path)
+            if isinstance(node, SequenceNode):
+                return [self.convert(item, (*path, index)) for index, item in enumerate(node.value)]
+            return None
+        finally:
+            self.active.discard(id(node))
+
+    def _mapping(self, node: MappingNode, path: Path) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        merges: list[Node] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == MERGE:
+                merges.extend(value_node.value if isinstance(value_node, SequenceNode) else [value_node])
+                continue
+            key = _key(key_node)
+            if key in result:
+                first = Span(self.doc.file, *self.doc.key_pos[(*path, key)])
+                self.sink.add(
+                    "IL002",
+                    self._span(key_node),
+                    f"duplicate key `{key}` in `{_dotted(path) or 'the file'}`",
+                    path=_dotted((*path, key)),
+                    value=str(key),
+                    hint=f"first defined at {first}; YAML would keep only one of them",
+                )
+                continue
+            self.doc.key_pos[(*path, key)] = _pos(key_node)
+            result[key] = self.convert(value_node, (*path, key))
+        for source in merges:  # `<<: *anchor`: keys written here win over merged ones
+            if not isinstance(source, MappingNode):
+                continue
+            for key_node, value_node in source.value:
+                key = _key(key_node)
+                if key not in result:
+                    self.doc.key_pos[(*path, key)] = _pos(key_node)
+                    result[key] = self.convert(value_node, (*path, key))
+        return result
+
+
+def _pos(node: Node) -> Pos:
+    start, end = node.start_mark, node.end_mark
+    return (start.line + 1, start.column + 1, end.line + 1, end.column + 1)
+
+
+def _key(node: Node) -> str | int:
+    """Mapping keys are names: text, or whole numbers (which the schema then rejects by name)."""
+    if not isinstance(node, ScalarNode):
+        return "<complex key>"
+    value = scalar(node)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return value if isinstance(value, str) else str(node.value)
 
 
 def _dotted(path: Path) -> str:

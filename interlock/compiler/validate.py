@@ -55,8 +55,13 @@ class Salvaged:
 
 def salvage(model: type[BaseModel], raw: Any, doc: SourceDoc, base: Path, sink: DiagnosticSink) -> Salvaged:
     """Validate ``raw`` (found at ``base`` in ``doc``); report every problem; keep what is valid."""
-    data = copy.deepcopy(raw)
     result = Salvaged(None)
+    try:
+        result.value = model.model_validate(raw)
+        return result  # the common case: nothing to report, nothing to copy
+    except ValidationError:
+        pass
+    data = copy.deepcopy(raw)
     for path in _redacted_paths(data, ()):
         _prune(data, path, result)
     reported = False

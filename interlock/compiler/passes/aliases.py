@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from interlock.compiler.context import Alias, CompileContext, Link
 from interlock.compiler.diagnostics import Span, did_you_mean
+
+_SPACE = re.compile(r"\s")
 
 
 def aliases(ctx: CompileContext) -> None:
@@ -64,7 +68,7 @@ def classify(ctx: CompileContext, item: str) -> str:
     if item in ctx.aliases or item in ctx.sources.named["aliases"]:
         return "alias"
     provider, sep, model = item.partition("/")
-    if not sep or not provider or not model or any(c.isspace() for c in item):
+    if not sep or not provider or not model or _SPACE.search(item):
         return "IL303"
     namespace = ctx.server.alias_namespace
     if namespace and item.startswith(namespace):
@@ -75,27 +79,27 @@ def classify(ctx: CompileContext, item: str) -> str:
 
 
 def _check_entries(ctx: CompileContext, alias: Alias) -> None:
-    seen: dict[str, Span] = {}
+    seen: dict[str, int] = {}
     for position, item in enumerate(alias.section.chain):
         index = alias.source_index(position)
-        span = ctx.span_of(alias.entry, "chain", index)
         where = f"aliases.{alias.name}.chain[{index}]"
         if item in seen:
             ctx.sink.add(
                 "IL305",
-                span,
+                ctx.span_of(alias.entry, "chain", index),
                 f"`{item}` appears twice in the chain of `{alias.name}`",
                 path=where,
                 value=item,
-                hint=f"first listed at {seen[item]}; a candidate is tried once",
+                hint=f"first listed at {ctx.span_of(alias.entry, 'chain', seen[item])}; "
+                "a candidate is tried once",
             )
             continue
-        seen[item] = span
+        seen[item] = index
         kind = classify(ctx, item)
         if kind == "IL303":
             ctx.sink.add(
                 "IL303",
-                span,
+                ctx.span_of(alias.entry, "chain", index),
                 f"chain entry `{item}` is not `provider/model`",
                 path=where,
                 value=item,
@@ -105,7 +109,7 @@ def _check_entries(ctx: CompileContext, alias: Alias) -> None:
         elif kind == "IL310":
             ctx.sink.add(
                 "IL310",
-                span,
+                ctx.span_of(alias.entry, "chain", index),
                 f"`{item}` is in the alias namespace but is not a declared alias",
                 path=where,
                 value=item,
@@ -119,7 +123,7 @@ def _check_entries(ctx: CompileContext, alias: Alias) -> None:
             declared = ctx.declared_providers()
             ctx.sink.add(
                 "IL304",
-                span,
+                ctx.span_of(alias.entry, "chain", index),
                 f"unknown provider `{provider}` in chain entry `{item}`",
                 path=where,
                 value=provider,
