@@ -172,7 +172,7 @@ def load_sources(main_path: str, sink: DiagnosticSink, reader: Reader = read_fil
                     sink.add(
                         "IL007",
                         entry.key_span,
-                        f"section `{section}` is defined in more than one file",
+                        f"section `{section}` is defined in more than one file; sections are not merged",
                         path=section,
                         hint=f"first defined at {first.key_span}; keep one of them",
                     )
@@ -185,10 +185,13 @@ def _merge_named(into: dict[str, Entry], entry: Entry, sink: DiagnosticSink) -> 
         into[entry.name] = entry
         return
     section = entry.path[0]
+    what = {"providers": "provider", "aliases": "alias", "models": "model facts for"}.get(
+        str(section), section
+    )
     sink.add(
         "IL007",
         entry.key_span,
-        f"{section} `{entry.name}` is defined twice; a later file may not override an earlier one",
+        f"{what} `{entry.name}` is defined twice; a later file may not override an earlier one",
         path=f"{section}.{entry.name}",
         value=entry.name,
         hint=f"first defined at {first.key_span}; rename one or delete one",

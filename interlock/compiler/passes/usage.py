@@ -34,7 +34,7 @@ def usage(ctx: CompileContext) -> None:
                 "otherwise remove it",
             )
     for model_id, model in ctx.models.items():
-        if model_id not in used:
+        if model_id not in used and model.provider in ctx.providers:  # else IL304 says why
             ctx.sink.add(
                 "IL503",
                 model.entry.key_span,

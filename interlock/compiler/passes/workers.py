@@ -192,6 +192,7 @@ def _patterns(
     where: str,
 ) -> list[PlanPattern]:
     rows: list[PlanPattern] = []
+    too_big: list[str] = []
     for pattern, limit in table.items():
         place = origin.key_span("model_concurrency", pattern)
         path = f"{where}.model_concurrency.{pattern}"
@@ -217,12 +218,15 @@ def _patterns(
                 hint="to keep a model off this worker, leave it out of the aliases' chains for this provider",
             )
             continue
+        if max_concurrent is not None and limit > max_concurrent and origin is not limit_origin:
+            too_big.append(f"`{pattern}`: {limit}")
+            continue
         if max_concurrent is not None and limit > max_concurrent:
             ctx.sink.add(
                 "IL206",
                 origin.span("model_concurrency", pattern),
                 f"slot limit {limit} of `{pattern}`{origin.note} exceeds the worker's "
-                f"max_concurrent {max_concurrent}{limit_origin.note if limit_origin is not origin else ''}",
+                f"max_concurrent {max_concurrent}",
                 path=path,
                 value=str(limit),
                 hint=f"lower it to {max_concurrent} or raise `max_concurrent`",
@@ -240,6 +244,17 @@ def _patterns(
                 "to say so: list specific patterns first",
             )
         rows.append(row)
+    if too_big:
+        # The worker lowered `max_concurrent` below its profile's table: one diagnostic, at the worker.
+        ctx.sink.add(
+            "IL206",
+            limit_origin.span("max_concurrent"),
+            f"`{where}.max_concurrent` is {max_concurrent}, below slot limits{origin.note}: "
+            + ", ".join(too_big),
+            path=f"{where}.max_concurrent",
+            value=str(max_concurrent),
+            hint="raise `max_concurrent`, or give the worker its own `model_concurrency` table",
+        )
     return order(rows)
 
 
