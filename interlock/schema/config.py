@@ -79,8 +79,8 @@ class QueueSection(_Section):
 class WorkerSection(_Section):
     """One Ollama box. Keys set here override the values of its hardware `profile`."""
 
-    name: NonEmpty
-    url: str
+    name: NonEmpty = Field(description="Unique across all providers, e.g. `box1`.")
+    url: str = Field(description="The Ollama server, e.g. `http://10.0.0.5:11434`.")
     profile: str | None = Field(None, description="A built-in preset name or a path to a profile file.")
     max_concurrent: int | None = Field(None, description="Requests this worker runs at once, all models.")
     model_concurrency: dict[str, int] | None = Field(
@@ -113,7 +113,7 @@ class AliasSection(_Section):
     """A class of model: an ordered fallback chain."""
 
     description: str = ""
-    chain: list[str]
+    chain: list[str] = Field(description="Candidates in fallback order: `provider/model` or another alias.")
     requires: list[Capability] = Field(default_factory=list)
 
 

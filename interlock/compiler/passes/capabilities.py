@@ -25,7 +25,7 @@ def capabilities(ctx: CompileContext) -> None:
         if not required:
             continue
         for link in ctx.expanded.get(name, []):
-            if ctx.is_broken(f"models.{link.candidate}"):
+            if ctx.broken_under(f"models.{link.candidate}"):
                 continue  # its facts have errors of their own; guessing would add noise
             facts = ctx.models.get(link.candidate)
             known = facts.facts.capabilities if facts else None

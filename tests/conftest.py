@@ -1,0 +1,35 @@
+"""Shared helpers: tests run from the repository root so that paths in diagnostics are stable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from interlock.compiler import CompileContext, CompileOptions, compile_config
+from interlock.compiler.report import render
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture
+def at_root(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(ROOT)
+    return ROOT
+
+
+def fixture_options(path: Path) -> CompileOptions:
+    """A fixture whose first line says `# options: require-env` is compiled with an empty environment."""
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    if first.startswith("# options:") and "require-env" in first:
+        return CompileOptions(require_env=True, environ={})
+    return CompileOptions(environ={})
+
+
+def compile_fixture(path: Path) -> CompileContext:
+    return compile_config(path.relative_to(ROOT).as_posix(), fixture_options(path))
+
+
+def text_report(ctx: CompileContext) -> str:
+    return render(ctx.sink.items, "text", ctx.sources)
