@@ -27,7 +27,9 @@ def test_every_code_has_a_fixture_that_raises_it() -> None:
 
 
 def test_every_code_is_documented_in_the_readme_table() -> None:
-    rows = re.findall(r"^\| `(IL\d{3})` \| `([a-z0-9-]+)` \| (error|warning) \| (.+?) \|$", DOC.read_text(), re.M)
+    rows = re.findall(
+        r"^\| `(IL\d{3})` \| `([a-z0-9-]+)` \| (error|warning) \| (.+?) \|$", DOC.read_text(), re.M
+    )
     documented = {code: (name, level, meaning) for code, name, level, meaning in rows}
     expected = {code: (info.name, info.level, info.summary) for code, info in CODES.items()}
     assert documented == expected
@@ -35,14 +37,17 @@ def test_every_code_is_documented_in_the_readme_table() -> None:
 
 def test_every_code_is_emitted_by_the_compiler_source() -> None:
     source = "\n".join(
-        path.read_text() for path in (ROOT / "interlock" / "compiler").rglob("*.py") if path.name != "codes.py"
+        path.read_text()
+        for path in (ROOT / "interlock" / "compiler").rglob("*.py")
+        if path.name != "codes.py"
     )
     assert [code for code in CODES if f'"{code}"' not in source] == []
 
 
 def test_codes_are_well_formed_and_stable() -> None:
     for code, info in CODES.items():
-        assert re.fullmatch(r"IL\d{3}", code) and info.code == code
+        assert re.fullmatch(r"IL\d{3}", code)
+        assert info.code == code
         assert info.level in ("error", "warning")
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", info.name)
     assert len({info.name for info in CODES.values()}) == len(CODES)
@@ -55,4 +60,5 @@ def test_every_pass_module_is_registered_in_order() -> None:
     for name in modules:  # one pass a module, named like it
         module = importlib.import_module(f"interlock.compiler.passes.{name}")
         assert getattr(module, name) in passes.PASSES
-    assert registered[0] == "shape" and registered.index("aliases") < registered.index("capabilities")
+    assert registered[0] == "shape"
+    assert registered.index("aliases") < registered.index("capabilities")

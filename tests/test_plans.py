@@ -17,7 +17,10 @@ from interlock.schema.plan import RoutingPlan
 from tests.conftest import FIXTURES, ROOT
 
 PLAN_SCHEMA = json.loads((ROOT / "schema" / "plan.schema.json").read_text())
-CONFIGS = ["config.rtx4090.yaml", *sorted(p.relative_to(ROOT).as_posix() for p in FIXTURES.glob("plans/*.yaml"))]
+CONFIGS = [
+    "config.rtx4090.yaml",
+    *sorted(p.relative_to(ROOT).as_posix() for p in FIXTURES.glob("plans/*.yaml")),
+]
 
 
 def compile_plan(path: str) -> str:
@@ -34,7 +37,8 @@ def test_plan_snapshot(path: str, snapshot: SnapshotAssertion) -> None:
     data = json.loads(text)
     jsonschema.validate(data, PLAN_SCHEMA)
     assert RoutingPlan.model_validate(data).content_hash == content_hash(data)
-    assert text.endswith("}\n") and text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert text.endswith("}\n")
+    assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
     assert text == snapshot
 
 
@@ -53,9 +57,14 @@ def test_example_plan_holds_what_the_runtime_needs() -> None:
         "groq/llama-3.3-70b-versatile",
     ]
     groq = plan["providers"]["groq"]
-    assert groq["api_key_env"] == "GROQ_API_KEY" and groq["probe"] is True
+    assert groq["api_key_env"] == "GROQ_API_KEY"
+    assert groq["probe"] is True
     assert plan["providers"]["openrouter"]["probe"] is False
-    assert plan["providers"]["ollama"]["timeouts"] == {"connect_ms": 2000, "first_byte_ms": 120000, "total_ms": 600000}
+    assert plan["providers"]["ollama"]["timeouts"] == {
+        "connect_ms": 2000,
+        "first_byte_ms": 120000,
+        "total_ms": 600000,
+    }
     worker = plan["workers"]["rtx4090"]
     # Every ollama model the plan references has a slot count; the table covers the rest.
     assert worker["slots"] == {"gemma3:12b": 1, "llava:7b": 1, "qwen2.5:7b": 2}
@@ -117,12 +126,14 @@ aliases:
     assert ctx.plan is not None
     plain, tuned = ctx.plan.workers["plain"], ctx.plan.workers["tuned"]
     assert (plain.max_concurrent, plain.slots) == (4, {"gemma4:27b": 2, "qwen3:8b": 4})
-    assert plain.default_context_tokens == 32768 and plain.hardware is not None
+    assert plain.default_context_tokens == 32768
+    assert plain.hardware is not None
     # A table the worker sets replaces the profile's whole table: gemma4 falls back to max_concurrent.
     assert (tuned.max_concurrent, tuned.slots) == (3, {"gemma4:27b": 3, "qwen3:8b": 3})
     # `queue` merges key by key: max_wait still comes from the profile (60s), not the default (30s).
     assert (tuned.queue.max_waiting, tuned.queue.max_wait_ms) == (5, 60_000)
-    assert tuned.default_context_tokens == 32768 and tuned.profile == "mac-studio-256g"
+    assert tuned.default_context_tokens == 32768
+    assert tuned.profile == "mac-studio-256g"
 
 
 def test_a_provider_never_inherits_another_providers_credential(tmp_path: Path) -> None:

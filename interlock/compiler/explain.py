@@ -45,7 +45,7 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
     facts = ctx.models.get(candidate)
     caps = facts.facts.capabilities if facts else None
     tokens = facts.facts.context_tokens if facts else None
-    line = f"capabilities: {', '.join(caps) if caps is not None else 'unknown'}"
+    line = f"capabilities: {', '.join(sorted(caps)) if caps is not None else 'unknown'}"
     line += f"; context: {f'{tokens} tokens' if tokens else 'unknown'}"
     lines = [line]
     needed = ", ".join(required)
@@ -61,12 +61,13 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
     section = provider.section
     if section.kind == "openai":
         key = f"key from ${section.api_key_env}" if section.api_key_env else "no key"
-        lines.append(
-            f"provider {provider_name}: {section.base_url}, {key}, probe {'on' if section.probe else 'off'}, "
-            f"timeouts {_timeouts(ctx, provider_name)}"
-        )
+        probe = "probe on" if section.probe else "probe off"
+        lines.append(f"provider {provider_name}: openai at {section.base_url}, {key}, {probe}")
+    else:
+        lines.append(f"provider {provider_name}: ollama, probe {'on' if section.probe else 'off'}")
+    lines.append(f"timeouts: {_timeouts(ctx, provider_name)}")
+    if section.kind == "openai":
         return lines
-    lines.append(f"provider {provider_name}: ollama, timeouts {_timeouts(ctx, provider_name)}")
     for worker in ctx.workers.values():
         if worker.provider != provider_name:
             continue
@@ -91,4 +92,4 @@ def _timeouts(ctx: CompileContext, provider_name: str) -> str:
     for key in ("connect", "first_byte", "total"):
         value = getattr(own, key) if own is not None else None
         parts.append(f"{key} {format_duration(value if value is not None else getattr(ctx.timeouts, key))}")
-    return " / ".join(parts)
+    return ", ".join(parts)

@@ -169,7 +169,7 @@ def _credentials(ctx: CompileContext, doc: SourceDoc, value: Any, at: Path) -> N
     if isinstance(value, list):
         for index, item in enumerate(value):
             if looks_like_secret(item):
-                _inline(ctx, doc, (*at, index), "a value that looks like a credential")
+                _inline(ctx, doc, (*at, index), "a value that looks like a credential is written inline")
                 value[index] = REDACTED
             else:
                 _credentials(ctx, doc, item, (*at, index))
