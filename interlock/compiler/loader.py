@@ -257,7 +257,9 @@ def parse_document(path: str, text: str, sink: DiagnosticSink) -> SourceDoc:
         node = compose(text)
     except YamlSyntaxError as exc:
         span = Span(doc.file, exc.line, exc.col) if exc.line else Span(doc.file)
-        sink.add("IL001", span, f"YAML syntax error: {exc.problem}", hint=_yaml_hint(exc.problem))
+        at = doc.lines[exc.line - 1][exc.col - 1 : exc.col] if 0 < exc.line <= len(doc.lines) else ""
+        hint = "indent with spaces, not tabs" if at == "\t" else _yaml_hint(exc.problem)
+        sink.add("IL001", span, f"YAML syntax error: {exc.problem}", hint=hint)
         return doc
     if node is None:
         doc.data = {}
@@ -280,7 +282,7 @@ def _yaml_hint(problem: str) -> str | None:
         return "indent with spaces, not tabs"
     if "mapping values are not allowed" in problem:
         return "quote values that contain `: `, or fix the indentation of this line"
-    if "expected a single document" in problem:
+    if "another document" in problem or "expected a single document" in problem:
         return "a configuration file holds one document: remove the extra `---`"
     if "found undefined alias" in problem:
         return "define the anchor (`&name`) before using it (`*name`)"
