@@ -89,7 +89,7 @@ def compose(text: str) -> Node | None:
         return node
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
+        problem = ", ".join(part for part in (exc.context, exc.problem) if part) or "invalid YAML"
         raise YamlSyntaxError(problem, mark.line + 1 if mark else 0, mark.column + 1 if mark else 0) from exc
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(str(exc), 0, 0) from exc
