@@ -221,11 +221,19 @@ def _load_tree(
     stack: tuple[str, ...],
     seen: set[str],
     include_span: Span | None,
+    include_path: str = "",
 ) -> None:
     if path in stack:
         cycle = " -> ".join((*stack[stack.index(path) :], path))
         assert include_span is not None
-        sink.add("IL006", include_span, f"include cycle: {cycle}", value=path, hint="remove one include")
+        sink.add(
+            "IL006",
+            include_span,
+            f"include cycle: {cycle}",
+            path=include_path,
+            value=path,
+            hint="remove one of these includes; a file included from two places is read once anyway",
+        )
         return
     if path in seen:
         return  # included twice (diamond): load once, its definitions count once
@@ -233,7 +241,14 @@ def _load_tree(
     if text is None:
         span = include_span or Span(display_name(path))
         what = "included file" if include_span else "configuration file"
-        sink.add("IL005", span, f"{what} `{path}` does not exist", value=path)
+        sink.add(
+            "IL005",
+            span,
+            f"{what} `{path}` does not exist",
+            path=include_path,
+            value=path,
+            hint="an include is relative to the file that names it" if include_span else None,
+        )
         return
     seen.add(path)
     doc = parse_document(path, text, sink)
@@ -247,7 +262,7 @@ def _load_tree(
             continue
         target = _normalise((base / item).as_posix())
         span = doc.span(("include", index))
-        _load_tree(target, sink, reader, docs, (*stack, path), seen, span)
+        _load_tree(target, sink, reader, docs, (*stack, path), seen, span, f"include[{index}]")
 
 
 def parse_document(path: str, text: str, sink: DiagnosticSink) -> SourceDoc:

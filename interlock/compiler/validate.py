@@ -197,6 +197,7 @@ def report(sink: DiagnosticSink, doc: SourceDoc, base: Path, model: type[BaseMod
         )
         return
     expected, hint = _expected(kind, error, raw)
+    hint = hint or _field_hint(model, loc)
     code = "IL004"
     if kind in ("greater_than_equal", "greater_than") and isinstance(loc[-1], str):
         code = _RANGE_CODES.get(loc[-1], "IL004")
