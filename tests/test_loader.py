@@ -118,3 +118,12 @@ def test_a_reader_compiles_sources_that_are_not_files() -> None:
     assert ctx.sink.items == []
     assert ctx.plan is not None
     assert ctx.plan.aliases["a"].candidates == ["g/x", "g/y"]
+
+
+def test_a_file_that_is_not_utf8_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "latin.yaml"
+    path.write_bytes(b"version: 1\nserver: {resolved_header: X-\xff}\n")
+    ctx = compile_config(str(path), CompileOptions(environ={}))
+    assert [(d.code, d.message, d.span.line, d.span.col) for d in ctx.sink.items] == [
+        ("IL001", "the file is not valid UTF-8 text", 2, 29)
+    ]

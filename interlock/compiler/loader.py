@@ -39,10 +39,12 @@ NAMED_SECTIONS = ("providers", "models", "aliases")
 def read_file(path: str) -> str | None:
     """The default reader: the working tree."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+    # Bytes that are not UTF-8 become U+FFFD; `parse_document` reports where.
+    return data.decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -268,6 +270,16 @@ def _load_tree(
 def parse_document(path: str, text: str, sink: DiagnosticSink) -> SourceDoc:
     """Compose one YAML document and convert it to plain data with positions."""
     doc = SourceDoc(display_name(path), path, text.splitlines())
+    if "\ufffd" in text:
+        line = next(n for n, row in enumerate(doc.lines, start=1) if "\ufffd" in row)
+        col = doc.lines[line - 1].index("\ufffd") + 1
+        sink.add(
+            "IL001",
+            Span(doc.file, line, col),
+            "the file is not valid UTF-8 text",
+            hint="save the file as UTF-8",
+        )
+        return doc
     try:
         node = compose(text)
     except YamlSyntaxError as exc:
