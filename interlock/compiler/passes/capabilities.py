@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from interlock.compiler.context import CompileContext
+from interlock.compiler.context import CompileContext, Link
 from interlock.compiler.diagnostics import Span, did_you_mean
 
 
@@ -35,8 +35,8 @@ def capabilities(ctx: CompileContext) -> None:
                 ctx.sink.add(
                     "IL309",
                     span,
-                    f"`{link.candidate}` in `{name}` has no known capabilities; `{name}` requires "
-                    f"{', '.join(required)}",
+                    f"`{link.candidate}`{_via(link)} in `{name}` has no known capabilities; "
+                    f"`{name}` requires {', '.join(required)}",
                     path=where,
                     value=link.candidate,
                     hint=f"declare them: `models: {{{link.candidate}: {{capabilities: [...]}}}}`",
@@ -47,7 +47,8 @@ def capabilities(ctx: CompileContext) -> None:
                 ctx.sink.add(
                     "IL308",
                     span,
-                    f"`{link.candidate}` lacks {', '.join(missing)}, which alias `{name}` requires",
+                    f"`{link.candidate}`{_via(link)} lacks {', '.join(missing)}, "
+                    f"which alias `{name}` requires",
                     path=where,
                     value=link.candidate,
                     hint=f"known capabilities of `{link.candidate}`: {', '.join(known) or 'none'}; "
@@ -63,3 +64,9 @@ def _chain_path(ctx: CompileContext, name: str, span: Span) -> str:
         if ctx.span_of(alias.entry, "chain", index) == span:
             return f"aliases.{name}.chain[{index}]"
     return f"aliases.{name}.chain"
+
+
+def _via(link: Link) -> str:
+    """`` (via `mana/fast`)`` for a candidate reached through nested aliases, else empty."""
+    inner = [alias for alias, _ in link.via[1:]]
+    return f" (via `{'` -> `'.join(inner)}`)" if inner else ""

@@ -98,7 +98,12 @@ def _worker(
         )
         max_concurrent = None
     table, table_origin = pick("model_concurrency")
-    limit_known = max_concurrent is not None and not ctx.is_broken(f"{where}.max_concurrent")
+    # Compare slot limits with `max_concurrent` only when it is known: not pruned by `shape`, and not
+    # a stand-in default for a profile that failed to load (IL208 already says why).
+    profile_failed = section.profile is not None and loaded is None and section.max_concurrent is None
+    limit_known = (
+        max_concurrent is not None and not ctx.is_broken(f"{where}.max_concurrent") and not profile_failed
+    )
     patterns = _patterns(
         ctx,
         table or {},
