@@ -81,6 +81,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL401", "probe-timeout-too-long", "error", "`probe_timeout` is not shorter than `probe_interval`."),
     ("IL402", "not-positive", "error", "A duration or count that must be positive is not."),
     ("IL403", "timeout-order", "warning", "`connect` or `first_byte` is longer than `total`."),
+    (
+        "IL404",
+        "cold-load-timeout",
+        "warning",
+        "An Ollama provider's `first_byte` is under 30s: too short for a cold load.",
+    ),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),

@@ -11,6 +11,8 @@ from interlock.schema.durations import format_duration
 
 SpanOf = Callable[[str], Span]
 TIMEOUT_KEYS = ("connect", "first_byte", "total")
+COLD_LOAD_MS = 30_000
+"""Below this, `first_byte` of an Ollama provider rarely covers a cold model load (IL404)."""
 
 
 def health(ctx: CompileContext) -> None:
@@ -44,6 +46,8 @@ def health(ctx: CompileContext) -> None:
     _timeouts(ctx, "timeouts", _spans(ctx, ctx.sources.singletons.get("timeouts")), defaults, set(defaults))
     for name, provider in ctx.providers.items():
         own = provider.section.timeouts
+        if provider.section.kind == "ollama":
+            _cold_load(ctx, name, provider.entry, own.first_byte if own else None, defaults["first_byte"])
         if own is None:
             continue
         values = {
@@ -55,6 +59,28 @@ def health(ctx: CompileContext) -> None:
             return ctx.span_of(entry, "timeouts", key)
 
         _timeouts(ctx, f"providers.{name}.timeouts", pspan, values, written)
+
+
+def _cold_load(ctx: CompileContext, name: str, entry: Entry, own: int | None, default: int) -> None:
+    """Loading a model into an Ollama worker takes tens of seconds; a shorter first-byte timeout
+    turns every cold start into a failure, and the circuit then marks a healthy worker dead."""
+    value = default if own is None else own
+    where = f"providers.{name}.timeouts.first_byte" if own is not None else "timeouts.first_byte"
+    if ctx.is_broken(where) or not 0 < value < COLD_LOAD_MS:
+        return
+    if own is not None:
+        span = ctx.span_of(entry, "timeouts", "first_byte")
+    else:
+        span = _spans(ctx, ctx.sources.singletons.get("timeouts"))("first_byte")
+    ctx.sink.add(
+        "IL404",
+        span,
+        f"ollama provider `{name}` waits {format_duration(value)} for the first byte; loading a model "
+        f"cold often takes longer",
+        path=where,
+        value=format_duration(value),
+        hint=f"give provider `{name}` its own `timeouts: {{first_byte: 120s}}`",
+    )
 
 
 def _spans(ctx: CompileContext, entry: Entry | None) -> SpanOf:
