@@ -85,7 +85,7 @@ CODES: dict[str, CodeInfo] = _codes(
         "IL404",
         "cold-load-timeout",
         "warning",
-        "An Ollama provider's `first_byte` is under 30s: too short for a cold load.",
+        "An Ollama `first_byte` under 30s: too short for a cold load.",
     ),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
