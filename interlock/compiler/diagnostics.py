@@ -67,6 +67,7 @@ class DiagnosticSink:
     """Collects diagnostics; passes call ``error``/``warning``."""
 
     items: list[Diagnostic] = field(default_factory=list)
+    _seen: set[Diagnostic] = field(default_factory=set, repr=False)
 
     def add(
         self,
@@ -81,17 +82,18 @@ class DiagnosticSink:
         info = CODES[code]  # KeyError here means an undocumented code: a bug, fail loudly.
         # Passes never put a credential into these; the redaction is a second line of defence.
         shown = None if value is None else redact_text(_show(value))
-        self.items.append(
-            Diagnostic(
-                code,
-                info.severity,
-                span,
-                redact_text(message),
-                path,
-                shown,
-                None if hint is None else redact_text(hint),
-            )
+        diagnostic = Diagnostic(
+            code,
+            info.severity,
+            span,
+            redact_text(message),
+            path,
+            shown,
+            None if hint is None else redact_text(hint),
         )
+        if diagnostic not in self._seen:  # e.g. one profile file checked for each worker that uses it
+            self._seen.add(diagnostic)
+            self.items.append(diagnostic)
 
     def __iter__(self) -> Iterator[Diagnostic]:
         return iter(self.items)

@@ -38,6 +38,11 @@ class _Origin:
     doc: SourceDoc
     path: Path
     note: str
+    prefix: str
+    """Dotted key path of the values: the worker's (`providers.x.workers[0]`) or `worker` in a profile."""
+
+    def where(self, *rest: str) -> str:
+        return ".".join((self.prefix, *rest))
 
     def span(self, *rest: str | int) -> Span:
         return self.doc.span((*self.path, *rest))
@@ -56,7 +61,7 @@ def _worker(
 ) -> None:
     entry = Entry(section.name, section, provider.entry.doc, (*provider.entry.path, "workers", index))
     where = f"providers.{provider.name}.workers[{index}]"
-    own = _Origin(entry.doc, entry.path, "")
+    own = _Origin(entry.doc, entry.path, "", where)
 
     first = ctx.workers.get(section.name)
     if first is not None:
@@ -75,7 +80,9 @@ def _worker(
         loaded = cache.get(ctx, section.profile, entry.doc.path, own.span("profile"), f"{where}.profile")
     preset = loaded.profile.worker if loaded else None
     from_profile = (
-        _Origin(loaded.doc, ("worker",), f" (from profile `{loaded.profile.profile}`)") if loaded else own
+        _Origin(loaded.doc, ("worker",), f" (from profile `{loaded.profile.profile}`)", "worker")
+        if loaded
+        else own
     )
 
     def pick(key: str) -> tuple[Any, _Origin]:
@@ -91,8 +98,9 @@ def _worker(
         ctx.sink.add(
             "IL203",
             mc_origin.span("max_concurrent"),
-            f"`{where}.max_concurrent` must be at least 1, not `{max_concurrent}`{mc_origin.note}",
-            path=f"{where}.max_concurrent",
+            f"`{mc_origin.where('max_concurrent')}` must be at least 1, "
+            f"not `{max_concurrent}`{mc_origin.note}",
+            path=mc_origin.where("max_concurrent"),
             value=str(max_concurrent),
             hint="the number of requests this worker runs at once, all models together",
         )
@@ -114,12 +122,10 @@ def _worker(
     )
     context_limits, cl_origin = pick("context_limits")
     for model, tokens in (context_limits or {}).items():
-        _positive_tokens(ctx, tokens, cl_origin, ("context_limits", model), f"{where}.context_limits.{model}")
+        _positive_tokens(ctx, tokens, cl_origin, ("context_limits", model))
     default_context, dc_origin = pick("default_context_tokens")
     if default_context is not None:
-        _positive_tokens(
-            ctx, default_context, dc_origin, ("default_context_tokens",), f"{where}.default_context_tokens"
-        )
+        _positive_tokens(ctx, default_context, dc_origin, ("default_context_tokens",))
     queue = _queue(section.queue, preset.queue if preset else None)
     ctx.workers.setdefault(
         section.name,
@@ -177,7 +183,8 @@ def _queue(own: QueueSection | None, preset: QueueSection | None) -> QueueSectio
     return QueueSection.model_construct(**{**QueueSection().model_dump(), **values})
 
 
-def _positive_tokens(ctx: CompileContext, tokens: int, origin: _Origin, rel: Path, where: str) -> None:
+def _positive_tokens(ctx: CompileContext, tokens: int, origin: _Origin, rel: tuple[str, ...]) -> None:
+    where = origin.where(*rel)
     if tokens < 1:
         ctx.sink.add(
             "IL209",
@@ -200,7 +207,7 @@ def _patterns(
     too_big: list[str] = []
     for pattern, limit in table.items():
         place = origin.key_span("model_concurrency", pattern)
-        path = f"{where}.model_concurrency.{pattern}"
+        path = origin.where("model_concurrency", pattern)
         row = parse_pattern(pattern, max(limit, 1))
         if row is None:
             ctx.sink.add(
