@@ -61,6 +61,16 @@ class SourceDoc:
     secrets: list[Span] = field(default_factory=list)
     """Where credential values stand; ``excerpt`` masks them whenever a line is shown."""
 
+    @property
+    def value_spans(self) -> dict[Path, Span]:
+        """Every value's span (built on demand; ``span`` is the cheap way to look one up)."""
+        return {path: Span(self.file, *pos) for path, pos in self.value_pos.items()}
+
+    @property
+    def key_spans(self) -> dict[Path, Span]:
+        """Every key's span (built on demand; ``key_span`` is the cheap way to look one up)."""
+        return {path: Span(self.file, *pos) for path, pos in self.key_pos.items()}
+
     def span(self, path: Path) -> Span:
         """The value at ``path``, or the closest enclosing value that exists."""
         for end in range(len(path), -1, -1):
