@@ -70,6 +70,30 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "explain", "missing.yaml", "mana/fast")[0] == 2
 
 
+def test_compile_creates_the_output_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = tmp_path / "deploy" / "plans" / "plan.json"
+    assert run(capsys, "compile", EXAMPLE, "-o", str(plan))[0] == 0
+    assert json.loads(plan.read_text())["format_version"] == 1
+    assert sorted(p.name for p in plan.parent.iterdir()) == ["plan.json"]
+
+
+def test_explain_in_a_configuration_with_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "version: 1\nproviders:\n  g: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "aliases:\n  a: {chain: [g/x, g/y], retry: 2}\n  b: {chain: g/z}\n"
+    )
+    code, out, err = run(capsys, "explain", str(config), "a")
+    assert code == 0
+    assert out.splitlines()[:3] == ["a", f"  defined at {config}:5:3", "  requires: nothing"]
+    assert err == "note: the configuration has 2 errors, 0 warnings; see `interlock lint`\n"
+    assert run(capsys, "explain", str(config), "b") == (
+        1,
+        "",
+        f"alias `b` has errors: run `interlock lint {config}`\n",
+    )
+
+
 def test_check_fresh_stale_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = tmp_path / "plan.json"
     assert run(capsys, "compile", EXAMPLE, "-o", str(plan))[0] == 0

@@ -132,6 +132,9 @@ def run_explain(args: argparse.Namespace) -> int:
     if not _config_exists(args.config):
         return 2
     ctx = compile_config(args.config)
+    if args.alias not in ctx.aliases and args.alias in ctx.sources.named["aliases"]:
+        print(f"alias `{args.alias}` has errors: run `interlock lint {args.config}`", file=sys.stderr)
+        return 1
     if args.alias not in ctx.aliases:
         known = sorted(ctx.aliases)
         hint = did_you_mean(args.alias, known) or f"declared: {', '.join(known) or 'none'}"
@@ -187,6 +190,10 @@ def run_schema(args: argparse.Namespace) -> int:
 
 
 def _write(path: str, text: str) -> None:
+    """Write atomically: readers (a runtime reloading the plan) never see half a file."""
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)
