@@ -179,6 +179,11 @@ def show(value: Value, unit: str | None) -> str:
     return str(value)
 
 
+def named(value: Value) -> str:
+    """A name in a sentence: `` `x` ``, or `none` when absent."""
+    return "none" if value is None else f"`{value}`"
+
+
 def duration(ms: int) -> str:
     """The shortest exact spelling of ``ms`` in the configuration's duration syntax."""
     for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1_000)):

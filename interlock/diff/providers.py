@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interlock.diff.aliases import reordered
-from interlock.diff.change import Change, show
+from interlock.diff.change import Change, named, show
 from interlock.schema.plan import PlanProvider, PlanTimeouts, RoutingPlan
 
 
@@ -39,8 +39,8 @@ def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
         out.append(Change("base-url-changed", name, old.base_url, new.base_url, summary))
     if old.api_key_env != new.api_key_env:
         summary = (
-            f"provider `{name}` now reads its credential from `{new.api_key_env}` "
-            f"(was `{old.api_key_env}`): the deployment must set it"
+            f"provider `{name}` now reads its credential from {named(new.api_key_env)} "
+            f"(was {named(old.api_key_env)})" + (": the deployment must set it" if new.api_key_env else "")
         )
         out.append(Change("credential-changed", name, old.api_key_env, new.api_key_env, summary))
     if old.probe != new.probe:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from interlock.diff.change import Change, show
+from interlock.diff.change import Change, named, show
 from interlock.schema.plan import PlanHealth, RoutingPlan
 
 
@@ -11,13 +11,15 @@ def server(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
     old, new = base.server, head.server
     out: list[Change] = []
     if old.default_alias != new.default_alias:
-        target = f"`{new.default_alias}`" if new.default_alias else "an error (no default alias)"
-        summary = f"requests without a `model` now go to {target} (was `{old.default_alias}`)"
+        target = named(new.default_alias) if new.default_alias else "an error (no default alias)"
+        summary = f"requests without a `model` now go to {target} (was {named(old.default_alias)})"
         out.append(
             Change("default-alias-changed", "default_alias", old.default_alias, new.default_alias, summary)
         )
     if old.alias_namespace != new.alias_namespace:
-        summary = f"the alias namespace is now `{new.alias_namespace}` (was `{old.alias_namespace}`)"
+        summary = (
+            f"the alias namespace is now {named(new.alias_namespace)} (was {named(old.alias_namespace)})"
+        )
         out.append(
             Change(
                 "alias-namespace-changed",

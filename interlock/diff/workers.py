@@ -37,11 +37,8 @@ def _worker(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
     if old.profile != new.profile:
         summary = f"worker `{name}` hardware profile: {show(old.profile, None)} → {show(new.profile, None)}"
         out.append(Change("profile-changed", name, old.profile, new.profile, summary))
-    old_hw = old.hardware.model_dump() if old.hardware else None
-    new_hw = new.hardware.model_dump() if new.hardware else None
-    if old_hw != new_hw and old.profile == new.profile:
-        summary = f"worker `{name}` hardware: {show(old_hw, None)} → {show(new_hw, None)}"
-        out.append(Change("hardware-changed", name, old_hw, new_hw, summary))
+    if old.profile == new.profile:  # a new profile brings new hardware: that row says enough
+        out.extend(_hardware(name, old, new))
     if old.max_concurrent != new.max_concurrent:
         summary = f"worker `{name}` runs {new.max_concurrent} request(s) at once (was {old.max_concurrent})"
         out.append(Change("max-concurrent-changed", name, old.max_concurrent, new.max_concurrent, summary))
@@ -67,6 +64,19 @@ def _worker(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
     return out
 
 
+def _hardware(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
+    """The profile file itself changed: one change per hardware fact."""
+    before = old.hardware.model_dump() if old.hardware else {}
+    after = new.hardware.model_dump() if new.hardware else {}
+    out = []
+    for key in sorted(before.keys() | after.keys()):
+        if before.get(key) != after.get(key):
+            shown = f"{show(before.get(key), None)} → {show(after.get(key), None)}"
+            summary = f"worker `{name}` hardware `{key}`: {shown}"
+            out.append(Change("hardware-changed", name, before.get(key), after.get(key), summary, field=key))
+    return out
+
+
 def _patterns(worker: PlanWorker) -> dict[str, Any]:
     return {row.pattern: row.limit for row in worker.patterns}
 
@@ -81,6 +91,7 @@ def _context(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
     for key, before, after in pairs:
         if before != after:
             shown = f"{show(before, None)} → {show(after, None)}"
-            summary = f"worker `{name}` context limit for `{key}`: {shown} tokens"
+            what = "default context limit" if key == "default" else f"context limit for `{key}`"
+            summary = f"worker `{name}` {what}: {shown} tokens"
             out.append(Change("context-limit-changed", name, before, after, summary, field=key))
     return out
