@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from interlock.compiler import CompileOptions, compile_config
 from interlock.compiler.loader import Reader, read_file
-from interlock.compiler.report import render, summary
+from interlock.compiler.report import render
 from interlock.diff.gitref import GitRefError, git_reader
 from interlock.schema.canonical import content_hash
 from interlock.schema.plan import RoutingPlan
@@ -51,7 +51,7 @@ def load_plan(path: str, ref: str | None = None) -> PlanInput:
     ctx = compile_config(path, CompileOptions(reader=reader))
     if ctx.plan is None:
         report = render(ctx.sink.items, "text", ctx.sources)
-        raise InputError(f"{label} does not compile ({summary(ctx.sink.items)}):\n{report}".rstrip("\n"))
+        raise InputError(f"{label} does not compile:\n{report}".rstrip("\n"))
     return PlanInput(label, ctx.plan)
 
 
