@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 
 from interlock.schema.plan import RoutingPlan
 from interlock.templates import render_template
 
 LANGUAGES: dict[str, str] = {"ts": "codegen.ts.j2", "python": "codegen.py.j2"}
+
+DOC_WIDTH = 76
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -76,7 +79,7 @@ def generate(plan: RoutingPlan, lang: str, name: str | None = None) -> str:
                 f"aliases `{seen[key]}` and `{alias_name}` both become `{constant}.{key}`; rename one"
             )
         seen[key] = alias_name
-        doc = [escape(line) for line in alias.description.splitlines() if line.strip()]
+        doc = [escape(line) for line in _wrap(alias.description)]
         if alias.requires:
             if doc:
                 doc.append("")
@@ -93,6 +96,14 @@ def generate(plan: RoutingPlan, lang: str, name: str | None = None) -> str:
     )
 
 
+def _wrap(text: str) -> list[str]:
+    """Description paragraphs as lines that fit an 88-column file once indented and quoted."""
+    lines: list[str] = []
+    for paragraph in text.splitlines():
+        lines.extend(textwrap.wrap(paragraph, width=DOC_WIDTH, break_long_words=False))
+    return lines
+
+
 def _ts_string(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
     return f"'{escaped}'"
@@ -107,4 +118,5 @@ def _ts_doc(line: str) -> str:
 
 
 def _py_doc(line: str) -> str:
-    return line.strip().replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    escaped = line.strip().replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return escaped[:-1] + '\\"' if escaped.endswith('"') else escaped  # `""""` would end the string early

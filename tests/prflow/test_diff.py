@@ -212,9 +212,7 @@ def test_a_config_that_does_not_compile_prints_its_diagnostics(trees, capsys) ->
     head.save()
     code, out, err = cli(capsys, "base/config.yaml", "head/config.yaml")
     assert (code, out) == (1, "")
-    assert err.startswith(
-        "error: head/config.yaml does not compile:\nhead/aliases.yaml:4:"
-    )
+    assert err.startswith("error: head/config.yaml does not compile:\nhead/aliases.yaml:4:")
     assert "IL304 unknown-provider" in err
 
 
