@@ -21,12 +21,15 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "diff",
         help="show what routing does differently between two plans or configs",
+        usage=(
+            "interlock diff [options] BASE HEAD\n       interlock diff [options] --base-ref REF [BASE] HEAD"
+        ),
         description=(
             "BASE and HEAD are each a compiled plan (JSON) or a config file. With --base-ref, BASE is "
             "read as it was at a git ref (BASE defaults to HEAD's path); --head-ref does the same for HEAD."
         ),
     )
-    p.add_argument("inputs", nargs="+", metavar="BASE HEAD", help="plan or config files")
+    p.add_argument("inputs", nargs="+", metavar="FILE", help="BASE and HEAD: plan or config files")
     p.add_argument("--base-ref", metavar="REF", help="read BASE as it was at this git ref")
     p.add_argument("--head-ref", metavar="REF", help="read HEAD as it was at this git ref")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
