@@ -17,6 +17,11 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
             out.append(Change("alias-added", name, None, new.candidates, summary, unit="chain"))
         elif new is None and old is not None:
             summary = f"alias `{name}` is removed: callers that still send it will get an error"
+            twins = [
+                n for n in sorted(head.aliases.keys() - base.aliases.keys()) if _same_chain(head, n, old)
+            ]
+            if twins:
+                summary += f"; {', '.join(f'`{n}`' for n in twins)} has the same chain (renamed?)"
             out.append(Change("alias-removed", name, old.candidates, None, summary, unit="chain"))
         elif old is not None and new is not None:
             out.extend(_chain(name, old.candidates, new.candidates))
@@ -25,6 +30,10 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
                 summary = f"`{name}` description: {old.description!r} → {new.description!r}"
                 out.append(Change("description-changed", name, old.description, new.description, summary))
     return out
+
+
+def _same_chain(plan: RoutingPlan, name: str, alias: PlanAlias) -> bool:
+    return plan.aliases[name].candidates == alias.candidates
 
 
 def _chain(name: str, old: list[str], new: list[str]) -> list[Change]:

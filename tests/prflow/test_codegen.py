@@ -82,7 +82,7 @@ def test_generated_python_passes_mypy_strict(tree: ConfigTree, tmp_path: Path) -
         encoding="utf-8",
     )
     stdout, stderr, status = api.run(
-        ["--strict", "--no-incremental", "--python-version", "3.11", str(out), str(use)]
+        ["--strict", "--cache-dir", str(tmp_path / "cache"), "--python-version", "3.11", str(out), str(use)]
     )
     assert (status, stdout.splitlines()[-1:], stderr) == (
         0,

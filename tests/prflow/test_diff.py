@@ -347,3 +347,18 @@ def test_every_difference_in_a_plan_is_reported(trees) -> None:
             unreported.append(path)
     assert unreported == []
     assert checked > 100
+
+
+def test_a_removed_alias_with_the_chain_of_an_added_one_looks_like_a_rename(trees) -> None:
+    def rename(tree: ConfigTree) -> None:
+        tree.aliases["acme/tools"] = tree.aliases.pop("acme/agent")
+
+    _, _, changes = diff_of(Scenario("rename", rename, frozenset()), trees)
+    assert [(c.kind, c.subject) for c in changes] == [
+        ("alias-removed", "acme/agent"),
+        ("alias-added", "acme/tools"),
+    ]
+    assert changes[0].summary == (
+        "alias `acme/agent` is removed: callers that still send it will get an error; "
+        "`acme/tools` has the same chain (renamed?)"
+    )
