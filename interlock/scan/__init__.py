@@ -9,7 +9,7 @@ config's own files and the `lint.scan_allow` globs (relative to the config's fol
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TextIO
@@ -18,7 +18,7 @@ from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import SourceDoc, display_name
 from interlock.scan.globs import AllowList
-from interlock.scan.matcher import Hit, compile_pattern, find
+from interlock.scan.matcher import Hit, matcher_for
 from interlock.scan.walk import walk
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -36,30 +36,33 @@ class ScanStats:
 
 def scan_into(ctx: CompileContext, config: str, paths: Sequence[str], log: TextIO | None = None) -> ScanStats:
     """Scan ``paths`` for hard-coded models of ``ctx``'s providers; add diagnostics to ``ctx.sink``."""
-    pattern = compile_pattern(ctx.providers)
+    matcher = matcher_for(ctx.providers)
     base = os.path.dirname(os.path.abspath(config))
     allow = AllowList.of(ctx.lint.scan_allow)
-    own = {os.path.realpath(doc.path) for doc in (*ctx.sources.docs, *ctx.sources.aux)}
+    own = _identities(doc.path for doc in (*ctx.sources.docs, *ctx.sources.aux))
     stats = ScanStats()
-
-    def allowed(path: str) -> bool:
-        return allow.allows(PurePath(os.path.relpath(os.path.abspath(path), base)).as_posix())
-
     for root in paths:
         if not os.path.exists(root):
             ctx.sink.add("IL602", Span(root), f"scan path `{root}` does not exist", value=root)
             continue
-        if pattern is None:
+        if matcher is None:
             continue
+        allowed = _allowed_under(base, root, allow)
         for path in walk(root, allowed):
-            if allowed(path) or os.path.realpath(path) in own:
+            if allowed(path):
                 continue
-            data = _read(path)
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue  # vanished since the folder was listed
+            if (info.st_dev, info.st_ino) in own:
+                continue
+            data = _read(path, info.st_size)
             if data is None:
                 stats.skipped += 1
                 continue
             stats.files += 1
-            hits = list(find(pattern, data))
+            hits = list(matcher.find(data))
             if hits:
                 stats.hits += len(hits)
                 _report(ctx, display_name(os.path.normpath(path)), data, hits)
@@ -72,10 +75,36 @@ def scan_into(ctx: CompileContext, config: str, paths: Sequence[str], log: TextI
     return stats
 
 
-def _read(path: str) -> bytes | None:
+def _identities(paths: Iterable[str]) -> set[tuple[int, int]]:
+    """(device, inode) of each existing file: the same file whatever path or link names it."""
+    out = set()
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        out.add((info.st_dev, info.st_ino))
+    return out
+
+
+def _allowed_under(base: str, root: str, allow: AllowList) -> Callable[[str], bool]:
+    """Whether a path the walker yields under ``root`` is allowed. Paths are made relative to ``base``
+    by string operations only: a scan asks this for every file and folder."""
+    prefix = PurePath(os.path.relpath(os.path.abspath(root), base)).as_posix()
+
+    def allowed(path: str) -> bool:
+        rest = path[len(root) :].lstrip(os.sep).replace(os.sep, "/")
+        relative = prefix if not rest else rest if prefix == "." else f"{prefix}/{rest}"
+        return allow.allows(relative)
+
+    return allowed
+
+
+def _read(path: str, size: int) -> bytes | None:
+    """The file's bytes, or None for a file that is too large, unreadable or binary."""
+    if size > MAX_FILE_BYTES:
+        return None
     try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            return None
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError:

@@ -11,7 +11,7 @@ from interlock.cli import main
 from interlock.compiler import compile_config
 from interlock.scan import scan_into
 from interlock.scan.globs import AllowList, translate
-from interlock.scan.matcher import compile_pattern, find
+from interlock.scan.matcher import matcher_for
 
 from .tree import ConfigTree
 
@@ -222,24 +222,24 @@ def test_allow_globs_are_relative_to_the_config(tree: ConfigTree, tmp_path: Path
     ],
 )
 def test_tokens(text: str, tokens: list[str]) -> None:
-    pattern = compile_pattern(PROVIDERS)
-    assert pattern is not None
-    assert [hit.token for hit in find(pattern, text.encode("utf-8"))] == tokens
+    matcher = matcher_for(PROVIDERS)
+    assert matcher is not None
+    assert [hit.token for hit in matcher.find(text.encode("utf-8"))] == tokens
 
 
 def test_positions_are_lines_and_characters() -> None:
-    pattern = compile_pattern(PROVIDERS)
-    assert pattern is not None
+    matcher = matcher_for(PROVIDERS)
+    assert matcher is not None
     data = "first\nÄÖÜ 'local/a'\n\n  local/b local/c\n".encode()
-    assert [(h.line, h.col, h.token) for h in find(pattern, data)] == [
+    assert [(h.line, h.col, h.token) for h in matcher.find(data)] == [
         (2, 6, "local/a"),
         (4, 3, "local/b"),
         (4, 11, "local/c"),
     ]
 
 
-def test_no_providers_no_pattern() -> None:
-    assert compile_pattern([]) is None
+def test_no_providers_no_matcher() -> None:
+    assert matcher_for([]) is None
 
 
 # --- allow globs -------------------------------------------------------------------------------
@@ -266,3 +266,22 @@ def test_globs(glob: str, allowed: list[str], refused: list[str]) -> None:
 
 def test_an_empty_allow_list_allows_nothing() -> None:
     assert not AllowList.of([]).allows("anything")
+
+
+@pytest.mark.parametrize("spelling", [".", "./", "docs/..", "{abs}", "{abs}/"])
+def test_every_spelling_of_a_root_allows_the_same_files(tree: ConfigTree, spelling: str) -> None:
+    ctx = compile_config("config.yaml")
+    scan_into(ctx, "config.yaml", [spelling.format(abs=tree.root)])
+    assert sorted({d.span.file for d in ctx.sink.items}) == [
+        "docs/deeper/notes.md",
+        "src/api/client.py",
+        "src/deep/a/b/c/d.go",
+        "src/utf8.md",
+        "src/writing.ts",
+    ]
+
+
+def test_a_single_file_under_an_allowed_folder_stays_allowed(tree: ConfigTree) -> None:
+    ctx = compile_config("config.yaml")
+    stats = scan_into(ctx, "config.yaml", ["tests/test_routing.py", "docs/guide.md", "aliases.yaml"])
+    assert (stats.files, ctx.sink.items) == (0, [])
