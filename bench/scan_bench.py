@@ -5,7 +5,7 @@ a `node_modules` and a virtual environment that must be skipped), plants hard-co
 files, then times the scan in-process (``scan_into``) and end to end (`interlock lint` as a subprocess,
 interpreter start-up and compile included). Page cache is warm after the first run; the median is shown.
 
-    .venv/bin/python bench/scan_bench.py [--files 2500] [--runs 5] [--seed 1]
+    .venv/bin/python bench/scan_bench.py [--files 2500] [--runs 5] [--seed 1] [--hit-every 50]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _source(rng: random.Random, size: int, hit: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(root: Path, files: int, seed: int) -> tuple[int, int]:
+def generate(root: Path, files: int, seed: int, every: int = 50) -> tuple[int, int]:
     """Write the tree; returns (files that should be scanned, planted hits)."""
     rng = random.Random(seed)
     shutil.copy(ROOT / "config.rtx4090.yaml", root / "config.rtx4090.yaml")
@@ -55,7 +55,7 @@ def generate(root: Path, files: int, seed: int) -> tuple[int, int]:
         if index % 100 == 0:  # binary assets
             (folder / f"asset{index}.png").write_bytes(b"\x89PNG\r\n\x1a\n\0" + os.urandom(20_000))
             continue
-        hit = index % 50 == 1
+        hit = index % every == 1 % every
         size = int(rng.lognormvariate(8.3, 0.9))  # median ~4 KB, a long tail of large files
         path = folder / f"file{index}{rng.choice(EXTENSIONS)}"
         path.write_text(_source(rng, size, hit), encoding="utf-8")
@@ -75,10 +75,16 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=2500)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--hit-every",
+        type=int,
+        default=50,
+        help="plant a hard-coded model in every Nth file (1: every file, so the regex runs on all of them)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scan-bench-") as tmp:
         root = Path(tmp)
-        expected_files, expected_hits = generate(root, args.files, args.seed)
+        expected_files, expected_hits = generate(root, args.files, args.seed, args.hit_every)
         size = sum(p.stat().st_size for p in (root / "apps").rglob("*") if p.is_file())
         os.chdir(root)
         inproc = []

@@ -285,3 +285,18 @@ def test_a_single_file_under_an_allowed_folder_stays_allowed(tree: ConfigTree) -
     ctx = compile_config("config.yaml")
     stats = scan_into(ctx, "config.yaml", ["tests/test_routing.py", "docs/guide.md", "aliases.yaml"])
     assert (stats.files, ctx.sink.items) == (0, [])
+
+
+def test_the_scan_codes_are_documented() -> None:
+    from interlock.compiler.codes import CODES
+
+    docs = (
+        Path(__file__).resolve().parents[2] / "docs" / "readme" / "71-codegen-and-drift-gate.md"
+    ).read_text()
+    rows = [
+        f"| {c.code} | {c.name} | {c.level} | {c.summary} |"
+        for c in CODES.values()
+        if c.code.startswith("IL6")
+    ]
+    assert [row for row in rows if row not in docs] == []
+    assert len(rows) == 2
