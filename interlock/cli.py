@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.build",  # compile, lint, explain, schema
+    "interlock.commands.diff",  # diff
+    "interlock.commands.codegen",  # codegen
 )
 
 

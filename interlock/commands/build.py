@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("lint", help="check a configuration; print every diagnostic")
     p.add_argument("config")
     p.add_argument("--strict", action="store_true", help="fail on warnings too")
+    p.add_argument("--scan", nargs="+", metavar="PATH", help="also report hard-coded models under PATHs")
     _common(p)
     p.set_defaults(handler=run_lint)
 
@@ -119,6 +120,10 @@ def run_lint(args: argparse.Namespace) -> int:
     if not _config_exists(args.config):
         return 2
     ctx = _compile(args)
+    if args.scan:
+        from interlock.scan import scan_into
+
+        scan_into(ctx, args.config, args.scan, log=sys.stderr)
     _print_diagnostics(ctx, args.format, sys.stdout)
     failed = bool(ctx.sink.errors) or (args.strict and bool(ctx.sink.warnings))
     if args.format == "text" and not ctx.sink.items:

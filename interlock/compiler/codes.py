@@ -91,4 +91,7 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),
     ("IL503", "unused-model-facts", "warning", "Facts about a model no alias uses."),
+    # Drift gate (`lint --scan`)
+    ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
+    ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),
 )

@@ -1,0 +1,78 @@
+"""Aliases: added or removed, which model answers first, chain membership and order, guarantees."""
+
+from __future__ import annotations
+
+from interlock.diff.change import Change, show
+from interlock.schema.plan import PlanAlias, RoutingPlan
+
+
+def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
+    """Compare every alias of ``base`` with the one of the same name in ``head``."""
+    out: list[Change] = []
+    for name in sorted(base.aliases.keys() | head.aliases.keys()):
+        old, new = base.aliases.get(name), head.aliases.get(name)
+        if old is None and new is not None:
+            chain = show(new.candidates, "chain")
+            summary = f"new alias `{name}` answers with {chain}"
+            out.append(Change("alias-added", name, None, new.candidates, summary, unit="chain"))
+        elif new is None and old is not None:
+            summary = f"alias `{name}` is removed: callers that still send it will get an error"
+            twins = [
+                n for n in sorted(head.aliases.keys() - base.aliases.keys()) if _same_chain(head, n, old)
+            ]
+            if twins:
+                summary += f"; {', '.join(f'`{n}`' for n in twins)} has the same chain (renamed?)"
+            out.append(Change("alias-removed", name, old.candidates, None, summary, unit="chain"))
+        elif old is not None and new is not None:
+            out.extend(_chain(name, old.candidates, new.candidates))
+            out.extend(_requires(old, new))
+            if old.description != new.description:
+                summary = f"`{name}` description: {old.description!r} → {new.description!r}"
+                out.append(Change("description-changed", name, old.description, new.description, summary))
+    return out
+
+
+def _same_chain(plan: RoutingPlan, name: str, alias: PlanAlias) -> bool:
+    return plan.aliases[name].candidates == alias.candidates
+
+
+def _chain(name: str, old: list[str], new: list[str]) -> list[Change]:
+    out: list[Change] = []
+    if old[:1] != new[:1]:
+        first = new[0] if new else None
+        was = old[0] if old else None
+        summary = f"`{name}` now answers with `{first}` first (was `{was}`)"
+        out.append(Change("first-choice-changed", name, was, first, summary))
+    for candidate in old:
+        if candidate not in new:
+            summary = (
+                f"`{name}` no longer falls back to `{candidate}` (was candidate {old.index(candidate) + 1})"
+            )
+            out.append(Change("candidate-removed", name, candidate, None, summary))
+    for candidate in new:
+        if candidate not in old:
+            place = f"candidate {new.index(candidate) + 1} of {len(new)}"
+            summary = f"`{name}` gains `{candidate}` as {place}"
+            out.append(Change("candidate-added", name, None, candidate, summary))
+    if reordered(old, new):
+        summary = f"`{name}` tries its candidates in a new order: {show(new, 'chain')}"
+        out.append(Change("chain-reordered", name, old, new, summary, unit="chain"))
+    return out
+
+
+def reordered(old: list[str], new: list[str]) -> bool:
+    """Whether the members both lists share appear in a different relative order."""
+    kept = set(old) & set(new)
+    return [item for item in old if item in kept] != [item for item in new if item in kept]
+
+
+def _requires(old: PlanAlias, new: PlanAlias) -> list[Change]:
+    out: list[Change] = []
+    name = old.name
+    for capability in sorted(set(old.requires) - set(new.requires)):
+        summary = f"`{name}` no longer guarantees `{capability}`: its chain may now hold models without it"
+        out.append(Change("requires-dropped", name, capability, None, summary))
+    for capability in sorted(set(new.requires) - set(old.requires)):
+        summary = f"`{name}` now guarantees `{capability}` for every candidate"
+        out.append(Change("requires-added", name, None, capability, summary))
+    return out

@@ -1,0 +1,192 @@
+"""A semantic change between two routing plans, the kinds there are, and how each is classified.
+
+Every kind has one fixed classification, so a reviewer (and ``--fail-on``) can rely on the table in
+``KINDS`` alone; the README documents it row by row.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class Classification(enum.Enum):
+    """How much a change matters to the callers of the gateway, most severe first."""
+
+    BREAKING = "breaking"  # a caller that worked before may now fail
+    ROUTING = "routing"  # which model or upstream answers, or in which order, changes
+    CAPACITY = "capacity"  # slots, queues, timeouts, health and circuit settings
+    COSMETIC = "cosmetic"  # descriptions
+
+    @property
+    def rank(self) -> int:
+        return list(Classification).index(self)
+
+
+class Section(enum.Enum):
+    """Parts of the plan, in the order a reviewer reads them."""
+
+    ALIASES = "aliases"
+    SERVER = "server"
+    PROVIDERS = "providers"
+    WORKERS = "workers"
+    HEALTH = "health"
+    MODELS = "models"
+
+    @property
+    def rank(self) -> int:
+        return list(Section).index(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kind of change: its section, fixed classification and a short label for tables."""
+
+    name: str
+    section: Section
+    classification: Classification
+    label: str
+
+
+def _kinds(*rows: tuple[str, Section, Classification, str]) -> dict[str, Kind]:
+    return {name: Kind(name, section, cls, label) for name, section, cls, label in rows}
+
+
+_B, _R, _C, _X = (
+    Classification.BREAKING,
+    Classification.ROUTING,
+    Classification.CAPACITY,
+    Classification.COSMETIC,
+)
+_A, _S, _P, _W, _H, _M = (
+    Section.ALIASES,
+    Section.SERVER,
+    Section.PROVIDERS,
+    Section.WORKERS,
+    Section.HEALTH,
+    Section.MODELS,
+)
+
+KINDS: dict[str, Kind] = _kinds(
+    ("alias-added", _A, _R, "alias added"),
+    ("alias-removed", _A, _B, "alias removed"),
+    ("first-choice-changed", _A, _R, "answers first with"),
+    ("candidate-added", _A, _R, "candidate added"),
+    ("candidate-removed", _A, _R, "candidate removed"),
+    ("chain-reordered", _A, _R, "chain reordered"),
+    ("requires-dropped", _A, _B, "capability no longer guaranteed"),
+    ("requires-added", _A, _R, "capability now guaranteed"),
+    ("description-changed", _A, _X, "description"),
+    ("default-alias-changed", _S, _B, "default alias"),
+    ("alias-namespace-changed", _S, _B, "alias namespace"),
+    ("direct-models-denied", _S, _B, "direct `provider/model` calls"),
+    ("direct-models-allowed", _S, _R, "direct `provider/model` calls"),
+    ("resolved-header-changed", _S, _B, "resolved-model header"),
+    ("max-body-changed", _S, _C, "largest request body"),
+    ("provider-added", _P, _R, "provider added"),
+    ("provider-removed", _P, _R, "provider removed"),
+    ("provider-kind-changed", _P, _R, "kind"),
+    ("base-url-changed", _P, _R, "base URL"),
+    ("credential-changed", _P, _R, "credential variable"),
+    ("probe-changed", _P, _C, "active probe"),
+    ("timeout-changed", _P, _C, "timeout"),
+    ("worker-order-changed", _P, _R, "worker order"),
+    ("worker-added", _W, _C, "worker added"),
+    ("worker-removed", _W, _C, "worker removed"),
+    ("worker-moved", _W, _R, "provider"),
+    ("worker-url-changed", _W, _R, "URL"),
+    ("profile-changed", _W, _C, "hardware profile"),
+    ("hardware-changed", _W, _C, "hardware"),
+    ("max-concurrent-changed", _W, _C, "max_concurrent"),
+    ("slots-changed", _W, _C, "slots"),
+    ("patterns-changed", _W, _C, "concurrency patterns"),
+    ("context-limit-changed", _W, _C, "context limit"),
+    ("queue-changed", _W, _C, "queue"),
+    ("health-changed", _H, _C, "health"),
+    ("capabilities-changed", _M, _R, "capabilities"),
+    ("context-tokens-changed", _M, _C, "context window"),
+)
+
+Value = Any
+"""A JSON value: what a plan holds at the changed place (None when absent on that side)."""
+
+UNITS = ("ms", "chain", "list", "bool", "slots")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One semantic difference between the base plan and the head plan."""
+
+    kind: str
+    subject: str  # the alias, provider, worker, setting or model the change is about
+    before: Value
+    after: Value
+    summary: str  # one sentence in plain words
+    field: str | None = None  # the setting within the subject, e.g. `timeouts.connect_ms`
+    unit: str | None = None  # how to show before/after: see ``UNITS``
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown change kind `{self.kind}`")
+        if self.unit is not None and self.unit not in UNITS:
+            raise ValueError(f"unknown unit `{self.unit}`")
+
+    @property
+    def section(self) -> Section:
+        return KINDS[self.kind].section
+
+    @property
+    def classification(self) -> Classification:
+        return KINDS[self.kind].classification
+
+    @property
+    def label(self) -> str:
+        return KINDS[self.kind].label
+
+    def sort_key(self) -> tuple[int, int, str, int, str]:
+        kind_rank = list(KINDS).index(self.kind)
+        return (self.classification.rank, self.section.rank, self.subject, kind_rank, self.field or "")
+
+    def as_json(self) -> dict[str, Value]:
+        return {
+            "section": self.section.value,
+            "subject": self.subject,
+            "kind": self.kind,
+            "field": self.field,
+            "classification": self.classification.value,
+            "before": self.before,
+            "after": self.after,
+            "unit": self.unit,
+            "summary": self.summary,
+        }
+
+
+def show(value: Value, unit: str | None) -> str:
+    """``value`` for people: durations as `30s`, chains as `a → b`, absence as `none`."""
+    if value is None:
+        return "none"
+    if unit == "ms" and isinstance(value, int):
+        return duration(value)
+    if unit == "chain" and isinstance(value, list):
+        return " → ".join(map(str, value))
+    if unit == "list" and isinstance(value, list):
+        return ", ".join(map(str, value)) if value else "none"
+    if unit == "bool" or isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={val}" for key, val in value.items()) if value else "none"
+    return str(value)
+
+
+def named(value: Value) -> str:
+    """A name in a sentence: `` `x` ``, or `none` when absent."""
+    return "none" if value is None else f"`{value}`"
+
+
+def duration(ms: int) -> str:
+    """The shortest exact spelling of ``ms`` in the configuration's duration syntax."""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

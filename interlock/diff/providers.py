@@ -1,0 +1,58 @@
+"""Providers: added or removed, kind, base URL, credential variable name, probe, timeouts, workers."""
+
+from __future__ import annotations
+
+from interlock.diff.aliases import reordered
+from interlock.diff.change import Change, named, show
+from interlock.schema.plan import PlanProvider, PlanTimeouts, RoutingPlan
+
+
+def providers(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
+    """Compare every provider of ``base`` with the one of the same name in ``head``."""
+    out: list[Change] = []
+    for name in sorted(base.providers.keys() | head.providers.keys()):
+        old, new = base.providers.get(name), head.providers.get(name)
+        if old is None and new is not None:
+            summary = f"new provider `{name}` ({_where(new)})"
+            out.append(Change("provider-added", name, None, new.kind, summary))
+        elif new is None and old is not None:
+            summary = f"provider `{name}` ({_where(old)}) is removed"
+            out.append(Change("provider-removed", name, old.kind, None, summary))
+        elif old is not None and new is not None:
+            out.extend(_provider(name, old, new))
+    return out
+
+
+def _where(provider: PlanProvider) -> str:
+    if provider.kind == "ollama":
+        return f"ollama, workers: {show(provider.workers, 'list')}"
+    return f"{provider.kind} at {provider.base_url}"
+
+
+def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
+    out: list[Change] = []
+    if old.kind != new.kind:
+        summary = f"provider `{name}` is now of kind `{new.kind}` (was `{old.kind}`)"
+        out.append(Change("provider-kind-changed", name, old.kind, new.kind, summary))
+    if old.base_url != new.base_url:
+        summary = f"provider `{name}` now calls {show(new.base_url, None)} (was {show(old.base_url, None)})"
+        out.append(Change("base-url-changed", name, old.base_url, new.base_url, summary))
+    if old.api_key_env != new.api_key_env:
+        summary = (
+            f"provider `{name}` now reads its credential from {named(new.api_key_env)} "
+            f"(was {named(old.api_key_env)})" + (": the deployment must set it" if new.api_key_env else "")
+        )
+        out.append(Change("credential-changed", name, old.api_key_env, new.api_key_env, summary))
+    if old.probe != new.probe:
+        summary = f"provider `{name}`: active probe turned {show(new.probe, 'bool')}"
+        out.append(Change("probe-changed", name, old.probe, new.probe, summary, unit="bool"))
+    for key in PlanTimeouts.model_fields:
+        before, after = getattr(old.timeouts, key), getattr(new.timeouts, key)
+        if before != after:
+            setting = key.removesuffix("_ms")
+            summary = f"provider `{name}` timeout `{setting}`: {show(before, 'ms')} → {show(after, 'ms')}"
+            out.append(Change("timeout-changed", name, before, after, summary, field=setting, unit="ms"))
+    if reordered(old.workers, new.workers):
+        summary = f"provider `{name}` now lists its workers as {show(new.workers, 'list')}"
+        out.append(Change("worker-order-changed", name, old.workers, new.workers, summary, unit="list"))
+    return out

@@ -1,0 +1,210 @@
+"""One edit of the base configuration per kind of change, and the kinds the diff must report for it.
+
+Some edits have side effects a reviewer should see too (moving a worker changes its effective slots);
+those kinds are listed as well, so each scenario states the complete expected result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .tree import ConfigTree
+
+Edit = Callable[[ConfigTree], None]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    edit: Edit
+    kinds: frozenset[str]
+    base_edit: Edit | None = None  # applied to both sides first, when a kind needs another start
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _set(path: tuple[str, ...], value: object) -> Edit:
+    """An edit that sets ``config.yaml`` at ``path`` to ``value``."""
+
+    def edit(tree: ConfigTree) -> None:
+        node = tree.config
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+
+    return edit
+
+
+def _add_alias(tree: ConfigTree) -> None:
+    tree.aliases["acme/summary"] = {"description": "Summaries", "chain": ["groq/llama-3.1-8b-instant"]}
+
+
+def _swap_first_two(tree: ConfigTree) -> None:
+    chain = tree.aliases["acme/chat"]["chain"]
+    chain[0], chain[1] = chain[1], chain[0]
+
+
+def _replace_last(tree: ConfigTree) -> None:
+    tree.aliases["acme/chat"]["chain"][-1] = "local/llava:7b"
+
+
+def _add_provider(tree: ConfigTree) -> None:
+    tree.config["providers"]["together"] = {
+        "kind": "openai",
+        "base_url": "https://api.together.xyz/v1",
+        "api_key_env": "TOGETHER_API_KEY",
+    }
+
+
+def _remove_provider(tree: ConfigTree) -> None:
+    del tree.config["providers"]["together"]
+
+
+def _spare_to_openai(tree: ConfigTree) -> None:
+    tree.config["providers"]["spare"] = {
+        "kind": "openai",
+        "base_url": "https://spare.example/v1",
+        "api_key_env": "SPARE_API_KEY",
+    }
+
+
+def _swap_workers(tree: ConfigTree) -> None:
+    workers = tree.provider("local")["workers"]
+    workers[0], workers[1] = workers[1], workers[0]
+
+
+def _add_worker(tree: ConfigTree) -> None:
+    tree.provider("local")["workers"].append({"name": "gpu-c", "url": "http://10.0.0.4:11434"})
+
+
+def _remove_worker(tree: ConfigTree) -> None:
+    workers = tree.provider("local")["workers"]
+    workers.remove(tree.worker("local", "gpu-b"))
+
+
+def _move_worker(tree: ConfigTree) -> None:
+    worker = tree.worker("local", "gpu-b")
+    tree.provider("local")["workers"].remove(worker)
+    tree.provider("spare")["workers"].append(worker)
+
+
+def _worker_set(name: str, key: str, value: object) -> Edit:
+    def edit(tree: ConfigTree) -> None:
+        provider = "spare" if name == "cpu-a" else "local"
+        tree.worker(provider, name)[key] = value
+
+    return edit
+
+
+def _concurrency(pattern: str, limit: int) -> Edit:
+    def edit(tree: ConfigTree) -> None:
+        tree.worker("local", "gpu-a")["model_concurrency"][pattern] = limit
+
+    return edit
+
+
+def _profile_vram(tree: ConfigTree) -> None:
+    tree.profile["hardware"]["vram_gib"] = 48
+
+
+def _model(model: str, key: str, value: object) -> Edit:
+    def edit(tree: ConfigTree) -> None:
+        tree.config["models"][model][key] = value
+
+    return edit
+
+
+def _alias(name: str, key: str, value: object) -> Edit:
+    def edit(tree: ConfigTree) -> None:
+        if value is None:
+            del tree.aliases[name][key]
+        else:
+            tree.aliases[name][key] = value
+
+    return edit
+
+
+def _remove_alias(tree: ConfigTree) -> None:
+    del tree.aliases["acme/agent"]
+
+
+def _k(*kinds: str) -> frozenset[str]:
+    return frozenset(kinds)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("alias-added", _add_alias, _k("alias-added")),
+    Scenario("alias-removed", _remove_alias, _k("alias-removed")),
+    Scenario("first-choice", _swap_first_two, _k("first-choice-changed", "chain-reordered")),
+    Scenario("candidate-replaced", _replace_last, _k("candidate-added", "candidate-removed")),
+    Scenario("requires-dropped", _alias("acme/vision", "requires", None), _k("requires-dropped")),
+    Scenario("requires-added", _alias("acme/chat", "requires", ["tools"]), _k("requires-added")),
+    Scenario(
+        "description", _alias("acme/chat", "description", "Short | quick answers"), _k("description-changed")
+    ),
+    Scenario("default-alias", _set(("server", "default_alias"), "acme/agent"), _k("default-alias-changed")),
+    Scenario("alias-namespace", _set(("server", "alias_namespace"), None), _k("alias-namespace-changed")),
+    Scenario("direct-denied", _set(("server", "direct_models"), "deny"), _k("direct-models-denied")),
+    Scenario(
+        "direct-allowed",
+        _set(("server", "direct_models"), "allow"),
+        _k("direct-models-allowed"),
+        base_edit=_set(("server", "direct_models"), "deny"),
+    ),
+    Scenario(
+        "resolved-header", _set(("server", "resolved_header"), "X-Acme-Model"), _k("resolved-header-changed")
+    ),
+    Scenario("max-body", _set(("server", "max_body_bytes"), 1048576), _k("max-body-changed")),
+    Scenario("provider-added", _add_provider, _k("provider-added")),
+    Scenario("provider-removed", _remove_provider, _k("provider-removed"), base_edit=_add_provider),
+    Scenario(
+        "provider-kind",
+        _spare_to_openai,
+        _k("provider-kind-changed", "base-url-changed", "credential-changed", "worker-removed"),
+    ),
+    Scenario(
+        "base-url",
+        _set(("providers", "openrouter", "base_url"), "https://openrouter.example/api/v1"),
+        _k("base-url-changed"),
+    ),
+    Scenario(
+        "credential", _set(("providers", "groq", "api_key_env"), "GROQ_KEY_PROD"), _k("credential-changed")
+    ),
+    Scenario("probe", _set(("providers", "openrouter", "probe"), True), _k("probe-changed")),
+    Scenario(
+        "provider-timeout",
+        _set(("providers", "local", "timeouts"), {"first_byte": "90s"}),
+        _k("timeout-changed"),
+    ),
+    Scenario("worker-order", _swap_workers, _k("worker-order-changed")),
+    Scenario("worker-added", _add_worker, _k("worker-added")),
+    Scenario("worker-removed", _remove_worker, _k("worker-removed")),
+    Scenario("worker-moved", _move_worker, _k("worker-moved", "slots-changed")),
+    Scenario("worker-url", _worker_set("gpu-b", "url", "http://10.0.0.20:11434"), _k("worker-url-changed")),
+    Scenario("profile", _worker_set("gpu-a", "profile", "rtx4090"), _k("profile-changed", "queue-changed")),
+    Scenario("hardware", _profile_vram, _k("hardware-changed")),
+    Scenario(
+        "max-concurrent",
+        _worker_set("gpu-b", "max_concurrent", 2),
+        _k("max-concurrent-changed", "slots-changed"),
+    ),
+    Scenario("slot-limit", _concurrency("qwen2.5:7b", 1), _k("slots-changed", "patterns-changed")),
+    Scenario("pattern-only", _concurrency("gemma4:*", 1), _k("patterns-changed")),
+    Scenario(
+        "context-limit", _worker_set("gpu-a", "default_context_tokens", 4096), _k("context-limit-changed")
+    ),
+    Scenario(
+        "queue", _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}), _k("queue-changed")
+    ),
+    Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
+    Scenario(
+        "capabilities",
+        _model("groq/llama-3.1-8b-instant", "capabilities", ["completion", "tools", "vision"]),
+        _k("capabilities-changed"),
+    ),
+    Scenario(
+        "context-tokens", _model("local/llava:7b", "context_tokens", 8192), _k("context-tokens-changed")
+    ),
+)
