@@ -89,7 +89,7 @@ def test_strict_fails_and_github_annotations(tree: ConfigTree, capsys, snapshot)
     first = out.splitlines()[0]
     assert first == (
         "::warning file=docs/deeper/notes.md,line=1,col=14,title=IL601 hard-coded-model::hard-coded model "
-        "`local/qwen2.5:7b` bypasses the aliases (use `acme/chat` (first choice) or `acme/batch` "
+        "`local/qwen2.5:7b` bypasses the aliases (hint: use `acme/chat` (first choice) or `acme/batch` "
         "(candidate 2) instead)"
     )
 
