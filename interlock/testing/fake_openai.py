@@ -88,7 +88,7 @@ class FakeOpenAI(FakeServer):
     def _refused(self, incoming: Incoming) -> ErrorAnswer | None:
         if self.api_key is None:
             return None
-        sent = incoming.headers.get("Authorization", "")
+        sent = incoming.headers.get("authorization", "")
         if sent == f"Bearer {self.api_key}":
             return None
         shown = sent.removeprefix("Bearer ") or "(none)"

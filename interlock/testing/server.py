@@ -15,15 +15,15 @@ import collections
 import concurrent.futures
 import socket
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
 import orjson
-from aiohttp import web
 
 from interlock.testing.faults import Fault, FaultBoard, FaultKind
+from interlock.testing.http import Connection, Request
 from interlock.testing.replies import Reply
 
 _JSON = "application/json"
@@ -97,10 +97,11 @@ class FakeServer:
             ("POST", "/_fake/fault"): self._control_fault,
             ("POST", "/_fake/clear"): self._control_clear,
             ("GET", "/_fake/requests"): self._control_requests,
+            ("POST", "/_fake/requests/clear"): self._control_clear_requests,
         }
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
-        self._lowlevel: web.Server | None = None
+        self._connections: set[Connection] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._relisten: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -162,20 +163,19 @@ class FakeServer:
     async def astart(self) -> Self:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        self._lowlevel = web.Server(self._handle, handler_cancellation=True, access_log=None)
         sock = _listening_socket(self._host, self._requested_port)
         self._port = sock.getsockname()[1]
-        self._listener = await self._loop.create_server(self._lowlevel, sock=sock)
+        self._listener = await self._loop.create_server(self._protocol, sock=sock)
         return self
 
     async def aclose(self) -> None:
-        if self._loop is None or self._stopping is None or self._lowlevel is None:
+        if self._loop is None or self._stopping is None:
             return
         self._stopping.set()
         if self._relisten is not None:
             await asyncio.gather(self._relisten, return_exceptions=True)
         self._refuse()
-        await self._lowlevel.shutdown(1.0)
+        await asyncio.sleep(0)  # let the aborted connections' handlers see connection_lost
         self._loop = None
 
     async def __aenter__(self) -> Self:
@@ -204,6 +204,10 @@ class FakeServer:
             started.set_result(None)
             loop.run_forever()
             loop.run_until_complete(self.aclose())
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
@@ -258,139 +262,127 @@ class FakeServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-        if self._lowlevel is not None:
-            for handler in self._lowlevel.connections:
-                if handler.transport is not None:
-                    handler.transport.abort()
+        for conn in list(self._connections):
+            conn.abort()
 
     def _accept(self) -> None:
-        if self._listener is not None or self._loop is None or self._lowlevel is None:
+        if self._listener is not None or self._loop is None:
             return
         sock = _listening_socket(self._host, self._port)  # listening now; accepted once registered
-        self._relisten = self._loop.create_task(self._register(sock, self._lowlevel))
+        self._relisten = self._loop.create_task(self._register(sock))
 
-    async def _register(self, sock: socket.socket, lowlevel: web.Server) -> None:
+    async def _register(self, sock: socket.socket) -> None:
         assert self._loop is not None
-        self._listener = await self._loop.create_server(lowlevel, sock=sock)
+        self._listener = await self._loop.create_server(self._protocol, sock=sock)
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        raw = await request.read() if request.body_exists else b""
+    def _protocol(self) -> Connection:
+        return Connection(self._dispatch, self._connections)
+
+    def _dispatch(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
         body: Any = None
         bad_json = False
-        if raw:
+        if request.body:
             try:
-                body = orjson.loads(raw)
+                body = orjson.loads(request.body)
             except orjson.JSONDecodeError:
                 bad_json = True
         key = (request.method, request.path)
         control = self._control.get(key)
         if control is not None:
-            return await self._send(request, control(_incoming(request, body, None)), None)
+            return self._send(conn, control(Incoming(*key, request.headers, body, None)), None)
         if self.record:
-            headers = {k.lower(): v for k, v in request.headers.items()}
-            self._recorded.append(RecordedRequest(request.method, request.path, headers, body))
+            self._recorded.append(RecordedRequest(request.method, request.path, request.headers, body))
         route = self._routes.get(key)
         if route is None:
-            return await self._send(request, ErrorAnswer(404, f"no route for {key[0]} {key[1]}"), None)
+            return self._send(conn, ErrorAnswer(404, f"no route for {key[0]} {key[1]}"), None)
         if bad_json:
-            return await self._send(request, ErrorAnswer(400, "request body is not valid JSON"), None)
+            return self._send(conn, ErrorAnswer(400, "request body is not valid JSON"), None)
         model = body.get("model") if isinstance(body, dict) else None
         model = model if isinstance(model, str) else None
         fault = self.faults.take(model)
-        if fault is not None:
-            early = await self._early_fault(request, fault)
-            if early is not None:
-                return early
-        return await self._send(request, route(_incoming(request, body, model)), fault)
+        incoming = Incoming(request.method, request.path, request.headers, body, model)
+        if fault is None:
+            return self._send(conn, route(incoming), None)
+        return self._faulty(conn, fault, route, incoming)
 
-    async def _early_fault(self, request: web.BaseRequest, fault: Fault) -> web.StreamResponse | None:
-        """Faults that replace the answer outright; None when the answer still goes out."""
-        if fault.kind is FaultKind.HANG:
+    async def _faulty(self, conn: Connection, fault: Fault, route: Route, incoming: Incoming) -> None:
+        """Answer under a fault; runs as a task (the connection reads nothing more meanwhile)."""
+        kind = fault.kind
+        if kind is FaultKind.HANG:
             assert self._stopping is not None
             await self._stopping.wait()
-            return _aborted(request)
-        if fault.kind is FaultKind.SLOW_FIRST_BYTE:
-            await asyncio.sleep(fault.delay_s)
-            return None
-        if fault.kind is FaultKind.DISCONNECT:
-            return _aborted(request)
-        if fault.kind is FaultKind.STATUS:
+            conn.abort()
+        elif kind is FaultKind.DISCONNECT:
+            conn.abort()
+        elif kind is FaultKind.STATUS:
             headers = {}
             if fault.retry_after is not None:
                 headers["Retry-After"] = fault.retry_after
             if fault.retry_after_ms is not None:
                 headers["retry-after-ms"] = fault.retry_after_ms
             if fault.body is not None:
-                return web.Response(status=fault.status, body=fault.body, headers=headers)
-            return await self._send(request, ErrorAnswer(fault.status, fault.message, headers), None)
-        return None
+                conn.respond(fault.status, fault.body, "text/html", headers)
+            else:
+                await self._finish(self._send(conn, ErrorAnswer(fault.status, fault.message, headers), None))
+        else:
+            if kind is FaultKind.SLOW_FIRST_BYTE:
+                await asyncio.sleep(fault.delay_s)
+            await self._finish(self._send(conn, route(incoming), fault))
 
-    async def _send(
-        self, request: web.BaseRequest, answer: Answer, fault: Fault | None
-    ) -> web.StreamResponse:
+    @staticmethod
+    async def _finish(pending: Coroutine[Any, Any, None] | None) -> None:
+        if pending is not None:
+            await pending
+
+    def _send(
+        self, conn: Connection, answer: Answer, fault: Fault | None
+    ) -> Coroutine[Any, Any, None] | None:
+        """Write ``answer`` now, or return a coroutine that will (delays, cut connections)."""
         if isinstance(answer, ErrorAnswer):
-            return web.Response(
-                status=answer.status,
-                body=self.error_body(answer.status, answer.message),
-                content_type=_JSON,
-                headers=answer.headers,
-            )
+            conn.respond(answer.status, self.error_body(answer.status, answer.message), _JSON, answer.headers)
+            return None
         if isinstance(answer, JsonAnswer):
-            return await self._send_json(request, answer, fault)
-        return await self._send_stream(request, answer, fault)
+            data = orjson.dumps(answer.obj)
+            kind = fault.kind if fault is not None else None
+            if kind is FaultKind.MALFORMED:
+                conn.respond(answer.status, data[: len(data) // 2], _JSON)
+            elif kind is FaultKind.CUT_STREAM:
+                conn.respond_partial(answer.status, data[: len(data) // 2], _JSON, len(data))
+                return _flushed_abort(conn)
+            elif kind is FaultKind.STREAM_ERROR:
+                conn.respond(500, self.error_body(500, fault.message if fault else ""), _JSON)
+            else:
+                conn.respond(answer.status, data, _JSON)
+            return None
+        cut_at = -1
+        if fault is not None and fault.kind is not FaultKind.SLOW_FIRST_BYTE:
+            cut_at = fault.after_chunks
+        if cut_at < 0 and not self.reply.chunk_delay_s:
+            conn.respond_chunked(200, answer.content_type, [*answer.frames, answer.trailer])
+            return None
+        return self._stream_slowly(conn, answer, fault, cut_at)
 
-    async def _send_json(
-        self, request: web.BaseRequest, answer: JsonAnswer, fault: Fault | None
-    ) -> web.StreamResponse:
-        data = orjson.dumps(answer.obj)
-        if fault is None:
-            return web.Response(status=answer.status, body=data, content_type=_JSON)
-        if fault.kind is FaultKind.MALFORMED:
-            return web.Response(status=answer.status, body=data[: len(data) // 2], content_type=_JSON)
-        if fault.kind is FaultKind.CUT_STREAM:
-            response = web.StreamResponse(status=answer.status, headers={"Content-Type": _JSON})
-            response.content_length = len(data)
-            await response.prepare(request)
-            await response.write(data[: len(data) // 2])
-            return await _flushed_abort(request, response)
-        if fault.kind is FaultKind.STREAM_ERROR:
-            return await self._send(request, ErrorAnswer(500, fault.message), None)
-        return web.Response(status=answer.status, body=data, content_type=_JSON)
-
-    async def _send_stream(
-        self, request: web.BaseRequest, answer: StreamAnswer, fault: Fault | None
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(status=200, headers={"Content-Type": answer.content_type})
-        await response.prepare(request)
+    async def _stream_slowly(
+        self, conn: Connection, answer: StreamAnswer, fault: Fault | None, cut_at: int
+    ) -> None:
+        conn.start_chunked(200, answer.content_type)
         delay = self.reply.chunk_delay_s
-        cut_at = (
-            fault.after_chunks if fault is not None and fault.kind is not FaultKind.SLOW_FIRST_BYTE else -1
-        )
         for index, frame in enumerate(answer.frames):
             if index == cut_at:
-                return await self._stream_fault(request, response, fault)
+                break
             if delay and index:
                 await asyncio.sleep(delay)
-            await response.write(frame)
-        if cut_at >= len(answer.frames):
-            return await self._stream_fault(request, response, fault)
-        if answer.trailer:
-            await response.write(answer.trailer)
-        await response.write_eof()
-        return response
-
-    async def _stream_fault(
-        self, request: web.BaseRequest, response: web.StreamResponse, fault: Fault | None
-    ) -> web.StreamResponse:
-        assert fault is not None
-        if fault.kind is FaultKind.CUT_STREAM:
-            return await _flushed_abort(request, response)
-        if fault.kind is FaultKind.MALFORMED:
-            await response.write(self.malformed_frame())
+            conn.write_chunk(frame)
+        if fault is None or cut_at < 0:
+            conn.write_chunk(answer.trailer)
+        elif fault.kind is FaultKind.CUT_STREAM:
+            await _flushed_abort(conn)
+            return
+        elif fault.kind is FaultKind.MALFORMED:
+            conn.write_chunk(self.malformed_frame())
         elif fault.kind is FaultKind.STREAM_ERROR:
-            await response.write(self.error_frame(fault.message))
-        await response.write_eof()
-        return response
+            conn.write_chunk(self.error_frame(fault.message))
+        conn.end_chunked()
 
     # ----- control routes -----
 
@@ -409,8 +401,10 @@ class FakeServer:
     def _control_clear(self, incoming: Incoming) -> Answer:
         body = incoming.body if isinstance(incoming.body, dict) else {}
         self.faults.clear(model=body.get("model"))
-        if body.get("requests"):
-            self.clear_requests()
+        return JsonAnswer({"ok": True})
+
+    def _control_clear_requests(self, incoming: Incoming) -> Answer:
+        self.clear_requests()
         return JsonAnswer({"ok": True})
 
     def _control_requests(self, incoming: Incoming) -> Answer:
@@ -422,12 +416,9 @@ class FakeServer:
         )
 
 
-def _incoming(request: web.BaseRequest, body: Any, model: str | None) -> Incoming:
-    return Incoming(request.method, request.path, request.headers, body, model)
-
-
 def _listening_socket(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(1024)
@@ -435,19 +426,10 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _aborted(request: web.BaseRequest) -> web.StreamResponse:
-    if request.transport is not None:
-        request.transport.abort()
-    return web.Response()  # never sent: aiohttp sees the closed transport and drops it quietly
-
-
-async def _flushed_abort(request: web.BaseRequest, response: web.StreamResponse) -> web.StreamResponse:
-    """Abort the connection once what was written has left, so the client sees those bytes, then a reset."""
-    transport = request.transport
-    if transport is not None:
-        for _ in range(1000):
-            if transport.get_write_buffer_size() == 0:
-                break
-            await asyncio.sleep(0.001)
-        transport.abort()
-    return response
+async def _flushed_abort(conn: Connection) -> None:
+    """Abort once what was written has left, so the client gets those bytes and then a reset."""
+    for _ in range(1000):
+        if not conn.buffered():
+            break
+        await asyncio.sleep(0.001)
+    conn.abort()
