@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.build",  # compile, lint, explain, schema
+    "interlock.commands.serve",  # serve
 )
 
 

@@ -33,7 +33,11 @@ def test_aliases_resolve_to_candidate_objects_in_order(plan_data: PlanData) -> N
 def test_endpoints_carry_timeouts_urls_and_only_their_own_credential(plan_data: PlanData) -> None:
     plan = build(plan_data())
     (local,) = plan.candidates["local/m1"].routes
-    assert (local.endpoint.url, local.endpoint.label, local.worker) == ("http://127.0.0.1:9", "local@box1", "box1")
+    assert (local.endpoint.url, local.endpoint.label, local.worker) == (
+        "http://127.0.0.1:9",
+        "local@box1",
+        "box1",
+    )
     assert (local.endpoint.connect_s, local.endpoint.first_byte_s, local.endpoint.total_s) == (0.5, 2.0, 10.0)
     (cloud,) = plan.candidates["cloud/c1"].routes
     assert cloud.endpoint.url == "http://127.0.0.1:9/v1"
@@ -85,14 +89,18 @@ def test_a_plan_that_breaks_the_schema_is_refused(plan_data: PlanData) -> None:
 def test_a_plan_edited_after_compiling_is_refused(plan_data: PlanData) -> None:
     data = plan_data()
     data["aliases"]["t/chat"]["candidates"].reverse()
-    with pytest.raises(PlanError, match=r"^plan: content_hash sha256:[0-9a-f]{64} does not match the plan's content"):
+    with pytest.raises(
+        PlanError, match=r"^plan: content_hash sha256:[0-9a-f]{64} does not match the plan's content"
+    ):
         build(data)
 
 
 def test_a_dangling_reference_is_refused(plan_data: PlanData) -> None:
     data = plan_data()
     data["aliases"]["t/chat"]["candidates"].append("nowhere/x")
-    with pytest.raises(PlanError, match=r"^plan: the plan is inconsistent: alias t/chat names unknown candidate nowhere/x$"):
+    with pytest.raises(
+        PlanError, match=r"^plan: the plan is inconsistent: alias t/chat names unknown candidate nowhere/x$"
+    ):
         build(rehash(data))
 
 
@@ -135,5 +143,5 @@ def test_the_shipped_example_plan_loads(tmp_path: Path) -> None:
     data = json.loads(canonical_json(ctx.plan.model_dump(mode="json")))
     env = {"GROQ_API_KEY": "g", "OPENROUTER_API_KEY": "o", "GEMINI_API_KEY": "m"}
     plan = load_plan(data, env)
-    assert [c.id for c in plan.aliases["mana/long-form"].candidates][0] == "ollama/gemma3:12b"
+    assert plan.aliases["mana/long-form"].candidates[0].id == "ollama/gemma3:12b"
     assert plan.candidates["ollama/gemma3:12b"].routes[0].slot_limit == 1

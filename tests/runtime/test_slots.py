@@ -83,7 +83,9 @@ def test_a_wait_past_max_wait_is_refused_and_leaves_the_queue() -> None:
     async def scenario() -> None:
         p = pool(max_concurrent=1, max_waiting=4, max_wait_s=0.05)
         assert p.try_acquire("a", 1) is not None
-        with pytest.raises(SlotUnavailable, match=r"^worker box had no free slot for a within 0.05s \(0 waiting\)$"):
+        with pytest.raises(
+            SlotUnavailable, match=r"^worker box had no free slot for a within 0.05s \(0 waiting\)$"
+        ):
             await p.acquire("a", 1)
         assert (len(p.waiters), p.rejected) == (0, 1)
 
