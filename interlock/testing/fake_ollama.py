@@ -1,0 +1,308 @@
+"""A fake Ollama worker: /api/tags, /api/show, /api/ps, /api/chat (NDJSON or JSON), /api/embed, /api/version.
+
+Shapes follow shared/reference/wire-formats.md: streams are NDJSON and on by default, the last chunk
+carries ``done``, ``done_reason`` and the duration/count fields, native tool calls carry object
+arguments. Models are declared with their capabilities: an unknown model answers 404 ``model "x" not
+found, try pulling it first``, tools sent to a model without ``tools`` answer 400.
+
+Run it out of process: ``python -m interlock.testing.fake_ollama --port 0`` prints its URL first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from interlock.testing.replies import (
+    Reply,
+    count_words,
+    embedding_for,
+    first_tool_name,
+    last_is_tool_result,
+    split_text,
+)
+from interlock.testing.server import (
+    Answer,
+    ErrorAnswer,
+    FakeServer,
+    Incoming,
+    JsonAnswer,
+    Route,
+    StreamAnswer,
+)
+
+_NDJSON = "application/x-ndjson"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One installed model. ``num_ctx`` is what its Modelfile sets (shown by /api/show), if anything."""
+
+    name: str
+    capabilities: tuple[str, ...] = ("completion",)
+    context_length: int = 8192
+    family: str = "llama"
+    parameter_size: str = "3B"
+    quantization_level: str = "Q4_K_M"
+    size: int = 2_019_393_189
+    num_ctx: int | None = None
+    loaded: bool = False
+
+    @property
+    def full_name(self) -> str:
+        return self.name if ":" in self.name else f"{self.name}:latest"
+
+
+DEFAULT_MODELS = (
+    ModelSpec("llama3.2:3b", ("completion", "tools")),
+    ModelSpec(
+        "gemma3:12b",
+        ("completion", "vision"),
+        context_length=131072,
+        family="gemma3",
+        parameter_size="12.2B",
+        size=8_149_190_253,
+    ),
+    ModelSpec(
+        "nomic-embed-text",
+        ("embedding",),
+        context_length=2048,
+        family="nomic-bert",
+        parameter_size="137M",
+        quantization_level="F16",
+        size=274_302_450,
+    ),
+)
+
+
+class FakeOllama(FakeServer):
+    """An Ollama worker on loopback; ``url`` is the worker URL (no ``/v1``)."""
+
+    kind = "fake-ollama"
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        models: Sequence[ModelSpec] = DEFAULT_MODELS,
+        reply: Reply | None = None,
+        version: str = "0.12.6",
+        record: bool = True,
+        port: int = 0,
+    ) -> None:
+        super().__init__(name=name, reply=reply, record=record, port=port)
+        self.models = {spec.full_name: spec for spec in models}
+        self.version = version
+        self._loaded: set[str] = {spec.full_name for spec in models if spec.loaded}
+
+    def routes(self) -> dict[tuple[str, str], Route]:
+        return {
+            ("GET", "/api/tags"): self._tags,
+            ("POST", "/api/show"): self._show,
+            ("GET", "/api/ps"): self._ps,
+            ("POST", "/api/chat"): self._chat,
+            ("POST", "/api/embed"): self._embed,
+            ("GET", "/api/version"): self._version,
+        }
+
+    def error_body(self, status: int, message: str) -> bytes:
+        return orjson.dumps({"error": message})
+
+    def malformed_frame(self) -> bytes:
+        return b'{"model": "broken", "message": {\n'
+
+    def error_frame(self, message: str) -> bytes:
+        return orjson.dumps({"error": message}) + b"\n"
+
+    # ----- routes -----
+
+    def _find(self, model: str | None) -> ModelSpec | ErrorAnswer:
+        if not model:
+            return ErrorAnswer(400, "model is required")
+        spec = self.models.get(model if ":" in model else f"{model}:latest")
+        if spec is None:
+            return ErrorAnswer(404, f'model "{model}" not found, try pulling it first')
+        return spec
+
+    def _details(self, spec: ModelSpec) -> dict[str, Any]:
+        return {
+            "format": "gguf",
+            "family": spec.family,
+            "families": [spec.family],
+            "parameter_size": spec.parameter_size,
+            "quantization_level": spec.quantization_level,
+        }
+
+    def _entry(self, spec: ModelSpec) -> dict[str, Any]:
+        return {
+            "name": spec.full_name,
+            "model": spec.full_name,
+            "modified_at": "2025-06-01T12:00:00.000000000Z",
+            "size": spec.size,
+            "digest": hashlib.sha256(spec.full_name.encode()).hexdigest(),
+            "details": self._details(spec),
+        }
+
+    def _tags(self, incoming: Incoming) -> Answer:
+        return JsonAnswer({"models": [self._entry(spec) for spec in self.models.values()]})
+
+    def _ps(self, incoming: Incoming) -> Answer:
+        models = []
+        for name in sorted(self._loaded):
+            spec = self.models[name]
+            entry = self._entry(spec)
+            del entry["modified_at"]
+            entry.update(
+                expires_at="2099-01-01T00:00:00Z", size_vram=spec.size, context_length=spec.num_ctx or 4096
+            )
+            models.append(entry)
+        return JsonAnswer({"models": models})
+
+    def _show(self, incoming: Incoming) -> Answer:
+        body = incoming.body if isinstance(incoming.body, dict) else {}
+        name = body.get("model") or body.get("name")
+        spec = self._find(name if isinstance(name, str) else None)
+        if isinstance(spec, ErrorAnswer):
+            return spec
+        parameters = 'stop                           "<|eot_id|>"\ntemperature                    0.7'
+        if spec.num_ctx is not None:
+            parameters = f"num_ctx                        {spec.num_ctx}\n" + parameters
+        return JsonAnswer(
+            {
+                "license": "fake licence",
+                "modelfile": f"FROM {spec.full_name}",
+                "parameters": parameters,
+                "template": "{{ .Prompt }}",
+                "details": self._details(spec),
+                "model_info": {
+                    "general.architecture": spec.family,
+                    f"{spec.family}.context_length": spec.context_length,
+                },
+                "capabilities": list(spec.capabilities),
+                "modified_at": "2025-06-01T12:00:00.000000000Z",
+            }
+        )
+
+    def _version(self, incoming: Incoming) -> Answer:
+        return JsonAnswer({"version": self.version})
+
+    def _chat(self, incoming: Incoming) -> Answer:
+        spec = self._find(incoming.model)
+        if isinstance(spec, ErrorAnswer):
+            return spec
+        body: dict[str, Any] = incoming.body
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return ErrorAnswer(400, "messages must be an array")
+        if body.get("tools") and "tools" not in spec.capabilities:
+            return ErrorAnswer(400, f"registry.ollama.ai/library/{spec.full_name} does not support tools")
+        self._loaded.add(spec.full_name)
+        reply = self.reply
+        tool = first_tool_name(body.get("tools"))
+        if tool is not None and last_is_tool_result(messages):
+            tool = None
+        text = reply.render(self.name, incoming.model or "")
+        if body.get("format"):
+            text = orjson.dumps({"reply": text}).decode()
+        pieces = split_text(text, reply.chunks) if tool is None else [""]
+        options = body.get("options")
+        limit = options.get("num_predict") if isinstance(options, dict) else None
+        done_reason = "stop"
+        if isinstance(limit, int) and 0 < limit < len(pieces):
+            pieces, done_reason = pieces[:limit], "length"
+        created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        prompt_tokens = count_words(messages)
+        final: dict[str, Any] = {
+            "model": incoming.model,
+            "created_at": created,
+            "done": True,
+            "done_reason": done_reason,
+            "total_duration": 123_000_000,
+            "load_duration": 1_000_000,
+            "prompt_eval_count": prompt_tokens,
+            "prompt_eval_duration": 20_000_000,
+            "eval_count": len(pieces),
+            "eval_duration": 100_000_000,
+        }
+        call = None
+        if tool is not None:
+            call = {"function": {"name": tool, "arguments": dict(reply.tool_arguments)}}
+        if body.get("stream", True) is False:
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
+            if call is not None:
+                message["tool_calls"] = [call]
+            return JsonAnswer({**final, "message": message})
+        frames = []
+        if call is not None:
+            chunk = {"role": "assistant", "content": "", "tool_calls": [call]}
+            frames.append(
+                _line({"model": incoming.model, "created_at": created, "message": chunk, "done": False})
+            )
+        else:
+            for piece in pieces:
+                chunk = {"role": "assistant", "content": piece}
+                frames.append(
+                    _line({"model": incoming.model, "created_at": created, "message": chunk, "done": False})
+                )
+        frames.append(_line({**final, "message": {"role": "assistant", "content": ""}}))
+        return StreamAnswer(_NDJSON, frames)
+
+    def _embed(self, incoming: Incoming) -> Answer:
+        spec = self._find(incoming.model)
+        if isinstance(spec, ErrorAnswer):
+            return spec
+        if "embedding" not in spec.capabilities:
+            return ErrorAnswer(400, f'"{spec.full_name}" does not support embeddings')
+        body: dict[str, Any] = incoming.body
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else inputs
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return ErrorAnswer(400, "invalid input type")
+        self._loaded.add(spec.full_name)
+        dimensions = body.get("dimensions")
+        size = dimensions if isinstance(dimensions, int) and dimensions > 0 else 8
+        return JsonAnswer(
+            {
+                "model": incoming.model,
+                "embeddings": [embedding_for(t, size) for t in texts],
+                "total_duration": 14_000_000,
+                "load_duration": 1_000_000,
+                "prompt_eval_count": sum(len(t.split()) for t in texts),
+            }
+        )
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return orjson.dumps(obj) + b"\n"
+
+
+def parse_model(text: str) -> ModelSpec:
+    """``name`` or ``name=cap1,cap2`` (the command line's ``--model``)."""
+    name, _, caps = text.partition("=")
+    return ModelSpec(name, tuple(caps.split(",")) if caps else ("completion",))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from interlock.testing.cli import run_fake
+
+    def build(args: Any) -> FakeServer:
+        models = [parse_model(m) for m in args.model] if args.model else DEFAULT_MODELS
+        return FakeOllama(
+            name=args.name, models=models, reply=args.reply, record=not args.no_record, port=args.port
+        )
+
+    def extra(parser: Any) -> None:
+        parser.add_argument(
+            "--model", action="append", default=[], help="`name` or `name=cap1,cap2` (repeatable)"
+        )
+
+    run_fake("fake_ollama", build, argv, extra=extra)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Faults a fake upstream can be told to inject, globally or for one model, from any thread.
+
+A fault replaces the normal answer to the requests it matches: a model's own fault wins over the
+global one, and a fault set with ``times=n`` applies to the next ``n`` matching requests only.
+Refusing connections is not a fault of a request (no request ever arrives): it is a server switch,
+``FakeServer.refuse_connections()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FaultKind(StrEnum):
+    HANG = "hang"  # accept the request and never answer
+    SLOW_FIRST_BYTE = "slow_first_byte"  # wait `delay_s` before the headers, then answer normally
+    STATUS = "status"  # answer HTTP `status` with an error body in the upstream's own shape
+    DISCONNECT = "disconnect"  # read the request, then abort the connection without a byte
+    CUT_STREAM = "cut_stream"  # send `after_chunks` chunks (or half a JSON body), then abort the connection
+    MALFORMED = "malformed"  # a body (or, in a stream, the chunk after `after_chunks`) that is not JSON
+    STREAM_ERROR = "stream_error"  # an error event/line in a 200 stream after `after_chunks` chunks
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One injected misbehaviour; build it with the class methods."""
+
+    kind: FaultKind
+    status: int = 0
+    delay_s: float = 0.0
+    after_chunks: int = 0
+    message: str = ""
+    retry_after: str | None = None
+    retry_after_ms: str | None = None
+    body: bytes | None = None
+
+    @classmethod
+    def hang(cls) -> Fault:
+        return cls(FaultKind.HANG)
+
+    @classmethod
+    def slow_first_byte(cls, delay_s: float) -> Fault:
+        return cls(FaultKind.SLOW_FIRST_BYTE, delay_s=delay_s)
+
+    @classmethod
+    def http_status(cls, status: int, message: str | None = None, *, body: bytes | None = None) -> Fault:
+        """HTTP ``status`` with the upstream's error shape around ``message``, or exactly ``body``."""
+        return cls(FaultKind.STATUS, status=status, message=message or f"injected HTTP {status}", body=body)
+
+    @classmethod
+    def rate_limited(
+        cls, retry_after: str | None = None, *, retry_after_ms: str | None = None, message: str | None = None
+    ) -> Fault:
+        """HTTP 429 with the given ``Retry-After`` (seconds or an HTTP date) and ``retry-after-ms``."""
+        return cls(
+            FaultKind.STATUS,
+            status=429,
+            message=message or "Rate limit reached, please retry later",
+            retry_after=retry_after,
+            retry_after_ms=retry_after_ms,
+        )
+
+    @classmethod
+    def disconnect(cls) -> Fault:
+        return cls(FaultKind.DISCONNECT)
+
+    @classmethod
+    def cut_stream(cls, after_chunks: int) -> Fault:
+        return cls(FaultKind.CUT_STREAM, after_chunks=after_chunks)
+
+    @classmethod
+    def malformed(cls, after_chunks: int = 0) -> Fault:
+        return cls(FaultKind.MALFORMED, after_chunks=after_chunks)
+
+    @classmethod
+    def stream_error(cls, message: str = "injected stream error", *, after_chunks: int = 0) -> Fault:
+        return cls(FaultKind.STREAM_ERROR, after_chunks=after_chunks, message=message)
+
+
+@dataclass(slots=True)
+class _Entry:
+    fault: Fault
+    remaining: int | None  # None: until cleared
+
+
+class FaultBoard:
+    """The faults in force on one fake; every method is safe to call from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._global: _Entry | None = None
+        self._models: dict[str, _Entry] = {}
+
+    def set(self, fault: Fault, *, model: str | None = None, times: int | None = None) -> None:
+        """Inject ``fault`` for ``model`` (all requests when None), ``times`` times or until cleared."""
+        if times is not None and times < 1:
+            raise ValueError(f"times must be at least 1, got {times}")
+        with self._lock:
+            if model is None:
+                self._global = _Entry(fault, times)
+            else:
+                self._models[model] = _Entry(fault, times)
+
+    def clear(self, *, model: str | None = None) -> None:
+        """Clear the fault of ``model``, or every fault when ``model`` is None."""
+        with self._lock:
+            if model is None:
+                self._global = None
+                self._models.clear()
+            else:
+                self._models.pop(model, None)
+
+    def take(self, model: str | None) -> Fault | None:
+        """The fault that applies to one request naming ``model``, counting it against ``times``."""
+        with self._lock:
+            entry = self._models.get(model) if model is not None else None
+            is_global = entry is None
+            if entry is None:
+                entry = self._global
+                if entry is None:
+                    return None
+            if entry.remaining is not None:
+                entry.remaining -= 1
+                if entry.remaining == 0:
+                    if is_global:
+                        self._global = None
+                    elif model is not None:
+                        self._models.pop(model, None)
+            return entry.fault
