@@ -13,6 +13,7 @@ from collections.abc import Sequence
 COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.build",  # compile, lint, explain, schema
     "interlock.commands.serve",  # serve
+    "interlock.commands.demo",  # demo
 )
 
 

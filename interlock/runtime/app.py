@@ -39,14 +39,11 @@ Handler = Callable[["Gateway", Scope, Receive, Send], Awaitable[None]]
 
 
 async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
-    """One shared aiohttp session behind the OpenAI-compatible and the Ollama adapter."""
-    import aiohttp
+    """One shared upstream client (an aiohttp session) behind both adapters."""
+    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 
-    from interlock.runtime.upstream.ollama import OllamaAdapter
-    from interlock.runtime.upstream.openai import OpenAIAdapter
-
-    session = aiohttp.ClientSession()
-    return {"openai": OpenAIAdapter(session), "ollama": OllamaAdapter(session)}, session.close
+    client = UpstreamClient.create()
+    return {kind: adapter_for(kind, client) for kind in ("openai", "ollama")}, client.aclose
 
 
 class Gateway:
