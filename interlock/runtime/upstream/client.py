@@ -1,0 +1,74 @@
+"""The shared upstream HTTP client: one aiohttp session with a keep-alive pool, for every adapter.
+
+aiohttp was chosen by measurement (bench/upstream_client.py, docs/readme/61-upstream-client.md). The
+runtime creates one ``UpstreamClient`` at app startup, hands it to ``adapter_for`` and closes it at
+shutdown. Redirects are never followed and no proxy settings are read from the environment.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+import aiohttp
+
+if TYPE_CHECKING:
+    from interlock.runtime.upstream.base import Adapter
+
+USER_AGENT = "interlock/0.1"
+
+
+class UpstreamClient:
+    """Owns the aiohttp session; adapters borrow it. Build it with ``create()`` inside the running loop."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+
+    @classmethod
+    def create(cls, *, max_connections: int = 4096, keepalive_s: float = 30.0) -> UpstreamClient:
+        """A client whose pool keeps up to ``max_connections`` connections (all hosts together) alive."""
+        connector = aiohttp.TCPConnector(
+            limit=max_connections,
+            limit_per_host=0,
+            keepalive_timeout=keepalive_s,
+            ttl_dns_cache=300,
+        )
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None),
+            headers={"User-Agent": USER_AGENT},
+            raise_for_status=False,
+            trust_env=False,
+        )
+        return cls(session)
+
+    def connect_timeout(self, connect_s: float) -> aiohttp.ClientTimeout:
+        """aiohttp's own timeout covers connecting only; first-byte and total deadlines are ours."""
+        timeout = self._timeouts.get(connect_s)
+        if timeout is None:
+            timeout = self._timeouts[connect_s] = aiohttp.ClientTimeout(total=None, sock_connect=connect_s)
+        return timeout
+
+    async def aclose(self) -> None:
+        await self.session.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def adapter_for(kind: str, client: UpstreamClient) -> Adapter:
+    """The adapter for an endpoint kind (``openai`` or ``ollama``), sharing ``client``."""
+    from interlock.runtime.upstream.ollama import OllamaAdapter
+    from interlock.runtime.upstream.openai import OpenAIAdapter
+
+    if kind == "openai":
+        return OpenAIAdapter(client)
+    if kind == "ollama":
+        return OllamaAdapter(client)
+    raise ValueError(f"unknown upstream kind {kind!r}; expected 'openai' or 'ollama'")

@@ -1,0 +1,270 @@
+"""One HTTP exchange with an upstream, under the endpoint's three deadlines, errors mapped at the border.
+
+Deadlines, all counted from the moment the request is sent:
+- ``connect_s``: aiohttp's socket connect (ConnectTimeout);
+- ``first_byte_s``: until the answer's headers (non-stream) or its first parsed chunk (stream)
+  (FirstByteTimeout) - a primary that accepts and never answers fails here, it does not hang;
+- ``total_s``: the whole exchange, every later stream chunk included (TotalTimeout).
+A first-byte deadline past the total one is cut to it (and then reported as TotalTimeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+
+from interlock.runtime.errors import (
+    FirstByteTimeout,
+    MalformedResponse,
+    TotalTimeout,
+    UpstreamError,
+)
+from interlock.runtime.upstream.base import ChatStream, Endpoint
+from interlock.runtime.upstream.client import UpstreamClient
+from interlock.runtime.upstream.failures import (
+    CLIENT_EXCEPTIONS,
+    credentials,
+    error_for_status,
+    map_exception,
+)
+
+MAX_ERROR_BODY = 64 * 1024
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+class LineDecoder(Protocol):
+    """Turns an upstream's stream, one line at a time, into ``chat.completion.chunk`` dicts."""
+
+    done: bool  # the upstream's last chunk has been read
+
+    def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
+        """Decode one line (without its ``\\n``); append finished chunks to ``out``; raise UpstreamError."""
+
+    def end(self, out: deque[dict[str, Any]]) -> None:
+        """The body ended: flush what is pending, or raise ProtocolFailure if the stream was cut."""
+
+
+def _timed_out(first_byte: bool, endpoint: Endpoint) -> UpstreamError:
+    if first_byte and endpoint.first_byte_s <= endpoint.total_s:
+        return FirstByteTimeout(f"no answer within {endpoint.first_byte_s:g} s")
+    return TotalTimeout(f"exchange exceeded {endpoint.total_s:g} s")
+
+
+async def _read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while size < cap:
+        data = await response.content.readany()
+        if not data:
+            break
+        parts.append(data)
+        size += len(data)
+    return b"".join(parts)[:cap]
+
+
+async def _start(
+    client: UpstreamClient,
+    endpoint: Endpoint,
+    method: str,
+    url: str,
+    payload: bytes | None,
+) -> aiohttp.ClientResponse:
+    """Send the request; return a 2xx response or raise the mapped error for any other status."""
+    headers: Mapping[str, str] = endpoint.headers if payload is None else {**endpoint.headers, **JSON_HEADERS}
+    response = await client.session.request(
+        method,
+        url,
+        data=payload,
+        headers=headers,
+        timeout=client.connect_timeout(endpoint.connect_s),
+        allow_redirects=False,
+    )
+    if 200 <= response.status < 300:
+        return response
+    try:
+        body = await _read_capped(response, MAX_ERROR_BODY)
+    finally:
+        response.close()
+    raise error_for_status(response.status, response.headers, body, credentials(endpoint.headers))
+
+
+def probe_endpoint(endpoint: Endpoint, timeout_s: float) -> Endpoint:
+    """The endpoint with every deadline cut to a probe's own timeout."""
+    return dataclasses.replace(
+        endpoint, connect_s=min(endpoint.connect_s, timeout_s), first_byte_s=timeout_s, total_s=timeout_s
+    )
+
+
+def parse_json(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedResponse("response is not valid JSON") from exc
+
+
+async def request_json(
+    client: UpstreamClient, endpoint: Endpoint, method: str, url: str, payload: bytes | None
+) -> Any:
+    """A non-streaming exchange: the parsed JSON of a 2xx answer."""
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    total_at = sent + endpoint.total_s
+    first_byte = True
+    deadline = asyncio.timeout_at(min(sent + endpoint.first_byte_s, total_at))
+    try:
+        async with deadline:
+            response = await _start(client, endpoint, method, url, payload)
+            first_byte = False
+            deadline.reschedule(total_at)
+            try:
+                data = await response.read()
+            finally:
+                response.release()
+    except UpstreamError:
+        raise
+    except TimeoutError as exc:
+        if deadline.expired():
+            raise _timed_out(first_byte, endpoint) from exc
+        raise map_exception(exc) from exc
+    except CLIENT_EXCEPTIONS as exc:
+        raise map_exception(exc) from exc
+    return parse_json(data)
+
+
+async def request_stream(
+    client: UpstreamClient, endpoint: Endpoint, url: str, payload: bytes, decoder: LineDecoder
+) -> LineStream:
+    """Start a streaming exchange; return once the first chunk has been decoded."""
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    total_at = sent + endpoint.total_s
+    deadline = asyncio.timeout_at(min(sent + endpoint.first_byte_s, total_at))
+    stream: LineStream | None = None
+    try:
+        async with deadline:
+            response = await _start(client, endpoint, "POST", url, payload)
+            stream = LineStream(response, decoder, endpoint, total_at)
+            await stream.fill()
+    except BaseException as exc:
+        if stream is not None:
+            await stream.aclose()
+        if isinstance(exc, UpstreamError):
+            raise
+        if isinstance(exc, TimeoutError) and deadline.expired():
+            raise _timed_out(True, endpoint) from exc
+        if isinstance(exc, CLIENT_EXCEPTIONS):
+            raise map_exception(exc) from exc
+        raise
+    return stream
+
+
+class LineStream(ChatStream):
+    """A streamed answer read line by line; its first chunk is decoded before the caller gets it."""
+
+    __slots__ = (
+        "_closed",
+        "_content",
+        "_decoder",
+        "_endpoint",
+        "_pending",
+        "_response",
+        "_tail",
+        "_total_at",
+    )
+
+    def __init__(
+        self, response: aiohttp.ClientResponse, decoder: LineDecoder, endpoint: Endpoint, total_at: float
+    ) -> None:
+        self._response = response
+        self._content = response.content
+        self._decoder = decoder
+        self._endpoint = endpoint
+        self._total_at = total_at
+        self._pending: deque[dict[str, Any]] = deque()
+        self._tail = b""
+        self._error: UpstreamError | None = None
+        self._closed = False
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        if self._pending:
+            return self._pending.popleft()
+        if self._closed and self._error is None:
+            raise StopAsyncIteration
+        deadline = asyncio.timeout_at(self._total_at)
+        try:
+            async with deadline:
+                await self.fill()
+        except UpstreamError:
+            await self.aclose()
+            raise
+        except TimeoutError as exc:
+            await self.aclose()
+            if deadline.expired():
+                raise _timed_out(False, self._endpoint) from exc
+            raise map_exception(exc) from exc
+        except CLIENT_EXCEPTIONS as exc:
+            await self.aclose()
+            raise map_exception(exc) from exc
+        if self._pending:
+            return self._pending.popleft()
+        raise StopAsyncIteration
+
+    async def fill(self) -> None:
+        """Read until a chunk is pending or the upstream's stream is over (then release the connection).
+
+        An error decoded after chunks that arrived in the same read waits until those are yielded.
+        """
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        decoder, pending = self._decoder, self._pending
+        try:
+            while not pending and not decoder.done:
+                data = await self._content.readany()
+                if not data:
+                    if self._tail:
+                        decoder.feed(self._tail, pending)
+                        self._tail = b""
+                    decoder.end(pending)
+                    break
+                if self._tail:
+                    data = self._tail + data
+                lines = data.split(b"\n")
+                self._tail = lines.pop()
+                for line in lines:
+                    decoder.feed(line, pending)
+                    if self._decoder.done:  # (not `decoder`: mypy would keep the loop's narrowing)
+                        break
+        except UpstreamError as exc:
+            if not pending:
+                raise
+            self._error = exc
+            return
+        if decoder.done or not pending:
+            await self._release()
+
+    async def _release(self) -> None:
+        """Back to the pool when the body is fully read (it usually is by now); otherwise drop it."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._content.at_eof():
+            await asyncio.sleep(0)  # a terminating chunk already on the socket gets read
+        if self._content.at_eof():
+            self._response.release()
+        else:
+            self._response.close()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._response.close()

@@ -1,0 +1,205 @@
+"""The provider border's error mapping: every HTTP-client exception and upstream status to our classes.
+
+Like httpx's ``_exceptions.py``: one table maps each aiohttp (and asyncio/OS) exception class to the
+most specific ``interlock.runtime.errors`` class, and adapters ``raise map_exception(exc) from exc``.
+``tests/upstream/test_failures.py`` walks aiohttp's exception classes and fails when one is missing.
+
+Messages never hold a header, a credential or an upstream body; the one exception is ``ClientError``,
+whose message is the upstream's own short error text (OpenAI ``error.message`` or Ollama ``error``),
+cut to ``MAX_UPSTREAM_TEXT`` characters with the endpoint's credentials masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Iterable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import http_exceptions
+
+from interlock.runtime.errors import (
+    ClientError,
+    ConnectFailed,
+    ConnectTimeout,
+    FirstByteTimeout,
+    MalformedResponse,
+    ProtocolFailure,
+    RateLimited,
+    ServerError,
+    TotalTimeout,
+    UpstreamError,
+)
+
+MAX_UPSTREAM_TEXT = 300
+
+# Most specific first is not needed: lookup walks the exception's MRO and takes the first class listed.
+EXCEPTION_MAP: Mapping[type[BaseException], tuple[type[UpstreamError], str]] = {
+    # connecting
+    aiohttp.ClientConnectorDNSError: (ConnectFailed, "DNS lookup failed"),
+    aiohttp.ClientConnectorCertificateError: (ConnectFailed, "TLS certificate rejected"),
+    aiohttp.ClientConnectorSSLError: (ConnectFailed, "TLS handshake failed"),
+    aiohttp.ClientSSLError: (ConnectFailed, "TLS handshake failed"),
+    aiohttp.ClientProxyConnectionError: (ConnectFailed, "proxy connection failed"),
+    aiohttp.ClientHttpProxyError: (ConnectFailed, "proxy refused the connection"),
+    aiohttp.client_exceptions.UnixClientConnectorError: (ConnectFailed, "connection refused or unreachable"),
+    aiohttp.ClientConnectorError: (ConnectFailed, "connection refused or unreachable"),
+    aiohttp.ServerFingerprintMismatch: (ConnectFailed, "TLS certificate fingerprint mismatch"),
+    aiohttp.InvalidURL: (ConnectFailed, "invalid upstream URL"),
+    aiohttp.InvalidUrlClientError: (ConnectFailed, "invalid upstream URL"),
+    aiohttp.NonHttpUrlClientError: (ConnectFailed, "upstream URL is not http(s)"),
+    ConnectionRefusedError: (ConnectFailed, "connection refused or unreachable"),
+    ssl.SSLError: (ConnectFailed, "TLS handshake failed"),
+    aiohttp.ConnectionTimeoutError: (ConnectTimeout, "connect timed out"),
+    # reading
+    aiohttp.SocketTimeoutError: (FirstByteTimeout, "read timed out"),
+    aiohttp.ServerTimeoutError: (FirstByteTimeout, "read timed out"),
+    asyncio.TimeoutError: (TotalTimeout, "timed out"),
+    aiohttp.ServerDisconnectedError: (ProtocolFailure, "server disconnected"),
+    aiohttp.ClientConnectionResetError: (ProtocolFailure, "connection reset"),
+    aiohttp.ClientPayloadError: (ProtocolFailure, "response body cut short"),
+    aiohttp.UploadAbortedError: (ProtocolFailure, "request body not fully sent"),
+    aiohttp.ClientOSError: (ProtocolFailure, "connection failed mid-exchange"),
+    aiohttp.ServerConnectionError: (ProtocolFailure, "server connection failed"),
+    aiohttp.ClientConnectionError: (ProtocolFailure, "connection failed mid-exchange"),
+    aiohttp.ContentTypeError: (MalformedResponse, "unexpected content type"),
+    aiohttp.TooManyRedirects: (ProtocolFailure, "too many redirects"),
+    aiohttp.RedirectClientError: (ProtocolFailure, "bad redirect"),
+    aiohttp.InvalidUrlRedirectClientError: (ProtocolFailure, "bad redirect"),
+    aiohttp.NonHttpUrlRedirectClientError: (ProtocolFailure, "bad redirect"),
+    aiohttp.WSServerHandshakeError: (ProtocolFailure, "unexpected websocket handshake"),
+    aiohttp.WSMessageTypeError: (ProtocolFailure, "unexpected websocket message"),
+    aiohttp.ClientResponseError: (ProtocolFailure, "broken HTTP response"),
+    aiohttp.ClientError: (ProtocolFailure, "HTTP client error"),
+    http_exceptions.HttpProcessingError: (ProtocolFailure, "broken HTTP response"),
+    asyncio.IncompleteReadError: (ProtocolFailure, "response body cut short"),
+    asyncio.LimitOverrunError: (ProtocolFailure, "response line too long"),
+    ConnectionError: (ProtocolFailure, "connection reset"),
+    OSError: (ProtocolFailure, "connection failed mid-exchange"),
+}
+
+# What adapters catch and hand to ``map_exception``; never CancelledError.
+CLIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientError,
+    http_exceptions.HttpProcessingError,
+    asyncio.IncompleteReadError,
+    asyncio.LimitOverrunError,
+    OSError,
+    asyncio.TimeoutError,
+)
+
+
+def map_exception(exc: BaseException) -> UpstreamError:
+    """The most specific error for a client exception; ``raise map_exception(exc) from exc``."""
+    for cls in type(exc).__mro__:
+        entry = EXCEPTION_MAP.get(cls)
+        if entry is not None:
+            error_class, message = entry
+            return error_class(message)
+    return ProtocolFailure("unexpected client failure")
+
+
+def error_for_status(
+    status: int, headers: Mapping[str, str], body: bytes, secrets: Iterable[str]
+) -> UpstreamError:
+    """A non-2xx answer: 429 -> RateLimited, other 4xx -> ClientError, 5xx -> ServerError."""
+    if status == 429:
+        return RateLimited("rate limited (HTTP 429)", retry_after=retry_after(headers))
+    if 400 <= status < 500:
+        text = upstream_text(body, secrets)
+        return ClientError(text or f"upstream refused the request (HTTP {status})", status=status)
+    if status >= 500:
+        return ServerError(f"upstream server error (HTTP {status})", status=status)
+    return ProtocolFailure(f"unexpected HTTP {status} (redirects are not followed)", status=status)
+
+
+def error_for_object(error: Any, secrets: Iterable[str]) -> UpstreamError:
+    """The error for an error object inside a 200 answer or stream (OpenAI ``error``, Ollama ``error``)."""
+    status: int | None = None
+    kind = ""
+    if isinstance(error, dict):
+        code = error.get("code")
+        if isinstance(code, int) and 400 <= code < 600:
+            status = code
+        elif isinstance(code, str) and code.isdigit() and 400 <= int(code) < 600:
+            status = int(code)
+        kind = str(error.get("type") or "")
+    if status is None:
+        status = {"rate_limit_error": 429, "invalid_request_error": 400, "authentication_error": 401}.get(
+            kind
+        )
+    if status == 429:
+        return RateLimited("rate limited (error in response)")
+    if status is not None and 400 <= status < 500:
+        text = _clean(_error_text(error), secrets)
+        return ClientError(text or f"upstream refused the request (HTTP {status})", status=status)
+    return ServerError("upstream reported an error in its response", status=status)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, else ``Retry-After`` (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = -1.0
+        if ms >= 0:
+            return ms / 1000
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - time.time()
+        return max(0.0, seconds)
+    return seconds if seconds >= 0 else None
+
+
+def upstream_text(body: bytes, secrets: Iterable[str]) -> str | None:
+    """The upstream's own error text from an error body, cut short and masked; None when there is none."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    return _clean(_error_text(parsed.get("error")), secrets) or None
+
+
+def credentials(headers: Mapping[str, str]) -> list[str]:
+    """Values to mask in upstream text: every header value, and the token after ``Bearer``."""
+    found: list[str] = []
+    for value in headers.values():
+        found.append(value)
+        _, _, token = value.partition(" ")
+        if token:
+            found.append(token)
+    return [v for v in found if len(v) >= 4]
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return ""
+
+
+def _clean(text: str, secrets: Iterable[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+    text = " ".join(text.split())
+    if len(text) > MAX_UPSTREAM_TEXT:
+        text = text[: MAX_UPSTREAM_TEXT - 3] + "..."
+    return text

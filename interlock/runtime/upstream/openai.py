@@ -1,0 +1,130 @@
+"""The OpenAI-compatible adapter: the caller's body goes through with only ``model`` replaced.
+
+Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A body that ends
+without ``[DONE]`` counts as complete only after a chunk with a ``finish_reason``; otherwise it was cut
+(ProtocolFailure), never a silently truncated answer. An ``error`` object in an event (or in a 200
+body) raises the matching UpstreamError.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from interlock.runtime.errors import MalformedResponse, ProtocolFailure
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.upstream.client import UpstreamClient
+from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
+from interlock.runtime.upstream.failures import credentials, error_for_object
+
+_DONE = b"[DONE]"
+
+
+class SSEDecoder:
+    """OpenAI's event stream to chunk dicts. Only ``data:`` fields matter; comments and other fields pass."""
+
+    __slots__ = ("_data", "_endpoint", "_finished", "done")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self._data: list[bytes] = []
+        self._finished = False  # a chunk with a finish_reason has arrived
+        self.done = False
+
+    def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            if self._data:
+                self._dispatch(out)
+            return
+        if line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+
+    def end(self, out: deque[dict[str, Any]]) -> None:
+        if self._data:
+            self._dispatch(out)
+        if not self.done and not self._finished:
+            raise ProtocolFailure("stream ended before its last chunk")
+        self.done = True
+
+    def _dispatch(self, out: deque[dict[str, Any]]) -> None:
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        self._data = []
+        if data == _DONE:
+            self.done = True
+            return
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedResponse("stream chunk is not valid JSON") from exc
+        if not isinstance(chunk, dict):
+            raise MalformedResponse("stream chunk is not a JSON object")
+        if "error" in chunk and not chunk.get("choices"):
+            raise error_for_object(chunk["error"], credentials(self._endpoint.headers))
+        choices = chunk.get("choices")
+        if (
+            choices
+            and isinstance(choices, list)
+            and isinstance(choices[0], dict)
+            and choices[0].get("finish_reason")
+        ):
+            self._finished = True
+        out.append(chunk)
+
+
+class OpenAIAdapter(Adapter):
+    """POST {base_url}/chat/completions and /embeddings; probe GET {base_url}/models."""
+
+    def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
+
+    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        payload = dict(body)
+        payload["model"] = model
+        payload.pop("stream", None)
+        payload.pop("stream_options", None)  # OpenAI refuses stream_options without stream
+        answer = await request_json(
+            self._client, endpoint, "POST", _url(endpoint, "/chat/completions"), orjson.dumps(payload)
+        )
+        return _checked(answer, "choices", endpoint)
+
+    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+        payload = dict(body)
+        payload["model"] = model
+        payload["stream"] = True
+        url = _url(endpoint, "/chat/completions")
+        return await request_stream(self._client, endpoint, url, orjson.dumps(payload), SSEDecoder(endpoint))
+
+    async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        payload = dict(body)
+        payload["model"] = model
+        answer = await request_json(
+            self._client, endpoint, "POST", _url(endpoint, "/embeddings"), orjson.dumps(payload)
+        )
+        return _checked(answer, "data", endpoint)
+
+    async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
+        probe = probe_endpoint(endpoint, timeout_s)
+        answer = await request_json(self._client, probe, "GET", _url(endpoint, "/models"), None)
+        if not isinstance(answer, dict):
+            raise MalformedResponse("model list is not a JSON object")
+
+
+def _url(endpoint: Endpoint, path: str) -> str:
+    base = endpoint.url
+    return (base[:-1] if base.endswith("/") else base) + path
+
+
+def _checked(answer: Any, key: str, endpoint: Endpoint) -> dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise MalformedResponse("response is not a JSON object")
+    if key not in answer:
+        if "error" in answer:
+            raise error_for_object(answer["error"], credentials(endpoint.headers))
+        raise MalformedResponse(f"response has no {key!r}")
+    return answer
