@@ -105,7 +105,9 @@ def _walkthrough(demo: Demo, url: str, kill_gpu: Callable[[], None], kill_cloud:
     demo.expect(resolved == PRIMARY, f"the primary {PRIMARY} to answer, got {resolved}")
 
     demo.say("\n2. Streaming: every chunk names the model that actually answered.")
-    models = {chunk.model for chunk in client.chat.completions.create(model=ALIAS, messages=messages, stream=True)}
+    models = {
+        chunk.model for chunk in client.chat.completions.create(model=ALIAS, messages=messages, stream=True)
+    }
     demo.say(f"   chunk.model values: {sorted(models)}")
     demo.expect(models == {PRIMARY}, f"every chunk to name {PRIMARY}, got {sorted(models)}")
 
@@ -171,7 +173,9 @@ def _gateway(plan: Any) -> Iterator[str]:
     gateway = Gateway(plan)
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(
-        uvicorn.Config(gateway, loop="asyncio", http="httptools", lifespan="on", log_level="error", log_config=None)
+        uvicorn.Config(
+            gateway, loop="asyncio", http="httptools", lifespan="on", log_level="error", log_config=None
+        )
     )
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()

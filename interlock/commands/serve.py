@@ -65,6 +65,8 @@ class PlanLoader:
         if diagnostics is not None and text:
             diagnostics.write(text)
         if ctx.plan is None or ctx.sink.errors:
+            if diagnostics is not None:
+                raise PlanError(f"{self.path} does not compile (see the diagnostics above)")
             errors = render(ctx.sink.errors, "text", ctx.sources).strip()
             raise PlanError(f"{self.path} does not compile:\n{errors}")
         data: dict[str, Any] = ctx.plan.model_dump(mode="json")

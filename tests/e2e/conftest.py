@@ -67,9 +67,9 @@ aliases:
   e2e/hang: {{description: hanging primary, chain: [hang/h-slow, bravo/b-after-hang]}}
   e2e/badreq: {{description: 400 from primary, chain: [alpha/a-400, bravo/b-400]}}
   e2e/cut: {{description: cut stream, chain: [alpha/a-cut, bravo/b-cut]}}
-  e2e/cut2: {{description: cut stream, seen by the SDK, chain: [alpha/a-cut2, bravo/b-cut2]}}
+  e2e/cut2: {{description: cut stream seen by the SDK, chain: [alpha/a-cut2, bravo/b-cut2]}}
   e2e/prestream: {{description: stream fails before its first chunk, chain: [alpha/a-pre, bravo/b-pre]}}
-  e2e/alldown: {{description: all down, chain: [alpha/a-500, bravo/b-502, dead/x]}}
+  e2e/alldown: {{description: all down, chain: [alpha/a-500, bravo/b-502, hang/h-drop]}}
   e2e/limited: {{description: rate limited primary, chain: [alpha/a-429, bravo/b-429]}}
   e2e/keys: {{description: credentials, chain: [alpha/a-keys, bravo/b-keys]}}
   e2e/wrongkey: {{description: upstream refuses the key, chain: [wrongkey/w1, bravo/b-w]}}

@@ -45,7 +45,8 @@ class Served:
             return False
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def health(self) -> Any:

@@ -38,12 +38,20 @@ def test_a_refusing_primary_falls_back(gateway: Served, fakes: Fakes) -> None:
     assert time.perf_counter() - started < 1.0
     assert raw.headers["x-interlock-resolved"] == "alpha/a-refuse"
     assert raw.parse().model == "alpha/a-refuse"
-    assert gateway.metric(
-        "interlock_fallback_total", from_candidate="dead/llama3.2:3b", to_candidate="alpha/a-refuse", reason="connect"
-    ) == 1
+    assert (
+        gateway.metric(
+            "interlock_fallback_total",
+            from_candidate="dead/llama3.2:3b",
+            to_candidate="alpha/a-refuse",
+            reason="connect",
+        )
+        == 1
+    )
 
 
-def test_a_primary_that_never_answers_costs_one_first_byte_timeout_once(gateway: Served, fakes: Fakes) -> None:
+def test_a_primary_that_never_answers_costs_one_first_byte_timeout_once(
+    gateway: Served, fakes: Fakes
+) -> None:
     fakes.hang.set_fault(Fault.hang(), model="h-slow")
     sdk = client(gateway)
     started = time.perf_counter()
@@ -90,12 +98,13 @@ def test_a_malformed_answer_is_returned_as_502_and_not_retried(gateway: Served, 
 def test_all_down_is_a_503_summary_without_bodies(gateway: Served, fakes: Fakes) -> None:
     fakes.alpha.set_fault(Fault.http_status(500, "secret stack trace from alpha"), model="a-500")
     fakes.bravo.set_fault(Fault.http_status(502, "<html>cloudflare secret page</html>"), model="b-502")
+    fakes.hang.set_fault(Fault.disconnect(), model="h-drop")
     with pytest.raises(openai.InternalServerError) as info:
         client(gateway).chat.completions.create(model="e2e/alldown", messages=HI)
     assert info.value.status_code == 503
     assert info.value.body == {
         "message": "no candidate of e2e/alldown could answer (3 of 3 attempted): alpha/a-500: server_error [500]; "
-        "bravo/b-502: server_error [502]; dead/x: connect",
+        "bravo/b-502: server_error [502]; hang/h-drop: protocol",
         "type": "server_error",
         "param": None,
         "code": "all_candidates_failed",
@@ -110,23 +119,37 @@ def test_a_429_moves_on_and_holds_the_candidate_for_retry_after(gateway: Served,
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/limited", messages=HI)
     assert raw.headers["x-interlock-resolved"] == "bravo/b-429"
     report = gateway.health()["candidates"]["alpha/a-429"]
-    assert (report["last_error_class"], report["last_error_status"], report["healthy"]) == ("rate_limited", 429, False)
+    assert (report["last_error_class"], report["last_error_status"], report["healthy"]) == (
+        "rate_limited",
+        429,
+        False,
+    )
     assert report["consecutive_failures"] == 0  # counted apart from the failure streak
     assert gateway.metric("interlock_circuit_open", candidate="alpha/a-429") == 1
     client(gateway).chat.completions.create(model="e2e/limited", messages=HI)
     assert chat_paths(fakes.alpha, "a-429") == 1
 
 
-def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(gateway: Served, fakes: Fakes) -> None:
+def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(
+    gateway: Served, fakes: Fakes
+) -> None:
     fakes.gone.refuse_connections()
     wait_until(lambda: not gateway.health()["providers"]["gone"]["healthy"], 5, "probes to notice gone-box")
     assert gateway.metric("interlock_provider_healthy", provider="gone") == 0
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)
     assert raw.headers["x-interlock-resolved"] == "bravo/b-gone"
-    assert gateway.metric(
-        "interlock_fallback_total", from_candidate="gone/llama3.2:3b", to_candidate="bravo/b-gone", reason="unhealthy"
-    ) == 1
-    assert gateway.metric("interlock_fallback_total", from_candidate="gone/llama3.2:3b", reason="connect") == 0
+    assert (
+        gateway.metric(
+            "interlock_fallback_total",
+            from_candidate="gone/llama3.2:3b",
+            to_candidate="bravo/b-gone",
+            reason="unhealthy",
+        )
+        == 1
+    )
+    assert (
+        gateway.metric("interlock_fallback_total", from_candidate="gone/llama3.2:3b", reason="connect") == 0
+    )
     fakes.gone.accept_connections()
     wait_until(lambda: gateway.health()["providers"]["gone"]["healthy"], 5, "probes to see gone-box again")
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)

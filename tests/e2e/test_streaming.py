@@ -22,7 +22,10 @@ def test_every_chunk_names_the_model_that_answered(gateway: Served) -> None:
     assert raw.headers["content-type"].startswith("text/event-stream")
     chunks = list(raw.parse())
     assert {c.model for c in chunks} == {"box/llama3.2:3b"}
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello from box, model llama3.2:3b."
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        == "Hello from box, model llama3.2:3b."
+    )
 
 
 def test_async_streaming_with_fallback_before_the_first_byte(gateway: Served, fakes: Fakes) -> None:
