@@ -39,7 +39,8 @@ providers:
     base_url: "{cloud}/v1"
     api_key_env: DEMO_CLOUD_KEY
     timeouts: {{connect: 1s, first_byte: 10s, total: 60s}}
-health: {{probe_interval: 30s, probe_timeout: 1s, failure_threshold: 1, open_for: 30s, rate_limit_open_for: 5s}}
+health:
+  {{probe_interval: 30s, probe_timeout: 1s, failure_threshold: 1, open_for: 30s, rate_limit_open_for: 5s}}
 aliases:
   demo/chat:
     description: "Local GPU first, cloud when it is down"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -60,7 +59,12 @@ providers:
     base_url: "{wrong}/v1"
     api_key_env: WRONG_KEY
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
-health: {{probe_interval: 300ms, probe_timeout: 250ms, failure_threshold: 1, open_for: 60s, rate_limit_open_for: 30s}}
+health:
+  probe_interval: 300ms
+  probe_timeout: 250ms
+  failure_threshold: 1
+  open_for: 60s
+  rate_limit_open_for: 30s
 aliases:
   e2e/default: {{description: default, chain: [box/llama3.2:3b, alpha/a-default]}}
   e2e/refuse: {{description: dead primary, chain: [dead/llama3.2:3b, alpha/a-refuse]}}

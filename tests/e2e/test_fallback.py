@@ -103,8 +103,8 @@ def test_all_down_is_a_503_summary_without_bodies(gateway: Served, fakes: Fakes)
         client(gateway).chat.completions.create(model="e2e/alldown", messages=HI)
     assert info.value.status_code == 503
     assert info.value.body == {
-        "message": "no candidate of e2e/alldown could answer (3 of 3 attempted): alpha/a-500: server_error [500]; "
-        "bravo/b-502: server_error [502]; hang/h-drop: protocol",
+        "message": "no candidate of e2e/alldown could answer (3 of 3 attempted): "
+        "alpha/a-500: server_error [500]; bravo/b-502: server_error [502]; hang/h-drop: protocol",
         "type": "server_error",
         "param": None,
         "code": "all_candidates_failed",

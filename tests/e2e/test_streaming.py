@@ -1,4 +1,4 @@
-"""Streaming: fallback only before the first byte; after it, a failure is an error event, never a truncation."""
+"""Streaming: fallback only before the first byte; after it, a failure is an error event, not a truncation."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event_and_no_done(
     assert [orjson.loads(e)["model"] for e in events[:2]] == ["alpha/a-cut", "alpha/a-cut"]
     assert orjson.loads(events[-1]) == {
         "error": {
-            "message": "the stream from alpha/a-cut broke after it had started (protocol); the answer is incomplete",
+            "message": "the stream from alpha/a-cut broke after it had started (protocol); "
+            "the answer is incomplete",
             "type": "server_error",
             "param": None,
             "code": "stream_aborted",
@@ -70,7 +71,11 @@ def test_the_sdk_sees_a_failure_not_a_short_answer(gateway: Served, fakes: Fakes
     fakes.alpha.set_fault(Fault.cut_stream(after_chunks=1), model="a-cut2")
     sdk = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
     seen: list[str] = []
-    with pytest.raises(openai.APIError, match=r"the stream from alpha/a-cut2 broke after it had started"):
+
+    def consume() -> None:
         for chunk in sdk.chat.completions.create(model="e2e/cut2", messages=HI, stream=True):
             seen.append(chunk.model)
+
+    with pytest.raises(openai.APIError, match=r"the stream from alpha/a-cut2 broke after it had started"):
+        consume()
     assert seen == ["alpha/a-cut2"]
