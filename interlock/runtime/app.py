@@ -24,7 +24,15 @@ from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.router import Router
 from interlock.runtime.slots import SlotTable
 from interlock.runtime.surfaces.admin import build_admin
-from interlock.runtime.surfaces.openai import Message, Receive, Scope, Send, chat_completions, embeddings
+from interlock.runtime.surfaces.openai import (
+    Message,
+    Receive,
+    Scope,
+    Send,
+    chat_completions,
+    embeddings,
+    method_not_allowed,
+)
 from interlock.runtime.upstream.base import Adapter
 
 log = logging.getLogger("interlock")
@@ -84,6 +92,7 @@ class Gateway:
             ("POST", "/v1/chat/completions"): chat_completions,
             ("POST", "/v1/embeddings"): embeddings,
         }
+        self._hot_paths = frozenset(path for _, path in self._routes)
 
     @property
     def ready(self) -> bool:
@@ -96,6 +105,8 @@ class Gateway:
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
                 await handler(self, scope, receive, send)
+            elif scope["path"] in self._hot_paths:
+                await method_not_allowed(self, scope, receive, send)
             else:
                 await self.admin(scope, receive, self._with_plan_header(send))
         elif kind == "lifespan":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -74,12 +74,6 @@ class Metrics:
             ["endpoint"],
             registry=r,
         )
-        self.slot_rejected = Counter(
-            "interlock_slot_rejected",
-            "Requests refused with 429: queue full or waited too long.",
-            ["worker"],
-            registry=r,
-        )
         self.plan_reloads = Counter(
             "interlock_plan_reloads",
             "Plan reloads (SIGHUP), by result: loaded or refused.",
@@ -116,7 +110,7 @@ class Metrics:
         )
         self.slot_wait_seconds = Histogram(
             "interlock_slot_wait_seconds",
-            "Time requests waited in a worker's queue for a slot.",
+            "Time requests waited in a worker's queue for a slot (requests that had to wait).",
             ["worker"],
             buckets=LATENCY_BUCKETS,
             registry=r,
@@ -160,12 +154,18 @@ class _StateCollector(Collector):
         waiting = GaugeMetricFamily(
             "interlock_slot_queue_waiting", "Requests waiting for a slot on the worker.", labels=["worker"]
         )
+        rejected = CounterMetricFamily(
+            "interlock_slot_rejected",
+            "Requests refused with 429 by the worker's slots: queue full, or waited past max_wait.",
+            labels=["worker"],
+        )
         for name in plan.workers:
             pool = self.view.slots.pools.get(name)
             in_use.add_metric([name], float(pool.in_use if pool else 0))
             waiting.add_metric([name], float(len(pool.waiters) if pool else 0))
+            rejected.add_metric([name], float(pool.rejected if pool else 0))
         info = GaugeMetricFamily(
             "interlock_plan_info", "1, labelled with the plan being served.", labels=["plan"]
         )
         info.add_metric([plan.content_hash], 1.0)
-        yield from (providers, endpoints, circuits, in_use, waiting, info)
+        yield from (providers, endpoints, circuits, in_use, waiting, rejected, info)

@@ -119,7 +119,10 @@ class Router:
                 admission.release()
                 raise
             finally:
-                queued_s += admission.queued_s
+                if admission.queued_s:
+                    queued_s += admission.queued_s
+                    worker = admission.route.worker if admission.route else None
+                    metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
             if reason is not None:
                 admission.release()
                 summary.append(f"{candidate.id}: skipped ({reason})")

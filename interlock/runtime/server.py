@@ -74,6 +74,8 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
         server_header=False,
         date_header=False,
     )
+    if options.access_log:  # uvicorn's log_level applies to its access logger too
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = uvicorn.Server(config)
 
     async def main() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.replies import Reply
 from tests.e2e.harness import Served
 
 ALPHA_KEY = "sk-alpha-SECRET-7f3a9c"
@@ -41,6 +42,16 @@ providers:
         max_concurrent: 2
         model_concurrency: {{"gemma3:12b": 1, "*": 2}}
         queue: {{max_waiting: 1, max_wait: 3s}}
+  tight:
+    kind: ollama
+    probe: false
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    workers:
+      - {{name: tight1, url: "{tight}", max_concurrent: 1, model_concurrency: {{"*": 1}}, queue: {{max_waiting: 4, max_wait: 300ms}}}}
+  slowbox:
+    kind: ollama
+    timeouts: {{connect: 1s, first_byte: 5s, total: 30s}}
+    workers: [{{name: slow1, url: "{slow}"}}]
   alpha:
     kind: openai
     base_url: "{alpha}/v1"
@@ -56,6 +67,7 @@ providers:
     timeouts: {{connect: 1s, first_byte: 1s, total: 5s}}
   wrongkey:
     kind: openai
+    probe: false  # a probe would see the 401 first and mark it unhealthy: this test wants the call
     base_url: "{wrong}/v1"
     api_key_env: WRONG_KEY
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
@@ -80,6 +92,7 @@ aliases:
   e2e/slots: {{description: one slot, chain: [box/gemma3:12b, bravo/b-slots]}}
   e2e/gone: {{description: dies later, chain: [gone/llama3.2:3b, bravo/b-gone]}}
   e2e/embed: {{description: embeddings, chain: [box/nomic-embed-text, alpha/a-embed]}}
+  e2e/slowstream: {{description: slow stream, chain: [slowbox/llama3.2:3b]}}
   e2e/malformed: {{description: unreadable answer, chain: [alpha/a-malformed, bravo/b-malformed]}}
 """
 
@@ -93,6 +106,8 @@ class Fakes:
     bravo: FakeOpenAI
     hang: FakeOpenAI
     wrong: FakeOpenAI
+    slow: FakeOllama
+    tight: FakeOllama
 
     def config(self) -> str:
         return SHARED.format(
@@ -103,6 +118,8 @@ class Fakes:
             bravo=self.bravo.url,
             hang=self.hang.url,
             wrong=self.wrong.url,
+            slow=self.slow.url,
+            tight=self.tight.url,
         )
 
 
@@ -116,6 +133,8 @@ def fakes() -> Iterator[Fakes]:
         bravo=FakeOpenAI(name="bravo").start(),
         hang=FakeOpenAI(name="hang").start(),
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
+        slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),
+        tight=FakeOllama(name="tight").start(),
     )
     servers.dead.refuse_connections()
     try:
@@ -130,7 +149,7 @@ def gateway(fakes: Fakes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     folder = tmp_path_factory.mktemp("shared-gateway")
     config = folder / "interlock.yaml"
     config.write_text(fakes.config())
-    served = Served(config, ENV, folder / "serve.log")
+    served = Served(config, ENV, folder / "serve.log", "--log-level", "debug", "--access-log")
     try:
         yield served
     finally:

@@ -36,10 +36,10 @@ class SlotGuard(Guard):
         route = min(routes, key=lambda r: len(pools[r.worker].waiters) if r.worker else 0)
         assert route.worker is not None
         assert route.slot_limit is not None
+        admission.route = route
         started = time.perf_counter()
         try:
             admission.lease = await pools[route.worker].acquire(model, route.slot_limit)
         finally:
             admission.queued_s = time.perf_counter() - started
-        admission.route = route
         return None

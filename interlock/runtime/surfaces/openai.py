@@ -274,6 +274,12 @@ async def embeddings(gateway: Gateway, scope: Scope, receive: Receive, send: Sen
     await _handle(gateway, scope, receive, send, "embeddings")
 
 
+async def method_not_allowed(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+    message = f"{scope['method']} {scope['path']}: Method Not Allowed (use POST)"
+    headers = [gateway.plan.plan_header, (b"allow", b"POST")]
+    await send_json(send, 405, error_body(message, "invalid_request_error", code="405"), headers)
+
+
 async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
     started = time.perf_counter()
     plan = gateway.plan  # in-flight requests finish on the plan they started with
