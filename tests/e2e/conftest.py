@@ -47,7 +47,11 @@ providers:
     probe: false
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
     workers:
-      - {{name: tight1, url: "{tight}", max_concurrent: 1, model_concurrency: {{"*": 1}}, queue: {{max_waiting: 4, max_wait: 300ms}}}}
+      - name: tight1
+        url: "{tight}"
+        max_concurrent: 1
+        model_concurrency: {{"*": 1}}
+        queue: {{max_waiting: 4, max_wait: 300ms}}
   slowbox:
     kind: ollama
     timeouts: {{connect: 1s, first_byte: 5s, total: 30s}}

@@ -1,4 +1,4 @@
-"""Credentials: each provider gets only its own, and no value ever shows in answers, health, metrics or logs."""
+"""Credentials: each provider gets only its own; no value shows in answers, health, metrics or logs."""
 
 from __future__ import annotations
 
@@ -68,8 +68,6 @@ def test_a_missing_credential_stops_the_start_naming_only_the_variable(tmp_path:
     assert done.returncode == 1
     assert done.stdout == b""
     last = done.stderr.decode().strip().splitlines()[-1]
-    assert (
-        last
-        == f"interlock serve: {config}: provider alpha needs the credential variable ALPHA_KEY, which is not set"
-    )
+    reason = "provider alpha needs the credential variable ALPHA_KEY, which is not set"
+    assert last == f"interlock serve: {config}: {reason}"
     assert WRONG_KEY not in done.stderr.decode()

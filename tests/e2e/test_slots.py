@@ -100,10 +100,12 @@ def test_a_queue_place_comes_back_when_the_waiting_client_gives_up(gateway: Serv
 
 def test_a_slot_comes_back_when_the_client_leaves_mid_stream(gateway: Served, fakes: Fakes) -> None:
     body = {"model": "e2e/slowstream", "messages": HI, "stream": True}
-    with httpx.Client(base_url=gateway.url, timeout=10) as http:
-        with http.stream("POST", "/v1/chat/completions", json=body) as response:
-            lines = response.iter_lines()
-            assert next(line for line in lines if line.startswith("data: "))
-            assert worker(gateway, "slow1")["slots_in_use"] == 1
+    with (
+        httpx.Client(base_url=gateway.url, timeout=10) as http,
+        http.stream("POST", "/v1/chat/completions", json=body) as response,
+    ):
+        lines = response.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        assert worker(gateway, "slow1")["slots_in_use"] == 1
         # leaving the block closed the connection with the stream far from done (40 chunks, 0.1 s apart)
     wait_until(lambda: idle(gateway, "slow1"), 1.0, "the stream's slot to come back")
