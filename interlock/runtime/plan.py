@@ -200,7 +200,7 @@ def load_plan(data: Mapping[str, Any], env: Mapping[str, str], *, origin: str = 
 
 
 def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "plan") -> RuntimePlan:
-    """The lookup tables of an already validated plan."""
+    """The lookup tables of an already validated plan; every table in name order, whatever the input's."""
     server = ServerSettings(
         default_alias=plan.server.default_alias,
         alias_namespace=plan.server.alias_namespace,
@@ -219,14 +219,14 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             max_waiting=w.queue.max_waiting,
             max_wait_s=w.queue.max_wait_ms / 1000,
         )
-        for name, w in plan.workers.items()
+        for name, w in sorted(plan.workers.items())
     }
     providers: dict[str, Provider] = {}
-    for name, p in plan.providers.items():
+    for name, p in sorted(plan.providers.items()):
         headers = _auth_headers(p, env, origin, secrets)
         providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers})
     candidates: dict[str, Candidate] = {}
-    for cid, c in plan.candidates.items():
+    for cid, c in sorted(plan.candidates.items()):
         caps = frozenset(c.capabilities) if c.capabilities is not None else None
         candidates[cid] = _candidate(
             cid, providers[c.provider], c.model, workers, caps, c.context_tokens, server, in_plan=True
@@ -239,7 +239,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             candidates=tuple(candidates[cid] for cid in a.candidates),
             header=(b"x-interlock-alias", name.encode()),
         )
-        for name, a in plan.aliases.items()
+        for name, a in sorted(plan.aliases.items())
     }
     h = plan.health
     return RuntimePlan(

@@ -88,14 +88,13 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
         time.sleep(0.02)
 
 
-def compile_to(config: Path, text: str, out: Path, env: Mapping[str, str]) -> Path:
-    """Compile ``text`` with the real CLI; the plan lands in ``out``."""
+def compile_to(config: Path, text: str, out: Path) -> Path:
+    """Compile ``text`` with the real compiler (in this process); the canonical plan lands in ``out``."""
+    from interlock.compiler import compile_config
+    from interlock.schema.canonical import canonical_json
+
     config.write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "interlock", "compile", str(config), "-o", str(out)],
-        capture_output=True,
-        env={"PATH": os.environ.get("PATH", ""), **env},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()
+    ctx = compile_config(str(config))
+    assert ctx.plan is not None, [str(d) for d in ctx.sink.items]
+    out.write_text(canonical_json(ctx.plan.model_dump(mode="json")))
     return out
