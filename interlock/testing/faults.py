@@ -19,6 +19,7 @@ class FaultKind(StrEnum):
     STATUS = "status"  # answer HTTP `status` with an error body in the upstream's own shape
     DISCONNECT = "disconnect"  # read the request, then abort the connection without a byte
     CUT_STREAM = "cut_stream"  # send `after_chunks` chunks (or half a JSON body), then abort the connection
+    TRUNCATE = "truncate"  # end a stream cleanly after `after_chunks` chunks, without its last chunk
     MALFORMED = "malformed"  # a body (or, in a stream, the chunk after `after_chunks`) that is not JSON
     STREAM_ERROR = "stream_error"  # an error event/line in a 200 stream after `after_chunks` chunks
 
@@ -69,6 +70,11 @@ class Fault:
     @classmethod
     def cut_stream(cls, after_chunks: int) -> Fault:
         return cls(FaultKind.CUT_STREAM, after_chunks=after_chunks)
+
+    @classmethod
+    def truncate(cls, after_chunks: int) -> Fault:
+        """A stream that ends well-formed at the HTTP level but before its last chunk (no [DONE]/done)."""
+        return cls(FaultKind.TRUNCATE, after_chunks=after_chunks)
 
     @classmethod
     def malformed(cls, after_chunks: int = 0) -> Fault:

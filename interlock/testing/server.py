@@ -344,7 +344,7 @@ class FakeServer:
         if isinstance(answer, JsonAnswer):
             data = orjson.dumps(answer.obj)
             kind = fault.kind if fault is not None else None
-            if kind is FaultKind.MALFORMED:
+            if kind is FaultKind.MALFORMED or kind is FaultKind.TRUNCATE:
                 conn.respond(answer.status, data[: len(data) // 2], _JSON)
             elif kind is FaultKind.CUT_STREAM:
                 conn.respond_partial(answer.status, data[: len(data) // 2], _JSON, len(data))

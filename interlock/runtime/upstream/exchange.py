@@ -265,6 +265,9 @@ class LineStream(ChatStream):
             self._response.close()
 
     async def aclose(self) -> None:
+        """Drop the connection (unless already released) and end the iteration; idempotent."""
+        self._pending.clear()
+        self._error = None
         if not self._closed:
             self._closed = True
             self._response.close()

@@ -1,0 +1,175 @@
+"""Which HTTP client should the gateway use upstream? Measure them side by side.
+
+Runs the fake OpenAI upstream in its own process (so it never shares the measured event loop) and
+drives POST /v1/chat/completions through each client at 1 and 16 concurrent requests:
+
+- httpx.AsyncClient with its default pool
+- httpx with the httpx-aiohttp transport (``pip install -e ".[bench]"``)
+- plain aiohttp.ClientSession
+- interlock's own OpenAIAdapter (aiohttp underneath, plus deadlines, orjson and error mapping)
+
+Prints req/s and latency percentiles per client, the ratio to plain aiohttp, and the fake's own CPU
+cost per request (from /proc), which shows the fake is not the bottleneck.
+
+    .venv/bin/python bench/upstream_client.py [--seconds 3] [--stream] [--loop asyncio]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import aiohttp
+import httpx
+import orjson
+
+from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.testing.process import FakeProcess
+
+BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]}
+Call = Callable[[], Awaitable[Any]]
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _httpx_call(client: httpx.AsyncClient, url: str, payload: bytes, stream: bool) -> Any:
+    headers = {"Content-Type": "application/json"}
+    if not stream:
+        response = await client.post(url, content=payload, headers=headers)
+        return orjson.loads(response.content)
+    async with client.stream("POST", url, content=payload, headers=headers) as response:
+        return [line async for line in response.aiter_lines()]
+
+
+async def _aiohttp_call(session: aiohttp.ClientSession, url: str, payload: bytes, stream: bool) -> Any:
+    headers = {"Content-Type": "application/json"}
+    async with session.post(url, data=payload, headers=headers) as response:
+        if not stream:
+            return orjson.loads(await response.read())
+        return [line async for line in response.content]
+
+
+async def _clients(stack: AsyncExitStack, base_url: str, stream: bool) -> dict[str, Call]:
+    url = f"{base_url}/chat/completions"
+    payload = orjson.dumps({**BODY, "stream": stream})
+    clients: dict[str, Call] = {}
+
+    plain = await stack.enter_async_context(httpx.AsyncClient())
+    clients["httpx"] = lambda: _httpx_call(plain, url, payload, stream)
+    try:
+        from httpx_aiohttp import AiohttpTransport
+    except ImportError:
+        print("httpx-aiohttp not installed (pip install -e '.[bench]'): skipping that column")
+    else:
+        over = await stack.enter_async_context(httpx.AsyncClient(transport=AiohttpTransport()))
+        clients["httpx-aiohttp"] = lambda: _httpx_call(over, url, payload, stream)
+    session = await stack.enter_async_context(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
+    clients["aiohttp"] = lambda: _aiohttp_call(session, url, payload, stream)
+
+    upstream = await stack.enter_async_context(UpstreamClient.create())
+    adapter = adapter_for("openai", upstream)
+    ep = Endpoint("bench", "openai", base_url, "bench", {"Authorization": "Bearer sk-bench"}, 5, 30, 60)
+
+    async def adapter_call() -> Any:
+        if not stream:
+            return await adapter.chat(ep, "bench", BODY)
+        chunks = await adapter.chat_stream(ep, "bench", BODY)
+        return [chunk async for chunk in chunks]
+
+    clients["interlock adapter"] = adapter_call
+    return clients
+
+
+async def _measure(call: Call, concurrency: int, seconds: float) -> list[float]:
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        while time.perf_counter() < stop_at:
+            started = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+async def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with FakeProcess("openai", "--no-record") as fake:
+        async with AsyncExitStack() as stack:
+            clients = await _clients(stack, fake.base_url, args.stream)
+            for concurrency in args.concurrency:
+                for name, call in clients.items():
+                    await _measure(call, concurrency, min(0.5, args.seconds))  # warm the pool
+                    cpu_before = _cpu_seconds(fake.pid)
+                    started = time.perf_counter()
+                    latencies = await _measure(call, concurrency, args.seconds)
+                    elapsed = time.perf_counter() - started
+                    fake_cpu = _cpu_seconds(fake.pid) - cpu_before
+                    latencies.sort()
+                    rows.append(
+                        {
+                            "client": name,
+                            "concurrency": concurrency,
+                            "requests": len(latencies),
+                            "rps": len(latencies) / elapsed,
+                            "p50_ms": statistics.median(latencies) * 1000,
+                            "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+                            "fake_cpu_us": fake_cpu / len(latencies) * 1e6,
+                        }
+                    )
+    return rows
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    base = {r["concurrency"]: r["rps"] for r in rows if r["client"] == "aiohttp"}
+    header = (
+        f"{'client':<18} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs aiohttp':>10}"
+        f" {'fake µs/req':>11}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        ratio = r["rps"] / base[r["concurrency"]] if r["concurrency"] in base else float("nan")
+        print(
+            f"{r['client']:<18} {r['concurrency']:>4} {r['rps']:>8.0f} {r['p50_ms']:>8.2f}"
+            f" {r['p99_ms']:>8.2f} {ratio:>9.2f}x {r['fake_cpu_us']:>11.0f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per client and level")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--stream", action="store_true", help="stream the answers (SSE) instead of JSON")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="the clients' loop")
+    parser.add_argument("--json", default=None, help="also write the rows to this file")
+    args = parser.parse_args()
+    runner: Callable[[Any], Any] = asyncio.run
+    if args.loop == "uvloop":
+        import uvloop
+
+        runner = uvloop.run
+    mode = "SSE stream" if args.stream else "JSON"
+    print(f"{os.cpu_count()} CPUs, loop={args.loop}, {mode}, {args.seconds:g} s per client and level")
+    rows = runner(_run(args))
+    _print(rows)
+    if args.json:
+        with open(args.json, "wb") as f:
+            f.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
+
+
+if __name__ == "__main__":
+    main()

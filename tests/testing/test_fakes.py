@@ -1,0 +1,244 @@
+"""The fake upstreams themselves: wire shapes, lifecycle, fault switches, the out-of-process mode."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from interlock.testing.fake_ollama import FakeOllama, ModelSpec
+from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.faults import Fault, FaultBoard, FaultKind
+from interlock.testing.process import FakeProcess
+from interlock.testing.replies import Reply, split_text
+
+HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _call(url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, bytes, Any]:
+    data = orjson.dumps(body) if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read(), response.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), exc.headers
+
+
+def _get(conn: http.client.HTTPConnection, path: str) -> bytes:
+    conn.request("GET", path)
+    return conn.getresponse().read()
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_split_text_joins_back() -> None:
+    text = "Hello from somewhere, model x."
+    assert split_text(text, None) == ["Hello ", "from ", "somewhere, ", "model ", "x."]
+    for n in (1, 3, 7, 100):
+        assert "".join(split_text(text, n)) == text
+    assert len(split_text(text, 3)) == 3
+
+
+def test_fault_board_scopes_and_counts() -> None:
+    board = FaultBoard()
+    board.set(Fault.http_status(503))
+    board.set(Fault.hang(), model="a", times=2)
+    assert board.take("a") == Fault.hang()
+    assert board.take("b") == Fault.http_status(503)
+    assert board.take("a") == Fault.hang()
+    assert board.take("a") == Fault.http_status(503)  # a's own fault is used up: the global one applies
+    board.clear()
+    assert board.take("a") is None
+    with pytest.raises(ValueError, match=r"^times must be at least 1, got 0$"):
+        board.set(Fault.hang(), times=0)
+
+
+def test_openai_shapes_and_auth_in_a_thread() -> None:
+    with FakeOpenAI(api_key="sk-k", models=["a", "b"]) as fake:
+        status, body, _ = _call(fake.base_url + "/models", headers={"Authorization": "Bearer sk-k"})
+        assert status == 200
+        assert [m["id"] for m in orjson.loads(body)["data"]] == ["a", "b"]
+        status, body, _ = _call(fake.base_url + "/models")
+        assert status == 401
+        assert orjson.loads(body)["error"]["message"] == "Incorrect API key provided: (none)."
+        status, body, headers = _call(
+            fake.base_url + "/chat/completions",
+            {**HI, "model": "a", "stream": True},
+            {"Authorization": "Bearer sk-k"},
+        )
+        assert headers["Content-Type"] == "text/event-stream"
+        events = [e for e in body.decode().split("\n\n") if e]
+        assert events[-1] == "data: [DONE]"
+        first = orjson.loads(events[0].removeprefix("data: "))
+        assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        assert [r.path for r in fake.requests] == ["/v1/models", "/v1/models", "/v1/chat/completions"]
+        assert fake.requests[-1].body["model"] == "a"
+
+
+def test_async_mode_and_keep_alive() -> None:
+    async def go() -> list[int]:
+        async with FakeOpenAI() as fake, aiohttp.ClientSession() as session:
+            statuses = []
+            for _ in range(3):
+                async with session.post(fake.base_url + "/chat/completions", json=HI) as response:
+                    statuses.append(response.status)
+                    await response.read()
+            return statuses
+
+    assert asyncio.run(go()) == [200, 200, 200]
+
+
+def test_several_requests_on_one_connection_and_a_bad_one() -> None:
+    with FakeOpenAI() as fake:
+        conn = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=5)
+        for _ in range(3):
+            conn.request(
+                "POST", "/v1/chat/completions", orjson.dumps(HI), {"Content-Type": "application/json"}
+            )
+            assert conn.getresponse().read().startswith(b'{"id":"chatcmpl-')
+        conn.request("POST", "/v1/chat/completions", b"{not json", {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 400
+        assert orjson.loads(response.read())["error"]["message"] == "request body is not valid JSON"
+        conn.close()
+        with socket.create_connection(("127.0.0.1", fake.port), timeout=5) as raw:
+            raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            assert raw.recv(100).startswith(b"HTTP/1.1 400 Bad Request")
+
+
+def test_refuse_and_accept_from_another_thread() -> None:
+    with FakeOpenAI() as fake:
+        port = fake.port
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        _get(conn, "/v1/models")
+        fake.refuse_connections()
+        assert _refused(port)
+        with pytest.raises((ConnectionError, http.client.HTTPException)):
+            _get(conn, "/v1/models")  # the open keep-alive connection was reset too
+        fake.accept_connections()
+        assert _call(fake.base_url + "/models")[0] == 200
+
+
+def test_faults_per_model_and_counted() -> None:
+    with FakeOpenAI() as fake:
+        fake.set_fault(Fault.rate_limited("3", retry_after_ms="3000"), model="m", times=1)
+        status, _, headers = _call(fake.base_url + "/chat/completions", HI)
+        assert (status, headers["Retry-After"], headers["retry-after-ms"]) == (429, "3", "3000")
+        assert _call(fake.base_url + "/chat/completions", HI)[0] == 200
+        fake.set_fault(Fault.http_status(520, body=b"error code: 520"))
+        status, body, _ = _call(fake.base_url + "/chat/completions", {**HI, "model": "other"})
+        assert (status, body) == (520, b"error code: 520")
+
+
+def test_hanging_request_ends_when_the_fake_stops() -> None:
+    fake = FakeOpenAI().start()
+    fake.set_fault(Fault.hang())
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            _call(fake.base_url + "/chat/completions", HI)
+        except BaseException as exc:  # the connection is dropped: urllib raises
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    caller.join(0.3)
+    assert caller.is_alive()  # really hanging
+    fake.stop()
+    caller.join(5)
+    assert not caller.is_alive()
+    assert outcome
+
+
+def test_ollama_shapes() -> None:
+    models = [
+        ModelSpec(
+            "qwen3:8b",
+            ("completion", "tools", "thinking"),
+            context_length=40960,
+            family="qwen3",
+            num_ctx=16384,
+        ),
+        ModelSpec("all-minilm", ("embedding",)),
+    ]
+    with FakeOllama(models=models) as fake:
+        status, body, _ = _call(fake.url + "/api/tags")
+        tags = orjson.loads(body)["models"]
+        assert [m["name"] for m in tags] == ["qwen3:8b", "all-minilm:latest"]
+        assert set(tags[0]) == {"name", "model", "modified_at", "size", "digest", "details"}
+        show = orjson.loads(_call(fake.url + "/api/show", {"model": "qwen3:8b"})[1])
+        assert show["capabilities"] == ["completion", "tools", "thinking"]
+        assert show["model_info"]["qwen3.context_length"] == 40960
+        assert show["parameters"].splitlines()[0].split() == ["num_ctx", "16384"]
+        assert orjson.loads(_call(fake.url + "/api/ps")[1]) == {"models": []}
+        status, body, headers = _call(fake.url + "/api/chat", {"model": "qwen3:8b", "messages": []})
+        assert headers["Content-Type"] == "application/x-ndjson"
+        lines = [orjson.loads(line) for line in body.splitlines()]
+        assert lines[-1]["done"] is True
+        assert lines[-1]["done_reason"] == "stop"
+        assert {"total_duration", "eval_count", "eval_duration", "prompt_eval_count"} <= set(lines[-1])
+        (loaded,) = orjson.loads(_call(fake.url + "/api/ps")[1])["models"]
+        assert loaded["name"] == "qwen3:8b"
+        assert loaded["context_length"] == 16384
+        assert orjson.loads(_call(fake.url + "/api/version")[1]) == {"version": "0.12.6"}
+        status, body, _ = _call(fake.url + "/api/embed", {"model": "qwen3:8b", "input": "x"})
+        assert (status, orjson.loads(body)) == (400, {"error": '"qwen3:8b" does not support embeddings'})
+        status, body, _ = _call(fake.url + "/api/show", {"model": "nope"})
+        assert (status, orjson.loads(body)) == (
+            404,
+            {"error": 'model "nope" not found, try pulling it first'},
+        )
+
+
+def test_reply_settings() -> None:
+    with FakeOllama(reply=Reply(text="a b c d", chunks=2, chunk_delay_s=0.01)) as fake:
+        body = _call(fake.url + "/api/chat", {"model": "llama3.2:3b", "messages": []})[1]
+        contents = [orjson.loads(line)["message"]["content"] for line in body.splitlines()]
+        assert contents == ["a b ", "c d", ""]
+
+
+def test_out_of_process_fake_prints_its_url_and_takes_faults() -> None:
+    with FakeProcess("openai", "--api-key", "sk-p", "--reply", "pong") as fake:
+        assert fake.url.startswith("http://127.0.0.1:")
+        auth = {"Authorization": "Bearer sk-p"}
+        body = _call(fake.base_url + "/chat/completions", HI, auth)[1]
+        assert orjson.loads(body)["choices"][0]["message"]["content"] == "pong"
+        fake.set_fault(Fault.http_status(503, "busy"), times=1)
+        assert _call(fake.base_url + "/chat/completions", HI, auth)[0] == 503
+        assert _call(fake.base_url + "/chat/completions", HI, auth)[0] == 200
+        seen = fake.requests()
+        assert [r["headers"]["authorization"] for r in seen] == ["Bearer sk-p"] * 3
+        fake.clear_requests()
+        assert fake.requests() == []
+        port = int(fake.url.rsplit(":", 1)[1])
+    assert _refused(port)
+
+
+def test_every_fault_kind_has_a_constructor() -> None:
+    built = {
+        Fault.hang().kind,
+        Fault.slow_first_byte(1).kind,
+        Fault.http_status(500).kind,
+        Fault.disconnect().kind,
+        Fault.cut_stream(1).kind,
+        Fault.truncate(1).kind,
+        Fault.malformed().kind,
+        Fault.stream_error().kind,
+    }
+    assert built == set(FaultKind)

@@ -1,0 +1,262 @@
+"""OllamaAdapter against the fake Ollama worker: translation both ways, streams, faults."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import struct
+
+import pytest
+
+from interlock.runtime.errors import (
+    ClientError,
+    ConnectFailed,
+    FirstByteTimeout,
+    MalformedResponse,
+    ProtocolFailure,
+    ServerError,
+)
+from interlock.testing.fake_ollama import FakeOllama
+from interlock.testing.faults import Fault
+
+from .helpers import chat, embed, endpoint, probe, stream, text_of
+
+TOOL_MODEL = "llama3.2:3b"
+VISION_MODEL = "gemma3:12b"
+HI = {"model": "local/fast", "messages": [{"role": "user", "content": "hello there"}]}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+PNG = base64.b64encode(b"\x89PNG fake image bytes").decode()
+
+
+def test_request_translation(ollama_fake: FakeOllama) -> None:
+    body = {
+        "model": "local/vision",
+        "messages": [
+            {"role": "developer", "content": "be brief"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+                    {"type": "text", "text": "and why?"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "look", "arguments": '{"x": 1}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
+        ],
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "max_tokens": 50,
+        "stop": "END",
+        "seed": 7,
+        "response_format": {"type": "json_object"},
+        "options": {"num_ctx": 8192},
+    }
+    before = copy.deepcopy(body)
+    chat(endpoint("ollama", ollama_fake.url, key=None), VISION_MODEL, body)
+    assert body == before
+    (sent,) = ollama_fake.requests
+    assert sent.path == "/api/chat"
+    assert sent.body == {
+        "model": VISION_MODEL,
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "what is this?\nand why?", "images": [PNG]},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "look", "arguments": {"x": 1}}}],
+            },
+            {"role": "tool", "content": "a cat", "tool_name": "look"},
+        ],
+        "stream": False,
+        "format": "json",
+        "options": {
+            "num_ctx": 8192,
+            "temperature": 0.3,
+            "top_p": 0.9,
+            "seed": 7,
+            "num_predict": 50,
+            "stop": ["END"],
+        },
+    }
+
+
+def test_json_schema_becomes_format(ollama_fake: FakeOllama) -> None:
+    schema = {"type": "object", "properties": {"reply": {"type": "string"}}}
+    body = {**HI, "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}}
+    answer = chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, body)
+    assert ollama_fake.requests[0].body["format"] == schema
+    assert answer["choices"][0]["message"]["content"].startswith('{"reply":')
+
+
+def test_chat_answer_translation(ollama_fake: FakeOllama) -> None:
+    answer = chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, HI)
+    assert answer["object"] == "chat.completion"
+    assert answer["model"] == TOOL_MODEL
+    assert answer["choices"][0] == {
+        "index": 0,
+        "message": {"role": "assistant", "content": "Hello from gpu0, model llama3.2:3b."},
+        "finish_reason": "stop",
+    }
+    assert answer["usage"] == {"prompt_tokens": 2, "completion_tokens": 5, "total_tokens": 7}
+
+
+def test_length_from_done_reason(ollama_fake: FakeOllama) -> None:
+    answer = chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, {**HI, "max_completion_tokens": 2})
+    assert ollama_fake.requests[0].body["options"] == {"num_predict": 2}
+    assert answer["choices"][0]["finish_reason"] == "length"
+    chunks, error = stream(endpoint("ollama", ollama_fake.url), TOOL_MODEL, {**HI, "max_tokens": 2})
+    assert error is None
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_tool_calls_non_stream(ollama_fake: FakeOllama) -> None:
+    answer = chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, {**HI, "tools": TOOLS})
+    assert ollama_fake.requests[0].body["tools"] == TOOLS
+    choice = answer["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["id"].startswith("call_")
+    assert call["type"] == "function"
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Paris"}'}
+
+
+def test_tool_choice_none_sends_no_tools(ollama_fake: FakeOllama) -> None:
+    chat(endpoint("ollama", ollama_fake.url), VISION_MODEL, {**HI, "tools": TOOLS, "tool_choice": "none"})
+    assert "tools" not in ollama_fake.requests[0].body
+
+
+def test_stream_translation_with_usage(ollama_fake: FakeOllama) -> None:
+    body = {**HI, "stream_options": {"include_usage": True}}
+    chunks, error = stream(endpoint("ollama", ollama_fake.url), TOOL_MODEL, body)
+    assert error is None
+    assert ollama_fake.requests[0].body["stream"] is True
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "Hello "}
+    assert {c["id"] for c in chunks} == {chunks[0]["id"]}
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert text_of(chunks) == "Hello from gpu0, model llama3.2:3b."
+    assert chunks[-2]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "stop"}
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == {"prompt_tokens": 2, "completion_tokens": 5, "total_tokens": 7}
+
+
+def test_stream_tool_call(ollama_fake: FakeOllama) -> None:
+    chunks, error = stream(endpoint("ollama", ollama_fake.url), TOOL_MODEL, {**HI, "tools": TOOLS})
+    assert error is None
+    (call,) = chunks[0]["choices"][0]["delta"]["tool_calls"]
+    assert call["index"] == 0
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Paris"}'}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_remote_image_url_is_refused_before_sending(ollama_fake: FakeOllama) -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    body = {"messages": [{"role": "user", "content": [image]}]}
+    with pytest.raises(
+        ClientError,
+        match=r"^Ollama models take images as data: URLs only; remote image URLs are not fetched$",
+    ) as info:
+        chat(endpoint("ollama", ollama_fake.url), VISION_MODEL, body)
+    assert info.value.status == 400
+    assert ollama_fake.requests == []
+
+
+def test_unknown_model_is_client_error_404(ollama_fake: FakeOllama) -> None:
+    with pytest.raises(ClientError, match=r'^model "qwen9:99b" not found, try pulling it first$') as info:
+        stream(endpoint("ollama", ollama_fake.url), "qwen9:99b", HI)
+    assert info.value.status == 404
+
+
+def test_tools_to_a_model_without_tools_is_client_error_400(ollama_fake: FakeOllama) -> None:
+    with pytest.raises(
+        ClientError, match=r"^registry\.ollama\.ai/library/gemma3:12b does not support tools$"
+    ) as info:
+        chat(endpoint("ollama", ollama_fake.url), VISION_MODEL, {**HI, "tools": TOOLS})
+    assert info.value.status == 400
+
+
+def test_error_line_mid_stream_after_chunks(ollama_fake: FakeOllama) -> None:
+    ollama_fake.set_fault(Fault.stream_error("llama runner process has terminated", after_chunks=2))
+    chunks, error = stream(endpoint("ollama", ollama_fake.url), TOOL_MODEL, HI)
+    assert text_of(chunks) == "Hello from "
+    assert isinstance(error, ServerError)
+    assert error.message == "upstream reported an error in its response"
+
+
+def test_stream_without_done_is_protocol_failure(ollama_fake: FakeOllama) -> None:
+    ollama_fake.set_fault(Fault.truncate(after_chunks=3))
+    chunks, error = stream(endpoint("ollama", ollama_fake.url), TOOL_MODEL, HI)
+    assert len(chunks) == 3
+    assert isinstance(error, ProtocolFailure)
+
+
+def test_cut_stream_and_malformed_line(ollama_fake: FakeOllama) -> None:
+    ep = endpoint("ollama", ollama_fake.url)
+    ollama_fake.set_fault(Fault.cut_stream(after_chunks=1))
+    chunks, error = stream(ep, TOOL_MODEL, HI)
+    assert len(chunks) == 1
+    assert isinstance(error, ProtocolFailure)
+    ollama_fake.set_fault(Fault.malformed())
+    with pytest.raises(MalformedResponse, match=r"^stream line is not valid JSON$"):
+        stream(ep, TOOL_MODEL, HI)
+    with pytest.raises(MalformedResponse, match=r"^response is not valid JSON$"):
+        chat(ep, TOOL_MODEL, HI)
+
+
+def test_queue_full_503_is_server_error(ollama_fake: FakeOllama) -> None:
+    ollama_fake.set_fault(Fault.http_status(503, "server busy, please try again"), model=TOOL_MODEL)
+    with pytest.raises(ServerError, match=r"^upstream server error \(HTTP 503\)$"):
+        chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, HI)
+    assert chat(endpoint("ollama", ollama_fake.url), VISION_MODEL, HI)["choices"]  # other models unaffected
+
+
+def test_hang_is_first_byte_timeout(ollama_fake: FakeOllama) -> None:
+    ollama_fake.set_fault(Fault.hang())
+    with pytest.raises(FirstByteTimeout):
+        stream(endpoint("ollama", ollama_fake.url, first_byte_s=0.2), TOOL_MODEL, HI)
+
+
+def test_embeddings_translation(ollama_fake: FakeOllama) -> None:
+    ep = endpoint("ollama", ollama_fake.url)
+    floats = embed(ep, "nomic-embed-text", {"model": "emb", "input": ["a b", "c"], "dimensions": 4})
+    assert ollama_fake.requests[0].path == "/api/embed"
+    assert ollama_fake.requests[0].body == {
+        "model": "nomic-embed-text",
+        "input": ["a b", "c"],
+        "dimensions": 4,
+    }
+    assert floats["object"] == "list"
+    assert floats["usage"] == {"prompt_tokens": 3, "total_tokens": 3}
+    vector = floats["data"][0]["embedding"]
+    assert len(vector) == 4
+    encoded = embed(ep, "nomic-embed-text", {"input": ["a b"], "dimensions": 4, "encoding_format": "base64"})
+    decoded = struct.unpack("<4f", base64.b64decode(encoded["data"][0]["embedding"]))
+    assert decoded == pytest.approx(vector, abs=1e-6)
+
+
+def test_token_array_embeddings_are_refused(ollama_fake: FakeOllama) -> None:
+    with pytest.raises(ClientError, match=r"^Ollama embeddings take strings only, not token arrays$"):
+        embed(endpoint("ollama", ollama_fake.url), "nomic-embed-text", {"input": [[1, 2, 3]]})
+
+
+def test_probe(ollama_fake: FakeOllama) -> None:
+    probe(endpoint("ollama", ollama_fake.url))
+    assert ollama_fake.requests[0].path == "/api/tags"
+    with FakeOllama() as fake:
+        fake.refuse_connections()
+        with pytest.raises(ConnectFailed):
+            probe(endpoint("ollama", fake.url))
+    ollama_fake.set_fault(Fault.hang())
+    with pytest.raises(FirstByteTimeout, match=r"^no answer within 0\.2 s$"):
+        probe(endpoint("ollama", ollama_fake.url), timeout_s=0.2)
