@@ -5,7 +5,7 @@ Starts the fake OpenAI upstream in its own process, compiles a one-alias plan fo
 bench/load.py at each concurrency. Prints req/s, latency percentiles, the p50 added by the gateway, and
 the gateway's own CPU time per request (from /proc: the cost that matters when cores are scarce).
 
-    .venv/bin/python bench/gateway.py [--seconds 5] [--concurrency 1 16] [--workers 1] [--stream]
+    .venv/bin/python bench/gateway.py [--seconds 5] [--concurrency 1 16] [--workers 1] [--stream] [--wrk]
 
 On a 2-core machine the load generator, the fake and the gateway share the cores: compare figures
 taken on the same machine only.
@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load import chat_body, run_load  # noqa: E402
+from load import LoadResult, chat_body, run_load, run_wrk
 
-from interlock.testing.process import FakeProcess  # noqa: E402
+from interlock.testing.process import FakeProcess
 
 CONFIG = """\
 version: 1
@@ -57,7 +57,17 @@ def tree_cpu_seconds(pid: int) -> float:
 
 def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "BENCH_KEY": "sk-bench"}
-    command = [sys.executable, "-m", "interlock", "serve", str(config), "--port", "0", "--workers", str(workers)]
+    command = [
+        sys.executable,
+        "-m",
+        "interlock",
+        "serve",
+        str(config),
+        "--port",
+        "0",
+        "--workers",
+        str(workers),
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdout is not None
     url = proc.stdout.readline().decode().split()[2]
@@ -73,43 +83,41 @@ def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument(
+        "--wrk", action="store_true", help="drive the load with wrk (far cheaper than aiohttp)"
+    )
     args = parser.parse_args()
+
+    def load(url: str, model: str, concurrency: int, warmup_s: float = 0.5) -> LoadResult:
+        body = chat_body(model, stream=args.stream)
+        if args.wrk:
+            return run_wrk(url, body, concurrency, args.seconds)
+        return asyncio.run(run_load(url, body, concurrency, args.seconds, warmup_s=warmup_s))
+
     with FakeProcess("openai", "--no-record") as fake, tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "bench.yaml"
         config.write_text(CONFIG.format(url=fake.base_url))
         gateway, url = start_gateway(config, args.workers)
         try:
-            print(f"fake upstream {fake.base_url}   gateway {url} ({args.workers} worker(s))   stream={args.stream}")
+            workers = f"{args.workers} worker(s)"
+            print(f"fake upstream {fake.base_url}   gateway {url} ({workers})   stream={args.stream}")
             for concurrency in args.concurrency:
-                direct = asyncio.run(
-                    run_load(
-                        f"{fake.base_url}/chat/completions",
-                        chat_body("bench-model", stream=args.stream),
-                        concurrency,
-                        args.seconds,
-                    )
-                )
+                direct = load(f"{fake.base_url}/chat/completions", "bench-model", concurrency)
                 before = tree_cpu_seconds(gateway.pid)
-                through = asyncio.run(
-                    run_load(
-                        f"{url}/v1/chat/completions",
-                        chat_body("bench/chat", stream=args.stream),
-                        concurrency,
-                        args.seconds,
-                        warmup_s=0,
-                    )
-                )
+                through = load(f"{url}/v1/chat/completions", "bench/chat", concurrency, warmup_s=0)
                 cpu = tree_cpu_seconds(gateway.pid) - before
                 print(f"  direct   {direct.line()}")
                 print(f"  gateway  {through.line()}")
                 added = through.percentile_ms(0.5) - direct.percentile_ms(0.5)
                 per_request = cpu / through.requests * 1e6 if through.requests else float("nan")
-                print(f"           p50 added by the gateway: {added:.2f} ms; gateway CPU {per_request:.0f} µs/request")
+                print(f"           p50 added: {added:.2f} ms; gateway CPU {per_request:.0f} µs/request")
         finally:
             gateway.terminate()
             gateway.wait(10)

@@ -42,7 +42,9 @@ ANSWER = {
     "object": "chat.completion",
     "created": 1,
     "model": "fast",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello there."}, "finish_reason": "stop"}],
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Hello there."}, "finish_reason": "stop"}
+    ],
     "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
 }
 
@@ -125,7 +127,9 @@ async def main(requests: int, profile: bool) -> None:
     gateway = Gateway(plan, open_adapters=instant, probes=False)
     await gateway.startup()
     cases = {
-        "openai candidate": orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]}),
+        "openai candidate": orjson.dumps(
+            {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]}
+        ),
         "ollama candidate (slots)": orjson.dumps(
             {"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}
         ),
@@ -148,7 +152,9 @@ async def main(requests: int, profile: bool) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile per case")
     args = parser.parse_args()
