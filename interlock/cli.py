@@ -14,6 +14,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.build",  # compile, lint, explain, schema
     "interlock.commands.diff",  # diff
     "interlock.commands.codegen",  # codegen
+    "interlock.commands.serve",  # serve
+    "interlock.commands.demo",  # demo
 )
 
 

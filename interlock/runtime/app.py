@@ -1,0 +1,207 @@
+"""The gateway: one ASGI object holding the plan, the live state and the upstream client.
+
+Hot endpoints (chat completions, embeddings) are dispatched by one dictionary lookup straight to the raw
+ASGI handlers in ``surfaces.openai``; everything else goes to the FastAPI app of ``surfaces.admin``. The
+plan is swapped as a whole on reload; a request reads ``gateway.plan`` once and finishes on that plan.
+Health state and slot pools outlive reloads (they are keyed by ids and worker names).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from interlock.runtime.guards.health import HealthGuard
+from interlock.runtime.guards.slots import SlotGuard
+from interlock.runtime.health import Clock, HealthBook
+from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.plan import PlanError, RuntimePlan
+from interlock.runtime.probes import ProbeLoop
+from interlock.runtime.router import Router
+from interlock.runtime.slots import SlotTable
+from interlock.runtime.surfaces.admin import build_admin
+from interlock.runtime.surfaces.openai import (
+    Message,
+    Receive,
+    Scope,
+    Send,
+    chat_completions,
+    embeddings,
+    method_not_allowed,
+)
+from interlock.runtime.upstream.base import Adapter
+
+log = logging.getLogger("interlock")
+
+PlanSource = Callable[[], RuntimePlan]
+"""Reads the plan again (file, or config compiled anew) with the credentials read at start."""
+
+AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
+"""Opens the upstream client: ``(adapters by kind, close)``; called once, at startup."""
+
+Handler = Callable[["Gateway", Scope, Receive, Send], Awaitable[None]]
+
+
+async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
+    """One shared upstream client (an aiohttp session) behind both adapters."""
+    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+
+    client = UpstreamClient.create()
+    return {kind: adapter_for(kind, client) for kind in ("openai", "ollama")}, client.aclose
+
+
+class Gateway:
+    """The ASGI application for one plan (and its successors after reloads)."""
+
+    def __init__(
+        self,
+        plan: RuntimePlan,
+        *,
+        source: PlanSource | None = None,
+        open_adapters: AdapterOpener = open_default_adapters,
+        probes: bool = True,
+        clock: Clock = time.monotonic,
+        wall: Clock = time.time,
+    ) -> None:
+        self.plan = plan
+        self.source = source
+        self.wall = wall
+        self.health = HealthBook(plan.health, clock=clock, wall=wall)
+        self.slots = SlotTable()
+        self._configure_slots(plan)
+        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots))
+        self.adapters: dict[str, Adapter] = {}
+        self.router = Router(
+            self.health, (HealthGuard(self.health), SlotGuard(self.slots)), self.adapters, self.metrics
+        )
+        self.probe_loop = ProbeLoop(lambda: self.plan, self.health, self.adapters, self.metrics)
+        self.admin = build_admin(self)
+        self.loaded_at = _iso(wall())
+        self.last_reload: dict[str, Any] | None = None
+        self.started = False
+        self._probes = probes
+        self._open_adapters = open_adapters
+        self._close_adapters: Callable[[], Awaitable[None]] | None = None
+        self._reload_lock = asyncio.Lock()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._routes: dict[tuple[str, str], Handler] = {
+            ("POST", "/v1/chat/completions"): chat_completions,
+            ("POST", "/v1/embeddings"): embeddings,
+        }
+        self._hot_paths = frozenset(path for _, path in self._routes)
+
+    @property
+    def ready(self) -> bool:
+        """Started, and (with probes on) the first probe round is done."""
+        return self.started and (not self._probes or self.probe_loop.first_round.is_set())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            handler = self._routes.get((scope["method"], scope["path"]))
+            if handler is not None:
+                await handler(self, scope, receive, send)
+            elif scope["path"] in self._hot_paths:
+                await method_not_allowed(self, scope, receive, send)
+            else:
+                await self.admin(scope, receive, self._with_plan_header(send))
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        adapters, close = await self._open_adapters()
+        self.adapters.update(adapters)
+        self._close_adapters = close
+        if self._probes:
+            self.probe_loop.start()
+        self.started = True
+
+    async def shutdown(self) -> None:
+        self.started = False
+        await self.probe_loop.stop()
+        for task in list(self._background):
+            task.cancel()
+        if self._close_adapters is not None:
+            await self._close_adapters()
+            self._close_adapters = None
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    log.exception("startup failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- reload -------------------------------------------------------------------------------------
+
+    def request_reload(self) -> None:
+        """For a SIGHUP handler on the event loop: reload in the background."""
+        task = asyncio.get_running_loop().create_task(self.reload())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def reload(self) -> bool:
+        """Read the plan again; swap it in when sound, else keep serving the old one (logged, counted)."""
+        async with self._reload_lock:
+            if self.source is None:
+                log.warning("reload requested, but this gateway was not given a plan file to reload")
+                return False
+            try:
+                plan = await asyncio.to_thread(self.source)
+            except PlanError as exc:
+                return self._refused(str(exc))
+            except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
+                return self._refused(f"{type(exc).__name__}: {exc}")
+            previous = self.plan.content_hash
+            self.apply(plan)
+            self.metrics.plan_reloads.labels("loaded").inc()
+            self.last_reload = {"at": _iso(self.wall()), "result": "loaded", "error": None}
+            log.info("plan reloaded: %s -> %s", previous, plan.content_hash)
+            return True
+
+    def apply(self, plan: RuntimePlan) -> None:
+        """Swap the plan in; requests already running keep the one they started with."""
+        self.health.configure(plan.health)
+        self._configure_slots(plan)
+        self.plan = plan
+        self.loaded_at = _iso(self.wall())
+
+    def _refused(self, reason: str) -> bool:
+        log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)
+        self.metrics.plan_reloads.labels("refused").inc()
+        self.last_reload = {"at": _iso(self.wall()), "result": "refused", "error": reason}
+        return False
+
+    def _configure_slots(self, plan: RuntimePlan) -> None:
+        self.slots.configure(
+            {name: (w.max_concurrent, w.max_waiting, w.max_wait_s) for name, w in plan.workers.items()}
+        )
+
+    def _with_plan_header(self, send: Send) -> Send:
+        header = self.plan.plan_header
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), header]
+            await send(message)
+
+        return send_with_header
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

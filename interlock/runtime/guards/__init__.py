@@ -1,0 +1,43 @@
+"""Pre-candidate guards: the checks the router runs, in order, before it calls a candidate.
+
+A guard looks at one candidate and the request and either lets it through (possibly narrowing the routes
+it may use, or settling on one and holding a slot there) or names a short reason to skip it. Skipping
+costs no network time. Guards that hold a resource (a slot) go last, so a later skip never strands one.
+Today: ``HealthGuard`` (circuits, endpoint health), then ``SlotGuard`` (worker choice, slot admission).
+Later issues add capability preflight and a context-window guard as new modules here.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from interlock.runtime.plan import Candidate, Route
+from interlock.runtime.slots import SlotLease
+
+
+@dataclass(slots=True)
+class Admission:
+    """What the guards settled for one candidate of one request."""
+
+    candidate: Candidate
+    routes: tuple[Route, ...]  # still eligible; guards narrow it
+    route: Route | None = None  # the one to call, once chosen
+    lease: SlotLease | None = None  # held slot, released by whoever ends the call
+    queued_s: float = 0.0  # time spent waiting for a slot
+
+    def release(self) -> None:
+        if self.lease is not None:
+            self.lease.release()
+
+
+class Guard(abc.ABC):
+    """One check before a candidate is called."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+        """None to go on; else a short, stable reason to skip the candidate (a metric label)."""

@@ -1,0 +1,197 @@
+"""Health and circuit breakers, keyed per candidate (``provider/model``) and per endpoint (worker/provider).
+
+Passive: every real call reports its outcome. ``failure_threshold`` consecutive transient failures open
+the candidate's circuit for ``open_for``; connect failures also count towards the endpoint's own circuit
+(a dead box is dead for every model). A 429 opens the candidate for ``rate_limit_open_for`` or the
+upstream's ``Retry-After``, apart from the failure streak. Any success closes both at once; an expired
+open period closes without a call (the streak stays, so the next failure re-opens at once: half-open).
+Active: probes mark an endpoint unhealthy on failure and healthy on success.
+
+The state survives plan reloads (keys are ids, not plan objects). Reports hold labels, times, status
+codes and short error classes only: never bodies, messages or credentials.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from interlock.runtime.errors import ConnectFailed, ConnectTimeout, RateLimited, TransientError, UpstreamError
+from interlock.runtime.plan import HealthSettings
+
+Clock = Callable[[], float]
+
+MAX_RETRY_AFTER_S = 3600.0  # an upstream's Retry-After is honoured up to an hour
+MAX_AD_HOC_STATES = 1024  # raw provider/model names come from callers: keep their state bounded
+
+
+@dataclass(slots=True)
+class CandidateState:
+    failures: int = 0
+    open_until: float = 0.0  # monotonic
+    rate_limited_until: float = 0.0  # monotonic
+    last_selected_at: float | None = None  # wall clock
+    last_success_at: float | None = None
+    last_error_at: float | None = None
+    last_error_status: int | None = None
+    last_error_class: str | None = None
+
+
+@dataclass(slots=True)
+class EndpointState:
+    probe_ok: bool = True
+    failures: int = 0
+    open_until: float = 0.0
+    last_probe_at: float | None = None
+    last_probe_error: str | None = None
+    last_success_at: float | None = None
+    last_error_at: float | None = None
+    last_error_class: str | None = None
+
+
+class HealthBook:
+    """The mutable health state of one gateway process. ``clock`` is monotonic, ``wall`` epoch seconds."""
+
+    def __init__(self, settings: HealthSettings, *, clock: Clock = time.monotonic, wall: Clock = time.time):
+        self.settings = settings
+        self.clock = clock
+        self.wall = wall
+        self._candidates: dict[str, CandidateState] = {}
+        self._ad_hoc: dict[str, CandidateState] = {}
+        self._endpoints: dict[str, EndpointState] = {}
+
+    def configure(self, settings: HealthSettings) -> None:
+        """New thresholds after a reload; the state itself is kept."""
+        self.settings = settings
+
+    # -- lookups ------------------------------------------------------------------------------------
+
+    def candidate(self, cid: str, *, in_plan: bool = True) -> CandidateState:
+        state = self._candidates.get(cid)
+        if state is not None:
+            return state
+        if in_plan:
+            state = self._candidates[cid] = CandidateState()
+            return state
+        state = self._ad_hoc.get(cid)
+        if state is None:
+            if len(self._ad_hoc) >= MAX_AD_HOC_STATES:
+                del self._ad_hoc[next(iter(self._ad_hoc))]
+            state = self._ad_hoc[cid] = CandidateState()
+        return state
+
+    def endpoint(self, label: str) -> EndpointState:
+        state = self._endpoints.get(label)
+        if state is None:
+            state = self._endpoints[label] = EndpointState()
+        return state
+
+    def candidate_block(self, cid: str, *, in_plan: bool = True) -> str | None:
+        """Why the candidate must be skipped now (``circuit_open``/``rate_limited``), else None."""
+        state = self.candidate(cid, in_plan=in_plan)
+        now = self.clock()
+        if state.open_until > now:
+            return "circuit_open"
+        if state.rate_limited_until > now:
+            return "rate_limited"
+        return None
+
+    def endpoint_usable(self, label: str) -> bool:
+        state = self._endpoints.get(label)
+        return state is None or (state.probe_ok and state.open_until <= self.clock())
+
+    # -- passive updates ----------------------------------------------------------------------------
+
+    def record_selected(self, cid: str, *, in_plan: bool = True) -> None:
+        self.candidate(cid, in_plan=in_plan).last_selected_at = self.wall()
+
+    def record_success(self, cid: str, label: str, *, in_plan: bool = True) -> None:
+        state = self.candidate(cid, in_plan=in_plan)
+        state.failures = 0
+        state.open_until = 0.0
+        state.rate_limited_until = 0.0
+        state.last_success_at = self.wall()
+        ep = self.endpoint(label)
+        ep.failures = 0
+        ep.open_until = 0.0
+        ep.probe_ok = True
+        ep.last_success_at = state.last_success_at
+
+    def record_failure(self, cid: str, label: str, error: UpstreamError, *, in_plan: bool = True) -> None:
+        """Deterministic errors are noted but do not count: the upstream answered."""
+        state = self.candidate(cid, in_plan=in_plan)
+        now, wall = self.clock(), self.wall()
+        state.last_error_at = wall
+        state.last_error_status = error.status
+        state.last_error_class = error.error_class
+        if isinstance(error, RateLimited):
+            hold = error.retry_after if error.retry_after is not None else self.settings.rate_limit_open_for_s
+            state.rate_limited_until = now + min(max(hold, 0.0), MAX_RETRY_AFTER_S)
+            return
+        if not isinstance(error, TransientError):
+            return
+        state.failures += 1
+        if state.failures >= self.settings.failure_threshold:
+            state.open_until = now + self.settings.open_for_s
+        if isinstance(error, ConnectFailed | ConnectTimeout):
+            ep = self.endpoint(label)
+            ep.failures += 1
+            ep.last_error_at = wall
+            ep.last_error_class = error.error_class
+            if ep.failures >= self.settings.failure_threshold:
+                ep.open_until = now + self.settings.open_for_s
+
+    # -- active updates -----------------------------------------------------------------------------
+
+    def record_probe(self, label: str, error: UpstreamError | None) -> None:
+        ep = self.endpoint(label)
+        ep.last_probe_at = self.wall()
+        if error is None:
+            ep.probe_ok = True
+            ep.last_probe_error = None
+        else:
+            ep.probe_ok = False
+            ep.last_probe_error = error.error_class
+
+    # -- reports ------------------------------------------------------------------------------------
+
+    def candidate_report(self, cid: str) -> dict[str, Any]:
+        state = self.candidate(cid)
+        now = self.clock()
+        until = max(state.open_until, state.rate_limited_until)
+        return {
+            "circuit_open_until": self._wall_at(until) if until > now else None,
+            "last_selected": _iso(state.last_selected_at),
+            "last_success_at": _iso(state.last_success_at),
+            "last_error_at": _iso(state.last_error_at),
+            "last_error_status": state.last_error_status,
+            "last_error_class": state.last_error_class,
+            "consecutive_failures": state.failures,
+        }
+
+    def endpoint_report(self, label: str) -> dict[str, Any]:
+        state = self.endpoint(label)
+        now = self.clock()
+        return {
+            "healthy": state.probe_ok and state.open_until <= now,
+            "probe_ok": state.probe_ok,
+            "circuit_open_until": self._wall_at(state.open_until) if state.open_until > now else None,
+            "last_probe_at": _iso(state.last_probe_at),
+            "last_probe_error_class": state.last_probe_error,
+            "last_success_at": _iso(state.last_success_at),
+            "last_error_at": _iso(state.last_error_at),
+            "last_error_class": state.last_error_class,
+            "consecutive_connect_failures": state.failures,
+        }
+
+    def _wall_at(self, monotonic: float) -> str | None:
+        return _iso(self.wall() + (monotonic - self.clock()))
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

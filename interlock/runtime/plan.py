@@ -1,0 +1,389 @@
+"""Load a frozen routing plan and turn it into the runtime's lookup tables.
+
+Everything the request path needs is computed here, once: each alias maps to a tuple of resolved
+``Candidate`` objects that hold their provider's endpoints (credentials included) and their slot limit
+on every worker, and the response headers are pre-encoded. Per request the runtime only does dictionary
+lookups. Loading refuses an unknown plan version, a plan that does not match ``plan.schema.json``, a
+plan whose content hash does not match its content, and a plan naming a credential variable that is not
+set (the message names the variable, never a value).
+
+    PlanError                 the plan cannot be served (message names the file and what is wrong)
+    └── CredentialMissing     a credential variable named by the plan is not set
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from interlock.runtime.errors import InterlockError
+from interlock.runtime.upstream.base import Endpoint
+from interlock.schema.canonical import content_hash
+from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPattern, PlanProvider, RoutingPlan
+
+
+class PlanError(InterlockError):
+    """The plan cannot be served; ``str()`` says which file and what is wrong."""
+
+
+class CredentialMissing(PlanError):
+    """A credential variable the plan names is unset or empty."""
+
+    def __init__(self, message: str, *, variable: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
+class RedactedHeaders(dict[str, str]):
+    """Request headers holding a credential: usable as a mapping, but never printed with their values."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{name!r}: '[redacted]'" for name in self) + "}"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One place a candidate can be served: an endpoint, and its slot limit there (None: unlimited)."""
+
+    endpoint: Endpoint
+    worker: str | None
+    slot_limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A concrete ``provider/model`` with everything needed to call it."""
+
+    id: str
+    provider: str
+    model: str
+    kind: str
+    routes: tuple[Route, ...]
+    capabilities: frozenset[str] | None
+    context_tokens: int | None
+    in_plan: bool  # False for a raw `provider/model` the plan does not list (metrics use a fixed label)
+    resolved_header: tuple[bytes, bytes]
+
+    @property
+    def metric_label(self) -> str:
+        """Bounded metric label: the id for planned candidates, ``provider/*`` for ad-hoc ones."""
+        return self.id if self.in_plan else f"{self.provider}/*"
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    name: str
+    description: str
+    requires: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+    header: tuple[bytes, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLimits:
+    """A worker's concurrency: total slots, the pattern table for models the plan does not list, queue."""
+
+    name: str
+    provider: str
+    max_concurrent: int
+    slots: Mapping[str, int]
+    patterns: tuple[PlanPattern, ...]
+    max_waiting: int
+    max_wait_s: float
+
+    def slot_limit(self, model: str) -> int:
+        """The compiled table first; the ordered patterns only for models it does not list."""
+        limit = self.slots.get(model)
+        if limit is not None:
+            return limit
+        for row in self.patterns:
+            if row.match == "exact" and row.prefix == model:
+                return row.limit
+            if row.match == "prefix" and model.startswith(row.prefix):
+                return row.limit
+            if row.match == "any":
+                return row.limit
+        return self.max_concurrent
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    name: str
+    kind: str
+    probe: bool
+    endpoints: tuple[Endpoint, ...]
+    workers: tuple[str | None, ...]  # parallel to endpoints: the worker name, None for openai
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSettings:
+    probe_interval_s: float
+    probe_timeout_s: float
+    failure_threshold: int
+    open_for_s: float
+    rate_limit_open_for_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    default_alias: str | None
+    alias_namespace: str | None
+    direct_models: bool
+    resolved_header: str
+    max_body_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimePlan:
+    """The frozen tables built from one plan; swapped as a whole on reload."""
+
+    source: RoutingPlan
+    content_hash: str
+    server: ServerSettings
+    health: HealthSettings
+    providers: Mapping[str, Provider]
+    workers: Mapping[str, WorkerLimits]
+    candidates: Mapping[str, Candidate]
+    aliases: Mapping[str, Alias]
+    plan_header: tuple[bytes, bytes]
+    secrets: tuple[str, ...]  # credential values, only to scrub them from text we pass on
+
+    def direct_candidate(self, provider: Provider, model: str) -> Candidate:
+        """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
+        return _candidate(
+            f"{provider.name}/{model}", provider, model, self.workers, None, None, self.server, in_plan=False
+        )
+
+
+def read_plan_file(path: str | Path) -> dict[str, Any]:
+    """The plan file's JSON object; ``PlanError`` when unreadable or not a JSON object."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read the plan: {exc.strerror or exc}") from exc
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise PlanError(f"{path}: the plan is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: the plan must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def load_plan(data: Mapping[str, Any], env: Mapping[str, str], *, origin: str = "plan") -> RuntimePlan:
+    """Validate ``data`` (version, schema, content hash, references, credentials) and build the tables.
+
+    ``env`` is the credential snapshot taken once at start; ``origin`` names the file in messages.
+    """
+    version = data.get("format_version")
+    if version != PLAN_FORMAT_VERSION:
+        raise PlanError(
+            f"{origin}: plan format_version {version!r} is not supported (this interlock reads version "
+            f"{PLAN_FORMAT_VERSION}); recompile it with this version of `interlock compile`"
+        )
+    _validate_schema(data, origin)
+    expected = content_hash(dict(data))
+    if data["content_hash"] != expected:
+        raise PlanError(
+            f"{origin}: content_hash {data['content_hash']} does not match the plan's content "
+            f"({expected}); the plan was edited after compiling: recompile it"
+        )
+    plan = RoutingPlan.model_validate(dict(data))
+    _check_references(plan, origin)
+    return build_tables(plan, env, origin=origin)
+
+
+def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "plan") -> RuntimePlan:
+    """The lookup tables of an already validated plan; every table in name order, whatever the input's."""
+    server = ServerSettings(
+        default_alias=plan.server.default_alias,
+        alias_namespace=plan.server.alias_namespace,
+        direct_models=plan.server.direct_models,
+        resolved_header=plan.server.resolved_header,
+        max_body_bytes=plan.server.max_body_bytes,
+    )
+    secrets: list[str] = []
+    workers = {
+        name: WorkerLimits(
+            name=name,
+            provider=w.provider,
+            max_concurrent=w.max_concurrent,
+            slots=dict(w.slots),
+            patterns=tuple(w.patterns),
+            max_waiting=w.queue.max_waiting,
+            max_wait_s=w.queue.max_wait_ms / 1000,
+        )
+        for name, w in sorted(plan.workers.items())
+    }
+    providers: dict[str, Provider] = {}
+    for name, p in sorted(plan.providers.items()):
+        headers = _auth_headers(p, env, origin, secrets)
+        providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers})
+    candidates: dict[str, Candidate] = {}
+    for cid, c in sorted(plan.candidates.items()):
+        caps = frozenset(c.capabilities) if c.capabilities is not None else None
+        candidates[cid] = _candidate(
+            cid, providers[c.provider], c.model, workers, caps, c.context_tokens, server, in_plan=True
+        )
+    aliases = {
+        name: Alias(
+            name=name,
+            description=a.description,
+            requires=tuple(a.requires),
+            candidates=tuple(candidates[cid] for cid in a.candidates),
+            header=(b"x-interlock-alias", name.encode()),
+        )
+        for name, a in sorted(plan.aliases.items())
+    }
+    h = plan.health
+    return RuntimePlan(
+        source=plan,
+        content_hash=plan.content_hash,
+        server=server,
+        health=HealthSettings(
+            probe_interval_s=h.probe_interval_ms / 1000,
+            probe_timeout_s=h.probe_timeout_ms / 1000,
+            failure_threshold=h.failure_threshold,
+            open_for_s=h.open_for_ms / 1000,
+            rate_limit_open_for_s=h.rate_limit_open_for_ms / 1000,
+        ),
+        providers=providers,
+        workers=workers,
+        candidates=candidates,
+        aliases=aliases,
+        plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
+        secrets=tuple(secrets),
+    )
+
+
+def _validate_schema(data: Mapping[str, Any], origin: str) -> None:
+    import jsonschema  # type: ignore[import-untyped]  # imported here: only plan loading needs it, never the request path
+
+    from interlock.resources import data_dir
+
+    schema = orjson.loads((data_dir("schema") / "plan.schema.json").read_bytes())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        shown = [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors[:5]]
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise PlanError(f"{origin}: the plan does not match plan.schema.json: " + "; ".join(shown) + more)
+
+
+def _json_path(parts: Any) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+    return path.lstrip(".") or "(root)"
+
+
+def _check_references(plan: RoutingPlan, origin: str) -> None:
+    problems: list[str] = []
+    for name, alias in plan.aliases.items():
+        if not alias.candidates:
+            problems.append(f"alias {name} has no candidates")
+        problems.extend(
+            f"alias {name} names unknown candidate {cid}"
+            for cid in alias.candidates
+            if cid not in plan.candidates
+        )
+    for cid, cand in plan.candidates.items():
+        if cand.provider not in plan.providers:
+            problems.append(f"candidate {cid} names unknown provider {cand.provider}")
+    for name, provider in plan.providers.items():
+        if provider.kind == "openai" and not provider.base_url:
+            problems.append(f"provider {name} (kind openai) has no base_url")
+        if provider.kind == "ollama" and not provider.workers:
+            problems.append(f"provider {name} (kind ollama) has no workers")
+        problems.extend(
+            f"provider {name} names unknown worker {w}" for w in provider.workers if w not in plan.workers
+        )
+    default = plan.server.default_alias
+    if default is not None and default not in plan.aliases:
+        problems.append(f"server.default_alias {default} is not an alias")
+    if problems:
+        raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
+
+
+def _auth_headers(
+    p: PlanProvider, env: Mapping[str, str], origin: str, secrets: list[str]
+) -> RedactedHeaders:
+    """Only this provider's own variable: a provider without one never gets another provider's key."""
+    if p.api_key_env is None:
+        return RedactedHeaders()
+    value = env.get(p.api_key_env, "")
+    if not value:
+        raise CredentialMissing(
+            f"{origin}: provider {p.name} needs the credential variable {p.api_key_env}, which is not set",
+            variable=p.api_key_env,
+        )
+    secrets.append(value)
+    return RedactedHeaders(Authorization=f"Bearer {value}")
+
+
+def _provider(p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str]) -> Provider:
+    t = p.timeouts
+    timing = {
+        "connect_s": t.connect_ms / 1000,
+        "first_byte_s": t.first_byte_ms / 1000,
+        "total_s": t.total_ms / 1000,
+    }
+    if p.kind == "openai":
+        assert p.base_url is not None  # checked in _check_references
+        endpoint = Endpoint(
+            provider=p.name, kind=p.kind, url=p.base_url.rstrip("/"), label=p.name, headers=headers, **timing
+        )
+        return Provider(name=p.name, kind=p.kind, probe=p.probe, endpoints=(endpoint,), workers=(None,))
+    return Provider(
+        name=p.name,
+        kind=p.kind,
+        probe=p.probe,
+        endpoints=tuple(
+            Endpoint(
+                provider=p.name,
+                kind=p.kind,
+                url=urls[w].rstrip("/"),
+                label=f"{p.name}@{w}",
+                headers=headers,
+                **timing,
+            )
+            for w in p.workers
+        ),
+        workers=tuple(p.workers),
+    )
+
+
+def _candidate(
+    cid: str,
+    provider: Provider,
+    model: str,
+    workers: Mapping[str, WorkerLimits],
+    capabilities: frozenset[str] | None,
+    context_tokens: int | None,
+    server: ServerSettings,
+    *,
+    in_plan: bool,
+) -> Candidate:
+    routes = tuple(
+        Route(
+            endpoint=endpoint,
+            worker=worker,
+            slot_limit=workers[worker].slot_limit(model) if worker is not None else None,
+        )
+        for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True)
+    )
+    return Candidate(
+        id=cid,
+        provider=provider.name,
+        model=model,
+        kind=provider.kind,
+        routes=routes,
+        capabilities=capabilities,
+        context_tokens=context_tokens,
+        in_plan=in_plan,
+        resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
+    )

@@ -1,0 +1,82 @@
+"""The background probe loop: outside the request path, every ``probe_interval``, probe every endpoint.
+
+Ollama workers answer ``GET /api/tags``, OpenAI-compatible providers ``GET /models`` (``Adapter.probe``);
+providers with ``probe: false`` are left alone. A failed probe marks the endpoint unhealthy at once, so the
+first request after a box died already skips it; a passing probe (or any successful call) restores it.
+The loop reads the current plan every round, so a reload takes effect at the next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+
+from interlock.runtime.errors import ConnectTimeout, UpstreamError
+from interlock.runtime.health import HealthBook
+from interlock.runtime.metrics import Metrics
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.upstream.base import Adapter, Endpoint
+
+log = logging.getLogger("interlock.probes")
+
+
+class ProbeLoop:
+    def __init__(
+        self,
+        plan: Callable[[], RuntimePlan],
+        health: HealthBook,
+        adapters: Mapping[str, Adapter],
+        metrics: Metrics,
+    ) -> None:
+        self.plan = plan
+        self.health = health
+        self.adapters = adapters
+        self.metrics = metrics
+        self.rounds = 0
+        self.first_round = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-probes")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def probe_all(self) -> None:
+        """One round: every probed endpoint of the current plan, concurrently."""
+        plan = self.plan()
+        timeout_s = plan.health.probe_timeout_s
+        endpoints = [e for p in plan.providers.values() if p.probe for e in p.endpoints]
+        await asyncio.gather(*(self._probe(e, timeout_s) for e in endpoints))
+        self.rounds += 1
+        self.first_round.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.probe_all()
+            except Exception:  # a bug in one round must not end probing for good
+                log.exception("probe round failed")
+            await asyncio.sleep(self.plan().health.probe_interval_s)
+
+    async def _probe(self, endpoint: Endpoint, timeout_s: float) -> None:
+        error: UpstreamError | None = None
+        try:
+            await asyncio.wait_for(self.adapters[endpoint.kind].probe(endpoint, timeout_s), timeout_s + 1.0)
+        except UpstreamError as exc:
+            error = exc
+        except TimeoutError:  # the adapter should time out itself; this is the backstop
+            error = ConnectTimeout(f"probe of {endpoint.label} timed out")
+        was_ok = self.health.endpoint_usable(endpoint.label)
+        self.health.record_probe(endpoint.label, error)
+        self.metrics.probes.labels(endpoint.label, "ok" if error is None else error.error_class).inc()
+        if error is not None and was_ok:
+            log.warning("probe: %s is unhealthy (%s)", endpoint.label, error.error_class)
+        elif error is None and not was_ok:
+            log.info("probe: %s is healthy again", endpoint.label)

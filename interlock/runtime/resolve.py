@@ -1,0 +1,74 @@
+"""The request's ``model`` -> what to try: an alias's candidate chain, or one raw ``provider/model``.
+
+No model -> the default alias. A name in the alias namespace that is not an alias -> 404 listing the
+aliases. ``provider/model`` of a known provider -> passed through when the plan allows direct models,
+else 400. Anything else -> 404.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound
+from interlock.runtime.plan import Alias, Candidate, RuntimePlan
+
+DIRECT_LABEL = "(direct)"  # the alias label of raw provider/model requests in metrics
+MAX_DIRECT_NAME = 256  # a raw model name ends up in response headers: keep it short and printable
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What one request will walk: the alias (None for a raw model) and the candidates in order."""
+
+    label: str  # alias name, or the raw provider/model
+    alias: Alias | None
+    candidates: tuple[Candidate, ...]
+    header: tuple[bytes, bytes]  # X-Interlock-Alias
+
+    @property
+    def metric_label(self) -> str:
+        return self.alias.name if self.alias is not None else DIRECT_LABEL
+
+
+def resolve(plan: RuntimePlan, model: str | None) -> Target:
+    """Per request: dictionary lookups only (a raw model the plan does not list is built on the spot)."""
+    server = plan.server
+    if model is None:
+        if server.default_alias is None:
+            raise InvalidRequest("`model` is required: this gateway has no default alias", param="model")
+        model = server.default_alias
+    alias = plan.aliases.get(model)
+    if alias is not None:
+        return Target(alias.name, alias, alias.candidates, alias.header)
+    namespace = server.alias_namespace
+    if namespace and model.startswith(namespace):
+        aliases = ", ".join(sorted(plan.aliases)) or "none"
+        raise ModelNotFound(f"`{_shown(model)}` is not an alias; aliases: {aliases}", param="model")
+    provider_name, slash, provider_model = model.partition("/")
+    provider = plan.providers.get(provider_name) if slash and provider_model else None
+    if provider is None:
+        raise ModelNotFound(
+            f"`{_shown(model)}` is neither an alias nor `provider/model` of a configured provider; "
+            f"aliases: {', '.join(sorted(plan.aliases)) or 'none'}; "
+            f"providers: {', '.join(sorted(plan.providers))}",
+            param="model",
+        )
+    if not server.direct_models:
+        raise DirectModelDenied(
+            f"`{_shown(model)}` names a provider model directly, which this gateway does not allow; "
+            f"use an alias: {', '.join(sorted(plan.aliases)) or 'none'}",
+            param="model",
+        )
+    candidate = plan.candidates.get(model)
+    if candidate is None:
+        if len(model) > MAX_DIRECT_NAME or not (model.isascii() and model.isprintable()):
+            raise InvalidRequest(
+                f"`model` must be printable ASCII of at most {MAX_DIRECT_NAME} characters", param="model"
+            )
+        candidate = plan.direct_candidate(provider, provider_model)
+    return Target(model, None, (candidate,), (b"x-interlock-alias", model.encode()))
+
+
+def _shown(name: str) -> str:
+    """A caller's model name as echoed in an error: cut short (it is the caller's text, any length)."""
+    return name if len(name) <= 100 else name[:99] + "…"

@@ -1,0 +1,176 @@
+"""The fallback walk: try a target's candidates in order until one answers.
+
+For each candidate the guards run first (a skip costs no network time); then ``attempt`` calls the
+adapter with the caller's unchanged request and classifies the outcome by error class alone:
+
+- success -> the answer, and the candidate's and endpoint's circuits close;
+- ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
+- ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once.
+
+Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies).
+A stream counts as answered once its first chunk has arrived: after that nothing falls back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from interlock.runtime.errors import AllCandidatesFailed, DeterministicError, TransientError, UpstreamError
+from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.health import HealthBook
+from interlock.runtime.metrics import Metrics
+from interlock.runtime.plan import Candidate, Route
+from interlock.runtime.resolve import Target
+from interlock.runtime.slots import SlotLease
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+
+T = TypeVar("T")
+log = logging.getLogger("interlock.router")
+Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any]], Awaitable[T]]
+
+
+class CandidateRefused(Exception):
+    """A candidate answered with a deterministic error: it goes back to the caller, no fallback."""
+
+    def __init__(self, candidate: Candidate, error: DeterministicError) -> None:
+        super().__init__(error.message)
+        self.candidate = candidate
+        self.error = error
+
+
+@dataclass(slots=True)
+class Answered(Generic[T]):
+    """The candidate that answered, its answer, and the time spent waiting outside the gateway."""
+
+    candidate: Candidate
+    route: Route
+    result: T
+    lease: SlotLease | None  # held only for streams; released by the stream's writer
+    upstream_s: float
+    queued_s: float
+
+
+async def _chat(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    return await adapter.chat(endpoint, model, body)
+
+
+async def _stream(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+    return await adapter.chat_stream(endpoint, model, body)
+
+
+async def _embed(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    return await adapter.embed(endpoint, model, body)
+
+
+class Router:
+    def __init__(
+        self, health: HealthBook, guards: tuple[Guard, ...], adapters: Mapping[str, Adapter], metrics: Metrics
+    ) -> None:
+        self.health = health
+        self.guards = guards
+        self.adapters = adapters
+        self.metrics = metrics
+
+    async def chat(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _chat, keep_lease=False)
+
+    async def chat_stream(self, target: Target, body: Mapping[str, Any]) -> Answered[ChatStream]:
+        return await self._walk(target, body, _stream, keep_lease=True)
+
+    async def embed(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _embed, keep_lease=False)
+
+    def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
+        """A stream broke after its first byte reached the client: count it; return its error class."""
+        candidate = answered.candidate
+        if isinstance(error, UpstreamError):
+            reason = error.error_class
+            self.health.record_failure(
+                candidate.id, answered.route.endpoint.label, error, in_plan=candidate.in_plan
+            )
+            self.metrics.upstream_errors.labels(candidate.metric_label, reason).inc()
+        else:  # an adapter bug: logged, reported as internal
+            reason = "internal"
+            log.error("unexpected error in the stream from %s", candidate.id, exc_info=error)
+        self.metrics.stream_aborted.labels(reason).inc()
+        return reason
+
+    async def _walk(
+        self, target: Target, body: Mapping[str, Any], call: Call[T], *, keep_lease: bool
+    ) -> Answered[T]:
+        health, metrics = self.health, self.metrics
+        candidates = target.candidates
+        summary: list[str] = []
+        attempted = 0
+        upstream_s = queued_s = 0.0
+        for index, candidate in enumerate(candidates):
+            admission = Admission(candidate, candidate.routes)
+            reason: str | None = None
+            try:
+                for guard in self.guards:
+                    reason = await guard.admit(admission, body)
+                    if reason is not None:
+                        break
+            except BaseException:
+                admission.release()
+                raise
+            finally:
+                if admission.queued_s:
+                    queued_s += admission.queued_s
+                    worker = admission.route.worker if admission.route else None
+                    metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
+            if reason is not None:
+                admission.release()
+                summary.append(f"{candidate.id}: skipped ({reason})")
+                self._fell_back(candidates, index, reason)
+                continue
+            route = admission.route or admission.routes[0]
+            label = route.endpoint.label
+            attempted += 1
+            started = time.perf_counter()
+            try:
+                result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
+            except TransientError as exc:
+                admission.release()
+                spent = time.perf_counter() - started
+                upstream_s += spent
+                metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
+                metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                summary.append(f"{candidate.id}: {_describe(exc)}")
+                self._fell_back(candidates, index, exc.error_class)
+                continue
+            except DeterministicError as exc:
+                admission.release()
+                metrics.upstream_seconds.labels(candidate.metric_label).observe(time.perf_counter() - started)
+                health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
+                metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                raise CandidateRefused(candidate, exc) from exc
+            except BaseException:
+                admission.release()
+                raise
+            spent = time.perf_counter() - started
+            upstream_s += spent
+            metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+            health.record_success(candidate.id, label, in_plan=candidate.in_plan)
+            health.record_selected(candidate.id, in_plan=candidate.in_plan)
+            metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
+            if not keep_lease:
+                admission.release()
+            return Answered(candidate, route, result, admission.lease, upstream_s, queued_s)
+        raise AllCandidatesFailed(
+            f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
+            + "; ".join(summary)
+        )
+
+    def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
+        following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
+        self.metrics.fallback.labels(candidates[index].metric_label, following, reason).inc()
+
+
+def _describe(error: UpstreamError) -> str:
+    return f"{error.error_class} [{error.status}]" if error.status is not None else error.error_class

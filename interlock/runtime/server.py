@@ -1,0 +1,139 @@
+"""Running the gateway: uvicorn (uvloop + httptools) on a bound socket, SIGHUP reload, worker processes.
+
+One worker serves in this process. ``N`` workers are spawned processes sharing the listening socket;
+this process supervises them: SIGHUP is forwarded (each worker reloads its plan atomically, and keeps
+the old one when the new one is refused), SIGINT/SIGTERM stop them, and a worker that dies is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+from types import FrameType
+from typing import Any
+
+from interlock.runtime.app import Gateway
+
+log = logging.getLogger("interlock")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    log_level: str = "info"
+    access_log: bool = False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket; port 0 picks a free one (read it back with ``getsockname``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
+    """Serve ``gateway`` on ``sock`` in this process until SIGINT/SIGTERM; SIGHUP reloads the plan."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        gateway,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=options.access_log,
+        log_level="warning",
+        log_config=None,
+        server_header=False,
+        date_header=False,
+        proxy_headers=False,  # nothing here reads the client address; saves work on every request
+    )
+    if options.access_log:  # uvicorn's log_level applies to its access logger too
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
+    server = uvicorn.Server(config)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler is in place: never die of it
+
+    async def main() -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, gateway.request_reload)
+        await server.serve(sockets=[sock])
+
+    loop_factory = config.get_loop_factory()
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
+
+
+class Supervisor:
+    """Keeps ``workers`` processes running ``target(*args)``; forwards SIGHUP, stops on SIGINT/SIGTERM."""
+
+    def __init__(self, workers: int, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+        self.workers = workers
+        self.target = target
+        self.args = args
+        self.context = multiprocessing.get_context("spawn")
+        self.processes: list[BaseProcess] = []
+        self.stopping = False
+        self.reloads = 0
+
+    def run(self) -> int:
+        handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in handled}
+        try:
+            self.processes = [self._spawn() for _ in range(self.workers)]
+            while not self.stopping:
+                time.sleep(0.2)
+                for index, process in enumerate(self.processes):
+                    if not process.is_alive() and not self.stopping:
+                        log.error(
+                            "worker %s exited with %s; starting a new one", process.pid, process.exitcode
+                        )
+                        self.processes[index] = self._spawn()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            for process in self.processes:
+                if process.is_alive():
+                    process.terminate()
+            for process in self.processes:
+                process.join(10)
+        return 0
+
+    def _spawn(self) -> BaseProcess:
+        process = self.context.Process(target=self.target, args=self.args, daemon=False)
+        process.start()
+        return process
+
+    def _on_signal(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGHUP:
+            self.reloads += 1
+            for process in self.processes:
+                if process.pid is not None and process.is_alive():
+                    os.kill(process.pid, signal.SIGHUP)
+            return
+        self.stopping = True

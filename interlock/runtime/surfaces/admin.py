@@ -1,0 +1,162 @@
+"""The cold endpoints, on FastAPI: model list, aliases, health, metrics, liveness and readiness.
+
+None of these is on the request path of a completion; they read the gateway's current plan and live
+state when asked. Health reports are redacted by construction: labels, times, status codes and short
+error classes, never bodies, messages or credentials. Unknown paths and methods get OpenAI-shaped errors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from fastapi import FastAPI, Request
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from interlock.runtime.metrics import CONTENT_TYPE
+from interlock.runtime.plan import Candidate, RuntimePlan
+from interlock.runtime.surfaces.openai import error_body
+
+if TYPE_CHECKING:
+    from interlock.runtime.app import Gateway
+
+_STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def models_body(plan: RuntimePlan) -> bytes:
+    """``GET /v1/models``: aliases first, then the direct models when the plan allows them."""
+    created = 0
+    data: list[dict[str, Any]] = [
+        {
+            "id": name,
+            "object": "model",
+            "created": created,
+            "owned_by": "interlock",
+            "description": a.description,
+        }
+        for name, a in plan.aliases.items()
+    ]
+    if plan.server.direct_models:
+        data.extend(
+            {"id": cid, "object": "model", "created": created, "owned_by": c.provider}
+            for cid, c in plan.candidates.items()
+        )
+    return orjson.dumps({"object": "list", "data": data})
+
+
+def build_admin(gateway: Gateway) -> FastAPI:
+    app = FastAPI(title="interlock", docs_url=None, redoc_url=None, openapi_url=None)
+    models_cache: dict[str, bytes] = {}
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        status = exc.status_code
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        body = error_body(message, _STATUS_TYPES.get(status, "invalid_request_error"), code=str(status))
+        return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        plan = gateway.plan
+        body = models_cache.get(plan.content_hash)
+        if body is None:
+            models_cache.clear()
+            body = models_cache[plan.content_hash] = models_body(plan)
+        return Response(body, media_type="application/json")
+
+    @app.get("/v1/aliases")
+    async def aliases() -> Response:
+        plan = gateway.plan
+        data = [
+            {
+                "name": name,
+                "description": alias.description,
+                "requires": list(alias.requires),
+                "candidates": [_candidate(gateway, c) for c in alias.candidates],
+            }
+            for name, alias in plan.aliases.items()
+        ]
+        return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
+
+    @app.get("/v1/health")
+    async def health() -> Response:
+        return json_response(health_report(gateway))
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if gateway.ready:
+            return json_response({"status": "ready", "plan": gateway.plan.content_hash})
+        return json_response({"status": "starting", "plan": gateway.plan.content_hash}, status=503)
+
+    return app
+
+
+def _candidate(gateway: Gateway, candidate: Candidate) -> dict[str, Any]:
+    return {
+        "id": candidate.id,
+        "provider": candidate.provider,
+        "model": candidate.model,
+        "healthy": candidate_healthy(gateway, candidate),
+        **gateway.health.candidate_report(candidate.id),
+    }
+
+
+def candidate_healthy(gateway: Gateway, candidate: Candidate) -> bool:
+    health = gateway.health
+    if health.candidate_block(candidate.id) is not None:
+        return False
+    return any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
+
+
+def health_report(gateway: Gateway) -> dict[str, Any]:
+    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes."""
+    plan, health = gateway.plan, gateway.health
+    providers: dict[str, Any] = {}
+    for name, provider in plan.providers.items():
+        endpoints = [
+            {"endpoint": e.label, "worker": w, **health.endpoint_report(e.label)}
+            for e, w in zip(provider.endpoints, provider.workers, strict=True)
+        ]
+        providers[name] = {
+            "kind": provider.kind,
+            "probe": provider.probe,
+            "healthy": any(e["healthy"] for e in endpoints),
+            "endpoints": endpoints,
+        }
+    workers: dict[str, Any] = {}
+    for name, limits in plan.workers.items():
+        pool = gateway.slots.pools.get(name)
+        workers[name] = {
+            "provider": limits.provider,
+            "healthy": health.endpoint_usable(f"{limits.provider}@{name}"),
+            "max_concurrent": limits.max_concurrent,
+            "slots_in_use": pool.in_use if pool else 0,
+            "in_use_by_model": dict(pool.per_model) if pool else {},
+            "queue_waiting": len(pool.waiters) if pool else 0,
+            "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
+        }
+    candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
+    return {
+        "plan": {
+            "content_hash": plan.content_hash,
+            "loaded_at": gateway.loaded_at,
+            "last_reload": gateway.last_reload,
+        },
+        "ready": gateway.ready,
+        "providers": providers,
+        "workers": workers,
+        "candidates": candidates,
+    }

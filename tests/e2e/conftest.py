@@ -1,0 +1,160 @@
+"""Real fake upstreams (threads, loopback) and one shared `interlock serve` subprocess in front of them.
+
+Each scenario uses its own alias and model names, so circuits opened by one test never touch another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from interlock.testing.fake_ollama import FakeOllama
+from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.replies import Reply
+from tests.e2e.harness import Served
+
+ALPHA_KEY = "sk-alpha-SECRET-7f3a9c"
+WRONG_KEY = "sk-wrong-SECRET-51d2e8"
+SECRETS = (ALPHA_KEY, WRONG_KEY)
+ENV = {"ALPHA_KEY": ALPHA_KEY, "WRONG_KEY": WRONG_KEY}
+
+SHARED = """\
+version: 1
+server: {{default_alias: e2e/default, alias_namespace: e2e/, direct_models: allow, max_body_bytes: 65536}}
+providers:
+  dead:
+    kind: ollama
+    probe: false
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    workers: [{{name: dead-box, url: "{dead}"}}]
+  gone:
+    kind: ollama
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    workers: [{{name: gone-box, url: "{gone}"}}]
+  box:
+    kind: ollama
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    workers:
+      - name: box1
+        url: "{box}"
+        max_concurrent: 2
+        model_concurrency: {{"gemma3:12b": 1, "*": 2}}
+        queue: {{max_waiting: 1, max_wait: 3s}}
+  tight:
+    kind: ollama
+    probe: false
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    workers:
+      - name: tight1
+        url: "{tight}"
+        max_concurrent: 1
+        model_concurrency: {{"*": 1}}
+        queue: {{max_waiting: 4, max_wait: 300ms}}
+  slowbox:
+    kind: ollama
+    timeouts: {{connect: 1s, first_byte: 5s, total: 30s}}
+    workers: [{{name: slow1, url: "{slow}"}}]
+  alpha:
+    kind: openai
+    base_url: "{alpha}/v1"
+    api_key_env: ALPHA_KEY
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+  bravo:
+    kind: openai
+    base_url: "{bravo}/v1"
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+  hang:
+    kind: openai
+    base_url: "{hang}/v1"
+    timeouts: {{connect: 1s, first_byte: 1s, total: 5s}}
+  wrongkey:
+    kind: openai
+    probe: false  # a probe would see the 401 first and mark it unhealthy: this test wants the call
+    base_url: "{wrong}/v1"
+    api_key_env: WRONG_KEY
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+health:
+  probe_interval: 300ms
+  probe_timeout: 250ms
+  failure_threshold: 1
+  open_for: 60s
+  rate_limit_open_for: 30s
+aliases:
+  e2e/default: {{description: default, chain: [box/llama3.2:3b, alpha/a-default]}}
+  e2e/refuse: {{description: dead primary, chain: [dead/llama3.2:3b, alpha/a-refuse]}}
+  e2e/hang: {{description: hanging primary, chain: [hang/h-slow, bravo/b-after-hang]}}
+  e2e/badreq: {{description: 400 from primary, chain: [alpha/a-400, bravo/b-400]}}
+  e2e/cut: {{description: cut stream, chain: [alpha/a-cut, bravo/b-cut]}}
+  e2e/cut2: {{description: cut stream seen by the SDK, chain: [alpha/a-cut2, bravo/b-cut2]}}
+  e2e/prestream: {{description: stream fails before its first chunk, chain: [alpha/a-pre, bravo/b-pre]}}
+  e2e/alldown: {{description: all down, chain: [alpha/a-500, bravo/b-502, hang/h-drop]}}
+  e2e/limited: {{description: rate limited primary, chain: [alpha/a-429, bravo/b-429]}}
+  e2e/keys: {{description: credentials, chain: [alpha/a-keys, bravo/b-keys]}}
+  e2e/wrongkey: {{description: upstream refuses the key, chain: [wrongkey/w1, bravo/b-w]}}
+  e2e/slots: {{description: one slot, chain: [box/gemma3:12b, bravo/b-slots]}}
+  e2e/gone: {{description: dies later, chain: [gone/llama3.2:3b, bravo/b-gone]}}
+  e2e/embed: {{description: embeddings, chain: [box/nomic-embed-text, alpha/a-embed]}}
+  e2e/slowstream: {{description: slow stream, chain: [slowbox/llama3.2:3b]}}
+  e2e/malformed: {{description: unreadable answer, chain: [alpha/a-malformed, bravo/b-malformed]}}
+"""
+
+
+@dataclass
+class Fakes:
+    dead: FakeOllama
+    gone: FakeOllama
+    box: FakeOllama
+    alpha: FakeOpenAI
+    bravo: FakeOpenAI
+    hang: FakeOpenAI
+    wrong: FakeOpenAI
+    slow: FakeOllama
+    tight: FakeOllama
+
+    def config(self) -> str:
+        return SHARED.format(
+            dead=self.dead.url,
+            gone=self.gone.url,
+            box=self.box.url,
+            alpha=self.alpha.url,
+            bravo=self.bravo.url,
+            hang=self.hang.url,
+            wrong=self.wrong.url,
+            slow=self.slow.url,
+            tight=self.tight.url,
+        )
+
+
+@pytest.fixture(scope="session")
+def fakes() -> Iterator[Fakes]:
+    servers = Fakes(
+        dead=FakeOllama(name="dead").start(),
+        gone=FakeOllama(name="gone").start(),
+        box=FakeOllama(name="box").start(),
+        alpha=FakeOpenAI(name="alpha", api_key=ALPHA_KEY).start(),
+        bravo=FakeOpenAI(name="bravo").start(),
+        hang=FakeOpenAI(name="hang").start(),
+        wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
+        slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),
+        tight=FakeOllama(name="tight").start(),
+    )
+    servers.dead.refuse_connections()
+    try:
+        yield servers
+    finally:
+        for server in vars(servers).values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(fakes: Fakes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("shared-gateway")
+    config = folder / "interlock.yaml"
+    config.write_text(fakes.config())
+    served = Served(config, ENV, folder / "serve.log", "--log-level", "debug", "--access-log")
+    try:
+        yield served
+    finally:
+        served.stop()

@@ -1,0 +1,122 @@
+"""SIGHUP: a sound plan is swapped in atomically (requests already running finish on theirs); a bad one
+is refused, logged and counted, and the old plan keeps serving. Also: several worker processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from interlock.testing.faults import Fault
+from tests.e2e.conftest import Fakes
+from tests.e2e.harness import Served, compile_to, wait_until
+
+FIRST = """\
+version: 1
+server: {{default_alias: r/one, alias_namespace: r/, direct_models: allow, resolved_header: X-Answered-By}}
+providers:
+  bravo: {{kind: openai, base_url: "{bravo}/v1", timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}}}
+aliases:
+  r/one: {{description: one, chain: [bravo/r-one]}}
+  r/slow: {{description: slow, chain: [bravo/r-slow]}}
+"""
+SECOND = """\
+version: 1
+server: {{default_alias: r/two, alias_namespace: r/, direct_models: deny, resolved_header: X-Answered-By}}
+providers:
+  bravo: {{kind: openai, base_url: "{bravo}/v1", timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}}}
+aliases:
+  r/two: {{description: two, chain: [bravo/r-two]}}
+"""
+HI = [{"role": "user", "content": "hi"}]
+
+
+def ask(gateway: Served, model: str) -> httpx.Response:
+    with httpx.Client(base_url=gateway.url, timeout=10) as http:
+        return http.post("/v1/chat/completions", json={"model": model, "messages": HI})
+
+
+def reloaded(gateway: Served, result: str) -> bool:
+    last = gateway.health()["plan"]["last_reload"]
+    return last is not None and last["result"] == result
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory, fakes: Fakes) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("plans")
+    first = compile_to(folder / "first.yaml", FIRST.format(bravo=fakes.bravo.url), folder / "first.json")
+    second = compile_to(folder / "second.yaml", SECOND.format(bravo=fakes.bravo.url), folder / "second.json")
+    return first, second
+
+
+@pytest.fixture
+def served(tmp_path: Path, plans: tuple[Path, Path]) -> Iterator[Served]:
+    live = tmp_path / "plan.json"
+    live.write_bytes(plans[0].read_bytes())
+    gateway = Served(live, {}, tmp_path / "serve.log")
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+def test_a_bad_plan_is_refused_and_the_old_one_keeps_serving(served: Served) -> None:
+    before = served.health()["plan"]["content_hash"]
+    first = ask(served, "r/one")
+    assert first.headers["x-answered-by"] == "bravo/r-one"  # the plan names the header
+    served.plan.write_text('{"format_version": 1, "broken": ')
+    served.sighup()
+    wait_until(lambda: reloaded(served, "refused"), 5, "the reload to be refused")
+    assert served.health()["plan"]["last_reload"]["error"].startswith(
+        f"{served.plan}: the plan is not valid JSON"
+    )
+    answer = ask(served, "r/one")
+    assert (answer.status_code, answer.headers["x-interlock-plan"]) == (200, before)
+    assert served.metric("interlock_plan_reloads_total", result="refused") == 1
+    assert "plan reload refused; still serving " + before in served.log()
+
+
+def test_a_good_plan_is_swapped_in_while_running_requests_finish_on_theirs(
+    served: Served, plans: tuple[Path, Path], fakes: Fakes
+) -> None:
+    old = served.health()["plan"]["content_hash"]
+    fakes.bravo.set_fault(Fault.slow_first_byte(1.0), model="r-slow", times=1)
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(ask, served, "r/slow")
+        time.sleep(0.3)
+        served.plan.write_bytes(plans[1].read_bytes())
+        served.sighup()
+        wait_until(lambda: reloaded(served, "loaded"), 5, "the new plan to load")
+        new = served.health()["plan"]["content_hash"]
+        assert new != old
+        finished = running.result()
+    assert finished.status_code == 200
+    assert (finished.headers["x-interlock-plan"], finished.headers["x-interlock-alias"]) == (old, "r/slow")
+    two = ask(served, "r/two")
+    assert (two.status_code, two.headers["x-interlock-plan"]) == (200, new)
+    assert ask(served, "r/one").status_code == 404
+    denied = ask(served, "bravo/r-raw")
+    assert (denied.status_code, denied.json()["error"]["code"]) == (400, "direct_model_denied")
+    assert served.metric("interlock_plan_reloads_total", result="loaded") == 1
+
+
+def test_several_workers_serve_and_all_reload(tmp_path: Path, plans: tuple[Path, Path]) -> None:
+    live = tmp_path / "plan.json"
+    live.write_bytes(plans[0].read_bytes())
+    gateway = Served(live, {}, tmp_path / "serve.log", "--workers", "2")
+    try:
+        assert gateway.banner.endswith("2 workers)")
+        assert all(ask(gateway, "r/one").status_code == 200 for _ in range(4))
+        live.write_bytes(plans[1].read_bytes())
+        gateway.sighup()
+
+        def all_reloaded() -> bool:  # a new connection each time: the kernel spreads them over both workers
+            return all(httpx.get(f"{gateway.url}/v1/aliases").json()["default"] == "r/two" for _ in range(12))
+
+        wait_until(all_reloaded, 10, "both workers to reload")
+    finally:
+        gateway.stop()

@@ -1,0 +1,65 @@
+"""Completeness and boundaries: the runtime imports no compiler, every metric is documented."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from interlock.runtime.health import HealthBook
+from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.slots import SlotTable
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME_MODULES = [
+    "interlock.runtime."
+    + str(p.relative_to(ROOT / "interlock" / "runtime").with_suffix("")).replace("/", ".")
+    for p in sorted((ROOT / "interlock" / "runtime").rglob("*.py"))
+    if p.name != "__init__.py"
+]
+
+
+def test_the_runtime_never_imports_the_compiler_ruamel_or_jinja2() -> None:
+    assert "interlock.runtime.app" in RUNTIME_MODULES
+    program = (
+        "import importlib, sys\n"
+        f"for name in {RUNTIME_MODULES!r}: importlib.import_module(name)\n"
+        "from interlock.runtime.plan import load_plan, read_plan_file\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('interlock.compiler', 'ruamel', 'jinja2')))\n"
+        "print(','.join(bad))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_loading_a_plan_imports_no_compiler_either(tmp_path: Path, basic_plan: RuntimePlan) -> None:
+    from interlock.schema.canonical import canonical_json
+
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(canonical_json(basic_plan.source.model_dump(mode="json")))
+    program = (
+        "import sys\n"
+        "from interlock.runtime.plan import load_plan, read_plan_file\n"
+        f"plan = load_plan(read_plan_file({str(plan_file)!r}), {{'CLOUD_KEY': 'k'}})\n"
+        "from interlock.runtime.app import Gateway\n"
+        "Gateway(plan)\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('interlock.compiler', 'ruamel', 'jinja2')))\n"
+        "print(','.join(bad))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:
+    health = HealthBook(basic_plan.health)
+    metrics = Metrics(StateView(lambda: basic_plan, health, SlotTable()))
+    exposed = set()
+    for family in metrics.registry.collect():
+        exposed.add(family.name + "_total" if family.type == "counter" else family.name)
+    documented = set(
+        re.findall(r"`(interlock_[a-z_]+)`", (ROOT / "docs" / "readme" / "50-runtime.md").read_text())
+    )
+    assert exposed - documented == set(), "document these metrics in docs/readme/50-runtime.md"
+    assert documented - exposed == set(), "these documented metrics do not exist"

@@ -1,0 +1,139 @@
+"""Circuits and endpoint health, on an injected clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from interlock.runtime.errors import (
+    ClientError,
+    ConnectFailed,
+    FirstByteTimeout,
+    MalformedResponse,
+    RateLimited,
+    ServerError,
+)
+from interlock.runtime.health import HealthBook
+from interlock.runtime.plan import HealthSettings
+
+SETTINGS = HealthSettings(
+    probe_interval_s=30, probe_timeout_s=1, failure_threshold=2, open_for_s=60, rate_limit_open_for_s=15
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def book(clock: Clock) -> HealthBook:
+    return HealthBook(SETTINGS, clock=clock, wall=lambda: 1_700_000_000.0 + clock.now)
+
+
+def test_threshold_consecutive_transient_failures_open_the_circuit(book: HealthBook, clock: Clock) -> None:
+    book.record_failure("p/m", "p", ServerError("boom", status=502))
+    assert book.candidate_block("p/m") is None
+    book.record_failure("p/m", "p", FirstByteTimeout("slow"))
+    assert book.candidate_block("p/m") == "circuit_open"
+    clock.now += 59.9
+    assert book.candidate_block("p/m") == "circuit_open"
+    clock.now += 0.2
+    assert book.candidate_block("p/m") is None  # expired: closed without a call
+
+
+def test_after_expiry_one_more_failure_reopens_at_once(book: HealthBook, clock: Clock) -> None:
+    for _ in range(2):
+        book.record_failure("p/m", "p", ServerError("boom", status=500))
+    clock.now += 61
+    book.record_failure("p/m", "p", ServerError("boom", status=500))
+    assert book.candidate_block("p/m") == "circuit_open"
+
+
+def test_a_success_closes_the_circuit_and_resets_the_streak(book: HealthBook) -> None:
+    for _ in range(2):
+        book.record_failure("p/m", "p", ServerError("boom", status=500))
+    book.record_success("p/m", "p")
+    assert book.candidate_block("p/m") is None
+    book.record_failure("p/m", "p", ServerError("boom", status=500))
+    assert book.candidate_block("p/m") is None
+
+
+def test_a_circuit_is_per_candidate(book: HealthBook) -> None:
+    for _ in range(2):
+        book.record_failure("p/m", "p", ServerError("boom", status=500))
+    assert book.candidate_block("p/other") is None
+    assert book.endpoint_usable("p")  # server errors do not condemn the endpoint
+
+
+def test_rate_limits_hold_the_candidate_apart_from_the_streak(book: HealthBook, clock: Clock) -> None:
+    book.record_failure("p/m", "p", RateLimited("slow down"))
+    assert book.candidate_block("p/m") == "rate_limited"
+    assert book.candidate("p/m").failures == 0
+    clock.now += 15.1
+    assert book.candidate_block("p/m") is None
+    book.record_failure("p/m", "p", RateLimited("slow down", retry_after=40))
+    clock.now += 39
+    assert book.candidate_block("p/m") == "rate_limited"
+    clock.now += 1.1
+    assert book.candidate_block("p/m") is None
+
+
+def test_connect_failures_open_the_endpoint_for_every_model(book: HealthBook, clock: Clock) -> None:
+    book.record_failure("p/a", "p@w", ConnectFailed("refused"))
+    assert book.endpoint_usable("p@w")
+    book.record_failure("p/b", "p@w", ConnectFailed("refused"))
+    assert not book.endpoint_usable("p@w")
+    clock.now += 60.1
+    assert book.endpoint_usable("p@w")
+
+
+def test_deterministic_errors_are_noted_but_do_not_count(book: HealthBook) -> None:
+    for _ in range(3):
+        book.record_failure("p/m", "p", ClientError("bad request", status=400))
+        book.record_failure("p/m", "p", MalformedResponse("not json"))
+    assert book.candidate_block("p/m") is None
+    report = book.candidate_report("p/m")
+    assert (report["last_error_class"], report["last_error_status"]) == ("malformed", None)
+
+
+def test_probes_mark_endpoints_unhealthy_and_healthy(book: HealthBook) -> None:
+    book.record_probe("p@w", ConnectFailed("refused"))
+    assert not book.endpoint_usable("p@w")
+    assert book.endpoint_report("p@w")["last_probe_error_class"] == "connect"
+    book.record_probe("p@w", None)
+    assert book.endpoint_usable("p@w")
+    book.record_probe("p@w", ConnectFailed("refused"))
+    book.record_success("p/m", "p@w")  # a real answer beats a failed probe
+    assert book.endpoint_usable("p@w")
+
+
+def test_reports_hold_times_statuses_and_classes_only(book: HealthBook) -> None:
+    book.record_selected("p/m")
+    book.record_success("p/m", "p")
+    book.record_failure("p/m", "p", ServerError("secret body text sk-123", status=503))
+    book.record_failure("p/m", "p", ServerError("secret body text sk-123", status=503))
+    report = book.candidate_report("p/m")
+    assert report == {
+        "circuit_open_until": "2023-11-14T22:31:00.000Z",
+        "last_selected": "2023-11-14T22:30:00.000Z",
+        "last_success_at": "2023-11-14T22:30:00.000Z",
+        "last_error_at": "2023-11-14T22:30:00.000Z",
+        "last_error_status": 503,
+        "last_error_class": "server_error",
+        "consecutive_failures": 2,
+    }
+    assert "secret" not in repr(report)
+
+
+def test_raw_model_states_are_bounded(book: HealthBook) -> None:
+    for n in range(1100):
+        book.record_failure(f"p/x{n}", "p", ServerError("boom", status=500), in_plan=False)
+    assert len(book._ad_hoc) == 1024

@@ -1,0 +1,147 @@
+"""Loading a plan: validation (version, schema, hash, references, credentials) and the lookup tables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
+from interlock.schema.canonical import canonical_json, content_hash
+from tests.runtime.conftest import build
+
+PlanData = Callable[..., dict[str, Any]]
+
+
+def rehash(data: dict[str, Any]) -> dict[str, Any]:
+    data["content_hash"] = content_hash(data)
+    return data
+
+
+def test_aliases_resolve_to_candidate_objects_in_order(plan_data: PlanData) -> None:
+    plan = build(plan_data())
+    alias = plan.aliases["t/chat"]
+    assert [c.id for c in alias.candidates] == ["local/m1", "cloud/c1", "free/f1"]
+    assert alias.candidates[1] is plan.candidates["cloud/c1"]
+    assert alias.header == (b"x-interlock-alias", b"t/chat")
+    assert plan.plan_header == (b"x-interlock-plan", plan.content_hash.encode())
+
+
+def test_endpoints_carry_timeouts_urls_and_only_their_own_credential(plan_data: PlanData) -> None:
+    plan = build(plan_data())
+    (local,) = plan.candidates["local/m1"].routes
+    assert (local.endpoint.url, local.endpoint.label, local.worker) == (
+        "http://127.0.0.1:9",
+        "local@box1",
+        "box1",
+    )
+    assert (local.endpoint.connect_s, local.endpoint.first_byte_s, local.endpoint.total_s) == (0.5, 2.0, 10.0)
+    (cloud,) = plan.candidates["cloud/c1"].routes
+    assert cloud.endpoint.url == "http://127.0.0.1:9/v1"
+    assert dict(cloud.endpoint.headers) == {"Authorization": "Bearer sk-cloud-secret"}
+    (free,) = plan.candidates["free/f1"].routes
+    assert dict(free.endpoint.headers) == {}
+    assert plan.secrets == ("sk-cloud-secret",)
+
+
+def test_credentials_never_show_in_a_printed_plan(plan_data: PlanData) -> None:
+    plan = build(plan_data())
+    assert "sk-cloud-secret" not in repr(plan.candidates["cloud/c1"])
+    assert "'Authorization': '[redacted]'" in repr(plan.candidates["cloud/c1"])
+
+
+def test_slot_limits_come_from_the_compiled_table_then_the_patterns(plan_data: PlanData) -> None:
+    plan = build(plan_data())
+    assert plan.candidates["local/m1"].routes[0].slot_limit == 1
+    provider = plan.providers["local"]
+    assert plan.direct_candidate(provider, "big:70b").routes[0].slot_limit == 1
+    assert plan.direct_candidate(provider, "other").routes[0].slot_limit == 2
+    assert plan.workers["box1"].slot_limit("m1") == 1
+    assert not plan.direct_candidate(provider, "other").in_plan
+
+
+def test_an_unknown_format_version_is_refused(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["format_version"] = 2
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: plan format_version 2 is not supported \(this interlock reads version 1\); "
+        r"recompile it with this version of `interlock compile`$",
+    ):
+        build(data)
+
+
+def test_a_plan_that_breaks_the_schema_is_refused(plan_data: PlanData) -> None:
+    data = plan_data()
+    del data["health"]
+    data["server"]["direct_models"] = "yes"
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: the plan does not match plan.schema.json: \(root\): 'health' is a required property; "
+        r"server.direct_models: 'yes' is not of type 'boolean'$",
+    ):
+        build(data)
+
+
+def test_a_plan_edited_after_compiling_is_refused(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["aliases"]["t/chat"]["candidates"].reverse()
+    with pytest.raises(
+        PlanError, match=r"^plan: content_hash sha256:[0-9a-f]{64} does not match the plan's content"
+    ):
+        build(data)
+
+
+def test_a_dangling_reference_is_refused(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["aliases"]["t/chat"]["candidates"].append("nowhere/x")
+    with pytest.raises(
+        PlanError, match=r"^plan: the plan is inconsistent: alias t/chat names unknown candidate nowhere/x$"
+    ):
+        build(rehash(data))
+
+
+def test_a_missing_credential_names_the_variable_not_a_value(plan_data: PlanData) -> None:
+    with pytest.raises(
+        CredentialMissing,
+        match=r"^plan: provider cloud needs the credential variable CLOUD_KEY, which is not set$",
+    ) as info:
+        build(plan_data(), {"OTHER_KEY": "sk-other"})
+    assert info.value.variable == "CLOUD_KEY"
+
+
+def test_an_empty_credential_counts_as_missing(plan_data: PlanData) -> None:
+    with pytest.raises(CredentialMissing, match=r"CLOUD_KEY, which is not set$"):
+        build(plan_data(), {"CLOUD_KEY": ""})
+
+
+def test_plan_files_are_read_as_json_objects(tmp_path: Path, plan_data: PlanData) -> None:
+    good = tmp_path / "plan.json"
+    good.write_text(canonical_json(plan_data()))
+    assert load_plan(read_plan_file(good), {"CLOUD_KEY": "k"}, origin=str(good)).aliases
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(PlanError, match=rf"^{bad}: the plan is not valid JSON: "):
+        read_plan_file(bad)
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps([1]))
+    with pytest.raises(PlanError, match=rf"^{array}: the plan must be a JSON object, got list$"):
+        read_plan_file(array)
+    with pytest.raises(PlanError, match=rf"^{tmp_path}/missing.json: cannot read the plan: "):
+        read_plan_file(tmp_path / "missing.json")
+
+
+def test_the_shipped_example_plan_loads(tmp_path: Path) -> None:
+    from interlock.compiler import compile_config
+
+    root = Path(__file__).resolve().parents[2]
+    ctx = compile_config(str(root / "config.rtx4090.yaml"))
+    assert ctx.plan is not None
+    data = json.loads(canonical_json(ctx.plan.model_dump(mode="json")))
+    env = {"GROQ_API_KEY": "g", "OPENROUTER_API_KEY": "o", "GEMINI_API_KEY": "m"}
+    plan = load_plan(data, env)
+    assert plan.aliases["mana/long-form"].candidates[0].id == "ollama/gemma3:12b"
+    assert plan.candidates["ollama/gemma3:12b"].routes[0].slot_limit == 1

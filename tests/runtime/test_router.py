@@ -1,0 +1,274 @@
+"""The fallback walk, step by step, with a scripted adapter (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from interlock.runtime.errors import (
+    AllCandidatesFailed,
+    ClientError,
+    ConnectFailed,
+    ConnectTimeout,
+    FirstByteTimeout,
+    MalformedResponse,
+    ProtocolFailure,
+    RateLimited,
+    ServerError,
+    SlotUnavailable,
+    TotalTimeout,
+    TransientError,
+    UpstreamError,
+)
+from interlock.runtime.guards.health import HealthGuard
+from interlock.runtime.guards.slots import SlotGuard
+from interlock.runtime.health import HealthBook
+from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.resolve import resolve
+from interlock.runtime.router import CandidateRefused, Router
+from interlock.runtime.slots import SlotTable
+from tests.runtime.conftest import build
+from tests.runtime.scripted import ScriptedAdapter
+
+OK = {"object": "chat.completion", "model": "upstream-name", "choices": []}
+BODY = {"model": "t/chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 42}
+
+
+class Rig:
+    def __init__(self, plan: RuntimePlan, script: dict[str, Any]) -> None:
+        self.plan = plan
+        self.health = HealthBook(plan.health)
+        self.slots = SlotTable()
+        self.slots.configure(
+            {n: (w.max_concurrent, w.max_waiting, w.max_wait_s) for n, w in plan.workers.items()}
+        )
+        self.metrics = Metrics(StateView(lambda: plan, self.health, self.slots))
+        self.adapter = ScriptedAdapter(script)
+        guards = (HealthGuard(self.health), SlotGuard(self.slots))
+        self.router = Router(
+            self.health, guards, {"openai": self.adapter, "ollama": self.adapter}, self.metrics
+        )
+
+    def chat(self, model: str = "t/chat") -> Any:
+        return asyncio.run(self.router.chat(resolve(self.plan, model), BODY))
+
+    def called(self) -> list[str]:
+        return [model for _, model, _ in self.adapter.calls]
+
+    def sample(self, name: str, **labels: str) -> float | None:
+        value: float | None = self.metrics.registry.get_sample_value(name, labels)
+        return value
+
+
+def test_the_first_healthy_candidate_answers(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": OK})
+    answered = rig.chat()
+    assert (answered.candidate.id, answered.result["object"]) == ("local/m1", "chat.completion")
+    assert rig.called() == ["m1"]
+    assert rig.sample("interlock_alias_resolved_total", alias="t/chat", candidate="local/m1") == 1
+    assert rig.slots.pools["box1"].in_use == 0
+
+
+TRANSIENT = [
+    ConnectFailed("refused"),
+    ConnectTimeout("connect timed out"),
+    FirstByteTimeout("no first byte"),
+    TotalTimeout("too long"),
+    ProtocolFailure("server disconnected"),
+    ServerError("bad gateway", status=502),
+    ServerError("cloudflare", status=524),
+    RateLimited("slow down", retry_after=3),
+]
+
+
+@pytest.mark.parametrize("error", TRANSIENT, ids=lambda e: type(e).__name__ + str(e.status or ""))
+def test_transient_errors_move_on_with_the_unchanged_request(
+    basic_plan: RuntimePlan, error: TransientError
+) -> None:
+    rig = Rig(basic_plan, {"m1": error, "c1": OK})
+    answered = rig.chat()
+    assert answered.candidate.id == "cloud/c1"
+    assert rig.called() == ["m1", "c1"]
+    assert rig.adapter.calls[0][2] == rig.adapter.calls[1][2] == BODY
+    assert (
+        rig.sample(
+            "interlock_fallback_total",
+            from_candidate="local/m1",
+            to_candidate="cloud/c1",
+            reason=error.error_class,
+        )
+        == 1
+    )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ClientError("bad", status=s) for s in (400, 401, 403, 404, 422)] + [MalformedResponse("not json")],
+    ids=lambda e: type(e).__name__ + str(e.status or ""),
+)
+def test_deterministic_errors_return_at_once(basic_plan: RuntimePlan, error: UpstreamError) -> None:
+    rig = Rig(basic_plan, {"m1": error, "c1": OK})
+    with pytest.raises(CandidateRefused) as info:
+        rig.chat()
+    assert (info.value.candidate.id, info.value.error) == ("local/m1", error)
+    assert rig.called() == ["m1"]
+    assert rig.slots.pools["box1"].in_use == 0
+
+
+def test_an_open_circuit_is_skipped_without_a_call(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": ServerError("down", status=503), "c1": OK})
+    rig.chat()
+    rig.chat()  # failure_threshold is 2: the circuit of local/m1 is open now
+    rig.adapter.calls.clear()
+    assert rig.chat().candidate.id == "cloud/c1"
+    assert rig.called() == ["c1"]
+    assert (
+        rig.sample(
+            "interlock_fallback_total",
+            from_candidate="local/m1",
+            to_candidate="cloud/c1",
+            reason="circuit_open",
+        )
+        == 1
+    )
+
+
+def test_an_unhealthy_endpoint_is_skipped_without_a_call(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": OK, "c1": OK})
+    rig.health.record_probe("local@box1", ConnectFailed("probe refused"))
+    assert rig.chat().candidate.id == "cloud/c1"
+    assert rig.called() == ["c1"]
+
+
+def test_all_failed_or_skipped_gives_a_bounded_summary(basic_plan: RuntimePlan) -> None:
+    rig = Rig(
+        basic_plan,
+        {"m1": OK, "c1": ServerError("<html>secret body</html>", status=503), "f1": ConnectFailed("refused")},
+    )
+    rig.health.record_probe("local@box1", ConnectFailed("probe refused"))
+    with pytest.raises(
+        AllCandidatesFailed,
+        match=r"^no candidate of t/chat could answer \(2 of 3 attempted\): local/m1: skipped \(unhealthy\); "
+        r"cloud/c1: server_error \[503\]; free/f1: connect$",
+    ):
+        rig.chat()
+    assert (
+        rig.sample(
+            "interlock_fallback_total", from_candidate="free/f1", to_candidate="none", reason="connect"
+        )
+        == 1
+    )
+
+
+def test_a_stream_that_fails_before_its_first_chunk_falls_back(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": [ProtocolFailure("cut")], "c1": [{"choices": []}]})
+    answered = asyncio.run(rig.router.chat_stream(resolve(basic_plan, "t/chat"), BODY))
+    assert answered.candidate.id == "cloud/c1"
+    assert answered.lease is None  # openai-compatible providers hold no slot
+
+
+def test_a_stream_keeps_its_slot_until_the_writer_releases_it(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": [{"choices": []}]})
+    answered = asyncio.run(rig.router.chat_stream(resolve(basic_plan, "t/chat"), BODY))
+    assert answered.lease is not None
+    assert rig.slots.pools["box1"].in_use == 1
+    answered.lease.release()
+    assert rig.slots.pools["box1"].in_use == 0
+
+
+def test_a_full_worker_answers_429_instead_of_spilling_over(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": OK, "c1": OK})
+    pool = rig.slots.pools["box1"]
+    pool.max_wait_s = 0.05
+    held = pool.try_acquire("m1", 1)
+    assert held is not None
+    with pytest.raises(SlotUnavailable, match=r"^worker box1 had no free slot for m1 within 0.05s"):
+        rig.chat()
+    assert rig.called() == []
+    held.release()
+    assert pool.in_use == 0
+
+
+def test_a_cancelled_call_gives_its_slot_back(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": 10.0})
+
+    async def scenario() -> None:
+        task = asyncio.create_task(rig.router.chat(resolve(basic_plan, "t/chat"), BODY))
+        for _ in range(10):  # let the walk reach the adapter
+            await asyncio.sleep(0)
+        assert rig.slots.pools["box1"].in_use == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert rig.slots.pools["box1"].in_use == 0
+
+
+def test_direct_models_are_one_candidate_chains(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"other": OK})
+    answered = rig.chat("local/other")
+    assert answered.candidate.id == "local/other"
+    assert rig.sample("interlock_alias_resolved_total", alias="(direct)", candidate="local/*") == 1
+
+
+TWO_WORKERS = """\
+version: 1
+server: {default_alias: t/two, alias_namespace: t/}
+providers:
+  local:
+    kind: ollama
+    workers:
+      - {name: w1, url: "http://127.0.0.1:9/", max_concurrent: 1, queue: {max_waiting: 4, max_wait: 1s}}
+      - {name: w2, url: "http://127.0.0.2:9/", max_concurrent: 1, queue: {max_waiting: 4, max_wait: 1s}}
+  cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: CLOUD_KEY}
+aliases:
+  t/two: {description: two workers, chain: [local/m1, cloud/c1]}
+"""
+
+
+def test_a_provider_with_several_workers_uses_a_healthy_one_with_a_free_slot(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    plan = build(plan_data(TWO_WORKERS))
+    rig = Rig(plan, {"m1": OK, "c1": OK})
+    assert rig.chat("t/two").route.worker == "w1"
+    held = rig.slots.pools["w1"].try_acquire("m1", 1)  # w1 busy: w2 takes it
+    assert rig.chat("t/two").route.worker == "w2"
+    assert held is not None
+    held.release()
+    rig.health.record_probe("local@w1", ConnectFailed("refused"))  # w1 dead: w2, without touching w1
+    rig.adapter.calls.clear()
+    assert rig.chat("t/two").route.worker == "w2"
+    assert [label for label, _, _ in rig.adapter.calls] == ["local@w2"]
+    rig.health.record_probe("local@w2", ConnectFailed("refused"))  # both dead: the next candidate
+    assert rig.chat("t/two").candidate.id == "cloud/c1"
+
+
+def test_with_every_worker_busy_the_request_waits_on_the_shortest_queue(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    plan = build(plan_data(TWO_WORKERS))
+    rig = Rig(plan, {"m1": OK})
+
+    async def scenario() -> str | None:
+        w1 = rig.slots.pools["w1"]
+        w2 = rig.slots.pools["w2"]
+        held = [w1.try_acquire("m1", 1), w2.try_acquire("m1", 1)]
+        queued_on_w1 = asyncio.create_task(w1.acquire("m1", 1))
+        await asyncio.sleep(0)
+        walk = asyncio.create_task(rig.router.chat(resolve(plan, "t/two"), BODY))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert (len(w1.waiters), len(w2.waiters)) == (1, 1)
+        held[1].release()  # type: ignore[union-attr]
+        answered = await walk
+        held[0].release()  # type: ignore[union-attr]
+        (await queued_on_w1).release()
+        return answered.route.worker
+
+    assert asyncio.run(scenario()) == "w2"
