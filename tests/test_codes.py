@@ -12,7 +12,7 @@ from interlock.compiler import passes
 from interlock.compiler.codes import CODES
 from tests.conftest import FIXTURES, ROOT, compile_fixture
 
-DOC = ROOT / "docs" / "readme" / "20-diagnostics.md"
+DOC = ROOT / "docs" / "diagnostics.md"
 SCAN_CODES = {code for code in CODES if code.startswith("IL6")}
 
 

@@ -7,7 +7,7 @@ only writer). prometheus_client renders them at scrape time.
 Label values are bounded: endpoints, status codes, alias names and candidate ids from the plan, error
 classes. A raw ``provider/model`` that the plan does not list is labelled ``provider/*``; tenant, user
 and request ids are never labels. Gauges that depend on time (circuits) are computed at scrape time.
-Every metric is documented in docs/readme/50-runtime.md (a test checks it).
+Every metric is documented in docs/runtime.md (a test checks it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A lean HTTP/1.1 server connection (httptools' parser on an asyncio protocol) for the fake upstreams.
 
 Why not aiohttp.web: measured on the 2-core CI box, an aiohttp low-level server spent ~140 µs of CPU
-per request, this protocol ~26 µs (docs/readme/60-fake-upstreams.md). The benchmark's "fast upstream"
+per request, this protocol ~26 µs (docs/fake-upstreams.md). The benchmark's "fast upstream"
 must cost next to nothing beside the gateway it measures. It also gives the fakes exact control over
 the socket (abort mid-body, never answer, close listeners). Requests on one connection are handled
 one at a time, as HTTP/1.1 clients send them.

@@ -291,7 +291,7 @@ def test_the_scan_codes_are_documented() -> None:
     from interlock.compiler.codes import CODES
 
     docs = (
-        Path(__file__).resolve().parents[2] / "docs" / "readme" / "71-codegen-and-drift-gate.md"
+        Path(__file__).resolve().parents[2] / "docs" / "codegen-and-drift-gate.md"
     ).read_text()
     rows = [
         f"| {c.code} | {c.name} | {c.level} | {c.summary} |"

@@ -59,7 +59,7 @@ def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:
     for family in metrics.registry.collect():
         exposed.add(family.name + "_total" if family.type == "counter" else family.name)
     documented = set(
-        re.findall(r"`(interlock_[a-z_]+)`", (ROOT / "docs" / "readme" / "50-runtime.md").read_text())
+        re.findall(r"`(interlock_[a-z_]+)`", (ROOT / "docs" / "runtime.md").read_text())
     )
-    assert exposed - documented == set(), "document these metrics in docs/readme/50-runtime.md"
+    assert exposed - documented == set(), "document these metrics in docs/runtime.md"
     assert documented - exposed == set(), "these documented metrics do not exist"

@@ -1,6 +1,6 @@
 """The shared upstream HTTP client: one aiohttp session with a keep-alive pool, for every adapter.
 
-aiohttp was chosen by measurement (bench/upstream_client.py, docs/readme/61-upstream-client.md). The
+aiohttp was chosen by measurement (bench/upstream_client.py, docs/upstream-client.md). The
 runtime creates one ``UpstreamClient`` at app startup, hands it to ``adapter_for`` and closes it at
 shutdown. Redirects are never followed and no proxy settings are read from the environment.
 """
