@@ -8,8 +8,9 @@ drives POST /v1/chat/completions through each client at 1 and 16 concurrent requ
 - plain aiohttp.ClientSession
 - interlock's own OpenAIAdapter (aiohttp underneath, plus deadlines, orjson and error mapping)
 
-Prints req/s and latency percentiles per client, the ratio to plain aiohttp, and the fake's own CPU
-cost per request (from /proc), which shows the fake is not the bottleneck.
+The clients run pinned to one core and the fake to another; clients take turns in interleaved
+rounds and the median round is shown. Prints req/s and latency percentiles per client, the ratio to
+plain aiohttp, and the fake's own CPU cost per request (from /proc): the fake is not the bottleneck.
 
     .venv/bin/python bench/upstream_client.py [--seconds 3] [--stream] [--loop asyncio]
 """
@@ -105,31 +106,41 @@ async def _measure(call: Call, concurrency: int, seconds: float) -> list[float]:
     return latencies
 
 
+async def _round(call: Call, concurrency: int, seconds: float, fake_pid: int) -> dict[str, Any]:
+    cpu_before = _cpu_seconds(fake_pid)
+    started = time.perf_counter()
+    latencies = await _measure(call, concurrency, seconds)
+    elapsed = time.perf_counter() - started
+    fake_cpu = _cpu_seconds(fake_pid) - cpu_before
+    latencies.sort()
+    return {
+        "requests": len(latencies),
+        "rps": len(latencies) / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
+        "fake_cpu_us": fake_cpu / len(latencies) * 1e6,
+    }
+
+
 async def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with FakeProcess("openai", "--no-record") as fake:
+        if args.pin and len(os.sched_getaffinity(0)) >= 2:
+            cpus = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(fake.pid, {cpus[1]})  # the fake on one core, the clients on another
+            os.sched_setaffinity(0, {cpus[0]})
         async with AsyncExitStack() as stack:
             clients = await _clients(stack, fake.base_url, args.stream)
             for concurrency in args.concurrency:
-                for name, call in clients.items():
-                    await _measure(call, concurrency, min(0.5, args.seconds))  # warm the pool
-                    cpu_before = _cpu_seconds(fake.pid)
-                    started = time.perf_counter()
-                    latencies = await _measure(call, concurrency, args.seconds)
-                    elapsed = time.perf_counter() - started
-                    fake_cpu = _cpu_seconds(fake.pid) - cpu_before
-                    latencies.sort()
-                    rows.append(
-                        {
-                            "client": name,
-                            "concurrency": concurrency,
-                            "requests": len(latencies),
-                            "rps": len(latencies) / elapsed,
-                            "p50_ms": statistics.median(latencies) * 1000,
-                            "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-                            "fake_cpu_us": fake_cpu / len(latencies) * 1e6,
-                        }
-                    )
+                for call in clients.values():
+                    await _measure(call, concurrency, 0.5)  # warm every pool first
+                rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in clients}
+                for _ in range(args.rounds):  # interleaved, so drift on the machine hits all clients alike
+                    for name, call in clients.items():
+                        rounds[name].append(await _round(call, concurrency, args.seconds, fake.pid))
+                for name, results in rounds.items():
+                    results.sort(key=lambda r: r["rps"])
+                    rows.append({"client": name, "concurrency": concurrency, **results[len(results) // 2]})
     return rows
 
 
@@ -151,10 +162,12 @@ def _print(rows: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per client and level")
+    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per client, level and round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median round is shown")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--stream", action="store_true", help="stream the answers (SSE) instead of JSON")
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="the clients' loop")
+    parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin fake and clients")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     runner: Callable[[Any], Any] = asyncio.run
@@ -163,7 +176,8 @@ def main() -> None:
 
         runner = uvloop.run
     mode = "SSE stream" if args.stream else "JSON"
-    print(f"{os.cpu_count()} CPUs, loop={args.loop}, {mode}, {args.seconds:g} s per client and level")
+    rounds = f"{args.rounds} rounds of {args.seconds:g} s, median shown"
+    print(f"{os.cpu_count()} CPUs, loop={args.loop}, {mode}, {rounds}")
     rows = runner(_run(args))
     _print(rows)
     if args.json:

@@ -123,14 +123,18 @@ def run_serve(args: argparse.Namespace) -> int:
         )
         return 1
     print(
-        f"interlock serving {url_of(sock)} (plan {plan.content_hash}, {len(plan.aliases)} aliases, "
-        f"{options.workers} worker{'s' if options.workers > 1 else ''})",
+        f"interlock serving {url_of(sock)} (plan {plan.content_hash}, {_count(len(plan.aliases), 'alias')}, "
+        f"{_count(options.workers, 'worker')})",
         flush=True,
     )
     if options.workers == 1:
         run(Gateway(plan, source=loader), sock, options)
         return 0
     return Supervisor(options.workers, worker_main, (loader, sock, options)).run()
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("s") else f"{n} {noun}s"
 
 
 def worker_main(loader: PlanLoader, sock: socket.socket, options: Any) -> None:

@@ -1,5 +1,9 @@
 """Prometheus metrics of one gateway process, in a registry of its own (no module-level state).
 
+The request path only bumps plain numbers: a labelled child is one dictionary lookup away, a counter
+increment is an addition and a histogram observation a bisection, with no locks (the event loop is the
+only writer). prometheus_client renders them at scrape time.
+
 Label values are bounded: endpoints, status codes, alias names and candidate ids from the plan, error
 classes. A raw ``provider/model`` that the plan does not list is labelled ``provider/*``; tenant, user
 and request ids are never labels. Gauges that depend on time (circuits) are computed at scrape time.
@@ -8,12 +12,13 @@ Every metric is documented in docs/readme/50-runtime.md (a test checks it).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -24,6 +29,78 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
+
+
+class CounterChild:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+
+class HistogramChild:
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+
+class CounterVec:
+    """A labelled counter; ``labels(*values)`` is a dictionary lookup after the first call."""
+
+    def __init__(self, name: str, documentation: str, labelnames: list[str]) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.children: dict[tuple[str, ...], CounterChild] = {}
+
+    def labels(self, *values: str) -> CounterChild:
+        child = self.children.get(values)
+        if child is None:
+            child = self.children[values] = CounterChild()
+        return child
+
+    def family(self) -> Metric:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in list(self.children.items()):
+            family.add_metric(list(values), child.value)
+        return family
+
+
+class HistogramVec:
+    def __init__(
+        self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
+    ) -> None:
+        self.name, self.documentation, self.labelnames, self.buckets = (
+            name,
+            documentation,
+            labelnames,
+            buckets,
+        )
+        self.children: dict[tuple[str, ...], HistogramChild] = {}
+
+    def labels(self, *values: str) -> HistogramChild:
+        child = self.children.get(values)
+        if child is None:
+            child = self.children[values] = HistogramChild(self.buckets)
+        return child
+
+    def family(self) -> Metric:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in list(self.children.items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip((*self.buckets, float("inf")), child.counts, strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), float(cumulative)))
+            family.add_metric(list(values), buckets, child.total)
+        return family
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,95 +114,96 @@ class StateView:
 
 class Metrics:
     def __init__(self, view: StateView) -> None:
-        self.registry = r = CollectorRegistry()
-        self.requests = Counter(
-            "interlock_requests",
-            "Requests answered, by endpoint and HTTP status.",
-            ["endpoint", "status"],
-            registry=r,
+        self.requests = CounterVec(
+            "interlock_requests", "Requests answered, by endpoint and HTTP status.", ["endpoint", "status"]
         )
-        self.alias_resolved = Counter(
+        self.alias_resolved = CounterVec(
             "interlock_alias_resolved",
             "Requests answered, by the alias asked for and the candidate that answered.",
             ["alias", "candidate"],
-            registry=r,
         )
-        self.fallback = Counter(
+        self.fallback = CounterVec(
             "interlock_fallback",
             "Moves from one candidate to the next, by reason (an error class or a skip reason).",
             ["from_candidate", "to_candidate", "reason"],
-            registry=r,
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = CounterVec(
             "interlock_upstream_errors",
             "Failed upstream calls, by candidate and error class.",
             ["candidate", "error_class"],
-            registry=r,
         )
-        self.stream_aborted = Counter(
+        self.stream_aborted = CounterVec(
             "interlock_stream_aborted",
             "Streams that ended with an error event after the first byte had reached the client.",
             ["reason"],
-            registry=r,
         )
-        self.client_disconnects = Counter(
+        self.client_disconnects = CounterVec(
             "interlock_client_disconnects",
             "Requests whose client went away before the answer was complete.",
             ["endpoint"],
-            registry=r,
         )
-        self.plan_reloads = Counter(
-            "interlock_plan_reloads",
-            "Plan reloads (SIGHUP), by result: loaded or refused.",
-            ["result"],
-            registry=r,
+        self.plan_reloads = CounterVec(
+            "interlock_plan_reloads", "Plan reloads (SIGHUP), by result: loaded or refused.", ["result"]
         )
-        self.probes = Counter(
-            "interlock_probes",
-            "Background probes, by endpoint and result.",
-            ["endpoint", "result"],
-            registry=r,
+        self.probes = CounterVec(
+            "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
-        self.request_seconds = Histogram(
+        self.request_seconds = HistogramVec(
             "interlock_request_duration_seconds",
             "Time from request to the last byte of the answer (streams: the whole stream).",
             ["endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
         )
-        self.upstream_seconds = Histogram(
+        self.upstream_seconds = HistogramVec(
             "interlock_upstream_duration_seconds",
             "Time waiting on one upstream call (streams: until the first chunk), by candidate.",
             ["candidate"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
         )
-        self.overhead_seconds = Histogram(
+        self.overhead_seconds = HistogramVec(
             "interlock_gateway_overhead_seconds",
             "The gateway's own time per request: total minus upstream waits and slot queueing "
             "(streams: until the first byte is sent).",
             ["endpoint"],
-            buckets=OVERHEAD_BUCKETS,
-            registry=r,
+            OVERHEAD_BUCKETS,
         )
-        self.slot_wait_seconds = Histogram(
+        self.slot_wait_seconds = HistogramVec(
             "interlock_slot_wait_seconds",
             "Time requests waited in a worker's queue for a slot (requests that had to wait).",
             ["worker"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
         )
-        r.register(_StateCollector(view))
+        self.registry = CollectorRegistry()
+        self.registry.register(_StateCollector(view, self))
+
+    def families(self) -> Iterator[Metric]:
+        for vec in (
+            self.requests,
+            self.alias_resolved,
+            self.fallback,
+            self.upstream_errors,
+            self.stream_aborted,
+            self.client_disconnects,
+            self.plan_reloads,
+            self.probes,
+            self.request_seconds,
+            self.upstream_seconds,
+            self.overhead_seconds,
+            self.slot_wait_seconds,
+        ):
+            yield vec.family()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
 
 class _StateCollector(Collector):
-    def __init__(self, view: StateView) -> None:
+    def __init__(self, view: StateView, metrics: Metrics) -> None:
         self.view = view
+        self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
+        yield from self.metrics.families()
         plan = self.view.plan()
         health = self.view.health
         providers = GaugeMetricFamily(

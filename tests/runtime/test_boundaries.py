@@ -14,7 +14,8 @@ from interlock.runtime.slots import SlotTable
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_MODULES = [
-    "interlock.runtime." + str(p.relative_to(ROOT / "interlock" / "runtime").with_suffix("")).replace("/", ".")
+    "interlock.runtime."
+    + str(p.relative_to(ROOT / "interlock" / "runtime").with_suffix("")).replace("/", ".")
     for p in sorted((ROOT / "interlock" / "runtime").rglob("*.py"))
     if p.name != "__init__.py"
 ]
@@ -57,6 +58,8 @@ def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:
     exposed = set()
     for family in metrics.registry.collect():
         exposed.add(family.name + "_total" if family.type == "counter" else family.name)
-    documented = set(re.findall(r"`(interlock_[a-z_]+)`", (ROOT / "docs" / "readme" / "50-runtime.md").read_text()))
+    documented = set(
+        re.findall(r"`(interlock_[a-z_]+)`", (ROOT / "docs" / "readme" / "50-runtime.md").read_text())
+    )
     assert exposed - documented == set(), "document these metrics in docs/readme/50-runtime.md"
     assert documented - exposed == set(), "these documented metrics do not exist"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import CandidateRefused, Router
 from interlock.runtime.slots import SlotTable
+from tests.runtime.conftest import build
 from tests.runtime.scripted import ScriptedAdapter
 
 OK = {"object": "chat.completion", "model": "upstream-name", "choices": []}
@@ -212,3 +214,61 @@ def test_direct_models_are_one_candidate_chains(basic_plan: RuntimePlan) -> None
     answered = rig.chat("local/other")
     assert answered.candidate.id == "local/other"
     assert rig.sample("interlock_alias_resolved_total", alias="(direct)", candidate="local/*") == 1
+
+
+TWO_WORKERS = """\
+version: 1
+server: {default_alias: t/two, alias_namespace: t/}
+providers:
+  local:
+    kind: ollama
+    workers:
+      - {name: w1, url: "http://127.0.0.1:9/", max_concurrent: 1, queue: {max_waiting: 4, max_wait: 1s}}
+      - {name: w2, url: "http://127.0.0.2:9/", max_concurrent: 1, queue: {max_waiting: 4, max_wait: 1s}}
+  cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: CLOUD_KEY}
+aliases:
+  t/two: {description: two workers, chain: [local/m1, cloud/c1]}
+"""
+
+
+def test_a_provider_with_several_workers_uses_a_healthy_one_with_a_free_slot(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    plan = build(plan_data(TWO_WORKERS))
+    rig = Rig(plan, {"m1": OK, "c1": OK})
+    assert rig.chat("t/two").route.worker == "w1"
+    held = rig.slots.pools["w1"].try_acquire("m1", 1)  # w1 busy: w2 takes it
+    assert rig.chat("t/two").route.worker == "w2"
+    assert held is not None
+    held.release()
+    rig.health.record_probe("local@w1", ConnectFailed("refused"))  # w1 dead: w2, without touching w1
+    rig.adapter.calls.clear()
+    assert rig.chat("t/two").route.worker == "w2"
+    assert [label for label, _, _ in rig.adapter.calls] == ["local@w2"]
+    rig.health.record_probe("local@w2", ConnectFailed("refused"))  # both dead: the next candidate
+    assert rig.chat("t/two").candidate.id == "cloud/c1"
+
+
+def test_with_every_worker_busy_the_request_waits_on_the_shortest_queue(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    plan = build(plan_data(TWO_WORKERS))
+    rig = Rig(plan, {"m1": OK})
+
+    async def scenario() -> str | None:
+        w1 = rig.slots.pools["w1"]
+        w2 = rig.slots.pools["w2"]
+        held = [w1.try_acquire("m1", 1), w2.try_acquire("m1", 1)]
+        queued_on_w1 = asyncio.create_task(w1.acquire("m1", 1))
+        await asyncio.sleep(0)
+        walk = asyncio.create_task(rig.router.chat(resolve(plan, "t/two"), BODY))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert (len(w1.waiters), len(w2.waiters)) == (1, 1)
+        held[1].release()  # type: ignore[union-attr]
+        answered = await walk
+        held[0].release()  # type: ignore[union-attr]
+        (await queued_on_w1).release()
+        return answered.route.worker
+
+    assert asyncio.run(scenario()) == "w2"

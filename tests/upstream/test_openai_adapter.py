@@ -11,6 +11,7 @@ import pytest
 from interlock.runtime.errors import (
     ClientError,
     ConnectFailed,
+    ConnectTimeout,
     FirstByteTimeout,
     MalformedResponse,
     ProtocolFailure,
@@ -19,6 +20,7 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
+from interlock.testing.blackhole import SaturatedListener
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from interlock.testing.replies import Reply
@@ -102,6 +104,15 @@ def test_refused_connection_is_connect_failed() -> None:
             probe(ep)
         fake.accept_connections()
         assert chat(ep, "m1", HI)["choices"][0]["finish_reason"] == "stop"
+
+
+def test_connect_that_never_completes_is_connect_timeout() -> None:
+    with SaturatedListener() as url:
+        ep = endpoint("openai", f"{url}/v1", connect_s=0.3, first_byte_s=5)
+        started = time.monotonic()
+        with pytest.raises(ConnectTimeout, match=r"^connect timed out$"):
+            chat(ep, "m1", HI)
+    assert 0.3 <= time.monotonic() - started < 0.3 + 1.5
 
 
 @pytest.mark.parametrize("streaming", [False, True])

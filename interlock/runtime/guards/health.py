@@ -22,7 +22,10 @@ class HealthGuard(Guard):
             return blocked
         usable = self.health.endpoint_usable
         routes = admission.routes
-        if all(usable(r.endpoint.label) for r in routes):
+        for route in routes:
+            if not usable(route.endpoint.label):
+                break
+        else:
             return None
         routes = tuple(r for r in routes if usable(r.endpoint.label))
         if not routes:

@@ -1,0 +1,127 @@
+"""Requests per second and added latency of `interlock serve` in front of a fast fake upstream.
+
+Starts the fake OpenAI upstream in its own process, compiles a one-alias plan for it, starts
+`interlock serve` (one worker unless --workers), and drives both the fake directly and the gateway with
+bench/load.py at each concurrency. Prints req/s, latency percentiles, the p50 added by the gateway, and
+the gateway's own CPU time per request (from /proc: the cost that matters when cores are scarce).
+
+    .venv/bin/python bench/gateway.py [--seconds 5] [--concurrency 1 16] [--workers 1] [--stream] [--wrk]
+
+On a 2-core machine the load generator, the fake and the gateway share the cores: compare figures
+taken on the same machine only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from load import LoadResult, chat_body, run_load, run_wrk
+
+from interlock.testing.process import FakeProcess
+
+CONFIG = """\
+version: 1
+server: {{default_alias: bench/chat, alias_namespace: bench/}}
+providers:
+  fake: {{kind: openai, base_url: "{url}", api_key_env: BENCH_KEY}}
+aliases:
+  bench/chat: {{description: bench, chain: [fake/bench-model]}}
+"""
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU of ``pid`` and its children (worker processes)."""
+    total = cpu_seconds(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        for child in children.read_text().split():
+            total += tree_cpu_seconds(int(child))
+    return total
+
+
+def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    env = {**os.environ, "BENCH_KEY": "sk-bench"}
+    command = [
+        sys.executable,
+        "-m",
+        "interlock",
+        "serve",
+        str(config),
+        "--port",
+        "0",
+        "--workers",
+        str(workers),
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().decode().split()[2]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.05)
+    return proc, url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument(
+        "--wrk", action="store_true", help="drive the load with wrk (far cheaper than aiohttp)"
+    )
+    args = parser.parse_args()
+
+    def load(url: str, model: str, concurrency: int, warmup_s: float = 0.5) -> LoadResult:
+        body = chat_body(model, stream=args.stream)
+        if args.wrk:
+            return run_wrk(url, body, concurrency, args.seconds)
+        return asyncio.run(run_load(url, body, concurrency, args.seconds, warmup_s=warmup_s))
+
+    with FakeProcess("openai", "--no-record") as fake, tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "bench.yaml"
+        config.write_text(CONFIG.format(url=fake.base_url))
+        gateway, url = start_gateway(config, args.workers)
+        try:
+            workers = f"{args.workers} worker(s)"
+            print(f"fake upstream {fake.base_url}   gateway {url} ({workers})   stream={args.stream}")
+            for concurrency in args.concurrency:
+                direct = load(f"{fake.base_url}/chat/completions", "bench-model", concurrency)
+                before = tree_cpu_seconds(gateway.pid)
+                through = load(f"{url}/v1/chat/completions", "bench/chat", concurrency, warmup_s=0)
+                cpu = tree_cpu_seconds(gateway.pid) - before
+                print(f"  direct   {direct.line()}")
+                print(f"  gateway  {through.line()}")
+                added = through.percentile_ms(0.5) - direct.percentile_ms(0.5)
+                per_request = cpu / through.requests * 1e6 if through.requests else float("nan")
+                print(f"           p50 added: {added:.2f} ms; gateway CPU {per_request:.0f} µs/request")
+        finally:
+            gateway.terminate()
+            gateway.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""The gateway's own CPU per request, without sockets: the ASGI app driven in-process.
+
+An instant in-memory adapter stands in for the upstream, and the ASGI ``receive``/``send`` are plain
+callables, so what is measured is interlock's hot path alone: body parsing and checks, resolution, the
+guards, the router's bookkeeping and metrics, response shaping. The HTTP server (uvicorn) and the
+upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_client.py.
+
+    .venv/bin/python bench/hot_path.py [--requests 20000] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from interlock.commands.serve import PlanLoader
+from interlock.runtime.app import Gateway
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+
+CONFIG = """\
+version: 1
+server: {default_alias: bench/chat, alias_namespace: bench/}
+providers:
+  local:
+    kind: ollama
+    workers: [{name: box, url: "http://127.0.0.1:9", max_concurrent: 64, model_concurrency: {"*": 64}}]
+  cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: BENCH_KEY}
+aliases:
+  bench/chat: {description: bench, chain: [cloud/fast, local/llama3.2:3b]}
+  bench/local: {description: bench, chain: [local/llama3.2:3b, cloud/fast]}
+"""
+ANSWER = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "fast",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Hello there."}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+}
+
+
+class _Chunks(ChatStream):
+    def __init__(self, chunks: list[dict[str, Any]]) -> None:
+        self.chunks = chunks
+
+    async def _items(self) -> AsyncIterator[dict[str, Any]]:
+        for chunk in self.chunks:
+            yield dict(chunk)
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._items()
+
+    async def aclose(self) -> None:
+        return None
+
+
+class InstantAdapter(Adapter):
+    """Answers at once, from memory."""
+
+    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(ANSWER)
+
+    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+        return _Chunks([{"object": "chat.completion.chunk", "choices": [{"delta": {"content": "x"}}]}] * 5)
+
+    async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return {"object": "list", "data": []}
+
+    async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
+        return None
+
+
+async def drive(gateway: Gateway, body: bytes, requests: int) -> float:
+    """Seconds of CPU per request through ``gateway``'s ASGI callable."""
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    }
+    disconnected = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if not getattr(receive, "sent", False):
+            receive.sent = True  # type: ignore[attr-defined]
+            return {"type": "http.request", "body": body, "more_body": False}
+        await disconnected.wait()
+        return {"type": "http.disconnect"}
+
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    started = time.process_time()
+    for _ in range(requests):
+        receive.sent = False  # type: ignore[attr-defined]
+        await gateway(scope, receive, send)
+    spent = time.process_time() - started
+    assert set(statuses) == {200}, set(statuses)
+    return spent / requests
+
+
+async def main(requests: int, profile: bool) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "bench.yaml"
+        config.write_text(CONFIG)
+        plan = PlanLoader(str(config), {"BENCH_KEY": "sk-bench"})()
+
+    async def instant() -> tuple[Mapping[str, Adapter], Any]:
+        async def close() -> None:
+            return None
+
+        return {"openai": InstantAdapter(), "ollama": InstantAdapter()}, close
+
+    gateway = Gateway(plan, open_adapters=instant, probes=False)
+    await gateway.startup()
+    cases = {
+        "openai candidate": orjson.dumps(
+            {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]}
+        ),
+        "ollama candidate (slots)": orjson.dumps(
+            {"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}
+        ),
+        "stream, 5 chunks": orjson.dumps(
+            {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        ),
+    }
+    for name, body in cases.items():
+        await drive(gateway, body, 500)  # warm up
+        if profile:
+            from pyinstrument import Profiler
+
+            with Profiler(interval=0.0001) as profiler:
+                per = await drive(gateway, body, requests)
+            profiler.print(show_all=False)
+        else:
+            per = await drive(gateway, body, requests)
+        print(f"{name:28} {per * 1e6:6.1f} µs CPU per request (interlock's own code, no sockets)")
+    await gateway.shutdown()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile per case")
+    args = parser.parse_args()
+    import uvloop
+
+    uvloop.run(main(args.requests, args.profile))
+    sys.exit(0)
