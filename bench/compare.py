@@ -21,8 +21,10 @@ with each other: on two cores the load generator, the fake and the gateway share
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import platform
+import shutil
 import signal
 import socket
 import statistics
@@ -44,7 +46,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gateway import cpu_seconds, start_gateway, tree_cpu_seconds
-from load import LoadResult, chat_body, run_load
+from load import LoadResult, chat_body, run_load, run_wrk
 
 from interlock.testing.faults import Fault
 from interlock.testing.process import FakeProcess
@@ -175,9 +177,19 @@ def litellm_version(executable: Path) -> str:
     return out.stdout.strip()
 
 
+def wrk_version() -> str:
+    try:
+        out = subprocess.run(["wrk", "--version"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return "wrk (version unknown)"
+    words = (out.stdout + out.stderr).split()
+    return " ".join(words[:2]) if words else "wrk (version unknown)"
+
+
 def self_cpu_seconds() -> float:
+    """This process and its waited-for children (wrk, when it drives the load)."""
     times = os.times()
-    return times.user + times.system
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def machine_busy_seconds() -> float:
@@ -332,13 +344,20 @@ class Timed:
     wall_s: float
 
 
-async def timed_load(target: Target, fake_pid: int, concurrency: int, seconds: float) -> Timed:
-    """One measured run (no warm-up of its own) with the CPU seconds each process spent meanwhile."""
+async def drive(url: str, body: bytes, concurrency: int, seconds: float, *, wrk: bool) -> LoadResult:
+    """Closed-loop load without a warm-up of its own: wrk when asked, else bench/load.py's aiohttp."""
+    if wrk:  # whole seconds: wrk's -d takes no fractions
+        return await asyncio.to_thread(run_wrk, url, body, concurrency, max(1, round(seconds)))
+    return await run_load(url, body, concurrency, seconds, warmup_s=0)
+
+
+async def timed_load(target: Target, fake_pid: int, concurrency: int, seconds: float, *, wrk: bool) -> Timed:
+    """One measured run with the CPU seconds each process spent meanwhile."""
     body = chat_body(target.model)
     gw0 = tree_cpu_seconds(target.pid) if target.pid else 0.0
     fake0, load0, busy0 = cpu_seconds(fake_pid), self_cpu_seconds(), machine_busy_seconds()
     started = time.perf_counter()
-    result = await run_load(target.url, body, concurrency, seconds, warmup_s=0)
+    result = await drive(target.url, body, concurrency, seconds, wrk=wrk)
     wall = time.perf_counter() - started
     gw = tree_cpu_seconds(target.pid) - gw0 if target.pid else 0.0
     fake, load = cpu_seconds(fake_pid) - fake0, self_cpu_seconds() - load0
@@ -348,10 +367,11 @@ async def timed_load(target: Target, fake_pid: int, concurrency: int, seconds: f
 
 async def measure_round(target: Target, fake_pid: int, args: argparse.Namespace, warmup_s: float) -> Round:
     body = chat_body(target.model)
-    await run_load(target.url, body, args.concurrency, warmup_s, warmup_s=0)  # pools, caches, lazy imports
-    timed = await timed_load(target, fake_pid, args.concurrency, args.seconds)
-    await run_load(target.url, body, 1, min(0.5, warmup_s), warmup_s=0)
-    low = (await timed_load(target, fake_pid, 1, args.seconds)).result
+    wrk = args.load == "wrk"
+    await drive(target.url, body, args.concurrency, warmup_s, wrk=wrk)  # pools, caches, lazy imports
+    timed = await timed_load(target, fake_pid, args.concurrency, args.seconds, wrk=wrk)
+    await drive(target.url, body, 1, min(1.0, warmup_s), wrk=wrk)
+    low = (await timed_load(target, fake_pid, 1, args.seconds, wrk=wrk)).result
     high = timed.result
     n = max(high.requests, 1)
     bad = sum(count for status, count in high.statuses.items() if status != 200)
@@ -530,6 +550,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-failover", action="store_true", help="skip the dead-primary measurements")
     parser.add_argument(
+        "--load",
+        choices=("auto", "wrk", "aiohttp"),
+        default="auto",
+        help="load generator: wrk (C, cheap; auto when on PATH) or bench/load.py's aiohttp client",
+    )
+    parser.add_argument(
         "--client-timeout-s", type=float, default=120.0, help="the client's own limit per request"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
@@ -542,6 +568,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-ups: no orphaned servers
     use_litellm = not args.no_litellm
+    if args.load == "auto":
+        args.load = "wrk" if shutil.which("wrk") else "aiohttp"
+    if args.load == "wrk" and not shutil.which("wrk"):
+        print("--load wrk: wrk is not on PATH (apt-get install wrk)", file=sys.stderr)
+        return 2
     if use_litellm and not args.litellm.exists():
         print(
             f"LiteLLM skipped: {args.litellm} does not exist (run bench/litellm_setup.sh, or pass "
@@ -556,12 +587,15 @@ def main(argv: list[str] | None = None) -> int:
         f"interlock {version('interlock')} ({git_revision()})",
         *(f"{name} {version(name)}" for name in ("uvicorn", "uvloop", "httptools", "aiohttp")),
     ]
+    if args.load == "wrk":
+        versions.append(wrk_version())
     if use_litellm:
         versions.append(f"litellm {litellm_version(args.litellm)} ({args.litellm})")
     print("versions: " + ", ".join(versions))
+    load_name = "wrk -t1 (bench/load.py run_wrk)" if args.load == "wrk" else "bench/load.py (aiohttp, uvloop)"
     print(
         f"method: {args.rounds} rounds x ({args.seconds:g} s @{args.concurrency} clients + {args.seconds:g} s"
-        f" @1 client) per target, medians; one gateway worker each; load generator: bench/load.py on uvloop"
+        f" @1 client) per target, medians; one gateway worker each; load generator: {load_name}"
     )
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
