@@ -42,21 +42,20 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
         return Target(alias.name, alias, alias.candidates, alias.header)
     namespace = server.alias_namespace
     if namespace and model.startswith(namespace):
-        raise ModelNotFound(
-            f"`{model}` is not an alias; aliases: {', '.join(sorted(plan.aliases)) or 'none'}", param="model"
-        )
+        aliases = ", ".join(sorted(plan.aliases)) or "none"
+        raise ModelNotFound(f"`{_shown(model)}` is not an alias; aliases: {aliases}", param="model")
     provider_name, slash, provider_model = model.partition("/")
     provider = plan.providers.get(provider_name) if slash and provider_model else None
     if provider is None:
         raise ModelNotFound(
-            f"`{model}` is neither an alias nor `provider/model` of a configured provider; "
+            f"`{_shown(model)}` is neither an alias nor `provider/model` of a configured provider; "
             f"aliases: {', '.join(sorted(plan.aliases)) or 'none'}; "
             f"providers: {', '.join(sorted(plan.providers))}",
             param="model",
         )
     if not server.direct_models:
         raise DirectModelDenied(
-            f"`{model}` names a provider model directly, which this gateway does not allow; "
+            f"`{_shown(model)}` names a provider model directly, which this gateway does not allow; "
             f"use an alias: {', '.join(sorted(plan.aliases)) or 'none'}",
             param="model",
         )
@@ -68,3 +67,8 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
             )
         candidate = plan.direct_candidate(provider, provider_model)
     return Target(model, None, (candidate,), (b"x-interlock-alias", model.encode()))
+
+
+def _shown(name: str) -> str:
+    """A caller's model name as echoed in an error: cut short (it is the caller's text, any length)."""
+    return name if len(name) <= 100 else name[:99] + "…"

@@ -78,6 +78,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     if options.access_log:  # uvicorn's log_level applies to its access logger too
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = uvicorn.Server(config)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler is in place: never die of it
 
     async def main() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, gateway.request_reload)

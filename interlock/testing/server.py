@@ -102,6 +102,7 @@ class FakeServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._connections: set[Connection] = set()
+        self.connections_opened = 0  # TCP connections accepted so far (keep-alive shows as reuse)
         self._listener: asyncio.AbstractServer | None = None
         self._relisten: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -276,6 +277,7 @@ class FakeServer:
         self._listener = await self._loop.create_server(self._protocol, sock=sock)
 
     def _protocol(self) -> Connection:
+        self.connections_opened += 1
         return Connection(self._dispatch, self._connections)
 
     def _dispatch(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:

@@ -54,3 +54,8 @@ def test_raw_model_names_must_be_short_printable_ascii(basic_plan: RuntimePlan) 
         resolve(basic_plan, "cloud/bad\r\nx-injected: 1")
     with pytest.raises(InvalidRequest):
         resolve(basic_plan, "cloud/" + "x" * 300)
+
+
+def test_echoed_names_are_cut_short(basic_plan: RuntimePlan) -> None:
+    with pytest.raises(ModelNotFound, match=r"^`t/x{97}…` is not an alias; aliases: t/chat, t/cloud$"):
+        resolve(basic_plan, "t/" + "x" * 5000)

@@ -320,3 +320,28 @@ def test_aclose_is_idempotent_and_ends_the_iteration(openai_fake: FakeOpenAI) ->
             ]
 
     assert run(go()) == ["assistant", "0", "stop"]
+
+
+def test_streams_and_answers_reuse_one_keep_alive_connection() -> None:
+    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+
+    from .helpers import run
+
+    with FakeOpenAI(reply=Reply(text="a b c d", chunk_delay_s=0.01)) as fake:
+
+        async def go() -> list[str]:
+            async with UpstreamClient.create() as client:
+                adapter = adapter_for("openai", client)
+                ep = endpoint("openai", fake.base_url, key=None)
+                texts = []
+                for _ in range(5):
+                    upstream = await adapter.chat_stream(ep, "m1", HI)
+                    texts.append(text_of([chunk async for chunk in upstream]))
+                    answer = await adapter.chat(ep, "m1", HI)
+                    texts.append(answer["choices"][0]["message"]["content"])
+                return texts
+
+        assert run(go()) == ["a b c d"] * 10
+        # A stream whose last bytes are still in flight hands its connection back from a background
+        # drain, so the very next request may open a second one; never one per request.
+        assert fake.connections_opened <= 2

@@ -7,6 +7,7 @@ shutdown. Redirects are never followed and no proxy settings are read from the e
 
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from interlock.runtime.upstream.base import Adapter
 
 USER_AGENT = "interlock/0.1"
+DRAIN_MAX_S = 1.0  # how long a finished stream's leftovers may take before the connection is dropped
+DRAIN_MAX_BYTES = 64 * 1024
 
 
 class UpstreamClient:
@@ -24,6 +27,7 @@ class UpstreamClient:
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self.session = session
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._drains: set[asyncio.Task[None]] = set()
 
     @classmethod
     def create(cls, *, max_connections: int = 4096, keepalive_s: float = 30.0) -> UpstreamClient:
@@ -50,7 +54,17 @@ class UpstreamClient:
             timeout = self._timeouts[connect_s] = aiohttp.ClientTimeout(total=None, sock_connect=connect_s)
         return timeout
 
+    def drain_later(self, response: aiohttp.ClientResponse) -> None:
+        """Read what is left of a finished stream (its terminating chunk, usually in flight) in the
+        background, then return the connection to the pool; the caller does not wait for it."""
+        task = asyncio.get_running_loop().create_task(_drain(response))
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
     async def aclose(self) -> None:
+        for task in list(self._drains):
+            task.cancel()
+        await asyncio.gather(*self._drains, return_exceptions=True)
         await self.session.close()
 
     async def __aenter__(self) -> Self:
@@ -60,6 +74,22 @@ class UpstreamClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+async def _drain(response: aiohttp.ClientResponse) -> None:
+    left = DRAIN_MAX_BYTES
+    try:
+        async with asyncio.timeout(DRAIN_MAX_S):
+            while left > 0:
+                data = await response.content.readany()
+                if not data:
+                    response.release()
+                    return
+                left -= len(data)
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        pass
+    finally:
+        response.close()  # a no-op once released
 
 
 def adapter_for(kind: str, client: UpstreamClient) -> Adapter:

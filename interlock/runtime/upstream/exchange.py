@@ -149,7 +149,7 @@ async def request_stream(
     try:
         async with deadline:
             response = await _start(client, endpoint, "POST", url, payload)
-            stream = LineStream(response, decoder, endpoint, total_at)
+            stream = LineStream(client, response, decoder, endpoint, total_at)
             await stream.fill()
     except BaseException as exc:
         if stream is not None:
@@ -168,6 +168,7 @@ class LineStream(ChatStream):
     """A streamed answer read line by line; its first chunk is decoded before the caller gets it."""
 
     __slots__ = (
+        "_client",
         "_closed",
         "_content",
         "_decoder",
@@ -179,8 +180,14 @@ class LineStream(ChatStream):
     )
 
     def __init__(
-        self, response: aiohttp.ClientResponse, decoder: LineDecoder, endpoint: Endpoint, total_at: float
+        self,
+        client: UpstreamClient,
+        response: aiohttp.ClientResponse,
+        decoder: LineDecoder,
+        endpoint: Endpoint,
+        total_at: float,
     ) -> None:
+        self._client = client
         self._response = response
         self._content = response.content
         self._decoder = decoder
@@ -253,16 +260,14 @@ class LineStream(ChatStream):
             await self._release()
 
     async def _release(self) -> None:
-        """Back to the pool when the body is fully read (it usually is by now); otherwise drop it."""
+        """Back to the pool: now when the body is fully read, else once its end arrives (background)."""
         if self._closed:
             return
         self._closed = True
-        if not self._content.at_eof():
-            await asyncio.sleep(0)  # a terminating chunk already on the socket gets read
         if self._content.at_eof():
             self._response.release()
         else:
-            self._response.close()
+            self._client.drain_later(self._response)
 
     async def aclose(self) -> None:
         """Drop the connection (unless already released) and end the iteration; idempotent."""
