@@ -1,9 +1,10 @@
 """Side by side, in one run: the fake upstream direct, interlock, and LiteLLM's proxy in front of it.
 
 One fast fake OpenAI upstream (its own process) serves every target. interlock (`interlock serve`, one
-worker) and LiteLLM (`litellm --num_workers 1`, its own virtual environment) run as processes of their own;
-this process is the load generator (bench/load.py on uvloop). Each round drives every target in turn, so
-a noisy neighbour hurts all of them alike; the table shows the median of the rounds.
+worker) and LiteLLM (`litellm --num_workers 1`, its own virtual environment) run as processes of their own.
+The load comes from wrk when it is on PATH (C, cheap: it leaves the CPU to what is measured), else from
+bench/load.py's aiohttp client in this process; `--load` chooses. Each round drives every target in
+turn, so a noisy neighbour hurts all of them alike; the table shows the median of the rounds.
 
 - requests/s with 16 concurrent clients (closed loop, keep-alive), after a warm-up;
 - p50 and p99 latency with one client, and the p50 each gateway adds to the direct call;
@@ -15,7 +16,8 @@ a noisy neighbour hurts all of them alike; the table shows the median of the rou
     .venv/bin/python bench/compare.py [--seconds 5] [--rounds 3] [--litellm PATH/bin/litellm]
 
 Without LiteLLM installed, its rows are skipped with a message. Figures from one machine only compare
-with each other: on two cores the load generator, the fake and the gateway share the CPU.
+with each other: on two cores the load generator, the fake and the gateway share the CPU (the output
+says how much CPU everything else on the machine took meanwhile).
 """
 
 from __future__ import annotations
@@ -580,7 +582,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         use_litellm = False
-    print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}, {platform.system()} {platform.release()}")
+    usable = len(os.sched_getaffinity(0))  # what nproc prints
+    cpus = f"{usable} CPUs" if usable == os.cpu_count() else f"{usable} of {os.cpu_count()} CPUs usable"
+    print(f"machine: {cpus}, {cpu_model()}, {platform.system()} {platform.release()}")
     print(f"load average before the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     versions = [
         f"Python {platform.python_version()}",
