@@ -477,7 +477,7 @@ def print_failover(results: list[Failover]) -> None:
         return
     print("dead primary: sequential requests, each timed from sending to the whole answer")
     head = (
-        f"{'gateway':<10} | {'primary':<40} | {'1st success':>11} | {'the requests after it':<30} | settings"
+        f"{'gateway':<10} | {'primary':<40} | {'1st success':>11} | {'the requests after it':<34} | settings"
     )
     print(head)
     print("-" * len(head))
@@ -487,7 +487,7 @@ def print_failover(results: list[Failover]) -> None:
         odd = [s for s in f.statuses if s != 200]
         note = f"; answers {f.statuses}" if odd else ""
         print(
-            f"{f.target:<10} | {f.scenario.label:<40} | {first:>11} | {rest:<30} | "
+            f"{f.target:<10} | {f.scenario.label:<40} | {first:>11} | {rest:<34} | "
             f"{f.scenario.settings}{note}"
         )
 
