@@ -121,6 +121,11 @@ def run_wrk(url: str, body: bytes, concurrency: int, seconds: float) -> LoadResu
     result.statuses[200] = total - bad
     if bad:
         result.statuses[0] = bad  # wrk does not say which status
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if socket_errors:  # e.g. answers slower than wrk's 2 s timeout: not in the count, so say so
+        for kind, count in zip(("connect", "read", "write", "timeout"), socket_errors.groups(), strict=True):
+            if int(count):
+                result.errors[f"wrk {kind}"] += int(count)
     marks = {}
     for q in (50, 90, 99):
         found = re.search(rf"\s{q}%\s+([\d.]+\w+)", out)
