@@ -68,16 +68,28 @@ def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], 
         "--workers",
         str(workers),
     ]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - the gateway's stderr, kept open while it runs
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env)
     assert proc.stdout is not None
-    url = proc.stdout.readline().decode().split()[2]
+    first = proc.stdout.readline().decode().split()
+    if len(first) < 3:
+        proc.wait(timeout=10)
+        log.seek(0)
+        raise RuntimeError(f"interlock serve did not start:\n{log.read().decode(errors='replace')}")
+    url = first[2]
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    while True:
         try:
             with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
                 if response.status == 200:
                     break
         except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                log.seek(0)
+                raise RuntimeError(
+                    f"interlock serve at {url} never became ready:\n{log.read().decode(errors='replace')}"
+                ) from None
             time.sleep(0.05)
     return proc, url
 
