@@ -58,8 +58,6 @@ def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:
     exposed = set()
     for family in metrics.registry.collect():
         exposed.add(family.name + "_total" if family.type == "counter" else family.name)
-    documented = set(
-        re.findall(r"`(interlock_[a-z_]+)`", (ROOT / "docs" / "runtime.md").read_text())
-    )
+    documented = set(re.findall(r"`(interlock_[a-z_]+)`", (ROOT / "docs" / "runtime.md").read_text()))
     assert exposed - documented == set(), "document these metrics in docs/runtime.md"
     assert documented - exposed == set(), "these documented metrics do not exist"
