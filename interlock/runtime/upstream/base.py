@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -22,7 +22,8 @@ class Endpoint:
     kind: str  # "openai" | "ollama"
     url: str  # openai: the provider's base_url (e.g. https://api.groq.com/openai/v1); ollama: worker URL
     label: str  # "groq", or "ollama@rtx4090" for a worker: used in health reports and logs
-    headers: Mapping[str, str]  # precomputed, Authorization included; never logged or reported
+    # precomputed, Authorization included; never logged or reported (and left out of repr())
+    headers: Mapping[str, str] = field(repr=False)
     connect_s: float
     first_byte_s: float
     total_s: float
