@@ -1,1 +1,1 @@
-"""The runtime: serves a compiled routing plan. Must never import the compiler, ruamel.yaml or jinja2."""
+"""The runtime: serves a compiled routing plan. Must never import the compiler, a YAML parser or jinja2."""
