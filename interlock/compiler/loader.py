@@ -61,16 +61,6 @@ class SourceDoc:
     secrets: list[Span] = field(default_factory=list)
     """Where credential values stand; ``excerpt`` masks them whenever a line is shown."""
 
-    @property
-    def value_spans(self) -> dict[Path, Span]:
-        """Every value's span (built on demand; ``span`` is the cheap way to look one up)."""
-        return {path: Span(self.file, *pos) for path, pos in self.value_pos.items()}
-
-    @property
-    def key_spans(self) -> dict[Path, Span]:
-        """Every key's span (built on demand; ``key_span`` is the cheap way to look one up)."""
-        return {path: Span(self.file, *pos) for path, pos in self.key_pos.items()}
-
     def span(self, path: Path) -> Span:
         """The value at ``path``, or the closest enclosing value that exists."""
         for end in range(len(path), -1, -1):
@@ -90,11 +80,6 @@ class SourceDoc:
         span = Span(self.file, *found) if found is not None else None
         if span is not None and span not in self.secrets:
             self.secrets.append(span)
-
-    def redacted_line(self, number: int) -> str | None:
-        """Line ``number`` (1-based) with every secret on it replaced by ``***``; None past the end."""
-        shown = self.excerpt(number, 1, 1)
-        return None if shown is None else shown[0]
 
     def excerpt(self, number: int, col: int, end_col: int) -> tuple[str, int, int] | None:
         """Line ``number`` with secrets masked, and ``col``/``end_col`` moved to match the masked text."""
@@ -371,8 +356,8 @@ class _Converter:
                 self.sink.add(
                     "IL002",
                     self._span(key_node),
-                    f"duplicate key `{key}` in `{_dotted(path) or 'the file'}`",
-                    path=_dotted((*path, key)),
+                    f"duplicate key `{key}` in `{dotted(path) or 'the file'}`",
+                    path=dotted((*path, key)),
                     value=str(key),
                     hint=f"first defined at {first}; YAML would keep only one of them",
                 )
@@ -405,11 +390,9 @@ def _key(node: Node) -> str | int:
     return value if isinstance(value, str) else str(node.value)
 
 
-def _dotted(path: Path) -> str:
+def dotted(path: Path) -> str:
+    """The key path as messages show it: ``("aliases", "a", "chain", 2)`` -> ``aliases.a.chain[2]``."""
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
-
-
-dotted = _dotted
