@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from interlock.compiler.codes import CODES
@@ -64,7 +64,7 @@ class Diagnostic:
 
 @dataclass
 class DiagnosticSink:
-    """Collects diagnostics; passes call ``error``/``warning``."""
+    """Collects diagnostics (passes call ``add``); the same diagnostic added twice is kept once."""
 
     items: list[Diagnostic] = field(default_factory=list)
     _seen: set[Diagnostic] = field(default_factory=set, repr=False)
@@ -94,9 +94,6 @@ class DiagnosticSink:
         if diagnostic not in self._seen:  # e.g. one profile file checked for each worker that uses it
             self._seen.add(diagnostic)
             self.items.append(diagnostic)
-
-    def __iter__(self) -> Iterator[Diagnostic]:
-        return iter(self.items)
 
     @property
     def errors(self) -> list[Diagnostic]:

@@ -10,8 +10,6 @@ from interlock.schema.canonical import content_hash
 from interlock.schema.config import TimeoutsSection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, RoutingPlan
 
-__all__ = ["emit", "slot_limit"]
-
 
 def emit(ctx: CompileContext) -> RoutingPlan:
     """Build the plan from a context whose passes reported no errors."""
