@@ -89,6 +89,35 @@ class Link:
     via: tuple[tuple[str, Span], ...]
 
 
+class BrokenPaths:
+    """Dotted key paths that failed shape checks, kept so that "is this or anything above/below it
+    broken?" costs a few set lookups rather than a scan of every broken path (a config with thousands
+    of errors would otherwise make each later check linear in them)."""
+
+    def __init__(self) -> None:
+        self._paths: set[str] = set()
+        self._above: set[str] = set()  # every proper ancestor of a broken path
+
+    def add(self, path: str) -> None:
+        self._paths.add(path)
+        self._above.update(_ancestors(path))
+
+    def at_or_above(self, path: str) -> bool:
+        """Whether ``path`` or an ancestor of it is broken."""
+        if not self._paths:
+            return False  # a clean configuration: the common case
+        return path in self._paths or any(a in self._paths for a in _ancestors(path))
+
+    def at_or_below(self, path: str) -> bool:
+        """Whether ``path``, an ancestor or a descendant of it is broken."""
+        return path in self._above or self.at_or_above(path)
+
+
+def _ancestors(path: str) -> list[str]:
+    """``aliases.a.chain[2]`` -> ``aliases``, ``aliases.a``, ``aliases.a.chain``."""
+    return [path[:i] for i, char in enumerate(path) if char in ".[" and i > 0]
+
+
 @dataclass
 class CompileContext:
     """Everything a pass may read or write. Passes run in the order of ``passes.PASSES``."""
@@ -104,7 +133,7 @@ class CompileContext:
     providers: dict[str, Provider] = field(default_factory=dict)
     aliases: dict[str, Alias] = field(default_factory=dict)
     models: dict[str, Model] = field(default_factory=dict)
-    broken: set[str] = field(default_factory=set)
+    broken: BrokenPaths = field(default_factory=BrokenPaths)
     """Dotted paths (`providers.x`, `health.probe_timeout`, `aliases.y.chain[2]`) that failed shape checks
     and were pruned: later passes stay quiet about them instead of reporting a second, derived error."""
     # filled by `workers`
@@ -125,15 +154,11 @@ class CompileContext:
 
     def is_broken(self, path: str) -> bool:
         """Whether ``path`` or anything above it failed shape checks."""
-        if path in self.broken:
-            return True
-        return any(path.startswith(b) and path[len(b) : len(b) + 1] in (".", "[") for b in self.broken)
+        return self.broken.at_or_above(path)
 
     def broken_under(self, path: str) -> bool:
-        """Whether ``path`` or anything inside it failed shape checks."""
-        return self.is_broken(path) or any(
-            b.startswith(path) and b[len(path) : len(path) + 1] in (".", "[") for b in self.broken
-        )
+        """Whether ``path``, anything above it or anything inside it failed shape checks."""
+        return self.broken.at_or_below(path)
 
     def declared_providers(self) -> list[str]:
         """Every provider name written in the sources, including ones that failed shape checks."""
