@@ -9,6 +9,8 @@ import pytest
 from interlock.cli import main
 from interlock.commands.build import plan_text
 from interlock.compiler import CompileOptions, compile_config
+from interlock.compiler.diagnostics import DiagnosticSink
+from interlock.compiler.loader import parse_document
 from interlock.compiler.report import FORMATS, render
 
 SECRETS = (
@@ -129,3 +131,19 @@ def test_a_yaml_syntax_error_on_a_secret_line_is_masked(tmp_path: Path) -> None:
     assert [d.code for d in ctx.sink.items] == ["IL001"]
     for fmt in FORMATS:
         assert_clean(render(ctx.sink.items, fmt, ctx.sources))
+
+
+def test_a_secret_written_over_several_lines_is_masked_on_each_of_them() -> None:
+    text = "a:\n  token: >-\n    FirstHalfOfTheSecret\n    SecondHalfOfTheSecret\n  next: 1\n"
+    doc = parse_document("t.yaml", text, DiagnosticSink())
+    doc.mark_secret(("a", "token"))
+    doc.mark_secret(("a", "token"))  # marking twice changes nothing
+    shown = [doc.excerpt(number, 1, 2) for number in range(1, 7)]
+    assert [None if s is None else s[0] for s in shown] == [
+        "a:",
+        "  token: ***",
+        "***",
+        "***",
+        "  next: 1",
+        None,
+    ]

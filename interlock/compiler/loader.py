@@ -58,8 +58,8 @@ class SourceDoc:
     value_pos: dict[Path, Pos] = field(default_factory=dict)
     key_pos: dict[Path, Pos] = field(default_factory=dict)
     """Positions as plain tuples (a large file has hundreds of thousands); ``span`` makes a Span."""
-    secrets: list[Span] = field(default_factory=list)
-    """Where credential values stand; ``excerpt`` masks them whenever a line is shown."""
+    secrets: dict[int, list[Span]] = field(default_factory=dict)
+    """Where credential values stand, under each line they cover; ``excerpt`` masks them on that line."""
 
     def span(self, path: Path) -> Span:
         """The value at ``path``, or the closest enclosing value that exists."""
@@ -77,9 +77,14 @@ class SourceDoc:
     def mark_secret(self, path: Path) -> None:
         """Never show the value at ``path`` (the key stays visible)."""
         found = self.value_pos.get(path)
-        span = Span(self.file, *found) if found is not None else None
-        if span is not None and span not in self.secrets:
-            self.secrets.append(span)
+        if found is None:
+            return
+        span = Span(self.file, *found)
+        last = span.end_line if span.end_col > 1 else span.end_line - 1
+        for number in range(span.line, max(last, span.line) + 1):
+            on_line = self.secrets.setdefault(number, [])
+            if span not in on_line:
+                on_line.append(span)
 
     def excerpt(self, number: int, col: int, end_col: int) -> tuple[str, int, int] | None:
         """Line ``number`` with secrets masked, and ``col``/``end_col`` moved to match the masked text."""
@@ -87,10 +92,7 @@ class SourceDoc:
             return None
         text = self.lines[number - 1].rstrip().replace("\t", " ")
         cuts: list[tuple[int, int]] = []
-        for secret in self.secrets:
-            last = secret.end_line if secret.end_col > 1 else secret.end_line - 1
-            if not secret.line <= number <= max(last, secret.line):
-                continue
+        for secret in self.secrets.get(number, ()):
             start = secret.col - 1 if number == secret.line else 0
             end = secret.end_col - 1 if number == secret.end_line else len(text)
             cuts.append((start, max(end, start + 1)))
