@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import KeysView, Mapping
 from dataclasses import dataclass, field
 
 from interlock.compiler.diagnostics import DiagnosticSink, Span
@@ -78,7 +78,6 @@ class Worker:
     max_waiting: int
     max_wait_ms: int
     entry: Entry
-    index: int
 
 
 @dataclass(frozen=True)
@@ -160,6 +159,6 @@ class CompileContext:
         """Whether ``path``, anything above it or anything inside it failed shape checks."""
         return self.broken.at_or_below(path)
 
-    def declared_providers(self) -> list[str]:
+    def declared_providers(self) -> KeysView[str]:
         """Every provider name written in the sources, including ones that failed shape checks."""
-        return list(self.sources.named["providers"])
+        return self.sources.named["providers"].keys()

@@ -20,6 +20,9 @@ def emit(ctx: CompileContext) -> RoutingPlan:
     models_by_provider: dict[str, set[str]] = {}
     for candidate in candidates.values():
         models_by_provider.setdefault(candidate["provider"], set()).add(candidate["model"])
+    workers_by_provider: dict[str, list[str]] = {}
+    for worker in ctx.workers.values():  # in declaration order: providers, then each one's workers
+        workers_by_provider.setdefault(worker.provider, []).append(worker.name)
     data: dict[str, Any] = {
         "format_version": PLAN_FORMAT_VERSION,
         "content_hash": "",
@@ -37,7 +40,9 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "open_for_ms": ctx.health.open_for,
             "rate_limit_open_for_ms": ctx.health.rate_limit_open_for,
         },
-        "providers": {name: _provider(ctx, name) for name in ctx.providers},
+        "providers": {
+            name: _provider(ctx, name, workers_by_provider.get(name, [])) for name in ctx.providers
+        },
         "workers": {
             name: _worker(worker, models_by_provider.get(worker.provider, set()))
             for name, worker in ctx.workers.items()
@@ -70,7 +75,7 @@ def _candidate(ctx: CompileContext, candidate: str) -> dict[str, Any]:
     }
 
 
-def _provider(ctx: CompileContext, name: str) -> dict[str, Any]:
+def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, Any]:
     section = ctx.providers[name].section
     own = section.timeouts
     base: TimeoutsSection = ctx.timeouts
@@ -90,9 +95,7 @@ def _provider(ctx: CompileContext, name: str) -> dict[str, Any]:
             "first_byte_ms": pick("first_byte"),
             "total_ms": pick("total"),
         },
-        "workers": [
-            w.name for w in sorted(ctx.workers.values(), key=lambda w: w.index) if w.provider == name
-        ],
+        "workers": workers,
     }
 
 

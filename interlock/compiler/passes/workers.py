@@ -141,7 +141,6 @@ def _worker(
             max_waiting=queue.max_waiting,
             max_wait_ms=queue.max_wait,
             entry=entry,
-            index=index,
         ),
     )
 
