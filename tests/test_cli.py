@@ -247,3 +247,39 @@ def test_relative_includes_and_profiles_from_another_directory(
     assert run(capsys, "lint", "cfg/main.yaml")[0] == 0
     monkeypatch.chdir(ROOT / "tests")
     assert run(capsys, "lint", str(tmp_path / "cfg" / "main.yaml"))[0] == 0
+
+
+def test_explain_and_capabilities_name_every_nesting_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "version: 1\nproviders:\n  g: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "aliases:\n"
+        "  inner: {chain: [g/x, g/y]}\n"
+        "  middle: {chain: [g/z, inner]}\n"
+        "  outer:\n    requires: [tools]\n    chain: [g/w, middle]\n"
+    )
+    code, out, _ = run(capsys, "lint", str(config), "--format", "json")
+    assert code == 0
+    assert [(d["path"], d["message"]) for d in json.loads(out) if d["code"] == "IL309"] == [
+        (
+            f"aliases.outer.chain[{i}]",
+            f"`{candidate}`{via} in `outer` has no known capabilities; `outer` requires tools",
+        )
+        for i, candidate, via in (
+            (0, "g/w", ""),
+            (1, "g/x", " (via `middle` -> `inner`)"),
+            (1, "g/y", " (via `middle` -> `inner`)"),
+            (1, "g/z", " (via `middle`)"),
+        )
+    ]
+    code, out, _ = run(capsys, "explain", str(config), "outer")
+    assert code == 0
+    via_inner = f"written at {config}:5 in inner, reached via middle ({config}:6) <- outer ({config}:9)"
+    assert [line.strip() for line in out.splitlines() if "written at" in line] == [
+        f"written at {config}:9 in outer",
+        f"written at {config}:6 in middle, reached via outer ({config}:9)",
+        via_inner,
+        via_inner,
+    ]

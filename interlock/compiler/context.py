@@ -80,12 +80,37 @@ class Worker:
     entry: Entry
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One chain entry on the way to a candidate: entry ``index`` (in the source) of alias ``alias``."""
+
+    alias: str
+    index: int
+    span: Span
+
+    @property
+    def path(self) -> str:
+        return f"aliases.{self.alias}.chain[{self.index}]"
+
+
+@dataclass(frozen=True, slots=True)
 class Link:
-    """One expanded candidate of an alias and the chain entries that led to it (outermost first)."""
+    """One expanded candidate of an alias: the alias's own chain entry that led to it and, when that
+    entry names another alias, that alias's link (one object per level; nesting copies nothing)."""
 
     candidate: str
-    via: tuple[tuple[str, Span], ...]
+    hop: Hop
+    inner: Link | None = None
+
+    @property
+    def via(self) -> tuple[Hop, ...]:
+        """Every chain entry that led to the candidate, outermost first."""
+        hops: list[Hop] = []
+        link: Link | None = self
+        while link is not None:
+            hops.append(link.hop)
+            link = link.inner
+        return tuple(hops)
 
 
 class BrokenPaths:

@@ -27,11 +27,10 @@ def explain(ctx: CompileContext, name: str) -> str:
 
 
 def _where(link: Link) -> str:
-    (_, written), *outer = reversed(link.via)
-    owner = link.via[-1][0]
-    text = f"written at {_line(written)} in {owner}"
+    *outer, written = link.via
+    text = f"written at {_line(written.span)} in {written.alias}"
     if outer:
-        text += ", reached via " + " <- ".join(f"{alias} ({_line(span)})" for alias, span in outer)
+        text += ", reached via " + " <- ".join(f"{hop.alias} ({_line(hop.span)})" for hop in reversed(outer))
     return text
 
 

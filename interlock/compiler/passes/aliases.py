@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from interlock.compiler.context import Alias, CompileContext, Link
+from interlock.compiler.context import Alias, CompileContext, Hop, Link
 from interlock.compiler.diagnostics import Span, did_you_mean
 
 _SPACE = re.compile(r"\s")
@@ -184,23 +184,23 @@ class _Expander:
         seen: set[str] = set()
         for position, item in enumerate(alias.section.chain):
             index = alias.source_index(position)
-            here = (name, self.ctx.span_of(alias.entry, "chain", index))
+            here = Hop(name, index, self.ctx.span_of(alias.entry, "chain", index))
             kind = classify(self.ctx, item)
             if kind == "alias" and item in self.ctx.aliases:
-                inner = [Link(link.candidate, (here, *link.via)) for link in self.expand(item)]
+                inner = [Link(link.candidate, here, link) for link in self.expand(item)]
             elif kind == "candidate":
-                inner = [Link(item, (here,))]
+                inner = [Link(item, here)]
             else:
                 inner = []
             for link in inner:
                 if link.candidate in seen:
-                    if len(link.via) > 1:
+                    if link.inner is not None:
                         self.ctx.sink.add(
                             "IL311",
-                            here[1],
+                            here.span,
                             f"expanding `{item}` repeats `{link.candidate}` in `{name}`; "
                             "it keeps its first position",
-                            path=f"aliases.{name}.chain[{index}]",
+                            path=here.path,
                             value=link.candidate,
                             hint=f"`{link.candidate}` is tried once; drop it from `{item}` or from `{name}` "
                             "if the order matters",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interlock.compiler.context import CompileContext, Link
-from interlock.compiler.diagnostics import Span, did_you_mean
+from interlock.compiler.diagnostics import did_you_mean
 
 
 def capabilities(ctx: CompileContext) -> None:
@@ -29,8 +29,7 @@ def capabilities(ctx: CompileContext) -> None:
                 continue  # its facts have errors of their own; guessing would add noise
             facts = ctx.models.get(link.candidate)
             known = facts.facts.capabilities if facts else None
-            span = link.via[0][1]
-            where = _chain_path(ctx, name, span)
+            span, where = link.hop.span, link.hop.path
             if known is None:
                 ctx.sink.add(
                     "IL309",
@@ -56,17 +55,7 @@ def capabilities(ctx: CompileContext) -> None:
                 )
 
 
-def _chain_path(ctx: CompileContext, name: str, span: Span) -> str:
-    """The key path of the chain entry of alias ``name`` that stands at ``span``."""
-    alias = ctx.aliases[name]
-    for position in range(len(alias.section.chain)):
-        index = alias.source_index(position)
-        if ctx.span_of(alias.entry, "chain", index) == span:
-            return f"aliases.{name}.chain[{index}]"
-    return f"aliases.{name}.chain"
-
-
 def _via(link: Link) -> str:
     """`` (via `mana/fast`)`` for a candidate reached through nested aliases, else empty."""
-    inner = [alias for alias, _ in link.via[1:]]
+    inner = [hop.alias for hop in link.via[1:]]
     return f" (via `{'` -> `'.join(inner)}`)" if inner else ""
