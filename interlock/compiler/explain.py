@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from interlock.compiler.context import CompileContext, Link
-from interlock.compiler.patterns import slot_limit
+from interlock.compiler.patterns import matching_row
 from interlock.schema.durations import format_duration
 
 
@@ -70,17 +70,9 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
     for worker in ctx.workers.values():
         if worker.provider != provider_name:
             continue
-        slots = slot_limit(worker.patterns, worker.max_concurrent, model)
-        rule = next(
-            (
-                f"pattern `{row.pattern}`"
-                for row in worker.patterns
-                if (row.match == "exact" and row.prefix == model)
-                or (row.match == "prefix" and model.startswith(row.prefix))
-                or row.match == "any"
-            ),
-            "max_concurrent",
-        )
+        row = matching_row(worker.patterns, model)
+        slots = worker.max_concurrent if row is None else row.limit
+        rule = "max_concurrent" if row is None else f"pattern `{row.pattern}`"
         lines.append(f"worker {worker.name} {worker.url}: {slots} of {worker.max_concurrent} slots ({rule})")
     return lines
 

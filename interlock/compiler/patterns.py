@@ -1,7 +1,8 @@
 """Per-model concurrency patterns: `name` (exact), `prefix*` (one trailing star) or `*` alone.
 
 Match order is by specificity, not by the order written: exact > longest prefix > `*` > the worker's
-`max_concurrent`. ``order`` sorts a table that way; ``slot_limit`` looks one model up in it.
+`max_concurrent`. ``order`` sorts a table that way; ``matching_row`` and ``slot_limit`` look one model up
+in it.
 """
 
 from __future__ import annotations
@@ -37,15 +38,22 @@ def order(rows: list[PlanPattern]) -> list[PlanPattern]:
     return sorted(rows, key=lambda r: (_RANK[r.match], -len(r.prefix), r.pattern))
 
 
-def slot_limit(patterns: list[PlanPattern], max_concurrent: int, model: str) -> int:
-    """exact > longest prefix > `*` > max_concurrent; ``patterns`` is already in that order."""
+def matching_row(patterns: list[PlanPattern], model: str) -> PlanPattern | None:
+    """The row that sets ``model``'s slots (exact > longest prefix > `*`), or None when none matches;
+    ``patterns`` is already in that order."""
     for row in patterns:
         if row.match == "exact":
             if row.prefix == model:
-                return row.limit
+                return row
         elif row.match == "prefix":
             if model.startswith(row.prefix):
-                return row.limit
+                return row
         else:
-            return row.limit
-    return max_concurrent
+            return row
+    return None
+
+
+def slot_limit(patterns: list[PlanPattern], max_concurrent: int, model: str) -> int:
+    """The matching row's limit, else the worker's ``max_concurrent``."""
+    row = matching_row(patterns, model)
+    return max_concurrent if row is None else row.limit
