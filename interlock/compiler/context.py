@@ -184,6 +184,15 @@ class CompileContext:
         """Whether ``path``, anything above it or anything inside it failed shape checks."""
         return self.broken.at_or_below(path)
 
+    def timeouts_of(self, provider: str) -> dict[str, int]:
+        """``connect``/``first_byte``/``total`` (ms) of ``provider``: its own where set, else `timeouts`."""
+        own = self.providers[provider].section.timeouts
+        values: dict[str, int] = {}
+        for key in TimeoutsSection.model_fields:
+            value = None if own is None else getattr(own, key)
+            values[key] = getattr(self.timeouts, key) if value is None else value
+        return values
+
     def declared_providers(self) -> KeysView[str]:
         """Every provider name written in the sources, including ones that failed shape checks."""
         return self.sources.named["providers"].keys()

@@ -7,7 +7,6 @@ from typing import Any
 from interlock.compiler.context import CompileContext, Worker
 from interlock.compiler.patterns import slot_limit
 from interlock.schema.canonical import content_hash
-from interlock.schema.config import TimeoutsSection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, RoutingPlan
 
 
@@ -77,13 +76,7 @@ def _candidate(ctx: CompileContext, candidate: str) -> dict[str, Any]:
 
 def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, Any]:
     section = ctx.providers[name].section
-    own = section.timeouts
-    base: TimeoutsSection = ctx.timeouts
-
-    def pick(key: str) -> int:
-        value = getattr(own, key) if own is not None else None
-        return int(getattr(base, key) if value is None else value)
-
+    timeouts = ctx.timeouts_of(name)
     return {
         "name": name,
         "kind": section.kind,
@@ -91,9 +84,9 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
         "api_key_env": section.api_key_env,
         "probe": section.probe,
         "timeouts": {
-            "connect_ms": pick("connect"),
-            "first_byte_ms": pick("first_byte"),
-            "total_ms": pick("total"),
+            "connect_ms": timeouts["connect"],
+            "first_byte_ms": timeouts["first_byte"],
+            "total_ms": timeouts["total"],
         },
         "workers": workers,
     }

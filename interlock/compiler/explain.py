@@ -78,9 +78,4 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
 
 
 def _timeouts(ctx: CompileContext, provider_name: str) -> str:
-    own = ctx.providers[provider_name].section.timeouts
-    parts = []
-    for key in ("connect", "first_byte", "total"):
-        value = getattr(own, key) if own is not None else None
-        parts.append(f"{key} {format_duration(value if value is not None else getattr(ctx.timeouts, key))}")
-    return ", ".join(parts)
+    return ", ".join(f"{key} {format_duration(ms)}" for key, ms in ctx.timeouts_of(provider_name).items())

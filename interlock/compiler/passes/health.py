@@ -50,9 +50,7 @@ def health(ctx: CompileContext) -> None:
             _cold_load(ctx, name, provider.entry, own.first_byte if own else None, defaults["first_byte"])
         if own is None:
             continue
-        values = {
-            key: defaults[key] if getattr(own, key) is None else getattr(own, key) for key in TIMEOUT_KEYS
-        }
+        values = ctx.timeouts_of(name)
         written = {key for key in TIMEOUT_KEYS if getattr(own, key) is not None}
 
         def pspan(key: str, entry: Entry = provider.entry) -> Span:
