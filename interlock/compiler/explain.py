@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from interlock.compiler.context import CompileContext, Link
+from interlock.compiler.diagnostics import Span
 from interlock.compiler.patterns import matching_row
 from interlock.schema.durations import format_duration
 
@@ -34,9 +35,9 @@ def _where(link: Link) -> str:
     return text
 
 
-def _line(span: object) -> str:
-    text = str(span)
-    return text.rsplit(":", 1)[0] if text.count(":") >= 2 else text
+def _line(span: Span) -> str:
+    """``file:line``, without the column."""
+    return f"{span.file}:{span.line}" if span.line > 0 else span.file
 
 
 def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list[str]:
