@@ -168,8 +168,9 @@ def _host(url: str) -> str | None:
         return None
 
 
-def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], url: str, where: str) -> None:
-    """An absolute http(s) URL with a host, and no credentials in it (user-info or query)."""
+def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], url: str, where: str) -> bool:
+    """An absolute http(s) URL with a host, and no credentials in it (user-info or query); False when
+    it is not (and the diagnostic is reported)."""
     span: Span = doc.span(path)
     try:
         parts = urlsplit(url.strip())
@@ -188,7 +189,7 @@ def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], 
             path=where,
             hint="remove `user:password@` or `?key=...` and name a variable in `api_key_env`",
         )
-        return
+        return False
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         if "://" not in url:
             hint = f"write the scheme: `http://{url}` or `https://{url}`"
@@ -204,3 +205,5 @@ def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], 
             value=url,
             hint=hint,
         )
+        return False
+    return True
