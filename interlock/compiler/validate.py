@@ -36,7 +36,24 @@ REDACTED = _Redacted()
 
 _SENSITIVE_FIELDS = frozenset({"api_key_env"})
 _MAX_ROUNDS = 16
+"""Each round prunes what the last one rejected; the bound only guards against a prune that cannot land."""
 _RANGE_CODES = {"context_tokens": "IL209", "max_concurrent": "IL203"}
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "`true` or `false`",
+    "bool_parsing": "`true` or `false`",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "list_type": "a list",
+    "string_too_short": "a non-empty string",
+}
+"""What a value must be, by pydantic error type (the types whose wording needs no context)."""
 
 
 @dataclass
@@ -62,7 +79,7 @@ def salvage(model: type[BaseModel], raw: Any, doc: SourceDoc, base: Path, sink: 
     except ValidationError:
         pass
     data = copy.deepcopy(raw)
-    for path in _redacted_paths(data, ()):
+    for path in sorted(_redacted_paths(data, ()), key=_deepest_last_index_first):
         _prune(data, path, result)
     reported = False
     for _ in range(_MAX_ROUNDS):
@@ -71,7 +88,7 @@ def salvage(model: type[BaseModel], raw: Any, doc: SourceDoc, base: Path, sink: 
             return result
         except ValidationError as exc:
             errors = exc.errors()
-        if not reported:
+        if not reported:  # later rounds see only what pruning caused (say, a required key cut): derived
             for error in errors:
                 report(sink, doc, base, model, error)
             reported = True
@@ -86,9 +103,7 @@ def salvage(model: type[BaseModel], raw: Any, doc: SourceDoc, base: Path, sink: 
 def _target(error: Any) -> Path:
     """What to cut for ``error``: the bad value itself, or the object that misses a required key."""
     loc: Path = tuple(error["loc"])
-    if loc and loc[-1] == "[key]":
-        return loc[:-1]
-    if error["type"] == "missing":
+    if (loc and loc[-1] == "[key]") or error["type"] == "missing":
         return loc[:-1]
     return loc
 
@@ -140,7 +155,7 @@ def _redacted_paths(value: Any, at: Path) -> list[Path]:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             found.extend(_redacted_paths(item, (*at, index)))
-    return sorted(found, key=_deepest_last_index_first)
+    return found
 
 
 def report(sink: DiagnosticSink, doc: SourceDoc, base: Path, model: type[BaseModel], error: Any) -> None:
@@ -213,23 +228,8 @@ def report(sink: DiagnosticSink, doc: SourceDoc, base: Path, model: type[BaseMod
 
 def _expected(kind: str, error: Any, raw: Any) -> tuple[str | None, str | None]:
     ctx = error.get("ctx") or {}
-    simple = {
-        "string_type": "a string",
-        "int_type": "a whole number",
-        "int_parsing": "a whole number",
-        "int_from_float": "a whole number",
-        "float_type": "a number",
-        "float_parsing": "a number",
-        "bool_type": "`true` or `false`",
-        "bool_parsing": "`true` or `false`",
-        "dict_type": "a mapping",
-        "model_type": "a mapping",
-        "model_attributes_type": "a mapping",
-        "list_type": "a list",
-        "string_too_short": "a non-empty string",
-    }
-    if kind in simple:
-        return simple[kind], None
+    if kind in _EXPECTED:
+        return _EXPECTED[kind], None
     if kind == "literal_error":
         choices = [
             c.strip().strip("'") for c in str(ctx.get("expected", "")).replace(" or ", ", ").split(",")
