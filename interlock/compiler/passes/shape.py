@@ -9,8 +9,9 @@ from pydantic import BaseModel
 from interlock.compiler.context import Alias, CompileContext, Model, Provider
 from interlock.compiler.diagnostics import did_you_mean
 from interlock.compiler.loader import NAMED_SECTIONS, Entry, Path, SourceDoc, dotted
+from interlock.compiler.schema_errors import show_value
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
-from interlock.compiler.validate import REDACTED, Salvaged, salvage, show_value
+from interlock.compiler.validate import REDACTED, Salvaged, salvage
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
