@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,15 @@ def fixture_options(path: Path) -> CompileOptions:
 
 def compile_fixture(path: Path) -> CompileContext:
     return compile_config(path.relative_to(ROOT).as_posix(), fixture_options(path))
+
+
+def compile_text(
+    tmp_path: Path, text: str, *, require_env: bool = False, environ: Mapping[str, str] | None = None
+) -> CompileContext:
+    """Compile ``text`` written to ``tmp_path/c.yaml``, with an empty environment unless one is given."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return compile_config(str(path), CompileOptions(require_env=require_env, environ=environ or {}))
 
 
 def text_report(ctx: CompileContext) -> str:

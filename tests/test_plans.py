@@ -14,7 +14,7 @@ from interlock.compiler import CompileOptions, compile_config
 from interlock.resources import builtin_profiles
 from interlock.schema.canonical import content_hash
 from interlock.schema.plan import RoutingPlan
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, compile_text
 
 PLAN_SCHEMA = json.loads((ROOT / "schema" / "plan.schema.json").read_text())
 CONFIGS = [
@@ -73,8 +73,8 @@ def test_example_plan_holds_what_the_runtime_needs() -> None:
 
 
 def test_slot_lookup_order_exact_then_longest_prefix_then_any_then_max(tmp_path: Path) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text(
+    ctx = compile_text(
+        tmp_path,
         """version: 1
 providers:
   local:
@@ -90,9 +90,8 @@ providers:
         model_concurrency: {"*": 1, "qwen3:8b": 3}
 aliases:
   a: {chain: [local/qwen3:8b, local/qwen2:7b, local/qa, local/llama3]}
-"""
+""",
     )
-    ctx = compile_config(str(config), CompileOptions(environ={}))
     assert ctx.plan is not None
     assert ctx.plan.workers["box"].slots == {"llama3": 4, "qa": 2, "qwen2:7b": 3, "qwen3:8b": 4}
     assert ctx.plan.workers["star"].slots == {"llama3": 1, "qa": 1, "qwen2:7b": 1, "qwen3:8b": 3}
@@ -104,8 +103,8 @@ aliases:
 
 
 def test_worker_keys_override_profile_values(tmp_path: Path) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text(
+    ctx = compile_text(
+        tmp_path,
         """version: 1
 providers:
   local:
@@ -120,9 +119,8 @@ providers:
         queue: {max_waiting: 5}
 aliases:
   a: {chain: [local/qwen3:8b, local/gemma4:27b]}
-"""
+""",
     )
-    ctx = compile_config(str(config), CompileOptions(environ={}))
     assert ctx.plan is not None
     plain, tuned = ctx.plan.workers["plain"], ctx.plan.workers["tuned"]
     assert (plain.max_concurrent, plain.slots) == (4, {"gemma4:27b": 2, "qwen3:8b": 4})
@@ -137,17 +135,17 @@ aliases:
 
 
 def test_a_provider_never_inherits_another_providers_credential(tmp_path: Path) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text(
+    ctx = compile_text(
+        tmp_path,
         """version: 1
 providers:
   groq: {kind: openai, base_url: "https://api.groq.com/openai/v1", api_key_env: GROQ_API_KEY}
   vllm: {kind: openai, base_url: "http://10.0.0.5:8000/v1"}
 aliases:
   a: {chain: [groq/llama-3.1-8b-instant, vllm/qwen3-8b]}
-"""
+""",
+        environ={"GROQ_API_KEY": "x"},
     )
-    ctx = compile_config(str(config), CompileOptions(environ={"GROQ_API_KEY": "x"}))
     assert ctx.plan is not None
     assert ctx.plan.providers["groq"].api_key_env == "GROQ_API_KEY"
     assert ctx.plan.providers["vllm"].api_key_env is None

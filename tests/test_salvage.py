@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from interlock.compiler import CompileContext, CompileOptions, compile_config
+from interlock.compiler import CompileContext
+from tests.conftest import compile_text
 
 
-def lint(tmp_path: Path, text: str, **options: object) -> CompileContext:
-    path = tmp_path / "c.yaml"
-    path.write_text("version: 1\n" + text)
-    options.setdefault("environ", {})
-    return compile_config(str(path), CompileOptions(**options))  # type: ignore[arg-type]
+def lint(tmp_path: Path, text: str, **options: Any) -> CompileContext:
+    return compile_text(tmp_path, "version: 1\n" + text, **options)
 
 
 def codes(ctx: CompileContext) -> list[str]:
