@@ -127,3 +127,13 @@ def test_a_file_that_is_not_utf8_is_reported(tmp_path: Path) -> None:
     assert [(d.code, d.message, d.span.line, d.span.col) for d in ctx.sink.items] == [
         ("IL001", "the file is not valid UTF-8 text", 2, 29)
     ]
+
+
+def test_absurdly_deep_nesting_is_a_syntax_error_not_a_crash() -> None:
+    data, sink = parse("x: " + "[" * 600 + "]" * 600 + "\n")
+    assert data is None
+    assert [(d.code, d.message, str(d.span)) for d in sink.items] == [
+        ("IL001", "YAML syntax error: values are nested more than 100 levels deep", "t.yaml:1:103")
+    ]
+    data, _ = parse("x: " + "[" * 99 + "]" * 99 + "\n")
+    assert data is not None

@@ -290,13 +290,8 @@ def parse_document(path: str, text: str, sink: DiagnosticSink) -> SourceDoc:
         return doc
     try:
         doc.data = _Converter(doc, sink).convert(node, ())
-    except _Recursive as exc:
-        sink.add(
-            "IL001",
-            exc.span,
-            "YAML syntax error: an alias refers to the node that contains it",
-            hint="anchors (`&name`) may be reused (`*name`) only outside their own value",
-        )
+    except _Unconvertible as exc:
+        sink.add("IL001", exc.span, f"YAML syntax error: {exc.problem}", hint=exc.hint)
         doc.data = None
     return doc
 
@@ -313,10 +308,16 @@ def _yaml_hint(problem: str) -> str | None:
     return None
 
 
-class _Recursive(Exception):
-    def __init__(self, span: Span) -> None:
-        super().__init__(str(span))
-        self.span = span
+MAX_DEPTH = 100
+"""Deeper nesting than any configuration needs; the converter (and the passes after it) recurse."""
+
+
+class _Unconvertible(Exception):
+    """Well-formed YAML that cannot become plain data: a self-containing alias, or absurd nesting."""
+
+    def __init__(self, span: Span, problem: str, hint: str) -> None:
+        super().__init__(problem)
+        self.span, self.problem, self.hint = span, problem, hint
 
 
 @dataclass
@@ -334,7 +335,17 @@ class _Converter:
         if isinstance(node, ScalarNode):
             return scalar(node)
         if id(node) in self.active:
-            raise _Recursive(self._span(node))
+            raise _Unconvertible(
+                self._span(node),
+                "an alias refers to the node that contains it",
+                "anchors (`&name`) may be reused (`*name`) only outside their own value",
+            )
+        if len(path) >= MAX_DEPTH:
+            raise _Unconvertible(
+                self._span(node),
+                f"values are nested more than {MAX_DEPTH} levels deep",
+                "a configuration nests a few levels; look for a run of unclosed `[` or `{`",
+            )
         self.active.add(id(node))
         try:
             if isinstance(node, MappingNode):
