@@ -137,3 +137,18 @@ def test_absurdly_deep_nesting_is_a_syntax_error_not_a_crash() -> None:
     ]
     data, _ = parse("x: " + "[" * 99 + "]" * 99 + "\n")
     assert data is not None
+
+
+def test_aliases_that_multiply_without_bound_are_refused() -> None:
+    # Six levels of ten: a 300-byte file that would become a million values.
+    text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 6)
+    )
+    data, sink = parse(text)
+    assert data is None
+    assert [(d.code, d.message) for d in sink.items] == [
+        ("IL001", "YAML syntax error: aliases expand to too many values")
+    ]
+    data, sink = parse(text.rsplit("a4:", 1)[0])  # four levels: about 12,000 values, allowed
+    assert sink.items == []
+    assert isinstance(data, dict)

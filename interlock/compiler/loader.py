@@ -289,7 +289,8 @@ def parse_document(path: str, text: str, sink: DiagnosticSink) -> SourceDoc:
         doc.data = {}
         return doc
     try:
-        doc.data = _Converter(doc, sink).convert(node, ())
+        budget = max(MIN_VALUES, VALUES_PER_CHAR * len(text))
+        doc.data = _Converter(doc, sink, budget).convert(node, ())
     except _Unconvertible as exc:
         sink.add("IL001", exc.span, f"YAML syntax error: {exc.problem}", hint=exc.hint)
         doc.data = None
@@ -310,6 +311,9 @@ def _yaml_hint(problem: str) -> str | None:
 
 MAX_DEPTH = 100
 """Deeper nesting than any configuration needs; the converter (and the passes after it) recurse."""
+MIN_VALUES, VALUES_PER_CHAR = 100_000, 10
+"""Without aliases a file holds fewer values than characters; aliases of aliases can multiply them
+without bound (363 bytes made a million), so conversion stops past this many."""
 
 
 class _Unconvertible(Exception):
@@ -324,6 +328,8 @@ class _Unconvertible(Exception):
 class _Converter:
     doc: SourceDoc
     sink: DiagnosticSink
+    budget: int
+    """Values left to convert."""
     active: set[int] = field(default_factory=set)
 
     def _span(self, node: Node) -> Span:
@@ -332,6 +338,13 @@ class _Converter:
     def convert(self, node: Node, path: Path) -> Any:
         start, end = node.start_mark, node.end_mark
         self.doc.value_pos[path] = (start.line + 1, start.column + 1, end.line + 1, end.column + 1)
+        self.budget -= 1
+        if self.budget < 0:
+            raise _Unconvertible(
+                self._span(node),
+                "aliases expand to too many values",
+                "an alias (`*name`) copies its anchor's whole value; do not nest them in each other",
+            )
         if isinstance(node, ScalarNode):
             return scalar(node)
         if id(node) in self.active:
