@@ -113,7 +113,8 @@ def _read(path: str, size: int) -> bytes | None:
 
 
 def _report(ctx: CompileContext, file: str, data: bytes, hits: list[Hit]) -> None:
-    # Registering the file lets every report format show the offending line with a caret.
+    # Registering the file lets the text report show the offending line with a caret; like a config
+    # line, it is shown through `SourceDoc.excerpt`, which masks credential-looking text on it.
     ctx.sources.aux.append(SourceDoc(file, file, data.decode("utf-8", "replace").splitlines()))
     for hit in hits:
         ctx.sink.add(
