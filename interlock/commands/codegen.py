@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
 from interlock.codegen import LANGUAGES, CodegenError, generate, valid_name
+from interlock.commands.build import _write as write_atomically
 from interlock.diff.inputs import InputError, load_plan
 
 
@@ -43,10 +43,7 @@ def run_codegen(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, text)
     if args.output:
-        tmp = f"{args.output}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, args.output)
+        write_atomically(args.output, text)
         print(f"wrote {args.output} ({len(plan.aliases)} aliases)", file=sys.stderr)
     else:
         sys.stdout.write(text)

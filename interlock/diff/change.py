@@ -7,8 +7,11 @@ Every kind has one fixed classification, so a reviewer (and ``--fail-on``) can r
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 
 class Classification(enum.Enum):
@@ -160,6 +163,15 @@ class Change:
             "unit": self.unit,
             "summary": self.summary,
         }
+
+
+def changed_fields(old: BaseModel, new: BaseModel) -> Iterator[tuple[str, Value, Value, str | None]]:
+    """``(setting, before, after, unit)`` for each field of two plan models that differs; a ``*_ms``
+    field is named without the suffix and has the unit ``ms``."""
+    for key in type(old).model_fields:
+        before, after = getattr(old, key), getattr(new, key)
+        if before != after:
+            yield key.removesuffix("_ms"), before, after, "ms" if key.endswith("_ms") else None
 
 
 def show(value: Value, unit: str | None) -> str:

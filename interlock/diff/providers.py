@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from interlock.diff.aliases import reordered
-from interlock.diff.change import Change, named, show
-from interlock.schema.plan import PlanProvider, PlanTimeouts, RoutingPlan
+from interlock.diff.change import Change, changed_fields, named, show
+from interlock.schema.plan import PlanProvider, RoutingPlan
 
 
 def providers(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
@@ -46,12 +46,9 @@ def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
     if old.probe != new.probe:
         summary = f"provider `{name}`: active probe turned {show(new.probe, 'bool')}"
         out.append(Change("probe-changed", name, old.probe, new.probe, summary, unit="bool"))
-    for key in PlanTimeouts.model_fields:
-        before, after = getattr(old.timeouts, key), getattr(new.timeouts, key)
-        if before != after:
-            setting = key.removesuffix("_ms")
-            summary = f"provider `{name}` timeout `{setting}`: {show(before, 'ms')} → {show(after, 'ms')}"
-            out.append(Change("timeout-changed", name, before, after, summary, field=setting, unit="ms"))
+    for setting, before, after, unit in changed_fields(old.timeouts, new.timeouts):
+        summary = f"provider `{name}` timeout `{setting}`: {show(before, unit)} → {show(after, unit)}"
+        out.append(Change("timeout-changed", name, before, after, summary, field=setting, unit=unit))
     if reordered(old.workers, new.workers):
         summary = f"provider `{name}` now lists its workers as {show(new.workers, 'list')}"
         out.append(Change("worker-order-changed", name, old.workers, new.workers, summary, unit="list"))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from interlock.diff.change import Change, named, show
-from interlock.schema.plan import PlanHealth, RoutingPlan
+from interlock.diff.change import Change, changed_fields, named, show
+from interlock.schema.plan import RoutingPlan
 
 
 def server(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
@@ -57,12 +57,7 @@ def server(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
 def health(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
     """Every probe and circuit-breaker setting, one change each."""
     out: list[Change] = []
-    for key in PlanHealth.model_fields:
-        before, after = getattr(base.health, key), getattr(head.health, key)
-        if before == after:
-            continue
-        unit = "ms" if key.endswith("_ms") else None
-        setting = key.removesuffix("_ms")
+    for setting, before, after, unit in changed_fields(base.health, head.health):
         summary = f"health `{setting}`: {show(before, unit)} → {show(after, unit)}"
         out.append(Change("health-changed", setting, before, after, summary, unit=unit))
     return out

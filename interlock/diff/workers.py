@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.diff.change import Change, show
-from interlock.schema.plan import PlanQueue, PlanWorker, RoutingPlan
+from interlock.diff.change import Change, changed_fields, show
+from interlock.schema.plan import PlanWorker, RoutingPlan
 
 
 def workers(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
@@ -54,13 +54,9 @@ def _worker(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
         )
         out.append(Change("patterns-changed", name, old_patterns, new_patterns, summary))
     out.extend(_context(name, old, new))
-    for key in PlanQueue.model_fields:
-        before, after = getattr(old.queue, key), getattr(new.queue, key)
-        if before != after:
-            setting = key.removesuffix("_ms")
-            unit = "ms" if key.endswith("_ms") else None
-            summary = f"worker `{name}` queue `{setting}`: {show(before, unit)} → {show(after, unit)}"
-            out.append(Change("queue-changed", name, before, after, summary, field=setting, unit=unit))
+    for setting, before, after, unit in changed_fields(old.queue, new.queue):
+        summary = f"worker `{name}` queue `{setting}`: {show(before, unit)} → {show(after, unit)}"
+        out.append(Change("queue-changed", name, before, after, summary, field=setting, unit=unit))
     return out
 
 

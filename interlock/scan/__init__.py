@@ -40,6 +40,7 @@ def scan_into(ctx: CompileContext, config: str, paths: Sequence[str], log: TextI
     base = os.path.dirname(os.path.abspath(config))
     allow = AllowList.of(ctx.lint.scan_allow)
     own = _identities(doc.path for doc in (*ctx.sources.docs, *ctx.sources.aux))
+    hints: dict[str, str] = {}  # token -> alias suggestion: the same few tokens recur across a tree
     stats = ScanStats()
     for root in paths:
         if not os.path.exists(root):
@@ -65,7 +66,7 @@ def scan_into(ctx: CompileContext, config: str, paths: Sequence[str], log: TextI
             hits = list(matcher.find(data))
             if hits:
                 stats.hits += len(hits)
-                _report(ctx, display_name(os.path.normpath(path)), data, hits)
+                _report(ctx, display_name(os.path.normpath(path)), data, hits, hints)
     if log is not None:
         where = ", ".join(paths)
         log.write(
@@ -112,16 +113,20 @@ def _read(path: str, size: int) -> bytes | None:
     return None if b"\0" in data[:BINARY_PROBE_BYTES] else data
 
 
-def _report(ctx: CompileContext, file: str, data: bytes, hits: list[Hit]) -> None:
-    # Registering the file lets every report format show the offending line with a caret.
+def _report(ctx: CompileContext, file: str, data: bytes, hits: list[Hit], hints: dict[str, str]) -> None:
+    # Registering the file lets the text report show the offending line with a caret; like a config
+    # line, it is shown through `SourceDoc.excerpt`, which masks credential-looking text on it.
     ctx.sources.aux.append(SourceDoc(file, file, data.decode("utf-8", "replace").splitlines()))
     for hit in hits:
+        hint = hints.get(hit.token)
+        if hint is None:
+            hint = hints[hit.token] = suggest(ctx, hit.token)
         ctx.sink.add(
             "IL601",
             Span(file, hit.line, hit.col),
             f"hard-coded model `{hit.token}` bypasses the aliases",
             value=hit.token,
-            hint=suggest(ctx, hit.token),
+            hint=hint,
         )
 
 

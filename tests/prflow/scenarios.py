@@ -50,24 +50,19 @@ def _replace_last(tree: ConfigTree) -> None:
     tree.aliases["acme/chat"]["chain"][-1] = "local/llava:7b"
 
 
-def _add_provider(tree: ConfigTree) -> None:
-    tree.config["providers"]["together"] = {
-        "kind": "openai",
-        "base_url": "https://api.together.xyz/v1",
-        "api_key_env": "TOGETHER_API_KEY",
-    }
+def _openai_provider(name: str, base_url: str, api_key_env: str) -> Edit:
+    """An edit that sets provider ``name`` to an OpenAI-compatible one (added or replacing it)."""
+    return _set(("providers", name), {"kind": "openai", "base_url": base_url, "api_key_env": api_key_env})
+
+
+_add_provider = _openai_provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY")
 
 
 def _remove_provider(tree: ConfigTree) -> None:
     del tree.config["providers"]["together"]
 
 
-def _spare_to_openai(tree: ConfigTree) -> None:
-    tree.config["providers"]["spare"] = {
-        "kind": "openai",
-        "base_url": "https://spare.example/v1",
-        "api_key_env": "SPARE_API_KEY",
-    }
+_spare_to_openai = _openai_provider("spare", "https://spare.example/v1", "SPARE_API_KEY")
 
 
 def _swap_workers(tree: ConfigTree) -> None:

@@ -174,6 +174,12 @@ def test_check_passes_when_current_and_fails_when_stale(tree: ConfigTree, capsys
     assert capsys.readouterr().err == f"missing.py does not exist: run `{fix}`\n"
 
 
+def test_output_creates_its_folder(tree: ConfigTree, capsys) -> None:
+    assert main(["codegen", tree.path, "--lang", "ts", "-o", "web/src/lib/llm.ts"]) == 0
+    assert capsys.readouterr().err == "wrote web/src/lib/llm.ts (4 aliases)\n"
+    assert Path("web/src/lib/llm.ts").read_text(encoding="utf-8") == generate(load_plan(tree.path).plan, "ts")
+
+
 def test_routing_changes_do_not_make_the_constants_stale(tree: ConfigTree, capsys) -> None:
     assert main(["codegen", tree.path, "--lang", "python", "-o", "llm.py"]) == 0
     chain = tree.aliases["acme/chat"]["chain"]

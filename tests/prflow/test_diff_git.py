@@ -108,6 +108,21 @@ def test_an_include_missing_at_the_ref_fails_the_compile(repo: ConfigTree, capsy
     ]
 
 
+def test_a_file_that_was_not_utf8_at_the_ref_is_a_diagnostic(repo: ConfigTree, capsys) -> None:
+    aliases = repo.root / "aliases.yaml"
+    good = aliases.read_bytes()
+    aliases.write_bytes(good + b"# caf\xe9\n")
+    git(repo.root, "commit", "-q", "-am", "latin-1 comment")
+    aliases.write_bytes(good)
+    line = len(good.splitlines()) + 1
+    code, _, err = diff(capsys, "--base-ref", "HEAD", "config.yaml")
+    assert code == 1
+    assert err.splitlines()[:2] == [
+        "error: config.yaml@HEAD does not compile:",
+        f"aliases.yaml:{line}:6: error IL001 yaml-syntax: the file is not valid UTF-8 text",
+    ]
+
+
 def test_an_unknown_ref(repo: ConfigTree, capsys) -> None:
     code, _, err = diff(capsys, "--base-ref", "origin/nope", "config.yaml")
     assert code == 1

@@ -298,3 +298,24 @@ def test_the_scan_codes_are_documented() -> None:
     ]
     assert [row for row in rows if row not in docs] == []
     assert len(rows) == 2
+
+
+def test_a_credential_on_a_reported_line_is_masked(tree: ConfigTree, capsys) -> None:
+    """The scan registers each file with hits as a source doc; shown lines go through the same masking as
+    config lines, and the caret still points at the model."""
+    (tree.root / "src" / "keys.py").write_text(
+        'c = Client(api_key="sk-proj-abcdefghijklmnop", model="groq/llama-3.1-8b-instant")\n'
+        'url = "https://bot:pa55w0rd@git.example/x"; m = "groq/llama-3.1-8b-instant"\n',
+        encoding="utf-8",
+    )
+    code, out, _ = lint(capsys, "--scan", "src/keys.py")
+    assert code == 0
+    assert "sk-proj" not in out
+    assert "pa55w0rd" not in out
+    lines = out.splitlines()
+    shown = [(lines[i], lines[i + 1]) for i, line in enumerate(lines) if line.startswith(("  1 |", "  2 |"))]
+    assert [text for text, _ in shown] == [
+        '  1 | c = Client(api_key=***, model="groq/llama-3.1-8b-instant")',
+        '  2 | url = "https://***@git.example/x"; m = "groq/llama-3.1-8b-instant"',
+    ]
+    assert [caret.index("^") for _, caret in shown] == [text.index("groq/") for text, _ in shown]
