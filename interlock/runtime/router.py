@@ -23,8 +23,7 @@ from interlock.runtime.errors import AllCandidatesFailed, DeterministicError, Tr
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import Candidate, Route
-from interlock.runtime.resolve import Target
+from interlock.runtime.plan import Candidate, Route, Target
 from interlock.runtime.slots import SlotLease
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 

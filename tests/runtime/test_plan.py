@@ -63,7 +63,9 @@ def test_slot_limits_come_from_the_compiled_table_then_the_patterns(plan_data: P
     assert plan.direct_candidate(provider, "big:70b").routes[0].slot_limit == 1
     assert plan.direct_candidate(provider, "other").routes[0].slot_limit == 2
     assert plan.workers["box1"].slot_limit("m1") == 1
-    assert not plan.direct_candidate(provider, "other").in_plan
+    ad_hoc = plan.direct_candidate(provider, "other")
+    assert (ad_hoc.in_plan, ad_hoc.metric_label) == (False, "local/*")
+    assert plan.candidates["local/m1"].metric_label == "local/m1"
 
 
 def test_an_unknown_format_version_is_refused(plan_data: PlanData) -> None:

@@ -16,6 +16,7 @@ from tests.runtime.conftest import BASIC, build
 def test_no_model_means_the_default_alias(basic_plan: RuntimePlan) -> None:
     target = resolve(basic_plan, None)
     assert (target.label, target.header) == ("t/chat", (b"x-interlock-alias", b"t/chat"))
+    assert target is basic_plan.aliases["t/chat"]  # built at load: an alias is its own target
 
 
 def test_a_name_in_the_namespace_that_is_no_alias_is_404_listing_the_aliases(basic_plan: RuntimePlan) -> None:

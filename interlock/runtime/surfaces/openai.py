@@ -26,8 +26,8 @@ from interlock.runtime.errors import (
     InvalidRequest,
     SlotUnavailable,
 )
-from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.resolve import Target, resolve
+from interlock.runtime.plan import RuntimePlan, Target
+from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.upstream.base import ChatStream
 
