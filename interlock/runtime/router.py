@@ -156,7 +156,6 @@ class Router:
             upstream_s += spent
             metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
             health.record_success(candidate.id, label, in_plan=candidate.in_plan)
-            health.record_selected(candidate.id, in_plan=candidate.in_plan)
             metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
             if not keep_lease:
                 admission.release()
