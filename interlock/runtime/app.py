@@ -72,7 +72,7 @@ class Gateway:
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
         self.slots = SlotTable()
-        self._configure_slots(plan)
+        self.slots.configure(plan.workers)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots))
         self.adapters: dict[str, Adapter] = {}
         self.router = Router(
@@ -177,7 +177,7 @@ class Gateway:
     def apply(self, plan: RuntimePlan) -> None:
         """Swap the plan in; requests already running keep the one they started with."""
         self.health.configure(plan.health)
-        self._configure_slots(plan)
+        self.slots.configure(plan.workers)
         self.plan = plan
         self.loaded_at = _iso(self.wall())
 
@@ -186,11 +186,6 @@ class Gateway:
         self.metrics.plan_reloads.labels("refused").inc()
         self.last_reload = {"at": _iso(self.wall()), "result": "refused", "error": reason}
         return False
-
-    def _configure_slots(self, plan: RuntimePlan) -> None:
-        self.slots.configure(
-            {name: (w.max_concurrent, w.max_waiting, w.max_wait_s) for name, w in plan.workers.items()}
-        )
 
     def _with_plan_header(self, send: Send) -> Send:
         header = self.plan.plan_header

@@ -43,9 +43,7 @@ class Rig:
         self.plan = plan
         self.health = HealthBook(plan.health)
         self.slots = SlotTable()
-        self.slots.configure(
-            {n: (w.max_concurrent, w.max_waiting, w.max_wait_s) for n, w in plan.workers.items()}
-        )
+        self.slots.configure(plan.workers)
         self.metrics = Metrics(StateView(lambda: plan, self.health, self.slots))
         self.adapter = ScriptedAdapter(script)
         guards = (HealthGuard(self.health), SlotGuard(self.slots))
