@@ -166,6 +166,11 @@ class RuntimePlan:
         )
 
 
+def worker_label(provider: str, worker: str) -> str:
+    """The endpoint label of one Ollama worker (health state, reports and metrics are keyed by it)."""
+    return f"{provider}@{worker}"
+
+
 def read_plan_file(path: str | Path) -> dict[str, Any]:
     """The plan file's JSON object; ``PlanError`` when unreadable or not a JSON object."""
     try:
@@ -353,7 +358,7 @@ def _provider(p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, st
                 provider=p.name,
                 kind=p.kind,
                 url=urls[w].rstrip("/"),
-                label=f"{p.name}@{w}",
+                label=worker_label(p.name, w),
                 headers=headers,
                 **timing,
             )

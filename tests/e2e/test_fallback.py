@@ -135,6 +135,7 @@ def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(
 ) -> None:
     fakes.gone.refuse_connections()
     wait_until(lambda: not gateway.health()["providers"]["gone"]["healthy"], 5, "probes to notice gone-box")
+    assert gateway.health()["workers"]["gone-box"]["healthy"] is False
     assert gateway.metric("interlock_provider_healthy", provider="gone") == 0
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)
     assert raw.headers["x-interlock-resolved"] == "bravo/b-gone"
