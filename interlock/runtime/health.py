@@ -161,9 +161,9 @@ class HealthBook:
         until = max(state.open_until, state.rate_limited_until)
         return {
             "circuit_open_until": self._wall_at(until) if until > now else None,
-            "last_selected": _iso(state.last_success_at),  # the router selects the one that answers
-            "last_success_at": _iso(state.last_success_at),
-            "last_error_at": _iso(state.last_error_at),
+            "last_selected": iso_utc(state.last_success_at),  # the router selects the one that answers
+            "last_success_at": iso_utc(state.last_success_at),
+            "last_error_at": iso_utc(state.last_error_at),
             "last_error_status": state.last_error_status,
             "last_error_class": state.last_error_class,
             "consecutive_failures": state.failures,
@@ -176,19 +176,20 @@ class HealthBook:
             "healthy": state.probe_ok and state.open_until <= now,
             "probe_ok": state.probe_ok,
             "circuit_open_until": self._wall_at(state.open_until) if state.open_until > now else None,
-            "last_probe_at": _iso(state.last_probe_at),
+            "last_probe_at": iso_utc(state.last_probe_at),
             "last_probe_error_class": state.last_probe_error,
-            "last_success_at": _iso(state.last_success_at),
-            "last_error_at": _iso(state.last_error_at),
+            "last_success_at": iso_utc(state.last_success_at),
+            "last_error_at": iso_utc(state.last_error_at),
             "last_error_class": state.last_error_class,
             "consecutive_connect_failures": state.failures,
         }
 
     def _wall_at(self, monotonic: float) -> str | None:
-        return _iso(self.wall() + (monotonic - self.clock()))
+        return iso_utc(self.wall() + (monotonic - self.clock()))
 
 
-def _iso(epoch: float | None) -> str | None:
+def iso_utc(epoch: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 UTC with milliseconds (``...T05:34:33.324Z``); None stays None."""
     if epoch is None:
         return None
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
