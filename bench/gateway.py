@@ -19,14 +19,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load import LoadResult, chat_body, run_load, run_wrk
 
+from interlock.runtime.server import wait_ready
 from interlock.testing.process import FakeProcess
 
 CONFIG = """\
@@ -77,20 +76,12 @@ def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], 
         log.seek(0)
         raise RuntimeError(f"interlock serve did not start:\n{log.read().decode(errors='replace')}")
     url = first[2]
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                log.seek(0)
-                raise RuntimeError(
-                    f"interlock serve at {url} never became ready:\n{log.read().decode(errors='replace')}"
-                ) from None
-            time.sleep(0.05)
+    if not wait_ready(url, 30, alive=lambda: proc.poll() is None):
+        proc.kill()
+        log.seek(0)
+        raise RuntimeError(
+            f"interlock serve at {url} never became ready:\n{log.read().decode(errors='replace')}"
+        )
     return proc, url
 
 

@@ -118,13 +118,14 @@ def _walkthrough(demo: Demo, url: str, kill_gpu: Callable[[], None], kill_cloud:
         resolved, answer, ms = _ask(client, messages)
         demo.say(f"   X-Interlock-Resolved: {resolved}   ({ms:.0f} ms)   {answer!r}   <- {note}")
         demo.expect(resolved == FALLBACK, f"the fallback {FALLBACK} to answer, got {resolved}")
-        demo.expect(ms < 1000, f"the fallback to answer within a second, took {ms:.0f} ms")
     health = _get_json(f"{url}/v1/health")["candidates"][PRIMARY]
     demo.say(
         f"   GET /v1/health: {PRIMARY} healthy={str(health['healthy']).lower()} "
         f"last_error_class={health['last_error_class']} circuit_open_until={health['circuit_open_until']}"
     )
     demo.expect(health["healthy"] is False, f"/v1/health to report {PRIMARY} unhealthy")
+    demo.expect(health["last_error_class"] == "connect", f"{PRIMARY} refused (connect), not timed out")
+    demo.expect(health["circuit_open_until"] is not None, f"the circuit of {PRIMARY} to be open")
 
     demo.say("\n4. The cloud goes down too: the answer is a 503 with a short summary, no upstream bodies.")
     kill_cloud()
@@ -169,7 +170,7 @@ def _gateway(plan: Any) -> Iterator[str]:
     import uvicorn
 
     from interlock.runtime.app import Gateway
-    from interlock.runtime.server import bind, url_of
+    from interlock.runtime.server import bind, url_of, wait_ready
 
     gateway = Gateway(plan)
     sock = bind("127.0.0.1", 0)
@@ -179,17 +180,8 @@ def _gateway(plan: Any) -> Iterator[str]:
     thread = threading.Thread(target=lambda: _serve_in_thread(server, sock), daemon=True)
     thread.start()
     url = url_of(sock)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("the demo gateway did not become ready within 10 s")
-        time.sleep(0.02)
+    if not wait_ready(url, 10, alive=thread.is_alive):
+        raise RuntimeError("the demo gateway did not become ready within 10 s")
     try:
         yield url
     finally:

@@ -12,12 +12,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.health import Clock, HealthBook
+from interlock.runtime.health import Clock, HealthBook, iso_utc
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
@@ -72,7 +71,7 @@ class Gateway:
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
         self.slots = SlotTable()
-        self._configure_slots(plan)
+        self.slots.configure(plan.workers)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots))
         self.adapters: dict[str, Adapter] = {}
         self.router = Router(
@@ -80,7 +79,7 @@ class Gateway:
         )
         self.probe_loop = ProbeLoop(lambda: self.plan, self.health, self.adapters, self.metrics)
         self.admin = build_admin(self)
-        self.loaded_at = _iso(wall())
+        self.loaded_at = iso_utc(wall())
         self.last_reload: dict[str, Any] | None = None
         self.started = False
         self._probes = probes
@@ -170,27 +169,22 @@ class Gateway:
             previous = self.plan.content_hash
             self.apply(plan)
             self.metrics.plan_reloads.labels("loaded").inc()
-            self.last_reload = {"at": _iso(self.wall()), "result": "loaded", "error": None}
+            self.last_reload = {"at": iso_utc(self.wall()), "result": "loaded", "error": None}
             log.info("plan reloaded: %s -> %s", previous, plan.content_hash)
             return True
 
     def apply(self, plan: RuntimePlan) -> None:
         """Swap the plan in; requests already running keep the one they started with."""
         self.health.configure(plan.health)
-        self._configure_slots(plan)
+        self.slots.configure(plan.workers)
         self.plan = plan
-        self.loaded_at = _iso(self.wall())
+        self.loaded_at = iso_utc(self.wall())
 
     def _refused(self, reason: str) -> bool:
         log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)
         self.metrics.plan_reloads.labels("refused").inc()
-        self.last_reload = {"at": _iso(self.wall()), "result": "refused", "error": reason}
+        self.last_reload = {"at": iso_utc(self.wall()), "result": "refused", "error": reason}
         return False
-
-    def _configure_slots(self, plan: RuntimePlan) -> None:
-        self.slots.configure(
-            {name: (w.max_concurrent, w.max_waiting, w.max_wait_s) for name, w in plan.workers.items()}
-        )
 
     def _with_plan_header(self, send: Send) -> Send:
         header = self.plan.plan_header
@@ -201,7 +195,3 @@ class Gateway:
             await send(message)
 
         return send_with_header
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

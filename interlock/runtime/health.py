@@ -33,8 +33,7 @@ class CandidateState:
     failures: int = 0
     open_until: float = 0.0  # monotonic
     rate_limited_until: float = 0.0  # monotonic
-    last_selected_at: float | None = None  # wall clock
-    last_success_at: float | None = None
+    last_success_at: float | None = None  # wall clock; also when it was last selected (it answered)
     last_error_at: float | None = None
     last_error_status: int | None = None
     last_error_class: str | None = None
@@ -105,10 +104,8 @@ class HealthBook:
 
     # -- passive updates ----------------------------------------------------------------------------
 
-    def record_selected(self, cid: str, *, in_plan: bool = True) -> None:
-        self.candidate(cid, in_plan=in_plan).last_selected_at = self.wall()
-
     def record_success(self, cid: str, label: str, *, in_plan: bool = True) -> None:
+        """The candidate answered: it is the one selected, and both its circuits close."""
         state = self.candidate(cid, in_plan=in_plan)
         state.failures = 0
         state.open_until = 0.0
@@ -164,9 +161,9 @@ class HealthBook:
         until = max(state.open_until, state.rate_limited_until)
         return {
             "circuit_open_until": self._wall_at(until) if until > now else None,
-            "last_selected": _iso(state.last_selected_at),
-            "last_success_at": _iso(state.last_success_at),
-            "last_error_at": _iso(state.last_error_at),
+            "last_selected": iso_utc(state.last_success_at),  # the router selects the one that answers
+            "last_success_at": iso_utc(state.last_success_at),
+            "last_error_at": iso_utc(state.last_error_at),
             "last_error_status": state.last_error_status,
             "last_error_class": state.last_error_class,
             "consecutive_failures": state.failures,
@@ -179,19 +176,20 @@ class HealthBook:
             "healthy": state.probe_ok and state.open_until <= now,
             "probe_ok": state.probe_ok,
             "circuit_open_until": self._wall_at(state.open_until) if state.open_until > now else None,
-            "last_probe_at": _iso(state.last_probe_at),
+            "last_probe_at": iso_utc(state.last_probe_at),
             "last_probe_error_class": state.last_probe_error,
-            "last_success_at": _iso(state.last_success_at),
-            "last_error_at": _iso(state.last_error_at),
+            "last_success_at": iso_utc(state.last_success_at),
+            "last_error_at": iso_utc(state.last_error_at),
             "last_error_class": state.last_error_class,
             "consecutive_connect_failures": state.failures,
         }
 
     def _wall_at(self, monotonic: float) -> str | None:
-        return _iso(self.wall() + (monotonic - self.clock()))
+        return iso_utc(self.wall() + (monotonic - self.clock()))
 
 
-def _iso(epoch: float | None) -> str | None:
+def iso_utc(epoch: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 UTC with milliseconds (``...T05:34:33.324Z``); None stays None."""
     if epoch is None:
         return None
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

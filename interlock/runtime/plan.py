@@ -1,11 +1,11 @@
 """Load a frozen routing plan and turn it into the runtime's lookup tables.
 
-Everything the request path needs is computed here, once: each alias maps to a tuple of resolved
-``Candidate`` objects that hold their provider's endpoints (credentials included) and their slot limit
-on every worker, and the response headers are pre-encoded. Per request the runtime only does dictionary
-lookups. Loading refuses an unknown plan version, a plan that does not match ``plan.schema.json``, a
-plan whose content hash does not match its content, and a plan naming a credential variable that is not
-set (the message names the variable, never a value).
+Everything the request path needs is computed here, once: each alias is a ready ``Target``, its
+resolved ``Candidate`` objects in order, which hold their provider's endpoints (credentials included)
+and their slot limit on every worker; response headers and metric labels are built here too. Per request
+the runtime only does dictionary lookups. Loading refuses an unknown plan version, a plan that does not
+match ``plan.schema.json``, a plan whose content hash does not match its content, and a plan naming a
+credential variable that is not set (the message names the variable, never a value).
 
     PlanError                 the plan cannot be served (message names the file and what is wrong)
     └── CredentialMissing     a credential variable named by the plan is not set
@@ -67,22 +67,27 @@ class Candidate:
     routes: tuple[Route, ...]
     capabilities: frozenset[str] | None
     context_tokens: int | None
-    in_plan: bool  # False for a raw `provider/model` the plan does not list (metrics use a fixed label)
+    in_plan: bool  # False for a raw `provider/model` the plan does not list
+    metric_label: str  # bounded: the id when in the plan, else ``provider/*``
     resolved_header: tuple[bytes, bytes]
-
-    @property
-    def metric_label(self) -> str:
-        """Bounded metric label: the id for planned candidates, ``provider/*`` for ad-hoc ones."""
-        return self.id if self.in_plan else f"{self.provider}/*"
 
 
 @dataclass(frozen=True, slots=True)
-class Alias:
-    name: str
+class Target:
+    """What one request walks: the candidates in order (an alias's chain, or one raw ``provider/model``)."""
+
+    label: str  # the alias name, or the raw provider/model asked for
+    metric_label: str  # bounded: the alias name, or ``(direct)`` for a raw model
+    candidates: tuple[Candidate, ...]
+    header: tuple[bytes, bytes]  # X-Interlock-Alias
+
+
+@dataclass(frozen=True, slots=True)
+class Alias(Target):
+    """An alias is its own target (built once, here); ``label`` is its name."""
+
     description: str
     requires: tuple[str, ...]
-    candidates: tuple[Candidate, ...]
-    header: tuple[bytes, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +166,11 @@ class RuntimePlan:
         )
 
 
+def worker_label(provider: str, worker: str) -> str:
+    """The endpoint label of one Ollama worker (health state, reports and metrics are keyed by it)."""
+    return f"{provider}@{worker}"
+
+
 def read_plan_file(path: str | Path) -> dict[str, Any]:
     """The plan file's JSON object; ``PlanError`` when unreadable or not a JSON object."""
     try:
@@ -233,11 +243,12 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         )
     aliases = {
         name: Alias(
-            name=name,
-            description=a.description,
-            requires=tuple(a.requires),
+            label=name,
+            metric_label=name,
             candidates=tuple(candidates[cid] for cid in a.candidates),
             header=(b"x-interlock-alias", name.encode()),
+            description=a.description,
+            requires=tuple(a.requires),
         )
         for name, a in sorted(plan.aliases.items())
     }
@@ -347,7 +358,7 @@ def _provider(p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, st
                 provider=p.name,
                 kind=p.kind,
                 url=urls[w].rstrip("/"),
-                label=f"{p.name}@{w}",
+                label=worker_label(p.name, w),
                 headers=headers,
                 **timing,
             )
@@ -385,5 +396,6 @@ def _candidate(
         capabilities=capabilities,
         context_tokens=context_tokens,
         in_plan=in_plan,
+        metric_label=cid if in_plan else f"{provider.name}/*",
         resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
     )

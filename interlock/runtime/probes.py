@@ -34,7 +34,6 @@ class ProbeLoop:
         self.health = health
         self.adapters = adapters
         self.metrics = metrics
-        self.rounds = 0
         self.first_round = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -54,7 +53,6 @@ class ProbeLoop:
         timeout_s = plan.health.probe_timeout_s
         endpoints = [e for p in plan.providers.values() if p.probe for e in p.endpoints]
         await asyncio.gather(*(self._probe(e, timeout_s) for e in endpoints))
-        self.rounds += 1
         self.first_round.set()
 
     async def _run(self) -> None:

@@ -7,31 +7,17 @@ else 400. Anything else -> 404.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound
-from interlock.runtime.plan import Alias, Candidate, RuntimePlan
+from interlock.runtime.plan import RuntimePlan, Target
 
 DIRECT_LABEL = "(direct)"  # the alias label of raw provider/model requests in metrics
 MAX_DIRECT_NAME = 256  # a raw model name ends up in response headers: keep it short and printable
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    """What one request will walk: the alias (None for a raw model) and the candidates in order."""
-
-    label: str  # alias name, or the raw provider/model
-    alias: Alias | None
-    candidates: tuple[Candidate, ...]
-    header: tuple[bytes, bytes]  # X-Interlock-Alias
-
-    @property
-    def metric_label(self) -> str:
-        return self.alias.name if self.alias is not None else DIRECT_LABEL
-
-
 def resolve(plan: RuntimePlan, model: str | None) -> Target:
-    """Per request: dictionary lookups only (a raw model the plan does not list is built on the spot)."""
+    """Per request: an alias is one lookup (it is its own target); only a raw model is built here."""
     server = plan.server
     if model is None:
         if server.default_alias is None:
@@ -39,24 +25,24 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
         model = server.default_alias
     alias = plan.aliases.get(model)
     if alias is not None:
-        return Target(alias.name, alias, alias.candidates, alias.header)
+        return alias
     namespace = server.alias_namespace
     if namespace and model.startswith(namespace):
-        aliases = ", ".join(sorted(plan.aliases)) or "none"
-        raise ModelNotFound(f"`{_shown(model)}` is not an alias; aliases: {aliases}", param="model")
+        raise ModelNotFound(
+            f"`{_shown(model)}` is not an alias; aliases: {_listed(plan.aliases)}", param="model"
+        )
     provider_name, slash, provider_model = model.partition("/")
     provider = plan.providers.get(provider_name) if slash and provider_model else None
     if provider is None:
         raise ModelNotFound(
             f"`{_shown(model)}` is neither an alias nor `provider/model` of a configured provider; "
-            f"aliases: {', '.join(sorted(plan.aliases)) or 'none'}; "
-            f"providers: {', '.join(sorted(plan.providers))}",
+            f"aliases: {_listed(plan.aliases)}; providers: {_listed(plan.providers)}",
             param="model",
         )
     if not server.direct_models:
         raise DirectModelDenied(
             f"`{_shown(model)}` names a provider model directly, which this gateway does not allow; "
-            f"use an alias: {', '.join(sorted(plan.aliases)) or 'none'}",
+            f"use an alias: {_listed(plan.aliases)}",
             param="model",
         )
     candidate = plan.candidates.get(model)
@@ -66,7 +52,11 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
                 f"`model` must be printable ASCII of at most {MAX_DIRECT_NAME} characters", param="model"
             )
         candidate = plan.direct_candidate(provider, provider_model)
-    return Target(model, None, (candidate,), (b"x-interlock-alias", model.encode()))
+    return Target(model, DIRECT_LABEL, (candidate,), (b"x-interlock-alias", model.encode()))
+
+
+def _listed(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
 
 
 def _shown(name: str) -> str:

@@ -23,8 +23,7 @@ from interlock.runtime.errors import AllCandidatesFailed, DeterministicError, Tr
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import Candidate, Route
-from interlock.runtime.resolve import Target
+from interlock.runtime.plan import Candidate, Route, Target
 from interlock.runtime.slots import SlotLease
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
@@ -157,7 +156,6 @@ class Router:
             upstream_s += spent
             metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
             health.record_success(candidate.id, label, in_plan=candidate.in_plan)
-            health.record_selected(candidate.id, in_plan=candidate.in_plan)
             metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
             if not keep_lease:
                 admission.release()

@@ -51,6 +51,22 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def wait_ready(url: str, timeout_s: float, *, alive: Callable[[], bool] = lambda: True) -> bool:
+    """Poll ``{url}/readyz`` until it answers 200 (True); False after ``timeout_s`` or once not alive."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while alive() and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return True
+        except OSError:  # not listening yet, or 503 while starting (urllib raises HTTPError for it)
+            pass
+        time.sleep(0.02)
+    return False
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(),

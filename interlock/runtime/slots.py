@@ -14,9 +14,11 @@ import asyncio
 import contextlib
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.plan import WorkerLimits
 
 
 @dataclass(slots=True)
@@ -154,11 +156,11 @@ class SlotTable:
     def __init__(self) -> None:
         self.pools: dict[str, SlotPool] = {}
 
-    def configure(self, workers: dict[str, tuple[int, int, float]]) -> None:
-        """``worker -> (max_concurrent, max_waiting, max_wait_s)`` from the current plan."""
-        for name, (max_concurrent, max_waiting, max_wait_s) in workers.items():
+    def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
+        """The current plan's bounds: new workers get a pool, known ones keep theirs, updated."""
+        for name, w in workers.items():
             pool = self.pools.get(name)
             if pool is None:
-                self.pools[name] = SlotPool(name, max_concurrent, max_waiting, max_wait_s)
+                self.pools[name] = SlotPool(name, w.max_concurrent, w.max_waiting, w.max_wait_s)
             else:
-                pool.configure(max_concurrent, max_waiting, max_wait_s)
+                pool.configure(w.max_concurrent, w.max_waiting, w.max_wait_s)

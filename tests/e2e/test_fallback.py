@@ -8,6 +8,7 @@ import openai
 import pytest
 
 from interlock.testing.faults import Fault
+from interlock.testing.server import FakeServer
 from tests.e2e.conftest import SECRETS, Fakes
 from tests.e2e.harness import Served, wait_until
 
@@ -18,8 +19,8 @@ def client(gateway: Served) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="caller-key", max_retries=0)
 
 
-def chat_paths(fake: object, model: str) -> int:
-    return sum(1 for r in fake.requests if isinstance(r.body, dict) and r.body.get("model") == model)  # type: ignore[attr-defined]
+def chat_paths(fake: FakeServer, model: str) -> int:
+    return sum(1 for r in fake.requests if isinstance(r.body, dict) and r.body.get("model") == model)
 
 
 def test_the_primary_answers_and_the_headers_say_so(gateway: Served, fakes: Fakes) -> None:
@@ -33,12 +34,10 @@ def test_the_primary_answers_and_the_headers_say_so(gateway: Served, fakes: Fake
 
 
 def test_a_refusing_primary_falls_back(gateway: Served, fakes: Fakes) -> None:
-    started = time.perf_counter()
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/refuse", messages=HI)
-    assert time.perf_counter() - started < 1.0
     assert raw.headers["x-interlock-resolved"] == "alpha/a-refuse"
     assert raw.parse().model == "alpha/a-refuse"
-    assert (
+    assert (  # `connect`: refused and moved on at once, not `connect_timeout` (no timeout waited out)
         gateway.metric(
             "interlock_fallback_total",
             from_candidate="dead/llama3.2:3b",
@@ -59,11 +58,18 @@ def test_a_primary_that_never_answers_costs_one_first_byte_timeout_once(
     first = time.perf_counter() - started
     assert raw.headers["x-interlock-resolved"] == "bravo/b-after-hang"
     assert first < 1.0 + 1.0  # first_byte is 1s for `hang`; the margin is generous
-    started = time.perf_counter()
     raw = sdk.chat.completions.with_raw_response.create(model="e2e/hang", messages=HI)
-    assert time.perf_counter() - started < 0.5  # skipped at once: its circuit is open
     assert raw.headers["x-interlock-resolved"] == "bravo/b-after-hang"
-    assert chat_paths(fakes.hang, "h-slow") == 1
+    assert chat_paths(fakes.hang, "h-slow") == 1  # the second request did not wait on it again
+    assert (
+        gateway.metric(
+            "interlock_fallback_total",
+            from_candidate="hang/h-slow",
+            to_candidate="bravo/b-after-hang",
+            reason="circuit_open",
+        )
+        == 1
+    )
     assert gateway.health()["candidates"]["hang/h-slow"]["last_error_class"] == "first_byte_timeout"
 
 
@@ -135,6 +141,7 @@ def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(
 ) -> None:
     fakes.gone.refuse_connections()
     wait_until(lambda: not gateway.health()["providers"]["gone"]["healthy"], 5, "probes to notice gone-box")
+    assert gateway.health()["workers"]["gone-box"]["healthy"] is False
     assert gateway.metric("interlock_provider_healthy", provider="gone") == 0
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)
     assert raw.headers["x-interlock-resolved"] == "bravo/b-gone"

@@ -3,7 +3,6 @@ is refused, logged and counted, and the old plan keeps serving. Also: several wo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from interlock.testing.faults import Fault
+from interlock.testing.server import FakeServer
 from tests.e2e.conftest import Fakes
 from tests.e2e.harness import Served, compile_to, wait_until
 
@@ -38,6 +38,10 @@ HI = [{"role": "user", "content": "hi"}]
 def ask(gateway: Served, model: str) -> httpx.Response:
     with httpx.Client(base_url=gateway.url, timeout=10) as http:
         return http.post("/v1/chat/completions", json={"model": model, "messages": HI})
+
+
+def sent_to(fake: FakeServer, model: str) -> bool:
+    return any(isinstance(r.body, dict) and r.body.get("model") == model for r in fake.requests)
 
 
 def reloaded(gateway: Served, result: str) -> bool:
@@ -87,7 +91,7 @@ def test_a_good_plan_is_swapped_in_while_running_requests_finish_on_theirs(
     fakes.bravo.set_fault(Fault.slow_first_byte(1.0), model="r-slow", times=1)
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(ask, served, "r/slow")
-        time.sleep(0.3)
+        wait_until(lambda: sent_to(fakes.bravo, "r-slow"), 5, "the slow request to reach the upstream")
         served.plan.write_bytes(plans[1].read_bytes())
         served.sighup()
         wait_until(lambda: reloaded(served, "loaded"), 5, "the new plan to load")

@@ -3,7 +3,6 @@ request ends: success, error, the client giving up while waiting, and a client l
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,8 +16,7 @@ from tests.e2e.harness import Served, wait_until
 HI = [{"role": "user", "content": "hi"}]
 
 
-def chat(gateway: Served, model: str, *, timeout: float = 10, delay: float = 0) -> httpx.Response:
-    time.sleep(delay)
+def chat(gateway: Served, model: str, *, timeout: float = 10) -> httpx.Response:
     with httpx.Client(base_url=gateway.url, timeout=timeout) as http:
         return http.post("/v1/chat/completions", json={"model": model, "messages": HI})
 
@@ -35,9 +33,12 @@ def idle(gateway: Served, name: str) -> bool:
 
 def test_a_full_queue_answers_429_with_retry_after(gateway: Served, fakes: Fakes) -> None:
     fakes.box.set_fault(Fault.slow_first_byte(0.8), model="gemma3:12b", times=2)
-    with ThreadPoolExecutor(3) as pool:
-        running, queued, refused = (pool.submit(chat, gateway, "e2e/slots", delay=d) for d in (0, 0.2, 0.4))
-        third = refused.result()
+    with ThreadPoolExecutor(2) as pool:
+        running = pool.submit(chat, gateway, "e2e/slots")
+        wait_until(lambda: worker(gateway, "box1")["slots_in_use"] == 1, 5, "the first to hold the slot")
+        queued = pool.submit(chat, gateway, "e2e/slots")
+        wait_until(lambda: worker(gateway, "box1")["queue_waiting"] == 1, 5, "the second to queue")
+        third = chat(gateway, "e2e/slots")
         assert third.status_code == 429
         assert third.headers["retry-after"] == "3"
         assert third.json()["error"] == {
@@ -54,9 +55,10 @@ def test_a_full_queue_answers_429_with_retry_after(gateway: Served, fakes: Fakes
 
 def test_waiting_past_max_wait_answers_429(gateway: Served, fakes: Fakes) -> None:
     fakes.tight.set_fault(Fault.slow_first_byte(0.8), model="llama3.2:3b", times=1)
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(1) as pool:
         holder = pool.submit(chat, gateway, "tight/llama3.2:3b")
-        late = pool.submit(chat, gateway, "tight/t-late", delay=0.2).result()
+        wait_until(lambda: worker(gateway, "tight1")["slots_in_use"] == 1, 5, "the holder to take the slot")
+        late = chat(gateway, "tight/t-late")
         assert late.status_code == 429
         assert late.headers["retry-after"] == "1"
         assert (

@@ -116,7 +116,6 @@ def test_probes_mark_endpoints_unhealthy_and_healthy(book: HealthBook) -> None:
 
 
 def test_reports_hold_times_statuses_and_classes_only(book: HealthBook) -> None:
-    book.record_selected("p/m")
     book.record_success("p/m", "p")
     book.record_failure("p/m", "p", ServerError("secret body text sk-123", status=503))
     book.record_failure("p/m", "p", ServerError("secret body text sk-123", status=503))

@@ -16,6 +16,7 @@ from tests.runtime.conftest import BASIC, build
 def test_no_model_means_the_default_alias(basic_plan: RuntimePlan) -> None:
     target = resolve(basic_plan, None)
     assert (target.label, target.header) == ("t/chat", (b"x-interlock-alias", b"t/chat"))
+    assert target is basic_plan.aliases["t/chat"]  # built at load: an alias is its own target
 
 
 def test_a_name_in_the_namespace_that_is_no_alias_is_404_listing_the_aliases(basic_plan: RuntimePlan) -> None:
@@ -52,8 +53,9 @@ def test_raw_models_are_400_when_the_plan_denies_them(plan_data: Callable[..., d
 def test_raw_model_names_must_be_short_printable_ascii(basic_plan: RuntimePlan) -> None:
     with pytest.raises(InvalidRequest, match=r"^`model` must be printable ASCII of at most 256 characters$"):
         resolve(basic_plan, "cloud/bad\r\nx-injected: 1")
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(InvalidRequest, match=r"^`model` must be printable ASCII of at most 256 characters$"):
         resolve(basic_plan, "cloud/" + "x" * 300)
+    assert resolve(basic_plan, "cloud/" + "x" * 250).label == "cloud/" + "x" * 250  # 256 in all: allowed
 
 
 def test_echoed_names_are_cut_short(basic_plan: RuntimePlan) -> None:

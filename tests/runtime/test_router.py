@@ -43,9 +43,7 @@ class Rig:
         self.plan = plan
         self.health = HealthBook(plan.health)
         self.slots = SlotTable()
-        self.slots.configure(
-            {n: (w.max_concurrent, w.max_waiting, w.max_wait_s) for n, w in plan.workers.items()}
-        )
+        self.slots.configure(plan.workers)
         self.metrics = Metrics(StateView(lambda: plan, self.health, self.slots))
         self.adapter = ScriptedAdapter(script)
         guards = (HealthGuard(self.health), SlotGuard(self.slots))
@@ -186,7 +184,9 @@ def test_a_full_worker_answers_429_instead_of_spilling_over(basic_plan: RuntimeP
     pool.max_wait_s = 0.05
     held = pool.try_acquire("m1", 1)
     assert held is not None
-    with pytest.raises(SlotUnavailable, match=r"^worker box1 had no free slot for m1 within 0.05s"):
+    with pytest.raises(
+        SlotUnavailable, match=r"^worker box1 had no free slot for m1 within 0.05s \(0 waiting\)$"
+    ):
         rig.chat()
     assert rig.called() == []
     held.release()

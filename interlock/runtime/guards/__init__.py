@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from interlock.runtime.plan import Candidate, Route
 from interlock.runtime.slots import SlotLease
@@ -35,8 +35,6 @@ class Admission:
 
 class Guard(abc.ABC):
     """One check before a candidate is called."""
-
-    name: ClassVar[str]
 
     @abc.abstractmethod
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:

@@ -10,8 +10,6 @@ from interlock.runtime.health import HealthBook
 
 
 class HealthGuard(Guard):
-    name = "health"
-
     def __init__(self, health: HealthBook) -> None:
         self.health = health
 

@@ -16,8 +16,6 @@ from interlock.runtime.slots import SlotTable
 
 
 class SlotGuard(Guard):
-    name = "slots"
-
     def __init__(self, slots: SlotTable) -> None:
         self.slots = slots
 

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from interlock.runtime.metrics import CONTENT_TYPE
-from interlock.runtime.plan import Candidate, RuntimePlan
+from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
 from interlock.runtime.surfaces.openai import error_body
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         pool = gateway.slots.pools.get(name)
         workers[name] = {
             "provider": limits.provider,
-            "healthy": health.endpoint_usable(f"{limits.provider}@{name}"),
+            "healthy": health.endpoint_usable(worker_label(limits.provider, name)),
             "max_concurrent": limits.max_concurrent,
             "slots_in_use": pool.in_use if pool else 0,
             "in_use_by_model": dict(pool.per_model) if pool else {},

@@ -26,8 +26,8 @@ from interlock.runtime.errors import (
     InvalidRequest,
     SlotUnavailable,
 )
-from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.resolve import Target, resolve
+from interlock.runtime.plan import RuntimePlan, Target
+from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.upstream.base import ChatStream
 
@@ -226,6 +226,14 @@ async def send_json(send: Send, status: int, payload: bytes, headers: list[Heade
     await send({"type": "http.response.body", "body": payload})
 
 
+async def send_error(send: Send, exc: BaseException, plan: RuntimePlan, headers: list[Header]) -> int:
+    """Answer ``exc`` as ``describe_error`` says; returns the status sent."""
+    status, payload, extra = describe_error(exc, plan)
+    headers.extend(extra)
+    await send_json(send, status, payload, headers)
+    return status
+
+
 # -- disconnects -----------------------------------------------------------------------------------
 
 
@@ -297,8 +305,7 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         metrics.client_disconnects.labels(endpoint).inc()
         return
     except GatewayError as exc:
-        status, payload, extra = describe_error(exc, plan)
-        await send_json(send, status, payload, headers + extra)
+        status = await send_error(send, exc, plan, headers)
         metrics.requests.labels(endpoint, str(status)).inc()
         return
     headers.append(target.header)
@@ -334,19 +341,15 @@ async def _answer(
     try:
         answered = await (router.chat(target, body) if endpoint == "chat" else router.embed(target, body))
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
-        status, payload, extra = describe_error(exc, plan)
         watch.stop()
-        await send_json(send, status, payload, headers + extra)
-        return status
+        return await send_error(send, exc, plan, headers)
     result = answered.result
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
     headers.append(answered.candidate.resolved_header)
     watch.stop()
     await send_json(send, 200, payload, headers)
-    gateway.metrics.overhead_seconds.labels(endpoint).observe(
-        time.perf_counter() - started - answered.upstream_s - answered.queued_s
-    )
+    _observe_overhead(gateway, endpoint, started, answered)
     return 200
 
 
@@ -364,10 +367,8 @@ async def _stream(
     try:
         answered: Answered[ChatStream] = await router.chat_stream(target, body)
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
-        status, payload, extra = describe_error(exc, plan)
         watch.stop()
-        await send_json(send, status, payload, headers + extra)
-        return status
+        return await send_error(send, exc, plan, headers)
     cid = answered.candidate.id
     stream = answered.result
     try:
@@ -387,9 +388,7 @@ async def _stream(
                 )
                 if first:
                     first = False
-                    gateway.metrics.overhead_seconds.labels("chat").observe(
-                        time.perf_counter() - started - answered.upstream_s - answered.queued_s
-                    )
+                    _observe_overhead(gateway, "chat", started, answered)
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
             log.warning("stream from %s broke after the first byte (%s)", cid, reason)
@@ -410,3 +409,10 @@ async def _stream(
         finally:
             if answered.lease is not None:
                 answered.lease.release()
+
+
+def _observe_overhead(gateway: Gateway, endpoint: str, started: float, answered: Answered[Any]) -> None:
+    """The gateway's own time so far: since ``started``, less the upstream waits and slot queueing."""
+    gateway.metrics.overhead_seconds.labels(endpoint).observe(
+        time.perf_counter() - started - answered.upstream_s - answered.queued_s
+    )
