@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from interlock.commands.files import write_atomically
 from interlock.compiler import CompileContext, CompileOptions, compile_config
 from interlock.compiler.diagnostics import did_you_mean
 from interlock.compiler.explain import explain
@@ -80,7 +81,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.check:
         return _check_plan(args.check, args.config, text, ctx.plan.content_hash)
     if args.output:
-        _write(args.output, text)
+        write_atomically(args.output, text)
         print(f"wrote {args.output} ({ctx.plan.content_hash})", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -189,17 +190,6 @@ def run_schema(args: argparse.Namespace) -> int:
         return 1 if stale else 0
     os.makedirs(args.output, exist_ok=True)
     for filename, text in schemas().items():
-        _write(os.path.join(args.output, filename), text)
+        write_atomically(os.path.join(args.output, filename), text)
         print(f"wrote {os.path.join(args.output, filename)}", file=sys.stderr)
     return 0
-
-
-def _write(path: str, text: str) -> None:
-    """Write atomically: readers (a runtime reloading the plan) never see half a file."""
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from interlock.codegen import LANGUAGES, CodegenError, generate, valid_name
-from interlock.commands.build import _write as write_atomically
+from interlock.commands.files import write_atomically
 from interlock.diff.inputs import InputError, load_plan
 
 

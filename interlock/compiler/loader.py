@@ -145,9 +145,6 @@ class Sources:
     aux: list[SourceDoc] = field(default_factory=list)
     """Files read on the way that are not configuration (hardware profiles)."""
 
-    def doc_for(self, file: str) -> SourceDoc | None:
-        return next((d for d in (*self.docs, *self.aux) if d.file == file), None)
-
 
 def load_sources(main_path: str, sink: DiagnosticSink, reader: Reader = read_file) -> Sources:
     """Read ``main_path`` and everything it includes; merge sections, reporting duplicates."""

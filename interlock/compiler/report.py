@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from interlock.compiler.diagnostics import Diagnostic, Severity
-from interlock.compiler.loader import Sources
+from interlock.compiler.loader import SourceDoc, Sources
 
 FORMATS = ("text", "json", "github")
 
@@ -31,14 +31,16 @@ def summary(diagnostics: Sequence[Diagnostic]) -> str:
 def _text(diagnostics: Sequence[Diagnostic], sources: Sources | None) -> str:
     if not diagnostics:
         return ""
-    blocks = [_text_block(d, sources) for d in diagnostics]
+    # one index per report (the first document of a name wins), not a search per diagnostic
+    docs = {doc.file: doc for doc in reversed((*sources.docs, *sources.aux))} if sources else {}
+    blocks = [_text_block(d, docs) for d in diagnostics]
     return "\n".join(blocks) + f"\n{summary(diagnostics)}\n"
 
 
-def _text_block(d: Diagnostic, sources: Sources | None) -> str:
+def _text_block(d: Diagnostic, docs: Mapping[str, SourceDoc]) -> str:
     """Header, the source line with the value underlined and labelled with its key path, the hint."""
     lines = [f"{d.span}: {d.severity.value} {d.code} {d.name}: {d.message}"]
-    excerpt = _excerpt(sources, d)
+    excerpt = _excerpt(docs, d)
     if excerpt is not None:
         text, col, end_col = excerpt
         gutter = str(d.span.line)
@@ -53,10 +55,10 @@ def _text_block(d: Diagnostic, sources: Sources | None) -> str:
     return "\n".join(lines)
 
 
-def _excerpt(sources: Sources | None, d: Diagnostic) -> tuple[str, int, int] | None:
-    if sources is None or d.span.line <= 0:
+def _excerpt(docs: Mapping[str, SourceDoc], d: Diagnostic) -> tuple[str, int, int] | None:
+    if d.span.line <= 0:
         return None
-    doc = sources.doc_for(d.span.file)
+    doc = docs.get(d.span.file)
     if doc is None:
         return None
     return doc.excerpt(d.span.line, d.span.col, d.span.end_col or d.span.col + 1)
