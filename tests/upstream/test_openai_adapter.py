@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from email.utils import formatdate
@@ -142,6 +143,31 @@ def test_total_deadline_covers_the_whole_stream() -> None:
     assert isinstance(error, TotalTimeout)
     assert error.message == "exchange exceeded 0.5 s"
     assert 1 <= len(chunks) < 7
+
+
+def test_total_deadline_holds_for_a_stream_read_late() -> None:
+    """Past ``total_s`` the next read fails, even when the upstream's chunks already arrived."""
+    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+
+    from .helpers import run
+
+    async def go(base_url: str) -> tuple[str, UpstreamError]:
+        async with UpstreamClient.create() as client:
+            ep = endpoint("openai", base_url, key=None, first_byte_s=0.2, total_s=0.2)
+            upstream = await adapter_for("openai", client).chat_stream(ep, "m1", HI)
+            try:
+                first = await upstream.__aiter__().__anext__()
+                await asyncio.sleep(0.3)  # the fake is done after ~0.1 s: the rest waits unread
+                with pytest.raises(TotalTimeout) as info:
+                    async for _ in upstream:
+                        pass
+            finally:
+                await upstream.aclose()
+            return first["choices"][0]["delta"]["role"], info.value
+
+    with FakeOpenAI(reply=Reply(text="one two three four", chunk_delay_s=0.02)) as fake:
+        role, error = run(go(fake.base_url))
+    assert (role, error.message) == ("assistant", "exchange exceeded 0.2 s")
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 520])

@@ -149,7 +149,7 @@ async def request_stream(
     try:
         async with deadline:
             response = await _start(client, endpoint, "POST", url, payload)
-            stream = LineStream(client, response, decoder, endpoint, total_at)
+            stream = LineStream(client, response, decoder, endpoint)
             await stream.fill()
     except BaseException as exc:
         if stream is not None:
@@ -161,11 +161,16 @@ async def request_stream(
         if isinstance(exc, CLIENT_EXCEPTIONS):
             raise map_exception(exc) from exc
         raise
+    stream.expire_at(total_at)
     return stream
 
 
 class LineStream(ChatStream):
-    """A streamed answer read line by line; its first chunk is decoded before the caller gets it."""
+    """A streamed answer read line by line; its first chunk is decoded before the caller gets it.
+
+    After the first chunk, the total deadline is one timer for the whole stream (``expire_at``), not a
+    timeout per read: when it fires, the next read raises TotalTimeout.
+    """
 
     __slots__ = (
         "_client",
@@ -173,10 +178,11 @@ class LineStream(ChatStream):
         "_content",
         "_decoder",
         "_endpoint",
+        "_error",
+        "_expiry",
         "_pending",
         "_response",
         "_tail",
-        "_total_at",
     )
 
     def __init__(
@@ -185,17 +191,16 @@ class LineStream(ChatStream):
         response: aiohttp.ClientResponse,
         decoder: LineDecoder,
         endpoint: Endpoint,
-        total_at: float,
     ) -> None:
         self._client = client
         self._response = response
         self._content = response.content
         self._decoder = decoder
         self._endpoint = endpoint
-        self._total_at = total_at
         self._pending: deque[dict[str, Any]] = deque()
         self._tail = b""
         self._error: UpstreamError | None = None
+        self._expiry: asyncio.TimerHandle | None = None
         self._closed = False
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
@@ -206,24 +211,26 @@ class LineStream(ChatStream):
             return self._pending.popleft()
         if self._closed and self._error is None:
             raise StopAsyncIteration
-        deadline = asyncio.timeout_at(self._total_at)
         try:
-            async with deadline:
-                await self.fill()
+            await self.fill()
         except UpstreamError:
             await self.aclose()
             raise
-        except TimeoutError as exc:
-            await self.aclose()
-            if deadline.expired():
-                raise _timed_out(False, self._endpoint) from exc
-            raise map_exception(exc) from exc
         except CLIENT_EXCEPTIONS as exc:
             await self.aclose()
             raise map_exception(exc) from exc
         if self._pending:
             return self._pending.popleft()
         raise StopAsyncIteration
+
+    def expire_at(self, when: float) -> None:
+        """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
+        if not self._closed:
+            self._expiry = asyncio.get_running_loop().call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        self._expiry = None
+        self._content.set_exception(_timed_out(False, self._endpoint))
 
     async def fill(self) -> None:
         """Read until a chunk is pending or the upstream's stream is over (then release the connection).
@@ -264,6 +271,7 @@ class LineStream(ChatStream):
         if self._closed:
             return
         self._closed = True
+        self._disarm()
         if self._content.at_eof():
             self._response.release()
         else:
@@ -275,4 +283,10 @@ class LineStream(ChatStream):
         self._error = None
         if not self._closed:
             self._closed = True
+            self._disarm()
             self._response.close()
+
+    def _disarm(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
