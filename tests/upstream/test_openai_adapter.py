@@ -46,6 +46,12 @@ def test_chat_replaces_model_and_sends_the_endpoints_headers(openai_fake: FakeOp
     assert sent.headers["content-type"] == "application/json"
 
 
+def test_a_base_url_with_a_trailing_slash_gets_no_double_slash(openai_fake: FakeOpenAI) -> None:
+    embed(endpoint("openai", openai_fake.base_url + "/"), "e1", {"input": "hi"})
+    probe(endpoint("openai", openai_fake.base_url + "/"))
+    assert [r.path for r in openai_fake.requests] == ["/v1/embeddings", "/v1/models"]
+
+
 def test_stream_yields_role_first_then_content_then_finish_and_usage(openai_fake: FakeOpenAI) -> None:
     body = {**HI, "stream_options": {"include_usage": True}}
     chunks, error = stream(endpoint("openai", openai_fake.base_url), "m1", body)

@@ -72,10 +72,13 @@ async def _start(
     client: UpstreamClient,
     endpoint: Endpoint,
     method: str,
-    url: str,
+    path: str,
     payload: bytes | None,
 ) -> aiohttp.ClientResponse:
-    """Send the request; return a 2xx response or raise the mapped error for any other status."""
+    """Send the request to ``path`` under the endpoint's URL; return a 2xx response or raise the
+    mapped error for any other status."""
+    base = endpoint.url
+    url = (base[:-1] if base.endswith("/") else base) + path
     headers: Mapping[str, str] = endpoint.headers if payload is None else {**endpoint.headers, **JSON_HEADERS}
     response = await client.session.request(
         method,
@@ -109,7 +112,7 @@ def parse_json(data: bytes) -> Any:
 
 
 async def request_json(
-    client: UpstreamClient, endpoint: Endpoint, method: str, url: str, payload: bytes | None
+    client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> Any:
     """A non-streaming exchange: the parsed JSON of a 2xx answer."""
     loop = asyncio.get_running_loop()
@@ -119,7 +122,7 @@ async def request_json(
     deadline = asyncio.timeout_at(min(sent + endpoint.first_byte_s, total_at))
     try:
         async with deadline:
-            response = await _start(client, endpoint, method, url, payload)
+            response = await _start(client, endpoint, method, path, payload)
             first_byte = False
             deadline.reschedule(total_at)
             try:
@@ -138,7 +141,7 @@ async def request_json(
 
 
 async def request_stream(
-    client: UpstreamClient, endpoint: Endpoint, url: str, payload: bytes, decoder: LineDecoder
+    client: UpstreamClient, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
 ) -> LineStream:
     """Start a streaming exchange; return once the first chunk has been decoded."""
     loop = asyncio.get_running_loop()
@@ -148,7 +151,7 @@ async def request_stream(
     stream: LineStream | None = None
     try:
         async with deadline:
-            response = await _start(client, endpoint, "POST", url, payload)
+            response = await _start(client, endpoint, "POST", path, payload)
             stream = LineStream(client, response, decoder, endpoint)
             await stream.fill()
     except BaseException as exc:
