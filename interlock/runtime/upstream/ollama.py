@@ -16,7 +16,6 @@ from interlock.runtime.upstream import ollama_wire
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
-from interlock.runtime.upstream.failures import credentials
 
 
 class OllamaAdapter(Adapter):
@@ -34,7 +33,7 @@ class OllamaAdapter(Adapter):
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=True))
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-        decoder = ollama_wire.NDJSONDecoder(model, include_usage, credentials(endpoint.headers))
+        decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers)
         return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
