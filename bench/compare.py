@@ -524,8 +524,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=16, help="clients for the requests/s figure")
     parser.add_argument(
         "--litellm",
-        "--litellm-python",
-        dest="litellm",
         type=Path,
         default=DEFAULT_LITELLM,
         help="LiteLLM's `litellm` program (default: bench/.litellm-venv/bin/litellm; see litellm_setup.sh)",
