@@ -150,33 +150,24 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def git_revision() -> str:
+def command_output(command: list[str], timeout_s: float) -> str:
+    """What ``command`` prints, stripped; ``unknown`` when it cannot run or fails."""
     try:
-        out = subprocess.run(
-            ["git", "-C", str(HERE), "describe", "--always", "--dirty"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        )
+        out = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=True)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip()
+
+
+def git_revision() -> str:
+    return command_output(["git", "-C", str(HERE), "describe", "--always", "--dirty"], 5)
 
 
 def litellm_version(executable: Path) -> str:
-    python = executable.parent / "python"
-    try:
-        out = subprocess.run(
-            [str(python), "-c", "from importlib.metadata import version; print(version('litellm'))"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip()
+    python = str(executable.parent / "python")
+    return command_output(
+        [python, "-c", "from importlib.metadata import version; print(version('litellm'))"], 60
+    )
 
 
 def wrk_version() -> str:
@@ -533,8 +524,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=16, help="clients for the requests/s figure")
     parser.add_argument(
         "--litellm",
-        "--litellm-python",
-        dest="litellm",
         type=Path,
         default=DEFAULT_LITELLM,
         help="LiteLLM's `litellm` program (default: bench/.litellm-venv/bin/litellm; see litellm_setup.sh)",

@@ -10,9 +10,12 @@ drives POST /v1/chat/completions through each client at 1 and 16 concurrent requ
 
 The clients run pinned to one core and the fake to another; clients take turns in interleaved
 rounds and the median round is shown. Prints req/s and latency percentiles per client, the ratio to
-plain aiohttp, and the fake's own CPU cost per request (from /proc): the fake is not the bottleneck.
+plain aiohttp, the clients' CPU per request (this process) and the fake's (from /proc): the fake is
+not the bottleneck. ``--chunk-delay-s`` makes the fake trickle its stream, one chunk per read, as a
+model generating tokens does; ``--words`` sets how many chunks an answer has.
 
     .venv/bin/python bench/upstream_client.py [--seconds 3] [--stream] [--loop asyncio]
+    .venv/bin/python bench/upstream_client.py --chunk-delay-s 0.002 --words 40 --concurrency 32
 """
 
 from __future__ import annotations
@@ -108,9 +111,11 @@ async def _measure(call: Call, concurrency: int, seconds: float) -> list[float]:
 
 async def _round(call: Call, concurrency: int, seconds: float, fake_pid: int) -> dict[str, Any]:
     cpu_before = _cpu_seconds(fake_pid)
+    own_before = time.process_time()
     started = time.perf_counter()
     latencies = await _measure(call, concurrency, seconds)
     elapsed = time.perf_counter() - started
+    own_cpu = time.process_time() - own_before
     fake_cpu = _cpu_seconds(fake_pid) - cpu_before
     latencies.sort()
     return {
@@ -118,13 +123,17 @@ async def _round(call: Call, concurrency: int, seconds: float, fake_pid: int) ->
         "rps": len(latencies) / elapsed,
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
+        "client_cpu_us": own_cpu / len(latencies) * 1e6,
         "fake_cpu_us": fake_cpu / len(latencies) * 1e6,
     }
 
 
 async def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    with FakeProcess("openai", "--no-record") as fake:
+    fake_args = ["--no-record", "--chunk-delay-s", str(args.chunk_delay_s)]
+    if args.words:
+        fake_args += ["--reply", " ".join(["word"] * args.words)]
+    with FakeProcess("openai", *fake_args) as fake:
         if args.pin and len(os.sched_getaffinity(0)) >= 2:
             cpus = sorted(os.sched_getaffinity(0))
             os.sched_setaffinity(fake.pid, {cpus[1]})  # the fake on one core, the clients on another
@@ -148,7 +157,7 @@ def _print(rows: list[dict[str, Any]]) -> None:
     base = {r["concurrency"]: r["rps"] for r in rows if r["client"] == "aiohttp"}
     header = (
         f"{'client':<18} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs aiohttp':>10}"
-        f" {'fake µs/req':>11}"
+        f" {'client µs/req':>13} {'fake µs/req':>11}"
     )
     print(header)
     print("-" * len(header))
@@ -156,7 +165,7 @@ def _print(rows: list[dict[str, Any]]) -> None:
         ratio = r["rps"] / base[r["concurrency"]] if r["concurrency"] in base else float("nan")
         print(
             f"{r['client']:<18} {r['concurrency']:>4} {r['rps']:>8.0f} {r['p50_ms']:>8.2f}"
-            f" {r['p99_ms']:>8.2f} {ratio:>9.2f}x {r['fake_cpu_us']:>11.0f}"
+            f" {r['p99_ms']:>8.2f} {ratio:>9.2f}x {r['client_cpu_us']:>13.0f} {r['fake_cpu_us']:>11.0f}"
         )
 
 
@@ -166,16 +175,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median round is shown")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--stream", action="store_true", help="stream the answers (SSE) instead of JSON")
+    parser.add_argument(
+        "--chunk-delay-s",
+        type=float,
+        default=0.0,
+        help="the fake waits this long between chunks (implies --stream)",
+    )
+    parser.add_argument("--words", type=int, default=0, help="answer length in words, one chunk each")
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="the clients' loop")
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin fake and clients")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
+    args.stream = args.stream or args.chunk_delay_s > 0
     runner: Callable[[Any], Any] = asyncio.run
     if args.loop == "uvloop":
         import uvloop
 
         runner = uvloop.run
     mode = "SSE stream" if args.stream else "JSON"
+    if args.chunk_delay_s:
+        mode += f", a chunk every {args.chunk_delay_s * 1000:g} ms"
+    if args.words:
+        mode += f", {args.words}-word answers"
     rounds = f"{args.rounds} rounds of {args.seconds:g} s, median shown"
     print(f"{os.cpu_count()} CPUs, loop={args.loop}, {mode}, {rounds}")
     rows = runner(_run(args))

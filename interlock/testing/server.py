@@ -30,18 +30,10 @@ _JSON = "application/json"
 
 
 @dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """A request as the fake received it. Header names are lower-cased; ``body`` is the parsed JSON."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: Any
-
-
-@dataclass(frozen=True, slots=True)
 class Incoming:
-    """What a route function sees of a request."""
+    """A request as the fake received it, recorded and handed to route functions. Header names are
+    lower-cased; ``body`` is the parsed JSON (None when absent or invalid); ``model`` is the body's
+    ``model`` when that is a string."""
 
     method: str
     path: str
@@ -91,7 +83,7 @@ class FakeServer:
         self._requested_port = port
         self._host = "127.0.0.1"
         self._port = 0
-        self._recorded: collections.deque[RecordedRequest] = collections.deque(maxlen=10_000)
+        self._recorded: collections.deque[Incoming] = collections.deque(maxlen=10_000)
         self._routes: dict[tuple[str, str], Route] = self.routes()
         self._control: dict[tuple[str, str], Route] = {
             ("POST", "/_fake/fault"): self._control_fault,
@@ -138,7 +130,7 @@ class FakeServer:
         return self._port
 
     @property
-    def requests(self) -> list[RecordedRequest]:
+    def requests(self) -> list[Incoming]:
         """Every request received so far (the last 10,000), control routes excluded."""
         return list(self._recorded)
 
@@ -289,20 +281,19 @@ class FakeServer:
             except orjson.JSONDecodeError:
                 bad_json = True
         key = (request.method, request.path)
+        model = body.get("model") if isinstance(body, dict) else None
+        incoming = Incoming(*key, request.headers, body, model if isinstance(model, str) else None)
         control = self._control.get(key)
         if control is not None:
-            return self._send(conn, control(Incoming(*key, request.headers, body, None)), None)
+            return self._send(conn, control(incoming), None)
         if self.record:
-            self._recorded.append(RecordedRequest(request.method, request.path, request.headers, body))
+            self._recorded.append(incoming)
         route = self._routes.get(key)
         if route is None:
             return self._send(conn, ErrorAnswer(404, f"no route for {key[0]} {key[1]}"), None)
         if bad_json:
             return self._send(conn, ErrorAnswer(400, "request body is not valid JSON"), None)
-        model = body.get("model") if isinstance(body, dict) else None
-        model = model if isinstance(model, str) else None
-        fault = self.faults.take(model)
-        incoming = Incoming(request.method, request.path, request.headers, body, model)
+        fault = self.faults.take(incoming.model)
         if fault is None:
             return self._send(conn, route(incoming), None)
         return self._faulty(conn, fault, route, incoming)

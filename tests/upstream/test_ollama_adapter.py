@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import copy
 import struct
+from collections import deque
 
+import orjson
 import pytest
 
 from interlock.runtime.errors import (
@@ -16,6 +18,7 @@ from interlock.runtime.errors import (
     ProtocolFailure,
     ServerError,
 )
+from interlock.runtime.upstream import ollama_wire
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.faults import Fault
 
@@ -192,6 +195,15 @@ def test_error_line_mid_stream_after_chunks(ollama_fake: FakeOllama) -> None:
     assert text_of(chunks) == "Hello from "
     assert isinstance(error, ServerError)
     assert error.message == "upstream reported an error in its response"
+
+
+def test_a_4xx_error_object_in_the_stream_is_masked_with_the_endpoints_credentials() -> None:
+    key = "sk-ollama-proxy-5e1d"
+    decoder = ollama_wire.NDJSONDecoder(TOOL_MODEL, False, {"Authorization": f"Bearer {key}"})
+    line = orjson.dumps({"error": {"code": 401, "message": f"key {key} was revoked"}})
+    with pytest.raises(ClientError, match=r"^key \*\*\* was revoked$") as info:
+        decoder.feed(line, deque())
+    assert info.value.status == 401
 
 
 def test_stream_without_done_is_protocol_failure(ollama_fake: FakeOllama) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from email.utils import formatdate
@@ -43,6 +44,12 @@ def test_chat_replaces_model_and_sends_the_endpoints_headers(openai_fake: FakeOp
     assert sent.body == {"model": "llama-3.1-8b", "messages": HI["messages"], "temperature": 0.2}
     assert sent.headers["authorization"] == f"Bearer {API_KEY}"
     assert sent.headers["content-type"] == "application/json"
+
+
+def test_a_base_url_with_a_trailing_slash_gets_no_double_slash(openai_fake: FakeOpenAI) -> None:
+    embed(endpoint("openai", openai_fake.base_url + "/"), "e1", {"input": "hi"})
+    probe(endpoint("openai", openai_fake.base_url + "/"))
+    assert [r.path for r in openai_fake.requests] == ["/v1/embeddings", "/v1/models"]
 
 
 def test_stream_yields_role_first_then_content_then_finish_and_usage(openai_fake: FakeOpenAI) -> None:
@@ -142,6 +149,31 @@ def test_total_deadline_covers_the_whole_stream() -> None:
     assert isinstance(error, TotalTimeout)
     assert error.message == "exchange exceeded 0.5 s"
     assert 1 <= len(chunks) < 7
+
+
+def test_total_deadline_holds_for_a_stream_read_late() -> None:
+    """Past ``total_s`` the next read fails, even when the upstream's chunks already arrived."""
+    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+
+    from .helpers import run
+
+    async def go(base_url: str) -> tuple[str, UpstreamError]:
+        async with UpstreamClient.create() as client:
+            ep = endpoint("openai", base_url, key=None, first_byte_s=0.2, total_s=0.2)
+            upstream = await adapter_for("openai", client).chat_stream(ep, "m1", HI)
+            try:
+                first = await upstream.__aiter__().__anext__()
+                await asyncio.sleep(0.3)  # the fake is done after ~0.1 s: the rest waits unread
+                with pytest.raises(TotalTimeout) as info:
+                    async for _ in upstream:
+                        pass
+            finally:
+                await upstream.aclose()
+            return first["choices"][0]["delta"]["role"], info.value
+
+    with FakeOpenAI(reply=Reply(text="one two three four", chunk_delay_s=0.02)) as fake:
+        role, error = run(go(fake.base_url))
+    assert (role, error.message) == ("assistant", "exchange exceeded 0.2 s")
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 520])

@@ -37,6 +37,8 @@ class ChatStream(abc.ABC):
     ``aclose`` releases the connection; it is safe to call at any time and more than once.
     """
 
+    __slots__ = ()  # so that a subclass's own __slots__ hold (no per-instance __dict__)
+
     @abc.abstractmethod
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
 

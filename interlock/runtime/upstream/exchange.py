@@ -72,10 +72,13 @@ async def _start(
     client: UpstreamClient,
     endpoint: Endpoint,
     method: str,
-    url: str,
+    path: str,
     payload: bytes | None,
 ) -> aiohttp.ClientResponse:
-    """Send the request; return a 2xx response or raise the mapped error for any other status."""
+    """Send the request to ``path`` under the endpoint's URL; return a 2xx response or raise the
+    mapped error for any other status."""
+    base = endpoint.url
+    url = (base[:-1] if base.endswith("/") else base) + path
     headers: Mapping[str, str] = endpoint.headers if payload is None else {**endpoint.headers, **JSON_HEADERS}
     response = await client.session.request(
         method,
@@ -109,7 +112,7 @@ def parse_json(data: bytes) -> Any:
 
 
 async def request_json(
-    client: UpstreamClient, endpoint: Endpoint, method: str, url: str, payload: bytes | None
+    client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> Any:
     """A non-streaming exchange: the parsed JSON of a 2xx answer."""
     loop = asyncio.get_running_loop()
@@ -119,7 +122,7 @@ async def request_json(
     deadline = asyncio.timeout_at(min(sent + endpoint.first_byte_s, total_at))
     try:
         async with deadline:
-            response = await _start(client, endpoint, method, url, payload)
+            response = await _start(client, endpoint, method, path, payload)
             first_byte = False
             deadline.reschedule(total_at)
             try:
@@ -138,7 +141,7 @@ async def request_json(
 
 
 async def request_stream(
-    client: UpstreamClient, endpoint: Endpoint, url: str, payload: bytes, decoder: LineDecoder
+    client: UpstreamClient, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
 ) -> LineStream:
     """Start a streaming exchange; return once the first chunk has been decoded."""
     loop = asyncio.get_running_loop()
@@ -148,8 +151,8 @@ async def request_stream(
     stream: LineStream | None = None
     try:
         async with deadline:
-            response = await _start(client, endpoint, "POST", url, payload)
-            stream = LineStream(client, response, decoder, endpoint, total_at)
+            response = await _start(client, endpoint, "POST", path, payload)
+            stream = LineStream(client, response, decoder, endpoint)
             await stream.fill()
     except BaseException as exc:
         if stream is not None:
@@ -161,11 +164,16 @@ async def request_stream(
         if isinstance(exc, CLIENT_EXCEPTIONS):
             raise map_exception(exc) from exc
         raise
+    stream.expire_at(total_at)
     return stream
 
 
 class LineStream(ChatStream):
-    """A streamed answer read line by line; its first chunk is decoded before the caller gets it."""
+    """A streamed answer read line by line; its first chunk is decoded before the caller gets it.
+
+    After the first chunk, the total deadline is one timer for the whole stream (``expire_at``), not a
+    timeout per read: when it fires, the next read raises TotalTimeout.
+    """
 
     __slots__ = (
         "_client",
@@ -173,10 +181,11 @@ class LineStream(ChatStream):
         "_content",
         "_decoder",
         "_endpoint",
+        "_error",
+        "_expiry",
         "_pending",
         "_response",
         "_tail",
-        "_total_at",
     )
 
     def __init__(
@@ -185,17 +194,16 @@ class LineStream(ChatStream):
         response: aiohttp.ClientResponse,
         decoder: LineDecoder,
         endpoint: Endpoint,
-        total_at: float,
     ) -> None:
         self._client = client
         self._response = response
         self._content = response.content
         self._decoder = decoder
         self._endpoint = endpoint
-        self._total_at = total_at
         self._pending: deque[dict[str, Any]] = deque()
         self._tail = b""
         self._error: UpstreamError | None = None
+        self._expiry: asyncio.TimerHandle | None = None
         self._closed = False
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
@@ -206,24 +214,26 @@ class LineStream(ChatStream):
             return self._pending.popleft()
         if self._closed and self._error is None:
             raise StopAsyncIteration
-        deadline = asyncio.timeout_at(self._total_at)
         try:
-            async with deadline:
-                await self.fill()
+            await self.fill()
         except UpstreamError:
             await self.aclose()
             raise
-        except TimeoutError as exc:
-            await self.aclose()
-            if deadline.expired():
-                raise _timed_out(False, self._endpoint) from exc
-            raise map_exception(exc) from exc
         except CLIENT_EXCEPTIONS as exc:
             await self.aclose()
             raise map_exception(exc) from exc
         if self._pending:
             return self._pending.popleft()
         raise StopAsyncIteration
+
+    def expire_at(self, when: float) -> None:
+        """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
+        if not self._closed:
+            self._expiry = asyncio.get_running_loop().call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        self._expiry = None
+        self._content.set_exception(_timed_out(False, self._endpoint))
 
     async def fill(self) -> None:
         """Read until a chunk is pending or the upstream's stream is over (then release the connection).
@@ -264,6 +274,7 @@ class LineStream(ChatStream):
         if self._closed:
             return
         self._closed = True
+        self._disarm()
         if self._content.at_eof():
             self._response.release()
         else:
@@ -275,4 +286,10 @@ class LineStream(ChatStream):
         self._error = None
         if not self._closed:
             self._closed = True
+            self._disarm()
             self._response.close()
+
+    def _disarm(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None

@@ -16,7 +16,6 @@ from interlock.runtime.upstream import ollama_wire
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
-from interlock.runtime.upstream.failures import credentials
 
 
 class OllamaAdapter(Adapter):
@@ -27,28 +26,23 @@ class OllamaAdapter(Adapter):
 
     async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=False))
-        answer = await request_json(self._client, endpoint, "POST", _url(endpoint, "/api/chat"), payload)
+        answer = await request_json(self._client, endpoint, "POST", "/api/chat", payload)
         return ollama_wire.chat_completion(answer, model)
 
     async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=True))
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-        decoder = ollama_wire.NDJSONDecoder(model, include_usage, credentials(endpoint.headers))
-        return await request_stream(self._client, endpoint, _url(endpoint, "/api/chat"), payload, decoder)
+        decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers)
+        return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = orjson.dumps(ollama_wire.embed_request(body, model))
-        answer = await request_json(self._client, endpoint, "POST", _url(endpoint, "/api/embed"), payload)
+        answer = await request_json(self._client, endpoint, "POST", "/api/embed", payload)
         return ollama_wire.embeddings(answer, model, body.get("encoding_format"))
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)
-        answer = await request_json(self._client, probe, "GET", _url(endpoint, "/api/tags"), None)
+        answer = await request_json(self._client, probe, "GET", "/api/tags", None)
         if not isinstance(answer, dict) or not isinstance(answer.get("models"), list):
             raise MalformedResponse("/api/tags has no model list")
-
-
-def _url(endpoint: Endpoint, path: str) -> str:
-    base = endpoint.url
-    return (base[:-1] if base.endswith("/") else base) + path

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import ClientError, MalformedResponse, ProtocolFailure
-from interlock.runtime.upstream.failures import error_for_object
+from interlock.runtime.upstream.failures import credentials, error_for_object
 
 _OPTION_KEYS = ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty")
 
@@ -239,18 +239,18 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 class NDJSONDecoder:
     """Ollama's NDJSON chat stream to ``chat.completion.chunk`` dicts (role in the first delta)."""
 
-    __slots__ = ("_created", "_first", "_head", "_include_usage", "_secrets", "_tools", "done")
+    __slots__ = ("_first", "_head", "_headers", "_include_usage", "_tools", "done")
 
-    def __init__(self, model: str, include_usage: bool, secrets: list[str]) -> None:
-        self._created = int(time.time())
+    def __init__(self, model: str, include_usage: bool, headers: Mapping[str, str]) -> None:
+        """``headers`` are the endpoint's: their credentials are masked in an error line's text."""
         self._head = {
             "id": completion_id(),
             "object": "chat.completion.chunk",
-            "created": self._created,
+            "created": int(time.time()),
             "model": model,
         }
         self._include_usage = include_usage
-        self._secrets = secrets
+        self._headers = headers
         self._first = True
         self._tools = 0
         self.done = False
@@ -265,7 +265,7 @@ class NDJSONDecoder:
         if not isinstance(native, dict):
             raise MalformedResponse("stream line is not a JSON object")
         if "error" in native:
-            raise error_for_object(native["error"], self._secrets)
+            raise error_for_object(native["error"], credentials(self._headers))
         message = native.get("message")
         delta: dict[str, Any] = {}
         if self._first:

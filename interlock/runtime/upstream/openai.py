@@ -89,7 +89,7 @@ class OpenAIAdapter(Adapter):
         payload.pop("stream", None)
         payload.pop("stream_options", None)  # OpenAI refuses stream_options without stream
         answer = await request_json(
-            self._client, endpoint, "POST", _url(endpoint, "/chat/completions"), orjson.dumps(payload)
+            self._client, endpoint, "POST", "/chat/completions", orjson.dumps(payload)
         )
         return _checked(answer, "choices", endpoint)
 
@@ -97,27 +97,22 @@ class OpenAIAdapter(Adapter):
         payload = dict(body)
         payload["model"] = model
         payload["stream"] = True
-        url = _url(endpoint, "/chat/completions")
-        return await request_stream(self._client, endpoint, url, orjson.dumps(payload), SSEDecoder(endpoint))
+        decoder = SSEDecoder(endpoint)
+        return await request_stream(
+            self._client, endpoint, "/chat/completions", orjson.dumps(payload), decoder
+        )
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = dict(body)
         payload["model"] = model
-        answer = await request_json(
-            self._client, endpoint, "POST", _url(endpoint, "/embeddings"), orjson.dumps(payload)
-        )
+        answer = await request_json(self._client, endpoint, "POST", "/embeddings", orjson.dumps(payload))
         return _checked(answer, "data", endpoint)
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)
-        answer = await request_json(self._client, probe, "GET", _url(endpoint, "/models"), None)
+        answer = await request_json(self._client, probe, "GET", "/models", None)
         if not isinstance(answer, dict):
             raise MalformedResponse("model list is not a JSON object")
-
-
-def _url(endpoint: Endpoint, path: str) -> str:
-    base = endpoint.url
-    return (base[:-1] if base.endswith("/") else base) + path
 
 
 def _checked(answer: Any, key: str, endpoint: Endpoint) -> dict[str, Any]:
