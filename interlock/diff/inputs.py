@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from interlock.compiler import CompileOptions, compile_config
-from interlock.compiler.loader import Reader, read_file
+from interlock.compiler.loader import Reader
+from interlock.compiler.reading import read_file
 from interlock.compiler.report import render
 from interlock.diff.gitref import GitRefError, git_reader
 from interlock.schema.canonical import content_hash
