@@ -79,33 +79,60 @@ class SourceDoc:
                 on_line.append(span)
 
     def excerpt(self, number: int, col: int, end_col: int) -> tuple[str, int, int] | None:
-        """Line ``number`` with secrets masked, and ``col``/``end_col`` moved to match the masked text."""
+        """Line ``number`` with secrets masked, and ``col``/``end_col`` moved to match the masked text.
+
+        A line longer than ``EXCERPT_WIDTH`` is cut to a window around ``col``, marked with `…` at a cut.
+        """
         if not 0 < number <= len(self.lines):
             return None
-        text = self.lines[number - 1].rstrip().replace("\t", " ")
+        line = self.lines[number - 1]
+        start, stop = (0, len(line)) if len(line) <= EXCERPT_WIDTH else _window(line, col - 1, end_col - 1)
+        text = line[start:stop].rstrip().replace("\t", " ")
         cuts: list[tuple[int, int]] = []
         for secret in self.secrets.get(number, ()):
-            start = secret.col - 1 if number == secret.line else 0
-            end = secret.end_col - 1 if number == secret.end_line else len(text)
-            cuts.append((start, max(end, start + 1)))
+            first = (secret.col - 1 if number == secret.line else 0) - start
+            last = (secret.end_col - 1 if number == secret.end_line else len(line)) - start
+            if last > 0 and first < len(text):
+                first = max(first, 0)
+                cuts.append((first, max(min(last, len(text)), first + 1)))
         masked, position = "", 0
-        for start, end in sorted(cuts):
-            if start < position:
+        for first, last in sorted(cuts):
+            if first < position:
                 continue
-            masked += text[position:start] + "***"
-            position = end
+            masked += text[position:first] + "***"
+            position = last
         masked += text[position:]
+        lead = "…" if start > 0 else ""
+        tail = "…" if stop < len(line) else ""
 
         def moved(column: int) -> int:
-            original = new = column - 1
-            for start, end in cuts:
-                if end <= original:
-                    new += 3 - (end - start)
-                elif start <= original:
-                    new -= original - start  # inside a secret: point at its start
-            return len(redact_text(masked[:new])) + 1
+            original = new = min(max(column - 1 - start, 0), len(text))
+            for first, last in cuts:
+                if last <= original:
+                    new += 3 - (last - first)
+                elif first <= original:
+                    new -= original - first  # inside a secret: point at its start
+            return len(lead) + len(redact_text(masked[:new])) + 1
 
-        return redact_text(masked), moved(col), moved(end_col)
+        return lead + redact_text(masked) + tail, moved(col), moved(end_col)
+
+
+EXCERPT_WIDTH = 200
+"""Longest source line shown whole; a longer one (a minified file) is cut around the column."""
+
+
+def _window(line: str, col: int, end: int) -> tuple[int, int]:
+    """Where to cut ``line`` (0-based, stop exclusive) to show ``col``..``end`` with some context,
+    moved to word boundaries where there are any, so masking sees whole tokens."""
+    start = max(0, col - EXCERPT_WIDTH // 4)
+    stop = min(len(line), start + EXCERPT_WIDTH)
+    if start > 0 and not line[start - 1].isspace():
+        space = line.find(" ", start, col)
+        start = space + 1 if space >= 0 else start
+    if stop < len(line) and not line[stop].isspace():
+        space = line.rfind(" ", max(col, end) + 1, stop)
+        stop = space if space >= 0 else stop
+    return start, stop
 
 
 @dataclass
@@ -298,7 +325,7 @@ def _load_tree(
 
 def _include_allowed(walk: _Walk, path: str, stack: tuple[str, ...], span: Span, where: str) -> bool:
     """An include stays inside the allowed folders and nests at most ``MAX_INCLUDE_DEPTH`` deep."""
-    if len(stack) >= MAX_INCLUDE_DEPTH:
+    if len(stack) > MAX_INCLUDE_DEPTH:
         walk.sink.add(
             "IL012",
             span,

@@ -22,16 +22,28 @@ _TOKEN = (
 _SECRET_VALUE = re.compile(rf"^\s*(?:Bearer\s+)?{_TOKEN}\s*$")
 _SECRET_IN_TEXT = re.compile(_TOKEN)
 _INLINE_CREDENTIAL = re.compile(
-    r"(?P<key>\b(?:api[_-]?key|apikey|token|access[_-]?token|secret|client[_-]?secret|password|passwd|"
-    r"authorization|bearer)\b['\"]?\s*[:=]\s*)(?P<value>[^\s,}#]+)",
+    r"(?P<key>\b[\w.-]*?(?:api[_-]?key|apikey|access[_-]?key|private[_-]?key|token(?!s)|secret|password|"
+    r"passwd|authorization|bearer|credential)[\w.-]*['\"]?\s*[:=]\s*)(?P<value>[^\s,}#]+)",
     re.IGNORECASE,
 )
+"""`api_key: value`, and compound keys as INI and .env files write them (`aws_secret_access_key = v`)."""
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]+@")
+_URL_QUERY_CREDENTIAL = re.compile(
+    r"(?P<key>[?&;](?:key|api[_-]?key|apikey|token|access[_-]?token|secret|password|passwd|auth|sig|"
+    r"signature)=)(?P<value>[^&#\s'\"`]+)",
+    re.IGNORECASE,
+)
+"""`?key=value` in a URL: Google's APIs take the key as a query parameter."""
 
 
 def looks_like_secret(value: object) -> bool:
     """A string shaped like a well-known API key (``sk-...``, ``gsk_...``, ``AIza...`` and kin)."""
     return isinstance(value, str) and _SECRET_VALUE.match(value) is not None
+
+
+def contains_secret(text: str) -> bool:
+    """Whether free text (a description) holds something ``redact_text`` would mask."""
+    return redact_text(text) != text
 
 
 def redact_text(text: str) -> str:
@@ -41,11 +53,18 @@ def redact_text(text: str) -> str:
     """
     text = _SECRET_IN_TEXT.sub("***", text)
     text = _URL_USERINFO.sub(r"\g<scheme>***@", text)
+    text = _URL_QUERY_CREDENTIAL.sub(_mask_query, text)
     return _INLINE_CREDENTIAL.sub(_mask_pair, text)
 
 
+def _mask_query(match: re.Match[str]) -> str:
+    return match.group(0) if match.group("value") in ("...", "***") else match.group("key") + "***"
+
+
 def _mask_pair(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if value in ("***", "|", ">", "''", '""') or value.startswith(("{", "[")):
+    value, key = match.group("value"), match.group("key")
+    if value in ("***", "...", "|", ">", "''", '""') or value.startswith(("{", "[")):
         return match.group(0)
-    return match.group("key") + "***"
+    if re.search(r"[_-]env['\"]?\s*[:=]", key, re.IGNORECASE):  # `api_key_env: NAME` names a variable
+        return match.group(0)
+    return key + "***"

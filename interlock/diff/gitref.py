@@ -34,8 +34,8 @@ class GitReader:
         done = _git(self.root, "cat-file", "blob", spec)
         if done.returncode != 0:
             return None
-        # As `loader.read_file`: bytes that are not UTF-8 become U+FFFD, which the loader reports.
-        return done.stdout.decode("utf-8", errors="replace")
+        # As `reading.FileReader`: bytes that are not UTF-8 become lone surrogates, which the loader reports.
+        return done.stdout.decode("utf-8", errors="surrogateescape")
 
 
 def git_reader(ref: str, near: str) -> GitReader:
