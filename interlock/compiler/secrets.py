@@ -22,8 +22,11 @@ _TOKEN = (
 _SECRET_VALUE = re.compile(rf"^\s*(?:Bearer\s+)?{_TOKEN}\s*$")
 _SECRET_IN_TEXT = re.compile(_TOKEN)
 _INLINE_CREDENTIAL = re.compile(
-    r"(?P<key>\b[\w.-]*?(?:api[_-]?key|apikey|access[_-]?key|private[_-]?key|token(?!s)|secret|password|"
-    r"passwd|authorization|bearer|credential)[\w.-]*['\"]?\s*[:=]\s*)(?P<value>[^\s,}#]+)",
+    r"(?P<key>(?<![\w.-])(?P<name>[\w.-]+)['\"]?[ \t]*[:=][ \t]*)(?P<value>[^\s,}#]+)"
+)
+_CREDENTIAL_WORD = re.compile(
+    r"api[_-]?key|apikey|access[_-]?key|private[_-]?key|token(?!s)|secret|password|passwd|authorization|"
+    r"bearer|credential",
     re.IGNORECASE,
 )
 """`api_key: value`, and compound keys as INI and .env files write them (`aws_secret_access_key = v`)."""
@@ -52,8 +55,13 @@ def redact_text(text: str) -> str:
     A safety net for any text shown to a person: messages, hints and source excerpts.
     """
     text = _SECRET_IN_TEXT.sub("***", text)
-    text = _URL_USERINFO.sub(r"\g<scheme>***@", text)
-    text = _URL_QUERY_CREDENTIAL.sub(_mask_query, text)
+    # each pattern only where it can match: this runs for every diagnostic and excerpt line
+    if "@" in text and "://" in text:
+        text = _URL_USERINFO.sub(r"\g<scheme>***@", text)
+    if "=" in text:
+        text = _URL_QUERY_CREDENTIAL.sub(_mask_query, text)
+    if _CREDENTIAL_WORD.search(text) is None:
+        return text
     return _INLINE_CREDENTIAL.sub(_mask_pair, text)
 
 
@@ -62,9 +70,9 @@ def _mask_query(match: re.Match[str]) -> str:
 
 
 def _mask_pair(match: re.Match[str]) -> str:
-    value, key = match.group("value"), match.group("key")
+    value, key, name = match.group("value"), match.group("key"), match.group("name")
+    if not _CREDENTIAL_WORD.search(name) or re.search(r"[_-]env$", name, re.IGNORECASE):
+        return match.group(0)  # not a credential's name, or `api_key_env: NAME` (a variable's name)
     if value in ("***", "...", "|", ">", "''", '""') or value.startswith(("{", "[")):
-        return match.group(0)
-    if re.search(r"[_-]env['\"]?\s*[:=]", key, re.IGNORECASE):  # `api_key_env: NAME` names a variable
         return match.group(0)
     return key + "***"
