@@ -72,7 +72,9 @@ def _mask_query(match: re.Match[str]) -> str:
 def _mask_pair(match: re.Match[str]) -> str:
     value, key, name = match.group("value"), match.group("key"), match.group("name")
     if not _CREDENTIAL_WORD.search(name) or re.search(r"[_-]env$", name, re.IGNORECASE):
-        return match.group(0)  # not a credential's name, or `api_key_env: NAME` (a variable's name)
+        # not a credential's name, or `api_key_env: NAME` (a variable's name); a pair may follow inside
+        # what was taken as the value (`c = Client(api_key="..."`)
+        return key + _INLINE_CREDENTIAL.sub(_mask_pair, value)
     if value in ("***", "...", "|", ">", "''", '""') or value.startswith(("{", "[")):
         return match.group(0)
     return key + "***"
