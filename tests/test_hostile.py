@@ -245,6 +245,17 @@ def test_output_to_a_device_or_a_symlink_is_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "repo", "victim.txt"]
 
 
+@pytest.mark.timeout(20)
+def test_check_against_a_fifo_is_refused_not_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main_path = config(tmp_path / "repo", "[]")
+    os.mkfifo(tmp_path / "plan.json")
+    code, _, err = run(capsys, "compile", str(main_path), "--check", str(tmp_path / "plan.json"))
+    assert code == 2
+    assert err.endswith(f"interlock: `{tmp_path}/plan.json` is a FIFO (named pipe), not a regular file\n")
+
+
 # --- item 10: an absolute budget on values, whatever the file's size ------------------------------
 
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from interlock.compiler import CompileOptions, compile_config
 from interlock.compiler.loader import Reader
-from interlock.compiler.reading import SourceUnreadable
+from interlock.compiler.reading import FileReader, SourceUnreadable
 from interlock.compiler.report import render
 from interlock.diff.gitref import GitRefError, git_reader
 from interlock.schema.canonical import content_hash
@@ -47,7 +47,8 @@ def load_plan(path: str, ref: str | None = None, options: CompileOptions | None 
             git = git_reader(ref, path)
         except GitRefError as exc:
             raise InputError(str(exc)) from exc
-        reader, label = git, f"{path}@{ref}"
+        cap = options.reader.max_bytes if isinstance(options.reader, FileReader) else git.max_bytes
+        reader, label = dataclasses.replace(git, max_bytes=cap), f"{path}@{ref}"
     try:
         text = reader(path)
     except SourceUnreadable as exc:

@@ -99,7 +99,9 @@ def _top_level(ctx: CompileContext, doc: SourceDoc, *, is_main: bool) -> None:
             "IL004",
             doc.span(()),
             f"a configuration file must be a mapping of sections, not {_kind(doc.data)}",
-            value=show_value(doc.data),
+            # not the text itself: this may be any file (an INI file of credentials); the excerpt of
+            # its first line is all that is shown, cut and masked
+            value=None if isinstance(doc.data, str) else show_value(doc.data),
             hint="start with `version: 1` and sections such as `providers:` and `aliases:`",
         )
         doc.data = {}
