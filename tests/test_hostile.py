@@ -365,6 +365,26 @@ def test_a_main_config_that_is_no_regular_file_is_named_for_what_it_is(
             assert run(capsys, *argv) == (2, "", f"interlock: configuration file `{path}` {what}\n")
 
 
+def test_a_url_with_a_line_break_is_refused_not_silently_cleaned(tmp_path: Path) -> None:
+    # `urlsplit` drops CR/LF/tab, so such a URL looked valid; the request would have carried them.
+    body = (
+        "providers:\n"
+        '  groq: {kind: openai, base_url: "https://api.groq.com/v1\\r\\nX-Evil: 1", api_key_env: G}\n'
+        "  local:\n    kind: ollama\n"
+        '    workers: [{name: box, url: "http://10.0.0.1:11434\\n/x"}]\n'
+        "aliases:\n  fast: {chain: [groq/a, local/b]}\n"
+    )
+    ctx = compile_config(str(config(tmp_path, "[]", body)))
+    assert [(d.code, d.path, d.message.split(":")[0]) for d in ctx.sink.sorted()] == [
+        ("IL106", "providers.groq.base_url", "`providers.groq.base_url` holds the control character U+000D"),
+        (
+            "IL106",
+            "providers.local.workers[0].url",
+            "`providers.local.workers[0].url` holds the control character U+000A",
+        ),
+    ]
+
+
 def test_the_json_report_of_a_hostile_file_stays_valid(tmp_path: Path) -> None:
     main_path = config(
         tmp_path, "[]", PROVIDERS + 'aliases:\n  "a\\r\\nb": {chain: [groq/a, openrouter/b]}\n'

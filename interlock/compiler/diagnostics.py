@@ -124,13 +124,14 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     return f"did you mean `{match[0]}`?" if match else None
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0 and C1 controls (CR, LF, tab, NUL...), DEL and Unicode line breaks: never shown raw, never in a name."""
 
 
 def visible(text: str) -> str:
     """``text`` as a person may be shown it: credentials masked, control characters escaped (a CR in a
     name must not rewrite a terminal line or split an annotation)."""
-    return _CONTROL.sub(_escape, redact_text(text))
+    return CONTROL_CHARS.sub(_escape, redact_text(text))
 
 
 def _escape(match: re.Match[str]) -> str:

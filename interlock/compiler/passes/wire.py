@@ -5,6 +5,7 @@ Every name in a plan ends up in an HTTP exchange: an alias or candidate in the r
 in bodies, a worker or provider name in logs and metrics labels, `server.resolved_header` as a header
 name. A CR or LF in any of them compiled, and the gateway then failed every matching request; so the
 compiler refuses them here, with the position, and the runtime never builds a header it did not check.
+(URLs are checked where all URL rules live, by the providers pass: IL106.)
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ import re
 from collections.abc import Iterator
 
 from interlock.compiler.context import CompileContext
-from interlock.compiler.diagnostics import Span
+from interlock.compiler.diagnostics import CONTROL_CHARS, Span
 
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""Characters no name may hold: C0 and C1 controls (CR, LF, NUL, tab...), DEL, Unicode line breaks."""
 HTTP_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 """RFC 9110 `token`: what a header field name may be."""
 _PROVIDER_NAME_CHECKED = re.compile(r"[/\s]")
@@ -27,7 +26,7 @@ chain entry with whitespace."""
 def wire(ctx: CompileContext) -> None:
     """Report every name that holds a control character, and a resolved header that is not a token."""
     for what, name, span, path in _names(ctx):
-        found = CONTROL.search(name)
+        found = CONTROL_CHARS.search(name)
         if found is None:
             continue
         ctx.sink.add(
