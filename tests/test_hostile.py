@@ -385,6 +385,16 @@ def test_a_url_with_a_line_break_is_refused_not_silently_cleaned(tmp_path: Path)
     ]
 
 
+def test_explain_escapes_what_it_cannot_print(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    body = PROVIDERS + 'aliases:\n  "a\\rb": {chain: [groq/a, openrouter/b], description: "one\\x1b[2Jtwo"}\n'
+    code, out, err = run(capsys, "explain", str(config(tmp_path, "[]", body)), "a\rb")
+    assert code == 0
+    assert out.splitlines()[0] == "a\\x0db: one\\x1b[2Jtwo"
+    assert "\r" not in out
+    assert "\x1b" not in out
+    assert err.startswith("note: the configuration has 1 error")
+
+
 def test_the_json_report_of_a_hostile_file_stays_valid(tmp_path: Path) -> None:
     main_path = config(
         tmp_path, "[]", PROVIDERS + 'aliases:\n  "a\\r\\nb": {chain: [groq/a, openrouter/b]}\n'

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from interlock.compiler.context import CompileContext, Link
-from interlock.compiler.diagnostics import Span
+from interlock.compiler.diagnostics import Span, visible
 from interlock.compiler.patterns import matching_row
-from interlock.compiler.secrets import redact_text
 from interlock.schema.durations import format_duration
 
 
 def explain(ctx: CompileContext, name: str) -> str:
-    """A readable account of alias ``name`` (which must be in ``ctx.aliases``), credentials masked as in
-    every diagnostic: a URL's `user:key@` and `?key=`, a key-shaped variable name or description."""
+    """A readable account of alias ``name`` (which must be in ``ctx.aliases``), shown as every
+    diagnostic is (``visible``): credentials masked (a URL's `user:key@` and `?key=`, a key-shaped
+    variable name or description), control characters escaped."""
     alias = ctx.aliases[name]
     head = f"{name}: {alias.section.description}" if alias.section.description else name
     out = [head, f"  defined at {alias.entry.key_span}"]
@@ -26,7 +26,7 @@ def explain(ctx: CompileContext, name: str) -> str:
         out.append(f"  {number}. {link.candidate}")
         out.append(f"       {_where(link)}")
         out.extend(f"       {line}" for line in _facts(ctx, link.candidate, required))
-    return redact_text("\n".join(out)) + "\n"
+    return "".join(visible(line) + "\n" for line in out)
 
 
 def _where(link: Link) -> str:
