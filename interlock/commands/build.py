@@ -98,7 +98,7 @@ def run_compile(args: argparse.Namespace) -> int:
 def _check_plan(path: str, config: str, text: str, content_hash: str) -> int:
     """Exit 1 with a short diff when the committed plan at ``path`` is not what ``config`` compiles to."""
     problem = source_problem(path)
-    if problem is not None and problem.problem != "does not exist":  # a FIFO would block the read
+    if problem is not None and not problem.missing:  # a FIFO would block the read
         print(f"interlock: `{path}` {problem.problem}", file=sys.stderr)
         return 2
     try:

@@ -25,9 +25,9 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 class SourceUnreadable(Exception):
     """A source that exists but cannot be compiled as a file: ``problem`` completes "`path` ..."."""
 
-    def __init__(self, problem: str, hint: str) -> None:
+    def __init__(self, problem: str, hint: str, *, missing: bool = False) -> None:
         super().__init__(problem)
-        self.problem, self.hint = problem, hint
+        self.problem, self.hint, self.missing = problem, hint, missing
 
 
 _KINDS = (
@@ -126,7 +126,7 @@ def _not_regular(kind: str) -> SourceUnreadable:
 
 def _os_problem(exc: OSError) -> SourceUnreadable:
     if exc.errno == errno.ENOENT:
-        return SourceUnreadable("does not exist", "check the path")
+        return SourceUnreadable("does not exist", "check the path", missing=True)
     if exc.errno == errno.ELOOP:
         return SourceUnreadable("is a symbolic link loop", "a symbolic link must end at a regular file")
     if exc.errno in (errno.EACCES, errno.EPERM):
