@@ -251,9 +251,13 @@ def test_check_against_a_fifo_is_refused_not_waited_on(
 ) -> None:
     main_path = config(tmp_path / "repo", "[]")
     os.mkfifo(tmp_path / "plan.json")
-    code, _, err = run(capsys, "compile", str(main_path), "--check", str(tmp_path / "plan.json"))
-    assert code == 2
-    assert err.endswith(f"interlock: `{tmp_path}/plan.json` is a FIFO (named pipe), not a regular file\n")
+    fifo = tmp_path / "plan.json"
+    for argv in (["compile", str(main_path)], ["codegen", str(main_path), "--lang", "ts"]):
+        code, _, err = run(capsys, *argv, "--check", str(fifo))
+        assert code == 2
+        assert err.endswith(
+            f"interlock: cannot check `{fifo}`: it is a FIFO (named pipe), not a regular file\n"
+        )
 
 
 # --- item 10: an absolute budget on values, whatever the file's size ------------------------------

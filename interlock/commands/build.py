@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from interlock.commands.files import OutputError, write_atomically
+from interlock.commands.files import OutputError, read_committed, write_atomically
 from interlock.commands.options import add_source_options, compile_options
 from interlock.compiler import CompileContext, compile_config
 from interlock.compiler.diagnostics import did_you_mean
@@ -97,15 +97,11 @@ def run_compile(args: argparse.Namespace) -> int:
 
 def _check_plan(path: str, config: str, text: str, content_hash: str) -> int:
     """Exit 1 with a short diff when the committed plan at ``path`` is not what ``config`` compiles to."""
-    problem = source_problem(path)
-    if problem is not None and not problem.missing:  # a FIFO would block the read
-        print(f"interlock: `{path}` {problem.problem}", file=sys.stderr)
-        return 2
     try:
-        with open(path, encoding="utf-8") as handle:
-            current: str | None = handle.read()
-    except (FileNotFoundError, IsADirectoryError):
-        current = None
+        current = read_committed(path)
+    except OutputError as exc:
+        print(f"interlock: {exc}", file=sys.stderr)
+        return 2
     if current == text:
         print(f"{path} is up to date ({content_hash})", file=sys.stderr)
         return 0
@@ -191,11 +187,11 @@ def run_schema(args: argparse.Namespace) -> int:
         for filename, text in schemas().items():
             path = os.path.join(args.output, filename)
             try:
-                with open(path, encoding="utf-8") as handle:
-                    if handle.read() == text:
-                        continue
-            except FileNotFoundError:
-                pass
+                if read_committed(path) == text:
+                    continue
+            except OutputError as exc:
+                print(f"interlock: {exc}", file=sys.stderr)
+                return 2
             stale.append(path)
         for path in stale:
             print(f"{path} is stale: run `interlock schema -o {args.output}`", file=sys.stderr)

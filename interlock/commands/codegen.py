@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from interlock.codegen import LANGUAGES, CodegenError, generate, valid_name
-from interlock.commands.files import OutputError, write_atomically
+from interlock.commands.files import OutputError, read_committed, write_atomically
 from interlock.commands.options import add_source_options, compile_options
 from interlock.diff.inputs import InputError, load_plan
 
@@ -58,10 +58,10 @@ def run_codegen(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace, text: str) -> int:
     try:
-        with open(args.check, encoding="utf-8") as handle:
-            current: str | None = handle.read()
-    except FileNotFoundError:
-        current = None
+        current = read_committed(args.check)
+    except OutputError as exc:
+        print(f"interlock: {exc}", file=sys.stderr)
+        return 2
     if current == text:
         print(f"{args.check} is up to date", file=sys.stderr)
         return 0

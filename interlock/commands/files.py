@@ -1,4 +1,5 @@
-"""Writing the files the commands produce (plans, schemas, generated code).
+"""Writing the files the commands produce (plans, schemas, generated code), and reading them back for
+`--check`.
 
 An output path comes from a command line that may run in CI with a checkout someone else wrote, so the
 target is checked before anything is written: only a regular file (or nothing) is replaced, a symbolic
@@ -7,7 +8,7 @@ plan at any file the job can write), and a missing folder is an error, never cre
 
 Exception tree::
 
-    OutputError           the target cannot be written; ``str(error)`` says why, ready to print
+    OutputError           the target cannot be written (or checked); ``str(error)`` says why, ready to print
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import secrets
 import stat
 
-from interlock.compiler.reading import file_kind
+from interlock.compiler.reading import file_kind, source_problem
 
 
 class OutputError(Exception):
@@ -53,6 +54,22 @@ def write_atomically(path: str, text: str, *, make_folders: bool = False) -> Non
     except BaseException:
         _remove(tmp)
         raise
+
+
+def read_committed(path: str) -> str | None:
+    """The text of a file a `--check` compares against (a committed plan, generated code, a schema);
+    None when it does not exist. Raises ``OutputError`` for anything but a regular file (a FIFO would
+    block the read) or text that cannot be read."""
+    problem = source_problem(path)
+    if problem is not None:
+        if problem.missing:
+            return None
+        raise OutputError(f"cannot check `{path}`: it {problem.problem}")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OutputError(f"cannot check `{path}`: {getattr(exc, 'strerror', None) or exc}") from exc
 
 
 def _check_target(path: str) -> None:
