@@ -248,7 +248,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
     providers: dict[str, Provider] = {}
     for name, p in sorted(plan.providers.items()):
         headers = _auth_headers(p, env, origin, secrets)
-        providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers})
+        providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers}, server)
     candidates: dict[str, Candidate] = {}
     for cid, c in sorted(plan.candidates.items()):
         caps = frozenset(c.capabilities) if c.capabilities is not None else None
@@ -409,12 +409,16 @@ def _auth_headers(
     return RedactedHeaders(Authorization=f"Bearer {value}")
 
 
-def _provider(p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str]) -> Provider:
+def _provider(
+    p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str], server: ServerSettings
+) -> Provider:
     t = p.timeouts
-    timing = {
+    timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
         "total_s": t.total_ms / 1000,
+        "max_body_bytes": server.max_upstream_body_bytes,
+        "max_line_bytes": server.max_stream_line_bytes,
     }
     if p.kind == "openai":
         assert p.base_url is not None  # checked in _check_references

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from interlock.schema.durations import Duration
+from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
 CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
@@ -57,10 +58,14 @@ class ServerSection(_Section):
         "(or the new one refused with 503 when none is idle).",
     )
     max_upstream_body_bytes: int = Field(
-        32 * 1024 * 1024, ge=1, description="Largest non-streamed answer read from an upstream."
+        DEFAULT_MAX_UPSTREAM_BODY_BYTES,
+        ge=1,
+        description="Largest non-streamed answer read from an upstream.",
     )
     max_stream_line_bytes: int = Field(
-        1024 * 1024, ge=1, description="Longest single line (SSE or NDJSON) of an upstream stream."
+        DEFAULT_MAX_STREAM_LINE_BYTES,
+        ge=1,
+        description="Longest single line (SSE or NDJSON) of an upstream stream.",
     )
 
 
