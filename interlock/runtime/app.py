@@ -107,9 +107,11 @@ class Gateway:
             elif scope["path"] in self._hot_paths:
                 await method_not_allowed(self, scope, receive, send)
             else:
-                await self.admin(scope, receive, self._with_plan_header(send))
+                await self.admin(scope, receive, self._with_plan_header(send, _has_body(scope)))
         elif kind == "lifespan":
             await self._lifespan(receive, send)
+        elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
+            await send({"type": "websocket.close", "code": 1008})
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -186,12 +188,24 @@ class Gateway:
         self.last_reload = {"at": iso_utc(self.wall()), "result": "refused", "error": reason}
         return False
 
-    def _with_plan_header(self, send: Send) -> Send:
-        header = self.plan.plan_header
+    def _with_plan_header(self, send: Send, close: bool) -> Send:
+        """``send`` adding the plan header, and ``Connection: close`` when ``close``: an admin route
+        never reads a body, and closing is how the server avoids reading (and discarding) it after."""
+        extra = [self.plan.plan_header, (b"connection", b"close")] if close else [self.plan.plan_header]
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), header]
+                message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
         return send_with_header
+
+
+def _has_body(scope: Scope) -> bool:
+    """The request announces a body (a non-zero Content-Length, or chunked)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return value.strip() not in (b"0", b"")
+        if name == b"transfer-encoding":
+            return True
+    return False
