@@ -14,7 +14,8 @@ takes that over, as a subclass of uvicorn's httptools protocol (one instance per
   out ``/healthz`` or a real client; when none is idle, the new connection gets a 503 and is closed;
 - a WebSocket upgrade is refused with a 400 (this gateway speaks plain HTTP), never a 500.
 
-The limits are read from the gateway's current plan at each connection, so a reload changes them.
+The limits are read from the gateway's current plan when a connection is made: after a reload, new
+connections get the new ones.
 Every close is counted in ``interlock_connections_closed_total{reason}``; reaching the cap is logged
 (at most once per ``WARN_EVERY_S``), timeouts at debug level.
 """
@@ -106,18 +107,27 @@ class ConnectionBook:
 
 class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the timeouts and the cap above; ``book`` is set by
-    ``guarded_protocol`` on a subclass, so uvicorn can build instances with its own arguments."""
+    ``guarded_protocol`` on a subclass, so uvicorn can build instances with its own arguments.
+
+    One timer per connection, re-armed lazily: a request moves the deadlines (plain assignments), and
+    the timer, when it fires, closes the connection or re-arms itself for the deadline now in force.
+    A keep-alive connection answering request after request schedules a timer about once per timeout,
+    not once per request.
+    """
 
     book: ConnectionBook
+    _limits: ServerSettings  # the plan's, when the connection was made
     _timer: asyncio.TimerHandle | None = None
-    _state = "new"  # "headers": waiting for a request's headers; "body": reading a body; "busy"
+    _state = "new"  # "headers": waiting for a request's headers; "body": reading one; "busy"; "closed"
     _began = False  # a byte of the awaited request has arrived
-    _last_body = 0.0
+    _headers_by = 0.0  # loop time: the headers must be complete by then
+    _last_body = 0.0  # loop time of the last body bytes
 
     # -- connection ------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._limits = self.book.settings()
         if not self.book.admit(self):
             self.close_for("over_limit", self._over_limit_answer())
             return
@@ -145,25 +155,32 @@ class GuardedProtocol(HttpToolsProtocol):
                 self.transport.abort()  # nothing to say: free the descriptor at once
 
     def _over_limit_answer(self) -> bytes:
-        limit = self.book.settings().max_connections
         return _canned(
             "503 Service Unavailable",
-            f"the gateway has too many open connections (server.max_connections is {limit}); retry shortly",
+            "the gateway has too many open connections "
+            f"(server.max_connections is {self._limits.max_connections}); retry shortly",
             "too_many_connections",
             b"retry-after: 1\r\n",
         )
 
-    # -- states ----------------------------------------------------------------------------------
+    # -- states and the timer --------------------------------------------------------------------
 
     def _await_headers(self) -> None:
-        self._state, self._began = "headers", False
-        self.book.idle.pop(self, None)
-        self.book.idle[self] = None  # (re)inserted: now the newest idle connection
-        self._arm(self.book.settings().header_timeout_s)
+        self._state = "headers"
+        idle = self.book.idle
+        idle.pop(self, None)
+        idle[self] = None  # (re)inserted: now the newest idle connection
+        self._headers_by = deadline = self.loop.time() + self._limits.header_timeout_s
+        self._fire_by(deadline)
 
-    def _arm(self, delay: float) -> None:
-        self._disarm()
-        self._timer = self.loop.call_later(delay, self._expired)
+    def _fire_by(self, deadline: float) -> None:
+        """Make sure the timer fires no later than ``deadline`` (an earlier one is kept)."""
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= deadline:
+                return
+            timer.cancel()
+        self._timer = self.loop.call_at(deadline, self._expired)
 
     def _disarm(self) -> None:
         if self._timer is not None:
@@ -172,18 +189,22 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def _expired(self) -> None:
         self._timer = None
+        now = self.loop.time()
         if self._state == "headers":
+            if now < self._headers_by:
+                self._fire_by(self._headers_by)
+                return
             log.debug("closing a connection: no complete request headers within server.header_timeout")
             self.close_for("header_timeout", REQUEST_TIMEOUT if self._began else b"")
         elif self._state == "body":
-            idle_for = self.loop.time() - self._last_body
-            timeout = self.book.settings().body_timeout_s
-            if idle_for < timeout:
-                self._arm(timeout - idle_for)
+            deadline = self._last_body + self._limits.body_timeout_s
+            if now < deadline:
+                self._fire_by(deadline)
                 return
             log.debug("closing a connection: its request body stalled for server.body_timeout")
             started = self.cycle is not None and self.cycle.response_started
             self.close_for("body_timeout", b"" if started else REQUEST_TIMEOUT)
+        # "busy": the app has the request; the timer is armed again when the connection next waits
 
     # -- parser callbacks ------------------------------------------------------------------------
 
@@ -191,27 +212,20 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._began = True
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self._state == "body" and self._timer is None:  # armed only when a body is still to come
-            self._arm(self.book.settings().body_timeout_s)
-
     def on_headers_complete(self) -> None:
         self.book.idle.pop(self, None)
-        self._disarm()
-        self._state = "body"  # until on_message_complete, often within the same data_received
-        self._last_body = self.loop.time()
+        self._state, self._began = "body", False  # "body" until on_message_complete (often at once)
+        self._last_body = now = self.loop.time()
+        self._fire_by(now + self._limits.body_timeout_s)
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
-        if self._timer is not None:
-            self._last_body = self.loop.time()
+        self._last_body = self.loop.time()
         super().on_body(body)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         if self._state == "body":
-            self._disarm()
             self._state = "busy"
 
     def on_response_complete(self) -> None:
