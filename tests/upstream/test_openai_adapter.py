@@ -406,3 +406,21 @@ def test_an_endless_stream_line_fails_before_or_after_the_first_chunk(openai_fak
     assert len(chunks) == 2
     assert isinstance(error, ProtocolFailure)
     assert error.message == "stream line is over the 65536-byte limit"
+
+
+def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
+    from collections import deque
+
+    from interlock.runtime.upstream.openai import SSEDecoder
+
+    decoder = SSEDecoder(endpoint("openai", "http://127.0.0.1:9", max_line_bytes=1000))
+    out: deque[dict[str, object]] = deque()
+    for _ in range(90):  # each line is short (11 bytes of data), and the event does not end
+        decoder.feed(b"data: " + b"x" * 10, out)
+    with pytest.raises(ProtocolFailure, match=r"^stream event is over the 1000-byte limit$"):
+        decoder.feed(b"data: " + b"x" * 10, out)
+    decoder = SSEDecoder(endpoint("openai", "http://127.0.0.1:9", max_line_bytes=1000))
+    for _ in range(200):  # the same amount, as events that do end: fine
+        decoder.feed(b'data: {"choices": []}', out)
+        decoder.feed(b"", out)
+    assert len(out) == 200
