@@ -109,9 +109,10 @@ class Gateway:
             if handler is not None:
                 await handler(self, scope, receive, send)
             elif scope["path"] in self._hot_paths:
-                await method_not_allowed(self, scope, receive, send)
+                await method_not_allowed(self, scope, receive, _closing(send) if _has_body(scope) else send)
             else:
-                await self.admin(scope, receive, self._with_plan_header(send, _has_body(scope)))
+                admin_send = self._with_plan_header(send)
+                await self.admin(scope, receive, _closing(admin_send) if _has_body(scope) else admin_send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
         elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
@@ -201,17 +202,28 @@ class Gateway:
         self.last_reload = {"at": iso_utc(self.wall()), "result": "refused", "error": reason}
         return False
 
-    def _with_plan_header(self, send: Send, close: bool) -> Send:
-        """``send`` adding the plan header, and ``Connection: close`` when ``close``: an admin route
-        never reads a body, and closing is how the server avoids reading (and discarding) it after."""
-        extra = [self.plan.plan_header, (b"connection", b"close")] if close else [self.plan.plan_header]
+    def _with_plan_header(self, send: Send) -> Send:
+        header = self.plan.plan_header
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), *extra]
+                message["headers"] = [*message.get("headers", ()), header]
             await send(message)
 
         return send_with_header
+
+
+def _closing(send: Send) -> Send:
+    """``send`` adding ``Connection: close``: for an answer given without reading the request's body
+    (admin routes take none; a 405), so the server closes the connection instead of reading (and
+    discarding) the rest of it."""
+
+    async def send_closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
+        await send(message)
+
+    return send_closing
 
 
 def _has_body(scope: Scope) -> bool:

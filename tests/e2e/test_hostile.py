@@ -208,6 +208,12 @@ def test_an_admin_path_answers_a_big_body_without_reading_it(served: Served) -> 
     with connect(served) as sock:
         sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n" + b"x" * 65536)
         assert read_all(sock).startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+    with connect(served) as sock:  # the hot paths' 405 too
+        head = b"PUT /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n"
+        sock.sendall(head + b"x" * 65536)
+        answer = read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+    assert b"connection: close\r\n" in answer
 
 
 def test_debug_level_prints_debug_lines(served: Served) -> None:
