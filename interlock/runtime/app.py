@@ -185,7 +185,7 @@ class Gateway:
         """Off the event loop: a staged source reads (compiles) in a child process, then loads in a
         thread; any other source runs in a thread."""
         if isinstance(source, StagedSource):
-            data = await asyncio.to_thread(read_in_child, source.read, self.reload_timeout_s)
+            data = await read_in_child(source.read, self.reload_timeout_s)
             return await asyncio.to_thread(source.load, data)
         return await asyncio.to_thread(source)
 

@@ -12,6 +12,7 @@ runs in a thread of the gateway's process. The caller swaps the result in atomic
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -36,25 +37,45 @@ class StagedSource(Protocol):
         """The runtime tables of ``data``; PlanError if it cannot be served."""
 
 
-def read_in_child(read: Callable[[], dict[str, Any]], timeout_s: float = READ_TIMEOUT_S) -> dict[str, Any]:
-    """``read()`` in a fresh child process (blocking: call it from a thread); its result, or PlanError."""
+async def read_in_child(
+    read: Callable[[], dict[str, Any]], timeout_s: float = READ_TIMEOUT_S
+) -> dict[str, Any]:
+    """``read()`` in a fresh child process; its result, or PlanError. The event loop only waits on the
+    pipe (a reader callback): cancelling (the gateway stopping) or the deadline kills the child."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(read, sender), name="interlock-reload", daemon=True)
-    child.start()
-    sender.close()
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not answered.done():
+            answered.set_result(None)
+
+    loop.add_reader(receiver.fileno(), wake)
     try:
-        if not receiver.poll(timeout_s):
-            raise PlanError(f"reading the new plan took longer than {timeout_s:g} s; it was stopped")
-        ok, value = receiver.recv()
-    except EOFError:
-        child.join(5)
-        raise PlanError(f"the process reading the new plan died (exit code {child.exitcode})") from None
+        child.start()  # fork + exec and a few KB down a pipe: milliseconds
+        sender.close()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await answered  # the answer, or EOF when the child died without one
+        except TimeoutError:
+            raise PlanError(
+                f"reading the new plan took longer than {timeout_s:g} s; it was stopped"
+            ) from None
+        try:
+            ok, value = await asyncio.to_thread(receiver.recv)
+        except EOFError:
+            await asyncio.to_thread(child.join, 5)
+            raise PlanError(f"the process reading the new plan died (exit code {child.exitcode})") from None
     finally:
+        loop.remove_reader(receiver.fileno())
         receiver.close()
+        sender.close()
         if child.is_alive():
             child.kill()
-        child.join(5)
+        if child.pid is not None:  # reaped in a thread, which the loop's shutdown waits for
+            await asyncio.to_thread(child.join, 5)
     if not ok:
         raise PlanError(value)
     data: dict[str, Any] = value

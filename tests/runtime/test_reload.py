@@ -91,3 +91,28 @@ def test_a_reload_that_reads_past_its_deadline_is_refused_and_its_process_stoppe
             pass
         else:
             raise AssertionError(f"the reading process {pid} is still running")
+
+
+def test_stopping_the_gateway_during_a_reload_stops_the_reading_process(
+    tmp_path: Path, plan_data: Callable[..., dict[str, Any]]
+) -> None:
+    first = build(plan_data())
+    source = SlowSource(plan_data(), ENV, tmp_path)  # never released
+
+    async def scenario() -> None:
+        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters)
+        await gateway.startup()
+        gateway.request_reload()
+        for _ in range(3000):
+            if (tmp_path / "started").exists():
+                break
+            await asyncio.sleep(0.01)
+        await gateway.shutdown()  # cancels the reload; asyncio.run then lets it finish its cleanup
+
+    asyncio.run(scenario())
+    pid = int((tmp_path / "started").read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    raise AssertionError(f"the reading process {pid} is still running")
