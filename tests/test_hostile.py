@@ -19,6 +19,7 @@ import pytest
 
 from interlock.cli import main
 from interlock.compiler import CompileOptions, compile_config
+from interlock.compiler.diagnostics import visible
 from interlock.compiler.reading import FileReader
 from interlock.compiler.report import FORMATS, render
 from tests.conftest import ROOT, text_report
@@ -397,6 +398,27 @@ def test_explain_escapes_what_it_cannot_print(tmp_path: Path, capsys: pytest.Cap
     assert "\r" not in out
     assert "\x1b" not in out
     assert err.startswith("note: the configuration has 1 error")
+
+
+def test_the_compiler_refuses_every_header_the_runtime_would_refuse_at_plan_load(tmp_path: Path) -> None:
+    """The runtime checks the plan's headers again when it loads it; what it refuses, the compiler
+    refuses first, with a position (the lists are kept in two places: the compiler may not import
+    the runtime)."""
+    from interlock.compiler.passes.wire import RESERVED_HEADERS
+    from interlock.runtime.plan import RESERVED_HEADERS as RUNTIME_RESERVED
+    from interlock.runtime.plan import header_value_problem
+
+    assert RESERVED_HEADERS == RUNTIME_RESERVED
+    for header in sorted(RUNTIME_RESERVED):
+        body = PROVIDERS + ALIASES + f"server: {{resolved_header: {header.title()}}}\n"
+        ctx = compile_config(str(config(tmp_path / header, "[]", body)))
+        assert [(d.code, d.path) for d in ctx.sink.items] == [("IL013", "server.resolved_header")]
+    for name in (" fast", "fast ", "fa\tst", "fa\x00st", "fa\x7fst", "fa\rst"):
+        assert header_value_problem(name) is not None
+        quoted = json.dumps(name)
+        body = PROVIDERS + f"aliases:\n  {quoted}: {{chain: [groq/a, openrouter/b]}}\n"
+        ctx = compile_config(str(config(tmp_path / str(ord(name[2])), "[]", body)))
+        assert [(d.code, d.path) for d in ctx.sink.items] == [("IL013", f"aliases.{visible(name)}")]
 
 
 def test_the_json_report_of_a_hostile_file_stays_valid(tmp_path: Path) -> None:
