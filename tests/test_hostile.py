@@ -20,7 +20,7 @@ import pytest
 from interlock.cli import main
 from interlock.compiler import CompileOptions, compile_config
 from interlock.compiler.diagnostics import visible
-from interlock.compiler.reading import FileReader
+from interlock.compiler.reading import FileReader, SourceUnreadable
 from interlock.compiler.report import FORMATS, render
 from tests.conftest import ROOT, text_report
 
@@ -140,7 +140,7 @@ def test_reading_stops_at_the_cap_when_a_file_is_larger_than_it_says(tmp_path: P
     proc = Path("/proc/self/status")
     if not proc.exists():
         pytest.skip("no /proc")
-    with pytest.raises(Exception, match=r"^is larger than 10 bytes$"):
+    with pytest.raises(SourceUnreadable, match=r"^is larger than 10 bytes$"):
         FileReader(max_bytes=10)(str(proc))
 
 
@@ -205,6 +205,7 @@ def test_a_full_standard_output_is_a_clean_error() -> None:
             stderr=subprocess.PIPE,
             text=True,
             check=False,
+            cwd=ROOT,
         )
     assert done.returncode == 0  # nothing to print: the check passes
     with open("/dev/full", "w") as full:
@@ -214,6 +215,7 @@ def test_a_full_standard_output_is_a_clean_error() -> None:
             stderr=subprocess.PIPE,
             text=True,
             check=False,
+            cwd=ROOT,
         )
     assert done.returncode == 2
     assert done.stderr == "interlock: cannot write to standard output: No space left on device\n"
