@@ -212,7 +212,8 @@ def test_a_description_holding_a_key_is_flagged_and_never_shown(
         '  groq: {kind: openai, base_url: "https://api.groq.com/openai/v1", api_key_env: GROQ_API_KEY}\n'
         "aliases:\n"
         f"  fast: {{chain: [groq/a, groq/b], description: 'fast; key {SECRETS[0]} works'}}\n"
-        "  slow: {chain: [groq/c, groq/d], description: 'token=Bearer-less-token-value-77'}\n"
+        f"  slow: {{chain: [groq/c, groq/d], description: 'via https://bot:{SECRETS[2]}@mirror.example'}}\n"
+        "  prose: {chain: [groq/e, groq/f], description: 'max token: 4k; password: see the wiki'}\n"
     )
     ctx = compile_config(str(config), CompileOptions(environ={}))
     assert [(d.code, d.path) for d in ctx.sink.sorted()] == [

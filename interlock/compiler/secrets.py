@@ -45,8 +45,13 @@ def looks_like_secret(value: object) -> bool:
 
 
 def contains_secret(text: str) -> bool:
-    """Whether free text (a description) holds something ``redact_text`` would mask."""
-    return redact_text(text) != text
+    """Whether free text (a description) holds a key-shaped token or a URL with a credential in it.
+
+    Stricter than what ``redact_text`` masks on display: "max token: 4k" in a description is prose.
+    """
+    if _SECRET_IN_TEXT.search(text) or _URL_QUERY_CREDENTIAL.search(text):
+        return True
+    return "@" in text and _URL_USERINFO.search(text) is not None
 
 
 def redact_text(text: str) -> str:
