@@ -127,6 +127,11 @@ def _worker(
     if default_context is not None:
         _positive_tokens(ctx, default_context, dc_origin, ("default_context_tokens",))
     queue = _queue(section.queue, preset.queue if preset else None)
+    telemetry = section.telemetry
+    if telemetry is not None and telemetry.url is not None:
+        url_path = (*entry.path, "telemetry", "url")
+        if not check_url(ctx, entry.doc, url_path, telemetry.url, f"{where}.telemetry.url"):
+            telemetry = None  # reported; a plan never carries a URL that failed the check
     ctx.workers.setdefault(
         section.name,
         Worker(
@@ -141,6 +146,7 @@ def _worker(
             max_waiting=queue.max_waiting,
             max_wait_ms=queue.max_wait,
             entry=entry,
+            telemetry=telemetry,
         ),
     )
 
