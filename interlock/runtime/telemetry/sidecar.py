@@ -27,7 +27,7 @@ from interlock.runtime.health import iso_utc
 from interlock.runtime.telemetry import document
 from interlock.runtime.telemetry.errors import TelemetryError
 from interlock.runtime.telemetry.memory import read_host_memory
-from interlock.runtime.telemetry.nvidia_smi import query_gpus
+from interlock.runtime.telemetry.nvidia_smi import COMMAND, query_gpus
 from interlock.runtime.telemetry.readings import GpuReading, HostMemory
 
 PATH = "/telemetry"
@@ -36,8 +36,17 @@ PATH = "/telemetry"
 class Readings:
     """Reads the sources one request at a time."""
 
-    def __init__(self, *, gpu: int | None, nvidia_smi: bool, host_memory: bool, timeout_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        gpu: int | None,
+        nvidia_smi: bool,
+        host_memory: bool,
+        timeout_s: float,
+        command: str = COMMAND,
+    ) -> None:
         self.gpu, self.nvidia_smi, self.host_memory, self.timeout_s = gpu, nvidia_smi, host_memory, timeout_s
+        self.command = command
         self._lock = threading.Lock()
 
     def document(self) -> dict[str, Any]:
@@ -47,7 +56,7 @@ class Readings:
             errors: dict[str, str] = {}
             if self.nvidia_smi:
                 try:
-                    gpus = query_gpus(self.gpu, self.timeout_s)
+                    gpus = query_gpus(self.gpu, self.timeout_s, command=self.command)
                 except TelemetryError as exc:
                     errors["nvidia_smi"] = exc.error_class
             if self.host_memory:
@@ -88,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=9400, help="port (default: 9400; 0 picks a free one)")
     parser.add_argument("--gpu", type=int, default=None, help="report only this GPU index (default: all)")
+    parser.add_argument("--nvidia-smi", default=COMMAND, help="the executable (default: nvidia-smi on PATH)")
     parser.add_argument("--no-nvidia-smi", action="store_true", help="do not run nvidia-smi (Apple, CPU)")
     parser.add_argument("--no-host-memory", action="store_true", help="do not read the host's memory")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds per source (default: 3)")
@@ -99,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         nvidia_smi=not args.no_nvidia_smi,
         host_memory=not args.no_host_memory,
         timeout_s=args.timeout,
+        command=args.nvidia_smi,
     )
     try:
         server = make_server(args.host, args.port, readings)
