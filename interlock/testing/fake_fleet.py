@@ -6,8 +6,8 @@ render tags, show, chat and embed answers), and adds the physics a routing polic
 - a VRAM budget; each ``SimModel`` takes ``vram_bytes`` while loaded;
 - a load time per model (``load_s``, scaled down from real seconds) before a cold model's first token;
 - LRU eviction of idle models when a new one does not fit; a model serving requests is never evicted,
-  so a load that cannot make room waits until it can (a model larger than the whole budget is refused
-  with Ollama's 500);
+  so a load that cannot make room waits until it can, and (as in Ollama's scheduler) the requests that
+  arrived after it wait behind it; a model larger than the whole budget is refused with Ollama's 500;
 - per-model parallelism (``parallel``, Ollama's ``OLLAMA_NUM_PARALLEL``): further requests queue;
 - prompt processing (``prompt_tokens_per_s``) and output speed (``tokens_per_s``): stream chunks, one
   token each, are paced; the final message's ``load_duration``, ``prompt_eval_duration`` and
@@ -23,6 +23,7 @@ stops generation (after any load) until ``release()``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -74,8 +75,9 @@ def sim_model(name: str, vram_gib: float, **behaviour: Any) -> SimModel:
 class ModelState:
     loaded: bool = False
     loading: bool = False
+    refs: int = 0  # requests given this model (it cannot be evicted while any is)
     running: int = 0  # requests holding one of the model's parallel slots (a load included)
-    waiting: int = 0  # requests queued for a slot or for room in VRAM
+    waiting: int = 0  # requests not yet holding a slot: in line, waiting for room, a load or a slot
     last_used: float = 0.0
     peak_running: int = 0
     served: int = 0
@@ -124,6 +126,8 @@ class FakeGpuBox(FakeServer):
             name=self.name, models=[m.spec for m in models], reply=self.reply, record=False
         )
         self._changed: asyncio.Condition | None = None
+        self._tickets = itertools.count()
+        self._line: list[int] = []  # tickets of requests waiting for their model, in arrival order
         self._go = asyncio.Event()
         self._go_set = True
 
@@ -245,31 +249,52 @@ class FakeGpuBox(FakeServer):
             await self._generate(conn, incoming, answer, sim, timing)
         finally:
             state.running -= 1
+            state.refs -= 1
             state.served += 1
             state.last_used = self._now()
             self._notify()
 
     async def _admit(self, sim: SimModel, state: ModelState, timing: _Timing) -> None:
-        """Take one of the model's slots, loading it first (evicting idle models) when it is cold."""
+        """Get the model onto the GPU (loading it, evicting idle models, when it is cold), then take
+        one of its parallel slots.
+
+        As Ollama's scheduler does, requests get a model in arrival order: one whose model must wait for
+        room holds up those behind it (head of line), so a load is never starved by busy models.
+        """
         cond = self._condition()
-        must_load = False
+        ticket = next(self._tickets)
+        must_load = counted = False
         state.waiting += 1
         self._notify()
         try:
             async with cond:
-                while True:
-                    if state.running < sim.parallel and not state.loading:
-                        if state.loaded:
-                            break
-                        if self._make_room(sim):
-                            state.loading = must_load = True
-                            break
-                    await cond.wait()
+                self._line.append(ticket)
+                try:
+                    await cond.wait_for(
+                        lambda: (
+                            self._line[0] == ticket
+                            and (state.loaded or state.loading or self._make_room(sim))
+                        )
+                    )
+                finally:
+                    self._line.remove(ticket)
+                    cond.notify_all()
+                if not (state.loaded or state.loading):
+                    state.loading = must_load = True
+                state.refs += 1
+                counted = True
+                await cond.wait_for(lambda: state.running < sim.parallel and (must_load or state.loaded))
                 state.running += 1
                 state.peak_running = max(state.peak_running, state.running)
+        except BaseException:
+            if counted:
+                state.refs -= 1
+            if must_load:
+                state.loading = False
+            raise
         finally:
             state.waiting -= 1
-        self._notify()
+            self._notify()
         if not must_load:
             return
         self.events.append(BoxEvent("load", sim.name))
@@ -278,6 +303,7 @@ class FakeGpuBox(FakeServer):
         except BaseException:
             state.loading = False
             state.running -= 1
+            state.refs -= 1
             self._notify()
             raise
         timing.load_s = sim.load_s
@@ -289,7 +315,7 @@ class FakeGpuBox(FakeServer):
         """Evict idle models, least recently used first, until ``sim`` fits; False when it cannot yet."""
         need = self.vram_in_use() + sim.vram_bytes - self.vram_bytes
         idle = sorted(
-            (s.last_used, n) for n, s in self.state.items() if s.loaded and s.running == 0 and n != sim.name
+            (s.last_used, n) for n, s in self.state.items() if s.loaded and s.refs == 0 and n != sim.name
         )
         if need > sum(self.sim[n].vram_bytes for _, n in idle):
             return False
