@@ -17,6 +17,8 @@ from interlock.runtime.slots import SlotTable
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.telemetry.readings import MIB
 from interlock.runtime.telemetry.sidecar import PATH, Readings, make_server
+from interlock.testing.fake_ollama import FakeOllama
+from interlock.testing.faults import Fault
 from tests.runtime.conftest import compile_text
 from tests.telemetry.conftest import FakeSmi, load_as_runtime_query, printing
 
@@ -193,3 +195,24 @@ def test_a_reload_that_drops_telemetry_forgets_the_readings(tmp_path: Path, side
     asyncio.run(rounds())
     assert "far" not in book.workers
     assert "near" in book.workers
+
+
+@pytest.mark.parametrize(
+    ("path", "fault", "error_class"),
+    [
+        ("/api/tags", Fault.hang(), "timeout"),  # accepted, never answered
+        ("/api/version", None, "malformed"),  # JSON, but not the telemetry document
+        ("/nowhere", None, "failed"),  # HTTP 404
+        ("/api/tags", Fault.cut_stream(0), "failed"),  # the connection is reset mid-answer
+    ],
+)
+def test_a_sidecar_that_misbehaves(tmp_path: Path, path: str, fault: Fault | None, error_class: str) -> None:
+    with FakeOllama(name="not-a-sidecar") as fake:
+        if fault is not None:
+            fake.set_fault(fault)
+        text = PLAN.format(sidecar=f"{fake.url}{path}").replace("probe_timeout: 2s", "probe_timeout: 300ms")
+        plan = _plan(tmp_path, text)
+        _, book = _round(plan)
+    far = book.workers["far"]
+    assert far.sources["url"].error_class == error_class
+    assert (far.gpu, far.host) == (None, None)

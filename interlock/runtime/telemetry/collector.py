@@ -279,13 +279,15 @@ class TelemetryLoop:
             ) as response:
                 if response.status != 200:
                     raise SourceFailed(f"the sidecar answered HTTP {response.status}")
-                body = await response.content.read(document.MAX_BYTES + 1)
+                body = bytearray()
+                async for chunk in response.content.iter_chunked(64 * 1024):
+                    body += chunk
+                    if len(body) > document.MAX_BYTES:
+                        raise SourceMalformed(f"the document is larger than {document.MAX_BYTES} bytes")
         except TimeoutError as exc:
             raise SourceTimeout(f"the sidecar did not answer within {timeout_s:g}s") from exc
         except aiohttp.ClientError as exc:
             raise SourceFailed(f"the sidecar could not be reached ({type(exc).__name__})") from exc
-        if len(body) > document.MAX_BYTES:
-            raise SourceMalformed(f"the document is larger than {document.MAX_BYTES} bytes")
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
