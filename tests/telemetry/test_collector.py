@@ -216,3 +216,23 @@ def test_a_sidecar_that_misbehaves(tmp_path: Path, path: str, fault: Fault | Non
     far = book.workers["far"]
     assert far.sources["url"].error_class == error_class
     assert (far.gpu, far.host) == (None, None)
+
+
+def test_what_the_sidecar_could_not_read_is_shown(tmp_path: Path) -> None:
+    readings = Readings(
+        gpu=None, nvidia_smi=True, host_memory=True, timeout_s=5, command="/absent/nvidia-smi"
+    )
+    server = make_server("127.0.0.1", 0, readings)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        plan = _plan(tmp_path, PLAN.format(sidecar=f"http://127.0.0.1:{server.server_address[1]}{PATH}"))
+        _, book = _round(plan)
+    finally:
+        server.shutdown()
+        server.server_close()
+    report = book.report("far")
+    assert report is not None
+    assert report["sidecar_errors"] == {"nvidia_smi": "missing"}
+    assert report["sources"]["url"]["ok"] is True  # the sidecar answered; its GPU source did not
+    assert report["gpu"] is None
+    assert report["memory_total_bytes"] is not None

@@ -122,3 +122,10 @@ def test_remote_values_override_local_ones_field_by_field() -> None:
     assert overlay(None, remote) == remote
     assert overlay(local, None) == local
     assert overlay(HostMemory(8, 4, unified=True), HostMemory(None, 6)) == HostMemory(8, 6, unified=True)
+
+
+def test_the_sidecars_own_errors() -> None:
+    assert document.read_errors(_doc(errors={"nvidia_smi": "missing"})) == {"nvidia_smi": "missing"}
+    assert document.read_errors({"format": document.FORMAT}) == {}
+    with pytest.raises(SourceMalformed, match=r"^`errors` is not an object of strings$"):
+        document.read_errors(_doc(errors={"nvidia_smi": 3}))

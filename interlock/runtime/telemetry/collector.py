@@ -83,6 +83,7 @@ class WorkerTelemetry:
     local_host: HostMemory | None = None
     remote_gpu: GpuReading | None = None
     remote_host: HostMemory | None = None
+    remote_errors: dict[str, str] = field(default_factory=dict)  # what the sidecar could not read
     sources: dict[str, SourceState] = field(default_factory=dict)
 
     @property
@@ -128,6 +129,7 @@ class TelemetryBook:
                 state.local_host = None
             if not target.url:
                 state.remote_gpu = state.remote_host = None
+                state.remote_errors = {}
             kept[target.worker] = state
         self.workers = kept
 
@@ -167,6 +169,7 @@ class TelemetryBook:
             "memory_used_bytes": host.used_bytes if host else None,
             "memory_total_bytes": host.total_bytes if host else None,
             "unified_memory": state.unified,
+            "sidecar_errors": dict(state.remote_errors),
             "sources": {
                 name: {
                     "ok": s.error_class is None,
@@ -252,7 +255,9 @@ class TelemetryLoop:
         elif source == "host_memory":
             state.local_host = values
         else:
-            state.remote_gpu, state.remote_host = values if values is not None else (None, None)
+            state.remote_gpu, state.remote_host, state.remote_errors = (
+                values if values is not None else (None, None, {})
+            )
         if self.book.record(target.worker, source, error):
             if error is not None:
                 log.warning(
@@ -270,7 +275,7 @@ class TelemetryLoop:
 
     async def _remote(
         self, url: str, gpu: int, timeout_s: float
-    ) -> tuple[GpuReading | None, HostMemory | None]:
+    ) -> tuple[GpuReading | None, HostMemory | None, dict[str, str]]:
         if self._session is None:
             self._session = aiohttp.ClientSession(raise_for_status=False)
         try:
@@ -292,4 +297,5 @@ class TelemetryLoop:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise SourceMalformed("the document is not JSON") from exc
-        return document.read(data, gpu)
+        gpu_reading, host = document.read(data, gpu)
+        return gpu_reading, host, document.read_errors(data)

@@ -78,6 +78,16 @@ def read(doc: Any, gpu: int) -> tuple[GpuReading | None, HostMemory | None]:
     return mine, None if host is None else _host(host)
 
 
+def read_errors(doc: dict[str, Any]) -> dict[str, str]:
+    """The sources the sidecar could not read, and why (``{"nvidia_smi": "missing"}``)."""
+    errors = doc.get("errors") or {}
+    if not isinstance(errors, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in errors.items()
+    ):
+        raise SourceMalformed("`errors` is not an object of strings")
+    return {k[:40]: v[:40] for k, v in sorted(errors.items())[:8]}
+
+
 def _gpu(item: Any, n: int) -> GpuReading:
     where = f"gpus[{n}]"
     if not isinstance(item, dict):
