@@ -194,6 +194,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         "queue", _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}), _k("queue-changed")
     ),
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
+    Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
+    Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
     Scenario(
         "capabilities",
         _model("groq/llama-3.1-8b-instant", "capabilities", ["completion", "tools", "vision"]),
