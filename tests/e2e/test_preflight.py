@@ -52,7 +52,7 @@ aliases:
   pf/vision: {{chain: [gpu/llama3.2:3b, gpu/gemma3:12b]}}
   pf/tools: {{chain: [gpu/gemma3:12b, gpu/llama3.2:3b]}}
   pf/long: {{chain: [gpu/qwen3:8b, big/qwen3:8b]}}
-  pf/small: {{chain: [gpu/qwen3:8b, gpu/llama3.2:3b]}}
+  pf/small: {{chain: [gpu/qwen3:8b, gpu/gemma3:12b]}}
   pf/think: {{chain: [gpu/llama3.2:3b, gpu/qwen3:8b]}}
   pf/blind: {{chain: [dark/gemma3:12b, cloud/c-blind]}}
 """
@@ -215,7 +215,7 @@ def test_when_nothing_fits_the_answer_is_400_context_length_exceeded(gateway: Se
     assert "the largest context available is 8192 tokens in pf/small" in error["message"]
     assert "this request needs about 4" in error["message"]  # ~40k tokens
     assert info.value.response.headers["x-interlock-skipped"] == (
-        "gpu/qwen3:8b (context_too_small), gpu/llama3.2:3b (context_too_small)"
+        "gpu/qwen3:8b (context_too_small), gpu/gemma3:12b (context_too_small)"
     )
 
 
@@ -335,3 +335,31 @@ def test_observe_mode_routes_as_before_and_reports(fakes: Fakes, tmp_path: Path)
         assert "preflight (observe): gpu/llama3.2:3b lacks vision" in served.log()
     finally:
         served.stop()
+
+
+def test_the_metadata_report_says_what_is_known_and_where_it_came_from(gateway: Served) -> None:
+    report = gateway.http.get("/v1/metadata").json()
+    assert report["mode"] == "enforce"
+    candidates = report["candidates"]
+    assert candidates["gpu/qwen3:8b"]["gpu@gpu1"] == {
+        "capabilities": ["completion", "thinking", "tools"],
+        "capabilities_source": "live",
+        "context_tokens": 8192,
+        "context_source": "loaded",
+    }
+    assert candidates["big/qwen3:8b"]["big@big1"]["context_tokens"] == 65536
+    assert candidates["big/qwen3:8b"]["big@big1"]["context_source"] in ("modelfile", "loaded")
+    assert candidates["dark/gemma3:12b"]["dark@dark1"] == {
+        "capabilities": None,
+        "capabilities_source": "unknown",
+        "context_tokens": None,
+        "context_source": "unknown",
+    }
+    worker = report["workers"]["gpu@gpu1"]
+    assert worker["installed"] == ["gemma3:12b", "llama3.2:3b", "qwen3:8b"]
+    assert worker["models"]["gemma3:12b"] == {
+        "capabilities": ["completion", "vision"],
+        "max_context": 131072,
+        "modelfile_num_ctx": None,
+    }
+    assert report["workers"]["dark@dark1"]["loaded"] is None
