@@ -7,17 +7,16 @@ low/medium/high). ``reasoning_effort: minimal`` only *prefers* thinking: it is s
 and dropped (and said so) elsewhere.
 
 The estimate is not a tokenizer. It counts UTF-8 bytes / 3 for text (English runs near 4 characters a
-token, code and most other scripts fewer; CJK is 3 bytes a character and about one token), 4 tokens per
-message, tool schemas as their JSON, ``instructions``/``suffix``/``prompt`` where a surface has them, a
-fixed reserve per image, the requested output (``max_completion_tokens``, ``max_tokens``,
-``max_output_tokens``, ``options.num_predict``, else the plan's default), then the plan's margin on top.
+token, code and JSON nearer 3), plus a sixth of the extra bytes of non-ASCII characters (CJK: 3 bytes
+and often more than one token a character), 4 tokens per message, tool schemas as their JSON,
+``instructions``/``suffix``/``prompt`` where a surface has them, a fixed reserve per image, the requested
+output (``max_completion_tokens``, ``max_tokens``, ``max_output_tokens``, ``options.num_predict``, else
+the plan's default), then the plan's margin on top.
 ``bench/context_estimate.py`` measures how far it is from a real tokenizer.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +28,15 @@ from interlock.runtime.plan import PreflightSettings
 MESSAGE_OVERHEAD = 4  # role and separators around each message
 OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 TEXT_KEYS = ("instructions", "suffix", "prompt")
+IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
+PLAIN_KEYS = frozenset({"model", "messages", "stream", "stream_options", "user", "temperature", "top_p"})
 LEVELS = frozenset({"low", "medium", "high"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Needs:
+    """Read-only once built (not frozen: a frozen dataclass costs microseconds per request to build)."""
+
     capabilities: frozenset[str]
     tokens: int  # the whole estimate: prompt, images, output, margin
     prompt_tokens: int  # text, messages and tool schemas only
@@ -43,59 +46,74 @@ class Needs:
     thinking: str  # "none" | "optional" | "required"
 
 
+COMPLETION = frozenset({"completion"})
+EMBEDDING = frozenset({"embedding"})
+
+
 def text_tokens(text: str) -> int:
-    size = len(text) if text.isascii() else len(text.encode())
-    return (size + 2) // 3
+    """UTF-8 bytes / 3, plus a sixth of the bytes beyond the first of each non-ASCII character."""
+    if text.isascii():
+        return (len(text) + 2) // 3
+    size = len(text.encode())
+    return (size + 2) // 3 + (size - len(text) + 5) // 6
 
 
-def needs_of(body: Mapping[str, Any], endpoint: str, settings: PreflightSettings) -> Needs:
-    """The needs of one request to ``endpoint`` (``chat`` or ``embeddings``); 400 for a bad ``num_ctx``."""
-    num_ctx = _num_ctx(body, settings)
+def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -> Needs:
+    """The needs of one request to ``endpoint`` (``chat`` or ``embeddings``); 400 for a bad ``num_ctx``.
+
+    Per request, so written for speed: plain ``dict`` checks (the body is parsed JSON), no set built
+    for a plain completion."""
+    options = body.get("options")
+    num_ctx = _num_ctx(options, settings) if type(options) is dict and "num_ctx" in options else None
+    margin = 100 + settings.margin_percent
     if endpoint == "embeddings":
         tokens = _input_tokens(body.get("input"))
-        total = math.ceil(tokens * (100 + settings.margin_percent) / 100)
-        return Needs(frozenset({"embedding"}), total, tokens, 0, 0, num_ctx, "none")
+        return Needs(EMBEDDING, -(-tokens * margin // 100), tokens, 0, 0, num_ctx, "none")
     prompt = 0
     images = 0
     messages = body.get("messages")
-    for message in messages if isinstance(messages, list) else ():
-        if not isinstance(message, Mapping):
+    for message in messages if type(messages) is list else ():
+        if type(message) is not dict:
             continue
         prompt += MESSAGE_OVERHEAD
         content = message.get("content")
-        if isinstance(content, str):
+        if type(content) is str:
             prompt += text_tokens(content)
-        elif isinstance(content, list):
+        elif type(content) is list:
             for part in content:
-                kind = part.get("type") if isinstance(part, Mapping) else None
+                kind = part.get("type") if type(part) is dict else None
                 if kind == "text":
                     text = part.get("text")
-                    prompt += text_tokens(text) if isinstance(text, str) else 0
-                elif kind in ("image_url", "input_image", "image"):
+                    prompt += text_tokens(text) if type(text) is str else 0
+                elif kind in IMAGE_PARTS:
                     images += 1
                 elif part is not None:
                     prompt += _json_tokens(part)
-        calls = message.get("tool_calls")
-        if calls:
-            prompt += _json_tokens(calls)
-    for key in TEXT_KEYS:
-        value = body.get(key)
-        if isinstance(value, str):
-            prompt += text_tokens(value)
-    capabilities = {"completion"}
-    tools = body.get("tools") or body.get("functions")
-    if tools and body.get("tool_choice") != "none":
-        capabilities.add("tools")
-        prompt += _json_tokens(tools)
+        if message.get("tool_calls"):
+            prompt += _json_tokens(message["tool_calls"])
+    capabilities = COMPLETION
+    thinking = "none"
+    output = settings.default_output_tokens
+    if not PLAIN_KEYS.issuperset(body):  # more than model/messages/stream...: look further
+        for key in TEXT_KEYS:
+            value = body.get(key)
+            if type(value) is str:
+                prompt += text_tokens(value)
+        extra: set[str] = set()
+        tools = body.get("tools") or body.get("functions")
+        if tools and body.get("tool_choice") != "none":
+            extra.add("tools")
+            prompt += _json_tokens(tools)
+        thinking = _thinking(body)
+        if thinking == "required":
+            extra.add("thinking")
+        output = _output(body, options, output)
+        if extra:
+            capabilities = capabilities | extra
     if images:
-        capabilities.add("vision")
-    thinking = _thinking(body)
-    if thinking == "required":
-        capabilities.add("thinking")
-    output = _output(body, settings)
+        capabilities = capabilities | {"vision"}
     total = prompt + images * settings.image_reserve_tokens + output
-    total = math.ceil(total * (100 + settings.margin_percent) / 100)
-    return Needs(frozenset(capabilities), total, prompt, images, output, num_ctx, thinking)
+    return Needs(capabilities, -(-total * margin // 100), prompt, images, output, num_ctx, thinking)
 
 
 def _json_tokens(value: Any) -> int:
@@ -115,17 +133,16 @@ def _input_tokens(value: Any) -> int:
     return 0
 
 
-def _output(body: Mapping[str, Any], settings: PreflightSettings) -> int:
-    options = body.get("options")
-    values = [body.get(key) for key in OUTPUT_KEYS]
-    values.append(options.get("num_predict") if isinstance(options, Mapping) else None)
-    for value in values:
-        if isinstance(value, int) and _positive(value):
+def _output(body: dict[str, Any], options: Any, default: int) -> int:
+    for key in OUTPUT_KEYS:
+        value = body.get(key)
+        if type(value) is int and value > 0:
             return value
-    return settings.default_output_tokens
+    value = options.get("num_predict") if type(options) is dict else None
+    return value if type(value) is int and value > 0 else default
 
 
-def _thinking(body: Mapping[str, Any]) -> str:
+def _thinking(body: dict[str, Any]) -> str:
     think = body.get("think")
     if think is True or think in LEVELS:
         return "required"
@@ -139,9 +156,8 @@ def _thinking(body: Mapping[str, Any]) -> str:
     return "none"
 
 
-def _num_ctx(body: Mapping[str, Any], settings: PreflightSettings) -> int | None:
-    options = body.get("options")
-    value = options.get("num_ctx") if isinstance(options, Mapping) else None
+def _num_ctx(options: dict[str, Any], settings: PreflightSettings) -> int | None:
+    value = options["num_ctx"]
     if value is None:
         return None
     if not settings.caller_num_ctx:

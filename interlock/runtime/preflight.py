@@ -9,7 +9,7 @@ what did not fit (``context_length_exceeded``, or ``model_not_supported`` for a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, RequestDoesNotFit
 from interlock.runtime.needs import Needs
@@ -29,13 +29,17 @@ class Misfit:
     window: int | None = None  # context misfits: the largest window this candidate offered
 
 
-@dataclass(slots=True)
 class Preflight:
-    needs: Needs
-    mode: str  # "enforce" | "observe" | "off"
-    misfits: list[Misfit] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    """Built per request: a plain class (a dataclass with list factories costs more to build)."""
+
+    __slots__ = ("misfits", "mode", "needs", "notes", "skipped")
+
+    def __init__(self, needs: Needs, mode: str) -> None:
+        self.needs = needs
+        self.mode = mode  # "enforce" | "observe" | "off"
+        self.misfits: list[Misfit] = []
+        self.skipped: list[str] = []
+        self.notes: list[str] = []
 
     @property
     def enforcing(self) -> bool:

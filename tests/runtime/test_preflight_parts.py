@@ -32,7 +32,7 @@ IMAGE_PART = {"type": "image_url", "image_url": {"url": "data:image/png;base64,"
 def test_text_is_estimated_at_three_utf8_bytes_a_token() -> None:
     assert text_tokens("abcdef") == 2
     assert text_tokens("abcdefg") == 3  # rounded up
-    assert text_tokens("日本語") == 3  # 9 bytes: about one token a CJK character
+    assert text_tokens("日本語") == 4  # 9 bytes + a sixth of the 6 extra: CJK runs over a token a character
 
 
 def test_a_plain_chat_needs_completion_and_its_estimate_adds_output_and_margin() -> None:

@@ -40,7 +40,7 @@ class OllamaOptionsGuard(Guard):
                 out["options"] = (
                     {**options, "num_ctx": window} if isinstance(options, Mapping) else {"num_ctx": window}
                 )
-        if any(key in body for key in THINK_KEYS):
+        if "think" in body or "reasoning_effort" in body:
             caps = capabilities_on(route, candidate, self.facts)
             if caps is None or "thinking" not in caps:
                 out = dict(body) if out is None else out
