@@ -103,7 +103,7 @@ def _context(ctx: CompileContext, worker: Worker, model: str, declared: int | No
         name, cap = min(known.items(), key=lambda item: item[1])
         if cap < tokens:
             return f"{cap} tokens ({source} {tokens}, capped by {name})"
-        limit = f", at most {cap} ({name})"
+        limit = f"; cap {cap}: {name}"
     else:
         limit = ""
     return f"{tokens} tokens ({source}{limit})"
