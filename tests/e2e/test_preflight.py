@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
+from interlock.testing.faults import Fault
 from interlock.testing.fake_openai import FakeOpenAI
 from tests.e2e.harness import Served
 
@@ -55,6 +56,7 @@ aliases:
   pf/small: {{chain: [gpu/qwen3:8b, gpu/gemma3:12b]}}
   pf/think: {{chain: [gpu/llama3.2:3b, gpu/qwen3:8b]}}
   pf/blind: {{chain: [dark/gemma3:12b, cloud/c-blind]}}
+  pf/mixed: {{chain: [gpu/llama3.2:3b, cloud/c-down]}}
 """
 
 IMAGE = (
@@ -363,3 +365,17 @@ def test_the_metadata_report_says_what_is_known_and_where_it_came_from(gateway: 
         "modelfile_num_ctx": None,
     }
     assert report["workers"]["dark@dark1"]["loaded"] is None
+
+
+def test_a_misfit_beside_a_failure_is_a_503_whose_summary_says_both(gateway: Served, fakes: Fakes) -> None:
+    """Only when *every* candidate was a misfit is it the request's fault (400); here one was down."""
+    fakes.cloud.set_fault(Fault.http_status(500), model="c-down")
+    with pytest.raises(openai.InternalServerError) as info:
+        client(gateway).chat.completions.create(model="pf/mixed", messages=SEEN)  # type: ignore[arg-type]
+    error = info.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == "all_candidates_failed"
+    assert error["message"] == (
+        "no candidate of pf/mixed could answer (1 of 2 attempted): "
+        "gpu/llama3.2:3b: skipped (lacks_vision); cloud/c-down: server_error [500]"
+    )
