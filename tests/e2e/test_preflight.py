@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
-from interlock.testing.faults import Fault
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.faults import Fault
 from tests.e2e.harness import Served
 
 LLAMA = ModelSpec("llama3.2:3b", ("completion", "tools"), context_length=131072)
@@ -290,7 +290,9 @@ def test_a_bad_num_ctx_is_refused_naming_the_limit(gateway: Served) -> None:
 def test_with_the_metadata_endpoints_down_requests_are_still_routed(gateway: Served, fakes: Fakes) -> None:
     raw = client(gateway).chat.completions.with_raw_response.create(model="pf/blind", messages=SEEN)  # type: ignore[arg-type]
     assert raw.headers["x-interlock-resolved"] == "dark/gemma3:12b"
-    assert raw.headers["x-interlock-preflight"] == "capabilities of dark/gemma3:12b unknown"
+    assert raw.headers["x-interlock-preflight"] == (
+        "capabilities of dark/gemma3:12b unknown; context of dark/gemma3:12b on dark@dark1 unknown"
+    )
     assert "x-interlock-skipped" not in raw.headers
     assert (
         gateway.metric(

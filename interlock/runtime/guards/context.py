@@ -45,6 +45,8 @@ class ContextGuard(Guard):
                     )
                     continue
             window, source = effective_context(route, candidate, self.facts, needs.num_ctx)
+            if window is None and route.worker is not None:  # Ollama's own default applies: say so
+                preflight.note(f"context of {candidate.id} on {route.endpoint.label} unknown")
             if window is None or window >= needs.tokens:
                 keep.append(route)
                 continue
