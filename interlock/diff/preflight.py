@@ -18,8 +18,8 @@ def preflight(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
     for setting, before, after, unit in changed_fields(base.preflight, head.preflight):
         if setting == "mode":
             summary = f"preflight mode `{before}` → `{after}`: {WHAT.get(after, after)}"
-            out.append(Change("preflight-mode-changed", "preflight", before, after, summary, field="mode"))
+            out.append(Change("preflight-mode-changed", "mode", before, after, summary))
             continue
         summary = f"preflight `{setting}`: {show(before, unit)} → {show(after, unit)}"
-        out.append(Change("preflight-changed", "preflight", before, after, summary, field=setting, unit=unit))
+        out.append(Change("preflight-changed", setting, before, after, summary, unit=unit))
     return out
