@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -178,3 +179,52 @@ def test_the_effective_context_follows_loaded_then_modelfile_then_defaults_cappe
     assert capabilities_on(on_b, local, facts) == {"completion"}  # nothing live there: declared
     facts.put_loaded("local@a", None, 1.0)  # /api/ps failed: loaded contexts unknown, not stale
     assert effective_context(on_a, local, facts) == (12000, "modelfile")
+
+
+def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_path: Path) -> None:
+    """A real fake Ollama, the real client and adapter; time advances by hand, nothing sleeps."""
+    from interlock.runtime.health import HealthBook
+    from interlock.runtime.metadata import MetadataFetcher
+    from interlock.runtime.metrics import Metrics, StateView
+    from interlock.runtime.slots import SlotTable
+    from interlock.runtime.upstream.client import UpstreamClient
+    from interlock.runtime.upstream.ollama import OllamaAdapter
+    from interlock.testing.fake_ollama import FakeOllama, ModelSpec
+
+    models = (
+        ModelSpec("m:1b", ("completion", "tools"), context_length=32768, num_ctx=12000, loaded_context=6000),
+    )
+    now = [100.0]
+    with FakeOllama(name="meta", models=models) as fake:
+        config = CONFIG.replace("http://127.0.0.1:9", fake.url).replace(
+            "preflight: {", "preflight: {metadata_ttl: 10m, "
+        )
+        plan = build(compile_text(tmp_path, config))
+        facts = FactsTable()
+        metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), SlotTable()))
+
+        async def rounds() -> None:
+            client = UpstreamClient.create()
+            try:
+                fetcher = MetadataFetcher(facts, lambda: OllamaAdapter(client), metrics, lambda: now[0])
+                await fetcher.refresh(plan)
+                now[0] += 60  # within the TTL
+                await fetcher.refresh(plan)
+                now[0] += 600  # past it
+                await fetcher.refresh(plan)
+            finally:
+                await client.aclose()
+
+        asyncio.run(rounds())
+        paths = [r.path for r in fake.requests]
+    assert paths.count("/api/ps") == 3
+    assert paths.count("/api/tags") == 2
+    assert paths.count("/api/show") == 2
+    assert facts.model("local@a", "m:1b") == ModelInfo(
+        frozenset({"completion", "tools"}), 32768, 12000, 760.0
+    )
+    assert facts.loaded_context("local@a", "m:1b") == 6000
+    assert facts.worker("local@a").installed == {"m:1b"}
+    # worker b (port 8) refuses: unknown, counted, never an exception
+    assert facts.worker("local@b").loaded is None
+    assert metrics.metadata_fetches.labels("local@b", "/api/ps", "connect").value == 3
