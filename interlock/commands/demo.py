@@ -128,8 +128,8 @@ def _walkthrough(demo: Demo, url: str, kill_gpu: Callable[[], None], kill_cloud:
     demo.expect(health["circuit_open_until"] is not None, f"the circuit of {PRIMARY} to be open")
 
     demo.say(
-        "\n4. The cloud goes down too: a 503 with a short summary (no upstream bodies) and Retry-After, when\n"
-        "   the first circuit closes."
+        "\n4. The cloud goes down too: a 503 with a short summary, no upstream bodies, and Retry-After:\n"
+        "   when the first circuit closes."
     )
     kill_cloud()
     try:
