@@ -94,4 +94,13 @@ CODES: dict[str, CodeInfo] = _codes(
     # Drift gate (`lint --scan`)
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),
+    # Server
+    ("IL701", "cors-any-origin-with-credentials", "error", "CORS allows any origin (`*`) and credentials."),
+    (
+        "IL702",
+        "bad-cors-origin",
+        "error",
+        "A CORS origin is malformed, or `allow_origins` is empty or mixes `*` with others.",
+    ),
+    ("IL703", "bad-cors-header", "error", "A CORS `allow_headers` entry is not a header name."),
 )

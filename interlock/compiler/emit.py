@@ -31,6 +31,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "direct_models": ctx.server.direct_models == "allow",
             "resolved_header": ctx.server.resolved_header,
             "max_body_bytes": ctx.server.max_body_bytes,
+            "cors": ctx.cors.model_dump(mode="json") if ctx.cors is not None else None,
         },
         "health": {
             "probe_interval_ms": ctx.health.probe_interval,

@@ -18,12 +18,20 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class PlanCors(_Frozen):
+    allow_origins: list[str] = Field(description='Normalized `scheme://host[:port]`, sorted; `["*"]`: any.')
+    allow_credentials: bool
+    allow_headers: list[str] = Field(description='Lowercase, sorted; `["*"]`: what a preflight asks for.')
+    max_age_ms: int = Field(ge=0)
+
+
 class PlanServer(_Frozen):
     default_alias: str | None
     alias_namespace: str | None
     direct_models: bool
     resolved_header: str
     max_body_bytes: int
+    cors: PlanCors | None = Field(None, description="CORS for browser apps; null: off.")
 
 
 class PlanHealth(_Frozen):

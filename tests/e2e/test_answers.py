@@ -1,5 +1,6 @@
 """What the gateway answers besides completions, through a real `interlock serve` and the real openai SDK:
-every candidate rate limited (429 + Retry-After the SDK obeys), model objects, CORS.
+every candidate rate limited (429 + Retry-After the SDK obeys), model objects, CORS (as a browser would
+send it: the preflight, then the request with its `Origin`).
 
 A gateway of its own (one process for this module), in front of the session's fakes, with its own
 model names: nothing here touches the shared gateway's circuits.
@@ -20,7 +21,11 @@ HI = [{"role": "user", "content": "hi"}]
 
 CONFIG = """\
 version: 1
-server: {{default_alias: x/limited, alias_namespace: x/, direct_models: allow}}
+server:
+  default_alias: x/limited
+  alias_namespace: x/
+  direct_models: allow
+  cors: {{allow_origins: ["https://app.example.com", "http://localhost:5173"], allow_credentials: true}}
 providers:
   alpha:
     kind: openai
@@ -152,3 +157,61 @@ def test_models_retrieve_an_unknown_id_is_openais_404(served: Served) -> None:
         "code": "model_not_found",
     }
     assert served.http.get("/v1/models/alpha/not-in-the-plan").status_code == 404
+
+
+# -- CORS -------------------------------------------------------------------------------------------
+
+APP = "https://app.example.com"
+PREFLIGHT = {
+    "origin": APP,
+    "access-control-request-method": "POST",
+    "access-control-request-headers": "authorization, content-type, x-stainless-os",
+}
+
+
+def test_a_preflight_from_an_allowed_origin_is_answered(served: Served) -> None:
+    answer = served.http.options("/v1/chat/completions", headers=PREFLIGHT)
+    assert answer.status_code == 204
+    assert answer.headers["access-control-allow-origin"] == APP
+    assert answer.headers["access-control-allow-credentials"] == "true"
+    assert answer.headers["access-control-allow-methods"] == "GET, POST, OPTIONS"
+    assert answer.headers["access-control-allow-headers"] == "authorization, content-type, x-stainless-os"
+    assert answer.headers["access-control-max-age"] == "600"
+    assert answer.headers["vary"] == "Origin, Access-Control-Request-Headers"
+    assert answer.headers["x-interlock-plan"] == served.health()["plan"]["content_hash"]
+    assert answer.content == b""
+
+
+def test_a_preflight_from_another_origin_is_refused(served: Served) -> None:
+    answer = served.http.options("/v1/models", headers={**PREFLIGHT, "origin": "https://evil.example"})
+    assert answer.status_code == 403
+    assert "access-control-allow-origin" not in answer.headers
+    assert answer.json()["error"]["code"] == "cors_origin_denied"
+
+
+def test_the_browser_request_gets_cors_headers_it_can_read(served: Served) -> None:
+    body = {"model": "x/tools", "messages": HI}
+    answer = served.http.post("/v1/chat/completions", json=body, headers={"origin": "http://localhost:5173"})
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == "http://localhost:5173"
+    assert answer.headers["access-control-allow-credentials"] == "true"
+    exposed = answer.headers["access-control-expose-headers"].split(", ")
+    assert {"x-interlock-resolved", "x-interlock-alias", "retry-after"} <= set(exposed)
+    assert answer.headers["vary"] == "Origin"
+    listing = served.http.get("/v1/models/x/tools", headers={"origin": APP})  # the cold endpoints too
+    assert listing.headers["access-control-allow-origin"] == APP
+
+
+def test_requests_from_other_origins_or_none_get_no_cors_headers(served: Served) -> None:
+    body = {"model": "x/tools", "messages": HI}
+    other = served.http.post("/v1/chat/completions", json=body, headers={"origin": "https://evil.example"})
+    assert other.status_code == 200  # served, but the browser withholds it from the page
+    assert not [name for name in other.headers if name.startswith("access-control-")]
+    plain = sdk(served).chat.completions.with_raw_response.create(model="x/tools", messages=HI)
+    assert not [name for name in plain.headers if name.startswith("access-control-")]
+
+
+def test_without_cors_in_the_plan_options_stays_405(gateway: Served) -> None:
+    answer = gateway.http.options("/v1/chat/completions", headers=PREFLIGHT)
+    assert answer.status_code == 405
+    assert "access-control-allow-origin" not in answer.headers

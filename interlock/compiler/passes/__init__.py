@@ -7,6 +7,7 @@ from collections.abc import Callable
 from interlock.compiler.context import CompileContext
 from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
+from interlock.compiler.passes.cors import cors
 from interlock.compiler.passes.health import health
 from interlock.compiler.passes.providers import providers
 from interlock.compiler.passes.shape import shape
@@ -20,6 +21,7 @@ PASSES: tuple[Pass, ...] = (
     providers,  # kinds, base URLs, credential variables
     workers,  # profiles applied, pattern tables built
     health,  # health and timeout values
+    cors,  # server.cors: origins and headers normalized
     aliases,  # chains expanded, cycles rejected
     capabilities,  # requires vs known capabilities
     usage,  # warnings about unused parts
