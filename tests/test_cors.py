@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from interlock.compiler.passes.cors import normalize_origin
-from interlock.runtime.cors import CorsPolicy, read_request
+from interlock.runtime.cors import CorsPolicy
 from interlock.schema.plan import PlanCors
 from tests.conftest import compile_text
 
@@ -124,14 +125,33 @@ def test_listed_origins_are_named_back_with_their_headers() -> None:
     assert answer.response[-1] == (b"vary", b"Origin")
 
 
-def test_a_request_is_a_preflight_only_with_options_origin_and_a_method() -> None:
+class Sent:
+    def __init__(self) -> None:
+        self.messages: list[dict[str, object]] = []
+
+    async def __call__(self, message: dict[str, object]) -> None:
+        self.messages.append(message)
+
+
+def admit(policy: CorsPolicy, *headers: tuple[bytes, bytes], method: str = "POST") -> tuple[bool, Sent]:
+    """Whether the request goes on (else it was answered as a preflight), and what was sent."""
+    sent = Sent()
+    admitted = asyncio.run(policy.admit(scope(*headers, method=method), sent, (b"x-interlock-plan", b"p")))
+    return admitted is not None, sent
+
+
+def test_only_options_with_origin_and_a_requested_method_is_a_preflight() -> None:
+    policy = CorsPolicy(
+        PlanCors(allow_origins=["*"], allow_credentials=False, allow_headers=["*"], max_age_ms=0), "X"
+    )
     origin = (b"origin", b"https://app.example.com")
     method = (b"access-control-request-method", b"POST")
-    assert read_request(scope((b"content-type", b"application/json"))) is None
-    found = read_request(scope(origin, method, method="OPTIONS"))
-    assert found is not None
-    assert (found.origin, found.preflight, found.request_headers) == (origin[1], True, None)
-    assert read_request(scope(origin, method="OPTIONS")) == read_request(scope(origin))  # not a preflight
-    post = read_request(scope(origin, method))
-    assert post is not None
-    assert not post.preflight
+    asked = (b"access-control-request-headers", b"authorization, x-stainless-os")
+    assert admit(policy, origin, method, asked, method="OPTIONS")[0] is False
+    assert admit(policy, origin, method="OPTIONS")[0] is True  # a plain OPTIONS: routed as usual (405)
+    assert admit(policy, method, method="OPTIONS")[0] is True  # no Origin: not a browser's preflight
+    assert admit(policy, origin, method)[0] is True
+    _, sent = admit(policy, origin, method, asked, method="OPTIONS")
+    start = sent.messages[0]
+    assert start["status"] == 204
+    assert (b"access-control-allow-headers", b"authorization, x-stainless-os") in start["headers"]  # type: ignore[operator]

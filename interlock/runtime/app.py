@@ -16,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from interlock.runtime.cors import answer_preflight, read_request, with_headers
 from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
@@ -106,14 +105,10 @@ class Gateway:
         if kind == "http":
             plan = self.plan
             if plan.cors is not None:
-                request = read_request(scope)
-                if request is not None:
-                    answer = plan.cors.answer_for(request.origin)
-                    if request.preflight:
-                        await answer_preflight(send, request, answer, plan.plan_header)
-                        return
-                    if answer is not None:
-                        send = with_headers(send, answer.response)
+                admitted = await plan.cors.admit(scope, send, plan.plan_header)
+                if admitted is None:  # a preflight, answered
+                    return
+                send = admitted
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
                 await handler(self, scope, receive, send)

@@ -22,6 +22,7 @@ import orjson
 from interlock.schema.plan import PlanCors
 
 Header = tuple[bytes, bytes]
+Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 
@@ -41,15 +42,6 @@ class CorsAnswer:
     echo_headers: bool  # the preflight allows the headers it asks for (`allow_headers: ["*"]`)
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """The CORS-relevant headers of one request, read in one pass over its header list."""
-
-    origin: bytes
-    preflight: bool
-    request_headers: bytes | None
-
-
 class CorsPolicy:
     """The frozen CORS tables of one plan."""
 
@@ -66,6 +58,21 @@ class CorsPolicy:
     def answer_for(self, origin: bytes) -> CorsAnswer | None:
         """The headers for ``origin``; None when the plan does not allow it."""
         return self.by_origin.get(origin) or self.any_origin
+
+    async def admit(self, scope: Scope, send: Send, plan_header: Header) -> Send | None:
+        """The ``send`` to answer ``scope`` with (gaining the CORS headers of an allowed origin), or
+        None when this was a preflight and has been answered here."""
+        headers = scope["headers"]
+        origin = _origin(headers)
+        if origin is None:
+            return send  # not from a browser page: nothing to add
+        answer = self.by_origin.get(origin) or self.any_origin
+        if scope["method"] == "OPTIONS":
+            asked = {name: value for name, value in headers if name.startswith(b"access-control-request-")}
+            if b"access-control-request-method" in asked:
+                await answer_preflight(send, origin, answer, asked, plan_header)
+                return None
+        return send if answer is None else with_headers(send, answer.response)
 
 
 def _answer(cors: PlanCors, origin: bytes, resolved_header: str) -> CorsAnswer:
@@ -91,27 +98,19 @@ def _answer(cors: PlanCors, origin: bytes, resolved_header: str) -> CorsAnswer:
     return CorsAnswer(preflight, response, echo)
 
 
-def read_request(scope: Mapping[str, Any]) -> Request | None:
-    """The request's ``Origin`` and preflight headers; None when it has no ``Origin`` (not a browser's)."""
-    origin = method = headers = None
-    for name, value in scope["headers"]:
+def _origin(headers: list[Header]) -> bytes | None:
+    for name, value in headers:
         if name == b"origin":
-            origin = value
-        elif name == b"access-control-request-method":
-            method = value
-        elif name == b"access-control-request-headers":
-            headers = value
-    if origin is None:
-        return None
-    return Request(origin, scope["method"] == "OPTIONS" and method is not None, headers)
+            return value
+    return None
 
 
 async def answer_preflight(
-    send: Send, request: Request, answer: CorsAnswer | None, plan_header: Header
+    send: Send, origin: bytes, answer: CorsAnswer | None, asked: Mapping[bytes, bytes], plan_header: Header
 ) -> None:
     """204 with the origin's preflight headers, or 403 in OpenAI's error shape for an unlisted origin."""
     if answer is None:
-        shown = request.origin.decode("latin-1")
+        shown = origin.decode("latin-1")
         shown = shown if len(shown) <= MAX_SHOWN else shown[: MAX_SHOWN - 1] + "…"
         payload = orjson.dumps(
             {
@@ -133,8 +132,9 @@ async def answer_preflight(
         await send({"type": "http.response.body", "body": payload})
         return
     headers = [plan_header, *answer.preflight, (b"content-length", b"0")]
-    if answer.echo_headers and request.request_headers is not None:
-        headers.append((b"access-control-allow-headers", request.request_headers))
+    requested = asked.get(b"access-control-request-headers")
+    if answer.echo_headers and requested is not None:
+        headers.append((b"access-control-allow-headers", requested))
     await send({"type": "http.response.start", "status": 204, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
 
