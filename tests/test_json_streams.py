@@ -1,6 +1,7 @@
 """`--format json`: every stream a command writes is machine-readable, and no text line is mixed in.
 
-``compile`` writes the diagnostics array on stderr (its stdout may be the plan); ``lint`` on stdout.
+``compile`` writes the diagnostics array on stderr (its stdout may be the plan); ``lint`` on stdout;
+``diff`` its change list on stdout, and the errors of inputs it cannot read as one array on stderr.
 """
 
 from __future__ import annotations
@@ -60,3 +61,12 @@ def test_a_real_process_keeps_the_streams_apart() -> None:
     )
     assert (done.returncode, done.stdout) == (1, "")
     assert json.loads(done.stderr)[0]["code"] == "IL101"
+
+
+def test_diff_reports_input_errors_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "diff", "nowhere.yaml", BROKEN)
+    assert (code, out) == (1, "")
+    errors = json.loads(err)
+    assert errors[0] == {"input": "nowhere.yaml", "error": "nowhere.yaml: file does not exist"}
+    assert errors[1]["input"] == BROKEN
+    assert errors[1]["error"].startswith(f"{BROKEN} does not compile:\n")
