@@ -72,6 +72,10 @@ def calls(fakes: Fakes, model: str) -> int:
     )
 
 
+def test_the_start_banner_counts_processes_not_ollama_workers(served: Served) -> None:
+    assert served.banner.endswith(", 4 aliases, 1 process)")
+
+
 # -- every candidate rate limited -------------------------------------------------------------------
 
 
