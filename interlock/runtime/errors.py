@@ -170,7 +170,7 @@ class CandidateOutcome:
     def describe(self) -> str:
         text = self.error_class if self.status is None else f"{self.error_class} [{self.status}]"
         if self.hold_s is None:
-            return text if self.called or self.hold is not None else f"skipped ({text})"
+            return text if self.called else f"skipped ({text})"
         wait = whole_seconds(self.hold_s)
         if self.hold == "rate_limited":
             return f"{text}, holding {wait} s"
