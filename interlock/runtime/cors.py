@@ -66,7 +66,7 @@ class CorsPolicy:
         origin = _origin(headers)
         if origin is None:
             return send  # not from a browser page: nothing to add
-        answer = self.by_origin.get(origin) or self.any_origin
+        answer = self.answer_for(origin)
         if scope["method"] == "OPTIONS":
             asked = {name: value for name, value in headers if name.startswith(b"access-control-request-")}
             if b"access-control-request-method" in asked:
