@@ -160,6 +160,29 @@ async def main(requests: int, profile: bool) -> None:
             orjson.dumps({"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}),
             (),
         ),
+        "ollama, 4 KB prompt + tools": (
+            gateway,
+            orjson.dumps(
+                {
+                    "model": "bench/local",
+                    "messages": [
+                        {"role": "system", "content": "You are a careful assistant. " * 20},
+                        {"role": "user", "content": "Summarise the following notes please. " * 90},
+                    ],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "lookup",
+                                "description": "Look a term up",
+                                "parameters": {"type": "object", "properties": {"term": {"type": "string"}}},
+                            },
+                        }
+                    ],
+                }
+            ),
+            (),
+        ),
         "stream, 5 chunks": (
             gateway,
             orjson.dumps(

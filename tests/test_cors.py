@@ -60,7 +60,7 @@ def test_what_is_not_an_origin_says_how_to_write_one(written: str, hint: str) ->
 def test_an_empty_origin_list_is_an_error(tmp_path: Path) -> None:
     ctx = compile_text(tmp_path, PROVIDERS + "server: {cors: {allow_origins: []}}\n")
     assert [(d.code, d.message) for d in ctx.sink.errors] == [
-        ("IL702", "`server.cors.allow_origins` is empty, so no browser origin would be allowed")
+        ("IL802", "`server.cors.allow_origins` is empty, so no browser origin would be allowed")
     ]
     assert ctx.plan is None
 

@@ -64,6 +64,7 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL207", "shadowed-pattern", "warning", "A pattern can never match: an earlier one covers it."),
     ("IL208", "unknown-profile", "error", "A worker names a hardware profile that does not exist."),
     ("IL209", "bad-context-tokens", "error", "A context size is below 1."),
+    ("IL210", "telemetry-reads-nothing", "warning", "A worker's `telemetry` enables no source."),
     # Aliases
     ("IL301", "alias-outside-namespace", "error", "An alias name is not under `alias_namespace`."),
     ("IL302", "empty-chain", "error", "An alias has no candidates."),
@@ -87,6 +88,17 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "An Ollama `first_byte` under 30s: too short for a cold load.",
     ),
+    # Preflight
+    ("IL701", "bad-preflight-mode", "error", "`preflight.mode` is not `enforce`, `observe` or `off`."),
+    ("IL702", "negative-reserve", "error", "A preflight token reserve is negative."),
+    ("IL703", "margin-out-of-range", "error", "`preflight.margin_percent` is outside 0 to 100."),
+    (
+        "IL704",
+        "context-limit-above-maximum",
+        "warning",
+        "A worker's context limit exceeds the model's maximum.",
+    ),
+    ("IL705", "vram-overcommit", "warning", "A model at its slot count does not fit the worker's memory."),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),
@@ -95,12 +107,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),
     # Server
-    ("IL701", "cors-any-origin-with-credentials", "error", "CORS allows any origin (`*`) and credentials."),
+    ("IL801", "cors-any-origin-with-credentials", "error", "CORS allows any origin (`*`) and credentials."),
     (
-        "IL702",
+        "IL802",
         "bad-cors-origin",
         "error",
         "A CORS origin is malformed, or `allow_origins` is empty or mixes `*` with others.",
     ),
-    ("IL703", "bad-cors-header", "error", "A CORS `allow_headers` entry is not a header name."),
+    ("IL803", "bad-cors-header", "error", "A CORS `allow_headers` entry is not a header name."),
 )

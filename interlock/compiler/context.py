@@ -13,9 +13,11 @@ from interlock.schema.config import (
     HealthSection,
     LintSection,
     ModelFacts,
+    PreflightSection,
     ProfileFile,
     ProviderSection,
     ServerSection,
+    TelemetrySection,
     TimeoutsSection,
 )
 from interlock.schema.plan import PlanCors, PlanPattern, RoutingPlan
@@ -78,6 +80,7 @@ class Worker:
     max_waiting: int
     max_wait_ms: int
     entry: Entry
+    telemetry: TelemetrySection | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,7 @@ class CompileContext:
     server: ServerSection = field(default_factory=ServerSection)
     health: HealthSection = field(default_factory=HealthSection)
     timeouts: TimeoutsSection = field(default_factory=TimeoutsSection)
+    preflight: PreflightSection = field(default_factory=PreflightSection)
     lint: LintSection = field(default_factory=LintSection)
     providers: dict[str, Provider] = field(default_factory=dict)
     aliases: dict[str, Alias] = field(default_factory=dict)

@@ -35,6 +35,7 @@ class Section(enum.Enum):
     PROVIDERS = "providers"
     WORKERS = "workers"
     HEALTH = "health"
+    PREFLIGHT = "preflight"
     MODELS = "models"
 
     @property
@@ -62,12 +63,13 @@ _B, _R, _C, _X = (
     Classification.CAPACITY,
     Classification.COSMETIC,
 )
-_A, _S, _P, _W, _H, _M = (
+_A, _S, _P, _W, _H, _F, _M = (
     Section.ALIASES,
     Section.SERVER,
     Section.PROVIDERS,
     Section.WORKERS,
     Section.HEALTH,
+    Section.PREFLIGHT,
     Section.MODELS,
 )
 
@@ -94,6 +96,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("cors-headers-removed", _S, _B, "CORS request headers removed"),
     ("cors-headers-added", _S, _R, "CORS request headers added"),
     ("cors-max-age-changed", _S, _C, "CORS preflight cache"),
+    ("server-limit-changed", _S, _C, "connection or upstream limit"),
     ("provider-added", _P, _R, "provider added"),
     ("provider-removed", _P, _R, "provider removed"),
     ("provider-kind-changed", _P, _R, "kind"),
@@ -113,7 +116,10 @@ KINDS: dict[str, Kind] = _kinds(
     ("patterns-changed", _W, _C, "concurrency patterns"),
     ("context-limit-changed", _W, _C, "context limit"),
     ("queue-changed", _W, _C, "queue"),
+    ("telemetry-changed", _W, _C, "telemetry"),
     ("health-changed", _H, _C, "health"),
+    ("preflight-mode-changed", _F, _R, "preflight mode"),
+    ("preflight-changed", _F, _C, "preflight setting"),
     ("capabilities-changed", _M, _R, "capabilities"),
     ("context-tokens-changed", _M, _C, "context window"),
 )

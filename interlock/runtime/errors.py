@@ -24,8 +24,11 @@ upstream body, a header or a credential.
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
         ├── SlotUnavailable              429 + Retry-After: queue full or waited too long
-        └── AllCandidatesFailed          503 (429 when every candidate is rate limited); Retry-After when
-                                         every candidate is on hold for a known time; bounded summary
+        ├── AllCandidatesFailed          503 (429 when every candidate is rate limited); Retry-After when
+        │                                every candidate is on hold for a known time; bounded summary
+        └── RequestDoesNotFit            400: no candidate can serve what the request needs
+            ├── ContextTooLarge          code `context_length_exceeded`: estimate and largest window
+            └── CapabilityMissing        code `model_not_supported`: what was needed, who lacks it
 
 A ``GatewayError`` with ``retry_after`` set is answered with ``Retry-After`` (whole seconds, rounded up)
 and ``Retry-After-Ms``, which the OpenAI SDKs read first.
@@ -204,3 +207,18 @@ class AllCandidatesFailed(GatewayError):
                 self.status = 429
                 self.type = "rate_limit_error"
                 self.code = "all_candidates_rate_limited"
+
+
+class RequestDoesNotFit(GatewayError):
+    """Every candidate was skipped for what the request needs (not for its health): the caller's to fix."""
+
+    status = 400
+    type = "invalid_request_error"
+
+
+class ContextTooLarge(RequestDoesNotFit):
+    code = "context_length_exceeded"
+
+
+class CapabilityMissing(RequestDoesNotFit):
+    code = "model_not_supported"

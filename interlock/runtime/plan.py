@@ -5,7 +5,9 @@ resolved ``Candidate`` objects in order, which hold their provider's endpoints (
 and their slot limit on every worker; response headers and metric labels are built here too. Per request
 the runtime only does dictionary lookups. Loading refuses an unknown plan version, a plan that does not
 match ``plan.schema.json``, a plan whose content hash does not match its content, and a plan naming a
-credential variable that is not set (the message names the variable, never a value).
+credential variable that is not set (the message names the variable, never a value). Every response
+header name and value the runtime will send (the resolved header, alias and candidate names) is checked
+here too: a plan that would write a broken answer is refused at load, never discovered per request.
 
     PlanError                 the plan cannot be served (message names the file and what is wrong)
     └── CredentialMissing     a credential variable named by the plan is not set
@@ -13,6 +15,7 @@ credential variable that is not set (the message names the variable, never a val
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +53,18 @@ class RedactedHeaders(dict[str, str]):
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One place a candidate can be served: an endpoint, and its slot limit there (None: unlimited)."""
+    """One place a candidate can be served: an endpoint, and its slot limit there (None: unlimited).
+
+    The static part of the candidate's context there is settled at load: ``context_default`` is what
+    applies when live metadata says nothing (Ollama: the worker's, else the plan's default; cloud: the
+    declared window), ``context_cap`` the most it may get (worker limit, gateway cap, declared maximum).
+    """
 
     endpoint: Endpoint
     worker: str | None
     slot_limit: int | None
+    context_default: int | None = None
+    context_cap: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +78,7 @@ class Candidate:
     routes: tuple[Route, ...]
     capabilities: frozenset[str] | None
     context_tokens: int | None
+    facts_key: str  # the model as live metadata names it (Ollama: `name:tag`, `:latest` added)
     in_plan: bool  # False for a raw `provider/model` the plan does not list
     metric_label: str  # bounded: the id when in the plan, else ``provider/*``
     resolved_header: tuple[bytes, bytes]
@@ -97,6 +108,8 @@ class WorkerLimits:
 
     name: str
     provider: str
+    default_context_tokens: int | None
+    context_limits: Mapping[str, int]
     max_concurrent: int
     slots: Mapping[str, int]
     patterns: tuple[PlanPattern, ...]
@@ -143,6 +156,23 @@ class ServerSettings:
     direct_models: bool
     resolved_header: str
     max_body_bytes: int
+    header_timeout_s: float
+    body_timeout_s: float
+    max_connections: int
+    max_upstream_body_bytes: int
+    max_stream_line_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightSettings:
+    mode: str  # "enforce" | "observe" | "off"
+    metadata_ttl_s: float
+    default_context_tokens: int | None
+    max_context_tokens: int | None
+    default_output_tokens: int
+    image_reserve_tokens: int
+    margin_percent: int
+    caller_num_ctx: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +183,7 @@ class RuntimePlan:
     content_hash: str
     server: ServerSettings
     health: HealthSettings
+    preflight: PreflightSettings
     providers: Mapping[str, Provider]
     workers: Mapping[str, WorkerLimits]
     candidates: Mapping[str, Candidate]
@@ -164,8 +195,21 @@ class RuntimePlan:
     def direct_candidate(self, provider: Provider, model: str) -> Candidate:
         """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
         return _candidate(
-            f"{provider.name}/{model}", provider, model, self.workers, None, None, self.server, in_plan=False
+            f"{provider.name}/{model}",
+            provider,
+            model,
+            self.workers,
+            None,
+            None,
+            self.server,
+            self.preflight,
+            in_plan=False,
         )
+
+
+def ollama_name(model: str) -> str:
+    """A model as Ollama reports it in /api/ps and /api/tags: ``name:tag``, ``:latest`` when untagged."""
+    return model if ":" in model else f"{model}:latest"
 
 
 def worker_label(provider: str, worker: str) -> str:
@@ -219,12 +263,31 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         direct_models=plan.server.direct_models,
         resolved_header=plan.server.resolved_header,
         max_body_bytes=plan.server.max_body_bytes,
+        header_timeout_s=plan.server.header_timeout_ms / 1000,
+        body_timeout_s=plan.server.body_timeout_ms / 1000,
+        max_connections=plan.server.max_connections,
+        max_upstream_body_bytes=plan.server.max_upstream_body_bytes,
+        max_stream_line_bytes=plan.server.max_stream_line_bytes,
+    )
+    _check_headers(plan, origin)
+    pre = plan.preflight
+    preflight = PreflightSettings(
+        mode=pre.mode,
+        metadata_ttl_s=pre.metadata_ttl_ms / 1000,
+        default_context_tokens=pre.default_context_tokens,
+        max_context_tokens=pre.max_context_tokens,
+        default_output_tokens=pre.default_output_tokens,
+        image_reserve_tokens=pre.image_reserve_tokens,
+        margin_percent=pre.margin_percent,
+        caller_num_ctx=pre.caller_num_ctx,
     )
     secrets: list[str] = []
     workers = {
         name: WorkerLimits(
             name=name,
             provider=w.provider,
+            default_context_tokens=w.default_context_tokens,
+            context_limits=dict(w.context_limits),
             max_concurrent=w.max_concurrent,
             slots=dict(w.slots),
             patterns=tuple(w.patterns),
@@ -236,12 +299,20 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
     providers: dict[str, Provider] = {}
     for name, p in sorted(plan.providers.items()):
         headers = _auth_headers(p, env, origin, secrets)
-        providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers})
+        providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers}, server)
     candidates: dict[str, Candidate] = {}
     for cid, c in sorted(plan.candidates.items()):
         caps = frozenset(c.capabilities) if c.capabilities is not None else None
         candidates[cid] = _candidate(
-            cid, providers[c.provider], c.model, workers, caps, c.context_tokens, server, in_plan=True
+            cid,
+            providers[c.provider],
+            c.model,
+            workers,
+            caps,
+            c.context_tokens,
+            server,
+            preflight,
+            in_plan=True,
         )
     aliases = {
         name: Alias(
@@ -259,6 +330,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         source=plan,
         content_hash=plan.content_hash,
         server=server,
+        preflight=preflight,
         health=HealthSettings(
             probe_interval_s=h.probe_interval_ms / 1000,
             probe_timeout_s=h.probe_timeout_ms / 1000,
@@ -323,6 +395,60 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
         raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
 
 
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_UNSENDABLE = re.compile(r"[\x00-\x1f\x7f]")
+RESERVED_HEADERS = frozenset(
+    (
+        "connection",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "cache-control",
+        "x-accel-buffering",
+        "retry-after",
+        "allow",
+        "x-interlock-alias",
+        "x-interlock-plan",
+    )
+)
+"""Response headers the gateway sets itself: ``server.resolved_header`` must not be one of them."""
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value (None when it can): control characters
+    (CR and LF would split the answer) or whitespace at either end (receivers strip it)."""
+    if not value:
+        return "it is empty"
+    if _UNSENDABLE.search(value):
+        return "it holds a control character (CR, LF, NUL, tab, ...)"
+    if value != value.strip():
+        return "it starts or ends with whitespace"
+    return None
+
+
+def _check_headers(plan: RoutingPlan, origin: str) -> None:
+    """Every header name and value the runtime will send is checked here, once: a plan that would
+    make the gateway write a broken answer is refused at load, never discovered per request."""
+    problems: list[str] = []
+    name = plan.server.resolved_header
+    if not _TOKEN.fullmatch(name):
+        problems.append(
+            f"server.resolved_header {name!a} is not a valid HTTP header name "
+            "(letters, digits and !#$%&'*+-.^_`|~ only)"
+        )
+    elif name.lower() in RESERVED_HEADERS:
+        problems.append(
+            f"server.resolved_header {name!a} is a header the gateway sets itself; choose another name"
+        )
+    for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates)):
+        for value in names:
+            reason = header_value_problem(value)
+            if reason is not None:
+                problems.append(f"{kind} {value!a} cannot be sent in a response header: {reason}")
+    if problems:
+        raise PlanError(f"{origin}: the plan would send broken response headers: " + "; ".join(problems))
+
+
 def _auth_headers(
     p: PlanProvider, env: Mapping[str, str], origin: str, secrets: list[str]
 ) -> RedactedHeaders:
@@ -335,16 +461,25 @@ def _auth_headers(
             f"{origin}: provider {p.name} needs the credential variable {p.api_key_env}, which is not set",
             variable=p.api_key_env,
         )
+    if header_value_problem(value) is not None:
+        raise PlanError(
+            f"{origin}: provider {p.name}: the credential in {p.api_key_env} cannot be sent in an "
+            "Authorization header (control characters, or whitespace at either end)"
+        )
     secrets.append(value)
     return RedactedHeaders(Authorization=f"Bearer {value}")
 
 
-def _provider(p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str]) -> Provider:
+def _provider(
+    p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str], server: ServerSettings
+) -> Provider:
     t = p.timeouts
-    timing = {
+    timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
         "total_s": t.total_ms / 1000,
+        "max_body_bytes": server.max_upstream_body_bytes,
+        "max_line_bytes": server.max_stream_line_bytes,
     }
     if p.kind == "openai":
         assert p.base_url is not None  # checked in _check_references
@@ -379,6 +514,7 @@ def _candidate(
     capabilities: frozenset[str] | None,
     context_tokens: int | None,
     server: ServerSettings,
+    preflight: PreflightSettings,
     *,
     in_plan: bool,
 ) -> Candidate:
@@ -387,6 +523,8 @@ def _candidate(
             endpoint=endpoint,
             worker=worker,
             slot_limit=workers[worker].slot_limit(model) if worker is not None else None,
+            context_default=_context_default(workers, worker, context_tokens, preflight),
+            context_cap=_context_cap(workers, worker, model, context_tokens, preflight),
         )
         for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True)
     )
@@ -398,7 +536,37 @@ def _candidate(
         routes=routes,
         capabilities=capabilities,
         context_tokens=context_tokens,
+        facts_key=ollama_name(model) if provider.kind == "ollama" else model,
         in_plan=in_plan,
         metric_label=cid if in_plan else f"{provider.name}/*",
         resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
     )
+
+
+def _context_default(
+    workers: Mapping[str, WorkerLimits],
+    worker: str | None,
+    declared: int | None,
+    preflight: PreflightSettings,
+) -> int | None:
+    """Without live metadata: a cloud model's declared window; an Ollama worker's default, else the plan's."""
+    if worker is None:
+        return declared
+    own = workers[worker].default_context_tokens
+    return own if own is not None else preflight.default_context_tokens
+
+
+def _context_cap(
+    workers: Mapping[str, WorkerLimits],
+    worker: str | None,
+    model: str,
+    declared: int | None,
+    preflight: PreflightSettings,
+) -> int | None:
+    """The most context an Ollama (worker, model) may get: worker limit, gateway cap, declared maximum."""
+    if worker is None:
+        return declared
+    limits = workers[worker].context_limits
+    caps = [limits.get(model), preflight.max_context_tokens, declared]
+    known = [cap for cap in caps if cap is not None]
+    return min(known) if known else None

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from interlock.schema.durations import Duration
+from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
 CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
@@ -57,6 +58,33 @@ class ServerSection(_Section):
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, description="Largest accepted request body.")
     cors: CorsSection | None = Field(None, description="CORS for browser apps; off when absent.")
+    header_timeout: Duration = Field(
+        10_000,
+        ge=1,
+        description="Longest a client may take to send a request's headers, counted from connecting "
+        "or from the end of the previous answer; the connection is closed after it.",
+    )
+    body_timeout: Duration = Field(
+        30_000,
+        ge=1,
+        description="Longest pause while a request body is arriving; the connection is closed after it.",
+    )
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Open client connections per worker process; past it, the oldest idle one is closed "
+        "(or the new one refused with 503 when none is idle).",
+    )
+    max_upstream_body_bytes: int = Field(
+        DEFAULT_MAX_UPSTREAM_BODY_BYTES,
+        ge=1,
+        description="Largest non-streamed answer read from an upstream.",
+    )
+    max_stream_line_bytes: int = Field(
+        DEFAULT_MAX_STREAM_LINE_BYTES,
+        ge=1,
+        description="Longest single line (SSE or NDJSON) of an upstream stream.",
+    )
 
 
 class HealthSection(_Section):
@@ -94,6 +122,23 @@ class QueueSection(_Section):
     max_wait: Duration = Field(30_000, description="Longest wait for a slot before answering 429.")
 
 
+class TelemetrySection(_Section):
+    """Where a worker's GPU and memory readings come from; all of it is read outside the request path."""
+
+    gpu: int = Field(0, ge=0, description="The worker's GPU, by index as `nvidia-smi -i` counts them.")
+    nvidia_smi: bool = Field(
+        False, description="Run `nvidia-smi` (from PATH) on the gateway's host: for a worker on that host."
+    )
+    host_memory: bool = Field(
+        False, description="Read the gateway host's memory (`/proc/meminfo`): for a worker on that host."
+    )
+    url: str | None = Field(
+        None,
+        description="A telemetry sidecar on the worker's host (`interlock telemetry-sidecar`); "
+        "its values override local ones.",
+    )
+
+
 class WorkerSection(_Section):
     """One Ollama box. Keys set here override the values of its hardware `profile`."""
 
@@ -107,6 +152,9 @@ class WorkerSection(_Section):
     default_context_tokens: int | None = None
     context_limits: dict[str, int] | None = None
     queue: QueueSection | None = None
+    telemetry: TelemetrySection | None = Field(
+        None, description="GPU and memory readings; none are taken unless declared here."
+    )
 
 
 class ProviderSection(_Section):
@@ -124,7 +172,42 @@ class ModelFacts(_Section):
     """Facts about a model that no worker reports."""
 
     capabilities: list[Capability] | None = None
-    context_tokens: int | None = Field(None, ge=1)
+    context_tokens: int | None = Field(None, ge=1, description="The model's largest context window.")
+    size_gib: float | None = Field(
+        None, gt=0, description="Weights in memory (GiB), for the compile-time VRAM fit check."
+    )
+    kv_bytes_per_token: int | None = Field(
+        None, ge=1, description="KV-cache bytes per context token and slot, for the VRAM fit check."
+    )
+
+
+class PreflightSection(_Section):
+    """What a request needs against what each candidate can do, checked before any call."""
+
+    mode: str = Field(
+        "enforce",
+        description="`enforce` skips candidates that cannot serve a request; `observe` only reports; "
+        "`off` checks nothing.",
+    )
+    metadata_ttl: Duration = Field(
+        600_000, description="How long live Ollama model metadata (`/api/show`, `/api/tags`) is reused."
+    )
+    default_context_tokens: int | None = Field(
+        None,
+        description="Context of an Ollama model when neither the worker nor its metadata says; "
+        "unset: unknown (never blocks, no `num_ctx` sent).",
+    )
+    max_context_tokens: int | None = Field(
+        None, description="Gateway-wide cap on the context sent to Ollama and on a caller's `num_ctx`."
+    )
+    default_output_tokens: int = Field(
+        1024, description="Output tokens assumed when a request sets no `max_tokens`."
+    )
+    image_reserve_tokens: int = Field(2048, description="Context tokens reserved per image part.")
+    margin_percent: int = Field(15, description="Safety margin added to the estimate in percent, 0 to 100.")
+    caller_num_ctx: Literal["allow", "deny"] = Field(
+        "allow", description="Whether a caller may set `options.num_ctx` for Ollama candidates."
+    )
 
 
 class AliasSection(_Section):
@@ -154,6 +237,7 @@ class SourceFile(_Section):
     aliases: dict[str, AliasSection] | None = None
     health: HealthSection | None = None
     timeouts: TimeoutsSection | None = None
+    preflight: PreflightSection | None = None
     lint: LintSection | None = None
 
 

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 PLAN_FORMAT_VERSION = 1
+DEFAULT_MAX_UPSTREAM_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_STREAM_LINE_BYTES = 1024 * 1024
 
 
 class _Frozen(BaseModel):
@@ -31,7 +33,13 @@ class PlanServer(_Frozen):
     direct_models: bool
     resolved_header: str
     max_body_bytes: int
+    # Added after format_version 1 first shipped: the defaults keep older plan files loadable.
     cors: PlanCors | None = Field(None, description="CORS for browser apps; null: off.")
+    header_timeout_ms: int = Field(10_000, ge=1)
+    body_timeout_ms: int = Field(30_000, ge=1)
+    max_connections: int = Field(1024, ge=1)
+    max_upstream_body_bytes: int = Field(DEFAULT_MAX_UPSTREAM_BODY_BYTES, ge=1)
+    max_stream_line_bytes: int = Field(DEFAULT_MAX_STREAM_LINE_BYTES, ge=1)
 
 
 class PlanHealth(_Frozen):
@@ -40,6 +48,19 @@ class PlanHealth(_Frozen):
     failure_threshold: int = Field(ge=1)
     open_for_ms: int = Field(ge=1)
     rate_limit_open_for_ms: int = Field(ge=1)
+
+
+class PlanPreflight(_Frozen):
+    """Capability and context checks before a candidate is called (see docs/runtime.md)."""
+
+    mode: Literal["enforce", "observe", "off"]
+    metadata_ttl_ms: int = Field(ge=1)
+    default_context_tokens: int | None = Field(description="Ollama context when nothing else is known.")
+    max_context_tokens: int | None = Field(description="Gateway-wide cap on an Ollama context.")
+    default_output_tokens: int = Field(ge=0)
+    image_reserve_tokens: int = Field(ge=0)
+    margin_percent: int = Field(ge=0, le=100)
+    caller_num_ctx: bool = Field(description="Whether a caller's `options.num_ctx` is accepted.")
 
 
 class PlanTimeouts(_Frozen):
@@ -80,6 +101,15 @@ class PlanHardware(_Frozen):
     system_memory_gib: float | None
 
 
+class PlanTelemetry(_Frozen):
+    """Where the runtime reads a worker's GPU and memory (outside the request path)."""
+
+    gpu: int = Field(ge=0)
+    nvidia_smi: bool
+    host_memory: bool
+    url: str | None = Field(description="A telemetry sidecar's URL; its values override local ones.")
+
+
 class PlanWorker(_Frozen):
     name: str
     provider: str
@@ -92,6 +122,7 @@ class PlanWorker(_Frozen):
     default_context_tokens: int | None
     context_limits: dict[str, int]
     queue: PlanQueue
+    telemetry: PlanTelemetry | None = Field(None, description="Null: no readings are taken.")
 
 
 class PlanCandidate(_Frozen):
@@ -118,6 +149,7 @@ class RoutingPlan(_Frozen):
     content_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     server: PlanServer
     health: PlanHealth
+    preflight: PlanPreflight
     providers: dict[str, PlanProvider]
     workers: dict[str, PlanWorker]
     candidates: dict[str, PlanCandidate]

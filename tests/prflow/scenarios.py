@@ -184,6 +184,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         base_edit=_cors(),
     ),
     Scenario("cors-max-age", _cors(max_age="1h"), _k("cors-max-age-changed"), base_edit=_cors()),
+    Scenario("server-limit", _set(("server", "header_timeout"), "5s"), _k("server-limit-changed")),
     Scenario("provider-added", _add_provider, _k("provider-added")),
     Scenario("provider-removed", _remove_provider, _k("provider-removed"), base_edit=_add_provider),
     Scenario(
@@ -225,7 +226,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "queue", _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}), _k("queue-changed")
     ),
+    Scenario("telemetry", _worker_set("gpu-b", "telemetry", {"nvidia_smi": True}), _k("telemetry-changed")),
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
+    Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
+    Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
     Scenario(
         "capabilities",
         _model("groq/llama-3.1-8b-instant", "capabilities", ["completion", "tools", "vision"]),

@@ -259,12 +259,15 @@ FILL: dict[str, object] = {
     "vram_gib": 1.0,
     "system_memory_gib": 1.0,
     "default_context_tokens": 5,
+    "max_context_tokens": 5,
     "capabilities": ["completion"],
     "context_tokens": 5,
     "base_url": "http://other",
     "api_key_env": "OTHER_KEY",
     "default_alias": "acme/agent",
     "alias_namespace": "other/",
+    "telemetry": {"gpu": 0, "nvidia_smi": True, "host_memory": False, "url": None},
+    "url": "http://other:9400/telemetry",
 }
 
 ITEM: dict[str, object] = {
@@ -276,6 +279,7 @@ ITEM: dict[str, object] = {
 REPLACE: dict[str, object] = {
     "kind": {"ollama": "openai", "openai": "ollama"},
     "accelerator": {"nvidia": "amd"},
+    "mode": {"enforce": "observe", "observe": "enforce", "off": "enforce"},
 }
 
 

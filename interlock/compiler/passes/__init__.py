@@ -9,9 +9,11 @@ from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
 from interlock.compiler.passes.cors import cors
 from interlock.compiler.passes.health import health
+from interlock.compiler.passes.preflight import preflight
 from interlock.compiler.passes.providers import providers
 from interlock.compiler.passes.shape import shape
 from interlock.compiler.passes.usage import usage
+from interlock.compiler.passes.vram import vram
 from interlock.compiler.passes.workers import workers
 
 Pass = Callable[[CompileContext], None]
@@ -24,5 +26,7 @@ PASSES: tuple[Pass, ...] = (
     cors,  # server.cors: origins and headers normalized
     aliases,  # chains expanded, cycles rejected
     capabilities,  # requires vs known capabilities
+    preflight,  # preflight settings, context limits within model maxima
+    vram,  # weights + KV cache at full slots against worker memory
     usage,  # warnings about unused parts
 )

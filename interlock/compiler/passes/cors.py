@@ -32,7 +32,7 @@ def cors(ctx: CompileContext) -> None:
         return
     if origins == [ANY] and section.allow_credentials:
         ctx.sink.add(
-            "IL701",
+            "IL801",
             ctx.span_of(entry, "cors", "allow_credentials"),
             "`server.cors.allow_credentials` is true while `allow_origins` is `*`; browsers refuse "
             "credentialed answers that allow any origin",
@@ -56,7 +56,7 @@ def _origins(ctx: CompileContext, section: CorsSection) -> list[str] | None:
     written = section.allow_origins
     if not written:
         ctx.sink.add(
-            "IL702",
+            "IL802",
             ctx.span_of(entry, "cors", "allow_origins"),
             "`server.cors.allow_origins` is empty, so no browser origin would be allowed",
             path="server.cors.allow_origins",
@@ -67,7 +67,7 @@ def _origins(ctx: CompileContext, section: CorsSection) -> list[str] | None:
     if ANY in written and len(written) > 1:
         index = written.index(ANY)
         ctx.sink.add(
-            "IL702",
+            "IL802",
             ctx.span_of(entry, "cors", "allow_origins", index),
             "`*` in `server.cors.allow_origins` allows every origin, so the others listed beside it mean "
             "nothing",
@@ -87,7 +87,7 @@ def _origins(ctx: CompileContext, section: CorsSection) -> list[str] | None:
             continue
         ok = False
         ctx.sink.add(
-            "IL702",
+            "IL802",
             ctx.span_of(entry, "cors", "allow_origins", index),
             f"`{origin}` in `server.cors.allow_origins` is not an origin (`scheme://host[:port]`)",
             path=f"server.cors.allow_origins[{index}]",
@@ -139,7 +139,7 @@ def _headers(ctx: CompileContext, section: CorsSection) -> list[str] | None:
             else "a header name such as `authorization` or `x-request-id`"
         )
         ctx.sink.add(
-            "IL703",
+            "IL803",
             ctx.span_of(entry, "cors", "allow_headers", index),
             f"`{name}` in `server.cors.allow_headers` is not a header name"
             + (" (`*` stands alone)" if name == ANY else ""),

@@ -27,7 +27,9 @@ from interlock.runtime.errors import (
     InvalidRequest,
     whole_seconds,
 )
+from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
+from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.upstream.base import ChatStream
@@ -310,6 +312,7 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         else:
             model, stream = check_embeddings(body), False
         target = resolve(plan, model)
+        preflight = Preflight(needs_of(body, endpoint, plan.preflight), plan.preflight.mode)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         return
@@ -321,9 +324,11 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
     watch = DisconnectWatch(receive)
     try:
         if stream:
-            status = await _stream(gateway, plan, target, body, headers, send, watch, started)
+            status = await _stream(gateway, plan, target, body, preflight, headers, send, watch, started)
         else:
-            status = await _answer(gateway, plan, target, body, headers, send, watch, endpoint, started)
+            status = await _answer(
+                gateway, plan, target, body, preflight, headers, send, watch, endpoint, started
+            )
     except asyncio.CancelledError:
         if not watch.swallow():
             raise
@@ -340,6 +345,7 @@ async def _answer(
     plan: RuntimePlan,
     target: Target,
     body: dict[str, Any],
+    preflight: Preflight,
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
@@ -348,10 +354,16 @@ async def _answer(
 ) -> int:
     router = gateway.router
     try:
-        answered = await (router.chat(target, body) if endpoint == "chat" else router.embed(target, body))
+        answered = await (
+            router.chat(target, body, preflight)
+            if endpoint == "chat"
+            else router.embed(target, body, preflight)
+        )
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
+        headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
+    headers.extend(preflight.headers())
     result = answered.result
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
@@ -367,6 +379,7 @@ async def _stream(
     plan: RuntimePlan,
     target: Target,
     body: dict[str, Any],
+    preflight: Preflight,
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
@@ -374,10 +387,12 @@ async def _stream(
 ) -> int:
     router = gateway.router
     try:
-        answered: Answered[ChatStream] = await router.chat_stream(target, body)
+        answered: Answered[ChatStream] = await router.chat_stream(target, body, preflight)
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
+        headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
+    headers.extend(preflight.headers())
     cid = answered.candidate.id
     stream = answered.result
     try:
