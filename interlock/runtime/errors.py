@@ -18,13 +18,20 @@ upstream body, a header or a credential.
     │   └── DeterministicError           -> returned to the caller at once, no fallback
     │       ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
     │       └── MalformedResponse        the upstream answered something we cannot parse
+    ├── CannotServe                      an adapter's translation refused, before any network call:
+    │                                    -> next candidate with the reason; nothing against health
     └── GatewayError                     the gateway's own answer to a request
         ├── InvalidRequest               400: bad JSON, wrong types, missing fields
         ├── DirectModelDenied            400: raw provider/model while the plan denies it
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
         ├── SlotUnavailable              429 + Retry-After: queue full or waited too long
+        ├── NoCandidateCanServe          400: every candidate's translation refused (CannotServe)
         └── AllCandidatesFailed          503: bounded summary, no bodies
+
+``CannotServe`` is not an ``UpstreamError``: no upstream was asked, so the candidate's health, circuit
+and error counters stay untouched; it is "this candidate cannot serve this request" (``n: 2`` on
+Ollama, a remote image URL, token-array embeddings), and another candidate of the chain may.
 """
 
 from __future__ import annotations
@@ -95,6 +102,20 @@ class MalformedResponse(DeterministicError):
     error_class = "malformed"
 
 
+class CannotServe(InterlockError):
+    """A candidate's adapter cannot carry this request (found while translating, nothing sent).
+
+    ``param`` names the request field (``n``, ``tool_choice``, ``messages[1].content[0].image_url``);
+    ``reason`` is a short stable label for the fallback metric (``unsupported_<field>``).
+    """
+
+    def __init__(self, message: str, *, param: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.reason = "unsupported_" + param.split("[", 1)[0].split(".", 1)[0]
+
+
 class GatewayError(InterlockError):
     """An answer the gateway gives itself, already in OpenAI's error vocabulary."""
 
@@ -140,6 +161,14 @@ class SlotUnavailable(GatewayError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NoCandidateCanServe(GatewayError):
+    """Every candidate of the chain refused the request in translation; the message says why each."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "unsupported_by_candidates"
 
 
 class AllCandidatesFailed(GatewayError):

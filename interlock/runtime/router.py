@@ -5,9 +5,12 @@ adapter with the caller's unchanged request and classifies the outcome by error 
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
-- ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once.
+- ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once;
+- ``CannotServe`` (the adapter's translation refused, nothing was sent) -> next candidate with the
+  reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``.
 
-Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies).
+Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies);
+``NoCandidateCanServe`` (400) instead when every candidate refused in translation.
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 """
 
@@ -19,7 +22,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from interlock.runtime.errors import AllCandidatesFailed, DeterministicError, TransientError, UpstreamError
+from interlock.runtime.errors import (
+    AllCandidatesFailed,
+    CannotServe,
+    DeterministicError,
+    NoCandidateCanServe,
+    TransientError,
+    UpstreamError,
+)
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
@@ -104,6 +114,7 @@ class Router:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
         summary: list[str] = []
+        refusals: list[tuple[Candidate, CannotServe]] = []
         attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
@@ -133,6 +144,13 @@ class Router:
             started = time.perf_counter()
             try:
                 result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
+            except CannotServe as exc:
+                admission.release()
+                attempted -= 1  # nothing was sent
+                refusals.append((candidate, exc))
+                summary.append(f"{candidate.id}: cannot serve ({exc.message})")
+                self._fell_back(candidates, index, exc.reason)
+                continue
             except TransientError as exc:
                 admission.release()
                 spent = time.perf_counter() - started
@@ -160,6 +178,8 @@ class Router:
             if not keep_lease:
                 admission.release()
             return Answered(candidate, route, result, admission.lease, upstream_s, queued_s)
+        if refusals and len(refusals) == len(candidates):
+            raise _none_can_serve(target, refusals)
         raise AllCandidatesFailed(
             f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
             + "; ".join(summary)
@@ -172,3 +192,12 @@ class Router:
 
 def _describe(error: UpstreamError) -> str:
     return f"{error.error_class} [{error.status}]" if error.status is not None else error.error_class
+
+
+def _none_can_serve(target: Target, refusals: list[tuple[Candidate, CannotServe]]) -> NoCandidateCanServe:
+    params = {error.param for _, error in refusals}
+    reasons = "; ".join(f"{candidate.id}: {error.message}" for candidate, error in refusals)
+    return NoCandidateCanServe(
+        f"no candidate of {target.label} can serve this request: {reasons}",
+        param=params.pop() if len(params) == 1 else None,
+    )

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from interlock.runtime.errors import (
+    CannotServe,
     ClientError,
     ConnectFailed,
     FirstByteTimeout,
@@ -167,11 +168,11 @@ def test_remote_image_url_is_refused_before_sending(ollama_fake: FakeOllama) -> 
     image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     body = {"messages": [{"role": "user", "content": [image]}]}
     with pytest.raises(
-        ClientError,
+        CannotServe,
         match=r"^Ollama models take images as data: URLs only; remote image URLs are not fetched$",
     ) as info:
         chat(endpoint("ollama", ollama_fake.url), VISION_MODEL, body)
-    assert info.value.status == 400
+    assert (info.value.param, info.value.reason) == ("messages[0].content[0].image_url", "unsupported_messages")
     assert ollama_fake.requests == []
 
 
@@ -258,8 +259,10 @@ def test_embeddings_translation(ollama_fake: FakeOllama) -> None:
 
 
 def test_token_array_embeddings_are_refused(ollama_fake: FakeOllama) -> None:
-    with pytest.raises(ClientError, match=r"^Ollama embeddings take strings only, not token arrays$"):
+    with pytest.raises(CannotServe, match=r"^Ollama embeddings take strings only, not token arrays$") as info:
         embed(endpoint("ollama", ollama_fake.url), "nomic-embed-text", {"input": [[1, 2, 3]]})
+    assert (info.value.param, info.value.reason) == ("input", "unsupported_input")
+    assert ollama_fake.requests == []
 
 
 def test_probe(ollama_fake: FakeOllama) -> None:

@@ -1,7 +1,8 @@
 """The Ollama adapter: OpenAI-shaped requests to one worker's native API (/api/chat, /api/embed).
 
 The native API, not Ollama's /v1, because only it can set ``num_ctx`` and other options per request.
-Translation both ways lives in ``ollama_wire``; this module only sends. Probe: GET /api/tags.
+Translation both ways lives in ``ollama_wire``; this module only sends. A request Ollama cannot carry
+raises ``CannotServe`` from the translation, before anything is sent. Probe: GET /api/tags.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ class OllamaAdapter(Adapter):
     async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=False))
         answer = await request_json(self._client, endpoint, "POST", "/api/chat", payload)
-        return ollama_wire.chat_completion(answer, model)
+        return ollama_wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
 
     async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=True))
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-        decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers)
+        one_call = body.get("parallel_tool_calls") is False
+        decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers, one_call)
         return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
