@@ -22,8 +22,7 @@ from interlock.testing.replies import (
     Reply,
     count_words,
     embedding_for,
-    first_tool_name,
-    last_is_tool_result,
+    planned_calls,
     split_text,
 )
 from interlock.testing.server import (
@@ -203,9 +202,8 @@ class FakeOllama(FakeServer):
             return ErrorAnswer(400, f"registry.ollama.ai/library/{spec.full_name} does not support tools")
         self._loaded.add(spec.full_name)
         reply = self.reply
-        tool = first_tool_name(body.get("tools"))
-        if tool is not None and last_is_tool_result(messages):
-            tool = None
+        calls = self._tool_calls(body, messages)
+        tool = calls[0]["function"]["name"] if calls else None
         text = reply.render(self.name, incoming.model or "")
         if body.get("format"):
             text = orjson.dumps({"reply": text}).decode()
@@ -229,17 +227,14 @@ class FakeOllama(FakeServer):
             "eval_count": len(pieces),
             "eval_duration": 100_000_000,
         }
-        call = None
-        if tool is not None:
-            call = {"function": {"name": tool, "arguments": dict(reply.tool_arguments)}}
         if body.get("stream", True) is False:
             message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
-            if call is not None:
-                message["tool_calls"] = [call]
+            if calls:
+                message["tool_calls"] = calls
             return JsonAnswer({**final, "message": message})
         frames = []
-        if call is not None:
-            chunk = {"role": "assistant", "content": "", "tool_calls": [call]}
+        if calls:
+            chunk = {"role": "assistant", "content": "", "tool_calls": calls}
             frames.append(
                 _line({"model": incoming.model, "created_at": created, "message": chunk, "done": False})
             )
@@ -251,6 +246,11 @@ class FakeOllama(FakeServer):
                 )
         frames.append(_line({**final, "message": {"role": "assistant", "content": ""}}))
         return StreamAnswer(_NDJSON, frames)
+
+    def _tool_calls(self, body: dict[str, Any], messages: list[Any]) -> list[dict[str, Any]]:
+        """Native tool calls (object arguments) for the tools the request offers: ``planned_calls``."""
+        planned = planned_calls(self.reply, body.get("tools"), messages)
+        return [{"function": {"name": name, "arguments": arguments}} for name, arguments in planned]
 
     def _embed(self, incoming: Incoming) -> Answer:
         spec = self._find(incoming.model)

@@ -172,7 +172,10 @@ def test_remote_image_url_is_refused_before_sending(ollama_fake: FakeOllama) -> 
         match=r"^Ollama models take images as data: URLs only; remote image URLs are not fetched$",
     ) as info:
         chat(endpoint("ollama", ollama_fake.url), VISION_MODEL, body)
-    assert (info.value.param, info.value.reason) == ("messages[0].content[0].image_url", "unsupported_messages")
+    assert (info.value.param, info.value.reason) == (
+        "messages[0].content[0].image_url",
+        "unsupported_messages",
+    )
     assert ollama_fake.requests == []
 
 
