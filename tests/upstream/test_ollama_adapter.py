@@ -15,6 +15,7 @@ from interlock.runtime.errors import (
     ClientError,
     ConnectFailed,
     FirstByteTimeout,
+    InvalidRequest,
     MalformedResponse,
     ProtocolFailure,
     ServerError,
@@ -22,6 +23,7 @@ from interlock.runtime.errors import (
 from interlock.runtime.upstream import ollama_wire
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.faults import Fault
+from interlock.testing.replies import Reply
 
 from .helpers import chat, embed, endpoint, probe, stream, text_of
 
@@ -278,3 +280,118 @@ def test_probe(ollama_fake: FakeOllama) -> None:
     ollama_fake.set_fault(Fault.hang())
     with pytest.raises(FirstByteTimeout, match=r"^no answer within 0\.2 s$"):
         probe(endpoint("ollama", ollama_fake.url), timeout_s=0.2)
+
+
+def test_tool_choice_naming_a_function_sends_only_that_tool(ollama_fake: FakeOllama) -> None:
+    clock = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+    choice = {"type": "function", "function": {"name": "get_time"}}
+    answer = chat(
+        endpoint("ollama", ollama_fake.url),
+        TOOL_MODEL,
+        {**HI, "tools": [*TOOLS, clock], "tool_choice": choice},
+    )
+    assert ollama_fake.requests[0].body["tools"] == [clock]
+    assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_time"
+    allowed = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [choice]}}
+    chat(
+        endpoint("ollama", ollama_fake.url),
+        TOOL_MODEL,
+        {**HI, "tools": [*TOOLS, clock], "tool_choice": allowed},
+    )
+    assert ollama_fake.requests[1].body["tools"] == [clock]
+
+
+@pytest.mark.parametrize(
+    ("choice", "tools", "error", "message", "param"),
+    [
+        (
+            "required",
+            TOOLS,
+            CannotServe,
+            r'^Ollama cannot force a tool call \(`tool_choice: "required"`\)$',
+            "tool_choice",
+        ),
+        (
+            {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}},
+            TOOLS,
+            CannotServe,
+            r'^Ollama cannot force a tool call \(`tool_choice.allowed_tools.mode: "required"`\)$',
+            "tool_choice",
+        ),
+        (
+            "auto",
+            [{"type": "custom", "custom": {"name": "grammar"}}],
+            CannotServe,
+            r"^Ollama takes function tools only, not 'custom' tools$",
+            "tools[0]",
+        ),
+        (
+            {"type": "function", "function": {"name": "missing"}},
+            TOOLS,
+            InvalidRequest,
+            r"^`tool_choice` names no function that is in `tools`$",
+            "tool_choice",
+        ),
+    ],
+)
+def test_tool_choice_without_an_ollama_counterpart_is_refused_before_sending(
+    ollama_fake: FakeOllama, choice: object, tools: object, error: type[Exception], message: str, param: str
+) -> None:
+    with pytest.raises(error, match=message) as info:
+        chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, {**HI, "tools": tools, "tool_choice": choice})
+    assert getattr(info.value, "param", None) == param
+    assert ollama_fake.requests == []
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call(ollama_fake: FakeOllama) -> None:
+    clock = {"type": "function", "function": {"name": "get_time"}}
+    script = (("get_weather", {"city": "Oslo"}), ("get_time", {"zone": "CET"}))
+    with FakeOllama(reply=Reply(tool_calls=script)) as fake:
+        ep = endpoint("ollama", fake.url)
+        body = {**HI, "tools": [*TOOLS, clock]}
+        assert len(chat(ep, TOOL_MODEL, body)["choices"][0]["message"]["tool_calls"]) == 2
+        single = {**body, "parallel_tool_calls": False}
+        (call,) = chat(ep, TOOL_MODEL, single)["choices"][0]["message"]["tool_calls"]
+        assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Oslo"}'}
+        chunks, error = stream(ep, TOOL_MODEL, single)
+        assert error is None
+        calls = [
+            c
+            for chunk in chunks
+            if chunk["choices"]
+            for c in chunk["choices"][0]["delta"].get("tool_calls", [])
+        ]
+        assert [c["function"]["name"] for c in calls] == ["get_weather"]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_malformed_messages_are_the_gateways_invalid_request(ollama_fake: FakeOllama) -> None:
+    body = {"messages": [{"role": "user", "content": 7}]}
+    with pytest.raises(
+        InvalidRequest, match=r"^`messages\[0\]\.content` must be a string or an array of parts$"
+    ):
+        chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, body)
+    assert ollama_fake.requests == []
+
+
+def test_top_level_ollama_options_go_into_options(ollama_fake: FakeOllama) -> None:
+    body = {
+        **HI,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repeat_penalty": 1.1,
+        "num_ctx": 8192,
+        "seed": 4,
+        "options": {"top_k": 5, "mirostat": 1},
+    }
+    chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, body)
+    sent = ollama_fake.requests[0].body
+    assert sent["options"] == {
+        "top_k": 20,
+        "mirostat": 1,
+        "min_p": 0.05,
+        "repeat_penalty": 1.1,
+        "num_ctx": 8192,
+        "seed": 4,
+    }
+    assert not {"top_k", "min_p", "repeat_penalty", "num_ctx", "seed"} & set(sent)
