@@ -272,7 +272,11 @@ def test_ollama_fake_calls_a_tool_with_the_arguments_its_schema_implies() -> Non
 
 
 def test_ollama_fake_answers_scripted_tool_calls_for_the_tools_offered() -> None:
-    script = (("get_time", {"zone": "CET"}), ("get_weather", {"city": "Oslo"}), ("not_offered", {}))
+    script: tuple[tuple[str, dict[str, str]], ...] = (
+        ("get_time", {"zone": "CET"}),
+        ("get_weather", {"city": "Oslo"}),
+        ("not_offered", {}),
+    )
     clock = {"type": "function", "function": {"name": "get_time"}}
     with FakeOllama(reply=Reply(tool_calls=script)) as fake:
         body = {"model": "llama3.2:3b", "messages": [], "tools": [WEATHER_TOOL, clock]}
