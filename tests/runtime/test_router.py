@@ -10,11 +10,13 @@ import pytest
 
 from interlock.runtime.errors import (
     AllCandidatesFailed,
+    CannotServe,
     ClientError,
     ConnectFailed,
     ConnectTimeout,
     FirstByteTimeout,
     MalformedResponse,
+    NoCandidateCanServe,
     ProtocolFailure,
     RateLimited,
     ServerError,
@@ -272,3 +274,69 @@ def test_with_every_worker_busy_the_request_waits_on_the_shortest_queue(
         return answered.route.worker
 
     assert asyncio.run(scenario()) == "w2"
+
+
+def test_a_candidate_that_cannot_serve_is_skipped_without_a_mark_on_its_health(
+    basic_plan: RuntimePlan,
+) -> None:
+    refusal = CannotServe("Ollama answers one choice per request; `n` is 2", param="n")
+    rig = Rig(basic_plan, {"m1": refusal, "c1": OK})
+    for _ in range(3):  # more than failure_threshold: a refusal never opens the circuit
+        assert rig.chat().candidate.id == "cloud/c1"
+    assert rig.called() == ["m1", "c1"] * 3
+    assert rig.slots.pools["box1"].in_use == 0
+    report = rig.health.candidate_report("local/m1")
+    assert (report["last_error_at"], report["consecutive_failures"], report["circuit_open_until"]) == (
+        None,
+        0,
+        None,
+    )
+    assert rig.health.endpoint_report("local@box1")["last_error_at"] is None
+    fallback = {"from_candidate": "local/m1", "to_candidate": "cloud/c1", "reason": "unsupported_n"}
+    assert rig.sample("interlock_fallback_total", **fallback) == 3
+    assert (
+        rig.sample("interlock_upstream_errors_total", candidate="local/m1", error_class="cannot_serve")
+        is None
+    )
+
+
+def test_when_no_candidate_can_serve_the_answer_is_400_naming_each(basic_plan: RuntimePlan) -> None:
+    rig = Rig(
+        basic_plan,
+        {
+            "m1": CannotServe("Ollama answers one choice per request; `n` is 2", param="n"),
+            "c1": CannotServe("no n here", param="n"),
+            "f1": CannotServe("not this one either", param="n"),
+        },
+    )
+    with pytest.raises(
+        NoCandidateCanServe,
+        match=r"^no candidate of t/chat can serve this request: local/m1: Ollama answers one choice per "
+        r"request; `n` is 2; cloud/c1: no n here; free/f1: not this one either$",
+    ) as info:
+        rig.chat()
+    assert (info.value.status, info.value.param, info.value.code) == (400, "n", "unsupported_by_candidates")
+
+
+def test_refusals_beside_failures_are_a_503_whose_summary_says_why(basic_plan: RuntimePlan) -> None:
+    rig = Rig(
+        basic_plan,
+        {
+            "m1": CannotServe("remote image URLs are not fetched", param="messages[0].content[1].image_url"),
+            "c1": ServerError("down", status=503),
+            "f1": CannotServe("no", param="n"),
+        },
+    )
+    with pytest.raises(
+        AllCandidatesFailed,
+        match=r"^no candidate of t/chat could answer \(1 of 3 attempted\): local/m1: cannot serve \(remote "
+        r"image URLs are not fetched\); cloud/c1: server_error \[503\]; free/f1: cannot serve \(no\)$",
+    ):
+        rig.chat()
+    reason = "unsupported_messages"
+    assert (
+        rig.sample(
+            "interlock_fallback_total", from_candidate="local/m1", to_candidate="cloud/c1", reason=reason
+        )
+        == 1
+    )
