@@ -98,6 +98,13 @@ aliases:
   e2e/embed: {{description: embeddings, chain: [box/nomic-embed-text, alpha/a-embed]}}
   e2e/slowstream: {{description: slow stream, chain: [slowbox/llama3.2:3b]}}
   e2e/malformed: {{description: unreadable answer, chain: [alpha/a-malformed, bravo/b-malformed]}}
+  e2e/local: {{description: Ollama only, chain: [box/llama3.2:3b]}}
+  e2e/n: {{description: n on an Ollama primary, chain: [box/llama3.2:3b, bravo/b-n]}}
+  e2e/required: {{description: tool_choice required, chain: [box/llama3.2:3b, bravo/b-required]}}
+  e2e/logprobs: {{description: logprobs, chain: [box/llama3.2:3b, bravo/b-logprobs]}}
+  e2e/image: {{description: remote image URL, chain: [box/gemma3:12b, bravo/b-image]}}
+  e2e/embedtok: {{description: token-array embeddings, chain: [box/nomic-embed-text, bravo/b-embedtok]}}
+  e2e/native: {{description: native fields to a cloud fallback, chain: [dead/llama3.2:3b, bravo/b-native]}}
 """
 
 
