@@ -202,9 +202,8 @@ def _tools(tools: Any, choice: Any) -> list[Any] | None:
 
 
 def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, Any]:
-    where = f"messages[{index}]"
     if not isinstance(message, Mapping):
-        raise InvalidRequest(f"`{where}` must be an object", param=where)
+        raise InvalidRequest(f"`messages[{index}]` must be an object", param=f"messages[{index}]")
     role = message.get("role")
     out: dict[str, Any] = {"role": "system" if role == "developer" else role}
     content = message.get("content")
@@ -218,22 +217,21 @@ def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, 
             if kind == "text":
                 texts.append(str(part.get("text", "")))
             elif kind == "image_url":
-                images.append(_image(part.get("image_url"), f"{where}.content[{number}].image_url"))
+                images.append(_image(part.get("image_url"), index, number))
             else:
                 raise CannotServe(
                     f"content part type {kind!r} is not supported by Ollama",
-                    param=f"{where}.content[{number}]",
+                    param=f"messages[{index}].content[{number}]",
                 )
         out["content"] = "\n".join(texts)
         if images:
             out["images"] = images
     else:
-        raise InvalidRequest(
-            f"`{where}.content` must be a string or an array of parts", param=f"{where}.content"
-        )
+        where = f"messages[{index}].content"
+        raise InvalidRequest(f"`{where}` must be a string or an array of parts", param=where)
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
-        out["tool_calls"] = [_native_call(call, tool_names, f"{where}.tool_calls") for call in calls]
+        out["tool_calls"] = [_native_call(call, tool_names, index) for call in calls]
     if role == "tool":
         call_id = message.get("tool_call_id")
         name = tool_names.get(call_id) if isinstance(call_id, str) else None
@@ -243,23 +241,26 @@ def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, 
     return out
 
 
-def _image(image_url: Any, where: str) -> str:
+def _image(image_url: Any, index: int, number: int) -> str:
     url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
+    if isinstance(url, str) and url.startswith("data:"):
+        header, comma, data = url.partition(",")
+        if comma and header.endswith(";base64"):
+            return data
+    where = f"messages[{index}].content[{number}].image_url"
     if not isinstance(url, str):
         raise InvalidRequest(f"`{where}` needs a url", param=where)
     if not url.startswith("data:"):
         raise CannotServe(
             "Ollama models take images as data: URLs only; remote image URLs are not fetched", param=where
         )
-    header, comma, data = url.partition(",")
-    if not comma or not header.endswith(";base64"):
-        raise CannotServe("Ollama takes base64-encoded image data: URLs only", param=where)
-    return data
+    raise CannotServe("Ollama takes base64-encoded image data: URLs only", param=where)
 
 
-def _native_call(call: Any, tool_names: dict[str, str], where: str) -> dict[str, Any]:
+def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str, Any]:
     function = call.get("function") if isinstance(call, Mapping) else None
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        where = f"messages[{index}].tool_calls"
         raise InvalidRequest(f"`{where}` need a function name", param=where)
     name = function["name"]
     arguments = function.get("arguments")
@@ -269,7 +270,7 @@ def _native_call(call: Any, tool_names: dict[str, str], where: str) -> dict[str,
         except orjson.JSONDecodeError:
             raise CannotServe(
                 f"Ollama takes tool call arguments as JSON objects; those of {name!r} are not JSON",
-                param=where,
+                param=f"messages[{index}].tool_calls",
             ) from None
     call_id = call.get("id")
     if isinstance(call_id, str):
