@@ -240,11 +240,13 @@ def test_top_level_ollama_options_reach_ollama_and_never_a_cloud_fallback(
     }
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic, about LiteLLM's own TypedDicts
 def test_litellm_sends_ollama_options_at_the_top_level_and_they_reach_options(
     gateway: Served, box: FakeOllama, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from GitHub at import
-    litellm = pytest.importorskip("litellm")
+    import litellm  # a dev dependency; imported here, after the environment is set
+
     answer = litellm.completion(
         model="openai/e2e/local",
         api_base=f"{gateway.url}/v1",
@@ -267,3 +269,29 @@ def test_litellm_sends_ollama_options_at_the_top_level_and_they_reach_options(
         "seed": 7,
         "num_predict": 50,
     }
+
+
+def test_dropped_fields_are_named_in_a_header(gateway: Served, fakes: Fakes, box: FakeOllama) -> None:
+    sdk = client(gateway)
+    extra = {"chat_template_kwargs": {"enable_thinking": False}, "bad\r\nname": 1}
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="e2e/local", messages=HI, store=True, user="u-1", temperature=0.5, extra_body=extra
+    )
+    assert raw.headers["x-interlock-dropped"] == "store, user, chat_template_kwargs, +1 more"
+    with sdk.chat.completions.with_streaming_response.create(
+        model="e2e/local", messages=HI, metadata={"team": "a"}, stream=True
+    ) as streamed:
+        assert streamed.headers["x-interlock-dropped"] == "metadata"
+    raw = sdk.chat.completions.with_raw_response.create(model="e2e/local", messages=HI, temperature=0.5)
+    assert "x-interlock-dropped" not in raw.headers
+    native = {"keep_alive": "5m", "top_k": 3, "options": {"num_ctx": 4096}}
+    raw = sdk.chat.completions.with_raw_response.create(model="e2e/native", messages=HI, extra_body=native)
+    assert (raw.headers["x-interlock-resolved"], raw.headers["x-interlock-dropped"]) == (
+        "bravo/b-native",
+        "keep_alive, top_k, options.num_ctx",
+    )
+    raw = sdk.embeddings.with_raw_response.create(model="e2e/embed", input="a b", user="u-1")
+    assert (raw.headers["x-interlock-resolved"], raw.headers["x-interlock-dropped"]) == (
+        "box/nomic-embed-text",
+        "user",
+    )

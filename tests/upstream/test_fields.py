@@ -17,6 +17,7 @@ from openai.types.chat import completion_create_params
 from interlock.runtime.errors import CannotServe
 from interlock.runtime.upstream.fields import (
     CHAT_FIELDS,
+    DROPS,
     EMBEDDING_FIELDS,
     NATIVE_FIELDS,
     OLLAMA_OPTION_FIELDS,
@@ -141,6 +142,8 @@ def _check(
 ) -> None:
     handling: Handling = getattr(row, kind)
     body = {**base, **example.extra, row.name: example.value}
+    said = DROPS[kind, "chat" if send is chat else "embeddings"].of(body)  # X-Interlock-Dropped
+    assert (row.name in said) is (handling is Handling.DROPPED)
     if handling is Handling.REFUSED:
         with pytest.raises(CannotServe) as info:
             send(endpoint(kind, fake.base_url if isinstance(fake, FakeOpenAI) else fake.url), model, body)

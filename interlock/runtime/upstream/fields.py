@@ -18,8 +18,10 @@ Handling (how a field reaches an upstream of that kind):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class Handling(StrEnum):
@@ -72,6 +74,17 @@ OLLAMA_OPTION_FIELDS = (
     "num_thread",
     "use_mmap",
     "numa",
+)
+
+# keys of an Ollama ``options`` object that an OpenAI-compatible upstream gets at the top level
+OPENAI_OPTIONS = (
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "frequency_penalty",
+    "presence_penalty",
+    "num_predict",
 )
 
 CHAT_FIELDS: tuple[Field, ...] = (
@@ -141,3 +154,42 @@ EMBEDDING_FIELDS: tuple[Field, ...] = (
 OPENAI_STRIPPED = frozenset(
     f.name for f in NATIVE_FIELDS if f.openai in (Handling.DROPPED, Handling.TRANSLATED)
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Drops:
+    """Which top-level fields of a request one kind of upstream never gets, for ``X-Interlock-Dropped``.
+
+    ``carried`` set: every other field is dropped (the Ollama adapter builds its request anew, so a
+    field it does not know is not sent); else the fields in ``dropped`` are (the OpenAI-compatible
+    adapter passes what it does not know).
+    """
+
+    carried: frozenset[str] | None = None
+    dropped: frozenset[str] = frozenset()
+    options_kept: frozenset[str] | None = None  # set: other keys of ``options`` are dropped too
+
+    def of(self, body: Mapping[str, Any]) -> list[str]:
+        if self.carried is not None:
+            return [key for key, value in body.items() if key not in self.carried and value is not None]
+        out = [key for key, value in body.items() if key in self.dropped and value is not None]
+        options = body.get("options")
+        if self.options_kept is not None and isinstance(options, Mapping):
+            out.extend(f"options.{key}" for key in options if key not in self.options_kept)
+        return out
+
+
+def _carried(rows: tuple[Field, ...]) -> frozenset[str]:
+    return frozenset(row.name for row in rows if row.ollama is not Handling.DROPPED)
+
+
+# (upstream kind, endpoint) -> its Drops; built once
+DROPS: dict[tuple[str, str], Drops] = {
+    ("openai", "chat"): Drops(
+        dropped=frozenset(f.name for f in NATIVE_FIELDS if f.openai is Handling.DROPPED),
+        options_kept=frozenset(OPENAI_OPTIONS),
+    ),
+    ("openai", "embeddings"): Drops(dropped=OPENAI_STRIPPED),
+    ("ollama", "chat"): Drops(carried=_carried(CHAT_FIELDS + NATIVE_FIELDS)),
+    ("ollama", "embeddings"): Drops(carried=_carried(EMBEDDING_FIELDS)),
+}

@@ -25,25 +25,28 @@ from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.upstream.failures import credentials, error_for_object
-from interlock.runtime.upstream.fields import OPENAI_STRIPPED
+from interlock.runtime.upstream.fields import OPENAI_OPTIONS, OPENAI_STRIPPED
 
 _DONE = b"[DONE]"
-_LIFTED_OPTIONS = ("temperature", "top_p", "seed", "stop", "frequency_penalty", "presence_penalty")
 
 
-def _payload(body: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """The caller's body for an OpenAI-compatible upstream: ``model`` replaced, native fields translated."""
+def _payload(body: Mapping[str, Any], model: str, *, chat: bool = True) -> dict[str, Any]:
+    """The caller's body for an OpenAI-compatible upstream: ``model`` replaced, native fields translated
+    (chat) or dropped (embeddings)."""
     payload = dict(body)
     payload["model"] = model
     if not OPENAI_STRIPPED.isdisjoint(payload):
-        _translate_native(payload)
+        if chat:
+            _translate_native(payload)
+        for key in OPENAI_STRIPPED:
+            payload.pop(key, None)
     return payload
 
 
 def _translate_native(payload: dict[str, Any]) -> None:
     options = payload.get("options")
     options = options if isinstance(options, Mapping) else {}
-    for key in _LIFTED_OPTIONS:
+    for key in OPENAI_OPTIONS[:-1]:  # num_predict: below
         if payload.get(key) is None and options.get(key) is not None:
             payload[key] = options[key]
     limit = payload.get("num_predict", options.get("num_predict"))
@@ -63,8 +66,6 @@ def _translate_native(payload: dict[str, Any]) -> None:
                 "type": "json_schema",
                 "json_schema": {"name": "response", "schema": native_format},
             }
-    for key in OPENAI_STRIPPED:
-        payload.pop(key, None)
 
 
 class SSEDecoder:
@@ -145,7 +146,7 @@ class OpenAIAdapter(Adapter):
         )
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        payload = _payload(body, model)
+        payload = _payload(body, model, chat=False)
         answer = await request_json(self._client, endpoint, "POST", "/embeddings", orjson.dumps(payload))
         return _checked(answer, "data", endpoint)
 
