@@ -85,13 +85,13 @@ class Router:
         self.metrics = metrics
 
     async def chat(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, keep_lease=False)
+        return await self._walk(target, body, _chat, "chat", keep_lease=False)
 
     async def chat_stream(self, target: Target, body: Mapping[str, Any]) -> Answered[ChatStream]:
-        return await self._walk(target, body, _stream, keep_lease=True)
+        return await self._walk(target, body, _stream, "chat", keep_lease=True)
 
     async def embed(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, keep_lease=False)
+        return await self._walk(target, body, _embed, "embeddings", keep_lease=False)
 
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
@@ -109,7 +109,7 @@ class Router:
         return reason
 
     async def _walk(
-        self, target: Target, body: Mapping[str, Any], call: Call[T], *, keep_lease: bool
+        self, target: Target, body: Mapping[str, Any], call: Call[T], operation: str, *, keep_lease: bool
     ) -> Answered[T]:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
@@ -118,6 +118,10 @@ class Router:
         attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
+            refusal = self.adapters[candidate.kind].refusal(operation, body)
+            if refusal is not None:  # before the guards: no slot is queued for
+                self._cannot_serve(candidates, index, refusal, refusals, summary)
+                continue
             admission = Admission(candidate, candidate.routes)
             reason: str | None = None
             try:
@@ -144,12 +148,10 @@ class Router:
             started = time.perf_counter()
             try:
                 result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
-            except CannotServe as exc:
+            except CannotServe as exc:  # what ``refusal`` could not see cheaply
                 admission.release()
                 attempted -= 1  # nothing was sent
-                refusals.append((candidate, exc))
-                summary.append(f"{candidate.id}: cannot serve ({exc.message})")
-                self._fell_back(candidates, index, exc.reason)
+                self._cannot_serve(candidates, index, exc, refusals, summary)
                 continue
             except TransientError as exc:
                 admission.release()
@@ -184,6 +186,19 @@ class Router:
             f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
             + "; ".join(summary)
         )
+
+    def _cannot_serve(
+        self,
+        candidates: tuple[Candidate, ...],
+        index: int,
+        refusal: CannotServe,
+        refusals: list[tuple[Candidate, CannotServe]],
+        summary: list[str],
+    ) -> None:
+        """A candidate refused in translation: noted for the summary, counted as a fallback, no health."""
+        refusals.append((candidates[index], refusal))
+        summary.append(f"{candidates[index].id}: cannot serve ({refusal.message})")
+        self._fell_back(candidates, index, refusal.reason)
 
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"

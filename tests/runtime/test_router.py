@@ -344,3 +344,20 @@ def test_refusals_beside_failures_are_a_503_whose_summary_says_why(basic_plan: R
         )
         == 1
     )
+
+
+def test_a_refusal_is_known_before_the_guards_so_no_slot_is_queued_for(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"c1": OK})
+    refusal = CannotServe("Ollama answers one choice per request; `n` is 2", param="n")
+    rig.router.adapters = {"openai": rig.adapter, "ollama": ScriptedAdapter({}, refuse=refusal)}
+    pool = rig.slots.pools["box1"]
+    held = pool.try_acquire("m1", 1)  # the worker is full: queueing would wait, then answer 429
+    assert held is not None
+    try:
+        assert rig.chat().candidate.id == "cloud/c1"
+    finally:
+        held.release()
+    assert rig.called() == ["c1"]
+    assert rig.sample("interlock_slot_wait_seconds_count", worker="box1") in (None, 0)
+    fallback = {"from_candidate": "local/m1", "to_candidate": "cloud/c1", "reason": "unsupported_n"}
+    assert rig.sample("interlock_fallback_total", **fallback) == 1

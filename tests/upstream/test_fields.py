@@ -15,6 +15,7 @@ from openai.types import embedding_create_params
 from openai.types.chat import completion_create_params
 
 from interlock.runtime.errors import CannotServe
+from interlock.runtime.upstream import ollama_wire
 from interlock.runtime.upstream.fields import (
     CHAT_FIELDS,
     DROPS,
@@ -142,8 +143,11 @@ def _check(
 ) -> None:
     handling: Handling = getattr(row, kind)
     body = {**base, **example.extra, row.name: example.value}
-    said = DROPS[kind, "chat" if send is chat else "embeddings"].of(body)  # X-Interlock-Dropped
+    operation = "chat" if send is chat else "embeddings"
+    said = DROPS[kind, operation].of(body)  # X-Interlock-Dropped
     assert (row.name in said) is (handling is Handling.DROPPED)
+    early = ollama_wire.refusal(operation, body) if kind == "ollama" else None  # the router's pre-check
+    assert (early.param if early else None) == (row.name if handling is Handling.REFUSED else None)
     if handling is Handling.REFUSED:
         with pytest.raises(CannotServe) as info:
             send(endpoint(kind, fake.base_url if isinstance(fake, FakeOpenAI) else fake.url), model, body)

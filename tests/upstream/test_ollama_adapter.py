@@ -395,3 +395,27 @@ def test_top_level_ollama_options_go_into_options(ollama_fake: FakeOllama) -> No
         "seed": 4,
     }
     assert not {"top_k", "min_p", "repeat_penalty", "num_ctx", "seed"} & set(sent)
+
+
+def test_the_routers_early_look_finds_what_the_translation_refuses() -> None:
+    remote = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    refused = [
+        (
+            "chat",
+            {**HI, "messages": [{"role": "user", "content": [remote]}]},
+            "messages[0].content[0].image_url",
+        ),
+        (
+            "chat",
+            {**HI, "messages": [{"role": "user", "content": [{"type": "input_audio"}]}]},
+            "messages[0].content[0]",
+        ),
+        ("chat", {**HI, "tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
+        ("embeddings", {"input": [[1, 2]]}, "input"),
+    ]
+    for operation, body, param in refused:
+        early = ollama_wire.refusal(operation, body)
+        assert early is not None
+        assert early.param == param
+    for operation, body in [("chat", HI), ("chat", {"messages": [7]}), ("embeddings", {"input": 7})]:
+        assert ollama_wire.refusal(operation, body) is None  # fine, or malformed: the call answers that

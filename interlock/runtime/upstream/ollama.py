@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import MalformedResponse
+from interlock.runtime.errors import CannotServe, MalformedResponse
 from interlock.runtime.upstream import ollama_wire
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
@@ -42,6 +42,9 @@ class OllamaAdapter(Adapter):
         payload = orjson.dumps(ollama_wire.embed_request(body, model))
         answer = await request_json(self._client, endpoint, "POST", "/api/embed", payload)
         return ollama_wire.embeddings(answer, model, body.get("encoding_format"))
+
+    def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+        return ollama_wire.refusal(operation, body)
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)

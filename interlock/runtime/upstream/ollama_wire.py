@@ -96,8 +96,32 @@ _REFUSALS: dict[str, Callable[[Any], str | None]] = {
 # ----- requests -----
 
 
-def chat_request(body: Mapping[str, Any], model: str, stream: bool) -> dict[str, Any]:
-    """An OpenAI chat request as an Ollama /api/chat request; raises CannotServe or InvalidRequest."""
+def refusal(operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+    """Why Ollama cannot carry this request (``operation``: chat | embeddings), or None, found without
+    translating: the router asks before a candidate's guards, so it never queues for a slot it will not
+    use. The translation raises the same refusals (and, rarely, one this misses: tool call arguments
+    that are not JSON); a malformed request is left to it (None here)."""
+    try:
+        if operation == "embeddings":
+            _embedding_inputs(body.get("input"))
+            return None
+        _lift_options(body)
+        _tools(body.get("tools"), body.get("tool_choice"))
+        messages = body.get("messages")
+        for index, message in enumerate(messages if isinstance(messages, list) else ()):
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list):
+                for number, part in enumerate(content):
+                    _part(part, index, number)
+    except CannotServe as exc:
+        return exc
+    except InvalidRequest:
+        return None
+    return None
+
+
+def _lift_options(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level fields that go into ``options``; raises CannotServe for a refused field."""
     lifted: dict[str, Any] = {}
     for key, value in body.items():
         if value is None:
@@ -111,6 +135,12 @@ def chat_request(body: Mapping[str, Any], model: str, stream: bool) -> dict[str,
             refusal = check(value)
             if refusal is not None:
                 raise CannotServe(refusal, param=key)
+    return lifted
+
+
+def chat_request(body: Mapping[str, Any], model: str, stream: bool) -> dict[str, Any]:
+    """An OpenAI chat request as an Ollama /api/chat request; raises CannotServe or InvalidRequest."""
+    lifted = _lift_options(body)
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise InvalidRequest("`messages` must be an array", param="messages")
@@ -213,16 +243,11 @@ def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, 
         texts: list[str] = []
         images: list[str] = []
         for number, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, Mapping) else None
-            if kind == "text":
-                texts.append(str(part.get("text", "")))
-            elif kind == "image_url":
-                images.append(_image(part.get("image_url"), index, number))
+            text, image = _part(part, index, number)
+            if image is None:
+                texts.append(text)
             else:
-                raise CannotServe(
-                    f"content part type {kind!r} is not supported by Ollama",
-                    param=f"messages[{index}].content[{number}]",
-                )
+                images.append(image)
         out["content"] = "\n".join(texts)
         if images:
             out["images"] = images
@@ -239,6 +264,18 @@ def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, 
         if isinstance(name, str):
             out["tool_name"] = name
     return out
+
+
+def _part(part: Any, index: int, number: int) -> tuple[str, str | None]:
+    """One content part: ``(text, None)`` or ``("", image base64)``; raises for other part types."""
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if kind == "text":
+        return str(part.get("text", "")), None
+    if kind == "image_url":
+        return "", _image(part.get("image_url"), index, number)
+    raise CannotServe(
+        f"content part type {kind!r} is not supported by Ollama", param=f"messages[{index}].content[{number}]"
+    )
 
 
 def _image(image_url: Any, index: int, number: int) -> str:
@@ -278,13 +315,16 @@ def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str,
     return {"function": {"name": name, "arguments": arguments if arguments is not None else {}}}
 
 
-def embed_request(body: Mapping[str, Any], model: str) -> dict[str, Any]:
-    inputs = body.get("input")
+def _embedding_inputs(inputs: Any) -> str | list[str]:
     if isinstance(inputs, list) and any(not isinstance(item, str) for item in inputs):
         raise CannotServe("Ollama embeddings take strings only, not token arrays", param="input")
     if not isinstance(inputs, str | list):
         raise InvalidRequest("`input` must be a string or an array of strings", param="input")
-    out: dict[str, Any] = {"model": model, "input": inputs}
+    return inputs
+
+
+def embed_request(body: Mapping[str, Any], model: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": model, "input": _embedding_inputs(body.get("input"))}
     if body.get("dimensions") is not None:
         out["dimensions"] = body["dimensions"]
     return out
