@@ -1,8 +1,9 @@
 """CPU per request of the request translation at the provider border, beside another revision's.
 
-Builds the upstream request for a few typical bodies (Ollama: ``ollama_wire.chat_request``;
-OpenAI-compatible: the body copy with ``model`` replaced and Ollama-native fields stripped) and prints
-µs per call for this checkout and for ``--against`` (a git revision, default ``main``), with their ratio.
+Builds the upstream request for a few typical bodies (Ollama: the router's early ``refusal`` look, then
+``ollama_wire.chat_request``; OpenAI-compatible: the body copy with ``model`` replaced and Ollama-native
+fields stripped) and prints µs per call for this checkout and for ``--against`` (a git revision,
+default ``main``), with their ratio.
 
     .venv/bin/python bench/translation.py [--against main] [--calls 50000]
 """
@@ -39,6 +40,13 @@ def _reference(revision: str, name: str) -> types.ModuleType | None:
     module = types.ModuleType(f"reference_{name}")
     exec(compile(shown.stdout, f"{revision}:{path}", "exec"), module.__dict__)
     return module
+
+
+def _ollama(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What this checkout does per request for an Ollama candidate: the router's early look, then
+    the translation."""
+    ollama_wire.refusal("chat", body)
+    return ollama_wire.chat_request(body, "llama3.2:3b", False)
 
 
 def _openai_payload(module: types.ModuleType) -> Callable[[Mapping[str, Any], str], dict[str, Any]]:
@@ -82,7 +90,7 @@ def main() -> None:
         for kind, here, there in (
             (
                 "ollama",
-                lambda b=body: ollama_wire.chat_request(b, "llama3.2:3b", False),
+                lambda b=body: _ollama(b),
                 lambda b=body: ref_wire.chat_request(b, "llama3.2:3b", False),
             ),
             (

@@ -38,8 +38,8 @@ def _payload(body: Mapping[str, Any], model: str, *, chat: bool = True) -> dict[
     if not OPENAI_STRIPPED.isdisjoint(payload):
         if chat:
             _translate_native(payload)
-        for key in OPENAI_STRIPPED:
-            payload.pop(key, None)
+        for key in OPENAI_STRIPPED.intersection(payload):
+            del payload[key]
     return payload
 
 
