@@ -200,10 +200,10 @@ def test_every_sdk_request_field_has_a_row_and_an_example() -> None:
     assert {row.name for row in EMBEDDING_FIELDS} == set(EMBED_EXAMPLES)
 
 
-def _docs_rows(heading: str) -> list[tuple[str, str, str]]:
+def _docs_rows(heading: str) -> list[tuple[str, str, str, str]]:
     text = DOCS.read_text()
     section = text.split(heading, 1)[1].split("\n#", 1)[0]
-    return re.findall(r"^\| `([a-z_]+)` \| (\w+) \| (\w+) \|", section, re.MULTILINE)
+    return re.findall(r"^\| `([a-z_]+)` \| (\w+) \| (\w+) \| (.*) \|$", section, re.MULTILINE)
 
 
 @pytest.mark.parametrize(
@@ -215,4 +215,4 @@ def _docs_rows(heading: str) -> list[tuple[str, str, str]]:
     ],
 )
 def test_the_docs_table_matches_the_code(heading: str, rows: tuple[Field, ...]) -> None:
-    assert _docs_rows(heading) == [(row.name, row.openai.value, row.ollama.value) for row in rows]
+    assert _docs_rows(heading) == [(row.name, row.openai.value, row.ollama.value, row.note) for row in rows]

@@ -108,7 +108,7 @@ CHAT_FIELDS: tuple[Field, ...] = (
     Field("prompt_cache_key", P, D, "a cache routing hint"),
     Field("prompt_cache_options", P, D, "a cache hint"),
     Field("prompt_cache_retention", P, D, "a cache hint"),
-    Field("reasoning_effort", P, G, "-> `think`; sent only to thinking models (capability guard)"),
+    Field("reasoning_effort", P, G, "-> `think`; whether a model gets it: the capability guard's"),
     Field("response_format", P, T, '`json_object` -> `format: "json"`, `json_schema` -> `format: <schema>`'),
     Field("safety_identifier", P, D, "an abuse-tracking id"),
     Field("seed", P, T, "`options.seed`"),
@@ -131,9 +131,9 @@ CHAT_FIELDS: tuple[Field, ...] = (
 NATIVE_FIELDS: tuple[Field, ...] = (
     Field("options", T, P, "OpenAI: sampling keys and num_predict lifted, the rest dropped"),
     Field("keep_alive", D, P, "how long Ollama keeps the model loaded"),
-    Field("think", D, G, "passed to thinking models (capability guard)"),
+    Field("think", D, G, "passed; whether a model gets it: the capability guard's"),
     Field("format", T, P, 'OpenAI: `"json"` -> `response_format` json_object, a schema -> json_schema'),
-    Field("num_ctx", D, G, "-> `options.num_ctx`, within the plan's context limits (context guard)"),
+    Field("num_ctx", D, G, "-> `options.num_ctx`; held within the plan's context sizes: the context guard's"),
     Field("num_predict", T, T, "OpenAI: `max_tokens`; Ollama: `options.num_predict`"),
     *(
         Field(name, D, T, f"`options.{name}`")
@@ -143,7 +143,7 @@ NATIVE_FIELDS: tuple[Field, ...] = (
 )
 
 EMBEDDING_FIELDS: tuple[Field, ...] = (
-    Field("dimensions", P, P, ""),
+    Field("dimensions", P, P, "Ollama's `/api/embed` takes it too"),
     Field("encoding_format", P, E, "`base64`: float32s packed by the gateway"),
     Field("input", P, T, "a string or strings; token arrays refused"),
     Field("model", T, T, "replaced by the candidate's model"),

@@ -58,12 +58,18 @@ def _call_id() -> str:
 # ----- refusals: fields whose value asks for what Ollama cannot do -----
 
 
+def _shown(value: Any) -> str:
+    """A caller's value inside a refusal: ``repr``, cut to 40 characters (messages stay short)."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def _refuse_set(what: str) -> Callable[[Any], str | None]:
     return lambda value: what if value else None
 
 
 def _refuse_n(value: Any) -> str | None:
-    return None if value == 1 else f"Ollama answers one choice per request; `n` is {value}"
+    return None if value == 1 else f"Ollama answers one choice per request; `n` is {_shown(value)}"
 
 
 def _refuse_modalities(value: Any) -> str | None:
@@ -73,7 +79,7 @@ def _refuse_modalities(value: Any) -> str | None:
 
 
 def _refuse_verbosity(value: Any) -> str | None:
-    return None if value == "medium" else f"Ollama cannot set `verbosity` {value!r}"
+    return None if value == "medium" else f"Ollama cannot set `verbosity` {_shown(value)}"
 
 
 _REFUSALS: dict[str, Callable[[Any], str | None]] = {
@@ -204,7 +210,7 @@ def _tools(tools: Any, choice: Any) -> list[Any] | None:
         kind = tool.get("type", "function") if isinstance(tool, Mapping) else None
         if kind != "function" or _tool_name(tool) is None:
             raise CannotServe(
-                f"Ollama takes function tools only, not {kind!r} tools", param=f"tools[{index}]"
+                f"Ollama takes function tools only, not {_shown(kind)} tools", param=f"tools[{index}]"
             )
     if choice is None or choice == "auto":
         return tools
@@ -224,7 +230,9 @@ def _tools(tools: Any, choice: Any) -> list[Any] | None:
         listed = allowed.get("tools")
         names = {_tool_name(tool) for tool in listed} if isinstance(listed, list) else set()
     else:
-        raise CannotServe(f"Ollama has no counterpart for `tool_choice` {choice!r}", param="tool_choice")
+        raise CannotServe(
+            f"Ollama has no counterpart for `tool_choice` {_shown(choice)}", param="tool_choice"
+        )
     chosen = [tool for tool in tools if _tool_name(tool) in names]
     if not chosen:
         raise InvalidRequest("`tool_choice` names no function that is in `tools`", param="tool_choice")
@@ -274,7 +282,8 @@ def _part(part: Any, index: int, number: int) -> tuple[str, str | None]:
     if kind == "image_url":
         return "", _image(part.get("image_url"), index, number)
     raise CannotServe(
-        f"content part type {kind!r} is not supported by Ollama", param=f"messages[{index}].content[{number}]"
+        f"content part type {_shown(kind)} is not supported by Ollama",
+        param=f"messages[{index}].content[{number}]",
     )
 
 
