@@ -51,14 +51,18 @@ class FakeOpenAI(FakeServer):
         models: Sequence[str] | None = None,
         reply: Reply | None = None,
         embedding_dimensions: int = 8,
+        strict: bool = False,
         record: bool = True,
         port: int = 0,
     ) -> None:
-        """``models=None`` accepts any model name (and lists ``fake-model``); a list is enforced (404)."""
+        """``models=None`` accepts any model name (and lists ``fake-model``); a list is enforced (404).
+        ``strict``: a field OpenAI's API does not define answers 400, as OpenAI itself does."""
         super().__init__(name=name, reply=reply, record=record, port=port)
         self.api_key = api_key
         self.models = tuple(models) if models is not None else None
         self.embedding_dimensions = embedding_dimensions
+        self.strict = strict
+        self._known = _known_fields() if strict else None
 
     @property
     def base_url(self) -> str:
@@ -109,8 +113,17 @@ class FakeOpenAI(FakeServer):
         data = [{"id": n, "object": "model", "created": 1700000000, "owned_by": self.name} for n in names]
         return JsonAnswer({"object": "list", "data": data})
 
+    def _unknown_field(self, incoming: Incoming, route: str) -> ErrorAnswer | None:
+        if self._known is None or not isinstance(incoming.body, dict):
+            return None
+        for name in incoming.body:
+            if name not in self._known[route]:
+                return ErrorAnswer(400, f"Unrecognized request argument supplied: {name}")
+        return None
+
     def _chat(self, incoming: Incoming) -> Answer:
         error = self._refused(incoming) or self._unknown_model(incoming.model)
+        error = error or self._unknown_field(incoming, "chat")
         if error is not None:
             return error
         body: dict[str, Any] = incoming.body
@@ -207,6 +220,7 @@ class FakeOpenAI(FakeServer):
 
     def _embeddings(self, incoming: Incoming) -> Answer:
         error = self._refused(incoming) or self._unknown_model(incoming.model)
+        error = error or self._unknown_field(incoming, "embeddings")
         if error is not None:
             return error
         body: dict[str, Any] = incoming.body
@@ -232,6 +246,17 @@ class FakeOpenAI(FakeServer):
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
         )
+
+
+def _known_fields() -> dict[str, frozenset[str]]:
+    """The request fields OpenAI's API defines, as its SDK declares them (imported only when strict)."""
+    from openai.types import embedding_create_params
+    from openai.types.chat import completion_create_params
+
+    return {
+        "chat": frozenset(completion_create_params.CompletionCreateParamsStreaming.__annotations__),
+        "embeddings": frozenset(embedding_create_params.EmbeddingCreateParams.__annotations__),
+    }
 
 
 def _embedding_inputs(inputs: Any) -> list[str] | None:
@@ -269,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             api_key=args.api_key,
             models=models,
             reply=args.reply,
+            strict=args.strict,
             record=not args.no_record,
             port=args.port,
         )
@@ -279,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _extra_args(parser: Any) -> None:
     parser.add_argument("--api-key", default=None, help="demand `Authorization: Bearer <key>`")
     parser.add_argument("--models", default=None, help="comma-separated model names to accept (default: any)")
+    parser.add_argument("--strict", action="store_true", help="answer 400 to fields OpenAI does not define")
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ def fakes() -> Iterator[Fakes]:
         gone=FakeOllama(name="gone").start(),
         box=FakeOllama(name="box").start(),
         alpha=FakeOpenAI(name="alpha", api_key=ALPHA_KEY).start(),
-        bravo=FakeOpenAI(name="bravo").start(),
+        bravo=FakeOpenAI(name="bravo", strict=True).start(),  # 400 to fields OpenAI does not define
         hang=FakeOpenAI(name="hang").start(),
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
         slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),

@@ -304,3 +304,15 @@ def test_openai_fake_honours_n_and_token_array_embeddings() -> None:
             assert answer["usage"]["prompt_tokens"] == 3
         status, _, _ = _call(fake.base_url + "/embeddings", {"model": "e", "input": [[1], "a"]})
         assert status == 400
+
+
+def test_a_strict_openai_fake_refuses_fields_openai_does_not_define() -> None:
+    with FakeOpenAI(strict=True) as fake:
+        status, body, _ = _call(fake.base_url + "/chat/completions", {**HI, "top_k": 5})
+        assert (status, orjson.loads(body)["error"]["message"]) == (
+            400,
+            "Unrecognized request argument supplied: top_k",
+        )
+        status, _, _ = _call(fake.base_url + "/embeddings", {"model": "e", "input": "a", "keep_alive": "5m"})
+        assert status == 400
+        assert _call(fake.base_url + "/chat/completions", {**HI, "n": 2, "store": True})[0] == 200
