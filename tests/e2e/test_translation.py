@@ -92,6 +92,10 @@ def test_n_on_ollama_falls_back_to_a_candidate_that_honours_it(
     assert marks.untouched()
     reason = "unsupported_n"
     assert gateway.metric("interlock_fallback_total", from_candidate="box/llama3.2:3b", reason=reason) == 1
+    with client(gateway).chat.completions.create(model="e2e/n", messages=HI, n=2, stream=True) as stream:
+        finished = [c.choices[0].index for c in stream if c.choices and c.choices[0].finish_reason]
+    assert finished == [0, 1]
+    assert chats(box) == []
 
 
 def test_n_where_no_candidate_can_serve_it_is_400_naming_the_parameter(
