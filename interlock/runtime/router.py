@@ -1,12 +1,13 @@
 """The fallback walk: try a target's candidates in order until one answers.
 
-For each candidate the guards run first (a skip costs no network time); then ``attempt`` calls the
-adapter with the caller's unchanged request and classifies the outcome by error class alone:
+For each candidate the adapter first says whether it can carry the request at all (``refusal``: a
+cheap look at the body), then the guards run (a skip costs no network time); then the adapter is
+called with the caller's unchanged request and the outcome is classified by error class alone:
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
 - ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once;
-- ``CannotServe`` (the adapter's translation refused, nothing was sent) -> next candidate with the
+- ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
   reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``.
 
 Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies);
