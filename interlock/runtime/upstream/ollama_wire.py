@@ -87,7 +87,7 @@ _REFUSALS: dict[str, Callable[[Any], str | None]] = {
     "function_call": _refuse_set(
         "the deprecated `function_call` is not translated for Ollama; use `tool_choice`"
     ),
-    "functions": _refuse_set("the deprecated `functions` are not translated for Ollama"),
+    "functions": _refuse_set("the deprecated `functions` are not translated for Ollama; use `tools`"),
     "logit_bias": _refuse_set("Ollama has no `logit_bias`"),
     "logprobs": _refuse_set("Ollama's chat answers carry no `logprobs`"),
     "modalities": _refuse_modalities,
