@@ -419,3 +419,16 @@ def test_the_routers_early_look_finds_what_the_translation_refuses() -> None:
         assert early.param == param
     for operation, body in [("chat", HI), ("chat", {"messages": [7]}), ("embeddings", {"input": 7})]:
         assert ollama_wire.refusal(operation, body) is None  # fine, or malformed: the call answers that
+
+
+def test_an_assistants_refusal_part_is_its_text(ollama_fake: FakeOllama) -> None:
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}
+    chat(
+        endpoint("ollama", ollama_fake.url),
+        TOOL_MODEL,
+        {"messages": [*HI["messages"], refused, *HI["messages"]]},
+    )
+    assert ollama_fake.requests[0].body["messages"][1] == {
+        "role": "assistant",
+        "content": "I can't help with that.",
+    }

@@ -9,7 +9,8 @@ of refusal, both raised before anything is sent:
 - ``InvalidRequest``: the request is malformed for any upstream (a message that is not an object).
 
 Decisions worth knowing:
-- Text parts of one message are joined with a newline into its ``content``.
+- Text parts (and an assistant's ``refusal`` parts) of one message are joined with a newline into its
+  ``content``.
 - Tool call arguments travel as JSON strings in OpenAI and as objects in Ollama; ids are generated
   (``call_<hex>``) when Ollama gives none. A tool message gets ``tool_name`` from the matching call.
 - ``tool_choice``: ``none`` sends no tools, a named function (or ``allowed_tools`` in ``auto`` mode) sends
@@ -279,6 +280,8 @@ def _part(part: Any, index: int, number: int) -> tuple[str, str | None]:
     kind = part.get("type") if isinstance(part, Mapping) else None
     if kind == "text":
         return str(part.get("text", "")), None
+    if kind == "refusal":  # an assistant turn replayed: its refusal was its text
+        return str(part.get("refusal", "")), None
     if kind == "image_url":
         return "", _image(part.get("image_url"), index, number)
     raise CannotServe(
