@@ -52,7 +52,14 @@ class PlanLoader:
         self.is_config = _is_config(path)
 
     def __call__(self) -> RuntimePlan:
-        data = self.compile(None) if self.is_config else read_plan_file(self.path)
+        return self.load(self.read())
+
+    def read(self) -> dict[str, Any]:
+        """The plan's JSON data: the file read, or the configuration compiled (a reload runs this in a
+        child process: ``runtime.reload``)."""
+        return self.compile(None) if self.is_config else read_plan_file(self.path)
+
+    def load(self, data: dict[str, Any]) -> RuntimePlan:
         return load_plan(data, self.env, origin=self.path)
 
     def compile(self, diagnostics: Any) -> dict[str, Any]:

@@ -31,6 +31,11 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "direct_models": ctx.server.direct_models == "allow",
             "resolved_header": ctx.server.resolved_header,
             "max_body_bytes": ctx.server.max_body_bytes,
+            "header_timeout_ms": ctx.server.header_timeout,
+            "body_timeout_ms": ctx.server.body_timeout,
+            "max_connections": ctx.server.max_connections,
+            "max_upstream_body_bytes": ctx.server.max_upstream_body_bytes,
+            "max_stream_line_bytes": ctx.server.max_stream_line_bytes,
         },
         "health": {
             "probe_interval_ms": ctx.health.probe_interval,

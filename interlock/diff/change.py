@@ -87,6 +87,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("direct-models-allowed", _S, _R, "direct `provider/model` calls"),
     ("resolved-header-changed", _S, _B, "resolved-model header"),
     ("max-body-changed", _S, _C, "largest request body"),
+    ("server-limit-changed", _S, _C, "connection or upstream limit"),
     ("provider-added", _P, _R, "provider added"),
     ("provider-removed", _P, _R, "provider removed"),
     ("provider-kind-changed", _P, _R, "kind"),

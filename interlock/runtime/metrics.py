@@ -74,6 +74,21 @@ class CounterVec:
         return family
 
 
+class Gauge:
+    """One unlabelled gauge the event loop sets (``set`` is an assignment)."""
+
+    __slots__ = ("documentation", "name", "value")
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name, self.documentation, self.value = name, documentation, 0.0
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def family(self) -> Metric:
+        return GaugeMetricFamily(self.name, self.documentation, value=self.value)
+
+
 class HistogramVec:
     def __init__(
         self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
@@ -145,6 +160,13 @@ class Metrics:
         self.plan_reloads = CounterVec(
             "interlock_plan_reloads", "Plan reloads (SIGHUP), by result: loaded or refused.", ["result"]
         )
+        self.connections_closed = CounterVec(
+            "interlock_connections_closed",
+            "Client connections the gateway closed itself, by reason: header_timeout, body_timeout, "
+            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused).",
+            ["reason"],
+        )
+        self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
@@ -185,6 +207,8 @@ class Metrics:
             self.stream_aborted,
             self.client_disconnects,
             self.plan_reloads,
+            self.connections_closed,
+            self.connections_open,
             self.probes,
             self.request_seconds,
             self.upstream_seconds,

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from interlock.schema.durations import Duration
+from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
 CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
@@ -39,6 +40,33 @@ class ServerSection(_Section):
         "X-Interlock-Resolved", description="Response header naming the candidate that answered."
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, description="Largest accepted request body.")
+    header_timeout: Duration = Field(
+        10_000,
+        ge=1,
+        description="Longest a client may take to send a request's headers, counted from connecting "
+        "or from the end of the previous answer; the connection is closed after it.",
+    )
+    body_timeout: Duration = Field(
+        30_000,
+        ge=1,
+        description="Longest pause while a request body is arriving; the connection is closed after it.",
+    )
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Open client connections per worker process; past it, the oldest idle one is closed "
+        "(or the new one refused with 503 when none is idle).",
+    )
+    max_upstream_body_bytes: int = Field(
+        DEFAULT_MAX_UPSTREAM_BODY_BYTES,
+        ge=1,
+        description="Largest non-streamed answer read from an upstream.",
+    )
+    max_stream_line_bytes: int = Field(
+        DEFAULT_MAX_STREAM_LINE_BYTES,
+        ge=1,
+        description="Longest single line (SSE or NDJSON) of an upstream stream.",
+    )
 
 
 class HealthSection(_Section):
