@@ -107,6 +107,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("patterns-changed", _W, _C, "concurrency patterns"),
     ("context-limit-changed", _W, _C, "context limit"),
     ("queue-changed", _W, _C, "queue"),
+    ("telemetry-changed", _W, _C, "telemetry"),
     ("health-changed", _H, _C, "health"),
     ("capabilities-changed", _M, _R, "capabilities"),
     ("context-tokens-changed", _M, _C, "context window"),

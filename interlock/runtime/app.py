@@ -33,6 +33,7 @@ from interlock.runtime.surfaces.openai import (
     embeddings,
     method_not_allowed,
 )
+from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 
 log = logging.getLogger("interlock")
@@ -76,12 +77,14 @@ class Gateway:
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
         self.slots = SlotTable()
         self.slots.configure(plan.workers)
-        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots))
+        self.telemetry = TelemetryBook(wall=wall)
+        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
         self.router = Router(
             self.health, (HealthGuard(self.health), SlotGuard(self.slots)), self.adapters, self.metrics
         )
         self.probe_loop = ProbeLoop(lambda: self.plan, self.health, self.adapters, self.metrics)
+        self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
         self.last_reload: dict[str, Any] | None = None
@@ -126,11 +129,13 @@ class Gateway:
         self._close_adapters = close
         if self._probes:
             self.probe_loop.start()
+            self.telemetry_loop.start()
         self.started = True
 
     async def shutdown(self) -> None:
         self.started = False
         await self.probe_loop.stop()
+        await self.telemetry_loop.stop()
         for task in list(self._background):
             task.cancel()
         if self._close_adapters is not None:

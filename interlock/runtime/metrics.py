@@ -21,10 +21,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from interlock.runtime.telemetry.gauges import families as telemetry_families
+
 if TYPE_CHECKING:
     from interlock.runtime.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.slots import SlotTable
+    from interlock.runtime.telemetry.collector import TelemetryBook
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -125,6 +128,7 @@ class StateView:
     plan: Callable[[], RuntimePlan]
     health: HealthBook
     slots: SlotTable
+    telemetry: TelemetryBook | None = None
 
 
 class Metrics:
@@ -271,3 +275,4 @@ class _StateCollector(Collector):
         )
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, info)
+        yield from telemetry_families(self.view.telemetry)

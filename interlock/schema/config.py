@@ -104,6 +104,23 @@ class QueueSection(_Section):
     max_wait: Duration = Field(30_000, description="Longest wait for a slot before answering 429.")
 
 
+class TelemetrySection(_Section):
+    """Where a worker's GPU and memory readings come from; all of it is read outside the request path."""
+
+    gpu: int = Field(0, ge=0, description="The worker's GPU, by index as `nvidia-smi -i` counts them.")
+    nvidia_smi: bool = Field(
+        False, description="Run `nvidia-smi` (from PATH) on the gateway's host: for a worker on that host."
+    )
+    host_memory: bool = Field(
+        False, description="Read the gateway host's memory (`/proc/meminfo`): for a worker on that host."
+    )
+    url: str | None = Field(
+        None,
+        description="A telemetry sidecar on the worker's host (`interlock telemetry-sidecar`); "
+        "its values override local ones.",
+    )
+
+
 class WorkerSection(_Section):
     """One Ollama box. Keys set here override the values of its hardware `profile`."""
 
@@ -117,6 +134,9 @@ class WorkerSection(_Section):
     default_context_tokens: int | None = None
     context_limits: dict[str, int] | None = None
     queue: QueueSection | None = None
+    telemetry: TelemetrySection | None = Field(
+        None, description="GPU and memory readings; none are taken unless declared here."
+    )
 
 
 class ProviderSection(_Section):

@@ -80,6 +80,15 @@ class PlanHardware(_Frozen):
     system_memory_gib: float | None
 
 
+class PlanTelemetry(_Frozen):
+    """Where the runtime reads a worker's GPU and memory (outside the request path)."""
+
+    gpu: int = Field(ge=0)
+    nvidia_smi: bool
+    host_memory: bool
+    url: str | None = Field(description="A telemetry sidecar's URL; its values override local ones.")
+
+
 class PlanWorker(_Frozen):
     name: str
     provider: str
@@ -92,6 +101,7 @@ class PlanWorker(_Frozen):
     default_context_tokens: int | None
     context_limits: dict[str, int]
     queue: PlanQueue
+    telemetry: PlanTelemetry | None = Field(None, description="Null: no readings are taken.")
 
 
 class PlanCandidate(_Frozen):

@@ -194,6 +194,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "queue", _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}), _k("queue-changed")
     ),
+    Scenario("telemetry", _worker_set("gpu-b", "telemetry", {"nvidia_smi": True}), _k("telemetry-changed")),
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
     Scenario(
         "capabilities",

@@ -152,6 +152,9 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
             "queue_waiting": len(pool.waiters) if pool else 0,
             "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
         }
+        telemetry = gateway.telemetry.report(name)
+        if telemetry is not None:  # only for workers that declare telemetry
+            workers[name]["telemetry"] = telemetry
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
     return {
         "plan": {
