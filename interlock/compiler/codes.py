@@ -88,6 +88,17 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "An Ollama `first_byte` under 30s: too short for a cold load.",
     ),
+    # Preflight
+    ("IL701", "bad-preflight-mode", "error", "`preflight.mode` is not `enforce`, `observe` or `off`."),
+    ("IL702", "negative-reserve", "error", "A preflight token reserve is negative."),
+    ("IL703", "margin-out-of-range", "error", "`preflight.margin_percent` is outside 0 to 100."),
+    (
+        "IL704",
+        "context-limit-above-maximum",
+        "warning",
+        "A worker's context limit exceeds the model's maximum.",
+    ),
+    ("IL705", "vram-overcommit", "warning", "A model at its slot count does not fit the worker's memory."),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),

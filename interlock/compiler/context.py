@@ -13,6 +13,7 @@ from interlock.schema.config import (
     HealthSection,
     LintSection,
     ModelFacts,
+    PreflightSection,
     ProfileFile,
     ProviderSection,
     ServerSection,
@@ -155,6 +156,7 @@ class CompileContext:
     server: ServerSection = field(default_factory=ServerSection)
     health: HealthSection = field(default_factory=HealthSection)
     timeouts: TimeoutsSection = field(default_factory=TimeoutsSection)
+    preflight: PreflightSection = field(default_factory=PreflightSection)
     lint: LintSection = field(default_factory=LintSection)
     providers: dict[str, Provider] = field(default_factory=dict)
     aliases: dict[str, Alias] = field(default_factory=dict)

@@ -2,7 +2,8 @@
 
 For each candidate the adapter first says whether it can carry the request at all (``refusal``: a
 cheap look at the body), then the guards run (a skip costs no network time); then the adapter is
-called with the caller's unchanged request and the outcome is classified by error class alone:
+called with the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's
+``num_ctx``) and the outcome is classified by error class alone:
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
@@ -10,8 +11,10 @@ called with the caller's unchanged request and the outcome is classified by erro
 - ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
   reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``.
 
-Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies);
-``NoCandidateCanServe`` (400) instead when every candidate refused in translation.
+Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies),
+unless no candidate could serve the request itself: every one skipped for what the request needs (the
+preflight's 400, ``refusal``), or refused by its adapter (``NoCandidateCanServe``, 400; also for a mix
+of the two).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 """
 
@@ -28,6 +31,7 @@ from interlock.runtime.errors import (
     CannotServe,
     DeterministicError,
     NoCandidateCanServe,
+    RequestDoesNotFit,
     TransientError,
     UpstreamError,
 )
@@ -35,6 +39,7 @@ from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import Candidate, Route, Target
+from interlock.runtime.preflight import Preflight
 from interlock.runtime.slots import SlotLease
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
@@ -85,14 +90,20 @@ class Router:
         self.adapters = adapters
         self.metrics = metrics
 
-    async def chat(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, "chat", keep_lease=False)
+    async def chat(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _chat, "chat", preflight, keep_lease=False)
 
-    async def chat_stream(self, target: Target, body: Mapping[str, Any]) -> Answered[ChatStream]:
-        return await self._walk(target, body, _stream, "chat", keep_lease=True)
+    async def chat_stream(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[ChatStream]:
+        return await self._walk(target, body, _stream, "chat", preflight, keep_lease=True)
 
-    async def embed(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, "embeddings", keep_lease=False)
+    async def embed(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _embed, "embeddings", preflight, keep_lease=False)
 
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
@@ -110,7 +121,14 @@ class Router:
         return reason
 
     async def _walk(
-        self, target: Target, body: Mapping[str, Any], call: Call[T], operation: str, *, keep_lease: bool
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        call: Call[T],
+        operation: str,
+        preflight: Preflight | None,
+        *,
+        keep_lease: bool,
     ) -> Answered[T]:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
@@ -121,9 +139,9 @@ class Router:
         for index, candidate in enumerate(candidates):
             refusal = self.adapters[candidate.kind].refusal(operation, body)
             if refusal is not None:  # before the guards: no slot is queued for
-                self._cannot_serve(candidates, index, refusal, refusals, summary)
+                self._cannot_serve(candidates, index, refusal, refusals, summary, preflight)
                 continue
-            admission = Admission(candidate, candidate.routes)
+            admission = Admission(candidate, candidate.routes, preflight)
             reason: str | None = None
             try:
                 for guard in self.guards:
@@ -141,6 +159,8 @@ class Router:
             if reason is not None:
                 admission.release()
                 summary.append(f"{candidate.id}: skipped ({reason})")
+                if preflight is not None:
+                    preflight.skipped.append(f"{candidate.id} ({reason})")
                 self._fell_back(candidates, index, reason)
                 continue
             route = admission.route or admission.routes[0]
@@ -148,11 +168,12 @@ class Router:
             attempted += 1
             started = time.perf_counter()
             try:
-                result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
+                sent = body if admission.body is None else admission.body
+                result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
             except CannotServe as exc:  # what ``refusal`` could not see cheaply
                 admission.release()
                 attempted -= 1  # nothing was sent
-                self._cannot_serve(candidates, index, exc, refusals, summary)
+                self._cannot_serve(candidates, index, exc, refusals, summary, preflight)
                 continue
             except TransientError as exc:
                 admission.release()
@@ -181,8 +202,10 @@ class Router:
             if not keep_lease:
                 admission.release()
             return Answered(candidate, route, result, admission.lease, upstream_s, queued_s)
-        if refusals and len(refusals) == len(candidates):
-            raise _none_can_serve(target, refusals)
+        if refusals or (preflight is not None and preflight.misfits):
+            unservable = _unservable(target, refusals, preflight)
+            if unservable is not None:
+                raise unservable
         raise AllCandidatesFailed(
             f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
             + "; ".join(summary)
@@ -195,10 +218,15 @@ class Router:
         refusal: CannotServe,
         refusals: list[tuple[Candidate, CannotServe]],
         summary: list[str],
+        preflight: Preflight | None,
     ) -> None:
-        """A candidate refused in translation: noted for the summary, counted as a fallback, no health."""
-        refusals.append((candidates[index], refusal))
-        summary.append(f"{candidates[index].id}: cannot serve ({refusal.message})")
+        """A candidate's adapter refused the request: noted for the summary and the skipped header,
+        counted as a fallback; nothing against its health."""
+        candidate = candidates[index]
+        refusals.append((candidate, refusal))
+        summary.append(f"{candidate.id}: cannot serve ({refusal.message})")
+        if preflight is not None:
+            preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
         self._fell_back(candidates, index, refusal.reason)
 
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
@@ -210,9 +238,23 @@ def _describe(error: UpstreamError) -> str:
     return f"{error.error_class} [{error.status}]" if error.status is not None else error.error_class
 
 
-def _none_can_serve(target: Target, refusals: list[tuple[Candidate, CannotServe]]) -> NoCandidateCanServe:
-    params = {error.param for _, error in refusals}
-    reasons = "; ".join(f"{candidate.id}: {error.message}" for candidate, error in refusals)
+def _unservable(
+    target: Target, refusals: list[tuple[Candidate, CannotServe]], preflight: Preflight | None
+) -> RequestDoesNotFit | NoCandidateCanServe | None:
+    """The 400 when no candidate can serve the request itself, else None (some failed or were skipped
+    for their health: a 503). Every candidate a misfit: the preflight's own answer; refused by its
+    adapter, or a mix of both: ``NoCandidateCanServe`` naming each candidate and why, in chain order."""
+    ids = {candidate.id for candidate in target.candidates}
+    misfits = preflight.misfits if preflight is not None else []
+    if not refusals:
+        return preflight.refusal(target.label, len(ids)) if preflight is not None else None
+    why = {candidate.id: error.message for candidate, error in refusals}
+    for misfit in misfits:
+        why.setdefault(misfit.candidate, misfit.detail)
+    if why.keys() != ids:
+        return None
+    params = {error.param for _, error in refusals} if not misfits else set()
+    reasons = "; ".join(f"{cid}: {why[cid]}" for cid in dict.fromkeys(c.id for c in target.candidates))
     return NoCandidateCanServe(
         f"no candidate of {target.label} can serve this request: {reasons}",
         param=params.pop() if len(params) == 1 else None,

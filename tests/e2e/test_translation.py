@@ -228,7 +228,9 @@ def test_top_level_ollama_options_reach_ollama_and_never_a_cloud_fallback(
     }
     client(gateway).chat.completions.create(model="e2e/local", messages=HI, extra_body=native)
     (sent,) = chats(box)
+    context = sent["options"].pop("num_ctx")  # the worker's effective context, set by the preflight
     assert sent["options"] == {"mirostat": 1, "top_k": 20, "min_p": 0.05, "repeat_penalty": 1.1}
+    assert isinstance(context, int)
     assert sent["keep_alive"] == "10m"
     extra = {**native, "options": {"temperature": 0.3, "num_ctx": 8192}, "format": "json", "think": True}
     raw = client(gateway).chat.completions.with_raw_response.create(
@@ -259,7 +261,7 @@ def test_litellm_sends_ollama_options_at_the_top_level_and_they_reach_options(
         top_k=40,
         min_p=0.05,
         repeat_penalty=1.15,
-        num_ctx=4096,
+        num_ctx=3000,  # the caller's own: the preflight leaves it (checked) instead of the worker's
         seed=7,
         max_tokens=50,
     )
@@ -269,7 +271,7 @@ def test_litellm_sends_ollama_options_at_the_top_level_and_they_reach_options(
         "top_k": 40,
         "min_p": 0.05,
         "repeat_penalty": 1.15,
-        "num_ctx": 4096,
+        "num_ctx": 3000,
         "seed": 7,
         "num_predict": 50,
     }

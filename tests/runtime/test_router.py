@@ -29,9 +29,11 @@ from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.preflight import Misfit, Preflight
 from interlock.runtime.resolve import resolve
-from interlock.runtime.router import CandidateRefused, Router
+from interlock.runtime.router import CandidateRefused, Router, _unservable
 from interlock.runtime.slots import SlotTable
 from tests.runtime.conftest import build
 from tests.runtime.scripted import ScriptedAdapter
@@ -361,3 +363,22 @@ def test_a_refusal_is_known_before_the_guards_so_no_slot_is_queued_for(basic_pla
     assert rig.sample("interlock_slot_wait_seconds_count", worker="box1") in (None, 0)
     fallback = {"from_candidate": "local/m1", "to_candidate": "cloud/c1", "reason": "unsupported_n"}
     assert rig.sample("interlock_fallback_total", **fallback) == 1
+
+
+def test_refusals_and_preflight_misfits_together_are_a_400_naming_each(basic_plan: RuntimePlan) -> None:
+    target = resolve(basic_plan, "t/chat")  # local/m1, cloud/c1, free/f1
+    preflight = Preflight(needs_of({"messages": []}, "chat", basic_plan.preflight), "enforce")
+    preflight.misfits.append(Misfit("cloud/c1", "capability", "lacks_vision", "lacks vision"))
+    preflight.misfits.append(Misfit("free/f1", "capability", "lacks_vision", "lacks vision"))
+    refusal = CannotServe("Ollama answers one choice per request; `n` is 2", param="n")
+    by_id = {c.id: c for c in target.candidates}
+    mixed = _unservable(target, [(by_id["local/m1"], refusal)], preflight)
+    assert isinstance(mixed, NoCandidateCanServe)
+    assert (mixed.message, mixed.param) == (
+        "no candidate of t/chat can serve this request: local/m1: Ollama answers one choice per request; "
+        "`n` is 2; cloud/c1: lacks vision; free/f1: lacks vision",
+        None,
+    )
+    assert _unservable(target, [], preflight) is None  # local/m1 was not a misfit: it may have failed
+    preflight.misfits.insert(0, Misfit("local/m1", "capability", "lacks_vision", "lacks vision"))
+    assert type(_unservable(target, [], preflight)).__name__ == "CapabilityMissing"  # the preflight's own

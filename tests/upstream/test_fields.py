@@ -7,6 +7,7 @@ row in ``fields``, in docs/upstream-adapters.md or in ``EXAMPLES`` below fails h
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,13 @@ from interlock.runtime.upstream.fields import (
     Field,
     Handling,
 )
-from interlock.testing.fake_ollama import FakeOllama
+from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 
 from .helpers import chat, embed, endpoint
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "upstream-adapters.md"
-CHAT_MODEL, EMBED_MODEL = "llama3.2:3b", "nomic-embed-text"
+CHAT_MODEL, EMBED_MODEL = "qwen3:8b", "nomic-embed-text"  # a model that thinks: `think` is fine
 HI = [{"role": "user", "content": "hello"}]
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
@@ -176,9 +177,27 @@ def test_each_chat_field_reaches_the_openai_upstream_as_the_table_says(
     _check(row, EXAMPLES[row.name], "openai", openai_fake, chat, CHAT_MODEL, {"model": "x", "messages": HI})
 
 
+@pytest.fixture(scope="module")
+def _thinking_ollama_server() -> Iterator[FakeOllama]:
+    models = (
+        ModelSpec(CHAT_MODEL, ("completion", "tools", "thinking")),
+        ModelSpec(EMBED_MODEL, ("embedding",)),
+    )
+    with FakeOllama(name="fields", models=models) as fake:
+        yield fake
+
+
+@pytest.fixture
+def thinking_ollama(_thinking_ollama_server: FakeOllama) -> FakeOllama:
+    _thinking_ollama_server.clear_requests()
+    return _thinking_ollama_server
+
+
 @pytest.mark.parametrize("row", CHAT_FIELDS + NATIVE_FIELDS, ids=lambda row: row.name)
-def test_each_chat_field_reaches_ollama_as_the_table_says(ollama_fake: FakeOllama, row: Field) -> None:
-    _check(row, EXAMPLES[row.name], "ollama", ollama_fake, chat, CHAT_MODEL, {"model": "x", "messages": HI})
+def test_each_chat_field_reaches_ollama_as_the_table_says(thinking_ollama: FakeOllama, row: Field) -> None:
+    _check(
+        row, EXAMPLES[row.name], "ollama", thinking_ollama, chat, CHAT_MODEL, {"model": "x", "messages": HI}
+    )
 
 
 @pytest.mark.parametrize("row", EMBEDDING_FIELDS, ids=lambda row: row.name)

@@ -17,6 +17,7 @@ from interlock.schema.config import (
     HealthSection,
     LintSection,
     ModelFacts,
+    PreflightSection,
     ProviderSection,
     ServerSection,
     SourceFile,
@@ -27,6 +28,7 @@ SINGLETON_MODELS: dict[str, type[BaseModel]] = {
     "server": ServerSection,
     "health": HealthSection,
     "timeouts": TimeoutsSection,
+    "preflight": PreflightSection,
     "lint": LintSection,
 }
 
