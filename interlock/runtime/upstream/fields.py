@@ -108,7 +108,7 @@ CHAT_FIELDS: tuple[Field, ...] = (
     Field("prompt_cache_key", P, D, "a cache routing hint"),
     Field("prompt_cache_options", P, D, "a cache hint"),
     Field("prompt_cache_retention", P, D, "a cache hint"),
-    Field("reasoning_effort", P, G, "-> `think`; whether a model gets it: the capability guard's"),
+    Field("reasoning_effort", P, G, "-> `think`, for models known to think (else dropped, said in a header)"),
     Field("response_format", P, T, '`json_object` -> `format: "json"`, `json_schema` -> `format: <schema>`'),
     Field("safety_identifier", P, D, "an abuse-tracking id"),
     Field("seed", P, T, "`options.seed`"),
@@ -131,9 +131,9 @@ CHAT_FIELDS: tuple[Field, ...] = (
 NATIVE_FIELDS: tuple[Field, ...] = (
     Field("options", T, P, "OpenAI: sampling keys and num_predict lifted, the rest dropped"),
     Field("keep_alive", D, P, "how long Ollama keeps the model loaded"),
-    Field("think", D, G, "passed; whether a model gets it: the capability guard's"),
+    Field("think", D, G, "passed to models known to think (else dropped, said in a header)"),
     Field("format", T, P, 'OpenAI: `"json"` -> `response_format` json_object, a schema -> json_schema'),
-    Field("num_ctx", D, G, "-> `options.num_ctx`; held within the plan's context sizes: the context guard's"),
+    Field("num_ctx", D, G, "-> `options.num_ctx`, checked against the plan's limits"),
     Field("num_predict", T, T, "OpenAI: `max_tokens`; Ollama: `options.num_predict`"),
     *(
         Field(name, D, T, f"`options.{name}`")
