@@ -86,6 +86,7 @@ def test_n_on_ollama_falls_back_to_a_candidate_that_honours_it(
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/n", messages=HI, n=2)
     completion = raw.parse()
     assert raw.headers["x-interlock-resolved"] == "bravo/b-n"
+    assert raw.headers["x-interlock-skipped"] == "box/llama3.2:3b (unsupported_n)"
     assert [c.index for c in completion.choices] == [0, 1]
     assert chats(box) == []
     assert sent_to(fakes.bravo, "b-n")[0]["n"] == 2
