@@ -10,8 +10,8 @@ The estimate is not a tokenizer. It counts UTF-8 bytes / 3 for text (English run
 token, code and JSON nearer 3), plus a sixth of the extra bytes of non-ASCII characters (CJK: 3 bytes
 and often more than one token a character), 4 tokens per message, tool schemas as their JSON,
 ``instructions``/``suffix``/``prompt`` where a surface has them, a fixed reserve per image, the requested
-output (``max_completion_tokens``, ``max_tokens``, ``max_output_tokens``, ``options.num_predict``, else
-the plan's default), then the plan's margin on top.
+output (``max_completion_tokens``, ``max_tokens``, ``max_output_tokens``, a top-level ``num_predict`` as
+LiteLLM sends it, ``options.num_predict``, else the plan's default), then the plan's margin on top.
 ``bench/context_estimate.py`` measures how far it is from a real tokenizer.
 """
 
@@ -26,7 +26,7 @@ from interlock.runtime.errors import InvalidRequest
 from interlock.runtime.plan import PreflightSettings
 
 MESSAGE_OVERHEAD = 4  # role and separators around each message
-OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens", "num_predict")  # in precedence
 TEXT_KEYS = ("instructions", "suffix", "prompt")
 IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
 PLAIN_KEYS = frozenset({"model", "messages", "stream", "stream_options", "user", "temperature", "top_p"})

@@ -241,3 +241,9 @@ def test_a_top_level_num_ctx_is_the_callers_too_and_checked_the_same_way() -> No
     closed = dataclasses.replace(SETTINGS, caller_num_ctx=False)
     with pytest.raises(InvalidRequest, match=r"^`num_ctx` is not accepted by this gateway"):
         needs_of({"messages": [], "num_ctx": 4096}, "chat", closed)
+
+
+def test_a_top_level_num_predict_counts_as_the_requested_output() -> None:
+    assert needs_of({"messages": [], "num_predict": 321}, "chat", SETTINGS).output_tokens == 321
+    both = {"messages": [], "max_tokens": 50, "num_predict": 321, "options": {"num_predict": 7}}
+    assert needs_of(both, "chat", SETTINGS).output_tokens == 50  # what the Ollama adapter sends wins
