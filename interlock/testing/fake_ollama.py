@@ -13,6 +13,9 @@ lists loaded models with the context they were loaded with (``ModelSpec.loaded_c
 ``fail_metadata()`` makes /api/show and /api/ps answer 500 (the /api/tags probe keeps passing);
 ``calls(model)`` counts the chat (or other) requests a model received.
 
+Tool calls: the first tool offered, with the arguments its JSON schema implies, or the calls scripted in
+``Reply.tool_calls`` (several at once, as a model calling tools in parallel does); see ``replies``.
+
 Run it out of process: ``python -m interlock.testing.fake_ollama --port 0`` prints its URL first.
 """
 
