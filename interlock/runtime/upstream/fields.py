@@ -13,7 +13,8 @@ Handling (how a field reaches an upstream of that kind):
   serve the request (``CannotServe``, nothing is sent) and the walk goes on to the next one;
 - ``dropped``: not sent; it does not change the answer (tags, cache and billing hints) or has no meaning
   for that upstream;
-- ``guard``: decided by the context/capability guard (the plan's context sizes and model capabilities).
+- ``guard``: settled per chosen worker by the preflight before translation (the plan's context sizes,
+  the model's capabilities: ``guards/ollama_options.py``).
 """
 
 from __future__ import annotations
