@@ -11,10 +11,13 @@ called with the caller's request (or the copy a guard settled for that candidate
 - ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
   reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``.
 
-Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies),
-unless no candidate could serve the request itself: every one skipped for what the request needs (the
-preflight's 400, ``refusal``), or refused by its adapter (``NoCandidateCanServe``, 400; also for a mix
-of the two).
+Nothing left -> a 400 when no candidate can serve the request itself: the preflight's (``refusal``)
+when every candidate was skipped for what the request needs, ``NoCandidateCanServe`` when every one
+was refused by its adapter or a misfit. Else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per
+candidate (labels, classes, statuses, how long each is on hold; no bodies): a candidate skipped for a
+rate limit or an open circuit keeps the error class that put it there, and when every candidate that
+could serve is on hold the caller is told when the first comes back (``Retry-After``; 429 when they
+are all rate limited).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 """
 
@@ -28,6 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from interlock.runtime.errors import (
     AllCandidatesFailed,
+    CandidateOutcome,
     CannotServe,
     DeterministicError,
     NoCandidateCanServe,
@@ -132,14 +136,13 @@ class Router:
     ) -> Answered[T]:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
-        summary: list[str] = []
+        outcomes: list[CandidateOutcome] = []
         refusals: list[tuple[Candidate, CannotServe]] = []
-        attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
             refusal = self.adapters[candidate.kind].refusal(operation, body)
             if refusal is not None:  # before the guards: no slot is queued for
-                self._cannot_serve(candidates, index, refusal, refusals, summary, preflight)
+                self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
                 continue
             admission = Admission(candidate, candidate.routes, preflight)
             reason: str | None = None
@@ -158,22 +161,20 @@ class Router:
                     metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
             if reason is not None:
                 admission.release()
-                summary.append(f"{candidate.id}: skipped ({reason})")
+                outcomes.append(self._outcome(candidate, reason, None))
                 if preflight is not None:
                     preflight.skipped.append(f"{candidate.id} ({reason})")
                 self._fell_back(candidates, index, reason)
                 continue
             route = admission.route or admission.routes[0]
             label = route.endpoint.label
-            attempted += 1
             started = time.perf_counter()
             try:
                 sent = body if admission.body is None else admission.body
                 result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
             except CannotServe as exc:  # what ``refusal`` could not see cheaply
                 admission.release()
-                attempted -= 1  # nothing was sent
-                self._cannot_serve(candidates, index, exc, refusals, summary, preflight)
+                self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
                 continue
             except TransientError as exc:
                 admission.release()
@@ -182,7 +183,7 @@ class Router:
                 metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                 health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
                 metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                summary.append(f"{candidate.id}: {_describe(exc)}")
+                outcomes.append(self._outcome(candidate, exc.error_class, exc))
                 self._fell_back(candidates, index, exc.error_class)
                 continue
             except DeterministicError as exc:
@@ -206,10 +207,19 @@ class Router:
             unservable = _unservable(target, refusals, preflight)
             if unservable is not None:
                 raise unservable
-        raise AllCandidatesFailed(
-            f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
-            + "; ".join(summary)
-        )
+        raise AllCandidatesFailed(target.label, outcomes)
+
+    def _outcome(self, candidate: Candidate, reason: str, error: UpstreamError | None) -> CandidateOutcome:
+        """A skip (``error`` None: ``reason`` is the guard's) or a failed call, with its hold if any."""
+        labels = (r.endpoint.label for r in candidate.routes)
+        hold = self.health.hold(candidate.id, labels, in_plan=candidate.in_plan)
+        called = error is not None
+        status = error.status if error is not None else None
+        if hold is None:
+            return CandidateOutcome(candidate.id, reason, status, called)
+        if not called and hold.error_class is not None:  # skipped: the failure that put it on hold
+            reason, status = hold.error_class, hold.status
+        return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds)
 
     def _cannot_serve(
         self,
@@ -217,14 +227,14 @@ class Router:
         index: int,
         refusal: CannotServe,
         refusals: list[tuple[Candidate, CannotServe]],
-        summary: list[str],
+        outcomes: list[CandidateOutcome],
         preflight: Preflight | None,
     ) -> None:
-        """A candidate's adapter refused the request: noted for the summary and the skipped header,
+        """A candidate's adapter refused the request: noted for the answer and the skipped header,
         counted as a fallback; nothing against its health."""
         candidate = candidates[index]
         refusals.append((candidate, refusal))
-        summary.append(f"{candidate.id}: cannot serve ({refusal.message})")
+        outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
         if preflight is not None:
             preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
         self._fell_back(candidates, index, refusal.reason)
@@ -232,10 +242,6 @@ class Router:
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
         self.metrics.fallback.labels(candidates[index].metric_label, following, reason).inc()
-
-
-def _describe(error: UpstreamError) -> str:
-    return f"{error.error_class} [{error.status}]" if error.status is not None else error.error_class
 
 
 def _unservable(

@@ -21,16 +21,33 @@ def _subclasses(cls: type) -> list[type]:
 def test_every_gateway_error_is_answered_with_its_own_status_and_code(basic_plan: RuntimePlan) -> None:
     classes = _subclasses(errors.GatewayError)
     assert errors.NoCandidateCanServe in classes
+    outcome = errors.CandidateOutcome("local/m1", "unsupported_n", cannot_serve=True)
+    special = {
+        errors.SlotUnavailable: lambda: errors.SlotUnavailable("what happened", retry_after=2.0),
+        errors.AllCandidatesFailed: lambda: errors.AllCandidatesFailed("t/chat", [outcome]),
+    }
     for cls in classes:
-        exc = cls("what happened", retry_after=2.0) if cls is errors.SlotUnavailable else cls("what happened")
+        exc = special[cls]() if cls in special else cls("what happened")
         status, payload, _ = describe_error(exc, basic_plan)
         body = orjson.loads(payload)["error"]
         assert (status, body["type"], body["code"], body["message"]) == (
             cls.status,
             cls.type,
             cls.code,
-            "what happened",
+            exc.message,
         ), cls
+
+
+def test_a_candidate_that_cannot_serve_never_makes_the_others_look_unheld() -> None:
+    """Retry-After and the 429 are about the candidates a retry could reach: not one that refused."""
+    refused = errors.CandidateOutcome("local/m1", "unsupported_n", cannot_serve=True)
+    held = errors.CandidateOutcome("cloud/c1", "rate_limited", 429, True, "rate_limited", 7.0)
+    failed = errors.AllCandidatesFailed("t/chat", [refused, held])
+    assert (failed.status, failed.code, failed.retry_after) == (429, "all_candidates_rate_limited", 7.0)
+    assert failed.message == (
+        "no candidate of t/chat could answer (1 of 2 attempted): local/m1: skipped (unsupported_n); "
+        "cloud/c1: rate_limited [429], holding 7 s"
+    )
 
 
 def test_cannot_serve_is_no_upstream_error_and_names_its_field() -> None:

@@ -335,8 +335,8 @@ def test_refusals_beside_failures_are_a_503_whose_summary_says_why(basic_plan: R
     )
     with pytest.raises(
         AllCandidatesFailed,
-        match=r"^no candidate of t/chat could answer \(1 of 3 attempted\): local/m1: cannot serve \(remote "
-        r"image URLs are not fetched\); cloud/c1: server_error \[503\]; free/f1: cannot serve \(no\)$",
+        match=r"^no candidate of t/chat could answer \(1 of 3 attempted\): local/m1: skipped "
+        r"\(unsupported_messages\); cloud/c1: server_error \[503\]; free/f1: skipped \(unsupported_n\)$",
     ):
         rig.chat()
     reason = "unsupported_messages"
