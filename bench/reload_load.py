@@ -138,14 +138,14 @@ def main() -> None:
 
         if args.plan:
             plan = Path(folder) / "plan.json"
-            command = [sys.executable, "-m", "interlock", "compile", str(served), "-o"]
-            subprocess.run([*command, str(plan) + ".new"], check=True, capture_output=True, env=env)
+            compile_to = [sys.executable, "-m", "interlock", "compile", str(served), "-o"]
+            subprocess.run([*compile_to, str(plan) + ".new"], check=True, capture_output=True, env=env)
             aliases.write_text(changed)
-            subprocess.run([*command, str(plan)], check=True, capture_output=True, env=env)
-            os.replace(str(plan) + ".new", plan)  # served first; the changed plan is compiled second
+            subprocess.run([*compile_to, str(plan) + ".changed"], check=True, capture_output=True, env=env)
+            os.replace(str(plan) + ".new", plan)
 
-            def change() -> None:
-                subprocess.run([*command, str(plan)], check=True, capture_output=True, env=env)
+            def change() -> None:  # the changed plan, compiled already, takes the served one's place
+                os.replace(str(plan) + ".changed", plan)
 
             served = plan
         command = [sys.executable, "-m", "interlock", "serve", str(served), "--port", "0"]

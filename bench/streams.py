@@ -140,7 +140,7 @@ class StreamClient(asyncio.Protocol):
                 return
         joined = self._last + body
         outcome.events += joined.count(self._sep)
-        self._last = joined[-64:]
+        self._last = joined[-512:]  # the last event whole (an Ollama final line is long)
 
     def on_message_complete(self) -> None:
         outcome = self._outcome
