@@ -99,6 +99,21 @@ CODES: dict[str, CodeInfo] = _codes(
         "A worker's context limit exceeds the model's maximum.",
     ),
     ("IL705", "vram-overcommit", "warning", "A model at its slot count does not fit the worker's memory."),
+    # Routing
+    ("IL801", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
+    (
+        "IL802",
+        "avoid-vram-out-of-range",
+        "error",
+        "`routing.avoid_vram_percent` is not above 0 and at most 100.",
+    ),
+    (
+        "IL803",
+        "speed-smoothing-out-of-range",
+        "error",
+        "`routing.speed_smoothing` is not above 0 and at most 1.",
+    ),
+    ("IL804", "bad-saturation-policy", "error", "An `on_saturation` other than `fallback` or `queue`."),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),

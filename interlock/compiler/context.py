@@ -16,6 +16,7 @@ from interlock.schema.config import (
     PreflightSection,
     ProfileFile,
     ProviderSection,
+    RoutingSection,
     ServerSection,
     TelemetrySection,
     TimeoutsSection,
@@ -157,6 +158,7 @@ class CompileContext:
     health: HealthSection = field(default_factory=HealthSection)
     timeouts: TimeoutsSection = field(default_factory=TimeoutsSection)
     preflight: PreflightSection = field(default_factory=PreflightSection)
+    routing: RoutingSection = field(default_factory=RoutingSection)
     lint: LintSection = field(default_factory=LintSection)
     providers: dict[str, Provider] = field(default_factory=dict)
     aliases: dict[str, Alias] = field(default_factory=dict)

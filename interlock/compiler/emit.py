@@ -46,6 +46,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "rate_limit_open_for_ms": ctx.health.rate_limit_open_for,
         },
         "preflight": _preflight(ctx),
+        "routing": _routing(ctx),
         "providers": {
             name: _provider(ctx, name, workers_by_provider.get(name, [])) for name in ctx.providers
         },
@@ -60,6 +61,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
                 "description": alias.section.description,
                 "requires": sorted(set(alias.section.requires)),
                 "candidates": [link.candidate for link in ctx.expanded[name]],
+                "on_saturation": alias.section.on_saturation or ctx.routing.on_saturation,
             }
             for name, alias in ctx.aliases.items()
         },
@@ -79,6 +81,17 @@ def _preflight(ctx: CompileContext) -> dict[str, Any]:
         "image_reserve_tokens": section.image_reserve_tokens,
         "margin_percent": section.margin_percent,
         "caller_num_ctx": section.caller_num_ctx == "allow",
+    }
+
+
+def _routing(ctx: CompileContext) -> dict[str, Any]:
+    section = ctx.routing
+    return {
+        "weights": section.weights.model_dump(),
+        "avoid_vram_percent": section.avoid_vram_percent,
+        "speed_smoothing": section.speed_smoothing,
+        "on_saturation": section.on_saturation,
+        "state_file": section.state_file,
     }
 
 

@@ -32,7 +32,7 @@ Pos = tuple[int, int, int, int]
 Reader = Callable[[str], str | None]
 """Returns a file's text, or None when it does not exist. Paths are POSIX, as written by the loader."""
 
-SINGLETON_SECTIONS = ("version", "server", "health", "timeouts", "preflight", "lint")
+SINGLETON_SECTIONS = ("version", "server", "health", "timeouts", "preflight", "routing", "lint")
 NAMED_SECTIONS = ("providers", "models", "aliases")
 
 

@@ -132,6 +132,30 @@ class PlanAlias(_Frozen):
     description: str
     requires: list[str]
     candidates: list[str] = Field(description="Expanded chain: candidate ids in fallback order.")
+    on_saturation: Literal["fallback", "queue"] = Field(
+        "fallback", description="Effective: `routing.on_saturation` unless the alias overrides it."
+    )
+
+
+class PlanRoutingWeights(_Frozen):
+    loaded: float = 100.0
+    installed: float = 10.0
+    free_slots: float = 5.0
+    queue: float = 20.0
+    speed: float = 0.2
+    vram: float = 30.0
+    gpu_util: float = 20.0
+    avoid_load: float = 1000.0
+
+
+class PlanRouting(_Frozen):
+    """Worker scoring weights and the saturation policy (see docs/runtime.md, "Choosing a worker")."""
+
+    weights: PlanRoutingWeights = Field(default_factory=PlanRoutingWeights)
+    avoid_vram_percent: float = 90.0
+    speed_smoothing: float = 0.3
+    on_saturation: Literal["fallback", "queue"] = "fallback"
+    state_file: str | None = Field(None, description="Learned speeds are kept here; null: not kept.")
 
 
 class RoutingPlan(_Frozen):
@@ -142,6 +166,7 @@ class RoutingPlan(_Frozen):
     server: PlanServer
     health: PlanHealth
     preflight: PlanPreflight
+    routing: PlanRouting = Field(default_factory=PlanRouting)
     providers: dict[str, PlanProvider]
     workers: dict[str, PlanWorker]
     candidates: dict[str, PlanCandidate]

@@ -198,6 +198,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
     Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
     Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
+    Scenario("routing", _set(("routing", "avoid_vram_percent"), 80), _k("routing-changed")),
+    Scenario(
+        "saturation-policy",
+        _alias("acme/chat", "on_saturation", "queue"),
+        _k("saturation-policy-changed"),
+    ),
     Scenario(
         "capabilities",
         _model("groq/llama-3.1-8b-instant", "capabilities", ["completion", "tools", "vision"]),

@@ -1,0 +1,72 @@
+"""Routing settings: no negative weight, VRAM limit and speed smoothing in range, known policies."""
+
+from __future__ import annotations
+
+from interlock.compiler.context import CompileContext
+from interlock.compiler.diagnostics import Span, did_you_mean
+
+POLICIES = ("fallback", "queue")
+
+
+def routing(ctx: CompileContext) -> None:
+    """Check `routing:` and every alias's `on_saturation`."""
+    entry = ctx.sources.singletons.get("routing")
+    section = ctx.routing
+
+    def span(*key: str) -> Span:
+        if entry is None:
+            main = ctx.sources.main
+            return Span(main.file if main else "<config>")
+        return ctx.span_of(entry, *key)
+
+    for key, value in section.weights.model_dump().items():
+        path = f"routing.weights.{key}"
+        if value < 0 and not ctx.is_broken(path):
+            ctx.sink.add(
+                "IL801",
+                span("weights", key),
+                f"`{path}` must not be negative, not `{value:g}`",
+                path=path,
+                value=value,
+                hint="a weight of 0 (ignore this fact) or more; a penalty is already subtracted",
+            )
+    percent = section.avoid_vram_percent
+    if not 0 < percent <= 100 and not ctx.is_broken("routing.avoid_vram_percent"):
+        ctx.sink.add(
+            "IL802",
+            span("avoid_vram_percent"),
+            f"`routing.avoid_vram_percent` must be above 0 and at most 100, not `{percent:g}`",
+            path="routing.avoid_vram_percent",
+            value=percent,
+            hint="a VRAM use in percent above which no new model is loaded while another worker can "
+            "serve, e.g. 90",
+        )
+    smoothing = section.speed_smoothing
+    if not 0 < smoothing <= 1 and not ctx.is_broken("routing.speed_smoothing"):
+        ctx.sink.add(
+            "IL803",
+            span("speed_smoothing"),
+            f"`routing.speed_smoothing` must be above 0 and at most 1, not `{smoothing:g}`",
+            path="routing.speed_smoothing",
+            value=smoothing,
+            hint="the weight of the newest sample in the learned speed, e.g. 0.3",
+        )
+    if section.on_saturation not in POLICIES and not ctx.is_broken("routing.on_saturation"):
+        _bad_policy(ctx, span("on_saturation"), "routing.on_saturation", section.on_saturation)
+    for name, alias in ctx.aliases.items():
+        policy = alias.section.on_saturation
+        path = f"aliases.{name}.on_saturation"
+        if policy is not None and policy not in POLICIES and not ctx.is_broken(path):
+            _bad_policy(ctx, ctx.span_of(alias.entry, "on_saturation"), path, policy)
+
+
+def _bad_policy(ctx: CompileContext, span: Span, path: str, value: str) -> None:
+    ctx.sink.add(
+        "IL804",
+        span,
+        f"`{path}` must be one of {', '.join(POLICIES)}, not `{value}`",
+        path=path,
+        value=value,
+        hint=did_you_mean(value, POLICIES)
+        or "`fallback` skips to the next candidate when slots are full, `queue` waits",
+    )
