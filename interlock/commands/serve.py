@@ -37,6 +37,10 @@ def register(subparsers: Any) -> None:
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="(default: info)"
     )
     p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
+    p.add_argument(
+        "--state-dir",
+        help="keep learned worker speeds in DIR/speeds.json across restarts (overrides routing.state_file)",
+    )
     p.set_defaults(handler=run_serve)
 
 
@@ -120,6 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         log_level=args.log_level,
         access_log=args.access_log,
+        state_dir=args.state_dir,
     )
     try:
         sock = bind(options.host, options.port)
@@ -135,7 +140,7 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if options.workers == 1:
-        run(Gateway(plan, source=loader), sock, options)
+        run(Gateway(plan, source=loader, state_dir=options.state_dir), sock, options)
         return 0
     return Supervisor(options.workers, worker_main, (loader, sock, options)).run()
 
@@ -150,4 +155,4 @@ def worker_main(loader: PlanLoader, sock: socket.socket, options: Any) -> None:
     from interlock.runtime.server import configure_logging, run
 
     configure_logging(options.log_level)
-    run(Gateway(loader(), source=loader), sock, options)
+    run(Gateway(loader(), source=loader, state_dir=options.state_dir), sock, options)

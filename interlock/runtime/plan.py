@@ -64,6 +64,7 @@ class Route:
     slot_limit: int | None
     context_default: int | None = None
     context_cap: int | None = None
+    worker_header: tuple[bytes, bytes] | None = None  # X-Interlock-Worker: the worker that answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ class Target:
     metric_label: str  # bounded: the alias name, or ``(direct)`` for a raw model
     candidates: tuple[Candidate, ...]
     header: tuple[bytes, bytes]  # X-Interlock-Alias
+    spill: tuple[bool, ...]  # per candidate: skip to the next one at once when its slots are full
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,28 @@ class PreflightSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RoutingWeights:
+    loaded: float
+    installed: float
+    free_slots: float
+    queue: float
+    speed: float
+    vram: float
+    gpu_util: float
+    avoid_load: float
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingSettings:
+    """Worker scoring (``runtime.scoring``) and where learned speeds are kept."""
+
+    weights: RoutingWeights
+    avoid_vram_percent: float
+    speed_smoothing: float
+    state_file: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimePlan:
     """The frozen tables built from one plan; swapped as a whole on reload."""
 
@@ -183,6 +207,7 @@ class RuntimePlan:
     server: ServerSettings
     health: HealthSettings
     preflight: PreflightSettings
+    routing: RoutingSettings
     providers: Mapping[str, Provider]
     workers: Mapping[str, WorkerLimits]
     candidates: Mapping[str, Candidate]
@@ -318,17 +343,26 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             metric_label=name,
             candidates=tuple(candidates[cid] for cid in a.candidates),
             header=(b"x-interlock-alias", name.encode()),
+            spill=_spill(len(a.candidates), a.on_saturation),
             description=a.description,
             requires=tuple(a.requires),
         )
         for name, a in sorted(plan.aliases.items())
     }
     h = plan.health
+    r = plan.routing
+    routing = RoutingSettings(
+        weights=RoutingWeights(**r.weights.model_dump()),
+        avoid_vram_percent=r.avoid_vram_percent,
+        speed_smoothing=r.speed_smoothing,
+        state_file=r.state_file,
+    )
     return RuntimePlan(
         source=plan,
         content_hash=plan.content_hash,
         server=server,
         preflight=preflight,
+        routing=routing,
         health=HealthSettings(
             probe_interval_s=h.probe_interval_ms / 1000,
             probe_timeout_s=h.probe_timeout_ms / 1000,
@@ -343,6 +377,11 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
         secrets=tuple(secrets),
     )
+
+
+def _spill(count: int, on_saturation: str) -> tuple[bool, ...]:
+    """``fallback``: every candidate but the last skips ahead when full; ``queue``: none does."""
+    return tuple(on_saturation == "fallback" and i + 1 < count for i in range(count))
 
 
 def _validate_schema(data: Mapping[str, Any], origin: str) -> None:
@@ -406,6 +445,7 @@ RESERVED_HEADERS = frozenset(
         "allow",
         "x-interlock-alias",
         "x-interlock-plan",
+        "x-interlock-worker",
     )
 )
 """Response headers the gateway sets itself: ``server.resolved_header`` must not be one of them."""
@@ -437,7 +477,7 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
         problems.append(
             f"server.resolved_header {name!a} is a header the gateway sets itself; choose another name"
         )
-    for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates)):
+    for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates), ("worker", plan.workers)):
         for value in names:
             reason = header_value_problem(value)
             if reason is not None:
@@ -522,6 +562,7 @@ def _candidate(
             slot_limit=workers[worker].slot_limit(model) if worker is not None else None,
             context_default=_context_default(workers, worker, context_tokens, preflight),
             context_cap=_context_cap(workers, worker, model, context_tokens, preflight),
+            worker_header=(b"x-interlock-worker", worker.encode()) if worker is not None else None,
         )
         for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True)
     )

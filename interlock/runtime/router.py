@@ -122,7 +122,7 @@ class Router:
         attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
-            admission = Admission(candidate, candidate.routes, preflight)
+            admission = Admission(candidate, candidate.routes, preflight, spill=target.spill[index])
             reason: str | None = None
             try:
                 for guard in self.guards:

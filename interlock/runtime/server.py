@@ -36,6 +36,7 @@ class ServeOptions:
     workers: int = 1
     log_level: str = "info"
     access_log: bool = False
+    state_dir: str | None = None
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -23,6 +23,7 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
@@ -30,8 +31,11 @@ from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import CandidateRefused, Router
+from interlock.runtime.scoring import Scorer, slot_occupancy
 from interlock.runtime.slots import SlotTable
-from tests.runtime.conftest import build
+from interlock.runtime.speeds import SpeedBook
+from interlock.runtime.telemetry.collector import TelemetryBook
+from tests.runtime.conftest import BASIC, build
 from tests.runtime.scripted import ScriptedAdapter
 
 OK = {"object": "chat.completion", "model": "upstream-name", "choices": []}
@@ -46,7 +50,8 @@ class Rig:
         self.slots.configure(plan.workers)
         self.metrics = Metrics(StateView(lambda: plan, self.health, self.slots))
         self.adapter = ScriptedAdapter(script)
-        guards = (HealthGuard(self.health), SlotGuard(self.slots))
+        scorer = Scorer(FactsTable(), TelemetryBook(), SpeedBook(), slot_occupancy(self.slots))
+        guards = (HealthGuard(self.health), SlotGuard(self.slots, scorer, lambda: plan.routing))
         self.router = Router(
             self.health, guards, {"openai": self.adapter, "ollama": self.adapter}, self.metrics
         )
@@ -178,8 +183,27 @@ def test_a_stream_keeps_its_slot_until_the_writer_releases_it(basic_plan: Runtim
     assert rig.slots.pools["box1"].in_use == 0
 
 
-def test_a_full_worker_answers_429_instead_of_spilling_over(basic_plan: RuntimePlan) -> None:
+def test_a_full_worker_spills_to_the_next_candidate_at_once(basic_plan: RuntimePlan) -> None:
     rig = Rig(basic_plan, {"m1": OK, "c1": OK})
+    held = rig.slots.pools["box1"].try_acquire("m1", 1)
+    assert held is not None
+    answered = rig.chat()  # `on_saturation: fallback` (the default): no wait in box1's queue
+    assert (answered.candidate.id, rig.called()) == ("cloud/c1", ["c1"])
+    assert len(rig.slots.pools["box1"].waiters) == 0
+    labels = {"from_candidate": "local/m1", "to_candidate": "cloud/c1", "reason": "saturated"}
+    assert rig.sample("interlock_fallback_total", **labels) == 1
+    held.release()
+
+
+def test_under_queue_a_full_worker_answers_429_instead_of_spilling_over(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    queued = BASIC.replace(
+        "chain: [local/m1, cloud/c1, free/f1]",
+        "chain: [local/m1, cloud/c1, free/f1]\n    on_saturation: queue",
+    )
+    plan = build(plan_data(queued))
+    rig = Rig(plan, {"m1": OK, "c1": OK})
     pool = rig.slots.pools["box1"]
     pool.max_wait_s = 0.05
     held = pool.try_acquire("m1", 1)
@@ -227,7 +251,7 @@ providers:
       - {name: w2, url: "http://127.0.0.2:9/", max_concurrent: 1, queue: {max_waiting: 4, max_wait: 1s}}
   cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: CLOUD_KEY}
 aliases:
-  t/two: {description: two workers, chain: [local/m1, cloud/c1]}
+  t/two: {description: two workers, chain: [local/m1, cloud/c1], on_saturation: queue}
 """
 
 

@@ -1,27 +1,35 @@
-"""Choose the worker and hold a slot there: a free slot at once, else wait in the least busy queue.
+"""Choose the worker and hold a slot there: the best-scored worker with a free slot, else spill or queue.
 
-A full queue, or a wait past ``max_wait``, ends the request with 429 + ``Retry-After`` (it does not move
-on to the next candidate: a busy worker is back-pressure, not a failure, and chain order is the
-operator's preference). Candidates of OpenAI-compatible providers have no slot limit and pass at once.
+Workers are tried in the order ``runtime.scoring`` gives (loaded model, free slots, learned speed, VRAM,
+...). When none has a free slot: a candidate that may spill (``on_saturation: fallback`` and a next
+candidate in the chain) is skipped at once with reason ``saturated``; otherwise the request waits in the
+best-scored worker's queue. A full queue, or a wait past ``max_wait``, ends the request with 429 +
+``Retry-After`` (a busy worker under ``queue`` is back-pressure, not a failure). Candidates of
+OpenAI-compatible providers have no slot limit and pass at once.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.plan import RoutingSettings
+from interlock.runtime.scoring import Scorer
 from interlock.runtime.slots import SlotTable
 
 
 class SlotGuard(Guard):
-    def __init__(self, slots: SlotTable) -> None:
+    def __init__(self, slots: SlotTable, scorer: Scorer, settings: Callable[[], RoutingSettings]) -> None:
         self.slots = slots
+        self.scorer = scorer
+        self.settings = settings
 
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
-        routes = admission.routes
-        model = admission.candidate.model
+        candidate = admission.candidate
+        routes = self.scorer.order(candidate, admission.routes, self.settings())
+        model = candidate.model
         pools = self.slots.pools
         for route in routes:
             if route.worker is None or route.slot_limit is None:
@@ -30,8 +38,11 @@ class SlotGuard(Guard):
             lease = pools[route.worker].try_acquire(model, route.slot_limit)
             if lease is not None:
                 admission.route, admission.lease = route, lease
+                self.scorer.sent(candidate, route)
                 return None
-        route = min(routes, key=lambda r: len(pools[r.worker].waiters) if r.worker else 0)
+        if admission.spill:
+            return "saturated"
+        route = routes[0]
         assert route.worker is not None
         assert route.slot_limit is not None
         admission.route = route
@@ -40,4 +51,5 @@ class SlotGuard(Guard):
             admission.lease = await pools[route.worker].acquire(model, route.slot_limit)
         finally:
             admission.queued_s = time.perf_counter() - started
+        self.scorer.sent(candidate, route)
         return None

@@ -145,6 +145,7 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
             "endpoints": endpoints,
         }
     workers: dict[str, Any] = {}
+    scores, speeds = gateway.scorer.report(), gateway.speeds.snapshot()
     for name, limits in plan.workers.items():
         pool = gateway.slots.pools.get(name)
         workers[name] = {
@@ -159,6 +160,8 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         telemetry = gateway.telemetry.report(name)
         if telemetry is not None:  # only for workers that declare telemetry
             workers[name]["telemetry"] = telemetry
+        workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
+        workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
     return {
         "plan": {

@@ -359,6 +359,8 @@ async def _answer(
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
     headers.append(answered.candidate.resolved_header)
+    if answered.route.worker_header is not None:
+        headers.append(answered.route.worker_header)
     watch.stop()
     await send_json(send, 200, payload, headers)
     _observe_overhead(gateway, endpoint, started, answered)
@@ -388,6 +390,8 @@ async def _stream(
     stream = answered.result
     try:
         headers.append(answered.candidate.resolved_header)
+        if answered.route.worker_header is not None:
+            headers.append(answered.route.worker_header)
         headers.extend(SSE_HEADERS)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True

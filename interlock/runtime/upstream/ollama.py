@@ -7,7 +7,7 @@ Translation both ways lives in ``ollama_wire``; this module only sends. Probe: G
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -18,23 +18,40 @@ from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 
+SpeedSink = Callable[[str, str, Any, Any], None]
+"""``(endpoint label, model as Ollama names it, eval_count, eval_duration ns)`` of a finished chat."""
+
 
 class OllamaAdapter(Adapter):
-    """Speaks to one Ollama worker per endpoint (``endpoint.url`` is the worker's URL)."""
+    """Speaks to one Ollama worker per endpoint (``endpoint.url`` is the worker's URL).
+
+    ``speeds``, when set, gets the output figures of every finished chat (non-streamed or streamed):
+    what worker scoring learns tokens/s from.
+    """
 
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client
+        self.speeds: SpeedSink | None = None
 
     async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=False))
         answer = await request_json(self._client, endpoint, "POST", "/api/chat", payload)
-        return ollama_wire.chat_completion(answer, model)
+        completion = ollama_wire.chat_completion(answer, model)
+        if self.speeds is not None:
+            self.speeds(endpoint.label, _named(model), answer.get("eval_count"), answer.get("eval_duration"))
+        return completion
 
     async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=True))
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
         decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers)
+        sink = self.speeds
+        if sink is not None:
+            label, named = endpoint.label, _named(model)
+            decoder.on_done = lambda last: sink(
+                label, named, last.get("eval_count"), last.get("eval_duration")
+            )
         return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -54,3 +71,9 @@ class OllamaAdapter(Adapter):
         if model is None:
             return await request_json(self._client, probe, "GET", path, None)
         return await request_json(self._client, probe, "POST", path, orjson.dumps({"model": model}))
+
+
+def _named(model: str) -> str:
+    """The model as Ollama names it in /api/ps (``plan.ollama_name``; not imported: the adapter layer
+    does not import the plan)."""
+    return model if ":" in model else f"{model}:latest"

@@ -1,0 +1,154 @@
+"""Worker scoring: order the routes (workers) of one candidate by what is known about them right now.
+
+Every input is gathered outside the request path and read here with dictionary lookups:
+
+- ``loaded``: the model is in the worker's ``/api/ps`` (``FactsTable``), or this gateway sent it there
+  since that list was fetched (a model sent is a model loaded, or loading, until ``/api/ps`` says
+  otherwise);
+- ``installed``: the model is in the worker's ``/api/tags``;
+- ``free_slots`` / ``queue``: free slots for the model (and on the worker) and requests waiting, read
+  through one accessor (``Occupancy``) so the slot backend can change behind it;
+- ``speed``: learned output tokens/s for (worker, model) (``SpeedBook``; real requests only);
+- ``vram`` / ``gpu_util``: VRAM in use and GPU utilisation from telemetry (declared workers only);
+- ``avoid_load``: a hard penalty for a worker that would have to load the model while its VRAM use is
+  at or above ``avoid_vram_percent``.
+
+score = loaded·w + installed·w + free·w − waiting·w + tokens/s·w − vram_fraction·w − util_fraction·w
+        − (avoid_load when it applies).
+
+A candidate with one route, or of an OpenAI-compatible provider, is not scored (nothing to choose).
+Ties keep the plan's worker order. The last score of each worker and its parts are kept for
+``/v1/health`` (one small tuple per route scored).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from interlock.runtime.facts import FactsTable
+from interlock.runtime.health import Clock, iso_utc
+from interlock.runtime.plan import Candidate, Route, RoutingSettings
+from interlock.runtime.slots import SlotTable
+from interlock.runtime.speeds import SpeedBook
+from interlock.runtime.telemetry.collector import TelemetryBook
+
+Occupancy = Callable[[str, str, int], tuple[int, int]]
+"""``(worker, model, slot limit) -> (free slots for that model there, requests waiting there)``."""
+
+PARTS = ("loaded", "installed", "free_slots", "queue", "speed", "vram", "gpu_util", "avoid_load")
+
+
+def slot_occupancy(slots: SlotTable) -> Occupancy:
+    """The in-process slot pools as an ``Occupancy``: the one place scoring reads slot state."""
+    pools = slots.pools
+
+    def occupancy(worker: str, model: str, limit: int) -> tuple[int, int]:
+        pool = pools.get(worker)
+        if pool is None:
+            return limit, 0
+        free = min(limit - pool.per_model.get(model, 0), pool.max_concurrent - pool.in_use)
+        return max(free, 0), len(pool.waiters)
+
+    return occupancy
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One worker's last score for one model, with its parts (in ``PARTS`` order) and when (wall)."""
+
+    model: str
+    score: float
+    parts: tuple[float, ...]
+    at: float
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "score": round(self.score, 2),
+            "parts": {name: round(value, 2) for name, value in zip(PARTS, self.parts, strict=True)},
+            "at": iso_utc(self.at),
+        }
+
+
+class Scorer:
+    """Orders a candidate's routes, best first; remembers which model it sent where."""
+
+    def __init__(
+        self,
+        facts: FactsTable,
+        telemetry: TelemetryBook,
+        speeds: SpeedBook,
+        occupancy: Occupancy,
+        *,
+        clock: Clock = time.monotonic,
+        wall: Clock = time.time,
+    ) -> None:
+        self.facts = facts
+        self.telemetry = telemetry
+        self.speeds = speeds
+        self.occupancy = occupancy
+        self.clock = clock
+        self.wall = wall
+        self.last: dict[str, Scored] = {}  # by worker name
+        self._sent: dict[tuple[str, str], float] = {}  # (label, model) -> when last sent (monotonic)
+
+    def order(
+        self, candidate: Candidate, routes: tuple[Route, ...], settings: RoutingSettings
+    ) -> tuple[Route, ...]:
+        """``routes`` best first (stable: ties keep plan order)."""
+        if len(routes) < 2 or candidate.kind != "ollama":
+            return routes
+        scores = [self.score(route, candidate, settings) for route in routes]
+        ranked = sorted(range(len(routes)), key=lambda i: -scores[i])
+        return tuple(routes[i] for i in ranked)
+
+    def sent(self, candidate: Candidate, route: Route) -> None:
+        """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now."""
+        if route.worker is not None:
+            self._sent[(route.endpoint.label, candidate.facts_key)] = self.clock()
+
+    def score(self, route: Route, candidate: Candidate, settings: RoutingSettings) -> float:
+        worker = route.worker
+        if worker is None:
+            return 0.0
+        w = settings.weights
+        label, model = route.endpoint.label, candidate.facts_key
+        facts = self.facts.worker(label)
+        loaded = facts.loaded is not None and model in facts.loaded
+        if not loaded:
+            sent = self._sent.get((label, model))
+            loaded = sent is not None and (facts.loaded_at is None or sent > facts.loaded_at)
+        installed = facts.installed is not None and model in facts.installed
+        free, waiting = self.occupancy(worker, candidate.model, route.slot_limit or 1)
+        speed = self.speeds.get(label, model) or 0.0
+        vram_fraction = util_fraction = 0.0
+        avoid = 0.0
+        state = self.telemetry.workers.get(worker)
+        if state is not None:
+            used, total = state.vram()
+            if used is not None and total:
+                vram_fraction = used / total
+                if not loaded and vram_fraction * 100 >= settings.avoid_vram_percent:
+                    avoid = w.avoid_load
+            gpu = state.gpu
+            if gpu is not None and gpu.utilization_percent is not None:
+                util_fraction = gpu.utilization_percent / 100
+        parts = (
+            w.loaded if loaded else 0.0,
+            w.installed if installed else 0.0,
+            w.free_slots * free,
+            -w.queue * waiting,
+            w.speed * speed,
+            -w.vram * vram_fraction,
+            -w.gpu_util * util_fraction,
+            -avoid,
+        )
+        total_score = sum(parts)
+        self.last[worker] = Scored(model, total_score, parts, self.wall())
+        return total_score
+
+    def report(self) -> Mapping[str, dict[str, Any]]:
+        return {worker: scored.report() for worker, scored in sorted(self.last.items())}
