@@ -1,7 +1,8 @@
-"""Writing files atomically: shared by the commands (plans, schemas, code) and the runtime (state files).
+"""Writing a state file atomically, for the runtime (learned speeds).
 
-A neutral module on purpose: the runtime must not import the compiler or the commands, and both need
-one definition of "a reader never sees half a file".
+The commands' ``commands.files.write_atomically`` checks its target against links and FIFOs with the
+compiler's file helpers, which the runtime must not import; this one is for files the runtime owns
+(a path from the plan or ``--state-dir``), with the same promise: a reader never sees half a file.
 """
 
 from __future__ import annotations

@@ -43,6 +43,10 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL007", "duplicate-definition", "error", "A name or section is defined in more than one file."),
     ("IL008", "bad-duration", "error", "A duration is not written like `500ms`, `3s`, `10m` or `1h`."),
     ("IL009", "bad-version", "error", "The main file's `version` is missing or unsupported."),
+    ("IL010", "include-outside-root", "error", "An include or profile path leaves the allowed folders."),
+    ("IL011", "unreadable-file", "error", "A source is not a regular file, is too large, or cannot be read."),
+    ("IL012", "include-too-deep", "error", "Includes nest deeper than the loader follows."),
+    ("IL013", "unsendable-name", "error", "A name or header that cannot be sent in an HTTP header."),
     # Providers
     ("IL101", "unknown-provider-kind", "error", "A provider `kind` other than `ollama` or `openai`."),
     ("IL102", "missing-base-url", "error", "A `kind: openai` provider has no `base_url`."),

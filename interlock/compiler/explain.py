@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from interlock.compiler.context import CompileContext, Link, Worker
-from interlock.compiler.diagnostics import Span
+from interlock.compiler.diagnostics import Span, visible
 from interlock.compiler.patterns import matching_row
 from interlock.schema.durations import format_duration
 
 
 def explain(ctx: CompileContext, name: str) -> str:
-    """A readable account of alias ``name`` (which must be in ``ctx.aliases``)."""
+    """A readable account of alias ``name`` (which must be in ``ctx.aliases``), shown as every
+    diagnostic is (``visible``): credentials masked (a URL's `user:key@` and `?key=`, a key-shaped
+    variable name or description), control characters escaped."""
     alias = ctx.aliases[name]
     head = f"{name}: {alias.section.description}" if alias.section.description else name
     out = [head, f"  defined at {alias.entry.key_span}"]
@@ -25,7 +27,7 @@ def explain(ctx: CompileContext, name: str) -> str:
         out.append(f"  {number}. {link.candidate}")
         out.append(f"       {_where(link)}")
         out.extend(f"       {line}" for line in _facts(ctx, link.candidate, required))
-    return "\n".join(out) + "\n"
+    return "".join(visible(line) + "\n" for line in out)
 
 
 def _where(link: Link) -> str:

@@ -14,12 +14,14 @@ from interlock.compiler.passes.routing import routing
 from interlock.compiler.passes.shape import shape
 from interlock.compiler.passes.usage import usage
 from interlock.compiler.passes.vram import vram
+from interlock.compiler.passes.wire import wire
 from interlock.compiler.passes.workers import workers
 
 Pass = Callable[[CompileContext], None]
 
 PASSES: tuple[Pass, ...] = (
     shape,  # raw sections -> typed sections
+    wire,  # names and headers that cannot be sent on the wire rejected
     providers,  # kinds, base URLs, credential variables
     workers,  # profiles applied, pattern tables built
     health,  # health and timeout values
