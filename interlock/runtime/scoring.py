@@ -4,16 +4,17 @@ Every input is gathered outside the request path and read here with dictionary l
 
 - ``loaded``: the model is in the worker's ``/api/ps`` (``FactsTable``), or this gateway sent it there
   since that list was fetched (a model sent is a model loaded, or loading, until ``/api/ps`` says
-  otherwise);
+  otherwise); a worker whose ``/api/ps`` is unknown gets no guess either way;
 - ``installed``: the model is in the worker's ``/api/tags``;
-- ``free_slots`` / ``queue``: free slots for the model (and on the worker) and requests waiting, read
-  through one accessor (``Occupancy``) so the slot backend can change behind it;
+- ``free_slots`` / ``queue``: free slots for the model (and on the worker), and the requests this one
+  would wait behind (those waiting, plus itself when no slot is free), read through one accessor
+  (``Occupancy``) so the slot backend can change behind it;
 - ``speed``: learned output tokens/s for (worker, model) (``SpeedBook``; real requests only);
 - ``vram`` / ``gpu_util``: VRAM in use and GPU utilisation from telemetry (declared workers only);
 - ``avoid_load``: a hard penalty for a worker that would have to load the model while its VRAM use is
   at or above ``avoid_vram_percent``.
 
-score = loaded·w + installed·w + free·w − waiting·w + tokens/s·w − vram_fraction·w − util_fraction·w
+score = loaded·w + installed·w + free·w − ahead·w + tokens/s·w − vram_fraction·w − util_fraction·w
         − (avoid_load when it applies).
 
 A candidate with one route, or of an OpenAI-compatible provider, is not scored (nothing to choose).
@@ -117,12 +118,16 @@ class Scorer:
         w = settings.weights
         label, model = route.endpoint.label, candidate.facts_key
         facts = self.facts.worker(label)
-        loaded = facts.loaded is not None and model in facts.loaded
-        if not loaded:
-            sent = self._sent.get((label, model))
-            loaded = sent is not None and (facts.loaded_at is None or sent > facts.loaded_at)
+        loaded = False
+        if facts.loaded is not None and facts.loaded_at is not None:  # /api/ps known: else no guess
+            loaded = model in facts.loaded
+            if not loaded:
+                sent = self._sent.get((label, model))
+                loaded = sent is not None and sent > facts.loaded_at
         installed = facts.installed is not None and model in facts.installed
         free, waiting = self.occupancy(worker, candidate.model, route.slot_limit or 1)
+        if free == 0:
+            waiting += 1  # this request would wait too
         speed = self.speeds.get(label, model) or 0.0
         vram_fraction = util_fraction = 0.0
         avoid = 0.0

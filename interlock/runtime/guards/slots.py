@@ -1,11 +1,14 @@
-"""Choose the worker and hold a slot there: the best-scored worker with a free slot, else spill or queue.
+"""Choose the worker and hold a slot there: the best-scored worker; when it is full, spill or queue.
 
-Workers are tried in the order ``runtime.scoring`` gives (loaded model, free slots, learned speed, VRAM,
-...). When none has a free slot: a candidate that may spill (``on_saturation: fallback`` and a next
-candidate in the chain) is skipped at once with reason ``saturated``; otherwise the request waits in the
-best-scored worker's queue. A full queue, or a wait past ``max_wait``, ends the request with 429 +
-``Retry-After`` (a busy worker under ``queue`` is back-pressure, not a failure). Candidates of
-OpenAI-compatible providers have no slot limit and pass at once.
+The worker is the first in the order ``runtime.scoring`` gives (loaded model, free slots, queue, learned
+speed, VRAM, ...); a full worker already scores lower by the requests it would make this one wait for,
+so a worker with a free slot wins unless the full one is worth the wait (it has the model loaded and the
+other would load it). When the chosen worker has no free slot: a candidate that may spill
+(``on_saturation: fallback`` and a next candidate in the chain) is skipped at once with reason
+``saturated``; otherwise the request waits in that worker's queue. A full queue, or a wait past
+``max_wait``, ends the request with 429 + ``Retry-After`` (a busy worker under ``queue`` is
+back-pressure, not a failure). Candidates of OpenAI-compatible providers have no slot limit and pass
+at once.
 """
 
 from __future__ import annotations
@@ -28,28 +31,20 @@ class SlotGuard(Guard):
 
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         candidate = admission.candidate
-        routes = self.scorer.order(candidate, admission.routes, self.settings())
-        model = candidate.model
-        pools = self.slots.pools
-        for route in routes:
-            if route.worker is None or route.slot_limit is None:
-                admission.route = route
-                return None
-            lease = pools[route.worker].try_acquire(model, route.slot_limit)
-            if lease is not None:
-                admission.route, admission.lease = route, lease
-                self.scorer.sent(candidate, route)
-                return None
-        if admission.spill:
-            return "saturated"
-        route = routes[0]
-        assert route.worker is not None
-        assert route.slot_limit is not None
-        admission.route = route
-        started = time.perf_counter()
-        try:
-            admission.lease = await pools[route.worker].acquire(model, route.slot_limit)
-        finally:
-            admission.queued_s = time.perf_counter() - started
+        route = self.scorer.order(candidate, admission.routes, self.settings())[0]
+        if route.worker is None or route.slot_limit is None:
+            admission.route = route
+            return None
+        model, pool = candidate.model, self.slots.pools[route.worker]
+        lease = pool.try_acquire(model, route.slot_limit)
+        if lease is None:
+            if admission.spill:
+                return "saturated"
+            started = time.perf_counter()
+            try:
+                lease = await pool.acquire(model, route.slot_limit)
+            finally:
+                admission.queued_s = time.perf_counter() - started
+        admission.route, admission.lease = route, lease
         self.scorer.sent(candidate, route)
         return None
