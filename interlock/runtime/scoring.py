@@ -7,8 +7,9 @@ Every input is gathered outside the request path and read here with dictionary l
   otherwise); a worker whose ``/api/ps`` is unknown gets no guess either way;
 - ``installed``: the model is in the worker's ``/api/tags``;
 - ``free_slots`` / ``queue``: free slots for the model (and on the worker), and the requests this one
-  would wait behind (those waiting, plus itself when no slot is free), read through one accessor
-  (``Occupancy``) so the slot backend can change behind it;
+  would wait behind: those waiting, itself when no slot is free, and, when the model would have to be
+  loaded, those running there (Ollama's load waits for room, and what arrives after it waits behind
+  it); read through one accessor (``Occupancy``) so the slot backend can change behind it;
 - ``speed``: learned output tokens/s for (worker, model) (``SpeedBook``; real requests only);
 - ``vram`` / ``gpu_util``: VRAM in use and GPU utilisation from telemetry (declared workers only);
 - ``avoid_load``: a hard penalty for a worker that would have to load the model while its VRAM use is
@@ -36,8 +37,9 @@ from interlock.runtime.slots import SlotTable
 from interlock.runtime.speeds import SpeedBook
 from interlock.runtime.telemetry.collector import TelemetryBook
 
-Occupancy = Callable[[str, str, int], tuple[int, int]]
-"""``(worker, model, slot limit) -> (free slots for that model there, requests waiting there)``."""
+Occupancy = Callable[[str, str, int], tuple[int, int, int]]
+"""``(worker, model, slot limit) -> (free slots for that model there, requests waiting there, requests
+running there)``."""
 
 PARTS = ("loaded", "installed", "free_slots", "queue", "speed", "vram", "gpu_util", "avoid_load")
 
@@ -46,12 +48,12 @@ def slot_occupancy(slots: SlotTable) -> Occupancy:
     """The in-process slot pools as an ``Occupancy``: the one place scoring reads slot state."""
     pools = slots.pools
 
-    def occupancy(worker: str, model: str, limit: int) -> tuple[int, int]:
+    def occupancy(worker: str, model: str, limit: int) -> tuple[int, int, int]:
         pool = pools.get(worker)
         if pool is None:
-            return limit, 0
+            return limit, 0, 0
         free = min(limit - pool.per_model.get(model, 0), pool.max_concurrent - pool.in_use)
-        return max(free, 0), len(pool.waiters)
+        return max(free, 0), len(pool.waiters), pool.in_use
 
     return occupancy
 
@@ -125,9 +127,10 @@ class Scorer:
                 sent = self._sent.get((label, model))
                 loaded = sent is not None and sent > facts.loaded_at
         installed = facts.installed is not None and model in facts.installed
-        free, waiting = self.occupancy(worker, candidate.model, route.slot_limit or 1)
-        if free == 0:
-            waiting += 1  # this request would wait too
+        free, waiting, running = self.occupancy(worker, candidate.model, route.slot_limit or 1)
+        ahead = waiting + (1 if free == 0 else 0)  # this request would wait too
+        if not loaded:
+            ahead += running  # a load may have to wait for the running requests to make room
         speed = self.speeds.get(label, model) or 0.0
         vram_fraction = util_fraction = 0.0
         avoid = 0.0
@@ -145,7 +148,7 @@ class Scorer:
             w.loaded if loaded else 0.0,
             w.installed if installed else 0.0,
             w.free_slots * free,
-            -w.queue * waiting,
+            -w.queue * ahead,
             w.speed * speed,
             -w.vram * vram_fraction,
             -w.gpu_util * util_fraction,
