@@ -118,6 +118,8 @@ CODES: dict[str, CodeInfo] = _codes(
         "`routing.speed_smoothing` is not above 0 and at most 1.",
     ),
     ("IL804", "bad-saturation-policy", "error", "An `on_saturation` other than `fallback` or `queue`."),
+    ("IL805", "sticky-bound-out-of-range", "error", "A `routing.sticky` bound is below 1."),
+    ("IL806", "bad-session-header", "error", "`routing.sticky.header` is not a usable header name."),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),

@@ -92,6 +92,13 @@ def _routing(ctx: CompileContext) -> dict[str, Any]:
         "speed_smoothing": section.speed_smoothing,
         "on_saturation": section.on_saturation,
         "state_file": section.state_file,
+        "sticky": {
+            "enabled": section.sticky.enabled,
+            "header": section.sticky.header,
+            "prefix_bytes": section.sticky.prefix_bytes,
+            "max_sessions": section.sticky.max_sessions,
+            "idle_ttl_ms": section.sticky.idle_ttl,
+        },
     }
 
 

@@ -13,8 +13,11 @@ def routing(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
     for weight, before, after, unit in changed_fields(old.weights, new.weights):
         summary = f"routing weight `{weight}`: {show(before, unit)} → {show(after, unit)}"
         out.append(Change("routing-changed", f"weights.{weight}", before, after, summary, unit=unit))
+    for setting, before, after, unit in changed_fields(old.sticky, new.sticky):
+        summary = f"sticky sessions `{setting}`: {show(before, unit)} → {show(after, unit)}"
+        out.append(Change("routing-changed", f"sticky.{setting}", before, after, summary, unit=unit))
     for setting, before, after, unit in changed_fields(old, new):
-        if setting == "weights":
+        if setting in ("weights", "sticky"):
             continue
         summary = f"routing `{setting}`: {show(before, unit)} → {show(after, unit)}"
         out.append(Change("routing-changed", setting, before, after, summary, unit=unit))

@@ -32,6 +32,7 @@ from interlock.runtime.router import Router
 from interlock.runtime.scoring import Scorer, slot_occupancy
 from interlock.runtime.slots import SlotTable
 from interlock.runtime.speeds import SpeedBook, read_state, write_state
+from interlock.runtime.sticky import StickyTable
 from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.surfaces.openai import (
     Message,
@@ -97,6 +98,7 @@ class Gateway:
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
         self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
         self.state_dir = state_dir
+        self.sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
         self.scorer = Scorer(
             self.facts, self.telemetry, self.speeds, slot_occupancy(self.slots), clock=clock, wall=wall
         )
@@ -104,7 +106,7 @@ class Gateway:
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing),
+            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
             OllamaOptionsGuard(self.facts),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics)

@@ -189,13 +189,22 @@ class RoutingWeights:
 
 
 @dataclass(frozen=True, slots=True)
+class StickySettings:
+    header: bytes  # lower-case, as ASGI gives request header names
+    prefix_bytes: int
+    max_sessions: int
+    idle_ttl_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class RoutingSettings:
-    """Worker scoring (``runtime.scoring``) and where learned speeds are kept."""
+    """Worker scoring (``runtime.scoring``), where learned speeds are kept, sticky sessions (None: off)."""
 
     weights: RoutingWeights
     avoid_vram_percent: float
     speed_smoothing: float
     state_file: str | None
+    sticky: StickySettings | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +365,14 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         avoid_vram_percent=r.avoid_vram_percent,
         speed_smoothing=r.speed_smoothing,
         state_file=r.state_file,
+        sticky=StickySettings(
+            header=r.sticky.header.lower().encode(),
+            prefix_bytes=r.sticky.prefix_bytes,
+            max_sessions=r.sticky.max_sessions,
+            idle_ttl_s=r.sticky.idle_ttl_ms / 1000,
+        )
+        if r.sticky.enabled
+        else None,
     )
     return RuntimePlan(
         source=plan,

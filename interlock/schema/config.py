@@ -219,6 +219,20 @@ class RoutingWeights(_Section):
     )
 
 
+class StickySection(_Section):
+    """Sticky sessions (KV-cache affinity): repeat turns of a conversation go to the same worker."""
+
+    enabled: bool = Field(False, description="Opt-in.")
+    header: str = Field("X-Session-ID", description="Request header naming the session.")
+    prefix_bytes: int = Field(
+        1024,
+        description="Without the header: the session is a hash of the first N bytes of the messages up to "
+        "the first user message (the same for every later turn).",
+    )
+    max_sessions: int = Field(10_000, description="Sessions remembered per process (least recently used go).")
+    idle_ttl: Duration = Field(1_800_000, description="A session unused this long is forgotten.")
+
+
 class RoutingSection(_Section):
     """Which worker serves a request, and what happens when its slots are full."""
 
@@ -237,6 +251,7 @@ class RoutingSection(_Section):
     state_file: str | None = Field(
         None, description="Where learned speeds are kept across restarts (`serve --state-dir` overrides)."
     )
+    sticky: StickySection = Field(default_factory=StickySection)
 
 
 class LintSection(_Section):

@@ -148,6 +148,14 @@ class PlanRoutingWeights(_Frozen):
     avoid_load: float = 1000.0
 
 
+class PlanSticky(_Frozen):
+    enabled: bool = False
+    header: str = "X-Session-ID"
+    prefix_bytes: int = Field(1024, ge=1)
+    max_sessions: int = Field(10_000, ge=1)
+    idle_ttl_ms: int = Field(1_800_000, ge=1)
+
+
 class PlanRouting(_Frozen):
     """Worker scoring weights and the saturation policy (see docs/runtime.md, "Choosing a worker")."""
 
@@ -156,6 +164,7 @@ class PlanRouting(_Frozen):
     speed_smoothing: float = 0.3
     on_saturation: Literal["fallback", "queue"] = "fallback"
     state_file: str | None = Field(None, description="Learned speeds are kept here; null: not kept.")
+    sticky: PlanSticky = Field(default_factory=PlanSticky)
 
 
 class RoutingPlan(_Frozen):

@@ -204,3 +204,44 @@ def test_learned_speeds_survive_a_restart(tmp_path: Path, fleets: list[Fleet]) -
     assert (state / "speeds.json").is_file()
     fleet.served = fleet.start()
     assert fleet.worker("only")["learned_tokens_per_s"][MODEL] == before
+
+
+def test_sticky_sessions_keep_a_conversation_on_one_worker_and_repin_when_it_dies(
+    tmp_path: Path, fleets: list[Fleet]
+) -> None:
+    first, second = box("first"), box("second")
+    first.preload(MODEL)
+    second.preload(MODEL)
+    fleet = Fleet(tmp_path, {"first": first, "second": second}, "{sticky: {enabled: true}}")
+    fleets.append(fleet)
+    wait_until(lambda: loaded_on(fleet, "first") and loaded_on(fleet, "second"), 10, "/api/ps")
+    client = fleet.client()
+
+    def turn(session: str | None, *contents: str) -> str:
+        messages: Any = [{"role": "user", "content": c} for c in contents]
+        headers = {"X-Session-ID": session} if session else {}
+        raw = client.chat.completions.with_raw_response.create(
+            model="t/queue", messages=messages, extra_headers=headers
+        )
+        return str(raw.headers["x-interlock-worker"])
+
+    first.hold()  # `first` busy: both sessions start on `second`
+    with ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(turn, None, "keeps first busy")
+        wait_until(lambda: fleet.worker("first")["slots_in_use"] == 1, 10, "first to be busy")
+        assert turn("abc", "turn 1") == "second"
+        assert turn(None, "a long story", "turn 1") == "second"  # named by its messages
+        first.release()
+        assert busy.result() == "first"
+    wait_until(lambda: fleet.worker("first")["slots_in_use"] == 0, 10, "first to be idle")
+    assert turn("other", "a new session") == "first"  # plan order wins without a pin
+    for _ in range(2):  # both idle, `first` first in plan order: the pins hold
+        assert turn("abc", "turn 2") == "second"
+        assert turn(None, "a long story", "turn 1", "turn 2") == "second"
+    second.stop()
+    wait_until(lambda: not fleet.worker("second")["healthy"], 10, "second to be seen down")
+    assert turn("abc", "turn 3") == "first"  # repinned
+    report = fleet.served.health()["sticky_sessions"]
+    assert report["repinned"] == 1
+    assert report["sessions"] == 4  # abc, other, and two named by their messages
+    assert "abc" not in (tmp_path / "serve.log").read_text()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span, did_you_mean
+from interlock.compiler.passes.wire import HTTP_TOKEN, RESERVED_HEADERS
 
 POLICIES = ("fallback", "queue")
 
@@ -50,6 +51,31 @@ def routing(ctx: CompileContext) -> None:
             path="routing.speed_smoothing",
             value=smoothing,
             hint="the weight of the newest sample in the learned speed, e.g. 0.3",
+        )
+    sticky = section.sticky
+    for key in ("prefix_bytes", "max_sessions", "idle_ttl"):
+        value = getattr(sticky, key)
+        path = f"routing.sticky.{key}"
+        if value < 1 and not ctx.is_broken(path):
+            ctx.sink.add(
+                "IL805",
+                span("sticky", key),
+                f"`{path}` must be at least 1, not `{value}`",
+                path=path,
+                value=value,
+                hint="e.g. prefix_bytes: 1024, max_sessions: 10000, idle_ttl: 30m",
+            )
+    header = sticky.header
+    if (not HTTP_TOKEN.fullmatch(header) or header.lower() in RESERVED_HEADERS) and not ctx.is_broken(
+        "routing.sticky.header"
+    ):
+        ctx.sink.add(
+            "IL806",
+            span("sticky", "header"),
+            f"`routing.sticky.header` {header!a} is not a request header a session can be named by",
+            path="routing.sticky.header",
+            value=header,
+            hint="an HTTP header name of letters, digits and -, e.g. X-Session-ID",
         )
     if section.on_saturation not in POLICIES and not ctx.is_broken("routing.on_saturation"):
         _bad_policy(ctx, span("on_saturation"), "routing.on_saturation", section.on_saturation)

@@ -1,5 +1,8 @@
 """Choose the worker and hold a slot there: the best-scored worker; when it is full, spill or queue.
 
+With sticky sessions on, a session pinned to a worker still eligible for the request goes there
+(``runtime.sticky``); otherwise it is scored as usual and (re)pinned to the worker chosen.
+
 The worker is the first in the order ``runtime.scoring`` gives (loaded model, free slots, queue, learned
 speed, VRAM, ...); a full worker already scores lower by the requests it would make this one wait for,
 so a worker with a free slot wins unless the full one is worth the wait (it has the model loaded and the
@@ -21,17 +24,35 @@ from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.plan import RoutingSettings
 from interlock.runtime.scoring import Scorer
 from interlock.runtime.slots import SlotTable
+from interlock.runtime.sticky import StickyTable, session_key
 
 
 class SlotGuard(Guard):
-    def __init__(self, slots: SlotTable, scorer: Scorer, settings: Callable[[], RoutingSettings]) -> None:
+    def __init__(
+        self,
+        slots: SlotTable,
+        scorer: Scorer,
+        settings: Callable[[], RoutingSettings],
+        sticky: StickyTable | None = None,
+    ) -> None:
         self.slots = slots
         self.scorer = scorer
         self.settings = settings
+        self.sticky = sticky if sticky is not None else StickyTable()
 
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         candidate = admission.candidate
-        route = self.scorer.order(candidate, admission.routes, self.settings())[0]
+        settings = self.settings()
+        sticky, key = settings.sticky, None
+        route = None
+        if sticky is not None and len(candidate.routes) > 1 and admission.preflight is not None:
+            key = session_key(candidate.id, admission.preflight.session, body, sticky.prefix_bytes)
+            pinned = self.sticky.worker(key, sticky) if key is not None else None
+            route = next((r for r in admission.routes if r.worker == pinned), None) if pinned else None
+        if route is None:
+            route = self.scorer.order(candidate, admission.routes, settings)[0]
+        if key is not None and sticky is not None and route.worker is not None:
+            self.sticky.pin(key, route.worker, sticky)
         if route.worker is None or route.slot_limit is None:
             admission.route = route
             return None

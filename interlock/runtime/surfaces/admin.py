@@ -173,6 +173,11 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         "providers": providers,
         "workers": workers,
         "candidates": candidates,
+        "sticky_sessions": (
+            {"sessions": len(gateway.sticky), "repinned": gateway.sticky.repinned}
+            if plan.routing.sticky is not None
+            else None
+        ),
     }
 
 

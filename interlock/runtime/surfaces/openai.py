@@ -31,6 +31,7 @@ from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
+from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 
 if TYPE_CHECKING:
@@ -304,6 +305,8 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
             model, stream = check_embeddings(body), False
         target = resolve(plan, model)
         preflight = Preflight(needs_of(body, endpoint, plan.preflight), plan.preflight.mode)
+        if plan.routing.sticky is not None:
+            preflight.session = session_header(scope, plan.routing.sticky.header)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         return
