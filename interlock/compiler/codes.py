@@ -103,23 +103,6 @@ CODES: dict[str, CodeInfo] = _codes(
         "A worker's context limit exceeds the model's maximum.",
     ),
     ("IL705", "vram-overcommit", "warning", "A model at its slot count does not fit the worker's memory."),
-    # Routing
-    ("IL801", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
-    (
-        "IL802",
-        "avoid-vram-out-of-range",
-        "error",
-        "`routing.avoid_vram_percent` is not above 0 and at most 100.",
-    ),
-    (
-        "IL803",
-        "speed-smoothing-out-of-range",
-        "error",
-        "`routing.speed_smoothing` is not above 0 and at most 1.",
-    ),
-    ("IL804", "bad-saturation-policy", "error", "An `on_saturation` other than `fallback` or `queue`."),
-    ("IL805", "sticky-bound-out-of-range", "error", "A `routing.sticky` bound is below 1."),
-    ("IL806", "bad-session-header", "error", "`routing.sticky.header` is not a usable header name."),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),
@@ -127,4 +110,30 @@ CODES: dict[str, CodeInfo] = _codes(
     # Drift gate (`lint --scan`)
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),
+    # Server
+    ("IL801", "cors-any-origin-with-credentials", "error", "CORS allows any origin (`*`) and credentials."),
+    (
+        "IL802",
+        "bad-cors-origin",
+        "error",
+        "A CORS origin is malformed, or `allow_origins` is empty or mixes `*` with others.",
+    ),
+    ("IL803", "bad-cors-header", "error", "A CORS `allow_headers` entry is not a header name."),
+    # Routing
+    ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
+    (
+        "IL902",
+        "avoid-vram-out-of-range",
+        "error",
+        "`routing.avoid_vram_percent` is not above 0 and at most 100.",
+    ),
+    (
+        "IL903",
+        "speed-smoothing-out-of-range",
+        "error",
+        "`routing.speed_smoothing` is not above 0 and at most 1.",
+    ),
+    ("IL904", "bad-saturation-policy", "error", "An `on_saturation` other than `fallback` or `queue`."),
+    ("IL905", "sticky-bound-out-of-range", "error", "A `routing.sticky` bound is below 1."),
+    ("IL906", "bad-session-header", "error", "`routing.sticky.header` is not a usable header name."),
 )

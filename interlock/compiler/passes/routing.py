@@ -24,7 +24,7 @@ def routing(ctx: CompileContext) -> None:
         path = f"routing.weights.{key}"
         if value < 0 and not ctx.is_broken(path):
             ctx.sink.add(
-                "IL801",
+                "IL901",
                 span("weights", key),
                 f"`{path}` must not be negative, not `{value:g}`",
                 path=path,
@@ -34,7 +34,7 @@ def routing(ctx: CompileContext) -> None:
     percent = section.avoid_vram_percent
     if not 0 < percent <= 100 and not ctx.is_broken("routing.avoid_vram_percent"):
         ctx.sink.add(
-            "IL802",
+            "IL902",
             span("avoid_vram_percent"),
             f"`routing.avoid_vram_percent` must be above 0 and at most 100, not `{percent:g}`",
             path="routing.avoid_vram_percent",
@@ -45,7 +45,7 @@ def routing(ctx: CompileContext) -> None:
     smoothing = section.speed_smoothing
     if not 0 < smoothing <= 1 and not ctx.is_broken("routing.speed_smoothing"):
         ctx.sink.add(
-            "IL803",
+            "IL903",
             span("speed_smoothing"),
             f"`routing.speed_smoothing` must be above 0 and at most 1, not `{smoothing:g}`",
             path="routing.speed_smoothing",
@@ -58,7 +58,7 @@ def routing(ctx: CompileContext) -> None:
         path = f"routing.sticky.{key}"
         if value < 1 and not ctx.is_broken(path):
             ctx.sink.add(
-                "IL805",
+                "IL905",
                 span("sticky", key),
                 f"`{path}` must be at least 1, not `{value}`",
                 path=path,
@@ -70,7 +70,7 @@ def routing(ctx: CompileContext) -> None:
         "routing.sticky.header"
     ):
         ctx.sink.add(
-            "IL806",
+            "IL906",
             span("sticky", "header"),
             f"`routing.sticky.header` {header!a} is not a request header a session can be named by",
             path="routing.sticky.header",
@@ -88,7 +88,7 @@ def routing(ctx: CompileContext) -> None:
 
 def _bad_policy(ctx: CompileContext, span: Span, path: str, value: str) -> None:
     ctx.sink.add(
-        "IL804",
+        "IL904",
         span,
         f"`{path}` must be one of {', '.join(POLICIES)}, not `{value}`",
         path=path,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -24,7 +26,7 @@ from interlock.runtime.errors import (
     ClientError,
     GatewayError,
     InvalidRequest,
-    SlotUnavailable,
+    whole_seconds,
 )
 from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
@@ -33,6 +35,7 @@ from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
+from interlock.runtime.upstream.fields import DROPS
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -53,6 +56,8 @@ SSE_HEADERS: tuple[Header, ...] = (
 )
 DONE = b"data: [DONE]\n\n"
 MAX_ECHO = 200  # longest upstream error text passed on to the caller
+MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 _UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 
@@ -192,8 +197,8 @@ def describe_error(exc: BaseException, plan: RuntimePlan) -> tuple[int, bytes, l
     """Status, OpenAI-shaped body and extra headers for anything a request can end with."""
     if isinstance(exc, GatewayError):
         extra: list[Header] = []
-        if isinstance(exc, SlotUnavailable):
-            extra.append((b"retry-after", str(exc.retry_after).encode()))
+        if exc.retry_after is not None:
+            extra.extend(retry_after_headers(exc.retry_after))
         if isinstance(exc, BodyTooLarge):
             extra.append((b"connection", b"close"))
         return exc.status, error_body(exc.message, exc.type, param=exc.param, code=exc.code), extra
@@ -220,6 +225,14 @@ def describe_error(exc: BaseException, plan: RuntimePlan) -> tuple[int, bytes, l
         )
     log.error("unexpected error while answering a request", exc_info=exc)
     return 500, error_body("internal error in the gateway", "server_error", code="internal_error"), []
+
+
+def retry_after_headers(seconds: float) -> tuple[Header, Header]:
+    """``Retry-After`` in whole seconds, rounded up, and ``Retry-After-Ms`` (the OpenAI SDKs read it)."""
+    return (
+        (b"retry-after", b"%d" % whole_seconds(seconds)),
+        (b"retry-after-ms", b"%d" % max(1, math.ceil(seconds * 1000))),
+    )
 
 
 async def send_json(send: Send, status: int, payload: bytes, headers: list[Header]) -> None:
@@ -364,6 +377,7 @@ async def _answer(
     headers.append(answered.candidate.resolved_header)
     if answered.route.worker_header is not None:
         headers.append(answered.route.worker_header)
+    _say_dropped(headers, answered, endpoint, body)
     watch.stop()
     await send_json(send, 200, payload, headers)
     _observe_overhead(gateway, endpoint, started, answered)
@@ -395,6 +409,7 @@ async def _stream(
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
+        _say_dropped(headers, answered, "chat", body)
         headers.extend(SSE_HEADERS)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
@@ -431,6 +446,17 @@ async def _stream(
         finally:
             if answered.lease is not None:
                 answered.lease.release()
+
+
+def _say_dropped(headers: list[Header], answered: Answered[Any], endpoint: str, body: dict[str, Any]) -> None:
+    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got."""
+    dropped = DROPS[answered.candidate.kind, endpoint].of(body)
+    if dropped:
+        # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
+        shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]
+        if len(shown) < len(dropped):
+            shown.append(f"+{len(dropped) - len(shown)} more")
+        headers.append((b"x-interlock-dropped", ", ".join(shown).encode()))
 
 
 def _observe_overhead(gateway: Gateway, endpoint: str, started: float, answered: Answered[Any]) -> None:
