@@ -136,4 +136,5 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL904", "bad-saturation-policy", "error", "An `on_saturation` other than `fallback` or `queue`."),
     ("IL905", "sticky-bound-out-of-range", "error", "A `routing.sticky` bound is below 1."),
     ("IL906", "bad-session-header", "error", "`routing.sticky.header` is not a usable header name."),
+    ("IL907", "bad-fallback-after", "error", "A `fallback_after` is not a positive duration."),
 )

@@ -63,6 +63,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
                 "requires": sorted(set(alias.section.requires)),
                 "candidates": [link.candidate for link in ctx.expanded[name]],
                 "on_saturation": alias.section.on_saturation or ctx.routing.on_saturation,
+                "fallback_after_ms": alias.section.fallback_after or ctx.routing.fallback_after,
             }
             for name, alias in ctx.aliases.items()
         },

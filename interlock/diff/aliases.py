@@ -39,6 +39,15 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
                 out.append(
                     Change("saturation-policy-changed", name, old.on_saturation, new.on_saturation, summary)
                 )
+            if old.fallback_after_ms != new.fallback_after_ms:
+                before, after = old.fallback_after_ms, new.fallback_after_ms
+                summary = (
+                    f"`{name}` spills when the expected wait exceeds: "
+                    f"{show(before, 'ms')} → {show(after, 'ms')}"
+                )
+                out.append(
+                    Change("saturation-policy-changed", name, before, after, summary, "fallback_after", "ms")
+                )
             if old.description != new.description:
                 summary = f"`{name}` description: {old.description!r} → {new.description!r}"
                 out.append(Change("description-changed", name, old.description, new.description, summary))

@@ -195,7 +195,7 @@ class Gateway:
         self._close_adapters = close
         ollama = self._ollama_adapter()
         if ollama is not None:
-            ollama.speeds = self.speeds.record
+            ollama.speeds = self.speeds.observe
         path = self.speeds_file
         if path is not None:
             await asyncio.to_thread(read_state, self.speeds, path)

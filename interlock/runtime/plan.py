@@ -93,7 +93,8 @@ class Target:
     metric_label: str  # bounded: the alias name, or ``(direct)`` for a raw model
     candidates: tuple[Candidate, ...]
     header: tuple[bytes, bytes]  # X-Interlock-Alias
-    spill: tuple[bool, ...]  # per candidate: skip to the next one at once when its slots are full
+    spill: tuple[float | None, ...]  # per candidate, when its worker is full: skip to the next candidate
+    # when the expected wait exceeds this many seconds (0: at once); None: queue (the last never spills)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +355,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             metric_label=name,
             candidates=tuple(candidates[cid] for cid in a.candidates),
             header=(b"x-interlock-alias", name.encode()),
-            spill=_spill(len(a.candidates), a.on_saturation),
+            spill=_spill(len(a.candidates), a.on_saturation, a.fallback_after_ms),
             description=a.description,
             requires=tuple(a.requires),
         )
@@ -399,9 +400,14 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
     )
 
 
-def _spill(count: int, on_saturation: str) -> tuple[bool, ...]:
-    """``fallback``: every candidate but the last skips ahead when full; ``queue``: none does."""
-    return tuple(on_saturation == "fallback" and i + 1 < count for i in range(count))
+def _spill(count: int, on_saturation: str, fallback_after_ms: int | None) -> tuple[float | None, ...]:
+    """``fallback``: every candidate but the last skips ahead at once when full; ``queue``: none does,
+    unless ``fallback_after`` is set: then when the expected wait exceeds it."""
+    if on_saturation == "fallback":
+        after: float | None = 0.0
+    else:
+        after = fallback_after_ms / 1000 if fallback_after_ms is not None else None
+    return tuple(after if i + 1 < count else None for i in range(count))
 
 
 def _validate_schema(data: Mapping[str, Any], origin: str) -> None:

@@ -1,9 +1,10 @@
-"""Learned output speed per (worker, model): an EWMA of tokens/s from real completed Ollama requests.
+"""Learned output speed and service time per (worker, model): EWMAs from real completed Ollama requests.
 
-The only source is Ollama's own final message (``eval_count`` tokens in ``eval_duration`` ns) of a
-request a caller made; probes never feed it. Keys are the worker's endpoint label and the model as
-Ollama names it (``FactsTable``'s keys). Recording is one dictionary write at the end of a call; the
-scorer reads it. The book is bounded (``MAX_ENTRIES``, least recently updated dropped first).
+The only source is Ollama's own final message of a request a caller made (``eval_count`` tokens in
+``eval_duration`` ns; service time ``total_duration`` less ``load_duration``); probes never feed it.
+Keys are the worker's endpoint label and the model as Ollama names it (``FactsTable``'s keys).
+Recording is one dictionary write at the end of a call; the scorer and the slot guard read it.
+The book is bounded (``MAX_ENTRIES``, least recently updated dropped first).
 
 Persistence: ``dump``/``load`` with a versioned JSON document; ``read_state``/``write_state`` keep it
 in a state file, written atomically off the request path. A file that is missing starts empty; one that
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ MIN_EVAL_TOKENS = 4  # shorter answers say more about overhead than about speed
 class Speed:
     tokens_per_s: float
     samples: int
+    service_s: float | None = None  # one request's time on the worker, a model load excluded
 
 
 class SpeedBook:
@@ -49,20 +52,43 @@ class SpeedBook:
         speed = self._speeds.get((label, model))
         return None if speed is None else speed.tokens_per_s
 
-    def record(self, label: str, model: str, eval_count: Any, eval_duration_ns: Any) -> None:
+    def service(self, label: str, model: str) -> float | None:
+        """Learned seconds one request of ``model`` keeps a slot on the worker (a load excluded)."""
+        speed = self._speeds.get((label, model))
+        return None if speed is None else speed.service_s
+
+    def observe(self, label: str, model: str, final: Mapping[str, Any]) -> None:
+        """Ollama's final message of a finished chat: its output speed and service time."""
+        total, load = final.get("total_duration"), final.get("load_duration")
+        service: int | None = None
+        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+            loaded = load if isinstance(load, int) and not isinstance(load, bool) and load > 0 else 0
+            service = max(total - loaded, 0)
+        self.record(label, model, final.get("eval_count"), final.get("eval_duration"), service)
+
+    def record(
+        self, label: str, model: str, eval_count: Any, eval_duration_ns: Any, service_ns: int | None = None
+    ) -> None:
         """One finished request's figures, as Ollama reported them; anything unusable is ignored."""
         if not isinstance(eval_count, int) or not isinstance(eval_duration_ns, int):
             return
         if eval_count < MIN_EVAL_TOKENS or eval_duration_ns <= 0:
             return
         sample = eval_count / (eval_duration_ns / 1e9)
+        service = service_ns / 1e9 if service_ns else None
         key = (label, model)
         old = self._speeds.pop(key, None)
         if old is None:
-            new = Speed(sample, 1)
+            new = Speed(sample, 1, service)
         else:
             a = self.smoothing
-            new = Speed(a * sample + (1 - a) * old.tokens_per_s, old.samples + 1)
+            if service is not None and old.service_s is not None:
+                service = a * service + (1 - a) * old.service_s
+            new = Speed(
+                a * sample + (1 - a) * old.tokens_per_s,
+                old.samples + 1,
+                service if service is not None else old.service_s,
+            )
         self._speeds[key] = new
         while len(self._speeds) > self.max_entries:
             self._speeds.popitem(last=False)
@@ -72,7 +98,12 @@ class SpeedBook:
         """``{label: {model: {tokens_per_s, samples}}}`` for /v1/health and people."""
         out: dict[str, dict[str, dict[str, float | int]]] = {}
         for (label, model), speed in sorted(self._speeds.items()):
-            entry = {"tokens_per_s": round(speed.tokens_per_s, 1), "samples": speed.samples}
+            entry: dict[str, float | int] = {
+                "tokens_per_s": round(speed.tokens_per_s, 1),
+                "samples": speed.samples,
+            }
+            if speed.service_s is not None:
+                entry["service_s"] = round(speed.service_s, 3)
             out.setdefault(label, {})[model] = entry
         return out
 
@@ -82,7 +113,13 @@ class SpeedBook:
             "kind": STATE_KIND,
             "version": STATE_VERSION,
             "speeds": [
-                {"worker": label, "model": model, "tokens_per_s": s.tokens_per_s, "samples": s.samples}
+                {
+                    "worker": label,
+                    "model": model,
+                    "tokens_per_s": s.tokens_per_s,
+                    "samples": s.samples,
+                    "service_s": s.service_s,
+                }
                 for (label, model), s in self._speeds.items()
             ],
         }
@@ -114,7 +151,11 @@ class SpeedBook:
             if not isinstance(tps, int | float) or isinstance(tps, bool) or not 0 < tps < 1e7:
                 continue
             count = samples if isinstance(samples, int) and samples > 0 else 1
-            self._speeds[(label, model)] = Speed(float(tps), count)
+            service = row.get("service_s")
+            kept: float | None = None
+            if isinstance(service, int | float) and not isinstance(service, bool) and 0 < service < 1e6:
+                kept = float(service)
+            self._speeds[(label, model)] = Speed(float(tps), count, kept)
             taken += 1
         if taken < len(rows):
             log.warning("%s: %d malformed speed entries ignored", origin, len(rows) - taken)

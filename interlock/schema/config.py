@@ -219,6 +219,9 @@ class AliasSection(_Section):
     on_saturation: str | None = Field(
         None, description="`fallback` or `queue`, overriding `routing.on_saturation` for this alias."
     )
+    fallback_after: Duration | None = Field(
+        None, description="Overrides `routing.fallback_after` for this alias."
+    )
 
 
 class RoutingWeights(_Section):
@@ -265,6 +268,11 @@ class RoutingSection(_Section):
         "fallback",
         description="When every slot is full: `fallback` skips to the next candidate at once (where the "
         "alias has one); `queue` waits in the worker's bounded queue.",
+    )
+    fallback_after: Duration | None = Field(
+        None,
+        description="Under `on_saturation: queue`: queue, but skip to the next candidate when the expected "
+        "wait (requests ahead x learned service time / slots) exceeds this.",
     )
     state_file: str | None = Field(
         None, description="Where learned speeds are kept across restarts (`serve --state-dir` overrides)."

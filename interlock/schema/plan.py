@@ -143,6 +143,9 @@ class PlanAlias(_Frozen):
     on_saturation: Literal["fallback", "queue"] = Field(
         "fallback", description="Effective: `routing.on_saturation` unless the alias overrides it."
     )
+    fallback_after_ms: int | None = Field(
+        None, ge=1, description="Effective: under `queue`, spill when the expected wait exceeds it."
+    )
 
 
 class PlanRoutingWeights(_Frozen):

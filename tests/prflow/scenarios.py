@@ -232,6 +232,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
     Scenario("routing", _set(("routing", "avoid_vram_percent"), 80), _k("routing-changed")),
     Scenario(
+        "fallback-after",
+        _alias("acme/chat", "fallback_after", "2s"),
+        _k("saturation-policy-changed"),
+    ),
+    Scenario(
         "saturation-policy",
         _alias("acme/chat", "on_saturation", "queue"),
         _k("saturation-policy-changed"),

@@ -269,6 +269,7 @@ FILL: dict[str, object] = {
     "telemetry": {"gpu": 0, "nvidia_smi": True, "host_memory": False, "url": None},
     "url": "http://other:9400/telemetry",
     "state_file": "other/speeds.json",
+    "fallback_after_ms": 2000,
 }
 
 ITEM: dict[str, object] = {

@@ -35,6 +35,8 @@ routing: {routing}
 aliases:
   t/chat: {{chain: [local/{model}, cloud/c1]}}
   t/queue: {{chain: [local/{model}, cloud/c1], on_saturation: queue}}
+  t/after: {{chain: [local/{model}, cloud/c1], on_saturation: queue, fallback_after: 200ms}}
+  t/patient: {{chain: [local/{model}, cloud/c1], on_saturation: queue, fallback_after: 60s}}
 """
 
 
@@ -212,7 +214,9 @@ def test_sticky_sessions_keep_a_conversation_on_one_worker_and_repin_when_it_die
     first, second = box("first"), box("second")
     first.preload(MODEL)
     second.preload(MODEL)
-    fleet = Fleet(tmp_path, {"first": first, "second": second}, "{sticky: {enabled: true}}")
+    # only slots and queues count here (no speed, VRAM, utilisation): unpinned, plan order decides
+    routing = "{sticky: {enabled: true}, weights: {speed: 0, vram: 0, gpu_util: 0}}"
+    fleet = Fleet(tmp_path, {"first": first, "second": second}, routing)
     fleets.append(fleet)
     wait_until(lambda: loaded_on(fleet, "first") and loaded_on(fleet, "second"), 10, "/api/ps")
     client = fleet.client()
@@ -245,3 +249,29 @@ def test_sticky_sessions_keep_a_conversation_on_one_worker_and_repin_when_it_die
     assert report["repinned"] == 1
     assert report["sessions"] == 4  # abc, other, and two named by their messages
     assert "abc" not in (tmp_path / "serve.log").read_text()
+
+
+def test_fallback_after_queues_until_the_expected_wait_exceeds_it(
+    tmp_path: Path, fleets: list[Fleet]
+) -> None:
+    only = box("only", tokens_per_s=20.0)  # 12 tokens: about 0.6 s a request
+    only.preload(MODEL)
+    fleet = Fleet(tmp_path, {"only": only})
+    fleets.append(fleet)
+    fleet.ask("t/after")  # not learned yet: it would queue; free now, so it runs and teaches
+    wait_until(lambda: bool(fleet.worker("only")["learned_tokens_per_s"]), 10, "a learned service time")
+    service = fleet.worker("only")["learned_tokens_per_s"][MODEL]["service_s"]
+    assert 0.2 < service < 10
+    only.hold()
+    with ThreadPoolExecutor(2) as pool:
+        holder = pool.submit(fleet.ask, "t/queue")
+        wait_until(lambda: fleet.worker("only")["slots_in_use"] == 1, 10, "the holder to take the slot")
+        spilled = fleet.ask("t/after")  # expected wait ~0.6 s > 200ms: the cloud, at once
+        assert spilled.headers["x-interlock-resolved"] == "cloud/c1"
+        patient = pool.submit(fleet.ask, "t/patient")  # ~0.6 s < 60 s: it queues
+        wait_until(lambda: fleet.worker("only")["queue_waiting"] == 1, 10, "t/patient to wait")
+        only.release()
+        assert holder.result().headers["x-interlock-worker"] == "only"
+        assert patient.result().headers["x-interlock-worker"] == "only"
+    labels = {"from_candidate": f"local/{MODEL}", "to_candidate": "cloud/c1", "reason": "expected_wait"}
+    assert fleet.served.metric("interlock_fallback_total", **labels) == 1

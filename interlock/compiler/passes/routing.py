@@ -52,6 +52,23 @@ def routing(ctx: CompileContext) -> None:
             value=smoothing,
             hint="the weight of the newest sample in the learned speed, e.g. 0.3",
         )
+    for path, after, where in (
+        ("routing.fallback_after", section.fallback_after, span("fallback_after")),
+        *(
+            (f"aliases.{n}.fallback_after", a.section.fallback_after, ctx.span_of(a.entry, "fallback_after"))
+            for n, a in ctx.aliases.items()
+            if a.section.fallback_after is not None
+        ),
+    ):
+        if after is not None and after < 1 and not ctx.is_broken(path):
+            ctx.sink.add(
+                "IL907",
+                where,
+                f"`{path}` must be a positive duration, not `{after}ms`",
+                path=path,
+                value=after,
+                hint="the longest expected wait before spilling to the next candidate, e.g. 2s",
+            )
     sticky = section.sticky
     for key in ("prefix_bytes", "max_sessions", "idle_ttl"):
         value = getattr(sticky, key)

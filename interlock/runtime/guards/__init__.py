@@ -32,7 +32,8 @@ class Admission:
     body: Mapping[str, Any] | None = None  # what this candidate is sent, when not the caller's body
     lease: SlotLease | None = None  # held slot, released by whoever ends the call
     queued_s: float = 0.0  # time spent waiting for a slot
-    spill: bool = False  # slots full: skip to the next candidate at once instead of queueing
+    spill: float | None = None  # worker full: skip to the next candidate when the expected wait (s)
+    # exceeds this (0: at once); None: queue
 
     def release(self) -> None:
         if self.lease is not None:

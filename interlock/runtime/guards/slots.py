@@ -8,7 +8,9 @@ speed, VRAM, ...); a full worker already scores lower by the requests it would m
 so a worker with a free slot wins unless the full one is worth the wait (it has the model loaded and the
 other would load it). When the chosen worker has no free slot: a candidate that may spill
 (``on_saturation: fallback`` and a next candidate in the chain) is skipped at once with reason
-``saturated``; otherwise the request waits in that worker's queue. A full queue, or a wait past
+``saturated``; under ``queue`` with ``fallback_after``, one is skipped with reason ``expected_wait`` when
+(requests queued there + 1) x the learned service time / the model's slots exceeds it (not yet learned:
+it queues); otherwise the request waits in that worker's queue. A full queue, or a wait past
 ``max_wait``, ends the request with 429 + ``Retry-After`` (a busy worker under ``queue`` is
 back-pressure, not a failure). Candidates of OpenAI-compatible providers have no slot limit and pass
 at once.
@@ -21,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from interlock.runtime.guards import Admission, Guard
-from interlock.runtime.plan import RoutingSettings
+from interlock.runtime.plan import Candidate, Route, RoutingSettings
 from interlock.runtime.scoring import Scorer
 from interlock.runtime.slots import SlotTable
 from interlock.runtime.sticky import StickyTable, session_key
@@ -59,8 +61,11 @@ class SlotGuard(Guard):
         model, pool = candidate.model, self.slots.pools[route.worker]
         lease = pool.try_acquire(model, route.slot_limit)
         if lease is None:
-            if admission.spill:
+            spill = admission.spill
+            if spill == 0:
                 return "saturated"
+            if spill is not None and self._expected_wait(candidate, route) > spill:
+                return "expected_wait"
             started = time.perf_counter()
             try:
                 lease = await pool.acquire(model, route.slot_limit)
@@ -69,3 +74,13 @@ class SlotGuard(Guard):
         admission.route, admission.lease = route, lease
         self.scorer.sent(candidate, route)
         return None
+
+    def _expected_wait(self, candidate: Candidate, route: Route) -> float:
+        """Seconds until a slot frees for this request: the requests ahead (and itself) times the
+        learned service time, over the model's slots; 0 while the service time is not learned."""
+        assert route.worker is not None
+        service = self.scorer.speeds.service(route.endpoint.label, candidate.facts_key)
+        if service is None:
+            return 0.0
+        _, waiting, _ = self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)
+        return (waiting + 1) * service / (route.slot_limit or 1)

@@ -19,8 +19,8 @@ from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 
-SpeedSink = Callable[[str, str, Any, Any], None]
-"""``(endpoint label, model as Ollama names it, eval_count, eval_duration ns)`` of a finished chat."""
+SpeedSink = Callable[[str, str, Mapping[str, Any]], None]
+"""``(endpoint label, model as Ollama names it, Ollama's final message)`` of a finished chat."""
 
 
 class OllamaAdapter(Adapter):
@@ -39,7 +39,7 @@ class OllamaAdapter(Adapter):
         answer = await request_json(self._client, endpoint, "POST", "/api/chat", payload)
         completion = ollama_wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
         if self.speeds is not None:
-            self.speeds(endpoint.label, _named(model), answer.get("eval_count"), answer.get("eval_duration"))
+            self.speeds(endpoint.label, _named(model), answer)
         return completion
 
     async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
@@ -51,9 +51,7 @@ class OllamaAdapter(Adapter):
         sink = self.speeds
         if sink is not None:
             label, named = endpoint.label, _named(model)
-            decoder.on_done = lambda last: sink(
-                label, named, last.get("eval_count"), last.get("eval_duration")
-            )
+            decoder.on_done = lambda last: sink(label, named, last)
         return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
