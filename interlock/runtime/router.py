@@ -9,6 +9,10 @@ adapter with the caller's unchanged request and classifies the outcome by error 
 
 Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
+
+Each candidate's ``Admission`` is an ``async with`` block here: a slot the guards took is given back when
+the block ends, after the call, or (streams) after the caller's ``deliver`` has written the stream out,
+also on cancellation and client disconnect. No lease leaves this module.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import Candidate, Route, Target
-from interlock.runtime.slots import SlotLease
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
 T = TypeVar("T")
+R = TypeVar("R")
 log = logging.getLogger("interlock.router")
 Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any]], Awaitable[T]]
 
@@ -48,7 +52,6 @@ class Answered(Generic[T]):
     candidate: Candidate
     route: Route
     result: T
-    lease: SlotLease | None  # held only for streams; released by the stream's writer
     upstream_s: float
     queued_s: float
 
@@ -75,13 +78,19 @@ class Router:
         self.metrics = metrics
 
     async def chat(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, keep_lease=False)
+        return await self._walk(target, body, _chat, _as_is)
 
-    async def chat_stream(self, target: Target, body: Mapping[str, Any]) -> Answered[ChatStream]:
-        return await self._walk(target, body, _stream, keep_lease=True)
+    async def chat_stream(
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        deliver: Callable[[Answered[ChatStream]], Awaitable[R]],
+    ) -> R:
+        """Open a stream and hand it to ``deliver`` while its slot is held; the slot goes when it returns."""
+        return await self._walk(target, body, _stream, deliver)
 
     async def embed(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, keep_lease=False)
+        return await self._walk(target, body, _embed, _as_is)
 
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
@@ -99,67 +108,62 @@ class Router:
         return reason
 
     async def _walk(
-        self, target: Target, body: Mapping[str, Any], call: Call[T], *, keep_lease: bool
-    ) -> Answered[T]:
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        call: Call[T],
+        deliver: Callable[[Answered[T]], Awaitable[R]],
+    ) -> R:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
         summary: list[str] = []
         attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
-            admission = Admission(candidate, candidate.routes)
-            reason: str | None = None
-            try:
-                for guard in self.guards:
-                    reason = await guard.admit(admission, body)
-                    if reason is not None:
-                        break
-            except BaseException:
-                admission.release()
-                raise
-            finally:
-                if admission.queued_s:
-                    queued_s += admission.queued_s
-                    worker = admission.route.worker if admission.route else None
-                    metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
-            if reason is not None:
-                admission.release()
-                summary.append(f"{candidate.id}: skipped ({reason})")
-                self._fell_back(candidates, index, reason)
-                continue
-            route = admission.route or admission.routes[0]
-            label = route.endpoint.label
-            attempted += 1
-            started = time.perf_counter()
-            try:
-                result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
-            except TransientError as exc:
-                admission.release()
+            async with Admission(candidate, candidate.routes) as admission:  # the slot's one owner
+                reason: str | None = None
+                try:
+                    for guard in self.guards:
+                        reason = await guard.admit(admission, body)
+                        if reason is not None:
+                            break
+                finally:
+                    if admission.queued_s:
+                        queued_s += admission.queued_s
+                        worker = admission.route.worker if admission.route else None
+                        metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
+                if reason is not None:
+                    summary.append(f"{candidate.id}: skipped ({reason})")
+                    self._fell_back(candidates, index, reason)
+                    continue
+                route = admission.route or admission.routes[0]
+                label = route.endpoint.label
+                attempted += 1
+                started = time.perf_counter()
+                try:
+                    result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
+                except TransientError as exc:
+                    spent = time.perf_counter() - started
+                    upstream_s += spent
+                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
+                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                    summary.append(f"{candidate.id}: {_describe(exc)}")
+                    self._fell_back(candidates, index, exc.error_class)
+                    continue
+                except DeterministicError as exc:
+                    metrics.upstream_seconds.labels(candidate.metric_label).observe(
+                        time.perf_counter() - started
+                    )
+                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
+                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                    raise CandidateRefused(candidate, exc) from exc
                 spent = time.perf_counter() - started
                 upstream_s += spent
                 metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
-                metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                summary.append(f"{candidate.id}: {_describe(exc)}")
-                self._fell_back(candidates, index, exc.error_class)
-                continue
-            except DeterministicError as exc:
-                admission.release()
-                metrics.upstream_seconds.labels(candidate.metric_label).observe(time.perf_counter() - started)
-                health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
-                metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                raise CandidateRefused(candidate, exc) from exc
-            except BaseException:
-                admission.release()
-                raise
-            spent = time.perf_counter() - started
-            upstream_s += spent
-            metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-            health.record_success(candidate.id, label, in_plan=candidate.in_plan)
-            metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
-            if not keep_lease:
-                admission.release()
-            return Answered(candidate, route, result, admission.lease, upstream_s, queued_s)
+                health.record_success(candidate.id, label, in_plan=candidate.in_plan)
+                metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
+                return await deliver(Answered(candidate, route, result, upstream_s, queued_s))
         raise AllCandidatesFailed(
             f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
             + "; ".join(summary)
@@ -168,6 +172,10 @@ class Router:
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
         self.metrics.fallback.labels(candidates[index].metric_label, following, reason).inc()
+
+
+async def _as_is(answered: Answered[T]) -> Answered[T]:
+    return answered
 
 
 def _describe(error: UpstreamError) -> str:

@@ -7,6 +7,7 @@ error classes, never bodies, messages or credentials. Unknown paths and methods 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -16,6 +17,7 @@ from starlette.responses import Response
 
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
+from interlock.runtime.state import SlotReport
 from interlock.runtime.surfaces.openai import error_body
 
 if TYPE_CHECKING:
@@ -85,7 +87,7 @@ def build_admin(gateway: Gateway) -> FastAPI:
 
     @app.get("/v1/health")
     async def health() -> Response:
-        return json_response(health_report(gateway))
+        return json_response(health_report(gateway, await gateway.slots.report()))
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -121,8 +123,11 @@ def candidate_healthy(gateway: Gateway, candidate: Candidate) -> bool:
     return any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
 
 
-def health_report(gateway: Gateway) -> dict[str, Any]:
-    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes."""
+def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str, Any]:
+    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes.
+
+    ``slots`` is the backend's whole view (with ``--workers N``: every process of the host together).
+    """
     plan, health = gateway.plan, gateway.health
     providers: dict[str, Any] = {}
     for name, provider in plan.providers.items():
@@ -138,17 +143,18 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         }
     workers: dict[str, Any] = {}
     for name, limits in plan.workers.items():
-        pool = gateway.slots.pools.get(name)
+        pool = slots.get(name) or SlotReport()
         workers[name] = {
             "provider": limits.provider,
             "healthy": health.endpoint_usable(worker_label(limits.provider, name)),
             "max_concurrent": limits.max_concurrent,
-            "slots_in_use": pool.in_use if pool else 0,
-            "in_use_by_model": dict(pool.per_model) if pool else {},
-            "queue_waiting": len(pool.waiters) if pool else 0,
+            "slots_in_use": pool.in_use,
+            "in_use_by_model": dict(pool.per_model),
+            "queue_waiting": pool.waiting,
             "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
         }
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
+    state = gateway.slots
     return {
         "plan": {
             "content_hash": plan.content_hash,
@@ -158,5 +164,6 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         "ready": gateway.ready,
         "providers": providers,
         "workers": workers,
+        "slot_state": {"scope": state.scope, "degraded": state.degraded},
         "candidates": candidates,
     }
