@@ -4,6 +4,11 @@ This command may import the compiler (to compile a configuration); ``interlock.r
 Credential variables are read once, at start: a missing one stops the start with a message naming the
 variable. SIGHUP reads the file again (recompiling a configuration) and swaps the plan in atomically;
 a bad plan is refused, logged and counted, and the old one keeps serving.
+
+With ``--workers N`` this process supervises: it reads (or compiles) the file, keeps a private copy of
+the plan it accepted last, and every worker (a replacement too) loads that copy, never the file on
+disk; it also owns the host's slot table (``runtime/state/embedded.py``), leased by the workers over a
+Unix socket in the same private directory.
 """
 
 from __future__ import annotations
@@ -11,11 +16,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
 
@@ -52,8 +61,11 @@ class PlanLoader:
         self.is_config = _is_config(path)
 
     def __call__(self) -> RuntimePlan:
-        data = self.compile(None) if self.is_config else read_plan_file(self.path)
-        return load_plan(data, self.env, origin=self.path)
+        return load_plan(self.read(None), self.env, origin=self.path)
+
+    def read(self, diagnostics: Any) -> dict[str, Any]:
+        """The plan's data: the file, or the configuration compiled (``diagnostics`` as in ``compile``)."""
+        return self.compile(diagnostics) if self.is_config else read_plan_file(self.path)
 
     def compile(self, diagnostics: Any) -> dict[str, Any]:
         """Compile the configuration; ``diagnostics`` (a stream) gets every diagnostic when given."""
@@ -74,9 +86,58 @@ class PlanLoader:
 
     def first(self) -> RuntimePlan:
         """The plan at start: like a reload, but a configuration's diagnostics go to stderr."""
-        if not self.is_config:
-            return self()
-        return load_plan(self.compile(sys.stderr), self.env, origin=self.path)
+        return load_plan(self.read(sys.stderr), self.env, origin=self.path)
+
+
+class AcceptedPlan:
+    """What a ``--workers N`` worker loads: the supervisor's private copy of the plan it accepted last.
+
+    Picklable (it crosses to spawned processes): the copy's path, the credential snapshot, the origin.
+    """
+
+    def __init__(self, copy: Path, env: Mapping[str, str], origin: str) -> None:
+        self.copy = copy
+        self.env = dict(env)
+        self.origin = origin
+
+    def __call__(self) -> RuntimePlan:
+        return load_plan(read_plan_file(self.copy), self.env, origin=self.origin)
+
+
+class PlanKeeper:
+    """The supervisor's side of reloads: read the operator's file, and keep the accepted copy current."""
+
+    def __init__(self, loader: PlanLoader, directory: Path, plan: RuntimePlan, data: Mapping[str, Any]):
+        self.loader = loader
+        self.copy = directory / "plan.json"
+        self.serving = plan.content_hash
+        self._write(data)
+
+    def workers_plan(self) -> AcceptedPlan:
+        return AcceptedPlan(self.copy, self.loader.env, self.loader.path)
+
+    def reload(self) -> bool:
+        """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
+        try:
+            data = self.loader.read(None)
+            plan = load_plan(data, self.loader.env, origin=self.loader.path)
+        except PlanError as exc:
+            return self._refused(str(exc))
+        except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
+            return self._refused(f"{type(exc).__name__}: {exc}")
+        self._write(data)
+        log.info("plan accepted for the workers: %s -> %s", self.serving, plan.content_hash)
+        self.serving = plan.content_hash
+        return True
+
+    def _refused(self, reason: str) -> bool:
+        log.error("plan reload refused; the workers keep serving %s: %s", self.serving, reason)
+        return False
+
+    def _write(self, data: Mapping[str, Any]) -> None:
+        partial = self.copy.with_suffix(".tmp")
+        partial.write_bytes(orjson.dumps(data))
+        partial.replace(self.copy)
 
 
 def _is_config(path: str) -> bool:
@@ -95,7 +156,7 @@ def _is_config(path: str) -> bool:
 
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.runtime.app import Gateway
-    from interlock.runtime.server import ServeOptions, Supervisor, bind, configure_logging, run, url_of
+    from interlock.runtime.server import ServeOptions, bind, configure_logging, run, url_of
 
     configure_logging(args.log_level)
     if args.workers < 1:
@@ -103,7 +164,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     loader = PlanLoader(args.plan, os.environ)  # credentials: read once, here
     try:
-        plan = loader.first()
+        data = loader.read(sys.stderr)
+        plan = load_plan(data, loader.env, origin=loader.path)
     except PlanError as exc:
         print(f"interlock serve: {exc}", file=sys.stderr)
         return 1
@@ -130,17 +192,40 @@ def run_serve(args: argparse.Namespace) -> int:
     if options.workers == 1:
         run(Gateway(plan, source=loader), sock, options)
         return 0
-    return Supervisor(options.workers, worker_main, (loader, sock, options)).run()
+    return supervise(loader, plan, data, sock, options)
+
+
+def supervise(
+    loader: PlanLoader, plan: RuntimePlan, data: Mapping[str, Any], sock: socket.socket, options: Any
+) -> int:
+    """``--workers N``: a private directory for the accepted plan and the slot server, then the workers."""
+    from interlock.runtime.server import Supervisor
+    from interlock.runtime.state.embedded import SlotServer
+
+    directory = Path(tempfile.mkdtemp(prefix="interlock-"))  # mode 0700: this user's only
+    try:
+        keeper = PlanKeeper(loader, directory, plan, data)
+        slots = SlotServer(str(directory / "slots.sock"))
+        slots.start()
+        try:
+            state_url = f"unix:{slots.path}"
+            args = (keeper.workers_plan(), sock, options, state_url)
+            return Supervisor(options.workers, worker_main, args, reload=keeper.reload).run()
+        finally:
+            slots.stop()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("s") else f"{n} {noun}s"
 
 
-def worker_main(loader: PlanLoader, sock: socket.socket, options: Any) -> None:
-    """One worker process: its own plan tables, health state and upstream client."""
+def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_url: str) -> None:
+    """One worker process: its own plan tables, health state and upstream client; the host's slots."""
     from interlock.runtime.app import Gateway
     from interlock.runtime.server import configure_logging, run
+    from interlock.runtime.state import open_backend
 
     configure_logging(options.log_level)
-    run(Gateway(loader(), source=loader), sock, options)
+    run(Gateway(source(), source=source, slots=open_backend(state_url)), sock, options)
