@@ -43,6 +43,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0 picks a free one)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default: 1)")
     p.add_argument(
+        "--state-url",
+        metavar="URL",
+        help="where slots and circuits live: redis://HOST:PORT/DB to share them between replicas "
+        "(default: this process; with --workers N, the supervisor)",
+    )
+    p.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="(default: info)"
     )
     p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
@@ -162,6 +168,14 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("interlock serve: --workers must be at least 1", file=sys.stderr)
         return 2
+    from interlock.runtime.state import open_backend
+
+    if args.state_url is not None:
+        try:
+            open_backend(args.state_url)  # checked now, opened in each process that serves
+        except ValueError as exc:
+            print(f"interlock serve: --state-url: {exc}", file=sys.stderr)
+            return 2
     loader = PlanLoader(args.plan, os.environ)  # credentials: read once, here
     try:
         data = loader.read(sys.stderr)
@@ -190,13 +204,18 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if options.workers == 1:
-        run(Gateway(plan, source=loader), sock, options)
+        run(Gateway(plan, source=loader, slots=open_backend(args.state_url)), sock, options)
         return 0
-    return supervise(loader, plan, data, sock, options)
+    return supervise(loader, plan, data, sock, options, args.state_url)
 
 
 def supervise(
-    loader: PlanLoader, plan: RuntimePlan, data: Mapping[str, Any], sock: socket.socket, options: Any
+    loader: PlanLoader,
+    plan: RuntimePlan,
+    data: Mapping[str, Any],
+    sock: socket.socket,
+    options: Any,
+    state_url: str | None,
 ) -> int:
     """``--workers N``: a private directory for the accepted plan and the slot server, then the workers."""
     from interlock.runtime.server import Supervisor
@@ -205,14 +224,16 @@ def supervise(
     directory = Path(tempfile.mkdtemp(prefix="interlock-"))  # mode 0700: this user's only
     try:
         keeper = PlanKeeper(loader, directory, plan, data)
-        slots = SlotServer(str(directory / "slots.sock"))
-        slots.start()
+        slots = SlotServer(str(directory / "slots.sock")) if state_url is None else None
+        if slots is not None:
+            slots.start()
         try:
-            state_url = f"unix:{slots.path}"
-            args = (keeper.workers_plan(), sock, options, state_url)
+            url = f"unix:{slots.path}" if slots is not None else state_url
+            args = (keeper.workers_plan(), sock, options, url)
             return Supervisor(options.workers, worker_main, args, reload=keeper.reload).run()
         finally:
-            slots.stop()
+            if slots is not None:
+                slots.stop()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -221,7 +242,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("s") else f"{n} {noun}s"
 
 
-def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_url: str) -> None:
+def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_url: str | None) -> None:
     """One worker process: its own plan tables, health state and upstream client; the host's slots."""
     from interlock.runtime.app import Gateway
     from interlock.runtime.server import configure_logging, run

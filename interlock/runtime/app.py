@@ -75,6 +75,7 @@ class Gateway:
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
         self.slots = slots if slots is not None else MemorySlots()
         self.slots.configure(plan.workers)
+        self.slots.share_health(self.health)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots))
         self.adapters: dict[str, Adapter] = {}
         self.router = Router(

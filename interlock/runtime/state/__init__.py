@@ -7,7 +7,9 @@ The backend is chosen once, at start, from a state URL:
 - ``memory:`` (the default for ``--workers 1``): the slot table of this process (``memory.py``);
 - ``unix:PATH`` (what ``--workers N`` uses): the supervisor process owns the one table of the host and
   each worker leases over a Unix socket (``embedded.py``); a worker that dies loses its connection and
-  with it every slot it held.
+  with it every slot it held;
+- ``redis://HOST:PORT/DB`` (``--state-url``, several replicas): slots, queues and endpoint circuits in
+  one Redis or Valkey (``redis.py``), leases with a TTL renewed while a request runs.
 
 Why the boundary: the router and the guards must not care whether a slot is a dictionary entry or a
 round trip, and a backend must not know about plans beyond ``WorkerLimits``. A backend that loses its
@@ -22,8 +24,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from interlock.runtime.plan import WorkerLimits
+
+if TYPE_CHECKING:
+    from interlock.runtime.health import HealthBook
 
 
 class StateUnreachable(Exception):
@@ -75,6 +81,9 @@ class SlotBackend(abc.ABC):
     async def report(self) -> Mapping[str, SlotReport]:
         """Every worker's slots as the store sees them (all processes together)."""
 
+    def share_health(self, book: HealthBook) -> None:  # noqa: B027 (only a shared store shares circuits)
+        """Publish ``book``'s endpoint circuits to the other replicas and apply theirs."""
+
     async def start(self) -> None:  # noqa: B027 (a backend without a store has nothing to do)
         """Connect to the store, if there is one; called once, at gateway startup."""
 
@@ -109,4 +118,23 @@ def _unix(rest: str) -> SlotBackend:
     return EmbeddedSlots(rest)
 
 
-BACKENDS: Mapping[str, Callable[[str], SlotBackend]] = {"memory": _memory, "unix": _unix}
+def _redis(scheme: str) -> Callable[[str], SlotBackend]:
+    def open_redis(rest: str) -> SlotBackend:
+        try:
+            from interlock.runtime.state.redis import RedisSlots
+
+            return RedisSlots(f"{scheme}://{rest}")
+        except ImportError:
+            raise ValueError(
+                f"{scheme}: state needs the redis client: pip install 'interlock[redis]'"
+            ) from None
+
+    return open_redis
+
+
+BACKENDS: Mapping[str, Callable[[str], SlotBackend]] = {
+    "memory": _memory,
+    "unix": _unix,
+    "redis": _redis("redis"),
+    "rediss": _redis("rediss"),
+}
