@@ -139,8 +139,9 @@ if ARGV[2] == '1' then
   redis.call('INCR', p .. ':rejected')
   return {redis.call('ZCARD', p .. ':queue')}
 end
-if freed == 1 then redis.call('PUBLISH', p .. ':freed', '') end
-return {redis.call('ZCARD', p .. ':queue')}
+local waiting = redis.call('ZCARD', p .. ':queue')
+if freed == 1 and waiting > 0 then redis.call('PUBLISH', p .. ':freed', '') end
+return {waiting}
 """
 
 # KEYS[1] worker prefix; ARGV ttl_ms, ids...: push the expiry of the leases still held
@@ -443,9 +444,8 @@ class RedisSlots(SlotBackend):
             try:
                 await pubsub.psubscribe(f"{prefix}:w:*:freed")
                 await pubsub.subscribe(f"{prefix}:health")
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is None:
+                async for message in pubsub.listen():  # blocks on the socket: no polling
+                    if message["type"] not in ("message", "pmessage"):
                         continue
                     channel = _text(message["channel"])
                     if channel == f"{prefix}:health":
