@@ -13,6 +13,7 @@ from interlock.runtime.plan import WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.embedded import EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.state.redis import RedisSlots
 
 LIMITS = {"box": WorkerLimits("box", "local", 2, {}, (), 1, 5.0)}
 
@@ -45,8 +46,10 @@ async def until(check: object, what: str) -> None:
 def test_the_table_lists_every_backend() -> None:
     assert isinstance(open_backend(None), MemorySlots)
     assert isinstance(open_backend("unix:/tmp/x.sock"), EmbeddedSlots)
-    with pytest.raises(ValueError, match=r"^unknown state backend 'rediss:' \(known: memory:, unix:\)$"):
-        open_backend("rediss://localhost")
+    assert isinstance(open_backend("redis://127.0.0.1:1/0"), RedisSlots)  # connects only at start
+    known = r"\(known: memory:, unix:, redis:, rediss:\)"
+    with pytest.raises(ValueError, match=rf"^unknown state backend 'valkey:' {known}$"):
+        open_backend("valkey://localhost")
 
 
 def test_two_processes_share_one_limit_and_one_fifo_queue(server: SlotServer) -> None:
