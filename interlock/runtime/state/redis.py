@@ -304,7 +304,7 @@ class RedisSlots(SlotBackend):
             while True:
                 try:
                     status, count = await self._scripts["acquire"](keys=[key], args=args)
-                except Exception as exc:
+                except Exception as exc:  # any client error: per-process limits
                     self._down(exc)
                     return await self.fallback.acquire(worker, model, limit, wait=wait)
                 self._up()
@@ -365,7 +365,7 @@ class RedisSlots(SlotBackend):
     async def _leave(self, key: str, ident: str, *, rejected: bool) -> int:
         try:
             result = await self._scripts["release"](keys=[key], args=[ident, int(rejected)])
-        except Exception as exc:
+        except Exception as exc:  # the lease TTL frees it; a queue place expires
             self._down(exc)
             return 0
         return int(result[0])
@@ -422,10 +422,17 @@ class RedisSlots(SlotBackend):
             )
 
     async def _renew_loop(self) -> None:
-        """Push the expiry of every lease this replica holds, a third of the TTL at a time."""
+        """Renew this replica's leases every third of the TTL; while the store is out, look for it."""
         ttl_ms = int(self.options.lease_ttl_s * 1000)
         while True:
             await asyncio.sleep(self.options.lease_ttl_s / 3)
+            if self._down_until is not None and self._usable():  # notice the store is back unasked
+                try:
+                    await self.client.ping()
+                except Exception as exc:
+                    self._down(exc)
+                else:
+                    self._up()
             by_worker: dict[str, list[str]] = {}
             for lease in self._held.values():
                 by_worker.setdefault(lease.worker, []).append(lease.ident)
@@ -459,7 +466,7 @@ class RedisSlots(SlotBackend):
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
                 raise
-            except Exception:
+            except Exception:  # store down: waiters still poll; listen again later
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
                 await asyncio.sleep(RECONNECT_EVERY_S)
