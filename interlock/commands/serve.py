@@ -14,6 +14,7 @@ Unix socket in the same private directory.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import shutil
@@ -67,11 +68,19 @@ class PlanLoader:
         self.is_config = _is_config(path)
 
     def __call__(self) -> RuntimePlan:
-        return load_plan(self.read(None), self.env, origin=self.path)
+        return self.load(self.read())
 
-    def read(self, diagnostics: Any) -> dict[str, Any]:
-        """The plan's data: the file, or the configuration compiled (``diagnostics`` as in ``compile``)."""
-        return self.compile(diagnostics) if self.is_config else read_plan_file(self.path)
+    def read(self) -> dict[str, Any]:
+        """The plan's JSON data: the file read, or the configuration compiled (a reload runs this in a
+        child process: ``runtime.reload``)."""
+        return self.compile(None) if self.is_config else read_plan_file(self.path)
+
+    def load(self, data: dict[str, Any]) -> RuntimePlan:
+        return load_plan(data, self.env, origin=self.path)
+
+    def read_first(self) -> dict[str, Any]:
+        """The plan's data at start: like ``read``, but a configuration's diagnostics go to stderr."""
+        return self.compile(sys.stderr) if self.is_config else read_plan_file(self.path)
 
     def compile(self, diagnostics: Any) -> dict[str, Any]:
         """Compile the configuration; ``diagnostics`` (a stream) gets every diagnostic when given."""
@@ -92,7 +101,7 @@ class PlanLoader:
 
     def first(self) -> RuntimePlan:
         """The plan at start: like a reload, but a configuration's diagnostics go to stderr."""
-        return load_plan(self.read(sys.stderr), self.env, origin=self.path)
+        return self.load(self.read_first())
 
 
 class AcceptedPlan:
@@ -107,13 +116,19 @@ class AcceptedPlan:
         self.origin = origin
 
     def __call__(self) -> RuntimePlan:
-        return load_plan(read_plan_file(self.copy), self.env, origin=self.origin)
+        return self.load(self.read())
+
+    def read(self) -> dict[str, Any]:
+        return read_plan_file(self.copy)
+
+    def load(self, data: dict[str, Any]) -> RuntimePlan:
+        return load_plan(data, self.env, origin=self.origin)
 
 
 class PlanKeeper:
     """The supervisor's side of reloads: read the operator's file, and keep the accepted copy current."""
 
-    def __init__(self, loader: PlanLoader, directory: Path, plan: RuntimePlan, data: Mapping[str, Any]):
+    def __init__(self, loader: PlanLoader, directory: Path, plan: RuntimePlan, data: dict[str, Any]):
         self.loader = loader
         self.copy = directory / "plan.json"
         self.serving = plan.content_hash
@@ -124,9 +139,11 @@ class PlanKeeper:
 
     def reload(self) -> bool:
         """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
-        try:
-            data = self.loader.read(None)
-            plan = load_plan(data, self.loader.env, origin=self.loader.path)
+        from interlock.runtime.reload import read_in_child
+
+        try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
+            data = asyncio.run(read_in_child(self.loader.read))
+            plan = self.loader.load(data)
         except PlanError as exc:
             return self._refused(str(exc))
         except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
@@ -178,8 +195,8 @@ def run_serve(args: argparse.Namespace) -> int:
             return 2
     loader = PlanLoader(args.plan, os.environ)  # credentials: read once, here
     try:
-        data = loader.read(sys.stderr)
-        plan = load_plan(data, loader.env, origin=loader.path)
+        data = loader.read_first()
+        plan = loader.load(data)
     except PlanError as exc:
         print(f"interlock serve: {exc}", file=sys.stderr)
         return 1
@@ -212,7 +229,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def supervise(
     loader: PlanLoader,
     plan: RuntimePlan,
-    data: Mapping[str, Any],
+    data: dict[str, Any],
     sock: socket.socket,
     options: Any,
     state_url: str | None,

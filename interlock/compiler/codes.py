@@ -64,6 +64,7 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL207", "shadowed-pattern", "warning", "A pattern can never match: an earlier one covers it."),
     ("IL208", "unknown-profile", "error", "A worker names a hardware profile that does not exist."),
     ("IL209", "bad-context-tokens", "error", "A context size is below 1."),
+    ("IL210", "telemetry-reads-nothing", "warning", "A worker's `telemetry` enables no source."),
     # Aliases
     ("IL301", "alias-outside-namespace", "error", "An alias name is not under `alias_namespace`."),
     ("IL302", "empty-chain", "error", "An alias has no candidates."),

@@ -16,6 +16,7 @@ from interlock.schema.config import (
     ProfileFile,
     ProviderSection,
     ServerSection,
+    TelemetrySection,
     TimeoutsSection,
 )
 from interlock.schema.plan import PlanPattern, RoutingPlan
@@ -78,6 +79,7 @@ class Worker:
     max_waiting: int
     max_wait_ms: int
     entry: Entry
+    telemetry: TelemetrySection | None = None
 
 
 @dataclass(frozen=True, slots=True)

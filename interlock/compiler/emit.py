@@ -7,6 +7,7 @@ from typing import Any
 from interlock.compiler.context import CompileContext, Worker
 from interlock.compiler.patterns import slot_limit
 from interlock.schema.canonical import content_hash
+from interlock.schema.config import TelemetrySection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, RoutingPlan
 
 
@@ -31,6 +32,11 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "direct_models": ctx.server.direct_models == "allow",
             "resolved_header": ctx.server.resolved_header,
             "max_body_bytes": ctx.server.max_body_bytes,
+            "header_timeout_ms": ctx.server.header_timeout,
+            "body_timeout_ms": ctx.server.body_timeout,
+            "max_connections": ctx.server.max_connections,
+            "max_upstream_body_bytes": ctx.server.max_upstream_body_bytes,
+            "max_stream_line_bytes": ctx.server.max_stream_line_bytes,
         },
         "health": {
             "probe_interval_ms": ctx.health.probe_interval,
@@ -109,4 +115,17 @@ def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:
         "default_context_tokens": worker.default_context_tokens,
         "context_limits": worker.context_limits,
         "queue": {"max_waiting": worker.max_waiting, "max_wait_ms": worker.max_wait_ms},
+        "telemetry": _telemetry(worker.telemetry),
+    }
+
+
+def _telemetry(section: TelemetrySection | None) -> dict[str, Any] | None:
+    if section is None:
+        return None
+    url = section.url.strip() if section.url is not None else None
+    return {
+        "gpu": section.gpu,
+        "nvidia_smi": section.nvidia_smi,
+        "host_memory": section.host_memory,
+        "url": url,
     }

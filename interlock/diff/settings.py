@@ -5,9 +5,15 @@ from __future__ import annotations
 from interlock.diff.change import Change, changed_fields, named, show
 from interlock.schema.plan import RoutingPlan
 
+LIMITS = frozenset(
+    ("header_timeout", "body_timeout", "max_connections", "max_upstream_body_bytes", "max_stream_line_bytes")
+)
+"""The server's protective limits (``changed_fields`` names a ``*_ms`` field without its suffix)."""
+
 
 def server(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
-    """Default alias, alias namespace, direct model calls, the resolved header, the body limit."""
+    """Default alias, alias namespace, direct model calls, the resolved header, the body limit, and the
+    connection and upstream limits."""
     old, new = base.server, head.server
     out: list[Change] = []
     if old.default_alias != new.default_alias:
@@ -51,6 +57,10 @@ def server(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
         out.append(
             Change("max-body-changed", "max_body_bytes", old.max_body_bytes, new.max_body_bytes, summary)
         )
+    for setting, before, after, unit in changed_fields(old, new):
+        if setting in LIMITS:
+            summary = f"server `{setting}`: {show(before, unit)} → {show(after, unit)}"
+            out.append(Change("server-limit-changed", setting, before, after, summary, unit=unit))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Ollama workers: added or removed, URL, profile, limits, effective slots per model, queue."""
+"""Ollama workers: added or removed, URL, profile, limits, effective slots per model, queue, telemetry."""
 
 from __future__ import annotations
 
@@ -57,6 +57,23 @@ def _worker(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
     for setting, before, after, unit in changed_fields(old.queue, new.queue):
         summary = f"worker `{name}` queue `{setting}`: {show(before, unit)} → {show(after, unit)}"
         out.append(Change("queue-changed", name, before, after, summary, field=setting, unit=unit))
+    out.extend(_telemetry(name, old, new))
+    return out
+
+
+def _telemetry(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
+    """Telemetry declared, dropped, or one of its settings changed."""
+    if old.telemetry == new.telemetry:
+        return []
+    if old.telemetry is None or new.telemetry is None:
+        before = _sources(old) if old.telemetry else None
+        after = _sources(new) if new.telemetry else None
+        summary = f"worker `{name}` telemetry: {_sources(old)} → {_sources(new)}"
+        return [Change("telemetry-changed", name, before, after, summary)]
+    out = []
+    for setting, before, after, unit in changed_fields(old.telemetry, new.telemetry):
+        summary = f"worker `{name}` telemetry `{setting}`: {show(before, unit)} → {show(after, unit)}"
+        out.append(Change("telemetry-changed", name, before, after, summary, field=setting, unit=unit))
     return out
 
 
@@ -71,6 +88,17 @@ def _hardware(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
             summary = f"worker `{name}` hardware `{key}`: {shown}"
             out.append(Change("hardware-changed", name, before.get(key), after.get(key), summary, field=key))
     return out
+
+
+def _sources(worker: PlanWorker) -> str:
+    """``GPU 0 from nvidia-smi, host memory, sidecar <url>``, or ``none``."""
+    t = worker.telemetry
+    if t is None:
+        return "none"
+    parts = [f"nvidia-smi GPU {t.gpu}"] if t.nvidia_smi else []
+    parts += ["host memory"] if t.host_memory else []
+    parts += [f"sidecar {t.url} (GPU {t.gpu})"] if t.url else []
+    return ", ".join(parts) or "nothing enabled"
 
 
 def _patterns(worker: PlanWorker) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from interlock.runtime.health import Clock, HealthBook, iso_utc
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
+from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
 from interlock.runtime.state import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
@@ -34,12 +35,14 @@ from interlock.runtime.surfaces.openai import (
     embeddings,
     method_not_allowed,
 )
+from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 
 log = logging.getLogger("interlock")
 
 PlanSource = Callable[[], RuntimePlan]
-"""Reads the plan again (file, or config compiled anew) with the credentials read at start."""
+"""Reads the plan again (file, or config compiled anew) with the credentials read at start. One that is
+also a ``reload.StagedSource`` reads in a child process on reload (``interlock serve``'s loader is)."""
 
 AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
 """Opens the upstream client: ``(adapters by kind, close)``; called once, at startup."""
@@ -67,21 +70,25 @@ class Gateway:
         probes: bool = True,
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
+        reload_timeout_s: float = READ_TIMEOUT_S,
         slots: SlotBackend | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
+        self.reload_timeout_s = reload_timeout_s
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
         self.slots = slots if slots is not None else MemorySlots()
         self.slots.configure(plan.workers)
         self.slots.share_health(self.health)
-        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots))
+        self.telemetry = TelemetryBook(wall=wall)
+        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
         self.router = Router(
             self.health, (HealthGuard(self.health), SlotGuard(self.slots)), self.adapters, self.metrics
         )
         self.probe_loop = ProbeLoop(lambda: self.plan, self.health, self.adapters, self.metrics)
+        self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
         self.last_reload: dict[str, Any] | None = None
@@ -109,11 +116,14 @@ class Gateway:
             if handler is not None:
                 await handler(self, scope, receive, send)
             elif scope["path"] in self._hot_paths:
-                await method_not_allowed(self, scope, receive, send)
+                await method_not_allowed(self, scope, receive, _closing(send) if _has_body(scope) else send)
             else:
-                await self.admin(scope, receive, self._with_plan_header(send))
+                admin_send = self._with_plan_header(send)
+                await self.admin(scope, receive, _closing(admin_send) if _has_body(scope) else admin_send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
+        elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
+            await send({"type": "websocket.close", "code": 1008})
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -124,11 +134,13 @@ class Gateway:
         self._close_adapters = close
         if self._probes:
             self.probe_loop.start()
+            self.telemetry_loop.start()
         self.started = True
 
     async def shutdown(self) -> None:
         self.started = False
         await self.probe_loop.stop()
+        await self.telemetry_loop.stop()
         for task in list(self._background):
             task.cancel()
         if self._close_adapters is not None:
@@ -166,8 +178,9 @@ class Gateway:
             if self.source is None:
                 log.warning("reload requested, but this gateway was not given a plan file to reload")
                 return False
+            log.debug("reload: reading the plan again")
             try:
-                plan = await asyncio.to_thread(self.source)
+                plan = await self._read_plan(self.source)
             except PlanError as exc:
                 return self._refused(str(exc))
             except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
@@ -178,6 +191,14 @@ class Gateway:
             self.last_reload = {"at": iso_utc(self.wall()), "result": "loaded", "error": None}
             log.info("plan reloaded: %s -> %s", previous, plan.content_hash)
             return True
+
+    async def _read_plan(self, source: PlanSource) -> RuntimePlan:
+        """Off the event loop: a staged source reads (compiles) in a child process, then loads in a
+        thread; any other source runs in a thread."""
+        if isinstance(source, StagedSource):
+            data = await read_in_child(source.read, self.reload_timeout_s)
+            return await asyncio.to_thread(source.load, data)
+        return await asyncio.to_thread(source)
 
     def apply(self, plan: RuntimePlan) -> None:
         """Swap the plan in; requests already running keep the one they started with."""
@@ -201,3 +222,26 @@ class Gateway:
             await send(message)
 
         return send_with_header
+
+
+def _closing(send: Send) -> Send:
+    """``send`` adding ``Connection: close``: for an answer given without reading the request's body
+    (admin routes take none; a 405), so the server closes the connection instead of reading (and
+    discarding) the rest of it."""
+
+    async def send_closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
+        await send(message)
+
+    return send_closing
+
+
+def _has_body(scope: Scope) -> bool:
+    """The request announces a body (a non-zero Content-Length, or chunked)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return value.strip() not in (b"0", b"")
+        if name == b"transfer-encoding":
+            return True
+    return False

@@ -21,10 +21,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from interlock.runtime.telemetry.gauges import families as telemetry_families
+
 if TYPE_CHECKING:
     from interlock.runtime.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state import SlotBackend
+    from interlock.runtime.telemetry.collector import TelemetryBook
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -74,6 +77,21 @@ class CounterVec:
         return family
 
 
+class Gauge:
+    """One unlabelled gauge the event loop sets (``set`` is an assignment)."""
+
+    __slots__ = ("documentation", "name", "value")
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name, self.documentation, self.value = name, documentation, 0.0
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def family(self) -> Metric:
+        return GaugeMetricFamily(self.name, self.documentation, value=self.value)
+
+
 class HistogramVec:
     def __init__(
         self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
@@ -110,6 +128,7 @@ class StateView:
     plan: Callable[[], RuntimePlan]
     health: HealthBook
     slots: SlotBackend
+    telemetry: TelemetryBook | None = None
 
 
 class Metrics:
@@ -145,6 +164,13 @@ class Metrics:
         self.plan_reloads = CounterVec(
             "interlock_plan_reloads", "Plan reloads (SIGHUP), by result: loaded or refused.", ["result"]
         )
+        self.connections_closed = CounterVec(
+            "interlock_connections_closed",
+            "Client connections the gateway closed itself, by reason: header_timeout, body_timeout, "
+            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused).",
+            ["reason"],
+        )
+        self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
@@ -185,6 +211,8 @@ class Metrics:
             self.stream_aborted,
             self.client_disconnects,
             self.plan_reloads,
+            self.connections_closed,
+            self.connections_open,
             self.probes,
             self.request_seconds,
             self.upstream_seconds,
@@ -260,3 +288,4 @@ class _StateCollector(Collector):
         )
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, degraded, fallbacks, info)
+        yield from telemetry_families(self.view.telemetry)

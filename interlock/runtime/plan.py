@@ -5,7 +5,9 @@ resolved ``Candidate`` objects in order, which hold their provider's endpoints (
 and their slot limit on every worker; response headers and metric labels are built here too. Per request
 the runtime only does dictionary lookups. Loading refuses an unknown plan version, a plan that does not
 match ``plan.schema.json``, a plan whose content hash does not match its content, and a plan naming a
-credential variable that is not set (the message names the variable, never a value).
+credential variable that is not set (the message names the variable, never a value). Every response
+header name and value the runtime will send (the resolved header, alias and candidate names) is checked
+here too: a plan that would write a broken answer is refused at load, never discovered per request.
 
     PlanError                 the plan cannot be served (message names the file and what is wrong)
     └── CredentialMissing     a credential variable named by the plan is not set
@@ -13,6 +15,7 @@ credential variable that is not set (the message names the variable, never a val
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +145,11 @@ class ServerSettings:
     direct_models: bool
     resolved_header: str
     max_body_bytes: int
+    header_timeout_s: float
+    body_timeout_s: float
+    max_connections: int
+    max_upstream_body_bytes: int
+    max_stream_line_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +225,13 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         direct_models=plan.server.direct_models,
         resolved_header=plan.server.resolved_header,
         max_body_bytes=plan.server.max_body_bytes,
+        header_timeout_s=plan.server.header_timeout_ms / 1000,
+        body_timeout_s=plan.server.body_timeout_ms / 1000,
+        max_connections=plan.server.max_connections,
+        max_upstream_body_bytes=plan.server.max_upstream_body_bytes,
+        max_stream_line_bytes=plan.server.max_stream_line_bytes,
     )
+    _check_headers(plan, origin)
     secrets: list[str] = []
     workers = {
         name: WorkerLimits(
@@ -234,7 +248,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
     providers: dict[str, Provider] = {}
     for name, p in sorted(plan.providers.items()):
         headers = _auth_headers(p, env, origin, secrets)
-        providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers})
+        providers[name] = _provider(p, headers, {w: plan.workers[w].url for w in p.workers}, server)
     candidates: dict[str, Candidate] = {}
     for cid, c in sorted(plan.candidates.items()):
         caps = frozenset(c.capabilities) if c.capabilities is not None else None
@@ -320,6 +334,60 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
         raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
 
 
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_UNSENDABLE = re.compile(r"[\x00-\x1f\x7f]")
+RESERVED_HEADERS = frozenset(
+    (
+        "connection",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "cache-control",
+        "x-accel-buffering",
+        "retry-after",
+        "allow",
+        "x-interlock-alias",
+        "x-interlock-plan",
+    )
+)
+"""Response headers the gateway sets itself: ``server.resolved_header`` must not be one of them."""
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value (None when it can): control characters
+    (CR and LF would split the answer) or whitespace at either end (receivers strip it)."""
+    if not value:
+        return "it is empty"
+    if _UNSENDABLE.search(value):
+        return "it holds a control character (CR, LF, NUL, tab, ...)"
+    if value != value.strip():
+        return "it starts or ends with whitespace"
+    return None
+
+
+def _check_headers(plan: RoutingPlan, origin: str) -> None:
+    """Every header name and value the runtime will send is checked here, once: a plan that would
+    make the gateway write a broken answer is refused at load, never discovered per request."""
+    problems: list[str] = []
+    name = plan.server.resolved_header
+    if not _TOKEN.fullmatch(name):
+        problems.append(
+            f"server.resolved_header {name!a} is not a valid HTTP header name "
+            "(letters, digits and !#$%&'*+-.^_`|~ only)"
+        )
+    elif name.lower() in RESERVED_HEADERS:
+        problems.append(
+            f"server.resolved_header {name!a} is a header the gateway sets itself; choose another name"
+        )
+    for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates)):
+        for value in names:
+            reason = header_value_problem(value)
+            if reason is not None:
+                problems.append(f"{kind} {value!a} cannot be sent in a response header: {reason}")
+    if problems:
+        raise PlanError(f"{origin}: the plan would send broken response headers: " + "; ".join(problems))
+
+
 def _auth_headers(
     p: PlanProvider, env: Mapping[str, str], origin: str, secrets: list[str]
 ) -> RedactedHeaders:
@@ -332,16 +400,25 @@ def _auth_headers(
             f"{origin}: provider {p.name} needs the credential variable {p.api_key_env}, which is not set",
             variable=p.api_key_env,
         )
+    if header_value_problem(value) is not None:
+        raise PlanError(
+            f"{origin}: provider {p.name}: the credential in {p.api_key_env} cannot be sent in an "
+            "Authorization header (control characters, or whitespace at either end)"
+        )
     secrets.append(value)
     return RedactedHeaders(Authorization=f"Bearer {value}")
 
 
-def _provider(p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str]) -> Provider:
+def _provider(
+    p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str], server: ServerSettings
+) -> Provider:
     t = p.timeouts
-    timing = {
+    timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
         "total_s": t.total_ms / 1000,
+        "max_body_bytes": server.max_upstream_body_bytes,
+        "max_line_bytes": server.max_stream_line_bytes,
     }
     if p.kind == "openai":
         assert p.base_url is not None  # checked in _check_references

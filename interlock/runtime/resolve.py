@@ -29,19 +29,19 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
     namespace = server.alias_namespace
     if namespace and model.startswith(namespace):
         raise ModelNotFound(
-            f"`{_shown(model)}` is not an alias; aliases: {_listed(plan.aliases)}", param="model"
+            f"`{shown(model)}` is not an alias; aliases: {_listed(plan.aliases)}", param="model"
         )
     provider_name, slash, provider_model = model.partition("/")
     provider = plan.providers.get(provider_name) if slash and provider_model else None
     if provider is None:
         raise ModelNotFound(
-            f"`{_shown(model)}` is neither an alias nor `provider/model` of a configured provider; "
+            f"`{shown(model)}` is neither an alias nor `provider/model` of a configured provider; "
             f"aliases: {_listed(plan.aliases)}; providers: {_listed(plan.providers)}",
             param="model",
         )
     if not server.direct_models:
         raise DirectModelDenied(
-            f"`{_shown(model)}` names a provider model directly, which this gateway does not allow; "
+            f"`{shown(model)}` names a provider model directly, which this gateway does not allow; "
             f"use an alias: {_listed(plan.aliases)}",
             param="model",
         )
@@ -59,6 +59,6 @@ def _listed(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
-def _shown(name: str) -> str:
-    """A caller's model name as echoed in an error: cut short (it is the caller's text, any length)."""
+def shown(name: str) -> str:
+    """A caller's text (a model name, a path) as echoed in an error: cut short, it may be any length."""
     return name if len(name) <= 100 else name[:99] + "…"

@@ -1,5 +1,8 @@
 """Running the gateway: uvicorn (uvloop + httptools) on a bound socket, SIGHUP reload, worker processes.
 
+Client connections go through ``connections.GuardedProtocol`` (header/body timeouts, the cap on open
+connections, WebSocket upgrades refused).
+
 One worker serves in this process. ``N`` workers are spawned processes sharing the listening socket;
 this process supervises them: SIGHUP reloads the plan here first and is forwarded only when it loads
 (each worker then swaps it in atomically), SIGINT/SIGTERM stop them, and a worker that dies is replaced
@@ -80,13 +83,18 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     """Serve ``gateway`` on ``sock`` in this process until SIGINT/SIGTERM; SIGHUP reloads the plan."""
     import uvicorn
 
+    from interlock.runtime.connections import ConnectionBook, guarded_protocol
+
+    book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
+    log_limits(gateway)
     config = uvicorn.Config(
         gateway,
         loop="uvloop",
-        http="httptools",
+        http=guarded_protocol(book),  # httptools, with header/body timeouts and the connection cap
+        ws="none",  # a WebSocket upgrade is refused by the protocol; no WebSocket library is loaded
         lifespan="on",
         access_log=options.access_log,
-        log_level="warning",
+        log_level="debug" if options.log_level == "debug" else "warning",
         log_config=None,
         server_header=False,
         date_header=False,
@@ -104,6 +112,39 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     loop_factory = config.get_loop_factory()
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(main())
+
+
+def log_limits(gateway: Gateway) -> None:
+    """At debug level: the connection and upstream limits in force, and the descriptors they need."""
+    server = gateway.plan.server
+    log.debug(
+        "limits: header_timeout %gs, body_timeout %gs, max_connections %d (open-file limit %s), "
+        "max_body_bytes %d, max_upstream_body_bytes %d, max_stream_line_bytes %d",
+        server.header_timeout_s,
+        server.body_timeout_s,
+        server.max_connections,
+        _open_file_limit(),
+        server.max_body_bytes,
+        server.max_upstream_body_bytes,
+        server.max_stream_line_bytes,
+    )
+    limit = _open_file_limit()
+    if isinstance(limit, int) and limit < 2 * server.max_connections + 64:  # a client + an upstream each
+        log.warning(
+            "server.max_connections is %d but this process may open only %d files: under load, "
+            "connections may fail before the cap applies (raise `ulimit -n`, or lower the cap)",
+            server.max_connections,
+            limit,
+        )
+
+
+def _open_file_limit() -> int | str:
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return "unknown"
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return "unlimited" if soft == resource.RLIM_INFINITY else soft
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from interlock.schema.durations import Duration
+from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
 CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
@@ -39,6 +40,33 @@ class ServerSection(_Section):
         "X-Interlock-Resolved", description="Response header naming the candidate that answered."
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, description="Largest accepted request body.")
+    header_timeout: Duration = Field(
+        10_000,
+        ge=1,
+        description="Longest a client may take to send a request's headers, counted from connecting "
+        "or from the end of the previous answer; the connection is closed after it.",
+    )
+    body_timeout: Duration = Field(
+        30_000,
+        ge=1,
+        description="Longest pause while a request body is arriving; the connection is closed after it.",
+    )
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Open client connections per worker process; past it, the oldest idle one is closed "
+        "(or the new one refused with 503 when none is idle).",
+    )
+    max_upstream_body_bytes: int = Field(
+        DEFAULT_MAX_UPSTREAM_BODY_BYTES,
+        ge=1,
+        description="Largest non-streamed answer read from an upstream.",
+    )
+    max_stream_line_bytes: int = Field(
+        DEFAULT_MAX_STREAM_LINE_BYTES,
+        ge=1,
+        description="Longest single line (SSE or NDJSON) of an upstream stream.",
+    )
 
 
 class HealthSection(_Section):
@@ -76,6 +104,23 @@ class QueueSection(_Section):
     max_wait: Duration = Field(30_000, description="Longest wait for a slot before answering 429.")
 
 
+class TelemetrySection(_Section):
+    """Where a worker's GPU and memory readings come from; all of it is read outside the request path."""
+
+    gpu: int = Field(0, ge=0, description="The worker's GPU, by index as `nvidia-smi -i` counts them.")
+    nvidia_smi: bool = Field(
+        False, description="Run `nvidia-smi` (from PATH) on the gateway's host: for a worker on that host."
+    )
+    host_memory: bool = Field(
+        False, description="Read the gateway host's memory (`/proc/meminfo`): for a worker on that host."
+    )
+    url: str | None = Field(
+        None,
+        description="A telemetry sidecar on the worker's host (`interlock telemetry-sidecar`); "
+        "its values override local ones.",
+    )
+
+
 class WorkerSection(_Section):
     """One Ollama box. Keys set here override the values of its hardware `profile`."""
 
@@ -89,6 +134,9 @@ class WorkerSection(_Section):
     default_context_tokens: int | None = None
     context_limits: dict[str, int] | None = None
     queue: QueueSection | None = None
+    telemetry: TelemetrySection | None = Field(
+        None, description="GPU and memory readings; none are taken unless declared here."
+    )
 
 
 class ProviderSection(_Section):

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 PLAN_FORMAT_VERSION = 1
+DEFAULT_MAX_UPSTREAM_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_STREAM_LINE_BYTES = 1024 * 1024
 
 
 class _Frozen(BaseModel):
@@ -24,6 +26,12 @@ class PlanServer(_Frozen):
     direct_models: bool
     resolved_header: str
     max_body_bytes: int
+    # Added after format_version 1 first shipped: the defaults keep older plan files loadable.
+    header_timeout_ms: int = Field(10_000, ge=1)
+    body_timeout_ms: int = Field(30_000, ge=1)
+    max_connections: int = Field(1024, ge=1)
+    max_upstream_body_bytes: int = Field(DEFAULT_MAX_UPSTREAM_BODY_BYTES, ge=1)
+    max_stream_line_bytes: int = Field(DEFAULT_MAX_STREAM_LINE_BYTES, ge=1)
 
 
 class PlanHealth(_Frozen):
@@ -72,6 +80,15 @@ class PlanHardware(_Frozen):
     system_memory_gib: float | None
 
 
+class PlanTelemetry(_Frozen):
+    """Where the runtime reads a worker's GPU and memory (outside the request path)."""
+
+    gpu: int = Field(ge=0)
+    nvidia_smi: bool
+    host_memory: bool
+    url: str | None = Field(description="A telemetry sidecar's URL; its values override local ones.")
+
+
 class PlanWorker(_Frozen):
     name: str
     provider: str
@@ -84,6 +101,7 @@ class PlanWorker(_Frozen):
     default_context_tokens: int | None
     context_limits: dict[str, int]
     queue: PlanQueue
+    telemetry: PlanTelemetry | None = Field(None, description="Null: no readings are taken.")
 
 
 class PlanCandidate(_Frozen):

@@ -22,6 +22,7 @@ class FaultKind(StrEnum):
     TRUNCATE = "truncate"  # end a stream cleanly after `after_chunks` chunks, without its last chunk
     MALFORMED = "malformed"  # a body (or, in a stream, the chunk after `after_chunks`) that is not JSON
     STREAM_ERROR = "stream_error"  # an error event/line in a 200 stream after `after_chunks` chunks
+    ENDLESS = "endless"  # a JSON body (or, in a stream, the line after `after_chunks`) that never ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,12 @@ class Fault:
     @classmethod
     def malformed(cls, after_chunks: int = 0) -> Fault:
         return cls(FaultKind.MALFORMED, after_chunks=after_chunks)
+
+    @classmethod
+    def endless(cls, after_chunks: int = 0) -> Fault:
+        """A 200 whose JSON body, or stream line after ``after_chunks`` chunks, never ends: bytes keep
+        coming (as fast as the client reads) until the client closes the connection."""
+        return cls(FaultKind.ENDLESS, after_chunks=after_chunks)
 
     @classmethod
     def stream_error(cls, message: str = "injected stream error", *, after_chunks: int = 0) -> Fault:

@@ -330,10 +330,34 @@ class FakeServer:
                 conn.respond(fault.status, fault.body, "text/html", headers)
             else:
                 await self._finish(self._send(conn, ErrorAnswer(fault.status, fault.message, headers), None))
+        elif kind is FaultKind.ENDLESS:
+            await self._endless(conn, route(incoming), fault)
         else:
             if kind is FaultKind.SLOW_FIRST_BYTE:
                 await asyncio.sleep(fault.delay_s)
             await self._finish(self._send(conn, route(incoming), fault))
+
+    async def _endless(self, conn: Connection, answer: Answer, fault: Fault) -> None:
+        """A chunked 200 that never ends: a JSON body (or, in a stream, the line after ``after_chunks``
+        chunks) that keeps growing as fast as the client reads, until it closes the connection."""
+        if isinstance(answer, ErrorAnswer):
+            await self._finish(self._send(conn, answer, None))
+            return
+        assert self._stopping is not None
+        if isinstance(answer, StreamAnswer):
+            conn.start_chunked(200, answer.content_type)
+            for frame in answer.frames[: fault.after_chunks]:
+                conn.write_chunk(frame)
+            sse = answer.content_type.startswith("text/event-stream")
+            conn.write_chunk(b'data: {"endless": "' if sse else b'{"endless": "')
+        else:
+            conn.start_chunked(200, _JSON)
+            conn.write_chunk(b'{"endless": "')
+        filler = b"x" * 65536
+        while conn.open and not self._stopping.is_set():
+            conn.write_chunk(filler)
+            await _drained(conn, 4 * len(filler))
+        conn.abort()
 
     @staticmethod
     async def _finish(pending: Coroutine[Any, Any, None] | None) -> None:
@@ -430,6 +454,14 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+async def _drained(conn: Connection, limit: int) -> None:
+    """Wait (up to ~10 s) until at most ``limit`` bytes are buffered, or the connection is gone."""
+    for _ in range(10_000):
+        if conn.buffered() <= limit or not conn.open:
+            return
+        await asyncio.sleep(0.001)
 
 
 async def _flushed_abort(conn: Connection) -> None:

@@ -22,7 +22,13 @@ ENV = {"ALPHA_KEY": ALPHA_KEY, "WRONG_KEY": WRONG_KEY}
 
 SHARED = """\
 version: 1
-server: {{default_alias: e2e/default, alias_namespace: e2e/, direct_models: allow, max_body_bytes: 65536}}
+server:
+  default_alias: e2e/default
+  alias_namespace: e2e/
+  direct_models: allow
+  max_body_bytes: 65536
+  max_upstream_body_bytes: 1048576
+  max_stream_line_bytes: 65536
 providers:
   dead:
     kind: ollama
@@ -98,6 +104,8 @@ aliases:
   e2e/embed: {{description: embeddings, chain: [box/nomic-embed-text, alpha/a-embed]}}
   e2e/slowstream: {{description: slow stream, chain: [slowbox/llama3.2:3b]}}
   e2e/malformed: {{description: unreadable answer, chain: [alpha/a-malformed, bravo/b-malformed]}}
+  e2e/endless: {{description: endless answer, chain: [alpha/a-endless, bravo/b-endless]}}
+  e2e/endless2: {{description: endless stream line, chain: [alpha/a-endless2, bravo/b-endless2]}}
 """
 
 

@@ -79,3 +79,34 @@ def test_the_sdk_sees_a_failure_not_a_short_answer(gateway: Served, fakes: Fakes
     with pytest.raises(openai.APIError, match=r"the stream from alpha/a-cut2 broke after it had started"):
         consume()
     assert seen == ["alpha/a-cut2"]
+
+
+def test_an_endless_upstream_body_falls_back_and_an_endless_line_ends_the_stream(
+    gateway: Served, fakes: Fakes
+) -> None:
+    """Issue 7, item 2: the plan caps a body at 1 MiB and a stream line at 64 KiB here."""
+    sdk = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
+    fakes.alpha.set_fault(Fault.endless(), model="a-endless")
+    before = gateway.metric(
+        "interlock_upstream_errors_total", candidate="alpha/a-endless", error_class="protocol"
+    )
+    answer = sdk.chat.completions.with_raw_response.create(model="e2e/endless", messages=HI)
+    assert answer.headers["x-interlock-resolved"] == "bravo/b-endless"  # fell back before the first byte
+    assert (
+        gateway.metric("interlock_upstream_errors_total", candidate="alpha/a-endless", error_class="protocol")
+        == before + 1
+    )
+
+    fakes.alpha.set_fault(Fault.endless(after_chunks=1), model="a-endless2")
+    seen: list[str] = []
+
+    def consume() -> None:
+        for chunk in sdk.chat.completions.create(model="e2e/endless2", messages=HI, stream=True):
+            seen.append(chunk.model)
+
+    with pytest.raises(
+        openai.APIError, match=r"^the stream from alpha/a-endless2 broke after it had started"
+    ):
+        consume()
+    assert seen == ["alpha/a-endless2"]
+    assert not any(r.body and r.body.get("model") == "b-endless2" for r in fakes.bravo.requests)

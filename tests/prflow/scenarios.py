@@ -152,6 +152,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "resolved-header", _set(("server", "resolved_header"), "X-Acme-Model"), _k("resolved-header-changed")
     ),
     Scenario("max-body", _set(("server", "max_body_bytes"), 1048576), _k("max-body-changed")),
+    Scenario("server-limit", _set(("server", "header_timeout"), "5s"), _k("server-limit-changed")),
     Scenario("provider-added", _add_provider, _k("provider-added")),
     Scenario("provider-removed", _remove_provider, _k("provider-removed"), base_edit=_add_provider),
     Scenario(
@@ -193,6 +194,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "queue", _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}), _k("queue-changed")
     ),
+    Scenario("telemetry", _worker_set("gpu-b", "telemetry", {"nvidia_smi": True}), _k("telemetry-changed")),
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
     Scenario(
         "capabilities",

@@ -265,6 +265,8 @@ FILL: dict[str, object] = {
     "api_key_env": "OTHER_KEY",
     "default_alias": "acme/agent",
     "alias_namespace": "other/",
+    "telemetry": {"gpu": 0, "nvidia_smi": True, "host_memory": False, "url": None},
+    "url": "http://other:9400/telemetry",
 }
 
 ITEM: dict[str, object] = {

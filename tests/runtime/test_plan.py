@@ -165,3 +165,80 @@ def test_the_shipped_example_plan_loads(tmp_path: Path) -> None:
     plan = load_plan(data, env)
     assert plan.aliases["mana/long-form"].candidates[0].id == "ollama/gemma3:12b"
     assert plan.candidates["ollama/gemma3:12b"].routes[0].slot_limit == 1
+
+
+# -- response headers: checked once, at load (issue 7, item 4) -----------------------------------------
+
+
+def _renamed_alias(data: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    alias = data["aliases"].pop(old)
+    alias["name"] = new
+    data["aliases"][new] = alias
+    if data["server"]["default_alias"] == old:
+        data["server"]["default_alias"] = new
+    return rehash(data)
+
+
+@pytest.mark.parametrize("name", ["t/evil\r\nSet-Cookie: a=b", "t/nul\x00", "t/tab\there", " t/space"])
+def test_an_alias_that_cannot_be_sent_in_a_header_is_refused(plan_data: PlanData, name: str) -> None:
+    data = _renamed_alias(plan_data(), "t/cloud", name)
+    with pytest.raises(PlanError) as caught:
+        build(data)
+    assert str(caught.value).startswith("plan: the plan would send broken response headers: alias ")
+    assert ascii(name) in str(caught.value)
+    assert "\r" not in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_candidate_id_with_a_line_break_is_refused(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["candidates"]["cloud/c1"]["id"] = "cloud/c1\n"
+    data["candidates"]["cloud/c1\n"] = data["candidates"].pop("cloud/c1")
+    data["candidates"]["cloud/c1\n"]["model"] = "c1\n"
+    for alias in data["aliases"].values():
+        alias["candidates"] = [c + "\n" if c == "cloud/c1" else c for c in alias["candidates"]]
+    with pytest.raises(PlanError, match=r"candidate 'cloud/c1\\n' cannot be sent in a response header"):
+        build(rehash(data))
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [
+        ("X-Resolved\r\nX-Injected: 1", "is not a valid HTTP header name"),
+        ("X Resolved", "is not a valid HTTP header name"),
+        ("Content-Length", "is a header the gateway sets itself"),
+        ("x-interlock-plan", "is a header the gateway sets itself"),
+    ],
+)
+def test_a_resolved_header_that_cannot_be_sent_is_refused(
+    plan_data: PlanData, header: str, reason: str
+) -> None:
+    data = plan_data()
+    data["server"]["resolved_header"] = header
+    with pytest.raises(PlanError, match=rf"^plan: the plan would send broken response headers: .*{reason}"):
+        build(rehash(data))
+
+
+def test_a_credential_that_cannot_be_sent_is_refused_without_showing_it(plan_data: PlanData) -> None:
+    with pytest.raises(PlanError) as caught:
+        build(plan_data(), {"CLOUD_KEY": "sk-cloud-secret\r\nX-Injected: 1"})
+    assert str(caught.value) == (
+        "plan: provider cloud: the credential in CLOUD_KEY cannot be sent in an Authorization header "
+        "(control characters, or whitespace at either end)"
+    )
+
+
+def test_the_limits_are_read_from_the_plan_and_older_plans_get_the_defaults(plan_data: PlanData) -> None:
+    data = plan_data()
+    server = build(data).server
+    assert (server.header_timeout_s, server.body_timeout_s, server.max_connections) == (10.0, 30.0, 1024)
+    assert (server.max_upstream_body_bytes, server.max_stream_line_bytes) == (32 << 20, 1 << 20)
+    for key in ("header_timeout_ms", "body_timeout_ms", "max_connections"):
+        del data["server"][key]
+    data["server"]["max_stream_line_bytes"] = 4096
+    server = build(rehash(data)).server
+    assert (server.header_timeout_s, server.max_connections, server.max_stream_line_bytes) == (
+        10.0,
+        1024,
+        4096,
+    )

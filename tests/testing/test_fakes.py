@@ -240,5 +240,33 @@ def test_every_fault_kind_has_a_constructor() -> None:
         Fault.truncate(1).kind,
         Fault.malformed().kind,
         Fault.stream_error().kind,
+        Fault.endless().kind,
     }
     assert built == set(FaultKind)
+
+
+def test_an_endless_body_keeps_coming_until_the_client_leaves() -> None:
+    with FakeOpenAI() as fake:
+        fake.set_fault(Fault.endless())
+        conn = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=10)
+        conn.request("POST", "/v1/chat/completions", orjson.dumps(HI), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert (response.status, response.getheader("transfer-encoding")) == (200, "chunked")
+        head = response.read(4 * 1024 * 1024)  # far more than any answer: it is still coming
+        assert head.startswith(b'{"endless": "xxxx')
+        assert len(head) == 4 * 1024 * 1024
+        conn.close()
+        fake.set_fault(Fault.endless(after_chunks=2))
+        status, body, _ = _call_prefix(fake.url + "/v1/chat/completions", {**HI, "stream": True}, 256 * 1024)
+        frames = body.split(b"\n\n")
+        assert status == 200
+        assert frames[0].startswith(b"data: {")
+        assert frames[1].startswith(b"data: {")
+        assert frames[2].startswith(b'data: {"endless": "xxxx')
+
+
+def _call_prefix(url: str, body: Any, size: int) -> tuple[int, bytes, Any]:
+    """The status and the first ``size`` bytes of an answer, then the connection is dropped."""
+    request = urllib.request.Request(url, data=orjson.dumps(body), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, response.read(size), response.headers

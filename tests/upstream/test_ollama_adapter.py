@@ -272,3 +272,21 @@ def test_probe(ollama_fake: FakeOllama) -> None:
     ollama_fake.set_fault(Fault.hang())
     with pytest.raises(FirstByteTimeout, match=r"^no answer within 0\.2 s$"):
         probe(endpoint("ollama", ollama_fake.url), timeout_s=0.2)
+
+
+def test_an_endless_body_or_ndjson_line_is_cut_at_the_limit(ollama_fake: FakeOllama) -> None:
+    ep = endpoint("ollama", ollama_fake.url, max_body_bytes=128 * 1024, max_line_bytes=32 * 1024)
+    ollama_fake.set_fault(Fault.endless())
+    with pytest.raises(ProtocolFailure, match=r"^answer is over the 131072-byte limit$"):
+        chat(ep, TOOL_MODEL, HI)
+    ollama_fake.set_fault(Fault.endless(after_chunks=1))
+    chunks, error = stream(ep, TOOL_MODEL, HI)
+    assert len(chunks) == 1
+    assert isinstance(error, ProtocolFailure)
+    assert error.message == "stream line is over the 32768-byte limit"
+
+
+def test_a_line_that_arrives_whole_is_held_to_the_limit_too(ollama_fake: FakeOllama) -> None:
+    ep = endpoint("ollama", ollama_fake.url, max_line_bytes=16)  # every NDJSON line is longer
+    with pytest.raises(ProtocolFailure, match=r"^stream line is over the 16-byte limit$"):
+        stream(ep, TOOL_MODEL, HI)

@@ -377,3 +377,50 @@ def test_streams_and_answers_reuse_one_keep_alive_connection() -> None:
         # A stream whose last bytes are still in flight hands its connection back from a background
         # drain, so the very next request may open a second one; never one per request.
         assert fake.connections_opened <= 2
+
+
+# -- sizes: an upstream cannot make the gateway read without bound (issue 7, item 2) -------------------
+
+
+def test_an_endless_json_body_is_cut_at_the_limit(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url, max_body_bytes=256 * 1024)
+    openai_fake.set_fault(Fault.endless())
+    with pytest.raises(ProtocolFailure, match=r"^answer is over the 262144-byte limit$"):
+        chat(ep, "m1", HI)
+
+
+def test_a_declared_body_over_the_limit_is_refused_before_reading(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url, max_body_bytes=64)
+    with pytest.raises(ProtocolFailure, match=r"^answer of \d+ bytes is over the 64-byte limit$"):
+        chat(ep, "m1", HI)
+    assert chat(endpoint("openai", openai_fake.base_url), "m1", HI)["choices"]  # the default fits
+
+
+def test_an_endless_stream_line_fails_before_or_after_the_first_chunk(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url, max_line_bytes=64 * 1024)
+    openai_fake.set_fault(Fault.endless())
+    with pytest.raises(ProtocolFailure, match=r"^stream line is over the 65536-byte limit$"):
+        stream(ep, "m1", HI)
+    openai_fake.set_fault(Fault.endless(after_chunks=2))
+    chunks, error = stream(ep, "m1", HI)
+    assert len(chunks) == 2
+    assert isinstance(error, ProtocolFailure)
+    assert error.message == "stream line is over the 65536-byte limit"
+
+
+def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
+    from collections import deque
+
+    from interlock.runtime.upstream.openai import SSEDecoder
+
+    decoder = SSEDecoder(endpoint("openai", "http://127.0.0.1:9", max_line_bytes=1000))
+    out: deque[dict[str, object]] = deque()
+    for _ in range(90):  # each line is short (11 bytes of data), and the event does not end
+        decoder.feed(b"data: " + b"x" * 10, out)
+    with pytest.raises(ProtocolFailure, match=r"^stream event is over the 1000-byte limit$"):
+        decoder.feed(b"data: " + b"x" * 10, out)
+    decoder = SSEDecoder(endpoint("openai", "http://127.0.0.1:9", max_line_bytes=1000))
+    for _ in range(200):  # the same amount, as events that do end: fine
+        decoder.feed(b'data: {"choices": []}', out)
+        decoder.feed(b"", out)
+    assert len(out) == 200

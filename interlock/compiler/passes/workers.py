@@ -127,6 +127,20 @@ def _worker(
     if default_context is not None:
         _positive_tokens(ctx, default_context, dc_origin, ("default_context_tokens",))
     queue = _queue(section.queue, preset.queue if preset else None)
+    telemetry = section.telemetry
+    if telemetry is not None and telemetry.url is not None:
+        url_path = (*entry.path, "telemetry", "url")
+        if not check_url(ctx, entry.doc, url_path, telemetry.url, f"{where}.telemetry.url"):
+            telemetry = None  # reported; a plan never carries a URL that failed the check
+    if telemetry is not None and not (telemetry.nvidia_smi or telemetry.host_memory or telemetry.url):
+        ctx.sink.add(
+            "IL210",
+            own.span("telemetry"),
+            f"`{where}.telemetry` enables no source: nothing will be read for worker `{section.name}`",
+            path=f"{where}.telemetry",
+            hint="set `nvidia_smi: true` or `host_memory: true` (a worker on the gateway's host), "
+            "or `url` (a telemetry sidecar on the worker's host); or remove `telemetry`",
+        )
     ctx.workers.setdefault(
         section.name,
         Worker(
@@ -141,6 +155,7 @@ def _worker(
             max_waiting=queue.max_waiting,
             max_wait_ms=queue.max_wait,
             entry=entry,
+            telemetry=telemetry,
         ),
     )
 

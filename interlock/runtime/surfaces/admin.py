@@ -2,7 +2,9 @@
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
-error classes, never bodies, messages or credentials. Unknown paths and methods get OpenAI-shaped errors.
+error classes, never bodies, messages or credentials. Unknown paths and methods get OpenAI-shaped errors
+(the path cut short). Every route answers GET and HEAD; none takes a body, so a request that comes with
+one is answered at once and its connection closed (``app.Gateway``), never read to its end.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from starlette.responses import Response
 
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
+from interlock.runtime.resolve import shown
 from interlock.runtime.state import SlotReport
 from interlock.runtime.surfaces.openai import error_body
 
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
 
 _STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
+READ = ["GET", "HEAD"]  # HEAD answers like GET without the body (uvicorn drops it)
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -58,11 +62,11 @@ def build_admin(gateway: Gateway) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         status = exc.status_code
-        message = f"{request.method} {request.url.path}: {exc.detail}"
+        message = f"{request.method} {shown(request.url.path)}: {exc.detail}"
         body = error_body(message, _STATUS_TYPES.get(status, "invalid_request_error"), code=str(status))
         return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
-    @app.get("/v1/models")
+    @app.api_route("/v1/models", methods=READ)
     async def models() -> Response:
         plan = gateway.plan
         body = models_cache.get(plan.content_hash)
@@ -71,7 +75,7 @@ def build_admin(gateway: Gateway) -> FastAPI:
             body = models_cache[plan.content_hash] = models_body(plan)
         return Response(body, media_type="application/json")
 
-    @app.get("/v1/aliases")
+    @app.api_route("/v1/aliases", methods=READ)
     async def aliases() -> Response:
         plan = gateway.plan
         data = [
@@ -85,19 +89,19 @@ def build_admin(gateway: Gateway) -> FastAPI:
         ]
         return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
 
-    @app.get("/v1/health")
+    @app.api_route("/v1/health", methods=READ)
     async def health() -> Response:
         return json_response(health_report(gateway, await gateway.slots.report()))
 
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=READ)
     async def metrics() -> Response:
         return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    @app.get("/healthz")
+    @app.api_route("/healthz", methods=READ)
     async def healthz() -> Response:
         return json_response({"status": "ok"})
 
-    @app.get("/readyz")
+    @app.api_route("/readyz", methods=READ)
     async def readyz() -> Response:
         if gateway.ready:
             return json_response({"status": "ready", "plan": gateway.plan.content_hash})
@@ -153,6 +157,9 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
             "queue_waiting": pool.waiting,
             "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
         }
+        telemetry = gateway.telemetry.report(name)
+        if telemetry is not None:  # only for workers that declare telemetry
+            workers[name]["telemetry"] = telemetry
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
     state = gateway.slots
     return {

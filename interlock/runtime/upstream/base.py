@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
+
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
@@ -27,6 +29,9 @@ class Endpoint:
     connect_s: float
     first_byte_s: float
     total_s: float
+    # the plan's server.max_upstream_body_bytes / max_stream_line_bytes: past them, ProtocolFailure
+    max_body_bytes: int = DEFAULT_MAX_UPSTREAM_BODY_BYTES
+    max_line_bytes: int = DEFAULT_MAX_STREAM_LINE_BYTES
 
 
 class ChatStream(abc.ABC):

@@ -6,6 +6,11 @@ Deadlines, all counted from the moment the request is sent:
   (FirstByteTimeout) - a primary that accepts and never answers fails here, it does not hang;
 - ``total_s``: the whole exchange, every later stream chunk included (TotalTimeout).
 A first-byte deadline past the total one is cut to it (and then reported as TotalTimeout).
+
+Sizes, from the plan (``endpoint.max_body_bytes``, ``endpoint.max_line_bytes``): a non-streamed answer
+longer than the first (by Content-Length, or counted while reading) and a stream line longer than the
+second are a ProtocolFailure of that candidate, and the connection is dropped. An upstream that sends
+an endless body or line costs at most that much memory, never the gateway.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import orjson
 from interlock.runtime.errors import (
     FirstByteTimeout,
     MalformedResponse,
+    ProtocolFailure,
     TotalTimeout,
     UpstreamError,
 )
@@ -66,6 +72,33 @@ async def _read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
         parts.append(data)
         size += len(data)
     return b"".join(parts)[:cap]
+
+
+async def _read_body(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The whole answer, or ProtocolFailure (connection dropped) once it is past ``cap`` bytes."""
+    declared = response.content_length
+    if declared is not None and declared > cap:
+        response.close()
+        raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
+    parts: list[bytes] = []
+    size = 0
+    try:
+        while True:
+            data = await response.content.readany()
+            if not data:
+                break
+            size += len(data)
+            if size > cap:
+                response.close()
+                raise ProtocolFailure(f"answer is over the {cap}-byte limit")
+            parts.append(data)
+    finally:
+        response.release()  # a no-op after close(); back to the pool once fully read
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _line_too_long(cap: int) -> ProtocolFailure:
+    return ProtocolFailure(f"stream line is over the {cap}-byte limit")
 
 
 async def _start(
@@ -125,10 +158,7 @@ async def request_json(
             response = await _start(client, endpoint, method, path, payload)
             first_byte = False
             deadline.reschedule(total_at)
-            try:
-                data = await response.read()
-            finally:
-                response.release()
+            data = await _read_body(response, endpoint.max_body_bytes)
     except UpstreamError:
         raise
     except TimeoutError as exc:
@@ -244,6 +274,7 @@ class LineStream(ChatStream):
             error, self._error = self._error, None
             raise error
         decoder, pending = self._decoder, self._pending
+        cap = self._endpoint.max_line_bytes
         try:
             while not pending and not decoder.done:
                 data = await self._content.readany()
@@ -256,11 +287,15 @@ class LineStream(ChatStream):
                 if self._tail:
                     data = self._tail + data
                 lines = data.split(b"\n")
-                self._tail = lines.pop()
+                self._tail = tail = lines.pop()
                 for line in lines:
+                    if len(line) > cap:
+                        raise _line_too_long(cap)
                     decoder.feed(line, pending)
                     if self._decoder.done:  # (not `decoder`: mypy would keep the loop's narrowing)
                         break
+                if len(tail) > cap and not self._decoder.done:
+                    raise _line_too_long(cap)
         except UpstreamError as exc:
             if not pending:
                 raise

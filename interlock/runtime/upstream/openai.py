@@ -26,11 +26,12 @@ _DONE = b"[DONE]"
 class SSEDecoder:
     """OpenAI's event stream to chunk dicts. Only ``data:`` fields matter; comments and other fields pass."""
 
-    __slots__ = ("_data", "_endpoint", "_finished", "done")
+    __slots__ = ("_data", "_endpoint", "_finished", "_size", "done")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
         self._data: list[bytes] = []
+        self._size = 0  # bytes of data in the event being read: bounded like one line
         self._finished = False  # a chunk with a finish_reason has arrived
         self.done = False
 
@@ -43,6 +44,9 @@ class SSEDecoder:
             return
         if line.startswith(b"data:"):
             value = line[5:]
+            self._size += len(value)
+            if self._size > self._endpoint.max_line_bytes:  # many data: lines and never a blank one
+                raise ProtocolFailure(f"stream event is over the {self._endpoint.max_line_bytes}-byte limit")
             self._data.append(value[1:] if value.startswith(b" ") else value)
 
     def end(self, out: deque[dict[str, Any]]) -> None:
@@ -55,6 +59,7 @@ class SSEDecoder:
     def _dispatch(self, out: deque[dict[str, Any]]) -> None:
         data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         self._data = []
+        self._size = 0
         if data == _DONE:
             self.done = True
             return

@@ -1,0 +1,278 @@
+"""Worker-choice policies on a simulated GPU fleet: model loads, evictions and time to first token.
+
+Replays one deterministic mixed workload (several models of different popularity, bursts on one model,
+short and long prompts, short and long answers) against 2-4 simulated GPU boxes
+(``interlock.testing.fake_fleet.FakeGpuBox``: a VRAM budget, model loads, LRU eviction, per-model
+parallelism, paced tokens) through the worker-choice policies that Olla and nginx offer:
+
+- first-available: the first worker (in declaration order) below its concurrency limit;
+- round-robin: the next worker in turn;
+- least-connections: the worker with the fewest requests in flight (ties: declaration order).
+
+The policies see only what a proxy sees (its own requests in flight), never the boxes' state. Every
+policy starts from fresh boxes with the same models preloaded, and replays the same schedule. interlock's
+adaptive worker choice is not built yet; its row will be added here when it is, run the same way.
+
+    .venv/bin/python bench/fleet.py [--workers 3] [--requests 300] [--seed 11] [--scale 0.05] [--json FILE]
+
+``--scale`` shrinks time: a 2 s model load becomes 100 ms at 0.05, and token rates grow by 1/scale, so
+every figure is in simulated milliseconds times the scale. Compare figures of the same run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+from interlock.testing.fake_fleet import GIB, FakeGpuBox, SimModel, sim_model
+from interlock.testing.replies import Reply
+
+# name, VRAM GiB, real load s, real output tokens/s, popularity weight
+MODELS: tuple[tuple[str, float, float, float, float], ...] = (
+    ("qwen3:8b", 6.5, 2.0, 110.0, 40.0),
+    ("llama3.1:8b", 6.0, 1.8, 120.0, 20.0),
+    ("gemma3:12b", 9.5, 2.6, 70.0, 15.0),
+    ("mistral:7b", 5.0, 1.5, 130.0, 10.0),
+    ("qwen2.5-coder:14b", 10.5, 3.0, 60.0, 10.0),
+    ("phi4:14b", 10.0, 2.8, 65.0, 5.0),
+)
+VRAM_GIB = 24.0  # an RTX 4090 per box
+MAX_CONCURRENT = 4  # per worker, as a proxy would be configured
+PARALLEL = 2  # per model on a box (OLLAMA_NUM_PARALLEL)
+PRELOAD = ("qwen3:8b", "llama3.1:8b")  # what each box holds when a run starts
+REPLY = Reply(text=" ".join(f"t{i}" for i in range(400)))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    at_s: float  # simulated seconds after the start (scaled when replayed)
+    model: str
+    prompt_words: int
+    answer_tokens: int
+
+
+@dataclass(slots=True)
+class Outcome:
+    ttft_s: float | None
+    error: str | None
+    worker: int
+
+
+@dataclass
+class Result:
+    policy: str
+    requests: int
+    errors: int
+    loads: int
+    evictions: int
+    ttft_s: dict[str, float] = field(default_factory=dict)
+    per_worker: list[int] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def workload(seed: int, requests: int) -> list[Job]:
+    """A deterministic schedule: Poisson arrivals by popularity, plus bursts of one model."""
+    rng = random.Random(seed)
+    names = [m[0] for m in MODELS]
+    weights = [m[4] for m in MODELS]
+    jobs: list[Job] = []
+    t = 0.0
+    while len(jobs) < requests:
+        if rng.random() < 0.06:  # a burst: one model, many requests at once (a batch job, a chat surge)
+            model = rng.choice(names)
+            for _ in range(rng.randint(6, 14)):
+                jobs.append(_job(rng, t + rng.uniform(0, 0.2), model))
+        else:
+            jobs.append(_job(rng, t, rng.choices(names, weights)[0]))
+        t += rng.expovariate(1.0)  # about 1 request per simulated second between bursts
+    return sorted(jobs[:requests], key=lambda j: j.at_s)
+
+
+def _job(rng: random.Random, at_s: float, model: str) -> Job:
+    long_prompt = rng.random() < 0.25
+    long_answer = rng.random() < 0.3
+    return Job(
+        at_s=at_s,
+        model=model,
+        prompt_words=rng.randint(1500, 4000) if long_prompt else rng.randint(10, 200),
+        answer_tokens=rng.randint(150, 400) if long_answer else rng.randint(10, 60),
+    )
+
+
+def sim_models(scale: float) -> list[SimModel]:
+    return [
+        sim_model(
+            name,
+            vram,
+            load_s=load * scale,
+            tokens_per_s=tps / scale,
+            prompt_tokens_per_s=3000.0 / scale,
+            parallel=PARALLEL,
+        )
+        for name, vram, load, tps, _ in MODELS
+    ]
+
+
+# ----- the policies: what a proxy without model awareness can do -----
+
+Policy = Callable[[Sequence[int]], int]
+"""Given the requests in flight per worker, the index of the worker to use."""
+
+
+def first_available(in_flight: Sequence[int]) -> int:
+    return next((i for i, n in enumerate(in_flight) if n < MAX_CONCURRENT), 0)
+
+
+def round_robin_policy() -> Policy:
+    turn = itertools.count()
+    return lambda in_flight: next(turn) % len(in_flight)
+
+
+def least_connections(in_flight: Sequence[int]) -> int:
+    return min(range(len(in_flight)), key=lambda i: (in_flight[i], i))
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "first-available": lambda: first_available,
+    "round-robin": round_robin_policy,
+    "least-connections": lambda: least_connections,
+}
+
+
+async def replay(name: str, policy: Policy, jobs: Sequence[Job], workers: int, scale: float) -> Result:
+    boxes = [
+        FakeGpuBox(
+            name=f"box{i}",
+            models=sim_models(scale),
+            vram_bytes=int(VRAM_GIB * GIB),
+            reply=REPLY,
+            record=False,
+        )
+        for i in range(workers)
+    ]
+    for box in boxes:
+        box.preload(*PRELOAD)
+        await box.astart()
+    in_flight = [0] * workers
+    outcomes: list[Outcome] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    started = time.perf_counter()
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as http:
+
+        async def one(job: Job) -> None:
+            await asyncio.sleep(max(0.0, started + job.at_s * scale - time.perf_counter()))
+            index = policy(in_flight)
+            in_flight[index] += 1
+            try:
+                outcomes.append(await _call(http, boxes[index].url, job, index))
+            finally:
+                in_flight[index] -= 1
+
+        await asyncio.gather(*(one(job) for job in jobs))
+    wall = time.perf_counter() - started
+    for box in boxes:
+        await box.aclose()
+    ttfts = sorted(o.ttft_s for o in outcomes if o.ttft_s is not None)
+    return Result(
+        policy=name,
+        requests=len(outcomes),
+        errors=sum(1 for o in outcomes if o.error is not None),
+        loads=sum(b.loads for b in boxes),
+        evictions=sum(b.evictions for b in boxes),
+        ttft_s={p: _percentile(ttfts, q) / scale for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
+        per_worker=[sum(1 for o in outcomes if o.worker == i) for i in range(workers)],
+        wall_s=wall,
+    )
+
+
+async def _call(http: aiohttp.ClientSession, url: str, job: Job, worker: int) -> Outcome:
+    body = {
+        "model": job.model,
+        "messages": [{"role": "user", "content": " ".join(["w"] * job.prompt_words)}],
+        "stream": True,
+        "options": {"num_predict": job.answer_tokens},
+    }
+    sent = time.perf_counter()
+    ttft: float | None = None
+    try:
+        async with http.post(f"{url}/api/chat", data=orjson.dumps(body)) as response:
+            if response.status != 200:
+                await response.read()
+                return Outcome(None, f"HTTP {response.status}", worker)
+            async for line in response.content:
+                if ttft is None and line.strip():
+                    ttft = time.perf_counter() - sent
+                if b'"error"' in line:
+                    return Outcome(ttft, "stream error", worker)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return Outcome(ttft, type(exc).__name__, worker)
+    return Outcome(ttft, None, worker)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=1000, method="inclusive")[min(int(q * 1000) - 1, 998)]
+
+
+def table(results: Sequence[Result], scale: float) -> str:
+    head = (
+        f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p95 | TTFT p99 | errors | requests per worker"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        t = r.ttft_s
+        lines.append(
+            f"{r.policy:<22}| {r.loads:>5} | {r.evictions:>9} | {t['p50']:>6.2f} s | {t['p95']:>6.2f} s "
+            f"| {t['p99']:>6.2f} s | {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
+        )
+    lines.append(f"{'interlock (adaptive)':<22}| not built yet: issue 11's worker scoring adds this row")
+    lines.append(
+        f"TTFT in simulated seconds (measured / {scale:g}): a 2 s model load ran in {2 * scale * 1000:.0f} ms"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=int, default=3, choices=(2, 3, 4))
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--scale", type=float, default=0.05, help="simulated time per real second")
+    parser.add_argument("--policy", action="append", choices=sorted(POLICIES), help="(default: all)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    jobs = workload(args.seed, args.requests)
+    counts = {m[0]: sum(1 for j in jobs if j.model == m[0]) for m in MODELS}
+    print(
+        f"workload: seed {args.seed}, {len(jobs)} requests over {jobs[-1].at_s:.0f} simulated s, "
+        f"{args.workers} boxes x {VRAM_GIB:g} GiB, preloaded {', '.join(PRELOAD)}; per model: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+    )
+    results = []
+    for name in args.policy or list(POLICIES):
+        results.append(asyncio.run(replay(name, POLICIES[name](), jobs, args.workers, args.scale)))
+    print(table(results, args.scale))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Hostile clients, performed at small scale against a real `interlock serve` (issue 7, items 1 and 5).
+
+The plan here sets low limits (20 connections, 400 ms to send headers, 400 ms of body silence), so
+each attack is bounded in time: the checks wait on state (a socket closed, a metric counted), they
+never assert how long something took.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import orjson
+import pytest
+
+from interlock.testing.faults import Fault
+from tests.e2e.conftest import Fakes
+from tests.e2e.harness import Served, wait_until
+
+CONFIG = """\
+version: 1
+server:
+  default_alias: h/one
+  direct_models: allow
+  header_timeout: 400ms
+  body_timeout: 400ms
+  max_connections: 20
+providers:
+  bravo: {{kind: openai, base_url: "{bravo}/v1", timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}}}
+  stuck: {{kind: openai, base_url: "{bravo}/v1", timeouts: {{connect: 1s, first_byte: 60s, total: 60s}}}}
+aliases:
+  h/one: {{description: one, chain: [bravo/h-one]}}
+  h/stuck: {{description: an upstream that never answers, chain: [stuck/h-stuck]}}
+"""
+CHAT = orjson.dumps({"model": "h/one", "messages": [{"role": "user", "content": "hi"}]})
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, fakes: Fakes) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("hostile")
+    config = folder / "interlock.yaml"
+    config.write_text(CONFIG.format(bravo=fakes.bravo.url))
+    gateway = Served(config, {}, folder / "serve.log", "--log-level", "debug")
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+def connect(gateway: Served) -> socket.socket:
+    host, port = gateway.url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    return sock
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the gateway sends until it closes the connection (a reset counts as closed)."""
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def fresh(gateway: Served, path: str = "/healthz", method: str = "GET") -> httpx.Response:
+    with httpx.Client(base_url=gateway.url, timeout=10) as http:
+        return http.request(method, path)
+
+
+def closed(gateway: Served, reason: str) -> float:
+    return gateway.metric("interlock_connections_closed_total", reason=reason)
+
+
+def test_idle_sockets_are_closed_and_a_fresh_client_is_served_meanwhile(served: Served) -> None:
+    evicted, timed_out = closed(served, "evicted"), closed(served, "header_timeout")
+    idle = [connect(served) for _ in range(50)]  # 2.5 times the cap, sending nothing
+    try:
+        assert fresh(served).json() == {"status": "ok"}  # at the cap, an idle one made room
+        assert [read_all(sock) for sock in idle] == [b""] * 50  # every one closed, without a word
+    finally:
+        for sock in idle:
+            sock.close()
+    assert closed(served, "evicted") >= evicted + 30
+    assert closed(served, "header_timeout") > timed_out
+    log = served.log()
+    assert "connection limit reached (server.max_connections is 20): closed the oldest idle" in log
+
+
+def test_half_sent_headers_get_a_408_and_the_connection_closed(served: Served) -> None:
+    before = closed(served, "header_timeout")
+    with connect(served) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        answer = read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert b'"code":"request_timeout"' in answer
+    assert closed(served, "header_timeout") >= before + 1  # (idle keep-alive connections count too)
+    assert "no complete request headers within server.header_timeout" in served.log()  # debug level
+
+
+def test_a_keep_alive_connection_that_stalls_in_its_second_request_is_closed(served: Served) -> None:
+    with connect(served) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = b""
+        while not first.endswith(b'{"status":"ok"}'):
+            first += sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        assert read_all(sock).startswith(b"HTTP/1.1 408 ")
+
+
+def test_a_stalled_body_is_closed_but_a_slow_steady_one_is_served(served: Served) -> None:
+    before = closed(served, "body_timeout")
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    with connect(served) as sock:
+        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(CHAT) + CHAT[:10])
+        assert read_all(sock).startswith(b"HTTP/1.1 408 ")
+    assert closed(served, "body_timeout") == before + 1
+    with connect(served) as sock:  # each piece comes well within the idle timeout: served
+        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(CHAT))
+        for index in range(0, len(CHAT), 8):
+            sock.sendall(CHAT[index : index + 8])
+            wait_for_gap(0.1)
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert closed(served, "body_timeout") == before + 1
+
+
+def wait_for_gap(seconds: float) -> None:
+    """A pause inside an attack (the attacker's pace, not a check)."""
+    time.sleep(seconds)
+
+
+def test_at_the_cap_with_nothing_idle_a_new_connection_gets_a_503(served: Served, fakes: Fakes) -> None:
+    before = closed(served, "over_limit")
+    fakes.bravo.set_fault(Fault.hang(), model="h-stuck")
+    stuck = orjson.dumps({"model": "h/stuck", "messages": [{"role": "user", "content": "hi"}]})
+    busy = [connect(served) for _ in range(20)]
+    try:
+        for sock in busy:  # a request in progress on each: waiting on an upstream that never answers
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(stuck)
+            )
+            sock.sendall(stuck)
+        wait_until(lambda: upstream_calls(fakes, "h-stuck") == 20, 10, "20 requests to be in progress")
+        with connect(served) as sock:
+            answer = read_all(sock)
+        assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+        assert b"retry-after: 1\r\n" in answer
+        assert b"server.max_connections is 20" in answer
+    finally:
+        for sock in busy:
+            sock.close()
+        fakes.bravo.clear_faults(model="h-stuck")
+    assert closed_now(served, before)
+    assert "refused a new connection with 503, none is idle" in served.log()
+
+
+def upstream_calls(fakes: Fakes, model: str) -> int:
+    return sum(1 for r in fakes.bravo.requests if r.model == model)
+
+
+def closed_now(gateway: Served, before: float) -> bool:
+    """Once the busy connections are gone, the refusal shows in the metrics."""
+    wait_until(lambda: fresh(gateway).status_code == 200, 10, "the gateway to serve again")
+    return closed(gateway, "over_limit") == before + 1
+
+
+def test_head_answers_like_get_without_a_body(served: Served) -> None:
+    for path in ("/healthz", "/readyz", "/v1/models", "/v1/aliases", "/v1/health", "/metrics"):
+        get, head = fresh(served, path), fresh(served, path, "HEAD")
+        assert (path, head.status_code, head.content) == (path, 200, b"")
+        assert head.headers["content-type"] == get.headers["content-type"]
+        assert "x-interlock-plan" in head.headers
+
+
+def test_a_websocket_upgrade_is_refused_cleanly(served: Served) -> None:
+    before = closed(served, "websocket")
+    with connect(served) as sock:
+        sock.sendall(
+            b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        answer = read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert b'"code":"websocket_unsupported"' in answer
+    assert closed(served, "websocket") == before + 1
+    assert "Exception" not in served.log()
+    assert fresh(served).status_code == 200
+
+
+def test_a_404_cuts_a_long_path(served: Served) -> None:
+    answer = fresh(served, "/" + "a" * 10_000)
+    assert answer.status_code == 404
+    message = answer.json()["error"]["message"]
+    assert message == "GET /" + "a" * 98 + "…: Not Found"
+
+
+def test_an_admin_path_answers_a_big_body_without_reading_it(served: Served) -> None:
+    with connect(served) as sock:
+        sock.sendall(b"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n" + b"x" * 65536)
+        answer = read_all(sock)  # the other 10 MB are never sent: the answer comes, then the close
+    assert answer.startswith(b"HTTP/1.1 404 Not Found\r\n")
+    assert b"connection: close\r\n" in answer
+    with connect(served) as sock:
+        sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n" + b"x" * 65536)
+        assert read_all(sock).startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+    with connect(served) as sock:  # the hot paths' 405 too
+        head = b"PUT /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n"
+        sock.sendall(head + b"x" * 65536)
+        answer = read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+    assert b"connection: close\r\n" in answer
+
+
+def test_debug_level_prints_debug_lines(served: Served) -> None:
+    assert " DEBUG interlock[" in served.log()
+    assert "limits: header_timeout 0.4s, body_timeout 0.4s, max_connections 20" in served.log()
+
+
+def test_the_log_is_clean(served: Served) -> None:
+    assert "Traceback" not in served.log()

@@ -1,0 +1,118 @@
+"""A reload reads (compiles) the new plan in a child process and swaps it in atomically; requests are
+answered all the while (issue 7, item 10). The slow loader is released by the test, not by a clock."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from interlock.runtime.app import Gateway
+from interlock.runtime.reload import StagedSource
+from tests.runtime.conftest import build
+from tests.runtime.slow_source import SlowSource
+from tests.runtime.test_plan import rehash
+
+ENV = {"CLOUD_KEY": "sk-cloud-secret"}
+
+
+async def no_adapters() -> tuple[dict[str, Any], Callable[[], Any]]:
+    async def close() -> None:
+        return None
+
+    return {}, close
+
+
+async def until(
+    check: Callable[[], bool], what: str, *, answered: list[int], http: httpx.AsyncClient
+) -> None:
+    """Wait for ``check``, asking the gateway for /healthz all the while (each answer is counted)."""
+    for _ in range(3000):
+        if check():
+            return
+        response = await http.get("/healthz")
+        answered.append(response.status_code)
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def test_a_slow_reload_reads_in_a_child_process_while_requests_are_answered(
+    tmp_path: Path, plan_data: Callable[..., dict[str, Any]]
+) -> None:
+    first = build(plan_data())
+    data = plan_data()
+    data["aliases"]["t/chat"]["description"] = "the new plan"
+    new = rehash(data)
+    source = SlowSource(new, ENV, tmp_path)
+    assert isinstance(source, StagedSource)
+
+    async def scenario() -> None:
+        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters)
+        answered: list[int] = []
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://t") as http:
+            reload = asyncio.create_task(gateway.reload())
+            await until(lambda: (tmp_path / "started").exists(), "the child", answered=answered, http=http)
+            await until(lambda: len(answered) >= 20, "20 answers", answered=answered, http=http)
+            assert gateway.plan is first  # still serving the old plan while the new one is read
+            (tmp_path / "release").touch()
+            assert await reload is True
+        assert set(answered) == {200}
+        assert gateway.plan.content_hash == new["content_hash"]
+        assert gateway.plan.aliases["t/chat"].description == "the new plan"
+
+    asyncio.run(scenario())
+    assert int((tmp_path / "started").read_text()) != os.getpid()  # it was read in another process
+
+
+def test_a_reload_that_reads_past_its_deadline_is_refused_and_its_process_stopped(
+    tmp_path: Path, plan_data: Callable[..., dict[str, Any]]
+) -> None:
+    first = build(plan_data())
+    source = SlowSource(plan_data(), ENV, tmp_path)  # never released
+
+    async def scenario() -> Gateway:
+        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters, reload_timeout_s=0.5)
+        assert await gateway.reload() is False
+        return gateway
+
+    gateway = asyncio.run(scenario())
+    assert gateway.plan is first
+    assert gateway.last_reload is not None
+    assert gateway.last_reload["error"] == "reading the new plan took longer than 0.5 s; it was stopped"
+    if (tmp_path / "started").exists():
+        pid = int((tmp_path / "started").read_text())
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            pass
+        else:
+            raise AssertionError(f"the reading process {pid} is still running")
+
+
+def test_stopping_the_gateway_during_a_reload_stops_the_reading_process(
+    tmp_path: Path, plan_data: Callable[..., dict[str, Any]]
+) -> None:
+    first = build(plan_data())
+    source = SlowSource(plan_data(), ENV, tmp_path)  # never released
+
+    async def scenario() -> None:
+        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters)
+        await gateway.startup()
+        gateway.request_reload()
+        for _ in range(3000):
+            if (tmp_path / "started").exists():
+                break
+            await asyncio.sleep(0.01)
+        await gateway.shutdown()  # cancels the reload; asyncio.run then lets it finish its cleanup
+
+    asyncio.run(scenario())
+    pid = int((tmp_path / "started").read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    raise AssertionError(f"the reading process {pid} is still running")
