@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
         "--state-url",
         metavar="URL",
         help="where slots and circuits live: redis://HOST:PORT/DB to share them between replicas "
-        "(default: this process; with --workers N, the supervisor)",
+        "(default: $INTERLOCK_STATE_URL, else this process; with --workers N, the supervisor)",
     )
     p.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="(default: info)"
@@ -187,6 +187,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     from interlock.runtime.state import open_backend
 
+    if args.state_url is None:  # e.g. from a Kubernetes Secret: a password stays off the command line
+        args.state_url = os.environ.get("INTERLOCK_STATE_URL") or None
     if args.state_url is not None:
         try:
             open_backend(args.state_url)  # checked now, opened in each process that serves
