@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.errors import SlotUnavailable
-from interlock.runtime.plan import WorkerLimits
+from interlock.runtime.errors import ConnectFailed, SlotUnavailable
+from interlock.runtime.health import HealthBook
+from interlock.runtime.plan import HealthSettings, WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.embedded import EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
@@ -147,5 +148,26 @@ def test_a_server_that_goes_away_fails_waiters_over_to_the_local_table(tmp_path:
         await lease.release()
         await held.release()  # the server's slot: nothing to tell anyone
         await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_endpoint_one_worker_finds_dead_is_skipped_by_the_others(server: SlotServer) -> None:
+    settings = HealthSettings(
+        failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
+    )
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        book_a, book_b = HealthBook(settings), HealthBook(settings)
+        a.share_health(book_a)
+        b.share_health(book_b)
+        book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
+        assert not book_a.endpoint_usable("local@box")
+        await until(lambda: not book_b.endpoint_usable("local@box"), "b to hear of it")
+        book_a.record_success("local/m", "local@box")  # back
+        await until(lambda: book_b.endpoint_usable("local@box"), "b to hear it is back")
+        await a.close()
+        await b.close()
 
     asyncio.run(scenario())

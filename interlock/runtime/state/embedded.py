@@ -9,6 +9,8 @@ Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurr
 max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire), ``["r", id]`` (release,
 or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[id, "ok"]``,
 ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``, ``[id, report]``.
+Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
+passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
 Why a socket and not shared memory: a slot held by a process that dies must come back. The kernel closes
 a dead process's socket, the server sees end-of-file and frees everything that connection held (and drops
@@ -29,7 +31,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -38,6 +40,9 @@ from interlock.runtime.plan import WorkerLimits
 from interlock.runtime.slots import SlotLease, SlotPool, SlotTable
 from interlock.runtime.state import Lease, SlotBackend, SlotReport, StateUnreachable
 from interlock.runtime.state.memory import MemorySlots
+
+if TYPE_CHECKING:
+    from interlock.runtime.health import HealthBook
 
 log = logging.getLogger("interlock.state")
 
@@ -54,6 +59,7 @@ class SlotServer:
         self.path = path
         self.table = SlotTable()
         self.connections = 0  # open worker connections
+        self._writers: set[asyncio.StreamWriter] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping: asyncio.Event | None = None
@@ -96,6 +102,7 @@ class SlotServer:
         held: dict[int, SlotLease] = {}
         waiting: dict[int, asyncio.Task[None]] = {}
         self.connections += 1
+        self._writers.add(writer)
 
         def send(message: Any) -> None:
             if not writer.is_closing():
@@ -147,10 +154,16 @@ class SlotServer:
                         self.table.bound(worker, max_concurrent, max_waiting, max_wait_s)
                 elif op == "s":
                     send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
+                elif op == "h":  # an endpoint found down (or back): tell the other workers
+                    line = orjson.dumps(message) + b"\n"
+                    for other in self._writers:
+                        if other is not writer and not other.is_closing():
+                            other.write(line)
         except (ConnectionError, ValueError, TypeError, IndexError) as exc:
             log.error("slot server: dropping a worker connection after a bad message (%s)", exc)
         finally:
             self.connections -= 1
+            self._writers.discard(writer)
             for pending in list(waiting.values()):
                 pending.cancel()
             for lease in held.values():
@@ -217,6 +230,7 @@ class EmbeddedSlots(SlotBackend):
         self._shares: dict[str, _Share] = {}
         self._retry_at = 0.0
         self._closing = False
+        self._health: HealthBook | None = None
 
     @property
     def degraded(self) -> bool:
@@ -228,6 +242,11 @@ class EmbeddedSlots(SlotBackend):
             self._bounds[name] = [w.max_concurrent, w.max_waiting, w.max_wait_s]
             self._shares.setdefault(name, _Share())
         self._send(["c", self._bounds])
+
+    def share_health(self, book: HealthBook) -> None:
+        """Tell the other workers (through the supervisor) when an endpoint is found down or back."""
+        self._health = book
+        book.listener = lambda label, open_for_s: self._send(["h", label, open_for_s])
 
     async def start(self) -> None:
         await self._connect()
@@ -339,6 +358,10 @@ class EmbeddedSlots(SlotBackend):
         try:
             while line := await reader.readline():
                 reply = orjson.loads(line)
+                if reply[0] == "h":
+                    if self._health is not None:
+                        self._health.apply_shared(str(reply[1]), float(reply[2]))
+                    continue
                 future = self._replies.pop(reply[0], None)
                 if future is not None and not future.done():
                     future.set_result(reply)
