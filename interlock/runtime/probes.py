@@ -3,7 +3,9 @@
 Ollama workers answer ``GET /api/tags``, OpenAI-compatible providers ``GET /models`` (``Adapter.probe``);
 providers with ``probe: false`` are left alone. A failed probe marks the endpoint unhealthy at once, so the
 first request after a box died already skips it; a passing probe (or any successful call) restores it.
-The loop reads the current plan every round, so a reload takes effect at the next round.
+The loop reads the current plan every round, so a reload takes effect at the next round. Rounds are
+``probe_interval`` apart give or take 10% at random, so the processes of a host and the replicas of a
+fleet do not all probe a box in the same instant (what one finds, the others hear: ``runtime/state``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Mapping
 
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
@@ -29,8 +32,12 @@ class ProbeLoop:
         health: HealthBook,
         adapters: Mapping[str, Adapter],
         metrics: Metrics,
+        *,
+        jitter: float = 0.1,
     ) -> None:
         self.plan = plan
+        self.jitter = jitter
+        self._random = random.Random()
         self.health = health
         self.adapters = adapters
         self.metrics = metrics
@@ -61,7 +68,8 @@ class ProbeLoop:
                 await self.probe_all()
             except Exception:  # a bug in one round must not end probing for good
                 log.exception("probe round failed")
-            await asyncio.sleep(self.plan().health.probe_interval_s)
+            spread = 1.0 + self.jitter * (2.0 * self._random.random() - 1.0)
+            await asyncio.sleep(self.plan().health.probe_interval_s * spread)
 
     async def _probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         error: UpstreamError | None = None
