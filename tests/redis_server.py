@@ -6,7 +6,6 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,12 +64,3 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(5)
         self.proc = None
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path).start()
-    try:
-        yield server
-    finally:
-        server.stop()

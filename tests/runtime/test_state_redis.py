@@ -11,7 +11,7 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.plan import HealthSettings, WorkerLimits
 from interlock.runtime.state import Lease, open_backend
 from interlock.runtime.state.redis import RedisLease, RedisOptions, RedisSlots
-from tests.redis_server import RedisServer, redis_server  # noqa: F401 (a fixture)
+from tests.redis_server import RedisServer
 
 LIMITS = {"box": WorkerLimits("box", "local", 2, {}, (), 1, 5.0)}
 
@@ -40,7 +40,7 @@ def test_options_come_from_the_url() -> None:
     assert options == RedisOptions("redis://127.0.0.1:6390/2?socket_keepalive=true", 3.0, "gw")
 
 
-def test_replicas_share_one_limit_and_one_fifo_queue(redis_server: RedisServer) -> None:  # noqa: F811
+def test_replicas_share_one_limit_and_one_fifo_queue(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         a, b = await replica(redis_server.url), await replica(redis_server.url)
         held = await a.acquire("box", "m", 1, wait=True)
@@ -70,7 +70,7 @@ def test_replicas_share_one_limit_and_one_fifo_queue(redis_server: RedisServer) 
     asyncio.run(scenario())
 
 
-def test_a_replica_that_dies_frees_its_slots_within_the_lease_ttl(redis_server: RedisServer) -> None:  # noqa: F811
+def test_a_replica_that_dies_frees_its_slots_within_the_lease_ttl(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         url = redis_server.url + "?lease_ttl=0.3"
         dying, alive = await replica(url), await replica(url)
@@ -85,7 +85,7 @@ def test_a_replica_that_dies_frees_its_slots_within_the_lease_ttl(redis_server: 
     asyncio.run(scenario())
 
 
-def test_a_held_lease_is_renewed_while_the_request_runs(redis_server: RedisServer) -> None:  # noqa: F811
+def test_a_held_lease_is_renewed_while_the_request_runs(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         a = await replica(redis_server.url + "?lease_ttl=0.6")
         store = a.client
@@ -108,7 +108,7 @@ def test_a_held_lease_is_renewed_while_the_request_runs(redis_server: RedisServe
 
 
 def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
-    redis_server: RedisServer,  # noqa: F811
+    redis_server: RedisServer,
 ) -> None:
     async def scenario() -> None:
         a = await replica(redis_server.url)
@@ -132,7 +132,7 @@ def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
     asyncio.run(scenario())
 
 
-def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: RedisServer) -> None:  # noqa: F811
+def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: RedisServer) -> None:
     settings = HealthSettings(
         failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
     )
