@@ -31,6 +31,8 @@ from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_
 
 log = logging.getLogger("interlock")
 
+SHARED_STATE_SCHEMES = ("redis", "rediss")  # what --state-url takes; the others are the runtime's own
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -190,6 +192,14 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.state_url is None:  # e.g. from a Kubernetes Secret: a password stays off the command line
         args.state_url = os.environ.get("INTERLOCK_STATE_URL") or None
     if args.state_url is not None:
+        scheme = args.state_url.partition(":")[0]
+        if scheme not in SHARED_STATE_SCHEMES:
+            print(
+                f"interlock serve: --state-url: {scheme + ':'!r} is not a shared store; use redis:// or "
+                "rediss:// (--workers N shares limits across its processes by itself)",
+                file=sys.stderr,
+            )
+            return 2
         try:
             open_backend(args.state_url)  # checked now, opened in each process that serves
         except ValueError as exc:
@@ -245,7 +255,13 @@ def supervise(
         keeper = PlanKeeper(loader, directory, plan, data)
         slots = SlotServer(str(directory / "slots.sock")) if state_url is None else None
         if slots is not None:
-            slots.start()
+            try:
+                slots.start()
+            except OSError as exc:
+                print(
+                    f"interlock serve: cannot start the slot server at {slots.path}: {exc}", file=sys.stderr
+                )
+                return 1
         try:
             url = f"unix:{slots.path}" if slots is not None else state_url
             args = (keeper.workers_plan(), sock, options, url)

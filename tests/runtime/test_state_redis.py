@@ -55,6 +55,7 @@ def test_replicas_share_one_limit_and_one_fifo_queue(redis_server: RedisServer) 
             await a.acquire("box", "m", 1, wait=True)
         assert refused.value.retry_after == 5
         await held.release()
+        assert await a.acquire("box", "m", 1, wait=False) is None  # b queued first: no overtaking
         handed = await asyncio.wait_for(queued, 5)  # woken by the release, on the other replica
         assert isinstance(handed, Lease)
         report = (await a.report())["box"]
