@@ -37,7 +37,7 @@ from interlock.runtime.state.embedded import SlotServer
 from tests.redis_server import RedisServer
 
 T = TypeVar("T")
-LIMITS = {"box": WorkerLimits("box", "local", 64, {}, (), 64, 5.0)}
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 64, {}, (), max_waiting=64, max_wait_s=5.0)}
 CONCURRENCY = 16
 
 

@@ -124,3 +124,12 @@ def test_a_state_url_with_a_password_stays_in_the_secret(
     assert {"name": "INTERLOCK_STATE_URL", "valueFrom": ref} in container["env"]
     assert "--state-url" not in container["args"]
     assert capsys.readouterr().err == ""
+
+
+def test_the_output_folder_is_made_but_not_its_parents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = tmp_path / "missing" / "deploy"
+    assert main(["deploy", "k8s", str(CONFIG), "-o", str(deep)]) == 1
+    assert capsys.readouterr().err.startswith(f"interlock deploy: cannot create {deep}: No such file")
+    assert not (tmp_path / "missing").exists()

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from interlock.commands.files import write_atomically
+from interlock.commands.files import OutputError, write_atomically
 from interlock.deploy import TARGETS, DeployOptions
 from interlock.diff.inputs import InputError, load_plan
 
@@ -76,8 +76,17 @@ def run_deploy(args: argparse.Namespace) -> int:
         credentials_secret=args.credentials_secret,
     )
     files = TARGETS[args.target](plan, options)
-    for name, text in files.items():
-        write_atomically(os.path.join(args.output, name), text)
+    try:
+        if not os.path.isdir(args.output):
+            os.mkdir(args.output)  # DIR itself, as asked; never its missing parents
+        for name, text in files.items():
+            write_atomically(os.path.join(args.output, name), text)
+    except OSError as exc:
+        print(f"interlock deploy: cannot create {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except OutputError as exc:
+        print(f"interlock deploy: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {', '.join(files)} to {args.output} (plan {plan.content_hash})")
     if args.replicas > 1 and args.state_url is None and not args.state_url_in_secret:
         print(

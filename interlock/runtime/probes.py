@@ -3,9 +3,12 @@
 Ollama workers answer ``GET /api/tags``, OpenAI-compatible providers ``GET /models`` (``Adapter.probe``);
 providers with ``probe: false`` are left alone. A failed probe marks the endpoint unhealthy at once, so the
 first request after a box died already skips it; a passing probe (or any successful call) restores it.
-The loop reads the current plan every round, so a reload takes effect at the next round. Rounds are
-``probe_interval`` apart give or take 10% at random, so the processes of a host and the replicas of a
-fleet do not all probe a box in the same instant (what one finds, the others hear: ``runtime/state``).
+The loop reads the current plan every round, so a reload takes effect at the next round. Each round
+also refreshes live Ollama metadata (``MetadataFetcher``: /api/ps, and /api/tags + /api/show when older
+than the plan's TTL), concurrently with the probes; the first round runs at start, before readiness.
+Rounds are ``probe_interval`` apart give or take 10% at random, so the processes of a host and the
+replicas of a fleet do not all probe a box in the same instant (what one finds, the others hear:
+``runtime/state``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.health import HealthBook
+from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter, Endpoint
@@ -32,10 +36,12 @@ class ProbeLoop:
         health: HealthBook,
         adapters: Mapping[str, Adapter],
         metrics: Metrics,
+        metadata: MetadataFetcher | None = None,
         *,
         jitter: float = 0.1,
     ) -> None:
         self.plan = plan
+        self.metadata = metadata
         self.jitter = jitter
         self._random = random.Random()
         self.health = health
@@ -59,8 +65,18 @@ class ProbeLoop:
         plan = self.plan()
         timeout_s = plan.health.probe_timeout_s
         endpoints = [e for p in plan.providers.values() if p.probe for e in p.endpoints]
-        await asyncio.gather(*(self._probe(e, timeout_s) for e in endpoints))
+        jobs = [self._probe(e, timeout_s) for e in endpoints]
+        if self.metadata is not None:
+            jobs.append(self._metadata(plan))
+        await asyncio.gather(*jobs)
         self.first_round.set()
+
+    async def _metadata(self, plan: RuntimePlan) -> None:
+        assert self.metadata is not None
+        try:
+            await self.metadata.refresh(plan)
+        except Exception:  # metadata is a help, never a reason to stop probing
+            log.exception("metadata round failed")
 
     async def _run(self) -> None:
         while True:

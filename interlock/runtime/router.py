@@ -1,13 +1,15 @@
 """The fallback walk: try a target's candidates in order until one answers.
 
 For each candidate the guards run first (a skip costs no network time); then ``attempt`` calls the
-adapter with the caller's unchanged request and classifies the outcome by error class alone:
+adapter with the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's
+``num_ctx``) and classifies the outcome by error class alone:
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
 - ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once.
 
-Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies).
+Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies),
+unless every candidate was skipped for what the request needs: then the preflight's 400 (``refusal``).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 
 Each candidate's ``Admission`` is an ``async with`` block here: a slot the guards took is given back when
@@ -28,6 +30,7 @@ from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import Candidate, Route, Target
+from interlock.runtime.preflight import Preflight
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
 T = TypeVar("T")
@@ -77,20 +80,25 @@ class Router:
         self.adapters = adapters
         self.metrics = metrics
 
-    async def chat(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, _as_is)
+    async def chat(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _chat, preflight, _as_is)
 
     async def chat_stream(
         self,
         target: Target,
         body: Mapping[str, Any],
         deliver: Callable[[Answered[ChatStream]], Awaitable[R]],
+        preflight: Preflight | None = None,
     ) -> R:
         """Open a stream and hand it to ``deliver`` while its slot is held; the slot goes when it returns."""
-        return await self._walk(target, body, _stream, deliver)
+        return await self._walk(target, body, _stream, preflight, deliver)
 
-    async def embed(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, _as_is)
+    async def embed(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _embed, preflight, _as_is)
 
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
@@ -112,6 +120,7 @@ class Router:
         target: Target,
         body: Mapping[str, Any],
         call: Call[T],
+        preflight: Preflight | None,
         deliver: Callable[[Answered[T]], Awaitable[R]],
     ) -> R:
         health, metrics = self.health, self.metrics
@@ -120,7 +129,7 @@ class Router:
         attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
-            async with Admission(candidate, candidate.routes) as admission:  # the slot's one owner
+            async with Admission(candidate, candidate.routes, preflight) as admission:  # the slot's owner
                 reason: str | None = None
                 try:
                     for guard in self.guards:
@@ -134,6 +143,8 @@ class Router:
                         metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
                 if reason is not None:
                     summary.append(f"{candidate.id}: skipped ({reason})")
+                    if preflight is not None:
+                        preflight.skipped.append(f"{candidate.id} ({reason})")
                     self._fell_back(candidates, index, reason)
                     continue
                 route = admission.route or admission.routes[0]
@@ -141,7 +152,8 @@ class Router:
                 attempted += 1
                 started = time.perf_counter()
                 try:
-                    result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
+                    sent = body if admission.body is None else admission.body
+                    result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
                 except TransientError as exc:
                     spent = time.perf_counter() - started
                     upstream_s += spent
@@ -164,6 +176,10 @@ class Router:
                 health.record_success(candidate.id, label, in_plan=candidate.in_plan)
                 metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
                 return await deliver(Answered(candidate, route, result, upstream_s, queued_s))
+        if preflight is not None and preflight.misfits:
+            refusal = preflight.refusal(target.label, len({c.id for c in candidates}))
+            if refusal is not None:
+                raise refusal
         raise AllCandidatesFailed(
             f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
             + "; ".join(summary)

@@ -16,7 +16,7 @@ from interlock.runtime.state.embedded import EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.redis import RedisSlots
 
-LIMITS = {"box": WorkerLimits("box", "local", 2, {}, (), 1, 5.0)}
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=5.0)}
 
 
 @pytest.fixture

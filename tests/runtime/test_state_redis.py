@@ -13,7 +13,7 @@ from interlock.runtime.state import Lease, open_backend
 from interlock.runtime.state.redis import RedisLease, RedisOptions, RedisSlots
 from tests.redis_server import RedisServer
 
-LIMITS = {"box": WorkerLimits("box", "local", 2, {}, (), 1, 5.0)}
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=5.0)}
 
 
 async def replica(url: str) -> RedisSlots:

@@ -26,7 +26,9 @@ from interlock.runtime.errors import (
     InvalidRequest,
     SlotUnavailable,
 )
+from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
+from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.upstream.base import ChatStream
@@ -301,6 +303,7 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         else:
             model, stream = check_embeddings(body), False
         target = resolve(plan, model)
+        preflight = Preflight(needs_of(body, endpoint, plan.preflight), plan.preflight.mode)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         return
@@ -312,9 +315,11 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
     watch = DisconnectWatch(receive)
     try:
         if stream:
-            status = await _stream(gateway, plan, target, body, headers, send, watch, started)
+            status = await _stream(gateway, plan, target, body, preflight, headers, send, watch, started)
         else:
-            status = await _answer(gateway, plan, target, body, headers, send, watch, endpoint, started)
+            status = await _answer(
+                gateway, plan, target, body, preflight, headers, send, watch, endpoint, started
+            )
     except asyncio.CancelledError:
         if not watch.swallow():
             raise
@@ -331,6 +336,7 @@ async def _answer(
     plan: RuntimePlan,
     target: Target,
     body: dict[str, Any],
+    preflight: Preflight,
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
@@ -339,10 +345,16 @@ async def _answer(
 ) -> int:
     router = gateway.router
     try:
-        answered = await (router.chat(target, body) if endpoint == "chat" else router.embed(target, body))
+        answered = await (
+            router.chat(target, body, preflight)
+            if endpoint == "chat"
+            else router.embed(target, body, preflight)
+        )
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
+        headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
+    headers.extend(preflight.headers())
     result = answered.result
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
@@ -358,6 +370,7 @@ async def _stream(
     plan: RuntimePlan,
     target: Target,
     body: dict[str, Any],
+    preflight: Preflight,
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
@@ -373,6 +386,7 @@ async def _stream(
         stream = answered.result
         began = True
         try:
+            headers.extend(preflight.headers())
             headers.append(answered.candidate.resolved_header)
             headers.extend(SSE_HEADERS)
             await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -408,11 +422,12 @@ async def _stream(
             await stream.aclose()
 
     try:
-        return await router.chat_stream(target, body, deliver)
+        return await router.chat_stream(target, body, deliver, preflight)
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         if began:
             raise
         watch.stop()
+        headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
 
 
