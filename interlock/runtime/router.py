@@ -8,8 +8,11 @@ adapter with the caller's request (or the copy a guard settled for that candidat
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
 - ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once.
 
-Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies),
-unless every candidate was skipped for what the request needs: then the preflight's 400 (``refusal``).
+Nothing left -> the preflight's 400 (``refusal``) when every candidate was skipped for what the request
+needs; else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per candidate (labels, classes,
+statuses, how long each is on hold; no bodies): a candidate skipped for a rate limit or an open circuit
+keeps the error class that put it there, and when every candidate is on hold the caller is told when
+the first comes back (``Retry-After``; 429 when they are all rate limited).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 
 Each candidate's ``Admission`` is an ``async with`` block here: a slot the guards took is given back when
@@ -25,7 +28,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from interlock.runtime.errors import AllCandidatesFailed, DeterministicError, TransientError, UpstreamError
+from interlock.runtime.errors import (
+    AllCandidatesFailed,
+    CandidateOutcome,
+    DeterministicError,
+    TransientError,
+    UpstreamError,
+)
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
@@ -125,8 +134,7 @@ class Router:
     ) -> R:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
-        summary: list[str] = []
-        attempted = 0
+        outcomes: list[CandidateOutcome] = []
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
             async with Admission(candidate, candidate.routes, preflight) as admission:  # the slot's owner
@@ -142,14 +150,13 @@ class Router:
                         worker = admission.route.worker if admission.route else None
                         metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
                 if reason is not None:
-                    summary.append(f"{candidate.id}: skipped ({reason})")
+                    outcomes.append(self._outcome(candidate, reason, None))
                     if preflight is not None:
                         preflight.skipped.append(f"{candidate.id} ({reason})")
                     self._fell_back(candidates, index, reason)
                     continue
                 route = admission.route or admission.routes[0]
                 label = route.endpoint.label
-                attempted += 1
                 started = time.perf_counter()
                 try:
                     sent = body if admission.body is None else admission.body
@@ -160,7 +167,7 @@ class Router:
                     metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                     health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
                     metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                    summary.append(f"{candidate.id}: {_describe(exc)}")
+                    outcomes.append(self._outcome(candidate, exc.error_class, exc))
                     self._fell_back(candidates, index, exc.error_class)
                     continue
                 except DeterministicError as exc:
@@ -180,10 +187,19 @@ class Router:
             refusal = preflight.refusal(target.label, len({c.id for c in candidates}))
             if refusal is not None:
                 raise refusal
-        raise AllCandidatesFailed(
-            f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
-            + "; ".join(summary)
-        )
+        raise AllCandidatesFailed(target.label, outcomes)
+
+    def _outcome(self, candidate: Candidate, reason: str, error: UpstreamError | None) -> CandidateOutcome:
+        """A skip (``error`` None: ``reason`` is the guard's) or a failed call, with its hold if any."""
+        labels = (r.endpoint.label for r in candidate.routes)
+        hold = self.health.hold(candidate.id, labels, in_plan=candidate.in_plan)
+        called = error is not None
+        status = error.status if error is not None else None
+        if hold is None:
+            return CandidateOutcome(candidate.id, reason, status, called)
+        if not called and hold.error_class is not None:  # skipped: the failure that put it on hold
+            reason, status = hold.error_class, hold.status
+        return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds)
 
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
@@ -192,7 +208,3 @@ class Router:
 
 async def _as_is(answered: Answered[T]) -> Answered[T]:
     return answered
-
-
-def _describe(error: UpstreamError) -> str:
-    return f"{error.error_class} [{error.status}]" if error.status is not None else error.error_class

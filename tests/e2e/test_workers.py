@@ -96,7 +96,7 @@ def gone(pid: int) -> bool:
 
 
 def test_one_slot_holds_across_four_processes(served: Served, gpu: FakeOllama) -> None:
-    assert served.banner.endswith("4 workers)")
+    assert served.banner.endswith("4 processes)")
     assert served.health()["slot_state"] == {"scope": "host", "degraded": False}
     gpu.set_fault(Fault.slow_first_byte(0.3), model="slow-a")
     gpu.clear_requests()
