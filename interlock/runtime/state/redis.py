@@ -10,7 +10,8 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
   that while the request runs, so a replica that dies (SIGKILL, power) frees its slots within the TTL.
 - FIFO-ish: a request is granted a slot only if no waiter that arrived before it could use one now (the
   same rule as one process, applied across replicas); waiters poll, and are woken early by a message
-  on ``interlock:w:<worker>:freed``. A waiter that stops polling (its replica died) leaves the queue.
+  on ``interlock:w:<worker>:freed``. A waiter that stops polling (its replica died) leaves the queue
+  within 2 s.
 - Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
