@@ -145,13 +145,13 @@ def test_replacements_load_the_accepted_plan_not_the_file(served: Served, gpu: F
     config.write_text("version: 1\nproviders: [not, a, mapping]\n")
     served.sighup()
     wait_until(lambda: "plan reload refused; the workers keep serving" in served.log(), 15, "the refusal")
-    for pid in workers_of(served)[:2]:
-        os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: len(workers_of(served)) == 4, 30, "the replacements to start")
+    first = workers_of(served)[0]
+    os.kill(first, signal.SIGKILL)  # its replacement must not read the refused file
+    wait_until(lambda: first not in workers_of(served) and len(workers_of(served)) == 4, 30, "a replacement")
     config.write_text(other(gpu))  # sound, but not accepted: no SIGHUP
-    for pid in workers_of(served)[:2]:
-        os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: len(workers_of(served)) == 4, 30, "the replacements to start")
+    second = workers_of(served)[0]
+    os.kill(second, signal.SIGKILL)  # nor this one the new file
+    wait_until(lambda: second not in workers_of(served) and len(workers_of(served)) == 4, 30, "a replacement")
     wait_until(lambda: served._ready(), 30, "the gateway to be ready")
     hashes = {chat(served, "w/slow").headers["x-interlock-plan"] for _ in range(12)}
     assert hashes == {serving}
