@@ -11,7 +11,7 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.plan import HealthSettings, WorkerLimits
 from interlock.runtime.state import Lease, open_backend
 from interlock.runtime.state.redis import RedisLease, RedisOptions, RedisSlots
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, free_port
 
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=5.0)}
 
@@ -152,3 +152,21 @@ def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: Redis
         await b.close()
 
     asyncio.run(scenario())
+
+
+def test_an_unreachable_store_is_logged_without_its_password(caplog: pytest.LogCaptureFixture) -> None:
+    secret = "hunter2-SECRET-pw"
+
+    async def scenario() -> None:
+        port = free_port()  # nothing listens there
+        backend = await replica(f"redis://:{secret}@127.0.0.1:{port}/0")
+        lease = await asyncio.wait_for(backend.acquire("box", "m", 1, wait=True), 5)
+        assert lease is not None
+        assert backend.degraded
+        await lease.release()
+        await backend.close()
+
+    with caplog.at_level("DEBUG"):
+        asyncio.run(scenario())
+    assert "shared state store unreachable (ConnectionError)" in caplog.text
+    assert secret not in caplog.text
