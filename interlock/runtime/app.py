@@ -3,9 +3,10 @@
 Hot endpoints (chat completions, embeddings) are dispatched by one dictionary lookup straight to the raw
 ASGI handlers in ``surfaces.openai``; everything else goes to the FastAPI app of ``surfaces.admin``. The
 plan is swapped as a whole on reload; a request reads ``gateway.plan`` once and finishes on that plan.
-Health state and slot pools outlive reloads (they are keyed by ids and worker names). When the plan turns
-CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights are answered there,
-and answers to allowed origins gain the CORS headers built when the plan loaded.
+Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
+``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.
+When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights
+are answered there, and answers to allowed origins gain the CORS headers built when the plan loaded.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
-from interlock.runtime.scoring import Scorer, slot_occupancy
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.scoring import Scorer, backend_occupancy
 from interlock.runtime.speeds import SpeedBook, read_state, write_state
+from interlock.runtime.state import SlotBackend
+from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.sticky import StickyTable
 from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.surfaces.openai import (
@@ -86,14 +88,16 @@ class Gateway:
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
         state_dir: str | None = None,
+        slots: SlotBackend | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
         self.reload_timeout_s = reload_timeout_s
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
-        self.slots = SlotTable()
+        self.slots = slots if slots is not None else MemorySlots()
         self.slots.configure(plan.workers)
+        self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
@@ -102,7 +106,12 @@ class Gateway:
         self.state_dir = state_dir
         self.sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
         self.scorer = Scorer(
-            self.facts, self.telemetry, self.speeds, slot_occupancy(self.slots), clock=clock, wall=wall
+            self.facts,
+            self.telemetry,
+            self.speeds,
+            backend_occupancy(self.slots, lambda: self.plan.workers),
+            clock=clock,
+            wall=wall,
         )
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
@@ -190,6 +199,7 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
         self._close_adapters = close
@@ -215,6 +225,7 @@ class Gateway:
         if self._close_adapters is not None:
             await self._close_adapters()
             self._close_adapters = None
+        await self.slots.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

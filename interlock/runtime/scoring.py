@@ -32,9 +32,9 @@ from typing import Any
 
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.health import Clock, iso_utc
-from interlock.runtime.plan import Candidate, Route, RoutingSettings
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.plan import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.speeds import SpeedBook
+from interlock.runtime.state import SlotBackend
 from interlock.runtime.telemetry.collector import TelemetryBook
 
 Occupancy = Callable[[str, str, int], tuple[int, int, int]]
@@ -44,16 +44,17 @@ running there)``."""
 PARTS = ("loaded", "installed", "free_slots", "queue", "speed", "vram", "gpu_util", "avoid_load")
 
 
-def slot_occupancy(slots: SlotTable) -> Occupancy:
-    """The in-process slot pools as an ``Occupancy``: the one place scoring reads slot state."""
-    pools = slots.pools
+def backend_occupancy(slots: SlotBackend, workers: Callable[[], Mapping[str, WorkerLimits]]) -> Occupancy:
+    """The slot backend as an ``Occupancy``: the one place scoring reads slot state. It reads this
+    process's share (``SlotBackend.local``, no I/O): with a shared store, other processes' requests
+    are not counted here, and the backend still enforces the whole limit."""
 
     def occupancy(worker: str, model: str, limit: int) -> tuple[int, int, int]:
-        pool = pools.get(worker)
-        if pool is None:
-            return limit, 0, 0
-        free = min(limit - pool.per_model.get(model, 0), pool.max_concurrent - pool.in_use)
-        return max(free, 0), len(pool.waiters), pool.in_use
+        share = slots.local(worker)
+        limits = workers().get(worker)
+        most = limits.max_concurrent if limits is not None else limit
+        free = min(limit - share.per_model.get(model, 0), most - share.in_use)
+        return max(free, 0), share.waiting, share.in_use
 
     return occupancy
 

@@ -13,7 +13,8 @@ other would load it). When the chosen worker has no free slot: a candidate that 
 it queues); otherwise the request waits in that worker's queue. A full queue, or a wait past
 ``max_wait``, ends the request with 429 + ``Retry-After`` (a busy worker under ``queue`` is
 back-pressure, not a failure). Candidates of OpenAI-compatible providers have no slot limit and pass
-at once.
+at once. Where the slots live (this process, the host's supervisor, Redis) is the ``SlotBackend``'s
+business.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from typing import Any
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.plan import Candidate, Route, RoutingSettings
 from interlock.runtime.scoring import Scorer
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.state import SlotBackend
 from interlock.runtime.sticky import StickyTable, session_key
 
 
 class SlotGuard(Guard):
     def __init__(
         self,
-        slots: SlotTable,
+        slots: SlotBackend,
         scorer: Scorer,
         settings: Callable[[], RoutingSettings],
         sticky: StickyTable | None = None,
@@ -58,17 +59,18 @@ class SlotGuard(Guard):
         if route.worker is None or route.slot_limit is None:
             admission.route = route
             return None
-        model, pool = candidate.model, self.slots.pools[route.worker]
-        lease = pool.try_acquire(model, route.slot_limit)
+        model, slots = candidate.model, self.slots
+        lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False)
         if lease is None:
             spill = admission.spill
             if spill == 0:
                 return "saturated"
             if spill is not None and self._expected_wait(candidate, route) > spill:
                 return "expected_wait"
+            admission.route = route
             started = time.perf_counter()
             try:
-                lease = await pool.acquire(model, route.slot_limit)
+                lease = await slots.acquire(route.worker, model, route.slot_limit, wait=True)
             finally:
                 admission.queued_s = time.perf_counter() - started
         admission.route, admission.lease = route, lease
