@@ -26,6 +26,7 @@ Ties keep the plan's worker order. The last score of each worker and its parts a
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ Occupancy = Callable[[str, str, int], tuple[int, int, int]]
 """``(worker, model, slot limit) -> (free slots for that model there, requests waiting there, requests
 running there)``."""
 
+MAX_SENT = 4096
 PARTS = ("loaded", "installed", "free_slots", "queue", "speed", "vram", "gpu_util", "avoid_load")
 
 
@@ -97,7 +99,8 @@ class Scorer:
         self.clock = clock
         self.wall = wall
         self.last: dict[str, Scored] = {}  # by worker name
-        self._sent: dict[tuple[str, str], float] = {}  # (label, model) -> when last sent (monotonic)
+        # (label, model) -> when last sent (monotonic); bounded: a raw `provider/model` is the caller's choice
+        self._sent: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     def order(
         self, candidate: Candidate, routes: tuple[Route, ...], settings: RoutingSettings
@@ -112,7 +115,11 @@ class Scorer:
     def sent(self, candidate: Candidate, route: Route) -> None:
         """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now."""
         if route.worker is not None:
-            self._sent[(route.endpoint.label, candidate.facts_key)] = self.clock()
+            key = (route.endpoint.label, candidate.facts_key)
+            self._sent.pop(key, None)
+            self._sent[key] = self.clock()
+            if len(self._sent) > MAX_SENT:
+                self._sent.popitem(last=False)
 
     def score(self, route: Route, candidate: Candidate, settings: RoutingSettings) -> float:
         worker = route.worker
