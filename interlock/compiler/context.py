@@ -92,6 +92,7 @@ class Worker:
     max_wait_ms: int
     entry: Entry
     telemetry: TelemetrySection | None = None
+    on_saturation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,6 +153,7 @@ def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:
         "context_limits": worker.context_limits,
         "queue": {"max_waiting": worker.max_waiting, "max_wait_ms": worker.max_wait_ms},
         "telemetry": _telemetry(worker.telemetry),
+        "on_saturation": worker.on_saturation,
     }
 
 

@@ -207,6 +207,7 @@ class RoutingSettings:
     speed_smoothing: float
     state_file: str | None
     sticky: StickySettings | None
+    worker_saturation: Mapping[str, str]  # a worker's own on_saturation, where it sets one
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +377,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         )
         if r.sticky.enabled
         else None,
+        worker_saturation={n: w.on_saturation for n, w in plan.workers.items() if w.on_saturation},
     )
     return RuntimePlan(
         source=plan,

@@ -152,7 +152,11 @@ class Router:
                 self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
                 continue
             async with Admission(
-                candidate, candidate.routes, preflight, spill=target.spill[index]
+                candidate,
+                candidate.routes,
+                preflight,
+                spill=target.spill[index],
+                has_next=index + 1 < len(candidates),
             ) as admission:  # the slot's owner
                 reason: str | None = None
                 try:

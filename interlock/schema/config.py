@@ -155,6 +155,11 @@ class WorkerSection(_Section):
     telemetry: TelemetrySection | None = Field(
         None, description="GPU and memory readings; none are taken unless declared here."
     )
+    on_saturation: str | None = Field(
+        None,
+        description="`fallback` or `queue` for requests sent to this worker when its slots are full; "
+        "wins over the alias's.",
+    )
 
 
 class ProviderSection(_Section):

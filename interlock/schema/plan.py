@@ -123,6 +123,9 @@ class PlanWorker(_Frozen):
     context_limits: dict[str, int]
     queue: PlanQueue
     telemetry: PlanTelemetry | None = Field(None, description="Null: no readings are taken.")
+    on_saturation: Literal["fallback", "queue"] | None = Field(
+        None, description="Wins over the alias's for requests sent to this worker; null: the alias's."
+    )
 
 
 class PlanCandidate(_Frozen):

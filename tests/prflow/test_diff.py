@@ -270,6 +270,7 @@ FILL: dict[str, object] = {
     "url": "http://other:9400/telemetry",
     "state_file": "other/speeds.json",
     "fallback_after_ms": 2000,
+    "on_saturation": "queue",
 }
 
 ITEM: dict[str, object] = {

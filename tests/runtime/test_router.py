@@ -259,6 +259,35 @@ def test_under_queue_a_full_worker_answers_429_instead_of_spilling_over(
     assert pool.in_use == 0
 
 
+def test_a_workers_own_on_saturation_wins_over_the_aliases(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    worker_queues = BASIC.replace(
+        "queue: {max_waiting: 2, max_wait: 1s}",
+        "queue: {max_waiting: 2, max_wait: 1s}\n        on_saturation: queue",
+    )
+    rig = Rig(build(plan_data(worker_queues)), {"m1": OK, "c1": OK})  # alias: fallback (the default)
+    pool = rig.slots.pools["box1"]
+    pool.max_wait_s = 0.05
+    held = pool.try_acquire("m1", 1)
+    assert held is not None
+    with pytest.raises(SlotUnavailable):
+        rig.chat()
+    held.release()
+    worker_spills = BASIC.replace(
+        "queue: {max_waiting: 2, max_wait: 1s}",
+        "queue: {max_waiting: 2, max_wait: 1s}\n        on_saturation: fallback",
+    ).replace(
+        "chain: [local/m1, cloud/c1, free/f1]",
+        "chain: [local/m1, cloud/c1, free/f1]\n    on_saturation: queue",
+    )
+    rig = Rig(build(plan_data(worker_spills)), {"m1": OK, "c1": OK})
+    held = rig.slots.pools["box1"].try_acquire("m1", 1)
+    assert held is not None
+    assert rig.chat().candidate.id == "cloud/c1"
+    held.release()
+
+
 def test_a_cancelled_call_gives_its_slot_back(basic_plan: RuntimePlan) -> None:
     rig = Rig(basic_plan, {"m1": 10.0})
 

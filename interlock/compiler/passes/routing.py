@@ -96,6 +96,11 @@ def routing(ctx: CompileContext) -> None:
         )
     if section.on_saturation not in POLICIES and not ctx.is_broken("routing.on_saturation"):
         _bad_policy(ctx, span("on_saturation"), "routing.on_saturation", section.on_saturation)
+    for worker in ctx.workers.values():
+        policy = worker.on_saturation
+        path = f"providers.{worker.provider}.workers[{worker.entry.path[-1]}].on_saturation"
+        if policy is not None and policy not in POLICIES and not ctx.is_broken(path):
+            _bad_policy(ctx, ctx.span_of(worker.entry, "on_saturation"), path, policy)
     for name, alias in ctx.aliases.items():
         policy = alias.section.on_saturation
         path = f"aliases.{name}.on_saturation"

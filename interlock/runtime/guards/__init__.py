@@ -39,6 +39,7 @@ class Admission:
     queued_s: float = 0.0  # time spent waiting for a slot
     spill: float | None = None  # worker full: skip to the next candidate when the expected wait (s)
     # exceeds this (0: at once); None: queue
+    has_next: bool = False  # a later candidate exists (a worker's own `fallback` needs one)
 
     async def __aenter__(self) -> Admission:
         return self

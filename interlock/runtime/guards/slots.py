@@ -14,7 +14,7 @@ it queues); otherwise the request waits in that worker's queue. A full queue, or
 ``max_wait``, ends the request with 429 + ``Retry-After`` (a busy worker under ``queue`` is
 back-pressure, not a failure). Candidates of OpenAI-compatible providers have no slot limit and pass
 at once. Where the slots live (this process, the host's supervisor, Redis) is the ``SlotBackend``'s
-business.
+business. A worker's own ``on_saturation`` wins over the alias's for requests sent to it.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ class SlotGuard(Guard):
         lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False)
         if lease is None:
             spill = admission.spill
+            own = settings.worker_saturation.get(route.worker)
+            if own == "queue":
+                spill = None
+            elif own == "fallback":
+                spill = 0.0 if admission.has_next else None
             if spill == 0:
                 return "saturated"
             if spill is not None and self._expected_wait(candidate, route) > spill:
