@@ -17,11 +17,13 @@ from typing import Any
 from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
+from interlock.runtime.journal import Journal
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
+from interlock.runtime.samples import Samples
 from interlock.runtime.slots import SlotTable
 from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.surfaces.openai import (
@@ -69,6 +71,7 @@ class Gateway:
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
+        access_log_json: bool = False,
     ) -> None:
         self.plan = plan
         self.source = source
@@ -85,6 +88,8 @@ class Gateway:
         )
         self.probe_loop = ProbeLoop(lambda: self.plan, self.health, self.adapters, self.metrics)
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
+        self.journal = Journal(access_log_json=access_log_json)
+        self.samples = Samples(self.slots, self.metrics, wall=wall)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
         self.last_reload: dict[str, Any] | None = None
@@ -130,12 +135,14 @@ class Gateway:
         if self._probes:
             self.probe_loop.start()
             self.telemetry_loop.start()
+            self.samples.start()
         self.started = True
 
     async def shutdown(self) -> None:
         self.started = False
         await self.probe_loop.stop()
         await self.telemetry_loop.stop()
+        await self.samples.stop()
         for task in list(self._background):
             task.cancel()
         if self._close_adapters is not None:
@@ -179,11 +186,18 @@ class Gateway:
                 return self._refused(str(exc))
             except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
                 return self._refused(f"{type(exc).__name__}: {exc}")
-            previous = self.plan.content_hash
+            old = self.plan
             self.apply(plan)
             self.metrics.plan_reloads.labels("loaded").inc()
-            self.last_reload = {"at": iso_utc(self.wall()), "result": "loaded", "error": None}
-            log.info("plan reloaded: %s -> %s", previous, plan.content_hash)
+            self.last_reload = {
+                "at": iso_utc(self.wall()),
+                "result": "loaded",
+                "error": None,
+                "from": old.content_hash,
+                "to": plan.content_hash,
+                "changes": await asyncio.to_thread(reload_changes, old, plan),
+            }
+            log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
             return True
 
     async def _read_plan(self, source: PlanSource) -> RuntimePlan:
@@ -204,7 +218,14 @@ class Gateway:
     def _refused(self, reason: str) -> bool:
         log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)
         self.metrics.plan_reloads.labels("refused").inc()
-        self.last_reload = {"at": iso_utc(self.wall()), "result": "refused", "error": reason}
+        self.last_reload = {
+            "at": iso_utc(self.wall()),
+            "result": "refused",
+            "error": reason,
+            "from": self.plan.content_hash,
+            "to": None,
+            "changes": [],
+        }
         return False
 
     def _with_plan_header(self, send: Send) -> Send:
@@ -216,6 +237,13 @@ class Gateway:
             await send(message)
 
         return send_with_header
+
+
+def reload_changes(old: RuntimePlan, new: RuntimePlan) -> list[dict[str, Any]]:
+    """What a reload changed, by ``interlock diff``'s semantic diff (at reload time, never per page)."""
+    from interlock.diff import diff_plans
+
+    return [change.as_json() for change in diff_plans(old.source, new.source)]
 
 
 def _closing(send: Send) -> Send:

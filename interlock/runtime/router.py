@@ -51,6 +51,7 @@ class Answered(Generic[T]):
     lease: SlotLease | None  # held only for streams; released by the stream's writer
     upstream_s: float
     queued_s: float
+    attempts: tuple[tuple[str, str], ...] = ()  # (candidate, error class) of those passed over first
 
 
 async def _chat(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,6 +105,7 @@ class Router:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
         summary: list[str] = []
+        passed: list[tuple[str, str]] = []
         attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
@@ -125,6 +127,7 @@ class Router:
             if reason is not None:
                 admission.release()
                 summary.append(f"{candidate.id}: skipped ({reason})")
+                passed.append((candidate.id, reason))
                 self._fell_back(candidates, index, reason)
                 continue
             route = admission.route or admission.routes[0]
@@ -141,6 +144,7 @@ class Router:
                 health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
                 metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                 summary.append(f"{candidate.id}: {_describe(exc)}")
+                passed.append((candidate.id, exc.error_class))
                 self._fell_back(candidates, index, exc.error_class)
                 continue
             except DeterministicError as exc:
@@ -159,7 +163,7 @@ class Router:
             metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
             if not keep_lease:
                 admission.release()
-            return Answered(candidate, route, result, admission.lease, upstream_s, queued_s)
+            return Answered(candidate, route, result, admission.lease, upstream_s, queued_s, tuple(passed))
         raise AllCandidatesFailed(
             f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
             + "; ".join(summary)

@@ -26,6 +26,7 @@ from interlock.runtime.errors import (
     InvalidRequest,
     SlotUnavailable,
 )
+from interlock.runtime.journal import RequestRecord, request_id
 from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
@@ -289,10 +290,11 @@ async def method_not_allowed(gateway: Gateway, scope: Scope, receive: Receive, s
 
 
 async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
-    started = time.perf_counter()
+    record = RequestRecord(endpoint, request_id(scope["headers"]))
+    started = record.started
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
-    headers: list[Header] = [plan.plan_header]
+    headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         body = parse_object(raw)
@@ -303,18 +305,23 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         target = resolve(plan, model)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
+        record.status = 499
+        gateway.journal.finish(record)
         return
     except GatewayError as exc:
-        status = await send_error(send, exc, plan, headers)
+        status = record.status = await send_error(send, exc, plan, headers)
+        record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
+        gateway.journal.finish(record)
         return
     headers.append(target.header)
+    record.target, record.stream = target, stream
     watch = DisconnectWatch(receive)
     try:
         if stream:
-            status = await _stream(gateway, plan, target, body, headers, send, watch, started)
+            status = await _stream(gateway, plan, target, body, headers, send, watch, record)
         else:
-            status = await _answer(gateway, plan, target, body, headers, send, watch, endpoint, started)
+            status = await _answer(gateway, plan, target, body, headers, send, watch, endpoint, record)
     except asyncio.CancelledError:
         if not watch.swallow():
             raise
@@ -324,6 +331,8 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         watch.stop()
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
+    record.status = status
+    gateway.journal.finish(record)
 
 
 async def _answer(
@@ -335,21 +344,23 @@ async def _answer(
     send: Send,
     watch: DisconnectWatch,
     endpoint: str,
-    started: float,
+    record: RequestRecord,
 ) -> int:
     router = gateway.router
     try:
         answered = await (router.chat(target, body) if endpoint == "chat" else router.embed(target, body))
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
+        record.error = exc
         return await send_error(send, exc, plan, headers)
+    record.answered = answered
     result = answered.result
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
     headers.append(answered.candidate.resolved_header)
     watch.stop()
     await send_json(send, 200, payload, headers)
-    _observe_overhead(gateway, endpoint, started, answered)
+    _observe_overhead(gateway, endpoint, record.started, answered)
     return 200
 
 
@@ -361,14 +372,16 @@ async def _stream(
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
-    started: float,
+    record: RequestRecord,
 ) -> int:
     router = gateway.router
     try:
         answered: Answered[ChatStream] = await router.chat_stream(target, body)
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
+        record.error = exc
         return await send_error(send, exc, plan, headers)
+    record.answered = answered
     cid = answered.candidate.id
     stream = answered.result
     try:
@@ -388,9 +401,10 @@ async def _stream(
                 )
                 if first:
                     first = False
-                    _observe_overhead(gateway, "chat", started, answered)
+                    _observe_overhead(gateway, "chat", record.started, answered)
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
+            record.error = exc
             log.warning("stream from %s broke after the first byte (%s)", cid, reason)
             event = error_body(
                 f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete",

@@ -1,0 +1,230 @@
+"""What the status page shows, as plain data: one small accessor per fact, read from the live gateway.
+
+Each section (``SECTIONS``) is a function ``(gateway, now) -> dict`` that reads the current plan and
+state; the page renders them, ``/ui/<section>`` renders one. Work is bounded by the plan's size and the
+fixed rings (samples, recent events); nothing here is on the request path, and nothing here holds a
+URL, a header value, a prompt or a credential: names, states, times, counts and classes only.
+
+New facts (loaded models from Ollama, learned speeds) plug in as accessors: ``loaded_models`` is the
+place for the first, and says "not known" until a source exists (the page shows that, not a guess).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from interlock.runtime.health import iso_utc
+from interlock.runtime.plan import Candidate, worker_label
+from interlock.runtime.samples import Sample, share
+
+if TYPE_CHECKING:
+    from interlock.runtime.app import Gateway
+
+Section = Callable[["Gateway", float], dict[str, Any]]
+
+
+def when(epoch: float | None, now: float) -> dict[str, Any] | None:
+    """A moment as ISO time plus its age in seconds (negative: in the future)."""
+    if epoch is None:
+        return None
+    return {"iso": iso_utc(epoch), "age_s": round(now - epoch, 1)}
+
+
+# -- accessors ---------------------------------------------------------------------------------------
+
+
+def candidate_state(gateway: Gateway, candidate: Candidate, now: float) -> dict[str, Any]:
+    health = gateway.health
+    state = health.candidate(candidate.id)
+    mono = health.clock()
+    block = health.candidate_block(candidate.id)
+    endpoints_up = any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
+    until = max(state.open_until, state.rate_limited_until)
+    return {
+        "id": candidate.id,
+        "healthy": block is None and endpoints_up,
+        "why_not": block or (None if endpoints_up else "endpoint_down"),
+        "open_until": when(now + (until - mono), now) if until > mono else None,
+        "last_error_class": state.last_error_class,
+        "last_error_status": state.last_error_status,
+        "last_error": when(state.last_error_at, now),
+        "last_answered": when(state.last_success_at, now),
+        "workers": [r.worker for r in candidate.routes if r.worker is not None],
+    }
+
+
+def endpoint_state(gateway: Gateway, label: str, now: float) -> dict[str, Any]:
+    health = gateway.health
+    state = health.endpoint(label)
+    mono = health.clock()
+    return {
+        "healthy": health.endpoint_usable(label),
+        "probe_ok": state.probe_ok,
+        "last_probe": when(state.last_probe_at, now),
+        "last_probe_error_class": state.last_probe_error,
+        "open_until": when(now + (state.open_until - mono), now) if state.open_until > mono else None,
+        "last_error_class": state.last_error_class,
+        "last_success": when(state.last_success_at, now),
+    }
+
+
+def slot_state(gateway: Gateway, worker: str) -> dict[str, Any]:
+    limits = gateway.plan.workers[worker]
+    pool = gateway.slots.pools.get(worker)
+    per_model = dict(pool.per_model) if pool else {}
+    return {
+        "in_use": pool.in_use if pool else 0,
+        "max": limits.max_concurrent,
+        "waiting": len(pool.waiters) if pool else 0,
+        "max_waiting": limits.max_waiting,
+        "rejected": pool.rejected if pool else 0,
+        "models": [
+            {"model": model, "in_use": per_model.get(model, 0), "limit": limit}
+            for model, limit in sorted(limits.slots.items())
+        ],
+    }
+
+
+def loaded_models(gateway: Gateway, worker: str) -> list[dict[str, Any]] | None:
+    """The models a worker has in memory, with their context. None: this gateway has no source for it
+    yet (the probe reads ``/api/tags``, what is installed, not ``/api/ps``); the page says "not known"."""
+    return None
+
+
+def telemetry(gateway: Gateway, worker: str) -> dict[str, Any] | None:
+    return gateway.telemetry.report(worker)
+
+
+def plan_source(gateway: Gateway) -> str | None:
+    """The file the plan was read from (a path the operator gave; never a URL or a credential)."""
+    path = getattr(gateway.source, "path", None)
+    return str(path) if path is not None else None
+
+
+def samples(gateway: Gateway) -> tuple[list[Sample], Sample]:
+    """The ring of samples and the state now (the last point of every picture)."""
+    ring = gateway.samples
+    return list(ring.ring), ring.now()
+
+
+# -- sections ----------------------------------------------------------------------------------------
+
+
+def aliases(gateway: Gateway, now: float) -> dict[str, Any]:
+    ring, current = samples(gateway)
+    oldest = ring[0] if ring else current
+    traffic = share(oldest.answered, current.answered)
+    rows = []
+    for name, alias in gateway.plan.aliases.items():
+        counts = traffic.get(name, {})
+        total = sum(counts.values())
+        candidates = []
+        for position, candidate in enumerate(alias.candidates, start=1):
+            row = candidate_state(gateway, candidate, now)
+            row["position"] = position
+            row["answers"] = int(counts.get(candidate.id, 0))
+            row["share"] = counts.get(candidate.id, 0) / total if total else None
+            candidates.append(row)
+        rows.append(
+            {
+                "name": name,
+                "description": alias.description,
+                "requires": list(alias.requires),
+                "servable": any(c["healthy"] for c in candidates),
+                "answers": int(total),
+                "candidates": candidates,
+            }
+        )
+    return {"aliases": rows, "window_s": round(current.at - oldest.at, 1)}
+
+
+def workers(gateway: Gateway, now: float) -> dict[str, Any]:
+    plan = gateway.plan
+    ring, current = samples(gateway)
+    points = [*ring, current]
+    rows = []
+    for name, limits in plan.workers.items():
+        slots = slot_state(gateway, name)
+        rows.append(
+            {
+                "name": name,
+                "provider": limits.provider,
+                **endpoint_state(gateway, worker_label(limits.provider, name), now),
+                "slots": slots,
+                "occupancy": [(p.at - now, p.slots_in_use.get(name, 0)) for p in points],
+                "loaded": loaded_models(gateway, name),
+                "telemetry": telemetry(gateway, name),
+            }
+        )
+    providers = []
+    for name, provider in plan.providers.items():
+        if provider.kind == "ollama":
+            continue  # shown by worker above
+        for endpoint in provider.endpoints:
+            providers.append(
+                {"name": name, "kind": provider.kind, "probe": provider.probe}
+                | endpoint_state(gateway, endpoint.label, now)
+            )
+    return {"workers": rows, "providers": providers, "window_s": round(current.at - points[0].at, 1)}
+
+
+def models(gateway: Gateway, now: float) -> dict[str, Any]:
+    rows = []
+    for cid, candidate in gateway.plan.candidates.items():
+        rows.append(
+            {
+                "id": cid,
+                "provider": candidate.provider,
+                "capabilities": sorted(candidate.capabilities)
+                if candidate.capabilities is not None
+                else None,
+                "context_tokens": candidate.context_tokens,
+            }
+        )
+    return {"models": rows}
+
+
+def plan(gateway: Gateway, now: float) -> dict[str, Any]:
+    current = gateway.plan
+    return {
+        "content_hash": current.content_hash,
+        "loaded_at": gateway.loaded_at,
+        "source": plan_source(gateway),
+        "ready": gateway.ready,
+        "counts": {
+            "aliases": len(current.aliases),
+            "providers": len(current.providers),
+            "workers": len(current.workers),
+            "candidates": len(current.candidates),
+        },
+        "last_reload": gateway.last_reload,
+    }
+
+
+def events(gateway: Gateway, now: float) -> dict[str, Any]:
+    journal = gateway.journal
+    rows = [
+        {
+            "at": when(e.at, now),
+            "kind": e.kind,
+            "endpoint": e.endpoint,
+            "alias": e.alias,
+            "candidate": e.candidate,
+            "position": e.position,
+            "status": e.status,
+            "error_class": e.error_class,
+            "request_id": e.request_id,
+        }
+        for e in reversed(journal.events)
+    ]
+    return {"events": rows, "kept": journal.events.maxlen, "requests": journal.requests}
+
+
+SECTIONS: dict[str, Section] = {
+    "plan": plan,
+    "aliases": aliases,
+    "workers": workers,
+    "models": models,
+    "events": events,
+}
