@@ -34,7 +34,11 @@ def environment() -> jinja2.Environment:
     return env
 
 
-STATIC = {"refresh.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8"}
+STATIC = {
+    "refresh.js": "text/javascript; charset=utf-8",
+    "page.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
 
 
 @functools.cache

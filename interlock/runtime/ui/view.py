@@ -221,10 +221,10 @@ def events(gateway: Gateway, now: float) -> dict[str, Any]:
     return {"events": rows, "kept": journal.events.maxlen, "requests": journal.requests}
 
 
-SECTIONS: dict[str, Section] = {
-    "plan": plan,
+SECTIONS: dict[str, Section] = {  # in page order: what the person on call looks at first
     "aliases": aliases,
     "workers": workers,
-    "models": models,
     "events": events,
+    "models": models,
+    "plan": plan,
 }

@@ -19,6 +19,10 @@
     if (timer) { clearInterval(timer); timer = null; }
     if (!toggle || toggle.checked) { timer = setInterval(refresh, period); }
   }
-  if (toggle) { toggle.hidden = false; toggle.parentElement.hidden = false; toggle.addEventListener("change", arm); }
+  if (toggle) {
+    toggle.hidden = false;
+    toggle.parentElement.hidden = false;
+    toggle.addEventListener("change", function () { if (toggle.checked) { refresh(); } arm(); });
+  }
   arm();
 })();
