@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.diff",  # diff
     "interlock.commands.codegen",  # codegen
     "interlock.commands.serve",  # serve
+    "interlock.commands.status",  # status
     "interlock.commands.demo",  # demo
     "interlock.commands.telemetry",  # telemetry-sidecar
 )

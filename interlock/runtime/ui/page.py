@@ -14,7 +14,7 @@ import jinja2
 
 from interlock.runtime.health import iso_utc
 from interlock.runtime.ui import svg
-from interlock.runtime.ui.view import SECTIONS
+from interlock.runtime.ui.view import SECTIONS, span
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -72,18 +72,7 @@ def ago(moment: dict[str, Any] | None) -> str:
     if moment is None:
         return "—"
     age = float(moment["age_s"])
-    text = _span(abs(age))
-    return f"in {text}" if age < 0 else f"{text} ago"
-
-
-def _span(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 36 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
+    return f"in {span(age)}" if age < 0 else f"{span(age)} ago"
 
 
 def size(value: int | None) -> str:

@@ -31,6 +31,18 @@ def when(epoch: float | None, now: float) -> dict[str, Any] | None:
     return {"iso": iso_utc(epoch), "age_s": round(now - epoch, 1)}
 
 
+def span(seconds: float) -> str:
+    """A length of time for people: ``40 s``, ``12 min``, ``3.5 h``, ``2.0 d``."""
+    seconds = abs(seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
 # -- accessors ---------------------------------------------------------------------------------------
 
 
