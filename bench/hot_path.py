@@ -133,6 +133,25 @@ async def main(requests: int, profile: bool) -> None:
         "ollama candidate (slots)": orjson.dumps(
             {"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}
         ),
+        "ollama, 4 KB prompt + tools": orjson.dumps(
+            {
+                "model": "bench/local",
+                "messages": [
+                    {"role": "system", "content": "You are a careful assistant. " * 20},
+                    {"role": "user", "content": "Summarise the following notes please. " * 90},
+                ],
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "lookup",
+                            "description": "Look a term up",
+                            "parameters": {"type": "object", "properties": {"term": {"type": "string"}}},
+                        },
+                    }
+                ],
+            }
+        ),
         "stream, 5 chunks": orjson.dumps(
             {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
         ),

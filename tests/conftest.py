@@ -23,9 +23,10 @@ def at_root(monkeypatch: pytest.MonkeyPatch) -> Path:
 def fixture_options(path: Path) -> CompileOptions:
     """A fixture whose first line says `# options: require-env` is compiled with an empty environment."""
     first = path.read_text(encoding="utf-8").splitlines()[0]
+    roots = (str(FIXTURES),)  # fixtures share files under tests/fixtures/loader/parts/
     if first.startswith("# options:") and "require-env" in first:
-        return CompileOptions(require_env=True, environ={})
-    return CompileOptions(environ={})
+        return CompileOptions(require_env=True, environ={}, include_roots=roots)
+    return CompileOptions(environ={}, include_roots=roots)
 
 
 def compile_fixture(path: Path) -> CompileContext:

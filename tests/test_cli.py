@@ -70,8 +70,15 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "explain", "missing.yaml", "mana/fast")[0] == 2
 
 
-def test_compile_creates_the_output_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compile_does_not_create_a_missing_output_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     plan = tmp_path / "deploy" / "plans" / "plan.json"
+    code, out, err = run(capsys, "compile", EXAMPLE, "-o", str(plan))
+    assert (code, out) == (2, "")
+    assert err == f"interlock: cannot write `{plan}`: the folder `{plan.parent}` does not exist\n"
+    assert list(tmp_path.iterdir()) == []
+    plan.parent.mkdir(parents=True)
     assert run(capsys, "compile", EXAMPLE, "-o", str(plan))[0] == 0
     assert json.loads(plan.read_text())["format_version"] == 1
     assert sorted(p.name for p in plan.parent.iterdir()) == ["plan.json"]
@@ -119,11 +126,11 @@ def test_check_fresh_stale_missing(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_lint_ok_and_strict(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "lint", EXAMPLE) == (0, f"{EXAMPLE}: ok (0 errors, 0 warnings)\n", "")
     assert run(capsys, "lint", EXAMPLE, "--strict")[0] == 0
-    code, out, _ = run(capsys, "lint", WARNS)
+    code, out, _ = run(capsys, "lint", WARNS, "--include-root", "tests/fixtures")
     assert code == 0
     assert "warning IL502 single-candidate" in out
     assert out.endswith("0 errors, 1 warning\n")
-    code, out, _ = run(capsys, "lint", WARNS, "--strict")
+    code, out, _ = run(capsys, "lint", WARNS, "--strict", "--include-root", "tests/fixtures")
     assert code == 1
     assert out.endswith("0 errors, 1 warning\n--strict: warnings fail the check\n")
     assert run(capsys, "lint", BROKEN)[0] == 1

@@ -147,3 +147,84 @@ def test_a_secret_written_over_several_lines_is_masked_on_each_of_them() -> None
         "  next: 1",
         None,
     ]
+
+
+EXPLAINED = f"""version: 1
+providers:
+  mirror:
+    kind: openai
+    base_url: https://admin:{SECRETS[2]}@mirror.example/v1
+    api_key_env: MIRROR_KEY
+  proxy: {{kind: openai, base_url: "https://proxy.example/v1?key={SECRETS[3]}", api_key_env: PROXY_KEY}}
+  pasted: {{kind: openai, base_url: "https://pasted.example/v1", api_key_env: {SECRETS[1]}}}
+aliases:
+  fast:
+    description: "the fast one"
+    chain: [mirror/a, proxy/b, pasted/c]
+"""
+
+
+def test_explain_masks_what_lint_masks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "explained.yaml"
+    config.write_text(EXPLAINED)
+    assert main(["explain", str(config), "fast"]) == 0
+    out, err = capsys.readouterr()
+    assert_clean(out + err)
+    assert "https://***@mirror.example/v1" in out
+    assert "https://proxy.example/v1?key=***" in out
+    assert "key from $***" in out
+    for fmt in FORMATS:  # and lint, on the same file, says why
+        assert main(["lint", str(config), "--format", fmt]) == 1
+        out, err = capsys.readouterr()
+        assert_clean(out + err)
+
+
+def test_a_key_shaped_mapping_key_is_masked_in_every_key_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "keyed.yaml"
+    config.write_text(
+        "version: 1\nproviders:\n"
+        '  groq: {kind: openai, base_url: "https://api.groq.com/openai/v1", api_key_env: GROQ_API_KEY}\n'
+        "aliases:\n"
+        f"  {SECRETS[0]}: {{chain: [groq/a, groq/b]}}\n"
+        f"  fast: {{chain: [groq/a, groq/b], {SECRETS[5]}: 1}}\n"
+    )
+    for fmt in FORMATS:
+        assert main(["lint", str(config), "--format", fmt]) == 1
+        out, err = capsys.readouterr()
+        assert_clean(out + err)
+        assert "IL103" in out
+    ctx = compile_config(str(config), CompileOptions(environ={}))
+    assert sorted((d.code, d.path) for d in ctx.sink.items) == [
+        ("IL103", "aliases.***"),
+        ("IL103", "aliases.fast.***"),
+    ]
+    assert ctx.plan is None
+
+
+def test_a_description_holding_a_key_is_flagged_and_never_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "described.yaml"
+    config.write_text(
+        "version: 1\nproviders:\n"
+        '  groq: {kind: openai, base_url: "https://api.groq.com/openai/v1", api_key_env: GROQ_API_KEY}\n'
+        "aliases:\n"
+        f"  fast: {{chain: [groq/a, groq/b], description: 'fast; key {SECRETS[0]} works'}}\n"
+        f"  slow: {{chain: [groq/c, groq/d], description: 'via https://bot:{SECRETS[2]}@mirror.example'}}\n"
+        "  prose: {chain: [groq/e, groq/f], description: 'max token: 4k; password: see the wiki'}\n"
+    )
+    ctx = compile_config(str(config), CompileOptions(environ={}))
+    assert [(d.code, d.path) for d in ctx.sink.sorted()] == [
+        ("IL103", "aliases.fast.description"),
+        ("IL103", "aliases.slow.description"),
+    ]
+    for fmt in FORMATS:
+        assert_clean(render(ctx.sink.items, fmt, ctx.sources))
+    assert main(["explain", str(config), "fast"]) == 0
+    out, err = capsys.readouterr()
+    assert_clean(out + err)
+    assert main(["codegen", str(config), "--lang", "ts"]) == 1
+    out, err = capsys.readouterr()
+    assert_clean(out + err)

@@ -8,10 +8,12 @@ import os
 import sys
 from typing import Any
 
-from interlock.commands.files import write_atomically
-from interlock.compiler import CompileContext, CompileOptions, compile_config
+from interlock.commands.files import OutputError, read_committed, write_atomically
+from interlock.commands.options import add_source_options, compile_options
+from interlock.compiler import CompileContext, compile_config
 from interlock.compiler.diagnostics import did_you_mean
 from interlock.compiler.explain import explain
+from interlock.compiler.reading import source_problem
 from interlock.compiler.report import FORMATS, render, summary
 from interlock.schema.canonical import canonical_json
 from interlock.schema.config import SourceFile
@@ -39,6 +41,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("explain", help="show how an alias expands and what each candidate supports")
     p.add_argument("config")
     p.add_argument("alias")
+    add_source_options(p)
     p.set_defaults(handler=run_explain)
 
     p = subparsers.add_parser("schema", help="write the JSON Schemas of the configuration and the plan")
@@ -48,6 +51,7 @@ def register(subparsers: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    add_source_options(p)
     p.add_argument("--format", choices=FORMATS, default="text", help="diagnostics format")
     p.add_argument(
         "--require-env", action="store_true", help="fail when a referenced credential variable is unset"
@@ -55,8 +59,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _compile(args: argparse.Namespace) -> CompileContext:
-    options = CompileOptions(require_env=getattr(args, "require_env", False))
-    return compile_config(args.config, options)
+    return compile_config(args.config, compile_options(args, require_env=args.require_env))
 
 
 def _print_diagnostics(ctx: CompileContext, fmt: str, stream: Any) -> None:
@@ -81,7 +84,11 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.check:
         return _check_plan(args.check, args.config, text, ctx.plan.content_hash)
     if args.output:
-        write_atomically(args.output, text)
+        try:
+            write_atomically(args.output, text)
+        except OutputError as exc:
+            print(f"interlock: {exc}", file=sys.stderr)
+            return 2
         print(f"wrote {args.output} ({ctx.plan.content_hash})", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -91,10 +98,10 @@ def run_compile(args: argparse.Namespace) -> int:
 def _check_plan(path: str, config: str, text: str, content_hash: str) -> int:
     """Exit 1 with a short diff when the committed plan at ``path`` is not what ``config`` compiles to."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            current: str | None = handle.read()
-    except (FileNotFoundError, IsADirectoryError):
-        current = None
+        current = read_committed(path)
+    except OutputError as exc:
+        print(f"interlock: {exc}", file=sys.stderr)
+        return 2
     if current == text:
         print(f"{path} is up to date ({content_hash})", file=sys.stderr)
         return 0
@@ -137,7 +144,7 @@ def run_lint(args: argparse.Namespace) -> int:
 def run_explain(args: argparse.Namespace) -> int:
     if not _config_exists(args.config):
         return 2
-    ctx = compile_config(args.config)
+    ctx = compile_config(args.config, compile_options(args))
     if args.alias not in ctx.aliases and args.alias in ctx.sources.named["aliases"]:
         print(f"alias `{args.alias}` has errors: run `interlock lint {args.config}`", file=sys.stderr)
         return 1
@@ -153,9 +160,10 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def _config_exists(path: str) -> bool:
-    if os.path.isfile(path):
+    problem = source_problem(path)
+    if problem is None:
         return True
-    print(f"interlock: configuration file `{path}` does not exist", file=sys.stderr)
+    print(f"interlock: configuration file `{path}` {problem.problem}", file=sys.stderr)
     return False
 
 
@@ -179,17 +187,21 @@ def run_schema(args: argparse.Namespace) -> int:
         for filename, text in schemas().items():
             path = os.path.join(args.output, filename)
             try:
-                with open(path, encoding="utf-8") as handle:
-                    if handle.read() == text:
-                        continue
-            except FileNotFoundError:
-                pass
+                if read_committed(path) == text:
+                    continue
+            except OutputError as exc:
+                print(f"interlock: {exc}", file=sys.stderr)
+                return 2
             stale.append(path)
         for path in stale:
             print(f"{path} is stale: run `interlock schema -o {args.output}`", file=sys.stderr)
         return 1 if stale else 0
-    os.makedirs(args.output, exist_ok=True)
-    for filename, text in schemas().items():
-        write_atomically(os.path.join(args.output, filename), text)
-        print(f"wrote {os.path.join(args.output, filename)}", file=sys.stderr)
+    try:
+        os.makedirs(args.output, exist_ok=True)  # a folder of schemas: `-o` names it, so it is made
+        for filename, text in schemas().items():
+            write_atomically(os.path.join(args.output, filename), text)
+            print(f"wrote {os.path.join(args.output, filename)}", file=sys.stderr)
+    except (OutputError, OSError) as exc:
+        print(f"interlock: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from interlock.codegen import LANGUAGES, CodegenError, generate, valid_name
-from interlock.commands.files import write_atomically
+from interlock.commands.files import OutputError, read_committed, write_atomically
+from interlock.commands.options import add_source_options, compile_options
 from interlock.diff.inputs import InputError, load_plan
 
 
@@ -28,6 +29,7 @@ def register(subparsers: Any) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("-o", "--output", metavar="FILE", help="write here (default: standard output)")
     out.add_argument("--check", metavar="FILE", help="fail when FILE is not what would be generated")
+    add_source_options(p)
     p.set_defaults(handler=run_codegen, parser=p)
 
 
@@ -35,7 +37,7 @@ def run_codegen(args: argparse.Namespace) -> int:
     if args.name is not None and not valid_name(args.name):
         args.parser.error(f"--name: `{args.name}` is not an identifier (letters, digits, `_`)")
     try:
-        plan = load_plan(args.source).plan
+        plan = load_plan(args.source, options=compile_options(args)).plan
         text = generate(plan, args.lang, args.name)
     except (InputError, CodegenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -43,7 +45,11 @@ def run_codegen(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, text)
     if args.output:
-        write_atomically(args.output, text)
+        try:
+            write_atomically(args.output, text, make_folders=True)
+        except OutputError as exc:
+            print(f"interlock: {exc}", file=sys.stderr)
+            return 2
         print(f"wrote {args.output} ({len(plan.aliases)} aliases)", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -52,10 +58,10 @@ def run_codegen(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace, text: str) -> int:
     try:
-        with open(args.check, encoding="utf-8") as handle:
-            current: str | None = handle.read()
-    except FileNotFoundError:
-        current = None
+        current = read_committed(args.check)
+    except OutputError as exc:
+        print(f"interlock: {exc}", file=sys.stderr)
+        return 2
     if current == text:
         print(f"{args.check} is up to date", file=sys.stderr)
         return 0

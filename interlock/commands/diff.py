@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from interlock.commands.options import add_source_options, compile_options
 from interlock.diff import Change, Classification, diff_plans
 from interlock.diff.inputs import InputError, PlanInput, load_plan
 from interlock.diff.render import FORMATS, render
@@ -38,6 +39,7 @@ def register(subparsers: Any) -> None:
         choices=tuple(FAIL_ON),
         help="exit 1 when a change of this class (or a more severe one) is found; `any`: any change",
     )
+    add_source_options(p)
     p.set_defaults(handler=run_diff, parser=p)
 
 
@@ -50,7 +52,7 @@ def run_diff(args: argparse.Namespace) -> int:
     failed = False
     for path, ref in ((base_path, args.base_ref), (head_path, args.head_ref)):
         try:
-            sides.append(load_plan(path, ref))
+            sides.append(load_plan(path, ref, compile_options(args)))
         except InputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = True

@@ -24,7 +24,7 @@ def compile_config(path: str, options: CompileOptions | None = None) -> CompileC
     options = options or CompileOptions()
     with _gc_paused():
         sink = DiagnosticSink()
-        sources = load_sources(path, sink, options.reader)
+        sources = load_sources(path, sink, options.reader, options.limits)
         ctx = CompileContext(sources=sources, sink=sink, options=options)
         if sources.main is None or sources.main.data is None:
             return ctx

@@ -43,6 +43,10 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL007", "duplicate-definition", "error", "A name or section is defined in more than one file."),
     ("IL008", "bad-duration", "error", "A duration is not written like `500ms`, `3s`, `10m` or `1h`."),
     ("IL009", "bad-version", "error", "The main file's `version` is missing or unsupported."),
+    ("IL010", "include-outside-root", "error", "An include or profile path leaves the allowed folders."),
+    ("IL011", "unreadable-file", "error", "A source is not a regular file, is too large, or cannot be read."),
+    ("IL012", "include-too-deep", "error", "Includes nest deeper than the loader follows."),
+    ("IL013", "unsendable-name", "error", "A name or header that cannot be sent in an HTTP header."),
     # Providers
     ("IL101", "unknown-provider-kind", "error", "A provider `kind` other than `ollama` or `openai`."),
     ("IL102", "missing-base-url", "error", "A `kind: openai` provider has no `base_url`."),
@@ -88,6 +92,17 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "An Ollama `first_byte` under 30s: too short for a cold load.",
     ),
+    # Preflight
+    ("IL701", "bad-preflight-mode", "error", "`preflight.mode` is not `enforce`, `observe` or `off`."),
+    ("IL702", "negative-reserve", "error", "A preflight token reserve is negative."),
+    ("IL703", "margin-out-of-range", "error", "`preflight.margin_percent` is outside 0 to 100."),
+    (
+        "IL704",
+        "context-limit-above-maximum",
+        "warning",
+        "A worker's context limit exceeds the model's maximum.",
+    ),
+    ("IL705", "vram-overcommit", "warning", "A model at its slot count does not fit the worker's memory."),
     # Lint
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),

@@ -7,12 +7,14 @@ from collections.abc import KeysView, Mapping
 from dataclasses import dataclass, field
 
 from interlock.compiler.diagnostics import DiagnosticSink, Span
-from interlock.compiler.loader import Entry, Reader, Sources, read_file
+from interlock.compiler.loader import Entry, LoadLimits, Reader, Sources
+from interlock.compiler.reading import read_file
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
     LintSection,
     ModelFacts,
+    PreflightSection,
     ProfileFile,
     ProviderSection,
     ServerSection,
@@ -29,6 +31,15 @@ class CompileOptions:
     require_env: bool = False
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     reader: Reader = read_file
+    """Where files come from: the working tree (``FileReader``, with its size cap) or a git revision."""
+    include_roots: tuple[str, ...] = ()
+    """Folders includes and profile files may come from besides the main file's folder tree."""
+    max_values: int = 0
+    """Values (anchors expanded) all files together may hold; 0: the loader's ``MAX_VALUES``."""
+
+    @property
+    def limits(self) -> LoadLimits:
+        return LoadLimits(self.include_roots, self.max_values)
 
 
 @dataclass
@@ -155,6 +166,7 @@ class CompileContext:
     server: ServerSection = field(default_factory=ServerSection)
     health: HealthSection = field(default_factory=HealthSection)
     timeouts: TimeoutsSection = field(default_factory=TimeoutsSection)
+    preflight: PreflightSection = field(default_factory=PreflightSection)
     lint: LintSection = field(default_factory=LintSection)
     providers: dict[str, Provider] = field(default_factory=dict)
     aliases: dict[str, Alias] = field(default_factory=dict)

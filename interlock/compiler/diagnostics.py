@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -80,16 +81,17 @@ class DiagnosticSink:
         hint: str | None = None,
     ) -> None:
         info = CODES[code]  # KeyError here means an undocumented code: a bug, fail loudly.
-        # Passes never put a credential into these; the redaction is a second line of defence.
-        shown = None if value is None else redact_text(_show(value))
+        # Passes never put a credential into these; the redaction is a second line of defence. The key
+        # path too: a key-shaped string used as a mapping key is part of it.
+        shown = None if value is None else _show(visible(value if isinstance(value, str) else repr(value)))
         diagnostic = Diagnostic(
             code,
             info.severity,
             span,
-            redact_text(message),
-            path,
+            visible(message),
+            visible(path),
             shown,
-            None if hint is None else redact_text(hint),
+            None if hint is None else visible(hint),
         )
         if diagnostic not in self._seen:  # e.g. one profile file checked for each worker that uses it
             self._seen.add(diagnostic)
@@ -122,6 +124,20 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     return f"did you mean `{match[0]}`?" if match else None
 
 
-def _show(value: object) -> str:
-    text = value if isinstance(value, str) else repr(value)
+CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0 and C1 controls (CR, LF, tab, NUL...), DEL and Unicode line breaks: never shown raw, never in a name."""
+
+
+def visible(text: str) -> str:
+    """``text`` as a person may be shown it: credentials masked, control characters escaped (a CR in a
+    name must not rewrite a terminal line or split an annotation)."""
+    return CONTROL_CHARS.sub(_escape, redact_text(text))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _show(text: str) -> str:
     return text if len(text) <= 120 else text[:117] + "..."

@@ -45,6 +45,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "open_for_ms": ctx.health.open_for,
             "rate_limit_open_for_ms": ctx.health.rate_limit_open_for,
         },
+        "preflight": _preflight(ctx),
         "providers": {
             name: _provider(ctx, name, workers_by_provider.get(name, [])) for name in ctx.providers
         },
@@ -65,6 +66,20 @@ def emit(ctx: CompileContext) -> RoutingPlan:
     }
     data["content_hash"] = content_hash(data)
     return RoutingPlan.model_validate(data)
+
+
+def _preflight(ctx: CompileContext) -> dict[str, Any]:
+    section = ctx.preflight
+    return {
+        "mode": section.mode,
+        "metadata_ttl_ms": section.metadata_ttl,
+        "default_context_tokens": section.default_context_tokens,
+        "max_context_tokens": section.max_context_tokens,
+        "default_output_tokens": section.default_output_tokens,
+        "image_reserve_tokens": section.image_reserve_tokens,
+        "margin_percent": section.margin_percent,
+        "caller_num_ctx": section.caller_num_ctx == "allow",
+    }
 
 
 def _candidate(ctx: CompileContext, candidate: str) -> dict[str, Any]:

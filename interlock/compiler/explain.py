@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from interlock.compiler.context import CompileContext, Link
-from interlock.compiler.diagnostics import Span
+from interlock.compiler.context import CompileContext, Link, Worker
+from interlock.compiler.diagnostics import Span, visible
 from interlock.compiler.patterns import matching_row
 from interlock.schema.durations import format_duration
 
 
 def explain(ctx: CompileContext, name: str) -> str:
-    """A readable account of alias ``name`` (which must be in ``ctx.aliases``)."""
+    """A readable account of alias ``name`` (which must be in ``ctx.aliases``), shown as every
+    diagnostic is (``visible``): credentials masked (a URL's `user:key@` and `?key=`, a key-shaped
+    variable name or description), control characters escaped."""
     alias = ctx.aliases[name]
     head = f"{name}: {alias.section.description}" if alias.section.description else name
     out = [head, f"  defined at {alias.entry.key_span}"]
     required = alias.section.requires
     out.append(f"  requires: {', '.join(required) or 'nothing'}")
+    out.append(f'  preflight: {ctx.preflight.mode} (see docs/runtime.md, "Preflight")')
     links = ctx.expanded.get(name, [])
     if not links:
         out.append("  no candidates (see `interlock lint`)")
@@ -24,7 +27,7 @@ def explain(ctx: CompileContext, name: str) -> str:
         out.append(f"  {number}. {link.candidate}")
         out.append(f"       {_where(link)}")
         out.extend(f"       {line}" for line in _facts(ctx, link.candidate, required))
-    return "\n".join(out) + "\n"
+    return "".join(visible(line) + "\n" for line in out)
 
 
 def _where(link: Link) -> str:
@@ -67,6 +70,7 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
         lines.append(f"provider {provider_name}: ollama, probe {'on' if section.probe else 'off'}")
     lines.append(f"timeouts: {_timeouts(ctx, provider_name)}")
     if section.kind == "openai":
+        lines.append(f"preflight: declared facts only; context {f'{tokens} tokens' if tokens else 'unknown'}")
         return lines
     for worker in ctx.workers.values():
         if worker.provider != provider_name:
@@ -75,7 +79,36 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
         slots = worker.max_concurrent if row is None else row.limit
         rule = "max_concurrent" if row is None else f"pattern `{row.pattern}`"
         lines.append(f"worker {worker.name} {worker.url}: {slots} of {worker.max_concurrent} slots ({rule})")
+        lines.append(f"  context sent as num_ctx: {_context(ctx, worker, model, tokens)}")
+    lines.append(
+        "live at runtime (/api/show, /api/ps): capabilities, maximum, Modelfile num_ctx and loaded "
+        "context replace or cap these"
+    )
     return lines
+
+
+def _context(ctx: CompileContext, worker: Worker, model: str, declared: int | None) -> str:
+    """The static effective context of ``model`` on ``worker`` (before live metadata), and why."""
+    if worker.default_context_tokens is not None:
+        tokens, source = worker.default_context_tokens, "worker default"
+    elif ctx.preflight.default_context_tokens is not None:
+        tokens, source = ctx.preflight.default_context_tokens, "preflight default"
+    else:
+        return "unknown until the worker reports it (nothing is blocked; no num_ctx is sent)"
+    caps = {
+        "worker context_limits": worker.context_limits.get(model),
+        "preflight.max_context_tokens": ctx.preflight.max_context_tokens,
+        "declared maximum": declared,
+    }
+    known = {name: cap for name, cap in caps.items() if cap is not None}
+    if known:
+        name, cap = min(known.items(), key=lambda item: item[1])
+        if cap < tokens:
+            return f"{cap} tokens ({source} {tokens}, capped by {name})"
+        limit = f"; cap {cap}: {name}"
+    else:
+        limit = ""
+    return f"{tokens} tokens ({source}{limit})"
 
 
 def _timeouts(ctx: CompileContext, provider_name: str) -> str:

@@ -7,7 +7,8 @@ from pathlib import PurePosixPath
 
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span, did_you_mean
-from interlock.compiler.loader import SourceDoc, parse_document, read_file
+from interlock.compiler.loader import SourceDoc, display_name, parse_document
+from interlock.compiler.reading import SourceUnreadable, read_file, within
 from interlock.compiler.validate import salvage
 from interlock.resources import builtin_profiles
 from interlock.schema.config import ProfileFile
@@ -47,7 +48,7 @@ def load_profile(
         path, text = presets[name].as_posix(), read_file(presets[name].as_posix())
     elif is_path(name):
         path = (PurePosixPath(config_path).parent / name).as_posix()
-        text = ctx.options.reader(path)
+        text = _read(ctx, path, name, span, where)
     else:
         ctx.sink.add(
             "IL208",
@@ -60,14 +61,6 @@ def load_profile(
         )
         return None
     if text is None:
-        ctx.sink.add(
-            "IL208",
-            span,
-            f"hardware profile file `{path}` does not exist",
-            path=where,
-            value=name,
-            hint="a path is relative to the file that names it; built-in profiles: " + ", ".join(presets),
-        )
         return None
     doc = parse_document(path, text, ctx.sink)
     ctx.sources.aux.append(doc)
@@ -77,3 +70,44 @@ def load_profile(
     if not isinstance(result.value, ProfileFile):
         return None
     return LoadedProfile(result.value, doc)
+
+
+def _read(ctx: CompileContext, path: str, name: str, span: Span, where: str) -> str | None:
+    """The profile file's text, or None once reported: the same bounds as an include (inside the
+    allowed folders, a regular file within the size cap)."""
+    roots = ctx.sources.roots
+    if roots and not within(path, roots):
+        ctx.sink.add(
+            "IL010",
+            span,
+            f"hardware profile file `{path}` is outside the configuration's folder "
+            f"`{display_name(roots[0])}`",
+            path=where,
+            value=name,
+            hint="keep profile files inside the main file's folder tree, or allow another folder with "
+            "`--include-root DIR`",
+        )
+        return None
+    try:
+        text = ctx.options.reader(path)
+    except SourceUnreadable as exc:
+        ctx.sink.add(
+            "IL011",
+            span,
+            f"hardware profile file `{path}` {exc.problem}",
+            path=where,
+            value=name,
+            hint=exc.hint,
+        )
+        return None
+    if text is None:
+        ctx.sink.add(
+            "IL208",
+            span,
+            f"hardware profile file `{path}` does not exist",
+            path=where,
+            value=name,
+            hint="a path is relative to the file that names it; built-in profiles: "
+            + ", ".join(builtin_profiles()),
+        )
+    return text

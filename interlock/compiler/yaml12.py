@@ -25,6 +25,9 @@ FLOAT = "tag:yaml.org,2002:float"
 STR = "tag:yaml.org,2002:str"
 MERGE = "tag:yaml.org,2002:merge"
 
+MAX_INT_DIGITS = 4300
+"""Python's default limit on converting decimal text to int (``sys.get_int_max_str_digits``)."""
+
 
 class YamlSyntaxError(Exception):
     """The text is not one well-formed YAML document; ``line``/``col`` are 1-based, 0 when unknown."""
@@ -98,7 +101,10 @@ def compose(text: str) -> Node | None:
 
 
 def scalar(node: ScalarNode) -> Any:
-    """The Python value of a scalar node: None, bool, int, float or str (unknown tags stay text)."""
+    """The Python value of a scalar node: None, bool, int, float or str (unknown tags stay text).
+
+    Raises ``ValueError`` for a decimal integer longer than ``MAX_INT_DIGITS`` digits.
+    """
     tag, value = node.tag, node.value
     if tag == STR:
         return value
@@ -109,6 +115,8 @@ def scalar(node: ScalarNode) -> Any:
     if tag == INT:
         if value.startswith(("0o", "0x")):
             return int(value, 0)
+        if len(value.lstrip("+-")) > MAX_INT_DIGITS:  # int() would raise past Python's own limit
+            raise ValueError(f"an integer of {len(value):,} digits is too long (at most {MAX_INT_DIGITS:,})")
         return int(value, 10)
     if tag == FLOAT:
         lowered = value.lower().lstrip("+")

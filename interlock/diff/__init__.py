@@ -12,6 +12,7 @@ from collections.abc import Callable
 from interlock.diff.aliases import aliases
 from interlock.diff.change import KINDS, Change, Classification, Section
 from interlock.diff.models import models
+from interlock.diff.preflight import preflight
 from interlock.diff.providers import providers
 from interlock.diff.settings import health, server
 from interlock.diff.workers import workers
@@ -21,7 +22,7 @@ __all__ = ["KINDS", "SECTIONS", "Change", "Classification", "Section", "diff_pla
 
 SectionDiff = Callable[[RoutingPlan, RoutingPlan], list[Change]]
 
-SECTIONS: tuple[SectionDiff, ...] = (aliases, server, providers, workers, health, models)
+SECTIONS: tuple[SectionDiff, ...] = (aliases, server, providers, workers, health, preflight, models)
 
 
 def diff_plans(base: RoutingPlan, head: RoutingPlan) -> list[Change]:

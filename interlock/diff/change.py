@@ -35,6 +35,7 @@ class Section(enum.Enum):
     PROVIDERS = "providers"
     WORKERS = "workers"
     HEALTH = "health"
+    PREFLIGHT = "preflight"
     MODELS = "models"
 
     @property
@@ -62,12 +63,13 @@ _B, _R, _C, _X = (
     Classification.CAPACITY,
     Classification.COSMETIC,
 )
-_A, _S, _P, _W, _H, _M = (
+_A, _S, _P, _W, _H, _F, _M = (
     Section.ALIASES,
     Section.SERVER,
     Section.PROVIDERS,
     Section.WORKERS,
     Section.HEALTH,
+    Section.PREFLIGHT,
     Section.MODELS,
 )
 
@@ -109,6 +111,8 @@ KINDS: dict[str, Kind] = _kinds(
     ("queue-changed", _W, _C, "queue"),
     ("telemetry-changed", _W, _C, "telemetry"),
     ("health-changed", _H, _C, "health"),
+    ("preflight-mode-changed", _F, _R, "preflight mode"),
+    ("preflight-changed", _F, _C, "preflight setting"),
     ("capabilities-changed", _M, _R, "capabilities"),
     ("context-tokens-changed", _M, _C, "context window"),
 )

@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from interlock.compiler.reading import MAX_FILE_BYTES, SourceUnreadable
+
 
 class GitRefError(Exception):
     """A git ref that cannot be read: not a repository, an unknown ref, or git is missing."""
@@ -24,18 +26,27 @@ class GitReader:
     root: str  # the repository's top-level folder, symlinks resolved
     commit: str  # the full commit id the ref named when the reader was made
     ref: str  # the ref as the user wrote it, for labels
+    max_bytes: int = MAX_FILE_BYTES  # as `reading.FileReader`: a committed file may be huge too
 
     def __call__(self, path: str) -> str | None:
         relative = os.path.relpath(os.path.realpath(path), self.root)
         if relative == ".." or relative.startswith(".." + os.sep):
             return None  # outside the repository: it has no version at any ref
         spec = f"{self.commit}:{PurePath(relative).as_posix()}"
+        size = _git(self.root, "cat-file", "-s", spec)
+        if size.returncode != 0:
+            return None
+        if int(size.stdout) > self.max_bytes:
+            raise SourceUnreadable(
+                f"is larger than {self.max_bytes:,} bytes at {self.ref}",
+                "a configuration file is far smaller; to allow larger ones, pass `--max-file-bytes`",
+            )
         # `cat-file blob` is `git show REF:path` for files, but refuses folders and runs no textconv.
         done = _git(self.root, "cat-file", "blob", spec)
         if done.returncode != 0:
             return None
-        # As `loader.read_file`: bytes that are not UTF-8 become U+FFFD, which the loader reports.
-        return done.stdout.decode("utf-8", errors="replace")
+        # As `reading.FileReader`: bytes that are not UTF-8 become lone surrogates, which the loader reports.
+        return done.stdout.decode("utf-8", errors="surrogateescape")
 
 
 def git_reader(ref: str, near: str) -> GitReader:

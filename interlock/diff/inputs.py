@@ -7,13 +7,15 @@ not validate and a file that is missing all raise ``InputError`` carrying a repo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from interlock.compiler import CompileOptions, compile_config
-from interlock.compiler.loader import Reader, read_file
+from interlock.compiler.loader import Reader
+from interlock.compiler.reading import FileReader, SourceUnreadable
 from interlock.compiler.report import render
 from interlock.diff.gitref import GitRefError, git_reader
 from interlock.schema.canonical import content_hash
@@ -32,23 +34,31 @@ class PlanInput:
     plan: RoutingPlan
 
 
-def load_plan(path: str, ref: str | None = None) -> PlanInput:
-    """The plan ``path`` holds or compiles to; with ``ref``, as the file stood at that git ref."""
-    reader: Reader = read_file
+def load_plan(path: str, ref: str | None = None, options: CompileOptions | None = None) -> PlanInput:
+    """The plan ``path`` holds or compiles to; with ``ref``, as the file stood at that git ref.
+
+    ``options`` (include roots, the reader's size cap) apply when the file is a config to compile.
+    """
+    options = options or CompileOptions()
+    reader: Reader = options.reader
     label = path
     if ref is not None:
         try:
             git = git_reader(ref, path)
         except GitRefError as exc:
             raise InputError(str(exc)) from exc
-        reader, label = git, f"{path}@{ref}"
-    text = reader(path)
+        cap = options.reader.max_bytes if isinstance(options.reader, FileReader) else git.max_bytes
+        reader, label = dataclasses.replace(git, max_bytes=cap), f"{path}@{ref}"
+    try:
+        text = reader(path)
+    except SourceUnreadable as exc:
+        raise InputError(f"{label} {exc.problem}") from exc
     if text is None:
         raise InputError(f"{label}: file does not exist")
     data = _plan_data(text)
     if data is not None:
         return PlanInput(label, _validated(label, data))
-    ctx = compile_config(path, CompileOptions(reader=reader))
+    ctx = compile_config(path, dataclasses.replace(options, reader=reader))
     if ctx.plan is None:
         report = render(ctx.sink.items, "text", ctx.sources)
         raise InputError(f"{label} does not compile:\n{report}".rstrip("\n"))

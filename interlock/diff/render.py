@@ -19,6 +19,7 @@ SECTION_TITLES: dict[Section, tuple[str, str]] = {
     Section.PROVIDERS: ("Providers", "Provider"),
     Section.WORKERS: ("Workers", "Worker"),
     Section.HEALTH: ("Health and circuit breakers", "Setting"),
+    Section.PREFLIGHT: ("Preflight (capability and context checks)", "Setting"),
     Section.MODELS: ("Model facts", "Model"),
 }
 

@@ -14,10 +14,16 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from interlock.runtime.facts import FactsTable
+from interlock.runtime.guards import Guard
+from interlock.runtime.guards.capability import CapabilityGuard
+from interlock.runtime.guards.context import ContextGuard
 from interlock.runtime.guards.health import HealthGuard
+from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
 from interlock.runtime.journal import Journal
+from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
@@ -37,6 +43,7 @@ from interlock.runtime.surfaces.openai import (
 )
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.upstream.ollama import OllamaAdapter
 
 log = logging.getLogger("interlock")
 
@@ -83,10 +90,19 @@ class Gateway:
         self.telemetry = TelemetryBook(wall=wall)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
-        self.router = Router(
-            self.health, (HealthGuard(self.health), SlotGuard(self.slots)), self.adapters, self.metrics
+        self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
+        guards: tuple[Guard, ...] = (
+            CapabilityGuard(self.facts, self.metrics),
+            ContextGuard(self.facts, self.metrics),
+            HealthGuard(self.health),
+            SlotGuard(self.slots),
+            OllamaOptionsGuard(self.facts),
         )
-        self.probe_loop = ProbeLoop(lambda: self.plan, self.health, self.adapters, self.metrics)
+        self.router = Router(self.health, guards, self.adapters, self.metrics)
+        self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
+        self.probe_loop = ProbeLoop(
+            lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
+        )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
         self.journal = Journal(access_log_json=access_log_json)
         self.samples = Samples(self.slots, self.metrics, wall=wall)
@@ -104,6 +120,10 @@ class Gateway:
             ("POST", "/v1/embeddings"): embeddings,
         }
         self._hot_paths = frozenset(path for _, path in self._routes)
+
+    def _ollama_adapter(self) -> OllamaAdapter | None:
+        adapter = self.adapters.get("ollama")
+        return adapter if isinstance(adapter, OllamaAdapter) else None
 
     @property
     def ready(self) -> bool:

@@ -24,7 +24,10 @@ upstream body, a header or a credential.
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
         ├── SlotUnavailable              429 + Retry-After: queue full or waited too long
-        └── AllCandidatesFailed          503: bounded summary, no bodies
+        ├── AllCandidatesFailed          503: bounded summary, no bodies
+        └── RequestDoesNotFit            400: no candidate can serve what the request needs
+            ├── ContextTooLarge          code `context_length_exceeded`: estimate and largest window
+            └── CapabilityMissing        code `model_not_supported`: what was needed, who lacks it
 """
 
 from __future__ import annotations
@@ -146,3 +149,18 @@ class AllCandidatesFailed(GatewayError):
     status = 503
     type = "server_error"
     code = "all_candidates_failed"
+
+
+class RequestDoesNotFit(GatewayError):
+    """Every candidate was skipped for what the request needs (not for its health): the caller's to fix."""
+
+    status = 400
+    type = "invalid_request_error"
+
+
+class ContextTooLarge(RequestDoesNotFit):
+    code = "context_length_exceeded"
+
+
+class CapabilityMissing(RequestDoesNotFit):
+    code = "model_not_supported"

@@ -174,6 +174,16 @@ class Metrics:
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
+        self.metadata_fetches = CounterVec(
+            "interlock_metadata_fetches",
+            "Live Ollama metadata fetches (/api/ps, /api/tags, /api/show), by endpoint, path and result.",
+            ["endpoint", "path", "result"],
+        )
+        self.preflight = CounterVec(
+            "interlock_preflight_misfits",
+            "Candidates that cannot serve a request's needs, by reason and action (skipped or observed).",
+            ["candidate", "reason", "action"],
+        )
         self.request_seconds = HistogramVec(
             "interlock_request_duration_seconds",
             "Time from request to the last byte of the answer (streams: the whole stream).",
@@ -214,6 +224,8 @@ class Metrics:
             self.connections_closed,
             self.connections_open,
             self.probes,
+            self.metadata_fetches,
+            self.preflight,
             self.request_seconds,
             self.upstream_seconds,
             self.overhead_seconds,

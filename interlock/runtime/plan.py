@@ -52,11 +52,18 @@ class RedactedHeaders(dict[str, str]):
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One place a candidate can be served: an endpoint, and its slot limit there (None: unlimited)."""
+    """One place a candidate can be served: an endpoint, and its slot limit there (None: unlimited).
+
+    The static part of the candidate's context there is settled at load: ``context_default`` is what
+    applies when live metadata says nothing (Ollama: the worker's, else the plan's default; cloud: the
+    declared window), ``context_cap`` the most it may get (worker limit, gateway cap, declared maximum).
+    """
 
     endpoint: Endpoint
     worker: str | None
     slot_limit: int | None
+    context_default: int | None = None
+    context_cap: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,7 @@ class Candidate:
     routes: tuple[Route, ...]
     capabilities: frozenset[str] | None
     context_tokens: int | None
+    facts_key: str  # the model as live metadata names it (Ollama: `name:tag`, `:latest` added)
     in_plan: bool  # False for a raw `provider/model` the plan does not list
     metric_label: str  # bounded: the id when in the plan, else ``provider/*``
     resolved_header: tuple[bytes, bytes]
@@ -99,6 +107,8 @@ class WorkerLimits:
 
     name: str
     provider: str
+    default_context_tokens: int | None
+    context_limits: Mapping[str, int]
     max_concurrent: int
     slots: Mapping[str, int]
     patterns: tuple[PlanPattern, ...]
@@ -153,6 +163,18 @@ class ServerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PreflightSettings:
+    mode: str  # "enforce" | "observe" | "off"
+    metadata_ttl_s: float
+    default_context_tokens: int | None
+    max_context_tokens: int | None
+    default_output_tokens: int
+    image_reserve_tokens: int
+    margin_percent: int
+    caller_num_ctx: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimePlan:
     """The frozen tables built from one plan; swapped as a whole on reload."""
 
@@ -160,6 +182,7 @@ class RuntimePlan:
     content_hash: str
     server: ServerSettings
     health: HealthSettings
+    preflight: PreflightSettings
     providers: Mapping[str, Provider]
     workers: Mapping[str, WorkerLimits]
     candidates: Mapping[str, Candidate]
@@ -170,8 +193,21 @@ class RuntimePlan:
     def direct_candidate(self, provider: Provider, model: str) -> Candidate:
         """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
         return _candidate(
-            f"{provider.name}/{model}", provider, model, self.workers, None, None, self.server, in_plan=False
+            f"{provider.name}/{model}",
+            provider,
+            model,
+            self.workers,
+            None,
+            None,
+            self.server,
+            self.preflight,
+            in_plan=False,
         )
+
+
+def ollama_name(model: str) -> str:
+    """A model as Ollama reports it in /api/ps and /api/tags: ``name:tag``, ``:latest`` when untagged."""
+    return model if ":" in model else f"{model}:latest"
 
 
 def worker_label(provider: str, worker: str) -> str:
@@ -232,11 +268,24 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         max_stream_line_bytes=plan.server.max_stream_line_bytes,
     )
     _check_headers(plan, origin)
+    pre = plan.preflight
+    preflight = PreflightSettings(
+        mode=pre.mode,
+        metadata_ttl_s=pre.metadata_ttl_ms / 1000,
+        default_context_tokens=pre.default_context_tokens,
+        max_context_tokens=pre.max_context_tokens,
+        default_output_tokens=pre.default_output_tokens,
+        image_reserve_tokens=pre.image_reserve_tokens,
+        margin_percent=pre.margin_percent,
+        caller_num_ctx=pre.caller_num_ctx,
+    )
     secrets: list[str] = []
     workers = {
         name: WorkerLimits(
             name=name,
             provider=w.provider,
+            default_context_tokens=w.default_context_tokens,
+            context_limits=dict(w.context_limits),
             max_concurrent=w.max_concurrent,
             slots=dict(w.slots),
             patterns=tuple(w.patterns),
@@ -253,7 +302,15 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
     for cid, c in sorted(plan.candidates.items()):
         caps = frozenset(c.capabilities) if c.capabilities is not None else None
         candidates[cid] = _candidate(
-            cid, providers[c.provider], c.model, workers, caps, c.context_tokens, server, in_plan=True
+            cid,
+            providers[c.provider],
+            c.model,
+            workers,
+            caps,
+            c.context_tokens,
+            server,
+            preflight,
+            in_plan=True,
         )
     aliases = {
         name: Alias(
@@ -271,6 +328,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         source=plan,
         content_hash=plan.content_hash,
         server=server,
+        preflight=preflight,
         health=HealthSettings(
             probe_interval_s=h.probe_interval_ms / 1000,
             probe_timeout_s=h.probe_timeout_ms / 1000,
@@ -453,6 +511,7 @@ def _candidate(
     capabilities: frozenset[str] | None,
     context_tokens: int | None,
     server: ServerSettings,
+    preflight: PreflightSettings,
     *,
     in_plan: bool,
 ) -> Candidate:
@@ -461,6 +520,8 @@ def _candidate(
             endpoint=endpoint,
             worker=worker,
             slot_limit=workers[worker].slot_limit(model) if worker is not None else None,
+            context_default=_context_default(workers, worker, context_tokens, preflight),
+            context_cap=_context_cap(workers, worker, model, context_tokens, preflight),
         )
         for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True)
     )
@@ -472,7 +533,37 @@ def _candidate(
         routes=routes,
         capabilities=capabilities,
         context_tokens=context_tokens,
+        facts_key=ollama_name(model) if provider.kind == "ollama" else model,
         in_plan=in_plan,
         metric_label=cid if in_plan else f"{provider.name}/*",
         resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
     )
+
+
+def _context_default(
+    workers: Mapping[str, WorkerLimits],
+    worker: str | None,
+    declared: int | None,
+    preflight: PreflightSettings,
+) -> int | None:
+    """Without live metadata: a cloud model's declared window; an Ollama worker's default, else the plan's."""
+    if worker is None:
+        return declared
+    own = workers[worker].default_context_tokens
+    return own if own is not None else preflight.default_context_tokens
+
+
+def _context_cap(
+    workers: Mapping[str, WorkerLimits],
+    worker: str | None,
+    model: str,
+    declared: int | None,
+    preflight: PreflightSettings,
+) -> int | None:
+    """The most context an Ollama (worker, model) may get: worker limit, gateway cap, declared maximum."""
+    if worker is None:
+        return declared
+    limits = workers[worker].context_limits
+    caps = [limits.get(model), preflight.max_context_tokens, declared]
+    known = [cap for cap in caps if cap is not None]
+    return min(known) if known else None

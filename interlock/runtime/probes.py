@@ -3,7 +3,9 @@
 Ollama workers answer ``GET /api/tags``, OpenAI-compatible providers ``GET /models`` (``Adapter.probe``);
 providers with ``probe: false`` are left alone. A failed probe marks the endpoint unhealthy at once, so the
 first request after a box died already skips it; a passing probe (or any successful call) restores it.
-The loop reads the current plan every round, so a reload takes effect at the next round.
+The loop reads the current plan every round, so a reload takes effect at the next round. Each round
+also refreshes live Ollama metadata (``MetadataFetcher``: /api/ps, and /api/tags + /api/show when older
+than the plan's TTL), concurrently with the probes; the first round runs at start, before readiness.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.health import HealthBook
+from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter, Endpoint
@@ -29,8 +32,10 @@ class ProbeLoop:
         health: HealthBook,
         adapters: Mapping[str, Adapter],
         metrics: Metrics,
+        metadata: MetadataFetcher | None = None,
     ) -> None:
         self.plan = plan
+        self.metadata = metadata
         self.health = health
         self.adapters = adapters
         self.metrics = metrics
@@ -52,8 +57,18 @@ class ProbeLoop:
         plan = self.plan()
         timeout_s = plan.health.probe_timeout_s
         endpoints = [e for p in plan.providers.values() if p.probe for e in p.endpoints]
-        await asyncio.gather(*(self._probe(e, timeout_s) for e in endpoints))
+        jobs = [self._probe(e, timeout_s) for e in endpoints]
+        if self.metadata is not None:
+            jobs.append(self._metadata(plan))
+        await asyncio.gather(*jobs)
         self.first_round.set()
+
+    async def _metadata(self, plan: RuntimePlan) -> None:
+        assert self.metadata is not None
+        try:
+            await self.metadata.refresh(plan)
+        except Exception:  # metadata is a help, never a reason to stop probing
+            log.exception("metadata round failed")
 
     async def _run(self) -> None:
         while True:

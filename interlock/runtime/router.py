@@ -1,13 +1,15 @@
 """The fallback walk: try a target's candidates in order until one answers.
 
 For each candidate the guards run first (a skip costs no network time); then ``attempt`` calls the
-adapter with the caller's unchanged request and classifies the outcome by error class alone:
+adapter with the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's
+``num_ctx``) and classifies the outcome by error class alone:
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
 - ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once.
 
-Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies).
+Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies),
+unless every candidate was skipped for what the request needs: then the preflight's 400 (``refusal``).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 """
 
@@ -24,6 +26,7 @@ from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import Candidate, Route, Target
+from interlock.runtime.preflight import Preflight
 from interlock.runtime.slots import SlotLease
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
@@ -75,14 +78,20 @@ class Router:
         self.adapters = adapters
         self.metrics = metrics
 
-    async def chat(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, keep_lease=False)
+    async def chat(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _chat, preflight, keep_lease=False)
 
-    async def chat_stream(self, target: Target, body: Mapping[str, Any]) -> Answered[ChatStream]:
-        return await self._walk(target, body, _stream, keep_lease=True)
+    async def chat_stream(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[ChatStream]:
+        return await self._walk(target, body, _stream, preflight, keep_lease=True)
 
-    async def embed(self, target: Target, body: Mapping[str, Any]) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, keep_lease=False)
+    async def embed(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _embed, preflight, keep_lease=False)
 
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
@@ -100,7 +109,13 @@ class Router:
         return reason
 
     async def _walk(
-        self, target: Target, body: Mapping[str, Any], call: Call[T], *, keep_lease: bool
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        call: Call[T],
+        preflight: Preflight | None,
+        *,
+        keep_lease: bool,
     ) -> Answered[T]:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
@@ -109,7 +124,7 @@ class Router:
         attempted = 0
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
-            admission = Admission(candidate, candidate.routes)
+            admission = Admission(candidate, candidate.routes, preflight)
             reason: str | None = None
             try:
                 for guard in self.guards:
@@ -128,6 +143,8 @@ class Router:
                 admission.release()
                 summary.append(f"{candidate.id}: skipped ({reason})")
                 passed.append((candidate.id, reason))
+                if preflight is not None:
+                    preflight.skipped.append(f"{candidate.id} ({reason})")
                 self._fell_back(candidates, index, reason)
                 continue
             route = admission.route or admission.routes[0]
@@ -135,7 +152,8 @@ class Router:
             attempted += 1
             started = time.perf_counter()
             try:
-                result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, body)
+                sent = body if admission.body is None else admission.body
+                result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
             except TransientError as exc:
                 admission.release()
                 spent = time.perf_counter() - started
@@ -164,6 +182,10 @@ class Router:
             if not keep_lease:
                 admission.release()
             return Answered(candidate, route, result, admission.lease, upstream_s, queued_s, tuple(passed))
+        if preflight is not None and preflight.misfits:
+            refusal = preflight.refusal(target.label, len({c.id for c in candidates}))
+            if refusal is not None:
+                raise refusal
         raise AllCandidatesFailed(
             f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
             + "; ".join(summary)

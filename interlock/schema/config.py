@@ -154,7 +154,42 @@ class ModelFacts(_Section):
     """Facts about a model that no worker reports."""
 
     capabilities: list[Capability] | None = None
-    context_tokens: int | None = Field(None, ge=1)
+    context_tokens: int | None = Field(None, ge=1, description="The model's largest context window.")
+    size_gib: float | None = Field(
+        None, gt=0, description="Weights in memory (GiB), for the compile-time VRAM fit check."
+    )
+    kv_bytes_per_token: int | None = Field(
+        None, ge=1, description="KV-cache bytes per context token and slot, for the VRAM fit check."
+    )
+
+
+class PreflightSection(_Section):
+    """What a request needs against what each candidate can do, checked before any call."""
+
+    mode: str = Field(
+        "enforce",
+        description="`enforce` skips candidates that cannot serve a request; `observe` only reports; "
+        "`off` checks nothing.",
+    )
+    metadata_ttl: Duration = Field(
+        600_000, description="How long live Ollama model metadata (`/api/show`, `/api/tags`) is reused."
+    )
+    default_context_tokens: int | None = Field(
+        None,
+        description="Context of an Ollama model when neither the worker nor its metadata says; "
+        "unset: unknown (never blocks, no `num_ctx` sent).",
+    )
+    max_context_tokens: int | None = Field(
+        None, description="Gateway-wide cap on the context sent to Ollama and on a caller's `num_ctx`."
+    )
+    default_output_tokens: int = Field(
+        1024, description="Output tokens assumed when a request sets no `max_tokens`."
+    )
+    image_reserve_tokens: int = Field(2048, description="Context tokens reserved per image part.")
+    margin_percent: int = Field(15, description="Safety margin added to the estimate in percent, 0 to 100.")
+    caller_num_ctx: Literal["allow", "deny"] = Field(
+        "allow", description="Whether a caller may set `options.num_ctx` for Ollama candidates."
+    )
 
 
 class AliasSection(_Section):
@@ -184,6 +219,7 @@ class SourceFile(_Section):
     aliases: dict[str, AliasSection] | None = None
     health: HealthSection | None = None
     timeouts: TimeoutsSection | None = None
+    preflight: PreflightSection | None = None
     lint: LintSection | None = None
 
 

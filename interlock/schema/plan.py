@@ -42,6 +42,19 @@ class PlanHealth(_Frozen):
     rate_limit_open_for_ms: int = Field(ge=1)
 
 
+class PlanPreflight(_Frozen):
+    """Capability and context checks before a candidate is called (see docs/runtime.md)."""
+
+    mode: Literal["enforce", "observe", "off"]
+    metadata_ttl_ms: int = Field(ge=1)
+    default_context_tokens: int | None = Field(description="Ollama context when nothing else is known.")
+    max_context_tokens: int | None = Field(description="Gateway-wide cap on an Ollama context.")
+    default_output_tokens: int = Field(ge=0)
+    image_reserve_tokens: int = Field(ge=0)
+    margin_percent: int = Field(ge=0, le=100)
+    caller_num_ctx: bool = Field(description="Whether a caller's `options.num_ctx` is accepted.")
+
+
 class PlanTimeouts(_Frozen):
     connect_ms: int = Field(ge=1)
     first_byte_ms: int = Field(ge=1)
@@ -128,6 +141,7 @@ class RoutingPlan(_Frozen):
     content_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     server: PlanServer
     health: PlanHealth
+    preflight: PlanPreflight
     providers: dict[str, PlanProvider]
     workers: dict[str, PlanWorker]
     candidates: dict[str, PlanCandidate]

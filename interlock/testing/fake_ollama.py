@@ -3,7 +3,15 @@
 Shapes follow shared/reference/wire-formats.md: streams are NDJSON and on by default, the last chunk
 carries ``done``, ``done_reason`` and the duration/count fields, native tool calls carry object
 arguments. Models are declared with their capabilities: an unknown model answers 404 ``model "x" not
-found, try pulling it first``, tools sent to a model without ``tools`` answer 400.
+found, try pulling it first``, tools sent to a model without ``tools`` answer 400, and so does ``think``
+sent to a model without ``thinking`` (thinking models answer with ``message.thinking``).
+
+Model metadata as real Ollama reports it: ``/api/show`` gives capabilities, the model's maximum
+(``model_info.<family>.context_length``) and the Modelfile's ``num_ctx`` in ``parameters``; ``/api/ps``
+lists loaded models with the context they were loaded with (``ModelSpec.loaded_context``, else the
+``options.num_ctx`` of the request that loaded them, else the Modelfile's, else 4096).
+``fail_metadata()`` makes /api/show and /api/ps answer 500 (the /api/tags probe keeps passing);
+``calls(model)`` counts the chat (or other) requests a model received.
 
 Run it out of process: ``python -m interlock.testing.fake_ollama --port 0`` prints its URL first.
 """
@@ -37,6 +45,7 @@ from interlock.testing.server import (
 )
 
 _NDJSON = "application/x-ndjson"
+DEFAULT_CONTEXT = 4096  # what Ollama loads a model with when nothing sets num_ctx
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +61,7 @@ class ModelSpec:
     size: int = 2_019_393_189
     num_ctx: int | None = None
     loaded: bool = False
+    loaded_context: int | None = None  # the context it is loaded with at start (implies loaded)
 
     @property
     def full_name(self) -> str:
@@ -98,7 +108,12 @@ class FakeOllama(FakeServer):
         super().__init__(name=name, reply=reply, record=record, port=port)
         self.models = {spec.full_name: spec for spec in models}
         self.version = version
-        self._loaded: set[str] = {spec.full_name for spec in models if spec.loaded}
+        self._loaded: dict[str, int] = {
+            spec.full_name: spec.loaded_context or spec.num_ctx or DEFAULT_CONTEXT
+            for spec in models
+            if spec.loaded or spec.loaded_context
+        }
+        self._metadata_down = False
 
     def routes(self) -> dict[tuple[str, str], Route]:
         return {
@@ -152,18 +167,59 @@ class FakeOllama(FakeServer):
         return JsonAnswer({"models": [self._entry(spec) for spec in self.models.values()]})
 
     def _ps(self, incoming: Incoming) -> Answer:
+        if self._metadata_down:
+            return ErrorAnswer(500, "metadata unavailable (injected)")
         models = []
-        for name in sorted(self._loaded):
+        for name, context in sorted(self._loaded.items()):
             spec = self.models[name]
             entry = self._entry(spec)
             del entry["modified_at"]
-            entry.update(
-                expires_at="2099-01-01T00:00:00Z", size_vram=spec.size, context_length=spec.num_ctx or 4096
-            )
+            entry.update(expires_at="2099-01-01T00:00:00Z", size_vram=spec.size, context_length=context)
             models.append(entry)
         return JsonAnswer({"models": models})
 
+    # ----- preflight helpers: metadata failures, request counts, loading, thinking -----
+
+    def fail_metadata(self, down: bool = True) -> None:
+        """/api/show and /api/ps answer 500 while ``down`` (the /api/tags probe still passes)."""
+        self._metadata_down = down
+
+    def calls(self, model: str, path: str = "/api/chat") -> int:
+        """How many requests to ``path`` named ``model`` (as sent, e.g. ``llama3.2:3b``)."""
+        return sum(1 for r in self.requests if r.path == path and r.model == model)
+
+    def loaded(self) -> dict[str, int]:
+        """Loaded models and the context each was loaded with, as /api/ps reports them."""
+        return dict(self._loaded)
+
+    def _load(self, spec: ModelSpec, body: dict[str, Any]) -> None:
+        """A request loads its model; with another ``num_ctx`` than loaded, Ollama reloads it."""
+        options = body.get("options")
+        asked = options.get("num_ctx") if isinstance(options, dict) else None
+        if isinstance(asked, int) and asked > 0:
+            self._loaded[spec.full_name] = asked
+        elif spec.full_name not in self._loaded:
+            self._loaded[spec.full_name] = spec.num_ctx or DEFAULT_CONTEXT
+
+    def _think_refusal(self, spec: ModelSpec, body: dict[str, Any]) -> ErrorAnswer | None:
+        think = body.get("think")
+        if think in (None, False) or "thinking" in spec.capabilities:
+            return None
+        return ErrorAnswer(400, f'"{spec.full_name}" does not support thinking')
+
+    def _thinking(self, spec: ModelSpec, body: dict[str, Any]) -> str | None:
+        think = body.get("think")
+        if think in (None, False) or "thinking" not in spec.capabilities:
+            return None
+        return f"Thinking ({think if isinstance(think, str) else 'on'}) about it."
+
+    def _thinking_frame(self, model: str | None, created: str, thinking: str) -> bytes:
+        message = {"role": "assistant", "content": "", "thinking": thinking}
+        return _line({"model": model, "created_at": created, "message": message, "done": False})
+
     def _show(self, incoming: Incoming) -> Answer:
+        if self._metadata_down:
+            return ErrorAnswer(500, "metadata unavailable (injected)")
         body = incoming.body if isinstance(incoming.body, dict) else {}
         name = body.get("model") or body.get("name")
         spec = self._find(name if isinstance(name, str) else None)
@@ -201,7 +257,11 @@ class FakeOllama(FakeServer):
             return ErrorAnswer(400, "messages must be an array")
         if body.get("tools") and "tools" not in spec.capabilities:
             return ErrorAnswer(400, f"registry.ollama.ai/library/{spec.full_name} does not support tools")
-        self._loaded.add(spec.full_name)
+        refusal = self._think_refusal(spec, body)
+        if refusal is not None:
+            return refusal
+        self._load(spec, body)
+        thinking = self._thinking(spec, body)
         reply = self.reply
         tool = first_tool_name(body.get("tools"))
         if tool is not None and last_is_tool_result(messages):
@@ -234,10 +294,14 @@ class FakeOllama(FakeServer):
             call = {"function": {"name": tool, "arguments": dict(reply.tool_arguments)}}
         if body.get("stream", True) is False:
             message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
+            if thinking is not None:
+                message["thinking"] = thinking
             if call is not None:
                 message["tool_calls"] = [call]
             return JsonAnswer({**final, "message": message})
         frames = []
+        if thinking is not None:
+            frames.append(self._thinking_frame(incoming.model, created, thinking))
         if call is not None:
             chunk = {"role": "assistant", "content": "", "tool_calls": [call]}
             frames.append(
@@ -263,7 +327,7 @@ class FakeOllama(FakeServer):
         texts = [inputs] if isinstance(inputs, str) else inputs
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return ErrorAnswer(400, "invalid input type")
-        self._loaded.add(spec.full_name)
+        self._load(spec, body)
         dimensions = body.get("dimensions")
         size = dimensions if isinstance(dimensions, int) and dimensions > 0 else 8
         return JsonAnswer(

@@ -196,6 +196,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("telemetry", _worker_set("gpu-b", "telemetry", {"nvidia_smi": True}), _k("telemetry-changed")),
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
+    Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
+    Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
     Scenario(
         "capabilities",
         _model("groq/llama-3.1-8b-instant", "capabilities", ["completion", "tools", "vision"]),

@@ -259,6 +259,7 @@ FILL: dict[str, object] = {
     "vram_gib": 1.0,
     "system_memory_gib": 1.0,
     "default_context_tokens": 5,
+    "max_context_tokens": 5,
     "capabilities": ["completion"],
     "context_tokens": 5,
     "base_url": "http://other",
@@ -278,6 +279,7 @@ ITEM: dict[str, object] = {
 REPLACE: dict[str, object] = {
     "kind": {"ollama": "openai", "openai": "ollama"},
     "accelerator": {"nvidia": "amd"},
+    "mode": {"enforce": "observe", "observe": "enforce", "off": "enforce"},
 }
 
 

@@ -123,6 +123,20 @@ def test_a_file_that_was_not_utf8_at_the_ref_is_a_diagnostic(repo: ConfigTree, c
     ]
 
 
+def test_a_file_at_the_ref_is_held_to_the_size_cap(repo: ConfigTree, capsys) -> None:
+    aliases = repo.root / "aliases.yaml"
+    good = aliases.read_bytes()
+    aliases.write_bytes(good + b"#" * 4_000 + b"\n")
+    git(repo.root, "commit", "-q", "-am", "padded")
+    aliases.write_bytes(good)
+    code, _, err = diff(capsys, "--base-ref", "HEAD", "config.yaml", "--max-file-bytes", "4000")
+    assert code == 1
+    assert (
+        "error IL011 unreadable-file: included file `aliases.yaml` is larger than 4,000 bytes at HEAD" in err
+    )
+    assert diff(capsys, "--base-ref", "HEAD", "config.yaml")[0] == 0
+
+
 def test_an_unknown_ref(repo: ConfigTree, capsys) -> None:
     code, _, err = diff(capsys, "--base-ref", "origin/nope", "config.yaml")
     assert code == 1

@@ -8,19 +8,25 @@ from interlock.compiler.context import CompileContext
 from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
 from interlock.compiler.passes.health import health
+from interlock.compiler.passes.preflight import preflight
 from interlock.compiler.passes.providers import providers
 from interlock.compiler.passes.shape import shape
 from interlock.compiler.passes.usage import usage
+from interlock.compiler.passes.vram import vram
+from interlock.compiler.passes.wire import wire
 from interlock.compiler.passes.workers import workers
 
 Pass = Callable[[CompileContext], None]
 
 PASSES: tuple[Pass, ...] = (
     shape,  # raw sections -> typed sections
+    wire,  # names and headers that cannot be sent on the wire rejected
     providers,  # kinds, base URLs, credential variables
     workers,  # profiles applied, pattern tables built
     health,  # health and timeout values
     aliases,  # chains expanded, cycles rejected
     capabilities,  # requires vs known capabilities
+    preflight,  # preflight settings, context limits within model maxima
+    vram,  # weights + KV cache at full slots against worker memory
     usage,  # warnings about unused parts
 )

@@ -6,7 +6,7 @@ import re
 from urllib.parse import parse_qsl, urlsplit
 
 from interlock.compiler.context import CompileContext, Provider
-from interlock.compiler.diagnostics import Span, did_you_mean
+from interlock.compiler.diagnostics import CONTROL_CHARS, Span, did_you_mean
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
 from interlock.schema.config import PROVIDER_KINDS
@@ -172,6 +172,17 @@ def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], 
     """An absolute http(s) URL with a host, and no credentials in it (user-info or query); False when
     it is not (and the diagnostic is reported)."""
     span: Span = doc.span(path)
+    control = CONTROL_CHARS.search(url.strip())
+    if control is not None:  # `urlsplit` drops CR, LF and tab without a word; the request would carry them
+        ctx.sink.add(
+            "IL106",
+            span,
+            f"`{where}` holds the control character U+{ord(control.group()):04X}: `{url}`",
+            path=where,
+            value=url,
+            hint="a URL is one line of printable text: remove line breaks, tabs and other control characters",
+        )
+        return False
     try:
         parts = urlsplit(url.strip())
         port_ok = parts.port is None or parts.port > 0

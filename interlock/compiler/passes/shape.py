@@ -10,13 +10,14 @@ from interlock.compiler.context import Alias, CompileContext, Model, Provider
 from interlock.compiler.diagnostics import did_you_mean
 from interlock.compiler.loader import NAMED_SECTIONS, Entry, Path, SourceDoc, dotted
 from interlock.compiler.schema_errors import show_value
-from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
+from interlock.compiler.secrets import CREDENTIAL_KEY, contains_secret, looks_like_secret
 from interlock.compiler.validate import REDACTED, Salvaged, salvage
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
     LintSection,
     ModelFacts,
+    PreflightSection,
     ProviderSection,
     ServerSection,
     SourceFile,
@@ -27,6 +28,7 @@ SINGLETON_MODELS: dict[str, type[BaseModel]] = {
     "server": ServerSection,
     "health": HealthSection,
     "timeouts": TimeoutsSection,
+    "preflight": PreflightSection,
     "lint": LintSection,
 }
 
@@ -99,7 +101,9 @@ def _top_level(ctx: CompileContext, doc: SourceDoc, *, is_main: bool) -> None:
             "IL004",
             doc.span(()),
             f"a configuration file must be a mapping of sections, not {_kind(doc.data)}",
-            value=show_value(doc.data),
+            # not the text itself: this may be any file (an INI file of credentials); the excerpt of
+            # its first line is all that is shown, cut and masked
+            value=None if isinstance(doc.data, str) else show_value(doc.data),
             hint="start with `version: 1` and sections such as `providers:` and `aliases:`",
         )
         doc.data = {}
@@ -165,6 +169,9 @@ def _check_include(ctx: CompileContext, doc: SourceDoc, value: Any) -> None:
     )
 
 
+_STORE_IT = "store it in an environment variable and name it: `api_key_env: VARIABLE_NAME`"
+
+
 def _credentials(ctx: CompileContext, doc: SourceDoc, value: Any, at: Path) -> None:
     """Report credential values written inline, mask them in source excerpts, and cut them out."""
     if isinstance(value, list):
@@ -180,25 +187,38 @@ def _credentials(ctx: CompileContext, doc: SourceDoc, value: Any, at: Path) -> N
     names_here = (len(at) == 1 and at[0] in NAMED_SECTIONS) or (bool(at) and at[-1] in NAME_TABLES)
     for key in list(value):
         path = (*at, key)
-        if not names_here and isinstance(key, str) and CREDENTIAL_KEY.match(key):
+        if looks_like_secret(key):
+            _inline(ctx, doc, path, "a key that looks like a credential is written inline")
+            del value[key]
+        elif not names_here and isinstance(key, str) and CREDENTIAL_KEY.match(key):
             _inline(ctx, doc, path, "a credential is written inline")
             del value[key]
         elif key != "api_key_env" and looks_like_secret(value[key]):
             # `api_key_env` holding a key is reported by the providers pass (IL104).
             _inline(ctx, doc, path, "a value that looks like a credential is written inline")
             value[key] = REDACTED
+        elif key == "description" and isinstance(value[key], str) and contains_secret(value[key]):
+            # descriptions reach generated code (codegen) and `explain`: nothing key-shaped may ride along
+            _inline(
+                ctx,
+                doc,
+                path,
+                "a description holds a value that looks like a credential",
+                hint="a description is shown to callers and in generated code: describe, do not paste",
+            )
+            value[key] = REDACTED
         else:
             _credentials(ctx, doc, value[key], path)
 
 
-def _inline(ctx: CompileContext, doc: SourceDoc, path: Path, what: str) -> None:
+def _inline(ctx: CompileContext, doc: SourceDoc, path: Path, what: str, hint: str = _STORE_IT) -> None:
     doc.mark_secret(path)
     ctx.sink.add(
         "IL103",
         doc.key_span(path) if isinstance(path[-1], str) else doc.span(path),
         f"{what} at `{dotted(path)}`; its value is not shown",
         path=dotted(path),
-        hint="store it in an environment variable and name it: `api_key_env: VARIABLE_NAME`",
+        hint=hint,
     )
     ctx.broken.add(dotted(path))
 

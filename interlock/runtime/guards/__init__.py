@@ -3,8 +3,10 @@
 A guard looks at one candidate and the request and either lets it through (possibly narrowing the routes
 it may use, or settling on one and holding a slot there) or names a short reason to skip it. Skipping
 costs no network time. Guards that hold a resource (a slot) go last, so a later skip never strands one.
-Today: ``HealthGuard`` (circuits, endpoint health), then ``SlotGuard`` (worker choice, slot admission).
-Later issues add capability preflight and a context-window guard as new modules here.
+In order: ``CapabilityGuard`` and ``ContextGuard`` (what the request needs against what the candidate
+can do: a skip here is a *misfit*, recorded in the request's ``Preflight``), ``HealthGuard`` (circuits,
+endpoint health), ``SlotGuard`` (worker choice, slot admission), then ``OllamaOptionsGuard``, which
+never skips and only settles what the chosen Ollama worker is sent (``num_ctx``, ``think``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlock.runtime.plan import Candidate, Route
+from interlock.runtime.preflight import Preflight
 from interlock.runtime.slots import SlotLease
 
 
@@ -24,7 +27,9 @@ class Admission:
 
     candidate: Candidate
     routes: tuple[Route, ...]  # still eligible; guards narrow it
+    preflight: Preflight | None = None  # the request's needs and findings (one per request)
     route: Route | None = None  # the one to call, once chosen
+    body: Mapping[str, Any] | None = None  # what this candidate is sent, when not the caller's body
     lease: SlotLease | None = None  # held slot, released by whoever ends the call
     queued_s: float = 0.0  # time spent waiting for a slot
 

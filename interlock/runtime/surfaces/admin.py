@@ -91,6 +91,10 @@ def build_admin(gateway: Gateway) -> FastAPI:
     async def health() -> Response:
         return json_response(health_report(gateway))
 
+    @app.api_route("/v1/metadata", methods=READ)
+    async def metadata() -> Response:
+        return json_response(metadata_report(gateway))
+
     @app.api_route("/metrics", methods=READ)
     async def metrics() -> Response:
         return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE)
@@ -206,3 +210,30 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         "workers": workers,
         "candidates": candidates,
     }
+
+
+def metadata_report(gateway: Gateway) -> dict[str, Any]:
+    """What the preflight knows now: live worker facts, and per candidate and route its capabilities and
+    effective context with their source (``loaded``, ``modelfile``, ``default``, ``declared``, ...)."""
+    from interlock.runtime.fit import capabilities_on, effective_context
+
+    plan, facts = gateway.plan, gateway.facts
+    candidates: dict[str, Any] = {}
+    for cid, candidate in plan.candidates.items():
+        routes = {}
+        for route in candidate.routes:
+            caps = capabilities_on(route, candidate, facts)
+            window, source = effective_context(route, candidate, facts)
+            info = facts.model(route.endpoint.label, candidate.facts_key) if route.worker else None
+            if caps is None:
+                caps_source = "unknown"
+            else:
+                caps_source = "live" if info is not None and info.capabilities is not None else "declared"
+            routes[route.endpoint.label] = {
+                "capabilities": sorted(caps) if caps is not None else None,
+                "capabilities_source": caps_source,
+                "context_tokens": window,
+                "context_source": source,
+            }
+        candidates[cid] = routes
+    return {"mode": plan.preflight.mode, "workers": facts.snapshot(), "candidates": candidates}

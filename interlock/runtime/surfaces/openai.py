@@ -27,7 +27,9 @@ from interlock.runtime.errors import (
     SlotUnavailable,
 )
 from interlock.runtime.journal import RequestRecord, request_id
+from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
+from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.upstream.base import ChatStream
@@ -303,6 +305,7 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         else:
             model, stream = check_embeddings(body), False
         target = resolve(plan, model)
+        preflight = Preflight(needs_of(body, endpoint, plan.preflight), plan.preflight.mode)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -319,9 +322,11 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
     watch = DisconnectWatch(receive)
     try:
         if stream:
-            status = await _stream(gateway, plan, target, body, headers, send, watch, record)
+            status = await _stream(gateway, plan, target, body, preflight, headers, send, watch, record)
         else:
-            status = await _answer(gateway, plan, target, body, headers, send, watch, endpoint, record)
+            status = await _answer(
+                gateway, plan, target, body, preflight, headers, send, watch, endpoint, record
+            )
     except asyncio.CancelledError:
         if not watch.swallow():
             raise
@@ -340,6 +345,7 @@ async def _answer(
     plan: RuntimePlan,
     target: Target,
     body: dict[str, Any],
+    preflight: Preflight,
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
@@ -348,12 +354,18 @@ async def _answer(
 ) -> int:
     router = gateway.router
     try:
-        answered = await (router.chat(target, body) if endpoint == "chat" else router.embed(target, body))
+        answered = await (
+            router.chat(target, body, preflight)
+            if endpoint == "chat"
+            else router.embed(target, body, preflight)
+        )
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
         record.error = exc
+        headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
     record.answered = answered
+    headers.extend(preflight.headers())
     result = answered.result
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
@@ -369,6 +381,7 @@ async def _stream(
     plan: RuntimePlan,
     target: Target,
     body: dict[str, Any],
+    preflight: Preflight,
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
@@ -376,12 +389,14 @@ async def _stream(
 ) -> int:
     router = gateway.router
     try:
-        answered: Answered[ChatStream] = await router.chat_stream(target, body)
+        answered: Answered[ChatStream] = await router.chat_stream(target, body, preflight)
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
         record.error = exc
+        headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
     record.answered = answered
+    headers.extend(preflight.headers())
     cid = answered.candidate.id
     stream = answered.result
     try:

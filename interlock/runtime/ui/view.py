@@ -5,8 +5,8 @@ state; the page renders them, ``/ui/<section>`` renders one. Work is bounded by 
 fixed rings (samples, recent events); nothing here is on the request path, and nothing here holds a
 URL, a header value, a prompt or a credential: names, states, times, counts and classes only.
 
-New facts (loaded models from Ollama, learned speeds) plug in as accessors: ``loaded_models`` is the
-place for the first, and says "not known" until a source exists (the page shows that, not a guess).
+New facts plug in as accessors (``loaded_models`` and ``model_facts`` read the live Ollama metadata of
+``runtime.facts``); a fact nobody has reported is shown as "not known", never guessed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from interlock.runtime.fit import capabilities_on, effective_context
 from interlock.runtime.health import iso_utc
 from interlock.runtime.plan import Candidate, worker_label
 from interlock.runtime.samples import Sample, share
@@ -99,9 +100,38 @@ def slot_state(gateway: Gateway, worker: str) -> dict[str, Any]:
 
 
 def loaded_models(gateway: Gateway, worker: str) -> list[dict[str, Any]] | None:
-    """The models a worker has in memory, with their context. None: this gateway has no source for it
-    yet (the probe reads ``/api/tags``, what is installed, not ``/api/ps``); the page says "not known"."""
-    return None
+    """The models a worker has in memory (Ollama's ``/api/ps``) with their context; None: not known."""
+    limits = gateway.plan.workers[worker]
+    loaded = gateway.facts.worker(worker_label(limits.provider, worker)).loaded
+    if loaded is None:
+        return None
+    return [{"model": model, "context_tokens": ctx} for model, ctx in sorted(loaded.items())]
+
+
+def model_facts(gateway: Gateway, candidate: Candidate) -> list[dict[str, Any]]:
+    """Per route of a candidate: capabilities and context, live where a worker said, else declared."""
+    facts = gateway.facts
+    rows = []
+    for route in candidate.routes:
+        caps = capabilities_on(route, candidate, facts)
+        window, source = effective_context(route, candidate, facts)
+        info = facts.model(route.endpoint.label, candidate.facts_key) if route.worker else None
+        live_caps = info is not None and info.capabilities is not None
+        rows.append(
+            {
+                "where": route.worker or candidate.provider,
+                "capabilities": sorted(caps) if caps is not None else None,
+                "capabilities_source": "live" if live_caps else "declared" if caps is not None else "unknown",
+                "max_context": info.max_context if info is not None else candidate.context_tokens,
+                "modelfile_num_ctx": info.modelfile_num_ctx if info is not None else None,
+                "loaded_context": facts.loaded_context(route.endpoint.label, candidate.facts_key)
+                if route.worker
+                else None,
+                "context_tokens": window,
+                "context_source": source,
+            }
+        )
+    return rows
 
 
 def telemetry(gateway: Gateway, worker: str) -> dict[str, Any] | None:
@@ -182,18 +212,10 @@ def workers(gateway: Gateway, now: float) -> dict[str, Any]:
 
 
 def models(gateway: Gateway, now: float) -> dict[str, Any]:
-    rows = []
-    for cid, candidate in gateway.plan.candidates.items():
-        rows.append(
-            {
-                "id": cid,
-                "provider": candidate.provider,
-                "capabilities": sorted(candidate.capabilities)
-                if candidate.capabilities is not None
-                else None,
-                "context_tokens": candidate.context_tokens,
-            }
-        )
+    rows = [
+        {"id": cid, "provider": candidate.provider, "routes": model_facts(gateway, candidate)}
+        for cid, candidate in gateway.plan.candidates.items()
+    ]
     return {"models": rows}
 
 

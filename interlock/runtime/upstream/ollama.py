@@ -2,6 +2,7 @@
 
 The native API, not Ollama's /v1, because only it can set ``num_ctx`` and other options per request.
 Translation both ways lives in ``ollama_wire``; this module only sends. Probe: GET /api/tags.
+``metadata`` fetches /api/show, /api/ps and /api/tags for the metadata fetcher (outside the request path).
 """
 
 from __future__ import annotations
@@ -46,3 +47,10 @@ class OllamaAdapter(Adapter):
         answer = await request_json(self._client, probe, "GET", "/api/tags", None)
         if not isinstance(answer, dict) or not isinstance(answer.get("models"), list):
             raise MalformedResponse("/api/tags has no model list")
+
+    async def metadata(self, endpoint: Endpoint, path: str, model: str | None, timeout_s: float) -> Any:
+        """The JSON answer of ``GET /api/tags``, ``GET /api/ps`` or (with ``model``) ``POST /api/show``."""
+        probe = probe_endpoint(endpoint, timeout_s)
+        if model is None:
+            return await request_json(self._client, probe, "GET", path, None)
+        return await request_json(self._client, probe, "POST", path, orjson.dumps({"model": model}))

@@ -1,0 +1,64 @@
+"""Skip a candidate (or narrow to its workers) known to lack a capability the request needs.
+
+Known means declared in the plan or reported live by the worker's ``/api/show``; unknown passes
+(availability wins) and is noted when the request needs more than plain completion. ``observe`` mode
+reports what it would skip and lets everything through; ``off`` checks nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from interlock.runtime.facts import FactsTable
+from interlock.runtime.fit import capabilities_on
+from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.metrics import Metrics
+from interlock.runtime.preflight import Misfit
+
+log = logging.getLogger("interlock.preflight")
+PLAIN = (frozenset({"completion"}), frozenset({"embedding"}))
+
+
+class CapabilityGuard(Guard):
+    def __init__(self, facts: FactsTable, metrics: Metrics) -> None:
+        self.facts = facts
+        self.metrics = metrics
+
+    async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+        preflight = admission.preflight
+        if preflight is None or preflight.mode == "off":
+            return None
+        needed = preflight.needs.capabilities
+        candidate = admission.candidate
+        routes = admission.routes
+        keep = []
+        lacking: set[str] = set()
+        unknown = False
+        for route in routes:
+            caps = capabilities_on(route, candidate, self.facts)
+            if caps is None:
+                unknown = True
+                keep.append(route)
+            elif needed <= caps:
+                keep.append(route)
+            else:
+                lacking |= needed - caps
+        if unknown and needed not in PLAIN:
+            preflight.note(f"capabilities of {candidate.id} unknown")
+        if not lacking:
+            return None
+        reason = "lacks_" + sorted(lacking)[0]
+        detail = f"lacks {', '.join(sorted(lacking))}"
+        if not preflight.enforcing:
+            self.metrics.preflight.labels(candidate.metric_label, reason, "observed").inc()
+            preflight.note(f"observe: {candidate.id} {detail}")
+            log.info("preflight (observe): %s %s", candidate.id, detail)
+            return None
+        if keep:  # some workers lack it (live facts differ per worker): use the others
+            admission.routes = tuple(keep)
+            return None
+        self.metrics.preflight.labels(candidate.metric_label, reason, "skipped").inc()
+        preflight.misfits.append(Misfit(candidate.id, "capability", reason, detail))
+        return reason

@@ -1,0 +1,53 @@
+"""Last, once the worker is chosen: what an Ollama candidate is sent, per its (worker, model) facts.
+
+- ``options.num_ctx``: the effective context of the chosen route, unless the caller set one (checked
+  by the needs and the context guard). Without it Ollama uses its own default and truncates silently.
+- ``think`` (and ``reasoning_effort``, which the adapter turns into ``think``): kept only where the model
+  is known to think; dropped elsewhere, and the response says so (Ollama answers 400 to ``think`` for
+  a model without the capability). A caller who *requires* thinking never gets here with such a model
+  in enforce mode: the capability guard skipped it.
+
+The caller's body is never changed: a changed copy goes into ``admission.body``. Never skips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from interlock.runtime.facts import FactsTable
+from interlock.runtime.fit import capabilities_on, effective_context
+from interlock.runtime.guards import Admission, Guard
+
+THINK_KEYS = ("think", "reasoning_effort")
+
+
+class OllamaOptionsGuard(Guard):
+    def __init__(self, facts: FactsTable) -> None:
+        self.facts = facts
+
+    async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+        candidate, route, preflight = admission.candidate, admission.route, admission.preflight
+        if candidate.kind != "ollama" or route is None or preflight is None:
+            return None
+        needs = preflight.needs
+        out: dict[str, Any] | None = None
+        if needs.num_ctx is None and "embedding" not in needs.capabilities:
+            window, _ = effective_context(route, candidate, self.facts)
+            if window is not None:
+                out = dict(body)
+                options = body.get("options")
+                out["options"] = (
+                    {**options, "num_ctx": window} if isinstance(options, Mapping) else {"num_ctx": window}
+                )
+        if "think" in body or "reasoning_effort" in body:
+            caps = capabilities_on(route, candidate, self.facts)
+            if caps is None or "thinking" not in caps:
+                out = dict(body) if out is None else out
+                for key in THINK_KEYS:
+                    out.pop(key, None)
+                known = "unknown" if caps is None else "not thinking-capable"
+                preflight.note(f"think dropped for {candidate.id} ({known})")
+        if out is not None:
+            admission.body = out
+        return None
