@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.codegen",  # codegen
     "interlock.commands.serve",  # serve
     "interlock.commands.status",  # status
+    "interlock.commands.whatif",  # simulate
     "interlock.commands.demo",  # demo
     "interlock.commands.telemetry",  # telemetry-sidecar
 )

@@ -49,7 +49,7 @@ class PlanLoader:
     def __init__(self, path: str, env: Mapping[str, str]) -> None:
         self.path = path
         self.env = dict(env)
-        self.is_config = _is_config(path)
+        self.is_config = is_config(path)
 
     def __call__(self) -> RuntimePlan:
         return self.load(self.read())
@@ -86,7 +86,7 @@ class PlanLoader:
         return load_plan(self.compile(sys.stderr), self.env, origin=self.path)
 
 
-def _is_config(path: str) -> bool:
+def is_config(path: str) -> bool:
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):
         return True
