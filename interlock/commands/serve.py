@@ -36,7 +36,14 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="(default: info)"
     )
-    p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
+    p.add_argument(
+        "--access-log",
+        nargs="?",
+        const="text",
+        choices=("text", "json"),
+        help="log every request to stderr: `json` one JSON object a line (docs/operations.md), "
+        "`text` (or no value) uvicorn's line; off by default",
+    )
     p.set_defaults(handler=run_serve)
 
 
@@ -135,7 +142,7 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if options.workers == 1:
-        run(Gateway(plan, source=loader), sock, options)
+        run(Gateway(plan, source=loader, access_log_json=options.access_log == "json"), sock, options)
         return 0
     return Supervisor(options.workers, worker_main, (loader, sock, options)).run()
 
@@ -150,4 +157,4 @@ def worker_main(loader: PlanLoader, sock: socket.socket, options: Any) -> None:
     from interlock.runtime.server import configure_logging, run
 
     configure_logging(options.log_level)
-    run(Gateway(loader(), source=loader), sock, options)
+    run(Gateway(loader(), source=loader, access_log_json=options.access_log == "json"), sock, options)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
@@ -33,6 +34,16 @@ MAX_REQUEST_ID = 128
 _PLAIN_ID = re.compile(rb"[A-Za-z0-9._:/+=@-]{1,%d}" % MAX_REQUEST_ID)
 RECENT_EVENTS = 200  # the ring of recent fallbacks and errors shown on the status page
 MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut short
+
+
+def configure_access_log(stream: TextIO | None = None) -> None:
+    """Send the JSON access log, one bare JSON object a line, to ``stream`` (default: standard error),
+    whatever the level of the other logs."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access_log.handlers[:] = [handler]
+    access_log.setLevel(logging.INFO)
+    access_log.propagate = False
 
 
 def request_id(headers: list[tuple[bytes, bytes]]) -> bytes:

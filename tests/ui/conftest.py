@@ -85,7 +85,7 @@ class Fleet:
         )
 
 
-def _fleet(folder: Path) -> Iterator[Fleet]:
+def _fleet(folder: Path, *args: str) -> Iterator[Fleet]:
     # gpu-b is first in team/chat: it answers until it dies; then gpu-a does, streaming slowly.
     gpu_a = FakeOllama(name="gpu-a", reply=Reply(text=" ".join(["word"] * 30), chunk_delay_s=0.15)).start()
     gpu_b = FakeOllama(name="gpu-b").start()
@@ -94,7 +94,9 @@ def _fleet(folder: Path) -> Iterator[Fleet]:
     fleet = Fleet(gpu_a, gpu_b, cloud, config, served=None)  # type: ignore[arg-type]
     fleet.write_config()
     try:
-        fleet.served = Served(config, {"CLOUD_KEY": CLOUD_KEY}, folder / "serve.log", "--log-level", "debug")
+        fleet.served = Served(
+            config, {"CLOUD_KEY": CLOUD_KEY}, folder / "serve.log", "--log-level", "debug", *args
+        )
         yield fleet
     finally:
         for thread in fleet.streams:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.harness import wait_until
 from tests.ui.browser import ROOT, Console, artifacts, browser
-from tests.ui.conftest import EXTRA, Fleet
+from tests.ui.conftest import CLOUD_KEY, EXTRA, Fleet
 
 DOCS_SCREENSHOT = ROOT / "docs" / "images" / "status-page.png"
 
@@ -55,6 +55,10 @@ def test_the_page_shows_a_dead_box_an_open_circuit_and_slots_in_use(fleet: Fleet
     assert "up" in gpu_a.locator("h3").inner_text()
     assert "2 of 3 in use" in gpu_a.inner_text()
     assert gpu_a.locator("svg.spark path.used").count() == 1
+
+    html = page.content()  # names, states and classes only: no credential, no upstream URL
+    assert CLOUD_KEY not in html
+    assert all(fake.url not in html for fake in (fleet.gpu_a, fleet.gpu_b, fleet.cloud))
 
     events = page.locator("#events tbody")
     assert "fallback" in events.inner_text()
