@@ -5,7 +5,10 @@ callables, so what is measured is interlock's hot path alone: body parsing and c
 guards, the router's bookkeeping and metrics, response shaping. The HTTP server (uvicorn) and the
 upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_client.py.
 
-    .venv/bin/python bench/hot_path.py [--requests 20000] [--profile]
+    .venv/bin/python bench/hot_path.py [--requests 20000] [--profile] [--access-log json]
+
+``--access-log json`` runs every case twice in one process, without and with the JSON access log
+(written to a temporary file), and prints both and their ratio.
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ async def drive(gateway: Gateway, body: bytes, requests: int) -> float:
     return spent / requests
 
 
-async def main(requests: int, profile: bool) -> None:
+async def main(requests: int, profile: bool, access_log: str | None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "bench.yaml"
         config.write_text(CONFIG)
@@ -126,6 +129,12 @@ async def main(requests: int, profile: bool) -> None:
 
     gateway = Gateway(plan, open_adapters=instant, probes=False)
     await gateway.startup()
+    logged: Gateway | None = None
+    log_file = None
+    if access_log == "json":
+        log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+        logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
+        await logged.startup()
     cases = {
         "openai candidate": orjson.dumps(
             {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]}
@@ -166,8 +175,19 @@ async def main(requests: int, profile: bool) -> None:
             profiler.print(show_all=False)
         else:
             per = await drive(gateway, body, requests)
-        print(f"{name:28} {per * 1e6:6.1f} µs CPU per request (interlock's own code, no sockets)")
+        if logged is None:
+            print(f"{name:28} {per * 1e6:6.1f} µs CPU per request (interlock's own code, no sockets)")
+            continue
+        await drive(logged, body, 500)
+        with_log = await drive(logged, body, requests)
+        print(
+            f"{name:28} {per * 1e6:6.1f} µs without the access log, {with_log * 1e6:6.1f} µs with it "
+            f"(x{with_log / per:.2f}, +{(with_log - per) * 1e6:.1f} µs)"
+        )
     await gateway.shutdown()
+    if logged is not None and log_file is not None:
+        await logged.shutdown()
+        log_file.close()
 
 
 if __name__ == "__main__":
@@ -176,8 +196,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile per case")
+    parser.add_argument("--access-log", choices=("json",), help="also measure with the JSON access log on")
     args = parser.parse_args()
     import uvloop
 
-    uvloop.run(main(args.requests, args.profile))
+    uvloop.run(main(args.requests, args.profile, args.access_log))
     sys.exit(0)

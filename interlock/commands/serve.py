@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
 
@@ -142,7 +142,7 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if options.workers == 1:
-        run(Gateway(plan, source=loader, access_log_json=options.access_log == "json"), sock, options)
+        run(Gateway(plan, source=loader, access_log=_access_log(options)), sock, options)
         return 0
     return Supervisor(options.workers, worker_main, (loader, sock, options)).run()
 
@@ -157,4 +157,9 @@ def worker_main(loader: PlanLoader, sock: socket.socket, options: Any) -> None:
     from interlock.runtime.server import configure_logging, run
 
     configure_logging(options.log_level)
-    run(Gateway(loader(), source=loader, access_log_json=options.access_log == "json"), sock, options)
+    run(Gateway(loader(), source=loader, access_log=_access_log(options)), sock, options)
+
+
+def _access_log(options: Any) -> BinaryIO | None:
+    """Where the JSON access log goes: this process's standard error, or nowhere."""
+    return sys.stderr.buffer if options.access_log == "json" else None

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
@@ -78,7 +78,7 @@ class Gateway:
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
-        access_log_json: bool = False,
+        access_log: BinaryIO | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
@@ -104,7 +104,7 @@ class Gateway:
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
-        self.journal = Journal(access_log_json=access_log_json)
+        self.journal = Journal(access_log=access_log)  # the JSON access log's stream, when on
         self.samples = Samples(self.slots, self.metrics, wall=wall)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())

@@ -25,7 +25,6 @@ from types import FrameType
 from typing import Any
 
 from interlock.runtime.app import Gateway
-from interlock.runtime.journal import configure_access_log
 
 log = logging.getLogger("interlock")
 
@@ -102,8 +101,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     )
     if options.access_log == "text":  # uvicorn's log_level applies to its access logger too
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
-    elif options.access_log == "json":
-        configure_access_log()
+
     server = uvicorn.Server(config)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler is in place: never die of it
 
