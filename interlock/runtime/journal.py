@@ -35,16 +35,6 @@ RECENT_EVENTS = 200  # the ring of recent fallbacks and errors shown on the stat
 MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut short
 
 
-def request_id(headers: list[tuple[bytes, bytes]]) -> bytes:
-    """The caller's ``X-Request-Id`` when it is 1-128 plain characters, else a fresh random one."""
-    for name, value in headers:
-        if name == REQUEST_ID_HEADER:
-            if _PLAIN_ID.fullmatch(value):
-                return value
-            break
-    return secrets.token_hex(12).encode()
-
-
 class RequestRecord:
     """Filled by the request path as it goes; read only by ``Journal.finish``."""
 
@@ -112,6 +102,19 @@ class Journal:
         self.events: deque[Event] = deque(maxlen=size)
         self.requests = 0
         self._clock = _Clock()
+        self._id_prefix = secrets.token_hex(6)  # this process's ids: random prefix, then a counter
+        self._ids = 0
+
+    def request_id(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """The caller's ``X-Request-Id`` when it is 1-128 plain characters, else a new one (24 hex
+        digits: a random per-process prefix and a counter, unique without a syscall per request)."""
+        for name, value in headers:
+            if name == REQUEST_ID_HEADER:
+                if _PLAIN_ID.fullmatch(value):
+                    return value
+                break
+        self._ids += 1
+        return b"%s%012x" % (self._id_prefix.encode(), self._ids)
 
     def finish(self, record: RequestRecord) -> None:
         """The one call at the end of a request: O(1) unless it must write a log line."""

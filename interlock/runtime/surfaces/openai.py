@@ -26,7 +26,7 @@ from interlock.runtime.errors import (
     InvalidRequest,
     SlotUnavailable,
 )
-from interlock.runtime.journal import RequestRecord, request_id
+from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.preflight import Preflight
@@ -292,7 +292,7 @@ async def method_not_allowed(gateway: Gateway, scope: Scope, receive: Receive, s
 
 
 async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
-    record = RequestRecord(endpoint, request_id(scope["headers"]))
+    record = RequestRecord(endpoint, gateway.journal.request_id(scope["headers"]))
     started = record.started
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
