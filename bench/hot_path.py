@@ -5,10 +5,12 @@ callables, so what is measured is interlock's hot path alone: body parsing and c
 guards, the router's bookkeeping and metrics, response shaping. The HTTP server (uvicorn) and the
 upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_client.py.
 
-    .venv/bin/python bench/hot_path.py [--requests 20000] [--profile] [--access-log json]
+    .venv/bin/python bench/hot_path.py [--requests 20000] [--profile]
 
-``--access-log json`` runs every case twice in one process, without and with the JSON access log
-(written to a temporary file), and prints both and their ratio.
+The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
+(an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
+run the first case and the stream with the JSON access log on (``--access-log json``; written to a
+temporary file): one line per request, flushed.
 """
 
 from __future__ import annotations
@@ -83,13 +85,19 @@ class InstantAdapter(Adapter):
         return None
 
 
-async def drive(gateway: Gateway, body: bytes, requests: int) -> float:
+async def drive(
+    gateway: Gateway, body: bytes, requests: int, extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> float:
     """Seconds of CPU per request through ``gateway``'s ASGI callable."""
     scope = {
         "type": "http",
         "method": "POST",
         "path": "/v1/chat/completions",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *extra,
+        ],
     }
     disconnected = asyncio.Event()
 
@@ -115,11 +123,24 @@ async def drive(gateway: Gateway, body: bytes, requests: int) -> float:
     return spent / requests
 
 
-async def main(requests: int, profile: bool, access_log: str | None) -> None:
+CORS = "  cors: {allow_origins: [https://app.example.com, http://localhost:5173]}\n"
+
+
+def load(config_text: str) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "bench.yaml"
-        config.write_text(CONFIG)
-        plan = PlanLoader(str(config), {"BENCH_KEY": "sk-bench"})()
+        config.write_text(config_text)
+        return PlanLoader(str(config), {"BENCH_KEY": "sk-bench"})()
+
+
+async def main(requests: int, profile: bool) -> None:
+    plan = load(CONFIG)
+    cors_plan = load(
+        CONFIG.replace(
+            "server: {default_alias: bench/chat, alias_namespace: bench/}\n",
+            "server:\n  default_alias: bench/chat\n  alias_namespace: bench/\n" + CORS,
+        )
+    )
 
     async def instant() -> tuple[Mapping[str, Adapter], Any]:
         async def close() -> None:
@@ -129,65 +150,82 @@ async def main(requests: int, profile: bool, access_log: str | None) -> None:
 
     gateway = Gateway(plan, open_adapters=instant, probes=False)
     await gateway.startup()
-    logged: Gateway | None = None
-    log_file = None
-    if access_log == "json":
-        log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
-        logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
-        await logged.startup()
-    cases = {
-        "openai candidate": orjson.dumps(
-            {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]}
+    with_cors = Gateway(cors_plan, open_adapters=instant, probes=False)
+    await with_cors.startup()
+    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+    logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
+    await logged.startup()
+    assert with_cors.plan.cors is not None
+    chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})
+    origin = ((b"origin", b"http://localhost:5173"),)
+    cases: dict[str, tuple[Gateway, bytes, tuple[tuple[bytes, bytes], ...]]] = {
+        "openai candidate": (gateway, chat, ()),
+        "ollama candidate (slots)": (
+            gateway,
+            orjson.dumps({"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}),
+            (),
         ),
-        "ollama candidate (slots)": orjson.dumps(
-            {"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}
+        "ollama, 4 KB prompt + tools": (
+            gateway,
+            orjson.dumps(
+                {
+                    "model": "bench/local",
+                    "messages": [
+                        {"role": "system", "content": "You are a careful assistant. " * 20},
+                        {"role": "user", "content": "Summarise the following notes please. " * 90},
+                    ],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "lookup",
+                                "description": "Look a term up",
+                                "parameters": {"type": "object", "properties": {"term": {"type": "string"}}},
+                            },
+                        }
+                    ],
+                }
+            ),
+            (),
         ),
-        "ollama, 4 KB prompt + tools": orjson.dumps(
-            {
-                "model": "bench/local",
-                "messages": [
-                    {"role": "system", "content": "You are a careful assistant. " * 20},
-                    {"role": "user", "content": "Summarise the following notes please. " * 90},
-                ],
-                "tools": [
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": "lookup",
-                            "description": "Look a term up",
-                            "parameters": {"type": "object", "properties": {"term": {"type": "string"}}},
-                        },
-                    }
-                ],
-            }
+        "stream, 5 chunks": (
+            gateway,
+            orjson.dumps(
+                {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            ),
+            (),
         ),
-        "stream, 5 chunks": orjson.dumps(
-            {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        "CORS on, no Origin": (with_cors, chat, ()),
+        "CORS on, listed Origin": (with_cors, chat, origin),
+        "JSON access log on": (logged, chat, ()),
+        "stream, JSON access log on": (
+            logged,
+            orjson.dumps(
+                {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            ),
+            (),
         ),
     }
-    for name, body in cases.items():
-        await drive(gateway, body, 500)  # warm up
+    baseline = 0.0
+    for name, (target, body, extra) in cases.items():
+        await drive(target, body, 500, extra)  # warm up
         if profile:
             from pyinstrument import Profiler
 
             with Profiler(interval=0.0001) as profiler:
-                per = await drive(gateway, body, requests)
+                per = await drive(target, body, requests, extra)
             profiler.print(show_all=False)
         else:
-            per = await drive(gateway, body, requests)
-        if logged is None:
-            print(f"{name:28} {per * 1e6:6.1f} µs CPU per request (interlock's own code, no sockets)")
-            continue
-        await drive(logged, body, 500)
-        with_log = await drive(logged, body, requests)
+            per = await drive(target, body, requests, extra)
+        baseline = baseline or per
         print(
-            f"{name:28} {per * 1e6:6.1f} µs without the access log, {with_log * 1e6:6.1f} µs with it "
-            f"(x{with_log / per:.2f}, +{(with_log - per) * 1e6:.1f} µs)"
+            f"{name:28} {per * 1e6:6.1f} µs CPU per request (interlock's own code, no sockets)"
+            f"  {per / baseline:4.2f}x openai candidate"
         )
     await gateway.shutdown()
-    if logged is not None and log_file is not None:
-        await logged.shutdown()
-        log_file.close()
+    await with_cors.shutdown()
+    await logged.shutdown()
+    log_file.close()
 
 
 if __name__ == "__main__":
@@ -196,9 +234,8 @@ if __name__ == "__main__":
     )
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile per case")
-    parser.add_argument("--access-log", choices=("json",), help="also measure with the JSON access log on")
     args = parser.parse_args()
     import uvloop
 
-    uvloop.run(main(args.requests, args.profile, args.access_log))
+    uvloop.run(main(args.requests, args.profile))
     sys.exit(0)

@@ -1,4 +1,10 @@
-"""`compile`, `lint`, `explain` and `schema`: the compiler's commands."""
+"""`compile`, `lint`, `explain` and `schema`: the compiler's commands.
+
+With ``--format json`` the stream that carries diagnostics (stderr for ``compile``, whose stdout may be the
+plan; stdout for ``lint``) holds exactly one JSON document, the diagnostics array (``[]`` when clean), and
+no text line is mixed into any stream: the status lines (``wrote ...``, ``no plan written``, ``... is up
+to date``/``stale``, the scan's file count) are left out, and the exit code (0/1/2) says the outcome.
+"""
 
 from __future__ import annotations
 
@@ -71,6 +77,12 @@ def _print_diagnostics(ctx: CompileContext, fmt: str, stream: Any) -> None:
         stream.write(text)
 
 
+def _status(args: argparse.Namespace, line: str) -> None:
+    """A human status line on stderr; none with ``--format json`` (the exit code says it)."""
+    if args.format != "json":
+        print(line, file=sys.stderr)
+
+
 def plan_text(plan: RoutingPlan) -> str:
     return canonical_json(plan.model_dump(mode="json"))
 
@@ -81,24 +93,24 @@ def run_compile(args: argparse.Namespace) -> int:
     ctx = _compile(args)
     _print_diagnostics(ctx, args.format, sys.stderr)
     if ctx.plan is None:
-        print(f"{args.config}: no plan written ({summary(ctx.sink.items)})", file=sys.stderr)
+        _status(args, f"{args.config}: no plan written ({summary(ctx.sink.items)})")
         return 1
     text = plan_text(ctx.plan)
     if args.check:
-        return _check_plan(args.check, args.config, text, ctx.plan.content_hash)
+        return _check_plan(args.check, args.config, text, ctx.plan.content_hash, quiet=args.format == "json")
     if args.output:
         try:
             write_atomically(args.output, text)
         except OutputError as exc:
             print(f"interlock: {exc}", file=sys.stderr)
             return 2
-        print(f"wrote {args.output} ({ctx.plan.content_hash})", file=sys.stderr)
+        _status(args, f"wrote {args.output} ({ctx.plan.content_hash})")
     else:
         sys.stdout.write(text)
     return 0
 
 
-def _check_plan(path: str, config: str, text: str, content_hash: str) -> int:
+def _check_plan(path: str, config: str, text: str, content_hash: str, *, quiet: bool = False) -> int:
     """Exit 1 with a short diff when the committed plan at ``path`` is not what ``config`` compiles to."""
     try:
         current = read_committed(path)
@@ -106,8 +118,11 @@ def _check_plan(path: str, config: str, text: str, content_hash: str) -> int:
         print(f"interlock: {exc}", file=sys.stderr)
         return 2
     if current == text:
-        print(f"{path} is up to date ({content_hash})", file=sys.stderr)
+        if not quiet:
+            print(f"{path} is up to date ({content_hash})", file=sys.stderr)
         return 0
+    if quiet:  # --format json: the exit code alone says the plan is stale or missing
+        return 1
     state = "does not exist" if current is None else "is stale"
     print(f"{path} {state}: run `interlock compile {config} -o {path}`", file=sys.stderr)
     if current is not None:
@@ -134,7 +149,7 @@ def run_lint(args: argparse.Namespace) -> int:
     if args.scan:
         from interlock.scan import scan_into
 
-        scan_into(ctx, args.config, args.scan, log=sys.stderr)
+        scan_into(ctx, args.config, args.scan, log=None if args.format == "json" else sys.stderr)
     _print_diagnostics(ctx, args.format, sys.stdout)
     failed = bool(ctx.sink.errors) or (args.strict and bool(ctx.sink.warnings))
     if args.format == "text" and not ctx.sink.items:

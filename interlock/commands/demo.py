@@ -127,14 +127,19 @@ def _walkthrough(demo: Demo, url: str, kill_gpu: Callable[[], None], kill_cloud:
     demo.expect(health["last_error_class"] == "connect", f"{PRIMARY} refused (connect), not timed out")
     demo.expect(health["circuit_open_until"] is not None, f"the circuit of {PRIMARY} to be open")
 
-    demo.say("\n4. The cloud goes down too: the answer is a 503 with a short summary, no upstream bodies.")
+    demo.say(
+        "\n4. The cloud goes down too: a 503 with a short summary, no upstream bodies, and Retry-After:\n"
+        "   when the first circuit closes."
+    )
     kill_cloud()
     try:
         client.chat.completions.create(model=ALIAS, messages=messages)
     except openai.APIStatusError as exc:
         message = (exc.body or {}).get("message", "") if isinstance(exc.body, dict) else str(exc)
-        demo.say(f"   HTTP {exc.status_code}: {message}")
+        retry_after = exc.response.headers.get("retry-after")
+        demo.say(f"   HTTP {exc.status_code} (Retry-After: {retry_after}): {message}")
         demo.expect(exc.status_code == 503, f"HTTP 503, got {exc.status_code}")
+        demo.expect(retry_after is not None, "Retry-After: when the first circuit closes")
         demo.expect(PRIMARY in message and FALLBACK in message, "the summary to name both candidates")
         demo.expect(DEMO_KEY not in message, "no credential in the error")
     else:

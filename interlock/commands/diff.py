@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -49,14 +50,17 @@ def run_diff(args: argparse.Namespace) -> int:
         args.parser.error("give BASE and HEAD, or --base-ref REF and HEAD")
     base_path, head_path = (paths[0], paths[-1]) if len(paths) == 2 else (paths[0], paths[0])
     sides: list[PlanInput] = []
-    failed = False
+    errors: list[dict[str, str]] = []
     for path, ref in ((base_path, args.base_ref), (head_path, args.head_ref)):
         try:
             sides.append(load_plan(path, ref, compile_options(args)))
         except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            failed = True
-    if failed:
+            errors.append({"input": path if ref is None else f"{path}@{ref}", "error": str(exc)})
+    if errors:
+        if args.format == "json":  # stderr stays machine-readable too: one array of the inputs' errors
+            sys.stderr.write(json.dumps(errors, indent=2, ensure_ascii=False) + "\n")
+        else:
+            sys.stderr.write("".join(f"error: {e['error']}\n" for e in errors))
         return 1
     base, head = sides
     changes = diff_plans(base.plan, head.plan)

@@ -138,7 +138,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return 1
     print(
         f"interlock serving {url_of(sock)} (plan {plan.content_hash}, {_count(len(plan.aliases), 'alias')}, "
-        f"{_count(options.workers, 'worker')})",
+        f"{_count(options.workers, 'process')})",
         flush=True,
     )
     if options.workers == 1:

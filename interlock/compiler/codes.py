@@ -110,4 +110,13 @@ CODES: dict[str, CodeInfo] = _codes(
     # Drift gate (`lint --scan`)
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),
+    # Server
+    ("IL801", "cors-any-origin-with-credentials", "error", "CORS allows any origin (`*`) and credentials."),
+    (
+        "IL802",
+        "bad-cors-origin",
+        "error",
+        "A CORS origin is malformed, or `allow_origins` is empty or mixes `*` with others.",
+    ),
+    ("IL803", "bad-cors-header", "error", "A CORS `allow_headers` entry is not a header name."),
 )

@@ -21,7 +21,7 @@ from interlock.schema.config import (
     TelemetrySection,
     TimeoutsSection,
 )
-from interlock.schema.plan import PlanPattern, RoutingPlan
+from interlock.schema.plan import PlanCors, PlanPattern, RoutingPlan
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,8 @@ class CompileContext:
     and were pruned: later passes stay quiet about them instead of reporting a second, derived error."""
     # filled by `workers`
     workers: dict[str, Worker] = field(default_factory=dict)
+    # filled by `cors`
+    cors: PlanCors | None = None
     # filled by `aliases`
     expanded: dict[str, list[Link]] = field(default_factory=dict)
     # filled by `emit`

@@ -37,6 +37,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "max_connections": ctx.server.max_connections,
             "max_upstream_body_bytes": ctx.server.max_upstream_body_bytes,
             "max_stream_line_bytes": ctx.server.max_stream_line_bytes,
+            "cors": ctx.cors.model_dump(mode="json") if ctx.cors is not None else None,
         },
         "health": {
             "probe_interval_ms": ctx.health.probe_interval,

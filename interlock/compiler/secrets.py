@@ -70,6 +70,9 @@ def redact_text(text: str) -> str:
     return _INLINE_CREDENTIAL.sub(_mask_pair, text)
 
 
+_NOT_A_SECRET = frozenset(("***", "...", "|", ">", "''", '""', "true", "false", "null", "~"))
+
+
 def _mask_query(match: re.Match[str]) -> str:
     return match.group(0) if match.group("value") in ("...", "***") else match.group("key") + "***"
 
@@ -80,6 +83,8 @@ def _mask_pair(match: re.Match[str]) -> str:
         # not a credential's name, or `api_key_env: NAME` (a variable's name); a pair may follow inside
         # what was taken as the value (`c = Client(api_key="..."`)
         return key + _INLINE_CREDENTIAL.sub(_mask_pair, value)
-    if value in ("***", "...", "|", ">", "''", '""') or value.startswith(("{", "[")):
-        return match.group(0)
+    if value in _NOT_A_SECRET or value.startswith(("{", "[")):
+        return match.group(
+            0
+        )  # a placeholder, a block marker, or a YAML boolean/null (`allow_credentials: true`)
     return key + "***"

@@ -3,7 +3,9 @@
 Hot endpoints (chat completions, embeddings) are dispatched by one dictionary lookup straight to the raw
 ASGI handlers in ``surfaces.openai``; everything else goes to the FastAPI app of ``surfaces.admin``. The
 plan is swapped as a whole on reload; a request reads ``gateway.plan`` once and finishes on that plan.
-Health state and slot pools outlive reloads (they are keyed by ids and worker names).
+Health state and slot pools outlive reloads (they are keyed by ids and worker names). When the plan turns
+CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights are answered there,
+and answers to allowed origins gain the CORS headers built when the plan loaded.
 """
 
 from __future__ import annotations
@@ -133,6 +135,12 @@ class Gateway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
+            plan = self.plan
+            if plan.cors is not None:
+                admitted = await plan.cors.admit(scope, send, plan.plan_header)
+                if admitted is None:  # a preflight, answered
+                    return
+                send = admitted
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
                 await handler(self, scope, receive, send)

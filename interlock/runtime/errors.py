@@ -24,13 +24,21 @@ upstream body, a header or a credential.
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
         ├── SlotUnavailable              429 + Retry-After: queue full or waited too long
-        ├── AllCandidatesFailed          503: bounded summary, no bodies
+        ├── AllCandidatesFailed          503 (429 when every candidate is rate limited); Retry-After when
+        │                                every candidate is on hold for a known time; bounded summary
         └── RequestDoesNotFit            400: no candidate can serve what the request needs
             ├── ContextTooLarge          code `context_length_exceeded`: estimate and largest window
             └── CapabilityMissing        code `model_not_supported`: what was needed, who lacks it
+
+A ``GatewayError`` with ``retry_after`` set is answered with ``Retry-After`` (whole seconds, rounded up)
+and ``Retry-After-Ms``, which the OpenAI SDKs read first.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 class InterlockError(Exception):
@@ -104,6 +112,7 @@ class GatewayError(InterlockError):
     status = 500
     type = "server_error"
     code: str | None = None
+    retry_after: float | None = None  # seconds; answered as Retry-After when set
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -145,10 +154,59 @@ class SlotUnavailable(GatewayError):
         self.retry_after = retry_after
 
 
+@dataclass(frozen=True, slots=True)
+class CandidateOutcome:
+    """What became of one candidate in a walk that found none to answer.
+
+    ``error_class``/``status`` are the failure that counts: the call's own when it was called, else the
+    failure that put it on hold (a candidate skipped for a rate limit keeps its original 429), else the
+    guard's short skip reason. ``hold_s`` is the time until it may be tried again, None when unknown.
+    """
+
+    candidate: str
+    error_class: str
+    status: int | None = None
+    called: bool = False
+    hold: str | None = None  # `rate_limited` / `circuit_open` while on hold
+    hold_s: float | None = None
+
+    def describe(self) -> str:
+        text = self.error_class if self.status is None else f"{self.error_class} [{self.status}]"
+        if self.hold_s is None:
+            return text if self.called else f"skipped ({text})"
+        wait = whole_seconds(self.hold_s)
+        if self.hold == "rate_limited":
+            return f"{text}, holding {wait} s"
+        return f"{text}, circuit open for {wait} s"
+
+
+def whole_seconds(seconds: float) -> int:
+    """A wait as sent in ``Retry-After`` and shown in summaries: whole seconds, rounded up, at least 1."""
+    return max(1, math.ceil(seconds))
+
+
 class AllCandidatesFailed(GatewayError):
+    """No candidate answered. 429 when every one is held for a rate limit, else 503; ``retry_after`` is
+    the earliest time one may be tried again, set only when every candidate is on hold for a known time."""
+
     status = 503
     type = "server_error"
     code = "all_candidates_failed"
+
+    def __init__(self, target: str, outcomes: Sequence[CandidateOutcome]) -> None:
+        attempted = sum(1 for o in outcomes if o.called)
+        super().__init__(
+            f"no candidate of {target} could answer ({attempted} of {len(outcomes)} attempted): "
+            + "; ".join(f"{o.candidate}: {o.describe()}" for o in outcomes)
+        )
+        self.outcomes = tuple(outcomes)
+        holds = [o.hold_s for o in outcomes if o.hold_s is not None]
+        if outcomes and len(holds) == len(outcomes):
+            self.retry_after = min(holds)
+            if all(o.hold == "rate_limited" for o in outcomes):
+                self.status = 429
+                self.type = "rate_limit_error"
+                self.code = "all_candidates_rate_limited"
 
 
 class RequestDoesNotFit(GatewayError):

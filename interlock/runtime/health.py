@@ -14,7 +14,7 @@ codes and short error classes only: never bodies, messages or credentials.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +37,16 @@ class CandidateState:
     last_error_at: float | None = None
     last_error_status: int | None = None
     last_error_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Why a candidate is held back (``rate_limited``/``circuit_open``), for how long, and what caused it."""
+
+    reason: str
+    seconds: float  # from now until it may be tried again
+    error_class: str | None  # the failure that put it on hold
+    status: int | None
 
 
 @dataclass(slots=True)
@@ -97,6 +107,31 @@ class HealthBook:
         if state.rate_limited_until > now:
             return "rate_limited"
         return None
+
+    def hold(self, cid: str, labels: Iterable[str], *, in_plan: bool = True) -> Hold | None:
+        """When a candidate that cannot be used now becomes usable again, and what put it on hold.
+
+        Its own rate-limit hold or circuit first (the later of the two when both are on); else, when
+        every endpoint it may use has an open circuit, the earliest of those. None when it is usable now,
+        or when no time is known (an endpoint whose probe failed stays down until a probe succeeds).
+        """
+        state = self.candidate(cid, in_plan=in_plan)
+        now = self.clock()
+        open_, limited = state.open_until > now, state.rate_limited_until > now
+        if open_ or limited:
+            until = max(state.open_until if open_ else 0.0, state.rate_limited_until if limited else 0.0)
+            reason = "circuit_open" if open_ else "rate_limited"
+            return Hold(reason, until - now, state.last_error_class, state.last_error_status)
+        earliest: EndpointState | None = None
+        for label in labels:
+            ep = self._endpoints.get(label)
+            if ep is None or not ep.probe_ok or ep.open_until <= now:
+                return None  # usable now, or down for a time nobody knows
+            if earliest is None or ep.open_until < earliest.open_until:
+                earliest = ep
+        if earliest is None:
+            return None
+        return Hold("circuit_open", earliest.open_until - now, earliest.last_error_class, None)
 
     def endpoint_usable(self, label: str) -> bool:
         state = self._endpoints.get(label)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from interlock.runtime.errors import GatewayError, UpstreamError
+from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, GatewayError, UpstreamError
 from interlock.runtime.health import iso_utc
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class Journal:
         answered, target = record.answered, record.target
         upstream = answered.upstream_s if answered is not None else None
         queued = answered.queued_s if answered is not None else None
-        attempts = answered.attempts if answered is not None else ()
+        attempts = answered.attempts if answered is not None else _outcomes(record.error)
         usage = _usage(answered.result) if answered is not None and not record.stream else None
         return {
             "time": self._clock.iso(record.wall),
@@ -171,7 +171,15 @@ class Journal:
             "alias": _label(target.label) if target is not None else None,
             "candidate": answered.candidate.id if answered is not None else None,
             "worker": answered.route.worker if answered is not None else None,
-            "attempts": [{"candidate": c, "error_class": e} for c, e in attempts],
+            "attempts": [
+                {
+                    "candidate": o.candidate,
+                    "error_class": o.error_class,
+                    "status": o.status,
+                    "called": o.called,
+                }
+                for o in attempts
+            ],
             "status": record.status,
             "error_class": error_class(record.error),
             "duration_ms": {
@@ -182,6 +190,11 @@ class Journal:
             },
             "tokens": usage,
         }
+
+
+def _outcomes(error: BaseException | None) -> tuple[CandidateOutcome, ...]:
+    """The candidates a failed walk went through (``AllCandidatesFailed`` lists them)."""
+    return error.outcomes if isinstance(error, AllCandidatesFailed) else ()
 
 
 def _usage(result: Any) -> dict[str, int] | None:

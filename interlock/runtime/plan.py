@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from interlock.runtime.cors import CorsPolicy
 from interlock.runtime.errors import InterlockError
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import content_hash
@@ -189,6 +190,7 @@ class RuntimePlan:
     aliases: Mapping[str, Alias]
     plan_header: tuple[bytes, bytes]
     secrets: tuple[str, ...]  # credential values, only to scrub them from text we pass on
+    cors: CorsPolicy | None = None  # None: CORS off, browsers get no CORS headers
 
     def direct_candidate(self, provider: Provider, model: str) -> Candidate:
         """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
@@ -342,6 +344,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         aliases=aliases,
         plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
         secrets=tuple(secrets),
+        cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
     )
 
 

@@ -8,8 +8,11 @@ adapter with the caller's request (or the copy a guard settled for that candidat
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
 - ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once.
 
-Nothing left -> ``AllCandidatesFailed`` with a bounded summary (labels, classes, statuses; no bodies),
-unless every candidate was skipped for what the request needs: then the preflight's 400 (``refusal``).
+Nothing left -> the preflight's 400 (``refusal``) when every candidate was skipped for what the request
+needs; else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per candidate (labels, classes,
+statuses, how long each is on hold; no bodies): a candidate skipped for a rate limit or an open circuit
+keeps the error class that put it there, and when every candidate is on hold the caller is told when
+the first comes back (``Retry-After``; 429 when they are all rate limited).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 """
 
@@ -21,7 +24,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from interlock.runtime.errors import AllCandidatesFailed, DeterministicError, TransientError, UpstreamError
+from interlock.runtime.errors import (
+    AllCandidatesFailed,
+    CandidateOutcome,
+    DeterministicError,
+    TransientError,
+    UpstreamError,
+)
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
@@ -54,7 +63,7 @@ class Answered(Generic[T]):
     lease: SlotLease | None  # held only for streams; released by the stream's writer
     upstream_s: float
     queued_s: float
-    attempts: tuple[tuple[str, str], ...] = ()  # (candidate, error class) of those passed over first
+    attempts: tuple[CandidateOutcome, ...] = ()  # the candidates passed over before this one
 
 
 async def _chat(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,9 +128,7 @@ class Router:
     ) -> Answered[T]:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
-        summary: list[str] = []
-        passed: list[tuple[str, str]] = []
-        attempted = 0
+        outcomes: list[CandidateOutcome] = []
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
             admission = Admission(candidate, candidate.routes, preflight)
@@ -141,15 +148,13 @@ class Router:
                     metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
             if reason is not None:
                 admission.release()
-                summary.append(f"{candidate.id}: skipped ({reason})")
-                passed.append((candidate.id, reason))
+                outcomes.append(self._outcome(candidate, reason, None))
                 if preflight is not None:
                     preflight.skipped.append(f"{candidate.id} ({reason})")
                 self._fell_back(candidates, index, reason)
                 continue
             route = admission.route or admission.routes[0]
             label = route.endpoint.label
-            attempted += 1
             started = time.perf_counter()
             try:
                 sent = body if admission.body is None else admission.body
@@ -161,8 +166,7 @@ class Router:
                 metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                 health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
                 metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                summary.append(f"{candidate.id}: {_describe(exc)}")
-                passed.append((candidate.id, exc.error_class))
+                outcomes.append(self._outcome(candidate, exc.error_class, exc))
                 self._fell_back(candidates, index, exc.error_class)
                 continue
             except DeterministicError as exc:
@@ -181,20 +185,25 @@ class Router:
             metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
             if not keep_lease:
                 admission.release()
-            return Answered(candidate, route, result, admission.lease, upstream_s, queued_s, tuple(passed))
+            return Answered(candidate, route, result, admission.lease, upstream_s, queued_s, tuple(outcomes))
         if preflight is not None and preflight.misfits:
             refusal = preflight.refusal(target.label, len({c.id for c in candidates}))
             if refusal is not None:
                 raise refusal
-        raise AllCandidatesFailed(
-            f"no candidate of {target.label} could answer ({attempted} of {len(candidates)} attempted): "
-            + "; ".join(summary)
-        )
+        raise AllCandidatesFailed(target.label, outcomes)
+
+    def _outcome(self, candidate: Candidate, reason: str, error: UpstreamError | None) -> CandidateOutcome:
+        """A skip (``error`` None: ``reason`` is the guard's) or a failed call, with its hold if any."""
+        labels = (r.endpoint.label for r in candidate.routes)
+        hold = self.health.hold(candidate.id, labels, in_plan=candidate.in_plan)
+        called = error is not None
+        status = error.status if error is not None else None
+        if hold is None:
+            return CandidateOutcome(candidate.id, reason, status, called)
+        if not called and hold.error_class is not None:  # skipped: the failure that put it on hold
+            reason, status = hold.error_class, hold.status
+        return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds)
 
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
         self.metrics.fallback.labels(candidates[index].metric_label, following, reason).inc()
-
-
-def _describe(error: UpstreamError) -> str:
-    return f"{error.error_class} [{error.status}]" if error.status is not None else error.error_class

@@ -26,6 +26,23 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CorsSection(_Section):
+    """Opt-in CORS, for browser apps that call the gateway directly."""
+
+    allow_origins: list[str] = Field(
+        description="Origins allowed to call, each `scheme://host[:port]` (e.g. `https://app.example.com`), "
+        'or `["*"]` for any origin.'
+    )
+    allow_credentials: bool = Field(
+        False, description="Let browsers send cookies or HTTP auth; never together with the origin `*`."
+    )
+    allow_headers: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Request headers a browser may send; `*`: whichever headers its preflight asks for.",
+    )
+    max_age: Duration = Field(600_000, description="How long a browser may cache a preflight answer.")
+
+
 class ServerSection(_Section):
     """How the runtime answers callers."""
 
@@ -40,6 +57,7 @@ class ServerSection(_Section):
         "X-Interlock-Resolved", description="Response header naming the candidate that answered."
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, description="Largest accepted request body.")
+    cors: CorsSection | None = Field(None, description="CORS for browser apps; off when absent.")
     header_timeout: Duration = Field(
         10_000,
         ge=1,

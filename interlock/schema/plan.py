@@ -20,6 +20,13 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class PlanCors(_Frozen):
+    allow_origins: list[str] = Field(description='Normalized `scheme://host[:port]`, sorted; `["*"]`: any.')
+    allow_credentials: bool
+    allow_headers: list[str] = Field(description='Lowercase, sorted; `["*"]`: what a preflight asks for.')
+    max_age_ms: int = Field(ge=0)
+
+
 class PlanServer(_Frozen):
     default_alias: str | None
     alias_namespace: str | None
@@ -27,6 +34,7 @@ class PlanServer(_Frozen):
     resolved_header: str
     max_body_bytes: int
     # Added after format_version 1 first shipped: the defaults keep older plan files loadable.
+    cors: PlanCors | None = Field(None, description="CORS for browser apps; null: off.")
     header_timeout_ms: int = Field(10_000, ge=1)
     body_timeout_ms: int = Field(30_000, ge=1)
     max_connections: int = Field(1024, ge=1)

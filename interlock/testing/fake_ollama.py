@@ -1,6 +1,6 @@
 """A fake Ollama worker: /api/tags, /api/show, /api/ps, /api/chat (NDJSON or JSON), /api/embed, /api/version.
 
-Shapes follow shared/reference/wire-formats.md: streams are NDJSON and on by default, the last chunk
+Shapes follow docs/wire-formats.md: streams are NDJSON and on by default, the last chunk
 carries ``done``, ``done_reason`` and the duration/count fields, native tool calls carry object
 arguments. Models are declared with their capabilities: an unknown model answers 404 ``model "x" not
 found, try pulling it first``, tools sent to a model without ``tools`` answer 400, and so does ``think``

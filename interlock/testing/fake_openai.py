@@ -1,6 +1,6 @@
 """A fake OpenAI-compatible upstream: /v1/models, /v1/chat/completions (JSON and SSE), /v1/embeddings.
 
-Shapes follow shared/reference/wire-formats.md. With ``api_key`` set, every route demands exactly
+Shapes follow docs/wire-formats.md. With ``api_key`` set, every route demands exactly
 ``Authorization: Bearer <api_key>`` and answers 401 otherwise; that 401 echoes the key it received,
 as a careless upstream might, so tests can prove the gateway never passes such text on unredacted.
 

@@ -110,11 +110,13 @@ def test_all_down_is_a_503_summary_without_bodies(gateway: Served, fakes: Fakes)
     assert info.value.status_code == 503
     assert info.value.body == {
         "message": "no candidate of e2e/alldown could answer (3 of 3 attempted): "
-        "alpha/a-500: server_error [500]; bravo/b-502: server_error [502]; hang/h-drop: protocol",
+        "alpha/a-500: server_error [500], circuit open for 60 s; bravo/b-502: server_error [502], "
+        "circuit open for 60 s; hang/h-drop: protocol, circuit open for 60 s",
         "type": "server_error",
         "param": None,
         "code": "all_candidates_failed",
     }
+    assert info.value.response.headers["retry-after"] == "60"  # failure_threshold 1: every circuit opened
     text = info.value.response.text
     assert "secret" not in text
     assert not any(s in text for s in SECRETS)

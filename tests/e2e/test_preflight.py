@@ -379,5 +379,6 @@ def test_a_misfit_beside_a_failure_is_a_503_whose_summary_says_both(gateway: Ser
     assert error["code"] == "all_candidates_failed"
     assert error["message"] == (
         "no candidate of pf/mixed could answer (1 of 2 attempted): "
-        "gpu/llama3.2:3b: skipped (lacks_vision); cloud/c-down: server_error [500]"
+        "gpu/llama3.2:3b: skipped (lacks_vision); cloud/c-down: server_error [500], circuit open for 60 s"
     )
+    assert "retry-after" not in info.value.response.headers  # the misfit never comes back by waiting

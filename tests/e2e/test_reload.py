@@ -113,7 +113,7 @@ def test_several_workers_serve_and_all_reload(tmp_path: Path, plans: tuple[Path,
     live.write_bytes(plans[0].read_bytes())
     gateway = Served(live, {}, tmp_path / "serve.log", "--workers", "2")
     try:
-        assert gateway.banner.endswith("2 workers)")
+        assert gateway.banner.endswith("2 processes)")
         assert all(ask(gateway, "r/one").status_code == 200 for _ in range(4))
         live.write_bytes(plans[1].read_bytes())
         gateway.sighup()

@@ -125,6 +125,17 @@ def _remove_alias(tree: ConfigTree) -> None:
     del tree.aliases["acme/agent"]
 
 
+def _cors(**changes: object) -> Edit:
+    """An edit that sets ``server.cors`` to a browser-app policy, with ``changes`` applied."""
+    policy: dict[str, object] = {
+        "allow_origins": ["https://app.acme.example"],
+        "allow_credentials": True,
+        "allow_headers": ["authorization", "content-type"],
+        "max_age": "10m",
+    }
+    return _set(("server", "cors"), {**policy, **changes})
+
+
 def _k(*kinds: str) -> frozenset[str]:
     return frozenset(kinds)
 
@@ -152,6 +163,27 @@ SCENARIOS: tuple[Scenario, ...] = (
         "resolved-header", _set(("server", "resolved_header"), "X-Acme-Model"), _k("resolved-header-changed")
     ),
     Scenario("max-body", _set(("server", "max_body_bytes"), 1048576), _k("max-body-changed")),
+    Scenario("cors-on", _cors(), _k("cors-origins-added", "cors-credentials-allowed")),
+    Scenario("cors-off", _set(("server", "cors"), None), _k("cors-origins-removed"), base_edit=_cors()),
+    Scenario(
+        "cors-origin-added",
+        _cors(allow_origins=["https://app.acme.example", "http://localhost:5173"]),
+        _k("cors-origins-added"),
+        base_edit=_cors(),
+    ),
+    Scenario(
+        "cors-credentials",
+        _cors(allow_credentials=False),
+        _k("cors-credentials-denied"),
+        base_edit=_cors(),
+    ),
+    Scenario(
+        "cors-headers",
+        _cors(allow_headers=["authorization", "x-request-id"]),
+        _k("cors-headers-removed", "cors-headers-added"),
+        base_edit=_cors(),
+    ),
+    Scenario("cors-max-age", _cors(max_age="1h"), _k("cors-max-age-changed"), base_edit=_cors()),
     Scenario("server-limit", _set(("server", "header_timeout"), "5s"), _k("server-limit-changed")),
     Scenario("provider-added", _add_provider, _k("provider-added")),
     Scenario("provider-removed", _remove_provider, _k("provider-removed"), base_edit=_add_provider),

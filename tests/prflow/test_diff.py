@@ -337,6 +337,11 @@ def _set_at(data: dict, path: tuple[str | int, ...], value: object) -> dict:
 def test_every_difference_in_a_plan_is_reported(trees) -> None:
     from interlock.schema.plan import RoutingPlan
 
+    trees[0].config["server"]["cors"] = {  # one entry per list: a set's order carries no meaning
+        "allow_origins": ["https://app.acme.example"],
+        "allow_credentials": True,
+        "allow_headers": ["authorization"],
+    }
     trees[0].save()
     plan = load_plan("base/config.yaml").plan
     data = plan.model_dump(mode="json")

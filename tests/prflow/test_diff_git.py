@@ -45,7 +45,9 @@ def diff(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[tupl
     code = main(["diff", "--format", "json", *argv])
     out, err = capsys.readouterr()
     kinds = [(c["kind"], c["field"]) for c in json.loads(out)] if out else []
-    return code, kinds, err
+    # with --format json the input errors are a JSON array on stderr: shown here as the text lines
+    errors = "".join(f"error: {e['error']}\n" for e in json.loads(err)) if err else ""
+    return code, kinds, errors
 
 
 EXPECTED = [

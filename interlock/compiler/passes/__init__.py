@@ -7,6 +7,7 @@ from collections.abc import Callable
 from interlock.compiler.context import CompileContext
 from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
+from interlock.compiler.passes.cors import cors
 from interlock.compiler.passes.health import health
 from interlock.compiler.passes.preflight import preflight
 from interlock.compiler.passes.providers import providers
@@ -24,6 +25,7 @@ PASSES: tuple[Pass, ...] = (
     providers,  # kinds, base URLs, credential variables
     workers,  # profiles applied, pattern tables built
     health,  # health and timeout values
+    cors,  # server.cors: origins and headers normalized
     aliases,  # chains expanded, cycles rejected
     capabilities,  # requires vs known capabilities
     preflight,  # preflight settings, context limits within model maxima

@@ -1,4 +1,4 @@
-"""The cold endpoints, on FastAPI: model list, aliases, health, metrics, liveness, readiness, status page.
+"""The cold endpoints, on FastAPI: models, aliases, health, metrics, liveness, readiness, status page.
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
@@ -9,6 +9,8 @@ one is answered at once and its connection closed (``app.Gateway``), never read 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -32,30 +34,84 @@ def json_response(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
-def models_body(plan: RuntimePlan) -> bytes:
-    """``GET /v1/models``: aliases first, then the direct models when the plan allows them."""
-    created = 0
+@dataclass(frozen=True, slots=True)
+class ModelCatalog:
+    """``GET /v1/models`` and ``GET /v1/models/{id}`` of one plan, encoded once: aliases first, then the
+    plan's ``provider/model`` candidates when the plan allows direct models."""
+
+    listing: bytes
+    by_id: Mapping[str, bytes]
+
+
+def model_objects(plan: RuntimePlan) -> list[dict[str, Any]]:
+    """OpenAI model objects (``id``, ``object``, ``created``, ``owned_by``) with a short ``description``."""
     data: list[dict[str, Any]] = [
         {
             "id": name,
             "object": "model",
-            "created": created,
+            "created": 0,
             "owned_by": "interlock",
-            "description": a.description,
+            "description": a.description or "alias: " + " -> ".join(c.id for c in a.candidates),
         }
         for name, a in plan.aliases.items()
     ]
     if plan.server.direct_models:
         data.extend(
-            {"id": cid, "object": "model", "created": created, "owned_by": c.provider}
+            {
+                "id": cid,
+                "object": "model",
+                "created": 0,
+                "owned_by": c.provider,
+                "description": _candidate_description(c),
+            }
             for cid, c in plan.candidates.items()
         )
-    return orjson.dumps({"object": "list", "data": data})
+    return data
+
+
+def _candidate_description(candidate: Candidate) -> str:
+    text = f"{candidate.model} on provider {candidate.provider} ({candidate.kind})"
+    if candidate.capabilities is not None:
+        text += "; " + ", ".join(sorted(candidate.capabilities))
+    if candidate.context_tokens is not None:
+        text += f"; {candidate.context_tokens} context tokens"
+    return text
+
+
+def model_catalog(plan: RuntimePlan) -> ModelCatalog:
+    objects = model_objects(plan)
+    return ModelCatalog(
+        listing=orjson.dumps({"object": "list", "data": objects}),
+        by_id={m["id"]: orjson.dumps(m) for m in objects},
+    )
+
+
+def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
+    """OpenAI's 404 for an unknown model, saying what this gateway does list."""
+    shown = model_id if len(model_id) <= 100 else model_id[:99] + "…"
+    if plan.server.direct_models:
+        listed = "its aliases and the plan's provider/model candidates"
+    else:
+        listed = "its aliases (direct provider/model requests are not allowed)"
+    return error_body(
+        f"The model `{shown}` does not exist on this gateway; GET /v1/models lists {listed}",
+        "invalid_request_error",
+        param="model",
+        code="model_not_found",
+    )
 
 
 def build_admin(gateway: Gateway) -> FastAPI:
     app = FastAPI(title="interlock", docs_url=None, redoc_url=None, openapi_url=None)
-    models_cache: dict[str, bytes] = {}
+    catalogs: dict[str, ModelCatalog] = {}
+
+    def catalog(plan: RuntimePlan) -> ModelCatalog:
+        """Built once per plan (the first request after a load or reload), then a lookup."""
+        found = catalogs.get(plan.content_hash)
+        if found is None:
+            catalogs.clear()
+            found = catalogs[plan.content_hash] = model_catalog(plan)
+        return found
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
@@ -66,11 +122,14 @@ def build_admin(gateway: Gateway) -> FastAPI:
 
     @app.api_route("/v1/models", methods=READ)
     async def models() -> Response:
+        return Response(catalog(gateway.plan).listing, media_type="application/json")
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> Response:
         plan = gateway.plan
-        body = models_cache.get(plan.content_hash)
+        body = catalog(plan).by_id.get(model_id)
         if body is None:
-            models_cache.clear()
-            body = models_cache[plan.content_hash] = models_body(plan)
+            return Response(model_not_found(plan, model_id), status_code=404, media_type="application/json")
         return Response(body, media_type="application/json")
 
     @app.api_route("/v1/aliases", methods=READ)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from interlock.runtime.errors import (
     ClientError,
     GatewayError,
     InvalidRequest,
-    SlotUnavailable,
+    whole_seconds,
 )
 from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
@@ -192,8 +193,8 @@ def describe_error(exc: BaseException, plan: RuntimePlan) -> tuple[int, bytes, l
     """Status, OpenAI-shaped body and extra headers for anything a request can end with."""
     if isinstance(exc, GatewayError):
         extra: list[Header] = []
-        if isinstance(exc, SlotUnavailable):
-            extra.append((b"retry-after", str(exc.retry_after).encode()))
+        if exc.retry_after is not None:
+            extra.extend(retry_after_headers(exc.retry_after))
         if isinstance(exc, BodyTooLarge):
             extra.append((b"connection", b"close"))
         return exc.status, error_body(exc.message, exc.type, param=exc.param, code=exc.code), extra
@@ -220,6 +221,14 @@ def describe_error(exc: BaseException, plan: RuntimePlan) -> tuple[int, bytes, l
         )
     log.error("unexpected error while answering a request", exc_info=exc)
     return 500, error_body("internal error in the gateway", "server_error", code="internal_error"), []
+
+
+def retry_after_headers(seconds: float) -> tuple[Header, Header]:
+    """``Retry-After`` in whole seconds, rounded up, and ``Retry-After-Ms`` (the OpenAI SDKs read it)."""
+    return (
+        (b"retry-after", b"%d" % whole_seconds(seconds)),
+        (b"retry-after-ms", b"%d" % max(1, math.ceil(seconds * 1000))),
+    )
 
 
 async def send_json(send: Send, status: int, payload: bytes, headers: list[Header]) -> None:
