@@ -192,7 +192,12 @@ def render_text(outcome: Outcome) -> str:
         count = f"{len(unservable)} of {len(outcome.aliases)}"
         lines.append(f"{count} aliases would have no candidate: {', '.join(unservable)}")
     else:
-        lines.append(f"every alias ({len(outcome.aliases)}) would still have a candidate")
+        total = len(outcome.aliases)
+        lines.append(
+            "it would still have a candidate"
+            if total == 1
+            else f"all {total} aliases would still have a candidate"
+        )
     return "\n".join(lines) + "\n"
 
 
