@@ -160,10 +160,10 @@ def run_lint(args: argparse.Namespace) -> int:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    if _config_exists(args.config) and not is_config(args.config):
-        return _explain_plan(args)
     if not _config_exists(args.config):
         return 2
+    if not is_config(args.config):
+        return _explain_plan(args)
     ctx = compile_config(args.config, compile_options(args))
     if args.alias not in ctx.aliases and args.alias in ctx.sources.named["aliases"]:
         print(f"alias `{args.alias}` has errors: run `interlock lint {args.config}`", file=sys.stderr)
