@@ -18,17 +18,25 @@ upstream body, a header or a credential.
     │   └── DeterministicError           -> returned to the caller at once, no fallback
     │       ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
     │       └── MalformedResponse        the upstream answered something we cannot parse
+    ├── CannotServe                      an adapter's translation refused, before any network call:
+    │                                    -> next candidate with the reason; nothing against health
     └── GatewayError                     the gateway's own answer to a request
         ├── InvalidRequest               400: bad JSON, wrong types, missing fields
         ├── DirectModelDenied            400: raw provider/model while the plan denies it
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
         ├── SlotUnavailable              429 + Retry-After: queue full or waited too long
+        ├── NoCandidateCanServe          400: every candidate's adapter refused (CannotServe), or a mix
+        │                                of those and preflight misfits; names each and why
         ├── AllCandidatesFailed          503 (429 when every candidate is rate limited); Retry-After when
         │                                every candidate is on hold for a known time; bounded summary
         └── RequestDoesNotFit            400: no candidate can serve what the request needs
             ├── ContextTooLarge          code `context_length_exceeded`: estimate and largest window
             └── CapabilityMissing        code `model_not_supported`: what was needed, who lacks it
+
+``CannotServe`` is not an ``UpstreamError``: no upstream was asked, so the candidate's health, circuit
+and error counters stay untouched; it is "this candidate cannot serve this request" (``n: 2`` on
+Ollama, a remote image URL, token-array embeddings), and another candidate of the chain may.
 
 A ``GatewayError`` with ``retry_after`` set is answered with ``Retry-After`` (whole seconds, rounded up)
 and ``Retry-After-Ms``, which the OpenAI SDKs read first.
@@ -106,6 +114,20 @@ class MalformedResponse(DeterministicError):
     error_class = "malformed"
 
 
+class CannotServe(InterlockError):
+    """A candidate's adapter cannot carry this request (found while translating, nothing sent).
+
+    ``param`` names the request field (``n``, ``tool_choice``, ``messages[1].content[0].image_url``);
+    ``reason`` is a short stable label for the fallback metric (``unsupported_<field>``).
+    """
+
+    def __init__(self, message: str, *, param: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.reason = "unsupported_" + param.split("[", 1)[0].split(".", 1)[0]
+
+
 class GatewayError(InterlockError):
     """An answer the gateway gives itself, already in OpenAI's error vocabulary."""
 
@@ -154,6 +176,14 @@ class SlotUnavailable(GatewayError):
         self.retry_after = retry_after
 
 
+class NoCandidateCanServe(GatewayError):
+    """Every candidate of the chain refused the request in translation; the message says why each."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "unsupported_by_candidates"
+
+
 @dataclass(frozen=True, slots=True)
 class CandidateOutcome:
     """What became of one candidate in a walk that found none to answer.
@@ -169,6 +199,7 @@ class CandidateOutcome:
     called: bool = False
     hold: str | None = None  # `rate_limited` / `circuit_open` while on hold
     hold_s: float | None = None
+    cannot_serve: bool = False  # its adapter refused the request (CannotServe): no retry helps it
 
     def describe(self) -> str:
         text = self.error_class if self.status is None else f"{self.error_class} [{self.status}]"
@@ -200,10 +231,11 @@ class AllCandidatesFailed(GatewayError):
             + "; ".join(f"{o.candidate}: {o.describe()}" for o in outcomes)
         )
         self.outcomes = tuple(outcomes)
-        holds = [o.hold_s for o in outcomes if o.hold_s is not None]
-        if outcomes and len(holds) == len(outcomes):
+        able = [o for o in outcomes if not o.cannot_serve]  # a retry can only ever reach these
+        holds = [o.hold_s for o in able if o.hold_s is not None]
+        if able and len(holds) == len(able):
             self.retry_after = min(holds)
-            if all(o.hold == "rate_limited" for o in outcomes):
+            if all(o.hold == "rate_limited" for o in able):
                 self.status = 429
                 self.type = "rate_limit_error"
                 self.code = "all_candidates_rate_limited"

@@ -10,8 +10,8 @@ The estimate is not a tokenizer. It counts UTF-8 bytes / 3 for text (English run
 token, code and JSON nearer 3), plus a sixth of the extra bytes of non-ASCII characters (CJK: 3 bytes
 and often more than one token a character), 4 tokens per message, tool schemas as their JSON,
 ``instructions``/``suffix``/``prompt`` where a surface has them, a fixed reserve per image, the requested
-output (``max_completion_tokens``, ``max_tokens``, ``max_output_tokens``, ``options.num_predict``, else
-the plan's default), then the plan's margin on top.
+output (``max_completion_tokens``, ``max_tokens``, ``max_output_tokens``, a top-level ``num_predict`` as
+LiteLLM sends it, ``options.num_predict``, else the plan's default), then the plan's margin on top.
 ``bench/context_estimate.py`` measures how far it is from a real tokenizer.
 """
 
@@ -26,7 +26,7 @@ from interlock.runtime.errors import InvalidRequest
 from interlock.runtime.plan import PreflightSettings
 
 MESSAGE_OVERHEAD = 4  # role and separators around each message
-OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens", "num_predict")  # in precedence
 TEXT_KEYS = ("instructions", "suffix", "prompt")
 IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
 PLAIN_KEYS = frozenset({"model", "messages", "stream", "stream_options", "user", "temperature", "top_p"})
@@ -64,7 +64,12 @@ def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -
     Per request, so written for speed: plain ``dict`` checks (the body is parsed JSON), no set built
     for a plain completion."""
     options = body.get("options")
-    num_ctx = _num_ctx(options, settings) if type(options) is dict and "num_ctx" in options else None
+    if "num_ctx" in body:  # at the top level, as LiteLLM sends it; the Ollama adapter puts it in options
+        num_ctx = _num_ctx(body["num_ctx"], "num_ctx", settings)
+    elif type(options) is dict and "num_ctx" in options:
+        num_ctx = _num_ctx(options["num_ctx"], "options.num_ctx", settings)
+    else:
+        num_ctx = None
     margin = 100 + settings.margin_percent
     if endpoint == "embeddings":
         tokens = _input_tokens(body.get("input"))
@@ -156,26 +161,25 @@ def _thinking(body: dict[str, Any]) -> str:
     return "none"
 
 
-def _num_ctx(options: dict[str, Any], settings: PreflightSettings) -> int | None:
-    value = options["num_ctx"]
+def _num_ctx(value: Any, where: str, settings: PreflightSettings) -> int | None:
+    """The caller's ``num_ctx`` (``where``: ``options.num_ctx`` or top-level ``num_ctx``), checked."""
     if value is None:
         return None
     if not settings.caller_num_ctx:
         raise InvalidRequest(
-            "`options.num_ctx` is not accepted by this gateway: it sets the context of each model itself",
-            param="options.num_ctx",
+            f"`{where}` is not accepted by this gateway: it sets the context of each model itself",
+            param=where,
         )
     if not isinstance(value, int) or not _positive(value):
         raise InvalidRequest(
-            f"`options.num_ctx` must be a positive integer, not {orjson.dumps(value).decode()[:40]}",
-            param="options.num_ctx",
+            f"`{where}` must be a positive integer, not {orjson.dumps(value).decode()[:40]}",
+            param=where,
         )
     cap = settings.max_context_tokens
     if cap is not None and value > cap:
         raise InvalidRequest(
-            f"`options.num_ctx` {value} is above this gateway's limit of {cap} tokens "
-            "(preflight.max_context_tokens)",
-            param="options.num_ctx",
+            f"`{where}` {value} is above this gateway's limit of {cap} tokens (preflight.max_context_tokens)",
+            param=where,
         )
     return value
 

@@ -1,18 +1,23 @@
 """The fallback walk: try a target's candidates in order until one answers.
 
-For each candidate the guards run first (a skip costs no network time); then ``attempt`` calls the
-adapter with the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's
-``num_ctx``) and classifies the outcome by error class alone:
+For each candidate the adapter first says whether it can carry the request at all (``refusal``: a
+cheap look at the body), then the guards run (a skip costs no network time); then the adapter is
+called with the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's
+``num_ctx``) and the outcome is classified by error class alone:
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
-- ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once.
+- ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once;
+- ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
+  reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``.
 
-Nothing left -> the preflight's 400 (``refusal``) when every candidate was skipped for what the request
-needs; else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per candidate (labels, classes,
-statuses, how long each is on hold; no bodies): a candidate skipped for a rate limit or an open circuit
-keeps the error class that put it there, and when every candidate is on hold the caller is told when
-the first comes back (``Retry-After``; 429 when they are all rate limited).
+Nothing left -> a 400 when no candidate can serve the request itself: the preflight's (``refusal``)
+when every candidate was skipped for what the request needs, ``NoCandidateCanServe`` when every one
+was refused by its adapter or a misfit. Else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per
+candidate (labels, classes, statuses, how long each is on hold; no bodies): a candidate skipped for a
+rate limit or an open circuit keeps the error class that put it there, and when every candidate that
+could serve is on hold the caller is told when the first comes back (``Retry-After``; 429 when they
+are all rate limited).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
 """
 
@@ -27,7 +32,10 @@ from typing import Any, Generic, TypeVar
 from interlock.runtime.errors import (
     AllCandidatesFailed,
     CandidateOutcome,
+    CannotServe,
     DeterministicError,
+    NoCandidateCanServe,
+    RequestDoesNotFit,
     TransientError,
     UpstreamError,
 )
@@ -90,17 +98,17 @@ class Router:
     async def chat(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
     ) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, preflight, keep_lease=False)
+        return await self._walk(target, body, _chat, "chat", preflight, keep_lease=False)
 
     async def chat_stream(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
     ) -> Answered[ChatStream]:
-        return await self._walk(target, body, _stream, preflight, keep_lease=True)
+        return await self._walk(target, body, _stream, "chat", preflight, keep_lease=True)
 
     async def embed(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
     ) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, preflight, keep_lease=False)
+        return await self._walk(target, body, _embed, "embeddings", preflight, keep_lease=False)
 
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
@@ -122,6 +130,7 @@ class Router:
         target: Target,
         body: Mapping[str, Any],
         call: Call[T],
+        operation: str,
         preflight: Preflight | None,
         *,
         keep_lease: bool,
@@ -129,8 +138,13 @@ class Router:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
         outcomes: list[CandidateOutcome] = []
+        refusals: list[tuple[Candidate, CannotServe]] = []
         upstream_s = queued_s = 0.0
         for index, candidate in enumerate(candidates):
+            refusal = self.adapters[candidate.kind].refusal(operation, body)
+            if refusal is not None:  # before the guards: no slot is queued for
+                self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
+                continue
             admission = Admission(candidate, candidate.routes, preflight)
             reason: str | None = None
             try:
@@ -159,6 +173,10 @@ class Router:
             try:
                 sent = body if admission.body is None else admission.body
                 result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
+            except CannotServe as exc:  # what ``refusal`` could not see cheaply
+                admission.release()
+                self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
+                continue
             except TransientError as exc:
                 admission.release()
                 spent = time.perf_counter() - started
@@ -186,10 +204,10 @@ class Router:
             if not keep_lease:
                 admission.release()
             return Answered(candidate, route, result, admission.lease, upstream_s, queued_s, tuple(outcomes))
-        if preflight is not None and preflight.misfits:
-            refusal = preflight.refusal(target.label, len({c.id for c in candidates}))
-            if refusal is not None:
-                raise refusal
+        if refusals or (preflight is not None and preflight.misfits):
+            unservable = _unservable(target, refusals, preflight)
+            if unservable is not None:
+                raise unservable
         raise AllCandidatesFailed(target.label, outcomes)
 
     def _outcome(self, candidate: Candidate, reason: str, error: UpstreamError | None) -> CandidateOutcome:
@@ -204,6 +222,47 @@ class Router:
             reason, status = hold.error_class, hold.status
         return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds)
 
+    def _cannot_serve(
+        self,
+        candidates: tuple[Candidate, ...],
+        index: int,
+        refusal: CannotServe,
+        refusals: list[tuple[Candidate, CannotServe]],
+        outcomes: list[CandidateOutcome],
+        preflight: Preflight | None,
+    ) -> None:
+        """A candidate's adapter refused the request: noted for the answer and the skipped header,
+        counted as a fallback; nothing against its health."""
+        candidate = candidates[index]
+        refusals.append((candidate, refusal))
+        outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
+        if preflight is not None:
+            preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
+        self._fell_back(candidates, index, refusal.reason)
+
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
         self.metrics.fallback.labels(candidates[index].metric_label, following, reason).inc()
+
+
+def _unservable(
+    target: Target, refusals: list[tuple[Candidate, CannotServe]], preflight: Preflight | None
+) -> RequestDoesNotFit | NoCandidateCanServe | None:
+    """The 400 when no candidate can serve the request itself, else None (some failed or were skipped
+    for their health: a 503). Every candidate a misfit: the preflight's own answer; refused by its
+    adapter, or a mix of both: ``NoCandidateCanServe`` naming each candidate and why, in chain order."""
+    ids = {candidate.id for candidate in target.candidates}
+    misfits = preflight.misfits if preflight is not None else []
+    if not refusals:
+        return preflight.refusal(target.label, len(ids)) if preflight is not None else None
+    why = {candidate.id: error.message for candidate, error in refusals}
+    for misfit in misfits:
+        why.setdefault(misfit.candidate, misfit.detail)
+    if why.keys() != ids:
+        return None
+    params = {error.param for _, error in refusals} if not misfits else set()
+    reasons = "; ".join(f"{cid}: {why[cid]}" for cid in dict.fromkeys(c.id for c in target.candidates))
+    return NoCandidateCanServe(
+        f"no candidate of {target.label} can serve this request: {reasons}",
+        param=params.pop() if len(params) == 1 else None,
+    )

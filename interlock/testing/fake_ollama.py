@@ -13,6 +13,9 @@ lists loaded models with the context they were loaded with (``ModelSpec.loaded_c
 ``fail_metadata()`` makes /api/show and /api/ps answer 500 (the /api/tags probe keeps passing);
 ``calls(model)`` counts the chat (or other) requests a model received.
 
+Tool calls: the first tool offered, with the arguments its JSON schema implies, or the calls scripted in
+``Reply.tool_calls`` (several at once, as a model calling tools in parallel does); see ``replies``.
+
 Run it out of process: ``python -m interlock.testing.fake_ollama --port 0`` prints its URL first.
 """
 
@@ -30,8 +33,7 @@ from interlock.testing.replies import (
     Reply,
     count_words,
     embedding_for,
-    first_tool_name,
-    last_is_tool_result,
+    planned_calls,
     split_text,
 )
 from interlock.testing.server import (
@@ -263,9 +265,8 @@ class FakeOllama(FakeServer):
         self._load(spec, body)
         thinking = self._thinking(spec, body)
         reply = self.reply
-        tool = first_tool_name(body.get("tools"))
-        if tool is not None and last_is_tool_result(messages):
-            tool = None
+        calls = self._tool_calls(body, messages)
+        tool = calls[0]["function"]["name"] if calls else None
         text = reply.render(self.name, incoming.model or "")
         if body.get("format"):
             text = orjson.dumps({"reply": text}).decode()
@@ -289,21 +290,18 @@ class FakeOllama(FakeServer):
             "eval_count": len(pieces),
             "eval_duration": 100_000_000,
         }
-        call = None
-        if tool is not None:
-            call = {"function": {"name": tool, "arguments": dict(reply.tool_arguments)}}
         if body.get("stream", True) is False:
             message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
             if thinking is not None:
                 message["thinking"] = thinking
-            if call is not None:
-                message["tool_calls"] = [call]
+            if calls:
+                message["tool_calls"] = calls
             return JsonAnswer({**final, "message": message})
         frames = []
         if thinking is not None:
             frames.append(self._thinking_frame(incoming.model, created, thinking))
-        if call is not None:
-            chunk = {"role": "assistant", "content": "", "tool_calls": [call]}
+        if calls:
+            chunk = {"role": "assistant", "content": "", "tool_calls": calls}
             frames.append(
                 _line({"model": incoming.model, "created_at": created, "message": chunk, "done": False})
             )
@@ -315,6 +313,11 @@ class FakeOllama(FakeServer):
                 )
         frames.append(_line({**final, "message": {"role": "assistant", "content": ""}}))
         return StreamAnswer(_NDJSON, frames)
+
+    def _tool_calls(self, body: dict[str, Any], messages: list[Any]) -> list[dict[str, Any]]:
+        """Native tool calls (object arguments) for the tools the request offers: ``planned_calls``."""
+        planned = planned_calls(self.reply, body.get("tools"), messages)
+        return [{"function": {"name": name, "arguments": arguments}} for name, arguments in planned]
 
     def _embed(self, incoming: Incoming) -> Answer:
         spec = self._find(incoming.model)

@@ -51,14 +51,18 @@ class FakeOpenAI(FakeServer):
         models: Sequence[str] | None = None,
         reply: Reply | None = None,
         embedding_dimensions: int = 8,
+        strict: bool = False,
         record: bool = True,
         port: int = 0,
     ) -> None:
-        """``models=None`` accepts any model name (and lists ``fake-model``); a list is enforced (404)."""
+        """``models=None`` accepts any model name (and lists ``fake-model``); a list is enforced (404).
+        ``strict``: a field OpenAI's API does not define answers 400, as OpenAI itself does."""
         super().__init__(name=name, reply=reply, record=record, port=port)
         self.api_key = api_key
         self.models = tuple(models) if models is not None else None
         self.embedding_dimensions = embedding_dimensions
+        self.strict = strict
+        self._known = _known_fields() if strict else None
 
     @property
     def base_url(self) -> str:
@@ -109,8 +113,17 @@ class FakeOpenAI(FakeServer):
         data = [{"id": n, "object": "model", "created": 1700000000, "owned_by": self.name} for n in names]
         return JsonAnswer({"object": "list", "data": data})
 
+    def _unknown_field(self, incoming: Incoming, route: str) -> ErrorAnswer | None:
+        if self._known is None or not isinstance(incoming.body, dict):
+            return None
+        for name in incoming.body:
+            if name not in self._known[route]:
+                return ErrorAnswer(400, f"Unrecognized request argument supplied: {name}")
+        return None
+
     def _chat(self, incoming: Incoming) -> Answer:
         error = self._refused(incoming) or self._unknown_model(incoming.model)
+        error = error or self._unknown_field(incoming, "chat")
         if error is not None:
             return error
         body: dict[str, Any] = incoming.body
@@ -122,6 +135,11 @@ class FakeOpenAI(FakeServer):
         tool = first_tool_name(body.get("tools")) if body.get("tool_choice") != "none" else None
         if tool is not None and last_is_tool_result(messages):
             tool = None
+        choices = body.get("n", 1)
+        if choices is None:
+            choices = 1
+        if not isinstance(choices, int) or isinstance(choices, bool) or not 1 <= choices <= 128:
+            return ErrorAnswer(400, f"Invalid 'n': expected an integer from 1 to 128, got {choices!r}.")
         pieces = split_text(reply.render(self.name, model), reply.chunks)
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         finish = "stop"
@@ -129,7 +147,7 @@ class FakeOpenAI(FakeServer):
             pieces, finish = pieces[:limit], "length"
         arguments = orjson.dumps(dict(reply.tool_arguments)).decode()
         prompt_tokens = count_words(messages)
-        completion_tokens = 1 if tool is not None else len(pieces)
+        completion_tokens = (1 if tool is not None else len(pieces)) * choices
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -145,23 +163,9 @@ class FakeOpenAI(FakeServer):
                 "created": created,
                 "model": model,
             }
-            frames = [_event(head, {"role": "assistant", "content": ""}, None)]
-            if tool is not None:
-                start = {
-                    "index": 0,
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": tool, "arguments": ""},
-                }
-                frames.append(_event(head, {"tool_calls": [start]}, None))
-                for part in split_text(arguments, 2):
-                    frames.append(
-                        _event(head, {"tool_calls": [{"index": 0, "function": {"arguments": part}}]}, None)
-                    )
-                frames.append(_event(head, {}, "tool_calls"))
-            else:
-                frames.extend(_event(head, {"content": piece}, None) for piece in pieces)
-                frames.append(_event(head, {}, finish))
+            frames = []
+            for index in range(choices):
+                frames.extend(self._choice_events(head, index, tool, call_id, arguments, pieces, finish))
             options = body.get("stream_options")
             if isinstance(options, dict) and options.get("include_usage") is True:
                 frames.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
@@ -178,20 +182,53 @@ class FakeOpenAI(FakeServer):
                 "object": "chat.completion",
                 "created": created,
                 "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "choices": [
+                    {"index": index, "message": message, "finish_reason": finish} for index in range(choices)
+                ],
                 "usage": usage,
             }
         )
 
+    @staticmethod
+    def _choice_events(
+        head: dict[str, Any],
+        index: int,
+        tool: str | None,
+        call_id: str,
+        arguments: str,
+        pieces: list[str],
+        finish: str,
+    ) -> list[bytes]:
+        """The stream events of choice ``index`` (``n`` choices follow one another)."""
+        frames = [_event(head, {"role": "assistant", "content": ""}, None, index)]
+        if tool is not None:
+            start = {
+                "index": 0,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": tool, "arguments": ""},
+            }
+            frames.append(_event(head, {"tool_calls": [start]}, None, index))
+            for part in split_text(arguments, 2):
+                delta = {"tool_calls": [{"index": 0, "function": {"arguments": part}}]}
+                frames.append(_event(head, delta, None, index))
+            frames.append(_event(head, {}, "tool_calls", index))
+        else:
+            frames.extend(_event(head, {"content": piece}, None, index) for piece in pieces)
+            frames.append(_event(head, {}, finish, index))
+        return frames
+
     def _embeddings(self, incoming: Incoming) -> Answer:
         error = self._refused(incoming) or self._unknown_model(incoming.model)
+        error = error or self._unknown_field(incoming, "embeddings")
         if error is not None:
             return error
         body: dict[str, Any] = incoming.body
-        inputs = body.get("input")
-        texts = [inputs] if isinstance(inputs, str) else inputs
-        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-            return ErrorAnswer(400, "input must be a string or an array of strings")
+        texts = _embedding_inputs(body.get("input"))
+        if texts is None:
+            return ErrorAnswer(
+                400, "input must be a string, an array of strings, or an array of token arrays"
+            )
         dimensions = body.get("dimensions")
         size = dimensions if isinstance(dimensions, int) and dimensions > 0 else self.embedding_dimensions
         as_base64 = body.get("encoding_format") == "base64"
@@ -211,8 +248,39 @@ class FakeOpenAI(FakeServer):
         )
 
 
-def _event(head: dict[str, Any], delta: dict[str, Any], finish: str | None) -> bytes:
-    chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+def _known_fields() -> dict[str, frozenset[str]]:
+    """The request fields OpenAI's API defines, as its SDK declares them (imported only when strict)."""
+    from openai.types import embedding_create_params
+    from openai.types.chat import completion_create_params
+
+    return {
+        "chat": frozenset(completion_create_params.CompletionCreateParamsStreaming.__annotations__),
+        "embeddings": frozenset(embedding_create_params.EmbeddingCreateParams.__annotations__),
+    }
+
+
+def _embedding_inputs(inputs: Any) -> list[str] | None:
+    """Each input as text: strings as they are, a token array as its ids joined by spaces (one token
+    a word, so usage counts tokens); None when the input has none of OpenAI's four shapes."""
+    if isinstance(inputs, str):
+        return [inputs]
+    if not isinstance(inputs, list) or not inputs:
+        return None
+    if all(isinstance(t, str) for t in inputs):
+        return inputs
+    if all(_is_tokens(t) for t in inputs):
+        return [" ".join(map(str, inputs))]
+    if all(isinstance(t, list) and t and all(_is_tokens(i) for i in t) for t in inputs):
+        return [" ".join(map(str, tokens)) for tokens in inputs]
+    return None
+
+
+def _is_tokens(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _event(head: dict[str, Any], delta: dict[str, Any], finish: str | None, index: int = 0) -> bytes:
+    chunk = {**head, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
@@ -226,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             api_key=args.api_key,
             models=models,
             reply=args.reply,
+            strict=args.strict,
             record=not args.no_record,
             port=args.port,
         )
@@ -236,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _extra_args(parser: Any) -> None:
     parser.add_argument("--api-key", default=None, help="demand `Authorization: Bearer <key>`")
     parser.add_argument("--models", default=None, help="comma-separated model names to accept (default: any)")
+    parser.add_argument("--strict", action="store_true", help="answer 400 to fields OpenAI does not define")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,17 @@ class Reply:
     ``text`` may hold ``{server}`` and ``{model}``, so a test can tell which upstream and model answered.
     ``chunks`` splits the text into that many stream chunks (None: one chunk per word); ``chunk_delay_s``
     waits between chunks. When the request offers tools (and the conversation does not end with a tool
-    result), the fake calls the first tool with ``tool_arguments``.
+    result), the fake calls the first tool with the arguments its schema implies (each required
+    property, from ``tool_arguments`` where it names it, else a placeholder of the property's type), or
+    ``tool_arguments`` itself for a tool without properties. ``tool_calls`` scripts the calls instead:
+    ``(name, arguments)`` pairs, those whose tool the request offers are called, in order.
     """
 
     text: str = "Hello from {server}, model {model}."
     chunks: int | None = None
     chunk_delay_s: float = 0.0
     tool_arguments: Mapping[str, Any] = field(default_factory=lambda: {"city": "Paris"})
+    tool_calls: tuple[tuple[str, Mapping[str, Any]], ...] | None = None
 
     def render(self, server: str, model: str) -> str:
         return self.text.replace("{server}", server).replace("{model}", model)
@@ -89,3 +93,56 @@ def first_tool_name(tools: Any) -> str | None:
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             return str(function["name"])
     return None
+
+
+_PLACEHOLDERS: dict[str, Any] = {
+    "string": "text",
+    "integer": 1,
+    "number": 1.5,
+    "boolean": True,
+    "array": [],
+    "object": {},
+    "null": None,
+}
+
+
+def tools_by_name(tools: Any) -> dict[str, Mapping[str, Any]]:
+    """The function tools a request offers, by name, in order."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            out[function["name"]] = function
+    return out
+
+
+def implied_arguments(function: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments for a call of ``function`` that fit its JSON schema (see ``Reply``)."""
+    schema = function.get("parameters")
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return dict(defaults)
+    required = schema.get("required") if isinstance(schema, dict) else None
+    names = [n for n in required if n in properties] if isinstance(required, list) else list(properties)
+    out: dict[str, Any] = {}
+    for name in names:
+        spec = properties[name] if isinstance(properties[name], dict) else {}
+        if name in defaults:
+            out[name] = defaults[name]
+        elif isinstance(spec.get("enum"), list) and spec["enum"]:
+            out[name] = spec["enum"][0]
+        else:
+            kind = spec.get("type")
+            out[name] = _PLACEHOLDERS.get(kind if isinstance(kind, str) else "string", "text")
+    return out
+
+
+def planned_calls(reply: Reply, tools: Any, messages: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls a fake answers with: none after a tool result, else scripted or implied."""
+    offered = tools_by_name(tools)
+    if not offered or last_is_tool_result(messages):
+        return []
+    if reply.tool_calls is not None:
+        return [(name, dict(arguments)) for name, arguments in reply.tool_calls if name in offered]
+    name, function = next(iter(offered.items()))
+    return [(name, implied_arguments(function, reply.tool_arguments))]

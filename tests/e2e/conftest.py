@@ -106,6 +106,13 @@ aliases:
   e2e/malformed: {{description: unreadable answer, chain: [alpha/a-malformed, bravo/b-malformed]}}
   e2e/endless: {{description: endless answer, chain: [alpha/a-endless, bravo/b-endless]}}
   e2e/endless2: {{description: endless stream line, chain: [alpha/a-endless2, bravo/b-endless2]}}
+  e2e/local: {{description: Ollama only, chain: [box/llama3.2:3b]}}
+  e2e/n: {{description: n on an Ollama primary, chain: [box/llama3.2:3b, bravo/b-n]}}
+  e2e/required: {{description: tool_choice required, chain: [box/llama3.2:3b, bravo/b-required]}}
+  e2e/logprobs: {{description: logprobs, chain: [box/llama3.2:3b, bravo/b-logprobs]}}
+  e2e/image: {{description: remote image URL, chain: [box/gemma3:12b, bravo/b-image]}}
+  e2e/embedtok: {{description: token-array embeddings, chain: [box/nomic-embed-text, bravo/b-embedtok]}}
+  e2e/native: {{description: native fields to a cloud fallback, chain: [dead/llama3.2:3b, bravo/b-native]}}
 """
 
 
@@ -142,7 +149,7 @@ def fakes() -> Iterator[Fakes]:
         gone=FakeOllama(name="gone").start(),
         box=FakeOllama(name="box").start(),
         alpha=FakeOpenAI(name="alpha", api_key=ALPHA_KEY).start(),
-        bravo=FakeOpenAI(name="bravo").start(),
+        bravo=FakeOpenAI(name="bravo", strict=True).start(),  # 400 to fields OpenAI does not define
         hang=FakeOpenAI(name="hang").start(),
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
         slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),

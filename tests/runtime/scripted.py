@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from interlock.runtime.errors import CannotServe
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
 Outcome = dict[str, Any] | Exception | list[dict[str, Any] | Exception] | float
@@ -37,8 +38,10 @@ class ScriptedAdapter(Adapter):
     """``script[model]`` is the outcome of every call for that model: a dict answer, an exception to
     raise, a list (stream chunks; an exception inside breaks the stream), or a float (seconds to hang)."""
 
-    def __init__(self, script: Mapping[str, Outcome]) -> None:
+    def __init__(self, script: Mapping[str, Outcome], refuse: CannotServe | None = None) -> None:
+        """``refuse``: what ``refusal`` answers for every request (as if the body could not be carried)."""
         self.script = dict(script)
+        self.refuse = refuse
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.streams: list[ListStream] = []
 
@@ -68,6 +71,9 @@ class ScriptedAdapter(Adapter):
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self.chat(endpoint, model, body)
+
+    def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+        return self.refuse
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         return None

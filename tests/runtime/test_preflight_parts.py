@@ -228,3 +228,22 @@ def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_pat
     # worker b (port 8) refuses: unknown, counted, never an exception
     assert facts.worker("local@b").loaded is None
     assert metrics.metadata_fetches.labels("local@b", "/api/ps", "connect").value == 3
+
+
+def test_a_top_level_num_ctx_is_the_callers_too_and_checked_the_same_way() -> None:
+    """LiteLLM and others send Ollama's options at the top level; the Ollama adapter lifts them into
+    ``options``, where a top-level ``num_ctx`` wins: so it is the one checked."""
+    body = {"messages": [], "num_ctx": 8192, "options": {"num_ctx": 2048}}
+    assert needs_of(body, "chat", SETTINGS).num_ctx == 8192
+    with pytest.raises(InvalidRequest, match=r"^`num_ctx` must be a positive integer, not 0$") as info:
+        needs_of({"messages": [], "num_ctx": 0}, "chat", SETTINGS)
+    assert info.value.param == "num_ctx"
+    closed = dataclasses.replace(SETTINGS, caller_num_ctx=False)
+    with pytest.raises(InvalidRequest, match=r"^`num_ctx` is not accepted by this gateway"):
+        needs_of({"messages": [], "num_ctx": 4096}, "chat", closed)
+
+
+def test_a_top_level_num_predict_counts_as_the_requested_output() -> None:
+    assert needs_of({"messages": [], "num_predict": 321}, "chat", SETTINGS).output_tokens == 321
+    both = {"messages": [], "max_tokens": 50, "num_predict": 321, "options": {"num_predict": 7}}
+    assert needs_of(both, "chat", SETTINGS).output_tokens == 50  # what the Ollama adapter sends wins

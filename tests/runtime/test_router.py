@@ -10,11 +10,13 @@ import pytest
 
 from interlock.runtime.errors import (
     AllCandidatesFailed,
+    CannotServe,
     ClientError,
     ConnectFailed,
     ConnectTimeout,
     FirstByteTimeout,
     MalformedResponse,
+    NoCandidateCanServe,
     ProtocolFailure,
     RateLimited,
     ServerError,
@@ -27,9 +29,11 @@ from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.preflight import Misfit, Preflight
 from interlock.runtime.resolve import resolve
-from interlock.runtime.router import CandidateRefused, Router
+from interlock.runtime.router import CandidateRefused, Router, _unservable
 from interlock.runtime.slots import SlotTable
 from tests.runtime.conftest import build
 from tests.runtime.scripted import ScriptedAdapter
@@ -272,3 +276,109 @@ def test_with_every_worker_busy_the_request_waits_on_the_shortest_queue(
         return answered.route.worker
 
     assert asyncio.run(scenario()) == "w2"
+
+
+def test_a_candidate_that_cannot_serve_is_skipped_without_a_mark_on_its_health(
+    basic_plan: RuntimePlan,
+) -> None:
+    refusal = CannotServe("Ollama answers one choice per request; `n` is 2", param="n")
+    rig = Rig(basic_plan, {"m1": refusal, "c1": OK})
+    for _ in range(3):  # more than failure_threshold: a refusal never opens the circuit
+        assert rig.chat().candidate.id == "cloud/c1"
+    assert rig.called() == ["m1", "c1"] * 3
+    assert rig.slots.pools["box1"].in_use == 0
+    report = rig.health.candidate_report("local/m1")
+    assert (report["last_error_at"], report["consecutive_failures"], report["circuit_open_until"]) == (
+        None,
+        0,
+        None,
+    )
+    assert rig.health.endpoint_report("local@box1")["last_error_at"] is None
+    fallback = {"from_candidate": "local/m1", "to_candidate": "cloud/c1", "reason": "unsupported_n"}
+    assert rig.sample("interlock_fallback_total", **fallback) == 3
+    errors = [
+        sample
+        for family in rig.metrics.registry.collect()
+        if family.name == "interlock_upstream_errors"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    ]
+    assert sum(sample.value for sample in errors) == 0
+
+
+def test_when_no_candidate_can_serve_the_answer_is_400_naming_each(basic_plan: RuntimePlan) -> None:
+    rig = Rig(
+        basic_plan,
+        {
+            "m1": CannotServe("Ollama answers one choice per request; `n` is 2", param="n"),
+            "c1": CannotServe("no n here", param="n"),
+            "f1": CannotServe("not this one either", param="n"),
+        },
+    )
+    with pytest.raises(
+        NoCandidateCanServe,
+        match=r"^no candidate of t/chat can serve this request: local/m1: Ollama answers one choice per "
+        r"request; `n` is 2; cloud/c1: no n here; free/f1: not this one either$",
+    ) as info:
+        rig.chat()
+    assert (info.value.status, info.value.param, info.value.code) == (400, "n", "unsupported_by_candidates")
+
+
+def test_refusals_beside_failures_are_a_503_whose_summary_says_why(basic_plan: RuntimePlan) -> None:
+    rig = Rig(
+        basic_plan,
+        {
+            "m1": CannotServe("remote image URLs are not fetched", param="messages[0].content[1].image_url"),
+            "c1": ServerError("down", status=503),
+            "f1": CannotServe("no", param="n"),
+        },
+    )
+    with pytest.raises(
+        AllCandidatesFailed,
+        match=r"^no candidate of t/chat could answer \(1 of 3 attempted\): local/m1: skipped "
+        r"\(unsupported_messages\); cloud/c1: server_error \[503\]; free/f1: skipped \(unsupported_n\)$",
+    ):
+        rig.chat()
+    reason = "unsupported_messages"
+    assert (
+        rig.sample(
+            "interlock_fallback_total", from_candidate="local/m1", to_candidate="cloud/c1", reason=reason
+        )
+        == 1
+    )
+
+
+def test_a_refusal_is_known_before_the_guards_so_no_slot_is_queued_for(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"c1": OK})
+    refusal = CannotServe("Ollama answers one choice per request; `n` is 2", param="n")
+    rig.router.adapters = {"openai": rig.adapter, "ollama": ScriptedAdapter({}, refuse=refusal)}
+    pool = rig.slots.pools["box1"]
+    held = pool.try_acquire("m1", 1)  # the worker is full: queueing would wait, then answer 429
+    assert held is not None
+    try:
+        assert rig.chat().candidate.id == "cloud/c1"
+    finally:
+        held.release()
+    assert rig.called() == ["c1"]
+    assert rig.sample("interlock_slot_wait_seconds_count", worker="box1") in (None, 0)
+    fallback = {"from_candidate": "local/m1", "to_candidate": "cloud/c1", "reason": "unsupported_n"}
+    assert rig.sample("interlock_fallback_total", **fallback) == 1
+
+
+def test_refusals_and_preflight_misfits_together_are_a_400_naming_each(basic_plan: RuntimePlan) -> None:
+    target = resolve(basic_plan, "t/chat")  # local/m1, cloud/c1, free/f1
+    preflight = Preflight(needs_of({"messages": []}, "chat", basic_plan.preflight), "enforce")
+    preflight.misfits.append(Misfit("cloud/c1", "capability", "lacks_vision", "lacks vision"))
+    preflight.misfits.append(Misfit("free/f1", "capability", "lacks_vision", "lacks vision"))
+    refusal = CannotServe("Ollama answers one choice per request; `n` is 2", param="n")
+    by_id = {c.id: c for c in target.candidates}
+    mixed = _unservable(target, [(by_id["local/m1"], refusal)], preflight)
+    assert isinstance(mixed, NoCandidateCanServe)
+    assert (mixed.message, mixed.param) == (
+        "no candidate of t/chat can serve this request: local/m1: Ollama answers one choice per request; "
+        "`n` is 2; cloud/c1: lacks vision; free/f1: lacks vision",
+        None,
+    )
+    assert _unservable(target, [], preflight) is None  # local/m1 was not a misfit: it may have failed
+    preflight.misfits.insert(0, Misfit("local/m1", "capability", "lacks_vision", "lacks vision"))
+    assert type(_unservable(target, [], preflight)).__name__ == "CapabilityMissing"  # the preflight's own

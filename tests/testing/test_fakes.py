@@ -270,3 +270,77 @@ def _call_prefix(url: str, body: Any, size: int) -> tuple[int, bytes, Any]:
     request = urllib.request.Request(url, data=orjson.dumps(body), method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.status, response.read(size), response.headers
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer"},
+                "note": {"type": "string"},
+            },
+            "required": ["city", "unit", "days"],
+        },
+    },
+}
+
+
+def test_ollama_fake_calls_a_tool_with_the_arguments_its_schema_implies() -> None:
+    with FakeOllama() as fake:
+        body = {"model": "llama3.2:3b", "messages": [], "tools": [WEATHER_TOOL], "stream": False}
+        (call,) = orjson.loads(_call(fake.url + "/api/chat", body)[1])["message"]["tool_calls"]
+        assert call == {
+            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 1}}
+        }
+
+
+def test_ollama_fake_answers_scripted_tool_calls_for_the_tools_offered() -> None:
+    script: tuple[tuple[str, dict[str, str]], ...] = (
+        ("get_time", {"zone": "CET"}),
+        ("get_weather", {"city": "Oslo"}),
+        ("not_offered", {}),
+    )
+    clock = {"type": "function", "function": {"name": "get_time"}}
+    with FakeOllama(reply=Reply(tool_calls=script)) as fake:
+        body = {"model": "llama3.2:3b", "messages": [], "tools": [WEATHER_TOOL, clock]}
+        lines = [orjson.loads(line) for line in _call(fake.url + "/api/chat", body)[1].splitlines()]
+        assert [c["function"] for c in lines[0]["message"]["tool_calls"]] == [
+            {"name": "get_time", "arguments": {"zone": "CET"}},
+            {"name": "get_weather", "arguments": {"city": "Oslo"}},
+        ]
+
+
+def test_openai_fake_honours_n_and_token_array_embeddings() -> None:
+    with FakeOpenAI() as fake:
+        answer = orjson.loads(_call(fake.base_url + "/chat/completions", {**HI, "n": 3})[1])
+        assert [c["index"] for c in answer["choices"]] == [0, 1, 2]
+        assert answer["usage"]["completion_tokens"] == 3 * 5  # "Hello from <name>, model m." each
+        body = _call(fake.base_url + "/chat/completions", {**HI, "n": 2, "stream": True})[1]
+        events = [orjson.loads(line[6:]) for line in body.split(b"\n\n") if line.startswith(b"data: {")]
+        finished = [c["choices"][0]["index"] for c in events if c["choices"][0]["finish_reason"]]
+        assert finished == [0, 1]
+        status, body, _ = _call(fake.base_url + "/chat/completions", {**HI, "n": 0})
+        assert status == 400
+        for tokens, count in (([1, 2, 3], 1), ([[1, 2], [3]], 2)):
+            answer = orjson.loads(_call(fake.base_url + "/embeddings", {"model": "e", "input": tokens})[1])
+            assert len(answer["data"]) == count
+            assert answer["usage"]["prompt_tokens"] == 3
+        status, _, _ = _call(fake.base_url + "/embeddings", {"model": "e", "input": [[1], "a"]})
+        assert status == 400
+
+
+def test_a_strict_openai_fake_refuses_fields_openai_does_not_define() -> None:
+    with FakeOpenAI(strict=True) as fake:
+        status, body, _ = _call(fake.base_url + "/chat/completions", {**HI, "top_k": 5})
+        assert (status, orjson.loads(body)["error"]["message"]) == (
+            400,
+            "Unrecognized request argument supplied: top_k",
+        )
+        status, _, _ = _call(fake.base_url + "/embeddings", {"model": "e", "input": "a", "keep_alive": "5m"})
+        assert status == 400
+        assert _call(fake.base_url + "/chat/completions", {**HI, "n": 2, "store": True})[0] == 200

@@ -15,7 +15,7 @@ from .helpers import API_KEY
 
 @pytest.fixture(scope="module")
 def _openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(name="groq-fake", api_key=API_KEY) as fake:
+    with FakeOpenAI(name="groq-fake", api_key=API_KEY, strict=True) as fake:
         yield fake
 
 

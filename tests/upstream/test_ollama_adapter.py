@@ -11,9 +11,11 @@ import orjson
 import pytest
 
 from interlock.runtime.errors import (
+    CannotServe,
     ClientError,
     ConnectFailed,
     FirstByteTimeout,
+    InvalidRequest,
     MalformedResponse,
     ProtocolFailure,
     ServerError,
@@ -21,6 +23,7 @@ from interlock.runtime.errors import (
 from interlock.runtime.upstream import ollama_wire
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.faults import Fault
+from interlock.testing.replies import Reply
 
 from .helpers import chat, embed, endpoint, probe, stream, text_of
 
@@ -167,11 +170,14 @@ def test_remote_image_url_is_refused_before_sending(ollama_fake: FakeOllama) -> 
     image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     body = {"messages": [{"role": "user", "content": [image]}]}
     with pytest.raises(
-        ClientError,
+        CannotServe,
         match=r"^Ollama models take images as data: URLs only; remote image URLs are not fetched$",
     ) as info:
         chat(endpoint("ollama", ollama_fake.url), VISION_MODEL, body)
-    assert info.value.status == 400
+    assert (info.value.param, info.value.reason) == (
+        "messages[0].content[0].image_url",
+        "unsupported_messages",
+    )
     assert ollama_fake.requests == []
 
 
@@ -258,8 +264,10 @@ def test_embeddings_translation(ollama_fake: FakeOllama) -> None:
 
 
 def test_token_array_embeddings_are_refused(ollama_fake: FakeOllama) -> None:
-    with pytest.raises(ClientError, match=r"^Ollama embeddings take strings only, not token arrays$"):
+    with pytest.raises(CannotServe, match=r"^Ollama embeddings take strings only, not token arrays$") as info:
         embed(endpoint("ollama", ollama_fake.url), "nomic-embed-text", {"input": [[1, 2, 3]]})
+    assert (info.value.param, info.value.reason) == ("input", "unsupported_input")
+    assert ollama_fake.requests == []
 
 
 def test_probe(ollama_fake: FakeOllama) -> None:
@@ -290,3 +298,155 @@ def test_a_line_that_arrives_whole_is_held_to_the_limit_too(ollama_fake: FakeOll
     ep = endpoint("ollama", ollama_fake.url, max_line_bytes=16)  # every NDJSON line is longer
     with pytest.raises(ProtocolFailure, match=r"^stream line is over the 16-byte limit$"):
         stream(ep, TOOL_MODEL, HI)
+
+
+def test_tool_choice_naming_a_function_sends_only_that_tool(ollama_fake: FakeOllama) -> None:
+    clock = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+    choice = {"type": "function", "function": {"name": "get_time"}}
+    answer = chat(
+        endpoint("ollama", ollama_fake.url),
+        TOOL_MODEL,
+        {**HI, "tools": [*TOOLS, clock], "tool_choice": choice},
+    )
+    assert ollama_fake.requests[0].body["tools"] == [clock]
+    assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_time"
+    allowed = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [choice]}}
+    chat(
+        endpoint("ollama", ollama_fake.url),
+        TOOL_MODEL,
+        {**HI, "tools": [*TOOLS, clock], "tool_choice": allowed},
+    )
+    assert ollama_fake.requests[1].body["tools"] == [clock]
+
+
+@pytest.mark.parametrize(
+    ("choice", "tools", "error", "message", "param"),
+    [
+        (
+            "required",
+            TOOLS,
+            CannotServe,
+            r'^Ollama cannot force a tool call \(`tool_choice: "required"`\)$',
+            "tool_choice",
+        ),
+        (
+            {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}},
+            TOOLS,
+            CannotServe,
+            r'^Ollama cannot force a tool call \(`tool_choice.allowed_tools.mode: "required"`\)$',
+            "tool_choice",
+        ),
+        (
+            "auto",
+            [{"type": "custom", "custom": {"name": "grammar"}}],
+            CannotServe,
+            r"^Ollama takes function tools only, not 'custom' tools$",
+            "tools[0]",
+        ),
+        (
+            {"type": "function", "function": {"name": "missing"}},
+            TOOLS,
+            InvalidRequest,
+            r"^`tool_choice` names no function that is in `tools`$",
+            "tool_choice",
+        ),
+    ],
+)
+def test_tool_choice_without_an_ollama_counterpart_is_refused_before_sending(
+    ollama_fake: FakeOllama, choice: object, tools: object, error: type[Exception], message: str, param: str
+) -> None:
+    with pytest.raises(error, match=message) as info:
+        chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, {**HI, "tools": tools, "tool_choice": choice})
+    assert getattr(info.value, "param", None) == param
+    assert ollama_fake.requests == []
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call(ollama_fake: FakeOllama) -> None:
+    clock = {"type": "function", "function": {"name": "get_time"}}
+    script = (("get_weather", {"city": "Oslo"}), ("get_time", {"zone": "CET"}))
+    with FakeOllama(reply=Reply(tool_calls=script)) as fake:
+        ep = endpoint("ollama", fake.url)
+        body = {**HI, "tools": [*TOOLS, clock]}
+        assert len(chat(ep, TOOL_MODEL, body)["choices"][0]["message"]["tool_calls"]) == 2
+        single = {**body, "parallel_tool_calls": False}
+        (call,) = chat(ep, TOOL_MODEL, single)["choices"][0]["message"]["tool_calls"]
+        assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Oslo"}'}
+        chunks, error = stream(ep, TOOL_MODEL, single)
+        assert error is None
+        calls = [
+            c
+            for chunk in chunks
+            if chunk["choices"]
+            for c in chunk["choices"][0]["delta"].get("tool_calls", [])
+        ]
+        assert [c["function"]["name"] for c in calls] == ["get_weather"]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_malformed_messages_are_the_gateways_invalid_request(ollama_fake: FakeOllama) -> None:
+    body = {"messages": [{"role": "user", "content": 7}]}
+    with pytest.raises(
+        InvalidRequest, match=r"^`messages\[0\]\.content` must be a string or an array of parts$"
+    ):
+        chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, body)
+    assert ollama_fake.requests == []
+
+
+def test_top_level_ollama_options_go_into_options(ollama_fake: FakeOllama) -> None:
+    body = {
+        **HI,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repeat_penalty": 1.1,
+        "num_ctx": 8192,
+        "seed": 4,
+        "options": {"top_k": 5, "mirostat": 1},
+    }
+    chat(endpoint("ollama", ollama_fake.url), TOOL_MODEL, body)
+    sent = ollama_fake.requests[0].body
+    assert sent["options"] == {
+        "top_k": 20,
+        "mirostat": 1,
+        "min_p": 0.05,
+        "repeat_penalty": 1.1,
+        "num_ctx": 8192,
+        "seed": 4,
+    }
+    assert not {"top_k", "min_p", "repeat_penalty", "num_ctx", "seed"} & set(sent)
+
+
+def test_the_routers_early_look_finds_what_the_translation_refuses() -> None:
+    remote = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    refused = [
+        (
+            "chat",
+            {**HI, "messages": [{"role": "user", "content": [remote]}]},
+            "messages[0].content[0].image_url",
+        ),
+        (
+            "chat",
+            {**HI, "messages": [{"role": "user", "content": [{"type": "input_audio"}]}]},
+            "messages[0].content[0]",
+        ),
+        ("chat", {**HI, "tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
+        ("embeddings", {"input": [[1, 2]]}, "input"),
+    ]
+    for operation, body, param in refused:
+        early = ollama_wire.refusal(operation, body)
+        assert early is not None
+        assert early.param == param
+    for operation, body in [("chat", HI), ("chat", {"messages": [7]}), ("embeddings", {"input": 7})]:
+        assert ollama_wire.refusal(operation, body) is None  # fine, or malformed: the call answers that
+
+
+def test_an_assistants_refusal_part_is_its_text(ollama_fake: FakeOllama) -> None:
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}
+    chat(
+        endpoint("ollama", ollama_fake.url),
+        TOOL_MODEL,
+        {"messages": [*HI["messages"], refused, *HI["messages"]]},
+    )
+    assert ollama_fake.requests[0].body["messages"][1] == {
+        "role": "assistant",
+        "content": "I can't help with that.",
+    }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.upstream.base import ChatStream
+from interlock.runtime.upstream.fields import DROPS
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -54,6 +56,8 @@ SSE_HEADERS: tuple[Header, ...] = (
 )
 DONE = b"data: [DONE]\n\n"
 MAX_ECHO = 200  # longest upstream error text passed on to the caller
+MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 _UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 
@@ -379,6 +383,7 @@ async def _answer(
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
     headers.append(answered.candidate.resolved_header)
+    _say_dropped(headers, answered, endpoint, body)
     watch.stop()
     await send_json(send, 200, payload, headers)
     _observe_overhead(gateway, endpoint, record.started, answered)
@@ -410,6 +415,7 @@ async def _stream(
     stream = answered.result
     try:
         headers.append(answered.candidate.resolved_header)
+        _say_dropped(headers, answered, "chat", body)
         headers.extend(SSE_HEADERS)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
@@ -447,6 +453,17 @@ async def _stream(
         finally:
             if answered.lease is not None:
                 answered.lease.release()
+
+
+def _say_dropped(headers: list[Header], answered: Answered[Any], endpoint: str, body: dict[str, Any]) -> None:
+    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got."""
+    dropped = DROPS[answered.candidate.kind, endpoint].of(body)
+    if dropped:
+        # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
+        shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]
+        if len(shown) < len(dropped):
+            shown.append(f"+{len(dropped) - len(shown)} more")
+        headers.append((b"x-interlock-dropped", ", ".join(shown).encode()))
 
 
 def _observe_overhead(gateway: Gateway, endpoint: str, started: float, answered: Answered[Any]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from interlock.runtime.errors import CannotServe
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 
@@ -67,6 +68,13 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """An embeddings request in OpenAI's shape; returns OpenAI's ``list`` of embeddings."""
+
+    def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+        """Why this adapter cannot carry the request (``operation``: chat | embeddings), or None.
+
+        A cheap look at the body, no translation: the router asks before a candidate's guards, so it
+        never queues for a slot it will not use. ``chat``/``embed`` raise the same ``CannotServe``."""
+        return None
 
     @abc.abstractmethod
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:

@@ -1,7 +1,8 @@
 """The Ollama adapter: OpenAI-shaped requests to one worker's native API (/api/chat, /api/embed).
 
 The native API, not Ollama's /v1, because only it can set ``num_ctx`` and other options per request.
-Translation both ways lives in ``ollama_wire``; this module only sends. Probe: GET /api/tags.
+Translation both ways lives in ``ollama_wire``; this module only sends. A request Ollama cannot carry
+raises ``CannotServe`` from the translation, before anything is sent. Probe: GET /api/tags.
 ``metadata`` fetches /api/show, /api/ps and /api/tags for the metadata fetcher (outside the request path).
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import MalformedResponse
+from interlock.runtime.errors import CannotServe, MalformedResponse
 from interlock.runtime.upstream import ollama_wire
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
@@ -28,19 +29,23 @@ class OllamaAdapter(Adapter):
     async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=False))
         answer = await request_json(self._client, endpoint, "POST", "/api/chat", payload)
-        return ollama_wire.chat_completion(answer, model)
+        return ollama_wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
 
     async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=True))
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-        decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers)
+        one_call = body.get("parallel_tool_calls") is False
+        decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers, one_call)
         return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = orjson.dumps(ollama_wire.embed_request(body, model))
         answer = await request_json(self._client, endpoint, "POST", "/api/embed", payload)
         return ollama_wire.embeddings(answer, model, body.get("encoding_format"))
+
+    def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+        return ollama_wire.refusal(operation, body)
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)

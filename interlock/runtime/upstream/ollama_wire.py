@@ -1,16 +1,26 @@
 """OpenAI <-> Ollama native, both ways: /api/chat requests, answers and NDJSON chunks; /api/embed.
 
+What happens to each request field is the table in ``fields`` (and docs/upstream-adapters.md). Two kinds
+of refusal, both raised before anything is sent:
+- ``CannotServe``: the request is fine, Ollama cannot carry it (``n: 2``, ``logprobs``, ``tool_choice:
+  "required"``, remote image URLs, token-array embeddings); another candidate of the chain may.
+  Remote ``http(s)`` image URLs are never fetched: that would add latency and a server-side request
+  forgery hole; images must be ``data:`` URLs, whose base64 goes into the message's ``images``.
+- ``InvalidRequest``: the request is malformed for any upstream (a message that is not an object).
+
 Decisions worth knowing:
-- Images must be ``data:`` URLs: their base64 goes into the message's ``images``. Remote ``http(s)``
-  image URLs are refused with ClientError 400 (deterministic, no fallback): fetching arbitrary URLs
-  from the gateway would add latency and a server-side request forgery hole.
-- Text parts of one message are joined with a newline into its ``content``.
+- Text parts (and an assistant's ``refusal`` parts) of one message are joined with a newline into its
+  ``content``.
 - Tool call arguments travel as JSON strings in OpenAI and as objects in Ollama; ids are generated
   (``call_<hex>``) when Ollama gives none. A tool message gets ``tool_name`` from the matching call.
-- ``response_format`` json_object -> ``format: "json"``, json_schema -> ``format: <schema>``.
-- Sampling parameters go into ``options``; ``max_completion_tokens``/``max_tokens`` -> ``num_predict``.
-  Ollama-native extras in the body pass through: ``options`` (e.g. ``num_ctx``), ``keep_alive``, ``think``;
-  ``reasoning_effort`` -> ``think``. Thinking text comes back as ``reasoning`` (as Ollama's own /v1 does).
+- ``tool_choice``: ``none`` sends no tools, a named function (or ``allowed_tools`` in ``auto`` mode) sends
+  only those tools; ``parallel_tool_calls: false`` keeps only the answer's first tool call.
+- ``response_format`` json_object -> ``format: "json"``, json_schema -> ``format: <schema>``; a native
+  top-level ``format`` passes when there is no ``response_format``.
+- Sampling parameters go into ``options``; ``max_completion_tokens``/``max_tokens`` -> ``num_predict``;
+  Ollama's runner options sent at the top level (``top_k``, ``min_p``, ``num_ctx``, as LiteLLM does)
+  go into ``options`` too, over a native ``options`` object. ``keep_alive`` and ``think`` pass through;
+  ``reasoning_effort`` -> ``think``. Thinking text comes back as ``reasoning`` (as Ollama's /v1 does).
 - ``finish_reason``: ``tool_calls`` when the answer calls tools, ``length`` for done_reason length,
   else ``stop``; usage from ``prompt_eval_count``/``eval_count``.
 """
@@ -22,19 +32,20 @@ import random
 import struct
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import ClientError, MalformedResponse, ProtocolFailure
+from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.upstream.failures import credentials, error_for_object
+from interlock.runtime.upstream.fields import OLLAMA_OPTION_FIELDS
 
-_OPTION_KEYS = ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty")
-
-
-def _bad_request(message: str) -> ClientError:
-    return ClientError(message, status=400)
+# top-level request field -> its key in Ollama's ``options``
+_OPTIONS: dict[str, str] = {
+    **{key: key for key in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty")},
+    **{key: key for key in OLLAMA_OPTION_FIELDS},
+}
 
 
 def completion_id() -> str:
@@ -45,22 +56,109 @@ def _call_id() -> str:
     return f"call_{random.getrandbits(96):024x}"
 
 
+# ----- refusals: fields whose value asks for what Ollama cannot do -----
+
+
+def _shown(value: Any) -> str:
+    """A caller's value inside a refusal: ``repr``, cut to 40 characters (messages stay short)."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _refuse_set(what: str) -> Callable[[Any], str | None]:
+    return lambda value: what if value else None
+
+
+def _refuse_n(value: Any) -> str | None:
+    return None if value == 1 else f"Ollama answers one choice per request; `n` is {_shown(value)}"
+
+
+def _refuse_modalities(value: Any) -> str | None:
+    if isinstance(value, list) and all(m == "text" for m in value):
+        return None
+    return "Ollama models answer in text only; `modalities` asks for more"
+
+
+def _refuse_verbosity(value: Any) -> str | None:
+    return None if value == "medium" else f"Ollama cannot set `verbosity` {_shown(value)}"
+
+
+_REFUSALS: dict[str, Callable[[Any], str | None]] = {
+    "audio": _refuse_set("Ollama models answer in text only; `audio` output is not available"),
+    "function_call": _refuse_set(
+        "the deprecated `function_call` is not translated for Ollama; use `tool_choice`"
+    ),
+    "functions": _refuse_set("the deprecated `functions` are not translated for Ollama; use `tools`"),
+    "logit_bias": _refuse_set("Ollama has no `logit_bias`"),
+    "logprobs": _refuse_set("Ollama's chat answers carry no `logprobs`"),
+    "modalities": _refuse_modalities,
+    "moderation": _refuse_set("Ollama runs no `moderation`"),
+    "n": _refuse_n,
+    "top_logprobs": _refuse_set("Ollama's chat answers carry no `top_logprobs`"),
+    "verbosity": _refuse_verbosity,
+    "web_search_options": _refuse_set("Ollama cannot search the web (`web_search_options`)"),
+}
+
+
 # ----- requests -----
 
 
+def refusal(operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+    """Why Ollama cannot carry this request (``operation``: chat | embeddings), or None, found without
+    translating: the router asks before a candidate's guards, so it never queues for a slot it will not
+    use. The translation raises the same refusals (and, rarely, one this misses: tool call arguments
+    that are not JSON); a malformed request is left to it (None here)."""
+    try:
+        if operation == "embeddings":
+            _embedding_inputs(body.get("input"))
+            return None
+        _lift_options(body)
+        _tools(body.get("tools"), body.get("tool_choice"))
+        messages = body.get("messages")
+        for index, message in enumerate(messages if isinstance(messages, list) else ()):
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list):
+                for number, part in enumerate(content):
+                    _part(part, index, number)
+    except CannotServe as exc:
+        return exc
+    except InvalidRequest:
+        return None
+    return None
+
+
+def _lift_options(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level fields that go into ``options``; raises CannotServe for a refused field."""
+    lifted: dict[str, Any] = {}
+    for key, value in body.items():
+        if value is None:
+            continue
+        option = _OPTIONS.get(key)
+        if option is not None:
+            lifted[option] = value
+            continue
+        check = _REFUSALS.get(key)
+        if check is not None:
+            refusal = check(value)
+            if refusal is not None:
+                raise CannotServe(refusal, param=key)
+    return lifted
+
+
 def chat_request(body: Mapping[str, Any], model: str, stream: bool) -> dict[str, Any]:
-    """An OpenAI chat request as an Ollama /api/chat request; raises ClientError for what cannot go."""
+    """An OpenAI chat request as an Ollama /api/chat request; raises CannotServe or InvalidRequest."""
+    lifted = _lift_options(body)
     messages = body.get("messages")
     if not isinstance(messages, list):
-        raise _bad_request("messages must be an array")
+        raise InvalidRequest("`messages` must be an array", param="messages")
     tool_names: dict[str, str] = {}
     out: dict[str, Any] = {
         "model": model,
-        "messages": [_message(m, tool_names) for m in messages],
+        "messages": [_message(i, m, tool_names) for i, m in enumerate(messages)],
         "stream": stream,
     }
-    tools = body.get("tools")
-    if tools and body.get("tool_choice") != "none":
+    tools = _tools(body.get("tools"), body.get("tool_choice"))
+    if tools:
         out["tools"] = tools
     response_format = body.get("response_format")
     if isinstance(response_format, Mapping):
@@ -71,14 +169,13 @@ def chat_request(body: Mapping[str, Any], model: str, stream: bool) -> dict[str,
             spec = response_format.get("json_schema")
             schema = spec.get("schema") if isinstance(spec, Mapping) else None
             out["format"] = schema if isinstance(schema, Mapping) else "json"
+    elif body.get("format") is not None:
+        out["format"] = body["format"]
     options: dict[str, Any] = {}
     native = body.get("options")
     if isinstance(native, Mapping):
         options.update(native)
-    for key in _OPTION_KEYS:
-        value = body.get(key)
-        if value is not None:
-            options[key] = value
+    options.update(lifted)
     limit = body.get("max_completion_tokens")
     if limit is None:
         limit = body.get("max_tokens")
@@ -98,9 +195,54 @@ def chat_request(body: Mapping[str, Any], model: str, stream: bool) -> dict[str,
     return out
 
 
-def _message(message: Any, tool_names: dict[str, str]) -> dict[str, Any]:
+def _tool_name(tool: Any) -> str | None:
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def _tools(tools: Any, choice: Any) -> list[Any] | None:
+    """The tools to send, after ``tool_choice``: emulated where Ollama has no counterpart, else refused."""
+    if not tools or choice == "none":
+        return None
+    if not isinstance(tools, list):
+        raise InvalidRequest("`tools` must be an array", param="tools")
+    for index, tool in enumerate(tools):
+        kind = tool.get("type", "function") if isinstance(tool, Mapping) else None
+        if kind != "function" or _tool_name(tool) is None:
+            raise CannotServe(
+                f"Ollama takes function tools only, not {_shown(kind)} tools", param=f"tools[{index}]"
+            )
+    if choice is None or choice == "auto":
+        return tools
+    if choice == "required":
+        raise CannotServe('Ollama cannot force a tool call (`tool_choice: "required"`)', param="tool_choice")
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
+    if kind == "function":
+        names = {_tool_name(choice)}
+    elif kind == "allowed_tools":
+        allowed = choice.get("allowed_tools")
+        allowed = allowed if isinstance(allowed, Mapping) else {}
+        if allowed.get("mode") == "required":
+            raise CannotServe(
+                'Ollama cannot force a tool call (`tool_choice.allowed_tools.mode: "required"`)',
+                param="tool_choice",
+            )
+        listed = allowed.get("tools")
+        names = {_tool_name(tool) for tool in listed} if isinstance(listed, list) else set()
+    else:
+        raise CannotServe(
+            f"Ollama has no counterpart for `tool_choice` {_shown(choice)}", param="tool_choice"
+        )
+    chosen = [tool for tool in tools if _tool_name(tool) in names]
+    if not chosen:
+        raise InvalidRequest("`tool_choice` names no function that is in `tools`", param="tool_choice")
+    return chosen
+
+
+def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, Any]:
     if not isinstance(message, Mapping):
-        raise _bad_request("each message must be an object")
+        raise InvalidRequest(f"`messages[{index}]` must be an object", param=f"messages[{index}]")
     role = message.get("role")
     out: dict[str, Any] = {"role": "system" if role == "developer" else role}
     content = message.get("content")
@@ -109,22 +251,21 @@ def _message(message: Any, tool_names: dict[str, str]) -> dict[str, Any]:
     elif isinstance(content, list):
         texts: list[str] = []
         images: list[str] = []
-        for part in content:
-            kind = part.get("type") if isinstance(part, Mapping) else None
-            if kind == "text":
-                texts.append(str(part.get("text", "")))
-            elif kind == "image_url":
-                images.append(_image(part.get("image_url")))
+        for number, part in enumerate(content):
+            text, image = _part(part, index, number)
+            if image is None:
+                texts.append(text)
             else:
-                raise _bad_request(f"content part type {kind!r} is not supported by Ollama")
+                images.append(image)
         out["content"] = "\n".join(texts)
         if images:
             out["images"] = images
     else:
-        raise _bad_request("message content must be a string or an array of parts")
+        where = f"messages[{index}].content"
+        raise InvalidRequest(f"`{where}` must be a string or an array of parts", param=where)
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
-        out["tool_calls"] = [_native_call(call, tool_names) for call in calls]
+        out["tool_calls"] = [_native_call(call, tool_names, index) for call in calls]
     if role == "tool":
         call_id = message.get("tool_call_id")
         name = tool_names.get(call_id) if isinstance(call_id, str) else None
@@ -134,42 +275,68 @@ def _message(message: Any, tool_names: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def _image(image_url: Any) -> str:
+def _part(part: Any, index: int, number: int) -> tuple[str, str | None]:
+    """One content part: ``(text, None)`` or ``("", image base64)``; raises for other part types."""
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if kind == "text":
+        return str(part.get("text", "")), None
+    if kind == "refusal":  # an assistant turn replayed: its refusal was its text
+        return str(part.get("refusal", "")), None
+    if kind == "image_url":
+        return "", _image(part.get("image_url"), index, number)
+    raise CannotServe(
+        f"content part type {_shown(kind)} is not supported by Ollama",
+        param=f"messages[{index}].content[{number}]",
+    )
+
+
+def _image(image_url: Any, index: int, number: int) -> str:
     url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
+    if isinstance(url, str) and url.startswith("data:"):
+        header, comma, data = url.partition(",")
+        if comma and header.endswith(";base64"):
+            return data
+    where = f"messages[{index}].content[{number}].image_url"
     if not isinstance(url, str):
-        raise _bad_request("image_url needs a url")
+        raise InvalidRequest(f"`{where}` needs a url", param=where)
     if not url.startswith("data:"):
-        raise _bad_request("Ollama models take images as data: URLs only; remote image URLs are not fetched")
-    header, comma, data = url.partition(",")
-    if not comma or not header.endswith(";base64"):
-        raise _bad_request("image data: URLs must be base64-encoded")
-    return data
+        raise CannotServe(
+            "Ollama models take images as data: URLs only; remote image URLs are not fetched", param=where
+        )
+    raise CannotServe("Ollama takes base64-encoded image data: URLs only", param=where)
 
 
-def _native_call(call: Any, tool_names: dict[str, str]) -> dict[str, Any]:
+def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str, Any]:
     function = call.get("function") if isinstance(call, Mapping) else None
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise _bad_request("tool_calls need a function name")
+        where = f"messages[{index}].tool_calls"
+        raise InvalidRequest(f"`{where}` need a function name", param=where)
     name = function["name"]
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
             arguments = orjson.loads(arguments) if arguments.strip() else {}
-        except orjson.JSONDecodeError as exc:
-            raise _bad_request(f"arguments of tool call {name!r} are not valid JSON") from exc
+        except orjson.JSONDecodeError:
+            raise CannotServe(
+                f"Ollama takes tool call arguments as JSON objects; those of {name!r} are not JSON",
+                param=f"messages[{index}].tool_calls",
+            ) from None
     call_id = call.get("id")
     if isinstance(call_id, str):
         tool_names[call_id] = name
     return {"function": {"name": name, "arguments": arguments if arguments is not None else {}}}
 
 
-def embed_request(body: Mapping[str, Any], model: str) -> dict[str, Any]:
-    inputs = body.get("input")
+def _embedding_inputs(inputs: Any) -> str | list[str]:
     if isinstance(inputs, list) and any(not isinstance(item, str) for item in inputs):
-        raise _bad_request("Ollama embeddings take strings only, not token arrays")
+        raise CannotServe("Ollama embeddings take strings only, not token arrays", param="input")
     if not isinstance(inputs, str | list):
-        raise _bad_request("input must be a string or an array of strings")
-    out: dict[str, Any] = {"model": model, "input": inputs}
+        raise InvalidRequest("`input` must be a string or an array of strings", param="input")
+    return inputs
+
+
+def embed_request(body: Mapping[str, Any], model: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": model, "input": _embedding_inputs(body.get("input"))}
     if body.get("dimensions") is not None:
         out["dimensions"] = body["dimensions"]
     return out
@@ -210,8 +377,9 @@ def _openai_calls(calls: Any, first_index: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-def chat_completion(answer: Any, model: str) -> dict[str, Any]:
-    """An Ollama /api/chat answer (``stream: false``) as an OpenAI ``chat.completion``."""
+def chat_completion(answer: Any, model: str, one_call: bool = False) -> dict[str, Any]:
+    """An Ollama /api/chat answer (``stream: false``) as an OpenAI ``chat.completion``; ``one_call``
+    (``parallel_tool_calls: false``) keeps only its first tool call."""
     if not isinstance(answer, Mapping):
         raise MalformedResponse("response is not a JSON object")
     native = answer.get("message")
@@ -222,6 +390,8 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
         message["reasoning"] = native["thinking"]
     calls = native.get("tool_calls")
     if isinstance(calls, list) and calls:
+        if one_call:
+            calls = calls[:1]
         message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in _openai_calls(calls)]
     return {
         "id": completion_id(),
@@ -239,10 +409,14 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 class NDJSONDecoder:
     """Ollama's NDJSON chat stream to ``chat.completion.chunk`` dicts (role in the first delta)."""
 
-    __slots__ = ("_first", "_head", "_headers", "_include_usage", "_tools", "done")
+    __slots__ = ("_first", "_head", "_headers", "_include_usage", "_one_call", "_tools", "done")
 
-    def __init__(self, model: str, include_usage: bool, headers: Mapping[str, str]) -> None:
-        """``headers`` are the endpoint's: their credentials are masked in an error line's text."""
+    def __init__(
+        self, model: str, include_usage: bool, headers: Mapping[str, str], one_call: bool = False
+    ) -> None:
+        """``headers`` are the endpoint's: their credentials are masked in an error line's text;
+        ``one_call`` (``parallel_tool_calls: false``) keeps only the stream's first tool call."""
+        self._one_call = one_call
         self._head = {
             "id": completion_id(),
             "object": "chat.completion.chunk",
@@ -279,7 +453,9 @@ class NDJSONDecoder:
             if message.get("thinking"):
                 delta["reasoning"] = message["thinking"]
             calls = message.get("tool_calls")
-            if isinstance(calls, list) and calls:
+            if isinstance(calls, list) and calls and not (self._one_call and self._tools):
+                if self._one_call:
+                    calls = calls[:1]
                 delta["tool_calls"] = _openai_calls(calls, self._tools)
                 self._tools += len(calls)
         if native.get("done"):

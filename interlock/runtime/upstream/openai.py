@@ -1,5 +1,11 @@
 """The OpenAI-compatible adapter: the caller's body goes through with only ``model`` replaced.
 
+Ollama-native fields a client may send for an Ollama primary (``options``, ``keep_alive``, ``think``,
+``format``, ``top_k``, ``num_ctx``, ...) never reach an OpenAI-compatible upstream, where a strict
+provider would answer 400 and stop the walk: those with an OpenAI counterpart are translated (unless the
+request sets the counterpart itself), the rest dropped (``fields.NATIVE_FIELDS`` says which). A body
+without any of them costs one set check.
+
 Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A body that ends
 without ``[DONE]`` counts as complete only after a chunk with a ``finish_reason``; otherwise it was cut
 (ProtocolFailure), never a silently truncated answer. An ``error`` object in an event (or in a 200
@@ -19,8 +25,47 @@ from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.upstream.failures import credentials, error_for_object
+from interlock.runtime.upstream.fields import OPENAI_OPTIONS, OPENAI_STRIPPED
 
 _DONE = b"[DONE]"
+
+
+def _payload(body: Mapping[str, Any], model: str, *, chat: bool = True) -> dict[str, Any]:
+    """The caller's body for an OpenAI-compatible upstream: ``model`` replaced, native fields translated
+    (chat) or dropped (embeddings)."""
+    payload = dict(body)
+    payload["model"] = model
+    if not OPENAI_STRIPPED.isdisjoint(payload):
+        if chat:
+            _translate_native(payload)
+        for key in OPENAI_STRIPPED.intersection(payload):
+            del payload[key]
+    return payload
+
+
+def _translate_native(payload: dict[str, Any]) -> None:
+    options = payload.get("options")
+    options = options if isinstance(options, Mapping) else {}
+    for key in OPENAI_OPTIONS[:-1]:  # num_predict: below
+        if payload.get(key) is None and options.get(key) is not None:
+            payload[key] = options[key]
+    limit = payload.get("num_predict", options.get("num_predict"))
+    if (
+        isinstance(limit, int)
+        and limit > 0  # Ollama's -1 (no limit) and -2 (fill the context) have no counterpart
+        and payload.get("max_tokens") is None
+        and payload.get("max_completion_tokens") is None
+    ):
+        payload["max_tokens"] = limit
+    native_format = payload.get("format")
+    if native_format is not None and payload.get("response_format") is None:
+        if native_format == "json":
+            payload["response_format"] = {"type": "json_object"}
+        elif isinstance(native_format, Mapping):
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": native_format},
+            }
 
 
 class SSEDecoder:
@@ -89,8 +134,7 @@ class OpenAIAdapter(Adapter):
         self._client = client
 
     async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        payload = dict(body)
-        payload["model"] = model
+        payload = _payload(body, model)
         payload.pop("stream", None)
         payload.pop("stream_options", None)  # OpenAI refuses stream_options without stream
         answer = await request_json(
@@ -99,8 +143,7 @@ class OpenAIAdapter(Adapter):
         return _checked(answer, "choices", endpoint)
 
     async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
-        payload = dict(body)
-        payload["model"] = model
+        payload = _payload(body, model)
         payload["stream"] = True
         decoder = SSEDecoder(endpoint)
         return await request_stream(
@@ -108,8 +151,7 @@ class OpenAIAdapter(Adapter):
         )
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        payload = dict(body)
-        payload["model"] = model
+        payload = _payload(body, model, chat=False)
         answer = await request_json(self._client, endpoint, "POST", "/embeddings", orjson.dumps(payload))
         return _checked(answer, "data", endpoint)
 
