@@ -1,8 +1,9 @@
 """`status`: a running gateway's aliases, workers and providers in the terminal, for people and scripts.
 
-Reads ``GET /v1/aliases`` and ``GET /v1/health`` (the same facts as the status page) and prints plain
-text tables, or ``--format json``. Plain text rather than `rich`: the output goes to cron mails, CI logs
-and `grep` as often as to a terminal, and stays byte-for-byte predictable without colour codes.
+Reads ``GET /v1/aliases``, ``GET /v1/health`` and ``GET /v1/metadata`` (the facts of the status page)
+and prints plain text tables, or ``--format json``. Plain text rather than `rich`: the output goes to
+cron mails, CI logs and `grep` as often as to a terminal, and stays byte-for-byte predictable without
+colour codes.
 
 Exit codes: 0 every alias has a healthy candidate; 1 some alias has none; 2 the gateway could not be
 reached (or answered something that is not its status).
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from interlock.runtime.plan import worker_label
 from interlock.runtime.ui.view import span
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -41,11 +43,11 @@ def register(subparsers: Any) -> None:
 def run_status(args: argparse.Namespace) -> int:
     url = args.url.rstrip("/")
     try:
-        aliases, health = fetch(url, args.timeout)
+        aliases, health, metadata = fetch(url, args.timeout)
     except Unreachable as exc:
         print(f"interlock status: {exc}", file=sys.stderr)
         return 2
-    report = summarize(url, aliases, health)
+    report = summarize(url, aliases, health, metadata)
     if args.format == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
@@ -53,12 +55,12 @@ def run_status(args: argparse.Namespace) -> int:
     return 0 if report["servable"] else 1
 
 
-def fetch(url: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
+def fetch(url: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     import httpx
 
     try:
         with httpx.Client(base_url=url, timeout=timeout_s, trust_env=False) as http:
-            answers = [http.get(path) for path in ("/v1/aliases", "/v1/health")]
+            answers = [http.get(path) for path in ("/v1/aliases", "/v1/health", "/v1/metadata")]
     except httpx.HTTPError as exc:
         raise Unreachable(f"cannot reach {url}: {exc or type(exc).__name__}") from None
     bodies = []
@@ -71,11 +73,14 @@ def fetch(url: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
             raise Unreachable(
                 f"{response.request.url} did not answer JSON; is this an interlock gateway?"
             ) from None
-    return bodies[0], bodies[1]
+    return bodies[0], bodies[1], bodies[2]
 
 
-def summarize(url: str, aliases: dict[str, Any], health: dict[str, Any]) -> dict[str, Any]:
+def summarize(
+    url: str, aliases: dict[str, Any], health: dict[str, Any], metadata: dict[str, Any]
+) -> dict[str, Any]:
     """The report: per alias, whether it can answer and which candidate would answer first."""
+    facts = metadata.get("workers", {})
     down = _down_providers(health)
     rows = []
     for alias in aliases.get("data", []):
@@ -109,6 +114,7 @@ def summarize(url: str, aliases: dict[str, Any], health: dict[str, Any]) -> dict
             "max_concurrent": w["max_concurrent"],
             "queue_waiting": w["queue_waiting"],
             "max_waiting": w["queue"]["max_waiting"],
+            "loaded": facts.get(worker_label(w["provider"], name), {}).get("loaded"),
             "telemetry": w.get("telemetry"),
         }
         for name, w in health.get("workers", {}).items()
@@ -171,7 +177,7 @@ def render_text(report: dict[str, Any], now: float) -> str:
     if report["workers"]:
         lines.append("")
         lines += table(
-            ["WORKER", "PROVIDER", "STATE", "SLOTS", "QUEUE", "GPU"],
+            ["WORKER", "PROVIDER", "STATE", "SLOTS", "QUEUE", "GPU", "LOADED"],
             [
                 [
                     w["name"],
@@ -180,6 +186,7 @@ def render_text(report: dict[str, Any], now: float) -> str:
                     f"{w['slots_in_use']}/{w['max_concurrent']}",
                     f"{w['queue_waiting']}/{w['max_waiting']}",
                     _gpu(w["telemetry"]),
+                    _loaded(w["loaded"]),
                 ]
                 for w in report["workers"]
             ],
@@ -245,6 +252,15 @@ def _gpu(telemetry: dict[str, Any] | None) -> str:
     if gpu.get("temperature_celsius") is not None:
         parts.append(f"{gpu['temperature_celsius']:.0f}°C")
     return " ".join(parts) or "no readings"
+
+
+def _loaded(loaded: dict[str, int | None] | None) -> str:
+    """``llama3.2:3b (4096 ctx)``; ``none``; ``?`` when the worker did not say (it is down, say)."""
+    if loaded is None:
+        return "?"
+    if not loaded:
+        return "none"
+    return ", ".join(f"{m} ({ctx} ctx)" if ctx else m for m, ctx in sorted(loaded.items()))
 
 
 def _changes(changes: list[Any] | None) -> str:

@@ -7,6 +7,7 @@ import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
@@ -34,6 +35,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     yield from _fleet(tmp_path_factory.mktemp("status-fleet"))
 
 
+def loaded(fleet: Fleet) -> dict[str, Any]:
+    """Each worker's loaded models as the gateway knows them now (None: not known)."""
+    workers = fleet.served.http.get("/v1/metadata").json()["workers"]
+    return {label: facts["loaded"] for label, facts in workers.items()}
+
+
 def status(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(["status", *argv])
     out, err = capsys.readouterr()
@@ -58,6 +65,8 @@ def test_an_alias_without_a_healthy_candidate_exits_1(
     assert fleet.ask("team/chat").headers["x-interlock-resolved"] == "box-a/llama3.2:3b"
     fleet.cloud.refuse_connections()
     wait_until(lambda: not fleet.served.health()["providers"]["cloud"]["healthy"], 10, "the cloud to be down")
+    wait_until(lambda: loaded(fleet)["box-a@gpu-a"], 10, "gpu-a's loaded model")
+    wait_until(lambda: loaded(fleet)["box-b@gpu-b"] is None, 10, "gpu-b's facts to be unknown")
 
     code, out, err = status(capsys, "--url", fleet.served.url)
     assert (code, err) == (1, "")
