@@ -161,7 +161,7 @@ def render_text(report: dict[str, Any], now: float) -> str:
     ]
     reload = plan.get("last_reload")
     if reload:
-        detail = reload["error"] if reload["result"] == "refused" else _changes(reload.get("changes"))
+        detail = reload["error"] if reload["result"] == "refused" else _changes(reload)
         lines.append(f"last reload: {reload['result']} {_when(reload['at'], now)} ({detail})")
     lines.append("")
     alias_rows = [
@@ -263,8 +263,8 @@ def _loaded(loaded: dict[str, int | None] | None) -> str:
     return ", ".join(f"{m} ({ctx} ctx)" if ctx else m for m, ctx in sorted(loaded.items()))
 
 
-def _changes(changes: list[Any] | None) -> str:
-    n = len(changes or [])
+def _changes(reload: dict[str, Any]) -> str:
+    n = reload.get("changes_total", len(reload.get("changes") or []))
     return f"{n} routing change{'s' * (n != 1)}"
 
 

@@ -223,7 +223,7 @@ class Gateway:
                 "error": None,
                 "from": old.content_hash,
                 "to": plan.content_hash,
-                "changes": await asyncio.to_thread(reload_changes, old, plan),
+                **await asyncio.to_thread(reload_changes, old, plan),
             }
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
             return True
@@ -253,6 +253,7 @@ class Gateway:
             "from": self.plan.content_hash,
             "to": None,
             "changes": [],
+            "changes_total": 0,
         }
         return False
 
@@ -267,11 +268,19 @@ class Gateway:
         return send_with_header
 
 
-def reload_changes(old: RuntimePlan, new: RuntimePlan) -> list[dict[str, Any]]:
-    """What a reload changed, by ``interlock diff``'s semantic diff (at reload time, never per page)."""
+MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
+
+
+def reload_changes(old: RuntimePlan, new: RuntimePlan) -> dict[str, Any]:
+    """What a reload changed, by ``interlock diff``'s semantic diff (at reload time, never per page):
+    the first ``MAX_RELOAD_CHANGES`` changes, most severe first, and how many there were."""
     from interlock.diff import diff_plans
 
-    return [change.as_json() for change in diff_plans(old.source, new.source)]
+    changes = diff_plans(old.source, new.source)
+    return {
+        "changes": [change.as_json() for change in changes[:MAX_RELOAD_CHANGES]],
+        "changes_total": len(changes),
+    }
 
 
 def _closing(send: Send) -> Send:

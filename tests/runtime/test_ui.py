@@ -84,3 +84,26 @@ def test_the_occupancy_line_steps_through_the_samples() -> None:
 )
 def test_spans_read_like_people_talk(seconds: float, text: str) -> None:
     assert span(seconds) == text
+
+
+def test_a_reload_records_what_changed_once(
+    basic_plan: RuntimePlan, plan_data: Callable[[str], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grown = BASIC.replace("failure_threshold: 2", "failure_threshold: 3") + (
+        "  t/extra: {description: extra, chain: [free/f2]}\n"
+    )
+    new_plan = build(plan_data(grown))
+    gateway = Gateway(basic_plan, source=lambda: new_plan, probes=False)
+    monkeypatch.setattr("interlock.runtime.app.MAX_RELOAD_CHANGES", 1)
+    assert asyncio.run(gateway.reload())
+    last = gateway.last_reload
+    assert last is not None
+    assert (last["result"], last["from"], last["to"]) == (
+        "loaded",
+        basic_plan.content_hash,
+        new_plan.content_hash,
+    )
+    assert last["changes_total"] > 1
+    assert [c["summary"] for c in last["changes"]] == ["new alias `t/extra` answers with free/f2"]
+    page = get(gateway, "/ui/plan").text
+    assert f"{last['changes_total']} changes (the first 1 shown, most severe first)" in page
