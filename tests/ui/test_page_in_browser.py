@@ -37,7 +37,8 @@ def test_the_page_shows_a_dead_box_an_open_circuit_and_slots_in_use(fleet: Fleet
     assert fleet.ask("team/chat").headers["x-interlock-resolved"] == "box-b/llama3.2:3b"
     fleet.gpu_b.refuse_connections()  # the box dies
     assert fleet.ask("team/chat").headers["x-interlock-resolved"] == "box-a/llama3.2:3b"
-    fleet.hold_slots(2)
+    wait_until(fleet.gpu_read, 10, "gpu-a's GPU readings")
+    fleet.hold_slots(2)  # for about 5 s: the page must be read before they end
 
     page, console = open_page(chromium, fleet.served.url, viewport={"width": 1100, "height": 1700})
     chat = page.locator("#alias-team\\/chat")
@@ -55,6 +56,10 @@ def test_the_page_shows_a_dead_box_an_open_circuit_and_slots_in_use(fleet: Fleet
     assert "up" in gpu_a.locator("h3").inner_text()
     assert "2 of 3 in use" in gpu_a.inner_text()
     assert gpu_a.locator("svg.spark path.used").count() == 1
+    telemetry = gpu_a.locator("dl.telemetry").inner_text()
+    assert "NVIDIA H200" in telemetry
+    assert "°C" in telemetry
+    assert "GiB of" in telemetry
 
     html = page.content()  # names, states and classes only: no credential, no upstream URL
     assert CLOUD_KEY not in html
