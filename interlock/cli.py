@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.status",  # status
     "interlock.commands.whatif",  # simulate
     "interlock.commands.demo",  # demo
+    "interlock.commands.deploy",  # deploy
     "interlock.commands.telemetry",  # telemetry-sidecar
 )
 

@@ -3,9 +3,10 @@
 Hot endpoints (chat completions, embeddings) are dispatched by one dictionary lookup straight to the raw
 ASGI handlers in ``surfaces.openai``; everything else goes to the FastAPI app of ``surfaces.admin``. The
 plan is swapped as a whole on reload; a request reads ``gateway.plan`` once and finishes on that plan.
-Health state and slot pools outlive reloads (they are keyed by ids and worker names). When the plan turns
-CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights are answered there,
-and answers to allowed origins gain the CORS headers built when the plan loaded.
+Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
+``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.
+When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights
+are answered there, and answers to allowed origins gain the CORS headers built when the plan loaded.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
 from interlock.runtime.samples import Samples
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.state import SlotBackend
+from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.surfaces.openai import (
     Message,
@@ -81,14 +83,16 @@ class Gateway:
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
         access_log: BinaryIO | None = None,
+        slots: SlotBackend | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
         self.reload_timeout_s = reload_timeout_s
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
-        self.slots = SlotTable()
+        self.slots = slots if slots is not None else MemorySlots()
         self.slots.configure(plan.workers)
+        self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
@@ -157,6 +161,7 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
         self._close_adapters = close
@@ -176,6 +181,7 @@ class Gateway:
         if self._close_adapters is not None:
             await self._close_adapters()
             self._close_adapters = None
+        await self.slots.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

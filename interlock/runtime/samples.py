@@ -1,6 +1,7 @@
 """A bounded ring of samples taken on a timer, for the status page's pictures over the last minutes.
 
-Every ``interval_s`` (outside the request path) one ``Sample`` records the slots in use per worker and
+Every ``interval_s`` (outside the request path) one ``Sample`` records the slots in use per worker (the
+slot backend's whole view: with ``--workers N`` or a shared store, every process together) and
 the running count of answers per ``(alias, candidate)`` (the ``interlock_alias_resolved`` counter). The
 page draws slot occupancy from the ring and a traffic share from the difference between now and the
 oldest sample. The ring holds ``size`` samples (default 60 x 5 s: five minutes); nothing grows.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from interlock.runtime.health import Clock
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.state import SlotBackend, SlotReport
 
 log = logging.getLogger("interlock.samples")
 
@@ -37,7 +38,7 @@ class Samples:
 
     def __init__(
         self,
-        slots: SlotTable,
+        slots: SlotBackend,
         metrics: Metrics,
         *,
         wall: Clock,
@@ -51,19 +52,18 @@ class Samples:
         self.ring: deque[Sample] = deque(maxlen=size)
         self._task: asyncio.Task[None] | None = None
 
-    def now(self) -> Sample:
-        """The state at this moment (bounded by the plan: workers, aliases x candidates)."""
+    def now(self, slots: Mapping[str, SlotReport]) -> Sample:
+        """The state at this moment, given the slot backend's report (bounded by the plan's size)."""
         return Sample(
             at=self.wall(),
-            slots_in_use={name: pool.in_use for name, pool in self.slots.pools.items()},
+            slots_in_use={name: report.in_use for name, report in slots.items()},
             answered=answered_counts(self.metrics),
         )
 
-    def take(self) -> None:
-        self.ring.append(self.now())
+    async def take(self) -> None:
+        self.ring.append(self.now(await self.slots.report()))
 
     def start(self) -> None:
-        self.take()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-samples")
 
     async def stop(self) -> None:
@@ -75,11 +75,11 @@ class Samples:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval_s)
             try:
-                self.take()
-            except Exception:  # a bug here must not end sampling for good
+                await self.take()
+            except Exception:  # a bug (or a lost store) must not end sampling for good
                 log.exception("taking a sample failed")
+            await asyncio.sleep(self.interval_s)
 
 
 def answered_counts(metrics: Metrics) -> dict[tuple[str, str], float]:

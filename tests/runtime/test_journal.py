@@ -30,7 +30,7 @@ def answered(plan: RuntimePlan, alias: str, position: int) -> tuple[RequestRecor
     record.target = target
     outcomes = tuple(CandidateOutcome(c.id, "connect", called=True) for c in target.candidates[:position])
     done = Answered(
-        target.candidates[position], target.candidates[position].routes[0], {}, None, 0.01, 0.0, outcomes
+        target.candidates[position], target.candidates[position].routes[0], {}, 0.01, 0.0, outcomes
     )
     record.answered, record.status = done, 200
     return record, done

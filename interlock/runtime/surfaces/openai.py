@@ -402,57 +402,62 @@ async def _stream(
     record: RequestRecord,
 ) -> int:
     router = gateway.router
+    began = False  # once the 200 is on its way, nothing may answer again
+
+    async def deliver(answered: Answered[ChatStream]) -> int:
+        """Write the stream out; runs inside the router's hold on the slot."""
+        nonlocal began
+        cid = answered.candidate.id
+        stream = answered.result
+        began = True
+        record.answered = answered
+        try:
+            headers.extend(preflight.headers())
+            headers.append(answered.candidate.resolved_header)
+            _say_dropped(headers, answered, "chat", body)
+            headers.extend(SSE_HEADERS)
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            first = True
+            try:
+                async for chunk in stream:
+                    chunk["model"] = cid
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": b"data: %b\n\n" % orjson.dumps(chunk),
+                            "more_body": True,
+                        }
+                    )
+                    if first:
+                        first = False
+                        _observe_overhead(gateway, "chat", record.started, answered)
+            except Exception as exc:
+                reason = router.stream_failed(answered, exc)
+                record.error = exc
+                log.warning("stream from %s broke after the first byte (%s)", cid, reason)
+                event = error_body(
+                    f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete",
+                    "server_error",
+                    code="stream_aborted",
+                )
+                watch.stop()
+                await send({"type": "http.response.body", "body": b"data: %b\n\n" % event})
+                return 200
+            watch.stop()
+            await send({"type": "http.response.body", "body": DONE})
+            return 200
+        finally:
+            await stream.aclose()
+
     try:
-        answered: Answered[ChatStream] = await router.chat_stream(target, body, preflight)
+        return await router.chat_stream(target, body, deliver, preflight)
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
+        if began:
+            raise
         watch.stop()
         record.error = exc
         headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
-    record.answered = answered
-    headers.extend(preflight.headers())
-    cid = answered.candidate.id
-    stream = answered.result
-    try:
-        headers.append(answered.candidate.resolved_header)
-        _say_dropped(headers, answered, "chat", body)
-        headers.extend(SSE_HEADERS)
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        first = True
-        try:
-            async for chunk in stream:
-                chunk["model"] = cid
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": b"data: %b\n\n" % orjson.dumps(chunk),
-                        "more_body": True,
-                    }
-                )
-                if first:
-                    first = False
-                    _observe_overhead(gateway, "chat", record.started, answered)
-        except Exception as exc:
-            reason = router.stream_failed(answered, exc)
-            record.error = exc
-            log.warning("stream from %s broke after the first byte (%s)", cid, reason)
-            event = error_body(
-                f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete",
-                "server_error",
-                code="stream_aborted",
-            )
-            watch.stop()
-            await send({"type": "http.response.body", "body": b"data: %b\n\n" % event})
-            return 200
-        watch.stop()
-        await send({"type": "http.response.body", "body": DONE})
-        return 200
-    finally:
-        try:
-            await stream.aclose()
-        finally:
-            if answered.lease is not None:
-                answered.lease.release()
 
 
 def _say_dropped(headers: list[Header], answered: Answered[Any], endpoint: str, body: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ import jinja2
 
 from interlock.runtime.health import iso_utc
 from interlock.runtime.ui import svg
-from interlock.runtime.ui.view import SECTIONS, span
+from interlock.runtime.ui.view import SECTIONS, moment, span
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -47,21 +47,20 @@ def static(name: str) -> bytes:
     return resources.files("interlock.runtime.ui").joinpath("static", name).read_bytes()
 
 
-def render_page(gateway: Gateway, now: float) -> str:
-    data = {name: section(gateway, now) for name, section in SECTIONS.items()}
-    return (
-        environment()
-        .get_template("page.html.j2")
-        .render(sections=list(SECTIONS), rendered_at=iso_utc(now), **data)
-    )
+async def render_page(gateway: Gateway) -> str:
+    at = await moment(gateway)
+    data = {name: section(at) for name, section in SECTIONS.items()}
+    template = environment().get_template("page.html.j2")
+    return template.render(sections=list(SECTIONS), rendered_at=iso_utc(at.now), **data)
 
 
-def render_section(gateway: Gateway, name: str, now: float) -> str | None:
+async def render_section(gateway: Gateway, name: str) -> str | None:
     """One section's fragment (for ``/ui/<name>``), or None when there is no such section."""
     section = SECTIONS.get(name)
     if section is None:
         return None
-    return environment().get_template(f"{name}.html.j2").render(**{name: section(gateway, now)})
+    at = await moment(gateway)
+    return environment().get_template(f"{name}.html.j2").render(**{name: section(at)})
 
 
 # -- filters -------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """What the status page shows, as plain data: one small accessor per fact, read from the live gateway.
 
-Each section (``SECTIONS``) is a function ``(gateway, now) -> dict`` that reads the current plan and
-state; the page renders them, ``/ui/<section>`` renders one. Work is bounded by the plan's size and the
-fixed rings (samples, recent events); nothing here is on the request path, and nothing here holds a
-URL, a header value, a prompt or a credential: names, states, times, counts and classes only.
+Each section (``SECTIONS``) is a function ``(Moment) -> dict`` that reads the current plan and state;
+the page renders them, ``/ui/<section>`` renders one. A ``Moment`` holds what was read for the render
+(the wall clock, the slot backend's report), so every section of one page agrees. Work is bounded by
+the plan's size and the fixed rings (samples, recent events); nothing here is on the request path, and
+nothing here holds a URL, a header value, a prompt or a credential: names, states, times, counts and
+classes only.
 
 New facts plug in as accessors (``loaded_models`` and ``model_facts`` read the live Ollama metadata of
 ``runtime.facts``); a fact nobody has reported is shown as "not known", never guessed.
@@ -11,18 +13,34 @@ New facts plug in as accessors (``loaded_models`` and ``model_facts`` read the l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.fit import capabilities_on, effective_context
 from interlock.runtime.health import iso_utc
 from interlock.runtime.plan import Candidate, worker_label
 from interlock.runtime.samples import Sample, share
+from interlock.runtime.state import SlotReport
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
 
-Section = Callable[["Gateway", float], dict[str, Any]]
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """What one render reads: the gateway, the wall clock, every worker's slots (backend's whole view)."""
+
+    gateway: Gateway
+    now: float
+    slots: Mapping[str, SlotReport]
+
+
+async def moment(gateway: Gateway) -> Moment:
+    return Moment(gateway, gateway.wall(), await gateway.slots.report())
+
+
+Section = Callable[[Moment], dict[str, Any]]
 
 
 def when(epoch: float | None, now: float) -> dict[str, Any] | None:
@@ -82,16 +100,16 @@ def endpoint_state(gateway: Gateway, label: str, now: float) -> dict[str, Any]:
     }
 
 
-def slot_state(gateway: Gateway, worker: str) -> dict[str, Any]:
-    limits = gateway.plan.workers[worker]
-    pool = gateway.slots.pools.get(worker)
-    per_model = dict(pool.per_model) if pool else {}
+def slot_state(at: Moment, worker: str) -> dict[str, Any]:
+    limits = at.gateway.plan.workers[worker]
+    pool = at.slots.get(worker) or SlotReport()
+    per_model = dict(pool.per_model)
     return {
-        "in_use": pool.in_use if pool else 0,
+        "in_use": pool.in_use,
         "max": limits.max_concurrent,
-        "waiting": len(pool.waiters) if pool else 0,
+        "waiting": pool.waiting,
         "max_waiting": limits.max_waiting,
-        "rejected": pool.rejected if pool else 0,
+        "rejected": pool.rejected,
         "models": [
             {"model": model, "in_use": per_model.get(model, 0), "limit": limit}
             for model, limit in sorted(limits.slots.items())
@@ -144,17 +162,18 @@ def plan_source(gateway: Gateway) -> str | None:
     return str(path) if path is not None else None
 
 
-def samples(gateway: Gateway) -> tuple[list[Sample], Sample]:
+def samples(at: Moment) -> tuple[list[Sample], Sample]:
     """The ring of samples and the state now (the last point of every picture)."""
-    ring = gateway.samples
-    return list(ring.ring), ring.now()
+    ring = at.gateway.samples
+    return list(ring.ring), ring.now(at.slots)
 
 
 # -- sections ----------------------------------------------------------------------------------------
 
 
-def aliases(gateway: Gateway, now: float) -> dict[str, Any]:
-    ring, current = samples(gateway)
+def aliases(at: Moment) -> dict[str, Any]:
+    gateway, now = at.gateway, at.now
+    ring, current = samples(at)
     oldest = ring[0] if ring else current
     traffic = share(oldest.answered, current.answered)
     rows = []
@@ -181,13 +200,14 @@ def aliases(gateway: Gateway, now: float) -> dict[str, Any]:
     return {"aliases": rows, "window_s": round(current.at - oldest.at, 1)}
 
 
-def workers(gateway: Gateway, now: float) -> dict[str, Any]:
+def workers(at: Moment) -> dict[str, Any]:
+    gateway, now = at.gateway, at.now
     plan = gateway.plan
-    ring, current = samples(gateway)
+    ring, current = samples(at)
     points = [*ring, current]
     rows = []
     for name, limits in plan.workers.items():
-        slots = slot_state(gateway, name)
+        slots = slot_state(at, name)
         rows.append(
             {
                 "name": name,
@@ -211,21 +231,23 @@ def workers(gateway: Gateway, now: float) -> dict[str, Any]:
     return {"workers": rows, "providers": providers, "window_s": round(current.at - points[0].at, 1)}
 
 
-def models(gateway: Gateway, now: float) -> dict[str, Any]:
+def models(at: Moment) -> dict[str, Any]:
     rows = [
-        {"id": cid, "provider": candidate.provider, "routes": model_facts(gateway, candidate)}
-        for cid, candidate in gateway.plan.candidates.items()
+        {"id": cid, "provider": candidate.provider, "routes": model_facts(at.gateway, candidate)}
+        for cid, candidate in at.gateway.plan.candidates.items()
     ]
     return {"models": rows}
 
 
-def plan(gateway: Gateway, now: float) -> dict[str, Any]:
+def plan(at: Moment) -> dict[str, Any]:
+    gateway = at.gateway
     current = gateway.plan
     return {
         "content_hash": current.content_hash,
         "loaded_at": gateway.loaded_at,
         "source": plan_source(gateway),
         "ready": gateway.ready,
+        "slots": {"scope": gateway.slots.scope, "degraded": gateway.slots.degraded},
         "counts": {
             "aliases": len(current.aliases),
             "providers": len(current.providers),
@@ -236,8 +258,8 @@ def plan(gateway: Gateway, now: float) -> dict[str, Any]:
     }
 
 
-def events(gateway: Gateway, now: float) -> dict[str, Any]:
-    journal = gateway.journal
+def events(at: Moment) -> dict[str, Any]:
+    journal, now = at.gateway.journal, at.now
     rows = [
         {
             "at": when(e.at, now),
