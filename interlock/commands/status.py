@@ -63,8 +63,11 @@ def fetch(url: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any], d
             answers = [http.get(path) for path in ("/v1/aliases", "/v1/health", "/v1/metadata")]
     except httpx.HTTPError as exc:
         raise Unreachable(f"cannot reach {url}: {exc or type(exc).__name__}") from None
-    bodies = []
+    bodies: list[dict[str, Any]] = []
     for response in answers:
+        if response.status_code == 404 and response.request.url.path == "/v1/metadata":
+            bodies.append({})  # a gateway from before live metadata: loaded models unknown
+            continue
         if response.status_code != 200:
             raise Unreachable(f"{response.request.url} answered {response.status_code}")
         try:

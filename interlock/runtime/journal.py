@@ -21,6 +21,7 @@ import orjson
 
 from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, GatewayError, UpstreamError
 from interlock.runtime.health import iso_utc
+from interlock.runtime.router import CandidateRefused
 
 if TYPE_CHECKING:
     from interlock.runtime.plan import Target
@@ -73,9 +74,8 @@ def error_class(error: BaseException | None) -> str | None:
         return None
     if isinstance(error, GatewayError):
         return error.code or type(error).__name__
-    inner = getattr(error, "error", None)  # the router's CandidateRefused wraps the upstream error
-    if isinstance(inner, UpstreamError):
-        return inner.error_class
+    if isinstance(error, CandidateRefused):  # a 4xx or unreadable answer, passed on to the caller
+        return error.error.error_class
     if isinstance(error, UpstreamError):
         return error.error_class
     return "internal"
