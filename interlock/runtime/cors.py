@@ -32,6 +32,7 @@ GATEWAY_HEADERS = (
     "x-interlock-alias",
     "x-interlock-plan",
     "x-interlock-worker",
+    "x-request-id",
     "retry-after",
     "retry-after-ms",
 )

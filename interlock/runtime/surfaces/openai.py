@@ -28,6 +28,7 @@ from interlock.runtime.errors import (
     InvalidRequest,
     whole_seconds,
 )
+from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.preflight import Preflight
@@ -305,10 +306,11 @@ async def method_not_allowed(gateway: Gateway, scope: Scope, receive: Receive, s
 
 
 async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
-    started = time.perf_counter()
+    record = RequestRecord(endpoint, gateway.journal.request_id(scope["headers"]))
+    started = record.started
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
-    headers: list[Header] = [plan.plan_header]
+    headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         body = parse_object(raw)
@@ -322,19 +324,24 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
             preflight.session = session_header(scope, plan.routing.sticky.header)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
+        record.status = 499
+        gateway.journal.finish(record)
         return
     except GatewayError as exc:
-        status = await send_error(send, exc, plan, headers)
+        status = record.status = await send_error(send, exc, plan, headers)
+        record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
+        gateway.journal.finish(record)
         return
     headers.append(target.header)
+    record.target, record.stream = target, stream
     watch = DisconnectWatch(receive)
     try:
         if stream:
-            status = await _stream(gateway, plan, target, body, preflight, headers, send, watch, started)
+            status = await _stream(gateway, plan, target, body, preflight, headers, send, watch, record)
         else:
             status = await _answer(
-                gateway, plan, target, body, preflight, headers, send, watch, endpoint, started
+                gateway, plan, target, body, preflight, headers, send, watch, endpoint, record
             )
     except asyncio.CancelledError:
         if not watch.swallow():
@@ -345,6 +352,8 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         watch.stop()
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
+    record.status = status
+    gateway.journal.finish(record)
 
 
 async def _answer(
@@ -357,7 +366,7 @@ async def _answer(
     send: Send,
     watch: DisconnectWatch,
     endpoint: str,
-    started: float,
+    record: RequestRecord,
 ) -> int:
     router = gateway.router
     try:
@@ -368,8 +377,10 @@ async def _answer(
         )
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
+        record.error = exc
         headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
+    record.answered = answered
     headers.extend(preflight.headers())
     result = answered.result
     result["model"] = answered.candidate.id
@@ -380,7 +391,7 @@ async def _answer(
     _say_dropped(headers, answered, endpoint, body)
     watch.stop()
     await send_json(send, 200, payload, headers)
-    _observe_overhead(gateway, endpoint, started, answered)
+    _observe_overhead(gateway, endpoint, record.started, answered)
     return 200
 
 
@@ -393,7 +404,7 @@ async def _stream(
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
-    started: float,
+    record: RequestRecord,
 ) -> int:
     router = gateway.router
     began = False  # once the 200 is on its way, nothing may answer again
@@ -404,6 +415,7 @@ async def _stream(
         cid = answered.candidate.id
         stream = answered.result
         began = True
+        record.answered = answered
         try:
             headers.extend(preflight.headers())
             headers.append(answered.candidate.resolved_header)
@@ -425,9 +437,10 @@ async def _stream(
                     )
                     if first:
                         first = False
-                        _observe_overhead(gateway, "chat", started, answered)
+                        _observe_overhead(gateway, "chat", record.started, answered)
             except Exception as exc:
                 reason = router.stream_failed(answered, exc)
+                record.error = exc
                 log.warning("stream from %s broke after the first byte (%s)", cid, reason)
                 event = error_body(
                     f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete",
@@ -449,6 +462,7 @@ async def _stream(
         if began:
             raise
         watch.stop()
+        record.error = exc
         headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
 
