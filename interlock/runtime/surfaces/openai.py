@@ -34,6 +34,7 @@ from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
+from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
 
@@ -319,6 +320,8 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
             model, stream = check_embeddings(body), False
         target = resolve(plan, model)
         preflight = Preflight(needs_of(body, endpoint, plan.preflight), plan.preflight.mode)
+        if plan.routing.sticky is not None:
+            preflight.session = session_header(scope, plan.routing.sticky.header)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -383,6 +386,8 @@ async def _answer(
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
     headers.append(answered.candidate.resolved_header)
+    if answered.route.worker_header is not None:
+        headers.append(answered.route.worker_header)
     _say_dropped(headers, answered, endpoint, body)
     watch.stop()
     await send_json(send, 200, payload, headers)
@@ -414,6 +419,8 @@ async def _stream(
         try:
             headers.extend(preflight.headers())
             headers.append(answered.candidate.resolved_header)
+            if answered.route.worker_header is not None:
+                headers.append(answered.route.worker_header)
             _say_dropped(headers, answered, "chat", body)
             headers.extend(SSE_HEADERS)
             await send({"type": "http.response.start", "status": 200, "headers": headers})
