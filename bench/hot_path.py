@@ -7,8 +7,13 @@ upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_cl
 
     .venv/bin/python bench/hot_path.py [--requests 20000] [--profile]
 
-The last two cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
-(an SDK outside a browser) and from a listed origin (the response gains the CORS headers).
+"ollama, 3 workers (scored)" is the single-worker Ollama case with three workers to choose from:
+the difference is worker scoring (``runtime.scoring``) and the guards' per-worker checks.
+
+The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
+(an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
+run the first case and the stream with the JSON access log on (``--access-log json``; written to a
+temporary file): one line per request, flushed.
 """
 
 from __future__ import annotations
@@ -35,10 +40,17 @@ providers:
   local:
     kind: ollama
     workers: [{name: box, url: "http://127.0.0.1:9", max_concurrent: 64, model_concurrency: {"*": 64}}]
+  fleet:
+    kind: ollama
+    workers:
+      - {name: f1, url: "http://127.0.0.2:9", max_concurrent: 64, model_concurrency: {"*": 64}}
+      - {name: f2, url: "http://127.0.0.3:9", max_concurrent: 64, model_concurrency: {"*": 64}}
+      - {name: f3, url: "http://127.0.0.4:9", max_concurrent: 64, model_concurrency: {"*": 64}}
   cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: BENCH_KEY}
 aliases:
   bench/chat: {description: bench, chain: [cloud/fast, local/llama3.2:3b]}
   bench/local: {description: bench, chain: [local/llama3.2:3b, cloud/fast]}
+  bench/fleet: {description: bench, chain: [fleet/llama3.2:3b, cloud/fast]}
 """
 ANSWER = {
     "id": "chatcmpl-1",
@@ -150,6 +162,9 @@ async def main(requests: int, profile: bool) -> None:
     await gateway.startup()
     with_cors = Gateway(cors_plan, open_adapters=instant, probes=False)
     await with_cors.startup()
+    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+    logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
+    await logged.startup()
     assert with_cors.plan.cors is not None
     chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})
     origin = ((b"origin", b"http://localhost:5173"),)
@@ -158,6 +173,11 @@ async def main(requests: int, profile: bool) -> None:
         "ollama candidate (slots)": (
             gateway,
             orjson.dumps({"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}),
+            (),
+        ),
+        "ollama, 3 workers (scored)": (
+            gateway,
+            orjson.dumps({"model": "bench/fleet", "messages": [{"role": "user", "content": "hi"}]}),
             (),
         ),
         "ollama, 4 KB prompt + tools": (
@@ -192,6 +212,14 @@ async def main(requests: int, profile: bool) -> None:
         ),
         "CORS on, no Origin": (with_cors, chat, ()),
         "CORS on, listed Origin": (with_cors, chat, origin),
+        "JSON access log on": (logged, chat, ()),
+        "stream, JSON access log on": (
+            logged,
+            orjson.dumps(
+                {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            ),
+            (),
+        ),
     }
     baseline = 0.0
     for name, (target, body, extra) in cases.items():
@@ -211,6 +239,8 @@ async def main(requests: int, profile: bool) -> None:
         )
     await gateway.shutdown()
     await with_cors.shutdown()
+    await logged.shutdown()
+    log_file.close()
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 Hot endpoints (chat completions, embeddings) are dispatched by one dictionary lookup straight to the raw
 ASGI handlers in ``surfaces.openai``; everything else goes to the FastAPI app of ``surfaces.admin``. The
 plan is swapped as a whole on reload; a request reads ``gateway.plan`` once and finishes on that plan.
-Health state and slot pools outlive reloads (they are keyed by ids and worker names). When the plan turns
-CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights are answered there,
-and answers to allowed origins gain the CORS headers built when the plan loaded.
+Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
+``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.
+When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights
+are answered there, and answers to allowed origins gain the CORS headers built when the plan loaded.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
@@ -24,13 +26,19 @@ from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
+from interlock.runtime.journal import Journal
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.samples import Samples
+from interlock.runtime.scoring import Scorer, backend_occupancy
+from interlock.runtime.speeds import SpeedBook, read_state, write_state
+from interlock.runtime.state import SlotBackend
+from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.sticky import StickyTable
 from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.surfaces.openai import (
     Message,
@@ -56,6 +64,9 @@ AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[],
 
 Handler = Callable[["Gateway", Scope, Receive, Send], Awaitable[None]]
 
+SPEEDS_SAVE_INTERVAL_S = 30.0
+"""How often learned speeds are written to the state file (when they changed); also at shutdown."""
+
 
 async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
     """One shared upstream client (an aiohttp session) behind both adapters."""
@@ -78,23 +89,38 @@ class Gateway:
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
+        access_log: BinaryIO | None = None,
+        state_dir: str | None = None,
+        slots: SlotBackend | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
         self.reload_timeout_s = reload_timeout_s
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
-        self.slots = SlotTable()
+        self.slots = slots if slots is not None else MemorySlots()
         self.slots.configure(plan.workers)
+        self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
+        self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
+        self.state_dir = state_dir
+        self.sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
+        self.scorer = Scorer(
+            self.facts,
+            self.telemetry,
+            self.speeds,
+            backend_occupancy(self.slots, lambda: self.plan.workers),
+            clock=clock,
+            wall=wall,
+        )
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots),
+            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
             OllamaOptionsGuard(self.facts),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics)
@@ -103,6 +129,8 @@ class Gateway:
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
+        self.journal = Journal(access_log=access_log)  # the JSON access log's stream, when on
+        self.samples = Samples(self.slots, self.metrics, wall=wall)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
         self.last_reload: dict[str, Any] | None = None
@@ -121,6 +149,30 @@ class Gateway:
     def _ollama_adapter(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
         return adapter if isinstance(adapter, OllamaAdapter) else None
+
+    @property
+    def speeds_file(self) -> Path | None:
+        """Where learned speeds are kept: ``--state-dir`` first, else the plan's ``routing.state_file``."""
+        if self.state_dir is not None:
+            return Path(self.state_dir) / "speeds.json"
+        named = self.plan.routing.state_file
+        return Path(named) if named else None
+
+    async def save_speeds(self) -> None:
+        """Write learned speeds to the state file, off the event loop, when they changed."""
+        path = self.speeds_file
+        if path is None or not self.speeds.changed:
+            return
+        try:
+            await asyncio.to_thread(write_state, self.speeds, path)
+        except OSError as exc:
+            self.speeds.changed = True  # try again next time
+            log.warning("%s: cannot write learned speeds: %s", path, exc.strerror or exc)
+
+    async def _keep_speeds(self) -> None:
+        while True:
+            await asyncio.sleep(SPEEDS_SAVE_INTERVAL_S)
+            await self.save_speeds()
 
     @property
     def ready(self) -> bool:
@@ -152,23 +204,35 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
         self._close_adapters = close
+        ollama = self._ollama_adapter()
+        if ollama is not None:
+            ollama.speeds = self.speeds.observe
+        path = self.speeds_file
+        if path is not None:
+            await asyncio.to_thread(read_state, self.speeds, path)
+            self._spawn(self._keep_speeds())
         if self._probes:
             self.probe_loop.start()
             self.telemetry_loop.start()
+            self.samples.start()
         self.started = True
 
     async def shutdown(self) -> None:
         self.started = False
         await self.probe_loop.stop()
         await self.telemetry_loop.stop()
+        await self.samples.stop()
         for task in list(self._background):
             task.cancel()
+        await self.save_speeds()
         if self._close_adapters is not None:
             await self._close_adapters()
             self._close_adapters = None
+        await self.slots.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -190,7 +254,10 @@ class Gateway:
 
     def request_reload(self) -> None:
         """For a SIGHUP handler on the event loop: reload in the background."""
-        task = asyncio.get_running_loop().create_task(self.reload())
+        self._spawn(self.reload())
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -207,11 +274,18 @@ class Gateway:
                 return self._refused(str(exc))
             except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
                 return self._refused(f"{type(exc).__name__}: {exc}")
-            previous = self.plan.content_hash
+            old = self.plan
             self.apply(plan)
             self.metrics.plan_reloads.labels("loaded").inc()
-            self.last_reload = {"at": iso_utc(self.wall()), "result": "loaded", "error": None}
-            log.info("plan reloaded: %s -> %s", previous, plan.content_hash)
+            self.last_reload = {
+                "at": iso_utc(self.wall()),
+                "result": "loaded",
+                "error": None,
+                "from": old.content_hash,
+                "to": plan.content_hash,
+                **await asyncio.to_thread(reload_changes, old, plan),
+            }
+            log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
             return True
 
     async def _read_plan(self, source: PlanSource) -> RuntimePlan:
@@ -226,13 +300,22 @@ class Gateway:
         """Swap the plan in; requests already running keep the one they started with."""
         self.health.configure(plan.health)
         self.slots.configure(plan.workers)
+        self.speeds.smoothing = plan.routing.speed_smoothing
         self.plan = plan
         self.loaded_at = iso_utc(self.wall())
 
     def _refused(self, reason: str) -> bool:
         log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)
         self.metrics.plan_reloads.labels("refused").inc()
-        self.last_reload = {"at": iso_utc(self.wall()), "result": "refused", "error": reason}
+        self.last_reload = {
+            "at": iso_utc(self.wall()),
+            "result": "refused",
+            "error": reason,
+            "from": self.plan.content_hash,
+            "to": None,
+            "changes": [],
+            "changes_total": 0,
+        }
         return False
 
     def _with_plan_header(self, send: Send) -> Send:
@@ -244,6 +327,21 @@ class Gateway:
             await send(message)
 
         return send_with_header
+
+
+MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
+
+
+def reload_changes(old: RuntimePlan, new: RuntimePlan) -> dict[str, Any]:
+    """What a reload changed, by ``interlock diff``'s semantic diff (at reload time, never per page):
+    the first ``MAX_RELOAD_CHANGES`` changes, most severe first, and how many there were."""
+    from interlock.diff import diff_plans
+
+    changes = diff_plans(old.source, new.source)
+    return {
+        "changes": [change.as_json() for change in changes[:MAX_RELOAD_CHANGES]],
+        "changes_total": len(changes),
+    }
 
 
 def _closing(send: Send) -> Send:

@@ -1,4 +1,4 @@
-"""The cold endpoints, on FastAPI: models, aliases, health, metrics, liveness and readiness.
+"""The cold endpoints, on FastAPI: models, aliases, health, metrics, liveness, readiness, status page.
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
@@ -21,6 +21,7 @@ from starlette.responses import Response
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
 from interlock.runtime.resolve import shown
+from interlock.runtime.state import SlotReport
 from interlock.runtime.surfaces.openai import error_body
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ def build_admin(gateway: Gateway) -> FastAPI:
 
     @app.api_route("/v1/health", methods=READ)
     async def health() -> Response:
-        return json_response(health_report(gateway))
+        return json_response(health_report(gateway, await gateway.slots.report()))
 
     @app.api_route("/v1/metadata", methods=READ)
     async def metadata() -> Response:
@@ -168,7 +169,46 @@ def build_admin(gateway: Gateway) -> FastAPI:
             return json_response({"status": "ready", "plan": gateway.plan.content_hash})
         return json_response({"status": "starting", "plan": gateway.plan.content_hash}, status=503)
 
+    @app.api_route("/ui", methods=READ)
+    async def ui() -> Response:
+        from interlock.runtime.ui.page import render_page  # jinja2: loaded on the first /ui request
+
+        return html_response(await render_page(gateway))
+
+    @app.api_route("/ui/static/{name}", methods=READ)
+    async def ui_static(name: str) -> Response:
+        from interlock.runtime.ui.page import STATIC, static
+
+        media_type = STATIC.get(name)
+        if media_type is None:
+            raise HTTPException(404, "Not Found")
+        return Response(static(name), media_type=media_type, headers=UI_HEADERS)
+
+    @app.api_route("/ui/{section}", methods=READ)
+    async def ui_section(section: str) -> Response:
+        from interlock.runtime.ui.page import render_section
+
+        text = await render_section(gateway, section)
+        if text is None:
+            raise HTTPException(404, "Not Found")
+        return html_response(text)
+
     return app
+
+
+UI_HEADERS = {
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+}
+
+
+def html_response(text: str) -> Response:
+    return Response(text, media_type="text/html; charset=utf-8", headers=UI_HEADERS)
 
 
 def _candidate(gateway: Gateway, candidate: Candidate) -> dict[str, Any]:
@@ -188,8 +228,11 @@ def candidate_healthy(gateway: Gateway, candidate: Candidate) -> bool:
     return any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
 
 
-def health_report(gateway: Gateway) -> dict[str, Any]:
-    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes."""
+def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str, Any]:
+    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes.
+
+    ``slots`` is the backend's whole view (with ``--workers N``: every process of the host together).
+    """
     plan, health = gateway.plan, gateway.health
     providers: dict[str, Any] = {}
     for name, provider in plan.providers.items():
@@ -204,22 +247,26 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
             "endpoints": endpoints,
         }
     workers: dict[str, Any] = {}
+    scores, speeds = gateway.scorer.report(), gateway.speeds.snapshot()
     for name, limits in plan.workers.items():
-        pool = gateway.slots.pools.get(name)
+        pool = slots.get(name) or SlotReport()
         workers[name] = {
             "provider": limits.provider,
             "healthy": health.endpoint_usable(worker_label(limits.provider, name)),
             "max_concurrent": limits.max_concurrent,
-            "slots_in_use": pool.in_use if pool else 0,
-            "in_use_by_model": dict(pool.per_model) if pool else {},
-            "queue_waiting": len(pool.waiters) if pool else 0,
+            "slots_in_use": pool.in_use,
+            "in_use_by_model": dict(pool.per_model),
+            "queue_waiting": pool.waiting,
             "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
         }
         telemetry = gateway.telemetry.report(name)
         if telemetry is not None:  # only for workers that declare telemetry
             workers[name]["telemetry"] = telemetry
+        workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
+        workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
-    return {
+    state = gateway.slots
+    report: dict[str, Any] = {
         "plan": {
             "content_hash": plan.content_hash,
             "loaded_at": gateway.loaded_at,
@@ -228,8 +275,12 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         "ready": gateway.ready,
         "providers": providers,
         "workers": workers,
+        "slot_state": {"scope": state.scope, "degraded": state.degraded},
         "candidates": candidates,
     }
+    if plan.routing.sticky is not None:  # only when sticky sessions are on
+        report["sticky_sessions"] = {"sessions": len(gateway.sticky), "repinned": gateway.sticky.repinned}
+    return report
 
 
 def metadata_report(gateway: Gateway) -> dict[str, Any]:

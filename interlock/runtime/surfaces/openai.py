@@ -28,11 +28,13 @@ from interlock.runtime.errors import (
     InvalidRequest,
     whole_seconds,
 )
+from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
+from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
 
@@ -304,10 +306,11 @@ async def method_not_allowed(gateway: Gateway, scope: Scope, receive: Receive, s
 
 
 async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
-    started = time.perf_counter()
+    record = RequestRecord(endpoint, gateway.journal.request_id(scope["headers"]))
+    started = record.started
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
-    headers: list[Header] = [plan.plan_header]
+    headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         body = parse_object(raw)
@@ -317,21 +320,28 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
             model, stream = check_embeddings(body), False
         target = resolve(plan, model)
         preflight = Preflight(needs_of(body, endpoint, plan.preflight), plan.preflight.mode)
+        if plan.routing.sticky is not None:
+            preflight.session = session_header(scope, plan.routing.sticky.header)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
+        record.status = 499
+        gateway.journal.finish(record)
         return
     except GatewayError as exc:
-        status = await send_error(send, exc, plan, headers)
+        status = record.status = await send_error(send, exc, plan, headers)
+        record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
+        gateway.journal.finish(record)
         return
     headers.append(target.header)
+    record.target, record.stream = target, stream
     watch = DisconnectWatch(receive)
     try:
         if stream:
-            status = await _stream(gateway, plan, target, body, preflight, headers, send, watch, started)
+            status = await _stream(gateway, plan, target, body, preflight, headers, send, watch, record)
         else:
             status = await _answer(
-                gateway, plan, target, body, preflight, headers, send, watch, endpoint, started
+                gateway, plan, target, body, preflight, headers, send, watch, endpoint, record
             )
     except asyncio.CancelledError:
         if not watch.swallow():
@@ -342,6 +352,8 @@ async def _handle(gateway: Gateway, scope: Scope, receive: Receive, send: Send, 
         watch.stop()
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
+    record.status = status
+    gateway.journal.finish(record)
 
 
 async def _answer(
@@ -354,7 +366,7 @@ async def _answer(
     send: Send,
     watch: DisconnectWatch,
     endpoint: str,
-    started: float,
+    record: RequestRecord,
 ) -> int:
     router = gateway.router
     try:
@@ -365,17 +377,21 @@ async def _answer(
         )
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
         watch.stop()
+        record.error = exc
         headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
+    record.answered = answered
     headers.extend(preflight.headers())
     result = answered.result
     result["model"] = answered.candidate.id
     payload = orjson.dumps(result)
     headers.append(answered.candidate.resolved_header)
+    if answered.route.worker_header is not None:
+        headers.append(answered.route.worker_header)
     _say_dropped(headers, answered, endpoint, body)
     watch.stop()
     await send_json(send, 200, payload, headers)
-    _observe_overhead(gateway, endpoint, started, answered)
+    _observe_overhead(gateway, endpoint, record.started, answered)
     return 200
 
 
@@ -388,57 +404,67 @@ async def _stream(
     headers: list[Header],
     send: Send,
     watch: DisconnectWatch,
-    started: float,
+    record: RequestRecord,
 ) -> int:
     router = gateway.router
+    began = False  # once the 200 is on its way, nothing may answer again
+
+    async def deliver(answered: Answered[ChatStream]) -> int:
+        """Write the stream out; runs inside the router's hold on the slot."""
+        nonlocal began
+        cid = answered.candidate.id
+        stream = answered.result
+        began = True
+        record.answered = answered
+        try:
+            headers.extend(preflight.headers())
+            headers.append(answered.candidate.resolved_header)
+            if answered.route.worker_header is not None:
+                headers.append(answered.route.worker_header)
+            _say_dropped(headers, answered, "chat", body)
+            headers.extend(SSE_HEADERS)
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            first = True
+            try:
+                async for chunk in stream:
+                    chunk["model"] = cid
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": b"data: %b\n\n" % orjson.dumps(chunk),
+                            "more_body": True,
+                        }
+                    )
+                    if first:
+                        first = False
+                        _observe_overhead(gateway, "chat", record.started, answered)
+            except Exception as exc:
+                reason = router.stream_failed(answered, exc)
+                record.error = exc
+                log.warning("stream from %s broke after the first byte (%s)", cid, reason)
+                event = error_body(
+                    f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete",
+                    "server_error",
+                    code="stream_aborted",
+                )
+                watch.stop()
+                await send({"type": "http.response.body", "body": b"data: %b\n\n" % event})
+                return 200
+            watch.stop()
+            await send({"type": "http.response.body", "body": DONE})
+            return 200
+        finally:
+            await stream.aclose()
+
     try:
-        answered: Answered[ChatStream] = await router.chat_stream(target, body, preflight)
+        return await router.chat_stream(target, body, deliver, preflight)
     except Exception as exc:  # gateway answers, refusals, and (logged) bugs: all in OpenAI's shape
+        if began:
+            raise
         watch.stop()
+        record.error = exc
         headers.extend(preflight.headers())
         return await send_error(send, exc, plan, headers)
-    headers.extend(preflight.headers())
-    cid = answered.candidate.id
-    stream = answered.result
-    try:
-        headers.append(answered.candidate.resolved_header)
-        _say_dropped(headers, answered, "chat", body)
-        headers.extend(SSE_HEADERS)
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        first = True
-        try:
-            async for chunk in stream:
-                chunk["model"] = cid
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": b"data: %b\n\n" % orjson.dumps(chunk),
-                        "more_body": True,
-                    }
-                )
-                if first:
-                    first = False
-                    _observe_overhead(gateway, "chat", started, answered)
-        except Exception as exc:
-            reason = router.stream_failed(answered, exc)
-            log.warning("stream from %s broke after the first byte (%s)", cid, reason)
-            event = error_body(
-                f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete",
-                "server_error",
-                code="stream_aborted",
-            )
-            watch.stop()
-            await send({"type": "http.response.body", "body": b"data: %b\n\n" % event})
-            return 200
-        watch.stop()
-        await send({"type": "http.response.body", "body": DONE})
-        return 200
-    finally:
-        try:
-            await stream.aclose()
-        finally:
-            if answered.lease is not None:
-                answered.lease.release()
 
 
 def _say_dropped(headers: list[Header], answered: Answered[Any], endpoint: str, body: dict[str, Any]) -> None:
