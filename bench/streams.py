@@ -138,9 +138,11 @@ class StreamClient(asyncio.Protocol):
                 if not self.finished.done():
                     self.finished.set_result(None)
                 return
-        joined = self._last + body
-        outcome.events += joined.count(self._sep)
-        self._last = joined[-512:]  # the last event whole (an Ollama final line is long)
+        sep = self._sep
+        outcome.events += body.count(sep)
+        if len(sep) == 2 and self._last[-1:] == sep[:1] and body[:1] == sep[1:]:
+            outcome.events += 1  # a separator split between two reads
+        self._last = (self._last + body)[-512:]  # the last event whole (an Ollama final line is long)
 
     def on_message_complete(self) -> None:
         outcome = self._outcome
@@ -479,10 +481,13 @@ def main() -> None:
     parser.add_argument("--disconnect", action="store_true", help="also: every other client leaves early")
     parser.add_argument("--py-spy", type=Path, default=None, help="folder: profile each gateway run (py-spy)")
     parser.add_argument("--litellm", type=Path, default=None, help="LiteLLM's `litellm` executable")
+    parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM out")
     args = parser.parse_args()
     if args.litellm is not None and not args.litellm.exists():
         parser.error(f"--litellm {args.litellm}: no such file (bench/litellm_setup.sh installs LiteLLM)")
-    if args.litellm is None and (HERE / ".litellm-venv" / "bin" / "litellm").exists():
+    if args.no_litellm:
+        args.litellm = None
+    elif args.litellm is None and (HERE / ".litellm-venv" / "bin" / "litellm").exists():
         args.litellm = HERE / ".litellm-venv" / "bin" / "litellm"
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
