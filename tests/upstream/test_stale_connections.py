@@ -21,7 +21,13 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from interlock.runtime.errors import ConnectFailed, ProtocolFailure
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import RETRYABLE, UpstreamClient, adapter_for, is_stale
+from interlock.runtime.upstream.client import (
+    RETRYABLE,
+    PoolConnector,
+    UpstreamClient,
+    adapter_for,
+    is_stale,
+)
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
@@ -165,3 +171,22 @@ def test_an_upstream_that_dies_with_a_request_on_a_pooled_connection_is_connect_
 def test_which_failures_count_as_a_stale_connection(exc: aiohttp.ClientError, stale: bool) -> None:
     assert isinstance(exc, RETRYABLE)
     assert is_stale(exc) is stale
+
+
+def test_the_bookkeeping_holds_nothing_once_requests_are_over(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+
+    async def go() -> list[int]:
+        async with UpstreamClient.create() as client:
+            adapter = adapter_for("openai", client)
+            await adapter.chat(ep, "m1", HI)
+            openai_fake.set_fault(Fault.disconnect(), times=1)
+            await adapter.chat(ep, "m1", HI)  # resent
+            openai_fake.set_fault(Fault.disconnect(), times=2)
+            with pytest.raises(ProtocolFailure):
+                await adapter.chat(ep, "m1", HI)  # resent, and failed again: reported
+            connector = client.session.connector
+            assert isinstance(connector, PoolConnector)
+            return [len(connector.reused), len(connector.fresh_only)]
+
+    assert asyncio.run(go()) == [0, 0]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -52,17 +51,20 @@ RETRYABLE = (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError
 
 
 class PoolConnector(aiohttp.TCPConnector):
-    """A TCPConnector that remembers which requests got a pooled (reused) connection.
+    """A TCPConnector that tells which requests went out on a pooled (reused) connection.
 
     Fresh connections are marked when created (``_create_connection``, the one aiohttp hook that only
-    new connections pass through); ``connect`` tells a request's connection apart by that mark.
+    new connections pass through) and unmarked when ``connect`` hands them out; a request that gets an
+    unmarked one is noted in ``reused`` until the session middleware (``resend_stale``) is done with it.
+    A request in ``fresh_only`` (a resend) never gets a pooled connection: idle ones are dropped.
+    Plain sets, not weak ones: an entry lives for one ``connect`` or one request, and costs no weakref.
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._fresh: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
-        self._reused: weakref.WeakSet[aiohttp.ClientRequest] = weakref.WeakSet()
-        self._fresh_only: weakref.WeakSet[aiohttp.ClientRequest] = weakref.WeakSet()
+        self._fresh: set[ResponseHandler] = set()
+        self.reused: set[aiohttp.ClientRequest] = set()
+        self.fresh_only: set[aiohttp.ClientRequest] = set()
 
     async def _create_connection(self, *args: Any, **kwargs: Any) -> ResponseHandler:
         proto: ResponseHandler = await super()._create_connection(*args, **kwargs)
@@ -78,26 +80,19 @@ class PoolConnector(aiohttp.TCPConnector):
         while True:
             conn = await super().connect(req, traces, timeout)
             proto = conn.protocol
-            if proto is not None and proto in self._fresh:
+            if proto in self._fresh:
                 self._fresh.discard(proto)  # its next use is a reuse
-                self._reused.discard(req)
+                self.reused.discard(req)
                 return conn
-            if req not in self._fresh_only:
-                self._reused.add(req)
+            if req not in self.fresh_only:
+                self.reused.add(req)
                 return conn
             conn.close()  # a resend: drop the idle ones, as old as the one that failed
-
-    def was_reused(self, req: aiohttp.ClientRequest) -> bool:
-        """Whether ``req``'s latest attempt went out on a pooled connection."""
-        return req in self._reused
-
-    def fresh_only(self, req: aiohttp.ClientRequest) -> None:
-        """From now on, ``req`` gets a new connection, never a pooled one."""
-        self._fresh_only.add(req)
 
 
 def _resend_stale(connector: PoolConnector) -> aiohttp.ClientMiddlewareType:
     """The session middleware that sends a request once more when a stale pooled connection failed it."""
+    reused, fresh_only = connector.reused, connector.fresh_only
 
     async def resend_stale(
         req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
@@ -105,10 +100,16 @@ def _resend_stale(connector: PoolConnector) -> aiohttp.ClientMiddlewareType:
         try:
             return await handler(req)
         except RETRYABLE as exc:
-            if not (connector.was_reused(req) and is_stale(exc)):
+            if not (req in reused and is_stale(exc)):
                 raise
-        connector.fresh_only(req)
-        return await handler(req)
+        finally:
+            reused.discard(req)
+        fresh_only.add(req)
+        try:
+            return await handler(req)
+        finally:
+            fresh_only.discard(req)
+            reused.discard(req)
 
     return resend_stale
 
