@@ -10,6 +10,7 @@ closed that connection while idle and the close had not been read yet.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -152,6 +153,23 @@ def test_an_upstream_that_dies_with_a_request_on_a_pooled_connection_is_connect_
                 await asyncio.sleep(0.01)
             fake.refuse_connections()  # the box dies: that connection is reset, new ones refused
             return await pending
+
+        with pytest.raises(ConnectFailed, match=r"^connection refused or unreachable$"):
+            _with_one_client("openai", go)
+
+
+def test_an_upstream_that_died_while_its_connection_sat_idle_is_connect_failed() -> None:
+    """The demo's step 3: the box dies, and the gateway's loop has not yet read the reset of the
+    connection idling in its pool (a loaded machine) when the next request takes that connection."""
+    with FakeOpenAI() as fake:
+        ep = endpoint("openai", fake.base_url)
+
+        async def go(adapter: Adapter) -> Any:
+            await adapter.chat(ep, "m1", HI)  # one connection, idle in the pool
+            fake.refuse_connections()  # reset, from the fake's own thread
+            while fake.open_connections:  # blocking on purpose: this loop must not read the reset
+                time.sleep(0.001)  # noqa: ASYNC251
+            return await adapter.chat(ep, "m1", HI)  # takes the pooled connection at once
 
         with pytest.raises(ConnectFailed, match=r"^connection refused or unreachable$"):
             _with_one_client("openai", go)

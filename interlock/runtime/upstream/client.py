@@ -10,11 +10,14 @@ close. A request sent on it fails before any answer arrives. That is not the ups
 request is sent once more on a fresh connection (as Go's ``http.Transport`` and urllib3 do), when:
 - the failed connection came from the pool (a fresh one that fails is the upstream's failure);
 - no answer headers had been parsed (the failure is raised while sending or awaiting the status line;
-  a ``ServerDisconnectedError`` holding a partly parsed answer is not retried);
+  a ``ServerDisconnectedError`` holding a partly parsed answer is not retried; a reset that cuts a
+  status line short cannot be told from one before it, and is resent);
 - the failure is a disconnect, a reset or a broken pipe (``RETRYABLE``), never a connect error or a
   timeout; the body is in memory, so resending it is safe.
 The resend takes a fresh connection: idle pooled connections to that host met on the way are dropped
 (they are as old as the one that failed). A second failure is reported as it is.
+``_create_connection`` is aiohttp's private hook; tests/upstream/test_stale_connections.py fails if an
+aiohttp upgrade stops calling it (fresh connections would then look pooled).
 """
 
 from __future__ import annotations
