@@ -1,0 +1,47 @@
+"""The surfaces: one table of ``(method, path) -> handler``, built once, looked up per request.
+
+A row whose handler runs the request lifecycle is ``lifecycle.handler(surface)``; a few rows are plain
+handlers (Ollama's ``/api/tags``, ``/api/version``, ...). Each row names the surface whose error shape a
+wrong method on its path is answered in. Adding a wire format is one module plus its rows here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from interlock.runtime.lifecycle import Handler, Surface, handler
+from interlock.runtime.surfaces import openai
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    method: str
+    path: str
+    handler: Handler
+    surface: Surface  # errors on this path (a wrong method) are worded in its shape
+
+
+def rows() -> tuple[Row, ...]:
+    chat, embeddings = openai.ChatCompletions(), openai.Embeddings()
+    return (
+        Row("POST", "/v1/chat/completions", handler(chat), chat),
+        Row("POST", "/v1/embeddings", handler(embeddings), embeddings),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTable:
+    """The rows as dictionaries: the handler by ``(method, path)``, and per path its methods and surface."""
+
+    handlers: Mapping[tuple[str, str], Handler]
+    paths: Mapping[str, tuple[tuple[str, ...], Surface]]
+
+
+def route_table() -> RouteTable:
+    table = rows()
+    paths: dict[str, tuple[tuple[str, ...], Surface]] = {}
+    for row in table:
+        methods, _ = paths.get(row.path, ((), row.surface))
+        paths[row.path] = ((*methods, row.method), row.surface)
+    return RouteTable({(row.method, row.path): row.handler for row in table}, paths)
