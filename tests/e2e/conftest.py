@@ -113,6 +113,9 @@ aliases:
   e2e/image: {{description: remote image URL, chain: [box/gemma3:12b, bravo/b-image]}}
   e2e/embedtok: {{description: token-array embeddings, chain: [box/nomic-embed-text, bravo/b-embedtok]}}
   e2e/native: {{description: native fields to a cloud fallback, chain: [dead/llama3.2:3b, bravo/b-native]}}
+  e2e/ol-cloud: {{description: Ollama surface to a cloud fallback, chain: [dead/llama3.2:3b, alpha/a-ol]}}
+  e2e/ol-cut: {{description: Ollama surface cut stream, chain: [alpha/a-ol-cut, bravo/b-ol-cut]}}
+  e2e/ol-cut2: {{description: Ollama client cut stream, chain: [alpha/a-ol-cut2, bravo/b-ol-cut2]}}
 """
 
 

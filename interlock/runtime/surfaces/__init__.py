@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from interlock.runtime.lifecycle import Handler, Surface, handler
-from interlock.runtime.surfaces import openai
+from interlock.runtime.surfaces import ollama, openai
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +24,22 @@ class Row:
 
 def rows() -> tuple[Row, ...]:
     chat, embeddings = openai.ChatCompletions(), openai.Embeddings()
+    native_chat, generate = ollama.Chat(), ollama.Generate()
+    embed, legacy = ollama.Embed(), ollama.LegacyEmbeddings()
     return (
         Row("POST", "/v1/chat/completions", handler(chat), chat),
         Row("POST", "/v1/embeddings", handler(embeddings), embeddings),
+        Row("POST", "/api/chat", handler(native_chat), native_chat),
+        Row("POST", "/api/generate", handler(generate), generate),
+        Row("POST", "/api/embed", handler(embed), embed),
+        Row("POST", "/api/embeddings", handler(legacy), legacy),
+        Row("GET", "/api/tags", ollama.tags, embed),
+        Row("HEAD", "/api/tags", ollama.tags, embed),
+        Row("POST", "/api/show", ollama.show, embed),
+        Row("GET", "/api/ps", ollama.ps, embed),
+        Row("GET", "/api/version", ollama.version, embed),
+        Row("GET", "/", ollama.root, embed),
+        Row("HEAD", "/", ollama.root, embed),
     )
 
 
