@@ -115,6 +115,10 @@ aliases:
   e2e/native: {{description: native fields to a cloud fallback, chain: [dead/llama3.2:3b, bravo/b-native]}}
   e2e/ol-cloud: {{description: Ollama surface to a cloud fallback, chain: [dead/llama3.2:3b, alpha/a-ol]}}
   e2e/ol-cut: {{description: Ollama surface cut stream, chain: [alpha/a-ol-cut, bravo/b-ol-cut]}}
+  e2e/an-local: {{description: Anthropic surface to a worker, chain: [dead/llama3.2:3b, box/llama3.2:3b]}}
+  e2e/an-vision: {{description: Anthropic surface images, chain: [dead/gemma3:12b, box/gemma3:12b]}}
+  e2e/an-cut: {{description: Anthropic surface cut stream, chain: [alpha/a-an-cut, bravo/b-an-cut]}}
+  e2e/an-cut2: {{description: Anthropic SDK cut stream, chain: [alpha/a-an-cut2, bravo/b-an-cut2]}}
   e2e/ol-cut2: {{description: Ollama client cut stream, chain: [alpha/a-ol-cut2, bravo/b-ol-cut2]}}
 """
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from interlock.runtime.lifecycle import Handler, Surface, handler
-from interlock.runtime.surfaces import ollama, openai
+from interlock.runtime.surfaces import anthropic, ollama, openai
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,7 @@ def rows() -> tuple[Row, ...]:
     chat, embeddings = openai.ChatCompletions(), openai.Embeddings()
     native_chat, generate = ollama.Chat(), ollama.Generate()
     embed, legacy = ollama.Embed(), ollama.LegacyEmbeddings()
+    messages = anthropic.Messages()
     return (
         Row("POST", "/v1/chat/completions", handler(chat), chat),
         Row("POST", "/v1/embeddings", handler(embeddings), embeddings),
@@ -40,6 +41,8 @@ def rows() -> tuple[Row, ...]:
         Row("GET", "/api/version", ollama.version, embed),
         Row("GET", "/", ollama.root, embed),
         Row("HEAD", "/", ollama.root, embed),
+        Row("POST", "/v1/messages", handler(messages), messages),
+        Row("POST", "/v1/messages/count_tokens", anthropic.count_tokens, messages),
     )
 
 

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.errors import InvalidRequest
+from interlock.runtime.errors import GatewayError, InvalidRequest
 from interlock.runtime.lifecycle import (
+    ClientGone,
     Failure,
     Header,
     Parsed,
@@ -398,8 +399,10 @@ async def show(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> 
         name = body.get("model") or body.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequest("`model` must be a non-empty string")
-    except InvalidRequest as exc:
-        await send_json(send, 400, error_body(exc.message), headers)
+    except ClientGone:
+        return
+    except GatewayError as exc:
+        await send_json(send, exc.status, error_body(exc.message), headers)
         return
     entry = dict(_named(plan)).get(name)
     if entry is None:
