@@ -119,6 +119,8 @@ aliases:
   e2e/an-vision: {{description: Anthropic surface images, chain: [dead/gemma3:12b, box/gemma3:12b]}}
   e2e/an-cut: {{description: Anthropic surface cut stream, chain: [alpha/a-an-cut, bravo/b-an-cut]}}
   e2e/an-cut2: {{description: Anthropic SDK cut stream, chain: [alpha/a-an-cut2, bravo/b-an-cut2]}}
+  e2e/rs-cloud: {{description: Responses surface to a cloud fallback, chain: [dead/llama3.2:3b, alpha/a-rs]}}
+  e2e/rs-cut: {{description: Responses surface cut stream, chain: [alpha/a-rs-cut, bravo/b-rs-cut]}}
   e2e/ol-cut2: {{description: Ollama client cut stream, chain: [alpha/a-ol-cut2, bravo/b-ol-cut2]}}
 """
 

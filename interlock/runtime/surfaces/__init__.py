@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from interlock.runtime.lifecycle import Handler, Surface, handler
-from interlock.runtime.surfaces import anthropic, ollama, openai
+from interlock.runtime.surfaces import anthropic, ollama, openai, responses
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ def rows() -> tuple[Row, ...]:
     chat, embeddings = openai.ChatCompletions(), openai.Embeddings()
     native_chat, generate = ollama.Chat(), ollama.Generate()
     embed, legacy = ollama.Embed(), ollama.LegacyEmbeddings()
-    messages = anthropic.Messages()
+    messages, responses_ = anthropic.Messages(), responses.Responses()
     return (
         Row("POST", "/v1/chat/completions", handler(chat), chat),
         Row("POST", "/v1/embeddings", handler(embeddings), embeddings),
@@ -41,6 +41,7 @@ def rows() -> tuple[Row, ...]:
         Row("GET", "/api/version", ollama.version, embed),
         Row("GET", "/", ollama.root, embed),
         Row("HEAD", "/", ollama.root, embed),
+        Row("POST", "/v1/responses", handler(responses_), responses_),
         Row("POST", "/v1/messages", handler(messages), messages),
         Row("POST", "/v1/messages/count_tokens", anthropic.count_tokens, messages),
     )
