@@ -50,11 +50,12 @@ AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[],
 
 
 async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
-    """One shared upstream client (an aiohttp session) behind both adapters."""
+    """One shared upstream client (an aiohttp session) behind every kind's adapter."""
+    from interlock.kinds import PROVIDER_KINDS
     from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 
     client = UpstreamClient.create()
-    return {kind: adapter_for(kind, client) for kind in ("openai", "ollama")}, client.aclose
+    return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
 
 class Gateway:

@@ -10,15 +10,17 @@ from dataclasses import dataclass
 
 import pytest
 
+from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
 from tests.e2e.harness import Served
 
 ALPHA_KEY = "sk-alpha-SECRET-7f3a9c"
+CLAUDE_KEY = "sk-ant-SECRET-0c4e2b"
 WRONG_KEY = "sk-wrong-SECRET-51d2e8"
-SECRETS = (ALPHA_KEY, WRONG_KEY)
-ENV = {"ALPHA_KEY": ALPHA_KEY, "WRONG_KEY": WRONG_KEY}
+SECRETS = (ALPHA_KEY, WRONG_KEY, CLAUDE_KEY)
+ENV = {"ALPHA_KEY": ALPHA_KEY, "WRONG_KEY": WRONG_KEY, "CLAUDE_KEY": CLAUDE_KEY}
 
 SHARED = """\
 version: 1
@@ -81,6 +83,11 @@ providers:
     base_url: "{wrong}/v1"
     api_key_env: WRONG_KEY
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+  claude:
+    kind: anthropic
+    base_url: "{claude}"
+    api_key_env: CLAUDE_KEY
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
 health:
   probe_interval: 300ms
   probe_timeout: 250ms
@@ -121,6 +128,9 @@ aliases:
   e2e/an-cut2: {{description: Anthropic SDK cut stream, chain: [alpha/a-an-cut2, bravo/b-an-cut2]}}
   e2e/rs-cloud: {{description: Responses surface to a cloud fallback, chain: [dead/llama3.2:3b, alpha/a-rs]}}
   e2e/rs-cut: {{description: Responses surface cut stream, chain: [alpha/a-rs-cut, bravo/b-rs-cut]}}
+  e2e/to-claude: {{description: Ollama surface to Anthropic, chain: [dead/llama3.2:3b, claude/claude-fake]}}
+  e2e/overloaded: {{description: Anthropic overloaded, chain: [claude/c-529, bravo/b-after-529]}}
+  e2e/claude-cut: {{description: Anthropic stream cut, chain: [claude/c-cut, bravo/b-after-cut]}}
   e2e/ol-cut2: {{description: Ollama client cut stream, chain: [alpha/a-ol-cut2, bravo/b-ol-cut2]}}
 """
 
@@ -136,6 +146,7 @@ class Fakes:
     wrong: FakeOpenAI
     slow: FakeOllama
     tight: FakeOllama
+    claude: FakeAnthropic
 
     def config(self) -> str:
         return SHARED.format(
@@ -148,6 +159,7 @@ class Fakes:
             wrong=self.wrong.url,
             slow=self.slow.url,
             tight=self.tight.url,
+            claude=self.claude.url,
         )
 
 
@@ -163,6 +175,7 @@ def fakes() -> Iterator[Fakes]:
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
         slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),
         tight=FakeOllama(name="tight").start(),
+        claude=FakeAnthropic(name="claude", api_key=CLAUDE_KEY).start(),
     )
     servers.dead.refuse_connections()
     try:
