@@ -15,7 +15,15 @@ from typing import Any
 import orjson
 
 from interlock.testing.replies import Reply, split_text
-from interlock.testing.server import Answer, ErrorAnswer, FakeServer, Incoming, JsonAnswer, Route, StreamAnswer
+from interlock.testing.server import (
+    Answer,
+    ErrorAnswer,
+    FakeServer,
+    Incoming,
+    JsonAnswer,
+    Route,
+    StreamAnswer,
+)
 
 _SSE = "text/event-stream"
 _ERROR_TYPES = {
@@ -125,7 +133,9 @@ class FakeAnthropic(FakeServer):
         if body.get("stream") is True:
             head = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": []}
             start_usage = {"input_tokens": usage["input_tokens"], "output_tokens": 1}
-            frames = [_event("message_start", {"message": {**head, "stop_reason": None, "usage": start_usage}})]
+            frames = [
+                _event("message_start", {"message": {**head, "stop_reason": None, "usage": start_usage}})
+            ]
             if tool is not None:
                 block = {"type": "tool_use", "id": call_id, "name": tool, "input": {}}
                 frames.append(_event("content_block_start", {"index": 0, "content_block": block}))
@@ -137,7 +147,9 @@ class FakeAnthropic(FakeServer):
                 block = {"type": "text", "text": ""}
                 frames.append(_event("content_block_start", {"index": 0, "content_block": block}))
                 frames.extend(
-                    _event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
+                    _event(
+                        "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}}
+                    )
                     for piece in pieces
                 )
             frames.append(_event("content_block_stop", {"index": 0}))
@@ -166,4 +178,3 @@ class FakeAnthropic(FakeServer):
                 "usage": usage,
             }
         )
-

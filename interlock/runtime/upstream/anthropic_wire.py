@@ -211,14 +211,13 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
         message["reasoning"] = "".join(thinking)
     if calls:
         message["tool_calls"] = calls
+    finish = _FINISH.get(str(answer.get("stop_reason")), "stop")
     return {
         "id": completion_id(),
         "object": "chat.completion",
         "created": 0,
         "model": model,
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": _FINISH.get(str(answer.get("stop_reason")), "stop")}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": _usage(answer.get("usage")),
     }
 
