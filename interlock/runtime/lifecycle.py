@@ -109,6 +109,8 @@ class StreamRender(abc.ABC):
 class Surface(abc.ABC):
     """One wire format's edge: parse into the internal form; render answers, streams and errors."""
 
+    operation = "chat"  # the metrics' endpoint label for a request that ends before it is parsed
+
     @abc.abstractmethod
     def parse(self, body: dict[str, Any]) -> Parsed:
         """The internal form; raises ``InvalidRequest`` (or another ``GatewayError``)."""
@@ -315,7 +317,7 @@ async def _handle(gateway: Gateway, surface: Surface, scope: Scope, receive: Rec
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
     headers: list[Header] = [plan.plan_header]
-    endpoint = "chat"
+    endpoint = surface.operation
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(surface.raw_body(raw))

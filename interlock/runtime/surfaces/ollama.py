@@ -309,6 +309,8 @@ class Generate(Chat):
 class Embed(_Native):
     """``POST /api/embed``: ``input`` a string or strings -> ``embeddings``."""
 
+    operation = "embeddings"
+
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
         data = body.get("input")

@@ -137,5 +137,7 @@ class ChatCompletions(Surface):
 class Embeddings(ChatCompletions):
     """``POST /v1/embeddings``."""
 
+    operation = "embeddings"
+
     def parse(self, body: dict[str, Any]) -> Parsed:
         return Parsed("embeddings", check_embeddings(body), False, body)
