@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.codegen",  # codegen
     "interlock.commands.serve",  # serve
     "interlock.commands.demo",  # demo
+    "interlock.commands.deploy",  # deploy
     "interlock.commands.telemetry",  # telemetry-sidecar
 )
 

@@ -4,22 +4,34 @@ This command may import the compiler (to compile a configuration); ``interlock.r
 Credential variables are read once, at start: a missing one stops the start with a message naming the
 variable. SIGHUP reads the file again (recompiling a configuration) and swaps the plan in atomically;
 a bad plan is refused, logged and counted, and the old one keeps serving.
+
+With ``--workers N`` this process supervises: it reads (or compiles) the file, keeps a private copy of
+the plan it accepted last, and every worker (a replacement too) loads that copy, never the file on
+disk; it also owns the host's slot table (``runtime/state/embedded.py``), leased by the workers over a
+Unix socket in the same private directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
 
 log = logging.getLogger("interlock")
+
+SHARED_STATE_SCHEMES = ("redis", "rediss")  # what --state-url takes; the others are the runtime's own
 
 
 def register(subparsers: Any) -> None:
@@ -33,6 +45,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0 picks a free one)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default: 1)")
+    p.add_argument(
+        "--state-url",
+        metavar="URL",
+        help="where slots and circuits live: redis://HOST:PORT/DB to share them between replicas "
+        "(default: $INTERLOCK_STATE_URL, else this process; with --workers N, the supervisor)",
+    )
     p.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="(default: info)"
     )
@@ -62,6 +80,10 @@ class PlanLoader:
     def load(self, data: dict[str, Any]) -> RuntimePlan:
         return load_plan(data, self.env, origin=self.path)
 
+    def read_first(self) -> dict[str, Any]:
+        """The plan's data at start: like ``read``, but a configuration's diagnostics go to stderr."""
+        return self.compile(sys.stderr) if self.is_config else read_plan_file(self.path)
+
     def compile(self, diagnostics: Any) -> dict[str, Any]:
         """Compile the configuration; ``diagnostics`` (a stream) gets every diagnostic when given."""
         from interlock.compiler import compile_config
@@ -81,9 +103,66 @@ class PlanLoader:
 
     def first(self) -> RuntimePlan:
         """The plan at start: like a reload, but a configuration's diagnostics go to stderr."""
-        if not self.is_config:
-            return self()
-        return load_plan(self.compile(sys.stderr), self.env, origin=self.path)
+        return self.load(self.read_first())
+
+
+class AcceptedPlan:
+    """What a ``--workers N`` worker loads: the supervisor's private copy of the plan it accepted last.
+
+    Picklable (it crosses to spawned processes): the copy's path, the credential snapshot, the origin.
+    """
+
+    def __init__(self, copy: Path, env: Mapping[str, str], origin: str) -> None:
+        self.copy = copy
+        self.env = dict(env)
+        self.origin = origin
+
+    def __call__(self) -> RuntimePlan:
+        return self.load(self.read())
+
+    def read(self) -> dict[str, Any]:
+        return read_plan_file(self.copy)
+
+    def load(self, data: dict[str, Any]) -> RuntimePlan:
+        return load_plan(data, self.env, origin=self.origin)
+
+
+class PlanKeeper:
+    """The supervisor's side of reloads: read the operator's file, and keep the accepted copy current."""
+
+    def __init__(self, loader: PlanLoader, directory: Path, plan: RuntimePlan, data: dict[str, Any]):
+        self.loader = loader
+        self.copy = directory / "plan.json"
+        self.serving = plan.content_hash
+        self._write(data)
+
+    def workers_plan(self) -> AcceptedPlan:
+        return AcceptedPlan(self.copy, self.loader.env, self.loader.path)
+
+    def reload(self) -> bool:
+        """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
+        from interlock.runtime.reload import read_in_child
+
+        try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
+            data = asyncio.run(read_in_child(self.loader.read))
+            plan = self.loader.load(data)
+        except PlanError as exc:
+            return self._refused(str(exc))
+        except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
+            return self._refused(f"{type(exc).__name__}: {exc}")
+        self._write(data)
+        log.info("plan accepted for the workers: %s -> %s", self.serving, plan.content_hash)
+        self.serving = plan.content_hash
+        return True
+
+    def _refused(self, reason: str) -> bool:
+        log.error("plan reload refused; the workers keep serving %s: %s", self.serving, reason)
+        return False
+
+    def _write(self, data: Mapping[str, Any]) -> None:
+        partial = self.copy.with_suffix(".tmp")
+        partial.write_bytes(orjson.dumps(data))
+        partial.replace(self.copy)
 
 
 def _is_config(path: str) -> bool:
@@ -102,15 +181,34 @@ def _is_config(path: str) -> bool:
 
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.runtime.app import Gateway
-    from interlock.runtime.server import ServeOptions, Supervisor, bind, configure_logging, run, url_of
+    from interlock.runtime.server import ServeOptions, bind, configure_logging, run, url_of
 
     configure_logging(args.log_level)
     if args.workers < 1:
         print("interlock serve: --workers must be at least 1", file=sys.stderr)
         return 2
+    from interlock.runtime.state import open_backend
+
+    if args.state_url is None:  # e.g. from a Kubernetes Secret: a password stays off the command line
+        args.state_url = os.environ.get("INTERLOCK_STATE_URL") or None
+    if args.state_url is not None:
+        scheme = args.state_url.partition(":")[0]
+        if scheme not in SHARED_STATE_SCHEMES:
+            print(
+                f"interlock serve: --state-url: {scheme + ':'!r} is not a shared store; use redis:// or "
+                "rediss:// (--workers N shares limits across its processes by itself)",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            open_backend(args.state_url)  # checked now, opened in each process that serves
+        except ValueError as exc:
+            print(f"interlock serve: --state-url: {exc}", file=sys.stderr)
+            return 2
     loader = PlanLoader(args.plan, os.environ)  # credentials: read once, here
     try:
-        plan = loader.first()
+        data = loader.read_first()
+        plan = loader.load(data)
     except PlanError as exc:
         print(f"interlock serve: {exc}", file=sys.stderr)
         return 1
@@ -135,19 +233,55 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if options.workers == 1:
-        run(Gateway(plan, source=loader), sock, options)
+        run(Gateway(plan, source=loader, slots=open_backend(args.state_url)), sock, options)
         return 0
-    return Supervisor(options.workers, worker_main, (loader, sock, options)).run()
+    return supervise(loader, plan, data, sock, options, args.state_url)
+
+
+def supervise(
+    loader: PlanLoader,
+    plan: RuntimePlan,
+    data: dict[str, Any],
+    sock: socket.socket,
+    options: Any,
+    state_url: str | None,
+) -> int:
+    """``--workers N``: a private directory for the accepted plan and the slot server, then the workers."""
+    from interlock.runtime.server import Supervisor
+    from interlock.runtime.state.embedded import SlotServer
+
+    directory = Path(tempfile.mkdtemp(prefix="interlock-"))  # mode 0700: this user's only
+    try:
+        keeper = PlanKeeper(loader, directory, plan, data)
+        slots = SlotServer(str(directory / "slots.sock")) if state_url is None else None
+        if slots is not None:
+            try:
+                slots.start()
+            except OSError as exc:
+                print(
+                    f"interlock serve: cannot start the slot server at {slots.path}: {exc}", file=sys.stderr
+                )
+                return 1
+        try:
+            url = f"unix:{slots.path}" if slots is not None else state_url
+            args = (keeper.workers_plan(), sock, options, url)
+            return Supervisor(options.workers, worker_main, args, reload=keeper.reload).run()
+        finally:
+            if slots is not None:
+                slots.stop()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("s") else f"{n} {noun}s"
 
 
-def worker_main(loader: PlanLoader, sock: socket.socket, options: Any) -> None:
-    """One worker process: its own plan tables, health state and upstream client."""
+def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_url: str | None) -> None:
+    """One worker process: its own plan tables, health state and upstream client; the host's slots."""
     from interlock.runtime.app import Gateway
     from interlock.runtime.server import configure_logging, run
+    from interlock.runtime.state import open_backend
 
     configure_logging(options.log_level)
-    run(Gateway(loader(), source=loader), sock, options)
+    run(Gateway(source(), source=source, slots=open_backend(state_url)), sock, options)

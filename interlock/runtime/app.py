@@ -2,11 +2,12 @@
 
 Surface endpoints (chat completions, embeddings, the other wire formats' rows in ``surfaces``) are
 dispatched by one dictionary lookup straight to their raw ASGI handlers (``lifecycle``); everything
-else goes to the FastAPI app of ``surfaces.admin``. The
-plan is swapped as a whole on reload; a request reads ``gateway.plan`` once and finishes on that plan.
-Health state and slot pools outlive reloads (they are keyed by ids and worker names). When the plan turns
-CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights are answered there,
-and answers to allowed origins gain the CORS headers built when the plan loaded.
+else goes to the FastAPI app of ``surfaces.admin``. The plan is swapped as a whole on reload; a
+request reads ``gateway.plan`` once and finishes on that plan.
+Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
+``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.
+When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights
+are answered there, and answers to allowed origins gain the CORS headers built when the plan loaded.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.state import SlotBackend
+from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.surfaces import route_table
 from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
@@ -71,14 +73,16 @@ class Gateway:
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
+        slots: SlotBackend | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
         self.reload_timeout_s = reload_timeout_s
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
-        self.slots = SlotTable()
+        self.slots = slots if slots is not None else MemorySlots()
         self.slots.configure(plan.workers)
+        self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
@@ -151,6 +155,7 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
         self._close_adapters = close
@@ -168,6 +173,7 @@ class Gateway:
         if self._close_adapters is not None:
             await self._close_adapters()
             self._close_adapters = None
+        await self.slots.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

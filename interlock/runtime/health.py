@@ -23,6 +23,8 @@ from interlock.runtime.errors import ConnectFailed, ConnectTimeout, RateLimited,
 from interlock.runtime.plan import HealthSettings
 
 Clock = Callable[[], float]
+Listener = Callable[[str, float], None]
+"""Told when an endpoint is found down (seconds to hold it open) or back (0): a shared store's hook."""
 
 MAX_RETRY_AFTER_S = 3600.0  # an upstream's Retry-After is honoured up to an hour
 MAX_AD_HOC_STATES = 1024  # raw provider/model names come from callers: keep their state bounded
@@ -71,6 +73,7 @@ class HealthBook:
         self._candidates: dict[str, CandidateState] = {}
         self._ad_hoc: dict[str, CandidateState] = {}
         self._endpoints: dict[str, EndpointState] = {}
+        self.listener: Listener | None = None
 
     def configure(self, settings: HealthSettings) -> None:
         """New thresholds after a reload; the state itself is kept."""
@@ -147,10 +150,13 @@ class HealthBook:
         state.rate_limited_until = 0.0
         state.last_success_at = self.wall()
         ep = self.endpoint(label)
+        was_down = not ep.probe_ok or ep.open_until > 0.0
         ep.failures = 0
         ep.open_until = 0.0
         ep.probe_ok = True
         ep.last_success_at = state.last_success_at
+        if was_down and self.listener is not None:
+            self.listener(label, 0.0)
 
     def record_failure(self, cid: str, label: str, error: UpstreamError, *, in_plan: bool = True) -> None:
         """Deterministic errors are noted but do not count: the upstream answered."""
@@ -174,19 +180,36 @@ class HealthBook:
             ep.last_error_at = wall
             ep.last_error_class = error.error_class
             if ep.failures >= self.settings.failure_threshold:
+                opening = ep.open_until <= now
                 ep.open_until = now + self.settings.open_for_s
+                if opening and self.listener is not None:
+                    self.listener(label, self.settings.open_for_s)
 
     # -- active updates -----------------------------------------------------------------------------
 
     def record_probe(self, label: str, error: UpstreamError | None) -> None:
         ep = self.endpoint(label)
         ep.last_probe_at = self.wall()
+        was_ok = ep.probe_ok
         if error is None:
             ep.probe_ok = True
             ep.last_probe_error = None
         else:
             ep.probe_ok = False
             ep.last_probe_error = error.error_class
+        if was_ok != ep.probe_ok and self.listener is not None:
+            self.listener(label, 0.0 if ep.probe_ok else self.settings.open_for_s)
+
+    def apply_shared(self, label: str, open_for_s: float) -> None:
+        """Another replica found ``label`` down (unusable here until a probe or call succeeds) or back."""
+        ep = self.endpoint(label)
+        if open_for_s > 0:
+            ep.probe_ok = False
+            ep.last_probe_error = "shared"
+        else:
+            ep.probe_ok = True
+            ep.failures = 0
+            ep.open_until = 0.0
 
     # -- reports ------------------------------------------------------------------------------------
 

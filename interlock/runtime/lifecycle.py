@@ -413,48 +413,55 @@ class Exchange:
         return 200
 
     async def stream(self) -> int:
-        router, send, parsed = self.gateway.router, self.send, self.parsed
-        try:
-            answered = await router.chat_stream(self.target, parsed.body, self.preflight)
-        except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
-            return await self._refused(exc)
-        headers = self.headers
-        headers.extend(self.preflight.headers())
-        cid = answered.candidate.id
-        stream = answered.result
-        try:
-            render = self.surface.stream(parsed, cid)
-            headers.append(answered.candidate.resolved_header)
-            say_dropped(headers, answered, "chat", parsed.body)
-            headers.extend(render.headers)
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            first = True
+        router = self.gateway.router
+        began = False  # once the 200 is on its way, nothing may answer again
+
+        async def deliver(answered: Answered[ChatStream]) -> int:
+            """Write the stream out; runs inside the router's hold on the slot."""
+            nonlocal began
+            began = True
             try:
-                async for chunk in stream:
-                    data = render.chunk(chunk)
-                    if data:
-                        await send({"type": "http.response.body", "body": data, "more_body": True})
-                    if first:
-                        first = False
-                        self._observe_overhead(answered)
-            except Exception as exc:
-                reason = router.stream_failed(answered, exc)
-                log.warning("stream from %s broke after the first byte (%s)", cid, reason)
-                event = render.error(
-                    f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete"
-                )
-                self.watch.stop()
-                await send({"type": "http.response.body", "body": event})
-                return 200
-            self.watch.stop()
-            await send({"type": "http.response.body", "body": render.end()})
-            return 200
-        finally:
-            try:
-                await stream.aclose()
+                return await self._deliver(answered)
             finally:
-                if answered.lease is not None:
-                    answered.lease.release()
+                await answered.result.aclose()
+
+        try:
+            return await router.chat_stream(self.target, self.parsed.body, deliver, self.preflight)
+        except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
+            if began:
+                raise
+            return await self._refused(exc)
+
+    async def _deliver(self, answered: Answered[ChatStream]) -> int:
+        router, send, parsed, headers = self.gateway.router, self.send, self.parsed, self.headers
+        cid = answered.candidate.id
+        render = self.surface.stream(parsed, cid)
+        headers.extend(self.preflight.headers())
+        headers.append(answered.candidate.resolved_header)
+        say_dropped(headers, answered, "chat", parsed.body)
+        headers.extend(render.headers)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        first = True
+        try:
+            async for chunk in answered.result:
+                data = render.chunk(chunk)
+                if data:
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
+                if first:
+                    first = False
+                    self._observe_overhead(answered)
+        except Exception as exc:
+            reason = router.stream_failed(answered, exc)
+            log.warning("stream from %s broke after the first byte (%s)", cid, reason)
+            event = render.error(
+                f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete"
+            )
+            self.watch.stop()
+            await send({"type": "http.response.body", "body": event})
+            return 200
+        self.watch.stop()
+        await send({"type": "http.response.body", "body": render.end()})
+        return 200
 
     def _observe_overhead(self, answered: Answered[Any]) -> None:
         """The gateway's own time so far: since ``started``, less the upstream waits and slot queueing."""

@@ -26,7 +26,7 @@ from interlock.runtime.telemetry.gauges import families as telemetry_families
 if TYPE_CHECKING:
     from interlock.runtime.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
-    from interlock.runtime.slots import SlotTable
+    from interlock.runtime.state import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -127,7 +127,7 @@ class StateView:
 
     plan: Callable[[], RuntimePlan]
     health: HealthBook
-    slots: SlotTable
+    slots: SlotBackend
     telemetry: TelemetryBook | None = None
 
 
@@ -278,13 +278,26 @@ class _StateCollector(Collector):
             labels=["worker"],
         )
         for name in plan.workers:
-            pool = self.view.slots.pools.get(name)
-            in_use.add_metric([name], float(pool.in_use if pool else 0))
-            waiting.add_metric([name], float(len(pool.waiters) if pool else 0))
-            rejected.add_metric([name], float(pool.rejected if pool else 0))
+            share = self.view.slots.local(name)  # this process's share: summed over processes, the whole
+            in_use.add_metric([name], float(share.in_use))
+            waiting.add_metric([name], float(share.waiting))
+            rejected.add_metric([name], float(share.rejected))
+        slots = self.view.slots
+        degraded = GaugeMetricFamily(
+            "interlock_state_degraded",
+            "1 while the shared slot store is unreachable and limits hold per process only.",
+            labels=["scope"],
+        )
+        degraded.add_metric([slots.scope], 1.0 if slots.degraded else 0.0)
+        fallbacks = CounterMetricFamily(
+            "interlock_state_fallbacks",
+            "Times the shared slot store was lost or could not be reached (each starts per-process limits).",
+            labels=["scope"],
+        )
+        fallbacks.add_metric([slots.scope], float(slots.fallbacks))
         info = GaugeMetricFamily(
             "interlock_plan_info", "1, labelled with the plan being served.", labels=["plan"]
         )
         info.add_metric([plan.content_hash], 1.0)
-        yield from (providers, endpoints, circuits, in_use, waiting, rejected, info)
+        yield from (providers, endpoints, circuits, in_use, waiting, rejected, degraded, fallbacks, info)
         yield from telemetry_families(self.view.telemetry)

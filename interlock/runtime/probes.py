@@ -6,6 +6,9 @@ first request after a box died already skips it; a passing probe (or any success
 The loop reads the current plan every round, so a reload takes effect at the next round. Each round
 also refreshes live Ollama metadata (``MetadataFetcher``: /api/ps, and /api/tags + /api/show when older
 than the plan's TTL), concurrently with the probes; the first round runs at start, before readiness.
+Rounds are ``probe_interval`` apart give or take 10% at random, so the processes of a host and the
+replicas of a fleet do not all probe a box in the same instant (what one finds, the others hear:
+``runtime/state``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Mapping
 
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
@@ -33,9 +37,13 @@ class ProbeLoop:
         adapters: Mapping[str, Adapter],
         metrics: Metrics,
         metadata: MetadataFetcher | None = None,
+        *,
+        jitter: float = 0.1,
     ) -> None:
         self.plan = plan
         self.metadata = metadata
+        self.jitter = jitter
+        self._random = random.Random()
         self.health = health
         self.adapters = adapters
         self.metrics = metrics
@@ -76,7 +84,8 @@ class ProbeLoop:
                 await self.probe_all()
             except Exception:  # a bug in one round must not end probing for good
                 log.exception("probe round failed")
-            await asyncio.sleep(self.plan().health.probe_interval_s)
+            spread = 1.0 + self.jitter * (2.0 * self._random.random() - 1.0)
+            await asyncio.sleep(self.plan().health.probe_interval_s * spread)
 
     async def _probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         error: UpstreamError | None = None

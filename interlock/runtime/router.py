@@ -19,6 +19,10 @@ rate limit or an open circuit keeps the error class that put it there, and when 
 could serve is on hold the caller is told when the first comes back (``Retry-After``; 429 when they
 are all rate limited).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
+
+Each candidate's ``Admission`` is an ``async with`` block here: a slot the guards took is given back when
+the block ends, after the call, or (streams) after the caller's ``deliver`` has written the stream out,
+also on cancellation and client disconnect. No lease leaves this module.
 """
 
 from __future__ import annotations
@@ -44,10 +48,10 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import Candidate, Route, Target
 from interlock.runtime.preflight import Preflight
-from interlock.runtime.slots import SlotLease
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
 T = TypeVar("T")
+R = TypeVar("R")
 log = logging.getLogger("interlock.router")
 Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any]], Awaitable[T]]
 
@@ -68,7 +72,6 @@ class Answered(Generic[T]):
     candidate: Candidate
     route: Route
     result: T
-    lease: SlotLease | None  # held only for streams; released by the stream's writer
     upstream_s: float
     queued_s: float
 
@@ -97,17 +100,22 @@ class Router:
     async def chat(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
     ) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, "chat", preflight, keep_lease=False)
+        return await self._walk(target, body, _chat, "chat", preflight, _as_is)
 
     async def chat_stream(
-        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
-    ) -> Answered[ChatStream]:
-        return await self._walk(target, body, _stream, "chat", preflight, keep_lease=True)
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        deliver: Callable[[Answered[ChatStream]], Awaitable[R]],
+        preflight: Preflight | None = None,
+    ) -> R:
+        """Open a stream and hand it to ``deliver`` while its slot is held; the slot goes when it returns."""
+        return await self._walk(target, body, _stream, "chat", preflight, deliver)
 
     async def embed(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
     ) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, "embeddings", preflight, keep_lease=False)
+        return await self._walk(target, body, _embed, "embeddings", preflight, _as_is)
 
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
@@ -131,9 +139,8 @@ class Router:
         call: Call[T],
         operation: str,
         preflight: Preflight | None,
-        *,
-        keep_lease: bool,
-    ) -> Answered[T]:
+        deliver: Callable[[Answered[T]], Awaitable[R]],
+    ) -> R:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
         outcomes: list[CandidateOutcome] = []
@@ -144,65 +151,55 @@ class Router:
             if refusal is not None:  # before the guards: no slot is queued for
                 self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
                 continue
-            admission = Admission(candidate, candidate.routes, preflight)
-            reason: str | None = None
-            try:
-                for guard in self.guards:
-                    reason = await guard.admit(admission, body)
-                    if reason is not None:
-                        break
-            except BaseException:
-                admission.release()
-                raise
-            finally:
-                if admission.queued_s:
-                    queued_s += admission.queued_s
-                    worker = admission.route.worker if admission.route else None
-                    metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
-            if reason is not None:
-                admission.release()
-                outcomes.append(self._outcome(candidate, reason, None))
-                if preflight is not None:
-                    preflight.skipped.append(f"{candidate.id} ({reason})")
-                self._fell_back(candidates, index, reason)
-                continue
-            route = admission.route or admission.routes[0]
-            label = route.endpoint.label
-            started = time.perf_counter()
-            try:
-                sent = body if admission.body is None else admission.body
-                result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
-            except CannotServe as exc:  # what ``refusal`` could not see cheaply
-                admission.release()
-                self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
-                continue
-            except TransientError as exc:
-                admission.release()
+            async with Admission(candidate, candidate.routes, preflight) as admission:  # the slot's owner
+                reason: str | None = None
+                try:
+                    for guard in self.guards:
+                        reason = await guard.admit(admission, body)
+                        if reason is not None:
+                            break
+                finally:
+                    if admission.queued_s:
+                        queued_s += admission.queued_s
+                        worker = admission.route.worker if admission.route else None
+                        metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
+                if reason is not None:
+                    outcomes.append(self._outcome(candidate, reason, None))
+                    if preflight is not None:
+                        preflight.skipped.append(f"{candidate.id} ({reason})")
+                    self._fell_back(candidates, index, reason)
+                    continue
+                route = admission.route or admission.routes[0]
+                label = route.endpoint.label
+                started = time.perf_counter()
+                try:
+                    sent = body if admission.body is None else admission.body
+                    result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
+                except CannotServe as exc:  # what ``refusal`` could not see cheaply
+                    self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
+                    continue
+                except TransientError as exc:
+                    spent = time.perf_counter() - started
+                    upstream_s += spent
+                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
+                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                    outcomes.append(self._outcome(candidate, exc.error_class, exc))
+                    self._fell_back(candidates, index, exc.error_class)
+                    continue
+                except DeterministicError as exc:
+                    metrics.upstream_seconds.labels(candidate.metric_label).observe(
+                        time.perf_counter() - started
+                    )
+                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
+                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                    raise CandidateRefused(candidate, exc) from exc
                 spent = time.perf_counter() - started
                 upstream_s += spent
                 metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
-                metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                outcomes.append(self._outcome(candidate, exc.error_class, exc))
-                self._fell_back(candidates, index, exc.error_class)
-                continue
-            except DeterministicError as exc:
-                admission.release()
-                metrics.upstream_seconds.labels(candidate.metric_label).observe(time.perf_counter() - started)
-                health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
-                metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                raise CandidateRefused(candidate, exc) from exc
-            except BaseException:
-                admission.release()
-                raise
-            spent = time.perf_counter() - started
-            upstream_s += spent
-            metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-            health.record_success(candidate.id, label, in_plan=candidate.in_plan)
-            metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
-            if not keep_lease:
-                admission.release()
-            return Answered(candidate, route, result, admission.lease, upstream_s, queued_s)
+                health.record_success(candidate.id, label, in_plan=candidate.in_plan)
+                metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
+                return await deliver(Answered(candidate, route, result, upstream_s, queued_s))
         if refusals or (preflight is not None and preflight.misfits):
             unservable = _unservable(target, refusals, preflight)
             if unservable is not None:
@@ -265,3 +262,7 @@ def _unservable(
         f"no candidate of {target.label} can serve this request: {reasons}",
         param=params.pop() if len(params) == 1 else None,
     )
+
+
+async def _as_is(answered: Answered[T]) -> Answered[T]:
+    return answered

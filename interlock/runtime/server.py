@@ -4,8 +4,9 @@ Client connections go through ``connections.GuardedProtocol`` (header/body timeo
 connections, WebSocket upgrades refused).
 
 One worker serves in this process. ``N`` workers are spawned processes sharing the listening socket;
-this process supervises them: SIGHUP is forwarded (each worker reloads its plan atomically, and keeps
-the old one when the new one is refused), SIGINT/SIGTERM stop them, and a worker that dies is replaced.
+this process supervises them: SIGHUP reloads the plan here first and is forwarded only when it loads
+(each worker then swaps it in atomically), SIGINT/SIGTERM stop them, and a worker that dies is replaced
+(with a growing delay while replacements keep dying).
 """
 
 from __future__ import annotations
@@ -146,31 +147,71 @@ def _open_file_limit() -> int | str:
     return "unlimited" if soft == resource.RLIM_INFINITY else soft
 
 
-class Supervisor:
-    """Keeps ``workers`` processes running ``target(*args)``; forwards SIGHUP, stops on SIGINT/SIGTERM."""
+@dataclass(slots=True)
+class Backoff:
+    """The wait before replacing a worker: none after one that ran a while, doubling after quick deaths."""
 
-    def __init__(self, workers: int, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+    quick_s: float = 10.0  # a worker that dies sooner than this after its start counts as crashing
+    first_s: float = 0.5
+    max_s: float = 30.0
+    streak: int = 0
+
+    def delay(self, lived_s: float) -> float:
+        if lived_s >= self.quick_s:
+            self.streak = 0
+            return 0.0
+        delay: float = min(self.max_s, self.first_s * 2.0**self.streak)
+        self.streak += 1
+        return delay
+
+
+class Supervisor:
+    """Keeps ``workers`` processes running ``target(*args)``; SIGHUP reloads, SIGINT/SIGTERM stop.
+
+    On SIGHUP, ``reload`` (when given) runs first, in this process: only when it accepts the new plan is
+    the signal forwarded to the workers. A worker that dies is replaced, after a delay that doubles
+    while replacements keep dying soon after their start (``Backoff``).
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        *,
+        reload: Callable[[], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.workers = workers
         self.target = target
         self.args = args
+        self.reload = reload
+        self.clock = clock
         self.context = multiprocessing.get_context("spawn")
         self.processes: list[BaseProcess] = []
+        self.started_at: list[float] = []
+        self.due: list[float | None] = []  # when a dead worker's replacement starts
+        self.backoff: list[Backoff] = []
         self.stopping = False
         self.reloads = 0
+        self._reload_wanted = False
 
     def run(self) -> int:
         handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in handled}
         try:
             self.processes = [self._spawn() for _ in range(self.workers)]
+            self.started_at = [self.clock()] * self.workers
+            self.due = [None] * self.workers
+            self.backoff = [Backoff() for _ in range(self.workers)]
             while not self.stopping:
-                time.sleep(0.2)
-                for index, process in enumerate(self.processes):
-                    if not process.is_alive() and not self.stopping:
-                        log.error(
-                            "worker %s exited with %s; starting a new one", process.pid, process.exitcode
-                        )
-                        self.processes[index] = self._spawn()
+                time.sleep(0.1)
+                if self._reload_wanted:
+                    self._reload_wanted = False
+                    self._reload()
+                for index in range(self.workers):
+                    if not self.stopping:
+                        self._tend(index)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -181,6 +222,36 @@ class Supervisor:
                 process.join(10)
         return 0
 
+    def _tend(self, index: int) -> None:
+        """Notice a dead worker (and schedule its replacement), or start the replacement when due."""
+        now = self.clock()
+        due = self.due[index]
+        if due is None:
+            process = self.processes[index]
+            if process.is_alive():
+                return
+            lived = now - self.started_at[index]
+            delay = self.backoff[index].delay(lived)
+            log.error(
+                "worker %s exited with %s after %.1fs; starting a new one%s",
+                process.pid,
+                process.exitcode,
+                lived,
+                f" in {delay:g}s ({self.backoff[index].streak} quick exit(s) in a row)" if delay else "",
+            )
+            due = self.due[index] = now + delay
+        if now >= due:
+            self.due[index] = None
+            self.processes[index] = self._spawn()
+            self.started_at[index] = self.clock()
+
+    def _reload(self) -> None:
+        if self.reload is not None and not self.reload():
+            return
+        for process in self.processes:
+            if process.pid is not None and process.is_alive():
+                os.kill(process.pid, signal.SIGHUP)
+
     def _spawn(self) -> BaseProcess:
         process = self.context.Process(target=self.target, args=self.args, daemon=False)
         process.start()
@@ -189,8 +260,6 @@ class Supervisor:
     def _on_signal(self, sig: int, frame: FrameType | None) -> None:
         if sig == signal.SIGHUP:
             self.reloads += 1
-            for process in self.processes:
-                if process.pid is not None and process.is_alive():
-                    os.kill(process.pid, signal.SIGHUP)
+            self._reload_wanted = True
             return
         self.stopping = True

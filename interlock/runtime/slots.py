@@ -159,8 +159,12 @@ class SlotTable:
     def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
         """The current plan's bounds: new workers get a pool, known ones keep theirs, updated."""
         for name, w in workers.items():
-            pool = self.pools.get(name)
-            if pool is None:
-                self.pools[name] = SlotPool(name, w.max_concurrent, w.max_waiting, w.max_wait_s)
-            else:
-                pool.configure(w.max_concurrent, w.max_waiting, w.max_wait_s)
+            self.bound(name, w.max_concurrent, w.max_waiting, w.max_wait_s)
+
+    def bound(self, name: str, max_concurrent: int, max_waiting: int, max_wait_s: float) -> None:
+        """One worker's bounds: a new pool, or the known one updated in place."""
+        pool = self.pools.get(name)
+        if pool is None:
+            self.pools[name] = SlotPool(name, max_concurrent, max_waiting, max_wait_s)
+        else:
+            pool.configure(max_concurrent, max_waiting, max_wait_s)

@@ -95,6 +95,8 @@ class FakeServer:
         self._stopping: asyncio.Event | None = None
         self._connections: set[Connection] = set()
         self.connections_opened = 0  # TCP connections accepted so far (keep-alive shows as reuse)
+        self.in_flight = 0  # requests being answered slowly (a fault, a paced stream) right now
+        self.peak_in_flight = 0  # the most there ever were at once (``clear_requests`` resets it)
         self._listener: asyncio.AbstractServer | None = None
         self._relisten: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -136,6 +138,7 @@ class FakeServer:
 
     def clear_requests(self) -> None:
         self._recorded.clear()
+        self.peak_in_flight = self.in_flight
 
     def set_fault(self, fault: Fault, *, model: str | None = None, times: int | None = None) -> None:
         self.faults.set(fault, model=model, times=times)
@@ -295,8 +298,18 @@ class FakeServer:
             return self._send(conn, ErrorAnswer(400, "request body is not valid JSON"), None)
         fault = self.faults.take(incoming.model)
         if fault is None:
-            return self._send(conn, route(incoming), None)
-        return self._faulty(conn, fault, route, incoming)
+            pending = self._send(conn, route(incoming), None)
+            return None if pending is None else self._counted(pending)
+        return self._counted(self._faulty(conn, fault, route, incoming))
+
+    async def _counted(self, pending: Coroutine[Any, Any, None]) -> None:
+        """Answer, counted in ``in_flight`` until the answer is over (or the connection is)."""
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            await pending
+        finally:
+            self.in_flight -= 1
 
     async def _faulty(self, conn: Connection, fault: Fault, route: Route, incoming: Incoming) -> None:
         """Answer under a fault; runs as a task (the connection reads nothing more meanwhile)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import pytest
 from interlock.compiler import compile_config
 from interlock.runtime.plan import RuntimePlan, load_plan
 from interlock.schema.canonical import canonical_json
+from tests.redis_server import RedisServer
 
 BASIC = """\
 version: 1
@@ -65,3 +66,13 @@ def basic_plan(tmp_path: Path) -> RuntimePlan:
 
 def build(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> RuntimePlan:
     return load_plan(data, env if env is not None else {"CLOUD_KEY": "sk-cloud-secret"})
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real redis-server of this test's own, on a free port (skips where none is installed)."""
+    server = RedisServer(tmp_path).start()
+    try:
+        yield server
+    finally:
+        server.stop()

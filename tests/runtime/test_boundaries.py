@@ -10,7 +10,7 @@ from pathlib import Path
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.state.memory import MemorySlots
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_MODULES = [
@@ -56,7 +56,7 @@ def test_loading_a_plan_imports_no_compiler_either(tmp_path: Path, basic_plan: R
 
 def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:
     health = HealthBook(basic_plan.health)
-    metrics = Metrics(StateView(lambda: basic_plan, health, SlotTable()))
+    metrics = Metrics(StateView(lambda: basic_plan, health, MemorySlots()))
     exposed = set()
     for family in metrics.registry.collect():
         exposed.add(family.name + "_total" if family.type == "counter" else family.name)

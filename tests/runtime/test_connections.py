@@ -16,7 +16,7 @@ from interlock.runtime.connections import WARN_EVERY_S, ConnectionBook
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.state.memory import MemorySlots
 
 
 class Conn:
@@ -34,7 +34,7 @@ def test_at_the_cap_the_oldest_idle_connection_goes_and_the_warning_is_rate_limi
     basic_plan: RuntimePlan, caplog: pytest.LogCaptureFixture
 ) -> None:
     now = [100.0]
-    metrics = Metrics(StateView(lambda: basic_plan, HealthBook(basic_plan.health), SlotTable()))
+    metrics = Metrics(StateView(lambda: basic_plan, HealthBook(basic_plan.health), MemorySlots()))
     book = ConnectionBook(lambda: SimpleNamespace(max_connections=2), metrics, clock=lambda: now[0])  # type: ignore[arg-type, return-value]
     closed: list[tuple[str, str]] = []
     conns: dict[str, Any] = {name: Conn(book, closed, name) for name in "abcdef"}

@@ -186,7 +186,7 @@ def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_pat
     from interlock.runtime.health import HealthBook
     from interlock.runtime.metadata import MetadataFetcher
     from interlock.runtime.metrics import Metrics, StateView
-    from interlock.runtime.slots import SlotTable
+    from interlock.runtime.state.memory import MemorySlots
     from interlock.runtime.upstream.client import UpstreamClient
     from interlock.runtime.upstream.ollama import OllamaAdapter
     from interlock.testing.fake_ollama import FakeOllama, ModelSpec
@@ -201,7 +201,7 @@ def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_pat
         )
         plan = build(compile_text(tmp_path, config))
         facts = FactsTable()
-        metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), SlotTable()))
+        metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots()))
 
         async def rounds() -> None:
             client = UpstreamClient.create()

@@ -33,8 +33,9 @@ from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.preflight import Misfit, Preflight
 from interlock.runtime.resolve import resolve
-from interlock.runtime.router import CandidateRefused, Router, _unservable
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.router import Answered, CandidateRefused, Router, _unservable
+from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.upstream.base import ChatStream
 from tests.runtime.conftest import build
 from tests.runtime.scripted import ScriptedAdapter
 
@@ -46,7 +47,7 @@ class Rig:
     def __init__(self, plan: RuntimePlan, script: dict[str, Any]) -> None:
         self.plan = plan
         self.health = HealthBook(plan.health)
-        self.slots = SlotTable()
+        self.slots = MemorySlots()
         self.slots.configure(plan.workers)
         self.metrics = Metrics(StateView(lambda: plan, self.health, self.slots))
         self.adapter = ScriptedAdapter(script)
@@ -168,17 +169,52 @@ def test_all_failed_or_skipped_gives_a_bounded_summary(basic_plan: RuntimePlan) 
 
 def test_a_stream_that_fails_before_its_first_chunk_falls_back(basic_plan: RuntimePlan) -> None:
     rig = Rig(basic_plan, {"m1": [ProtocolFailure("cut")], "c1": [{"choices": []}]})
-    answered = asyncio.run(rig.router.chat_stream(resolve(basic_plan, "t/chat"), BODY))
-    assert answered.candidate.id == "cloud/c1"
-    assert answered.lease is None  # openai-compatible providers hold no slot
+
+    async def deliver(answered: Answered[ChatStream]) -> tuple[str, int]:
+        return answered.candidate.id, rig.slots.pools["box1"].in_use
+
+    delivered = asyncio.run(rig.router.chat_stream(resolve(basic_plan, "t/chat"), BODY, deliver))
+    assert delivered == ("cloud/c1", 0)  # the failed candidate's slot came back before the next one
+    assert rig.slots.pools["box1"].in_use == 0
 
 
-def test_a_stream_keeps_its_slot_until_the_writer_releases_it(basic_plan: RuntimePlan) -> None:
+def test_a_stream_holds_its_slot_while_it_is_delivered(basic_plan: RuntimePlan) -> None:
     rig = Rig(basic_plan, {"m1": [{"choices": []}]})
-    answered = asyncio.run(rig.router.chat_stream(resolve(basic_plan, "t/chat"), BODY))
-    assert answered.lease is not None
-    assert rig.slots.pools["box1"].in_use == 1
-    answered.lease.release()
+
+    async def deliver(answered: Answered[ChatStream]) -> int:
+        return rig.slots.pools["box1"].in_use
+
+    assert asyncio.run(rig.router.chat_stream(resolve(basic_plan, "t/chat"), BODY, deliver)) == 1
+    assert rig.slots.pools["box1"].in_use == 0
+
+
+def test_a_stream_whose_delivery_fails_or_is_cancelled_gives_its_slot_back(basic_plan: RuntimePlan) -> None:
+    rig = Rig(basic_plan, {"m1": [{"choices": []}, {"choices": []}]})
+    target = resolve(basic_plan, "t/chat")
+
+    async def broken(answered: Answered[ChatStream]) -> int:
+        raise OSError("the client's socket broke")
+
+    with pytest.raises(OSError, match=r"^the client's socket broke$"):
+        asyncio.run(rig.router.chat_stream(target, BODY, broken))
+    assert rig.slots.pools["box1"].in_use == 0
+
+    async def scenario() -> None:
+        writing = asyncio.Event()
+
+        async def forever(answered: Answered[ChatStream]) -> int:
+            writing.set()
+            await asyncio.Event().wait()
+            return 0
+
+        task = asyncio.create_task(rig.router.chat_stream(target, BODY, forever))
+        await writing.wait()
+        assert rig.slots.pools["box1"].in_use == 1
+        task.cancel()  # the client went away mid-stream
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
     assert rig.slots.pools["box1"].in_use == 0
 
 

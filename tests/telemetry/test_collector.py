@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan, load_plan
-from interlock.runtime.slots import SlotTable
+from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.telemetry.readings import MIB
 from interlock.runtime.telemetry.sidecar import PATH, Readings, make_server
@@ -68,7 +68,7 @@ def _round(plan: RuntimePlan) -> tuple[TelemetryLoop, TelemetryBook]:
 
 
 def _samples(plan: RuntimePlan, book: TelemetryBook) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), SlotTable(), book))
+    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), book))
     out = {}
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         for s in family.samples:

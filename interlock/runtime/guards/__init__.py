@@ -14,28 +14,39 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from interlock.runtime.plan import Candidate, Route
 from interlock.runtime.preflight import Preflight
-from interlock.runtime.slots import SlotLease
+from interlock.runtime.state import Lease
 
 
 @dataclass(slots=True)
 class Admission:
-    """What the guards settled for one candidate of one request."""
+    """What the guards settled for one candidate of one request; ``async with`` it to own its slot.
+
+    The router enters it before the guards run and leaves it once the call (and, for a stream, the
+    writing of it) is over, however that ends: the one place a held slot is given back.
+    """
 
     candidate: Candidate
     routes: tuple[Route, ...]  # still eligible; guards narrow it
     preflight: Preflight | None = None  # the request's needs and findings (one per request)
     route: Route | None = None  # the one to call, once chosen
     body: Mapping[str, Any] | None = None  # what this candidate is sent, when not the caller's body
-    lease: SlotLease | None = None  # held slot, released by whoever ends the call
+    lease: Lease | None = None  # held slot, given back when the ``async with`` block ends
     queued_s: float = 0.0  # time spent waiting for a slot
 
-    def release(self) -> None:
-        if self.lease is not None:
-            self.lease.release()
+    async def __aenter__(self) -> Admission:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            await lease.release()
 
 
 class Guard(abc.ABC):

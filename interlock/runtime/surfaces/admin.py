@@ -21,6 +21,7 @@ from starlette.responses import Response
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
 from interlock.runtime.resolve import shown
+from interlock.runtime.state import SlotReport
 from interlock.runtime.surfaces.openai import error_body
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ def build_admin(gateway: Gateway) -> FastAPI:
 
     @app.api_route("/v1/health", methods=READ)
     async def health() -> Response:
-        return json_response(health_report(gateway))
+        return json_response(health_report(gateway, await gateway.slots.report()))
 
     @app.api_route("/v1/metadata", methods=READ)
     async def metadata() -> Response:
@@ -188,8 +189,11 @@ def candidate_healthy(gateway: Gateway, candidate: Candidate) -> bool:
     return any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
 
 
-def health_report(gateway: Gateway) -> dict[str, Any]:
-    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes."""
+def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str, Any]:
+    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes.
+
+    ``slots`` is the backend's whole view (with ``--workers N``: every process of the host together).
+    """
     plan, health = gateway.plan, gateway.health
     providers: dict[str, Any] = {}
     for name, provider in plan.providers.items():
@@ -205,20 +209,21 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         }
     workers: dict[str, Any] = {}
     for name, limits in plan.workers.items():
-        pool = gateway.slots.pools.get(name)
+        pool = slots.get(name) or SlotReport()
         workers[name] = {
             "provider": limits.provider,
             "healthy": health.endpoint_usable(worker_label(limits.provider, name)),
             "max_concurrent": limits.max_concurrent,
-            "slots_in_use": pool.in_use if pool else 0,
-            "in_use_by_model": dict(pool.per_model) if pool else {},
-            "queue_waiting": len(pool.waiters) if pool else 0,
+            "slots_in_use": pool.in_use,
+            "in_use_by_model": dict(pool.per_model),
+            "queue_waiting": pool.waiting,
             "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
         }
         telemetry = gateway.telemetry.report(name)
         if telemetry is not None:  # only for workers that declare telemetry
             workers[name]["telemetry"] = telemetry
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
+    state = gateway.slots
     return {
         "plan": {
             "content_hash": plan.content_hash,
@@ -228,6 +233,7 @@ def health_report(gateway: Gateway) -> dict[str, Any]:
         "ready": gateway.ready,
         "providers": providers,
         "workers": workers,
+        "slot_state": {"scope": state.scope, "degraded": state.degraded},
         "candidates": candidates,
     }
 

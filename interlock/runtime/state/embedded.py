@@ -1,0 +1,385 @@
+"""The embedded backend for ``--workers N``: the supervisor owns the slot table, workers lease over a socket.
+
+``SlotServer`` runs in the supervisor process (an event loop on a thread of its own) and holds the one
+``SlotTable`` of the host: the same FIFO queue, timeouts and ``Retry-After`` as one process has.
+``EmbeddedSlots`` is the worker's side: one Unix-socket connection per worker process, requests
+multiplexed by id, one line of JSON each way.
+
+Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurrent, max_waiting,
+max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire), ``["r", id]`` (release,
+or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[id, "ok"]``,
+``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``, ``[id, report]``.
+Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
+passes it on to the other workers, so one worker's discovery that a box died spares the others.
+
+Why a socket and not shared memory: a slot held by a process that dies must come back. The kernel closes
+a dead process's socket, the server sees end-of-file and frees everything that connection held (and drops
+its queued requests) at once; a lock in shared memory held by a killed process would need the robust-
+mutex dance, and its counts would need a sweeper. The cost is one round trip on the loopback of the
+kernel per acquire (the release is written without waiting): ``bench/state_backends.py`` measures it.
+
+If the connection is lost (the supervisor is gone), the worker falls back to its own in-process table,
+says so in the log and in ``interlock_state_degraded``, and tries to reconnect at most once a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.plan import WorkerLimits
+from interlock.runtime.slots import SlotLease, SlotPool, SlotTable
+from interlock.runtime.state import Lease, SlotBackend, SlotReport, StateUnreachable
+from interlock.runtime.state.memory import MemorySlots
+
+if TYPE_CHECKING:
+    from interlock.runtime.health import HealthBook
+
+log = logging.getLogger("interlock.state")
+
+RECONNECT_EVERY_S = 1.0
+
+
+# -- the supervisor's side -------------------------------------------------------------------------
+
+
+class SlotServer:
+    """The host's slot table on a Unix socket; ``start`` runs it on a thread, ``stop`` ends it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.table = SlotTable()
+        self.connections = 0  # open worker connections
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping: asyncio.Event | None = None
+
+    def start(self) -> None:
+        ready = threading.Event()
+        failed: list[BaseException] = []
+
+        def main() -> None:
+            async def serve() -> None:
+                self._loop = asyncio.get_running_loop()
+                self._stopping = asyncio.Event()
+                try:
+                    server = await asyncio.start_unix_server(self._serve, path=self.path)
+                except OSError as exc:
+                    failed.append(exc)
+                    ready.set()
+                    return
+                ready.set()
+                async with server:
+                    await self._stopping.wait()
+
+            asyncio.run(serve())
+
+        self._thread = threading.Thread(target=main, name="interlock-slot-server", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failed:
+            raise failed[0]
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One worker process: everything it holds or waits for goes when its connection does."""
+        held: dict[int, SlotLease] = {}
+        waiting: dict[int, asyncio.Task[None]] = {}
+        self.connections += 1
+        self._writers.add(writer)
+
+        def send(message: Any) -> None:
+            if not writer.is_closing():
+                writer.write(orjson.dumps(message) + b"\n")
+
+        async def wait_for_slot(ident: int, pool: SlotPool, model: str, limit: int) -> None:
+            try:
+                lease = await pool.acquire(model, limit)
+            except SlotUnavailable as exc:
+                send([ident, "busy", exc.retry_after, exc.message])
+                return
+            finally:
+                waiting.pop(ident, None)
+            held[ident] = lease
+            send([ident, "ok"])
+
+        try:
+            while line := await reader.readline():
+                message = orjson.loads(line)
+                op = message[0]
+                if op == "a":
+                    _, ident, worker, model, limit, wait = message
+                    pool = self.table.pools.get(worker)
+                    if pool is None:  # bounds not sent yet: cannot happen with a well-behaved worker
+                        send([ident, "busy", 1, f"worker {worker} is not configured in the slot server"])
+                        continue
+                    lease = pool.try_acquire(model, limit)
+                    if lease is not None:
+                        held[ident] = lease
+                        send([ident, "ok"])
+                    elif not wait:
+                        send([ident, "no"])
+                    else:
+                        task = asyncio.get_running_loop().create_task(
+                            wait_for_slot(ident, pool, model, limit)
+                        )
+                        waiting[ident] = task
+                elif op == "r":
+                    ident = message[1]
+                    lease = held.pop(ident, None)
+                    if lease is not None:
+                        lease.release()
+                    else:
+                        pending = waiting.pop(ident, None)
+                        if pending is not None:
+                            pending.cancel()
+                elif op == "c":
+                    for worker, (max_concurrent, max_waiting, max_wait_s) in message[1].items():
+                        self.table.bound(worker, max_concurrent, max_waiting, max_wait_s)
+                elif op == "s":
+                    send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
+                elif op == "h":  # an endpoint found down (or back): tell the other workers
+                    line = orjson.dumps(message) + b"\n"
+                    for other in self._writers:
+                        if other is not writer and not other.is_closing():
+                            other.write(line)
+        except (ConnectionError, ValueError, TypeError, IndexError) as exc:
+            log.error("slot server: dropping a worker connection after a bad message (%s)", exc)
+        finally:
+            self.connections -= 1
+            self._writers.discard(writer)
+            for pending in list(waiting.values()):
+                pending.cancel()
+            for lease in held.values():
+                lease.release()
+            held.clear()
+            writer.close()
+
+
+def _report(pool: SlotPool) -> list[Any]:
+    return [pool.in_use, dict(pool.per_model), len(pool.waiters), pool.rejected]
+
+
+# -- the worker's side -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Share:
+    """This process's part of one worker's slots (for metrics: the parts sum to the whole)."""
+
+    in_use: int = 0
+    per_model: dict[str, int] = field(default_factory=dict)
+    waiting: int = 0
+    rejected: int = 0
+
+
+class EmbeddedLease(Lease):
+    __slots__ = ("backend", "ident", "model", "released", "share")
+
+    def __init__(self, backend: EmbeddedSlots, ident: int, share: _Share, model: str) -> None:
+        self.backend = backend
+        self.ident = ident
+        self.share = share
+        self.model = model
+        self.released = False
+
+    async def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        share = self.share
+        share.in_use -= 1
+        left = share.per_model[self.model] - 1
+        if left:
+            share.per_model[self.model] = left
+        else:
+            del share.per_model[self.model]
+        self.backend._send(["r", self.ident])
+
+
+class EmbeddedSlots(SlotBackend):
+    """A worker process's client of the supervisor's ``SlotServer``."""
+
+    scope = "host"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fallback = MemorySlots()
+        self.fallbacks = 0  # times the connection was lost (or could not be made)
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._replies: dict[int, asyncio.Future[list[Any]]] = {}
+        self._ids = itertools.count(1)
+        self._bounds: dict[str, list[float]] = {}
+        self._shares: dict[str, _Share] = {}
+        self._retry_at = 0.0
+        self._closing = False
+        self._health: HealthBook | None = None
+
+    @property
+    def degraded(self) -> bool:
+        return self._writer is None and not self._closing
+
+    def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
+        self.fallback.configure(workers)
+        for name, w in workers.items():
+            self._bounds[name] = [w.max_concurrent, w.max_waiting, w.max_wait_s]
+            self._shares.setdefault(name, _Share())
+        self._send(["c", self._bounds])
+
+    def share_health(self, book: HealthBook) -> None:
+        """Tell the other workers (through the supervisor) when an endpoint is found down or back."""
+        self._health = book
+        book.listener = lambda label, open_for_s: self._send(["h", label, open_for_s])
+
+    async def start(self) -> None:
+        await self._connect()
+
+    async def close(self) -> None:
+        self._closing = True
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await self._reader_task
+
+    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
+        if self._writer is None and not await self._reconnect():
+            return await self.fallback.acquire(worker, model, limit, wait=wait)
+        ident = next(self._ids)
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._replies[ident] = future
+        share = self._shares[worker]
+        share.waiting += 1
+        self._send(["a", ident, worker, model, limit, wait])
+        try:
+            reply = await future
+        except StateUnreachable:
+            return await self.fallback.acquire(worker, model, limit, wait=wait)
+        except BaseException:  # cancelled (client gone): give back whatever the server settles on
+            self._replies.pop(ident, None)
+            self._send(["r", ident])
+            raise
+        finally:
+            share.waiting -= 1
+        status = reply[1]
+        if status == "ok":
+            share.in_use += 1
+            share.per_model[model] = share.per_model.get(model, 0) + 1
+            return EmbeddedLease(self, ident, share, model)
+        if status == "no":
+            return None
+        share.rejected += 1
+        raise SlotUnavailable(str(reply[3]), retry_after=int(reply[2]))
+
+    def waiting(self, worker: str) -> int:
+        share = self._shares.get(worker)
+        return (share.waiting if share else 0) + self.fallback.waiting(worker)
+
+    def local(self, worker: str) -> SlotReport:
+        share = self._shares.get(worker) or _Share()
+        spare = self.fallback.local(worker)
+        per_model = dict(share.per_model)
+        for model, n in spare.per_model.items():
+            per_model[model] = per_model.get(model, 0) + n
+        return SlotReport(
+            share.in_use + spare.in_use,
+            per_model,
+            share.waiting + spare.waiting,
+            share.rejected + spare.rejected,
+        )
+
+    async def report(self) -> Mapping[str, SlotReport]:
+        if self._writer is None and not await self._reconnect():
+            return await self.fallback.report()
+        ident = next(self._ids)
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._replies[ident] = future
+        self._send(["s", ident])
+        try:
+            reply = await future
+        except StateUnreachable:
+            return await self.fallback.report()
+        finally:
+            self._replies.pop(ident, None)
+        return {name: SlotReport(r[0], r[1], r[2], r[3]) for name, r in reply[1].items()}
+
+    # -- the connection -----------------------------------------------------------------------------
+
+    def _send(self, message: Any) -> None:
+        writer = self._writer
+        if writer is not None and not writer.is_closing():
+            writer.write(orjson.dumps(message) + b"\n")
+
+    async def _reconnect(self) -> bool:
+        if self._closing or asyncio.get_running_loop().time() < self._retry_at:
+            return False
+        return await self._connect()
+
+    async def _connect(self) -> bool:
+        loop = asyncio.get_running_loop()
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.path)
+        except OSError as exc:
+            self._retry_at = loop.time() + RECONNECT_EVERY_S
+            self.fallbacks += 1
+            log.error(
+                "slot server %s unreachable (%s): limits hold per process until it is back",
+                self.path,
+                exc.strerror or exc,
+            )
+            return False
+        self._writer = writer
+        self._send(["c", self._bounds])
+        self._reader_task = loop.create_task(self._read(reader, writer))
+        if self.fallbacks:
+            log.warning("slot server %s reachable again: limits hold across processes", self.path)
+        return True
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                reply = orjson.loads(line)
+                if reply[0] == "h":
+                    if self._health is not None:
+                        self._health.apply_shared(str(reply[1]), float(reply[2]))
+                    continue
+                future = self._replies.pop(reply[0], None)
+                if future is not None and not future.done():
+                    future.set_result(reply)
+        except (ConnectionError, ValueError) as exc:
+            log.error("slot server connection broke: %s", exc)
+        finally:
+            if self._writer is writer:
+                self._lost()
+
+    def _lost(self) -> None:
+        """The supervisor's table is gone: everything waiting on it falls back to this process's."""
+        self._writer = None
+        if self._closing:
+            return
+        self.fallbacks += 1
+        self._retry_at = asyncio.get_running_loop().time() + RECONNECT_EVERY_S
+        log.error("slot server %s lost: limits hold per process until it is back", self.path)
+        replies, self._replies = self._replies, {}
+        for future in replies.values():
+            if not future.done():
+                future.set_exception(StateUnreachable(self.path))

@@ -1,0 +1,512 @@
+"""The shared backend for several replicas: slots, queues and circuits in one Redis (or Valkey).
+
+Per worker, under ``interlock:w:<worker>``: ``held`` (lease id -> expiry, ms of the server's clock),
+``m:<model>`` (the same, per model), ``lmodel`` (lease id -> model), ``queue`` (waiter id -> arrival
+number), ``qexp`` (waiter id -> alive-until), ``qmodel`` (waiter id -> "limit model"), ``rejected``.
+Every change is one Lua script, so it is atomic; times come from the server (``TIME``), so replicas'
+clocks do not matter. One Redis, not a Cluster (the scripts build keys).
+
+- Leases expire ``lease_ttl`` after their last renewal; each replica renews its own every third of
+  that while the request runs, so a replica that dies (SIGKILL, power) frees its slots within the TTL.
+- FIFO-ish: a request is granted a slot only if no waiter that arrived before it could use one now (the
+  same rule as one process, applied across replicas); waiters poll, and are woken early by a message
+  on ``interlock:w:<worker>:freed``. A waiter that stops polling (its replica died) leaves the queue
+  within 2 s.
+- Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
+- Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
+  ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
+  The request path reads only its own ``HealthBook``.
+- Store unreachable (refused, timed out): fail open to this process's own slot table, log it loudly,
+  count it (``interlock_state_fallbacks_total``, ``interlock_state_degraded``), retry the store at most
+  once a second. Socket timeouts are short, so no request hangs on the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import orjson
+
+from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.plan import WorkerLimits
+from interlock.runtime.state import Lease, SlotBackend, SlotReport
+from interlock.runtime.state.memory import MemorySlots
+
+if TYPE_CHECKING:
+    from interlock.runtime.health import HealthBook
+
+log = logging.getLogger("interlock.state")
+
+PREFIX = "interlock"
+RECONNECT_EVERY_S = 1.0
+POLL_S = 0.05  # a waiter asks again at least this often (a release wakes it sooner)
+SOCKET_TIMEOUT_S = 0.5
+
+_PURGE = """
+local function purge(p, now)
+  local dead = redis.call('ZRANGEBYSCORE', p .. ':held', '-inf', now)
+  for _, lid in ipairs(dead) do
+    local m = redis.call('HGET', p .. ':lmodel', lid)
+    if m then redis.call('ZREM', p .. ':m:' .. m, lid) end
+    redis.call('HDEL', p .. ':lmodel', lid)
+  end
+  redis.call('ZREMRANGEBYSCORE', p .. ':held', '-inf', now)
+  local gone = redis.call('ZRANGEBYSCORE', p .. ':qexp', '-inf', now)
+  for _, wid in ipairs(gone) do
+    redis.call('ZREM', p .. ':queue', wid)
+    redis.call('HDEL', p .. ':qmodel', wid)
+  end
+  redis.call('ZREMRANGEBYSCORE', p .. ':qexp', '-inf', now)
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+# KEYS[1] worker prefix; ARGV id, max_concurrent, limit, max_waiting, wait, ttl_ms, alive_ms, model
+# -> {1, in_use} granted, {0, waiting} none free (not waiting), {2, waiting} queued, {3, waiting} full
+ACQUIRE = (
+    _PURGE
+    + """
+local p, id, model = KEYS[1], ARGV[1], ARGV[8]
+local maxc, limit, maxw = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local wait, ttl, alive = ARGV[5] == '1', tonumber(ARGV[6]), tonumber(ARGV[7])
+purge(p, now)
+local in_use = redis.call('ZCARD', p .. ':held')
+local function used(m) return redis.call('ZCARD', p .. ':m:' .. m) end
+if in_use < maxc and used(model) < limit then
+  local rank = redis.call('ZRANK', p .. ':queue', id)
+  if rank == false then rank = redis.call('ZCARD', p .. ':queue') end
+  local ahead, ahead_same = 0, 0
+  if rank > 0 then
+    for _, wid in ipairs(redis.call('ZRANGE', p .. ':queue', 0, rank - 1)) do
+      local spec = redis.call('HGET', p .. ':qmodel', wid)
+      if spec then
+        local sp = string.find(spec, ' ')
+        local m = string.sub(spec, sp + 1)
+        if used(m) < tonumber(string.sub(spec, 1, sp - 1)) then
+          ahead = ahead + 1
+          if m == model then ahead_same = ahead_same + 1 end
+        end
+      end
+    end
+  end
+  if ahead < maxc - in_use and used(model) + ahead_same < limit then
+    redis.call('ZADD', p .. ':held', now + ttl, id)
+    redis.call('ZADD', p .. ':m:' .. model, now + ttl, id)
+    redis.call('HSET', p .. ':lmodel', id, model)
+    redis.call('ZREM', p .. ':queue', id)
+    redis.call('ZREM', p .. ':qexp', id)
+    redis.call('HDEL', p .. ':qmodel', id)
+    return {1, in_use + 1}
+  end
+end
+local waiting = redis.call('ZCARD', p .. ':queue')
+if redis.call('ZSCORE', p .. ':queue', id) then
+  redis.call('ZADD', p .. ':qexp', now + alive, id)
+  return {2, waiting}
+end
+if not wait then return {0, waiting} end
+if waiting >= maxw then
+  redis.call('INCR', p .. ':rejected')
+  return {3, waiting}
+end
+redis.call('ZADD', p .. ':queue', redis.call('INCR', p .. ':seq'), id)
+redis.call('ZADD', p .. ':qexp', now + alive, id)
+redis.call('HSET', p .. ':qmodel', id, limit .. ' ' .. model)
+return {2, waiting + 1}
+"""
+)
+
+# KEYS[1] worker prefix; ARGV id, rejected (1: count a wait that ran out). Releases or leaves the queue.
+RELEASE = """
+local p, id = KEYS[1], ARGV[1]
+local m = redis.call('HGET', p .. ':lmodel', id)
+if m then redis.call('ZREM', p .. ':m:' .. m, id) end
+redis.call('HDEL', p .. ':lmodel', id)
+local freed = redis.call('ZREM', p .. ':held', id)
+redis.call('ZREM', p .. ':queue', id)
+redis.call('ZREM', p .. ':qexp', id)
+redis.call('HDEL', p .. ':qmodel', id)
+if ARGV[2] == '1' then
+  redis.call('INCR', p .. ':rejected')
+  return {redis.call('ZCARD', p .. ':queue')}
+end
+local waiting = redis.call('ZCARD', p .. ':queue')
+if freed == 1 and waiting > 0 then redis.call('PUBLISH', p .. ':freed', '') end
+return {waiting}
+"""
+
+# KEYS[1] worker prefix; ARGV ttl_ms, ids...: push the expiry of the leases still held
+RENEW = (
+    _PURGE
+    + """
+local p, ttl = KEYS[1], tonumber(ARGV[1])
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  if redis.call('ZSCORE', p .. ':held', id) then
+    redis.call('ZADD', p .. ':held', now + ttl, id)
+    local m = redis.call('HGET', p .. ':lmodel', id)
+    if m then redis.call('ZADD', p .. ':m:' .. m, now + ttl, id) end
+  end
+end
+return 1
+"""
+)
+
+# KEYS[1] worker prefix -> {in_use, waiting, rejected, model, n, model, n, ...}
+REPORT = (
+    _PURGE
+    + """
+local p = KEYS[1]
+purge(p, now)
+local out = {redis.call('ZCARD', p .. ':held'), redis.call('ZCARD', p .. ':queue'),
+             tonumber(redis.call('GET', p .. ':rejected') or '0')}
+local counts = {}
+for _, m in ipairs(redis.call('HVALS', p .. ':lmodel')) do counts[m] = (counts[m] or 0) + 1 end
+for m, n in pairs(counts) do table.insert(out, m); table.insert(out, n) end
+return out
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RedisOptions:
+    url: str  # what redis-py connects to (our own query parameters taken out)
+    lease_ttl_s: float = 10.0
+    prefix: str = PREFIX
+
+    @classmethod
+    def parse(cls, url: str) -> RedisOptions:
+        """``redis://host:port/db?lease_ttl=10&prefix=interlock`` (the two are ours; the rest redis-py's)."""
+        parts = urlsplit(url)
+        ours = {"lease_ttl", "prefix"}
+        query = parse_qsl(parts.query)
+        mine = dict((k, v) for k, v in query if k in ours)
+        rest = urlencode([(k, v) for k, v in query if k not in ours])
+        return cls(
+            urlunsplit(parts._replace(query=rest)),
+            float(mine.get("lease_ttl", 10.0)),
+            mine.get("prefix", PREFIX),
+        )
+
+
+class RedisLease(Lease):
+    __slots__ = ("backend", "ident", "model", "released", "worker")
+
+    def __init__(self, backend: RedisSlots, worker: str, model: str, ident: str) -> None:
+        self.backend = backend
+        self.worker = worker
+        self.model = model
+        self.ident = ident
+        self.released = False
+
+    async def release(self) -> None:
+        if not self.released:
+            self.released = True
+            await self.backend._release(self)
+
+
+class RedisSlots(SlotBackend):
+    """One replica's view of the slots kept in Redis; its own table while Redis is unreachable."""
+
+    scope = "shared"
+
+    def __init__(self, url: str) -> None:
+        import redis.asyncio as aioredis
+
+        self.options = RedisOptions.parse(url)
+        self.client: Any = aioredis.Redis.from_url(
+            self.options.url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
+        )
+        self.replica = uuid.uuid4().hex[:12]
+        self.fallback = MemorySlots()
+        self.fallbacks = 0
+        self._down_until: float | None = None  # loop time; None: the store is in use
+        self._ids = itertools.count(1)
+        self._bounds: dict[str, WorkerLimits] = {}
+        self._held: dict[str, RedisLease] = {}
+        self._waiting: dict[str, int] = {}
+        self._local_in_use: dict[str, dict[str, int]] = {}
+        self._rejected: dict[str, int] = {}
+        self._wakes: dict[str, asyncio.Event] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._health: HealthBook | None = None
+        self._scripts: dict[str, Any] = {}
+
+    @property
+    def degraded(self) -> bool:
+        return self._down_until is not None
+
+    def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
+        self.fallback.configure(workers)
+        self._bounds = dict(workers)
+        for name in workers:
+            self._waiting.setdefault(name, 0)
+            self._local_in_use.setdefault(name, {})
+            self._rejected.setdefault(name, 0)
+
+    def share_health(self, book: HealthBook) -> None:
+        """Publish this replica's circuit openings and apply the others' (call before ``start``)."""
+        self._health = book
+        book.listener = self._publish_health
+
+    async def start(self) -> None:
+        for name, script in (
+            ("acquire", ACQUIRE),
+            ("release", RELEASE),
+            ("renew", RENEW),
+            ("report", REPORT),
+        ):
+            self._scripts[name] = self.client.register_script(script)
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._renew_loop()))
+        self._tasks.append(loop.create_task(self._listen()))
+        try:
+            await self.client.ping()
+        except Exception as exc:
+            self._down(exc)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for lease in list(self._held.values()):
+            await lease.release()
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
+
+    # -- slots --------------------------------------------------------------------------------------
+
+    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
+        if not self._usable():
+            return await self.fallback.acquire(worker, model, limit, wait=wait)
+        bounds = self._bounds[worker]
+        ident = f"{self.replica}:{next(self._ids)}"
+        key = f"{self.options.prefix}:w:{worker}"
+        ttl_ms = int(self.options.lease_ttl_s * 1000)
+        alive_ms = max(2000, int(POLL_S * 8000))
+        args = [ident, bounds.max_concurrent, limit, bounds.max_waiting, int(wait), ttl_ms, alive_ms, model]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + bounds.max_wait_s
+        queued = False
+        try:
+            while True:
+                try:
+                    status, count = await self._scripts["acquire"](keys=[key], args=args)
+                except Exception as exc:  # any client error: per-process limits
+                    self._down(exc)
+                    return await self.fallback.acquire(worker, model, limit, wait=wait)
+                self._up()
+                if status == 1:
+                    return self._granted(worker, model, ident)
+                if status == 0:
+                    return None
+                if status == 3:
+                    self._rejected[worker] += 1
+                    raise SlotUnavailable(
+                        f"worker {worker} has no free slot for {model} and its queue is full "
+                        f"({count} waiting)",
+                        retry_after=_retry_after(bounds),
+                    )
+                if not queued:
+                    queued = True
+                    self._waiting[worker] += 1
+                left = deadline - loop.time()
+                if left <= 0 or bounds.max_wait_s <= 0:
+                    count = await self._leave(key, ident, rejected=True)
+                    self._rejected[worker] += 1
+                    raise SlotUnavailable(
+                        f"worker {worker} had no free slot for {model} within {bounds.max_wait_s:g}s "
+                        f"({count} waiting)",
+                        retry_after=_retry_after(bounds),
+                    )
+                wake = self._wakes.setdefault(worker, asyncio.Event())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), min(POLL_S, left))
+        except SlotUnavailable:
+            raise
+        except BaseException:  # cancelled (client gone): out of the queue, and any slot granted meanwhile
+            if queued:
+                await asyncio.shield(self._leave(key, ident, rejected=False))
+            raise
+        finally:
+            if queued:
+                self._waiting[worker] -= 1
+
+    def _granted(self, worker: str, model: str, ident: str) -> RedisLease:
+        lease = RedisLease(self, worker, model, ident)
+        self._held[ident] = lease
+        counts = self._local_in_use[worker]
+        counts[model] = counts.get(model, 0) + 1
+        return lease
+
+    async def _release(self, lease: RedisLease) -> None:
+        self._held.pop(lease.ident, None)
+        counts = self._local_in_use[lease.worker]
+        left = counts.get(lease.model, 0) - 1
+        if left > 0:
+            counts[lease.model] = left
+        else:
+            counts.pop(lease.model, None)
+        key = f"{self.options.prefix}:w:{lease.worker}"
+        await asyncio.shield(self._leave(key, lease.ident, rejected=False))
+
+    async def _leave(self, key: str, ident: str, *, rejected: bool) -> int:
+        try:
+            result = await self._scripts["release"](keys=[key], args=[ident, int(rejected)])
+        except Exception as exc:  # the lease TTL frees it; a queue place expires
+            self._down(exc)
+            return 0
+        return int(result[0])
+
+    def waiting(self, worker: str) -> int:
+        return self._waiting.get(worker, 0) + self.fallback.waiting(worker)
+
+    def local(self, worker: str) -> SlotReport:
+        counts = dict(self._local_in_use.get(worker, {}))
+        spare = self.fallback.local(worker)
+        for model, n in spare.per_model.items():
+            counts[model] = counts.get(model, 0) + n
+        return SlotReport(
+            sum(counts.values()),
+            counts,
+            self._waiting.get(worker, 0) + spare.waiting,
+            self._rejected.get(worker, 0) + spare.rejected,
+        )
+
+    async def report(self) -> Mapping[str, SlotReport]:
+        if not self._usable():
+            return await self.fallback.report()
+        out: dict[str, SlotReport] = {}
+        try:
+            for worker in self._bounds:
+                raw = await self._scripts["report"](keys=[f"{self.options.prefix}:w:{worker}"])
+                per_model = {_text(raw[i]): int(raw[i + 1]) for i in range(3, len(raw), 2)}
+                out[worker] = SlotReport(int(raw[0]), per_model, int(raw[1]), int(raw[2]))
+        except Exception as exc:
+            self._down(exc)
+            return await self.fallback.report()
+        return out
+
+    # -- the store's health -------------------------------------------------------------------------
+
+    def _usable(self) -> bool:
+        """The store is in use, or out but due for another try (once a second)."""
+        until = self._down_until
+        return until is None or asyncio.get_running_loop().time() >= until
+
+    def _up(self) -> None:
+        if self._down_until is not None:
+            self._down_until = None
+            log.warning("shared state store reachable again: slots hold across replicas")
+
+    def _down(self, exc: BaseException) -> None:
+        first = self._down_until is None
+        self._down_until = asyncio.get_running_loop().time() + RECONNECT_EVERY_S
+        if first:
+            self.fallbacks += 1
+            log.error(
+                "shared state store unreachable (%s): slots hold per process until it is back",
+                type(exc).__name__,
+            )
+
+    async def _renew_loop(self) -> None:
+        """Renew this replica's leases every third of the TTL; while the store is out, look for it."""
+        ttl_ms = int(self.options.lease_ttl_s * 1000)
+        while True:
+            await asyncio.sleep(self.options.lease_ttl_s / 3)
+            if self._down_until is not None and self._usable():  # notice the store is back unasked
+                try:
+                    await self.client.ping()
+                except Exception as exc:
+                    self._down(exc)
+                else:
+                    self._up()
+            by_worker: dict[str, list[str]] = {}
+            for lease in self._held.values():
+                by_worker.setdefault(lease.worker, []).append(lease.ident)
+            try:
+                for worker, ids in by_worker.items():
+                    key = f"{self.options.prefix}:w:{worker}"
+                    await self._scripts["renew"](keys=[key], args=[ttl_ms, *ids])
+            except Exception as exc:
+                self._down(exc)
+
+    async def _listen(self) -> None:
+        """Wake local waiters when a slot is freed anywhere; apply circuits other replicas opened."""
+        prefix = self.options.prefix
+        while True:
+            pubsub = self.client.pubsub()
+            try:
+                await pubsub.psubscribe(f"{prefix}:w:*:freed")
+                await pubsub.subscribe(f"{prefix}:health")
+                async for message in pubsub.listen():  # blocks on the socket: no polling
+                    if message["type"] not in ("message", "pmessage"):
+                        continue
+                    channel = _text(message["channel"])
+                    if channel == f"{prefix}:health":
+                        self._apply_health(message["data"])
+                    else:
+                        worker = channel[len(prefix) + 3 : -len(":freed")]
+                        event = self._wakes.pop(worker, None)
+                        if event is not None:
+                            event.set()
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+                raise
+            except Exception:  # store down: waiters still poll; listen again later
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+                await asyncio.sleep(RECONNECT_EVERY_S)
+
+    def _publish_health(self, label: str, open_for_s: float) -> None:
+        """From ``HealthBook``: this replica found ``label`` down (``open_for_s`` > 0) or back (0)."""
+        if self.degraded:
+            return
+        message = orjson.dumps({"from": self.replica, "endpoint": label, "open_for_s": open_for_s})
+        task = asyncio.get_running_loop().create_task(self._publish(message))
+        self._tasks.append(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._tasks.remove(task)
+
+    async def _publish(self, message: bytes) -> None:
+        try:
+            await self.client.publish(f"{self.options.prefix}:health", message)
+        except Exception as exc:
+            self._down(exc)
+
+    def _apply_health(self, data: Any) -> None:
+        book = self._health
+        if book is None:
+            return
+        try:
+            event = orjson.loads(data)
+            if event["from"] == self.replica:
+                return
+            book.apply_shared(str(event["endpoint"]), float(event["open_for_s"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            log.warning("ignoring a malformed health message on the shared store")
+
+
+def _retry_after(bounds: WorkerLimits) -> int:
+    return max(1, math.ceil(bounds.max_wait_s))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,173 @@
+"""The embedded backend: the supervisor's slot server and worker clients, on a real Unix socket."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from interlock.runtime.errors import ConnectFailed, SlotUnavailable
+from interlock.runtime.health import HealthBook
+from interlock.runtime.plan import HealthSettings, WorkerLimits
+from interlock.runtime.state import open_backend
+from interlock.runtime.state.embedded import EmbeddedSlots, SlotServer
+from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.state.redis import RedisSlots
+
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=5.0)}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[SlotServer]:
+    slots = SlotServer(str(tmp_path / "slots.sock"))
+    slots.start()
+    try:
+        yield slots
+    finally:
+        slots.stop()
+
+
+async def client(server: SlotServer) -> EmbeddedSlots:
+    backend = EmbeddedSlots(server.path)
+    backend.configure(LIMITS)
+    await backend.start()
+    return backend
+
+
+async def until(check: object, what: str) -> None:
+    for _ in range(500):
+        if callable(check) and check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def test_the_table_lists_every_backend() -> None:
+    assert isinstance(open_backend(None), MemorySlots)
+    assert isinstance(open_backend("unix:/tmp/x.sock"), EmbeddedSlots)
+    assert isinstance(open_backend("redis://127.0.0.1:1/0"), RedisSlots)  # connects only at start
+    known = r"\(known: memory:, unix:, redis:, rediss:\)"
+    with pytest.raises(ValueError, match=rf"^unknown state backend 'valkey:' {known}$"):
+        open_backend("valkey://localhost")
+
+
+def test_two_processes_share_one_limit_and_one_fifo_queue(server: SlotServer) -> None:
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        held = await a.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        assert await b.acquire("box", "m", 1, wait=False) is None  # a's slot counts for b too
+        waiting = asyncio.create_task(b.acquire("box", "m", 1, wait=True))
+        await until(lambda: server.table.pools["box"].waiters, "b to queue")
+        assert b.local("box").waiting == 1
+        with pytest.raises(
+            SlotUnavailable, match=r"^worker box has no free slot for m and its queue is full"
+        ):
+            await a.acquire("box", "m", 1, wait=True)
+        await held.release()
+        handed = await waiting  # the freed slot goes to the waiter
+        assert (await a.report())["box"].in_use == 1
+        assert (b.local("box").in_use, a.local("box").in_use, a.local("box").rejected) == (1, 0, 1)
+        await handed.release()
+        await handed.release()  # idempotent
+        await until(lambda: server.table.pools["box"].in_use == 0, "the release")
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_lost_connection_frees_its_slots_and_queue_places(server: SlotServer) -> None:
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        assert await a.acquire("box", "m", 1, wait=True) is not None
+        queued = asyncio.create_task(a.acquire("box", "x", 2, wait=True))
+        other = await b.acquire("box", "y", 2, wait=True)  # max_concurrent 2: now full
+        assert other is not None
+        await until(lambda: len(server.table.pools["box"].waiters) == 1, "a's second request to queue")
+        await a.close()  # as a killed worker's socket closes
+        queued.cancel()
+        await until(lambda: server.table.pools["box"].in_use == 1, "a's slot to come back")
+        assert len(server.table.pools["box"].waiters) == 0
+        assert (await b.report())["box"].per_model == {"y": 1}
+        await other.release()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_wait_gives_back_what_the_server_settled(server: SlotServer) -> None:
+    async def scenario() -> None:
+        a = await client(server)
+        held = await a.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        waiting = asyncio.create_task(a.acquire("box", "m", 1, wait=True))
+        await until(lambda: server.table.pools["box"].waiters, "the queue")
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await until(lambda: not server.table.pools["box"].waiters, "the queue place to go")
+        await held.release()
+        await until(lambda: server.table.pools["box"].in_use == 0, "every slot back")
+        await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_without_the_server_limits_hold_per_process_and_say_so(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        lonely = EmbeddedSlots(str(tmp_path / "missing.sock"))
+        lonely.configure(LIMITS)
+        await lonely.start()
+        assert (lonely.degraded, lonely.fallbacks) == (True, 1)
+        held = await lonely.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        assert await lonely.acquire("box", "m", 1, wait=False) is None  # the local table still limits
+        await held.release()
+        assert lonely.local("box").in_use == 0
+        await lonely.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_server_that_goes_away_fails_waiters_over_to_the_local_table(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        slots = SlotServer(str(tmp_path / "s.sock"))
+        slots.start()
+        a = await client(slots)
+        held = await a.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        waiting = asyncio.create_task(a.acquire("box", "m", 1, wait=True))
+        await until(lambda: slots.table.pools["box"].waiters, "the queue")
+        slots.stop()
+        lease = await asyncio.wait_for(waiting, 5)  # never hangs: the local table answers
+        assert lease is not None
+        assert (a.degraded, a.fallbacks) == (True, 1)
+        await lease.release()
+        await held.release()  # the server's slot: nothing to tell anyone
+        await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_endpoint_one_worker_finds_dead_is_skipped_by_the_others(server: SlotServer) -> None:
+    settings = HealthSettings(
+        failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
+    )
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        book_a, book_b = HealthBook(settings), HealthBook(settings)
+        a.share_health(book_a)
+        b.share_health(book_b)
+        book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
+        assert not book_a.endpoint_usable("local@box")
+        await until(lambda: not book_b.endpoint_usable("local@box"), "b to hear of it")
+        book_a.record_success("local/m", "local@box")  # back
+        await until(lambda: book_b.endpoint_usable("local@box"), "b to hear it is back")
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())

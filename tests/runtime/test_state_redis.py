@@ -1,0 +1,172 @@
+"""The Redis backend on a real redis-server: shared limits, FIFO-ish queue, lease TTL, store loss."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from interlock.runtime.errors import ConnectFailed, SlotUnavailable
+from interlock.runtime.health import HealthBook
+from interlock.runtime.plan import HealthSettings, WorkerLimits
+from interlock.runtime.state import Lease, open_backend
+from interlock.runtime.state.redis import RedisLease, RedisOptions, RedisSlots
+from tests.redis_server import RedisServer, free_port
+
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=5.0)}
+
+
+async def replica(url: str) -> RedisSlots:
+    backend = open_backend(url)
+    assert isinstance(backend, RedisSlots)
+    backend.configure(LIMITS)
+    await backend.start()
+    return backend
+
+
+async def until(check: object, what: str) -> None:
+    for _ in range(500):
+        result = check() if callable(check) else None
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def test_options_come_from_the_url() -> None:
+    options = RedisOptions.parse("redis://127.0.0.1:6390/2?lease_ttl=3&prefix=gw&socket_keepalive=true")
+    assert options == RedisOptions("redis://127.0.0.1:6390/2?socket_keepalive=true", 3.0, "gw")
+
+
+def test_replicas_share_one_limit_and_one_fifo_queue(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        held = await a.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        assert await b.acquire("box", "m", 1, wait=False) is None  # a's slot counts for b
+        assert await b.acquire("box", "other", 1, wait=False) is not None  # another model: free
+        queued = asyncio.create_task(b.acquire("box", "m", 1, wait=True))
+        await until(lambda: b.local("box").waiting == 1, "b to queue")
+        with pytest.raises(
+            SlotUnavailable, match=r"^worker box has no free slot for m and its queue is full \(1 waiting\)$"
+        ) as refused:
+            await a.acquire("box", "m", 1, wait=True)
+        assert refused.value.retry_after == 5
+        await held.release()
+        assert await a.acquire("box", "m", 1, wait=False) is None  # b queued first: no overtaking
+        handed = await asyncio.wait_for(queued, 5)  # woken by the release, on the other replica
+        assert isinstance(handed, Lease)
+        report = (await a.report())["box"]
+        assert (report.in_use, dict(report.per_model), report.waiting, report.rejected) == (
+            2,
+            {"m": 1, "other": 1},
+            0,
+            1,
+        )
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_that_dies_frees_its_slots_within_the_lease_ttl(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        url = redis_server.url + "?lease_ttl=0.3"
+        dying, alive = await replica(url), await replica(url)
+        assert await dying.acquire("box", "m", 1, wait=True) is not None
+        for task in dying._tasks:  # as if killed: no more renewals, no release
+            task.cancel()
+        waited = await alive.acquire("box", "m", 1, wait=True)  # max_wait 5 s > the 0.3 s TTL
+        assert waited is not None
+        await waited.release()
+        await alive.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_held_lease_is_renewed_while_the_request_runs(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        a = await replica(redis_server.url + "?lease_ttl=0.6")
+        store = a.client
+        try:
+            held = await a.acquire("box", "m", 1, wait=True)
+            assert isinstance(held, RedisLease)
+            first = await store.zscore("interlock:w:box:held", held.ident)
+
+            async def pushed_twice() -> bool:
+                score = await store.zscore("interlock:w:box:held", held.ident)
+                return score is not None and score >= first + 350  # two renewals, 0.2 s apart
+
+            await until(pushed_twice, "two renewals")
+            await held.release()
+            assert await store.zscore("interlock:w:box:held", held.ident) is None
+        finally:
+            await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
+    redis_server: RedisServer,
+) -> None:
+    async def scenario() -> None:
+        a = await replica(redis_server.url)
+        held = await a.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        redis_server.stop()
+        local = await asyncio.wait_for(a.acquire("box", "m", 1, wait=True), 5)  # fails open at once
+        assert local is not None
+        assert (a.degraded, a.fallbacks) == (True, 1)
+        assert await a.acquire("box", "m", 1, wait=False) is None  # still limited, in this process
+        await local.release()
+        await held.release()  # the store is gone: the TTL would free it; no error here
+        redis_server.start()
+        await asyncio.sleep(1.1)  # past the retry interval
+        again = await a.acquire("box", "m", 1, wait=True)
+        assert again is not None
+        assert not a.degraded
+        await again.release()
+        await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: RedisServer) -> None:
+    settings = HealthSettings(
+        failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
+    )
+
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        book_a, book_b = HealthBook(settings), HealthBook(settings)
+        a.share_health(book_a)
+        b.share_health(book_b)
+        await asyncio.sleep(0.2)  # both listening
+        book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
+        await until(lambda: not book_b.endpoint_usable("local@box"), "b to skip the dead box")
+        book_a.record_success("local/m", "local@box")
+        await until(lambda: book_b.endpoint_usable("local@box"), "b to use it again")
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_unreachable_store_is_logged_without_its_password(caplog: pytest.LogCaptureFixture) -> None:
+    secret = "hunter2-SECRET-pw"
+
+    async def scenario() -> None:
+        port = free_port()  # nothing listens there
+        backend = await replica(f"redis://:{secret}@127.0.0.1:{port}/0")
+        lease = await asyncio.wait_for(backend.acquire("box", "m", 1, wait=True), 5)
+        assert lease is not None
+        assert backend.degraded
+        await lease.release()
+        await backend.close()
+
+    with caplog.at_level("DEBUG"):
+        asyncio.run(scenario())
+    assert "shared state store unreachable (ConnectionError)" in caplog.text
+    assert secret not in caplog.text
