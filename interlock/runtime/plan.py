@@ -468,7 +468,7 @@ def _auth_headers(
     if header_value_problem(value) is not None:
         raise PlanError(
             f"{origin}: provider {p.name}: the credential in {p.api_key_env} cannot be sent in an "
-            "request header (control characters, or whitespace at either end)"
+            f"{next(iter(kind.auth('-')))} header (control characters, or whitespace at either end)"
         )
     secrets.append(value)
     return RedactedHeaders({**kind.fixed_headers, **kind.auth(value)})

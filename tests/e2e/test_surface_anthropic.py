@@ -46,7 +46,9 @@ def test_a_plain_message_falls_back_to_the_worker(gateway: Served, fakes: Fakes)
     assert message.usage.output_tokens > 0
     sent = last_sent(fakes)
     assert sent["messages"][0] == {"role": "system", "content": "be brief"}  # type: ignore[index]
-    assert sent["options"] == {"num_predict": 64, "stop": ["END"]}
+    options = sent["options"]
+    assert isinstance(options, dict)
+    assert (options["num_predict"], options["stop"]) == (64, ["END"])
 
 
 def test_streaming_follows_anthropic_s_event_sequence(gateway: Served) -> None:

@@ -102,7 +102,7 @@ def test_list_show_ps_version_and_root(gateway: Served) -> None:
     shown = sdk.show("e2e/ol-cloud")
     assert shown.modelinfo is not None
     assert shown.modelinfo["general.description"] == "Ollama surface to a cloud fallback"
-    assert shown.modelinfo["interlock.candidates"] == ["dead/llama3.2:3b", "alpha/a-ol"]
+    assert shown.modelinfo["interlock.candidates"] == ["void/v-ol", "alpha/a-ol"]
     assert "completion" in (shown.capabilities or [])
     assert isinstance(sdk.ps().models, list)
     assert gateway.http.get("/api/version").json() == {"version": "0.9.0"}
