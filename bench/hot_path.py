@@ -7,8 +7,10 @@ upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_cl
 
     .venv/bin/python bench/hot_path.py [--requests 20000] [--profile]
 
-The last two cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
-(an SDK outside a browser) and from a listed origin (the response gains the CORS headers).
+The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
+(an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
+run the first case and the stream with the JSON access log on (``--access-log json``; written to a
+temporary file): one line per request, flushed.
 """
 
 from __future__ import annotations
@@ -150,6 +152,9 @@ async def main(requests: int, profile: bool) -> None:
     await gateway.startup()
     with_cors = Gateway(cors_plan, open_adapters=instant, probes=False)
     await with_cors.startup()
+    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+    logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
+    await logged.startup()
     assert with_cors.plan.cors is not None
     chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})
     origin = ((b"origin", b"http://localhost:5173"),)
@@ -192,6 +197,14 @@ async def main(requests: int, profile: bool) -> None:
         ),
         "CORS on, no Origin": (with_cors, chat, ()),
         "CORS on, listed Origin": (with_cors, chat, origin),
+        "JSON access log on": (logged, chat, ()),
+        "stream, JSON access log on": (
+            logged,
+            orjson.dumps(
+                {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            ),
+            (),
+        ),
     }
     baseline = 0.0
     for name, (target, body, extra) in cases.items():
@@ -211,6 +224,8 @@ async def main(requests: int, profile: bool) -> None:
         )
     await gateway.shutdown()
     await with_cors.shutdown()
+    await logged.shutdown()
+    log_file.close()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.diff",  # diff
     "interlock.commands.codegen",  # codegen
     "interlock.commands.serve",  # serve
+    "interlock.commands.status",  # status
+    "interlock.commands.whatif",  # simulate
     "interlock.commands.demo",  # demo
     "interlock.commands.deploy",  # deploy
     "interlock.commands.telemetry",  # telemetry-sidecar

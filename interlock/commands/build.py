@@ -16,6 +16,8 @@ from typing import Any
 
 from interlock.commands.files import OutputError, read_committed, write_atomically
 from interlock.commands.options import add_source_options, compile_options
+from interlock.commands.serve import is_config
+from interlock.commands.whatif import add_scenario_options
 from interlock.compiler import CompileContext, compile_config
 from interlock.compiler.diagnostics import did_you_mean
 from interlock.compiler.explain import explain
@@ -45,8 +47,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run_lint)
 
     p = subparsers.add_parser("explain", help="show how an alias expands and what each candidate supports")
-    p.add_argument("config")
+    p.add_argument("config", metavar="CONFIG_OR_PLAN")
     p.add_argument("alias")
+    add_scenario_options(p)
     add_source_options(p)
     p.set_defaults(handler=run_explain)
 
@@ -159,6 +162,8 @@ def run_lint(args: argparse.Namespace) -> int:
 def run_explain(args: argparse.Namespace) -> int:
     if not _config_exists(args.config):
         return 2
+    if not is_config(args.config):
+        return _explain_plan(args)
     ctx = compile_config(args.config, compile_options(args))
     if args.alias not in ctx.aliases and args.alias in ctx.sources.named["aliases"]:
         print(f"alias `{args.alias}` has errors: run `interlock lint {args.config}`", file=sys.stderr)
@@ -171,6 +176,40 @@ def run_explain(args: argparse.Namespace) -> int:
     if ctx.sink.errors:
         print(f"note: the configuration has {summary(ctx.sink.items)}; see `interlock lint`", file=sys.stderr)
     sys.stdout.write(explain(ctx, args.alias))
+    if not (args.down or args.saturated):
+        return 0
+    if ctx.plan is None:
+        print("no plan to simulate: the configuration has errors (see `interlock lint`)", file=sys.stderr)
+        return 1
+    return _what_if(args, ctx.plan, leading="\n")
+
+
+def _explain_plan(args: argparse.Namespace) -> int:
+    """``explain PLAN ALIAS``: the alias's chain as the plan holds it, under ``--down``/``--saturated``."""
+    from interlock.diff.inputs import InputError, load_plan
+
+    try:
+        plan = load_plan(args.config, options=compile_options(args)).plan
+    except InputError as exc:
+        print(f"interlock explain: {exc}", file=sys.stderr)
+        return 1
+    if args.alias not in plan.aliases:
+        known = sorted(plan.aliases)
+        hint = did_you_mean(args.alias, known) or f"declared: {', '.join(known) or 'none'}"
+        print(f"alias `{args.alias}` is not in the plan {args.config}; {hint}", file=sys.stderr)
+        return 2
+    return _what_if(args, plan)
+
+
+def _what_if(args: argparse.Namespace, plan: RoutingPlan, leading: str = "") -> int:
+    from interlock.whatif import Scenario, UnknownPart, render_text, simulate
+
+    try:
+        scenario = Scenario.parse(plan, args.down, args.saturated)
+    except UnknownPart as exc:
+        print(f"interlock explain: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(leading + render_text(simulate(plan, scenario, [args.alias])))
     return 0
 
 

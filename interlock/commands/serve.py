@@ -23,7 +23,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -54,7 +54,14 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="(default: info)"
     )
-    p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs)")
+    p.add_argument(
+        "--access-log",
+        nargs="?",
+        const="text",
+        choices=("text", "json"),
+        help="log every request to stderr: `json` one JSON object a line (docs/operations.md), "
+        "`text` (or no value) uvicorn's line; off by default",
+    )
     p.set_defaults(handler=run_serve)
 
 
@@ -67,7 +74,7 @@ class PlanLoader:
     def __init__(self, path: str, env: Mapping[str, str]) -> None:
         self.path = path
         self.env = dict(env)
-        self.is_config = _is_config(path)
+        self.is_config = is_config(path)
 
     def __call__(self) -> RuntimePlan:
         return self.load(self.read())
@@ -165,7 +172,7 @@ class PlanKeeper:
         partial.replace(self.copy)
 
 
-def _is_config(path: str) -> bool:
+def is_config(path: str) -> bool:
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):
         return True
@@ -233,7 +240,10 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     if options.workers == 1:
-        run(Gateway(plan, source=loader, slots=open_backend(args.state_url)), sock, options)
+        gateway = Gateway(
+            plan, source=loader, slots=open_backend(args.state_url), access_log=_access_log(options)
+        )
+        run(gateway, sock, options)
         return 0
     return supervise(loader, plan, data, sock, options, args.state_url)
 
@@ -284,4 +294,10 @@ def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_u
     from interlock.runtime.state import open_backend
 
     configure_logging(options.log_level)
-    run(Gateway(source(), source=source, slots=open_backend(state_url)), sock, options)
+    gateway = Gateway(source(), source=source, slots=open_backend(state_url), access_log=_access_log(options))
+    run(gateway, sock, options)
+
+
+def _access_log(options: Any) -> BinaryIO | None:
+    """Where the JSON access log goes: this process's standard error, or nowhere."""
+    return sys.stderr.buffer if options.access_log == "json" else None

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
@@ -26,6 +26,7 @@ from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
+from interlock.runtime.journal import Journal
 from interlock.runtime.lifecycle import Failure, Handler, Message, Receive, Scope, Send, send_json
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
@@ -33,6 +34,7 @@ from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
+from interlock.runtime.samples import Samples
 from interlock.runtime.state import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.surfaces import route_table
@@ -73,6 +75,7 @@ class Gateway:
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
+        access_log: BinaryIO | None = None,
         slots: SlotBackend | None = None,
     ) -> None:
         self.plan = plan
@@ -100,6 +103,8 @@ class Gateway:
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
+        self.journal = Journal(access_log=access_log)  # the JSON access log's stream, when on
+        self.samples = Samples(self.slots, self.metrics, wall=wall)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
         self.last_reload: dict[str, Any] | None = None
@@ -162,12 +167,14 @@ class Gateway:
         if self._probes:
             self.probe_loop.start()
             self.telemetry_loop.start()
+            self.samples.start()
         self.started = True
 
     async def shutdown(self) -> None:
         self.started = False
         await self.probe_loop.stop()
         await self.telemetry_loop.stop()
+        await self.samples.stop()
         for task in list(self._background):
             task.cancel()
         if self._close_adapters is not None:
@@ -212,11 +219,18 @@ class Gateway:
                 return self._refused(str(exc))
             except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
                 return self._refused(f"{type(exc).__name__}: {exc}")
-            previous = self.plan.content_hash
+            old = self.plan
             self.apply(plan)
             self.metrics.plan_reloads.labels("loaded").inc()
-            self.last_reload = {"at": iso_utc(self.wall()), "result": "loaded", "error": None}
-            log.info("plan reloaded: %s -> %s", previous, plan.content_hash)
+            self.last_reload = {
+                "at": iso_utc(self.wall()),
+                "result": "loaded",
+                "error": None,
+                "from": old.content_hash,
+                "to": plan.content_hash,
+                **await asyncio.to_thread(reload_changes, old, plan),
+            }
+            log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
             return True
 
     async def _read_plan(self, source: PlanSource) -> RuntimePlan:
@@ -237,7 +251,15 @@ class Gateway:
     def _refused(self, reason: str) -> bool:
         log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)
         self.metrics.plan_reloads.labels("refused").inc()
-        self.last_reload = {"at": iso_utc(self.wall()), "result": "refused", "error": reason}
+        self.last_reload = {
+            "at": iso_utc(self.wall()),
+            "result": "refused",
+            "error": reason,
+            "from": self.plan.content_hash,
+            "to": None,
+            "changes": [],
+            "changes_total": 0,
+        }
         return False
 
     def _with_plan_header(self, send: Send) -> Send:
@@ -249,6 +271,21 @@ class Gateway:
             await send(message)
 
         return send_with_header
+
+
+MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
+
+
+def reload_changes(old: RuntimePlan, new: RuntimePlan) -> dict[str, Any]:
+    """What a reload changed, by ``interlock diff``'s semantic diff (at reload time, never per page):
+    the first ``MAX_RELOAD_CHANGES`` changes, most severe first, and how many there were."""
+    from interlock.diff import diff_plans
+
+    changes = diff_plans(old.source, new.source)
+    return {
+        "changes": [change.as_json() for change in changes[:MAX_RELOAD_CHANGES]],
+        "changes_total": len(changes),
+    }
 
 
 def _closing(send: Send) -> Send:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from interlock.runtime.errors import BodyTooLarge, ClientError, GatewayError, InvalidRequest, whole_seconds
+from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.preflight import Preflight
@@ -311,27 +312,33 @@ def handler(surface: Surface) -> Handler:
 
 
 async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
-    started = time.perf_counter()
+    endpoint = surface.operation
+    record = RequestRecord(endpoint, gateway.journal.request_id(scope["headers"]))
+    started = record.started
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
-    headers: list[Header] = [plan.plan_header]
-    endpoint = surface.operation
+    headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(surface.raw_body(raw))
-        endpoint = parsed.operation
+        endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
+        record.status = 499
+        gateway.journal.finish(record)
         return
     except GatewayError as exc:
-        status = await send_error(send, exc, plan, headers, surface)
+        status = record.status = await send_error(send, exc, plan, headers, surface)
+        record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
+        gateway.journal.finish(record)
         return
     headers.append(target.header)
+    record.target, record.stream = target, parsed.stream
     watch = DisconnectWatch(receive)
-    exchange = Exchange(gateway, plan, surface, parsed, target, preflight, headers, send, watch, started)
+    exchange = Exchange(gateway, plan, surface, parsed, target, preflight, headers, send, watch, record)
     try:
         status = await (exchange.stream() if parsed.stream else exchange.answer())
     except asyncio.CancelledError:
@@ -343,6 +350,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         watch.stop()
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
+    record.status = status
+    gateway.journal.finish(record)
 
 
 class Exchange:
@@ -354,8 +363,8 @@ class Exchange:
         "parsed",
         "plan",
         "preflight",
+        "record",
         "send",
-        "started",
         "surface",
         "target",
         "watch",
@@ -372,7 +381,7 @@ class Exchange:
         headers: list[Header],
         send: Send,
         watch: DisconnectWatch,
-        started: float,
+        record: RequestRecord,
     ) -> None:
         self.gateway = gateway
         self.plan = plan
@@ -383,9 +392,10 @@ class Exchange:
         self.headers = headers
         self.send = send
         self.watch = watch
-        self.started = started
+        self.record = record  # the journal's: what answered, what it ended with
 
     async def _refused(self, exc: Exception) -> int:
+        self.record.error = exc
         self.watch.stop()
         self.headers.extend(self.preflight.headers())
         return await send_error(self.send, exc, self.plan, self.headers, self.surface)
@@ -400,6 +410,7 @@ class Exchange:
             )
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             return await self._refused(exc)
+        self.record.answered = answered
         headers = self.headers
         headers.extend(self.preflight.headers())
         payload = self.surface.answer(parsed, answered.result, answered.candidate.id)
@@ -418,6 +429,7 @@ class Exchange:
             """Write the stream out; runs inside the router's hold on the slot."""
             nonlocal began
             began = True
+            self.record.answered = answered
             try:
                 return await self._deliver(answered)
             finally:
@@ -450,6 +462,7 @@ class Exchange:
                     self._observe_overhead(answered)
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
+            self.record.error = exc
             log.warning("stream from %s broke after the first byte (%s)", cid, reason)
             event = render.error(
                 f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete"
@@ -464,7 +477,7 @@ class Exchange:
     def _observe_overhead(self, answered: Answered[Any]) -> None:
         """The gateway's own time so far: since ``started``, less the upstream waits and slot queueing."""
         self.gateway.metrics.overhead_seconds.labels(self.parsed.operation).observe(
-            time.perf_counter() - self.started - answered.upstream_s - answered.queued_s
+            time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
 
 

@@ -74,6 +74,7 @@ class Answered(Generic[T]):
     result: T
     upstream_s: float
     queued_s: float
+    attempts: tuple[CandidateOutcome, ...] = ()  # the candidates passed over before this one
 
 
 async def _chat(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,7 +200,8 @@ class Router:
                 metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                 health.record_success(candidate.id, label, in_plan=candidate.in_plan)
                 metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
-                return await deliver(Answered(candidate, route, result, upstream_s, queued_s))
+                answered = Answered(candidate, route, result, upstream_s, queued_s, tuple(outcomes))
+                return await deliver(answered)
         if refusals or (preflight is not None and preflight.misfits):
             unservable = _unservable(target, refusals, preflight)
             if unservable is not None:

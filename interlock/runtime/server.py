@@ -36,7 +36,7 @@ class ServeOptions:
     port: int = 8080
     workers: int = 1
     log_level: str = "info"
-    access_log: bool = False
+    access_log: str | None = None  # None, "text" (uvicorn's line per request) or "json" (journal)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -93,15 +93,16 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
         http=guarded_protocol(book),  # httptools, with header/body timeouts and the connection cap
         ws="none",  # a WebSocket upgrade is refused by the protocol; no WebSocket library is loaded
         lifespan="on",
-        access_log=options.access_log,
+        access_log=options.access_log == "text",
         log_level="debug" if options.log_level == "debug" else "warning",
         log_config=None,
         server_header=False,
         date_header=False,
         proxy_headers=False,  # nothing here reads the client address; saves work on every request
     )
-    if options.access_log:  # uvicorn's log_level applies to its access logger too
+    if options.access_log == "text":  # uvicorn's log_level applies to its access logger too
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
+
     server = uvicorn.Server(config)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler is in place: never die of it
 

@@ -1,4 +1,4 @@
-"""The cold endpoints, on FastAPI: models, aliases, health, metrics, liveness and readiness.
+"""The cold endpoints, on FastAPI: models, aliases, health, metrics, liveness, readiness, status page.
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
@@ -169,7 +169,46 @@ def build_admin(gateway: Gateway) -> FastAPI:
             return json_response({"status": "ready", "plan": gateway.plan.content_hash})
         return json_response({"status": "starting", "plan": gateway.plan.content_hash}, status=503)
 
+    @app.api_route("/ui", methods=READ)
+    async def ui() -> Response:
+        from interlock.runtime.ui.page import render_page  # jinja2: loaded on the first /ui request
+
+        return html_response(await render_page(gateway))
+
+    @app.api_route("/ui/static/{name}", methods=READ)
+    async def ui_static(name: str) -> Response:
+        from interlock.runtime.ui.page import STATIC, static
+
+        media_type = STATIC.get(name)
+        if media_type is None:
+            raise HTTPException(404, "Not Found")
+        return Response(static(name), media_type=media_type, headers=UI_HEADERS)
+
+    @app.api_route("/ui/{section}", methods=READ)
+    async def ui_section(section: str) -> Response:
+        from interlock.runtime.ui.page import render_section
+
+        text = await render_section(gateway, section)
+        if text is None:
+            raise HTTPException(404, "Not Found")
+        return html_response(text)
+
     return app
+
+
+UI_HEADERS = {
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+}
+
+
+def html_response(text: str) -> Response:
+    return Response(text, media_type="text/html; charset=utf-8", headers=UI_HEADERS)
 
 
 def _candidate(gateway: Gateway, candidate: Candidate) -> dict[str, Any]:

@@ -1,0 +1,230 @@
+"""What a finished request leaves behind: its id, an access-log line, a row in the recent-events ring.
+
+The request path fills one small ``RequestRecord`` (attribute stores only) and hands it to
+``Journal.finish`` once, at the end. ``finish`` costs nothing more unless the request fell back or
+failed (one bounded ring append) or the JSON access log is on (one line). Everything kept or written is
+metadata: labels, statuses, error classes, durations, token counts. Never a prompt, an answer, a header
+value or a credential; a caller's ``X-Request-Id`` is kept only when it is short and plain.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import orjson
+
+from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, GatewayError, UpstreamError
+from interlock.runtime.health import iso_utc
+from interlock.runtime.router import CandidateRefused
+
+if TYPE_CHECKING:
+    from interlock.runtime.plan import Target
+    from interlock.runtime.router import Answered
+
+log = logging.getLogger("interlock.access")
+
+REQUEST_ID_HEADER = b"x-request-id"
+MAX_REQUEST_ID = 128
+_PLAIN_ID = re.compile(rb"[A-Za-z0-9._:/+=@-]{1,%d}" % MAX_REQUEST_ID)
+RECENT_EVENTS = 200  # the ring of recent fallbacks and errors shown on the status page
+MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut short
+
+
+class RequestRecord:
+    """Filled by the request path as it goes; read only by ``Journal.finish``."""
+
+    __slots__ = ("answered", "endpoint", "error", "id", "started", "status", "stream", "target", "wall")
+
+    def __init__(self, endpoint: str, rid: bytes) -> None:
+        self.endpoint = endpoint
+        self.id = rid
+        self.started = time.perf_counter()
+        self.wall = time.time()
+        self.status = 0
+        self.stream = False
+        self.target: Target | None = None
+        self.answered: Answered[Any] | None = None
+        self.error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One row of the recent-events ring: a request that fell back or failed."""
+
+    at: float  # epoch seconds
+    kind: str  # "fallback" | "error"
+    endpoint: str
+    alias: str
+    candidate: str | None  # the one that answered, if any
+    position: int | None  # its place in the chain (1 = first)
+    status: int
+    error_class: str | None
+    request_id: str
+
+
+def error_class(error: BaseException | None) -> str | None:
+    """A short stable label for what a request ended with (no message: messages may quote callers)."""
+    if error is None:
+        return None
+    if isinstance(error, GatewayError):
+        return error.code or type(error).__name__
+    if isinstance(error, CandidateRefused):  # a 4xx or unreadable answer, passed on to the caller
+        return error.error.error_class
+    if isinstance(error, UpstreamError):
+        return error.error_class
+    return "internal"
+
+
+def _status_class(record: RequestRecord) -> str | None:
+    return "client_gone" if record.status == 499 else None
+
+
+def _label(text: str) -> str:
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
+
+
+class Journal:
+    """The recent-events ring of one gateway process, and its access log when switched on.
+
+    The access log is written straight to a binary stream (standard error under ``interlock serve``),
+    one JSON object and a newline per request, flushed at once: not through ``logging``, whose record
+    objects, caller lookup and locks cost several times the line itself (bench/hot_path.py).
+    """
+
+    def __init__(self, *, access_log: BinaryIO | None = None, size: int = RECENT_EVENTS) -> None:
+        self.access_log = access_log
+        self.events: deque[Event] = deque(maxlen=size)
+        self.requests = 0
+        self._clock = _Clock()
+        self._id_prefix = secrets.token_hex(6)  # this process's ids: random prefix, then a counter
+        self._ids = 0
+
+    def request_id(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """The caller's ``X-Request-Id`` when it is 1-128 plain characters, else a new one (24 hex
+        digits: a random per-process prefix and a counter, unique without a syscall per request)."""
+        for name, value in headers:
+            if name == REQUEST_ID_HEADER:
+                if _PLAIN_ID.fullmatch(value):
+                    return value
+                break
+        self._ids += 1
+        return b"%s%012x" % (self._id_prefix.encode(), self._ids)
+
+    def finish(self, record: RequestRecord) -> None:
+        """The one call at the end of a request: O(1) unless it must write a log line."""
+        self.requests += 1
+        answered = record.answered
+        fell_back = (
+            answered is not None
+            and record.target is not None
+            and answered.candidate is not record.target.candidates[0]
+        )
+        if fell_back or record.status >= 400 or record.error is not None:
+            self.events.append(self._event(record))
+        stream = self.access_log
+        if stream is not None:
+            try:
+                stream.write(orjson.dumps(self.line(record), option=orjson.OPT_APPEND_NEWLINE))
+                stream.flush()
+            except (OSError, ValueError) as exc:  # stderr closed or broken: say so once, stop logging
+                self.access_log = None
+                log.error("the access log could not be written (%s); it is off from now on", exc)
+
+    def _event(self, record: RequestRecord) -> Event:
+        answered, target = record.answered, record.target
+        failed = record.status >= 400 or record.error is not None
+        position = None
+        if answered is not None and target is not None:
+            position = target.candidates.index(answered.candidate) + 1
+        return Event(
+            at=record.wall,
+            kind="error" if failed else "fallback",
+            endpoint=record.endpoint,
+            alias=_label(target.label) if target is not None else "-",
+            candidate=answered.candidate.id if answered is not None else None,
+            position=position,
+            status=record.status,
+            error_class=error_class(record.error) if record.error is not None else _status_class(record),
+            request_id=record.id.decode(),
+        )
+
+    def line(self, record: RequestRecord) -> dict[str, Any]:
+        """The access-log object of one request (docs/operations.md lists its fields)."""
+        total = time.perf_counter() - record.started
+        answered, target = record.answered, record.target
+        upstream = answered.upstream_s if answered is not None else None
+        queued = answered.queued_s if answered is not None else None
+        attempts = answered.attempts if answered is not None else _outcomes(record.error)
+        usage = _usage(answered.result) if answered is not None and not record.stream else None
+        return {
+            "time": self._clock.iso(record.wall),
+            "request_id": record.id.decode(),
+            "surface": "openai",
+            "endpoint": record.endpoint,
+            "stream": record.stream,
+            "alias": _label(target.label) if target is not None else None,
+            "candidate": answered.candidate.id if answered is not None else None,
+            "worker": answered.route.worker if answered is not None else None,
+            "attempts": [
+                {
+                    "candidate": o.candidate,
+                    "error_class": o.error_class,
+                    "status": o.status,
+                    "called": o.called,
+                }
+                for o in attempts
+            ],
+            "status": record.status,
+            "error_class": error_class(record.error),
+            "duration_ms": {
+                "total": _ms(total),
+                "upstream": _ms(upstream),
+                "queued": _ms(queued),
+                "overhead": _ms(total - (upstream or 0.0) - (queued or 0.0)),
+            },
+            "tokens": usage,
+        }
+
+
+def _outcomes(error: BaseException | None) -> tuple[CandidateOutcome, ...]:
+    """The candidates a failed walk went through (``AllCandidatesFailed`` lists them)."""
+    return error.outcomes if isinstance(error, AllCandidatesFailed) else ()
+
+
+def _usage(result: Any) -> dict[str, int] | None:
+    usage = result.get("usage") if isinstance(result, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    kept = {
+        k: v
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+        if isinstance(v := usage.get(k), int)
+    }
+    return kept or None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+class _Clock:
+    """ISO 8601 UTC with milliseconds, formatting the date and time once per second."""
+
+    __slots__ = ("prefix", "second")
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.prefix = ""
+
+    def iso(self, epoch: float) -> str:
+        second = int(epoch)
+        if second != self.second:
+            self.second = second
+            self.prefix = (iso_utc(second) or "")[:-4]  # "...T05:34:33."
+        return f"{self.prefix}{int((epoch - second) * 1000):03d}Z"

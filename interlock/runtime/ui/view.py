@@ -1,0 +1,286 @@
+"""What the status page shows, as plain data: one small accessor per fact, read from the live gateway.
+
+Each section (``SECTIONS``) is a function ``(Moment) -> dict`` that reads the current plan and state;
+the page renders them, ``/ui/<section>`` renders one. A ``Moment`` holds what was read for the render
+(the wall clock, the slot backend's report), so every section of one page agrees. Work is bounded by
+the plan's size and the fixed rings (samples, recent events); nothing here is on the request path, and
+nothing here holds a URL, a header value, a prompt or a credential: names, states, times, counts and
+classes only.
+
+New facts plug in as accessors (``loaded_models`` and ``model_facts`` read the live Ollama metadata of
+``runtime.facts``); a fact nobody has reported is shown as "not known", never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from interlock.runtime.fit import capabilities_on, effective_context
+from interlock.runtime.health import iso_utc
+from interlock.runtime.plan import Candidate, worker_label
+from interlock.runtime.samples import Sample, share
+from interlock.runtime.state import SlotReport
+
+if TYPE_CHECKING:
+    from interlock.runtime.app import Gateway
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """What one render reads: the gateway, the wall clock, every worker's slots (backend's whole view)."""
+
+    gateway: Gateway
+    now: float
+    slots: Mapping[str, SlotReport]
+
+
+async def moment(gateway: Gateway) -> Moment:
+    return Moment(gateway, gateway.wall(), await gateway.slots.report())
+
+
+Section = Callable[[Moment], dict[str, Any]]
+
+
+def when(epoch: float | None, now: float) -> dict[str, Any] | None:
+    """A moment as ISO time plus its age in seconds (negative: in the future)."""
+    if epoch is None:
+        return None
+    return {"iso": iso_utc(epoch), "age_s": round(now - epoch, 1)}
+
+
+def span(seconds: float) -> str:
+    """A length of time for people: ``40 s``, ``12 min``, ``3.5 h``, ``2.0 d``."""
+    seconds = abs(seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+# -- accessors ---------------------------------------------------------------------------------------
+
+
+def candidate_state(gateway: Gateway, candidate: Candidate, now: float) -> dict[str, Any]:
+    health = gateway.health
+    state = health.candidate(candidate.id)
+    mono = health.clock()
+    block = health.candidate_block(candidate.id)
+    endpoints_up = any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
+    until = max(state.open_until, state.rate_limited_until)
+    return {
+        "id": candidate.id,
+        "healthy": block is None and endpoints_up,
+        "why_not": block or (None if endpoints_up else "endpoint_down"),
+        "open_until": when(now + (until - mono), now) if until > mono else None,
+        "last_error_class": state.last_error_class,
+        "last_error_status": state.last_error_status,
+        "last_error": when(state.last_error_at, now),
+        "last_answered": when(state.last_success_at, now),
+        "workers": [r.worker for r in candidate.routes if r.worker is not None],
+    }
+
+
+def endpoint_state(gateway: Gateway, label: str, now: float) -> dict[str, Any]:
+    health = gateway.health
+    state = health.endpoint(label)
+    mono = health.clock()
+    return {
+        "healthy": health.endpoint_usable(label),
+        "probe_ok": state.probe_ok,
+        "last_probe": when(state.last_probe_at, now),
+        "last_probe_error_class": state.last_probe_error,
+        "open_until": when(now + (state.open_until - mono), now) if state.open_until > mono else None,
+        "last_error_class": state.last_error_class,
+        "last_success": when(state.last_success_at, now),
+    }
+
+
+def slot_state(at: Moment, worker: str) -> dict[str, Any]:
+    limits = at.gateway.plan.workers[worker]
+    pool = at.slots.get(worker) or SlotReport()
+    per_model = dict(pool.per_model)
+    return {
+        "in_use": pool.in_use,
+        "max": limits.max_concurrent,
+        "waiting": pool.waiting,
+        "max_waiting": limits.max_waiting,
+        "rejected": pool.rejected,
+        "models": [
+            {"model": model, "in_use": per_model.get(model, 0), "limit": limit}
+            for model, limit in sorted(limits.slots.items())
+        ],
+    }
+
+
+def loaded_models(gateway: Gateway, worker: str) -> list[dict[str, Any]] | None:
+    """The models a worker has in memory (Ollama's ``/api/ps``) with their context; None: not known."""
+    limits = gateway.plan.workers[worker]
+    loaded = gateway.facts.worker(worker_label(limits.provider, worker)).loaded
+    if loaded is None:
+        return None
+    return [{"model": model, "context_tokens": ctx} for model, ctx in sorted(loaded.items())]
+
+
+def model_facts(gateway: Gateway, candidate: Candidate) -> list[dict[str, Any]]:
+    """Per route of a candidate: capabilities and context, live where a worker said, else declared."""
+    facts = gateway.facts
+    rows = []
+    for route in candidate.routes:
+        caps = capabilities_on(route, candidate, facts)
+        window, source = effective_context(route, candidate, facts)
+        info = facts.model(route.endpoint.label, candidate.facts_key) if route.worker else None
+        live_caps = info is not None and info.capabilities is not None
+        rows.append(
+            {
+                "where": route.worker or candidate.provider,
+                "capabilities": sorted(caps) if caps is not None else None,
+                "capabilities_source": "live" if live_caps else "declared" if caps is not None else "unknown",
+                "max_context": info.max_context if info is not None else candidate.context_tokens,
+                "modelfile_num_ctx": info.modelfile_num_ctx if info is not None else None,
+                "loaded_context": facts.loaded_context(route.endpoint.label, candidate.facts_key)
+                if route.worker
+                else None,
+                "context_tokens": window,
+                "context_source": source,
+            }
+        )
+    return rows
+
+
+def telemetry(gateway: Gateway, worker: str) -> dict[str, Any] | None:
+    return gateway.telemetry.report(worker)
+
+
+def plan_source(gateway: Gateway) -> str | None:
+    """The file the plan was read from (a path the operator gave; never a URL or a credential)."""
+    path = getattr(gateway.source, "path", None)
+    return str(path) if path is not None else None
+
+
+def samples(at: Moment) -> tuple[list[Sample], Sample]:
+    """The ring of samples and the state now (the last point of every picture)."""
+    ring = at.gateway.samples
+    return list(ring.ring), ring.now(at.slots)
+
+
+# -- sections ----------------------------------------------------------------------------------------
+
+
+def aliases(at: Moment) -> dict[str, Any]:
+    gateway, now = at.gateway, at.now
+    ring, current = samples(at)
+    oldest = ring[0] if ring else current
+    traffic = share(oldest.answered, current.answered)
+    rows = []
+    for name, alias in gateway.plan.aliases.items():
+        counts = traffic.get(name, {})
+        total = sum(counts.values())
+        candidates = []
+        for position, candidate in enumerate(alias.candidates, start=1):
+            row = candidate_state(gateway, candidate, now)
+            row["position"] = position
+            row["answers"] = int(counts.get(candidate.id, 0))
+            row["share"] = counts.get(candidate.id, 0) / total if total else None
+            candidates.append(row)
+        rows.append(
+            {
+                "name": name,
+                "description": alias.description,
+                "requires": list(alias.requires),
+                "servable": any(c["healthy"] for c in candidates),
+                "answers": int(total),
+                "candidates": candidates,
+            }
+        )
+    return {"aliases": rows, "window_s": round(current.at - oldest.at, 1)}
+
+
+def workers(at: Moment) -> dict[str, Any]:
+    gateway, now = at.gateway, at.now
+    plan = gateway.plan
+    ring, current = samples(at)
+    points = [*ring, current]
+    rows = []
+    for name, limits in plan.workers.items():
+        slots = slot_state(at, name)
+        rows.append(
+            {
+                "name": name,
+                "provider": limits.provider,
+                **endpoint_state(gateway, worker_label(limits.provider, name), now),
+                "slots": slots,
+                "occupancy": [(p.at - now, p.slots_in_use.get(name, 0)) for p in points],
+                "loaded": loaded_models(gateway, name),
+                "telemetry": telemetry(gateway, name),
+            }
+        )
+    providers = []
+    for name, provider in plan.providers.items():
+        if provider.kind == "ollama":
+            continue  # shown by worker above
+        for endpoint in provider.endpoints:
+            providers.append(
+                {"name": name, "kind": provider.kind, "probe": provider.probe}
+                | endpoint_state(gateway, endpoint.label, now)
+            )
+    return {"workers": rows, "providers": providers, "window_s": round(current.at - points[0].at, 1)}
+
+
+def models(at: Moment) -> dict[str, Any]:
+    rows = [
+        {"id": cid, "provider": candidate.provider, "routes": model_facts(at.gateway, candidate)}
+        for cid, candidate in at.gateway.plan.candidates.items()
+    ]
+    return {"models": rows}
+
+
+def plan(at: Moment) -> dict[str, Any]:
+    gateway = at.gateway
+    current = gateway.plan
+    return {
+        "content_hash": current.content_hash,
+        "loaded_at": gateway.loaded_at,
+        "source": plan_source(gateway),
+        "ready": gateway.ready,
+        "slots": {"scope": gateway.slots.scope, "degraded": gateway.slots.degraded},
+        "counts": {
+            "aliases": len(current.aliases),
+            "providers": len(current.providers),
+            "workers": len(current.workers),
+            "candidates": len(current.candidates),
+        },
+        "last_reload": gateway.last_reload,
+    }
+
+
+def events(at: Moment) -> dict[str, Any]:
+    journal, now = at.gateway.journal, at.now
+    rows = [
+        {
+            "at": when(e.at, now),
+            "kind": e.kind,
+            "endpoint": e.endpoint,
+            "alias": e.alias,
+            "candidate": e.candidate,
+            "position": e.position,
+            "status": e.status,
+            "error_class": e.error_class,
+            "request_id": e.request_id,
+        }
+        for e in reversed(journal.events)
+    ]
+    return {"events": rows, "kept": journal.events.maxlen, "requests": journal.requests}
+
+
+SECTIONS: dict[str, Section] = {  # in page order: what the person on call looks at first
+    "aliases": aliases,
+    "workers": workers,
+    "events": events,
+    "models": models,
+    "plan": plan,
+}
