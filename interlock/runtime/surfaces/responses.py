@@ -9,9 +9,11 @@ tools; ``max_output_tokens`` -> ``max_tokens``; ``reasoning.effort`` -> ``reason
 ``text.format`` json_schema/json_object -> ``response_format``. ``previous_response_id`` is answered
 with a 400: the gateway stores no responses (send the whole conversation as ``input`` items).
 
-Answers are ``response`` objects (``output``: a ``message`` with ``output_text``, ``function_call``
-items; ``status`` ``incomplete`` when the output limit was hit). Streams are typed SSE events
+Answers are ``response`` objects (``output``: a ``reasoning`` item whose summary is the upstream's
+thinking text when there is one, a ``message`` with ``output_text``, ``function_call`` items;
+``status`` ``incomplete`` when the output limit was hit). Streams are typed SSE events
 (``response.created``, ``response.in_progress``, ``response.output_item.added``,
+``response.reasoning_summary_part.added``, ``response.reasoning_summary_text.delta``/``.done``,
 ``response.content_part.added``, ``response.output_text.delta``/``.done``,
 ``response.function_call_arguments.delta``/``.done``, ``response.output_item.done``,
 ``response.completed``), each with a ``sequence_number``; a stream broken after it started ends with
@@ -179,7 +181,7 @@ def _usage(usage: Any) -> dict[str, Any]:
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
@@ -189,6 +191,11 @@ def _usage(usage: Any) -> dict[str, Any]:
 def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
     content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+def _reasoning_item(item_id: str, text: str | None) -> dict[str, Any]:
+    summary = [{"type": "summary_text", "text": text}] if text is not None else []
+    return {"type": "reasoning", "id": item_id, "summary": summary}
 
 
 def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
@@ -264,7 +271,17 @@ class _Events(StreamRender):
         self._close(out)
         self._item, self._text, self._call = item, "", call
         self._event("response.output_item.added", out, output_index=len(self._output), item=item)
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            part: dict[str, Any] = {"type": "summary_text", "text": ""}
+            self._event(
+                "response.reasoning_summary_part.added",
+                out,
+                item_id=item["id"],
+                output_index=len(self._output),
+                summary_index=0,
+                part=part,
+            )
+        elif item["type"] == "message":
             part = {"type": "output_text", "text": "", "annotations": []}
             self._event(
                 "response.content_part.added",
@@ -280,10 +297,17 @@ class _Events(StreamRender):
         if item is None:
             return
         index = len(self._output)
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            text = self._text
+            where = {"item_id": item["id"], "output_index": index, "summary_index": 0}
+            self._event("response.reasoning_summary_text.done", out, **where, text=text)
+            part: dict[str, Any] = {"type": "summary_text", "text": text}
+            self._event("response.reasoning_summary_part.done", out, **where, part=part)
+            item = _reasoning_item(item["id"], text)
+        elif item["type"] == "message":
             text = self._text
             where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-            self._event("response.output_text.done", out, **where, text=text)
+            self._event("response.output_text.done", out, **where, text=text, logprobs=[])
             part = {"type": "output_text", "text": text, "annotations": []}
             self._event("response.content_part.done", out, **where, part=part)
             item = _message_item(item["id"], text, "completed")
@@ -312,6 +336,20 @@ class _Events(StreamRender):
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
             delta = choice.get("delta") or {}
+            thinking = delta.get("reasoning") or delta.get("reasoning_content")
+            if thinking:
+                if self._item is None or self._item["type"] != "reasoning":
+                    self._open(_reasoning_item(_id("rs"), None), out)
+                assert self._item is not None
+                self._text += thinking
+                self._event(
+                    "response.reasoning_summary_text.delta",
+                    out,
+                    item_id=self._item["id"],
+                    output_index=len(self._output),
+                    summary_index=0,
+                    delta=thinking,
+                )
             text = delta.get("content")
             if text:
                 if self._item is None or self._item["type"] != "message":
@@ -325,6 +363,7 @@ class _Events(StreamRender):
                     output_index=len(self._output),
                     content_index=0,
                     delta=text,
+                    logprobs=[],
                 )
             for call in delta.get("tool_calls") or ():
                 function = call.get("function") or {}
@@ -374,6 +413,9 @@ class Responses(Surface):
         choice = (result.get("choices") or [{}])[0]
         message = choice.get("message") or {}
         output: list[dict[str, Any]] = []
+        thinking = message.get("reasoning") or message.get("reasoning_content")
+        if thinking:
+            output.append(_reasoning_item(_id("rs"), thinking))
         if message.get("content"):
             output.append(_message_item(_id("msg"), message["content"], "completed"))
         for call in message.get("tool_calls") or ():
