@@ -10,8 +10,14 @@ parallelism, paced tokens) through the worker-choice policies that Olla and ngin
 - least-connections: the worker with the fewest requests in flight (ties: declaration order).
 
 The policies see only what a proxy sees (its own requests in flight), never the boxes' state. Every
-policy starts from fresh boxes with the same models preloaded, and replays the same schedule. interlock's
-adaptive worker choice is not built yet; its row will be added here when it is, run the same way.
+policy starts from fresh boxes with the same models preloaded, and replays the same schedule.
+
+The last row, ``interlock (adaptive)``, replays the same schedule through a real ``interlock serve``
+process in front of fresh boxes: worker scoring (``runtime.scoring``) from what the gateway gathers
+outside the request path (``/api/ps``, ``/api/tags`` and the boxes' telemetry documents every probe
+round, learned tokens/s from finished answers), each box declared with ``max_concurrent: 4`` like the
+proxies and per-model slots equal to the boxes' parallelism. Its TTFT is measured at the client, on
+the gateway's first SSE chunk (OpenAI format), so it includes the gateway's own overhead.
 
     .venv/bin/python bench/fleet.py [--workers 3] [--requests 300] [--seed 11] [--scale 0.05] [--json FILE]
 
@@ -25,9 +31,12 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -149,9 +158,10 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "round-robin": round_robin_policy,
     "least-connections": lambda: least_connections,
 }
+INTERLOCK = "interlock (adaptive)"
 
 
-async def replay(name: str, policy: Policy, jobs: Sequence[Job], workers: int, scale: float) -> Result:
+async def fresh_boxes(workers: int, scale: float) -> list[FakeGpuBox]:
     boxes = [
         FakeGpuBox(
             name=f"box{i}",
@@ -165,6 +175,27 @@ async def replay(name: str, policy: Policy, jobs: Sequence[Job], workers: int, s
     for box in boxes:
         box.preload(*PRELOAD)
         await box.astart()
+    return boxes
+
+
+def result(
+    name: str, outcomes: Sequence[Outcome], boxes: Sequence[FakeGpuBox], scale: float, wall: float
+) -> Result:
+    ttfts = sorted(o.ttft_s for o in outcomes if o.ttft_s is not None)
+    return Result(
+        policy=name,
+        requests=len(outcomes),
+        errors=sum(1 for o in outcomes if o.error is not None),
+        loads=sum(b.loads for b in boxes),
+        evictions=sum(b.evictions for b in boxes),
+        ttft_s={p: _percentile(ttfts, q) / scale for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
+        per_worker=[sum(1 for o in outcomes if o.worker == i) for i in range(len(boxes))],
+        wall_s=wall,
+    )
+
+
+async def replay(name: str, policy: Policy, jobs: Sequence[Job], workers: int, scale: float) -> Result:
+    boxes = await fresh_boxes(workers, scale)
     in_flight = [0] * workers
     outcomes: list[Outcome] = []
     connector = aiohttp.TCPConnector(limit=0)
@@ -184,17 +215,142 @@ async def replay(name: str, policy: Policy, jobs: Sequence[Job], workers: int, s
     wall = time.perf_counter() - started
     for box in boxes:
         await box.aclose()
-    ttfts = sorted(o.ttft_s for o in outcomes if o.ttft_s is not None)
-    return Result(
-        policy=name,
-        requests=len(outcomes),
-        errors=sum(1 for o in outcomes if o.error is not None),
-        loads=sum(b.loads for b in boxes),
-        evictions=sum(b.evictions for b in boxes),
-        ttft_s={p: _percentile(ttfts, q) / scale for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
-        per_worker=[sum(1 for o in outcomes if o.worker == i) for i in range(workers)],
-        wall_s=wall,
+    return result(name, outcomes, boxes, scale, wall)
+
+
+# ----- interlock: the same schedule through `interlock serve` -----
+
+GATEWAY_CONFIG = """\
+version: 1
+server: {{alias_namespace: fleet/}}
+providers:
+  local:
+    kind: ollama
+    timeouts: {{connect: 2s, first_byte: 120s, total: 300s}}
+    workers:
+{workers}
+health: {{probe_interval: {probe}, probe_timeout: {probe_timeout}}}
+preflight: {{mode: off}}
+routing: {routing}
+aliases:
+{aliases}
+"""
+
+
+def gateway_config(boxes: Sequence[FakeGpuBox], scale: float, routing: str = "{}") -> str:
+    """Each box as a worker (slots as the proxies have them, per model as the box runs them, telemetry
+    from the box's document); one alias per model; probes every 5 simulated seconds."""
+    workers = "\n".join(
+        f'      - {{name: {b.name}, url: "{b.url}", max_concurrent: {MAX_CONCURRENT}, '
+        f'model_concurrency: {{"*": {PARALLEL}}}, queue: {{max_waiting: 1000, max_wait: 300s}}, '
+        f'telemetry: {{url: "{b.url}/telemetry"}}}}'
+        for b in boxes
     )
+    aliases = "\n".join(f'  "fleet/{m[0]}": {{chain: ["local/{m[0]}"]}}' for m in MODELS)
+    probe_ms = max(20, int(5000 * scale))
+    return GATEWAY_CONFIG.format(
+        workers=workers,
+        aliases=aliases,
+        probe=f"{probe_ms}ms",
+        probe_timeout=f"{probe_ms * 4 // 5}ms",
+        routing=routing,
+    )
+
+
+def start_gateway(config: str, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`interlock serve` on a free port, the plan compiled from ``config`` first; (process, URL)."""
+    from interlock.compiler import compile_config
+    from interlock.schema.canonical import canonical_json
+
+    source = folder / "fleet.yaml"
+    source.write_text(config)
+    ctx = compile_config(str(source))
+    if ctx.plan is None or ctx.sink.errors:
+        raise SystemExit(f"the bench configuration does not compile: {[str(d) for d in ctx.sink.items]}")
+    plan = folder / "plan.json"
+    plan.write_text(canonical_json(ctx.plan.model_dump(mode="json")))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "interlock", "serve", str(plan), "--port", "0", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        stderr=(folder / "serve.log").open("wb"),
+        stdin=subprocess.DEVNULL,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    if not line.startswith("interlock serving http://"):
+        proc.kill()
+        raise SystemExit(f"interlock serve did not start: {line!r}")
+    return proc, line.split()[2]
+
+
+async def replay_interlock(jobs: Sequence[Job], workers: int, scale: float, routing: str = "{}") -> Result:
+    boxes = await fresh_boxes(workers, scale)
+    index = {b.name: i for i, b in enumerate(boxes)}
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="interlock-fleet-") as tmp:
+        proc, url = start_gateway(gateway_config(boxes, scale, routing), Path(tmp))
+        try:
+            connector = aiohttp.TCPConnector(limit=0)
+            timeout = aiohttp.ClientTimeout(total=300)
+            async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+                await _until_ready(http, url)
+                started = time.perf_counter()
+
+                async def one(job: Job) -> None:
+                    await asyncio.sleep(max(0.0, started + job.at_s * scale - time.perf_counter()))
+                    outcomes.append(await _call_gateway(http, url, job, index))
+
+                await asyncio.gather(*(one(job) for job in jobs))
+                wall = time.perf_counter() - started
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            if proc.stdout is not None:
+                proc.stdout.close()
+    for box in boxes:
+        await box.aclose()
+    return result(INTERLOCK, outcomes, boxes, scale, wall)
+
+
+async def _until_ready(http: aiohttp.ClientSession, url: str) -> None:
+    """Ready (the first probe round, so the first /api/ps, is done) and telemetry read for every box."""
+    for _ in range(1000):
+        try:
+            async with http.get(f"{url}/readyz") as ready, http.get(f"{url}/v1/health") as health:
+                workers = (await health.json())["workers"]
+                if ready.status == 200 and all("telemetry" in w for w in workers.values()):
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.02)
+    raise SystemExit("interlock serve did not become ready")
+
+
+async def _call_gateway(http: aiohttp.ClientSession, url: str, job: Job, index: dict[str, int]) -> Outcome:
+    body = {
+        "model": f"fleet/{job.model}",
+        "messages": [{"role": "user", "content": " ".join(["w"] * job.prompt_words)}],
+        "stream": True,
+        "max_tokens": job.answer_tokens,
+    }
+    sent = time.perf_counter()
+    ttft: float | None = None
+    worker = -1
+    try:
+        async with http.post(f"{url}/v1/chat/completions", data=orjson.dumps(body)) as response:
+            worker = index.get(response.headers.get("x-interlock-worker", ""), -1)
+            if response.status != 200:
+                await response.read()
+                return Outcome(None, f"HTTP {response.status}", worker)
+            async for line in response.content:
+                if ttft is None and line.startswith(b"data: {"):
+                    ttft = time.perf_counter() - sent
+                if line.startswith(b"data: {") and b'"error"' in line:
+                    return Outcome(ttft, "stream error", worker)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return Outcome(ttft, type(exc).__name__, worker)
+    return Outcome(ttft, None, worker)
 
 
 async def _call(http: aiohttp.ClientSession, url: str, job: Job, worker: int) -> Outcome:
@@ -240,7 +396,6 @@ def table(results: Sequence[Result], scale: float) -> str:
             f"{r.policy:<22}| {r.loads:>5} | {r.evictions:>9} | {t['p50']:>6.2f} s | {t['p95']:>6.2f} s "
             f"| {t['p99']:>6.2f} s | {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
         )
-    lines.append(f"{'interlock (adaptive)':<22}| not built yet: issue 11's worker scoring adds this row")
     lines.append(
         f"TTFT in simulated seconds (measured / {scale:g}): a 2 s model load ran in {2 * scale * 1000:.0f} ms"
     )
@@ -255,8 +410,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--scale", type=float, default=0.05, help="simulated time per real second")
-    parser.add_argument("--policy", action="append", choices=sorted(POLICIES), help="(default: all)")
+    parser.add_argument(
+        "--policy", action="append", choices=[*sorted(POLICIES), INTERLOCK], help="(default: all)"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--routing",
+        default="{}",
+        help="interlock's `routing:` section, YAML flow style (default: the defaults)",
+    )
     args = parser.parse_args(argv)
     jobs = workload(args.seed, args.requests)
     counts = {m[0]: sum(1 for j in jobs if j.model == m[0]) for m in MODELS}
@@ -266,8 +428,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{k} {v}" for k, v in counts.items())
     )
     results = []
-    for name in args.policy or list(POLICIES):
-        results.append(asyncio.run(replay(name, POLICIES[name](), jobs, args.workers, args.scale)))
+    for name in args.policy or [*POLICIES, INTERLOCK]:
+        if name == INTERLOCK:
+            results.append(asyncio.run(replay_interlock(jobs, args.workers, args.scale, args.routing)))
+        else:
+            results.append(asyncio.run(replay(name, POLICIES[name](), jobs, args.workers, args.scale)))
     print(table(results, args.scale))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))

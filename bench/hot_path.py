@@ -7,6 +7,9 @@ upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_cl
 
     .venv/bin/python bench/hot_path.py [--requests 20000] [--profile]
 
+"ollama, 3 workers (scored)" is the single-worker Ollama case with three workers to choose from:
+the difference is worker scoring (``runtime.scoring``) and the guards' per-worker checks.
+
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
 run the first case and the stream with the JSON access log on (``--access-log json``; written to a
@@ -37,10 +40,17 @@ providers:
   local:
     kind: ollama
     workers: [{name: box, url: "http://127.0.0.1:9", max_concurrent: 64, model_concurrency: {"*": 64}}]
+  fleet:
+    kind: ollama
+    workers:
+      - {name: f1, url: "http://127.0.0.2:9", max_concurrent: 64, model_concurrency: {"*": 64}}
+      - {name: f2, url: "http://127.0.0.3:9", max_concurrent: 64, model_concurrency: {"*": 64}}
+      - {name: f3, url: "http://127.0.0.4:9", max_concurrent: 64, model_concurrency: {"*": 64}}
   cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: BENCH_KEY}
 aliases:
   bench/chat: {description: bench, chain: [cloud/fast, local/llama3.2:3b]}
   bench/local: {description: bench, chain: [local/llama3.2:3b, cloud/fast]}
+  bench/fleet: {description: bench, chain: [fleet/llama3.2:3b, cloud/fast]}
 """
 ANSWER = {
     "id": "chatcmpl-1",
@@ -163,6 +173,11 @@ async def main(requests: int, profile: bool) -> None:
         "ollama candidate (slots)": (
             gateway,
             orjson.dumps({"model": "bench/local", "messages": [{"role": "user", "content": "hi"}]}),
+            (),
+        ),
+        "ollama, 3 workers (scored)": (
+            gateway,
+            orjson.dumps({"model": "bench/fleet", "messages": [{"role": "user", "content": "hi"}]}),
             (),
         ),
         "ollama, 4 KB prompt + tools": (

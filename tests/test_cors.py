@@ -90,7 +90,8 @@ def test_any_origin_answers_every_origin_with_a_star() -> None:
         (b"access-control-allow-origin", b"*"),
         (
             b"access-control-expose-headers",
-            b"x-model, x-interlock-alias, x-interlock-plan, x-request-id, retry-after, retry-after-ms",
+            b"x-model, x-interlock-alias, x-interlock-plan, x-interlock-worker, x-request-id, retry-after, "
+            b"retry-after-ms",
         ),
     )
     assert answer.preflight == (

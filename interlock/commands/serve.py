@@ -62,6 +62,10 @@ def register(subparsers: Any) -> None:
         help="log every request to stderr: `json` one JSON object a line (docs/operations.md), "
         "`text` (or no value) uvicorn's line; off by default",
     )
+    p.add_argument(
+        "--state-dir",
+        help="keep learned worker speeds in DIR/speeds.json across restarts (overrides routing.state_file)",
+    )
     p.set_defaults(handler=run_serve)
 
 
@@ -225,6 +229,7 @@ def run_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         log_level=args.log_level,
         access_log=args.access_log,
+        state_dir=args.state_dir,
     )
     try:
         sock = bind(options.host, options.port)
@@ -241,7 +246,11 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     if options.workers == 1:
         gateway = Gateway(
-            plan, source=loader, slots=open_backend(args.state_url), access_log=_access_log(options)
+            plan,
+            source=loader,
+            slots=open_backend(args.state_url),
+            access_log=_access_log(options),
+            state_dir=options.state_dir,
         )
         run(gateway, sock, options)
         return 0
@@ -294,7 +303,13 @@ def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_u
     from interlock.runtime.state import open_backend
 
     configure_logging(options.log_level)
-    gateway = Gateway(source(), source=source, slots=open_backend(state_url), access_log=_access_log(options))
+    gateway = Gateway(
+        source(),
+        source=source,
+        slots=open_backend(state_url),
+        access_log=_access_log(options),
+        state_dir=options.state_dir,
+    )
     run(gateway, sock, options)
 
 

@@ -119,4 +119,22 @@ CODES: dict[str, CodeInfo] = _codes(
         "A CORS origin is malformed, or `allow_origins` is empty or mixes `*` with others.",
     ),
     ("IL803", "bad-cors-header", "error", "A CORS `allow_headers` entry is not a header name."),
+    # Routing
+    ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
+    (
+        "IL902",
+        "avoid-vram-out-of-range",
+        "error",
+        "`routing.avoid_vram_percent` is not above 0 and at most 100.",
+    ),
+    (
+        "IL903",
+        "speed-smoothing-out-of-range",
+        "error",
+        "`routing.speed_smoothing` is not above 0 and at most 1.",
+    ),
+    ("IL904", "bad-saturation-policy", "error", "An `on_saturation` other than `fallback` or `queue`."),
+    ("IL905", "sticky-bound-out-of-range", "error", "A `routing.sticky` bound is below 1."),
+    ("IL906", "bad-session-header", "error", "`routing.sticky.header` is not a usable header name."),
+    ("IL907", "bad-fallback-after", "error", "A `fallback_after` is not a positive duration."),
 )

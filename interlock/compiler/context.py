@@ -17,6 +17,7 @@ from interlock.schema.config import (
     PreflightSection,
     ProfileFile,
     ProviderSection,
+    RoutingSection,
     ServerSection,
     TelemetrySection,
     TimeoutsSection,
@@ -91,6 +92,7 @@ class Worker:
     max_wait_ms: int
     entry: Entry
     telemetry: TelemetrySection | None = None
+    on_saturation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,7 @@ class CompileContext:
     health: HealthSection = field(default_factory=HealthSection)
     timeouts: TimeoutsSection = field(default_factory=TimeoutsSection)
     preflight: PreflightSection = field(default_factory=PreflightSection)
+    routing: RoutingSection = field(default_factory=RoutingSection)
     lint: LintSection = field(default_factory=LintSection)
     providers: dict[str, Provider] = field(default_factory=dict)
     aliases: dict[str, Alias] = field(default_factory=dict)

@@ -47,6 +47,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "rate_limit_open_for_ms": ctx.health.rate_limit_open_for,
         },
         "preflight": _preflight(ctx),
+        "routing": _routing(ctx),
         "providers": {
             name: _provider(ctx, name, workers_by_provider.get(name, [])) for name in ctx.providers
         },
@@ -61,6 +62,8 @@ def emit(ctx: CompileContext) -> RoutingPlan:
                 "description": alias.section.description,
                 "requires": sorted(set(alias.section.requires)),
                 "candidates": [link.candidate for link in ctx.expanded[name]],
+                "on_saturation": alias.section.on_saturation or ctx.routing.on_saturation,
+                "fallback_after_ms": alias.section.fallback_after or ctx.routing.fallback_after,
             }
             for name, alias in ctx.aliases.items()
         },
@@ -80,6 +83,24 @@ def _preflight(ctx: CompileContext) -> dict[str, Any]:
         "image_reserve_tokens": section.image_reserve_tokens,
         "margin_percent": section.margin_percent,
         "caller_num_ctx": section.caller_num_ctx == "allow",
+    }
+
+
+def _routing(ctx: CompileContext) -> dict[str, Any]:
+    section = ctx.routing
+    return {
+        "weights": section.weights.model_dump(),
+        "avoid_vram_percent": section.avoid_vram_percent,
+        "speed_smoothing": section.speed_smoothing,
+        "on_saturation": section.on_saturation,
+        "state_file": section.state_file,
+        "sticky": {
+            "enabled": section.sticky.enabled,
+            "header": section.sticky.header,
+            "prefix_bytes": section.sticky.prefix_bytes,
+            "max_sessions": section.sticky.max_sessions,
+            "idle_ttl_ms": section.sticky.idle_ttl,
+        },
     }
 
 
@@ -132,6 +153,7 @@ def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:
         "context_limits": worker.context_limits,
         "queue": {"max_waiting": worker.max_waiting, "max_wait_ms": worker.max_wait_ms},
         "telemetry": _telemetry(worker.telemetry),
+        "on_saturation": worker.on_saturation,
     }
 
 

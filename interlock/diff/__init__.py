@@ -14,6 +14,7 @@ from interlock.diff.change import KINDS, Change, Classification, Section
 from interlock.diff.models import models
 from interlock.diff.preflight import preflight
 from interlock.diff.providers import providers
+from interlock.diff.routing import routing
 from interlock.diff.settings import health, server
 from interlock.diff.workers import workers
 from interlock.schema.plan import RoutingPlan
@@ -22,7 +23,16 @@ __all__ = ["KINDS", "SECTIONS", "Change", "Classification", "Section", "diff_pla
 
 SectionDiff = Callable[[RoutingPlan, RoutingPlan], list[Change]]
 
-SECTIONS: tuple[SectionDiff, ...] = (aliases, server, providers, workers, health, preflight, models)
+SECTIONS: tuple[SectionDiff, ...] = (
+    aliases,
+    server,
+    providers,
+    workers,
+    health,
+    preflight,
+    routing,
+    models,
+)
 
 
 def diff_plans(base: RoutingPlan, head: RoutingPlan) -> list[Change]:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from interlock.diff.change import Change, show
 from interlock.schema.plan import PlanAlias, RoutingPlan
 
+SATURATION = {
+    "fallback": "(skips to the next candidate at once)",
+    "queue": "(waits in the worker's bounded queue)",
+}
+
 
 def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
     """Compare every alias of ``base`` with the one of the same name in ``head``."""
@@ -26,6 +31,23 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
         elif old is not None and new is not None:
             out.extend(_chain(name, old.candidates, new.candidates))
             out.extend(_requires(old, new))
+            if old.on_saturation != new.on_saturation:
+                summary = (
+                    f"`{name}` when every slot is full: `{old.on_saturation}` → `{new.on_saturation}` "
+                    + SATURATION[new.on_saturation]
+                )
+                out.append(
+                    Change("saturation-policy-changed", name, old.on_saturation, new.on_saturation, summary)
+                )
+            if old.fallback_after_ms != new.fallback_after_ms:
+                before, after = old.fallback_after_ms, new.fallback_after_ms
+                summary = (
+                    f"`{name}` spills when the expected wait exceeds: "
+                    f"{show(before, 'ms')} → {show(after, 'ms')}"
+                )
+                out.append(
+                    Change("saturation-policy-changed", name, before, after, summary, "fallback_after", "ms")
+                )
             if old.description != new.description:
                 summary = f"`{name}` description: {old.description!r} → {new.description!r}"
                 out.append(Change("description-changed", name, old.description, new.description, summary))

@@ -36,6 +36,7 @@ class Section(enum.Enum):
     WORKERS = "workers"
     HEALTH = "health"
     PREFLIGHT = "preflight"
+    ROUTING = "routing"
     MODELS = "models"
 
     @property
@@ -63,13 +64,14 @@ _B, _R, _C, _X = (
     Classification.CAPACITY,
     Classification.COSMETIC,
 )
-_A, _S, _P, _W, _H, _F, _M = (
+_A, _S, _P, _W, _H, _F, _G, _M = (
     Section.ALIASES,
     Section.SERVER,
     Section.PROVIDERS,
     Section.WORKERS,
     Section.HEALTH,
     Section.PREFLIGHT,
+    Section.ROUTING,
     Section.MODELS,
 )
 
@@ -83,6 +85,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("requires-dropped", _A, _B, "capability no longer guaranteed"),
     ("requires-added", _A, _R, "capability now guaranteed"),
     ("description-changed", _A, _X, "description"),
+    ("saturation-policy-changed", _A, _R, "when slots are full"),
     ("default-alias-changed", _S, _B, "default alias"),
     ("alias-namespace-changed", _S, _B, "alias namespace"),
     ("direct-models-denied", _S, _B, "direct `provider/model` calls"),
@@ -117,9 +120,11 @@ KINDS: dict[str, Kind] = _kinds(
     ("context-limit-changed", _W, _C, "context limit"),
     ("queue-changed", _W, _C, "queue"),
     ("telemetry-changed", _W, _C, "telemetry"),
+    ("worker-saturation-changed", _W, _R, "when slots are full"),
     ("health-changed", _H, _C, "health"),
     ("preflight-mode-changed", _F, _R, "preflight mode"),
     ("preflight-changed", _F, _C, "preflight setting"),
+    ("routing-changed", _G, _R, "worker choice"),
     ("capabilities-changed", _M, _R, "capabilities"),
     ("context-tokens-changed", _M, _C, "context window"),
 )

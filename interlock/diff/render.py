@@ -20,6 +20,7 @@ SECTION_TITLES: dict[Section, tuple[str, str]] = {
     Section.WORKERS: ("Workers", "Worker"),
     Section.HEALTH: ("Health and circuit breakers", "Setting"),
     Section.PREFLIGHT: ("Preflight (capability and context checks)", "Setting"),
+    Section.ROUTING: ("Routing (worker choice, saturation)", "Setting"),
     Section.MODELS: ("Model facts", "Model"),
 }
 

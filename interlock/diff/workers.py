@@ -58,6 +58,12 @@ def _worker(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
         summary = f"worker `{name}` queue `{setting}`: {show(before, unit)} → {show(after, unit)}"
         out.append(Change("queue-changed", name, before, after, summary, field=setting, unit=unit))
     out.extend(_telemetry(name, old, new))
+    if old.on_saturation != new.on_saturation:
+        summary = (
+            f"worker `{name}` when its slots are full: {old.on_saturation or 'as the alias says'} → "
+            f"{new.on_saturation or 'as the alias says'}"
+        )
+        out.append(Change("worker-saturation-changed", name, old.on_saturation, new.on_saturation, summary))
     return out
 
 

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from interlock.runtime.facts import FactsTable
@@ -35,8 +36,11 @@ from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
 from interlock.runtime.samples import Samples
+from interlock.runtime.scoring import Scorer, backend_occupancy
+from interlock.runtime.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.state import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.sticky import StickyTable
 from interlock.runtime.surfaces import route_table
 from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
@@ -51,6 +55,9 @@ also a ``reload.StagedSource`` reads in a child process on reload (``interlock s
 
 AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
 """Opens the upstream client: ``(adapters by kind, close)``; called once, at startup."""
+
+SPEEDS_SAVE_INTERVAL_S = 30.0
+"""How often learned speeds are written to the state file (when they changed); also at shutdown."""
 
 
 async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
@@ -76,6 +83,7 @@ class Gateway:
         wall: Clock = time.time,
         reload_timeout_s: float = READ_TIMEOUT_S,
         access_log: BinaryIO | None = None,
+        state_dir: str | None = None,
         slots: SlotBackend | None = None,
     ) -> None:
         self.plan = plan
@@ -90,11 +98,22 @@ class Gateway:
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
+        self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
+        self.state_dir = state_dir
+        self.sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
+        self.scorer = Scorer(
+            self.facts,
+            self.telemetry,
+            self.speeds,
+            backend_occupancy(self.slots, lambda: self.plan.workers),
+            clock=clock,
+            wall=wall,
+        )
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots),
+            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
             OllamaOptionsGuard(self.facts),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics)
@@ -121,6 +140,30 @@ class Gateway:
     def _ollama_adapter(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
         return adapter if isinstance(adapter, OllamaAdapter) else None
+
+    @property
+    def speeds_file(self) -> Path | None:
+        """Where learned speeds are kept: ``--state-dir`` first, else the plan's ``routing.state_file``."""
+        if self.state_dir is not None:
+            return Path(self.state_dir) / "speeds.json"
+        named = self.plan.routing.state_file
+        return Path(named) if named else None
+
+    async def save_speeds(self) -> None:
+        """Write learned speeds to the state file, off the event loop, when they changed."""
+        path = self.speeds_file
+        if path is None or not self.speeds.changed:
+            return
+        try:
+            await asyncio.to_thread(write_state, self.speeds, path)
+        except OSError as exc:
+            self.speeds.changed = True  # try again next time
+            log.warning("%s: cannot write learned speeds: %s", path, exc.strerror or exc)
+
+    async def _keep_speeds(self) -> None:
+        while True:
+            await asyncio.sleep(SPEEDS_SAVE_INTERVAL_S)
+            await self.save_speeds()
 
     @property
     def ready(self) -> bool:
@@ -164,6 +207,13 @@ class Gateway:
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
         self._close_adapters = close
+        ollama = self._ollama_adapter()
+        if ollama is not None:
+            ollama.speeds = self.speeds.observe
+        path = self.speeds_file
+        if path is not None:
+            await asyncio.to_thread(read_state, self.speeds, path)
+            self._spawn(self._keep_speeds())
         if self._probes:
             self.probe_loop.start()
             self.telemetry_loop.start()
@@ -177,6 +227,7 @@ class Gateway:
         await self.samples.stop()
         for task in list(self._background):
             task.cancel()
+        await self.save_speeds()
         if self._close_adapters is not None:
             await self._close_adapters()
             self._close_adapters = None
@@ -202,7 +253,10 @@ class Gateway:
 
     def request_reload(self) -> None:
         """For a SIGHUP handler on the event loop: reload in the background."""
-        task = asyncio.get_running_loop().create_task(self.reload())
+        self._spawn(self.reload())
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -245,6 +299,7 @@ class Gateway:
         """Swap the plan in; requests already running keep the one they started with."""
         self.health.configure(plan.health)
         self.slots.configure(plan.workers)
+        self.speeds.smoothing = plan.routing.speed_smoothing
         self.plan = plan
         self.loaded_at = iso_utc(self.wall())
 

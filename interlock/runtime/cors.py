@@ -28,7 +28,14 @@ Send = Callable[[Message], Awaitable[None]]
 
 ANY = "*"
 METHODS = b"GET, POST, OPTIONS"
-GATEWAY_HEADERS = ("x-interlock-alias", "x-interlock-plan", "x-request-id", "retry-after", "retry-after-ms")
+GATEWAY_HEADERS = (
+    "x-interlock-alias",
+    "x-interlock-plan",
+    "x-interlock-worker",
+    "x-request-id",
+    "retry-after",
+    "retry-after-ms",
+)
 """Response headers a page may read, besides the plan's resolved-model header."""
 MAX_SHOWN = 100  # longest origin echoed in a refusal
 

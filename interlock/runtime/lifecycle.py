@@ -35,6 +35,7 @@ from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.preflight import Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused
+from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
 
@@ -324,6 +325,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
+        if plan.routing.sticky is not None:
+            preflight.session = session_header(scope, plan.routing.sticky.header)
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -415,6 +418,8 @@ class Exchange:
         headers.extend(self.preflight.headers())
         payload = self.surface.answer(parsed, answered.result, answered.candidate.id)
         headers.append(answered.candidate.resolved_header)
+        if answered.route.worker_header is not None:
+            headers.append(answered.route.worker_header)
         say_dropped(headers, answered, parsed.operation, parsed.body)
         self.watch.stop()
         await send_json(self.send, 200, payload, headers)
@@ -448,6 +453,8 @@ class Exchange:
         render = self.surface.stream(parsed, cid)
         headers.extend(self.preflight.headers())
         headers.append(answered.candidate.resolved_header)
+        if answered.route.worker_header is not None:
+            headers.append(answered.route.worker_header)
         say_dropped(headers, answered, "chat", parsed.body)
         headers.extend(render.headers)
         await send({"type": "http.response.start", "status": 200, "headers": headers})

@@ -66,6 +66,7 @@ class Route:
     slot_limit: int | None
     context_default: int | None = None
     context_cap: int | None = None
+    worker_header: tuple[bytes, bytes] | None = None  # X-Interlock-Worker: the worker that answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,8 @@ class Target:
     metric_label: str  # bounded: the alias name, or ``(direct)`` for a raw model
     candidates: tuple[Candidate, ...]
     header: tuple[bytes, bytes]  # X-Interlock-Alias
+    spill: tuple[float | None, ...]  # per candidate, when its worker is full: skip to the next candidate
+    # when the expected wait exceeds this many seconds (0: at once); None: queue (the last never spills)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +180,38 @@ class PreflightSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RoutingWeights:
+    loaded: float
+    installed: float
+    free_slots: float
+    queue: float
+    speed: float
+    vram: float
+    gpu_util: float
+    avoid_load: float
+
+
+@dataclass(frozen=True, slots=True)
+class StickySettings:
+    header: bytes  # lower-case, as ASGI gives request header names
+    prefix_bytes: int
+    max_sessions: int
+    idle_ttl_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingSettings:
+    """Worker scoring (``runtime.scoring``), where learned speeds are kept, sticky sessions (None: off)."""
+
+    weights: RoutingWeights
+    avoid_vram_percent: float
+    speed_smoothing: float
+    state_file: str | None
+    sticky: StickySettings | None
+    worker_saturation: Mapping[str, str]  # a worker's own on_saturation, where it sets one
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimePlan:
     """The frozen tables built from one plan; swapped as a whole on reload."""
 
@@ -185,6 +220,7 @@ class RuntimePlan:
     server: ServerSettings
     health: HealthSettings
     preflight: PreflightSettings
+    routing: RoutingSettings
     providers: Mapping[str, Provider]
     workers: Mapping[str, WorkerLimits]
     candidates: Mapping[str, Candidate]
@@ -321,17 +357,35 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             metric_label=name,
             candidates=tuple(candidates[cid] for cid in a.candidates),
             header=(b"x-interlock-alias", name.encode()),
+            spill=_spill(len(a.candidates), a.on_saturation, a.fallback_after_ms),
             description=a.description,
             requires=tuple(a.requires),
         )
         for name, a in sorted(plan.aliases.items())
     }
     h = plan.health
+    r = plan.routing
+    routing = RoutingSettings(
+        weights=RoutingWeights(**r.weights.model_dump()),
+        avoid_vram_percent=r.avoid_vram_percent,
+        speed_smoothing=r.speed_smoothing,
+        state_file=r.state_file,
+        sticky=StickySettings(
+            header=r.sticky.header.lower().encode(),
+            prefix_bytes=r.sticky.prefix_bytes,
+            max_sessions=r.sticky.max_sessions,
+            idle_ttl_s=r.sticky.idle_ttl_ms / 1000,
+        )
+        if r.sticky.enabled
+        else None,
+        worker_saturation={n: w.on_saturation for n, w in plan.workers.items() if w.on_saturation},
+    )
     return RuntimePlan(
         source=plan,
         content_hash=plan.content_hash,
         server=server,
         preflight=preflight,
+        routing=routing,
         health=HealthSettings(
             probe_interval_s=h.probe_interval_ms / 1000,
             probe_timeout_s=h.probe_timeout_ms / 1000,
@@ -347,6 +401,16 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         secrets=tuple(secrets),
         cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
     )
+
+
+def _spill(count: int, on_saturation: str, fallback_after_ms: int | None) -> tuple[float | None, ...]:
+    """``fallback``: every candidate but the last skips ahead at once when full; ``queue``: none does,
+    unless ``fallback_after`` is set: then when the expected wait exceeds it."""
+    if on_saturation == "fallback":
+        after: float | None = 0.0
+    else:
+        after = fallback_after_ms / 1000 if fallback_after_ms is not None else None
+    return tuple(after if i + 1 < count else None for i in range(count))
 
 
 def _validate_schema(data: Mapping[str, Any], origin: str) -> None:
@@ -411,6 +475,7 @@ RESERVED_HEADERS = frozenset(
         "allow",
         "x-interlock-alias",
         "x-interlock-plan",
+        "x-interlock-worker",
     )
 )
 """Response headers the gateway sets itself: ``server.resolved_header`` must not be one of them."""
@@ -442,7 +507,7 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
         problems.append(
             f"server.resolved_header {name!a} is a header the gateway sets itself; choose another name"
         )
-    for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates)):
+    for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates), ("worker", plan.workers)):
         for value in names:
             reason = header_value_problem(value)
             if reason is not None:
@@ -529,6 +594,7 @@ def _candidate(
             slot_limit=workers[worker].slot_limit(model) if worker is not None else None,
             context_default=_context_default(workers, worker, context_tokens, preflight),
             context_cap=_context_cap(workers, worker, model, context_tokens, preflight),
+            worker_header=(b"x-interlock-worker", worker.encode()) if worker is not None else None,
         )
         for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True)
     )

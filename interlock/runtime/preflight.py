@@ -32,7 +32,7 @@ class Misfit:
 class Preflight:
     """Built per request: a plain class (a dataclass with list factories costs more to build)."""
 
-    __slots__ = ("misfits", "mode", "needs", "notes", "skipped")
+    __slots__ = ("misfits", "mode", "needs", "notes", "session", "skipped")
 
     def __init__(self, needs: Needs, mode: str) -> None:
         self.needs = needs
@@ -40,6 +40,7 @@ class Preflight:
         self.misfits: list[Misfit] = []
         self.skipped: list[str] = []
         self.notes: list[str] = []
+        self.session: bytes | None = None  # the session header's value, when sticky sessions are on
 
     @property
     def enforcing(self) -> bool:

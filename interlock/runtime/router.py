@@ -152,7 +152,13 @@ class Router:
             if refusal is not None:  # before the guards: no slot is queued for
                 self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
                 continue
-            async with Admission(candidate, candidate.routes, preflight) as admission:  # the slot's owner
+            async with Admission(
+                candidate,
+                candidate.routes,
+                preflight,
+                spill=target.spill[index],
+                has_next=index + 1 < len(candidates),
+            ) as admission:  # the slot's owner
                 reason: str | None = None
                 try:
                     for guard in self.guards:

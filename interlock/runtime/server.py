@@ -37,6 +37,7 @@ class ServeOptions:
     workers: int = 1
     log_level: str = "info"
     access_log: str | None = None  # None, "text" (uvicorn's line per request) or "json" (journal)
+    state_dir: str | None = None
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -155,6 +155,11 @@ class WorkerSection(_Section):
     telemetry: TelemetrySection | None = Field(
         None, description="GPU and memory readings; none are taken unless declared here."
     )
+    on_saturation: str | None = Field(
+        None,
+        description="`fallback` or `queue` for requests sent to this worker when its slots are full; "
+        "wins over the alias's.",
+    )
 
 
 class ProviderSection(_Section):
@@ -216,6 +221,68 @@ class AliasSection(_Section):
     description: str = ""
     chain: list[str] = Field(description="Candidates in fallback order: `provider/model` or another alias.")
     requires: list[Capability] = Field(default_factory=list)
+    on_saturation: str | None = Field(
+        None, description="`fallback` or `queue`, overriding `routing.on_saturation` for this alias."
+    )
+    fallback_after: Duration | None = Field(
+        None, description="Overrides `routing.fallback_after` for this alias."
+    )
+
+
+class RoutingWeights(_Section):
+    """How much each fact about a worker counts when choosing among the workers that can serve a model."""
+
+    loaded: float = Field(100.0, description="Bonus when the model is loaded there (`/api/ps`).")
+    installed: float = Field(10.0, description="Bonus when the model is installed there (`/api/tags`).")
+    free_slots: float = Field(5.0, description="Bonus per free slot for the model (and on the worker).")
+    queue: float = Field(20.0, description="Penalty per request waiting in the worker's queue.")
+    speed: float = Field(0.2, description="Bonus per learned output token/s of the model on the worker.")
+    vram: float = Field(30.0, description="Penalty at full VRAM (scaled by the fraction in use).")
+    gpu_util: float = Field(20.0, description="Penalty at 100% GPU utilisation (scaled).")
+    avoid_load: float = Field(
+        1000.0,
+        description="Penalty for loading a model on a worker above `avoid_vram_percent` (a hard penalty).",
+    )
+
+
+class StickySection(_Section):
+    """Sticky sessions (KV-cache affinity): repeat turns of a conversation go to the same worker."""
+
+    enabled: bool = Field(False, description="Opt-in.")
+    header: str = Field("X-Session-ID", description="Request header naming the session.")
+    prefix_bytes: int = Field(
+        1024,
+        description="Without the header: the session is a hash of the first N bytes of the messages up to "
+        "the first user message (the same for every later turn).",
+    )
+    max_sessions: int = Field(10_000, description="Sessions remembered per process (least recently used go).")
+    idle_ttl: Duration = Field(1_800_000, description="A session unused this long is forgotten.")
+
+
+class RoutingSection(_Section):
+    """Which worker serves a request, and what happens when its slots are full."""
+
+    weights: RoutingWeights = Field(default_factory=RoutingWeights)
+    avoid_vram_percent: float = Field(
+        90.0, description="A worker above this VRAM use is not asked to load a model while another can serve."
+    )
+    speed_smoothing: float = Field(
+        0.3, description="Weight of the newest sample in the learned tokens/s average (0 < x <= 1)."
+    )
+    on_saturation: str = Field(
+        "fallback",
+        description="When every slot is full: `fallback` skips to the next candidate at once (where the "
+        "alias has one); `queue` waits in the worker's bounded queue.",
+    )
+    fallback_after: Duration | None = Field(
+        None,
+        description="Under `on_saturation: queue`: queue, but skip to the next candidate when the expected "
+        "wait (requests ahead x learned service time / slots) exceeds this.",
+    )
+    state_file: str | None = Field(
+        None, description="Where learned speeds are kept across restarts (`serve --state-dir` overrides)."
+    )
+    sticky: StickySection = Field(default_factory=StickySection)
 
 
 class LintSection(_Section):
@@ -238,6 +305,7 @@ class SourceFile(_Section):
     health: HealthSection | None = None
     timeouts: TimeoutsSection | None = None
     preflight: PreflightSection | None = None
+    routing: RoutingSection | None = None
     lint: LintSection | None = None
 
 

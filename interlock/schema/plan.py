@@ -127,6 +127,9 @@ class PlanWorker(_Frozen):
     context_limits: dict[str, int]
     queue: PlanQueue
     telemetry: PlanTelemetry | None = Field(None, description="Null: no readings are taken.")
+    on_saturation: Literal["fallback", "queue"] | None = Field(
+        None, description="Wins over the alias's for requests sent to this worker; null: the alias's."
+    )
 
 
 class PlanCandidate(_Frozen):
@@ -144,6 +147,42 @@ class PlanAlias(_Frozen):
     description: str
     requires: list[str]
     candidates: list[str] = Field(description="Expanded chain: candidate ids in fallback order.")
+    on_saturation: Literal["fallback", "queue"] = Field(
+        "fallback", description="Effective: `routing.on_saturation` unless the alias overrides it."
+    )
+    fallback_after_ms: int | None = Field(
+        None, ge=1, description="Effective: under `queue`, spill when the expected wait exceeds it."
+    )
+
+
+class PlanRoutingWeights(_Frozen):
+    loaded: float = 100.0
+    installed: float = 10.0
+    free_slots: float = 5.0
+    queue: float = 20.0
+    speed: float = 0.2
+    vram: float = 30.0
+    gpu_util: float = 20.0
+    avoid_load: float = 1000.0
+
+
+class PlanSticky(_Frozen):
+    enabled: bool = False
+    header: str = "X-Session-ID"
+    prefix_bytes: int = Field(1024, ge=1)
+    max_sessions: int = Field(10_000, ge=1)
+    idle_ttl_ms: int = Field(1_800_000, ge=1)
+
+
+class PlanRouting(_Frozen):
+    """Worker scoring weights and the saturation policy (see docs/runtime.md, "Choosing a worker")."""
+
+    weights: PlanRoutingWeights = Field(default_factory=PlanRoutingWeights)
+    avoid_vram_percent: float = 90.0
+    speed_smoothing: float = 0.3
+    on_saturation: Literal["fallback", "queue"] = "fallback"
+    state_file: str | None = Field(None, description="Learned speeds are kept here; null: not kept.")
+    sticky: PlanSticky = Field(default_factory=PlanSticky)
 
 
 class RoutingPlan(_Frozen):
@@ -154,6 +193,7 @@ class RoutingPlan(_Frozen):
     server: PlanServer
     health: PlanHealth
     preflight: PlanPreflight
+    routing: PlanRouting = Field(default_factory=PlanRouting)
     providers: dict[str, PlanProvider]
     workers: dict[str, PlanWorker]
     candidates: dict[str, PlanCandidate]

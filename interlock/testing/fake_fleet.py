@@ -12,7 +12,8 @@ render tags, show, chat and embed answers), and adds the physics a routing polic
 - prompt processing (``prompt_tokens_per_s``) and output speed (``tokens_per_s``): stream chunks, one
   token each, are paced; the final message's ``load_duration``, ``prompt_eval_duration`` and
   ``eval_duration`` tell the truth;
-- ``/api/ps`` lists exactly the loaded models with their VRAM, ``/api/tags`` the installed ones.
+- ``/api/ps`` lists exactly the loaded models with their VRAM, ``/api/tags`` the installed ones;
+  ``GET /telemetry`` serves a telemetry sidecar's document with the box's true VRAM use.
 
 Invariants: ``vram_in_use() <= vram_bytes``; a model is loaded or loading, or neither; ``running`` of a
 model never exceeds its ``parallel``. Everything runs on the box's event loop, so state changes are
@@ -184,6 +185,7 @@ class FakeGpuBox(FakeServer):
             ("POST", "/api/chat"): self.wire._chat,  # only under a fault; else simulated
             ("POST", "/api/embed"): self.wire._embed,
             ("GET", "/api/version"): self.wire._version,
+            ("GET", "/telemetry"): self._telemetry,
         }
 
     def error_body(self, status: int, message: str) -> bytes:
@@ -224,6 +226,19 @@ class FakeGpuBox(FakeServer):
             entry.update(size=size, size_vram=size, expires_at="2099-01-01T00:00:00Z", context_length=4096)
             models.append(entry)
         return JsonAnswer({"models": models})
+
+    def _telemetry(self, incoming: Incoming) -> Answer:
+        """The telemetry sidecar's document (``runtime.telemetry.document``): this box's true VRAM use,
+        and a utilisation that is the share of its models' parallel slots running."""
+        capacity = sum(sim.parallel for sim in self.sim.values()) or 1
+        gpu = {
+            "index": 0,
+            "name": "simulated GPU",
+            "vram_total_bytes": self.vram_bytes,
+            "vram_used_bytes": self.vram_in_use(),
+            "utilization_percent": min(100.0, 100.0 * self.running() / capacity),
+        }
+        return JsonAnswer({"format": "interlock-telemetry/1", "gpus": [gpu], "errors": {}})
 
     async def _simulate(self, conn: Connection, incoming: Incoming) -> None:
         route = self.wire._chat if incoming.path == "/api/chat" else self.wire._embed

@@ -111,7 +111,7 @@ aliases:
   e2e/limited: {{description: rate limited primary, chain: [alpha/a-429, bravo/b-429]}}
   e2e/keys: {{description: credentials, chain: [alpha/a-keys, bravo/b-keys]}}
   e2e/wrongkey: {{description: upstream refuses the key, chain: [wrongkey/w1, bravo/b-w]}}
-  e2e/slots: {{description: one slot, chain: [box/gemma3:12b, bravo/b-slots]}}
+  e2e/slots: {{description: one slot, chain: [box/gemma3:12b, bravo/b-slots], on_saturation: queue}}
   e2e/gone: {{description: dies later, chain: [gone/llama3.2:3b, bravo/b-gone]}}
   e2e/embed: {{description: embeddings, chain: [box/nomic-embed-text, alpha/a-embed]}}
   e2e/slowstream: {{description: slow stream, chain: [slowbox/llama3.2:3b]}}

@@ -227,9 +227,23 @@ SCENARIOS: tuple[Scenario, ...] = (
         "queue", _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}), _k("queue-changed")
     ),
     Scenario("telemetry", _worker_set("gpu-b", "telemetry", {"nvidia_smi": True}), _k("telemetry-changed")),
+    Scenario(
+        "worker-saturation", _worker_set("gpu-b", "on_saturation", "queue"), _k("worker-saturation-changed")
+    ),
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
     Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
     Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
+    Scenario("routing", _set(("routing", "avoid_vram_percent"), 80), _k("routing-changed")),
+    Scenario(
+        "fallback-after",
+        _alias("acme/chat", "fallback_after", "2s"),
+        _k("saturation-policy-changed"),
+    ),
+    Scenario(
+        "saturation-policy",
+        _alias("acme/chat", "on_saturation", "queue"),
+        _k("saturation-policy-changed"),
+    ),
     Scenario(
         "capabilities",
         _model("groq/llama-3.1-8b-instant", "capabilities", ["completion", "tools", "vision"]),

@@ -268,6 +268,9 @@ FILL: dict[str, object] = {
     "alias_namespace": "other/",
     "telemetry": {"gpu": 0, "nvidia_smi": True, "host_memory": False, "url": None},
     "url": "http://other:9400/telemetry",
+    "state_file": "other/speeds.json",
+    "fallback_after_ms": 2000,
+    "on_saturation": "queue",
 }
 
 ITEM: dict[str, object] = {
@@ -280,6 +283,7 @@ REPLACE: dict[str, object] = {
     "kind": {"ollama": "openai", "openai": "ollama"},
     "accelerator": {"nvidia": "amd"},
     "mode": {"enforce": "observe", "observe": "enforce", "off": "enforce"},
+    "on_saturation": {"fallback": "queue", "queue": "fallback"},
 }
 
 

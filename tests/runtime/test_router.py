@@ -25,6 +25,7 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
@@ -34,9 +35,12 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.preflight import Misfit, Preflight
 from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Answered, CandidateRefused, Router, _unservable
+from interlock.runtime.scoring import Scorer, backend_occupancy
+from interlock.runtime.speeds import SpeedBook
 from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.telemetry.collector import TelemetryBook
 from interlock.runtime.upstream.base import ChatStream
-from tests.runtime.conftest import build
+from tests.runtime.conftest import BASIC, build
 from tests.runtime.scripted import ScriptedAdapter
 
 OK = {"object": "chat.completion", "model": "upstream-name", "choices": []}
@@ -51,7 +55,10 @@ class Rig:
         self.slots.configure(plan.workers)
         self.metrics = Metrics(StateView(lambda: plan, self.health, self.slots))
         self.adapter = ScriptedAdapter(script)
-        guards = (HealthGuard(self.health), SlotGuard(self.slots))
+        scorer = Scorer(
+            FactsTable(), TelemetryBook(), SpeedBook(), backend_occupancy(self.slots, lambda: plan.workers)
+        )
+        guards = (HealthGuard(self.health), SlotGuard(self.slots, scorer, lambda: plan.routing))
         self.router = Router(
             self.health, guards, {"openai": self.adapter, "ollama": self.adapter}, self.metrics
         )
@@ -218,8 +225,27 @@ def test_a_stream_whose_delivery_fails_or_is_cancelled_gives_its_slot_back(basic
     assert rig.slots.pools["box1"].in_use == 0
 
 
-def test_a_full_worker_answers_429_instead_of_spilling_over(basic_plan: RuntimePlan) -> None:
+def test_a_full_worker_spills_to_the_next_candidate_at_once(basic_plan: RuntimePlan) -> None:
     rig = Rig(basic_plan, {"m1": OK, "c1": OK})
+    held = rig.slots.pools["box1"].try_acquire("m1", 1)
+    assert held is not None
+    answered = rig.chat()  # `on_saturation: fallback` (the default): no wait in box1's queue
+    assert (answered.candidate.id, rig.called()) == ("cloud/c1", ["c1"])
+    assert len(rig.slots.pools["box1"].waiters) == 0
+    labels = {"from_candidate": "local/m1", "to_candidate": "cloud/c1", "reason": "saturated"}
+    assert rig.sample("interlock_fallback_total", **labels) == 1
+    held.release()
+
+
+def test_under_queue_a_full_worker_answers_429_instead_of_spilling_over(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    queued = BASIC.replace(
+        "chain: [local/m1, cloud/c1, free/f1]",
+        "chain: [local/m1, cloud/c1, free/f1]\n    on_saturation: queue",
+    )
+    plan = build(plan_data(queued))
+    rig = Rig(plan, {"m1": OK, "c1": OK})
     pool = rig.slots.pools["box1"]
     pool.max_wait_s = 0.05
     held = pool.try_acquire("m1", 1)
@@ -231,6 +257,35 @@ def test_a_full_worker_answers_429_instead_of_spilling_over(basic_plan: RuntimeP
     assert rig.called() == []
     held.release()
     assert pool.in_use == 0
+
+
+def test_a_workers_own_on_saturation_wins_over_the_aliases(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    worker_queues = BASIC.replace(
+        "queue: {max_waiting: 2, max_wait: 1s}",
+        "queue: {max_waiting: 2, max_wait: 1s}\n        on_saturation: queue",
+    )
+    rig = Rig(build(plan_data(worker_queues)), {"m1": OK, "c1": OK})  # alias: fallback (the default)
+    pool = rig.slots.pools["box1"]
+    pool.max_wait_s = 0.05
+    held = pool.try_acquire("m1", 1)
+    assert held is not None
+    with pytest.raises(SlotUnavailable):
+        rig.chat()
+    held.release()
+    worker_spills = BASIC.replace(
+        "queue: {max_waiting: 2, max_wait: 1s}",
+        "queue: {max_waiting: 2, max_wait: 1s}\n        on_saturation: fallback",
+    ).replace(
+        "chain: [local/m1, cloud/c1, free/f1]",
+        "chain: [local/m1, cloud/c1, free/f1]\n    on_saturation: queue",
+    )
+    rig = Rig(build(plan_data(worker_spills)), {"m1": OK, "c1": OK})
+    held = rig.slots.pools["box1"].try_acquire("m1", 1)
+    assert held is not None
+    assert rig.chat().candidate.id == "cloud/c1"
+    held.release()
 
 
 def test_a_cancelled_call_gives_its_slot_back(basic_plan: RuntimePlan) -> None:
@@ -267,7 +322,7 @@ providers:
       - {name: w2, url: "http://127.0.0.2:9/", max_concurrent: 1, queue: {max_waiting: 4, max_wait: 1s}}
   cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: CLOUD_KEY}
 aliases:
-  t/two: {description: two workers, chain: [local/m1, cloud/c1]}
+  t/two: {description: two workers, chain: [local/m1, cloud/c1], on_saturation: queue}
 """
 
 

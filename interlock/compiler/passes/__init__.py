@@ -11,6 +11,7 @@ from interlock.compiler.passes.cors import cors
 from interlock.compiler.passes.health import health
 from interlock.compiler.passes.preflight import preflight
 from interlock.compiler.passes.providers import providers
+from interlock.compiler.passes.routing import routing
 from interlock.compiler.passes.shape import shape
 from interlock.compiler.passes.usage import usage
 from interlock.compiler.passes.vram import vram
@@ -30,5 +31,6 @@ PASSES: tuple[Pass, ...] = (
     capabilities,  # requires vs known capabilities
     preflight,  # preflight settings, context limits within model maxima
     vram,  # weights + KV cache at full slots against worker memory
+    routing,  # worker-choice weights and saturation policies in range
     usage,  # warnings about unused parts
 )

@@ -19,6 +19,7 @@ from interlock.schema.config import (
     ModelFacts,
     PreflightSection,
     ProviderSection,
+    RoutingSection,
     ServerSection,
     SourceFile,
     TimeoutsSection,
@@ -29,6 +30,7 @@ SINGLETON_MODELS: dict[str, type[BaseModel]] = {
     "health": HealthSection,
     "timeouts": TimeoutsSection,
     "preflight": PreflightSection,
+    "routing": RoutingSection,
     "lint": LintSection,
 }
 

@@ -30,6 +30,7 @@ RESERVED_HEADERS = frozenset(
         "allow",
         "x-interlock-alias",
         "x-interlock-plan",
+        "x-interlock-worker",
     )
 )
 """Response headers the gateway sets itself, which `server.resolved_header` may not be. The runtime

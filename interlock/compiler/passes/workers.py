@@ -156,6 +156,7 @@ def _worker(
             max_wait_ms=queue.max_wait,
             entry=entry,
             telemetry=telemetry,
+            on_saturation=section.on_saturation,
         ),
     )
 

@@ -37,6 +37,9 @@ class Admission:
     body: Mapping[str, Any] | None = None  # what this candidate is sent, when not the caller's body
     lease: Lease | None = None  # held slot, given back when the ``async with`` block ends
     queued_s: float = 0.0  # time spent waiting for a slot
+    spill: float | None = None  # worker full: skip to the next candidate when the expected wait (s)
+    # exceeds this (0: at once); None: queue
+    has_next: bool = False  # a later candidate exists (a worker's own `fallback` needs one)
 
     async def __aenter__(self) -> Admission:
         return self

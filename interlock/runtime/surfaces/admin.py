@@ -247,6 +247,7 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
             "endpoints": endpoints,
         }
     workers: dict[str, Any] = {}
+    scores, speeds = gateway.scorer.report(), gateway.speeds.snapshot()
     for name, limits in plan.workers.items():
         pool = slots.get(name) or SlotReport()
         workers[name] = {
@@ -261,9 +262,11 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         telemetry = gateway.telemetry.report(name)
         if telemetry is not None:  # only for workers that declare telemetry
             workers[name]["telemetry"] = telemetry
+        workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
+        workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
     state = gateway.slots
-    return {
+    report: dict[str, Any] = {
         "plan": {
             "content_hash": plan.content_hash,
             "loaded_at": gateway.loaded_at,
@@ -275,6 +278,9 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         "slot_state": {"scope": state.scope, "degraded": state.degraded},
         "candidates": candidates,
     }
+    if plan.routing.sticky is not None:  # only when sticky sessions are on
+        report["sticky_sessions"] = {"sessions": len(gateway.sticky), "repinned": gateway.sticky.repinned}
+    return report
 
 
 def metadata_report(gateway: Gateway) -> dict[str, Any]:

@@ -8,7 +8,7 @@ raises ``CannotServe`` from the translation, before anything is sent. Probe: GET
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -19,17 +19,28 @@ from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 
+SpeedSink = Callable[[str, str, Mapping[str, Any]], None]
+"""``(endpoint label, model as Ollama names it, Ollama's final message)`` of a finished chat."""
+
 
 class OllamaAdapter(Adapter):
-    """Speaks to one Ollama worker per endpoint (``endpoint.url`` is the worker's URL)."""
+    """Speaks to one Ollama worker per endpoint (``endpoint.url`` is the worker's URL).
+
+    ``speeds``, when set, gets the output figures of every finished chat (non-streamed or streamed):
+    what worker scoring learns tokens/s from.
+    """
 
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client
+        self.speeds: SpeedSink | None = None
 
     async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=False))
         answer = await request_json(self._client, endpoint, "POST", "/api/chat", payload)
-        return ollama_wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
+        completion = ollama_wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
+        if self.speeds is not None:
+            self.speeds(endpoint.label, _named(model), answer)
+        return completion
 
     async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
         payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=True))
@@ -37,6 +48,10 @@ class OllamaAdapter(Adapter):
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
         one_call = body.get("parallel_tool_calls") is False
         decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers, one_call)
+        sink = self.speeds
+        if sink is not None:
+            label, named = endpoint.label, _named(model)
+            decoder.on_done = lambda last: sink(label, named, last)
         return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,3 +74,9 @@ class OllamaAdapter(Adapter):
         if model is None:
             return await request_json(self._client, probe, "GET", path, None)
         return await request_json(self._client, probe, "POST", path, orjson.dumps({"model": model}))
+
+
+def _named(model: str) -> str:
+    """The model as Ollama names it in /api/ps (``plan.ollama_name``; not imported: the adapter layer
+    does not import the plan)."""
+    return model if ":" in model else f"{model}:latest"

@@ -409,7 +409,16 @@ def chat_completion(answer: Any, model: str, one_call: bool = False) -> dict[str
 class NDJSONDecoder:
     """Ollama's NDJSON chat stream to ``chat.completion.chunk`` dicts (role in the first delta)."""
 
-    __slots__ = ("_first", "_head", "_headers", "_include_usage", "_one_call", "_tools", "done")
+    __slots__ = (
+        "_first",
+        "_head",
+        "_headers",
+        "_include_usage",
+        "_one_call",
+        "_tools",
+        "done",
+        "on_done",
+    )
 
     def __init__(
         self, model: str, include_usage: bool, headers: Mapping[str, str], one_call: bool = False
@@ -428,6 +437,7 @@ class NDJSONDecoder:
         self._first = True
         self._tools = 0
         self.done = False
+        self.on_done: Callable[[Mapping[str, Any]], None] | None = None  # gets the final native message
 
     def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
         if self.done or not line.strip():
@@ -464,6 +474,8 @@ class NDJSONDecoder:
             if self._include_usage:
                 out.append({**self._head, "choices": [], "usage": _usage(native)})
             self.done = True
+            if self.on_done is not None:
+                self.on_done(native)
         elif delta:
             out.append({**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
 

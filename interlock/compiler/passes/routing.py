@@ -1,0 +1,120 @@
+"""Routing settings: no negative weight, VRAM limit and speed smoothing in range, known policies."""
+
+from __future__ import annotations
+
+from interlock.compiler.context import CompileContext
+from interlock.compiler.diagnostics import Span, did_you_mean
+from interlock.compiler.passes.wire import HTTP_TOKEN, RESERVED_HEADERS
+
+POLICIES = ("fallback", "queue")
+
+
+def routing(ctx: CompileContext) -> None:
+    """Check `routing:` and every alias's `on_saturation`."""
+    entry = ctx.sources.singletons.get("routing")
+    section = ctx.routing
+
+    def span(*key: str) -> Span:
+        if entry is None:
+            main = ctx.sources.main
+            return Span(main.file if main else "<config>")
+        return ctx.span_of(entry, *key)
+
+    for key, value in section.weights.model_dump().items():
+        path = f"routing.weights.{key}"
+        if value < 0 and not ctx.is_broken(path):
+            ctx.sink.add(
+                "IL901",
+                span("weights", key),
+                f"`{path}` must not be negative, not `{value:g}`",
+                path=path,
+                value=value,
+                hint="a weight of 0 (ignore this fact) or more; a penalty is already subtracted",
+            )
+    percent = section.avoid_vram_percent
+    if not 0 < percent <= 100 and not ctx.is_broken("routing.avoid_vram_percent"):
+        ctx.sink.add(
+            "IL902",
+            span("avoid_vram_percent"),
+            f"`routing.avoid_vram_percent` must be above 0 and at most 100, not `{percent:g}`",
+            path="routing.avoid_vram_percent",
+            value=percent,
+            hint="a VRAM use in percent above which no new model is loaded while another worker can "
+            "serve, e.g. 90",
+        )
+    smoothing = section.speed_smoothing
+    if not 0 < smoothing <= 1 and not ctx.is_broken("routing.speed_smoothing"):
+        ctx.sink.add(
+            "IL903",
+            span("speed_smoothing"),
+            f"`routing.speed_smoothing` must be above 0 and at most 1, not `{smoothing:g}`",
+            path="routing.speed_smoothing",
+            value=smoothing,
+            hint="the weight of the newest sample in the learned speed, e.g. 0.3",
+        )
+    for path, after, where in (
+        ("routing.fallback_after", section.fallback_after, span("fallback_after")),
+        *(
+            (f"aliases.{n}.fallback_after", a.section.fallback_after, ctx.span_of(a.entry, "fallback_after"))
+            for n, a in ctx.aliases.items()
+            if a.section.fallback_after is not None
+        ),
+    ):
+        if after is not None and after < 1 and not ctx.is_broken(path):
+            ctx.sink.add(
+                "IL907",
+                where,
+                f"`{path}` must be a positive duration, not `{after}ms`",
+                path=path,
+                value=after,
+                hint="the longest expected wait before spilling to the next candidate, e.g. 2s",
+            )
+    sticky = section.sticky
+    for key in ("prefix_bytes", "max_sessions", "idle_ttl"):
+        value = getattr(sticky, key)
+        path = f"routing.sticky.{key}"
+        if value < 1 and not ctx.is_broken(path):
+            ctx.sink.add(
+                "IL905",
+                span("sticky", key),
+                f"`{path}` must be at least 1, not `{value}`",
+                path=path,
+                value=value,
+                hint="e.g. prefix_bytes: 1024, max_sessions: 10000, idle_ttl: 30m",
+            )
+    header = sticky.header
+    if (not HTTP_TOKEN.fullmatch(header) or header.lower() in RESERVED_HEADERS) and not ctx.is_broken(
+        "routing.sticky.header"
+    ):
+        ctx.sink.add(
+            "IL906",
+            span("sticky", "header"),
+            f"`routing.sticky.header` {header!a} is not a request header a session can be named by",
+            path="routing.sticky.header",
+            value=header,
+            hint="an HTTP header name of letters, digits and -, e.g. X-Session-ID",
+        )
+    if section.on_saturation not in POLICIES and not ctx.is_broken("routing.on_saturation"):
+        _bad_policy(ctx, span("on_saturation"), "routing.on_saturation", section.on_saturation)
+    for worker in ctx.workers.values():
+        policy = worker.on_saturation
+        path = f"providers.{worker.provider}.workers[{worker.entry.path[-1]}].on_saturation"
+        if policy is not None and policy not in POLICIES and not ctx.is_broken(path):
+            _bad_policy(ctx, ctx.span_of(worker.entry, "on_saturation"), path, policy)
+    for name, alias in ctx.aliases.items():
+        policy = alias.section.on_saturation
+        path = f"aliases.{name}.on_saturation"
+        if policy is not None and policy not in POLICIES and not ctx.is_broken(path):
+            _bad_policy(ctx, ctx.span_of(alias.entry, "on_saturation"), path, policy)
+
+
+def _bad_policy(ctx: CompileContext, span: Span, path: str, value: str) -> None:
+    ctx.sink.add(
+        "IL904",
+        span,
+        f"`{path}` must be one of {', '.join(POLICIES)}, not `{value}`",
+        path=path,
+        value=value,
+        hint=did_you_mean(value, POLICIES)
+        or "`fallback` skips to the next candidate when slots are full, `queue` waits",
+    )
