@@ -129,10 +129,6 @@ class Surface(abc.ABC):
     def error(self, failure: Failure) -> bytes:
         """The JSON error body."""
 
-    def raw_body(self, raw: bytes) -> dict[str, Any]:
-        """The request body as a JSON object (a surface may override for an empty body)."""
-        return parse_object(raw)
-
 
 # -- request ---------------------------------------------------------------------------------------
 
@@ -321,7 +317,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
-        parsed = surface.parse(surface.raw_body(raw))
+        parsed = surface.parse(parse_object(raw))
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)

@@ -80,6 +80,9 @@ def check_chat(body: Mapping[str, Any]) -> tuple[str | None, bool]:
             raise InvalidRequest(
                 f"`messages[{index}].role` must be a string", param=f"messages[{index}].role"
             )
+    stream = body.get("stream")
+    if stream is None or stream is False:  # inlined check_stream: the hot path
+        return model, False
     return model, check_stream(body)
 
 
