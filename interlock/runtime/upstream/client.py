@@ -190,12 +190,11 @@ async def _drain(response: aiohttp.ClientResponse) -> None:
 
 
 def adapter_for(kind: str, client: UpstreamClient) -> Adapter:
-    """The adapter for an endpoint kind (``openai`` or ``ollama``), sharing ``client``."""
-    from interlock.runtime.upstream.ollama import OllamaAdapter
-    from interlock.runtime.upstream.openai import OpenAIAdapter
+    """The adapter for a provider kind (a row of ``interlock.kinds.KINDS``), sharing ``client``."""
+    from interlock.kinds import KINDS, listed
 
-    if kind == "openai":
-        return OpenAIAdapter(client)
-    if kind == "ollama":
-        return OllamaAdapter(client)
-    raise ValueError(f"unknown upstream kind {kind!r}; expected 'openai' or 'ollama'")
+    row = KINDS.get(kind)
+    if row is None:
+        raise ValueError(f"unknown upstream kind {kind!r}; expected {listed()}")
+    adapter: Adapter = row.load_adapter()(client)
+    return adapter
