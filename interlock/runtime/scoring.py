@@ -18,6 +18,22 @@ Every input is gathered outside the request path and read here with dictionary l
 score = loaded·w + installed·w + free·w − ahead·w + tokens/s·w − vram_fraction·w − util_fraction·w
         − (avoid_load when it applies).
 
+The order is by expected seconds until the worker starts on the request (``expected_s``), the points
+breaking ties (several workers with the model loaded and a slot free: speed, VRAM, utilisation decide):
+
+- loaded, a slot free: 0 (plus what is left of a load this gateway started there, by the learned load
+  time less the time since it was sent);
+- loaded, no slot free: (requests queued there + 1) x the learned service time / the model's slots;
+- not loaded: the learned load time, plus one service time when requests are running there (Ollama
+  evicts only idle models, so the load may wait for room), plus the queue as above when no slot is free.
+
+Learned times (``SpeedBook``): the service time of (worker, model), else of the model on another of the
+candidate's workers, else ``DEFAULT_SERVICE_S``; the load time of (worker, model), else of any model on
+that worker, else on any worker, else ``DEFAULT_LOAD_S``. A worker above ``avoid_vram_percent`` that
+would load, or whose ``/api/tags`` lacks the model, sorts after every other whatever its time.
+A burst on one model therefore queues where the model is loaded until the wait there passes a load
+elsewhere; then a second worker loads it (a replica), and the burst is shared.
+
 A candidate with one route, or of an OpenAI-compatible provider, is not scored (nothing to choose).
 Ties keep the plan's worker order. The last score of each worker and its parts are kept for
 ``/v1/health`` (one small tuple per route scored).
@@ -44,6 +60,8 @@ running there)``."""
 
 MAX_SENT = 4096
 PARTS = ("loaded", "installed", "free_slots", "queue", "speed", "vram", "gpu_util", "avoid_load")
+DEFAULT_SERVICE_S = 2.0  # one request's time on a worker before any is learned
+DEFAULT_LOAD_S = 3.0  # one model load before any is learned (an 8B model from NVMe on an RTX 4090)
 
 
 def backend_occupancy(slots: SlotBackend, workers: Callable[[], Mapping[str, WorkerLimits]]) -> Occupancy:
@@ -69,10 +87,14 @@ class Scored:
     score: float
     parts: tuple[float, ...]
     at: float
+    expected_s: float = 0.0  # seconds until the worker would start on the request
+    last_resort: bool = False  # would load above avoid_vram_percent, or lacks the model
 
     def report(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            "expected_s": round(self.expected_s, 3),
+            "last_resort": self.last_resort,
             "score": round(self.score, 2),
             "parts": {name: round(value, 2) for name, value in zip(PARTS, self.parts, strict=True)},
             "at": iso_utc(self.at),
@@ -108,9 +130,18 @@ class Scorer:
         """``routes`` best first (stable: ties keep plan order)."""
         if len(routes) < 2 or candidate.kind != "ollama":
             return routes
-        scores = [self.score(route, candidate, settings) for route in routes]
-        ranked = sorted(range(len(routes)), key=lambda i: -scores[i])
+        service = self._fleet_service(candidate, routes)
+        scored = [self.rate(route, candidate, settings, service) for route in routes]
+        ranked = sorted(range(len(routes)), key=lambda i: scored[i])
         return tuple(routes[i] for i in ranked)
+
+    def _fleet_service(self, candidate: Candidate, routes: tuple[Route, ...]) -> float:
+        """The model's learned service time on any of the routes (the first learned), else the default."""
+        for route in routes:
+            service = self.speeds.service(route.endpoint.label, candidate.facts_key)
+            if service is not None:
+                return service
+        return DEFAULT_SERVICE_S
 
     def sent(self, candidate: Candidate, route: Route) -> None:
         """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now."""
@@ -122,18 +153,27 @@ class Scorer:
                 self._sent.popitem(last=False)
 
     def score(self, route: Route, candidate: Candidate, settings: RoutingSettings) -> float:
+        """The points of ``route`` (kept with its parts and expected time in ``last``)."""
+        return -self.rate(route, candidate, settings, DEFAULT_SERVICE_S)[2]
+
+    def rate(
+        self, route: Route, candidate: Candidate, settings: RoutingSettings, fleet_service: float
+    ) -> tuple[bool, float, float]:
+        """The sort key of ``route``: (last resort, expected seconds, −points)."""
         worker = route.worker
         if worker is None:
-            return 0.0
+            return (False, 0.0, 0.0)
         w = settings.weights
         label, model = route.endpoint.label, candidate.facts_key
         facts = self.facts.worker(label)
         loaded = False
+        loading_since: float | None = None  # sent since the last /api/ps: loaded, or still loading
         if facts.loaded is not None and facts.loaded_at is not None:  # /api/ps known: else no guess
             loaded = model in facts.loaded
             if not loaded:
                 sent = self._sent.get((label, model))
                 loaded = sent is not None and sent > facts.loaded_at
+                loading_since = sent if loaded else None
         installed = facts.installed is not None and model in facts.installed
         free, waiting, running = self.occupancy(worker, candidate.model, route.slot_limit or 1)
         ahead = waiting + (1 if free == 0 else 0)  # this request would wait too
@@ -163,8 +203,18 @@ class Scorer:
             -avoid,
         )
         total_score = sum(parts)
-        self.last[worker] = Scored(model, total_score, parts, self.wall())
-        return total_score
+        slots = route.slot_limit or 1
+        service = self.speeds.service(label, model) or fleet_service
+        expected = 0.0 if free else (waiting + 1) * service / slots
+        if not loaded or loading_since is not None:
+            load = self.speeds.load_time(label, model) or DEFAULT_LOAD_S
+            if loading_since is not None:
+                expected += max(load - (self.clock() - loading_since), 0.0)
+            else:
+                expected += load + (service if running else 0.0)
+        last_resort = avoid > 0 or (facts.installed is not None and not installed)
+        self.last[worker] = Scored(model, total_score, parts, self.wall(), expected, last_resort)
+        return (last_resort, expected, -total_score)
 
     def report(self) -> Mapping[str, dict[str, Any]]:
         return {worker: scored.report() for worker, scored in sorted(self.last.items())}
