@@ -49,14 +49,14 @@ from typing import Any
 
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.health import Clock, iso_utc
-from interlock.runtime.plan import Candidate, Route, RoutingSettings, WorkerLimits
+from interlock.runtime.plan import Candidate, Route, RoutingSettings, WorkerLimits, ollama_name
 from interlock.runtime.speeds import SpeedBook
 from interlock.runtime.state import SlotBackend
 from interlock.runtime.telemetry.collector import TelemetryBook
 
-Occupancy = Callable[[str, str, int], tuple[int, int, int]]
+Occupancy = Callable[[str, str, int], tuple[int, int, int, Mapping[str, int]]]
 """``(worker, model, slot limit) -> (free slots for that model there, requests waiting there, requests
-running there)``."""
+running there, requests running there per model)``."""
 
 MAX_SENT = 4096
 PARTS = ("loaded", "installed", "free_slots", "queue", "speed", "vram", "gpu_util", "avoid_load")
@@ -69,12 +69,12 @@ def backend_occupancy(slots: SlotBackend, workers: Callable[[], Mapping[str, Wor
     process's share (``SlotBackend.local``, no I/O): with a shared store, other processes' requests
     are not counted here, and the backend still enforces the whole limit."""
 
-    def occupancy(worker: str, model: str, limit: int) -> tuple[int, int, int]:
+    def occupancy(worker: str, model: str, limit: int) -> tuple[int, int, int, Mapping[str, int]]:
         share = slots.local(worker)
         limits = workers().get(worker)
         most = limits.max_concurrent if limits is not None else limit
         free = min(limit - share.per_model.get(model, 0), most - share.in_use)
-        return max(free, 0), share.waiting, share.in_use
+        return max(free, 0), share.waiting, share.in_use, share.per_model
 
     return occupancy
 
@@ -89,6 +89,8 @@ class Scored:
     at: float
     expected_s: float = 0.0  # seconds until the worker would start on the request
     last_resort: bool = False  # would load above avoid_vram_percent, or lacks the model
+    load_s: float = 0.0  # the load this choice would start (0: none)
+    room_s: float = 0.0  # how long that load would wait for room (busy models, loads sent before)
 
     def report(self) -> dict[str, Any]:
         return {
@@ -123,6 +125,11 @@ class Scorer:
         self.last: dict[str, Scored] = {}  # by worker name
         # (label, model) -> when last sent (monotonic); bounded: a raw `provider/model` is the caller's choice
         self._sent: OrderedDict[tuple[str, str], float] = OrderedDict()
+        # (label, model) -> when a load sent there should be done; label -> when the last load sent
+        # there should have its room (Ollama serves in arrival order: what comes after a load waits)
+        # label -> model -> (when sent, when done); only loads sent since that worker's last /api/ps
+        self._loading: dict[str, dict[str, tuple[float, float]]] = {}
+        self._room_at: dict[str, float] = {}
 
     def order(
         self, candidate: Candidate, routes: tuple[Route, ...], settings: RoutingSettings
@@ -146,11 +153,53 @@ class Scorer:
     def sent(self, candidate: Candidate, route: Route) -> None:
         """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now."""
         if route.worker is not None:
+            now = self.clock()
             key = (route.endpoint.label, candidate.facts_key)
             self._sent.pop(key, None)
-            self._sent[key] = self.clock()
+            self._sent[key] = now
             if len(self._sent) > MAX_SENT:
                 self._sent.popitem(last=False)
+            scored = self.last.get(route.worker)
+            if scored is not None and scored.model == key[1] and scored.load_s > 0:  # a load starts
+                label, read_at = key[0], self.facts.worker(key[0]).loaded_at or 0.0
+                loading = {m: t for m, t in self._loading.get(label, {}).items() if t[0] > read_at}
+                loading[key[1]] = (now, now + scored.room_s + scored.load_s)
+                self._loading[label] = loading
+                self._room_at[label] = max(self._room_at.get(label, 0.0), now + scored.room_s)
+
+    def _resident(self, label: str, listed: Mapping[str, int | None]) -> list[str]:
+        """The models loaded (``/api/ps``) or loading (sent since) on the worker."""
+        read_at = self.facts.worker(label).loaded_at or 0.0
+        sent = self._loading.get(label, {})
+        return [*listed, *(m for m, (at, _) in sent.items() if at > read_at and m not in listed)]
+
+    def _room_wait(
+        self,
+        label: str,
+        model: str,
+        resident: Mapping[str, int | None] | None,
+        busy: Mapping[str, int],
+        total_vram: int | None,
+        fleet_service: float,
+    ) -> float:
+        """Seconds a load of ``model`` would wait for room on the worker: 0 when it fits beside what is
+        loaded (``/api/ps`` and loads sent since) or idle models can be evicted; else the longest learned
+        service time of the busy models (Ollama evicts only idle ones). Unknown sizes: 0."""
+        size = self.facts.size(model)
+        if size is None or not total_vram or resident is None:
+            return 0.0
+        need = size - total_vram
+        idle = 0
+        waits = [0.0]
+        in_use = {ollama_name(name) for name, n in busy.items() if n > 0}
+        for other in self._resident(label, resident):
+            other_size = self.facts.size(other) or 0
+            need += other_size
+            if other in in_use:
+                waits.append(self.speeds.service(label, other) or fleet_service)
+            else:
+                idle += other_size
+        return 0.0 if need <= idle else max(waits)
 
     def score(self, route: Route, candidate: Candidate, settings: RoutingSettings) -> float:
         """The points of ``route`` (kept with its parts and expected time in ``last``)."""
@@ -175,16 +224,18 @@ class Scorer:
                 loaded = sent is not None and sent > facts.loaded_at
                 loading_since = sent if loaded else None
         installed = facts.installed is not None and model in facts.installed
-        free, waiting, running = self.occupancy(worker, candidate.model, route.slot_limit or 1)
+        free, waiting, running, busy = self.occupancy(worker, candidate.model, route.slot_limit or 1)
         ahead = waiting + (1 if free == 0 else 0)  # this request would wait too
         if not loaded:
             ahead += running  # a load may have to wait for the running requests to make room
         speed = self.speeds.get(label, model) or 0.0
         vram_fraction = util_fraction = 0.0
         avoid = 0.0
+        total_vram: int | None = None
         state = self.telemetry.workers.get(worker)
         if state is not None:
             used, total = state.vram()
+            total_vram = total
             if used is not None and total:
                 vram_fraction = used / total
                 if not loaded and vram_fraction * 100 >= settings.avoid_vram_percent:
@@ -203,17 +254,24 @@ class Scorer:
             -avoid,
         )
         total_score = sum(parts)
-        slots = route.slot_limit or 1
+        now = self.clock()
         service = self.speeds.service(label, model) or fleet_service
-        expected = 0.0 if free else (waiting + 1) * service / slots
-        if not loaded or loading_since is not None:
-            load = self.speeds.load_time(label, model) or DEFAULT_LOAD_S
-            if loading_since is not None:
-                expected += max(load - (self.clock() - loading_since), 0.0)
-            else:
-                expected += load + (service if running else 0.0)
+        expected = 0.0 if free else (waiting + 1) * service / (route.slot_limit or 1)
+        ahead_s = max(self._room_at.get(label, 0.0) - now, 0.0)  # a load sent there waits for room
+        load_s = room_s = 0.0
+        if loading_since is not None:
+            done = self._loading.get(label, {}).get(model)
+            expected += max(done[1] - now, 0.0) if done is not None else 0.0
+        elif not loaded:
+            load_s = self.speeds.load_time(label, model) or DEFAULT_LOAD_S
+            room_s = self._room_wait(label, model, facts.loaded, busy, total_vram, fleet_service)
+            expected += max(room_s, ahead_s) + load_s
+        else:
+            expected = max(expected, ahead_s)
         last_resort = avoid > 0 or (facts.installed is not None and not installed)
-        self.last[worker] = Scored(model, total_score, parts, self.wall(), expected, last_resort)
+        self.last[worker] = Scored(
+            model, total_score, parts, self.wall(), expected, last_resort, load_s, max(room_s, ahead_s)
+        )
         return (last_resort, expected, -total_score)
 
     def report(self) -> Mapping[str, dict[str, Any]]:

@@ -116,7 +116,9 @@ class SpeedBook:
         else:
             a = self.smoothing
             if service is not None and old.service_s is not None:
-                service = a * service + (1 - a) * old.service_s
+                # service times are heavy-tailed (short and long answers): a mean, not the last few
+                b = max(1 / (old.samples + 1), a / 3)
+                service = b * service + (1 - b) * old.service_s
             new = Speed(
                 a * sample + (1 - a) * old.tokens_per_s,
                 old.samples + 1,

@@ -89,5 +89,5 @@ class SlotGuard(Guard):
         service = self.scorer.speeds.service(route.endpoint.label, candidate.facts_key)
         if service is None:
             return 0.0
-        _, waiting, _ = self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)
+        _, waiting, _, _ = self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)
         return (waiting + 1) * service / (route.slot_limit or 1)
