@@ -23,7 +23,8 @@ breaking ties (several workers with the model loaded and a slot free: speed, VRA
 
 - loaded, a slot free: 0 (plus what is left of a load this gateway started there, by the learned load
   time less the time since it was sent);
-- loaded, no slot free: (requests queued there + 1) x the learned service time / the model's slots;
+- loaded, no slot free: (requests queued there + 1) x the learned service time / the model's slots
+  (queued for this model when its own slots are full, else all queued on the worker);
 - not loaded: the learned load time, plus one service time when requests are running there (Ollama
   evicts only idle models, so the load may wait for room), plus the queue as above when no slot is free.
 
@@ -130,6 +131,7 @@ class Scorer:
         # label -> model -> (when sent, when done); only loads sent since that worker's last /api/ps
         self._loading: dict[str, dict[str, tuple[float, float]]] = {}
         self._room_at: dict[str, float] = {}
+        self._queued: dict[tuple[str, str], int] = {}  # (worker, model) -> requests waiting for a slot
 
     def order(
         self, candidate: Candidate, routes: tuple[Route, ...], settings: RoutingSettings
@@ -166,6 +168,15 @@ class Scorer:
                 loading[key[1]] = (now, now + scored.room_s + scored.load_s)
                 self._loading[label] = loading
                 self._room_at[label] = max(self._room_at.get(label, 0.0), now + scored.room_s)
+
+    def queue(self, worker: str, model: str, step: int) -> None:
+        """A request starts (+1) or stops (-1) waiting for a slot of ``model`` on ``worker``."""
+        key = (worker, model)
+        left = self._queued.get(key, 0) + step
+        if left > 0:
+            self._queued[key] = left
+        else:
+            self._queued.pop(key, None)
 
     def _resident(self, label: str, listed: Mapping[str, int | None]) -> list[str]:
         """The models loaded (``/api/ps``) or loading (sent since) on the worker."""
@@ -256,7 +267,12 @@ class Scorer:
         total_score = sum(parts)
         now = self.clock()
         service = self.speeds.service(label, model) or fleet_service
-        expected = 0.0 if free else (waiting + 1) * service / (route.slot_limit or 1)
+        slots = route.slot_limit or 1
+        expected = 0.0
+        if not free:  # behind the model's own queue when its slots are full, else the worker's
+            model_full = busy.get(candidate.model, 0) >= slots
+            ahead_n = self._queued.get((worker, candidate.model), 0) if model_full else waiting
+            expected = (ahead_n + 1) * service / slots
         ahead_s = max(self._room_at.get(label, 0.0) - now, 0.0)  # a load sent there waits for room
         load_s = room_s = 0.0
         if loading_since is not None:

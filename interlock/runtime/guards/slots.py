@@ -74,9 +74,11 @@ class SlotGuard(Guard):
                 return "expected_wait"
             admission.route = route
             started = time.perf_counter()
+            self.scorer.queue(route.worker, model, +1)
             try:
                 lease = await slots.acquire(route.worker, model, route.slot_limit, wait=True)
             finally:
+                self.scorer.queue(route.worker, model, -1)
                 admission.queued_s = time.perf_counter() - started
         admission.route, admission.lease = route, lease
         self.scorer.sent(candidate, route)
