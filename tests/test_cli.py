@@ -163,7 +163,7 @@ def test_formats(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion
     assert code == 1
     assert text.splitlines()[:4] == [
         f"{BROKEN}:4:11: error IL101 unknown-provider-kind: "
-        "`providers.groq.kind` is `openia`; a provider is `ollama` or `openai`",
+        "`providers.groq.kind` is `openia`; a provider is `anthropic`, `ollama` or `openai`",
         "  4 |     kind: openia",
         "    |           ^^^^^^ providers.groq.kind",
         "  hint: did you mean `openai`?",
@@ -182,7 +182,7 @@ def test_formats(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion
         "end_line": 4,
         "end_col": 17,
         "path": "providers.groq.kind",
-        "message": "`providers.groq.kind` is `openia`; a provider is `ollama` or `openai`",
+        "message": "`providers.groq.kind` is `openia`; a provider is `anthropic`, `ollama` or `openai`",
         "value": "openia",
         "hint": "did you mean `openai`?",
     }

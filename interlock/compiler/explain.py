@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from interlock.compiler.context import CompileContext, Link, Worker
 from interlock.compiler.diagnostics import Span, visible
 from interlock.compiler.patterns import matching_row
+from interlock.kinds import KINDS
 from interlock.schema.durations import format_duration
 
 
@@ -62,14 +63,14 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
     if provider is None:
         return lines
     section = provider.section
-    if section.kind == "openai":
+    if KINDS[section.kind].shape == "base_url":
         key = f"key from ${section.api_key_env}" if section.api_key_env else "no key"
         probe = "probe on" if section.probe else "probe off"
-        lines.append(f"provider {provider_name}: openai at {section.base_url}, {key}, {probe}")
+        lines.append(f"provider {provider_name}: {section.kind} at {section.base_url}, {key}, {probe}")
     else:
         lines.append(f"provider {provider_name}: ollama, probe {'on' if section.probe else 'off'}")
     lines.append(f"timeouts: {_timeouts(ctx, provider_name)}")
-    if section.kind == "openai":
+    if KINDS[section.kind].shape == "base_url":
         lines.append(f"preflight: declared facts only; context {f'{tokens} tokens' if tokens else 'unknown'}")
         return lines
     for worker in ctx.workers.values():

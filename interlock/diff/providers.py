@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from interlock.diff.aliases import reordered
 from interlock.diff.change import Change, changed_fields, named, show
+from interlock.kinds import KINDS
 from interlock.schema.plan import PlanProvider, RoutingPlan
 
 
@@ -24,8 +25,8 @@ def providers(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
 
 
 def _where(provider: PlanProvider) -> str:
-    if provider.kind == "ollama":
-        return f"ollama, workers: {show(provider.workers, 'list')}"
+    if KINDS[provider.kind].shape == "workers":
+        return f"{provider.kind}, workers: {show(provider.workers, 'list')}"
     return f"{provider.kind} at {provider.base_url}"
 
 

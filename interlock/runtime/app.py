@@ -1,8 +1,9 @@
 """The gateway: one ASGI object holding the plan, the live state and the upstream client.
 
-Hot endpoints (chat completions, embeddings) are dispatched by one dictionary lookup straight to the raw
-ASGI handlers in ``surfaces.openai``; everything else goes to the FastAPI app of ``surfaces.admin``. The
-plan is swapped as a whole on reload; a request reads ``gateway.plan`` once and finishes on that plan.
+Surface endpoints (chat completions, embeddings, the other wire formats' rows in ``surfaces``) are
+dispatched by one dictionary lookup straight to their raw ASGI handlers (``lifecycle``); everything
+else goes to the FastAPI app of ``surfaces.admin``. The plan is swapped as a whole on reload; a
+request reads ``gateway.plan`` once and finishes on that plan.
 Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
 ``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.
 When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights
@@ -27,6 +28,7 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
 from interlock.runtime.journal import Journal
+from interlock.runtime.lifecycle import Failure, Handler, Message, Receive, Scope, Send, send_json
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
@@ -39,16 +41,8 @@ from interlock.runtime.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.state import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.sticky import StickyTable
+from interlock.runtime.surfaces import route_table
 from interlock.runtime.surfaces.admin import build_admin
-from interlock.runtime.surfaces.openai import (
-    Message,
-    Receive,
-    Scope,
-    Send,
-    chat_completions,
-    embeddings,
-    method_not_allowed,
-)
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
@@ -62,18 +56,17 @@ also a ``reload.StagedSource`` reads in a child process on reload (``interlock s
 AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
 """Opens the upstream client: ``(adapters by kind, close)``; called once, at startup."""
 
-Handler = Callable[["Gateway", Scope, Receive, Send], Awaitable[None]]
-
 SPEEDS_SAVE_INTERVAL_S = 30.0
 """How often learned speeds are written to the state file (when they changed); also at shutdown."""
 
 
 async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
-    """One shared upstream client (an aiohttp session) behind both adapters."""
+    """One shared upstream client (an aiohttp session) behind every kind's adapter."""
+    from interlock.kinds import PROVIDER_KINDS
     from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 
     client = UpstreamClient.create()
-    return {kind: adapter_for(kind, client) for kind in ("openai", "ollama")}, client.aclose
+    return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
 
 class Gateway:
@@ -140,11 +133,9 @@ class Gateway:
         self._close_adapters: Callable[[], Awaitable[None]] | None = None
         self._reload_lock = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
-        self._routes: dict[tuple[str, str], Handler] = {
-            ("POST", "/v1/chat/completions"): chat_completions,
-            ("POST", "/v1/embeddings"): embeddings,
-        }
-        self._hot_paths = frozenset(path for _, path in self._routes)
+        table = route_table()
+        self._routes: Mapping[tuple[str, str], Handler] = table.handlers
+        self._paths = table.paths
 
     def _ollama_adapter(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
@@ -191,8 +182,8 @@ class Gateway:
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
                 await handler(self, scope, receive, send)
-            elif scope["path"] in self._hot_paths:
-                await method_not_allowed(self, scope, receive, _closing(send) if _has_body(scope) else send)
+            elif scope["path"] in self._paths:
+                await self._method_not_allowed(scope, _closing(send) if _has_body(scope) else send)
             else:
                 admin_send = self._with_plan_header(send)
                 await self.admin(scope, receive, _closing(admin_send) if _has_body(scope) else admin_send)
@@ -200,6 +191,14 @@ class Gateway:
             await self._lifespan(receive, send)
         elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
             await send({"type": "websocket.close", "code": 1008})
+
+    async def _method_not_allowed(self, scope: Scope, send: Send) -> None:
+        methods, surface = self._paths[scope["path"]]
+        allowed = ", ".join(methods)
+        message = f"{scope['method']} {scope['path']}: Method Not Allowed (use {allowed})"
+        payload = surface.error(Failure(405, message, "invalid_request_error", None, "405"))
+        headers = [self.plan.plan_header, (b"allow", allowed.encode())]
+        await send_json(send, 405, payload, headers)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

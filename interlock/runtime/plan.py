@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from interlock.kinds import KINDS
 from interlock.runtime.cors import CorsPolicy
 from interlock.runtime.errors import InterlockError
 from interlock.runtime.upstream.base import Endpoint
@@ -445,10 +446,11 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
         if cand.provider not in plan.providers:
             problems.append(f"candidate {cid} names unknown provider {cand.provider}")
     for name, provider in plan.providers.items():
-        if provider.kind == "openai" and not provider.base_url:
-            problems.append(f"provider {name} (kind openai) has no base_url")
-        if provider.kind == "ollama" and not provider.workers:
-            problems.append(f"provider {name} (kind ollama) has no workers")
+        shape = KINDS[provider.kind].shape
+        if shape == "base_url" and not provider.base_url:
+            problems.append(f"provider {name} (kind {provider.kind}) has no base_url")
+        if shape == "workers" and not provider.workers:
+            problems.append(f"provider {name} (kind {provider.kind}) has no workers")
         problems.extend(
             f"provider {name} names unknown worker {w}" for w in provider.workers if w not in plan.workers
         )
@@ -517,9 +519,11 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
 def _auth_headers(
     p: PlanProvider, env: Mapping[str, str], origin: str, secrets: list[str]
 ) -> RedactedHeaders:
-    """Only this provider's own variable: a provider without one never gets another provider's key."""
+    """Only this provider's own variable: a provider without one never gets another provider's key.
+    The kind says how the key is sent (``Authorization: Bearer``, ``x-api-key``) and what goes with it."""
+    kind = KINDS[p.kind]
     if p.api_key_env is None:
-        return RedactedHeaders()
+        return RedactedHeaders(kind.fixed_headers)
     value = env.get(p.api_key_env, "")
     if not value:
         raise CredentialMissing(
@@ -529,10 +533,10 @@ def _auth_headers(
     if header_value_problem(value) is not None:
         raise PlanError(
             f"{origin}: provider {p.name}: the credential in {p.api_key_env} cannot be sent in an "
-            "Authorization header (control characters, or whitespace at either end)"
+            f"{next(iter(kind.auth('-')))} header (control characters, or whitespace at either end)"
         )
     secrets.append(value)
-    return RedactedHeaders(Authorization=f"Bearer {value}")
+    return RedactedHeaders({**kind.fixed_headers, **kind.auth(value)})
 
 
 def _provider(
@@ -546,7 +550,7 @@ def _provider(
         "max_body_bytes": server.max_upstream_body_bytes,
         "max_line_bytes": server.max_stream_line_bytes,
     }
-    if p.kind == "openai":
+    if KINDS[p.kind].shape == "base_url":
         assert p.base_url is not None  # checked in _check_references
         endpoint = Endpoint(
             provider=p.name, kind=p.kind, url=p.base_url.rstrip("/"), label=p.name, headers=headers, **timing

@@ -11,13 +11,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from interlock.kinds import PROVIDER_KINDS as PROVIDER_KINDS
 from interlock.schema.durations import Duration
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
 CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
 
-PROVIDER_KINDS: tuple[str, ...] = ("ollama", "openai")
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
@@ -163,10 +163,10 @@ class WorkerSection(_Section):
 
 
 class ProviderSection(_Section):
-    """An upstream: Ollama workers or an OpenAI-compatible base URL."""
+    """An upstream: Ollama workers, or a base URL (OpenAI-compatible, or Anthropic's Messages API)."""
 
-    kind: str = Field(description="`ollama` or `openai`.")
-    base_url: str | None = Field(None, description="Required for `kind: openai`.")
+    kind: str = Field(description="`anthropic`, `ollama` or `openai`.")
+    base_url: str | None = Field(None, description="Required for `kind: openai` and `kind: anthropic`.")
     api_key_env: str | None = Field(None, description="Name of the variable holding the credential.")
     probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
     timeouts: ProviderTimeouts | None = None

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from interlock.kinds import KindName
+
 PLAN_FORMAT_VERSION = 1
 DEFAULT_MAX_UPSTREAM_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_STREAM_LINE_BYTES = 1024 * 1024
@@ -71,8 +73,10 @@ class PlanTimeouts(_Frozen):
 
 class PlanProvider(_Frozen):
     name: str
-    kind: Literal["ollama", "openai"]
-    base_url: str | None = Field(description="OpenAI-compatible base URL; null for Ollama.")
+    kind: KindName
+    base_url: str | None = Field(
+        description="The base URL (OpenAI-compatible or Anthropic); null for Ollama."
+    )
     api_key_env: str | None = Field(description="Name of the credential variable, never its value.")
     probe: bool
     timeouts: PlanTimeouts

@@ -1,6 +1,7 @@
 """Real HTTP fake upstreams on loopback, with fault injection, for tests, benchmarks and the demo.
 
 - ``fake_openai.FakeOpenAI``: an OpenAI-compatible upstream (``base_url`` ends in ``/v1``).
+- ``fake_anthropic.FakeAnthropic``: an Anthropic Messages upstream (``base_url`` is its ``url``).
 - ``fake_ollama.FakeOllama`` with ``ModelSpec``: an Ollama worker (``url``).
 - ``faults.Fault``: what to inject (``fake.set_fault(fault, model=None, times=None)``);
   ``fake.refuse_connections()`` / ``accept_connections()`` switch the listener.

@@ -146,6 +146,11 @@ class FakeServer:
     def clear_faults(self, *, model: str | None = None) -> None:
         self.faults.clear(model=model)
 
+    @property
+    def open_connections(self) -> int:
+        """TCP connections open now (an aborted one counts until its handler saw connection_lost)."""
+        return len(self._connections)
+
     def refuse_connections(self) -> None:
         """Stop listening and drop every open connection: connecting is refused until re-enabled."""
         self._in_loop(self._refuse)

@@ -10,15 +10,17 @@ from dataclasses import dataclass
 
 import pytest
 
+from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
 from tests.e2e.harness import Served
 
 ALPHA_KEY = "sk-alpha-SECRET-7f3a9c"
+CLAUDE_KEY = "sk-ant-SECRET-0c4e2b"
 WRONG_KEY = "sk-wrong-SECRET-51d2e8"
-SECRETS = (ALPHA_KEY, WRONG_KEY)
-ENV = {"ALPHA_KEY": ALPHA_KEY, "WRONG_KEY": WRONG_KEY}
+SECRETS = (ALPHA_KEY, WRONG_KEY, CLAUDE_KEY)
+ENV = {"ALPHA_KEY": ALPHA_KEY, "WRONG_KEY": WRONG_KEY, "CLAUDE_KEY": CLAUDE_KEY}
 
 SHARED = """\
 version: 1
@@ -35,6 +37,11 @@ providers:
     probe: false
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
     workers: [{{name: dead-box, url: "{dead}"}}]
+  void:  # the dead box again under another name: the surface tests' own endpoint circuit
+    kind: ollama
+    probe: false
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    workers: [{{name: void-box, url: "{void}"}}]
   gone:
     kind: ollama
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
@@ -81,6 +88,11 @@ providers:
     base_url: "{wrong}/v1"
     api_key_env: WRONG_KEY
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+  claude:
+    kind: anthropic
+    base_url: "{claude}"
+    api_key_env: CLAUDE_KEY
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
 health:
   probe_interval: 300ms
   probe_timeout: 250ms
@@ -113,6 +125,18 @@ aliases:
   e2e/image: {{description: remote image URL, chain: [box/gemma3:12b, bravo/b-image]}}
   e2e/embedtok: {{description: token-array embeddings, chain: [box/nomic-embed-text, bravo/b-embedtok]}}
   e2e/native: {{description: native fields to a cloud fallback, chain: [dead/llama3.2:3b, bravo/b-native]}}
+  e2e/ol-cloud: {{description: Ollama surface to a cloud fallback, chain: [void/v-ol, alpha/a-ol]}}
+  e2e/ol-cut: {{description: Ollama surface cut stream, chain: [alpha/a-ol-cut, bravo/b-ol-cut]}}
+  e2e/an-local: {{description: Anthropic surface to a worker, chain: [void/v-an, box/llama3.2:3b]}}
+  e2e/an-vision: {{description: Anthropic surface images, chain: [void/v-an-vision, box/gemma3:12b]}}
+  e2e/an-cut: {{description: Anthropic surface cut stream, chain: [alpha/a-an-cut, bravo/b-an-cut]}}
+  e2e/an-cut2: {{description: Anthropic SDK cut stream, chain: [alpha/a-an-cut2, bravo/b-an-cut2]}}
+  e2e/rs-cloud: {{description: Responses surface to a cloud fallback, chain: [void/v-rs, alpha/a-rs]}}
+  e2e/rs-cut: {{description: Responses surface cut stream, chain: [alpha/a-rs-cut, bravo/b-rs-cut]}}
+  e2e/to-claude: {{description: Ollama surface to Anthropic, chain: [void/v-claude, claude/claude-fake]}}
+  e2e/overloaded: {{description: Anthropic overloaded, chain: [claude/c-529, bravo/b-after-529]}}
+  e2e/claude-cut: {{description: Anthropic stream cut, chain: [claude/c-cut, bravo/b-after-cut]}}
+  e2e/ol-cut2: {{description: Ollama client cut stream, chain: [alpha/a-ol-cut2, bravo/b-ol-cut2]}}
 """
 
 
@@ -127,6 +151,8 @@ class Fakes:
     wrong: FakeOpenAI
     slow: FakeOllama
     tight: FakeOllama
+    claude: FakeAnthropic
+    void: FakeOllama
 
     def config(self) -> str:
         return SHARED.format(
@@ -139,6 +165,8 @@ class Fakes:
             wrong=self.wrong.url,
             slow=self.slow.url,
             tight=self.tight.url,
+            claude=self.claude.url,
+            void=self.void.url,
         )
 
 
@@ -154,8 +182,11 @@ def fakes() -> Iterator[Fakes]:
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
         slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),
         tight=FakeOllama(name="tight").start(),
+        claude=FakeAnthropic(name="claude", api_key=CLAUDE_KEY).start(),
+        void=FakeOllama(name="void").start(),
     )
     servers.dead.refuse_connections()
+    servers.void.refuse_connections()
     try:
         yield servers
     finally:

@@ -9,7 +9,7 @@ from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span, did_you_mean
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
-from interlock.schema.config import PROVIDER_KINDS
+from interlock.kinds import KINDS, PROVIDER_KINDS, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVIDER_NAME = re.compile(r"^[^/\s]+$")
@@ -42,29 +42,30 @@ def _provider(ctx: CompileContext, name: str, provider: Provider) -> None:
         ctx.sink.add(
             "IL101",
             ctx.span_of(entry, "kind"),
-            f"`{where}.kind` is `{section.kind}`; a provider is `ollama` or `openai`",
+            f"`{where}.kind` is `{section.kind}`; a provider is {listed()}",
             path=f"{where}.kind",
             value=section.kind,
             hint=did_you_mean(section.kind, PROVIDER_KINDS)
-            or "`ollama` for Ollama workers, `openai` for any OpenAI-compatible API",
+            or "; ".join(f"`{k.name}` for {k.what}" for k in KINDS.values()),
         )
-    elif section.kind == "openai":
-        _openai(ctx, name, provider, complete)
+    elif KINDS[section.kind].shape == "base_url":
+        _base_url(ctx, name, provider, complete)
     else:
         _ollama(ctx, name, provider, complete)
     _check_credential(ctx, name, provider)
 
 
-def _openai(ctx: CompileContext, name: str, provider: Provider, complete: bool) -> None:
+def _base_url(ctx: CompileContext, name: str, provider: Provider, complete: bool) -> None:
     section, entry, where = provider.section, provider.entry, f"providers.{name}"
+    kind = KINDS[section.kind]
     if section.base_url is None:
         if complete:
             ctx.sink.add(
                 "IL102",
                 entry.key_span,
-                f"provider `{name}` (kind: openai) has no `base_url`",
+                f"provider `{name}` (kind: {kind.name}) has no `base_url`",
                 path=f"{where}.base_url",
-                hint="add e.g. `base_url: https://api.groq.com/openai/v1`",
+                hint=f"add e.g. `base_url: {kind.example_url}`",
             )
     else:
         check_url(ctx, entry.doc, (*entry.path, "base_url"), section.base_url, f"{where}.base_url")
@@ -72,11 +73,11 @@ def _openai(ctx: CompileContext, name: str, provider: Provider, complete: bool) 
         ctx.sink.add(
             "IL107",
             ctx.key_span_of(entry, "workers"),
-            f"provider `{name}` is `kind: openai`; only `kind: ollama` has workers",
+            f"provider `{name}` is `kind: {kind.name}`; only `kind: ollama` has workers",
             path=f"{where}.workers",
             hint="move the workers to an `ollama` provider, or use `base_url`",
         )
-    if section.api_key_env is None and complete:
+    if section.api_key_env is None and complete and kind.key_expected:
         ctx.sink.add(
             "IL108",
             entry.key_span,

@@ -184,6 +184,26 @@ def _carried(rows: tuple[Field, ...]) -> frozenset[str]:
     return frozenset(row.name for row in rows if row.ollama is not Handling.DROPPED)
 
 
+ANTHROPIC_CHAT = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+        "temperature",
+        "top_p",
+        "top_k",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "options",  # only its num_predict, stop, temperature, top_p, top_k
+        "n",  # 1 only (else refused)
+    }
+)
+
 # (upstream kind, endpoint) -> its Drops; built once
 DROPS: dict[tuple[str, str], Drops] = {
     ("openai", "chat"): Drops(
@@ -193,4 +213,7 @@ DROPS: dict[tuple[str, str], Drops] = {
     ("openai", "embeddings"): Drops(dropped=OPENAI_STRIPPED),
     ("ollama", "chat"): Drops(carried=_carried(CHAT_FIELDS + NATIVE_FIELDS)),
     ("ollama", "embeddings"): Drops(carried=_carried(EMBEDDING_FIELDS)),
+    # the Anthropic adapter builds its request anew (``anthropic_wire``): these are what it reads
+    ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT),
+    ("anthropic", "embeddings"): Drops(carried=frozenset()),  # refused before any call
 }

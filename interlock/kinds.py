@@ -1,0 +1,82 @@
+"""Provider kinds: one row each, read by the schema, the compiler, the plan loader, explain, diff and
+the adapter registry. A new kind is one adapter module plus one row here.
+
+Why one table: a kind decides where requests go (one ``base_url``, or the provider's Ollama
+``workers``), how the credential is sent (``Authorization: Bearer`` or ``x-api-key``), which fixed
+headers go with every request, and which adapter speaks its wire format. Scattered ``if kind ==
+"openai"`` switches quietly treated every other kind as the last branch; this module imports nothing
+of the runtime (the adapter is named by its import path and loaded when the gateway starts).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+KindName = Literal["anthropic", "ollama", "openai"]  # the plan schema's enum: a test ties it to KINDS
+
+
+def _bearer(credential: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {credential}"}
+
+
+def _x_api_key(credential: str) -> dict[str, str]:
+    return {"x-api-key": credential}
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderKind:
+    """What differs between provider kinds; everything else is shared."""
+
+    name: str
+    shape: Literal["base_url", "workers"]  # one base URL, or one endpoint per Ollama worker
+    what: str  # for messages: "Ollama workers", "any OpenAI-compatible API"
+    example_url: str  # for hints: what a base_url (or a worker url) looks like
+    auth: Callable[[str], dict[str, str]]  # credential -> the headers that carry it
+    adapter: str  # "module:Class", an ``upstream.base.Adapter`` taking the shared UpstreamClient
+    fixed_headers: Mapping[str, str] = field(default_factory=dict)  # sent with every request
+    key_expected: bool = True  # warn (IL108) when no `api_key_env` is given
+
+    def load_adapter(self) -> Any:
+        """The adapter class (imported here, at gateway start, never at plan load)."""
+        module, _, name = self.adapter.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+KINDS: Mapping[str, ProviderKind] = {
+    "anthropic": ProviderKind(
+        name="anthropic",
+        shape="base_url",
+        what="the Anthropic Messages API",
+        example_url="https://api.anthropic.com",
+        auth=_x_api_key,
+        adapter="interlock.runtime.upstream.anthropic:AnthropicAdapter",
+        fixed_headers={"anthropic-version": "2023-06-01"},
+    ),
+    "ollama": ProviderKind(
+        name="ollama",
+        shape="workers",
+        what="Ollama workers",
+        example_url="http://10.0.0.5:11434",
+        auth=_bearer,
+        adapter="interlock.runtime.upstream.ollama:OllamaAdapter",
+        key_expected=False,
+    ),
+    "openai": ProviderKind(
+        name="openai",
+        shape="base_url",
+        what="any OpenAI-compatible API",
+        example_url="https://api.groq.com/openai/v1",
+        auth=_bearer,
+        adapter="interlock.runtime.upstream.openai:OpenAIAdapter",
+    ),
+}
+PROVIDER_KINDS: tuple[str, ...] = tuple(KINDS)
+
+
+def listed(names: tuple[str, ...] = PROVIDER_KINDS) -> str:
+    """``anthropic``, ``ollama`` or ``openai``: for messages."""
+    quoted = [f"`{name}`" for name in names]
+    return ", ".join(quoted[:-1]) + f" or {quoted[-1]}" if len(quoted) > 1 else quoted[0]

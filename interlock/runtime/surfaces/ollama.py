@@ -1,0 +1,480 @@
+"""The Ollama native surface: ``/api/chat``, ``/api/generate``, ``/api/embed`` (``/api/embeddings``), plus
+the listing endpoints ``/api/tags``, ``/api/show``, ``/api/ps``, ``/api/version`` and ``/``.
+
+Requests become the internal (OpenAI-shaped) form: messages' ``images`` become ``data:`` image parts,
+tool calls get ids and JSON-string arguments, a tool message's ``tool_name`` is matched to the call it
+answers; native ``options``, ``format``, ``keep_alive`` and ``think`` travel as they are (the Ollama
+adapter sends them on unchanged; the OpenAI adapter translates those with a counterpart, as for any
+caller). ``stream`` defaults to true, as in Ollama. Streams are NDJSON; the last line has ``done: true``,
+``done_reason`` and the token counts when the upstream gave them. A stream broken after it started ends
+with one ``{"error": ...}`` line and no ``done: true``. Errors are ``{"error": "..."}``.
+
+Model names are the plan's aliases (``mana/long-form``) and, with direct models allowed, its
+``provider/model`` candidates; the answer's ``model`` is the name the caller gave (the candidate that
+answered is in ``X-Interlock-Resolved``). Durations are not reported (the gateway does not see the
+worker's load/eval split); counts are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from interlock.runtime.errors import GatewayError, InvalidRequest
+from interlock.runtime.lifecycle import (
+    ClientGone,
+    Failure,
+    Header,
+    Parsed,
+    Receive,
+    Scope,
+    Send,
+    StreamRender,
+    Surface,
+    json_type,
+    parse_object,
+    read_body,
+    send_json,
+)
+from interlock.runtime.plan import Alias, Candidate, RuntimePlan
+from interlock.runtime.surfaces.openai import check_model
+
+if TYPE_CHECKING:
+    from interlock.runtime.app import Gateway
+
+NDJSON_HEADERS: tuple[Header, ...] = (
+    (b"content-type", b"application/x-ndjson"),
+    (b"cache-control", b"no-cache"),
+)
+VERSION = "0.9.0"  # the Ollama API level this surface speaks (clients check it)
+_PASSED = ("options", "format", "keep_alive", "think", "tools")
+_DONE_REASONS = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
+_IMAGE_TYPES = (("/9j/", "image/jpeg"), ("iVBOR", "image/png"), ("R0lG", "image/gif"), ("UklG", "image/webp"))
+
+
+def error_body(message: str) -> bytes:
+    return orjson.dumps({"error": message})
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+
+
+# -- requests --------------------------------------------------------------------------------------
+
+
+def _stream_flag(body: Mapping[str, Any]) -> bool:
+    stream = body.get("stream", True)
+    if stream is None:
+        return True
+    if not isinstance(stream, bool):
+        raise InvalidRequest(f"`stream` must be a boolean, not {json_type(stream)}")
+    return stream
+
+
+def _data_url(image: Any, where: str) -> dict[str, Any]:
+    if not isinstance(image, str) or not image:
+        raise InvalidRequest(f"`{where}` must be a base64 string")
+    mime = next((m for prefix, m in _IMAGE_TYPES if image.startswith(prefix)), "image/png")
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{image}"}}
+
+
+def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict[str, Any]:
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise InvalidRequest(f"`{where}.role` must be a string")
+    content = message.get("content") or ""
+    if not isinstance(content, str):
+        raise InvalidRequest(f"`{where}.content` must be a string")
+    out: dict[str, Any] = {"role": role, "content": content}
+    images = message.get("images")
+    if images:
+        if not isinstance(images, list):
+            raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
+        parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+        parts.extend(_data_url(image, f"{where}.images[{n}]") for n, image in enumerate(images))
+        out["content"] = parts
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [
+            _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)
+        ]
+    if role == "tool":
+        name = message.get("tool_name") or message.get("name")
+        out["tool_call_id"] = (
+            call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
+        )
+    if message.get("thinking") and role == "assistant":
+        out["reasoning"] = message["thinking"]
+    return out
+
+
+def _internal_call(call: Any, where: str, call_ids: dict[str, str]) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise InvalidRequest(f"`{where}.function.name` must be a string")
+    name = function["name"]
+    arguments = function.get("arguments", {})
+    call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{len(call_ids)}_{name}"
+    call_ids[name] = call_id
+    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def _carry(body: Mapping[str, Any], internal: dict[str, Any]) -> None:
+    for key in _PASSED:
+        if body.get(key) is not None:
+            internal[key] = body[key]
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+def _native_calls(calls: Any) -> list[dict[str, Any]]:
+    out = []
+    for call in calls or ():
+        function = call.get("function") or {}
+        arguments: Any = function.get("arguments") or "{}"
+        if isinstance(arguments, str):
+            try:
+                arguments = orjson.loads(arguments)
+            except orjson.JSONDecodeError:
+                arguments = {}
+        out.append({"function": {"name": function.get("name", ""), "arguments": arguments}})
+    return out
+
+
+def _counts(usage: Any) -> dict[str, int]:
+    if not isinstance(usage, dict):
+        return {}
+    counts = {}
+    if isinstance(usage.get("prompt_tokens"), int):
+        counts["prompt_eval_count"] = usage["prompt_tokens"]
+    if isinstance(usage.get("completion_tokens"), int):
+        counts["eval_count"] = usage["completion_tokens"]
+    return counts
+
+
+class _NDJSON(StreamRender):
+    """Chat (``message``) or generate (``response``) lines; tool calls are sent whole in the last line."""
+
+    __slots__ = ("_calls", "_finish", "_generate", "_model", "_usage")
+    headers = NDJSON_HEADERS
+
+    def __init__(self, model: str, generate: bool) -> None:
+        self._model = model
+        self._generate = generate
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: Any = None
+
+    def _line(self, content: str, thinking: str | None, **extra: Any) -> bytes:
+        line: dict[str, Any] = {"model": self._model, "created_at": _now()}
+        if self._generate:
+            line["response"] = content
+            if thinking:
+                line["thinking"] = thinking
+        else:
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if thinking:
+                message["thinking"] = thinking
+            if extra.pop("tool_calls", None):
+                message["tool_calls"] = _native_calls(self._calls[i] for i in sorted(self._calls))
+            line["message"] = message
+        line.update(extra)
+        return orjson.dumps(line) + b"\n"
+
+    def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if chunk.get("usage"):
+            self._usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not choices:
+            return b""
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self._finish = choice["finish_reason"]
+        delta = choice.get("delta") or {}
+        for call in delta.get("tool_calls") or ():
+            slot = self._calls.setdefault(call.get("index", 0), {"function": {"name": "", "arguments": ""}})
+            function = call.get("function") or {}
+            slot["function"]["name"] += function.get("name") or ""
+            slot["function"]["arguments"] += function.get("arguments") or ""
+        content, thinking = (
+            delta.get("content") or "",
+            delta.get("reasoning") or delta.get("reasoning_content"),
+        )
+        if not content and not thinking:
+            return b""
+        return self._line(content, thinking, done=False)
+
+    def end(self) -> bytes:
+        reason = _DONE_REASONS.get(self._finish or "stop", "stop")
+        return self._line(
+            "", None, tool_calls=bool(self._calls), done=True, done_reason=reason, **_counts(self._usage)
+        )
+
+    def error(self, message: str) -> bytes:
+        return error_body(message) + b"\n"
+
+
+class _Native(Surface):
+    def error(self, failure: Failure) -> bytes:
+        return error_body(failure.message)
+
+    def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
+        return _NDJSON(parsed.echo, isinstance(self, Generate))
+
+
+class Chat(_Native):
+    """``POST /api/chat``."""
+
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        model = check_model(body)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise InvalidRequest("`messages` must be a non-empty array")
+        call_ids: dict[str, str] = {}
+        internal: dict[str, Any] = {
+            "model": model,
+            "messages": [_internal_message(i, m, call_ids) for i, m in enumerate(messages)],
+        }
+        _carry(body, internal)
+        stream = _stream_flag(body)
+        if stream:
+            internal["stream"] = True
+            internal["stream_options"] = {"include_usage": True}
+        return Parsed("chat", model, stream, internal, model)
+
+    def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        choice = (result.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        native: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+        thinking = message.get("reasoning") or message.get("reasoning_content")
+        if thinking:
+            native["thinking"] = thinking
+        if message.get("tool_calls"):
+            native["tool_calls"] = _native_calls(message["tool_calls"])
+        return orjson.dumps(self._wrap(parsed, result, choice, native))
+
+    def _wrap(
+        self, parsed: Parsed, result: dict[str, Any], choice: Any, native: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "model": parsed.echo,
+            "created_at": _now(),
+            "message": native,
+            "done": True,
+            "done_reason": _DONE_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
+            **_counts(result.get("usage")),
+        }
+
+
+class Generate(Chat):
+    """``POST /api/generate``: ``system`` + ``prompt`` (+ ``images``) as a two-message chat."""
+
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        check_model(body)
+        for key in ("raw", "template", "context", "suffix"):
+            if body.get(key):
+                raise InvalidRequest(
+                    f"`{key}` is not supported by this gateway's /api/generate; use /api/chat"
+                )
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise InvalidRequest("`prompt` must be a non-empty string")
+        messages: list[Any] = []
+        if isinstance(body.get("system"), str) and body["system"]:
+            messages.append({"role": "system", "content": body["system"]})
+        messages.append({"role": "user", "content": prompt, "images": body.get("images")})
+        chat = super().parse({**body, "messages": messages, "tools": None})
+        return chat
+
+    def _wrap(
+        self, parsed: Parsed, result: dict[str, Any], choice: Any, native: dict[str, Any]
+    ) -> dict[str, Any]:
+        wrapped = super()._wrap(parsed, result, choice, native)
+        del wrapped["message"]
+        wrapped["response"] = native["content"]
+        if native.get("thinking"):
+            wrapped["thinking"] = native["thinking"]
+        return wrapped
+
+
+class Embed(_Native):
+    """``POST /api/embed``: ``input`` a string or strings -> ``embeddings``."""
+
+    operation = "embeddings"
+
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        model = check_model(body)
+        data = body.get("input")
+        if isinstance(data, list) and data and all(isinstance(item, str) for item in data):
+            pass
+        elif not isinstance(data, str):
+            raise InvalidRequest("`input` must be a string or a non-empty array of strings")
+        internal: dict[str, Any] = {"model": model, "input": data}
+        if body.get("dimensions") is not None:
+            internal["dimensions"] = body["dimensions"]
+        if body.get("keep_alive") is not None:
+            internal["keep_alive"] = body["keep_alive"]
+        return Parsed("embeddings", model, False, internal, model)
+
+    def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        vectors = [item.get("embedding") for item in sorted(result.get("data") or (), key=_index)]
+        answer: dict[str, Any] = {"model": parsed.echo, "embeddings": vectors}
+        usage = result.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            answer["prompt_eval_count"] = usage["prompt_tokens"]
+        return orjson.dumps(answer)
+
+
+def _index(item: Any) -> int:
+    return item.get("index", 0) if isinstance(item, dict) else 0
+
+
+class LegacyEmbeddings(Embed):
+    """``POST /api/embeddings``: one ``prompt`` -> one ``embedding``."""
+
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            raise InvalidRequest("`prompt` must be a string")
+        return super().parse({**body, "input": prompt})
+
+    def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        data = result.get("data") or [{}]
+        return orjson.dumps({"embedding": data[0].get("embedding") or []})
+
+
+# -- listings (cold: they read the current plan and live facts when asked) -------------------------
+
+
+def _named(plan: RuntimePlan) -> list[tuple[str, Alias | Candidate]]:
+    named: list[tuple[str, Alias | Candidate]] = list(plan.aliases.items())
+    if plan.server.direct_models:
+        named.extend((cid, candidate) for cid, candidate in plan.candidates.items() if candidate.in_plan)
+    return named
+
+
+def _details(family: str) -> dict[str, Any]:
+    return {
+        "parent_model": "",
+        "format": "",
+        "family": family,
+        "families": [family],
+        "parameter_size": "",
+        "quantization_level": "",
+    }
+
+
+async def tags(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+    """``GET /api/tags``: every alias (and direct model) as an Ollama model."""
+    plan = gateway.plan
+    models = [
+        {
+            "name": name,
+            "model": name,
+            "modified_at": gateway.loaded_at,
+            "size": 0,
+            "digest": "",
+            "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
+        }
+        for name, entry in _named(plan)
+    ]
+    await send_json(send, 200, orjson.dumps({"models": models}), [plan.plan_header])
+
+
+async def show(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+    """``POST /api/show``: an alias's description, the capabilities it requires, the context it serves."""
+    from interlock.runtime.fit import effective_context
+
+    plan = gateway.plan
+    headers = [plan.plan_header]
+    try:
+        body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
+        name = body.get("model") or body.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest("`model` must be a non-empty string")
+    except ClientGone:
+        return
+    except GatewayError as exc:
+        await send_json(send, exc.status, error_body(exc.message), headers)
+        return
+    entry = dict(_named(plan)).get(name)
+    if entry is None:
+        await send_json(send, 404, error_body(f"model '{name}' not found"), headers)
+        return
+    candidates = entry.candidates if isinstance(entry, Alias) else (entry,)
+    windows = [
+        window
+        for candidate in candidates
+        for route in candidate.routes
+        if (window := effective_context(route, candidate, gateway.facts)[0]) is not None
+    ]
+    requires = list(entry.requires) if isinstance(entry, Alias) else []
+    declared = set.intersection(*(set(c.capabilities or ()) for c in candidates)) if candidates else set()
+    capabilities = sorted({"completion", *requires, *declared})
+    description = entry.description if isinstance(entry, Alias) else ""
+    answer = {
+        "modelfile": "",
+        "parameters": "",
+        "template": "",
+        "license": "",
+        "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
+        "model_info": {
+            "general.architecture": "interlock",
+            "general.description": description or " -> ".join(c.id for c in candidates),
+            "interlock.context_length": max(windows) if windows else None,
+            "interlock.candidates": [c.id for c in candidates],
+            "interlock.requires": requires,
+        },
+        "capabilities": capabilities,
+        "modified_at": gateway.loaded_at,
+    }
+    await send_json(send, 200, orjson.dumps(answer), headers)
+
+
+async def ps(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+    """``GET /api/ps``: the models the workers report loaded (live metadata), as ``provider/model``."""
+    plan = gateway.plan
+    models = []
+    for cid, candidate in plan.candidates.items():
+        for route in candidate.routes:
+            if route.worker is None:
+                continue
+            loaded = gateway.facts.worker(route.endpoint.label).loaded or {}
+            if candidate.facts_key in loaded:
+                models.append(
+                    {
+                        "name": cid,
+                        "model": cid,
+                        "size": 0,
+                        "digest": "",
+                        "details": _details(candidate.kind),
+                        "context_length": loaded[candidate.facts_key],
+                        "worker": route.endpoint.label,
+                    }
+                )
+    await send_json(send, 200, orjson.dumps({"models": models}), [plan.plan_header])
+
+
+async def version(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+    await send_json(send, 200, orjson.dumps({"version": VERSION}), [gateway.plan.plan_header])
+
+
+async def root(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+    """``GET /`` and ``HEAD /``: what Ollama answers, so clients that check for a server find one."""
+    payload = b"Ollama is running"
+    headers = [
+        gateway.plan.plan_header,
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", b"%d" % len(payload)),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else payload})

@@ -1,0 +1,439 @@
+"""The OpenAI Responses surface: ``POST /v1/responses``, stateless.
+
+A Responses request becomes the internal (OpenAI Chat-shaped) form: ``instructions`` -> a system
+message; ``input`` as text -> one user message, as items -> messages (``input_text``/``output_text``
+parts -> text, ``input_image`` -> an image part), ``function_call`` items -> an assistant's
+``tool_calls`` (consecutive calls joined), ``function_call_output`` -> ``tool`` messages; ``reasoning``
+items are not sent on (they are the provider's hidden state); function ``tools`` (flat) -> Chat's nested
+tools; ``max_output_tokens`` -> ``max_tokens``; ``reasoning.effort`` -> ``reasoning_effort``;
+``text.format`` json_schema/json_object -> ``response_format``. ``previous_response_id`` is answered
+with a 400: the gateway stores no responses (send the whole conversation as ``input`` items).
+
+Answers are ``response`` objects (``output``: a ``reasoning`` item whose summary is the upstream's
+thinking text when there is one, a ``message`` with ``output_text``, ``function_call`` items;
+``status`` ``incomplete`` when the output limit was hit). Streams are typed SSE events
+(``response.created``, ``response.in_progress``, ``response.output_item.added``,
+``response.reasoning_summary_part.added``, ``response.reasoning_summary_text.delta``/``.done``,
+``response.content_part.added``, ``response.output_text.delta``/``.done``,
+``response.function_call_arguments.delta``/``.done``, ``response.output_item.done``,
+``response.completed``), each with a ``sequence_number``; a stream broken after it started ends with
+an ``error`` event and no ``response.completed``. Errors are OpenAI's ``{"error": {...}}``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import orjson
+
+from interlock.runtime.errors import InvalidRequest
+from interlock.runtime.lifecycle import Failure, Header, Parsed, StreamRender, Surface, json_type
+from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream, error_body
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_{random.getrandbits(96):024x}"
+
+
+# -- requests --------------------------------------------------------------------------------------
+
+
+def _part(part: Any, where: str) -> dict[str, Any]:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind in ("input_text", "output_text", "text"):
+        return {"type": "text", "text": part.get("text", "")}
+    if kind == "input_image" and isinstance(part.get("image_url"), str):
+        return {"type": "image_url", "image_url": {"url": part["image_url"]}}
+    raise InvalidRequest(f"`{where}`: a content part of type {kind!r} is not supported", param=where)
+
+
+def _content(content: Any, where: str) -> Any:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidRequest(f"`{where}` must be a string or an array of parts", param=where)
+    parts = [_part(part, f"{where}[{n}]") for n, part in enumerate(content)]
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _messages(items: Any) -> list[dict[str, Any]]:
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    if not isinstance(items, list) or not items:
+        raise InvalidRequest("`input` must be a string or a non-empty array of items", param="input")
+    out: list[dict[str, Any]] = []
+    for n, item in enumerate(items):
+        where = f"input[{n}]"
+        if not isinstance(item, dict):
+            raise InvalidRequest(f"`{where}` must be an object, not {json_type(item)}", param=where)
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                raise InvalidRequest(
+                    f"`{where}.role` must be user, assistant, system or developer", param=where
+                )
+            out.append({"role": role, "content": _content(item.get("content"), f"{where}.content")})
+        elif kind == "function_call":
+            call = {
+                "id": item.get("call_id", ""),
+                "type": "function",
+                "function": {"name": item.get("name", ""), "arguments": item.get("arguments") or "{}"},
+            }
+            previous = out[-1] if out else None
+            if previous is not None and previous["role"] == "assistant" and "tool_calls" in previous:
+                previous["tool_calls"].append(call)
+            else:
+                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            text = output if isinstance(output, str) else orjson.dumps(output).decode()
+            out.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": text})
+        elif kind == "reasoning":
+            continue
+        else:
+            raise InvalidRequest(f"`{where}`: an item of type {kind!r} is not supported", param=where)
+    return out
+
+
+def _tools(tools: Any) -> list[dict[str, Any]]:
+    if not isinstance(tools, list):
+        raise InvalidRequest("`tools` must be an array", param="tools")
+    out = []
+    for n, tool in enumerate(tools):
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type") != "function"
+            or not isinstance(tool.get("name"), str)
+        ):
+            raise InvalidRequest(
+                f"`tools[{n}]`: only function tools with a `name` are supported by this gateway",
+                param="tools",
+            )
+        function = {
+            k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
+        }
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _tool_choice(choice: Any) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise InvalidRequest("`tool_choice` must be auto, none, required or a function", param="tool_choice")
+
+
+def _response_format(text: Any) -> Any:
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict):
+        return None
+    kind = fmt.get("type")
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+        return {"type": "json_schema", "json_schema": schema}
+    return None
+
+
+def internal_request(body: dict[str, Any]) -> dict[str, Any]:
+    if body.get("previous_response_id") is not None:
+        raise InvalidRequest(
+            "`previous_response_id` is not supported: this gateway is stateless and stores no responses; "
+            "send the whole conversation as `input` items",
+            param="previous_response_id",
+        )
+    messages = _messages(body.get("input"))
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and instructions:
+        messages.insert(0, {"role": "system", "content": instructions})
+    internal: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    limit = body.get("max_output_tokens")
+    if limit is not None:
+        internal["max_tokens"] = limit
+    for key in ("temperature", "top_p", "parallel_tool_calls", "user"):
+        if body.get(key) is not None:
+            internal[key] = body[key]
+    if body.get("tools"):
+        internal["tools"] = _tools(body["tools"])
+        if body.get("tool_choice") is not None:
+            internal["tool_choice"] = _tool_choice(body["tool_choice"])
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
+        internal["reasoning_effort"] = reasoning["effort"]
+    response_format = _response_format(body.get("text"))
+    if response_format is not None:
+        internal["response_format"] = response_format
+    return internal
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    usage = usage if isinstance(usage, dict) else {}
+    prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
+    }
+
+
+def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+def _reasoning_item(item_id: str, text: str | None) -> dict[str, Any]:
+    summary = [{"type": "summary_text", "text": text}] if text is not None else []
+    return {"type": "reasoning", "id": item_id, "summary": summary}
+
+
+def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def _response(
+    response_id: str, model: str, output: list[dict[str, Any]], status: str, finish: str | None, usage: Any
+) -> dict[str, Any]:
+    incomplete = status == "completed" and finish == "length"
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "incomplete" if incomplete else status,
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "error": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "store": False,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "usage": _usage(usage) if usage is not None or status == "completed" else None,
+        "metadata": {},
+    }
+
+
+class _Events(StreamRender):
+    """Typed Responses events from OpenAI chunks: one open output item at a time."""
+
+    __slots__ = (
+        "_call",
+        "_finish",
+        "_id",
+        "_item",
+        "_model",
+        "_output",
+        "_seq",
+        "_started",
+        "_text",
+        "_usage",
+    )
+    headers: tuple[Header, ...] = SSE_HEADERS
+
+    def __init__(self, model: str) -> None:
+        self._model = model
+        self._id = _id("resp")
+        self._seq = 0
+        self._started = False
+        self._output: list[dict[str, Any]] = []
+        self._item: dict[str, Any] | None = None  # the open item: a message or a function call
+        self._text = ""  # the open message's text so far
+        self._call: int | None = None  # the open function call's index in the chunks
+        self._finish: str | None = None
+        self._usage: Any = None
+
+    def _event(self, kind: str, out: list[bytes], **data: Any) -> None:
+        data = {"type": kind, "sequence_number": self._seq, **data}
+        self._seq += 1
+        out.append(b"event: %b\ndata: %b\n\n" % (kind.encode(), orjson.dumps(data)))
+
+    def _open(self, item: dict[str, Any], out: list[bytes], call: int | None = None) -> None:
+        self._close(out)
+        self._item, self._text, self._call = item, "", call
+        self._event("response.output_item.added", out, output_index=len(self._output), item=item)
+        if item["type"] == "reasoning":
+            part: dict[str, Any] = {"type": "summary_text", "text": ""}
+            self._event(
+                "response.reasoning_summary_part.added",
+                out,
+                item_id=item["id"],
+                output_index=len(self._output),
+                summary_index=0,
+                part=part,
+            )
+        elif item["type"] == "message":
+            part = {"type": "output_text", "text": "", "annotations": []}
+            self._event(
+                "response.content_part.added",
+                out,
+                item_id=item["id"],
+                output_index=len(self._output),
+                content_index=0,
+                part=part,
+            )
+
+    def _close(self, out: list[bytes]) -> None:
+        item, self._item = self._item, None
+        if item is None:
+            return
+        index = len(self._output)
+        if item["type"] == "reasoning":
+            text = self._text
+            where = {"item_id": item["id"], "output_index": index, "summary_index": 0}
+            self._event("response.reasoning_summary_text.done", out, **where, text=text)
+            part: dict[str, Any] = {"type": "summary_text", "text": text}
+            self._event("response.reasoning_summary_part.done", out, **where, part=part)
+            item = _reasoning_item(item["id"], text)
+        elif item["type"] == "message":
+            text = self._text
+            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            self._event("response.output_text.done", out, **where, text=text, logprobs=[])
+            part = {"type": "output_text", "text": text, "annotations": []}
+            self._event("response.content_part.done", out, **where, part=part)
+            item = _message_item(item["id"], text, "completed")
+        else:
+            item["status"] = "completed"
+            self._event(
+                "response.function_call_arguments.done",
+                out,
+                item_id=item["id"],
+                output_index=index,
+                arguments=item["arguments"],
+            )
+        self._event("response.output_item.done", out, output_index=index, item=item)
+        self._output.append(item)
+
+    def chunk(self, chunk: dict[str, Any]) -> bytes:
+        out: list[bytes] = []
+        if not self._started:
+            self._started = True
+            response = _response(self._id, self._model, [], "in_progress", None, None)
+            self._event("response.created", out, response=response)
+            self._event("response.in_progress", out, response=response)
+        if chunk.get("usage"):
+            self._usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            thinking = delta.get("reasoning") or delta.get("reasoning_content")
+            if thinking:
+                if self._item is None or self._item["type"] != "reasoning":
+                    self._open(_reasoning_item(_id("rs"), None), out)
+                assert self._item is not None
+                self._text += thinking
+                self._event(
+                    "response.reasoning_summary_text.delta",
+                    out,
+                    item_id=self._item["id"],
+                    output_index=len(self._output),
+                    summary_index=0,
+                    delta=thinking,
+                )
+            text = delta.get("content")
+            if text:
+                if self._item is None or self._item["type"] != "message":
+                    self._open(_message_item(_id("msg"), "", "in_progress"), out)
+                assert self._item is not None
+                self._text += text
+                self._event(
+                    "response.output_text.delta",
+                    out,
+                    item_id=self._item["id"],
+                    output_index=len(self._output),
+                    content_index=0,
+                    delta=text,
+                    logprobs=[],
+                )
+            for call in delta.get("tool_calls") or ():
+                function = call.get("function") or {}
+                number = call.get("index", 0)
+                if self._item is None or self._call != number:
+                    call_id = call.get("id") or _id("call")
+                    item = _call_item(_id("fc"), call_id, function.get("name") or "", "", "in_progress")
+                    self._open(item, out, number)
+                assert self._item is not None
+                if function.get("arguments"):
+                    self._item["arguments"] += function["arguments"]
+                    self._event(
+                        "response.function_call_arguments.delta",
+                        out,
+                        item_id=self._item["id"],
+                        output_index=len(self._output),
+                        delta=function["arguments"],
+                    )
+        return b"".join(out)
+
+    def end(self) -> bytes:
+        out: list[bytes] = []
+        self._close(out)
+        response = _response(self._id, self._model, self._output, "completed", self._finish, self._usage)
+        self._event("response.completed", out, response=response)
+        return b"".join(out)
+
+    def error(self, message: str) -> bytes:
+        out: list[bytes] = []
+        self._event("error", out, code="stream_aborted", message=message, param=None)
+        return b"".join(out)
+
+
+class Responses(Surface):
+    """``POST /v1/responses``."""
+
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        model = check_model(body)
+        stream = check_stream(body)
+        internal = internal_request(body)
+        if stream:
+            internal["stream"] = True
+            internal["stream_options"] = {"include_usage": True}
+        return Parsed("chat", model, stream, internal, model)
+
+    def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        choice = (result.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        output: list[dict[str, Any]] = []
+        thinking = message.get("reasoning") or message.get("reasoning_content")
+        if thinking:
+            output.append(_reasoning_item(_id("rs"), thinking))
+        if message.get("content"):
+            output.append(_message_item(_id("msg"), message["content"], "completed"))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments or {}).decode()
+            output.append(
+                _call_item(
+                    _id("fc"), call.get("id") or _id("call"), function.get("name", ""), arguments, "completed"
+                )
+            )
+        finish = choice.get("finish_reason")
+        return orjson.dumps(
+            _response(_id("resp"), parsed.echo, output, "completed", finish, result.get("usage"))
+        )
+
+    def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
+        return _Events(parsed.echo)
+
+    def error(self, failure: Failure) -> bytes:
+        return error_body(failure.message, failure.type, param=failure.param, code=failure.code)

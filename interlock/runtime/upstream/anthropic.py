@@ -1,0 +1,53 @@
+"""The Anthropic adapter: OpenAI-shaped requests to the Messages API (``POST {base_url}/v1/messages``).
+
+Translation both ways lives in ``anthropic_wire``; this module only sends. The credential goes in
+``x-api-key`` with ``anthropic-version`` (the plan builds both headers, from ``interlock.kinds``).
+Status mapping is the shared one (``failures``): 429 rate limited, 529 overloaded is a 5xx (transient,
+the walk falls back), other 4xx deterministic. Probe: ``GET {base_url}/v1/models``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from interlock.runtime.errors import CannotServe, MalformedResponse
+from interlock.runtime.upstream import anthropic_wire
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.upstream.client import UpstreamClient
+from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
+
+
+class AnthropicAdapter(Adapter):
+    """Speaks Anthropic's Messages API at one base URL per provider."""
+
+    def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
+
+    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=False))
+        answer = await request_json(self._client, endpoint, "POST", "/v1/messages", payload)
+        return anthropic_wire.chat_completion(answer, model)
+
+    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+        payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=True))
+        options = body.get("stream_options")
+        include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        decoder = anthropic_wire.EventDecoder(model, endpoint, include_usage)
+        return await request_stream(self._client, endpoint, "/v1/messages", payload, decoder)
+
+    async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        refused = anthropic_wire.refusal("embeddings", body)
+        assert refused is not None
+        raise refused
+
+    def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+        return anthropic_wire.refusal(operation, body)
+
+    async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
+        probe = probe_endpoint(endpoint, timeout_s)
+        answer = await request_json(self._client, probe, "GET", "/v1/models", None)
+        if not isinstance(answer, dict):
+            raise MalformedResponse("model list is not a JSON object")

@@ -1,0 +1,306 @@
+"""OpenAI <-> Anthropic Messages, both ways: requests, answers and the SSE event stream.
+
+Requests: system messages are joined into ``system``; text parts -> text blocks; ``data:`` image URLs ->
+base64 image blocks, other URLs -> url image blocks; an assistant's ``tool_calls`` -> ``tool_use``
+blocks (arguments parsed); ``tool`` messages -> ``tool_result`` blocks in a user turn; consecutive turns
+of one role are merged (Anthropic wants them alternating). ``max_tokens`` is required there: the
+request's ``max_tokens``/``max_completion_tokens``/``options.num_predict``, else ``DEFAULT_MAX_TOKENS``.
+``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k`` (also from ``options``); tools ->
+``input_schema``; ``tool_choice`` auto/required/none/named -> auto/any/none/tool; ``parallel_tool_calls:
+false`` -> ``disable_parallel_tool_use``. Refused (``CannotServe``, another candidate may serve): ``n``
+above 1, ``logprobs``, ``audio``, embeddings.
+
+Answers: text blocks joined into ``content``, ``tool_use`` -> ``tool_calls``, ``thinking`` ->
+``reasoning``; ``stop_reason`` end_turn/stop_sequence -> stop, max_tokens -> length, tool_use ->
+tool_calls; usage from ``input_tokens``/``output_tokens``. A stream is complete only at
+``message_stop``; an ``error`` event raises the matching UpstreamError (``overloaded_error`` is a
+transient 529).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.upstream.failures import credentials, error_for_object
+from interlock.runtime.upstream.ollama_wire import completion_id
+
+DEFAULT_MAX_TOKENS = 4096
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+_STATUSES = {"overloaded_error": 529, "api_error": 500, "not_found_error": 404, "permission_error": 403}
+
+
+def refusal(operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+    if operation == "embeddings":
+        return CannotServe("Anthropic has no embeddings API", param="input")
+    n = body.get("n")
+    if n is not None and n != 1:
+        return CannotServe("Anthropic answers one choice per request; `n` is not 1", param="n")
+    for key in ("logprobs", "audio"):
+        if body.get(key):
+            return CannotServe(f"Anthropic cannot give `{key}`", param=key)
+    return None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        )
+    return ""
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else ():
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            blocks.append({"type": "text", "text": part.get("text", "")})
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            if not isinstance(url, str):
+                raise InvalidRequest("an `image_url` part has no url")
+            if url.startswith("data:"):
+                head, _, data = url.partition(",")
+                media = head[5:].split(";")[0] or "image/png"
+                blocks.append(
+                    {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+                )
+            else:
+                blocks.append({"type": "image", "source": {"type": "url", "url": url}})
+    return blocks
+
+
+def _arguments(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text or {}
+    try:
+        return orjson.loads(text or "{}")
+    except orjson.JSONDecodeError:
+        raise CannotServe(
+            "a tool call's arguments are not JSON; Anthropic takes objects", param="messages"
+        ) from None
+
+
+def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, Mapping):
+            raise InvalidRequest("every message must be an object")
+        role = message.get("role")
+        if role in ("system", "developer"):
+            system.append(_text(message.get("content")))
+            continue
+        if role == "tool":
+            role = "user"
+            blocks = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": message.get("tool_call_id", ""),
+                    "content": _text(message.get("content")),
+                }
+            ]
+        else:
+            role = "assistant" if role == "assistant" else "user"
+            blocks = _blocks(message.get("content"))
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") or {}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id", ""),
+                        "name": function.get("name", ""),
+                        "input": _arguments(function.get("arguments")),
+                    }
+                )
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return "\n".join(system), turns
+
+
+def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    out: dict[str, Any] | None
+    if choice is None or choice == "auto":
+        out = {"type": "auto"} if parallel is False else None
+    elif choice == "required":
+        out = {"type": "any"}
+    elif choice == "none":
+        out = {"type": "none"}
+    elif isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+        out = {"type": "tool", "name": choice["function"].get("name", "")}
+    else:
+        out = None
+    if out is not None and parallel is False and out["type"] != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def messages_request(body: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    system, turns = _turns(body.get("messages"))
+    options = body.get("options") if isinstance(body.get("options"), Mapping) else {}
+    assert isinstance(options, Mapping)
+    limit = body.get("max_tokens") or body.get("max_completion_tokens") or options.get("num_predict")
+    request: dict[str, Any] = {
+        "model": model,
+        "messages": turns,
+        "max_tokens": limit if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_TOKENS,
+    }
+    if system:
+        request["system"] = system
+    stop = body.get("stop", options.get("stop"))
+    if stop:
+        request["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    for key in ("temperature", "top_p", "top_k"):
+        value = body.get(key, options.get(key))
+        if value is not None:
+            request[key] = value
+    tools = body.get("tools")
+    if tools and body.get("tool_choice") != "none":
+        request["tools"] = [
+            {
+                "name": t["function"].get("name", ""),
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"].get("parameters") or {"type": "object"},
+            }
+            for t in tools
+            if isinstance(t, Mapping) and isinstance(t.get("function"), Mapping)
+        ]
+        choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
+        if choice is not None:
+            request["tool_choice"] = choice
+    if stream:
+        request["stream"] = True
+    return request
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    usage = usage if isinstance(usage, Mapping) else {}
+    prompt, completion = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def chat_completion(answer: Any, model: str) -> dict[str, Any]:
+    if not isinstance(answer, dict) or not isinstance(answer.get("content"), list):
+        raise MalformedResponse("Messages answer has no content list")
+    texts, thinking, calls = [], [], []
+    for block in answer["content"]:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "thinking":
+            thinking.append(block.get("thinking", ""))
+        elif kind == "tool_use":
+            arguments = orjson.dumps(block.get("input") or {}).decode()
+            function = {"name": block.get("name", ""), "arguments": arguments}
+            calls.append({"id": block.get("id", ""), "type": "function", "function": function})
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if thinking:
+        message["reasoning"] = "".join(thinking)
+    if calls:
+        message["tool_calls"] = calls
+    finish = _FINISH.get(str(answer.get("stop_reason")), "stop")
+    return {
+        "id": completion_id(),
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": _usage(answer.get("usage")),
+    }
+
+
+class EventDecoder:
+    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``."""
+
+    __slots__ = ("_blocks", "_calls", "_data", "_endpoint", "_head", "_include_usage", "_usage", "done")
+
+    def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
+        self._endpoint = endpoint
+        self._include_usage = include_usage
+        self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
+        self._data: list[bytes] = []
+        self._blocks: dict[int, int] = {}  # content block index -> tool call index
+        self._calls = 0
+        self._usage: dict[str, Any] = {}
+        self.done = False
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            if self._data:
+                self._dispatch(out)
+            return
+        if line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+
+    def end(self, out: deque[dict[str, Any]]) -> None:
+        if self._data:
+            self._dispatch(out)
+        if not self.done:
+            raise ProtocolFailure("stream ended before message_stop")
+
+    def _dispatch(self, out: deque[dict[str, Any]]) -> None:
+        data = b"\n".join(self._data)
+        self._data = []
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedResponse("stream event is not valid JSON") from exc
+        if not isinstance(event, dict):
+            raise MalformedResponse("stream event is not a JSON object")
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self._usage.update(message.get("usage") or {})
+            out.append(self._chunk({"role": "assistant", "content": ""}))
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                number = self._calls
+                self._calls += 1
+                self._blocks[event.get("index", 0)] = number
+                call = {"index": number, "id": block.get("id", ""), "type": "function"}
+                call["function"] = {"name": block.get("name", ""), "arguments": ""}
+                out.append(self._chunk({"tool_calls": [call]}))
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                out.append(self._chunk({"content": delta.get("text", "")}))
+            elif delta.get("type") == "thinking_delta":
+                out.append(self._chunk({"reasoning": delta.get("thinking", "")}))
+            elif delta.get("type") == "input_json_delta":
+                number = self._blocks.get(event.get("index", 0), 0)
+                call = {"index": number, "function": {"arguments": delta.get("partial_json", "")}}
+                out.append(self._chunk({"tool_calls": [call]}))
+        elif kind == "message_delta":
+            self._usage.update(event.get("usage") or {})
+            reason = (event.get("delta") or {}).get("stop_reason")
+            out.append(self._chunk({}, _FINISH.get(str(reason), "stop")))
+        elif kind == "message_stop":
+            if self._include_usage:
+                out.append({**self._head, "choices": [], "usage": _usage(self._usage)})
+            self.done = True
+        elif kind == "error":
+            error = dict(event.get("error") or {})
+            status = _STATUSES.get(str(error.get("type")))
+            if status is not None:
+                error["code"] = status
+            raise error_for_object(error, credentials(self._endpoint.headers))

@@ -1,0 +1,210 @@
+"""A pooled keep-alive connection that the upstream closed while it sat idle: the request is sent once
+more on a fresh connection; a fresh connection that fails, an answer cut after its first bytes and a
+dead upstream are reported as before (runtime/upstream/client.py's docstring states the rule).
+
+The fake upstream's ``disconnect`` fault aborts the connection after reading the request and before a
+byte of answer: on a kept-alive connection the gateway sees exactly what it sees when an upstream
+closed that connection while idle and the close had not been read yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+from aiohttp import HttpVersion11
+from aiohttp.http_parser import RawResponseMessage
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from interlock.runtime.errors import ConnectFailed, ProtocolFailure
+from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.upstream.client import (
+    RETRYABLE,
+    PoolConnector,
+    UpstreamClient,
+    adapter_for,
+    is_stale,
+)
+from interlock.testing.fake_ollama import FakeOllama
+from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.faults import Fault
+
+from .helpers import endpoint, text_of
+
+HI = {"model": "my-alias", "messages": [{"role": "user", "content": "hello there"}]}
+STREAM = {**HI, "stream": True}
+T = TypeVar("T")
+PARTIAL = RawResponseMessage(
+    HttpVersion11, 200, "OK", CIMultiDictProxy(CIMultiDict()), (), False, None, False, False
+)
+
+
+def _with_one_client(kind: str, fn: Callable[[Adapter], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with UpstreamClient.create() as client:
+            return await fn(adapter_for(kind, client))
+
+    return asyncio.run(go())
+
+
+async def _drain(chunks: Any) -> list[dict[str, Any]]:
+    return [chunk async for chunk in chunks]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_reused_connection_closed_before_the_answer_is_resent_on_a_fresh_one(
+    openai_fake: FakeOpenAI, streaming: bool
+) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+    opened = openai_fake.connections_opened
+
+    async def go(adapter: Adapter) -> Any:
+        await adapter.chat(ep, "m1", HI)  # the connection goes back to the pool
+        openai_fake.set_fault(Fault.disconnect(), times=1)
+        if streaming:
+            return await _drain(await adapter.chat_stream(ep, "m1", STREAM))
+        return await adapter.chat(ep, "m1", HI)
+
+    answer = _with_one_client("openai", go)
+    assert text_of(answer) if streaming else answer["choices"][0]["message"]["content"]
+    assert len(openai_fake.requests) == 3  # one answered, one cut on the reused connection, the resend
+    assert openai_fake.connections_opened - opened == 2  # the first connection, then a fresh one
+
+
+def test_ollama_resends_too(ollama_fake: FakeOllama) -> None:
+    ep = endpoint("ollama", ollama_fake.url, key=None)
+
+    async def go(adapter: Adapter) -> dict[str, Any]:
+        await adapter.chat(ep, "llama3.2:3b", HI)
+        ollama_fake.set_fault(Fault.disconnect(), times=1)
+        return await adapter.chat(ep, "llama3.2:3b", HI)
+
+    assert _with_one_client("ollama", go)["choices"][0]["message"]["content"]
+    assert len(ollama_fake.requests) == 3
+
+
+def test_a_fresh_connection_closed_before_the_answer_is_not_resent(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+    openai_fake.set_fault(Fault.disconnect(), times=1)
+
+    async def go(adapter: Adapter) -> Any:
+        return await adapter.chat(ep, "m1", HI)
+
+    with pytest.raises(
+        ProtocolFailure, match=r"^(server disconnected|connection reset|connection failed mid-exchange)$"
+    ):
+        _with_one_client("openai", go)
+    assert len(openai_fake.requests) == 1
+
+
+def test_the_resend_happens_once(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+
+    async def go(adapter: Adapter) -> Any:
+        await adapter.chat(ep, "m1", HI)
+        openai_fake.set_fault(Fault.disconnect(), times=2)
+        return await adapter.chat(ep, "m1", HI)
+
+    with pytest.raises(ProtocolFailure):
+        _with_one_client("openai", go)
+    assert len(openai_fake.requests) == 3  # answered, cut, resent and cut again: no third try
+
+
+def test_the_resend_skips_other_idle_connections_of_that_upstream(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+    opened = openai_fake.connections_opened
+
+    async def go(adapter: Adapter) -> Any:
+        await asyncio.gather(*(adapter.chat(ep, "m1", HI) for _ in range(3)))  # three pooled connections
+        openai_fake.set_fault(Fault.disconnect(), times=1)
+        return await adapter.chat(ep, "m1", HI)
+
+    assert _with_one_client("openai", go)["choices"][0]["message"]["content"]
+    assert openai_fake.connections_opened - opened == 4  # the resend did not take a pooled one
+
+
+def test_an_answer_cut_after_its_first_bytes_is_not_resent(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+
+    async def go(adapter: Adapter) -> Any:
+        await adapter.chat(ep, "m1", HI)
+        openai_fake.set_fault(Fault.cut_stream(after_chunks=1), times=1)
+        return await _drain(await adapter.chat_stream(ep, "m1", STREAM))
+
+    with pytest.raises(ProtocolFailure):
+        _with_one_client("openai", go)
+    assert len(openai_fake.requests) == 2
+
+
+def test_an_upstream_that_dies_with_a_request_on_a_pooled_connection_is_connect_failed() -> None:
+    with FakeOpenAI() as fake:
+        ep = endpoint("openai", fake.base_url)
+
+        async def go(adapter: Adapter) -> Any:
+            await adapter.chat(ep, "m1", HI)
+            fake.set_fault(Fault.hang())
+            pending = asyncio.ensure_future(adapter.chat(ep, "m1", HI))
+            # the request is on the pooled connection, unanswered (the fake's state, in its own thread)
+            while len(fake.requests) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            fake.refuse_connections()  # the box dies: that connection is reset, new ones refused
+            return await pending
+
+        with pytest.raises(ConnectFailed, match=r"^connection refused or unreachable$"):
+            _with_one_client("openai", go)
+
+
+def test_an_upstream_that_died_while_its_connection_sat_idle_is_connect_failed() -> None:
+    """The demo's step 3: the box dies, and the gateway's loop has not yet read the reset of the
+    connection idling in its pool (a loaded machine) when the next request takes that connection."""
+    with FakeOpenAI() as fake:
+        ep = endpoint("openai", fake.base_url)
+
+        async def go(adapter: Adapter) -> Any:
+            await adapter.chat(ep, "m1", HI)  # one connection, idle in the pool
+            fake.refuse_connections()  # reset, from the fake's own thread
+            while fake.open_connections:  # blocking on purpose: this loop must not read the reset
+                time.sleep(0.001)  # noqa: ASYNC251
+            return await adapter.chat(ep, "m1", HI)  # takes the pooled connection at once
+
+        with pytest.raises(ConnectFailed, match=r"^connection refused or unreachable$"):
+            _with_one_client("openai", go)
+
+
+@pytest.mark.parametrize(
+    ("exc", "stale"),
+    [
+        (aiohttp.ServerDisconnectedError(), True),
+        (aiohttp.ServerDisconnectedError(PARTIAL), False),  # part of an answer was parsed
+        (aiohttp.ClientConnectionResetError("Cannot write to closing transport"), True),
+        (aiohttp.ClientOSError(104, "Connection reset by peer"), True),
+        (aiohttp.ClientOSError(32, "Broken pipe"), True),
+        (aiohttp.ClientOSError(113, "No route to host"), False),
+    ],
+)
+def test_which_failures_count_as_a_stale_connection(exc: aiohttp.ClientError, stale: bool) -> None:
+    assert isinstance(exc, RETRYABLE)
+    assert is_stale(exc) is stale
+
+
+def test_the_bookkeeping_holds_nothing_once_requests_are_over(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+
+    async def go() -> list[int]:
+        async with UpstreamClient.create() as client:
+            adapter = adapter_for("openai", client)
+            await adapter.chat(ep, "m1", HI)
+            openai_fake.set_fault(Fault.disconnect(), times=1)
+            await adapter.chat(ep, "m1", HI)  # resent
+            openai_fake.set_fault(Fault.disconnect(), times=2)
+            with pytest.raises(ProtocolFailure):
+                await adapter.chat(ep, "m1", HI)  # resent, and failed again: reported
+            connector = client.session.connector
+            assert isinstance(connector, PoolConnector)
+            return [len(connector.reused), len(connector.fresh_only)]
+
+    assert asyncio.run(go()) == [0, 0]
