@@ -98,8 +98,8 @@ providers:
     api_key_env: CLAUDE_KEY
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
 health:
-  probe_interval: 300ms
-  probe_timeout: 250ms
+  probe_interval: 1s  # generous: a live box must not look down on a busy 2-core CI machine
+  probe_timeout: 900ms
   failure_threshold: 1
   open_for: 60s
   rate_limit_open_for: 30s
