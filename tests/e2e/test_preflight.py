@@ -48,7 +48,7 @@ providers:
     kind: openai
     base_url: "{cloud}/v1"
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
-health: {{probe_interval: 300ms, probe_timeout: 250ms, failure_threshold: 1, open_for: 60s}}
+health: {{probe_interval: 1s, probe_timeout: 900ms, failure_threshold: 1, open_for: 60s}}
 aliases:
   pf/vision: {{chain: [gpu/llama3.2:3b, gpu/gemma3:12b]}}
   pf/tools: {{chain: [gpu/gemma3:12b, gpu/llama3.2:3b]}}

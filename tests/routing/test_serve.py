@@ -30,7 +30,7 @@ providers:
     workers:
 {workers}
   cloud: {{kind: openai, base_url: "{cloud}", api_key_env: CLOUD_KEY}}
-health: {{probe_interval: 300ms, probe_timeout: 250ms}}
+health: {{probe_interval: 1s, probe_timeout: 900ms}}
 routing: {routing}
 aliases:
   t/chat: {{chain: [local/{model}, cloud/c1]}}
