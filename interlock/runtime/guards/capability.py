@@ -15,10 +15,12 @@ from interlock.runtime.facts import FactsTable
 from interlock.runtime.fit import capabilities_on
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.metrics import Metrics
+from interlock.runtime.needs import COMPLETION, EMBEDDING
 from interlock.runtime.preflight import Misfit
 
 log = logging.getLogger("interlock.preflight")
-PLAIN = (frozenset({"completion"}), frozenset({"embedding"}))
+PLAIN = (COMPLETION, EMBEDDING)
+"""What a plain chat or embedding request needs: not knowing the capabilities is no news then."""
 
 
 class CapabilityGuard(Guard):
