@@ -2,11 +2,12 @@
 
 Per Ollama worker: ``GET /api/ps`` every round (loaded models and their context change with every load),
 ``GET /api/tags`` and ``POST /api/show`` per (worker, model of the plan) once their facts are older than
-``preflight.metadata_ttl``. Results go into the ``FactsTable`` as whole new entries; a failed fetch is
-counted and logged and leaves the facts unknown (or, for /api/show and /api/tags, as last seen): unknown
-never blocks a request. Parsing follows Ollama's wire format: capabilities from ``capabilities``, the
-model's maximum from ``model_info["<general.architecture>.context_length"]``, the Modelfile's ``num_ctx``
-from ``parameters`` (one ``key value`` per line, keys padded with spaces).
+``preflight.metadata_ttl``; a worker that cannot be reached for ``/api/ps`` (refused, or no answer in
+time) is asked nothing else that round. Results go into the ``FactsTable`` as whole new entries; a
+failed fetch is counted and logged and leaves the facts unknown (or, for /api/show and /api/tags, as
+last seen): unknown never blocks a request. Parsing follows Ollama's wire format: capabilities from
+``capabilities``, the model's maximum from ``model_info["<general.architecture>.context_length"]``, the
+Modelfile's ``num_ctx`` from ``parameters`` (one ``key value`` per line, keys padded with spaces).
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from interlock.runtime.errors import UpstreamError
+from interlock.runtime.errors import (
+    ConnectFailed,
+    ConnectTimeout,
+    FirstByteTimeout,
+    TotalTimeout,
+    UpstreamError,
+)
 from interlock.runtime.facts import FactsTable, ModelInfo
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan, ollama_name
@@ -25,6 +32,10 @@ from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.ollama import OllamaAdapter
 
 log = logging.getLogger("interlock.metadata")
+UNREACHABLE: Any = object()  # a fetch that reached nobody: the worker's other fetches this round are skipped
+# At start, 200 refusing workers with 60 models each would otherwise cost 12,000 /api/show attempts
+# before the gateway is ready (bench/serve_start.py); a hanging one, three timeouts in a row.
+_NO_ANSWER = (ConnectFailed, ConnectTimeout, FirstByteTimeout, TotalTimeout, TimeoutError)
 Clock = Callable[[], float]
 
 
@@ -130,6 +141,9 @@ class MetadataFetcher:
         label = endpoint.label
         now = self.clock()
         loaded = await self._fetch(adapter, endpoint, "/api/ps", None, timeout_s)
+        if loaded is UNREACHABLE:  # nothing else would answer either: the next round tries again
+            self.facts.put_loaded(label, None, now)
+            return
         self.facts.put_loaded(label, parse_ps(loaded) if loaded is not None else None, now)
         worker = self.facts.worker(label)
         if worker.installed_at is None or now - worker.installed_at >= ttl:
@@ -147,7 +161,8 @@ class MetadataFetcher:
     async def _fetch(
         self, adapter: OllamaAdapter, endpoint: Endpoint, path: str, model: str | None, timeout_s: float
     ) -> Any:
-        """The JSON answer, or None (counted, logged) when the worker could not say."""
+        """The JSON answer, or None (counted, logged) when the worker could not say, or ``UNREACHABLE``
+        when it could not be reached at all (refused, or no answer in time)."""
         try:
             answer = await asyncio.wait_for(
                 adapter.metadata(endpoint, path, model, timeout_s), timeout_s + 1.0
@@ -158,6 +173,6 @@ class MetadataFetcher:
             log.debug(
                 "metadata: %s %s%s failed (%s)", endpoint.label, path, f" {model}" if model else "", result
             )
-            return None
+            return UNREACHABLE if isinstance(exc, _NO_ANSWER) else None
         self.metrics.metadata_fetches.labels(endpoint.label, path, "ok").inc()
         return answer

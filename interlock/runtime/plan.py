@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from interlock.kinds import KINDS
 from interlock.runtime.cors import CorsPolicy
@@ -280,14 +281,13 @@ def load_plan(data: Mapping[str, Any], env: Mapping[str, str], *, origin: str = 
             f"{origin}: plan format_version {version!r} is not supported (this interlock reads version "
             f"{PLAN_FORMAT_VERSION}); recompile it with this version of `interlock compile`"
         )
-    _validate_schema(data, origin)
+    plan = _validated(data, origin)
     expected = content_hash(dict(data))
     if data["content_hash"] != expected:
         raise PlanError(
             f"{origin}: content_hash {data['content_hash']} does not match the plan's content "
             f"({expected}); the plan was edited after compiling: recompile it"
         )
-    plan = RoutingPlan.model_validate(dict(data))
     _check_references(plan, origin)
     return build_tables(plan, env, origin=origin)
 
@@ -401,6 +401,27 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         secrets=tuple(secrets),
         cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
     )
+
+
+def _validated(data: Mapping[str, Any], origin: str) -> RoutingPlan:
+    """The plan model of ``data``, or PlanError worded by ``plan.schema.json``.
+
+    ``plan.schema.json`` is generated from ``RoutingPlan`` (``interlock schema``; a test keeps the
+    committed file current), so pydantic's strict validation checks the same types, bounds, required
+    and forbidden keys (strict: no coercion, a string is never read as a number or a boolean, as in
+    JSON Schema) in about 1/100 of the time jsonschema takes: 0.1 s instead of 6-15 s on a 10,000-alias
+    plan (bench/serve_start.py). The slower validator runs only on a plan that fails, to word the
+    errors by JSON path; whatever it does not find (a check only the model makes) is worded by pydantic.
+    """
+    try:
+        return RoutingPlan.model_validate(data, strict=True)
+    except ValidationError as exc:
+        _validate_schema(data, origin)
+        shown = [f"{_json_path(e['loc'])}: {e['msg']}" for e in exc.errors()[:5]]
+        more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+        raise PlanError(
+            f"{origin}: the plan is not a valid routing plan: " + "; ".join(shown) + more
+        ) from None
 
 
 def _spill(count: int, on_saturation: str, fallback_after_ms: int | None) -> tuple[float | None, ...]:

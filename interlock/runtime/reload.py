@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
@@ -63,6 +64,10 @@ async def read_in_child(
             raise PlanError(
                 f"reading the new plan took longer than {timeout_s:g} s; it was stopped"
             ) from None
+        # The loop's reader (uvloop's) made the pipe non-blocking; a plan larger than the pipe's buffer
+        # then arrives in pieces, and a non-blocking recv() fails between them (BlockingIOError).
+        loop.remove_reader(receiver.fileno())
+        os.set_blocking(receiver.fileno(), True)
         try:
             ok, value = await asyncio.to_thread(receiver.recv)
         except EOFError:

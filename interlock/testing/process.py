@@ -85,6 +85,11 @@ class FakeProcess:
         result: list[dict[str, Any]] = self._control("GET", "/_fake/requests", None)
         return result
 
+    def streams(self) -> dict[str, int]:
+        """How the fake's streamed answers ended: ``started``, ``finished``, ``cut``, ``open``."""
+        result: dict[str, int] = self._control("GET", "/_fake/streams", None)
+        return result
+
     def clear_requests(self) -> None:
         self._control("POST", "/_fake/requests/clear", {})
 

@@ -65,6 +65,28 @@ class ErrorAnswer:
 
 
 Answer = JsonAnswer | StreamAnswer | ErrorAnswer
+
+
+@dataclass(slots=True)
+class StreamCount:
+    """How the fake's streamed answers ended, so a test can prove the gateway closed every one.
+
+    ``cut``: the connection was lost before the last chunk was written (the client left, or a fault
+    cut it); ``open``: started and not yet ended either way. Updated on the fake's loop only.
+    """
+
+    started: int = 0
+    finished: int = 0
+    cut: int = 0
+
+    @property
+    def open(self) -> int:
+        return self.started - self.finished - self.cut
+
+    def as_dict(self) -> dict[str, int]:
+        return {"started": self.started, "finished": self.finished, "cut": self.cut, "open": self.open}
+
+
 Route = Callable[[Incoming], Answer]
 
 
@@ -90,11 +112,13 @@ class FakeServer:
             ("POST", "/_fake/clear"): self._control_clear,
             ("GET", "/_fake/requests"): self._control_requests,
             ("POST", "/_fake/requests/clear"): self._control_clear_requests,
+            ("GET", "/_fake/streams"): self._control_streams,
         }
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._connections: set[Connection] = set()
         self.connections_opened = 0  # TCP connections accepted so far (keep-alive shows as reuse)
+        self.streams = StreamCount()
         self.in_flight = 0  # requests being answered slowly (a fault, a paced stream) right now
         self.peak_in_flight = 0  # the most there ever were at once (``clear_requests`` resets it)
         self._listener: asyncio.AbstractServer | None = None
@@ -394,10 +418,28 @@ class FakeServer:
             cut_at = fault.after_chunks
         if cut_at < 0 and not self.reply.chunk_delay_s:
             conn.respond_chunked(200, answer.content_type, [*answer.frames, answer.trailer])
+            self.streams.started += 1
+            self.streams.finished += 1
             return None
         return self._stream_slowly(conn, answer, fault, cut_at)
 
     async def _stream_slowly(
+        self, conn: Connection, answer: StreamAnswer, fault: Fault | None, cut_at: int
+    ) -> None:
+        """A stream written chunk by chunk; ``self.streams`` counts how it ended."""
+        streams = self.streams
+        streams.started += 1
+        try:
+            await self._write_slowly(conn, answer, fault, cut_at)
+        except BaseException:  # cancelled when the connection is lost: the client closed it mid-stream
+            streams.cut += 1
+            raise
+        if conn.open:
+            streams.finished += 1
+        else:
+            streams.cut += 1
+
+    async def _write_slowly(
         self, conn: Connection, answer: StreamAnswer, fault: Fault | None, cut_at: int
     ) -> None:
         conn.start_chunked(200, answer.content_type)
@@ -441,6 +483,9 @@ class FakeServer:
     def _control_clear_requests(self, incoming: Incoming) -> Answer:
         self.clear_requests()
         return JsonAnswer({"ok": True})
+
+    def _control_streams(self, incoming: Incoming) -> Answer:
+        return JsonAnswer(self.streams.as_dict())
 
     def _control_requests(self, incoming: Incoming) -> Answer:
         return JsonAnswer(

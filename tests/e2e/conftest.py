@@ -69,6 +69,10 @@ providers:
     kind: ollama
     timeouts: {{connect: 1s, first_byte: 5s, total: 30s}}
     workers: [{{name: slow1, url: "{slow}"}}]
+  crowd:
+    kind: ollama
+    timeouts: {{connect: 1s, first_byte: 5s, total: 30s}}
+    workers: [{{name: crowd1, url: "{crowd}", max_concurrent: 20, model_concurrency: {{"*": 20}}}}]
   alpha:
     kind: openai
     base_url: "{alpha}/v1"
@@ -115,6 +119,7 @@ aliases:
   e2e/gone: {{description: dies later, chain: [gone/llama3.2:3b, bravo/b-gone]}}
   e2e/embed: {{description: embeddings, chain: [box/nomic-embed-text, alpha/a-embed]}}
   e2e/slowstream: {{description: slow stream, chain: [slowbox/llama3.2:3b]}}
+  e2e/crowd: {{description: many slow streams, chain: [crowd/llama3.2:3b]}}
   e2e/malformed: {{description: unreadable answer, chain: [alpha/a-malformed, bravo/b-malformed]}}
   e2e/endless: {{description: endless answer, chain: [alpha/a-endless, bravo/b-endless]}}
   e2e/endless2: {{description: endless stream line, chain: [alpha/a-endless2, bravo/b-endless2]}}
@@ -151,6 +156,7 @@ class Fakes:
     wrong: FakeOpenAI
     slow: FakeOllama
     tight: FakeOllama
+    crowd: FakeOllama
     claude: FakeAnthropic
     void: FakeOllama
 
@@ -165,6 +171,7 @@ class Fakes:
             wrong=self.wrong.url,
             slow=self.slow.url,
             tight=self.tight.url,
+            crowd=self.crowd.url,
             claude=self.claude.url,
             void=self.void.url,
         )
@@ -182,6 +189,7 @@ def fakes() -> Iterator[Fakes]:
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
         slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),
         tight=FakeOllama(name="tight").start(),
+        crowd=FakeOllama(name="crowd", reply=Reply(text=" ".join(["word"] * 30), chunk_delay_s=0.05)).start(),
         claude=FakeAnthropic(name="claude", api_key=CLAUDE_KEY).start(),
         void=FakeOllama(name="void").start(),
     )

@@ -32,3 +32,13 @@ class SlowSource:
 
     def __call__(self) -> RuntimePlan:
         return self.load(self.read())
+
+
+@dataclass(frozen=True)
+class BigRead:
+    """A ``read`` whose answer is far larger than a pipe's buffer (64 KiB on Linux)."""
+
+    entries: int
+
+    def __call__(self) -> dict[str, Any]:
+        return {f"alias-{i:06d}": {"description": "x" * 200} for i in range(self.entries)}

@@ -92,6 +92,28 @@ def test_a_plan_that_breaks_the_schema_is_refused(plan_data: PlanData) -> None:
         build(data)
 
 
+def test_the_plan_is_read_strictly_as_json_schema_reads_it(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["server"]["max_connections"] = "64"  # pydantic's lax mode would read it as 64
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: the plan does not match plan.schema.json: "
+        r"server.max_connections: '64' is not of type 'integer'$",
+    ):
+        build(rehash(data))
+
+
+def test_what_only_the_model_refuses_is_worded_by_the_model(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["server"]["max_connections"] = 64.0  # an integer to JSON Schema, a float to the strict model
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: the plan is not a valid routing plan: "
+        r"server.max_connections: Input should be a valid integer$",
+    ):
+        build(rehash(data))
+
+
 def test_a_plan_edited_after_compiling_is_refused(plan_data: PlanData) -> None:
     data = plan_data()
     data["aliases"]["t/chat"]["candidates"].reverse()

@@ -228,6 +228,9 @@ def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_pat
     # worker b (port 8) refuses: unknown, counted, never an exception
     assert facts.worker("local@b").loaded is None
     assert metrics.metadata_fetches.labels("local@b", "/api/ps", "connect").value == 3
+    # ... and, unreachable, it is asked nothing else in those rounds
+    assert metrics.metadata_fetches.labels("local@b", "/api/tags", "connect").value == 0
+    assert metrics.metadata_fetches.labels("local@b", "/api/show", "connect").value == 0
 
 
 def test_a_top_level_num_ctx_is_the_callers_too_and_checked_the_same_way() -> None:

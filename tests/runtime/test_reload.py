@@ -116,3 +116,16 @@ def test_stopping_the_gateway_during_a_reload_stops_the_reading_process(
     except ProcessLookupError:
         return
     raise AssertionError(f"the reading process {pid} is still running")
+
+
+def test_a_plan_larger_than_the_pipe_buffer_comes_through_under_uvloop() -> None:
+    """uvloop's reader leaves the pipe non-blocking: a big plan arrives in pieces (BlockingIOError once)."""
+    import uvloop
+
+    from interlock.runtime.reload import read_in_child
+    from tests.runtime.slow_source import BigRead
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        data = runner.run(read_in_child(BigRead(20_000), timeout_s=60))
+    assert len(data) == 20_000
+    assert data["alias-019999"] == {"description": "x" * 200}
