@@ -13,10 +13,11 @@ The policies see only what a proxy sees (its own requests in flight), never the 
 policy starts from fresh boxes with the same models preloaded, and replays the same schedule.
 
 The last row, ``interlock (adaptive)``, replays the same schedule through a real ``interlock serve``
-process in front of fresh boxes: worker scoring (``runtime.scoring``) from what the gateway gathers
-outside the request path (``/api/ps``, ``/api/tags`` and the boxes' telemetry documents every probe
-round, learned tokens/s from finished answers), each box declared with ``max_concurrent: 4`` like the
-proxies and per-model slots equal to the boxes' parallelism. Its TTFT is measured at the client, on
+process in front of fresh boxes: worker choice by expected seconds to start (``runtime.scoring``) from
+what the gateway gathers outside the request path (``/api/ps``, ``/api/tags`` and the boxes' telemetry
+documents every probe round, learned service and load times from finished answers), each box declared
+with ``max_concurrent: 4`` (the cap first-available honours; round-robin and least-connections send
+without one) and per-model slots equal to the boxes' parallelism. Its TTFT is measured at the client, on
 the gateway's first SSE chunk (OpenAI format), so it includes the gateway's own overhead.
 
     .venv/bin/python bench/fleet.py [--workers 3] [--requests 300] [--seed 11] [--scale 0.05] [--json FILE]

@@ -40,6 +40,7 @@ class WorkerFacts:
 
 
 _NO_WORKER = WorkerFacts(None, None, None, None)
+MAX_SIZES = 4096
 
 
 class FactsTable:
@@ -48,6 +49,7 @@ class FactsTable:
     def __init__(self) -> None:
         self._models: dict[tuple[str, str], ModelInfo] = {}
         self._workers: dict[str, WorkerFacts] = {}
+        self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
 
@@ -56,6 +58,12 @@ class FactsTable:
 
     def worker(self, label: str) -> WorkerFacts:
         return self._workers.get(label, _NO_WORKER)
+
+    def size(self, model: str) -> int | None:
+        """Bytes ``model`` takes when loaded (as a worker's ``/api/ps`` last said, else its size on disk
+        from ``/api/tags``); None when no worker said."""
+        known = self._sizes.get(model)
+        return known[0] if known is not None else None
 
     def loaded_context(self, label: str, model: str) -> int | None:
         """The context ``model`` is loaded with on the worker now; None when not loaded or not known."""
@@ -94,6 +102,16 @@ class FactsTable:
     def put_installed(self, label: str, installed: frozenset[str], at: float) -> None:
         old = self.worker(label)
         self._workers[label] = WorkerFacts(installed, at, old.loaded, old.loaded_at)
+
+    def put_sizes(self, sizes: Mapping[str, int], loaded: bool = True) -> None:
+        """Model sizes from ``/api/ps`` (``loaded``) or ``/api/tags``; a loaded size is not replaced by
+        a size on disk."""
+        for model, size in sizes.items():
+            known = self._sizes.get(model)
+            if loaded or known is None or not known[1]:
+                self._sizes[model] = (size, loaded)
+        while len(self._sizes) > MAX_SIZES:
+            del self._sizes[next(iter(self._sizes))]
 
     def model_age(self, label: str, model: str, now: float) -> float | None:
         info = self._models.get((label, model))

@@ -95,6 +95,21 @@ def parse_tags(answer: Any) -> frozenset[str] | None:
     return frozenset(ollama_name(n) for n in names if isinstance(n, str))
 
 
+def parse_sizes(answer: Any) -> dict[str, int]:
+    """Model -> bytes from ``/api/ps`` (``size_vram``, else ``size``) or ``/api/tags`` (``size``, on
+    disk: about what a load takes in VRAM); entries without a positive size are left out."""
+    models = answer.get("models") if isinstance(answer, Mapping) else None
+    sizes: dict[str, int] = {}
+    for entry in models if isinstance(models, list) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        name = entry.get("name") or entry.get("model")
+        size: Any = entry.get("size_vram") if _positive(entry.get("size_vram")) else entry.get("size")
+        if isinstance(name, str) and _positive(size):
+            sizes[ollama_name(name)] = int(size)
+    return sizes
+
+
 def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -145,11 +160,14 @@ class MetadataFetcher:
             self.facts.put_loaded(label, None, now)
             return
         self.facts.put_loaded(label, parse_ps(loaded) if loaded is not None else None, now)
+        self.facts.put_sizes(parse_sizes(loaded))
         worker = self.facts.worker(label)
         if worker.installed_at is None or now - worker.installed_at >= ttl:
-            installed = parse_tags(await self._fetch(adapter, endpoint, "/api/tags", None, timeout_s))
+            tags = await self._fetch(adapter, endpoint, "/api/tags", None, timeout_s)
+            installed = parse_tags(tags)
             if installed is not None:
                 self.facts.put_installed(label, installed, now)
+                self.facts.put_sizes(parse_sizes(tags), loaded=False)
         stale = [m for m in models if (age := self.facts.model_age(label, m, now)) is None or age >= ttl]
         shown = await asyncio.gather(
             *(self._fetch(adapter, endpoint, "/api/show", m, timeout_s) for m in stale)

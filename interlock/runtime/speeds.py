@@ -1,7 +1,9 @@
 """Learned output speed and service time per (worker, model): EWMAs from real completed Ollama requests.
 
 The only source is Ollama's own final message of a request a caller made (``eval_count`` tokens in
-``eval_duration`` ns; service time ``total_duration`` less ``load_duration``); probes never feed it.
+``eval_duration`` ns; service time ``total_duration`` less ``load_duration``; a model load's time
+``load_duration``, when the request loaded its model); probes never feed it. Load times are also kept
+per worker and across the fleet (any model), the fallback for a model never yet loaded there.
 Keys are the worker's endpoint label and the model as Ollama names it (``FactsTable``'s keys).
 Recording is one dictionary write at the end of a call; the scorer and the slot guard read it.
 The book is bounded (``MAX_ENTRIES``, least recently updated dropped first).
@@ -30,6 +32,8 @@ STATE_VERSION = 1
 STATE_KIND = "interlock-speeds"
 MAX_ENTRIES = 4096
 MIN_EVAL_TOKENS = 4  # shorter answers say more about overhead than about speed
+MIN_LOAD_NS = 50_000_000  # shorter: Ollama found the model loaded (a warm request reports a few ms)
+FLEET = ""  # the key of the fleet-wide load time in ``_loads``
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,7 @@ class Speed:
     tokens_per_s: float
     samples: int
     service_s: float | None = None  # one request's time on the worker, a model load excluded
+    load_s: float | None = None  # one load of the model on the worker
 
 
 class SpeedBook:
@@ -46,6 +51,8 @@ class SpeedBook:
         self.smoothing = smoothing
         self.max_entries = max_entries
         self._speeds: OrderedDict[tuple[str, str], Speed] = OrderedDict()
+        self._loads: dict[str, float] = {}  # worker label (FLEET: all) -> EWMA load seconds, any model
+        self._pending_load: dict[tuple[str, str], float] = {}  # a load seen before any speed sample
         self.changed = False  # since the last ``dump``
 
     def get(self, label: str, model: str) -> float | None:
@@ -57,14 +64,40 @@ class SpeedBook:
         speed = self._speeds.get((label, model))
         return None if speed is None else speed.service_s
 
+    def load_time(self, label: str, model: str) -> float | None:
+        """Learned seconds a load of ``model`` takes on the worker: of that model there, else of any
+        model there, else of any model on any worker; None before the first load seen."""
+        speed = self._speeds.get((label, model))
+        if speed is not None and speed.load_s is not None:
+            return speed.load_s
+        return self._loads.get(label, self._loads.get(FLEET))
+
     def observe(self, label: str, model: str, final: Mapping[str, Any]) -> None:
-        """Ollama's final message of a finished chat: its output speed and service time."""
+        """Ollama's final message of a finished chat: its output speed, service time and load time."""
         total, load = final.get("total_duration"), final.get("load_duration")
         service: int | None = None
+        loaded = load if isinstance(load, int) and not isinstance(load, bool) and load > 0 else 0
         if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-            loaded = load if isinstance(load, int) and not isinstance(load, bool) and load > 0 else 0
             service = max(total - loaded, 0)
+        if loaded >= MIN_LOAD_NS:
+            self.record_load(label, model, loaded)
         self.record(label, model, final.get("eval_count"), final.get("eval_duration"), service)
+
+    def record_load(self, label: str, model: str, load_ns: int) -> None:
+        """One load of ``model`` on the worker took ``load_ns``."""
+        sample, a = load_ns / 1e9, self.smoothing
+        for key in (label, FLEET):
+            old_any = self._loads.get(key)
+            self._loads[key] = sample if old_any is None else a * sample + (1 - a) * old_any
+        old = self._speeds.get((label, model))
+        if old is not None:
+            learned = sample if old.load_s is None else a * sample + (1 - a) * old.load_s
+            self._speeds[(label, model)] = Speed(old.tokens_per_s, old.samples, old.service_s, learned)
+        else:
+            self._pending_load[(label, model)] = sample
+            if len(self._pending_load) > self.max_entries:
+                del self._pending_load[next(iter(self._pending_load))]
+        self.changed = True
 
     def record(
         self, label: str, model: str, eval_count: Any, eval_duration_ns: Any, service_ns: int | None = None
@@ -79,15 +112,18 @@ class SpeedBook:
         key = (label, model)
         old = self._speeds.pop(key, None)
         if old is None:
-            new = Speed(sample, 1, service)
+            new = Speed(sample, 1, service, self._pending_load.pop(key, None))
         else:
             a = self.smoothing
             if service is not None and old.service_s is not None:
-                service = a * service + (1 - a) * old.service_s
+                # service times are heavy-tailed (short and long answers): a mean, not the last few
+                b = max(1 / (old.samples + 1), a / 3)
+                service = b * service + (1 - b) * old.service_s
             new = Speed(
                 a * sample + (1 - a) * old.tokens_per_s,
                 old.samples + 1,
                 service if service is not None else old.service_s,
+                old.load_s,
             )
         self._speeds[key] = new
         while len(self._speeds) > self.max_entries:
@@ -104,6 +140,8 @@ class SpeedBook:
             }
             if speed.service_s is not None:
                 entry["service_s"] = round(speed.service_s, 3)
+            if speed.load_s is not None:
+                entry["load_s"] = round(speed.load_s, 3)
             out.setdefault(label, {})[model] = entry
         return out
 
@@ -119,6 +157,7 @@ class SpeedBook:
                     "tokens_per_s": s.tokens_per_s,
                     "samples": s.samples,
                     "service_s": s.service_s,
+                    "load_s": s.load_s,
                 }
                 for (label, model), s in self._speeds.items()
             ],
@@ -151,15 +190,20 @@ class SpeedBook:
             if not isinstance(tps, int | float) or isinstance(tps, bool) or not 0 < tps < 1e7:
                 continue
             count = samples if isinstance(samples, int) and samples > 0 else 1
-            service = row.get("service_s")
-            kept: float | None = None
-            if isinstance(service, int | float) and not isinstance(service, bool) and 0 < service < 1e6:
-                kept = float(service)
-            self._speeds[(label, model)] = Speed(float(tps), count, kept)
+            kept, load = _seconds(row.get("service_s")), _seconds(row.get("load_s"))
+            self._speeds[(label, model)] = Speed(float(tps), count, kept, load)
+            if load is not None:
+                for key in (label, FLEET):
+                    self._loads[key] = load if key not in self._loads else (self._loads[key] + load) / 2
             taken += 1
         if taken < len(rows):
             log.warning("%s: %d malformed speed entries ignored", origin, len(rows) - taken)
         return taken
+
+
+def _seconds(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1e6
+    return float(value) if ok else None
 
 
 def read_state(book: SpeedBook, path: Path) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.plan import RuntimePlan, load_plan
-from interlock.runtime.scoring import PARTS, Scorer, backend_occupancy
+from interlock.runtime.scoring import DEFAULT_LOAD_S, PARTS, Scorer, backend_occupancy
 from interlock.runtime.speeds import SpeedBook
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
@@ -90,3 +94,58 @@ def test_a_worker_above_avoid_vram_percent_is_not_asked_to_load(tmp_path: Path) 
     rig.facts.put_loaded("local@b", {}, 1.0)
     assert rig.order() == ["a", "b"]  # loaded there already: no load, no penalty
     assert rig.parts("a")["avoid_load"] == 0.0
+
+
+def test_expected_seconds_order_a_queue_against_a_load_elsewhere(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.facts.put_loaded("local@a", {"m:latest": 4096}, 1.0)
+    rig.facts.put_loaded("local@b", {}, 1.0)
+    rig.speeds.observe(
+        "local@a", "m:latest", {"eval_count": 50, "eval_duration": 10**9, "total_duration": 10**9}
+    )
+
+    async def fill(n: int) -> list[Any]:
+        return [await rig.slots.acquire("a", "m", 2, wait=False) for _ in range(n)]
+
+    leases = asyncio.run(fill(2))  # a's two slots busy: one request waits 1 s (learned) / 2 slots
+    assert rig.order() == ["a", "b"]  # 0.5 s of queue beats the default 3 s load
+    assert rig.scorer.last["a"].expected_s == 0.5
+    assert rig.scorer.last["b"].expected_s == DEFAULT_LOAD_S
+    rig.speeds.record_load("local@b", "m:latest", 400_000_000)  # a load on b is learned: 0.4 s
+    assert rig.order() == ["b", "a"]
+    rig.scorer.sent(rig.candidate, rig.candidate.routes[1])  # b is loading it now: done in 0.4 s
+    rig.now += 0.3
+    assert rig.order() == ["b", "a"]
+    assert rig.scorer.last["b"].expected_s == pytest.approx(0.1)
+    assert all(lease is not None for lease in leases)
+
+
+def test_a_load_that_needs_room_waits_for_busy_models_and_holds_up_what_follows(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    gib = 1024**3
+    rig.facts.put_sizes({"m:latest": 10 * gib, "x:latest": 10 * gib, "y:latest": 10 * gib}, loaded=False)
+    for worker in ("a", "b"):
+        gpu = GpuReading(0, vram_total_bytes=24 * gib, vram_used_bytes=20 * gib, utilization_percent=0.0)
+        rig.telemetry.workers[worker].remote_gpu = gpu
+    rig.facts.put_loaded("local@a", {"x:latest": None, "y:latest": None}, 1.0)
+    rig.facts.put_loaded("local@b", {"x:latest": None, "y:latest": None}, 1.0)
+    rig.speeds.record_load("local@a", "m:latest", 10**9)  # 1 s loads everywhere
+    rig.speeds.observe(
+        "local@a", "x:latest", {"eval_count": 50, "eval_duration": 10**9, "total_duration": 4 * 10**9}
+    )
+
+    async def busy() -> Any:
+        return await rig.slots.acquire("a", "x", 2, wait=False)
+
+    assert asyncio.run(busy()) is not None  # x runs on a: m can only evict y there, and y is idle
+    rig.order()
+    assert (rig.scorer.last["a"].room_s, rig.scorer.last["a"].expected_s) == (0.0, 1.0)
+    rig.facts.put_sizes({"m:latest": 20 * gib}, loaded=False)  # now m needs both x and y evicted
+    assert rig.order() == ["b", "a"]
+    assert rig.scorer.last["a"].room_s == 4.0  # x's learned service time: the load waits for it
+    assert rig.scorer.last["a"].expected_s == 5.0
+    assert rig.scorer.last["b"].expected_s == 1.0
+    rig.scorer.sent(rig.candidate, rig.candidate.routes[0])  # sent to a anyway (say, sticky)
+    other = rig.plan.direct_candidate(rig.plan.providers["local"], "y")
+    rig.scorer.order(other, other.routes, rig.plan.routing)
+    assert rig.scorer.last["a"].expected_s == 4.0  # y is loaded on a, but behind m's load in line

@@ -275,3 +275,36 @@ def test_fallback_after_queues_until_the_expected_wait_exceeds_it(
         assert patient.result().headers["x-interlock-worker"] == "only"
     labels = {"from_candidate": f"local/{MODEL}", "to_candidate": "cloud/c1", "reason": "expected_wait"}
     assert fleet.served.metric("interlock_fallback_total", **labels) == 1
+
+
+def test_a_queue_longer_than_a_load_sends_the_next_request_to_load_the_model_elsewhere(
+    tmp_path: Path, fleets: list[Fleet]
+) -> None:
+    """Time-aware choice: requests queue where the model is loaded while (queued + 1) x the learned
+    service time stays under the expected load time elsewhere; past it, a second worker loads it."""
+    warm = box("warm", tokens_per_s=14.0)  # 12 tokens: 0.857 s a request
+    cold = box("cold")
+    warm.preload(MODEL)
+    fleet = Fleet(tmp_path, {"warm": warm, "cold": cold})
+    fleets.append(fleet)
+    wait_until(lambda: loaded_on(fleet, "warm") and fleet.facts("cold").get("loaded") == {}, 10, "/api/ps")
+    assert fleet.ask("t/queue").headers["x-interlock-worker"] == "warm"  # teaches the service time
+    wait_until(lambda: bool(fleet.worker("warm")["learned_tokens_per_s"]), 10, "a learned service time")
+    warm.hold()
+    with ThreadPoolExecutor(4) as pool:
+        holder = pool.submit(fleet.ask, "t/queue")
+        wait_until(lambda: fleet.worker("warm")["slots_in_use"] == 1, 10, "the holder to take the slot")
+        queued = []
+        for ahead in range(3):  # expected waits 0.86, 1.71, 2.57 s: under the default 3 s load
+            queued.append(pool.submit(fleet.ask, "t/queue"))
+            wait_until(lambda n=ahead: fleet.worker("warm")["queue_waiting"] == n + 1, 10, "to queue")
+        assert fleet.worker("cold")["score"]["expected_s"] == 3.0  # a load, not yet learned
+        replica = fleet.ask("t/queue")  # 3.43 s behind the queue: the model is loaded on `cold`
+        assert replica.headers["x-interlock-worker"] == "cold"
+        assert cold.loads == 1
+        assert fleet.worker("warm")["score"]["expected_s"] == pytest.approx(4 * 0.857, abs=0.01)
+        warm.release()
+        assert [f.result().headers["x-interlock-worker"] for f in (holder, *queued)] == ["warm"] * 4
+    assert warm.loads == 0
+    learned = fleet.worker("cold")["learned_tokens_per_s"][MODEL]
+    assert learned["load_s"] == pytest.approx(0.05, abs=0.01)  # the load it paid, from load_duration

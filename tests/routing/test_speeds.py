@@ -86,3 +86,23 @@ def test_a_foreign_or_corrupt_file_is_a_warning_never_a_crash(
         read_state(book, path)
     assert book.snapshot() == {}
     assert [says in r.getMessage() for r in caplog.records] == [True]
+
+
+def test_load_times_come_from_load_duration_with_worker_and_fleet_fallbacks() -> None:
+    book = SpeedBook()
+    final = {"eval_count": 10, "eval_duration": 10**8, "total_duration": 3 * 10**9}
+    book.observe("w1", "a:latest", {**final, "load_duration": 5_000_000})  # warm: a few ms, no load
+    assert book.load_time("w1", "a:latest") is None
+    book.observe("w1", "a:latest", {**final, "load_duration": 2 * 10**9})
+    assert book.load_time("w1", "a:latest") == 2.0
+    assert book.service("w1", "a:latest") == pytest.approx((2.995 + 1.0) / 2)  # the load is not service
+    assert book.load_time("w1", "b:latest") == 2.0  # any model on w1
+    assert book.load_time("w2", "a:latest") == 2.0  # any model anywhere
+    book.record_load("w2", "c:latest", 10**9)  # a load seen before any speed sample of c on w2
+    book.observe("w2", "c:latest", final)  # its first speed sample keeps the load seen before it
+    book.record_load("w2", "d:latest", 4 * 10**9)
+    assert book.load_time("w2", "c:latest") == 1.0
+    again = SpeedBook()
+    assert again.load(book.dump(), "test") == 2  # d has no speed sample: its load is not kept
+    assert again.load_time("w1", "a:latest") == 2.0
+    assert again.load_time("w1", "b:latest") == 2.0

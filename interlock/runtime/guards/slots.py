@@ -74,9 +74,11 @@ class SlotGuard(Guard):
                 return "expected_wait"
             admission.route = route
             started = time.perf_counter()
+            self.scorer.queue(route.worker, model, +1)
             try:
                 lease = await slots.acquire(route.worker, model, route.slot_limit, wait=True)
             finally:
+                self.scorer.queue(route.worker, model, -1)
                 admission.queued_s = time.perf_counter() - started
         admission.route, admission.lease = route, lease
         self.scorer.sent(candidate, route)
@@ -89,5 +91,5 @@ class SlotGuard(Guard):
         service = self.scorer.speeds.service(route.endpoint.label, candidate.facts_key)
         if service is None:
             return 0.0
-        _, waiting, _ = self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)
+        _, waiting, _, _ = self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)
         return (waiting + 1) * service / (route.slot_limit or 1)
