@@ -404,14 +404,10 @@ def test_explain_escapes_what_it_cannot_print(tmp_path: Path, capsys: pytest.Cap
 
 def test_the_compiler_refuses_every_header_the_runtime_would_refuse_at_plan_load(tmp_path: Path) -> None:
     """The runtime checks the plan's headers again when it loads it; what it refuses, the compiler
-    refuses first, with a position (the lists are kept in two places: the compiler may not import
-    the runtime)."""
-    from interlock.compiler.passes.wire import RESERVED_HEADERS
-    from interlock.runtime.plan import RESERVED_HEADERS as RUNTIME_RESERVED
-    from interlock.runtime.plan import header_value_problem
+    refuses first, with a position (both read the rule from ``interlock.wire``)."""
+    from interlock.wire import RESERVED_HEADERS, header_value_problem
 
-    assert RESERVED_HEADERS == RUNTIME_RESERVED
-    for header in sorted(RUNTIME_RESERVED):
+    for header in sorted(RESERVED_HEADERS):
         body = PROVIDERS + ALIASES + f"server: {{resolved_header: {header.title()}}}\n"
         ctx = compile_config(str(config(tmp_path / header, "[]", body)))
         assert [(d.code, d.path) for d in ctx.sink.items] == [("IL013", "server.resolved_header")]

@@ -22,7 +22,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,26 @@ class Parsed:
     stream: bool
     body: dict[str, Any]
     echo: Any = None
+
+
+def chat_request(model: str | None, stream: bool, internal: dict[str, Any]) -> Parsed:
+    """A chat request in the internal form, echoing the caller's model name; a stream asks the upstream
+    for its usage too (the metrics count it)."""
+    if stream:
+        internal["stream"] = True
+        internal["stream_options"] = {"include_usage": True}
+    return Parsed("chat", model, stream, internal, model)
+
+
+def first_choice(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The first choice of an OpenAI-shaped answer (empty when there is none)."""
+    choice: dict[str, Any] = (result.get("choices") or [{}])[0]
+    return choice
+
+
+def reasoning(part: Mapping[str, Any]) -> Any:
+    """The reasoning text of an answer's message or a stream's delta: providers name it either way."""
+    return part.get("reasoning") or part.get("reasoning_content")
 
 
 @dataclass(slots=True)

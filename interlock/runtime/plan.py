@@ -15,7 +15,6 @@ here too: a plan that would write a broken answer is refused at load, never disc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from interlock.runtime.errors import InterlockError
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import content_hash
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPattern, PlanProvider, RoutingPlan
+from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS, header_value_problem
 
 
 class PlanError(InterlockError):
@@ -482,44 +482,12 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
         raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
 
 
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_UNSENDABLE = re.compile(r"[\x00-\x1f\x7f]")
-RESERVED_HEADERS = frozenset(
-    (
-        "connection",
-        "content-length",
-        "content-type",
-        "transfer-encoding",
-        "cache-control",
-        "x-accel-buffering",
-        "retry-after",
-        "allow",
-        "x-interlock-alias",
-        "x-interlock-plan",
-        "x-interlock-worker",
-    )
-)
-"""Response headers the gateway sets itself: ``server.resolved_header`` must not be one of them."""
-
-
-def header_value_problem(value: str) -> str | None:
-    """Why ``value`` cannot be sent as an HTTP header value (None when it can): control characters
-    (CR and LF would split the answer) or whitespace at either end (receivers strip it)."""
-    if not value:
-        return "it is empty"
-    if _UNSENDABLE.search(value):
-        return "it holds a control character (CR, LF, NUL, tab, ...)"
-    if value != value.strip():
-        return "it starts or ends with whitespace"
-    return None
-
-
 def _check_headers(plan: RoutingPlan, origin: str) -> None:
     """Every header name and value the runtime will send is checked here, once: a plan that would
     make the gateway write a broken answer is refused at load, never discovered per request."""
     problems: list[str] = []
     name = plan.server.resolved_header
-    if not _TOKEN.fullmatch(name):
+    if not HTTP_TOKEN.fullmatch(name):
         problems.append(
             f"server.resolved_header {name!a} is not a valid HTTP header name "
             "(letters, digits and !#$%&'*+-.^_`|~ only)"

@@ -14,7 +14,6 @@ replicas of a fleet do not all probe a box in the same instant (what one finds, 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable, Mapping
@@ -23,13 +22,20 @@ from interlock.runtime.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter, Endpoint
 
 log = logging.getLogger("interlock.probes")
 
 
-class ProbeLoop:
+class ProbeLoop(Periodic):
+    """Probes every endpoint of the current plan each cycle (with jitter), and refreshes metadata."""
+
+    task_name = "interlock-probes"
+    log = log
+    failed = "probe round failed"
+
     def __init__(
         self,
         plan: Callable[[], RuntimePlan],
@@ -48,17 +54,6 @@ class ProbeLoop:
         self.adapters = adapters
         self.metrics = metrics
         self.first_round = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-probes")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def probe_all(self) -> None:
         """One round: every probed endpoint of the current plan, concurrently."""
@@ -78,14 +73,12 @@ class ProbeLoop:
         except Exception:  # metadata is a help, never a reason to stop probing
             log.exception("metadata round failed")
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.probe_all()
-            except Exception:  # a bug in one round must not end probing for good
-                log.exception("probe round failed")
-            spread = 1.0 + self.jitter * (2.0 * self._random.random() - 1.0)
-            await asyncio.sleep(self.plan().health.probe_interval_s * spread)
+    async def round(self) -> None:
+        await self.probe_all()
+
+    def pause_s(self) -> float:
+        spread = 1.0 + self.jitter * (2.0 * self._random.random() - 1.0)
+        return self.plan().health.probe_interval_s * spread
 
     async def _probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         error: UpstreamError | None = None

@@ -9,8 +9,6 @@ oldest sample. The ring holds ``size`` samples (default 60 x 5 s: five minutes);
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -18,6 +16,7 @@ from dataclasses import dataclass
 
 from interlock.runtime.health import Clock
 from interlock.runtime.metrics import Metrics
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.state import SlotBackend, SlotReport
 
 log = logging.getLogger("interlock.samples")
@@ -33,8 +32,12 @@ class Sample:
     answered: Mapping[tuple[str, str], float]  # (alias, candidate) -> answers so far
 
 
-class Samples:
+class Samples(Periodic):
     """The ring, and the loop that fills it."""
+
+    task_name = "interlock-samples"
+    log = log
+    failed = "taking a sample failed"
 
     def __init__(
         self,
@@ -50,7 +53,6 @@ class Samples:
         self.wall = wall
         self.interval_s = interval_s
         self.ring: deque[Sample] = deque(maxlen=size)
-        self._task: asyncio.Task[None] | None = None
 
     def now(self, slots: Mapping[str, SlotReport]) -> Sample:
         """The state at this moment, given the slot backend's report (bounded by the plan's size)."""
@@ -63,23 +65,11 @@ class Samples:
     async def take(self) -> None:
         self.ring.append(self.now(await self.slots.report()))
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-samples")
+    async def round(self) -> None:
+        await self.take()
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.take()
-            except Exception:  # a bug (or a lost store) must not end sampling for good
-                log.exception("taking a sample failed")
-            await asyncio.sleep(self.interval_s)
+    def pause_s(self) -> float:
+        return self.interval_s
 
 
 def answered_counts(metrics: Metrics) -> dict[tuple[str, str], float]:

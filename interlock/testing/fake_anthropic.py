@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from interlock.testing.replies import Reply, split_text
+from interlock.testing.replies import Reply, count_words, split_text
 from interlock.testing.server import (
     Answer,
     ErrorAnswer,
@@ -37,18 +37,6 @@ _ERROR_TYPES = {
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
     return b"event: %b\ndata: %b\n\n" % (name.encode(), orjson.dumps({"type": name, **data}))
-
-
-def _words(messages: Any) -> int:
-    count = 0
-    for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            count += len(content.split())
-        for block in content if isinstance(content, list) else ():
-            if isinstance(block, dict) and isinstance(block.get("text"), str):
-                count += len(block["text"].split())
-    return count
 
 
 def _answered_tool(messages: Any) -> bool:
@@ -126,7 +114,7 @@ class FakeAnthropic(FakeServer):
         finish = "end_turn"
         if 0 < body["max_tokens"] < len(pieces):
             pieces, finish = pieces[: body["max_tokens"]], "max_tokens"
-        usage = {"input_tokens": _words(messages), "output_tokens": 1 if tool else len(pieces)}
+        usage = {"input_tokens": count_words(messages), "output_tokens": 1 if tool else len(pieces)}
         message_id = f"msg_{random.getrandbits(64):016x}"
         call_id = f"toolu_{random.getrandbits(64):016x}"
         arguments = dict(self.reply.tool_arguments)

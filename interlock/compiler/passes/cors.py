@@ -8,16 +8,15 @@ the caller's ``Origin`` up in the normalized list.
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit
 
 from interlock.compiler.context import CompileContext
 from interlock.schema.config import CorsSection
 from interlock.schema.plan import PlanCors
+from interlock.wire import HTTP_TOKEN
 
 ANY = "*"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_HEADER_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
 def cors(ctx: CompileContext) -> None:
@@ -130,7 +129,7 @@ def _headers(ctx: CompileContext, section: CorsSection) -> list[str] | None:
         return [ANY]
     ok = True
     for index, name in enumerate(written):
-        if name != ANY and _HEADER_TOKEN.match(name):
+        if name != ANY and HTTP_TOKEN.fullmatch(name):
             continue
         ok = False
         hint = (

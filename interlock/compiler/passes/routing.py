@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span, did_you_mean
-from interlock.compiler.passes.wire import HTTP_TOKEN, RESERVED_HEADERS
+from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS
 
 POLICIES = ("fallback", "queue")
 

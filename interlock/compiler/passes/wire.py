@@ -15,27 +15,8 @@ from collections.abc import Iterator
 
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span
+from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS
 
-HTTP_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-"""RFC 9110 `token`: what a header field name may be."""
-RESERVED_HEADERS = frozenset(
-    (
-        "connection",
-        "content-length",
-        "content-type",
-        "transfer-encoding",
-        "cache-control",
-        "x-accel-buffering",
-        "retry-after",
-        "allow",
-        "x-interlock-alias",
-        "x-interlock-plan",
-        "x-interlock-worker",
-    )
-)
-"""Response headers the gateway sets itself, which `server.resolved_header` may not be. The runtime
-refuses such a plan at load (``interlock.runtime.plan.RESERVED_HEADERS``, which the compiler may not
-import); ``tests/test_hostile.py`` checks that the two lists agree."""
 _PROVIDER_NAME_CHECKED = re.compile(r"[/\s]")
 """What IL109 already reports about a provider name (whitespace includes CR and LF; an empty name too);
 IL303 reports a chain entry with whitespace."""
@@ -74,7 +55,7 @@ def name_problem(name: str) -> str | None:
 
 
 def _resolved_header(ctx: CompileContext, span: Span, header: str) -> None:
-    if not HTTP_TOKEN.match(header):
+    if not HTTP_TOKEN.fullmatch(header):
         problem = "is not a valid HTTP header name"
         hint = "a header name is letters, digits and `!#$%&'*+-.^_`|~`, e.g. `X-Interlock-Resolved`"
     elif header.lower() in RESERVED_HEADERS:

@@ -11,21 +11,18 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.runtime.facts import FactsTable
 from interlock.runtime.fit import capabilities_on
-from interlock.runtime.guards import Admission, Guard
-from interlock.runtime.metrics import Metrics
+from interlock.runtime.guards import Admission
+from interlock.runtime.guards.misfit import MisfitGuard
+from interlock.runtime.needs import COMPLETION, EMBEDDING
 from interlock.runtime.preflight import Misfit
 
 log = logging.getLogger("interlock.preflight")
-PLAIN = (frozenset({"completion"}), frozenset({"embedding"}))
+PLAIN = (COMPLETION, EMBEDDING)
+"""What a plain chat or embedding request needs: not knowing the capabilities is no news then."""
 
 
-class CapabilityGuard(Guard):
-    def __init__(self, facts: FactsTable, metrics: Metrics) -> None:
-        self.facts = facts
-        self.metrics = metrics
-
+class CapabilityGuard(MisfitGuard):
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         preflight = admission.preflight
         if preflight is None or preflight.mode == "off":
@@ -56,9 +53,4 @@ class CapabilityGuard(Guard):
             preflight.note(f"observe: {candidate.id} {detail}")
             log.info("preflight (observe): %s %s", candidate.id, detail)
             return None
-        if keep:  # some workers lack it (live facts differ per worker): use the others
-            admission.routes = tuple(keep)
-            return None
-        self.metrics.preflight.labels(candidate.metric_label, reason, "skipped").inc()
-        preflight.misfits.append(Misfit(candidate.id, "capability", reason, detail))
-        return reason
+        return self.enforce(admission, preflight, keep, Misfit(candidate.id, "capability", reason, detail))

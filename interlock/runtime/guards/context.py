@@ -11,20 +11,15 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.runtime.facts import FactsTable
 from interlock.runtime.fit import effective_context, limit_on
-from interlock.runtime.guards import Admission, Guard
-from interlock.runtime.metrics import Metrics
+from interlock.runtime.guards import Admission
+from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.preflight import Misfit
 
 log = logging.getLogger("interlock.preflight")
 
 
-class ContextGuard(Guard):
-    def __init__(self, facts: FactsTable, metrics: Metrics) -> None:
-        self.facts = facts
-        self.metrics = metrics
-
+class ContextGuard(MisfitGuard):
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         preflight = admission.preflight
         if preflight is None or preflight.mode == "off":
@@ -60,9 +55,5 @@ class ContextGuard(Guard):
             preflight.note(f"observe: {candidate.id} too small ({detail} < {needs.tokens})")
             log.info("preflight (observe): %s: %s < %d tokens", candidate.id, detail, needs.tokens)
             return None
-        if keep:
-            admission.routes = tuple(keep)
-            return None
-        self.metrics.preflight.labels(candidate.metric_label, reason, "skipped").inc()
-        preflight.misfits.append(Misfit(candidate.id, "context", reason, detail, largest))
-        return reason
+        misfit = Misfit(candidate.id, "context", reason, detail, largest)
+        return self.enforce(admission, preflight, keep, misfit)

@@ -34,10 +34,13 @@ from interlock.runtime.lifecycle import (
     Send,
     StreamRender,
     Surface,
+    chat_request,
     failure_of,
+    first_choice,
     json_type,
     parse_object,
     read_body,
+    reasoning,
     send_json,
 )
 from interlock.runtime.needs import needs_of
@@ -294,7 +297,7 @@ class _Events(StreamRender):
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
             delta = choice.get("delta") or {}
-            thinking = delta.get("reasoning") or delta.get("reasoning_content")
+            thinking = reasoning(delta)
             if thinking:
                 self._open("thinking", -1, {"type": "thinking", "thinking": "", "signature": ""}, out)
                 self._delta({"type": "thinking_delta", "thinking": thinking}, out)
@@ -336,16 +339,13 @@ class Messages(Surface):
         model = check_model(body)
         stream = check_stream(body)
         internal = internal_request(body)
-        if stream:
-            internal["stream"] = True
-            internal["stream_options"] = {"include_usage": True}
-        return Parsed("chat", model, stream, internal, model)
+        return chat_request(model, stream, internal)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
-        choice = (result.get("choices") or [{}])[0]
+        choice = first_choice(result)
         message = choice.get("message") or {}
         content: list[dict[str, Any]] = []
-        thinking = message.get("reasoning") or message.get("reasoning_content")
+        thinking = reasoning(message)
         if thinking:
             content.append({"type": "thinking", "thinking": thinking, "signature": ""})
         if message.get("content"):

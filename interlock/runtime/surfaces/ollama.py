@@ -34,9 +34,12 @@ from interlock.runtime.lifecycle import (
     Send,
     StreamRender,
     Surface,
+    chat_request,
+    first_choice,
     json_type,
     parse_object,
     read_body,
+    reasoning,
     send_json,
 )
 from interlock.runtime.plan import Alias, Candidate, RuntimePlan
@@ -207,7 +210,7 @@ class _NDJSON(StreamRender):
             slot["function"]["arguments"] += function.get("arguments") or ""
         content, thinking = (
             delta.get("content") or "",
-            delta.get("reasoning") or delta.get("reasoning_content"),
+            reasoning(delta),
         )
         if not content and not thinking:
             return b""
@@ -246,16 +249,13 @@ class Chat(_Native):
         }
         _carry(body, internal)
         stream = _stream_flag(body)
-        if stream:
-            internal["stream"] = True
-            internal["stream_options"] = {"include_usage": True}
-        return Parsed("chat", model, stream, internal, model)
+        return chat_request(model, stream, internal)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
-        choice = (result.get("choices") or [{}])[0]
+        choice = first_choice(result)
         message = choice.get("message") or {}
         native: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-        thinking = message.get("reasoning") or message.get("reasoning_content")
+        thinking = reasoning(message)
         if thinking:
             native["thinking"] = thinking
         if message.get("tool_calls"):

@@ -29,7 +29,17 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import InvalidRequest
-from interlock.runtime.lifecycle import Failure, Header, Parsed, StreamRender, Surface, json_type
+from interlock.runtime.lifecycle import (
+    Failure,
+    Header,
+    Parsed,
+    StreamRender,
+    Surface,
+    chat_request,
+    first_choice,
+    json_type,
+    reasoning,
+)
 from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream, error_body
 
 
@@ -336,7 +346,7 @@ class _Events(StreamRender):
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
             delta = choice.get("delta") or {}
-            thinking = delta.get("reasoning") or delta.get("reasoning_content")
+            thinking = reasoning(delta)
             if thinking:
                 if self._item is None or self._item["type"] != "reasoning":
                     self._open(_reasoning_item(_id("rs"), None), out)
@@ -404,16 +414,13 @@ class Responses(Surface):
         model = check_model(body)
         stream = check_stream(body)
         internal = internal_request(body)
-        if stream:
-            internal["stream"] = True
-            internal["stream_options"] = {"include_usage": True}
-        return Parsed("chat", model, stream, internal, model)
+        return chat_request(model, stream, internal)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
-        choice = (result.get("choices") or [{}])[0]
+        choice = first_choice(result)
         message = choice.get("message") or {}
         output: list[dict[str, Any]] = []
-        thinking = message.get("reasoning") or message.get("reasoning_content")
+        thinking = reasoning(message)
         if thinking:
             output.append(_reasoning_item(_id("rs"), thinking))
         if message.get("content"):

@@ -11,7 +11,6 @@ Targets are built once per plan (keyed by its content hash), so a reload takes e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import aiohttp
 import orjson
 
 from interlock.runtime.health import Clock, iso_utc
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.telemetry import document
 from interlock.runtime.telemetry.errors import (
@@ -185,25 +185,21 @@ class TelemetryBook:
         return iter(self.workers.values())
 
 
-class TelemetryLoop:
+class TelemetryLoop(Periodic):
     """Reads every declared source each health cycle; ``collect_all`` is one round (tests call it)."""
+
+    task_name = "interlock-telemetry"
+    log = log
+    failed = "telemetry round failed"
 
     def __init__(self, plan: Callable[[], RuntimePlan], book: TelemetryBook) -> None:
         self.plan = plan
         self.book = book
         self._targets: tuple[str, tuple[Target, ...]] = ("", ())
         self._session: aiohttp.ClientSession | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-telemetry")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -231,13 +227,11 @@ class TelemetryLoop:
                 jobs.append(self._read(t, "url", self._remote(t.url, t.gpu, timeout_s)))
         await asyncio.gather(*jobs)
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.collect_all()
-            except Exception:  # a bug in one round must not end telemetry for good
-                log.exception("telemetry round failed")
-            await asyncio.sleep(self.plan().health.probe_interval_s)
+    async def round(self) -> None:
+        await self.collect_all()
+
+    def pause_s(self) -> float:
+        return self.plan().health.probe_interval_s
 
     async def _read(self, target: Target, source: str, reading: Any) -> None:
         error: TelemetryError | None = None
