@@ -105,3 +105,18 @@ def test_an_overloaded_error_event_is_transient_and_a_body_without_message_stop_
     _feed(cut, b'data: {"type": "message_start", "message": {}}', b"")
     with pytest.raises(ProtocolFailure, match="before message_stop"):
         cut.end(deque())
+
+
+def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
+    ep = endpoint("anthropic", "http://127.0.0.1:9", max_line_bytes=1000)
+    decoder = anthropic_wire.EventDecoder("m", ep, include_usage=False)
+    out: deque[dict[str, Any]] = deque()
+    for _ in range(90):  # each line is short (11 bytes of data), and the event does not end
+        decoder.feed(b"data: " + b"x" * 10, out)
+    with pytest.raises(ProtocolFailure, match=r"^stream event is over the 1000-byte limit$"):
+        decoder.feed(b"data: " + b"x" * 10, out)
+    decoder = anthropic_wire.EventDecoder("m", ep, include_usage=False)
+    for _ in range(200):  # the same amount, as events that do end: fine
+        decoder.feed(b'data: {"type": "ping"}', out)
+        decoder.feed(b"", out)
+    assert len(out) == 0  # pings carry nothing, and nothing was refused

@@ -225,13 +225,14 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 class EventDecoder:
     """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``."""
 
-    __slots__ = ("_blocks", "_calls", "_data", "_endpoint", "_head", "_include_usage", "_usage", "done")
+    __slots__ = ("_blocks", "_calls", "_data", "_endpoint", "_head", "_include_usage", "_size", "_usage", "done")
 
     def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
         self._endpoint = endpoint
         self._include_usage = include_usage
         self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
         self._data: list[bytes] = []
+        self._size = 0  # bytes of data in the event being read: bounded like one line
         self._blocks: dict[int, int] = {}  # content block index -> tool call index
         self._calls = 0
         self._usage: dict[str, Any] = {}
@@ -249,6 +250,9 @@ class EventDecoder:
             return
         if line.startswith(b"data:"):
             value = line[5:]
+            self._size += len(value)
+            if self._size > self._endpoint.max_line_bytes:  # many data: lines and never a blank one
+                raise ProtocolFailure(f"stream event is over the {self._endpoint.max_line_bytes}-byte limit")
             self._data.append(value[1:] if value.startswith(b" ") else value)
 
     def end(self, out: deque[dict[str, Any]]) -> None:
@@ -260,6 +264,7 @@ class EventDecoder:
     def _dispatch(self, out: deque[dict[str, Any]]) -> None:
         data = b"\n".join(self._data)
         self._data = []
+        self._size = 0
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
