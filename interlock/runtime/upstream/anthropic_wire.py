@@ -225,7 +225,17 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 class EventDecoder:
     """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``."""
 
-    __slots__ = ("_blocks", "_calls", "_data", "_endpoint", "_head", "_include_usage", "_size", "_usage", "done")
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_data",
+        "_endpoint",
+        "_head",
+        "_include_usage",
+        "_size",
+        "_usage",
+        "done",
+    )
 
     def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
         self._endpoint = endpoint
