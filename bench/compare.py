@@ -249,13 +249,10 @@ def interlock_gateway(
 
 
 @contextmanager
-def litellm_gateway(
-    executable: Path, folder: Path, fake_url: str, dead_url: str, args: argparse.Namespace
-) -> Iterator[Target]:
-    config = folder / "litellm.yaml"
-    config.write_text(
-        LITELLM_CONFIG.format(url=fake_url, dead_url=dead_url, hang_s=args.hang_s, hang_model=HANG_MODEL)
-    )
+def litellm_process(
+    executable: Path, config: Path, folder: Path, start_s: float
+) -> Iterator[tuple[str, int]]:
+    """LiteLLM's proxy on ``config`` with one worker, ready: ``(base URL, pid)``; stopped on exit."""
     port = free_port()
     env = {
         **os.environ,
@@ -277,25 +274,11 @@ def litellm_gateway(
     try:
         base = f"http://127.0.0.1:{port}"
         started = time.monotonic()
-        if not wait_ready(f"{base}/health/liveliness", proc, args.litellm_start_s):
+        if not wait_ready(f"{base}/health/liveliness", proc, start_s):
             tail = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(
-                f"LiteLLM did not get ready in {args.litellm_start_s:g} s; its log ends:\n{tail}"
-            )
+            raise RuntimeError(f"LiteLLM did not get ready in {start_s:g} s; its log ends:\n{tail}")
         print(f"LiteLLM ready after {time.monotonic() - started:.1f} s on {base}", flush=True)
-        hang = f"timeout {args.hang_s:g} s"
-        yield Target(
-            "LiteLLM",
-            f"{base}/v1/chat/completions",
-            "fast",
-            proc.pid,
-            (
-                Scenario("refused (default retries)", "refused", "router defaults (num_retries 2)"),
-                Scenario("refused, num_retries: 0", "refused-no-retry", "num_retries 0"),
-                Scenario("accepts, never answers (default retries)", "hang", f"{hang}; num_retries 2"),
-                Scenario("accepts, never answers, num_retries: 0", "hang-no-retry", f"{hang}; num_retries 0"),
-            ),
-        )
+        yield base, proc.pid
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -305,6 +288,30 @@ def litellm_gateway(
             proc.wait(5)
         except ProcessLookupError:
             pass
+
+
+@contextmanager
+def litellm_gateway(
+    executable: Path, folder: Path, fake_url: str, dead_url: str, args: argparse.Namespace
+) -> Iterator[Target]:
+    config = folder / "litellm.yaml"
+    config.write_text(
+        LITELLM_CONFIG.format(url=fake_url, dead_url=dead_url, hang_s=args.hang_s, hang_model=HANG_MODEL)
+    )
+    with litellm_process(executable, config, folder, args.litellm_start_s) as (base, pid):
+        hang = f"timeout {args.hang_s:g} s"
+        yield Target(
+            "LiteLLM",
+            f"{base}/v1/chat/completions",
+            "fast",
+            pid,
+            (
+                Scenario("refused (default retries)", "refused", "router defaults (num_retries 2)"),
+                Scenario("refused, num_retries: 0", "refused-no-retry", "num_retries 0"),
+                Scenario("accepts, never answers (default retries)", "hang", f"{hang}; num_retries 2"),
+                Scenario("accepts, never answers, num_retries: 0", "hang-no-retry", f"{hang}; num_retries 0"),
+            ),
+        )
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:

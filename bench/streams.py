@@ -293,41 +293,12 @@ KINDS = {
 
 @contextmanager
 def litellm_proxy(executable: Path, folder: Path, fake_url: str) -> Iterator[tuple[str, int]]:
-    from compare import free_port, wait_ready
+    from compare import litellm_process
 
     config = folder / "litellm.yaml"
     config.write_text(LITELLM_CONFIG.format(url=fake_url, model=MODEL))
-    port = free_port()
-    env = {
-        **os.environ,
-        "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true",
-        "LITELLM_LOG": "ERROR",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    }
-    log_path = folder / "litellm.log"
-    command = [str(executable), "--config", str(config), "--port", str(port), "--num_workers", "1"]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        if not wait_ready(f"http://127.0.0.1:{port}/health/liveliness", proc, 120):
-            raise RuntimeError("LiteLLM did not start: " + log_path.read_text(errors="replace")[-2000:])
-        yield (f"http://127.0.0.1:{port}", proc.pid)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-        except ProcessLookupError:
-            pass
+    with litellm_process(executable, config, folder, 120) as running:
+        yield running
 
 
 def py_spy(folder: Path, pid: int, name: str) -> subprocess.Popen[bytes]:
