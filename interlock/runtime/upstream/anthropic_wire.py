@@ -29,6 +29,7 @@ from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedRespo
 from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.ollama_wire import completion_id
+from interlock.runtime.upstream.sse import SSEEvents
 
 DEFAULT_MAX_TOKENS = 4096
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
@@ -222,27 +223,15 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
     }
 
 
-class EventDecoder:
+class EventDecoder(SSEEvents):
     """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``."""
 
-    __slots__ = (
-        "_blocks",
-        "_calls",
-        "_data",
-        "_endpoint",
-        "_head",
-        "_include_usage",
-        "_size",
-        "_usage",
-        "done",
-    )
+    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_usage", "done")
 
     def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
-        self._endpoint = endpoint
+        super().__init__(endpoint)
         self._include_usage = include_usage
         self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
-        self._data: list[bytes] = []
-        self._size = 0  # bytes of data in the event being read: bounded like one line
         self._blocks: dict[int, int] = {}  # content block index -> tool call index
         self._calls = 0
         self._usage: dict[str, Any] = {}
@@ -251,30 +240,12 @@ class EventDecoder:
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-    def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line:
-            if self._data:
-                self._dispatch(out)
-            return
-        if line.startswith(b"data:"):
-            value = line[5:]
-            self._size += len(value)
-            if self._size > self._endpoint.max_line_bytes:  # many data: lines and never a blank one
-                raise ProtocolFailure(f"stream event is over the {self._endpoint.max_line_bytes}-byte limit")
-            self._data.append(value[1:] if value.startswith(b" ") else value)
-
     def end(self, out: deque[dict[str, Any]]) -> None:
-        if self._data:
-            self._dispatch(out)
+        self.flush(out)
         if not self.done:
             raise ProtocolFailure("stream ended before message_stop")
 
-    def _dispatch(self, out: deque[dict[str, Any]]) -> None:
-        data = b"\n".join(self._data)
-        self._data = []
-        self._size = 0
+    def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError as exc:

@@ -26,6 +26,7 @@ from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.fields import OPENAI_OPTIONS, OPENAI_STRIPPED
+from interlock.runtime.upstream.sse import SSEEvents
 
 _DONE = b"[DONE]"
 
@@ -68,43 +69,23 @@ def _translate_native(payload: dict[str, Any]) -> None:
             }
 
 
-class SSEDecoder:
-    """OpenAI's event stream to chunk dicts. Only ``data:`` fields matter; comments and other fields pass."""
+class SSEDecoder(SSEEvents):
+    """OpenAI's event stream to chunk dicts; complete at ``[DONE]`` or after a chunk with a finish reason."""
 
-    __slots__ = ("_data", "_endpoint", "_finished", "_size", "done")
+    __slots__ = ("_finished", "done")
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self._endpoint = endpoint
-        self._data: list[bytes] = []
-        self._size = 0  # bytes of data in the event being read: bounded like one line
+        super().__init__(endpoint)
         self._finished = False  # a chunk with a finish_reason has arrived
         self.done = False
 
-    def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line:
-            if self._data:
-                self._dispatch(out)
-            return
-        if line.startswith(b"data:"):
-            value = line[5:]
-            self._size += len(value)
-            if self._size > self._endpoint.max_line_bytes:  # many data: lines and never a blank one
-                raise ProtocolFailure(f"stream event is over the {self._endpoint.max_line_bytes}-byte limit")
-            self._data.append(value[1:] if value.startswith(b" ") else value)
-
     def end(self, out: deque[dict[str, Any]]) -> None:
-        if self._data:
-            self._dispatch(out)
+        self.flush(out)
         if not self.done and not self._finished:
             raise ProtocolFailure("stream ended before its last chunk")
         self.done = True
 
-    def _dispatch(self, out: deque[dict[str, Any]]) -> None:
-        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-        self._data = []
-        self._size = 0
+    def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
         if data == _DONE:
             self.done = True
             return

@@ -1,0 +1,54 @@
+"""Server-sent-event framing shared by the upstream decoders that read SSE (OpenAI's, Anthropic's).
+
+Only ``data:`` fields matter; comments and other fields pass. The data of one event is bounded like one
+line (``endpoint.max_line_bytes``): an upstream that sends endless short ``data:`` lines and never the
+blank line that ends the event is a ProtocolFailure, not a growing buffer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from interlock.runtime.errors import ProtocolFailure
+from interlock.runtime.upstream.base import Endpoint
+
+
+class SSEEvents:
+    """Gathers an event's ``data:`` lines; a subclass turns each finished event into chunks."""
+
+    __slots__ = ("_data", "_endpoint", "_size")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self._data: list[bytes] = []
+        self._size = 0  # bytes of data in the event being read
+
+    def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            if self._data:
+                self._dispatch(self._take(), out)
+            return
+        if line.startswith(b"data:"):
+            value = line[5:]
+            self._size += len(value)
+            if self._size > self._endpoint.max_line_bytes:  # many data: lines and never a blank one
+                raise ProtocolFailure(f"stream event is over the {self._endpoint.max_line_bytes}-byte limit")
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+
+    def flush(self, out: deque[dict[str, Any]]) -> None:
+        """The body ended: an event still being read counts as finished."""
+        if self._data:
+            self._dispatch(self._take(), out)
+
+    def _take(self) -> bytes:
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        self._data = []
+        self._size = 0
+        return data
+
+    def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
+        """One finished event's data: append its chunks to ``out``; raise UpstreamError."""
+        raise NotImplementedError
