@@ -1,4 +1,4 @@
-"""The cold endpoints, on FastAPI: models, aliases, health, metrics, liveness, readiness, status page.
+"""The cold endpoints, on Starlette: models, aliases, health, metrics, liveness, readiness, status page.
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from fastapi import FastAPI, Request
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
@@ -102,8 +104,9 @@ def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
     )
 
 
-def build_admin(gateway: Gateway) -> FastAPI:
-    app = FastAPI(title="interlock", docs_url=None, redoc_url=None, openapi_url=None)
+def build_admin(gateway: Gateway) -> Starlette:
+    """The cold endpoints' application (Starlette, not FastAPI: nothing here needs request models or an
+    OpenAPI page, and FastAPI's import was a fifth of the gateway's start; bench/serve_start.py)."""
     catalogs: dict[str, ModelCatalog] = {}
 
     def catalog(plan: RuntimePlan) -> ModelCatalog:
@@ -114,27 +117,25 @@ def build_admin(gateway: Gateway) -> FastAPI:
             found = catalogs[plan.content_hash] = model_catalog(plan)
         return found
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)  # the only class this handler is registered for
         status = exc.status_code
         message = f"{request.method} {shown(request.url.path)}: {exc.detail}"
         body = error_body(message, _STATUS_TYPES.get(status, "invalid_request_error"), code=str(status))
         return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
-    @app.api_route("/v1/models", methods=READ)
-    async def models() -> Response:
+    async def models(request: Request) -> Response:
         return Response(catalog(gateway.plan).listing, media_type="application/json")
 
-    @app.get("/v1/models/{model_id:path}")
-    async def model(model_id: str) -> Response:
+    async def model(request: Request) -> Response:
         plan = gateway.plan
+        model_id: str = request.path_params["model_id"]
         body = catalog(plan).by_id.get(model_id)
         if body is None:
             return Response(model_not_found(plan, model_id), status_code=404, media_type="application/json")
         return Response(body, media_type="application/json")
 
-    @app.api_route("/v1/aliases", methods=READ)
-    async def aliases() -> Response:
+    async def aliases(request: Request) -> Response:
         plan = gateway.plan
         data = [
             {
@@ -147,53 +148,59 @@ def build_admin(gateway: Gateway) -> FastAPI:
         ]
         return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
 
-    @app.api_route("/v1/health", methods=READ)
-    async def health() -> Response:
+    async def health(request: Request) -> Response:
         return json_response(health_report(gateway, await gateway.slots.report()))
 
-    @app.api_route("/v1/metadata", methods=READ)
-    async def metadata() -> Response:
+    async def metadata(request: Request) -> Response:
         return json_response(metadata_report(gateway))
 
-    @app.api_route("/metrics", methods=READ)
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
         return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    @app.api_route("/healthz", methods=READ)
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
-    @app.api_route("/readyz", methods=READ)
-    async def readyz() -> Response:
+    async def readyz(request: Request) -> Response:
         if gateway.ready:
             return json_response({"status": "ready", "plan": gateway.plan.content_hash})
         return json_response({"status": "starting", "plan": gateway.plan.content_hash}, status=503)
 
-    @app.api_route("/ui", methods=READ)
-    async def ui() -> Response:
+    async def ui(request: Request) -> Response:
         from interlock.runtime.ui.page import render_page  # jinja2: loaded on the first /ui request
 
         return html_response(await render_page(gateway))
 
-    @app.api_route("/ui/static/{name}", methods=READ)
-    async def ui_static(name: str) -> Response:
+    async def ui_static(request: Request) -> Response:
         from interlock.runtime.ui.page import STATIC, static
 
+        name: str = request.path_params["name"]
         media_type = STATIC.get(name)
         if media_type is None:
             raise HTTPException(404, "Not Found")
         return Response(static(name), media_type=media_type, headers=UI_HEADERS)
 
-    @app.api_route("/ui/{section}", methods=READ)
-    async def ui_section(section: str) -> Response:
+    async def ui_section(request: Request) -> Response:
         from interlock.runtime.ui.page import render_section
 
-        text = await render_section(gateway, section)
+        text = await render_section(gateway, request.path_params["section"])
         if text is None:
             raise HTTPException(404, "Not Found")
         return html_response(text)
 
-    return app
+    routes = [
+        Route("/v1/models", models, methods=READ),
+        Route("/v1/models/{model_id:path}", model, methods=READ),
+        Route("/v1/aliases", aliases, methods=READ),
+        Route("/v1/health", health, methods=READ),
+        Route("/v1/metadata", metadata, methods=READ),
+        Route("/metrics", metrics, methods=READ),
+        Route("/healthz", healthz, methods=READ),
+        Route("/readyz", readyz, methods=READ),
+        Route("/ui", ui, methods=READ),
+        Route("/ui/static/{name}", ui_static, methods=READ),
+        Route("/ui/{section}", ui_section, methods=READ),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
 
 
 UI_HEADERS = {
