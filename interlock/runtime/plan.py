@@ -29,7 +29,7 @@ from interlock.kinds import KINDS
 from interlock.runtime.cors import CorsPolicy
 from interlock.runtime.errors import InterlockError
 from interlock.runtime.upstream.base import Endpoint
-from interlock.schema.canonical import content_hash
+from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPattern, PlanProvider, RoutingPlan
 from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS, header_value_problem
 
@@ -311,8 +311,8 @@ def _load(data: Mapping[str, Any], env: Mapping[str, str], origin: str) -> Runti
             f"{PLAN_FORMAT_VERSION}); recompile it with this version of `interlock compile`"
         )
     plan = _validated(data, origin)
-    expected = content_hash(dict(data))
-    if data["content_hash"] != expected:
+    if not has_content_hash(data, data["content_hash"]):
+        expected = content_hash(dict(data))
         raise PlanError(
             f"{origin}: content_hash {data['content_hash']} does not match the plan's content "
             f"({expected}); the plan was edited after compiling: recompile it"
