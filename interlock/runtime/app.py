@@ -31,7 +31,7 @@ from interlock.runtime.journal import Journal
 from interlock.runtime.lifecycle import Failure, Handler, Message, Receive, Scope, Send, send_json
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import PlanError, RuntimePlan
+from interlock.runtime.plan import PlanError, RuntimePlan, settle
 from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
@@ -275,6 +275,7 @@ class Gateway:
                 return self._refused(f"{type(exc).__name__}: {exc}")
             old = self.plan
             self.apply(plan)
+            settle()  # the new tables are never walked by the collector; the old ones are freed
             self.metrics.plan_reloads.labels("loaded").inc()
             self.last_reload = {
                 "at": iso_utc(self.wall()),

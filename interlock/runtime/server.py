@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any
 
 from interlock.runtime.app import Gateway
+from interlock.runtime.plan import settle
 
 log = logging.getLogger("interlock")
 
@@ -112,6 +113,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
         await server.serve(sockets=[sock])
 
     loop_factory = config.get_loop_factory()
+    settle()  # what start built (modules, the plan's tables) is never walked by the collector again
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(main())
 

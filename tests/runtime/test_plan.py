@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import pytest
 
 from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
 from interlock.schema.canonical import canonical_json, content_hash
-from tests.runtime.conftest import build
+from tests.runtime.conftest import BASIC, build
 
 PlanData = Callable[..., dict[str, Any]]
 
@@ -264,3 +265,29 @@ def test_the_limits_are_read_from_the_plan_and_older_plans_get_the_defaults(plan
         1024,
         4096,
     )
+
+
+CYCLE_CHECK = BASIC.replace(
+    "server: {default_alias: t/chat,",
+    "server: {cors: {allow_origins: ['https://app.example.com']}, default_alias: t/chat,",
+).replace("health: {", "routing: {sticky: {enabled: true}}\nhealth: {")
+
+
+def test_loaded_tables_hold_no_reference_cycles(plan_data: PlanData) -> None:
+    """``settle`` freezes the tables out of the collector's sight: a plan that a reload drops must still
+    be freed by reference counting alone, so nothing in it may be part of a reference cycle."""
+    data = plan_data(CYCLE_CHECK)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()  # nothing collected behind the test's back: what is garbage below, it finds
+    try:
+        plan = build(data)
+        assert plan.cors is not None
+        assert plan.routing.sticky is not None
+        assert plan.candidates["local/m1"].routes[0].worker_header is not None
+        plan.direct_candidate(plan.providers["local"], "other")
+        del plan
+        assert gc.collect() == 0
+    finally:
+        if was_enabled:
+            gc.enable()
