@@ -50,6 +50,7 @@ class RequestRecord:
         "status",
         "stream",
         "target",
+        "tokens",
         "wall",
     )
 
@@ -64,6 +65,7 @@ class RequestRecord:
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
         self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
+        self.tokens = 0  # prompt + completion tokens from the answer's usage (0: none reported)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from interlock.runtime.plan import WorkerLimits
 
 if TYPE_CHECKING:
     from interlock.runtime.health import HealthBook
+    from interlock.runtime.state.counters import CallerCounters
 
 
 class StateUnreachable(Exception):
@@ -80,6 +81,13 @@ class SlotBackend(abc.ABC):
     @abc.abstractmethod
     async def report(self) -> Mapping[str, SlotReport]:
         """Every worker's slots as the store sees them (all processes together)."""
+
+    def caller_counters(self) -> CallerCounters:
+        """Where keys' and tenants' rates and concurrency are counted (``counters.py``): this process,
+        unless the backend has a shared store (Redis). Called once, when the gateway is built."""
+        from interlock.runtime.state.counters import MemoryCounters
+
+        return MemoryCounters()
 
     def share_health(self, book: HealthBook) -> None:  # noqa: B027 (only a shared store shares circuits)
         """Publish ``book``'s endpoint circuits to the other replicas and apply theirs."""
