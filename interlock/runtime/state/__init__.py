@@ -11,6 +11,10 @@ The backend is chosen once, at start, from a state URL:
 - ``redis://HOST:PORT/DB`` (``--state-url``, several replicas): slots, queues and endpoint circuits in
   one Redis or Valkey (``redis.py``), leases with a TTL renewed while a request runs.
 
+Each backend also says where the caller limits (keys' and tenants' requests/min, tokens/min and
+concurrency) are counted: ``caller_counters`` gives this process's ``MemoryCounters``, the supervisor's
+table over the same socket (``EmbeddedCounters``) or Redis (``RedisCounters``), one row per backend.
+
 Why the boundary: the router and the guards must not care whether a slot is a dictionary entry or a
 round trip, and a backend must not know about plans beyond ``WorkerLimits``. A backend that loses its
 store falls back to per-process limits (``state_degraded``), logs it loudly and never hangs a request.
