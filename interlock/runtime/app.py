@@ -217,6 +217,8 @@ class Gateway:
         plan = self.plan
         row = self._paths.get(scope["path"])
         surface = row[1] if row is not None else self._admin_errors
+        if row is not None:  # a model request: counted like the lifecycle's answers
+            self.metrics.requests.labels(surface.operation, "401").inc()
         failure = failure_of(exc, plan)
         headers = [plan.plan_header, (b"www-authenticate", b'Bearer realm="interlock"'), *failure.headers]
         await send_json(_closing(send) if _has_body(scope) else send, 401, surface.error(failure), headers)

@@ -155,6 +155,10 @@ def test_every_surface_words_its_401_in_its_own_shape(served: Served) -> None:
             "message": "the API key sent is not valid for this gateway",
         },
     }
+    before = served.metric("interlock_requests_total", endpoint="chat", status="401")
+    httpx.post(f"{served.url}/v1/chat/completions", json={"model": "mana/fast", "messages": HI})
+    after = served.metric("interlock_requests_total", endpoint="chat", status="401")
+    assert after == before + 1  # a refusal is counted like any answer (/metrics needs no key)
     with pytest.raises(ollama.ResponseError) as native:
         ollama.Client(host=served.url).chat(model="mana/fast", messages=HI)
     assert native.value.status_code == 401
