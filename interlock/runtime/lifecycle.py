@@ -355,6 +355,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
             caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
             caller.check(target.label)
+            target = caller.targets.get(target.label, target)  # its chain without what it may not use
             if caller.budgets:
                 refusal = await gateway.counters.take(caller.budgets)
                 if refusal is not None:
