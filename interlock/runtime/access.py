@@ -10,8 +10,10 @@ Where to hook (credits, audit, tracing): ``lifecycle._handle`` authenticates bef
 and stores the ``Caller`` on ``RequestRecord.caller`` (``journal.py``); the record is finished, with
 its status, candidate and usage, in ``Journal.finish``. ``Caller.key_id`` and ``Caller.tenant`` are
 safe to log (None for an anonymous caller under ``auth: off|optional``); ``Caller.key_limits`` and
-``Caller.tenant_limits`` hold the compiled ``credits``/``credits_unit`` and rates. The secret is never
-on the ``Caller``.
+``Caller.tenant_limits`` hold the compiled ``credits``/``credits_unit`` and rates; the answer's tokens
+(usage) are on ``RequestRecord.tokens``. The secret is never on the ``Caller``. ``Caller.targets``
+holds, per alias whose chain the caller's ``denied`` patterns cut, the alias without those candidates:
+the lifecycle walks that instead (built at plan load, one lookup per request).
 
 Outcomes of ``authenticate``: auth ``off`` -> ``ANONYMOUS`` without reading a header; no key ->
 ``ANONYMOUS`` under ``optional``, ``Unauthenticated`` under ``required``; a key the book does not know
