@@ -214,3 +214,24 @@ def test_denied_names_leave_an_aliases_chain_for_that_caller(served: Served) -> 
     with pytest.raises(openai.PermissionDeniedError):
         local.chat.completions.create(model="mana/big", messages=HI)  # type: ignore[arg-type]
     assert "mana/big" not in [m.id for m in local.models.list()]  # its only candidate is denied
+
+
+def test_403_in_the_anthropic_and_ollama_shapes(served: Served) -> None:
+    claude = anthropic.Anthropic(base_url=served.url, api_key=ALICE, max_retries=0)
+    with pytest.raises(anthropic.PermissionDeniedError) as refused:
+        claude.messages.create(
+            model="team/other", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert refused.value.body == {
+        "type": "error",
+        "error": {
+            "type": "permission_error",
+            "message": "key `alice` (tenant `mana`) may not use the model `team/other`; "
+            "GET /v1/models lists what it may use",
+        },
+    }
+    native = ollama.Client(host=served.url, headers={"Authorization": f"Bearer {ALICE}"})
+    with pytest.raises(ollama.ResponseError) as denied:
+        native.chat(model="team/other", messages=HI)
+    assert denied.value.status_code == 403
+    assert denied.value.error.startswith("key `alice` (tenant `mana`) may not use the model `team/other`")
