@@ -17,8 +17,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+from interlock.runtime.audit import AuditLog
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
@@ -46,6 +47,9 @@ from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
+
+if TYPE_CHECKING:
+    from interlock.runtime.tracing.otel import Tracing
 
 log = logging.getLogger("interlock")
 
@@ -85,6 +89,8 @@ class Gateway:
         access_log: BinaryIO | None = None,
         state_dir: str | None = None,
         slots: SlotBackend | None = None,
+        audit: AuditLog | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
@@ -95,7 +101,9 @@ class Gateway:
         self.slots.configure(plan.workers)
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
-        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
+        self.audit = audit  # the audit log (``--audit-log``), when on
+        self.tracing = tracing  # OpenTelemetry spans (``--otel``), when on
+        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry, audit))
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
         self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
@@ -116,13 +124,13 @@ class Gateway:
             SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
             OllamaOptionsGuard(self.facts),
         )
-        self.router = Router(self.health, guards, self.adapters, self.metrics)
+        self.router = Router(self.health, guards, self.adapters, self.metrics, tracing)
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
-        self.journal = Journal(access_log=access_log)  # the JSON access log's stream, when on
+        self.journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
         self.samples = Samples(self.slots, self.metrics, wall=wall)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
@@ -203,6 +211,8 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        if self.audit is not None:
+            self.audit.start()
         await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
@@ -232,6 +242,10 @@ class Gateway:
             await self._close_adapters()
             self._close_adapters = None
         await self.slots.close()
+        if self.audit is not None:
+            await self.audit.close()
+        if self.tracing is not None:
+            await self.tracing.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -285,6 +299,15 @@ class Gateway:
                 **await asyncio.to_thread(reload_changes, old, plan),
             }
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
+            if self.audit is not None:
+                changes = self.last_reload["changes_total"]
+                self.audit.admin(
+                    "reload",
+                    outcome="loaded",
+                    from_plan=old.content_hash,
+                    to_plan=plan.content_hash,
+                    changes=changes,
+                )
             return True
 
     async def _read_plan(self, source: PlanSource) -> RuntimePlan:
@@ -315,6 +338,10 @@ class Gateway:
             "changes": [],
             "changes_total": 0,
         }
+        if self.audit is not None:
+            self.audit.admin(
+                "reload", outcome="refused", from_plan=self.plan.content_hash, to_plan=None, error=reason
+            )
         return False
 
     def _with_plan_header(self, send: Send) -> Send:
