@@ -13,7 +13,10 @@ the difference is worker scoring (``runtime.scoring``) and the guards' per-worke
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
 run the first case and the stream with the JSON access log on (``--access-log json``; written to a
-temporary file): one line per request, flushed.
+temporary file): one line per request, flushed. Then the audit log on (``--audit-log``, a temporary
+file: one queued event per request, written by the background task) and OpenTelemetry tracing on
+(``--otel``: the SDK with its batch span processor and an exporter that discards, so what is measured is
+making the spans, not a network). Tracing off costs the first case nothing: compare it across commits.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import orjson
 
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
+from interlock.runtime.audit import AuditLog, open_sink
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
 CONFIG = """\
@@ -93,6 +97,33 @@ class InstantAdapter(Adapter):
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         return None
+
+
+class _Discard:
+    """A span exporter that drops what it is given (the cost measured is making spans, not sending)."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def discarding_tracer() -> Any:
+    """``--otel`` as ``interlock serve`` builds it (batch processor), exporting nowhere."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from interlock.runtime.tracing.otel import Tracing
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(_Discard()))  # type: ignore[arg-type]
+    return Tracing(provider)
 
 
 async def drive(
@@ -165,6 +196,11 @@ async def main(requests: int, profile: bool) -> None:
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
     logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
     await logged.startup()
+    audit_file = tempfile.NamedTemporaryFile(suffix=".jsonl")  # noqa: SIM115 (closed below)
+    audited = Gateway(plan, open_adapters=instant, probes=False, audit=AuditLog(open_sink(audit_file.name)))
+    await audited.startup()
+    traced = Gateway(plan, open_adapters=instant, probes=False, tracing=discarding_tracer())
+    await traced.startup()
     assert with_cors.plan.cors is not None
     chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})
     origin = ((b"origin", b"http://localhost:5173"),)
@@ -220,6 +256,15 @@ async def main(requests: int, profile: bool) -> None:
             ),
             (),
         ),
+        "audit log on": (audited, chat, ()),
+        "tracing on (--otel)": (traced, chat, ()),
+        "stream, tracing on": (
+            traced,
+            orjson.dumps(
+                {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            ),
+            (),
+        ),
     }
     baseline = 0.0
     for name, (target, body, extra) in cases.items():
@@ -241,6 +286,9 @@ async def main(requests: int, profile: bool) -> None:
     await with_cors.shutdown()
     await logged.shutdown()
     log_file.close()
+    await audited.shutdown()
+    audit_file.close()
+    await traced.shutdown()
 
 
 if __name__ == "__main__":
