@@ -19,7 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from interlock.runtime.access import CALLER, needs_key
 from interlock.runtime.audit import AuditLog
+from interlock.runtime.errors import Unauthenticated
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
@@ -29,7 +31,16 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
 from interlock.runtime.journal import Journal
-from interlock.runtime.lifecycle import Failure, Handler, Message, Receive, Scope, Send, send_json
+from interlock.runtime.lifecycle import (
+    Failure,
+    Handler,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    failure_of,
+    send_json,
+)
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
@@ -44,6 +55,7 @@ from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.sticky import StickyTable
 from interlock.runtime.surfaces import route_table
 from interlock.runtime.surfaces.admin import build_admin
+from interlock.runtime.surfaces.openai import ChatCompletions
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
@@ -144,6 +156,7 @@ class Gateway:
         table = route_table()
         self._routes: Mapping[tuple[str, str], Handler] = table.handlers
         self._paths = table.paths
+        self._admin_errors = ChatCompletions()  # the admin routes answer errors in OpenAI's shape
 
     def _ollama_adapter(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
@@ -187,6 +200,12 @@ class Gateway:
                 if admitted is None:  # a preflight, answered
                     return
                 send = admitted
+            if plan.keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
+                try:
+                    scope[CALLER] = plan.keys.authenticate(scope["headers"])
+                except Unauthenticated as exc:
+                    await self._unauthenticated(scope, send, exc)
+                    return
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
                 await handler(self, scope, receive, send)
@@ -199,6 +218,23 @@ class Gateway:
             await self._lifespan(receive, send)
         elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
             await send({"type": "websocket.close", "code": 1008})
+
+    async def _unauthenticated(self, scope: Scope, send: Send, exc: Unauthenticated) -> None:
+        """401 in the shape of the path's surface (OpenAI's for the admin routes); the body is not read."""
+        plan = self.plan
+        row = self._paths.get(scope["path"])
+        surface = row[1] if row is not None else self._admin_errors
+        failure = failure_of(exc, plan)
+        if self.audit is not None:
+            self.audit.action(
+                "auth_refused",
+                method=scope["method"][:16],
+                path=scope["path"] if row is not None else "(not a surface route)",
+                key_sent=any(name in _KEY_HEADERS for name, _ in scope["headers"]),
+                status=401,
+            )
+        headers = [plan.plan_header, (b"www-authenticate", b'Bearer realm="interlock"'), *failure.headers]
+        await send_json(_closing(send) if _has_body(scope) else send, 401, surface.error(failure), headers)
 
     async def _method_not_allowed(self, scope: Scope, send: Send) -> None:
         methods, surface = self._paths[scope["path"]]
@@ -301,7 +337,7 @@ class Gateway:
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
             if self.audit is not None:
                 changes = self.last_reload["changes_total"]
-                self.audit.admin(
+                self.audit.action(
                     "reload",
                     outcome="loaded",
                     from_plan=old.content_hash,
@@ -339,7 +375,7 @@ class Gateway:
             "changes_total": 0,
         }
         if self.audit is not None:
-            self.audit.admin(
+            self.audit.action(
                 "reload", outcome="refused", from_plan=self.plan.content_hash, to_plan=None, error=reason
             )
         return False
@@ -354,6 +390,8 @@ class Gateway:
 
         return send_with_header
 
+
+_KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (for the audit line only)
 
 MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
 

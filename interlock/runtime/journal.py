@@ -15,10 +15,11 @@ import secrets
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
+from interlock.runtime.access import ANONYMOUS, Caller
 from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, GatewayError, UpstreamError
 from interlock.runtime.health import iso_utc
 from interlock.runtime.router import CandidateRefused
@@ -36,16 +37,6 @@ MAX_REQUEST_ID = 128
 _PLAIN_ID = re.compile(rb"[A-Za-z0-9._:/+=@-]{1,%d}" % MAX_REQUEST_ID)
 RECENT_EVENTS = 200  # the ring of recent fallbacks and errors shown on the status page
 MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut short
-
-
-class Caller(Protocol):
-    """Who made a request: what the journal and the audit log keep of it (never the secret)."""
-
-    @property
-    def key_id(self) -> str: ...
-
-    @property
-    def tenant(self) -> str: ...
 
 
 class RequestRecord:
@@ -76,7 +67,7 @@ class RequestRecord:
         self.target: Target | None = None
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
-        self.caller: Caller | None = None  # who called, when the plan authenticates callers
+        self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
         self.usage: Any = None  # a stream's ``usage`` object, when the upstream sent one
         self.trace: RequestTrace | None = None  # the request's span, when tracing is on
 

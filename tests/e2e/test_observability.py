@@ -30,7 +30,11 @@ ANSWER = "ANSWER-CANARY-harry-lime"
 
 CONFIG = """\
 version: 1
-server: {{default_alias: obs/chat, alias_namespace: obs/}}
+server: {{default_alias: obs/chat, alias_namespace: obs/, auth: required}}
+tenants:
+  team-a: {{}}
+keys:
+  ci: {{tenant: team-a, key_env: CALLER_KEY, allowed: ["obs/*"]}}
 providers:
   down:
     kind: ollama
@@ -70,6 +74,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     audit = folder / "audit.jsonl"
     env = {
         "OBS_KEY": UPSTREAM_KEY,
+        "CALLER_KEY": CALLER_KEY,
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.url,
         "OTEL_BSP_SCHEDULE_DELAY": "50",  # export within 50 ms instead of 5 s
     }
@@ -118,7 +123,11 @@ def test_requests_and_reloads_are_audited_without_prompts_answers_or_secrets(set
             messages=[{"role": "user", "content": PROMPT}],
             extra_headers={"x-request-id": "aud-3"},
         )
-    plan = setup.gateway.health()["plan"]["content_hash"]
+    wrong = openai.OpenAI(base_url=f"{setup.gateway.url}/v1", api_key="sk-not-a-key-SECRET", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.chat.completions.create(model="obs/chat", messages=[{"role": "user", "content": PROMPT}])
+    health = setup.gateway.http.get("/v1/health", headers={"authorization": f"Bearer {CALLER_KEY}"})
+    plan = health.json()["plan"]["content_hash"]
     setup.gateway.sighup()  # the same file again: loaded, same hash
     wait_until(
         lambda: any(e.get("action") == "reload" for e in audit_lines(setup)), 30, "the reload's audit line"
@@ -155,12 +164,22 @@ def test_requests_and_reloads_are_audited_without_prompts_answers_or_secrets(set
     }
     assert first["tokens"]["total_tokens"] > 0
     assert first["duration_ms"] > 0
-    assert first["key_id"] is None
-    assert first["tenant"] is None
+    assert (first["key_id"], first["tenant"]) == ("ci", "team-a")
     assert streamed["stream"] is True
     assert streamed["status"] == 200
     assert streamed["tokens"]["completion_tokens"] > 0  # from the stream's usage chunk
     assert (unknown["status"], unknown["error_class"], unknown["alias"]) == (404, "model_not_found", None)
+
+    (refused,) = [e for e in audit_lines(setup) if e.get("action") == "auth_refused"]
+    assert refused | {"time": None} == {
+        "time": None,
+        "event": "security",
+        "action": "auth_refused",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "key_sent": True,
+        "status": 401,
+    }
 
     reloads = [e for e in audit_lines(setup) if e.get("action") == "reload"]
     assert reloads[0] | {"time": None} == {
@@ -178,7 +197,7 @@ def test_requests_and_reloads_are_audited_without_prompts_answers_or_secrets(set
     assert "does not compile" in reloads[1]["error"]
 
     text = setup.audit.read_text()
-    for secret in (PROMPT, ANSWER, UPSTREAM_KEY, CALLER_KEY):
+    for secret in (PROMPT, ANSWER, UPSTREAM_KEY, CALLER_KEY, "sk-not-a-key-SECRET"):
         assert secret not in text
     assert setup.gateway.metric("interlock_audit_written_total") >= 5
     assert setup.gateway.metric("interlock_audit_dropped_total", reason="queue_full") == 0
@@ -204,6 +223,7 @@ def test_a_fallback_is_one_server_span_with_an_attempt_span_per_candidate(setup:
     assert server.attributes["interlock.alias"] == "obs/fallback"
     assert server.attributes["interlock.candidate"] == "cloud/o-fallback"
     assert server.attributes["http.response.status_code"] == 200
+    assert (server.attributes["interlock.key_id"], server.attributes["interlock.tenant"]) == ("ci", "team-a")
     attempts = sorted((s for s in spans if s.kind == 3), key=lambda s: s.name != "attempt down/llama3.2:3b")
     assert [s.name for s in attempts] == ["attempt down/llama3.2:3b", "attempt cloud/o-fallback"]
     assert all(s.parent_id == server.span_id for s in attempts)

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.runtime.audit import ADMIN_ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
+from interlock.runtime.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
 from interlock.runtime.audit.sinks import JsonLinesFile
 from interlock.runtime.health import HealthBook
 from interlock.runtime.journal import Journal, RequestRecord
@@ -67,10 +67,10 @@ def test_a_full_queue_drops_and_counts_and_never_blocks(basic_plan: RuntimePlan)
         sink = GatedSink()
         audit = AuditLog(sink, capacity=3)
         audit.start()
-        audit.admin("key_added", key_id="k0", tenant="t")
+        audit.action("key_added", key_id="k0", tenant="t")
         await sink.entered.wait()  # the writer holds event k0 and is stuck in the sink
         for n in range(1, 8):  # not awaited: the producers' side is synchronous
-            audit.admin("key_added", key_id=f"k{n}", tenant="t")
+            audit.action("key_added", key_id=f"k{n}", tenant="t")
         assert len(audit.queue) == 3
         assert audit.dropped["queue_full"] == 4
         assert sample(audit, basic_plan, "interlock_audit_dropped_total", reason="queue_full") == 4
@@ -92,9 +92,9 @@ def test_a_failing_sink_is_counted_and_the_writer_goes_on(caplog: pytest.LogCapt
         audit = AuditLog(BrokenSink(), batch=2)
         audit.start()
         for n in range(5):
-            audit.admin("key_removed", key_id=f"k{n}")
+            audit.action("key_removed", key_id=f"k{n}")
         await audit.close()
-        audit.admin("key_removed", key_id="late")  # after close: nothing would write it
+        audit.action("key_removed", key_id="late")  # after close: nothing would write it
         return audit
 
     audit = asyncio.run(scenario())
@@ -105,14 +105,14 @@ def test_a_failing_sink_is_counted_and_the_writer_goes_on(caplog: pytest.LogCapt
 def test_admin_events_take_only_their_table_row() -> None:
     audit = AuditLog(GatedSink())
     with pytest.raises(ValueError, match=r"^unknown audit action 'key_stolen'; expected one of \["):
-        audit.admin("key_stolen", key_id="k")
+        audit.action("key_stolen", key_id="k")
     with pytest.raises(
         ValueError, match=r"^audit action 'key_added' takes no field\(s\) \['secret'\]; it takes"
     ):
-        audit.admin("key_added", key_id="k", secret="sk-nope")
+        audit.action("key_added", key_id="k", secret="sk-nope")
     with pytest.raises(ValueError, match=r"^audit field 'change' must be a plain scalar, not dict$"):
-        audit.admin("key_changed", key_id="k", change={"messages": ["hi"]})  # type: ignore[arg-type]
-    audit.admin("reload", outcome="refused", error="x" * 1000)
+        audit.action("key_changed", key_id="k", change={"messages": ["hi"]})  # type: ignore[arg-type]
+    audit.action("reload", outcome="refused", error="x" * 1000)
     assert len(audit.queue[0]["error"]) == 400
     assert list(audit.queue) == [audit.queue[0]]
 
@@ -134,7 +134,7 @@ def test_the_request_event_is_metadata_read_from_the_journal(basic_plan: Runtime
         journal = Journal(audit=audit)
         audit.start()
         journal.finish(record)
-        audit.admin(
+        audit.action(
             "credit_change", tenant="team-a", delta=-1000, balance=4000, unit="tokens", reason="debit"
         )
         await audit.close()
@@ -189,7 +189,7 @@ def test_sinks_are_chosen_by_table_and_bad_targets_are_refused(tmp_path: Path) -
 
 def test_every_admin_action_and_audit_field_is_documented() -> None:
     text = (ROOT / "docs" / "observability.md").read_text()
-    for action, fields in ADMIN_ACTIONS.items():
+    for action, (_, fields) in ACTIONS.items():
         assert f"`{action}`" in text, action
         for name in fields:
             assert f"`{name}`" in text, (action, name)

@@ -1,4 +1,4 @@
-"""The audit log: admin actions and request metadata, written by one task, never on the request path.
+"""The audit log: request metadata and admin actions, written by one task, never on the request path.
 
 Why this boundary: operators need a durable record of who used what and what was changed, but a
 request must never wait on a disk or a database, and the record must never hold a prompt, an answer
@@ -15,7 +15,8 @@ before returning; every event is either written, or counted as dropped, exactly 
 
 The API for other parts of the gateway (keys, credits)::
 
-    gateway.audit.admin("credit_change", tenant="team-a", delta=-1000, balance=5000, unit="tokens")
+    if gateway.audit is not None:
+        gateway.audit.action("credit_change", tenant="team-a", delta=-1000, balance=5000, unit="tokens")
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.audit.events import ADMIN_ACTIONS, Scalar, admin_event, request_event
+from interlock.runtime.audit.events import ACTIONS, Scalar, action_event, request_event
 from interlock.runtime.audit.sinks import SINKS, Sink, SinkError, open_sink
 
 if TYPE_CHECKING:
     from interlock.runtime.journal import RequestRecord
 
-__all__ = ["ADMIN_ACTIONS", "SINKS", "AuditLog", "Sink", "SinkError", "open_sink"]
+__all__ = ["ACTIONS", "SINKS", "AuditLog", "Sink", "SinkError", "open_sink"]
 
 log = logging.getLogger("interlock.audit")
 
@@ -70,9 +71,9 @@ class AuditLog:
         """A finished request (called once, by ``Journal.finish``)."""
         self._put(request_event(record))
 
-    def admin(self, action: str, **fields: Scalar) -> None:
-        """An admin action: a row of ``ADMIN_ACTIONS`` with its fields (``ValueError`` for others)."""
-        self._put(admin_event(action, fields, self.wall()))
+    def action(self, action: str, **fields: Scalar) -> None:
+        """An admin or security action: a row of ``ACTIONS`` with its fields (``ValueError`` else)."""
+        self._put(action_event(action, fields, self.wall()))
 
     def _put(self, event: dict[str, Any]) -> None:
         if len(self.queue) >= self.capacity:

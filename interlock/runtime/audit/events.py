@@ -22,30 +22,37 @@ MAX_TEXT = 400  # longest string value kept in an audit field (a refused reload'
 
 Scalar = str | int | float | bool | None
 
-ADMIN_ACTIONS: Mapping[str, frozenset[str]] = {
+ACTIONS: Mapping[str, tuple[str, frozenset[str]]] = {
     # a SIGHUP reload: the plan hashes before and after ("to" null when refused), the outcome, and why not
-    "reload": frozenset({"outcome", "from_plan", "to_plan", "changes", "error"}),
-    # API keys (issue 14): never the secret, only its id and owner
-    "key_added": frozenset({"key_id", "tenant", "actor"}),
-    "key_removed": frozenset({"key_id", "tenant", "actor"}),
-    "key_changed": frozenset({"key_id", "tenant", "actor", "change"}),
+    "reload": ("admin", frozenset({"outcome", "from_plan", "to_plan", "changes", "error"})),
+    # API keys: never the secret, only its id and owner
+    "key_added": ("admin", frozenset({"key_id", "tenant", "actor"})),
+    "key_removed": ("admin", frozenset({"key_id", "tenant", "actor"})),
+    "key_changed": ("admin", frozenset({"key_id", "tenant", "actor", "change"})),
     # the credits ledger: a grant, a reset or a manual adjustment (a request's own debit is its request line)
-    "credit_change": frozenset({"tenant", "key_id", "actor", "delta", "balance", "unit", "reason"}),
+    "credit_change": (
+        "admin",
+        frozenset({"tenant", "key_id", "actor", "delta", "balance", "unit", "reason"}),
+    ),
+    # a request refused with 401 before it was read: which route, and whether any key was sent (never which)
+    "auth_refused": ("security", frozenset({"method", "path", "key_sent", "status"})),
 }
-"""Every admin action the audit log takes, with the fields each may carry (besides ``time``/``event``)."""
+"""Every action the audit log takes besides requests: its event kind and the fields it may carry
+(besides ``time``, ``event`` and ``action``)."""
 
 
-def admin_event(action: str, fields: Mapping[str, Scalar], at: float) -> dict[str, Any]:
-    """The line for one admin action; ``ValueError`` for an unknown action, field or value type."""
-    allowed = ADMIN_ACTIONS.get(action)
-    if allowed is None:
-        raise ValueError(f"unknown audit action {action!r}; expected one of {sorted(ADMIN_ACTIONS)}")
+def action_event(action: str, fields: Mapping[str, Scalar], at: float) -> dict[str, Any]:
+    """The line for one action; ``ValueError`` for an unknown action, field or value type."""
+    row = ACTIONS.get(action)
+    if row is None:
+        raise ValueError(f"unknown audit action {action!r}; expected one of {sorted(ACTIONS)}")
+    kind, allowed = row
     unknown = fields.keys() - allowed
     if unknown:
         raise ValueError(
             f"audit action {action!r} takes no field(s) {sorted(unknown)}; it takes {sorted(allowed)}"
         )
-    event: dict[str, Any] = {"time": at, "event": "admin", "action": action}
+    event: dict[str, Any] = {"time": at, "event": kind, "action": action}
     for name, value in fields.items():
         if isinstance(value, str):
             value = value if len(value) <= MAX_TEXT else value[: MAX_TEXT - 1] + "…"
@@ -64,8 +71,8 @@ def request_event(record: RequestRecord) -> dict[str, Any]:
         "time": record.wall,
         "event": "request",
         "request_id": record.id.decode(),
-        "key_id": caller.key_id if caller is not None else None,
-        "tenant": caller.tenant if caller is not None else None,
+        "key_id": caller.key_id,
+        "tenant": caller.tenant,
         "endpoint": record.endpoint,
         "stream": record.stream,
         "alias": target.label[:MAX_TEXT] if target is not None else None,

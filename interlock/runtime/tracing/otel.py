@@ -211,8 +211,9 @@ class RequestTrace:
             attributes["interlock.candidate"] = _cut(answered.candidate.id)
             if answered.route.worker is not None:
                 attributes["interlock.worker"] = answered.route.worker
-        if caller is not None:
+        if caller.key_id is not None:
             attributes["interlock.key_id"] = caller.key_id
+        if caller.tenant is not None:
             attributes["interlock.tenant"] = caller.tenant
         usage = usage_of(record)
         if usage is not None:
