@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from interlock.runtime.access import CALLER, needs_key
 from interlock.runtime.audit import AuditLog
+from interlock.runtime.audit.keys import access_changes
 from interlock.runtime.errors import Unauthenticated
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
@@ -344,6 +345,8 @@ class Gateway:
                     to_plan=plan.content_hash,
                     changes=changes,
                 )
+                for action, fields in access_changes(old.source.access, plan.source.access):
+                    self.audit.action(action, **fields)
             return True
 
     async def _read_plan(self, source: PlanSource) -> RuntimePlan:

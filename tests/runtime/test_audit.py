@@ -193,3 +193,58 @@ def test_every_admin_action_and_audit_field_is_documented() -> None:
         assert f"`{action}`" in text, action
         for name in fields:
             assert f"`{name}`" in text, (action, name)
+
+
+def test_a_reload_says_which_keys_and_budgets_changed_never_their_secrets() -> None:
+    from interlock.runtime.audit.keys import access_changes
+    from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanTenant
+
+    def limits(**changes: Any) -> PlanLimits:
+        return PlanLimits(allowed=None, denied=[], **changes)
+
+    def key(key_id: str, tenant: str, **changes: Any) -> PlanKey:
+        fields: dict[str, Any] = {"key_env": f"{key_id.upper()}_KEY", "hash": None, "limits": limits()}
+        fields.update(changes)
+        return PlanKey(id=key_id, tenant=tenant, **{"description": "", **fields})
+
+    tenants = {n: PlanTenant(name=n, description="", limits=limits()) for n in ("a", "b")}
+    old = PlanAccess(
+        tenants=tenants,
+        keys={"gone": key("gone", "a"), "ci": key("ci", "a"), "same": key("same", "b")},
+    )
+    new = PlanAccess(
+        tenants={**tenants, "b": PlanTenant(name="b", description="", limits=limits(credits=5000))},
+        keys={
+            "ci": key("ci", "b", key_env="OTHER_VAR", limits=limits(requests_per_minute=60, credits=10)),
+            "same": key("same", "b", description="edited"),
+            "new": key("new", "a"),
+        },
+    )
+    assert list(access_changes(old, new)) == [
+        ("key_added", {"key_id": "new", "tenant": "a", "actor": "reload"}),
+        ("key_removed", {"key_id": "gone", "tenant": "a", "actor": "reload"}),
+        (
+            "key_changed",
+            {
+                "key_id": "ci",
+                "tenant": "b",
+                "actor": "reload",
+                "change": "secret replaced, tenant a -> b, requests_per_minute 0 -> 60",
+            },
+        ),
+        (
+            "credit_change",
+            {
+                "key_id": "ci",
+                "tenant": "b",
+                "actor": "reload",
+                "unit": "tokens",
+                "reason": "budget unlimited -> 10 tokens",
+            },
+        ),
+        (
+            "credit_change",
+            {"tenant": "b", "actor": "reload", "unit": "tokens", "reason": "budget unlimited -> 5000 tokens"},
+        ),
+    ]
+    assert "OTHER_VAR" not in str(list(access_changes(old, new)))
