@@ -52,6 +52,7 @@ class RequestRecord:
         "status",
         "stream",
         "target",
+        "tokens",
         "trace",
         "usage",
         "wall",
@@ -68,6 +69,7 @@ class RequestRecord:
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
         self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
+        self.tokens = 0  # prompt + completion tokens from the answer's usage (0: none reported)
         self.usage: Any = None  # a stream's ``usage`` object, when the upstream sent one
         self.trace: RequestTrace | None = None  # the request's span, when tracing is on
 
