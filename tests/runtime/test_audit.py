@@ -65,7 +65,7 @@ def sample(audit: AuditLog, plan: RuntimePlan, name: str, **labels: str) -> floa
 def test_a_full_queue_drops_and_counts_and_never_blocks(basic_plan: RuntimePlan) -> None:
     async def scenario() -> tuple[GatedSink, AuditLog]:
         sink = GatedSink()
-        audit = AuditLog(sink, capacity=3)
+        audit = AuditLog(sink, capacity=3, linger_s=0)
         audit.start()
         audit.action("key_added", key_id="k0", tenant="t")
         await sink.entered.wait()  # the writer holds event k0 and is stuck in the sink

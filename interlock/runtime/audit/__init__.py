@@ -5,10 +5,11 @@ request must never wait on a disk or a database, and the record must never hold 
 or a secret. So the request path (``Journal.finish``, once per request, whatever the surface) and the
 admin paths only build a small dict of metadata (``events``: a table says which fields each kind may
 carry) and append it to a bounded in-memory queue: O(1), no I/O, no await. One writer task takes
-whole batches from the queue and hands them to the sink (``sinks``: a JSON-lines file; the ledger's
-database). When the queue is full the event is dropped and counted (``interlock_audit_dropped_total``
-by reason ``queue_full``); a batch the sink could not store is counted as ``sink_error`` and logged;
-an event that comes after shutdown began is counted as ``closed``.
+whole batches from the queue (waiting ``LINGER_S`` after the first event, so that a busy gateway
+makes one write per batch, not per request) and hands them to the sink (``sinks``: a JSON-lines
+file; the ledger's database). When the queue is full the event is dropped and counted
+(``interlock_audit_dropped_total`` by reason ``queue_full``); a batch the sink could not store is
+counted as ``sink_error`` and logged; an event that comes after shutdown began, as ``closed``.
 
 Invariants: events reach the sink in the order they were queued; ``close`` writes out what is queued
 before returning; every event is either written, or counted as dropped, exactly once.
@@ -40,6 +41,7 @@ log = logging.getLogger("interlock.audit")
 
 QUEUE_EVENTS = 10_000  # events waiting for the writer at most; more are dropped and counted
 BATCH_EVENTS = 512  # the most events handed to the sink in one write
+LINGER_S = 0.05  # after the first event, the writer waits this long for more: one write for many
 DROP_REASONS = ("queue_full", "sink_error", "closed")
 
 
@@ -52,11 +54,13 @@ class AuditLog:
         *,
         capacity: int = QUEUE_EVENTS,
         batch: int = BATCH_EVENTS,
+        linger_s: float = LINGER_S,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.sink = sink
         self.capacity = capacity
         self.batch = batch
+        self.linger_s = linger_s
         self.wall = wall
         self.queue: deque[dict[str, Any]] = deque()
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
@@ -107,6 +111,8 @@ class AuditLog:
     async def _write_forever(self) -> None:
         while True:
             await self._wake.wait()
+            if self.linger_s and len(self.queue) < self.batch and not self._closing:
+                await asyncio.sleep(self.linger_s)  # gather a batch: one thread hop, one write
             self._wake.clear()
             await self._drain()
             if self._closing:
