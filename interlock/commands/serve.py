@@ -75,13 +75,15 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="append an audit log to PATH: one JSON line per request (key id, tenant, alias, candidate, "
         "status, tokens, duration; never prompts, answers or secrets) and per admin action (reloads with "
-        "the plan hashes); written by a background task from a bounded queue (docs/observability.md)",
+        "the plan hashes, key and budget changes, refused keys); written by a background task from a "
+        "bounded queue that drops and counts rather than block (docs/observability.md)",
     )
     p.add_argument(
         "--otel",
         action="store_true",
         help="trace requests with OpenTelemetry (the `otel` extra): a span per request, one per candidate "
-        "tried, W3C traceparent passed upstream; exporter and endpoint from the standard OTEL_* variables",
+        "tried, W3C traceparent passed upstream; exporter, endpoint and sampler from the standard OTEL_* "
+        "variables (OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)",
     )
     p.set_defaults(handler=run_serve)
 

@@ -269,3 +269,26 @@ def test_a_request_without_traceparent_starts_its_own_trace(setup: Setup) -> Non
     wait_until(lambda: len(setup.receiver.trace(new)) >= 2, 30, "its spans")
     (server,) = [s for s in setup.receiver.trace(new) if s.kind == 2]
     assert server.parent_id == ""
+
+
+def test_a_bad_audit_target_or_otel_setting_stops_the_start(setup: Setup, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def start(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "interlock", "serve", str(setup.config), "--port", "0", *args]
+        base = {"PATH": "", "OBS_KEY": UPSTREAM_KEY, "CALLER_KEY": CALLER_KEY}
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, env={**base, **env})
+
+    missing = tmp_path / "no-such-dir" / "audit.jsonl"
+    done = start("--audit-log", str(missing))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"interlock serve: --audit-log: cannot open the audit log {missing}: No such file or directory"
+    )
+    done = start("--otel", OTEL_TRACES_EXPORTER="zipkin")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "interlock serve: --otel: OTEL_TRACES_EXPORTER: unknown exporter(s) zipkin; "
+        "expected otlp, console, none"
+    )
