@@ -356,6 +356,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
             caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
+            record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             if caller.budgets:
                 refusal = await gateway.counters.take(caller.budgets)
