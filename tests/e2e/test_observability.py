@@ -292,3 +292,41 @@ def test_a_bad_audit_target_or_otel_setting_stops_the_start(setup: Setup, tmp_pa
         "interlock serve: --otel: OTEL_TRACES_EXPORTER: unknown exporter(s) zipkin; "
         "expected otlp, console, none"
     )
+
+
+def test_every_surface_is_audited_and_traced_by_the_one_lifecycle(setup: Setup) -> None:
+    import anthropic
+    import ollama
+
+    trace_id = secrets.token_hex(16)
+    parent = f"00-{trace_id}-{secrets.token_hex(8)}-01"
+    claude = anthropic.Anthropic(base_url=setup.gateway.url, api_key=CALLER_KEY, max_retries=0)
+    claude.messages.create(
+        model="obs/chat",
+        max_tokens=50,
+        messages=[{"role": "user", "content": PROMPT}],
+        extra_headers={"x-request-id": "surface-anthropic", "traceparent": parent},
+    )
+    local = ollama.Client(
+        host=setup.gateway.url,
+        headers={
+            "Authorization": f"Bearer {CALLER_KEY}",
+            "x-request-id": "surface-ollama",
+            "traceparent": parent,
+        },
+    )
+    local.chat(model="obs/chat", messages=[{"role": "user", "content": PROMPT}], stream=False)
+    wait_until(
+        lambda: request_line(setup, "surface-anthropic") and request_line(setup, "surface-ollama"),
+        10,
+        "two lines",
+    )
+    for rid in ("surface-anthropic", "surface-ollama"):
+        line = request_line(setup, rid)
+        assert line is not None
+        assert (line["key_id"], line["alias"], line["status"]) == ("ci", "obs/chat", 200)
+    wait_until(
+        lambda: len([s for s in setup.receiver.trace(trace_id) if s.kind == 2]) == 2, 30, "two server spans"
+    )
+    paths = sorted(s.attributes["url.path"] for s in setup.receiver.trace(trace_id) if s.kind == 2)
+    assert paths == ["/api/chat", "/v1/messages"]
