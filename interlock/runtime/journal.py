@@ -125,7 +125,7 @@ class Journal:
         self.audit = audit  # the audit log, when on: one queued event per request
         self.events: deque[Event] = deque(maxlen=size)
         self.requests = 0
-        self._clock = _Clock()
+        self._clock = MillisClock()
         self._id_prefix = secrets.token_hex(6)  # this process's ids: random prefix, then a counter
         self._ids = 0
 
@@ -249,8 +249,9 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
 
-class _Clock:
-    """ISO 8601 UTC with milliseconds, formatting the date and time once per second."""
+class MillisClock:
+    """ISO 8601 UTC with milliseconds, formatting the date and time once per second (one per writer:
+    the access log's, the audit log's)."""
 
     __slots__ = ("prefix", "second")
 

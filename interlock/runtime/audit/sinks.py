@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.health import iso_utc
+from interlock.runtime.journal import MillisClock
 
 
 class SinkError(Exception):
@@ -43,13 +43,11 @@ class Sink(abc.ABC):
         """Where it writes, for logs and the startup line (no credential)."""
 
 
-def line(event: dict[str, Any]) -> bytes:
+def line(event: dict[str, Any], clock: MillisClock) -> bytes:
     """One event as a JSON line; ``time`` (epoch seconds) becomes ISO 8601 UTC with milliseconds."""
     at = event.get("time")
     if isinstance(at, float | int):
-        second = int(at)
-        stamp = iso_utc(second) or ""
-        event = {**event, "time": f"{stamp[:-4]}{int((at - second) * 1000):03d}Z"}
+        event = {**event, "time": clock.iso(at)}
     return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
 
 
@@ -66,13 +64,15 @@ class JsonLinesFile(Sink):
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.close(self._fd)
             raise SinkError(f"the audit log {path} is not a regular file")
+        self._clock = MillisClock()
 
     @property
     def describe(self) -> str:
         return self.path
 
     async def write(self, events: Sequence[dict[str, Any]]) -> None:
-        data = b"".join(line(event) for event in events)
+        clock = self._clock
+        data = b"".join(line(event, clock) for event in events)
         await asyncio.to_thread(self._append, data)
 
     def _append(self, data: bytes) -> None:
