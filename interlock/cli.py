@@ -26,6 +26,7 @@ COMMANDS: Mapping[str, str] = {  # each subcommand -> the module that registers 
     "demo": "interlock.commands.demo",
     "deploy": "interlock.commands.deploy",
     "telemetry-sidecar": "interlock.commands.telemetry",
+    "keys": "interlock.commands.keys",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
