@@ -309,6 +309,21 @@ def py_spy(folder: Path, pid: int, name: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+@contextmanager
+def tcp_relay(fake_url: str) -> Iterator[tuple[tuple[str, int], int]]:
+    """bench/tcp_relay.py in front of the fake: the floor of a Python relay (one read, one write)."""
+    upstream = fake_url.removeprefix("http://").split("/", 1)[0]
+    command = [sys.executable, str(HERE / "tcp_relay.py"), upstream]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[-1])
+        yield ("127.0.0.1", port), proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def health(url: str) -> dict[str, object]:
     with urllib.request.urlopen(f"{url}/v1/health", timeout=10) as response:
         report: dict[str, object] = orjson.loads(response.read())
@@ -388,6 +403,22 @@ def measure(kind: Kind, n: int, args: argparse.Namespace, folder: Path) -> None:
             finally:
                 proc.terminate()
                 proc.wait(10)
+            if args.before is not None:  # the same run from another tree, right after this one
+                proc, url = start_gateway(config, 1, source=args.before)
+                try:
+                    address, request = http_request(url, "/v1/chat/completions", body)
+                    run_async(drive(address, request, b"\n\n", b"[DONE]", min(n, 20), 0.2, None))
+                    before = run_async(drive(address, request, b"\n\n", b"[DONE]", n, args.ramp_s, proc.pid))
+                    print(line("before", before, direct, n), flush=True)
+                finally:
+                    proc.terminate()
+                    proc.wait(10)
+            if args.floor:
+                with tcp_relay(fake.url) as (relay_address, relay_pid):
+                    _, request = http_request(fake.url, kind.direct_path, kind.direct_body())
+                    sep, end = kind.direct_sep, kind.direct_end
+                    piped = run_async(drive(relay_address, request, sep, end, n, args.ramp_s, relay_pid))
+                    print(line("tcp relay", piped, direct, n), flush=True)
             if args.litellm and kind.name == "openai":
                 with litellm_proxy(args.litellm, folder, fake.base_url) as (lite_url, lite_pid):
                     body = {"model": "fast", "messages": [{"role": "user", "content": "Say hello."}]}
@@ -453,6 +484,10 @@ def main() -> None:
     parser.add_argument("--py-spy", type=Path, default=None, help="folder: profile each gateway run (py-spy)")
     parser.add_argument("--litellm", type=Path, default=None, help="LiteLLM's `litellm` executable")
     parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM out")
+    parser.add_argument(
+        "--before", type=Path, default=None, help="also serve from this source tree (a `before` row)"
+    )
+    parser.add_argument("--floor", action="store_true", help="also: bench/tcp_relay.py, a byte pipe")
     args = parser.parse_args()
     if args.litellm is not None and not args.litellm.exists():
         parser.error(f"--litellm {args.litellm}: no such file (bench/litellm_setup.sh installs LiteLLM)")
