@@ -16,6 +16,9 @@ takes that over, as a subclass of uvicorn's httptools protocol (one instance per
 - a streamed answer's body can be written straight to the transport (``StreamBody``, offered to the app
   as the ASGI scope extension ``interlock.stream_body``): one framed write per piece, with uvicorn's own
   flow control, instead of a message dict and a coroutine through ASGI ``send`` per relayed chunk.
+  It reads uvicorn's ``RequestResponseCycle`` (``response_started``, ``chunked_encoding``,
+  ``response_complete``, ``disconnected``, ``transport``, ``flow``): tests/runtime/test_stream_body.py
+  fails if a uvicorn upgrade changes them.
 
 The limits are read from the gateway's current plan when a connection is made: after a reload, new
 connections get the new ones.
