@@ -7,8 +7,10 @@ default threshold (every 700 allocations), are promoted, and soon trigger full c
 traverse every live object, the modules and the plan's tables included. At 1,000 streams that was
 about a fifth of the gateway's CPU (bench/streams.py, docs/benchmarks.md). So, before serving:
 
-- collect once, then freeze what exists (modules, the plan's tables: no garbage among them), so
-  later collections never traverse it;
+- collect the young generations, then freeze what exists (modules, the plan's tables), so later
+  collections never traverse it. Not a full collection first: on a 10,000-alias plan that took 0.2 s
+  of the start (bench/serve_start.py), and a full collection at that point found no garbage; whatever
+  cyclic garbage the oldest generation still held at start is kept, once;
 - collect the young generation every ``THRESHOLDS[0]`` allocations, so a stream's short waits end
   before a collection sees them.
 
@@ -23,8 +25,8 @@ THRESHOLDS = (50_000, 20, 10)  # young collections, and how many of each before 
 
 
 def settle() -> None:
-    """Before serving: collect, freeze what is left, and raise the thresholds."""
-    gc.collect()
+    """Before serving: collect the young generations, freeze what is left, raise the thresholds."""
+    gc.collect(1)
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)
 
