@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from interlock.runtime.facts import FactsTable
+from interlock.runtime.fleet import FleetLine
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.context import ContextGuard
@@ -109,11 +110,14 @@ class Gateway:
             clock=clock,
             wall=wall,
         )
+        self.fleet = FleetLine(
+            self.slots, self.scorer, lambda: self.plan.routing, lambda: self.plan.workers, clock=clock
+        )  # requests waiting for any of a candidate's workers (one process's slots only)
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
+            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
             OllamaOptionsGuard(self.facts),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics)

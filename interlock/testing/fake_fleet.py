@@ -21,9 +21,9 @@ render tags, show, chat and embed answers), and adds the physics a routing polic
   ``GET /telemetry`` serves a telemetry sidecar's document with the box's true VRAM use.
 
 Invariants: ``vram_in_use() <= vram_bytes``; a model is loaded or loading, or neither; ``running`` of a
-model never exceeds its ``parallel``; ``computing`` never exceeds ``running()``. Everything runs on the box's event loop, so state changes are
-atomic between awaits; ``until(predicate)`` lets a test wait on state instead of time, and ``hold()``
-stops generation (after any load) until ``release()``.
+model never exceeds its ``parallel``; ``computing`` never exceeds ``running()``. Everything runs on the
+box's event loop, so state changes are atomic between awaits; ``until(predicate)`` lets a test wait on
+state instead of time, and ``hold()`` stops generation (after any load) until ``release()``.
 """
 
 from __future__ import annotations

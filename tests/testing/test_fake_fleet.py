@@ -163,6 +163,7 @@ def test_requests_computing_at_once_share_the_gpu_whatever_their_model() -> None
     async def test(box: FakeGpuBox, http: aiohttp.ClientSession) -> None:
         box.preload("model-a:1b", "model-b:1b")
         status, frames = await chat(http, "model-a:1b")
+        assert status == 200
         solo = frames[-1]
         tokens = solo["eval_count"]
         assert solo["eval_duration"] == pytest.approx(tokens * 1_000_000, rel=1e-6)  # alone: full speed

@@ -275,7 +275,11 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         "ready": gateway.ready,
         "providers": providers,
         "workers": workers,
-        "slot_state": {"scope": state.scope, "degraded": state.degraded},
+        "slot_state": {
+            "scope": state.scope,
+            "degraded": state.degraded,
+            "fleet_waiting": gateway.fleet.report(),  # per candidate: waiting for any of its workers
+        },
         "candidates": candidates,
     }
     if plan.routing.sticky is not None:  # only when sticky sessions are on
