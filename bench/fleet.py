@@ -78,6 +78,7 @@ class Outcome:
     ttft_s: float | None
     error: str | None
     worker: int
+    spilled: bool = False  # answered by a candidate other than the local one (a cloud spill-over)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Result:
     errors: int
     loads: int
     evictions: int
+    spills: int = 0
     ttft_s: dict[str, float] = field(default_factory=dict)
     per_worker: list[int] = field(default_factory=list)
     wall_s: float = 0.0
@@ -128,11 +130,57 @@ def sim_models(scale: float) -> list[SimModel]:
             vram,
             load_s=load * scale,
             tokens_per_s=tps / scale,
-            prompt_tokens_per_s=3000.0 / scale,
+            prompt_tokens_per_s=PROMPT_TOKENS_PER_S / scale,
             parallel=PARALLEL,
         )
         for name, vram, load, tps, _ in MODELS
     ]
+
+
+# ----- what no policy can beat: computed from the schedule, no boxes -----
+
+PROMPT_TOKENS_PER_S = 3000.0  # real seconds, every model (as `sim_models` builds them)
+ANSWER_CAP = 400  # tokens in REPLY: no answer is longer
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    floor_s: dict[str, float]  # each request's prompt and first token with the GPU to itself
+    oracle_s: dict[str, float]  # the relaxed oracle (see `bounds`)
+
+
+def bounds(jobs: Sequence[Job], workers: int) -> Bound:
+    """TTFT percentiles (simulated seconds) that bound every policy on these boxes, from the schedule.
+
+    - floor: a request's first token needs its prompt processed and one token made, at the model's
+      full speed (the GPU to itself); nothing a policy does makes that shorter.
+    - relaxed oracle: every model resident on every box from the start (no load, no eviction, VRAM
+      ignored), no GPU sharing (every request at full speed, however many run), and each model's
+      requests started in arrival order on the first of the fleet's ``workers x PARALLEL`` slots for
+      it that frees (Ollama's per-model parallelism is the one limit kept). Every relaxation only
+      helps, so a policy on the simulator does no better than this schedule unless it reorders
+      requests (FIFO per model is what every policy here does)."""
+    speeds = {m[0]: m[3] for m in MODELS}
+    floor: list[float] = []
+    oracle: list[float] = []
+    free_at: dict[str, list[float]] = {m[0]: [0.0] * (workers * PARALLEL) for m in MODELS}
+    for job in sorted(jobs, key=lambda j: j.at_s):
+        first = job.prompt_words / PROMPT_TOKENS_PER_S + 1 / speeds[job.model]
+        service = (
+            job.prompt_words / PROMPT_TOKENS_PER_S + min(job.answer_tokens, ANSWER_CAP) / speeds[job.model]
+        )
+        slots = free_at[job.model]
+        slot = min(range(len(slots)), key=slots.__getitem__)
+        start = max(job.at_s, slots[slot])
+        slots[slot] = start + service
+        floor.append(first)
+        oracle.append(start - job.at_s + first)
+    return Bound(_percentiles(floor), _percentiles(oracle))
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {p: _percentile(ordered, q) for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))}
 
 
 # ----- the policies: what a proxy without model awareness can do -----
@@ -189,6 +237,7 @@ def result(
         errors=sum(1 for o in outcomes if o.error is not None),
         loads=sum(b.loads for b in boxes),
         evictions=sum(b.evictions for b in boxes),
+        spills=sum(1 for o in outcomes if o.spilled),
         ttft_s={p: _percentile(ttfts, q) / scale for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
         per_worker=[sum(1 for o in outcomes if o.worker == i) for i in range(len(boxes))],
         wall_s=wall,
@@ -238,11 +287,13 @@ aliases:
 """
 
 
-def gateway_config(boxes: Sequence[FakeGpuBox], scale: float, routing: str = "{}") -> str:
+def gateway_config(
+    boxes: Sequence[FakeGpuBox], scale: float, routing: str = "{}", max_concurrent: int = MAX_CONCURRENT
+) -> str:
     """Each box as a worker (slots as the proxies have them, per model as the box runs them, telemetry
     from the box's document); one alias per model; probes every 5 simulated seconds."""
     workers = "\n".join(
-        f'      - {{name: {b.name}, url: "{b.url}", max_concurrent: {MAX_CONCURRENT}, '
+        f'      - {{name: {b.name}, url: "{b.url}", max_concurrent: {max_concurrent}, '
         f'model_concurrency: {{"*": {PARALLEL}}}, queue: {{max_waiting: 1000, max_wait: 300s}}, '
         f'telemetry: {{url: "{b.url}/telemetry"}}}}'
         for b in boxes
@@ -285,12 +336,14 @@ def start_gateway(config: str, folder: Path) -> tuple[subprocess.Popen[bytes], s
     return proc, line.split()[2]
 
 
-async def replay_interlock(jobs: Sequence[Job], workers: int, scale: float, routing: str = "{}") -> Result:
+async def replay_interlock(
+    jobs: Sequence[Job], workers: int, scale: float, routing: str = "{}", max_concurrent: int = MAX_CONCURRENT
+) -> Result:
     boxes = await fresh_boxes(workers, scale)
     index = {b.name: i for i, b in enumerate(boxes)}
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="interlock-fleet-") as tmp:
-        proc, url = start_gateway(gateway_config(boxes, scale, routing), Path(tmp))
+        proc, url = start_gateway(gateway_config(boxes, scale, routing, max_concurrent), Path(tmp))
         try:
             connector = aiohttp.TCPConnector(limit=0)
             timeout = aiohttp.ClientTimeout(total=300)
@@ -341,6 +394,7 @@ async def _call_gateway(http: aiohttp.ClientSession, url: str, job: Job, index: 
     try:
         async with http.post(f"{url}/v1/chat/completions", data=orjson.dumps(body)) as response:
             worker = index.get(response.headers.get("x-interlock-worker", ""), -1)
+            spilled = not response.headers.get("x-interlock-resolved", "local/").startswith("local/")
             if response.status != 200:
                 await response.read()
                 return Outcome(None, f"HTTP {response.status}", worker)
@@ -348,10 +402,10 @@ async def _call_gateway(http: aiohttp.ClientSession, url: str, job: Job, index: 
                 if ttft is None and line.startswith(b"data: {"):
                     ttft = time.perf_counter() - sent
                 if line.startswith(b"data: {") and b'"error"' in line:
-                    return Outcome(ttft, "stream error", worker)
+                    return Outcome(ttft, "stream error", worker, spilled)
     except (aiohttp.ClientError, TimeoutError) as exc:
         return Outcome(ttft, type(exc).__name__, worker)
-    return Outcome(ttft, None, worker)
+    return Outcome(ttft, None, worker, spilled)
 
 
 async def _call(http: aiohttp.ClientSession, url: str, job: Job, worker: int) -> Outcome:
@@ -388,14 +442,15 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def table(results: Sequence[Result], scale: float) -> str:
     head = (
-        f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p95 | TTFT p99 | errors | requests per worker"
+        f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p95 | TTFT p99 | spills | errors "
+        "| requests per worker"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         t = r.ttft_s
         lines.append(
             f"{r.policy:<22}| {r.loads:>5} | {r.evictions:>9} | {t['p50']:>6.2f} s | {t['p95']:>6.2f} s "
-            f"| {t['p99']:>6.2f} s | {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
+            f"| {t['p99']:>6.2f} s | {r.spills:>6} | {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
         )
     lines.append(
         f"TTFT in simulated seconds (measured / {scale:g}): a 2 s model load ran in {2 * scale * 1000:.0f} ms"
@@ -416,6 +471,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=MAX_CONCURRENT,
+        help="interlock's max_concurrent per box (first-available's cap stays MAX_CONCURRENT)",
+    )
+    parser.add_argument("--bounds-only", action="store_true", help="print the bounds, replay nothing")
+    parser.add_argument(
         "--routing",
         default="{}",
         help="interlock's `routing:` section, YAML flow style (default: the defaults)",
@@ -428,10 +490,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.workers} boxes x {VRAM_GIB:g} GiB, preloaded {', '.join(PRELOAD)}; per model: "
         + ", ".join(f"{k} {v}" for k, v in counts.items())
     )
+    bound = bounds(jobs, args.workers)
+    for label, figures in (("floor", bound.floor_s), ("relaxed oracle", bound.oracle_s)):
+        print(
+            f"{label:<22}  TTFT p50 {figures['p50']:.2f} s, p95 {figures['p95']:.2f} s, "
+            f"p99 {figures['p99']:.2f} s (computed from the schedule: see `bounds`)"
+        )
+    if args.bounds_only:
+        return 0
     results = []
     for name in args.policy or [*POLICIES, INTERLOCK]:
         if name == INTERLOCK:
-            results.append(asyncio.run(replay_interlock(jobs, args.workers, args.scale, args.routing)))
+            row = replay_interlock(jobs, args.workers, args.scale, args.routing, args.max_concurrent)
+            results.append(asyncio.run(row))
         else:
             results.append(asyncio.run(replay(name, POLICIES[name](), jobs, args.workers, args.scale)))
     print(table(results, args.scale))
