@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -147,6 +148,7 @@ ANSWER_CAP = 400  # tokens in REPLY: no answer is longer
 class Bound:
     floor_s: dict[str, float]  # each request's prompt and first token with the GPU to itself
     oracle_s: dict[str, float]  # the relaxed oracle (see `bounds`)
+    shared_s: dict[str, float]  # the never-loading dispatcher on shared GPUs (see `never_loading`)
 
 
 def bounds(jobs: Sequence[Job], workers: int) -> Bound:
@@ -175,7 +177,64 @@ def bounds(jobs: Sequence[Job], workers: int) -> Bound:
         slots[slot] = start + service
         floor.append(first)
         oracle.append(start - job.at_s + first)
-    return Bound(_percentiles(floor), _percentiles(oracle))
+    return Bound(_percentiles(floor), _percentiles(oracle), _percentiles(never_loading(jobs, workers)))
+
+
+def never_loading(jobs: Sequence[Job], workers: int) -> list[float]:
+    """TTFTs (simulated s) of an ideal dispatcher on boxes that share their GPU as the simulator does,
+    but never load: every model resident on every box (VRAM ignored), ``PARALLEL`` slots per model
+    per box, each model's requests in arrival order, each started as soon as a slot for it is free,
+    on the box with the fewest requests computing. Exact processor sharing (event to event): with n
+    requests on a box each advances at 1/n of its full speed."""
+    speeds = {m[0]: m[3] for m in MODELS}
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i].at_s)
+    first_work = [
+        jobs[i].prompt_words / PROMPT_TOKENS_PER_S + 1 / speeds[jobs[i].model] for i in range(len(jobs))
+    ]
+    work = [
+        jobs[i].prompt_words / PROMPT_TOKENS_PER_S
+        + min(jobs[i].answer_tokens, ANSWER_CAP) / speeds[jobs[i].model]
+        for i in range(len(jobs))
+    ]
+    done = [0.0] * len(jobs)  # work done so far
+    ttft = [math.nan] * len(jobs)
+    boxes: list[list[int]] = [[] for _ in range(workers)]  # requests computing per box
+    waiting: dict[str, list[int]] = {m[0]: [] for m in MODELS}
+    now, next_job = 0.0, 0
+
+    def start() -> None:
+        for model, line in waiting.items():
+            while line:
+                open_boxes = [
+                    b for b in range(workers) if sum(jobs[i].model == model for i in boxes[b]) < PARALLEL
+                ]
+                if not open_boxes:
+                    break
+                box = min(open_boxes, key=lambda b: (len(boxes[b]), b))
+                boxes[box].append(line.pop(0))
+
+    while next_job < len(order) or any(boxes) or any(waiting.values()):
+        # the next event: an arrival, a first token, or a request finishing
+        step = jobs[order[next_job]].at_s - now if next_job < len(order) else math.inf
+        for running in boxes:
+            for i in running:
+                left = (first_work[i] - done[i]) if math.isnan(ttft[i]) else (work[i] - done[i])
+                step = min(step, max(left, 0.0) * len(running))
+        for running in boxes:
+            for i in running:
+                done[i] += step / len(running)
+        now += step
+        for running in boxes:
+            for i in list(running):
+                if math.isnan(ttft[i]) and done[i] >= first_work[i] - 1e-9:
+                    ttft[i] = now - jobs[i].at_s
+                if done[i] >= work[i] - 1e-9:
+                    running.remove(i)
+        while next_job < len(order) and jobs[order[next_job]].at_s <= now + 1e-12:
+            waiting[jobs[order[next_job]].model].append(order[next_job])
+            next_job += 1
+        start()
+    return ttft
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -491,7 +550,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{k} {v}" for k, v in counts.items())
     )
     bound = bounds(jobs, args.workers)
-    for label, figures in (("floor", bound.floor_s), ("relaxed oracle", bound.oracle_s)):
+    rows = (
+        ("floor", bound.floor_s),
+        ("relaxed oracle", bound.oracle_s),
+        ("never-loading, shared", bound.shared_s),
+    )
+    for label, figures in rows:
         print(
             f"{label:<22}  TTFT p50 {figures['p50']:.2f} s, p95 {figures['p95']:.2f} s, "
             f"p99 {figures['p99']:.2f} s (computed from the schedule: see `bounds`)"
