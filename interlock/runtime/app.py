@@ -96,7 +96,14 @@ class Gateway:
         self.slots.configure(plan.workers)
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
-        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
+        view = StateView(
+            lambda: self.plan,
+            self.health,
+            self.slots,
+            self.telemetry,
+            lambda candidate: self.fleet.waiting(candidate),  # the fleet line is made below
+        )
+        self.metrics = Metrics(view)
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
         self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests

@@ -127,16 +127,16 @@ class FleetLine:
         limits = self.limits().get(first.worker)
         max_waiting = limits.max_waiting if limits is not None else 0
         max_wait_s = limits.max_wait_s if limits is not None else 0.0
-        line = self.lines.setdefault(candidate.id, [])
         retry_after = max(1, math.ceil(max_wait_s))
-        if len(line) >= max_waiting or max_wait_s <= 0:
+        waiting = self.waiting(candidate.id)
+        if waiting >= max_waiting or max_wait_s <= 0:
             raise SlotUnavailable(
-                f"no worker of {candidate.id} has a free slot and its line is full ({len(line)} waiting)",
+                f"no worker of {candidate.id} has a free slot and its line is full ({waiting} waiting)",
                 retry_after=retry_after,
             )
         loop = asyncio.get_running_loop()
         waiter = _Waiter(candidate, routes, loop.create_future())
-        line.append(waiter)
+        self.lines.setdefault(candidate.id, []).append(waiter)
         timer = loop.call_later(max_wait_s, self._expire, waiter, max_wait_s, retry_after)
         self._walk_soon(candidate.id)
         try:

@@ -279,7 +279,7 @@ def test_fallback_after_queues_until_the_expected_wait_exceeds_it(
 
 def line(fleet: Fleet) -> int:
     """Requests of the local candidate waiting in the fleet line (for any of its workers)."""
-    waiting: dict[str, int] = fleet.served.health()["slot_state"]["fleet_waiting"]
+    waiting: dict[str, int] = fleet.served.health()["slot_state"].get("fleet_waiting", {})
     return waiting.get(f"local/{MODEL}", 0)
 
 
@@ -337,6 +337,7 @@ def test_a_waiting_request_goes_to_the_first_worker_whose_slot_frees(
         wait_until(lambda: fleet.worker("second")["slots_in_use"] == 1, 10, "a slot on second")
         waiting = pool.submit(fleet.ask, "t/queue")
         wait_until(lambda: line(fleet) == 1, 10, "the third to wait in the line")
+        assert fleet.served.metric("interlock_fleet_waiting", candidate=f"local/{MODEL}") == 1
         second.release()
         assert on_second.result().headers["x-interlock-worker"] == "second"
         assert waiting.result().headers["x-interlock-worker"] == "second"
@@ -367,7 +368,7 @@ def test_with_a_shared_slot_table_a_request_is_bound_to_one_worker_queue(
             return first.running() + second.running() + waiting == 3
 
         wait_until(settled, 10, "every request to run or wait in a worker's queue")
-        assert line(fleet) == 0
+        assert "fleet_waiting" not in fleet.served.health()["slot_state"]  # the line is off
         first.release()
         second.release()
         assert {c.result().headers["x-interlock-worker"] for c in calls} <= {"first", "second"}
