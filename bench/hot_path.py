@@ -13,7 +13,13 @@ the difference is worker scoring (``runtime.scoring``) and the guards' per-worke
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
 run the first case and the stream with the JSON access log on (``--access-log json``; written to a
-temporary file): one line per request, flushed.
+temporary file): one line per request, flushed. The "auth on" cases run it under ``server.auth:
+required``: a key from a variable (``Authorization: Bearer``), a generated key (``x-api-key``, its HMAC
+checked), and a key whose tenant has requests/min, tokens/min and concurrency limits (counted in
+memory). Then the audit log on (``--audit-log``, a temporary file: one queued event per request, and
+the writer task's work, as the loop gets a turn every 16 requests) and OpenTelemetry tracing on
+(``--otel``: the SDK with its batch span processor and an exporter that discards, so what is measured is
+making the spans, not a network). Tracing off costs the first case nothing: compare it across commits.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from typing import Any
 
 import orjson
 
+from interlock.apikeys import hash_key, new_key
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
+from interlock.runtime.audit import AuditLog, open_sink
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
 CONFIG = """\
@@ -95,10 +103,42 @@ class InstantAdapter(Adapter):
         return None
 
 
+class _Discard:
+    """A span exporter that drops what it is given (the cost measured is making spans, not sending)."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def discarding_tracer() -> Any:
+    """``--otel`` as ``interlock serve`` builds it (batch processor), exporting nowhere."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from interlock.runtime.tracing.otel import Tracing
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(_Discard()))  # type: ignore[arg-type]
+    return Tracing(provider)
+
+
 async def drive(
-    gateway: Gateway, body: bytes, requests: int, extra: tuple[tuple[bytes, bytes], ...] = ()
+    gateway: Gateway,
+    body: bytes,
+    requests: int,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+    turn_every: int = 0,
 ) -> float:
-    """Seconds of CPU per request through ``gateway``'s ASGI callable."""
+    """Seconds of CPU per request through ``gateway``'s ASGI callable; ``turn_every`` N requests, the
+    event loop gets a turn (for background work the case includes, such as the audit log's writer)."""
     scope = {
         "type": "http",
         "method": "POST",
@@ -125,22 +165,35 @@ async def drive(
             statuses.append(message["status"])
 
     started = time.process_time()
-    for _ in range(requests):
+    for n in range(requests):
         receive.sent = False  # type: ignore[attr-defined]
         await gateway(scope, receive, send)
+        if turn_every and n % turn_every == 0:
+            await asyncio.sleep(0)
     spent = time.process_time() - started
     assert set(statuses) == {200}, set(statuses)
     return spent / requests
 
 
 CORS = "  cors: {allow_origins: [https://app.example.com, http://localhost:5173]}\n"
+GENERATED = new_key("gen")
+AUTH = f"""\
+tenants:
+  team: {{allowed: ["bench/*"]}}
+  capped: {{requests_per_minute: 100000000, tokens_per_minute: 1000000000, max_concurrent: 64}}
+keys:
+  env: {{tenant: team, key_env: BENCH_CALLER}}
+  gen: {{tenant: team, hash: "{hash_key(GENERATED)}"}}
+  capped: {{tenant: capped, key_env: BENCH_CAPPED}}
+"""
+ENV = {"BENCH_KEY": "sk-bench", "BENCH_CALLER": "caller-secret", "BENCH_CAPPED": "capped-secret"}
 
 
 def load(config_text: str) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "bench.yaml"
         config.write_text(config_text)
-        return PlanLoader(str(config), {"BENCH_KEY": "sk-bench"})()
+        return PlanLoader(str(config), ENV)()
 
 
 async def main(requests: int, profile: bool) -> None:
@@ -158,13 +211,27 @@ async def main(requests: int, profile: bool) -> None:
 
         return {"openai": InstantAdapter(), "ollama": InstantAdapter()}, close
 
+    auth_plan = load(
+        CONFIG.replace(
+            "server: {default_alias: bench/chat, alias_namespace: bench/}\n",
+            "server: {default_alias: bench/chat, alias_namespace: bench/, auth: required}\n",
+        )
+        + AUTH
+    )
     gateway = Gateway(plan, open_adapters=instant, probes=False)
     await gateway.startup()
+    with_auth = Gateway(auth_plan, open_adapters=instant, probes=False)
+    await with_auth.startup()
     with_cors = Gateway(cors_plan, open_adapters=instant, probes=False)
     await with_cors.startup()
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
     logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
     await logged.startup()
+    audit_file = tempfile.NamedTemporaryFile(suffix=".jsonl")  # noqa: SIM115 (closed below)
+    audited = Gateway(plan, open_adapters=instant, probes=False, audit=AuditLog(open_sink(audit_file.name)))
+    await audited.startup()
+    traced = Gateway(plan, open_adapters=instant, probes=False, tracing=discarding_tracer())
+    await traced.startup()
     assert with_cors.plan.cors is not None
     chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})
     origin = ((b"origin", b"http://localhost:5173"),)
@@ -212,6 +279,9 @@ async def main(requests: int, profile: bool) -> None:
         ),
         "CORS on, no Origin": (with_cors, chat, ()),
         "CORS on, listed Origin": (with_cors, chat, origin),
+        "auth on, key from a variable": (with_auth, chat, ((b"authorization", b"Bearer caller-secret"),)),
+        "auth on, generated key": (with_auth, chat, ((b"x-api-key", GENERATED.encode()),)),
+        "auth on, tenant rate limits": (with_auth, chat, ((b"authorization", b"Bearer capped-secret"),)),
         "JSON access log on": (logged, chat, ()),
         "stream, JSON access log on": (
             logged,
@@ -220,18 +290,28 @@ async def main(requests: int, profile: bool) -> None:
             ),
             (),
         ),
+        "audit log on": (audited, chat, ()),
+        "tracing on (--otel)": (traced, chat, ()),
+        "stream, tracing on": (
+            traced,
+            orjson.dumps(
+                {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            ),
+            (),
+        ),
     }
     baseline = 0.0
     for name, (target, body, extra) in cases.items():
-        await drive(target, body, 500, extra)  # warm up
+        turn = 16 if target is audited else 0  # the writer task runs between requests, as it would
+        await drive(target, body, 500, extra, turn)  # warm up
         if profile:
             from pyinstrument import Profiler
 
             with Profiler(interval=0.0001) as profiler:
-                per = await drive(target, body, requests, extra)
+                per = await drive(target, body, requests, extra, turn)
             profiler.print(show_all=False)
         else:
-            per = await drive(target, body, requests, extra)
+            per = await drive(target, body, requests, extra, turn)
         baseline = baseline or per
         print(
             f"{name:28} {per * 1e6:6.1f} µs CPU per request (interlock's own code, no sockets)"
@@ -239,8 +319,14 @@ async def main(requests: int, profile: bool) -> None:
         )
     await gateway.shutdown()
     await with_cors.shutdown()
+    await with_auth.shutdown()
     await logged.shutdown()
     log_file.close()
+    assert audited.audit is not None
+    assert audited.audit.written > 0
+    await audited.shutdown()
+    audit_file.close()
+    await traced.shutdown()
 
 
 if __name__ == "__main__":

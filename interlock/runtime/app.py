@@ -17,8 +17,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+from interlock.runtime.access import CALLER, needs_key
+from interlock.runtime.audit import AuditLog
+from interlock.runtime.audit.keys import access_changes
+from interlock.runtime.errors import Unauthenticated
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.fleet import FleetLine
 from interlock.runtime.guards import Guard
@@ -29,7 +33,16 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
 from interlock.runtime.journal import Journal
-from interlock.runtime.lifecycle import Failure, Handler, Message, Receive, Scope, Send, send_json
+from interlock.runtime.lifecycle import (
+    Failure,
+    Handler,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    failure_of,
+    send_json,
+)
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
@@ -44,9 +57,13 @@ from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.sticky import StickyTable
 from interlock.runtime.surfaces import route_table
 from interlock.runtime.surfaces.admin import build_admin
+from interlock.runtime.surfaces.openai import ChatCompletions
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
+
+if TYPE_CHECKING:
+    from interlock.runtime.tracing.otel import Tracing
 
 log = logging.getLogger("interlock")
 
@@ -86,6 +103,8 @@ class Gateway:
         access_log: BinaryIO | None = None,
         state_dir: str | None = None,
         slots: SlotBackend | None = None,
+        audit: AuditLog | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
@@ -93,14 +112,18 @@ class Gateway:
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
         self.slots = slots if slots is not None else MemorySlots()
+        self.counters = self.slots.caller_counters()  # keys' and tenants' rates (runtime/state)
         self.slots.configure(plan.workers)
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
+        self.audit = audit  # the audit log (``--audit-log``), when on
+        self.tracing = tracing  # OpenTelemetry spans (``--otel``), when on
         view = StateView(
             lambda: self.plan,
             self.health,
             self.slots,
             self.telemetry,
+            audit,
             lambda candidate: self.fleet.waiting(candidate),  # the fleet line is made below
         )
         self.metrics = Metrics(view)
@@ -127,13 +150,13 @@ class Gateway:
             SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
             OllamaOptionsGuard(self.facts),
         )
-        self.router = Router(self.health, guards, self.adapters, self.metrics)
+        self.router = Router(self.health, guards, self.adapters, self.metrics, tracing)
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
-        self.journal = Journal(access_log=access_log)  # the JSON access log's stream, when on
+        self.journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
         self.samples = Samples(self.slots, self.metrics, wall=wall)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
@@ -147,6 +170,7 @@ class Gateway:
         table = route_table()
         self._routes: Mapping[tuple[str, str], Handler] = table.handlers
         self._paths = table.paths
+        self._admin_errors = ChatCompletions()  # the admin routes answer errors in OpenAI's shape
 
     def _ollama_adapter(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
@@ -190,6 +214,12 @@ class Gateway:
                 if admitted is None:  # a preflight, answered
                     return
                 send = admitted
+            if plan.keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
+                try:
+                    scope[CALLER] = plan.keys.authenticate(scope["headers"])
+                except Unauthenticated as exc:
+                    await self._unauthenticated(scope, send, exc)
+                    return
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
                 await handler(self, scope, receive, send)
@@ -203,6 +233,23 @@ class Gateway:
         elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
             await send({"type": "websocket.close", "code": 1008})
 
+    async def _unauthenticated(self, scope: Scope, send: Send, exc: Unauthenticated) -> None:
+        """401 in the shape of the path's surface (OpenAI's for the admin routes); the body is not read."""
+        plan = self.plan
+        row = self._paths.get(scope["path"])
+        surface = row[1] if row is not None else self._admin_errors
+        failure = failure_of(exc, plan)
+        if self.audit is not None:
+            self.audit.action(
+                "auth_refused",
+                method=scope["method"][:16],
+                path=scope["path"] if row is not None else "(not a surface route)",
+                key_sent=any(name in _KEY_HEADERS for name, _ in scope["headers"]),
+                status=401,
+            )
+        headers = [plan.plan_header, (b"www-authenticate", b'Bearer realm="interlock"'), *failure.headers]
+        await send_json(_closing(send) if _has_body(scope) else send, 401, surface.error(failure), headers)
+
     async def _method_not_allowed(self, scope: Scope, send: Send) -> None:
         methods, surface = self._paths[scope["path"]]
         allowed = ", ".join(methods)
@@ -214,6 +261,8 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        if self.audit is not None:
+            self.audit.start()
         await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
@@ -243,6 +292,10 @@ class Gateway:
             await self._close_adapters()
             self._close_adapters = None
         await self.slots.close()
+        if self.audit is not None:
+            await self.audit.close()
+        if self.tracing is not None:
+            await self.tracing.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -296,6 +349,17 @@ class Gateway:
                 **await asyncio.to_thread(reload_changes, old, plan),
             }
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
+            if self.audit is not None:
+                changes = self.last_reload["changes_total"]
+                self.audit.action(
+                    "reload",
+                    outcome="loaded",
+                    from_plan=old.content_hash,
+                    to_plan=plan.content_hash,
+                    changes=changes,
+                )
+                for action, fields in access_changes(old.source.access, plan.source.access):
+                    self.audit.action(action, **fields)
             return True
 
     async def _read_plan(self, source: PlanSource) -> RuntimePlan:
@@ -326,6 +390,10 @@ class Gateway:
             "changes": [],
             "changes_total": 0,
         }
+        if self.audit is not None:
+            self.audit.action(
+                "reload", outcome="refused", from_plan=self.plan.content_hash, to_plan=None, error=reason
+            )
         return False
 
     def _with_plan_header(self, send: Send) -> Send:
@@ -338,6 +406,8 @@ class Gateway:
 
         return send_with_header
 
+
+_KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (for the audit line only)
 
 MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
 
