@@ -19,11 +19,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from interlock.runtime import gc_policy
 from interlock.runtime.access import CALLER, needs_key
 from interlock.runtime.audit import AuditLog
 from interlock.runtime.audit.keys import access_changes
 from interlock.runtime.errors import Unauthenticated
 from interlock.runtime.facts import FactsTable
+from interlock.runtime.fleet import FleetLine
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.context import ContextGuard
@@ -44,7 +46,7 @@ from interlock.runtime.lifecycle import (
 )
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import PlanError, RuntimePlan, settle
+from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.probes import ProbeLoop
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
@@ -117,7 +119,15 @@ class Gateway:
         self.telemetry = TelemetryBook(wall=wall)
         self.audit = audit  # the audit log (``--audit-log``), when on
         self.tracing = tracing  # OpenTelemetry spans (``--otel``), when on
-        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry, audit))
+        view = StateView(
+            lambda: self.plan,
+            self.health,
+            self.slots,
+            self.telemetry,
+            audit,
+            lambda candidate: self.fleet.waiting(candidate),  # the fleet line is made below
+        )
+        self.metrics = Metrics(view)
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
         self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
@@ -131,11 +141,14 @@ class Gateway:
             clock=clock,
             wall=wall,
         )
+        self.fleet = FleetLine(
+            self.slots, self.scorer, lambda: self.plan.routing, lambda: self.plan.workers, clock=clock
+        )  # requests waiting for any of a candidate's workers (one process's slots only)
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
+            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
             OllamaOptionsGuard(self.facts),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics, tracing)
@@ -335,7 +348,6 @@ class Gateway:
                 return self._refused(f"{type(exc).__name__}: {exc}")
             old = self.plan
             self.apply(plan)
-            settle()  # the new tables are never walked by the collector; the old ones are freed
             self.metrics.plan_reloads.labels("loaded").inc()
             self.last_reload = {
                 "at": iso_utc(self.wall()),
@@ -374,6 +386,7 @@ class Gateway:
         self.speeds.smoothing = plan.routing.speed_smoothing
         self.plan = plan
         self.loaded_at = iso_utc(self.wall())
+        gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
     def _refused(self, reason: str) -> bool:
         log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)

@@ -301,19 +301,6 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def settle() -> None:
-    """Once a plan is loaded and in place: move every object alive now into the collector's permanent
-    generation, so that no later collection walks the plan's tables again.
-
-    With the 10,000-alias plan loaded, one full collection took about 200 ms, on the event loop, and a
-    reload's new tables made the next ones due at once. The tables hold no reference cycles (a test
-    proves it), so a plan a reload drops is still freed at once by reference counting. What else is
-    alive at this moment and later becomes cyclic garbage (a request in flight during a reload) stays
-    in memory: bounded, and once per start or reload.
-    """
-    gc.freeze()
-
-
 def _load(data: Mapping[str, Any], env: Mapping[str, str], origin: str) -> RuntimePlan:
     version = data.get("format_version")
     if version != PLAN_FORMAT_VERSION:

@@ -25,8 +25,8 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any
 
+from interlock.runtime import gc_policy
 from interlock.runtime.app import Gateway
-from interlock.runtime.plan import settle
 
 log = logging.getLogger("interlock")
 
@@ -114,8 +114,8 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, gateway.request_reload)
         await server.serve(sockets=[sock])
 
+    gc_policy.settle()  # the plan is loaded: freeze it, collect young objects less often
     loop_factory = config.get_loop_factory()
-    settle()  # what start built (modules, the plan's tables) is never walked by the collector again
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(main())
 

@@ -275,8 +275,8 @@ CYCLE_CHECK = BASIC.replace(
 
 
 def test_loaded_tables_hold_no_reference_cycles(plan_data: PlanData) -> None:
-    """``settle`` freezes the tables out of the collector's sight: a plan that a reload drops must still
-    be freed by reference counting alone, so nothing in it may be part of a reference cycle."""
+    """A plan that a reload drops is freed at once by reference counting, frozen (``gc_policy``) or not:
+    nothing in the tables may be part of a reference cycle."""
     data = plan_data(CYCLE_CHECK)
     build(data)  # anything a first load leaves behind once (imports, caches) is not what is asked
     plan = build(data)
