@@ -1,13 +1,16 @@
-"""The client transport with its writes corked for one event-loop step: what a step writes, one send().
+"""The client transport with one write held back until the next write or the end of the loop step.
 
 uvicorn writes a response's status line and headers with one ``transport.write`` and its body with
 another, and uvloop sends each at once: two system calls for every small answer, two segments on
-the wire, two wake-ups of the client. Held until the end of the loop step instead (``call_soon``), a
-non-streaming answer (head and body are written in the same step) leaves in one ``send()``.
+the wire, two wake-ups of the client. Here a write is held, and the next write of the same step goes
+out joined to it, at once: a non-streaming answer (head and body written in the same step) leaves in
+one ``send()``.
 
-Nothing waits longer than the step that wrote it: a stream's chunk is flushed at the end of the step
-that wrote it, as are a ``100 Continue`` and a canned error before a close. ``close()`` flushes
-first; ``abort()`` drops what is held, as it drops what the socket had not sent.
+At most one write is held, and never past the end of the step that wrote it (``call_soon``): a lone
+stream chunk, a ``100 Continue`` or a canned error goes out then. Holding only one keeps flow control
+working: everything but that one write reaches the real transport at once, so its buffer fills and
+pauses the writer as before. ``close()`` sends what is held first; ``abort()`` drops it, as it drops
+what the socket had not sent.
 """
 
 from __future__ import annotations
@@ -24,34 +27,36 @@ class CorkedTransport(asyncio.Transport):
         super().__init__()
         self._transport = transport
         self._loop = loop
-        self._held: list[bytes] = []
+        self._held: bytes | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
         held = self._held
-        if not held:
+        if held is None:
+            self._held = bytes(data)
             self._loop.call_soon(self.flush)
-        held.append(bytes(data))
+        else:
+            self._held = None
+            self._transport.write(held + data)
 
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in list_of_data:
             self.write(data)
 
     def flush(self) -> None:
-        """Send what this step wrote, as one write (scheduled by the step's first write)."""
+        """Send the held write, if any (scheduled by the write that was held)."""
         held = self._held
-        if held:
-            data = held[0] if len(held) == 1 else b"".join(held)
-            held.clear()
-            self._transport.write(data)
+        if held is not None:
+            self._held = None
+            self._transport.write(held)
 
     def close(self) -> None:
         self.flush()
         self._transport.close()
 
     def abort(self) -> None:
-        self._held.clear()
+        self._held = None
         self._transport.abort()
 
     def write_eof(self) -> None:
@@ -80,7 +85,7 @@ class CorkedTransport(asyncio.Transport):
         self._transport.set_write_buffer_limits(high, low)
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(len(data) for data in self._held)
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._transport.get_write_buffer_limits()

@@ -53,13 +53,25 @@ async def received(peer: socket.socket, size: int) -> bytes:
 async def scenario_writes_of_one_step_leave_as_one_send() -> None:
     async with corked_pair() as (corked, sends, peer):
         corked.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
-        corked.write(b"{}")
-        corked.write(b"")  # nothing to send: nothing scheduled
         assert sends.writes == []
-        assert corked.get_write_buffer_size() == 40
-        await asyncio.sleep(0)
+        assert corked.get_write_buffer_size() == 38
+        corked.write(b"{}")  # joins the held head, and both go at once
+        corked.write(b"")  # nothing to send: nothing held
         assert sends.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+        await asyncio.sleep(0)  # the scheduled flush finds nothing held
+        assert len(sends.writes) == 1
         assert await received(peer, 40) == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
+
+
+async def scenario_at_most_one_write_is_held() -> None:
+    """Flow control sees every write but one: a writer that never yields still fills the transport."""
+    async with corked_pair() as (corked, sends, _peer):
+        for n in range(5):
+            corked.write(b"%d" % n)
+        assert sends.writes == [b"01", b"23"]
+        assert corked.get_write_buffer_size() >= 1  # b"4", held
+        await asyncio.sleep(0)
+        assert sends.writes == [b"01", b"23", b"4"]
 
 
 async def scenario_nothing_waits_past_the_step_that_wrote_it() -> None:
@@ -108,3 +120,7 @@ def test_close_sends_what_is_held_first() -> None:
 
 def test_abort_drops_what_is_held() -> None:
     asyncio.run(scenario_abort_drops_what_is_held())
+
+
+def test_at_most_one_write_is_held() -> None:
+    asyncio.run(scenario_at_most_one_write_is_held())
