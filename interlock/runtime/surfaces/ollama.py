@@ -97,13 +97,15 @@ def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dic
         raise InvalidRequest(f"`{where}.content` must be a string")
     out: dict[str, Any] = {"role": role, "content": content}
     images = message.get("images")
+    if images is not None and not isinstance(images, list):
+        raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
     if images:
-        if not isinstance(images, list):
-            raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
         parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
         parts.extend(_data_url(image, f"{where}.images[{n}]") for n, image in enumerate(images))
         out["content"] = parts
     calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise InvalidRequest(f"`{where}.tool_calls` must be an array")
     if calls:
         out["tool_calls"] = [
             _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)
