@@ -98,7 +98,8 @@ NDJSON = {"application/x-ndjson": {"type": "string", "description": "one JSON ob
 
 # -- OpenAI Chat Completions and Embeddings ---------------------------------------------------------
 
-_ROLE_MESSAGE = _obj(("role",), role=STRING, content=ANY)
+_MESSAGE_FIELDS = ("content", "name", "tool_calls", "tool_call_id", "reasoning", "reasoning_content")
+_ROLE_MESSAGE = _obj(("role",), role=STRING, **dict.fromkeys(_MESSAGE_FIELDS, ANY))
 
 CHAT_REQUEST = _obj(
     ("messages",),
@@ -262,7 +263,8 @@ ROOT = Doc("Ollama's liveness answer (`Ollama is running`)", "ollama", {"text/pl
 
 # -- Anthropic Messages -----------------------------------------------------------------------------
 
-_BLOCKS = {"type": "array", "items": _obj(("type",), type=STRING)}
+_BLOCK_FIELDS = ("text", "source", "id", "name", "input", "content", "tool_use_id", "is_error", "thinking")
+_BLOCKS = {"type": "array", "items": _obj(("type",), type=STRING, **dict.fromkeys(_BLOCK_FIELDS, ANY))}
 _ANTHROPIC_MESSAGE = _obj(
     ("role", "content"),
     role={"enum": ["user", "assistant"]},
