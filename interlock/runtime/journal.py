@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
+from interlock.runtime.access import ANONYMOUS, Caller
 from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, GatewayError, UpstreamError
 from interlock.runtime.health import iso_utc
 from interlock.runtime.router import CandidateRefused
@@ -39,7 +40,19 @@ MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut s
 class RequestRecord:
     """Filled by the request path as it goes; read only by ``Journal.finish``."""
 
-    __slots__ = ("answered", "endpoint", "error", "id", "started", "status", "stream", "target", "wall")
+    __slots__ = (
+        "answered",
+        "caller",
+        "endpoint",
+        "error",
+        "id",
+        "started",
+        "status",
+        "stream",
+        "target",
+        "tokens",
+        "wall",
+    )
 
     def __init__(self, endpoint: str, rid: bytes) -> None:
         self.endpoint = endpoint
@@ -51,6 +64,8 @@ class RequestRecord:
         self.target: Target | None = None
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
+        self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
+        self.tokens = 0  # prompt + completion tokens from the answer's usage (0: none reported)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.errors import BodyTooLarge, ClientError, GatewayError, InvalidRequest, whole_seconds
+from interlock.runtime.access import caller_of, refusal_message
+from interlock.runtime.errors import (
+    BodyTooLarge,
+    CallerLimited,
+    ClientError,
+    GatewayError,
+    InvalidRequest,
+    whole_seconds,
+)
 from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
@@ -335,6 +343,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
+    counted = False  # admitted against the caller's rates: `counters.done` must follow
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
@@ -345,6 +354,14 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
+        if plan.keys is not None:  # `auth: off` costs nothing more than this test
+            caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
+            caller.check(target.label)
+            if caller.budgets:
+                refusal = await gateway.counters.take(caller.budgets)
+                if refusal is not None:
+                    raise CallerLimited(refusal_message(caller, refusal), retry_after=refusal.retry_after_s)
+                counted = True
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -369,6 +386,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         status = 499
     finally:
         watch.stop()
+        if counted:
+            await gateway.counters.done(record.caller.budgets, record.tokens)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
@@ -432,6 +451,7 @@ class Exchange:
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             return await self._refused(exc)
         self.record.answered = answered
+        self.record.tokens = tokens_of(answered.result)
         headers = self.headers
         headers.extend(self.preflight.headers())
         payload = self.surface.answer(parsed, answered.result, answered.candidate.id)
@@ -479,6 +499,8 @@ class Exchange:
         first = True
         try:
             async for chunk in answered.result:
+                if "usage" in chunk:  # the last chunk, asked for with `include_usage`
+                    self.record.tokens = tokens_of(chunk)
                 data = render.chunk(chunk)
                 if data:
                     await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -504,6 +526,18 @@ class Exchange:
         self.gateway.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
+
+
+def tokens_of(result: Mapping[str, Any]) -> int:
+    """Prompt + completion tokens of an OpenAI-shaped answer or final chunk (0 when it reports none)."""
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    total = usage.get("total_tokens")
+    if isinstance(total, int):
+        return total
+    parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    return sum(p for p in parts if isinstance(p, int))
 
 
 def say_dropped(

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.surfaces.contract import Doc
+from interlock.runtime.access import ANONYMOUS, Caller, needs_key
+from interlock.runtime.surfaces.contract import OPENAI_ERROR, Doc
 
 if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
@@ -23,10 +24,13 @@ OPENAPI_VERSION = "3.1.0"
 
 STATUSES: Mapping[str, str] = {
     "400": "The request is invalid, names a direct model that is not allowed, or no candidate can serve it",
+    "401": "No caller key, or one this gateway does not know (`Authorization: Bearer` or `x-api-key`)",
+    "403": "The caller's key may not use this model (its ACL)",
     "404": "The model (or the item asked for) does not exist on this gateway",
     "405": "The path is served, with other methods (named in `Allow`)",
     "413": "The request body is over `server.max_body_bytes`",
-    "429": "Every candidate is busy or rate limited (see `Retry-After`)",
+    "429": "The caller's key or tenant is over a rate, or every candidate is busy or rate limited "
+    "(see `Retry-After`)",
     "4XX": "An upstream refused the request; its status is passed on (401/403: it refused the gateway's "
     "credentials for it, never the caller's)",
     "502": "The upstream that was tried sent an answer that could not be read (`upstream_malformed`)",
@@ -60,16 +64,31 @@ def routes() -> Iterator[Route]:
             yield Route(method, path, admin.doc)
 
 
-def document(models: Sequence[str] | None = None, *, default_model: bool = True) -> dict[str, Any]:
+SECURITY_SCHEMES: Mapping[str, Any] = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "A caller key (`server.auth`)"},
+    "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "The same key"},
+}
+
+
+def document(
+    models: Sequence[str] | None = None, *, default_model: bool = True, auth: str = "off"
+) -> dict[str, Any]:
     """The document. ``models``: the names ``model`` accepts (else any non-empty string);
-    ``default_model``: the plan has a default alias, so ``model`` may be left out."""
+    ``default_model``: the plan has a default alias, so ``model`` may be left out; ``auth``: the plan's
+    ``server.auth`` (``optional``/``required``: the routes behind keys say so, and may answer 401)."""
     paths: dict[str, dict[str, Any]] = {}
     for route in routes():
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, default_model)
+        operation = _operation(route, default_model)
+        if auth != "off" and needs_key(route.path):
+            _secure(operation, route, optional=auth == "optional")
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
     model_name: dict[str, Any] = {"type": "string", "minLength": 1}
     if models is not None:
         model_name = {"type": "string", "enum": list(models)}
     model_name["description"] = "An alias, or `provider/model` when the plan allows direct models"
+    components: dict[str, Any] = {"schemas": {"ModelName": model_name}}
+    if auth != "off":
+        components["securitySchemes"] = SECURITY_SCHEMES
     return {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -79,17 +98,29 @@ def document(models: Sequence[str] | None = None, *, default_model: bool = True)
             "routing plan, and its health, metrics and status page.",
         },
         "paths": paths,
-        "components": {"schemas": {"ModelName": model_name}},
+        "components": components,
     }
 
 
-def plan_document(plan: RuntimePlan) -> dict[str, Any]:
-    """The document a gateway serving ``plan`` answers at ``/openapi.json``: ``model`` lists what
-    ``GET /v1/models`` lists."""
-    names = list(plan.aliases)
+def plan_document(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> dict[str, Any]:
+    """The document a gateway serving ``plan`` answers ``caller`` at ``/openapi.json``: ``model``
+    lists what ``GET /v1/models`` lists for it."""
+    names = [name for name in plan.aliases if caller.may_call(name)]
     if plan.server.direct_models:
-        names.extend(cid for cid, candidate in plan.candidates.items() if candidate.in_plan)
-    return document(names, default_model=plan.server.default_alias is not None)
+        names.extend(
+            cid for cid, candidate in plan.candidates.items() if candidate.in_plan and caller.may_call(cid)
+        )
+    auth = plan.keys.mode if plan.keys is not None else "off"
+    return document(names, default_model=plan.server.default_alias is not None, auth=auth)
+
+
+def _secure(operation: dict[str, Any], route: Route, *, optional: bool) -> None:
+    """A route behind the caller keys: either scheme (or none, under ``optional``), and its 401."""
+    operation["security"] = [{"bearer": []}, {"apiKey": []}, *([{}] if optional else [])]
+    answer: dict[str, Any] = {"description": STATUSES["401"]}
+    if route.method != "HEAD":
+        answer["content"] = {"application/json": {"schema": route.doc.error or OPENAI_ERROR}}
+    operation["responses"]["401"] = answer
 
 
 def _operation(route: Route, default_model: bool) -> dict[str, Any]:

@@ -89,8 +89,8 @@ ANTHROPIC_ERROR = _obj(
     error=_obj(("type", "message"), type=STRING, message=STRING),
 )
 
-LIFECYCLE = ("400", "404", "405", "413", "429", "4XX", "502", "503")  # a request run by the lifecycle
-PARSED = ("400", "404", "405", "413")  # a request parsed and resolved, never sent upstream
+LIFECYCLE = ("400", "403", "404", "405", "413", "429", "4XX", "502", "503")  # run by the lifecycle
+PARSED = ("400", "403", "404", "405", "413")  # a request parsed and resolved, never sent upstream
 
 SSE_EVENT = _obj(("data",), event=STRING, data=STRING)  # one server-sent event, as OpenAPI 3.2 reads one
 SSE = {"text/event-stream": SSE_EVENT}
@@ -239,7 +239,10 @@ LEGACY_EMBEDDINGS = Doc(
     LIFECYCLE,
 )
 TAGS = Doc(
-    "Ollama: the plan's aliases (and direct models) as models", "ollama", {"application/json": MODELS_LIST}
+    "Ollama: the aliases (and direct models) the caller may use, as models",
+    "ollama",
+    {"application/json": MODELS_LIST},
+    error=OLLAMA_ERROR,  # a 401's shape, under `auth`
 )
 SHOW = Doc(
     "Ollama: one alias's description, capabilities and context",
@@ -253,7 +256,12 @@ SHOW = Doc(
     OLLAMA_ERROR,
     ("400", "404", "405", "413"),
 )
-PS = Doc("Ollama: the models the workers report loaded", "ollama", {"application/json": MODELS_LIST})
+PS = Doc(
+    "Ollama: the models the workers report loaded",
+    "ollama",
+    {"application/json": MODELS_LIST},
+    error=OLLAMA_ERROR,
+)
 VERSION = Doc(
     "Ollama: the API level this surface speaks",
     "ollama",
