@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,17 @@ from tests.e2e.harness import Served
 
 CLOUD_KEY = "sk-fuzz-cloud-SECRET-4b1e77"
 CLAUDE_KEY = "sk-ant-fuzz-SECRET-93c0d5"
-SECRETS = (CLOUD_KEY, CLAUDE_KEY)
+CALLER_KEY = "il-fuzz-caller-SECRET-6a20f1"  # a caller's key to the keyed gateway
+SECRETS = (CLOUD_KEY, CLAUDE_KEY, CALLER_KEY)
+ENV = {"FUZZ_CLOUD_KEY": CLOUD_KEY, "FUZZ_CLAUDE_KEY": CLAUDE_KEY, "FUZZ_CALLER_KEY": CALLER_KEY}
+
+KEYED = """\
+  auth: required
+tenants:
+  team: {allowed: ["fuzz/*", "cloud/*"]}  # not fuzz's Anthropic direct model: the ACL is fuzzed too
+keys:
+  fuzzer: {tenant: team, key_env: FUZZ_CALLER_KEY}
+"""
 
 CONFIG = """\
 version: 1
@@ -27,7 +38,7 @@ server:
   alias_namespace: fuzz/
   direct_models: allow
   max_body_bytes: 65536
-providers:
+{keyed}providers:
   box:
     kind: ollama
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
@@ -73,15 +84,27 @@ def upstreams() -> Iterator[Upstreams]:
             server.stop()
 
 
+def serve(upstreams: Upstreams, folder: Path, *, keyed: bool) -> Served:
+    config = folder / "interlock.yaml"
+    urls = {"box": upstreams.box.url, "cloud": upstreams.cloud.url, "claude": upstreams.claude.url}
+    config.write_text(CONFIG.format(keyed=KEYED if keyed else "", **urls))
+    return Served(config, ENV, folder / "serve.log")
+
+
 @pytest.fixture(scope="session")
 def fuzzed(upstreams: Upstreams, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    folder = tmp_path_factory.mktemp("fuzzed-gateway")
-    config = folder / "interlock.yaml"
-    config.write_text(
-        CONFIG.format(box=upstreams.box.url, cloud=upstreams.cloud.url, claude=upstreams.claude.url)
-    )
-    env = {"FUZZ_CLOUD_KEY": CLOUD_KEY, "FUZZ_CLAUDE_KEY": CLAUDE_KEY}
-    served = Served(config, env, folder / "serve.log")
+    """The gateway with `auth: off` (as every configuration without `server.auth`)."""
+    served = serve(upstreams, tmp_path_factory.mktemp("fuzzed-gateway"), keyed=False)
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.fixture(scope="session")
+def keyed(upstreams: Upstreams, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The same gateway with `auth: required` and one caller key."""
+    served = serve(upstreams, tmp_path_factory.mktemp("keyed-gateway"), keyed=True)
     try:
         yield served
     finally:
