@@ -87,3 +87,38 @@ def test_interlock_openapi_writes_the_committed_document(
     assert main(["openapi", "--check", "-o", str(out)]) == 1
     assert capsys.readouterr().err == f"{out} is stale: run `interlock openapi -o {out}`\n"
     assert main(["openapi", "--check"]) == 2
+
+
+def test_the_document_is_valid_openapi_3_1_and_its_schemas_valid_json_schema(basic_plan: RuntimePlan) -> None:
+    import jsonschema_rs
+    from jsonschema import Draft202012Validator
+    from schemathesis.specs.openapi.definitions import OPENAPI_31  # the meta-schema schemathesis checks
+
+    meta = jsonschema_rs.Draft202012Validator(OPENAPI_31)
+    for doc in (document(), plan_document(basic_plan), document(["a"], auth="required")):
+        meta.validate(doc)
+    for route in routes():
+        for schema in (route.doc.request, route.doc.error, *route.doc.answers.values()):
+            if schema is not None:
+                Draft202012Validator.check_schema(schema)
+
+
+def test_every_route_that_takes_a_body_documents_it() -> None:
+    for route in routes():
+        assert (route.doc.request is not None) == (route.method == "POST"), (route.method, route.path)
+
+
+def test_under_auth_the_routes_behind_keys_declare_them_and_their_401() -> None:
+    from interlock.runtime.access import needs_key
+
+    for mode, anonymous in (("required", []), ("optional", [{}])):
+        doc = document(auth=mode)
+        assert set(doc["components"]["securitySchemes"]) == {"bearer", "apiKey"}
+        for path, ops in doc["paths"].items():
+            for op in ops.values():
+                behind = needs_key(path)
+                assert op.get("security") == (
+                    [{"bearer": []}, {"apiKey": []}, *anonymous] if behind else None
+                )
+                assert ("401" in op["responses"]) == behind, path
+    assert "securitySchemes" not in document()["components"]
