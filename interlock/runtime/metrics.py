@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from interlock.runtime.telemetry.gauges import families as telemetry_families
 
 if TYPE_CHECKING:
+    from interlock.runtime.audit import AuditLog
     from interlock.runtime.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state import SlotBackend
@@ -129,6 +130,7 @@ class StateView:
     health: HealthBook
     slots: SlotBackend
     telemetry: TelemetryBook | None = None
+    audit: AuditLog | None = None
 
 
 class Metrics:
@@ -300,4 +302,22 @@ class _StateCollector(Collector):
         )
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, degraded, fallbacks, info)
+        yield from _audit_families(self.view.audit)
         yield from telemetry_families(self.view.telemetry)
+
+
+def _audit_families(audit: AuditLog | None) -> tuple[Metric, ...]:
+    """The audit log's counters (families without samples when it is off)."""
+    dropped = CounterMetricFamily(
+        "interlock_audit_dropped",
+        "Audit events lost, by reason: queue_full (the writer fell behind), sink_error, closed.",
+        labels=["reason"],
+    )
+    written = CounterMetricFamily("interlock_audit_written", "Audit events written to the audit sink.")
+    queued = GaugeMetricFamily("interlock_audit_queued", "Audit events waiting for the writer.")
+    if audit is not None:
+        for reason, count in audit.dropped.items():
+            dropped.add_metric([reason], float(count))
+        written.add_metric([], float(audit.written))
+        queued.add_metric([], float(len(audit.queue)))
+    return dropped, written, queued

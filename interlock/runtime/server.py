@@ -38,6 +38,8 @@ class ServeOptions:
     log_level: str = "info"
     access_log: str | None = None  # None, "text" (uvicorn's line per request) or "json" (journal)
     state_dir: str | None = None
+    audit_log: str | None = None  # --audit-log: where this process's audit events go
+    otel: bool = False  # --otel: OpenTelemetry tracing
 
 
 def bind(host: str, port: int) -> socket.socket:
