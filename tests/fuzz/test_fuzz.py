@@ -48,8 +48,8 @@ class Front:
     examples: int  # per operation and mode, in CI
 
     @property
-    def headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.key}"} if self.key else {}
+    def headers(self) -> dict[str, str]:  # the document is fetched with `Authorization: Bearer`
+        return {"x-api-key": self.key} if self.key else {}
 
 
 FRONTS = {
