@@ -119,3 +119,17 @@ def test_a_responses_text_part_that_is_not_a_string_is_refused(fuzzed: Served) -
     item = {"role": "user", "content": [{"type": "input_text", "text": 5}]}
     status, answer = post(fuzzed, "/v1/responses", {"model": "fuzz/chat", "input": [item]})
     assert (status, answer["error"]["message"]) == (400, "`input[0].content[0].text` must be a string")
+
+
+def test_an_anthropic_thinking_block_that_is_not_a_string_is_refused(fuzzed: Served) -> None:
+    messages = [{"role": "assistant", "content": [{"type": "thinking", "thinking": 5}]}, *HI]
+    assert post(fuzzed, "/v1/messages", {"model": "fuzz/chat", "max_tokens": 8, "messages": messages}) == (
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "`messages[0].content[0].thinking` must be a string",
+            },
+        },
+    )  # was a 500 (joining a number)

@@ -146,7 +146,10 @@ def _turn(index: int, message: Any) -> list[dict[str, Any]]:
                 text = f"error: {text}"
             out.append({"role": "tool", "tool_call_id": block.get("tool_use_id", ""), "content": text})
         elif kind in ("thinking", "redacted_thinking") and role == "assistant":
-            reasoning.append(block.get("thinking", ""))
+            thinking = block.get("thinking", "")
+            if not isinstance(thinking, str):
+                raise InvalidRequest(f"`{where}.content[{number}].thinking` must be a string")
+            reasoning.append(thinking)
         else:
             raise InvalidRequest(f"`{where}.content[{number}]`: a {kind!r} block is not supported here")
     if parts or calls or not out:
