@@ -53,8 +53,8 @@ class Front:
 
 
 FRONTS = {
-    "open": Front("fuzzed", None, 8),
-    "keyed": Front("keyed", CALLER_KEY, 4),
+    "open": Front("fuzzed", None, 6),
+    "keyed": Front("keyed", CALLER_KEY, 3),
     "no key": Front("keyed", None, 2),  # every answer is a 401 or an open route's
 }
 WITH_BODY = ("open", "keyed")  # without a key, the body is never read: negative cases say nothing more
