@@ -133,3 +133,11 @@ def test_an_anthropic_thinking_block_that_is_not_a_string_is_refused(fuzzed: Ser
             },
         },
     )  # was a 500 (joining a number)
+
+
+def test_an_ollama_message_content_that_is_not_a_string_is_refused_even_when_falsy(fuzzed: Served) -> None:
+    messages = [{"role": "user", "content": []}]
+    assert post(fuzzed, "/api/chat", {"messages": messages, "stream": False}) == (
+        400,
+        {"error": "`messages[0].content` must be a string"},
+    )  # was accepted as an empty message (found with seed 11, 100 cases)

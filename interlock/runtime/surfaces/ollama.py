@@ -93,8 +93,10 @@ def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dic
     role = message.get("role")
     if not isinstance(role, str):
         raise InvalidRequest(f"`{where}.role` must be a string")
-    content = message.get("content") or ""
-    if not isinstance(content, str):
+    content = message.get("content")
+    if content is None:
+        content = ""
+    elif not isinstance(content, str):  # `[]` or `false` too: never read as no content
         raise InvalidRequest(f"`{where}.content` must be a string")
     out: dict[str, Any] = {"role": role, "content": content}
     images = message.get("images")
