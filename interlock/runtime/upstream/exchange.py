@@ -260,6 +260,23 @@ class LineStream(ChatStream):
             return self._pending.popleft()
         raise StopAsyncIteration
 
+    async def read(self) -> deque[dict[str, Any]]:
+        """Every chunk decoded from the reads so far (the first one's chunks, later one read's), or an
+        empty deque at the end: one await per upstream read, not one per chunk."""
+        if not self._pending:
+            if self._closed and self._error is None:
+                return self._pending
+            try:
+                await self.fill()
+            except UpstreamError:
+                await self.aclose()
+                raise
+            except CLIENT_EXCEPTIONS as exc:
+                await self.aclose()
+                raise map_exception(exc) from exc
+        chunks, self._pending = self._pending, deque()
+        return chunks
+
     def expire_at(self, when: float) -> None:
         """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
         if not self._closed:
