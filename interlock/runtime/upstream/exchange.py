@@ -248,14 +248,7 @@ class LineStream(ChatStream):
             return self._pending.popleft()
         if self._closed and self._error is None:
             raise StopAsyncIteration
-        try:
-            await self.fill()
-        except UpstreamError:
-            await self.aclose()
-            raise
-        except CLIENT_EXCEPTIONS as exc:
-            await self.aclose()
-            raise map_exception(exc) from exc
+        await self._fill_or_close()
         if self._pending:
             return self._pending.popleft()
         raise StopAsyncIteration
@@ -266,16 +259,20 @@ class LineStream(ChatStream):
         if not self._pending:
             if self._closed and self._error is None:
                 return self._pending
-            try:
-                await self.fill()
-            except UpstreamError:
-                await self.aclose()
-                raise
-            except CLIENT_EXCEPTIONS as exc:
-                await self.aclose()
-                raise map_exception(exc) from exc
+            await self._fill_or_close()
         chunks, self._pending = self._pending, deque()
         return chunks
+
+    async def _fill_or_close(self) -> None:
+        """One more upstream read; a failure closes the stream and leaves as an ``UpstreamError``."""
+        try:
+            await self.fill()
+        except UpstreamError:
+            await self.aclose()
+            raise
+        except CLIENT_EXCEPTIONS as exc:
+            await self.aclose()
+            raise map_exception(exc) from exc
 
     def expire_at(self, when: float) -> None:
         """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
