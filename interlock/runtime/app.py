@@ -46,6 +46,8 @@ from interlock.runtime.surfaces.admin import build_admin
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
+from interlock.runtime.usage.ledger import Ledger
+from interlock.runtime.usage.memory import MemoryStore
 
 log = logging.getLogger("interlock")
 
@@ -85,6 +87,7 @@ class Gateway:
         access_log: BinaryIO | None = None,
         state_dir: str | None = None,
         slots: SlotBackend | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
@@ -95,6 +98,7 @@ class Gateway:
         self.slots.configure(plan.workers)
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
+        self.ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)  # usage, credits
         self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
@@ -203,6 +207,7 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        await self.ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
         await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
@@ -232,6 +237,7 @@ class Gateway:
             await self._close_adapters()
             self._close_adapters = None
         await self.slots.close()
+        await self.ledger.close()  # the last debits are committed before the process ends
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

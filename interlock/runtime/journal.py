@@ -39,7 +39,19 @@ MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut s
 class RequestRecord:
     """Filled by the request path as it goes; read only by ``Journal.finish``."""
 
-    __slots__ = ("answered", "endpoint", "error", "id", "started", "status", "stream", "target", "wall")
+    __slots__ = (
+        "answered",
+        "endpoint",
+        "error",
+        "id",
+        "output_chars",
+        "started",
+        "status",
+        "stream",
+        "target",
+        "usage",
+        "wall",
+    )
 
     def __init__(self, endpoint: str, rid: bytes) -> None:
         self.endpoint = endpoint
@@ -51,6 +63,8 @@ class RequestRecord:
         self.target: Target | None = None
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
+        self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
+        self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
 
 
 @dataclass(frozen=True, slots=True)

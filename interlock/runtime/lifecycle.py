@@ -38,6 +38,8 @@ from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
+from interlock.runtime.usage import ANONYMOUS
+from interlock.runtime.usage.metering import delta_chars, request_tally
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -370,6 +372,10 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
+    if record.answered is not None:  # an upstream answered (a stream cut short or left too): debit it
+        gateway.ledger.debit(
+            (ANONYMOUS, ANONYMOUS), record.answered.candidate.id, request_tally(record, preflight.needs, None)
+        )
     gateway.journal.finish(record)
 
 
@@ -475,8 +481,14 @@ class Exchange:
         headers.extend(render.headers)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         first = True
+        record = self.record
         try:
             async for chunk in answered.result:
+                usage = chunk.get("usage")
+                if usage:
+                    record.usage = usage
+                else:
+                    record.output_chars += delta_chars(chunk)
                 data = render.chunk(chunk)
                 if data:
                     await send({"type": "http.response.body", "body": data, "more_body": True})
