@@ -38,6 +38,9 @@ class ServeOptions:
     log_level: str = "info"
     access_log: str | None = None  # None, "text" (uvicorn's line per request) or "json" (journal)
     state_dir: str | None = None
+    usage_url: str = "memory:"  # where the usage ledger lives (runtime/usage)
+    usage_flush_ms: int = 500
+    usage_flush_debits: int = 256
 
 
 def bind(host: str, port: int) -> socket.socket:
