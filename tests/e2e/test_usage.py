@@ -125,17 +125,19 @@ def test_sigkill_loses_at_most_the_debits_of_one_unfinished_batch(
     try:
         client = sdk(gateway)
         answers = [client.chat.completions.create(model="u/chat", messages=HI) for _ in range(12)]
-        wait_until(lambda: committed().get("requests") == 10, 20, "two batches of 5 to be committed")
+        # batches start at the 5th waiting debit: two of them are committed before the 12th answer
+        wait_until(lambda: committed().get("requests", 0) >= 8, 20, "two batches to be committed")
     finally:
         kill(gateway)
     after = committed()
     usage = answers[0].usage
     assert usage is not None
-    # 12 answered, 10 kept: the 2 debits of the unfinished batch were the window (fewer than 5)
+    # what was lost is the unfinished batch: some debits, fewer than 5 (the documented window)
+    assert 0 < 12 - after["requests"] < 5
     assert after == {
-        "requests": 10,
-        "prompt_tokens": 10 * usage.prompt_tokens,
-        "completion_tokens": 10 * usage.completion_tokens,
+        "requests": after["requests"],
+        "prompt_tokens": after["requests"] * usage.prompt_tokens,
+        "completion_tokens": after["requests"] * usage.completion_tokens,
         "estimated": 0,
     }
 
