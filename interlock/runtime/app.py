@@ -99,7 +99,9 @@ class Gateway:
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
         self.ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)  # usage, credits
-        self.metrics = Metrics(StateView(lambda: self.plan, self.health, self.slots, self.telemetry))
+        self.metrics = Metrics(
+            StateView(lambda: self.plan, self.health, self.slots, self.telemetry, self.ledger)
+        )
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
         self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
+    from interlock.runtime.usage.ledger import Ledger
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -129,6 +130,7 @@ class StateView:
     health: HealthBook
     slots: SlotBackend
     telemetry: TelemetryBook | None = None
+    ledger: Ledger | None = None
 
 
 class Metrics:
@@ -301,3 +303,24 @@ class _StateCollector(Collector):
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, degraded, fallbacks, info)
         yield from telemetry_families(self.view.telemetry)
+        if self.view.ledger is not None:
+            yield from usage_families(self.view.ledger)
+
+
+def usage_families(ledger: Ledger) -> Iterator[Metric]:
+    """The usage ledger's writer: debits waiting for a commit, commits, and store failures."""
+    waiting = GaugeMetricFamily(
+        "interlock_usage_waiting_debits",
+        "Debits of this process not yet committed to the usage ledger (what a SIGKILL would lose).",
+    )
+    waiting.add_metric([], float(ledger.waiting))
+    commits = CounterMetricFamily(
+        "interlock_usage_commits", "Batches of debits committed to the usage ledger."
+    )
+    commits.add_metric([], float(ledger.flushes))
+    failures = CounterMetricFamily(
+        "interlock_usage_store_failures",
+        "Usage ledger commits and balance refreshes that failed (the debits are kept for the next commit).",
+    )
+    failures.add_metric([], float(ledger.failures))
+    yield from (waiting, commits, failures)

@@ -26,6 +26,7 @@ from interlock.runtime.surfaces.openai import error_body
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
+    from interlock.runtime.usage.ledger import Ledger
 
 _STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
 READ = ["GET", "HEAD"]  # HEAD answers like GET without the body (uvicorn drops it)
@@ -276,11 +277,24 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         "providers": providers,
         "workers": workers,
         "slot_state": {"scope": state.scope, "degraded": state.degraded},
+        "usage": usage_report(gateway.ledger),
         "candidates": candidates,
     }
     if plan.routing.sticky is not None:  # only when sticky sessions are on
         report["sticky_sessions"] = {"sessions": len(gateway.sticky), "repinned": gateway.sticky.repinned}
     return report
+
+
+def usage_report(ledger: Ledger) -> dict[str, Any]:
+    """The usage ledger's writer: where it commits, the budget window, what is not committed yet."""
+    return {
+        "store": ledger.store.shown,
+        "window_start": ledger.window,
+        "waiting_debits": ledger.waiting,
+        "commits": ledger.flushes,
+        "failures": ledger.failures,
+        "last_error": ledger.last_error,
+    }
 
 
 def metadata_report(gateway: Gateway) -> dict[str, Any]:
