@@ -119,6 +119,20 @@ CODES: dict[str, CodeInfo] = _codes(
         "A CORS origin is malformed, or `allow_origins` is empty or mixes `*` with others.",
     ),
     ("IL803", "bad-cors-header", "error", "A CORS `allow_headers` entry is not a header name."),
+    # Access (tenants, keys, ACLs)
+    ("IL811", "unknown-tenant", "error", "A key belongs to a tenant that is not declared."),
+    ("IL812", "duplicate-api-key", "error", "Two keys share one `key_env` variable or one `hash`."),
+    ("IL813", "bad-acl-pattern", "error", "An `allowed`/`denied` or `pricing` pattern is malformed."),
+    (
+        "IL814",
+        "acl-pattern-matches-nothing",
+        "warning",
+        "An ACL pattern matches no alias and no declared model.",
+    ),
+    ("IL815", "key-without-models", "error", "A key's ACL (with its tenant's) allows no declared model."),
+    ("IL816", "bad-key-secret", "error", "A key has not exactly one of `key_env` and a well-formed `hash`."),
+    ("IL817", "bad-key-id", "error", "A key id holds characters a generated key cannot carry."),
+    ("IL818", "auth-without-keys", "error", "`server.auth: required` with no key declared."),
     # Routing
     ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
     (

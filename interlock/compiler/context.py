@@ -12,17 +12,20 @@ from interlock.compiler.reading import read_file
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
+    KeySection,
     LintSection,
     ModelFacts,
     PreflightSection,
+    PricingSection,
     ProfileFile,
     ProviderSection,
     RoutingSection,
     ServerSection,
     TelemetrySection,
+    TenantSection,
     TimeoutsSection,
 )
-from interlock.schema.plan import PlanCors, PlanPattern, RoutingPlan
+from interlock.schema.plan import PlanAccess, PlanCors, PlanPattern, RoutingPlan
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,22 @@ class Alias:
 
     def source_index(self, index: int) -> int:
         return self.chain_index[index] if index < len(self.chain_index) else index
+
+
+@dataclass
+class Tenant:
+    name: str
+    section: TenantSection
+    entry: Entry
+
+
+@dataclass
+class ApiKey:
+    """A caller key as written (``keys.<id>``): never a secret, only ``key_env`` or ``hash``."""
+
+    id: str
+    section: KeySection
+    entry: Entry
 
 
 @dataclass
@@ -171,6 +190,9 @@ class CompileContext:
     preflight: PreflightSection = field(default_factory=PreflightSection)
     routing: RoutingSection = field(default_factory=RoutingSection)
     lint: LintSection = field(default_factory=LintSection)
+    pricing: PricingSection | None = None
+    tenants: dict[str, Tenant] = field(default_factory=dict)
+    keys: dict[str, ApiKey] = field(default_factory=dict)
     providers: dict[str, Provider] = field(default_factory=dict)
     aliases: dict[str, Alias] = field(default_factory=dict)
     models: dict[str, Model] = field(default_factory=dict)
@@ -183,6 +205,8 @@ class CompileContext:
     cors: PlanCors | None = None
     # filled by `aliases`
     expanded: dict[str, list[Link]] = field(default_factory=dict)
+    # filled by `access`
+    access: PlanAccess = field(default_factory=PlanAccess)
     # filled by `emit`
     plan: RoutingPlan | None = None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.compiler.context import CompileContext, Worker
-from interlock.compiler.patterns import slot_limit
+from interlock.patterns import slot_limit
 from interlock.schema.canonical import content_hash
 from interlock.schema.config import TelemetrySection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, RoutingPlan
@@ -38,6 +38,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "max_upstream_body_bytes": ctx.server.max_upstream_body_bytes,
             "max_stream_line_bytes": ctx.server.max_stream_line_bytes,
             "cors": ctx.cors.model_dump(mode="json") if ctx.cors is not None else None,
+            "auth": ctx.server.auth,
         },
         "health": {
             "probe_interval_ms": ctx.health.probe_interval,
@@ -67,6 +68,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             }
             for name, alias in ctx.aliases.items()
         },
+        "access": ctx.access.model_dump(mode="json"),
     }
     data["content_hash"] = content_hash(data)
     return RoutingPlan.model_validate(data)

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from interlock.compiler.context import CompileContext, Link, Worker
 from interlock.compiler.diagnostics import Span, visible
-from interlock.compiler.patterns import matching_row
 from interlock.kinds import KINDS
+from interlock.patterns import matching_row
 from interlock.schema.durations import format_duration
 
 

@@ -35,8 +35,17 @@ Reader = Callable[[str], str | None]
 """Returns a file's text, or None when it does not exist; raises ``SourceUnreadable`` for a path that
 exists but is not a readable regular file within the size cap. Paths are POSIX, as written by the loader."""
 
-SINGLETON_SECTIONS = ("version", "server", "health", "timeouts", "preflight", "routing", "lint")
-NAMED_SECTIONS = ("providers", "models", "aliases")
+SINGLETON_SECTIONS = (
+    "version",
+    "server",
+    "health",
+    "timeouts",
+    "preflight",
+    "routing",
+    "lint",
+    "pricing",
+)
+NAMED_SECTIONS = ("providers", "models", "aliases", "tenants", "keys")
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from interlock.diff.access import access
 from interlock.diff.aliases import aliases
 from interlock.diff.change import KINDS, Change, Classification, Section
 from interlock.diff.models import models
@@ -32,6 +33,7 @@ SECTIONS: tuple[SectionDiff, ...] = (
     preflight,
     routing,
     models,
+    access,
 )
 
 

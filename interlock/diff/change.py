@@ -38,6 +38,7 @@ class Section(enum.Enum):
     PREFLIGHT = "preflight"
     ROUTING = "routing"
     MODELS = "models"
+    ACCESS = "access"
 
     @property
     def rank(self) -> int:
@@ -64,7 +65,7 @@ _B, _R, _C, _X = (
     Classification.CAPACITY,
     Classification.COSMETIC,
 )
-_A, _S, _P, _W, _H, _F, _G, _M = (
+_A, _S, _P, _W, _H, _F, _G, _M, _Y = (
     Section.ALIASES,
     Section.SERVER,
     Section.PROVIDERS,
@@ -73,6 +74,7 @@ _A, _S, _P, _W, _H, _F, _G, _M = (
     Section.PREFLIGHT,
     Section.ROUTING,
     Section.MODELS,
+    Section.ACCESS,
 )
 
 KINDS: dict[str, Kind] = _kinds(
@@ -127,6 +129,17 @@ KINDS: dict[str, Kind] = _kinds(
     ("routing-changed", _G, _R, "worker choice"),
     ("capabilities-changed", _M, _R, "capabilities"),
     ("context-tokens-changed", _M, _C, "context window"),
+    ("auth-tightened", _Y, _B, "caller keys required"),
+    ("auth-loosened", _Y, _R, "caller keys relaxed"),
+    ("caller-added", _Y, _R, "tenant or key added"),
+    ("caller-removed", _Y, _B, "tenant or key removed"),
+    ("acl-tightened", _Y, _B, "may call less"),
+    ("acl-loosened", _Y, _R, "may call more"),
+    ("key-secret-changed", _Y, _B, "key secret"),
+    ("key-tenant-changed", _Y, _R, "key's tenant"),
+    ("caller-limit-changed", _Y, _C, "rate, concurrency or credits"),
+    ("caller-description-changed", _Y, _X, "description"),
+    ("price-changed", _Y, _C, "price"),
 )
 
 Value = Any

@@ -22,6 +22,7 @@ SECTION_TITLES: dict[Section, tuple[str, str]] = {
     Section.PREFLIGHT: ("Preflight (capability and context checks)", "Setting"),
     Section.ROUTING: ("Routing (worker choice, saturation)", "Setting"),
     Section.MODELS: ("Model facts", "Model"),
+    Section.ACCESS: ("Access (keys, tenants, prices)", "Caller"),
 }
 
 

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from interlock.runtime.access import CALLER, needs_key
+from interlock.runtime.errors import Unauthenticated
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
@@ -28,7 +30,16 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
 from interlock.runtime.journal import Journal
-from interlock.runtime.lifecycle import Failure, Handler, Message, Receive, Scope, Send, send_json
+from interlock.runtime.lifecycle import (
+    Failure,
+    Handler,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    failure_of,
+    send_json,
+)
 from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import PlanError, RuntimePlan
@@ -43,6 +54,7 @@ from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.sticky import StickyTable
 from interlock.runtime.surfaces import route_table
 from interlock.runtime.surfaces.admin import build_admin
+from interlock.runtime.surfaces.openai import ChatCompletions
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
@@ -142,6 +154,7 @@ class Gateway:
         table = route_table()
         self._routes: Mapping[tuple[str, str], Handler] = table.handlers
         self._paths = table.paths
+        self._admin_errors = ChatCompletions()  # the admin routes answer errors in OpenAI's shape
 
     def _ollama_adapter(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
@@ -185,6 +198,12 @@ class Gateway:
                 if admitted is None:  # a preflight, answered
                     return
                 send = admitted
+            if plan.keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
+                try:
+                    scope[CALLER] = plan.keys.authenticate(scope["headers"])
+                except Unauthenticated as exc:
+                    await self._unauthenticated(scope, send, exc)
+                    return
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
                 await handler(self, scope, receive, send)
@@ -197,6 +216,15 @@ class Gateway:
             await self._lifespan(receive, send)
         elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
             await send({"type": "websocket.close", "code": 1008})
+
+    async def _unauthenticated(self, scope: Scope, send: Send, exc: Unauthenticated) -> None:
+        """401 in the shape of the path's surface (OpenAI's for the admin routes); the body is not read."""
+        plan = self.plan
+        row = self._paths.get(scope["path"])
+        surface = row[1] if row is not None else self._admin_errors
+        failure = failure_of(exc, plan)
+        headers = [plan.plan_header, (b"www-authenticate", b'Bearer realm="interlock"'), *failure.headers]
+        await send_json(_closing(send) if _has_body(scope) else send, 401, surface.error(failure), headers)
 
     async def _method_not_allowed(self, scope: Scope, send: Send) -> None:
         methods, surface = self._paths[scope["path"]]

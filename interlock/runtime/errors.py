@@ -22,6 +22,9 @@ upstream body, a header or a credential.
     │                                    -> next candidate with the reason; nothing against health
     └── GatewayError                     the gateway's own answer to a request
         ├── InvalidRequest               400: bad JSON, wrong types, missing fields
+        ├── Unauthenticated              401: no caller key, or one the gateway does not know
+        ├── ModelNotAllowed              403: the caller's ACL does not allow the model
+        ├── CallerLimited                429 + Retry-After: the key's or tenant's rate or concurrency
         ├── DirectModelDenied            400: raw provider/model while the plan denies it
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
@@ -146,6 +149,32 @@ class InvalidRequest(GatewayError):
     status = 400
     type = "invalid_request_error"
     code = "invalid_request"
+
+
+class Unauthenticated(GatewayError):
+    """No valid caller key. The message says what is missing, never which keys exist."""
+
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class ModelNotAllowed(GatewayError):
+    status = 403
+    type = "permission_error"
+    code = "model_not_allowed"
+
+
+class CallerLimited(GatewayError):
+    """A key's or tenant's requests/min, tokens/min or concurrency is used up for now."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "caller_rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class DirectModelDenied(GatewayError):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
+from interlock.runtime.access import ANONYMOUS, Caller
 from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, GatewayError, UpstreamError
 from interlock.runtime.health import iso_utc
 from interlock.runtime.router import CandidateRefused
@@ -41,6 +42,7 @@ class RequestRecord:
 
     __slots__ = (
         "answered",
+        "caller",
         "endpoint",
         "error",
         "id",
@@ -63,6 +65,7 @@ class RequestRecord:
         self.target: Target | None = None
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
+        self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
         self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
         self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from interlock.runtime.access import caller_of
 from interlock.runtime.errors import BodyTooLarge, ClientError, GatewayError, InvalidRequest, whole_seconds
 from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
@@ -342,6 +343,9 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         parsed = surface.parse(parse_object(raw))
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
+        if plan.keys is not None:  # `auth: off` costs nothing more than this test
+            caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
+            caller.check(target.label)
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)

@@ -23,7 +23,10 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from interlock.apikeys import parse_hash
 from interlock.kinds import KINDS
+from interlock.patterns import matching_row
+from interlock.runtime.access import KeyBook
 from interlock.runtime.cors import CorsPolicy
 from interlock.runtime.errors import InterlockError
 from interlock.runtime.upstream.base import Endpoint
@@ -126,14 +129,8 @@ class WorkerLimits:
         limit = self.slots.get(model)
         if limit is not None:
             return limit
-        for row in self.patterns:
-            if row.match == "exact" and row.prefix == model:
-                return row.limit
-            if row.match == "prefix" and model.startswith(row.prefix):
-                return row.limit
-            if row.match == "any":
-                return row.limit
-        return self.max_concurrent
+        row = matching_row(self.patterns, model)
+        return self.max_concurrent if row is None else row.limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +226,7 @@ class RuntimePlan:
     plan_header: tuple[bytes, bytes]
     secrets: tuple[str, ...]  # credential values, only to scrub them from text we pass on
     cors: CorsPolicy | None = None  # None: CORS off, browsers get no CORS headers
+    keys: KeyBook | None = None  # None: `server.auth: off`, no caller key is read
 
     def direct_candidate(self, provider: Provider, model: str) -> Candidate:
         """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
@@ -398,6 +396,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         candidates=candidates,
         aliases=aliases,
         plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
+        keys=_key_book(plan, env, origin, secrets),
         secrets=tuple(secrets),
         cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
     )
@@ -478,6 +477,13 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
     default = plan.server.default_alias
     if default is not None and default not in plan.aliases:
         problems.append(f"server.default_alias {default} is not an alias")
+    for key_id, key in plan.access.keys.items():
+        if key.tenant not in plan.access.tenants:
+            problems.append(f"key {key_id} names unknown tenant {key.tenant}")
+        if (key.key_env is None) == (key.hash is None) or (
+            key.hash is not None and parse_hash(key.hash) is None
+        ):
+            problems.append(f"key {key_id} needs exactly one of key_env and a well-formed hash")
     if problems:
         raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
 
@@ -503,6 +509,24 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
                 problems.append(f"{kind} {value!a} cannot be sent in a response header: {reason}")
     if problems:
         raise PlanError(f"{origin}: the plan would send broken response headers: " + "; ".join(problems))
+
+
+def _key_book(plan: RoutingPlan, env: Mapping[str, str], origin: str, secrets: list[str]) -> KeyBook | None:
+    """The caller keys under ``auth: optional|required``; every ``key_env`` variable must be set."""
+    if plan.server.auth == "off":
+        return None
+    for key in sorted(plan.access.keys.values(), key=lambda k: k.id):
+        if key.key_env is None:
+            continue
+        value = env.get(key.key_env, "")
+        if not value:
+            raise CredentialMissing(
+                f"{origin}: caller key {key.id} needs the variable {key.key_env}, which is not set",
+                variable=key.key_env,
+            )
+        secrets.append(value)
+    names = [*plan.aliases, *plan.candidates]
+    return KeyBook.of(plan.access, plan.server.auth, env, names)
 
 
 def _auth_headers(

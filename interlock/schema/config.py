@@ -85,6 +85,12 @@ class ServerSection(_Section):
         ge=1,
         description="Longest single line (SSE or NDJSON) of an upstream stream.",
     )
+    auth: Literal["off", "optional", "required"] = Field(
+        "off",
+        description="Caller API keys (`keys`): `off` reads none (anyone may call), `optional` checks a key "
+        "when one is sent (a caller without one is anonymous, with no limits), `required` refuses a call "
+        "without a valid key (401).",
+    )
 
 
 class HealthSection(_Section):
@@ -285,6 +291,65 @@ class RoutingSection(_Section):
     sticky: StickySection = Field(default_factory=StickySection)
 
 
+class Limits(_Section):
+    """What a tenant or a key may use and how much; unset or `0` means no limit at this level."""
+
+    allowed: list[str] | None = Field(
+        None,
+        description="Aliases and `provider/model` names this caller may call: exact, `prefix*` or `*` "
+        "(the concurrency pattern rules); unset: everything the level above allows.",
+    )
+    denied: list[str] = Field(
+        default_factory=list, description="Names refused even when `allowed` matches them (deny wins)."
+    )
+    requests_per_minute: int = Field(0, ge=0, description="Requests in any 60 s window; `0`: no limit.")
+    tokens_per_minute: int = Field(
+        0, ge=0, description="Tokens (prompt + completion, from the answers' usage) per 60 s; `0`: no limit."
+    )
+    max_concurrent: int = Field(0, ge=0, description="Requests in flight at once; `0`: no limit.")
+    credits: float = Field(
+        0, ge=0, description="A budget in `credits_unit` (tokens or money); `0`: unlimited (shown as ∞)."
+    )
+    credits_unit: Literal["tokens", "money"] = Field(
+        "tokens", description="`tokens`, or `money` priced with `pricing` (in its `currency`)."
+    )
+
+
+class TenantSection(Limits):
+    """A team or customer: the limits and model ACL every one of its keys shares."""
+
+    description: str = ""
+
+
+class KeySection(Limits):
+    """One caller API key. Its secret is never written here: `key_env` names the variable that holds it,
+    or `hash` is what `interlock keys add` printed. A key's own limits apply on top of its tenant's."""
+
+    tenant: NonEmpty = Field(description="The tenant this key belongs to (a name under `tenants`).")
+    key_env: str | None = Field(None, description="Name of the variable that holds the key's secret.")
+    hash: str | None = Field(
+        None, description="`hmac-sha256$<salt>$<digest>` as printed by `interlock keys add`."
+    )
+    description: str = ""
+
+
+class PriceSection(_Section):
+    """A model's price per million tokens, in `pricing.currency`."""
+
+    input: float = Field(ge=0, description="Per million prompt tokens.")
+    output: float = Field(ge=0, description="Per million completion tokens.")
+
+
+class PricingSection(_Section):
+    """Prices for credits kept in money."""
+
+    currency: NonEmpty = Field("USD", description="The unit prices are in (shown, never converted).")
+    models: dict[str, PriceSection] = Field(
+        default_factory=dict,
+        description="By `provider/model`: exact, `prefix*` or `*` (the most specific pattern wins).",
+    )
+
+
 class LintSection(_Section):
     """Settings of `interlock lint`."""
 
@@ -307,6 +372,9 @@ class SourceFile(_Section):
     preflight: PreflightSection | None = None
     routing: RoutingSection | None = None
     lint: LintSection | None = None
+    tenants: dict[str, TenantSection] | None = None
+    keys: dict[str, KeySection] | None = None
+    pricing: PricingSection | None = None
 
 
 class HardwareFacts(_Section):

@@ -42,6 +42,9 @@ class PlanServer(_Frozen):
     max_connections: int = Field(1024, ge=1)
     max_upstream_body_bytes: int = Field(DEFAULT_MAX_UPSTREAM_BODY_BYTES, ge=1)
     max_stream_line_bytes: int = Field(DEFAULT_MAX_STREAM_LINE_BYTES, ge=1)
+    auth: Literal["off", "optional", "required"] = Field(
+        "off", description="Caller keys: `off` reads none, `optional` checks one when sent, `required`."
+    )
 
 
 class PlanHealth(_Frozen):
@@ -88,12 +91,17 @@ class PlanQueue(_Frozen):
     max_wait_ms: int = Field(ge=0)
 
 
-class PlanPattern(_Frozen):
-    """One row of a worker's concurrency pattern table, in match order."""
+class PlanMatch(_Frozen):
+    """A name pattern: `name` (exact), `prefix*` (one trailing star) or `*` alone."""
 
     pattern: str
     match: Literal["exact", "prefix", "any"]
     prefix: str = Field(description="For `prefix`: the text before `*`; for `exact`: the name; else ``.")
+
+
+class PlanPattern(PlanMatch):
+    """One row of a worker's concurrency pattern table, in match order."""
+
     limit: int = Field(ge=1)
 
 
@@ -185,6 +193,51 @@ class PlanRouting(_Frozen):
     sticky: PlanSticky = Field(default_factory=PlanSticky)
 
 
+class PlanLimits(_Frozen):
+    """A tenant's or a key's ACL and budgets; `0` is no limit at this level."""
+
+    allowed: list[PlanMatch] | None = Field(description="Null: whatever the level above allows.")
+    denied: list[PlanMatch] = Field(description="Refused even where `allowed` matches (deny wins).")
+    requests_per_minute: int = Field(0, ge=0)
+    tokens_per_minute: int = Field(0, ge=0)
+    max_concurrent: int = Field(0, ge=0)
+    credits: float = Field(0, ge=0, description="A budget in `credits_unit`; 0: unlimited.")
+    credits_unit: Literal["tokens", "money"] = "tokens"
+
+
+class PlanTenant(_Frozen):
+    name: str
+    description: str
+    limits: PlanLimits
+
+
+class PlanKey(_Frozen):
+    """A caller key: its id (safe to log), its tenant, and how to recognise its secret (never the secret)."""
+
+    id: str
+    tenant: str
+    description: str
+    key_env: str | None = Field(description="Name of the variable holding the secret, never its value.")
+    hash: str | None = Field(description="`hmac-sha256$<salt>$<digest>`; null with `key_env`.")
+    limits: PlanLimits
+
+
+class PlanPrice(_Frozen):
+    input: float = Field(ge=0, description="Per million prompt tokens.")
+    output: float = Field(ge=0, description="Per million completion tokens.")
+
+
+class PlanAccess(_Frozen):
+    """Who may call (tenants and keys) and what tokens cost (see docs/access.md)."""
+
+    tenants: dict[str, PlanTenant] = Field(default_factory=dict)
+    keys: dict[str, PlanKey] = Field(default_factory=dict)
+    currency: str = "USD"
+    prices: dict[str, PlanPrice] = Field(
+        default_factory=dict, description="Per candidate id, the `pricing` pattern that matched it applied."
+    )
+
+
 class RoutingPlan(_Frozen):
     """A frozen routing plan (canonical JSON on disk)."""
 
@@ -198,3 +251,4 @@ class RoutingPlan(_Frozen):
     workers: dict[str, PlanWorker]
     candidates: dict[str, PlanCandidate]
     aliases: dict[str, PlanAlias]
+    access: PlanAccess = Field(default_factory=PlanAccess)

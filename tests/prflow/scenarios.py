@@ -136,6 +136,40 @@ def _cors(**changes: object) -> Edit:
     return _set(("server", "cors"), {**policy, **changes})
 
 
+_TENANTS = {"acme": {"allowed": ["acme/*"], "requests_per_minute": 60}}
+_KEYS = {"ci": {"tenant": "acme", "key_env": "CI_KEY"}}
+
+
+def _access(tree: ConfigTree) -> None:
+    """Base for the access scenarios: one tenant and one key, auth optional."""
+    tree.config["server"]["auth"] = "optional"
+    tree.config["tenants"] = {name: dict(body) for name, body in _TENANTS.items()}
+    tree.config["keys"] = {name: dict(body) for name, body in _KEYS.items()}
+
+
+def _tenant(key: str, value: object) -> Edit:
+    def edit(tree: ConfigTree) -> None:
+        tree.config["tenants"]["acme"][key] = value
+
+    return edit
+
+
+def _key(key: str, value: object) -> Edit:
+    def edit(tree: ConfigTree) -> None:
+        tree.config["keys"]["ci"][key] = value
+
+    return edit
+
+
+def _add_key(tree: ConfigTree) -> None:
+    tree.config["keys"]["bot"] = {"tenant": "acme", "key_env": "BOT_KEY"}
+
+
+def _move_key(tree: ConfigTree) -> None:
+    tree.config["tenants"]["ops"] = {}
+    tree.config["keys"]["ci"]["tenant"] = "ops"
+
+
 def _k(*kinds: str) -> frozenset[str]:
     return frozenset(kinds)
 
@@ -251,5 +285,20 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "context-tokens", _model("local/llava:7b", "context_tokens", 8192), _k("context-tokens-changed")
+    ),
+    Scenario("auth-tightened", _set(("server", "auth"), "required"), _k("auth-tightened"), _access),
+    Scenario("auth-loosened", _set(("server", "auth"), "off"), _k("auth-loosened"), _access),
+    Scenario("key-added", _add_key, _k("caller-added"), _access),
+    Scenario("key-removed", lambda tree: tree.config["keys"].pop("ci"), _k("caller-removed"), _access),
+    Scenario("acl-tightened", _tenant("denied", ["acme/agent"]), _k("acl-tightened"), _access),
+    Scenario("acl-loosened", _tenant("allowed", ["*"]), _k("acl-loosened"), _access),
+    Scenario("key-secret", _key("key_env", "CI_KEY_2"), _k("key-secret-changed"), _access),
+    Scenario("key-tenant", _move_key, _k("key-tenant-changed", "caller-added"), _access),
+    Scenario("caller-limit", _tenant("requests_per_minute", 120), _k("caller-limit-changed"), _access),
+    Scenario("caller-description", _tenant("description", "Acme"), _k("caller-description-changed"), _access),
+    Scenario(
+        "price",
+        _set(("pricing",), {"models": {"groq/*": {"input": 0.05, "output": 0.08}}}),
+        _k("price-changed"),
     ),
 )

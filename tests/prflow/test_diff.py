@@ -244,6 +244,14 @@ MIRRORED = {
     ("workers", "*", "patterns", "*", "match"): "derived from `pattern`",
     ("workers", "*", "patterns", "*", "prefix"): "derived from `pattern`",
     ("providers", "*", "workers", "+"): "membership mirrors `workers.*.provider`; order is compared",
+    ("access", "tenants", "*", "name"): "the key",
+    ("access", "keys", "*", "id"): "the key",
+    **{
+        ("access", section, "*", "limits", acl, "*", part): "derived from `pattern`"
+        for section in ("tenants", "keys")
+        for acl in ("allowed", "denied")
+        for part in ("match", "prefix")
+    },
 }
 
 FILL: dict[str, object] = {
@@ -271,12 +279,17 @@ FILL: dict[str, object] = {
     "state_file": "other/speeds.json",
     "fallback_after_ms": 2000,
     "on_saturation": "queue",
+    "allowed": [{"pattern": "zzz", "match": "exact", "prefix": "zzz"}],
+    "key_env": "OTHER_KEY",
+    "hash": "hmac-sha256$" + "2" * 32 + "$" + "3" * 64,
 }
 
 ITEM: dict[str, object] = {
     "requires": "insert",
     "capabilities": "insert",
     "patterns": {"pattern": "zzz*", "match": "prefix", "prefix": "zzz", "limit": 1},
+    "denied": {"pattern": "zzz", "match": "exact", "prefix": "zzz"},
+    "allowed": {"pattern": "zzz", "match": "exact", "prefix": "zzz"},
 }
 
 REPLACE: dict[str, object] = {
@@ -284,10 +297,23 @@ REPLACE: dict[str, object] = {
     "accelerator": {"nvidia": "amd"},
     "mode": {"enforce": "observe", "observe": "enforce", "off": "enforce"},
     "on_saturation": {"fallback": "queue", "queue": "fallback"},
+    "auth": {"off": "optional", "optional": "required", "required": "off"},
+    "credits_unit": {"tokens": "money", "money": "tokens"},
 }
 
 
-_KEYED = {"providers", "workers", "aliases", "candidates", "patterns", "slots", "context_limits"}
+_KEYED = {
+    "providers",
+    "workers",
+    "aliases",
+    "candidates",
+    "patterns",
+    "slots",
+    "context_limits",
+    "tenants",
+    "keys",
+    "prices",
+}
 
 
 def _shape(path: tuple[str | int, ...]) -> tuple[str, ...]:
@@ -346,6 +372,13 @@ def test_every_difference_in_a_plan_is_reported(trees) -> None:
         "allow_credentials": True,
         "allow_headers": ["authorization"],
     }
+    trees[0].config["server"]["auth"] = "optional"
+    trees[0].config["tenants"] = {"acme": {"allowed": ["acme/*"], "denied": ["acme/agent"]}}
+    trees[0].config["keys"] = {
+        "ci": {"tenant": "acme", "key_env": "CI_KEY", "description": "CI", "credits": 5},
+        "bot": {"tenant": "acme", "hash": "hmac-sha256$" + "0" * 32 + "$" + "1" * 64},
+    }
+    trees[0].config["pricing"] = {"models": {"groq/*": {"input": 0.05, "output": 0.08}}}
     trees[0].save()
     plan = load_plan("base/config.yaml").plan
     data = plan.model_dump(mode="json")

@@ -24,6 +24,7 @@ def test_every_gateway_error_is_answered_with_its_own_status_and_code(basic_plan
     outcome = errors.CandidateOutcome("local/m1", "unsupported_n", cannot_serve=True)
     special = {
         errors.SlotUnavailable: lambda: errors.SlotUnavailable("what happened", retry_after=2.0),
+        errors.CallerLimited: lambda: errors.CallerLimited("what happened", retry_after=2.0),
         errors.AllCandidatesFailed: lambda: errors.AllCandidatesFailed("t/chat", [outcome]),
     }
     for cls in classes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from interlock.compiler.context import CompileContext
+from interlock.compiler.passes.access import access
 from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
 from interlock.compiler.passes.cors import cors
@@ -32,5 +33,6 @@ PASSES: tuple[Pass, ...] = (
     preflight,  # preflight settings, context limits within model maxima
     vram,  # weights + KV cache at full slots against worker memory
     routing,  # worker-choice weights and saturation policies in range
+    access,  # tenants, keys, ACL patterns and prices; secrets only as variable names or hashes
     usage,  # warnings about unused parts
 )

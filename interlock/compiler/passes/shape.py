@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from interlock.compiler.context import Alias, CompileContext, Model, Provider
+from interlock.compiler.context import Alias, ApiKey, CompileContext, Model, Provider, Tenant
 from interlock.compiler.diagnostics import did_you_mean
 from interlock.compiler.loader import NAMED_SECTIONS, Entry, Path, SourceDoc, dotted
 from interlock.compiler.schema_errors import show_value
@@ -15,13 +15,16 @@ from interlock.compiler.validate import REDACTED, Salvaged, salvage
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
+    KeySection,
     LintSection,
     ModelFacts,
     PreflightSection,
+    PricingSection,
     ProviderSection,
     RoutingSection,
     ServerSection,
     SourceFile,
+    TenantSection,
     TimeoutsSection,
 )
 
@@ -32,7 +35,11 @@ SINGLETON_MODELS: dict[str, type[BaseModel]] = {
     "preflight": PreflightSection,
     "routing": RoutingSection,
     "lint": LintSection,
+    "pricing": PricingSection,
 }
+
+SERVER_AUTH = ("server", "auth")
+AUTH_MODES = ("off", "optional", "required")
 
 NAME_TABLES = frozenset({"model_concurrency", "context_limits"})
 """Mappings whose keys are model names, not schema keys (a model may be called `token`)."""
@@ -63,6 +70,14 @@ def shape(ctx: CompileContext) -> None:
         result = _validate(ctx, entry, ModelFacts)
         if isinstance(result.value, ModelFacts):
             _model(ctx, name, entry, result.value)
+    for name, entry in ctx.sources.named["tenants"].items():
+        result = _validate(ctx, entry, TenantSection)
+        if isinstance(result.value, TenantSection):
+            ctx.tenants[name] = Tenant(name, result.value, entry)
+    for name, entry in ctx.sources.named["keys"].items():
+        result = _validate(ctx, entry, KeySection)
+        if isinstance(result.value, KeySection):
+            ctx.keys[name] = ApiKey(name, result.value, entry)
 
 
 def _model(ctx: CompileContext, name: str, entry: Entry, facts: ModelFacts) -> None:
@@ -192,6 +207,8 @@ def _credentials(ctx: CompileContext, doc: SourceDoc, value: Any, at: Path) -> N
         if looks_like_secret(key):
             _inline(ctx, doc, path, "a key that looks like a credential is written inline")
             del value[key]
+        elif path == SERVER_AUTH and value[key] in AUTH_MODES:
+            continue  # `server.auth: required` is a setting, not a credential
         elif not names_here and isinstance(key, str) and CREDENTIAL_KEY.match(key):
             _inline(ctx, doc, path, "a credential is written inline")
             del value[key]

@@ -8,7 +8,7 @@ the plan's default). A model without both facts, or a worker without known memor
 from __future__ import annotations
 
 from interlock.compiler.context import CompileContext, Worker
-from interlock.compiler.patterns import slot_limit
+from interlock.patterns import slot_limit
 
 GIB = 1024**3
 

@@ -14,8 +14,8 @@ from interlock.compiler.context import CompileContext, Provider, Worker
 from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import Entry, Path, SourceDoc
 from interlock.compiler.passes.providers import check_url
-from interlock.compiler.patterns import covers, order, parse_pattern
 from interlock.compiler.profiles import LoadedProfile, ProfileCache
+from interlock.patterns import covers, order, parse_pattern
 from interlock.schema.config import QueueSection, WorkerSection
 from interlock.schema.plan import PlanPattern
 

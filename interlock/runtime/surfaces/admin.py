@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from interlock.runtime.access import ANONYMOUS, Caller, caller_of
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
 from interlock.runtime.resolve import shown
@@ -80,8 +81,9 @@ def _candidate_description(candidate: Candidate) -> str:
     return text
 
 
-def model_catalog(plan: RuntimePlan) -> ModelCatalog:
-    objects = model_objects(plan)
+def model_catalog(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> ModelCatalog:
+    """The catalog ``caller`` sees: only what its ACL lets it call (everything for an anonymous one)."""
+    objects = [m for m in model_objects(plan) if caller.may_call(m["id"])]
     return ModelCatalog(
         listing=orjson.dumps({"object": "list", "data": objects}),
         by_id={m["id"]: orjson.dumps(m) for m in objects},
@@ -105,14 +107,17 @@ def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
 
 def build_admin(gateway: Gateway) -> FastAPI:
     app = FastAPI(title="interlock", docs_url=None, redoc_url=None, openapi_url=None)
-    catalogs: dict[str, ModelCatalog] = {}
+    catalogs: dict[tuple[str, str | None], ModelCatalog] = {}
 
-    def catalog(plan: RuntimePlan) -> ModelCatalog:
-        """Built once per plan (the first request after a load or reload), then a lookup."""
-        found = catalogs.get(plan.content_hash)
+    def catalog(plan: RuntimePlan, request: Request) -> ModelCatalog:
+        """Built once per plan and caller key (the first request after a load or reload), then a
+        lookup; at most one per key of the plan, plus the anonymous one."""
+        caller = caller_of(request.scope)
+        found = catalogs.get((plan.content_hash, caller.key_id))
         if found is None:
-            catalogs.clear()
-            found = catalogs[plan.content_hash] = model_catalog(plan)
+            if any(digest != plan.content_hash for digest, _ in catalogs):
+                catalogs.clear()
+            found = catalogs[plan.content_hash, caller.key_id] = model_catalog(plan, caller)
         return found
 
     @app.exception_handler(HTTPException)
@@ -123,20 +128,21 @@ def build_admin(gateway: Gateway) -> FastAPI:
         return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
     @app.api_route("/v1/models", methods=READ)
-    async def models() -> Response:
-        return Response(catalog(gateway.plan).listing, media_type="application/json")
+    async def models(request: Request) -> Response:
+        return Response(catalog(gateway.plan, request).listing, media_type="application/json")
 
     @app.get("/v1/models/{model_id:path}")
-    async def model(model_id: str) -> Response:
+    async def model(model_id: str, request: Request) -> Response:
         plan = gateway.plan
-        body = catalog(plan).by_id.get(model_id)
+        body = catalog(plan, request).by_id.get(model_id)
         if body is None:
             return Response(model_not_found(plan, model_id), status_code=404, media_type="application/json")
         return Response(body, media_type="application/json")
 
     @app.api_route("/v1/aliases", methods=READ)
-    async def aliases() -> Response:
+    async def aliases(request: Request) -> Response:
         plan = gateway.plan
+        caller = caller_of(request.scope)
         data = [
             {
                 "name": name,
@@ -145,6 +151,7 @@ def build_admin(gateway: Gateway) -> FastAPI:
                 "candidates": [_candidate(gateway, c) for c in alias.candidates],
             }
             for name, alias in plan.aliases.items()
+            if caller.may_call(name)
         ]
         return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
 

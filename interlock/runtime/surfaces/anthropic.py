@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from interlock.runtime.access import caller_of
 from interlock.runtime.errors import GatewayError, InvalidRequest
 from interlock.runtime.lifecycle import (
     ClientGone,
@@ -385,7 +386,7 @@ async def count_tokens(gateway: Gateway, scope: Scope, receive: Receive, send: S
     headers = [plan.plan_header]
     try:
         body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
-        resolve(plan, check_model(body))
+        caller_of(scope).check(resolve(plan, check_model(body)).label)
         internal = internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
     except ClientGone:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from interlock.runtime.access import caller_of
 from interlock.runtime.errors import GatewayError, InvalidRequest
 from interlock.runtime.lifecycle import (
     ClientGone,
@@ -376,6 +377,7 @@ def _details(family: str) -> dict[str, Any]:
 async def tags(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /api/tags``: every alias (and direct model) as an Ollama model."""
     plan = gateway.plan
+    caller = caller_of(scope)
     models = [
         {
             "name": name,
@@ -386,6 +388,7 @@ async def tags(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> 
             "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
         }
         for name, entry in _named(plan)
+        if caller.may_call(name)
     ]
     await send_json(send, 200, orjson.dumps({"models": models}), [plan.plan_header])
 
@@ -406,8 +409,8 @@ async def show(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> 
     except GatewayError as exc:
         await send_json(send, exc.status, error_body(exc.message), headers)
         return
-    entry = dict(_named(plan)).get(name)
-    if entry is None:
+    entry = dict(_named(plan)).get(name) if caller_of(scope).may_call(name) else None
+    if entry is None:  # a model the caller may not use is not shown either
         await send_json(send, 404, error_body(f"model '{name}' not found"), headers)
         return
     candidates = entry.candidates if isinstance(entry, Alias) else (entry,)

@@ -1,0 +1,80 @@
+"""Name patterns: `name` (exact), `prefix*` (one trailing star) or `*` alone.
+
+One rule for every table of them: per-model concurrency (``parse_pattern``), caller ACLs and prices
+(``parse_match``). Match order is by specificity, not by the order written: exact > longest prefix >
+`*` > the worker's `max_concurrent`. ``order`` sorts a table that way; ``matching_row`` and
+``slot_limit`` look one model up in it; ``matches`` says whether one pattern covers a name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from interlock.schema.plan import PlanLimits, PlanMatch, PlanPattern
+
+_RANK = {"exact": 0, "prefix": 1, "any": 2}
+
+Row = TypeVar("Row", bound=PlanMatch)
+
+
+def parse_match(pattern: str) -> PlanMatch | None:
+    """The pattern's parts, or None when it is not one of the three shapes."""
+    if pattern == "*":
+        return PlanMatch(pattern=pattern, match="any", prefix="")
+    if not pattern or pattern != pattern.strip() or any(c.isspace() for c in pattern):
+        return None
+    stars = pattern.count("*")
+    if stars == 0:
+        return PlanMatch(pattern=pattern, match="exact", prefix=pattern)
+    if stars == 1 and pattern.endswith("*"):
+        return PlanMatch(pattern=pattern, match="prefix", prefix=pattern[:-1])
+    return None
+
+
+def parse_pattern(pattern: str, limit: int) -> PlanPattern | None:
+    """The concurrency table row for ``pattern``, or None when it is not one of the three shapes."""
+    parts = parse_match(pattern)
+    return None if parts is None else PlanPattern(**parts.model_dump(), limit=limit)
+
+
+def matches(row: PlanMatch, name: str) -> bool:
+    """Whether ``row`` covers ``name``."""
+    if row.match == "exact":
+        return row.prefix == name
+    return name.startswith(row.prefix)  # `*` has the empty prefix
+
+
+def covers(general: PlanPattern, specific: PlanPattern) -> bool:
+    """Whether every model ``specific`` matches is also matched by the different ``general``."""
+    if general.pattern == specific.pattern or general.match == "exact":
+        return False
+    return specific.prefix.startswith(general.prefix)
+
+
+def order(rows: list[Row]) -> list[Row]:
+    """exact first, then prefixes longest first, then `*`; ties by pattern text (stable output)."""
+    return sorted(rows, key=lambda r: (_RANK[r.match], -len(r.prefix), r.pattern))
+
+
+def matching_row(patterns: Sequence[Row], model: str) -> Row | None:
+    """The most specific row matching ``model`` (exact > longest prefix > `*`), or None when none
+    matches; ``patterns`` is already in that order."""
+    for row in patterns:
+        if matches(row, model):
+            return row
+    return None
+
+
+def slot_limit(patterns: list[PlanPattern], max_concurrent: int, model: str) -> int:
+    """The matching row's limit, else the worker's ``max_concurrent``."""
+    row = matching_row(patterns, model)
+    return max_concurrent if row is None else row.limit
+
+
+def allows(limits: PlanLimits, name: str) -> bool:
+    """Whether one level's ACL (a tenant's or a key's) lets ``name`` through: some ``allowed`` (unset:
+    all) and no ``denied`` matches it (deny wins)."""
+    if limits.allowed is not None and not any(matches(row, name) for row in limits.allowed):
+        return False
+    return not any(matches(row, name) for row in limits.denied)

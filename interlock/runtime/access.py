@@ -1,0 +1,163 @@
+"""Who is calling: a caller key recognised in one lookup, its tenant, and what both may use.
+
+Why this boundary: every surface authenticates the same way, and everything that bills, audits or
+traces a request needs the same answer to "who is this", so it is worked out once per request, here,
+and never again. ``KeyBook`` is built once per plan (``KeyBook.of``): the secrets of ``key_env`` keys
+live in it as SHA-256 digests (memory only, never in the plan, a log or a page), generated keys as their
+``hash``. ``KeyBook.caller`` costs one digest and one dictionary lookup, whatever the number of keys.
+
+Where to hook (credits, audit, tracing): ``lifecycle._handle`` authenticates before it reads the body
+and stores the ``Caller`` on ``RequestRecord.caller`` (``journal.py``); the record is finished, with
+its status, candidate and usage, in ``Journal.finish``. ``Caller.key_id`` and ``Caller.tenant`` are
+safe to log (None for an anonymous caller under ``auth: off|optional``); ``Caller.key_limits`` and
+``Caller.tenant_limits`` hold the compiled ``credits``/``credits_unit`` and rates. The secret is never
+on the ``Caller``.
+
+Outcomes of ``authenticate``: auth ``off`` -> ``ANONYMOUS`` without reading a header; no key ->
+``ANONYMOUS`` under ``optional``, ``Unauthenticated`` under ``required``; a key the book does not know
+-> ``Unauthenticated`` (whatever the mode: a wrong key is never silently anonymous); a known key -> its
+``Caller``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from interlock.apikeys import key_id_of, parse_hash, verify
+from interlock.patterns import allows
+from interlock.runtime.errors import ModelNotAllowed, Unauthenticated
+from interlock.schema.plan import PlanAccess, PlanLimits
+
+Header = tuple[bytes, bytes]
+
+CALLER = "interlock.caller"
+"""The ASGI scope key under which ``Gateway`` leaves the request's ``Caller`` for the handlers."""
+
+OPEN_PATHS = frozenset(("/healthz", "/readyz", "/metrics", "/api/version", "/"))
+"""Answered without a key under any ``auth``: liveness and readiness probes, the Prometheus scrape,
+and the two Ollama routes clients call to see whether a server is up. ``/ui/static/`` (the status
+page's script and style, no data) is open as well; everything else needs a key under ``required``."""
+
+_BEARER = b"bearer "
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """One request's caller: ids safe to log, the compiled limits of its key and tenant, and its ACL."""
+
+    key_id: str | None = None
+    tenant: str | None = None
+    key_limits: PlanLimits | None = None
+    tenant_limits: PlanLimits | None = None
+    decided: Mapping[str, bool] = field(default_factory=dict)
+    """Whether each name the plan declares (aliases, candidates) may be called: worked out at load."""
+
+    @property
+    def anonymous(self) -> bool:
+        return self.key_id is None
+
+    def may_call(self, name: str) -> bool:
+        """Whether the ACL of both levels lets ``name`` through (a lookup for declared names)."""
+        known = self.decided.get(name)
+        if known is not None:
+            return known
+        return all(allows(level, name) for level in self.levels)
+
+    @property
+    def levels(self) -> tuple[PlanLimits, ...]:
+        return tuple(x for x in (self.tenant_limits, self.key_limits) if x is not None)
+
+    def check(self, name: str) -> None:
+        """``ModelNotAllowed`` unless the caller may call ``name``."""
+        if not self.may_call(name):
+            shown = name if len(name) <= 100 else name[:99] + "…"
+            raise ModelNotAllowed(
+                f"key `{self.key_id}` (tenant `{self.tenant}`) may not use the model `{shown}`; "
+                "GET /v1/models lists what it may use",
+                param="model",
+            )
+
+
+ANONYMOUS = Caller()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyBook:
+    """Every caller key of one plan, ready for one-lookup recognition."""
+
+    mode: str  # "off" | "optional" | "required"
+    by_digest: Mapping[bytes, Caller]  # SHA-256 of a `key_env` secret -> its caller
+    by_id: Mapping[str, tuple[bytes, bytes, Caller]]  # generated keys: id -> (salt, digest, caller)
+
+    @classmethod
+    def of(cls, access: PlanAccess, mode: str, env: Mapping[str, str], names: Iterable[str]) -> KeyBook:
+        """The book for a plan; ``env`` holds the ``key_env`` secrets (already checked to be set)."""
+        declared = tuple(names)
+        by_digest: dict[bytes, Caller] = {}
+        by_id: dict[str, tuple[bytes, bytes, Caller]] = {}
+        for key_id, key in sorted(access.keys.items()):
+            tenant = access.tenants[key.tenant].limits
+            levels = (tenant, key.limits)
+            caller = Caller(
+                key_id=key_id,
+                tenant=key.tenant,
+                key_limits=key.limits,
+                tenant_limits=tenant,
+                decided={n: all(allows(level, n) for level in levels) for n in declared},
+            )
+            if key.key_env is not None:
+                by_digest[hashlib.sha256(env[key.key_env].encode()).digest()] = caller
+            elif key.hash is not None:
+                parsed = parse_hash(key.hash)
+                assert parsed is not None  # checked when the plan was compiled and loaded
+                by_id[key_id] = (*parsed, caller)
+        return cls(mode, by_digest, by_id)
+
+    def caller(self, key: str) -> Caller | None:
+        """The caller ``key`` belongs to, or None."""
+        found = self.by_digest.get(hashlib.sha256(key.encode()).digest())
+        if found is not None:
+            return found
+        key_id = key_id_of(key)
+        entry = self.by_id.get(key_id) if key_id is not None else None
+        if entry is not None and verify(key, entry[0], entry[1]):
+            return entry[2]
+        return None
+
+    def authenticate(self, headers: Iterable[Header]) -> Caller:
+        """The request's caller (see the module docstring for every outcome)."""
+        presented = presented_key(headers)
+        if presented is None:
+            if self.mode == "required":
+                raise Unauthenticated(
+                    "this gateway needs an API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`"
+                )
+            return ANONYMOUS
+        found = self.caller(presented)
+        if found is None:
+            raise Unauthenticated("the API key sent is not valid for this gateway")
+        return found
+
+
+def needs_key(path: str) -> bool:
+    """Whether ``path`` is behind the caller keys (see ``OPEN_PATHS``)."""
+    return path not in OPEN_PATHS and not path.startswith("/ui/static/")
+
+
+def caller_of(scope: Mapping[str, object]) -> Caller:
+    """The caller ``Gateway`` authenticated for this request (``ANONYMOUS`` under ``auth: off``)."""
+    found = scope.get(CALLER)
+    return found if isinstance(found, Caller) else ANONYMOUS
+
+
+def presented_key(headers: Iterable[Header]) -> str | None:
+    """The key in ``Authorization: Bearer <key>`` or ``x-api-key``; None when neither is sent."""
+    for name, value in headers:
+        if name == b"authorization":
+            if value[:7].lower() == _BEARER:
+                return value[7:].strip().decode("latin-1") or None
+        elif name == b"x-api-key":
+            return value.strip().decode("latin-1") or None
+    return None
