@@ -39,7 +39,7 @@ from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
-from interlock.runtime.usage import ANONYMOUS
+from interlock.runtime.usage.credits import account_of, check_credits, has_budget
 from interlock.runtime.usage.metering import delta_chars, request_tally
 
 if TYPE_CHECKING:
@@ -347,6 +347,11 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
             caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
             caller.check(target.label)
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
+        if plan.keys is not None and has_budget(record.caller):
+            access = plan.source.access
+            first = access.prices.get(target.candidates[0].id)
+            price = (first.input, first.output) if first is not None else None
+            check_credits(gateway.ledger, record.caller, preflight.needs, price, access.currency)
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
     except ClientGone:
@@ -376,10 +381,13 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
-    if record.answered is not None:  # an upstream answered (a stream cut short or left too): debit it
-        gateway.ledger.debit(
-            (ANONYMOUS, ANONYMOUS), record.answered.candidate.id, request_tally(record, preflight.needs, None)
-        )
+    answered = record.answered
+    if answered is not None:  # an upstream answered (a stream cut short or left too): debit it
+        cid = answered.candidate.id
+        priced = plan.source.access.prices.get(cid)
+        price = (priced.input, priced.output) if priced is not None else None
+        tally = request_tally(record, preflight.needs, price)
+        gateway.ledger.debit(account_of(record.caller), cid, tally)
     gateway.journal.finish(record)
 
 

@@ -51,6 +51,12 @@ def window_start(day: str) -> str:
     return day[:8] + "01"
 
 
+def next_window(start: str) -> str:
+    """The first day of the window after the one starting on ``start``."""
+    year, month = int(start[:4]), int(start[5:7])
+    return f"{year + month // 12:04d}-{month % 12 + 1:02d}-01"
+
+
 class Ledger:
     """One gateway process's usage: the window's balances per account and per tenant, and the debits
     waiting for the writer."""

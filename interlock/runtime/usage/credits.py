@@ -1,0 +1,70 @@
+"""Credits: a request that would go past its key's or its tenant's budget for the month is refused.
+
+A budget (``credits`` in ``credits_unit``, per key and per tenant; ``0`` = unlimited, never refused)
+covers the ledger's window, the calendar month in UTC. Before the walk, each level with a budget is
+checked against the ledger's in-memory balance (``Ledger.spent`` / ``tenant_spent``: no I/O): the request
+is refused with ``CreditsExhausted`` (402) when what was used, plus this request's prompt (the
+preflight's estimate, priced at the first candidate's input price for money), is more than the budget.
+The completion is not known beforehand: the last request admitted may pass the budget by its answer,
+and the next one is refused.
+
+With several replicas (PostgreSQL) or ``--workers N`` (SQLite), each process sees the others' debits at
+its next refresh: together they may pass a budget by what they admit within ``refresh_s + flush_s``.
+"""
+
+from __future__ import annotations
+
+from interlock.runtime.access import Caller
+from interlock.runtime.errors import CreditsExhausted
+from interlock.runtime.needs import Needs
+from interlock.runtime.usage import ANONYMOUS, Account, Tally
+from interlock.runtime.usage.ledger import Ledger, next_window
+from interlock.runtime.usage.metering import Price
+from interlock.schema.plan import PlanLimits
+
+
+def account_of(caller: Caller) -> Account:
+    """The ledger's (tenant, key id) of a caller; ``-`` for one without a key."""
+    return (caller.tenant or ANONYMOUS, caller.key_id or ANONYMOUS)
+
+
+def has_budget(caller: Caller) -> bool:
+    """Whether any level of the caller has credits to check (most callers: a field test or two)."""
+    key, tenant = caller.key_limits, caller.tenant_limits
+    return (key is not None and key.credits > 0) or (tenant is not None and tenant.credits > 0)
+
+
+def check_credits(ledger: Ledger, caller: Caller, needs: Needs, price: Price | None, currency: str) -> None:
+    """``CreditsExhausted`` when this request would go past the key's or the tenant's budget."""
+    key, tenant = caller.key_limits, caller.tenant_limits
+    if key is not None and key.credits > 0:
+        spent = ledger.spent(account_of(caller))
+        _check(key, spent, needs, price, currency, ledger, f"key `{caller.key_id}`")
+    if tenant is not None and tenant.credits > 0:
+        spent = ledger.tenant_spent(caller.tenant or ANONYMOUS)
+        _check(tenant, spent, needs, price, currency, ledger, f"tenant `{caller.tenant}`")
+
+
+def _check(
+    limits: PlanLimits,
+    spent: Tally,
+    needs: Needs,
+    price: Price | None,
+    currency: str,
+    ledger: Ledger,
+    who: str,
+) -> None:
+    if limits.credits_unit == "tokens":
+        used, asked = float(spent.tokens), float(needs.prompt_tokens)
+        unit, shown_used, shown_budget = "tokens", f"{spent.tokens}", f"{limits.credits:g}"
+    else:
+        used = spent.cost_micros / 1_000_000
+        asked = needs.prompt_tokens * price[0] / 1_000_000 if price is not None else 0.0
+        unit, shown_used, shown_budget = currency, f"{used:.6f}", f"{limits.credits:g}"
+    if used + asked <= limits.credits:
+        return
+    what = "has used" if used >= limits.credits else "would pass its budget with this request: it has used"
+    raise CreditsExhausted(
+        f"{who} {what} {shown_used} of its {shown_budget} {unit} of credits this month (since "
+        f"{ledger.window} UTC); the budget starts again on {next_window(ledger.window)}"
+    )
