@@ -284,7 +284,7 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         "providers": providers,
         "workers": workers,
         "slot_state": {"scope": state.scope, "degraded": state.degraded},
-        "usage": usage_report(gateway.ledger),
+        "usage": usage_report(gateway.ledger, plan),
         "candidates": candidates,
     }
     if plan.routing.sticky is not None:  # only when sticky sessions are on
@@ -292,15 +292,18 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
     return report
 
 
-def usage_report(ledger: Ledger) -> dict[str, Any]:
-    """The usage ledger's writer: where it commits, the budget window, what is not committed yet."""
+def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
+    """The usage ledger's writer (where it commits, what is not committed yet) and every tenant's and
+    key's budget for the month (``∞``: unlimited)."""
+    from interlock.runtime.usage.credits import budget_report
+
     return {
         "store": ledger.store.shown,
-        "window_start": ledger.window,
         "waiting_debits": ledger.waiting,
         "commits": ledger.flushes,
         "failures": ledger.failures,
         "last_error": ledger.last_error,
+        **budget_report(ledger, plan.source.access),
     }
 
 

@@ -14,13 +14,15 @@ its next refresh: together they may pass a budget by what they admit within ``re
 
 from __future__ import annotations
 
+from typing import Any
+
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
 from interlock.runtime.needs import Needs
 from interlock.runtime.usage import ANONYMOUS, Account, Tally
 from interlock.runtime.usage.ledger import Ledger, next_window
 from interlock.runtime.usage.metering import Price
-from interlock.schema.plan import PlanLimits
+from interlock.schema.plan import PlanAccess, PlanLimits
 
 
 def account_of(caller: Caller) -> Account:
@@ -68,3 +70,37 @@ def _check(
         f"{who} {what} {shown_used} of its {shown_budget} {unit} of credits this month (since "
         f"{ledger.window} UTC); the budget starts again on {next_window(ledger.window)}"
     )
+
+
+UNLIMITED = "∞"
+
+
+def budget_report(ledger: Ledger, access: PlanAccess) -> dict[str, Any]:
+    """Every tenant's and key's budget for the window: credits, unit, used, remaining (``∞`` when
+    unlimited). For /v1/health and the status page; never per request."""
+    tenants = {
+        name: _budget(tenant.limits, ledger.tenant_spent(name), access.currency)
+        for name, tenant in sorted(access.tenants.items())
+    }
+    keys = {
+        key_id: {
+            "tenant": key.tenant,
+            **_budget(key.limits, ledger.spent((key.tenant, key_id)), access.currency),
+        }
+        for key_id, key in sorted(access.keys.items())
+    }
+    return {"window_start": ledger.window, "currency": access.currency, "tenants": tenants, "keys": keys}
+
+
+def _budget(limits: PlanLimits, spent: Tally, currency: str) -> dict[str, Any]:
+    money = limits.credits_unit == "money"
+    used: float = round(spent.cost_micros / 1_000_000, 6) if money else spent.tokens
+    unlimited = limits.credits <= 0
+    return {
+        "unit": currency if money else "tokens",
+        "credits": UNLIMITED if unlimited else limits.credits,
+        "used": used,
+        "remaining": UNLIMITED if unlimited else max(0.0, round(limits.credits - used, 6)),
+        "requests": spent.requests,
+        "estimated": spent.estimated,
+    }
