@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from interlock.apikeys import key_id_of, parse_hash, verify
 from interlock.patterns import allows
-from interlock.runtime.errors import ModelNotAllowed, Unauthenticated
+from interlock.runtime.errors import ModelNotAllowed, Unauthenticated, whole_seconds
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 Header = tuple[bytes, bytes]
@@ -44,6 +44,26 @@ _BEARER = b"bearer "
 
 
 @dataclass(frozen=True, slots=True)
+class Budget:
+    """One counted party's limits; 0 is no limit."""
+
+    name: str  # "k:<key id>" or "t:<tenant>"
+    requests_per_minute: int
+    tokens_per_minute: int
+    max_concurrent: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why ``take`` refused: which budget, which limit, and when to try again."""
+
+    budget: str
+    limit: str  # "requests_per_minute" | "tokens_per_minute" | "max_concurrent"
+    value: int
+    retry_after_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
     """One request's caller: ids safe to log, the compiled limits of its key and tenant, and its ACL."""
 
@@ -53,6 +73,8 @@ class Caller:
     tenant_limits: PlanLimits | None = None
     decided: Mapping[str, bool] = field(default_factory=dict)
     """Whether each name the plan declares (aliases, candidates) may be called: worked out at load."""
+    budgets: tuple[Budget, ...] = ()
+    """The key's and the tenant's rates and concurrency (only levels with a limit): ``counters.py``."""
 
     @property
     def anonymous(self) -> bool:
@@ -106,6 +128,7 @@ class KeyBook:
                 key_limits=key.limits,
                 tenant_limits=tenant,
                 decided={n: all(allows(level, n) for level in levels) for n in declared},
+                budgets=_budgets(f"k:{key_id}", key.limits) + _budgets(f"t:{key.tenant}", tenant),
             )
             if key.key_env is not None:
                 by_digest[hashlib.sha256(env[key.key_env].encode()).digest()] = caller
@@ -139,6 +162,23 @@ class KeyBook:
         if found is None:
             raise Unauthenticated("the API key sent is not valid for this gateway")
         return found
+
+
+def _budgets(name: str, limits: PlanLimits) -> tuple[Budget, ...]:
+    rates = (limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent)
+    return (Budget(name, *rates),) if any(rates) else ()
+
+
+def refusal_message(caller: Caller, refusal: Refusal) -> str:
+    """What a 429 for a caller limit says: whose limit, which one, its value (no other caller named)."""
+    kind, _, name = refusal.budget.partition(":")
+    whose = f"key `{name}`" if kind == "k" else f"tenant `{name}` (of key `{caller.key_id}`)"
+    what = {
+        "requests_per_minute": f"{refusal.value} requests per minute",
+        "tokens_per_minute": f"{refusal.value} tokens per minute",
+        "max_concurrent": f"{refusal.value} requests at once",
+    }[refusal.limit]
+    return f"{whose} may make {what}, and that is used up; retry in {whole_seconds(refusal.retry_after_s)} s"
 
 
 def needs_key(path: str) -> bool:

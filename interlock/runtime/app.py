@@ -107,6 +107,7 @@ class Gateway:
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
         self.slots = slots if slots is not None else MemorySlots()
+        self.counters = self.slots.caller_counters()  # keys' and tenants' rates (runtime/state)
         self.slots.configure(plan.workers)
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)

@@ -28,8 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import caller_of
-from interlock.runtime.errors import BodyTooLarge, ClientError, GatewayError, InvalidRequest, whole_seconds
+from interlock.runtime.access import caller_of, refusal_message
+from interlock.runtime.errors import (
+    BodyTooLarge,
+    CallerLimited,
+    ClientError,
+    GatewayError,
+    InvalidRequest,
+    whole_seconds,
+)
 from interlock.runtime.journal import RequestRecord
 from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan, Target
@@ -40,7 +47,7 @@ from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
 from interlock.runtime.usage.credits import account_of, check_credits, has_budget
-from interlock.runtime.usage.metering import delta_chars, request_tally
+from interlock.runtime.usage.metering import delta_chars, metered
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -338,22 +345,25 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
+    counted = False  # admitted against the caller's rates: `counters.done` must follow
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
+        preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
+        if plan.routing.sticky is not None:
+            preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
             caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
             caller.check(target.label)
-        preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
-        if plan.keys is not None and has_budget(record.caller):
-            access = plan.source.access
-            first = access.prices.get(target.candidates[0].id)
-            price = (first.input, first.output) if first is not None else None
-            check_credits(gateway.ledger, record.caller, preflight.needs, price, access.currency)
-        if plan.routing.sticky is not None:
-            preflight.session = session_header(scope, plan.routing.sticky.header)
+            if has_budget(caller):  # before the rates: a refused request takes none of them
+                check_credits(gateway.ledger, caller, preflight.needs, plan, target)
+            if caller.budgets:
+                refusal = await gateway.counters.take(caller.budgets)
+                if refusal is not None:
+                    raise CallerLimited(refusal_message(caller, refusal), retry_after=refusal.retry_after_s)
+                counted = True
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -378,16 +388,14 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         status = 499
     finally:
         watch.stop()
+        tally = metered(record, preflight.needs, plan)  # None: no upstream answered
+        if counted:
+            await gateway.counters.done(record.caller.budgets, tally.tokens if tally is not None else 0)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
-    answered = record.answered
-    if answered is not None:  # an upstream answered (a stream cut short or left too): debit it
-        cid = answered.candidate.id
-        priced = plan.source.access.prices.get(cid)
-        price = (priced.input, priced.output) if priced is not None else None
-        tally = request_tally(record, preflight.needs, price)
-        gateway.ledger.debit(account_of(record.caller), cid, tally)
+    if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
+        gateway.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
     gateway.journal.finish(record)
 
 
@@ -497,7 +505,7 @@ class Exchange:
         try:
             async for chunk in answered.result:
                 usage = chunk.get("usage")
-                if usage:
+                if usage:  # the last chunk, asked for with `include_usage`
                     record.usage = usage
                 else:
                     record.output_chars += delta_chars(chunk)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import ConnectFailed, SlotUnavailable
 from interlock.runtime.health import HealthBook
 from interlock.runtime.plan import HealthSettings, WorkerLimits
 from interlock.runtime.state import open_backend
-from interlock.runtime.state.embedded import EmbeddedSlots, SlotServer
+from interlock.runtime.state.embedded import EmbeddedCounters, EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.redis import RedisSlots
 
@@ -169,5 +170,34 @@ def test_an_endpoint_one_worker_finds_dead_is_skipped_by_the_others(server: Slot
         await until(lambda: book_b.endpoint_usable("local@box"), "b to hear it is back")
         await a.close()
         await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_caller_limits_are_one_count_for_the_host_and_a_dead_worker_gives_its_share_back(
+    server: SlotServer,
+) -> None:
+    pair = Budget("t:ops", 0, 0, 2)
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        assert isinstance(ca, EmbeddedCounters)
+        assert await ca.take([pair]) is None
+        assert await cb.take([pair]) is None
+        assert await ca.take([pair]) == Refusal("t:ops", "max_concurrent", 2, 1.0)
+        await cb.done([pair], 3)
+        await until(lambda: server.counters.in_flight["t:ops"] == 1, "b's request to end")
+        assert server.counters.tokens["t:ops"] == 3
+        assert await cb.take([pair]) is None
+        await b.close()  # b dies holding one: the server gives it back
+        await until(lambda: server.counters.in_flight["t:ops"] == 1, "b's share to come back")
+        server.stop()
+        await until(lambda: a.degraded, "a to see the server gone")
+        assert await ca.take([pair]) is None  # per process now
+        await ca.done([pair], 0)
+        assert isinstance(ca, EmbeddedCounters)
+        assert ca.fallback.in_flight["t:ops"] == 0
+        await a.close()
 
     asyncio.run(scenario())

@@ -6,11 +6,12 @@ import asyncio
 
 import pytest
 
+from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import ConnectFailed, SlotUnavailable
 from interlock.runtime.health import HealthBook
 from interlock.runtime.plan import HealthSettings, WorkerLimits
 from interlock.runtime.state import Lease, open_backend
-from interlock.runtime.state.redis import RedisLease, RedisOptions, RedisSlots
+from interlock.runtime.state.redis import RedisCounters, RedisLease, RedisOptions, RedisSlots
 from tests.redis_server import RedisServer, free_port
 
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=5.0)}
@@ -170,3 +171,61 @@ def test_an_unreachable_store_is_logged_without_its_password(caplog: pytest.LogC
         asyncio.run(scenario())
     assert "shared state store unreachable (ConnectionError)" in caplog.text
     assert secret not in caplog.text
+
+
+def test_caller_limits_are_shared_by_the_replicas(redis_server: RedisServer) -> None:
+    """Concurrency needs no clock: one count across replicas. Rates are per aligned minute, so a loop
+    of at most two windows' worth must meet the refusal."""
+    pair = Budget("k:ci", 0, 0, 2)
+    rate = Budget("t:ops", 2, 0, 0)
+
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        assert isinstance(ca, RedisCounters)
+        assert await ca.take([pair]) is None
+        assert await cb.take([pair]) is None
+        assert await ca.take([pair]) == Refusal("k:ci", "max_concurrent", 2, 1.0)
+        await cb.done([pair], 0)
+        assert await ca.take([pair]) is None
+        refused = None
+        for attempt in range(5):
+            refused = await (ca, cb)[attempt % 2].take([rate])
+            if refused is not None:
+                break
+        assert refused is not None
+        assert (refused.budget, refused.limit, refused.value) == ("t:ops", "requests_per_minute", 2)
+        assert 0 < refused.retry_after_s <= 60
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_caller_tokens_count_after_the_answer_and_a_lost_store_limits_per_process(
+    redis_server: RedisServer,
+) -> None:
+    tokens = Budget("k:t", 0, 5, 0)
+
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        refused = None
+        for _ in range(2):  # a new minute may begin between the two; not twice
+            assert await ca.take([tokens]) is None
+            await ca.done([tokens], 7)
+            refused = await cb.take([tokens])
+            if refused is not None:
+                break
+        assert refused is not None
+        assert refused.limit == "tokens_per_minute"
+        redis_server.stop()
+        one = Budget("k:solo", 0, 0, 1)
+        assert await asyncio.wait_for(ca.take([one]), 5) is None  # fails open to this process
+        assert a.degraded
+        assert await ca.take([one]) == Refusal("k:solo", "max_concurrent", 1, 1.0)  # still limited here
+        await ca.done([one], 0)
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())

@@ -11,6 +11,10 @@ The backend is chosen once, at start, from a state URL:
 - ``redis://HOST:PORT/DB`` (``--state-url``, several replicas): slots, queues and endpoint circuits in
   one Redis or Valkey (``redis.py``), leases with a TTL renewed while a request runs.
 
+Each backend also says where the caller limits (keys' and tenants' requests/min, tokens/min and
+concurrency) are counted: ``caller_counters`` gives this process's ``MemoryCounters``, the supervisor's
+table over the same socket (``EmbeddedCounters``) or Redis (``RedisCounters``), one row per backend.
+
 Why the boundary: the router and the guards must not care whether a slot is a dictionary entry or a
 round trip, and a backend must not know about plans beyond ``WorkerLimits``. A backend that loses its
 store falls back to per-process limits (``state_degraded``), logs it loudly and never hangs a request.
@@ -30,6 +34,7 @@ from interlock.runtime.plan import WorkerLimits
 
 if TYPE_CHECKING:
     from interlock.runtime.health import HealthBook
+    from interlock.runtime.state.counters import CallerCounters
 
 
 class StateUnreachable(Exception):
@@ -80,6 +85,13 @@ class SlotBackend(abc.ABC):
     @abc.abstractmethod
     async def report(self) -> Mapping[str, SlotReport]:
         """Every worker's slots as the store sees them (all processes together)."""
+
+    def caller_counters(self) -> CallerCounters:
+        """Where keys' and tenants' rates and concurrency are counted (``counters.py``): this process,
+        unless the backend has a shared store (Redis). Called once, when the gateway is built."""
+        from interlock.runtime.state.counters import MemoryCounters
+
+        return MemoryCounters()
 
     def share_health(self, book: HealthBook) -> None:  # noqa: B027 (only a shared store shares circuits)
         """Publish ``book``'s endpoint circuits to the other replicas and apply theirs."""

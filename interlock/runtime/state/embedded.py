@@ -9,6 +9,9 @@ Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurr
 max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire), ``["r", id]`` (release,
 or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[id, "ok"]``,
 ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``, ``[id, report]``.
+Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
+``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
+(done, no answer). A connection that ends gives back the requests it still had in flight.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
@@ -29,16 +32,18 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.plan import WorkerLimits
 from interlock.runtime.slots import SlotLease, SlotPool, SlotTable
 from interlock.runtime.state import Lease, SlotBackend, SlotReport, StateUnreachable
+from interlock.runtime.state.counters import CallerCounters, MemoryCounters
 from interlock.runtime.state.memory import MemorySlots
 
 if TYPE_CHECKING:
@@ -58,6 +63,7 @@ class SlotServer:
     def __init__(self, path: str) -> None:
         self.path = path
         self.table = SlotTable()
+        self.counters = MemoryCounters()  # the host's caller limits (keys' and tenants' rates)
         self.connections = 0  # open worker connections
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -101,6 +107,7 @@ class SlotServer:
         """One worker process: everything it holds or waits for goes when its connection does."""
         held: dict[int, SlotLease] = {}
         waiting: dict[int, asyncio.Task[None]] = {}
+        in_flight: dict[str, int] = {}  # caller budgets this connection holds, by name
         self.connections += 1
         self._writers.add(writer)
 
@@ -154,6 +161,21 @@ class SlotServer:
                         self.table.bound(worker, max_concurrent, max_waiting, max_wait_s)
                 elif op == "s":
                     send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
+                elif op == "k":
+                    budgets = [Budget(str(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in message[2]]
+                    refusal = await self.counters.take(budgets)
+                    if refusal is None:
+                        for b in budgets:
+                            in_flight[b.name] = in_flight.get(b.name, 0) + 1
+                        send([message[1], None])
+                    else:
+                        r = refusal
+                        send([message[1], [r.budget, r.limit, r.value, r.retry_after_s]])
+                elif op == "d":
+                    names = [str(n) for n in message[2] if in_flight.get(str(n), 0) > 0]
+                    for name in names:
+                        in_flight[name] -= 1
+                    await self.counters.done([Budget(n, 0, 0, 0) for n in names], int(message[1]))
                 elif op == "h":  # an endpoint found down (or back): tell the other workers
                     line = orjson.dumps(message) + b"\n"
                     for other in self._writers:
@@ -169,6 +191,9 @@ class SlotServer:
             for lease in held.values():
                 lease.release()
             held.clear()
+            for name, count in in_flight.items():  # a dead worker's requests are in flight no more
+                for _ in range(count):
+                    await self.counters.done([Budget(name, 0, 0, 0)], 0)
             writer.close()
 
 
@@ -250,6 +275,9 @@ class EmbeddedSlots(SlotBackend):
 
     async def start(self) -> None:
         await self._connect()
+
+    def caller_counters(self) -> CallerCounters:
+        return EmbeddedCounters(self)
 
     async def close(self) -> None:
         self._closing = True
@@ -383,3 +411,52 @@ class EmbeddedSlots(SlotBackend):
         for future in replies.values():
             if not future.done():
                 future.set_exception(StateUnreachable(self.path))
+
+
+class EmbeddedCounters(CallerCounters):
+    """Caller limits in the supervisor's ``SlotServer`` (one count for the host); this process's own
+    while the supervisor cannot be reached."""
+
+    scope = "host"
+
+    def __init__(self, backend: EmbeddedSlots) -> None:
+        self.backend = backend
+        self.fallback = MemoryCounters()
+        self._local: dict[str, int] = {}  # budgets taken from ``fallback``, still in flight
+
+    async def take(self, budgets: Sequence[Budget]) -> Refusal | None:
+        backend = self.backend
+        if backend._writer is None and not await backend._reconnect():
+            return await self._take_locally(budgets)
+        ident = next(backend._ids)
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        backend._replies[ident] = future
+        rows = [[b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent] for b in budgets]
+        backend._send(["k", ident, rows])
+        try:
+            reply = await future
+        except StateUnreachable:
+            return await self._take_locally(budgets)
+        except BaseException:  # cancelled: whatever the server admitted goes back
+            backend._replies.pop(ident, None)
+            backend._send(["d", 0, [b.name for b in budgets]])
+            raise
+        if reply[1] is None:
+            return None
+        name, limit, value, wait = reply[1]
+        return Refusal(str(name), str(limit), int(value), float(wait))
+
+    async def _take_locally(self, budgets: Sequence[Budget]) -> Refusal | None:
+        refusal = await self.fallback.take(budgets)
+        if refusal is None:
+            for b in budgets:
+                self._local[b.name] = self._local.get(b.name, 0) + 1
+        return refusal
+
+    async def done(self, budgets: Sequence[Budget], tokens: int) -> None:
+        if budgets and all(self._local.get(b.name, 0) > 0 for b in budgets):
+            for b in budgets:
+                self._local[b.name] -= 1
+            await self.fallback.done(budgets, tokens)
+            return
+        self.backend._send(["d", tokens, [b.name for b in budgets]])

@@ -29,16 +29,18 @@ import itertools
 import logging
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
+from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.plan import WorkerLimits
 from interlock.runtime.state import Lease, SlotBackend, SlotReport
+from interlock.runtime.state.counters import CallerCounters, MemoryCounters
 from interlock.runtime.state.memory import MemorySlots
 
 if TYPE_CHECKING:
@@ -287,6 +289,9 @@ class RedisSlots(SlotBackend):
         with contextlib.suppress(Exception):
             await self.client.aclose()
 
+    def caller_counters(self) -> CallerCounters:
+        return RedisCounters(self)
+
     # -- slots --------------------------------------------------------------------------------------
 
     async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
@@ -510,3 +515,99 @@ def _retry_after(bounds: WorkerLimits) -> int:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# -- caller limits ---------------------------------------------------------------------------------
+
+# ARGV prefix, n, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent
+# -> 0 admitted (counted), or {budget, limit, value, retry_after_s as text}
+TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local window = math.floor(now / 60)
+local wait = (window + 1) * 60 - now
+local p, n = ARGV[1], tonumber(ARGV[2])
+for i = 0, n - 1 do
+  local name = ARGV[3 + i * 4]
+  local rpm, tpm, conc = tonumber(ARGV[4 + i * 4]), tonumber(ARGV[5 + i * 4]), tonumber(ARGV[6 + i * 4])
+  local c = p .. ':c:' .. name
+  if rpm > 0 and tonumber(redis.call('GET', c .. ':r:' .. window) or '0') >= rpm then
+    return {name, 'requests_per_minute', rpm, tostring(wait)}
+  end
+  if tpm > 0 and tonumber(redis.call('GET', c .. ':t:' .. window) or '0') >= tpm then
+    return {name, 'tokens_per_minute', tpm, tostring(wait)}
+  end
+  if conc > 0 and tonumber(redis.call('GET', c .. ':f') or '0') >= conc then
+    return {name, 'max_concurrent', conc, '1'}
+  end
+end
+for i = 0, n - 1 do
+  local c = p .. ':c:' .. ARGV[3 + i * 4]
+  redis.call('INCR', c .. ':r:' .. window)
+  redis.call('EXPIRE', c .. ':r:' .. window, 120)
+  redis.call('INCR', c .. ':f')
+  redis.call('EXPIRE', c .. ':f', IN_FLIGHT_TTL)
+end
+return 0
+"""
+
+# ARGV prefix, tokens, names... -> nothing
+DONE = """
+local t = redis.call('TIME')
+local window = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / 60)
+local p, tokens = ARGV[1], tonumber(ARGV[2])
+for i = 3, #ARGV do
+  local c = p .. ':c:' .. ARGV[i]
+  if redis.call('DECR', c .. ':f') < 0 then redis.call('SET', c .. ':f', 0) end
+  if tokens > 0 then
+    redis.call('INCRBY', c .. ':t:' .. window, tokens)
+    redis.call('EXPIRE', c .. ':t:' .. window, 120)
+  end
+end
+return 0
+"""
+
+IN_FLIGHT_TTL_S = 600
+"""An in-flight count untouched this long is dropped: the most a replica killed mid-request (its
+decrements never sent) can hold a key's or tenant's concurrency up."""
+
+
+class RedisCounters(CallerCounters):
+    """Caller limits in the backend's Redis, across replicas; this process's counters while it is out."""
+
+    scope = "shared"
+
+    def __init__(self, backend: RedisSlots) -> None:
+        self.backend = backend
+        self.fallback = MemoryCounters()
+        self._take = backend.client.register_script(TAKE.replace("IN_FLIGHT_TTL", str(IN_FLIGHT_TTL_S)))
+        self._done = backend.client.register_script(DONE)
+
+    async def take(self, budgets: Sequence[Budget]) -> Refusal | None:
+        backend = self.backend
+        if not backend._usable():
+            return await self.fallback.take(budgets)
+        args: list[Any] = [backend.options.prefix, len(budgets)]
+        for b in budgets:
+            args += [b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent]
+        try:
+            answer = await self._take(args=args)
+        except Exception as exc:  # refused, timed out: limits hold per process until it is back
+            backend._down(exc)
+            return await self.fallback.take(budgets)
+        backend._up()
+        if not isinstance(answer, list):
+            return None
+        name, limit, value, wait = answer
+        return Refusal(_text(name), _text(limit), int(value), float(_text(wait)))
+
+    async def done(self, budgets: Sequence[Budget], tokens: int) -> None:
+        backend = self.backend
+        if not backend._usable():
+            await self.fallback.done(budgets, tokens)
+            return
+        try:
+            await self._done(args=[backend.options.prefix, tokens, *(b.name for b in budgets)])
+        except Exception as exc:
+            backend._down(exc)
+            await self.fallback.done(budgets, tokens)

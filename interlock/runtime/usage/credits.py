@@ -19,9 +19,10 @@ from typing import Any
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
 from interlock.runtime.needs import Needs
+from interlock.runtime.plan import RuntimePlan, Target
 from interlock.runtime.usage import ANONYMOUS, Account, Tally
 from interlock.runtime.usage.ledger import Ledger, next_window
-from interlock.runtime.usage.metering import Price
+from interlock.runtime.usage.metering import Price, price_of
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 
@@ -36,8 +37,11 @@ def has_budget(caller: Caller) -> bool:
     return (key is not None and key.credits > 0) or (tenant is not None and tenant.credits > 0)
 
 
-def check_credits(ledger: Ledger, caller: Caller, needs: Needs, price: Price | None, currency: str) -> None:
-    """``CreditsExhausted`` when this request would go past the key's or the tenant's budget."""
+def check_credits(ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target) -> None:
+    """``CreditsExhausted`` when this request would go past the key's or the tenant's budget (priced,
+    for money, at the target's first candidate)."""
+    price = price_of(plan, target.candidates[0].id)
+    currency = plan.source.access.currency
     key, tenant = caller.key_limits, caller.tenant_limits
     if key is not None and key.credits > 0:
         spent = ledger.spent(account_of(caller))

@@ -17,6 +17,7 @@ from interlock.runtime.usage import Tally
 
 if TYPE_CHECKING:
     from interlock.runtime.journal import RequestRecord
+    from interlock.runtime.plan import RuntimePlan
 
 Price = tuple[float, float]
 """(input, output) price per million tokens, in the plan's currency."""
@@ -88,3 +89,18 @@ def request_tally(record: RequestRecord, needs: Needs, price: Price | None) -> T
         counted = reported(result.get("usage"))
         estimate = output_tokens(answer_text(result)) if counted is None else 0
     return tally_of(counted, needs, estimate, price)
+
+
+def price_of(plan: RuntimePlan, candidate: str) -> Price | None:
+    """The plan's price of ``candidate`` (None when ``pricing`` names none for it)."""
+    priced = plan.source.access.prices.get(candidate)
+    return (priced.input, priced.output) if priced is not None else None
+
+
+def metered(record: RequestRecord, needs: Needs, plan: RuntimePlan) -> Tally | None:
+    """What one finished request used (None when no upstream answered): worked out once, for the
+    ledger and the caller's tokens per minute alike."""
+    answered = record.answered
+    if answered is None:
+        return None
+    return request_tally(record, needs, price_of(plan, answered.candidate.id))

@@ -1,0 +1,166 @@
+"""Caller keys against a real `interlock serve` under `server.auth: required`: the real SDKs see 401,
+403 and 429 (with Retry-After) in their own error classes; listings show only what a key may use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anthropic
+import httpx
+import ollama
+import openai
+import pytest
+
+from interlock.apikeys import hash_key, new_key
+from interlock.testing.fake_openai import FakeOpenAI
+from tests.e2e.harness import Served
+
+ALICE = "alice-0f4c2b9e-SECRET"
+LIMITED = "limited-77d1e0-SECRET"
+THRIFTY = "thrifty-a93b12-SECRET"
+GENERATED = new_key("ci")
+CONFIG = """\
+version: 1
+server: {{auth: required, direct_models: allow}}
+providers:
+  cloud: {{kind: openai, base_url: "{cloud}/v1", timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}}}
+  groq: {{kind: openai, base_url: "{groq}/v1", timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}}}
+tenants:
+  mana: {{allowed: ["mana/*"]}}
+  ops: {{}}
+keys:
+  alice: {{tenant: mana, key_env: ALICE_KEY}}
+  ci: {{tenant: ops, hash: "{hash}"}}
+  limited: {{tenant: ops, key_env: LIMITED_KEY, requests_per_minute: 2}}
+  thrifty: {{tenant: ops, key_env: THRIFTY_KEY, tokens_per_minute: 1}}
+aliases:
+  mana/fast: {{description: fast, chain: [cloud/m-fast]}}
+  mana/big: {{description: big, chain: [groq/llama-3.3-70b]}}
+  team/other: {{description: not under mana/, chain: [groq/llama-3.1-8b]}}
+"""
+HI = [{"role": "user", "content": "hi"}]
+SECRETS = (ALICE, LIMITED, THRIFTY, GENERATED)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("access")
+    cloud, groq = FakeOpenAI(name="cloud").start(), FakeOpenAI(name="groq").start()
+    config = folder / "interlock.yaml"
+    config.write_text(CONFIG.format(cloud=cloud.url, groq=groq.url, hash=hash_key(GENERATED)))
+    env = {"ALICE_KEY": ALICE, "LIMITED_KEY": LIMITED, "THRIFTY_KEY": THRIFTY}
+    gateway = Served(config, env, folder / "serve.log")
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+        cloud.stop()
+        groq.stop()
+        log = gateway.log()
+        assert not [s for s in SECRETS if s in log], "a caller key reached the log"
+
+
+def sdk(served: Served, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{served.url}/v1", api_key=key, max_retries=0)
+
+
+def test_no_key_is_401_in_openai_shape_naming_what_is_missing(served: Served) -> None:
+    answer = httpx.post(f"{served.url}/v1/chat/completions", json={"model": "mana/fast", "messages": HI})
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"] == 'Bearer realm="interlock"'
+    assert answer.json()["error"] == {
+        "message": "this gateway needs an API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`",
+        "type": "authentication_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+    with pytest.raises(openai.AuthenticationError) as refused:
+        sdk(served, "not-a-key").chat.completions.create(model="mana/fast", messages=HI)  # type: ignore[arg-type]
+    assert refused.value.status_code == 401
+    assert "not valid for this gateway" in refused.value.message
+    assert "alice" not in refused.value.response.text  # which keys exist is never said
+
+
+def test_a_key_calls_what_it_may_and_gets_403_for_the_rest(served: Served) -> None:
+    alice = sdk(served, ALICE)
+    done = alice.chat.completions.create(model="mana/fast", messages=HI)  # type: ignore[arg-type]
+    assert done.choices[0].message.content
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        alice.chat.completions.create(model="groq/llama-3.3-70b", messages=HI)  # type: ignore[arg-type]
+    assert refused.value.status_code == 403
+    assert refused.value.message == (
+        "Error code: 403 - key `alice` (tenant `mana`) may not use the model `groq/llama-3.3-70b`; "
+        "GET /v1/models lists what it may use"
+    )
+    generated = httpx.post(  # a generated key, by `x-api-key`, may call anything of its tenant's
+        f"{served.url}/v1/chat/completions",
+        json={"model": "groq/llama-3.3-70b", "messages": HI},
+        headers={"x-api-key": GENERATED},
+    )
+    assert generated.status_code == 200
+
+
+def test_listings_show_only_what_the_key_may_use(served: Served) -> None:
+    assert sorted(m.id for m in sdk(served, ALICE).models.list()) == ["mana/big", "mana/fast"]
+    every = sorted(m.id for m in sdk(served, GENERATED).models.list())
+    assert "team/other" in every
+    assert "groq/llama-3.3-70b" in every
+    with pytest.raises(openai.NotFoundError):
+        sdk(served, ALICE).models.retrieve("team/other")
+    tags = ollama.Client(host=served.url, headers={"Authorization": f"Bearer {ALICE}"}).list()
+    assert sorted(m.model or "" for m in tags.models) == ["mana/big", "mana/fast"]
+
+
+def test_rate_limits_answer_429_with_retry_after(served: Served) -> None:
+    """Fixed one-minute windows: at most 2 a window, so 5 calls (at most two windows) meet a 429."""
+    limited = sdk(served, LIMITED)
+    statuses: list[int] = []
+    refusal: openai.RateLimitError | None = None
+    for _ in range(5):
+        try:
+            limited.chat.completions.create(model="mana/fast", messages=HI)  # type: ignore[arg-type]
+            statuses.append(200)
+        except openai.RateLimitError as exc:
+            refusal = exc
+            break
+    assert refusal is not None, statuses
+    assert 2 <= len(statuses) <= 4
+    assert 1 <= int(refusal.response.headers["retry-after"]) <= 60
+    assert "key `limited` may make 2 requests per minute, and that is used up" in refusal.message
+
+
+def test_tokens_per_minute_count_the_answers_usage(served: Served) -> None:
+    thrifty = sdk(served, THRIFTY)
+    refused = None
+    for _ in range(3):  # the first answer's usage uses the budget up (unless a minute begins)
+        try:
+            thrifty.chat.completions.create(model="mana/fast", messages=HI)  # type: ignore[arg-type]
+        except openai.RateLimitError as exc:
+            refused = exc
+            break
+    assert refused is not None
+    assert "key `thrifty` may make 1 tokens per minute" in refused.message
+
+
+def test_every_surface_words_its_401_in_its_own_shape(served: Served) -> None:
+    with pytest.raises(anthropic.AuthenticationError) as claude:
+        anthropic.Anthropic(base_url=served.url, api_key="wrong", max_retries=0).messages.create(
+            model="mana/fast", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert claude.value.body == {
+        "type": "error",
+        "error": {
+            "type": "authentication_error",
+            "message": "the API key sent is not valid for this gateway",
+        },
+    }
+    with pytest.raises(ollama.ResponseError) as native:
+        ollama.Client(host=served.url).chat(model="mana/fast", messages=HI)
+    assert native.value.status_code == 401
+    assert native.value.error.startswith("this gateway needs an API key")
+    with pytest.raises(openai.AuthenticationError):
+        sdk(served, "wrong").responses.create(model="mana/fast", input="hi")
+    assert httpx.get(f"{served.url}/v1/health").status_code == 401
+    assert httpx.get(f"{served.url}/ui").status_code == 401
+    assert httpx.get(f"{served.url}/healthz").status_code == 200  # probes stay open
+    assert httpx.get(f"{served.url}/api/version").status_code == 200

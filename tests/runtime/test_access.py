@@ -1,0 +1,128 @@
+"""Caller keys and limits without a server: KeyBook outcomes, ACL decisions, the counters' windows."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+
+from interlock.apikeys import hash_key, new_key
+from interlock.patterns import parse_match
+from interlock.runtime.access import ANONYMOUS, Budget, KeyBook, Refusal, presented_key, refusal_message
+from interlock.runtime.errors import ModelNotAllowed, Unauthenticated
+from interlock.runtime.state.counters import MemoryCounters
+from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanTenant
+
+
+def _limits(allowed: list[str] | None = None, denied: tuple[str, ...] = (), **rates: int) -> PlanLimits:
+    def rows(patterns: list[str] | tuple[str, ...]) -> list[PlanMatch]:
+        parsed = [parse_match(p) for p in patterns]
+        return [row for row in parsed if row is not None]
+
+    return PlanLimits(allowed=None if allowed is None else rows(allowed), denied=rows(denied), **rates)
+
+
+GENERATED = new_key("ci")
+ACCESS = PlanAccess(
+    tenants={
+        "mana": PlanTenant(name="mana", description="", limits=_limits(["mana/*"], requests_per_minute=9)),
+        "ops": PlanTenant(name="ops", description="", limits=_limits(denied=("groq/*",))),
+    },
+    keys={
+        "alice": PlanKey(
+            id="alice", tenant="mana", description="", key_env="ALICE_KEY", hash=None, limits=_limits()
+        ),
+        "ci": PlanKey(
+            id="ci",
+            tenant="ops",
+            description="",
+            key_env=None,
+            hash=hash_key(GENERATED),
+            limits=_limits(max_concurrent=2),
+        ),
+    },
+)
+NAMES = ("mana/fast", "groq/llama", "local/qwen")
+
+
+def book(mode: str = "required") -> KeyBook:
+    return KeyBook.of(ACCESS, mode, {"ALICE_KEY": "alice-secret-value"}, NAMES)
+
+
+def test_each_outcome_of_authenticate() -> None:
+    keys = book()
+    alice = keys.authenticate([(b"authorization", b"Bearer alice-secret-value")])
+    assert (alice.key_id, alice.tenant) == ("alice", "mana")
+    ci = keys.authenticate([(b"x-api-key", GENERATED.encode())])
+    assert (ci.key_id, ci.tenant) == ("ci", "ops")
+    with pytest.raises(Unauthenticated, match=r"^this gateway needs an API key: send `Authorization"):
+        keys.authenticate([(b"authorization", b"Basic Zm9vOmJhcg==")])
+    with pytest.raises(Unauthenticated, match=r"^the API key sent is not valid for this gateway$"):
+        keys.authenticate([(b"authorization", b"Bearer il-ci.not-the-secret")])
+    optional = book("optional")
+    assert optional.authenticate([]) is ANONYMOUS
+    with pytest.raises(Unauthenticated):  # a wrong key is never silently anonymous
+        optional.authenticate([(b"x-api-key", b"wrong")])
+
+
+def test_the_book_holds_digests_not_secrets() -> None:
+    keys = book()
+    assert hashlib.sha256(b"alice-secret-value").digest() in keys.by_digest
+    assert "alice-secret-value" not in repr(keys)
+    assert GENERATED not in repr(keys)
+
+
+def test_acl_is_both_levels_deny_wins_and_direct_names_are_matched_too() -> None:
+    keys = book()
+    alice = keys.authenticate([(b"x-api-key", b"alice-secret-value")])
+    assert alice.may_call("mana/fast")
+    assert not alice.may_call("groq/llama")
+    assert not alice.may_call("groq/not-in-the-plan")  # undeclared: matched against the patterns
+    with pytest.raises(
+        ModelNotAllowed, match=r"^key `alice` \(tenant `mana`\) may not use the model `groq/x`"
+    ):
+        alice.check("groq/x")
+    ci = keys.authenticate([(b"x-api-key", GENERATED.encode())])
+    assert ci.may_call("local/qwen")
+    assert ci.may_call("mana/fast")
+    assert not ci.may_call("groq/llama")
+    assert [b.name for b in alice.budgets] == ["t:mana"]  # alice has no rates of her own
+    assert [b.name for b in ci.budgets] == ["k:ci"]  # ops has none
+
+
+def test_presented_key_reads_bearer_or_x_api_key() -> None:
+    assert presented_key([(b"authorization", b"bearer  k1 ")]) == "k1"
+    assert presented_key([(b"x-api-key", b"k2")]) == "k2"
+    assert presented_key([(b"authorization", b"Bearer ")]) is None
+    assert presented_key([]) is None
+
+
+def test_windows_retry_after_and_nothing_counted_on_refusal() -> None:
+    now = [120.0]
+    counters = MemoryCounters(lambda: now[0])
+    key, tenant = Budget("k:a", 2, 0, 0), Budget("t:x", 0, 10, 1)
+
+    async def scenario() -> None:
+        assert await counters.take([key]) is None
+        assert await counters.take([key]) is None
+        now[0] = 150.0
+        assert await counters.take([key]) == Refusal("k:a", "requests_per_minute", 2, 30.0)
+        now[0] = 180.0  # the next minute
+        assert await counters.take([key, tenant]) is None
+        refused = await counters.take([key, tenant])  # the tenant's one slot is in use
+        assert refused == Refusal("t:x", "max_concurrent", 1, 1.0)
+        assert counters.requests["k:a"] == 1  # the refused request counted nowhere
+        await counters.done([key, tenant], 12)
+        assert counters.in_flight == {"k:a": 2, "t:x": 0}  # the first two never said `done`
+        assert await counters.take([tenant]) == Refusal("t:x", "tokens_per_minute", 10, 60.0)
+
+    asyncio.run(scenario())
+
+
+def test_refusal_messages_name_the_budget_not_other_callers() -> None:
+    alice = book().authenticate([(b"x-api-key", b"alice-secret-value")])
+    message = refusal_message(alice, Refusal("t:mana", "requests_per_minute", 9, 41.2))
+    assert message == (
+        "tenant `mana` (of key `alice`) may make 9 requests per minute, and that is used up; retry in 42 s"
+    )
