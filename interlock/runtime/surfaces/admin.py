@@ -298,7 +298,7 @@ def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
     from interlock.runtime.usage.credits import budget_report
 
     return {
-        "store": ledger.store.shown,
+        "store": ledger.store.kind,
         "waiting_debits": ledger.waiting,
         "commits": ledger.flushes,
         "failures": ledger.failures,

@@ -71,6 +71,11 @@ class Store(abc.ABC):
 
     shown: str  # the store as logs and errors name it: no password
 
+    @property
+    def kind(self) -> str:
+        """``memory``, ``sqlite`` or ``postgresql``: what pages show (no path, host or URL)."""
+        return self.shown.partition(":")[0]
+
     @abc.abstractmethod
     async def open(self) -> None:
         """Connect, and create the table when it is missing."""

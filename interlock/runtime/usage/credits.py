@@ -102,9 +102,14 @@ def _budget(limits: PlanLimits, spent: Tally, currency: str) -> dict[str, Any]:
     unlimited = limits.credits <= 0
     return {
         "unit": currency if money else "tokens",
-        "credits": UNLIMITED if unlimited else limits.credits,
+        "credits": UNLIMITED if unlimited else _plain(limits.credits),
         "used": used,
-        "remaining": UNLIMITED if unlimited else max(0.0, round(limits.credits - used, 6)),
+        "remaining": UNLIMITED if unlimited else _plain(max(0.0, round(limits.credits - used, 6))),
         "requests": spent.requests,
         "estimated": spent.estimated,
     }
+
+
+def _plain(value: float) -> float | int:
+    """A whole number as an int (``500``, not ``500.0``)."""
+    return int(value) if float(value).is_integer() else value
