@@ -154,10 +154,13 @@ def test_the_interval_commits_streams_and_estimates_and_a_kill_after_it_loses_no
             model="u/chat", messages=HI, stream=True, stream_options={"include_usage": True}
         ) as stream:
             usage = [chunk.usage for chunk in stream if chunk.usage is not None]
+        with client.chat.completions.create(model="u/chat", messages=HI, stream=True) as stream:
+            # not asked for: the gateway asks the upstream for usage, and keeps that chunk to itself
+            unasked = [chunk for chunk in stream if chunk.usage is not None or not chunk.choices]
         plain = client.chat.completions.create(model="u/plain", messages=HI)
         with client.chat.completions.create(model="u/plain", messages=HI, stream=True) as stream:
             text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-        wait_until(lambda: committed().get("requests") == 4, 20, "the interval's commit")
+        wait_until(lambda: committed().get("requests") == 5, 20, "the interval's commit")
     finally:
         kill(gateway)
     assert answer.usage is not None
@@ -165,12 +168,13 @@ def test_the_interval_commits_streams_and_estimates_and_a_kill_after_it_loses_no
     assert usage[0] is not None
     assert plain.usage is None
     assert text == "one two three four five six"
+    assert unasked == []
     totals = committed()
-    assert totals["requests"] == 4
+    assert totals["requests"] == 5
     assert totals["estimated"] == 2  # the two answers of the upstream without usage
     # estimates: UTF-8 bytes / 3 of the answer (27 characters: 9 tokens), twice
-    assert totals["completion_tokens"] == answer.usage.completion_tokens + usage[0].completion_tokens + 18
-    assert totals["prompt_tokens"] > answer.usage.prompt_tokens + usage[0].prompt_tokens
+    assert totals["completion_tokens"] == answer.usage.completion_tokens + 2 * usage[0].completion_tokens + 18
+    assert totals["prompt_tokens"] > answer.usage.prompt_tokens + 2 * usage[0].prompt_tokens
 
 
 def test_a_clean_stop_commits_everything(config: Path, tmp_path: Path) -> None:
