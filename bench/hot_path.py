@@ -13,7 +13,10 @@ the difference is worker scoring (``runtime.scoring``) and the guards' per-worke
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
 run the first case and the stream with the JSON access log on (``--access-log json``; written to a
-temporary file): one line per request, flushed.
+temporary file): one line per request, flushed. The "auth on" cases run it under ``server.auth:
+required``: a key from a variable (``Authorization: Bearer``), a generated key (``x-api-key``, its HMAC
+checked), and a key whose tenant has requests/min, tokens/min and concurrency limits (counted in
+memory).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from interlock.apikeys import hash_key, new_key
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
@@ -134,13 +138,24 @@ async def drive(
 
 
 CORS = "  cors: {allow_origins: [https://app.example.com, http://localhost:5173]}\n"
+GENERATED = new_key("gen")
+AUTH = f"""\
+tenants:
+  team: {{allowed: ["bench/*"]}}
+  capped: {{requests_per_minute: 100000000, tokens_per_minute: 1000000000, max_concurrent: 64}}
+keys:
+  env: {{tenant: team, key_env: BENCH_CALLER}}
+  gen: {{tenant: team, hash: "{hash_key(GENERATED)}"}}
+  capped: {{tenant: capped, key_env: BENCH_CAPPED}}
+"""
+ENV = {"BENCH_KEY": "sk-bench", "BENCH_CALLER": "caller-secret", "BENCH_CAPPED": "capped-secret"}
 
 
 def load(config_text: str) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "bench.yaml"
         config.write_text(config_text)
-        return PlanLoader(str(config), {"BENCH_KEY": "sk-bench"})()
+        return PlanLoader(str(config), ENV)()
 
 
 async def main(requests: int, profile: bool) -> None:
@@ -158,8 +173,17 @@ async def main(requests: int, profile: bool) -> None:
 
         return {"openai": InstantAdapter(), "ollama": InstantAdapter()}, close
 
+    auth_plan = load(
+        CONFIG.replace(
+            "server: {default_alias: bench/chat, alias_namespace: bench/}\n",
+            "server: {default_alias: bench/chat, alias_namespace: bench/, auth: required}\n",
+        )
+        + AUTH
+    )
     gateway = Gateway(plan, open_adapters=instant, probes=False)
     await gateway.startup()
+    with_auth = Gateway(auth_plan, open_adapters=instant, probes=False)
+    await with_auth.startup()
     with_cors = Gateway(cors_plan, open_adapters=instant, probes=False)
     await with_cors.startup()
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
@@ -212,6 +236,9 @@ async def main(requests: int, profile: bool) -> None:
         ),
         "CORS on, no Origin": (with_cors, chat, ()),
         "CORS on, listed Origin": (with_cors, chat, origin),
+        "auth on, key from a variable": (with_auth, chat, ((b"authorization", b"Bearer caller-secret"),)),
+        "auth on, generated key": (with_auth, chat, ((b"x-api-key", GENERATED.encode()),)),
+        "auth on, tenant rate limits": (with_auth, chat, ((b"authorization", b"Bearer capped-secret"),)),
         "JSON access log on": (logged, chat, ()),
         "stream, JSON access log on": (
             logged,
@@ -239,6 +266,7 @@ async def main(requests: int, profile: bool) -> None:
         )
     await gateway.shutdown()
     await with_cors.shutdown()
+    await with_auth.shutdown()
     await logged.shutdown()
     log_file.close()
 

@@ -53,4 +53,4 @@ def key_id_of(key: str) -> str | None:
 
 def verify(key: str, salt: bytes, digest: bytes) -> bool:
     """Whether ``key`` hashes to ``digest`` under ``salt`` (constant-time comparison)."""
-    return hmac.compare_digest(hmac.new(salt, key.encode(), hashlib.sha256).digest(), digest)
+    return hmac.compare_digest(hmac.digest(salt, key.encode(), "sha256"), digest)

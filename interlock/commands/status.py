@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -37,13 +38,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--url", default=DEFAULT_URL, help=f"the gateway's base URL (default: {DEFAULT_URL})")
     p.add_argument("--format", choices=("text", "json"), default="text", help="(default: text)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the gateway (default: 5)")
+    p.add_argument(
+        "--api-key-env",
+        default="INTERLOCK_API_KEY",
+        metavar="VARIABLE",
+        help="the variable holding a caller key, for a gateway with `server.auth` on "
+        "(default: INTERLOCK_API_KEY; sent only when set)",
+    )
     p.set_defaults(handler=run_status)
 
 
 def run_status(args: argparse.Namespace) -> int:
     url = args.url.rstrip("/")
     try:
-        aliases, health, metadata = fetch(url, args.timeout)
+        aliases, health, metadata = fetch(url, args.timeout, os.environ.get(args.api_key_env) or None)
     except Unreachable as exc:
         print(f"interlock status: {exc}", file=sys.stderr)
         return 2
@@ -55,11 +63,14 @@ def run_status(args: argparse.Namespace) -> int:
     return 0 if report["servable"] else 1
 
 
-def fetch(url: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def fetch(
+    url: str, timeout_s: float, key: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     import httpx
 
+    headers = {"authorization": f"Bearer {key}"} if key else {}
     try:
-        with httpx.Client(base_url=url, timeout=timeout_s, trust_env=False) as http:
+        with httpx.Client(base_url=url, timeout=timeout_s, trust_env=False, headers=headers) as http:
             answers = [http.get(path) for path in ("/v1/aliases", "/v1/health", "/v1/metadata")]
     except httpx.HTTPError as exc:
         raise Unreachable(f"cannot reach {url}: {exc or type(exc).__name__}") from None
@@ -68,6 +79,11 @@ def fetch(url: str, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any], d
         if response.status_code == 404 and response.request.url.path == "/v1/metadata":
             bodies.append({})  # a gateway from before live metadata: loaded models unknown
             continue
+        if response.status_code == 401:
+            raise Unreachable(
+                f"{response.request.url} answered 401: the gateway needs a caller key; put one in "
+                "INTERLOCK_API_KEY (or the variable named by --api-key-env)"
+            )
         if response.status_code != 200:
             raise Unreachable(f"{response.request.url} answered {response.status_code}")
         try:

@@ -112,6 +112,7 @@ class KeyBook:
     mode: str  # "off" | "optional" | "required"
     by_digest: Mapping[bytes, Caller]  # SHA-256 of a `key_env` secret -> its caller
     by_id: Mapping[str, tuple[bytes, bytes, Caller]]  # generated keys: id -> (salt, digest, caller)
+    verified: dict[bytes, Caller] = field(default_factory=dict)  # generated keys seen: SHA-256 -> caller
 
     @classmethod
     def of(cls, access: PlanAccess, mode: str, env: Mapping[str, str], names: Iterable[str]) -> KeyBook:
@@ -140,12 +141,14 @@ class KeyBook:
 
     def caller(self, key: str) -> Caller | None:
         """The caller ``key`` belongs to, or None."""
-        found = self.by_digest.get(hashlib.sha256(key.encode()).digest())
+        digest = hashlib.sha256(key.encode()).digest()
+        found = self.by_digest.get(digest) or self.verified.get(digest)
         if found is not None:
             return found
         key_id = key_id_of(key)
         entry = self.by_id.get(key_id) if key_id is not None else None
         if entry is not None and verify(key, entry[0], entry[1]):
+            self.verified[digest] = entry[2]  # one entry per generated key at most: its one secret
             return entry[2]
         return None
 

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from interlock.apikeys import hash_key, new_key
+from interlock.cli import main
 from interlock.testing.fake_openai import FakeOpenAI
 from tests.e2e.harness import Served
 
@@ -164,3 +165,19 @@ def test_every_surface_words_its_401_in_its_own_shape(served: Served) -> None:
     assert httpx.get(f"{served.url}/ui").status_code == 401
     assert httpx.get(f"{served.url}/healthz").status_code == 200  # probes stay open
     assert httpx.get(f"{served.url}/api/version").status_code == 200
+
+
+def test_status_sends_the_key_from_its_variable(
+    served: Served, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("INTERLOCK_API_KEY", raising=False)
+    assert main(["status", "--url", served.url]) == 2
+    assert (
+        "answered 401: the gateway needs a caller key; put one in INTERLOCK_API_KEY"
+        in capsys.readouterr().err
+    )
+    monkeypatch.setenv("INTERLOCK_API_KEY", GENERATED)
+    assert main(["status", "--url", served.url, "--format", "json"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert '"aliases"' in out
+    assert GENERATED not in out
