@@ -58,6 +58,7 @@ from interlock.runtime.surfaces.openai import ChatCompletions
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
+from interlock.runtime.usage import UsageStoreError
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
@@ -276,6 +277,10 @@ class Gateway:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.startup()
+                except UsageStoreError as exc:  # a store that cannot be opened: its message says why
+                    log.error("startup failed: %s", exc)
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
                 except Exception as exc:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -191,3 +193,27 @@ def test_a_clean_stop_commits_everything(config: Path, tmp_path: Path) -> None:
     finally:
         gateway.stop()  # SIGTERM: the last batch is committed before the process ends
     assert sqlite_totals(state / "usage.db")()["requests"] == 3
+
+
+@pytest.mark.parametrize("where", ["sqlite", "postgresql"])
+def test_a_ledger_that_cannot_be_opened_stops_the_start_with_one_clear_line(
+    config: Path, tmp_path: Path, where: str
+) -> None:
+    from tests.redis_server import free_port
+
+    if where == "sqlite":
+        flags, expected = ["--state-dir", str(tmp_path / "missing")], f"sqlite:{tmp_path}/missing/usage.db: "
+    else:
+        port = free_port()
+        flags = ["--usage-url", f"postgresql://admin:pw-SECRET-3@127.0.0.1:{port}/usage"]
+        expected = f"postgresql://127.0.0.1:{port}/usage: cannot connect: "
+    done = subprocess.run(
+        [sys.executable, "-m", "interlock", "serve", str(config), "--port", "0", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "startup failed: " + expected in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "pw-SECRET-3" not in done.stderr + done.stdout
