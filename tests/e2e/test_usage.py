@@ -127,19 +127,24 @@ def test_sigkill_loses_at_most_the_debits_of_one_unfinished_batch(
     try:
         client = sdk(gateway)
         answers = [client.chat.completions.create(model="u/chat", messages=HI) for _ in range(12)]
-        # batches start at the 5th waiting debit: two of them are committed before the 12th answer
-        wait_until(lambda: committed().get("requests", 0) >= 8, 20, "two batches to be committed")
+
+        def settled() -> bool:  # two batches or more committed; the rest waiting (too few for a batch)
+            done = committed().get("requests", 0)
+            return done >= 8 and done + gateway.metric("interlock_usage_waiting_debits") == 12
+
+        wait_until(settled, 20, "the batches to be committed")
+        waiting = int(gateway.metric("interlock_usage_waiting_debits"))
     finally:
         kill(gateway)
     after = committed()
     usage = answers[0].usage
     assert usage is not None
-    # what was lost is the unfinished batch: some debits, fewer than 5 (the documented window)
-    assert 0 < 12 - after["requests"] < 5
+    # what was lost is what was waiting for a batch: fewer than 5 debits (the documented window)
+    assert waiting < 5
     assert after == {
-        "requests": after["requests"],
-        "prompt_tokens": after["requests"] * usage.prompt_tokens,
-        "completion_tokens": after["requests"] * usage.completion_tokens,
+        "requests": 12 - waiting,
+        "prompt_tokens": (12 - waiting) * usage.prompt_tokens,
+        "completion_tokens": (12 - waiting) * usage.completion_tokens,
         "estimated": 0,
     }
 
@@ -202,7 +207,8 @@ def test_a_ledger_that_cannot_be_opened_stops_the_start_with_one_clear_line(
     from tests.redis_server import free_port
 
     if where == "sqlite":
-        flags, expected = ["--state-dir", str(tmp_path / "missing")], f"sqlite:{tmp_path}/missing/usage.db: "
+        (tmp_path / "taken").write_text("a file where the state directory should be")
+        flags, expected = ["--state-dir", str(tmp_path / "taken")], f"sqlite:{tmp_path}/taken/usage.db: "
     else:
         port = free_port()
         flags = ["--usage-url", f"postgresql://admin:pw-SECRET-3@127.0.0.1:{port}/usage"]

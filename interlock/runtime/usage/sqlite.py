@@ -44,11 +44,15 @@ class SqliteStore(Store):
 
     def _open(self) -> None:
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # as the state file of learned speeds
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(CREATE_TABLE)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise UsageStoreError(f"{self.shown}: cannot open the usage ledger: {reason}") from exc
         except sqlite3.Error as exc:
             raise UsageStoreError(f"{self.shown}: cannot open the usage ledger: {exc}") from exc
         self._db = db
