@@ -133,6 +133,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL816", "bad-key-secret", "error", "A key has not exactly one of `key_env` and a well-formed `hash`."),
     ("IL817", "bad-key-id", "error", "A key id holds characters a generated key cannot carry."),
     ("IL818", "auth-without-keys", "error", "`server.auth: required` with no key declared."),
+    (
+        "IL819",
+        "unpriced-model",
+        "warning",
+        "Credits in money, but a model the caller may reach has no price.",
+    ),
     # Routing
     ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
     (

@@ -29,7 +29,7 @@ from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import Clock, HealthBook, iso_utc
-from interlock.runtime.journal import Journal
+from interlock.runtime.journal import Journal, RequestRecord
 from interlock.runtime.lifecycle import (
     Failure,
     Handler,
@@ -226,7 +226,15 @@ class Gateway:
         surface = row[1] if row is not None else self._admin_errors
         failure = failure_of(exc, plan)
         headers = [plan.plan_header, (b"www-authenticate", b'Bearer realm="interlock"'), *failure.headers]
+        record = None
+        if row is not None:  # a model request: counted and logged like the lifecycle's answers
+            record = RequestRecord(surface.operation, self.journal.request_id(scope["headers"]))
+            headers.append((b"x-request-id", record.id))
         await send_json(_closing(send) if _has_body(scope) else send, 401, surface.error(failure), headers)
+        if record is not None:
+            record.status, record.error = 401, exc
+            self.metrics.requests.labels(record.endpoint, "401").inc()
+            self.journal.finish(record)
 
     async def _method_not_allowed(self, scope: Scope, send: Send) -> None:
         methods, surface = self._paths[scope["path"]]

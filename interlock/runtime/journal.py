@@ -206,6 +206,8 @@ class Journal:
                 "overhead": _ms(total - (upstream or 0.0) - (queued or 0.0)),
             },
             "tokens": usage,
+            "key": record.caller.key_id,
+            "tenant": record.caller.tenant,
         }
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import anthropic
@@ -50,7 +51,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     config = folder / "interlock.yaml"
     config.write_text(CONFIG.format(cloud=cloud.url, groq=groq.url, hash=hash_key(GENERATED)))
     env = {"ALICE_KEY": ALICE, "LIMITED_KEY": LIMITED, "THRIFTY_KEY": THRIFTY}
-    gateway = Served(config, env, folder / "serve.log")
+    gateway = Served(config, env, folder / "serve.log", "--access-log", "json")
     try:
         yield gateway
     finally:
@@ -155,6 +156,10 @@ def test_every_surface_words_its_401_in_its_own_shape(served: Served) -> None:
             "message": "the API key sent is not valid for this gateway",
         },
     }
+    before = served.metric("interlock_requests_total", endpoint="chat", status="401")
+    httpx.post(f"{served.url}/v1/chat/completions", json={"model": "mana/fast", "messages": HI})
+    after = served.metric("interlock_requests_total", endpoint="chat", status="401")
+    assert after == before + 1  # a refusal is counted like any answer (/metrics needs no key)
     with pytest.raises(ollama.ResponseError) as native:
         ollama.Client(host=served.url).chat(model="mana/fast", messages=HI)
     assert native.value.status_code == 401
@@ -181,3 +186,16 @@ def test_status_sends_the_key_from_its_variable(
     out = capsys.readouterr().out
     assert '"aliases"' in out
     assert GENERATED not in out
+
+
+def test_the_access_log_names_the_key_and_tenant_never_the_secret(served: Served) -> None:
+    sdk(served, ALICE).chat.completions.create(model="mana/fast", messages=HI)  # type: ignore[arg-type]
+    httpx.post(f"{served.url}/v1/chat/completions", json={"model": "mana/fast", "messages": HI})
+    lines = [json.loads(line) for line in served.log().splitlines() if line.startswith("{")]
+    assert {"key": "alice", "tenant": "mana", "status": 200} in [
+        {k: line[k] for k in ("key", "tenant", "status")} for line in lines
+    ]
+    refused = [line for line in lines if line["status"] == 401]
+    assert refused
+    assert refused[-1]["error_class"] == "invalid_api_key"
+    assert refused[-1]["key"] is None

@@ -17,7 +17,7 @@ from tests.ui.conftest import CLOUD_KEY, Fleet, _fleet
 CANARY = "PROMPT-CANARY-4b1e"
 FIELDS = {
     "time", "request_id", "surface", "endpoint", "stream", "alias", "candidate", "worker", "attempts",
-    "status", "error_class", "duration_ms", "tokens",
+    "status", "error_class", "duration_ms", "tokens", "key", "tenant",
 }  # fmt: skip
 
 

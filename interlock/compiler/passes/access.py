@@ -42,11 +42,13 @@ def access(ctx: CompileContext) -> None:
             _some_model(ctx, ctx.keys[key_id], owner.limits, compiled.limits, known)
     _auth_without_keys(ctx)
     pricing = ctx.pricing
+    prices = _prices(ctx, known)
+    _unpriced(ctx, tenants, keys, prices, known)
     ctx.access = PlanAccess(
         tenants=tenants,
         keys=keys,
         currency=pricing.currency if pricing is not None else "USD",
-        prices=_prices(ctx, known),
+        prices=prices,
     )
 
 
@@ -253,6 +255,56 @@ def _auth_without_keys(ctx: CompileContext) -> None:
         value="required",
         hint="declare keys under `keys` (`interlock keys add --tenant T --id ID` prints one)",
     )
+
+
+def _unpriced(
+    ctx: CompileContext,
+    tenants: dict[str, PlanTenant],
+    keys: dict[str, PlanKey],
+    prices: dict[str, PlanPrice],
+    known: list[str],
+) -> None:
+    """A budget in money needs a price for every model its caller may reach: unpriced ones cost 0."""
+    aliases = ctx.aliases
+    reachable: dict[str, list[str]] = {
+        name: [link.candidate for link in ctx.expanded.get(name, [])] if name in aliases else [name]
+        for name in known
+    }
+    levels: list[tuple[str, Entry, list[PlanLimits]]] = [
+        (f"tenants.{name}", ctx.tenants[name].entry, [t.limits]) for name, t in tenants.items()
+    ]
+    levels += [
+        (f"keys.{key_id}", ctx.keys[key_id].entry, [k.limits, tenants[k.tenant].limits])
+        for key_id, k in keys.items()
+        if k.tenant in tenants
+    ]
+    for where, entry, chain in levels:
+        own = chain[0]
+        if own.credits_unit != "money" or not own.credits:
+            continue
+        missing = sorted(
+            {
+                cid
+                for name, candidates in reachable.items()
+                if all(allows(level, name) for level in chain)
+                for cid in candidates
+                if "/" in cid and cid not in prices
+            }
+        )
+        if not missing:
+            continue
+        shown = ", ".join(f"`{cid}`" for cid in missing[:3])
+        if len(missing) > 3:
+            shown += f" and {len(missing) - 3} more"
+        ctx.sink.add(
+            "IL819",
+            ctx.span_of(entry, "credits_unit"),
+            f"`{where}` keeps credits in money, but models it may call have no price (they would "
+            f"cost nothing): {shown}",
+            path=f"{where}.credits_unit",
+            value="money",
+            hint="add them to `pricing.models` (a pattern such as `groq/*` covers a provider)",
+        )
 
 
 def _prices(ctx: CompileContext, known: Iterable[str]) -> dict[str, PlanPrice]:
