@@ -59,6 +59,7 @@ from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
 from interlock.runtime.usage import UsageStoreError
+from interlock.runtime.usage.credits import any_budget
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
@@ -248,6 +249,11 @@ class Gateway:
 
     async def startup(self) -> None:
         await self.ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
+        if self.ledger.store.kind == "memory" and any_budget(self.plan.source.access):
+            log.warning(
+                "usage is kept in memory only: credits hold per process and start again at every start "
+                "(give --state-dir DIR or --usage-url URL to keep them)"
+            )
         await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)

@@ -170,3 +170,15 @@ def test_a_money_budget_is_priced_by_the_plan(config: Path, state: Path, tmp_pat
         assert " of its 3e-05 EUR of credits this month (since " in message
     finally:
         gateway.stop()
+
+
+def test_budgets_kept_in_memory_only_are_said_to_be_so(config: Path, tmp_path: Path) -> None:
+    gateway = Served(config, ENV, tmp_path / "serve.log")
+    try:
+        assert usage(gateway)["store"] == "memory"
+    finally:
+        gateway.stop()
+    assert (
+        "usage is kept in memory only: credits hold per process and start again at every start "
+        "(give --state-dir DIR or --usage-url URL to keep them)"
+    ) in gateway.log()

@@ -37,6 +37,12 @@ def has_budget(caller: Caller) -> bool:
     return (key is not None and key.credits > 0) or (tenant is not None and tenant.credits > 0)
 
 
+def any_budget(access: PlanAccess) -> bool:
+    """Whether any tenant or key of the plan has credits."""
+    levels = [t.limits for t in access.tenants.values()] + [k.limits for k in access.keys.values()]
+    return any(level.credits > 0 for level in levels)
+
+
 def check_credits(ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target) -> None:
     """``CreditsExhausted`` when this request would go past the key's or the tenant's budget (priced,
     for money, at the target's first candidate)."""
