@@ -140,6 +140,8 @@ class Ledger:
         start the writer task."""
         await self.store.open()
         await self.refresh(strict=True)
+        self._full = asyncio.Event()  # this event loop's
+        self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-usage")
 
     async def close(self) -> None:
@@ -161,10 +163,13 @@ class Ledger:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._full.wait(), settings.flush_s)
             self._full.clear()
-            await self.flush()
-            if self._wall() >= next_refresh and not self._closing:
-                await self.refresh()
-                next_refresh = self._wall() + settings.refresh_s
+            try:
+                await self.flush()
+                if self._wall() >= next_refresh and not self._closing:
+                    await self.refresh()
+                    next_refresh = self._wall() + settings.refresh_s
+            except Exception:  # a bug in one round never ends the writer (the debits stay waiting)
+                log.exception("usage ledger: the writer's round failed")
         await self.flush()
 
     async def flush(self) -> bool:
@@ -175,11 +180,13 @@ class Ledger:
         self._pending, self._pending_debits = {}, 0
         try:
             await self.store.add(batch)
-        except UsageStoreError as exc:
+        except Exception as exc:  # the store's error, or a bug: either way the debits are kept
             for row, tally in batch.items():
                 pending = self._pending.setdefault(row, Tally())
                 pending.add(tally)
             self._pending_debits += count
+            if not isinstance(exc, UsageStoreError):
+                raise
             self._failed(exc)
             return False
         if self.last_error is not None:
