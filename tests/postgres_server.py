@@ -12,10 +12,12 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,20 +42,17 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _run_as() -> list[str]:
-    """The command prefix that runs a PostgreSQL binary as a user it accepts."""
+def _run_as() -> pwd.struct_passwd | None:
+    """The user to run PostgreSQL as: None (this one) unless this is root."""
     if os.geteuid() != 0:
-        return []
+        return None
     for user in ("postgres", "nobody"):
         try:
-            pwd.getpwnam(user)
+            return pwd.getpwnam(user)
         except KeyError:
             continue
-        runuser = shutil.which("runuser")
-        if runuser is not None:
-            return [runuser, "-u", user, "--"]
-    _missing("running as root, and neither runuser nor a postgres/nobody user is available")
-    return []  # unreachable
+    _missing("running as root, and there is neither a postgres nor a nobody user to run PostgreSQL as")
+    return None  # unreachable
 
 
 class PostgresServer:
@@ -64,7 +63,7 @@ class PostgresServer:
         assert initdb is not None
         assert postgres is not None
         self.initdb, self.postgres = initdb, postgres
-        self.prefix = _run_as()
+        self.user = _run_as()
         self.folder = Path(tempfile.mkdtemp(prefix="interlock-pg-"))  # not under root's 0700 tmp
         self.data = self.folder / "data"
         self.port = free_port()
@@ -74,20 +73,24 @@ class PostgresServer:
     def url(self, db: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{db}"
 
+    def _as_user(self) -> dict[str, Any]:
+        if self.user is None:
+            return {}
+        return {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+
     def start(self) -> PostgresServer:
-        if self.prefix:
-            user = self.prefix[2]
-            entry = pwd.getpwnam(user)
-            os.chown(self.folder, entry.pw_uid, entry.pw_gid)
+        if self.user is not None:
+            os.chown(self.folder, self.user.pw_uid, self.user.pw_gid)
         subprocess.run(
-            [*self.prefix, self.initdb, "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8"],
+            [self.initdb, "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8"],
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            cwd=self.folder,
+            **self._as_user(),
         )
         self.proc = subprocess.Popen(
             [
-                *self.prefix,
                 self.postgres,
                 "-D",
                 str(self.data),
@@ -102,6 +105,8 @@ class PostgresServer:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            cwd=self.folder,
+            **self._as_user(),
         )
         import psycopg
 
@@ -127,7 +132,7 @@ class PostgresServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+            self.proc.send_signal(signal.SIGINT)  # PostgreSQL's fast shutdown: clients are disconnected
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
