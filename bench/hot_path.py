@@ -16,7 +16,10 @@ run the first case and the stream with the JSON access log on (``--access-log js
 temporary file): one line per request, flushed. The "auth on" cases run it under ``server.auth:
 required``: a key from a variable (``Authorization: Bearer``), a generated key (``x-api-key``, its HMAC
 checked), and a key whose tenant has requests/min, tokens/min and concurrency limits (counted in
-memory).
+memory). Then the audit log on (``--audit-log``, a temporary file: one queued event per request, and
+the writer task's work, as the loop gets a turn every 16 requests) and OpenTelemetry tracing on
+(``--otel``: the SDK with its batch span processor and an exporter that discards, so what is measured is
+making the spans, not a network). Tracing off costs the first case nothing: compare it across commits.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import orjson
 from interlock.apikeys import hash_key, new_key
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
+from interlock.runtime.audit import AuditLog, open_sink
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 
 CONFIG = """\
@@ -99,10 +103,42 @@ class InstantAdapter(Adapter):
         return None
 
 
+class _Discard:
+    """A span exporter that drops what it is given (the cost measured is making spans, not sending)."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def discarding_tracer() -> Any:
+    """``--otel`` as ``interlock serve`` builds it (batch processor), exporting nowhere."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from interlock.runtime.tracing.otel import Tracing
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(_Discard()))  # type: ignore[arg-type]
+    return Tracing(provider)
+
+
 async def drive(
-    gateway: Gateway, body: bytes, requests: int, extra: tuple[tuple[bytes, bytes], ...] = ()
+    gateway: Gateway,
+    body: bytes,
+    requests: int,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+    turn_every: int = 0,
 ) -> float:
-    """Seconds of CPU per request through ``gateway``'s ASGI callable."""
+    """Seconds of CPU per request through ``gateway``'s ASGI callable; ``turn_every`` N requests, the
+    event loop gets a turn (for background work the case includes, such as the audit log's writer)."""
     scope = {
         "type": "http",
         "method": "POST",
@@ -129,9 +165,11 @@ async def drive(
             statuses.append(message["status"])
 
     started = time.process_time()
-    for _ in range(requests):
+    for n in range(requests):
         receive.sent = False  # type: ignore[attr-defined]
         await gateway(scope, receive, send)
+        if turn_every and n % turn_every == 0:
+            await asyncio.sleep(0)
     spent = time.process_time() - started
     assert set(statuses) == {200}, set(statuses)
     return spent / requests
@@ -189,6 +227,11 @@ async def main(requests: int, profile: bool) -> None:
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
     logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
     await logged.startup()
+    audit_file = tempfile.NamedTemporaryFile(suffix=".jsonl")  # noqa: SIM115 (closed below)
+    audited = Gateway(plan, open_adapters=instant, probes=False, audit=AuditLog(open_sink(audit_file.name)))
+    await audited.startup()
+    traced = Gateway(plan, open_adapters=instant, probes=False, tracing=discarding_tracer())
+    await traced.startup()
     assert with_cors.plan.cors is not None
     chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})
     origin = ((b"origin", b"http://localhost:5173"),)
@@ -247,18 +290,28 @@ async def main(requests: int, profile: bool) -> None:
             ),
             (),
         ),
+        "audit log on": (audited, chat, ()),
+        "tracing on (--otel)": (traced, chat, ()),
+        "stream, tracing on": (
+            traced,
+            orjson.dumps(
+                {"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            ),
+            (),
+        ),
     }
     baseline = 0.0
     for name, (target, body, extra) in cases.items():
-        await drive(target, body, 500, extra)  # warm up
+        turn = 16 if target is audited else 0  # the writer task runs between requests, as it would
+        await drive(target, body, 500, extra, turn)  # warm up
         if profile:
             from pyinstrument import Profiler
 
             with Profiler(interval=0.0001) as profiler:
-                per = await drive(target, body, requests, extra)
+                per = await drive(target, body, requests, extra, turn)
             profiler.print(show_all=False)
         else:
-            per = await drive(target, body, requests, extra)
+            per = await drive(target, body, requests, extra, turn)
         baseline = baseline or per
         print(
             f"{name:28} {per * 1e6:6.1f} µs CPU per request (interlock's own code, no sockets)"
@@ -269,6 +322,11 @@ async def main(requests: int, profile: bool) -> None:
     await with_auth.shutdown()
     await logged.shutdown()
     log_file.close()
+    assert audited.audit is not None
+    assert audited.audit.written > 0
+    await audited.shutdown()
+    audit_file.close()
+    await traced.shutdown()
 
 
 if __name__ == "__main__":

@@ -23,11 +23,15 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
+
+if TYPE_CHECKING:
+    from interlock.runtime.audit import AuditLog
+    from interlock.runtime.tracing.otel import Tracing
 
 log = logging.getLogger("interlock")
 
@@ -87,6 +91,21 @@ def register(subparsers: Any) -> None:
         default=256,
         metavar="N",
         help="commit as soon as N debits are waiting, before the interval (default: 256)",
+    )
+    p.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="append an audit log to PATH: one JSON line per request (key id, tenant, alias, candidate, "
+        "status, tokens, duration; never prompts, answers or secrets) and per admin action (reloads with "
+        "the plan hashes, key and budget changes, refused keys); written by a background task from a "
+        "bounded queue that drops and counts rather than block (docs/observability.md)",
+    )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace requests with OpenTelemetry (the `otel` extra): a span per request, one per candidate "
+        "tried, W3C traceparent passed upstream; exporter, endpoint and sampler from the standard OTEL_* "
+        "variables (OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)",
     )
     p.set_defaults(handler=run_serve)
 
@@ -258,7 +277,26 @@ def run_serve(args: argparse.Namespace) -> int:
         usage_url=usage_url,
         usage_flush_ms=args.usage_flush_ms,
         usage_flush_debits=args.usage_flush_debits,
+        audit_log=args.audit_log,
+        otel=args.otel,
     )
+    if options.audit_log is not None:  # checked now (a clear error at start), opened in each process
+        from interlock.runtime.audit import SinkError, open_sink
+
+        try:
+            asyncio.run(open_sink(options.audit_log).close())
+        except SinkError as exc:
+            print(f"interlock serve: --audit-log: {exc}", file=sys.stderr)
+            return 1
+    tracing = None
+    if options.otel:  # checked now: a missing package or a bad OTEL_* setting stops the start
+        from interlock.runtime.tracing import TracingUnavailable
+
+        try:
+            tracing = _tracing(options)
+        except TracingUnavailable as exc:
+            print(f"interlock serve: --otel: {exc}", file=sys.stderr)
+            return 1
     try:
         sock = bind(options.host, options.port)
     except OSError as exc:
@@ -280,9 +318,13 @@ def run_serve(args: argparse.Namespace) -> int:
             access_log=_access_log(options),
             state_dir=options.state_dir,
             ledger=open_ledger(options),
+            audit=_audit_log(options),
+            tracing=tracing,
         )
         run(gateway, sock, options)
         return 0
+    if tracing is not None:  # each worker process makes its own
+        tracing.provider.shutdown()
     return supervise(loader, plan, data, sock, options, args.state_url)
 
 
@@ -339,6 +381,8 @@ def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_u
         access_log=_access_log(options),
         state_dir=options.state_dir,
         ledger=open_ledger(options),
+        audit=_audit_log(options),
+        tracing=_tracing(options),
     )
     run(gateway, sock, options)
 
@@ -368,6 +412,24 @@ def open_ledger(options: Any) -> Any:
 
     settings = LedgerSettings(flush_s=options.usage_flush_ms / 1000, flush_debits=options.usage_flush_debits)
     return Ledger(open_store(options.usage_url), settings)
+
+
+def _tracing(options: Any) -> Tracing | None:
+    """This process's tracer, when ``--otel`` is given (configured by the ``OTEL_*`` variables)."""
+    if not options.otel:
+        return None
+    from interlock.runtime.tracing import open_tracing
+
+    return open_tracing(os.environ)
+
+
+def _audit_log(options: Any) -> AuditLog | None:
+    """The audit log of this process, when ``--audit-log`` is given."""
+    if options.audit_log is None:
+        return None
+    from interlock.runtime.audit import AuditLog, open_sink
+
+    return AuditLog(open_sink(options.audit_log))
 
 
 def _access_log(options: Any) -> BinaryIO | None:

@@ -17,9 +17,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from interlock.runtime.access import CALLER, needs_key
+from interlock.runtime.audit import AuditLog
+from interlock.runtime.audit.keys import access_changes
 from interlock.runtime.errors import Unauthenticated
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.guards import Guard
@@ -63,6 +65,9 @@ from interlock.runtime.usage.credits import any_budget
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
+if TYPE_CHECKING:
+    from interlock.runtime.tracing.otel import Tracing
+
 log = logging.getLogger("interlock")
 
 PlanSource = Callable[[], RuntimePlan]
@@ -102,6 +107,8 @@ class Gateway:
         state_dir: str | None = None,
         slots: SlotBackend | None = None,
         ledger: Ledger | None = None,
+        audit: AuditLog | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.plan = plan
         self.source = source
@@ -114,8 +121,10 @@ class Gateway:
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
         self.ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)  # usage, credits
+        self.audit = audit  # the audit log (``--audit-log``), when on
+        self.tracing = tracing  # OpenTelemetry spans (``--otel``), when on
         self.metrics = Metrics(
-            StateView(lambda: self.plan, self.health, self.slots, self.telemetry, self.ledger)
+            StateView(lambda: self.plan, self.health, self.slots, self.telemetry, audit, self.ledger)
         )
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
@@ -137,13 +146,13 @@ class Gateway:
             SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
             OllamaOptionsGuard(self.facts),
         )
-        self.router = Router(self.health, guards, self.adapters, self.metrics)
+        self.router = Router(self.health, guards, self.adapters, self.metrics, tracing)
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
-        self.journal = Journal(access_log=access_log)  # the JSON access log's stream, when on
+        self.journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
         self.samples = Samples(self.slots, self.metrics, wall=wall)
         self.admin = build_admin(self)
         self.loaded_at = iso_utc(wall())
@@ -226,6 +235,14 @@ class Gateway:
         row = self._paths.get(scope["path"])
         surface = row[1] if row is not None else self._admin_errors
         failure = failure_of(exc, plan)
+        if self.audit is not None:
+            self.audit.action(
+                "auth_refused",
+                method=scope["method"][:16],
+                path=scope["path"] if row is not None else "(not a surface route)",
+                key_sent=any(name in _KEY_HEADERS for name, _ in scope["headers"]),
+                status=401,
+            )
         headers = [plan.plan_header, (b"www-authenticate", b'Bearer realm="interlock"'), *failure.headers]
         record = None
         if row is not None:  # a model request: counted and logged like the lifecycle's answers
@@ -254,6 +271,8 @@ class Gateway:
                 "usage is kept in memory only: credits hold per process and start again at every start "
                 "(give --state-dir DIR or --usage-url URL to keep them)"
             )
+        if self.audit is not None:
+            self.audit.start()
         await self.slots.start()
         adapters, close = await self._open_adapters()
         self.adapters.update(adapters)
@@ -284,6 +303,10 @@ class Gateway:
             self._close_adapters = None
         await self.slots.close()
         await self.ledger.close()  # the last debits are committed before the process ends
+        if self.audit is not None:
+            await self.audit.close()
+        if self.tracing is not None:
+            await self.tracing.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -341,6 +364,17 @@ class Gateway:
                 **await asyncio.to_thread(reload_changes, old, plan),
             }
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
+            if self.audit is not None:
+                changes = self.last_reload["changes_total"]
+                self.audit.action(
+                    "reload",
+                    outcome="loaded",
+                    from_plan=old.content_hash,
+                    to_plan=plan.content_hash,
+                    changes=changes,
+                )
+                for action, fields in access_changes(old.source.access, plan.source.access):
+                    self.audit.action(action, **fields)
             return True
 
     async def _read_plan(self, source: PlanSource) -> RuntimePlan:
@@ -371,6 +405,10 @@ class Gateway:
             "changes": [],
             "changes_total": 0,
         }
+        if self.audit is not None:
+            self.audit.action(
+                "reload", outcome="refused", from_plan=self.plan.content_hash, to_plan=None, error=reason
+            )
         return False
 
     def _with_plan_header(self, send: Send) -> Send:
@@ -383,6 +421,8 @@ class Gateway:
 
         return send_with_header
 
+
+_KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (for the audit line only)
 
 MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
 

@@ -25,8 +25,10 @@ from interlock.runtime.health import iso_utc
 from interlock.runtime.router import CandidateRefused
 
 if TYPE_CHECKING:
+    from interlock.runtime.audit import AuditLog
     from interlock.runtime.plan import Target
     from interlock.runtime.router import Answered
+    from interlock.runtime.tracing.otel import RequestTrace
 
 log = logging.getLogger("interlock.access")
 
@@ -51,6 +53,7 @@ class RequestRecord:
         "status",
         "stream",
         "target",
+        "trace",
         "usage",
         "wall",
     )
@@ -68,6 +71,7 @@ class RequestRecord:
         self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
         self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
         self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
+        self.trace: RequestTrace | None = None  # the request's span, when tracing is on
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +118,14 @@ class Journal:
     objects, caller lookup and locks cost several times the line itself (bench/hot_path.py).
     """
 
-    def __init__(self, *, access_log: BinaryIO | None = None, size: int = RECENT_EVENTS) -> None:
+    def __init__(
+        self, *, access_log: BinaryIO | None = None, audit: AuditLog | None = None, size: int = RECENT_EVENTS
+    ) -> None:
         self.access_log = access_log
+        self.audit = audit  # the audit log, when on: one queued event per request
         self.events: deque[Event] = deque(maxlen=size)
         self.requests = 0
-        self._clock = _Clock()
+        self._clock = MillisClock()
         self._id_prefix = secrets.token_hex(6)  # this process's ids: random prefix, then a counter
         self._ids = 0
 
@@ -144,6 +151,8 @@ class Journal:
         )
         if fell_back or record.status >= 400 or record.error is not None:
             self.events.append(self._event(record))
+        if self.audit is not None:
+            self.audit.request(record)
         stream = self.access_log
         if stream is not None:
             try:
@@ -178,7 +187,7 @@ class Journal:
         upstream = answered.upstream_s if answered is not None else None
         queued = answered.queued_s if answered is not None else None
         attempts = answered.attempts if answered is not None else _outcomes(record.error)
-        usage = _usage(answered.result) if answered is not None and not record.stream else None
+        usage = usage_of(record)
         return {
             "time": self._clock.iso(record.wall),
             "request_id": record.id.decode(),
@@ -216,8 +225,18 @@ def _outcomes(error: BaseException | None) -> tuple[CandidateOutcome, ...]:
     return error.outcomes if isinstance(error, AllCandidatesFailed) else ()
 
 
-def _usage(result: Any) -> dict[str, int] | None:
-    usage = result.get("usage") if isinstance(result, dict) else None
+def usage_of(record: RequestRecord) -> dict[str, int] | None:
+    """The token counts the upstream reported: the answer's ``usage``, or a stream's usage chunk."""
+    answered = record.answered
+    if answered is None:
+        return None
+    if record.stream:
+        return _counts(record.usage)
+    result = answered.result
+    return _counts(result.get("usage") if isinstance(result, dict) else None)
+
+
+def _counts(usage: Any) -> dict[str, int] | None:
     if not isinstance(usage, dict):
         return None
     kept = {
@@ -232,8 +251,9 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
 
-class _Clock:
-    """ISO 8601 UTC with milliseconds, formatting the date and time once per second."""
+class MillisClock:
+    """ISO 8601 UTC with milliseconds, formatting the date and time once per second (one per writer:
+    the access log's, the audit log's)."""
 
     __slots__ = ("prefix", "second")
 

@@ -341,6 +341,8 @@ def handler(surface: Surface) -> Handler:
 async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     endpoint = surface.operation
     record = RequestRecord(endpoint, gateway.journal.request_id(scope["headers"]))
+    if gateway.tracing is not None:
+        record.trace = gateway.tracing.begin(scope, record)
     started = record.started
     plan = gateway.plan  # in-flight requests finish on the plan they started with
     metrics = gateway.metrics
@@ -356,6 +358,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
             caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
+            record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             if has_budget(caller):  # before the rates: a refused request takes none of them
                 check_credits(gateway.ledger, caller, preflight.needs, plan, target)
@@ -367,13 +370,13 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
-        gateway.journal.finish(record)
+        _finish(gateway, record)
         return
     except GatewayError as exc:
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
-        gateway.journal.finish(record)
+        _finish(gateway, record)
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
@@ -383,6 +386,9 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         status = await (exchange.stream() if parsed.stream else exchange.answer())
     except asyncio.CancelledError:
         if not watch.swallow():
+            if record.trace is not None:  # the server is stopping: the span still ends
+                record.status = 499
+                record.trace.end(record)
             raise
         metrics.client_disconnects.labels(endpoint).inc()
         status = 499
@@ -396,7 +402,14 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     record.status = status
     if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
         gateway.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
+    _finish(gateway, record)
+
+
+def _finish(gateway: Gateway, record: RequestRecord) -> None:
+    """The one end of every request: the journal (access log, events, audit), then the span."""
     gateway.journal.finish(record)
+    if record.trace is not None:
+        record.trace.end(record)
 
 
 class Exchange:

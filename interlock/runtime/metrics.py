@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from interlock.runtime.telemetry.gauges import families as telemetry_families
 
 if TYPE_CHECKING:
+    from interlock.runtime.audit import AuditLog
     from interlock.runtime.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state import SlotBackend
@@ -130,6 +131,7 @@ class StateView:
     health: HealthBook
     slots: SlotBackend
     telemetry: TelemetryBook | None = None
+    audit: AuditLog | None = None
     ledger: Ledger | None = None
 
 
@@ -302,25 +304,44 @@ class _StateCollector(Collector):
         )
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, degraded, fallbacks, info)
+        yield from _audit_families(self.view.audit)
         yield from telemetry_families(self.view.telemetry)
-        if self.view.ledger is not None:
-            yield from usage_families(self.view.ledger)
+        yield from usage_families(self.view.ledger)
 
 
-def usage_families(ledger: Ledger) -> Iterator[Metric]:
-    """The usage ledger's writer: debits waiting for a commit, commits, and store failures."""
+def usage_families(ledger: Ledger | None) -> Iterator[Metric]:
+    """The usage ledger's writer: debits waiting for a commit, commits, and store failures (families
+    without samples when there is no ledger)."""
     waiting = GaugeMetricFamily(
         "interlock_usage_waiting_debits",
         "Debits of this process not yet committed to the usage ledger (what a SIGKILL would lose).",
     )
-    waiting.add_metric([], float(ledger.waiting))
     commits = CounterMetricFamily(
         "interlock_usage_commits", "Batches of debits committed to the usage ledger."
     )
-    commits.add_metric([], float(ledger.flushes))
     failures = CounterMetricFamily(
         "interlock_usage_store_failures",
         "Usage ledger commits and balance refreshes that failed (the debits are kept for the next commit).",
     )
-    failures.add_metric([], float(ledger.failures))
+    if ledger is not None:
+        waiting.add_metric([], float(ledger.waiting))
+        commits.add_metric([], float(ledger.flushes))
+        failures.add_metric([], float(ledger.failures))
     yield from (waiting, commits, failures)
+
+
+def _audit_families(audit: AuditLog | None) -> tuple[Metric, ...]:
+    """The audit log's counters (families without samples when it is off)."""
+    dropped = CounterMetricFamily(
+        "interlock_audit_dropped",
+        "Audit events lost, by reason: queue_full (the writer fell behind), sink_error, closed.",
+        labels=["reason"],
+    )
+    written = CounterMetricFamily("interlock_audit_written", "Audit events written to the audit sink.")
+    queued = GaugeMetricFamily("interlock_audit_queued", "Audit events waiting for the writer.")
+    if audit is not None:
+        for reason, count in audit.dropped.items():
+            dropped.add_metric([reason], float(count))
+        written.add_metric([], float(audit.written))
+        queued.add_metric([], float(len(audit.queue)))
+    return dropped, written, queued

@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from interlock.runtime.errors import (
     AllCandidatesFailed,
@@ -49,6 +49,9 @@ from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import Candidate, Route, Target
 from interlock.runtime.preflight import Preflight
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+
+if TYPE_CHECKING:
+    from interlock.runtime.tracing.otel import Tracing
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -91,12 +94,18 @@ async def _embed(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping
 
 class Router:
     def __init__(
-        self, health: HealthBook, guards: tuple[Guard, ...], adapters: Mapping[str, Adapter], metrics: Metrics
+        self,
+        health: HealthBook,
+        guards: tuple[Guard, ...],
+        adapters: Mapping[str, Adapter],
+        metrics: Metrics,
+        tracing: Tracing | None = None,
     ) -> None:
         self.health = health
         self.guards = guards
         self.adapters = adapters
         self.metrics = metrics
+        self.tracing = tracing  # spans per attempt (``--otel``), else None
 
     async def chat(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
@@ -171,6 +180,8 @@ class Router:
                         worker = admission.route.worker if admission.route else None
                         metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
                 if reason is not None:
+                    if self.tracing is not None:
+                        self.tracing.skipped(candidate, reason)
                     outcomes.append(self._outcome(candidate, reason, None))
                     if preflight is not None:
                         preflight.skipped.append(f"{candidate.id} ({reason})")
@@ -178,10 +189,13 @@ class Router:
                     continue
                 route = admission.route or admission.routes[0]
                 label = route.endpoint.label
+                invoke = call if self.tracing is None else self.tracing.traced(call, target, candidate, route)
                 started = time.perf_counter()
                 try:
                     sent = body if admission.body is None else admission.body
-                    result = await call(self.adapters[candidate.kind], route.endpoint, candidate.model, sent)
+                    result = await invoke(
+                        self.adapters[candidate.kind], route.endpoint, candidate.model, sent
+                    )
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
                     continue
@@ -238,6 +252,8 @@ class Router:
         """A candidate's adapter refused the request: noted for the answer and the skipped header,
         counted as a fallback; nothing against its health."""
         candidate = candidates[index]
+        if self.tracing is not None:
+            self.tracing.skipped(candidate, refusal.reason)
         refusals.append((candidate, refusal))
         outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
         if preflight is not None:

@@ -11,8 +11,6 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.usage.ledger import Ledger
-from interlock.runtime.usage.memory import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 # The one runtime module allowed to import jinja2: the status page's renderer, imported by the first
@@ -91,8 +89,7 @@ def test_only_the_first_ui_request_loads_jinja2(tmp_path: Path, basic_plan: Runt
 
 def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:
     health = HealthBook(basic_plan.health)
-    ledger = Ledger(MemoryStore())
-    metrics = Metrics(StateView(lambda: basic_plan, health, MemorySlots(), None, ledger))
+    metrics = Metrics(StateView(lambda: basic_plan, health, MemorySlots()))
     exposed = set()
     for family in metrics.registry.collect():
         exposed.add(family.name + "_total" if family.type == "counter" else family.name)

@@ -31,6 +31,7 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
+from interlock.runtime.tracing import UPSTREAM_HEADERS
 from interlock.runtime.upstream.base import ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.failures import (
@@ -113,6 +114,9 @@ async def _start(
     base = endpoint.url
     url = (base[:-1] if base.endswith("/") else base) + path
     headers: Mapping[str, str] = endpoint.headers if payload is None else {**endpoint.headers, **JSON_HEADERS}
+    traced = UPSTREAM_HEADERS.get()  # a traced attempt's traceparent; None unless --otel
+    if traced is not None:
+        headers = {**headers, **traced}
     response = await client.session.request(
         method,
         url,
