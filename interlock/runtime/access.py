@@ -10,8 +10,10 @@ Where to hook (credits, audit, tracing): ``lifecycle._handle`` authenticates bef
 and stores the ``Caller`` on ``RequestRecord.caller`` (``journal.py``); the record is finished, with
 its status, candidate and usage, in ``Journal.finish``. ``Caller.key_id`` and ``Caller.tenant`` are
 safe to log (None for an anonymous caller under ``auth: off|optional``); ``Caller.key_limits`` and
-``Caller.tenant_limits`` hold the compiled ``credits``/``credits_unit`` and rates. The secret is never
-on the ``Caller``.
+``Caller.tenant_limits`` hold the compiled ``credits``/``credits_unit`` and rates; the answer's tokens
+(usage) are on ``RequestRecord.tokens``. The secret is never on the ``Caller``. ``Caller.targets``
+holds, per alias whose chain the caller's ``denied`` patterns cut, the alias without those candidates:
+the lifecycle walks that instead (built at plan load, one lookup per request).
 
 Outcomes of ``authenticate``: auth ``off`` -> ``ANONYMOUS`` without reading a header; no key ->
 ``ANONYMOUS`` under ``optional``, ``Unauthenticated`` under ``required``; a key the book does not know
@@ -21,14 +23,19 @@ Outcomes of ``authenticate``: auth ``off`` -> ``ANONYMOUS`` without reading a he
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from interlock.apikeys import key_id_of, parse_hash, verify
-from interlock.patterns import allows
+from interlock.patterns import allows, matches
 from interlock.runtime.errors import ModelNotAllowed, Unauthenticated, whole_seconds
 from interlock.schema.plan import PlanAccess, PlanLimits
+
+if TYPE_CHECKING:
+    from interlock.runtime.plan import Target
 
 Header = tuple[bytes, bytes]
 
@@ -75,6 +82,8 @@ class Caller:
     """Whether each name the plan declares (aliases, candidates) may be called: worked out at load."""
     budgets: tuple[Budget, ...] = ()
     """The key's and the tenant's rates and concurrency (only levels with a limit): ``counters.py``."""
+    targets: Mapping[str, Target] = field(default_factory=dict)
+    """Aliases whose chain holds candidates this caller's ``denied`` names: the alias without them."""
 
     @property
     def anonymous(self) -> bool:
@@ -115,21 +124,35 @@ class KeyBook:
     verified: dict[bytes, Caller] = field(default_factory=dict)  # generated keys seen: SHA-256 -> caller
 
     @classmethod
-    def of(cls, access: PlanAccess, mode: str, env: Mapping[str, str], names: Iterable[str]) -> KeyBook:
+    def of(
+        cls,
+        access: PlanAccess,
+        mode: str,
+        env: Mapping[str, str],
+        aliases: Mapping[str, Target],
+        candidates: Iterable[str],
+    ) -> KeyBook:
         """The book for a plan; ``env`` holds the ``key_env`` secrets (already checked to be set)."""
-        declared = tuple(names)
         by_digest: dict[bytes, Caller] = {}
         by_id: dict[str, tuple[bytes, bytes, Caller]] = {}
         for key_id, key in sorted(access.keys.items()):
             tenant = access.tenants[key.tenant].limits
             levels = (tenant, key.limits)
+            targets = _without_denied(aliases, levels)
+            decided = {n: all(allows(level, n) for level in levels) for n in candidates}
+            for name in aliases:
+                kept = targets.get(name)
+                decided[name] = all(allows(level, name) for level in levels) and (
+                    kept is None or bool(kept.candidates)
+                )
             caller = Caller(
                 key_id=key_id,
                 tenant=key.tenant,
                 key_limits=key.limits,
                 tenant_limits=tenant,
-                decided={n: all(allows(level, n) for level in levels) for n in declared},
+                decided=decided,
                 budgets=_budgets(f"k:{key_id}", key.limits) + _budgets(f"t:{key.tenant}", tenant),
+                targets={name: t for name, t in targets.items() if t.candidates},
             )
             if key.key_env is not None:
                 by_digest[hashlib.sha256(env[key.key_env].encode()).digest()] = caller
@@ -165,6 +188,26 @@ class KeyBook:
         if found is None:
             raise Unauthenticated("the API key sent is not valid for this gateway")
         return found
+
+
+def _without_denied(aliases: Mapping[str, Target], levels: tuple[PlanLimits, ...]) -> dict[str, Target]:
+    """Each alias whose chain holds a candidate a level's ``denied`` names, without those candidates
+    (the last one left never spills); an alias left with none is kept empty (the caller may not call it)."""
+    denied = [row for level in levels for row in level.denied]
+    out: dict[str, Target] = {}
+    if not denied:
+        return out
+    for name, alias in aliases.items():
+        kept = [i for i, c in enumerate(alias.candidates) if not any(matches(row, c.id) for row in denied)]
+        if len(kept) == len(alias.candidates):
+            continue
+        spill = [alias.spill[i] for i in kept]
+        if spill:
+            spill[-1] = None
+        out[name] = dataclasses.replace(
+            alias, candidates=tuple(alias.candidates[i] for i in kept), spill=tuple(spill)
+        )
+    return out
 
 
 def _budgets(name: str, limits: PlanLimits) -> tuple[Budget, ...]:

@@ -252,7 +252,7 @@ class Gateway:
         if record is not None:
             record.status, record.error = 401, exc
             self.metrics.requests.labels(record.endpoint, "401").inc()
-            self.journal.finish(record)
+            self.journal.finish(record, audit=False)  # audited above, as `auth_refused`
 
     async def _method_not_allowed(self, scope: Scope, send: Send) -> None:
         methods, surface = self._paths[scope["path"]]

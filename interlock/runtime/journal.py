@@ -140,8 +140,10 @@ class Journal:
         self._ids += 1
         return b"%s%012x" % (self._id_prefix.encode(), self._ids)
 
-    def finish(self, record: RequestRecord) -> None:
-        """The one call at the end of a request: O(1) unless it must write a log line."""
+    def finish(self, record: RequestRecord, *, audit: bool = True) -> None:
+        """The one call at the end of a request: O(1) unless it must write a log line. ``audit``:
+        False for a request the audit log already holds in another form (a refused key is one
+        ``auth_refused`` security line, ``app.Gateway``)."""
         self.requests += 1
         answered = record.answered
         fell_back = (
@@ -151,7 +153,7 @@ class Journal:
         )
         if fell_back or record.status >= 400 or record.error is not None:
             self.events.append(self._event(record))
-        if self.audit is not None:
+        if audit and self.audit is not None:
             self.audit.request(record)
         stream = self.access_log
         if stream is not None:

@@ -360,6 +360,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
             caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
+            target = caller.targets.get(target.label, target)  # its chain without what it may not use
             if has_budget(caller):  # before the rates: a refused request takes none of them
                 check_credits(gateway.ledger, caller, preflight.needs, plan, target)
             if caller.budgets:

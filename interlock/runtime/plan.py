@@ -396,7 +396,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         candidates=candidates,
         aliases=aliases,
         plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
-        keys=_key_book(plan, env, origin, secrets),
+        keys=_key_book(plan, env, origin, secrets, aliases),
         secrets=tuple(secrets),
         cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
     )
@@ -511,7 +511,13 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
         raise PlanError(f"{origin}: the plan would send broken response headers: " + "; ".join(problems))
 
 
-def _key_book(plan: RoutingPlan, env: Mapping[str, str], origin: str, secrets: list[str]) -> KeyBook | None:
+def _key_book(
+    plan: RoutingPlan,
+    env: Mapping[str, str],
+    origin: str,
+    secrets: list[str],
+    aliases: Mapping[str, Alias],
+) -> KeyBook | None:
     """The caller keys under ``auth: optional|required``; every ``key_env`` variable must be set."""
     if plan.server.auth == "off":
         return None
@@ -525,8 +531,7 @@ def _key_book(plan: RoutingPlan, env: Mapping[str, str], origin: str, secrets: l
                 variable=key.key_env,
             )
         secrets.append(value)
-    names = [*plan.aliases, *plan.candidates]
-    return KeyBook.of(plan.access, plan.server.auth, env, names)
+    return KeyBook.of(plan.access, plan.server.auth, env, aliases, plan.candidates)
 
 
 def _auth_headers(

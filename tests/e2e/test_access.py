@@ -20,6 +20,7 @@ from tests.e2e.harness import Served
 ALICE = "alice-0f4c2b9e-SECRET"
 LIMITED = "limited-77d1e0-SECRET"
 THRIFTY = "thrifty-a93b12-SECRET"
+LOCAL = "local-6e2f90-SECRET"
 GENERATED = new_key("ci")
 CONFIG = """\
 version: 1
@@ -35,13 +36,15 @@ keys:
   ci: {{tenant: ops, hash: "{hash}"}}
   limited: {{tenant: ops, key_env: LIMITED_KEY, requests_per_minute: 2}}
   thrifty: {{tenant: ops, key_env: THRIFTY_KEY, tokens_per_minute: 1}}
+  local-only: {{tenant: ops, key_env: LOCAL_KEY, denied: ["groq/*"]}}
 aliases:
   mana/fast: {{description: fast, chain: [cloud/m-fast]}}
   mana/big: {{description: big, chain: [groq/llama-3.3-70b]}}
+  mana/mixed: {{description: groq first, chain: [groq/g-mixed, cloud/c-mixed]}}
   team/other: {{description: not under mana/, chain: [groq/llama-3.1-8b]}}
 """
 HI = [{"role": "user", "content": "hi"}]
-SECRETS = (ALICE, LIMITED, THRIFTY, GENERATED)
+SECRETS = (ALICE, LIMITED, THRIFTY, LOCAL, GENERATED)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     cloud, groq = FakeOpenAI(name="cloud").start(), FakeOpenAI(name="groq").start()
     config = folder / "interlock.yaml"
     config.write_text(CONFIG.format(cloud=cloud.url, groq=groq.url, hash=hash_key(GENERATED)))
-    env = {"ALICE_KEY": ALICE, "LIMITED_KEY": LIMITED, "THRIFTY_KEY": THRIFTY}
+    env = {"ALICE_KEY": ALICE, "LIMITED_KEY": LIMITED, "THRIFTY_KEY": THRIFTY, "LOCAL_KEY": LOCAL}
     gateway = Served(config, env, folder / "serve.log", "--access-log", "json")
     try:
         yield gateway
@@ -103,14 +106,14 @@ def test_a_key_calls_what_it_may_and_gets_403_for_the_rest(served: Served) -> No
 
 
 def test_listings_show_only_what_the_key_may_use(served: Served) -> None:
-    assert sorted(m.id for m in sdk(served, ALICE).models.list()) == ["mana/big", "mana/fast"]
+    assert sorted(m.id for m in sdk(served, ALICE).models.list()) == ["mana/big", "mana/fast", "mana/mixed"]
     every = sorted(m.id for m in sdk(served, GENERATED).models.list())
     assert "team/other" in every
     assert "groq/llama-3.3-70b" in every
     with pytest.raises(openai.NotFoundError):
         sdk(served, ALICE).models.retrieve("team/other")
     tags = ollama.Client(host=served.url, headers={"Authorization": f"Bearer {ALICE}"}).list()
-    assert sorted(m.model or "" for m in tags.models) == ["mana/big", "mana/fast"]
+    assert sorted(m.model or "" for m in tags.models) == ["mana/big", "mana/fast", "mana/mixed"]
 
 
 def test_rate_limits_answer_429_with_retry_after(served: Served) -> None:
@@ -199,3 +202,36 @@ def test_the_access_log_names_the_key_and_tenant_never_the_secret(served: Served
     assert refused
     assert refused[-1]["error_class"] == "invalid_api_key"
     assert refused[-1]["key"] is None
+
+
+def test_denied_names_leave_an_aliases_chain_for_that_caller(served: Served) -> None:
+    """`denied: [groq/*]` is never sent to groq, even through an alias whose chain starts there."""
+    local = sdk(served, LOCAL)
+    answer = local.chat.completions.with_raw_response.create(model="mana/mixed", messages=HI)  # type: ignore[arg-type]
+    assert answer.headers["x-interlock-resolved"] == "cloud/c-mixed"
+    others = sdk(served, GENERATED).chat.completions.with_raw_response.create(model="mana/mixed", messages=HI)  # type: ignore[arg-type]
+    assert others.headers["x-interlock-resolved"] == "groq/g-mixed"  # another key: the whole chain
+    with pytest.raises(openai.PermissionDeniedError):
+        local.chat.completions.create(model="mana/big", messages=HI)  # type: ignore[arg-type]
+    assert "mana/big" not in [m.id for m in local.models.list()]  # its only candidate is denied
+
+
+def test_403_in_the_anthropic_and_ollama_shapes(served: Served) -> None:
+    claude = anthropic.Anthropic(base_url=served.url, api_key=ALICE, max_retries=0)
+    with pytest.raises(anthropic.PermissionDeniedError) as refused:
+        claude.messages.create(
+            model="team/other", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert refused.value.body == {
+        "type": "error",
+        "error": {
+            "type": "permission_error",
+            "message": "key `alice` (tenant `mana`) may not use the model `team/other`; "
+            "GET /v1/models lists what it may use",
+        },
+    }
+    native = ollama.Client(host=served.url, headers={"Authorization": f"Bearer {ALICE}"})
+    with pytest.raises(ollama.ResponseError) as denied:
+        native.chat(model="team/other", messages=HI)
+    assert denied.value.status_code == 403
+    assert denied.value.error.startswith("key `alice` (tenant `mana`) may not use the model `team/other`")

@@ -47,7 +47,7 @@ NAMES = ("mana/fast", "groq/llama", "local/qwen")
 
 
 def book(mode: str = "required") -> KeyBook:
-    return KeyBook.of(ACCESS, mode, {"ALICE_KEY": "alice-secret-value"}, NAMES)
+    return KeyBook.of(ACCESS, mode, {"ALICE_KEY": "alice-secret-value"}, {}, NAMES)
 
 
 def test_each_outcome_of_authenticate() -> None:

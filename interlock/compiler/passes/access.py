@@ -229,9 +229,15 @@ def _duplicates(ctx: CompileContext) -> None:
 def _some_model(
     ctx: CompileContext, key: ApiKey, tenant: PlanLimits, own: PlanLimits, known: list[str]
 ) -> None:
-    """A key that may call nothing declared is a mistake (its tenant or its own lists shut it out)."""
-    if any(allows(tenant, name) and allows(own, name) for name in known):
-        return
+    """A key that may call nothing declared is a mistake (its tenant or its own lists shut it out; an
+    alias whose every candidate is denied counts as shut)."""
+    denied = [*tenant.denied, *own.denied]
+    for name in known:
+        if not (allows(tenant, name) and allows(own, name)):
+            continue
+        chain = [link.candidate for link in ctx.expanded.get(name, [])] if name in ctx.aliases else [name]
+        if any(not any(matches(row, c) for row in denied) for c in chain):
+            return  # callable, and (an alias) with a candidate left after `denied`
     ctx.sink.add(
         "IL815",
         key.entry.key_span,
