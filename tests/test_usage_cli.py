@@ -110,3 +110,16 @@ def test_since_reads_dates_days_and_the_month() -> None:
             ValueError, match=rf"^--since '{bad}': use YYYY-MM-DD, Nd \(N >= 1\), month or all$"
         ):
             since_day(bad, DEC_15)
+
+
+def test_without_postgresql_the_tests_skip_except_where_it_is_required(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.postgres_server import _missing
+
+    monkeypatch.delenv("INTERLOCK_REQUIRE_POSTGRES", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"^no initdb$"):
+        _missing("no initdb")
+    monkeypatch.setenv("INTERLOCK_REQUIRE_POSTGRES", "1")  # as .ci/run sets it
+    with pytest.raises(pytest.fail.Exception, match=r"^PostgreSQL is required here"):
+        _missing("no initdb")
