@@ -93,6 +93,14 @@ def register(subparsers: Any) -> None:
         help="commit as soon as N debits are waiting, before the interval (default: 256)",
     )
     p.add_argument(
+        "--usage-refresh-ms",
+        type=int,
+        default=5000,
+        metavar="MS",
+        help="read the balances back from the ledger this often, to see other replicas' and workers' "
+        "usage (default: 5000)",
+    )
+    p.add_argument(
         "--audit-log",
         metavar="PATH",
         help="append an audit log to PATH: one JSON line per request (key id, tenant, alias, candidate, "
@@ -277,6 +285,7 @@ def run_serve(args: argparse.Namespace) -> int:
         usage_url=usage_url,
         usage_flush_ms=args.usage_flush_ms,
         usage_flush_debits=args.usage_flush_debits,
+        usage_refresh_ms=args.usage_refresh_ms,
         audit_log=args.audit_log,
         otel=args.otel,
     )
@@ -394,8 +403,8 @@ def usage_store_url(args: argparse.Namespace) -> str | None:
 
     given = args.usage_url or os.environ.get("INTERLOCK_USAGE_URL") or None  # a password stays off argv
     url = store_url(given, args.state_dir)
-    if args.usage_flush_ms < 1 or args.usage_flush_debits < 1:
-        print("interlock serve: --usage-flush-ms and --usage-flush-debits must be >= 1", file=sys.stderr)
+    if min(args.usage_flush_ms, args.usage_flush_debits, args.usage_refresh_ms) < 1:
+        print("interlock serve: the --usage-* numbers must be at least 1", file=sys.stderr)
         return None
     try:
         open_store(url)  # checked now, opened in each process that serves
@@ -410,7 +419,11 @@ def open_ledger(options: Any) -> Any:
     from interlock.runtime.usage import open_store
     from interlock.runtime.usage.ledger import Ledger, LedgerSettings
 
-    settings = LedgerSettings(flush_s=options.usage_flush_ms / 1000, flush_debits=options.usage_flush_debits)
+    settings = LedgerSettings(
+        flush_s=options.usage_flush_ms / 1000,
+        flush_debits=options.usage_flush_debits,
+        refresh_s=options.usage_refresh_ms / 1000,
+    )
     return Ledger(open_store(options.usage_url), settings)
 
 

@@ -53,7 +53,7 @@ def test_a_budget_spent_on_one_replica_is_refused_on_the_other(
     config: Path, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
     url = postgres_server.new_database()
-    flags = ("--usage-url", url, "--usage-flush-ms", "50")
+    flags = ("--usage-url", url, "--usage-flush-ms", "50", "--usage-refresh-ms", "200")
     one = Served(config, ENV, tmp_path / "one.log", *flags)
     two = Served(config, ENV, tmp_path / "two.log", *flags)
     try:
@@ -67,7 +67,7 @@ def test_a_budget_spent_on_one_replica_is_refused_on_the_other(
                 statuses.append(exc.status_code)
                 break
         assert statuses[-1] == 402
-        # the other replica learns of it from PostgreSQL at its next refresh (every 5 s)
+        # the other replica learns of it from PostgreSQL at its next refresh (every 200 ms here)
         wait_until(lambda: chat(two, "LAB_KEY").status_code == 402, 20, "the other replica to refuse")
         assert chat(two, "OTHER_KEY").status_code == 200  # a key without credits: never refused
     finally:
