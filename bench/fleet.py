@@ -3,7 +3,8 @@
 Replays one deterministic mixed workload (several models of different popularity, bursts on one model,
 short and long prompts, short and long answers) against 2-4 simulated GPU boxes
 (``interlock.testing.fake_fleet.FakeGpuBox``: a VRAM budget, model loads, LRU eviction, per-model
-parallelism, paced tokens) through the worker-choice policies that Olla and nginx offer:
+parallelism, paced tokens, one GPU shared by the requests computing on it) through the worker-choice
+policies that Olla and nginx offer:
 
 - first-available: the first worker (in declaration order) below its concurrency limit;
 - round-robin: the next worker in turn;
@@ -15,15 +16,23 @@ policy starts from fresh boxes with the same models preloaded, and replays the s
 The last row, ``interlock (adaptive)``, replays the same schedule through a real ``interlock serve``
 process in front of fresh boxes: worker choice by expected seconds to start (``runtime.scoring``) from
 what the gateway gathers outside the request path (``/api/ps``, ``/api/tags`` and the boxes' telemetry
-documents every probe round, learned service and load times from finished answers), each box declared
-with ``max_concurrent: 4`` (the cap first-available honours; round-robin and least-connections send
-without one) and per-model slots equal to the boxes' parallelism. Its TTFT is measured at the client, on
-the gateway's first SSE chunk (OpenAI format), so it includes the gateway's own overhead.
+documents every probe round, learned service and load times from finished answers), requests that
+cannot start at once waiting in the fleet line (``runtime.fleet``), each box declared with
+``max_concurrent: 4`` (the cap first-available honours; round-robin and least-connections send without
+one; ``--max-concurrent`` changes interlock's) and per-model slots equal to the boxes' parallelism. Its
+TTFT is measured at the client, on the gateway's first SSE chunk (OpenAI format), so it includes the
+gateway's own overhead. No alias has a cloud candidate: every row is local only (spills: 0).
 
-    .venv/bin/python bench/fleet.py [--workers 3] [--requests 300] [--seed 11] [--scale 0.05] [--json FILE]
+Above the table, three references computed from the schedule alone (``bounds``): the floor (each
+request's prompt and first token with the GPU to itself), a relaxed oracle (no loads, no GPU sharing)
+and an ideal dispatcher that never loads on GPUs shared as the boxes share them (``never_loading``).
 
-``--scale`` shrinks time: a 2 s model load becomes 100 ms at 0.05, and token rates grow by 1/scale, so
-every figure is in simulated milliseconds times the scale. Compare figures of the same run only.
+    .venv/bin/python bench/fleet.py [--workers 3] [--requests 300] [--seed 11] [--scale 0.25] [--json FILE]
+
+``--scale`` shrinks time: a 2 s model load becomes 500 ms at 0.25, and token rates grow by 1/scale, so
+every figure is in simulated milliseconds times the scale. Compare figures of the same run only. At
+0.05 the gateway's own CPU (relaying a token every 0.45 ms per stream) weighs on its row on a small
+machine; 0.25 is the default.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -78,6 +88,7 @@ class Outcome:
     ttft_s: float | None
     error: str | None
     worker: int
+    spilled: bool = False  # answered by a candidate other than the local one (a cloud spill-over)
 
 
 @dataclass
@@ -87,6 +98,7 @@ class Result:
     errors: int
     loads: int
     evictions: int
+    spills: int = 0
     ttft_s: dict[str, float] = field(default_factory=dict)
     per_worker: list[int] = field(default_factory=list)
     wall_s: float = 0.0
@@ -128,11 +140,115 @@ def sim_models(scale: float) -> list[SimModel]:
             vram,
             load_s=load * scale,
             tokens_per_s=tps / scale,
-            prompt_tokens_per_s=3000.0 / scale,
+            prompt_tokens_per_s=PROMPT_TOKENS_PER_S / scale,
             parallel=PARALLEL,
         )
         for name, vram, load, tps, _ in MODELS
     ]
+
+
+# ----- what no policy can beat: computed from the schedule, no boxes -----
+
+PROMPT_TOKENS_PER_S = 3000.0  # real seconds, every model (as `sim_models` builds them)
+ANSWER_CAP = 400  # tokens in REPLY: no answer is longer
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    floor_s: dict[str, float]  # each request's prompt and first token with the GPU to itself
+    oracle_s: dict[str, float]  # the relaxed oracle (see `bounds`)
+    shared_s: dict[str, float]  # the never-loading dispatcher on shared GPUs (see `never_loading`)
+
+
+def bounds(jobs: Sequence[Job], workers: int) -> Bound:
+    """TTFT percentiles (simulated seconds) that bound every policy on these boxes, from the schedule.
+
+    - floor: a request's first token needs its prompt processed and one token made, at the model's
+      full speed (the GPU to itself); nothing a policy does makes that shorter.
+    - relaxed oracle: every model resident on every box from the start (no load, no eviction, VRAM
+      ignored), no GPU sharing (every request at full speed, however many run), and each model's
+      requests started in arrival order on the first of the fleet's ``workers x PARALLEL`` slots for
+      it that frees (Ollama's per-model parallelism is the one limit kept). Every relaxation only
+      helps, so a policy on the simulator does no better than this schedule unless it reorders
+      requests (FIFO per model is what every policy here does)."""
+    speeds = {m[0]: m[3] for m in MODELS}
+    floor: list[float] = []
+    oracle: list[float] = []
+    free_at: dict[str, list[float]] = {m[0]: [0.0] * (workers * PARALLEL) for m in MODELS}
+    for job in sorted(jobs, key=lambda j: j.at_s):
+        first = job.prompt_words / PROMPT_TOKENS_PER_S + 1 / speeds[job.model]
+        service = (
+            job.prompt_words / PROMPT_TOKENS_PER_S + min(job.answer_tokens, ANSWER_CAP) / speeds[job.model]
+        )
+        slots = free_at[job.model]
+        slot = min(range(len(slots)), key=slots.__getitem__)
+        start = max(job.at_s, slots[slot])
+        slots[slot] = start + service
+        floor.append(first)
+        oracle.append(start - job.at_s + first)
+    return Bound(_percentiles(floor), _percentiles(oracle), _percentiles(never_loading(jobs, workers)))
+
+
+def never_loading(jobs: Sequence[Job], workers: int) -> list[float]:
+    """TTFTs (simulated s) of an ideal dispatcher on boxes that share their GPU as the simulator does,
+    but never load: every model resident on every box (VRAM ignored), ``PARALLEL`` slots per model
+    per box, each model's requests in arrival order, each started as soon as a slot for it is free,
+    on the box with the fewest requests computing. Exact processor sharing (event to event): with n
+    requests on a box each advances at 1/n of its full speed."""
+    speeds = {m[0]: m[3] for m in MODELS}
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i].at_s)
+    first_work = [
+        jobs[i].prompt_words / PROMPT_TOKENS_PER_S + 1 / speeds[jobs[i].model] for i in range(len(jobs))
+    ]
+    work = [
+        jobs[i].prompt_words / PROMPT_TOKENS_PER_S
+        + min(jobs[i].answer_tokens, ANSWER_CAP) / speeds[jobs[i].model]
+        for i in range(len(jobs))
+    ]
+    done = [0.0] * len(jobs)  # work done so far
+    ttft = [math.nan] * len(jobs)
+    boxes: list[list[int]] = [[] for _ in range(workers)]  # requests computing per box
+    waiting: dict[str, list[int]] = {m[0]: [] for m in MODELS}
+    now, next_job = 0.0, 0
+
+    def start() -> None:
+        for model, line in waiting.items():
+            while line:
+                open_boxes = [
+                    b for b in range(workers) if sum(jobs[i].model == model for i in boxes[b]) < PARALLEL
+                ]
+                if not open_boxes:
+                    break
+                box = min(open_boxes, key=lambda b: (len(boxes[b]), b))
+                boxes[box].append(line.pop(0))
+
+    while next_job < len(order) or any(boxes) or any(waiting.values()):
+        # the next event: an arrival, a first token, or a request finishing
+        step = jobs[order[next_job]].at_s - now if next_job < len(order) else math.inf
+        for running in boxes:
+            for i in running:
+                left = (first_work[i] - done[i]) if math.isnan(ttft[i]) else (work[i] - done[i])
+                step = min(step, max(left, 0.0) * len(running))
+        for running in boxes:
+            for i in running:
+                done[i] += step / len(running)
+        now += step
+        for running in boxes:
+            for i in list(running):
+                if math.isnan(ttft[i]) and done[i] >= first_work[i] - 1e-9:
+                    ttft[i] = now - jobs[i].at_s
+                if done[i] >= work[i] - 1e-9:
+                    running.remove(i)
+        while next_job < len(order) and jobs[order[next_job]].at_s <= now + 1e-12:
+            waiting[jobs[order[next_job]].model].append(order[next_job])
+            next_job += 1
+        start()
+    return ttft
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {p: _percentile(ordered, q) for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))}
 
 
 # ----- the policies: what a proxy without model awareness can do -----
@@ -189,6 +305,7 @@ def result(
         errors=sum(1 for o in outcomes if o.error is not None),
         loads=sum(b.loads for b in boxes),
         evictions=sum(b.evictions for b in boxes),
+        spills=sum(1 for o in outcomes if o.spilled),
         ttft_s={p: _percentile(ttfts, q) / scale for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
         per_worker=[sum(1 for o in outcomes if o.worker == i) for i in range(len(boxes))],
         wall_s=wall,
@@ -238,11 +355,13 @@ aliases:
 """
 
 
-def gateway_config(boxes: Sequence[FakeGpuBox], scale: float, routing: str = "{}") -> str:
+def gateway_config(
+    boxes: Sequence[FakeGpuBox], scale: float, routing: str = "{}", max_concurrent: int = MAX_CONCURRENT
+) -> str:
     """Each box as a worker (slots as the proxies have them, per model as the box runs them, telemetry
     from the box's document); one alias per model; probes every 5 simulated seconds."""
     workers = "\n".join(
-        f'      - {{name: {b.name}, url: "{b.url}", max_concurrent: {MAX_CONCURRENT}, '
+        f'      - {{name: {b.name}, url: "{b.url}", max_concurrent: {max_concurrent}, '
         f'model_concurrency: {{"*": {PARALLEL}}}, queue: {{max_waiting: 1000, max_wait: 300s}}, '
         f'telemetry: {{url: "{b.url}/telemetry"}}}}'
         for b in boxes
@@ -285,12 +404,14 @@ def start_gateway(config: str, folder: Path) -> tuple[subprocess.Popen[bytes], s
     return proc, line.split()[2]
 
 
-async def replay_interlock(jobs: Sequence[Job], workers: int, scale: float, routing: str = "{}") -> Result:
+async def replay_interlock(
+    jobs: Sequence[Job], workers: int, scale: float, routing: str = "{}", max_concurrent: int = MAX_CONCURRENT
+) -> Result:
     boxes = await fresh_boxes(workers, scale)
     index = {b.name: i for i, b in enumerate(boxes)}
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="interlock-fleet-") as tmp:
-        proc, url = start_gateway(gateway_config(boxes, scale, routing), Path(tmp))
+        proc, url = start_gateway(gateway_config(boxes, scale, routing, max_concurrent), Path(tmp))
         try:
             connector = aiohttp.TCPConnector(limit=0)
             timeout = aiohttp.ClientTimeout(total=300)
@@ -341,6 +462,7 @@ async def _call_gateway(http: aiohttp.ClientSession, url: str, job: Job, index: 
     try:
         async with http.post(f"{url}/v1/chat/completions", data=orjson.dumps(body)) as response:
             worker = index.get(response.headers.get("x-interlock-worker", ""), -1)
+            spilled = not response.headers.get("x-interlock-resolved", "local/").startswith("local/")
             if response.status != 200:
                 await response.read()
                 return Outcome(None, f"HTTP {response.status}", worker)
@@ -348,10 +470,10 @@ async def _call_gateway(http: aiohttp.ClientSession, url: str, job: Job, index: 
                 if ttft is None and line.startswith(b"data: {"):
                     ttft = time.perf_counter() - sent
                 if line.startswith(b"data: {") and b'"error"' in line:
-                    return Outcome(ttft, "stream error", worker)
+                    return Outcome(ttft, "stream error", worker, spilled)
     except (aiohttp.ClientError, TimeoutError) as exc:
         return Outcome(ttft, type(exc).__name__, worker)
-    return Outcome(ttft, None, worker)
+    return Outcome(ttft, None, worker, spilled)
 
 
 async def _call(http: aiohttp.ClientSession, url: str, job: Job, worker: int) -> Outcome:
@@ -388,14 +510,15 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def table(results: Sequence[Result], scale: float) -> str:
     head = (
-        f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p95 | TTFT p99 | errors | requests per worker"
+        f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p95 | TTFT p99 | spills | errors "
+        "| requests per worker"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         t = r.ttft_s
         lines.append(
             f"{r.policy:<22}| {r.loads:>5} | {r.evictions:>9} | {t['p50']:>6.2f} s | {t['p95']:>6.2f} s "
-            f"| {t['p99']:>6.2f} s | {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
+            f"| {t['p99']:>6.2f} s | {r.spills:>6} | {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
         )
     lines.append(
         f"TTFT in simulated seconds (measured / {scale:g}): a 2 s model load ran in {2 * scale * 1000:.0f} ms"
@@ -410,11 +533,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3, choices=(2, 3, 4))
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--scale", type=float, default=0.05, help="simulated time per real second")
+    parser.add_argument("--scale", type=float, default=0.25, help="real seconds per simulated second")
     parser.add_argument(
         "--policy", action="append", choices=[*sorted(POLICIES), INTERLOCK], help="(default: all)"
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=MAX_CONCURRENT,
+        help="interlock's max_concurrent per box (first-available's cap stays MAX_CONCURRENT)",
+    )
+    parser.add_argument("--bounds-only", action="store_true", help="print the bounds, replay nothing")
     parser.add_argument(
         "--routing",
         default="{}",
@@ -428,10 +558,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.workers} boxes x {VRAM_GIB:g} GiB, preloaded {', '.join(PRELOAD)}; per model: "
         + ", ".join(f"{k} {v}" for k, v in counts.items())
     )
+    bound = bounds(jobs, args.workers)
+    rows = (
+        ("floor", bound.floor_s),
+        ("relaxed oracle", bound.oracle_s),
+        ("never-loading, shared", bound.shared_s),
+    )
+    for label, figures in rows:
+        print(
+            f"{label:<22}  TTFT p50 {figures['p50']:.2f} s, p95 {figures['p95']:.2f} s, "
+            f"p99 {figures['p99']:.2f} s (computed from the schedule: see `bounds`)"
+        )
+    if args.bounds_only:
+        return 0
     results = []
     for name in args.policy or [*POLICIES, INTERLOCK]:
         if name == INTERLOCK:
-            results.append(asyncio.run(replay_interlock(jobs, args.workers, args.scale, args.routing)))
+            row = replay_interlock(jobs, args.workers, args.scale, args.routing, args.max_concurrent)
+            results.append(asyncio.run(row))
         else:
             results.append(asyncio.run(replay(name, POLICIES[name](), jobs, args.workers, args.scale)))
     print(table(results, args.scale))

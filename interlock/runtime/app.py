@@ -24,6 +24,7 @@ from interlock.runtime.audit import AuditLog
 from interlock.runtime.audit.keys import access_changes
 from interlock.runtime.errors import Unauthenticated
 from interlock.runtime.facts import FactsTable
+from interlock.runtime.fleet import FleetLine
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.context import ContextGuard
@@ -123,9 +124,16 @@ class Gateway:
         self.ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)  # usage, credits
         self.audit = audit  # the audit log (``--audit-log``), when on
         self.tracing = tracing  # OpenTelemetry spans (``--otel``), when on
-        self.metrics = Metrics(
-            StateView(lambda: self.plan, self.health, self.slots, self.telemetry, audit, self.ledger)
+        view = StateView(
+            lambda: self.plan,
+            self.health,
+            self.slots,
+            self.telemetry,
+            audit,
+            lambda candidate: self.fleet.waiting(candidate),  # the fleet line is made below
+            self.ledger,
         )
+        self.metrics = Metrics(view)
         self.adapters: dict[str, Adapter] = {}
         self.facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
         self.speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
@@ -139,11 +147,14 @@ class Gateway:
             clock=clock,
             wall=wall,
         )
+        self.fleet = FleetLine(
+            self.slots, self.scorer, lambda: self.plan.routing, lambda: self.plan.workers, clock=clock
+        )  # requests waiting for any of a candidate's workers (one process's slots only)
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky),
+            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
             OllamaOptionsGuard(self.facts),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics, tracing)

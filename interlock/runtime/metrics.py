@@ -132,6 +132,7 @@ class StateView:
     slots: SlotBackend
     telemetry: TelemetryBook | None = None
     audit: AuditLog | None = None
+    fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
     ledger: Ledger | None = None
 
 
@@ -286,6 +287,14 @@ class _StateCollector(Collector):
             in_use.add_metric([name], float(share.in_use))
             waiting.add_metric([name], float(share.waiting))
             rejected.add_metric([name], float(share.rejected))
+        line = GaugeMetricFamily(
+            "interlock_fleet_waiting",
+            "Requests of this process waiting in the candidate's fleet line (for any of its workers).",
+            labels=["candidate"],
+        )
+        if self.view.fleet_waiting is not None:
+            for cid in plan.candidates:
+                line.add_metric([cid], float(self.view.fleet_waiting(cid)))
         slots = self.view.slots
         degraded = GaugeMetricFamily(
             "interlock_state_degraded",
@@ -303,7 +312,8 @@ class _StateCollector(Collector):
             "interlock_plan_info", "1, labelled with the plan being served.", labels=["plan"]
         )
         info.add_metric([plan.content_hash], 1.0)
-        yield from (providers, endpoints, circuits, in_use, waiting, rejected, degraded, fallbacks, info)
+        yield from (providers, endpoints, circuits, in_use, waiting, rejected, line)
+        yield from (degraded, fallbacks, info)
         yield from _audit_families(self.view.audit)
         yield from telemetry_families(self.view.telemetry)
         yield from usage_families(self.view.ledger)

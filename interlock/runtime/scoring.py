@@ -134,13 +134,20 @@ class Scorer:
         self._queued: dict[tuple[str, str], int] = {}  # (worker, model) -> requests waiting for a slot
 
     def order(
-        self, candidate: Candidate, routes: tuple[Route, ...], settings: RoutingSettings
+        self,
+        candidate: Candidate,
+        routes: tuple[Route, ...],
+        settings: RoutingSettings,
+        *,
+        ahead: int | None = None,
     ) -> tuple[Route, ...]:
-        """``routes`` best first (stable: ties keep plan order)."""
+        """``routes`` best first (stable: ties keep plan order). ``ahead``: a fleet line's waiter, with
+        that many waiters before it; they count as queued on every full worker, instead of the
+        worker's own queue."""
         if len(routes) < 2 or candidate.kind != "ollama":
             return routes
         service = self._fleet_service(candidate, routes)
-        scored = [self.rate(route, candidate, settings, service) for route in routes]
+        scored = [self.rate(route, candidate, settings, service, ahead) for route in routes]
         ranked = sorted(range(len(routes)), key=lambda i: scored[i])
         return tuple(routes[i] for i in ranked)
 
@@ -217,7 +224,12 @@ class Scorer:
         return -self.rate(route, candidate, settings, DEFAULT_SERVICE_S)[2]
 
     def rate(
-        self, route: Route, candidate: Candidate, settings: RoutingSettings, fleet_service: float
+        self,
+        route: Route,
+        candidate: Candidate,
+        settings: RoutingSettings,
+        fleet_service: float,
+        line_ahead: int | None = None,
     ) -> tuple[bool, float, float]:
         """The sort key of ``route``: (last resort, expected seconds, −points)."""
         worker = route.worker
@@ -272,6 +284,8 @@ class Scorer:
         if not free:  # behind the model's own queue when its slots are full, else the worker's
             model_full = busy.get(candidate.model, 0) >= slots
             ahead_n = self._queued.get((worker, candidate.model), 0) if model_full else waiting
+            if line_ahead is not None:
+                ahead_n = line_ahead
             expected = (ahead_n + 1) * service / slots
         ahead_s = max(self._room_at.get(label, 0.0) - now, 0.0)  # a load sent there waits for room
         load_s = room_s = 0.0

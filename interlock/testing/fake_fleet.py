@@ -9,16 +9,21 @@ render tags, show, chat and embed answers), and adds the physics a routing polic
   so a load that cannot make room waits until it can, and (as in Ollama's scheduler) the requests that
   arrived after it wait behind it; a model larger than the whole budget is refused with Ollama's 500;
 - per-model parallelism (``parallel``, Ollama's ``OLLAMA_NUM_PARALLEL``): further requests queue;
-- prompt processing (``prompt_tokens_per_s``) and output speed (``tokens_per_s``): stream chunks, one
-  token each, are paced; the final message's ``load_duration``, ``prompt_eval_duration`` and
-  ``eval_duration`` tell the truth;
+- prompt processing (``prompt_tokens_per_s``) and output speed (``tokens_per_s``), each a model's speed
+  when it has the GPU to itself: stream chunks, one token each, are paced; the final message's
+  ``load_duration``, ``prompt_eval_duration`` and ``eval_duration`` tell the truth;
+- one GPU shared: requests computing at once (processing a prompt or generating, of one model or of
+  several) share the box's throughput equally, so with ``n`` computing each advances at 1/n of its solo
+  speed (processor sharing, in steps of one token or ``PROMPT_STEP`` prompt tokens; no batching gain is
+  assumed). A request waiting for a slot, a load or room does not compute; a load takes ``load_s``
+  whatever else runs;
 - ``/api/ps`` lists exactly the loaded models with their VRAM, ``/api/tags`` the installed ones;
   ``GET /telemetry`` serves a telemetry sidecar's document with the box's true VRAM use.
 
 Invariants: ``vram_in_use() <= vram_bytes``; a model is loaded or loading, or neither; ``running`` of a
-model never exceeds its ``parallel``. Everything runs on the box's event loop, so state changes are
-atomic between awaits; ``until(predicate)`` lets a test wait on state instead of time, and ``hold()``
-stops generation (after any load) until ``release()``.
+model never exceeds its ``parallel``; ``computing`` never exceeds ``running()``. Everything runs on the
+box's event loop, so state changes are atomic between awaits; ``until(predicate)`` lets a test wait on
+state instead of time, and ``hold()`` stops generation (after any load) until ``release()``.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from interlock.testing.server import (
 _NDJSON = "application/x-ndjson"
 _SIMULATED = frozenset({("POST", "/api/chat"), ("POST", "/api/embed")})
 GIB = 1024**3
+PROMPT_STEP = 64  # prompt tokens processed per step of the shared GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +137,8 @@ class FakeGpuBox(FakeServer):
         self._line: list[int] = []  # tickets of requests waiting for their model, in arrival order
         self._go = asyncio.Event()
         self._go_set = True
+        self.computing = 0  # requests processing a prompt or generating now (they share the GPU)
+        self.peak_computing = 0
 
     # ----- what tests and benchmarks read -----
 
@@ -347,28 +355,49 @@ class FakeGpuBox(FakeServer):
     ) -> None:
         body = incoming.body if isinstance(incoming.body, dict) else {}
         prompt_tokens = count_words(body.get("messages")) if incoming.path == "/api/chat" else 1
-        timing.prompt_s = prompt_tokens / sim.prompt_tokens_per_s
-        await asyncio.sleep(timing.prompt_s)
-        if not self._go_set:
-            await self._go.wait()
         token_s = 1.0 / sim.tokens_per_s
-        if isinstance(answer, StreamAnswer):
-            conn.start_chunked(200, answer.content_type)
-            *tokens, final = answer.frames
-            for frame in tokens:
-                await asyncio.sleep(token_s)
-                timing.eval_s += token_s
-                conn.write_chunk(frame)
-            conn.write_chunk(_with_timing(final, timing))
-            conn.write_chunk(answer.trailer)
-            conn.end_chunked()
-            return
-        assert isinstance(answer, JsonAnswer)
-        count = answer.obj.get("eval_count", 0) if isinstance(answer.obj, dict) else 0
-        timing.eval_s = count * token_s
-        await asyncio.sleep(timing.eval_s)
+        self._computing(+1)
+        try:
+            while prompt_tokens > 0:
+                step = min(prompt_tokens, PROMPT_STEP)
+                prompt_tokens -= step
+                timing.prompt_s += await self._share(step / sim.prompt_tokens_per_s)
+            if not self._go_set:
+                self._computing(-1)  # held: not computing
+                try:
+                    await self._go.wait()
+                finally:
+                    self._computing(+1)
+            if isinstance(answer, StreamAnswer):
+                conn.start_chunked(200, answer.content_type)
+                *tokens, final = answer.frames
+                for frame in tokens:
+                    timing.eval_s += await self._share(token_s)
+                    conn.write_chunk(frame)
+                conn.write_chunk(_with_timing(final, timing))
+                conn.write_chunk(answer.trailer)
+                conn.end_chunked()
+                return
+            assert isinstance(answer, JsonAnswer)
+            count = answer.obj.get("eval_count", 0) if isinstance(answer.obj, dict) else 0
+            for _ in range(count):
+                timing.eval_s += await self._share(token_s)
+        finally:
+            self._computing(-1)
         obj = {**answer.obj, **_durations(timing)} if isinstance(answer.obj, dict) else answer.obj
         await self._finish(self._send(conn, replace(answer, obj=obj), None))
+
+    async def _share(self, solo_s: float) -> float:
+        """Do ``solo_s`` seconds of work (its time with the GPU to itself) while sharing the GPU with
+        every request computing now: it takes ``solo_s`` x their number. Returns the time it took."""
+        took = solo_s * max(1, self.computing)
+        await asyncio.sleep(took)
+        return took
+
+    def _computing(self, step: int) -> None:
+        self.computing += step
+        self.peak_computing = max(self.peak_computing, self.computing)
+        self._notify()
 
     # ----- state plumbing -----
 

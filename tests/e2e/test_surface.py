@@ -43,7 +43,8 @@ def test_health_reports_providers_workers_and_candidates(gateway: Served) -> Non
     report = gateway.health()
     assert report["ready"] is True
     assert set(report) == {"plan", "ready", "providers", "workers", "slot_state", "usage", "candidates"}
-    assert report["slot_state"] == {"scope": "process", "degraded": False}  # one process: its own table
+    # one process: its own table, and the fleet line (nothing waits in it)
+    assert report["slot_state"] == {"scope": "process", "degraded": False, "fleet_waiting": {}}
     assert report["providers"]["box"]["endpoints"][0]["endpoint"] == "box@box1"
     assert report["providers"]["dead"]["probe"] is False
     assert report["workers"]["box1"]["max_concurrent"] == 2

@@ -157,3 +157,26 @@ def test_a_client_that_leaves_gives_its_slot_back() -> None:
         assert (await chat(http, "model-a:1b"))[0] == 200
 
     run(test, models=[A], vram_bytes=4 * GIB)
+
+
+def test_requests_computing_at_once_share_the_gpu_whatever_their_model() -> None:
+    async def test(box: FakeGpuBox, http: aiohttp.ClientSession) -> None:
+        box.preload("model-a:1b", "model-b:1b")
+        status, frames = await chat(http, "model-a:1b")
+        assert status == 200
+        solo = frames[-1]
+        tokens = solo["eval_count"]
+        assert solo["eval_duration"] == pytest.approx(tokens * 1_000_000, rel=1e-6)  # alone: full speed
+        box.hold()
+        calls = [asyncio.create_task(chat(http, m)) for m in ("model-a:1b", "model-b:1b")]
+        await box.until(lambda: box.running() == 2 and box.computing == 0)  # both held after the prompt
+        box.release()
+        shared = [(await c)[1][-1] for c in calls]
+        assert box.peak_computing == 2
+        assert box.computing == 0
+        # each token but at most the first and last was made beside the other request: twice as long
+        for final in shared:
+            assert final["eval_duration"] >= (2 * tokens - 2) * 1_000_000
+        assert box.loads == 0
+
+    run(test, models=[A, B], vram_bytes=5 * GIB)

@@ -10,7 +10,11 @@ other would load it). When the chosen worker has no free slot: a candidate that 
 (``on_saturation: fallback`` and a next candidate in the chain) is skipped at once with reason
 ``saturated``; under ``queue`` with ``fallback_after``, one is skipped with reason ``expected_wait`` when
 (requests queued there + 1) x the learned service time / the model's slots exceeds it (not yet learned:
-it queues); otherwise the request waits in that worker's queue. A full queue, or a wait past
+it queues); otherwise the request waits: in the candidate's fleet line (``runtime.fleet``: unbound,
+dispatched to whichever worker can start it soonest, re-chosen whenever a slot frees) when the
+candidate has several workers, the session is not pinned and the slots are this process's; else in that
+worker's queue (bound on arrival). A request under ``queue`` does not overtake the fleet line: while
+the line has waiters, a newcomer joins it. A full queue or line, or a wait past
 ``max_wait``, ends the request with 429 + ``Retry-After`` (a busy worker under ``queue`` is
 back-pressure, not a failure). Candidates of OpenAI-compatible providers have no slot limit and pass
 at once. Where the slots live (this process, the host's supervisor, Redis) is the ``SlotBackend``'s
@@ -23,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from interlock.runtime.fleet import FleetLine
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.plan import Candidate, Route, RoutingSettings
 from interlock.runtime.scoring import Scorer
@@ -37,21 +42,24 @@ class SlotGuard(Guard):
         scorer: Scorer,
         settings: Callable[[], RoutingSettings],
         sticky: StickyTable | None = None,
+        fleet: FleetLine | None = None,
     ) -> None:
         self.slots = slots
         self.scorer = scorer
         self.settings = settings
         self.sticky = sticky if sticky is not None else StickyTable()
+        self.fleet = fleet  # None: every request is bound to one worker's queue on arrival
 
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         candidate = admission.candidate
         settings = self.settings()
         sticky, key = settings.sticky, None
-        route = None
+        route = pinned_route = None
         if sticky is not None and len(candidate.routes) > 1 and admission.preflight is not None:
             key = session_key(candidate.id, admission.preflight.session, body, sticky.prefix_bytes)
             pinned = self.sticky.worker(key, sticky) if key is not None else None
             route = next((r for r in admission.routes if r.worker == pinned), None) if pinned else None
+            pinned_route = route
         if route is None:
             route = self.scorer.order(candidate, admission.routes, settings)[0]
         if key is not None and sticky is not None and route.worker is not None:
@@ -59,37 +67,62 @@ class SlotGuard(Guard):
         if route.worker is None or route.slot_limit is None:
             admission.route = route
             return None
+        fleet = self.fleet
+        if fleet is not None and (len(admission.routes) < 2 or pinned_route is not None or not fleet.usable):
+            fleet = None  # nothing to re-choose, or a worker of its own: bound on arrival
+        spill = admission.spill
+        own = settings.worker_saturation.get(route.worker)
+        if own == "queue":
+            spill = None
+        elif own == "fallback":
+            spill = 0.0 if admission.has_next else None
         model, slots = candidate.model, self.slots
-        lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False)
+        lease = None
+        if fleet is None or spill == 0 or not fleet.waiting(candidate.id):  # never overtake the line
+            lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False)
         if lease is None:
-            spill = admission.spill
-            own = settings.worker_saturation.get(route.worker)
-            if own == "queue":
-                spill = None
-            elif own == "fallback":
-                spill = 0.0 if admission.has_next else None
             if spill == 0:
                 return "saturated"
-            if spill is not None and self._expected_wait(candidate, route) > spill:
+            if spill is not None and self._expected_wait(candidate, route, fleet) > spill:
                 return "expected_wait"
             admission.route = route
             started = time.perf_counter()
-            self.scorer.queue(route.worker, model, +1)
             try:
-                lease = await slots.acquire(route.worker, model, route.slot_limit, wait=True)
+                if fleet is not None:
+                    await self._line_up(admission, fleet, key)
+                    return None
+                self.scorer.queue(route.worker, model, +1)
+                try:
+                    lease = await slots.acquire(route.worker, model, route.slot_limit, wait=True)
+                finally:
+                    self.scorer.queue(route.worker, model, -1)
             finally:
-                self.scorer.queue(route.worker, model, -1)
                 admission.queued_s = time.perf_counter() - started
-        admission.route, admission.lease = route, lease
+        admission.route = route
+        assert lease is not None
+        admission.lease = self.fleet.wrap(lease) if self.fleet is not None else lease
         self.scorer.sent(candidate, route)
         return None
 
-    def _expected_wait(self, candidate: Candidate, route: Route) -> float:
-        """Seconds until a slot frees for this request: the requests ahead (and itself) times the
-        learned service time, over the model's slots; 0 while the service time is not learned."""
+    async def _line_up(self, admission: Admission, fleet: FleetLine, key: bytes | None) -> None:
+        """Wait in the candidate's fleet line; the route and slot it is dispatched to (the line has
+        noted the choice with the scorer and wrapped the lease); the session pinned there."""
+        assert admission.route is not None
+        route, lease = await fleet.wait(admission.candidate, admission.routes, admission.route)
+        admission.route, admission.lease = route, lease
+        sticky = self.settings().sticky
+        if key is not None and sticky is not None and route.worker is not None:
+            self.sticky.pin(key, route.worker, sticky)
+
+    def _expected_wait(self, candidate: Candidate, route: Route, fleet: FleetLine | None) -> float:
+        """Seconds until a slot frees for this request: the requests ahead (the worker's queue, and
+        the candidate's fleet line when it would join it) and itself times the learned service time,
+        over the model's slots; 0 while the service time is not learned."""
         assert route.worker is not None
         service = self.scorer.speeds.service(route.endpoint.label, candidate.facts_key)
         if service is None:
             return 0.0
         _, waiting, _, _ = self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)
+        if fleet is not None:
+            waiting += fleet.waiting(candidate.id)
         return (waiting + 1) * service / (route.slot_limit or 1)

@@ -274,6 +274,9 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
     candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
     state = gateway.slots
+    slot_state: dict[str, Any] = {"scope": state.scope, "degraded": state.degraded}
+    if gateway.fleet.usable:  # per candidate: waiting for any of its workers (this process)
+        slot_state["fleet_waiting"] = gateway.fleet.report()
     report: dict[str, Any] = {
         "plan": {
             "content_hash": plan.content_hash,
@@ -283,7 +286,7 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         "ready": gateway.ready,
         "providers": providers,
         "workers": workers,
-        "slot_state": {"scope": state.scope, "degraded": state.degraded},
+        "slot_state": slot_state,
         "usage": usage_report(gateway.ledger, plan),
         "candidates": candidates,
     }
