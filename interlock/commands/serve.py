@@ -32,6 +32,7 @@ from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_
 if TYPE_CHECKING:
     from interlock.runtime.audit import AuditLog
     from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.usage.ledger import Ledger
 
 log = logging.getLogger("interlock")
 
@@ -414,7 +415,7 @@ def usage_store_url(args: argparse.Namespace) -> str | None:
     return url
 
 
-def open_ledger(options: Any) -> Any:
+def open_ledger(options: Any) -> Ledger:
     """This process's usage ledger, on the store the options name."""
     from interlock.runtime.usage import open_store
     from interlock.runtime.usage.ledger import Ledger, LedgerSettings

@@ -17,7 +17,6 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from interlock.runtime.usage import Tally, UsageStoreError, open_store, store_url
@@ -85,9 +84,9 @@ def run_usage(args: argparse.Namespace) -> int:
         args.parser.error(str(exc))
     if url.startswith("memory:"):
         args.parser.error("memory: is a gateway's own memory; give the SQLite file or PostgreSQL URL")
-    path = getattr(store, "path", None)
-    if isinstance(path, Path) and not path.is_file():  # reading must not create an empty ledger
-        print(f"interlock usage: no usage ledger at {path}", file=sys.stderr)
+    missing = store.missing()  # reading must not create an empty ledger
+    if missing is not None:
+        print(f"interlock usage: {missing}", file=sys.stderr)
         return 1
     try:
         rows = asyncio.run(_read(store, since, args.tenant))

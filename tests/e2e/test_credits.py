@@ -167,7 +167,7 @@ def test_a_money_budget_is_priced_by_the_plan(config: Path, state: Path, tmp_pat
         assert refusal.status_code == 402
         message = refusal.body["message"]  # type: ignore[index]
         assert message.startswith("tenant `shop` ")
-        assert " of its 3e-05 EUR of credits this month (since " in message
+        assert " of its 0.00003 EUR of credits this month (since " in message
     finally:
         gateway.stop()
 

@@ -76,6 +76,10 @@ class Store(abc.ABC):
         """``memory``, ``sqlite`` or ``postgresql``: what pages show (no path, host or URL)."""
         return self.shown.partition(":")[0]
 
+    def missing(self) -> str | None:
+        """Why there is plainly no ledger to read (a report must not create one), else None."""
+        return None
+
     @abc.abstractmethod
     async def open(self) -> None:
         """Connect, and create the table when it is missing."""

@@ -68,11 +68,11 @@ def _check(
 ) -> None:
     if limits.credits_unit == "tokens":
         used, asked = float(spent.tokens), float(needs.prompt_tokens)
-        unit, shown_used, shown_budget = "tokens", f"{spent.tokens}", f"{limits.credits:g}"
+        unit, shown_used, shown_budget = "tokens", f"{spent.tokens}", _amount(limits.credits)
     else:
         used = spent.cost_micros / 1_000_000
         asked = needs.prompt_tokens * price[0] / 1_000_000 if price is not None else 0.0
-        unit, shown_used, shown_budget = currency, f"{used:.6f}", f"{limits.credits:g}"
+        unit, shown_used, shown_budget = currency, _amount(used), _amount(limits.credits)
     if used + asked <= limits.credits:
         return
     what = "has used" if used >= limits.credits else "would pass its budget with this request: it has used"
@@ -119,3 +119,8 @@ def _budget(limits: PlanLimits, spent: Tally, currency: str) -> dict[str, Any]:
 def _plain(value: float) -> float | int:
     """A whole number as an int (``500``, not ``500.0``)."""
     return int(value) if float(value).is_integer() else value
+
+
+def _amount(value: float) -> str:
+    """An amount for people: ``40``, ``0.00003``, ``12.5`` (never ``3e-05``; millionths at most)."""
+    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"

@@ -39,6 +39,9 @@ class SqliteStore(Store):
         self.shown = f"sqlite:{path}"
         self._db: sqlite3.Connection | None = None
 
+    def missing(self) -> str | None:
+        return None if self.path.is_file() else f"no usage ledger at {self.path}"
+
     async def open(self) -> None:
         await asyncio.to_thread(self._open)
 
