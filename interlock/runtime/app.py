@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from interlock.runtime import gc_policy
 from interlock.runtime.access import CALLER, needs_key
 from interlock.runtime.audit import AuditLog
 from interlock.runtime.audit.keys import access_changes
@@ -403,6 +404,7 @@ class Gateway:
         self.speeds.smoothing = plan.routing.speed_smoothing
         self.plan = plan
         self.loaded_at = iso_utc(self.wall())
+        gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
     def _refused(self, reason: str) -> bool:
         log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)

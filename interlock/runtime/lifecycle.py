@@ -11,6 +11,10 @@ Errors are mapped once (``failure_of``) to a ``Failure``: a status, an OpenAI-vo
 each surface words it in its own shape. A stream is answered only once its first upstream chunk has
 arrived (until then the router may fall back); after that a failure ends the stream with the
 surface's error event and no success terminator.
+
+A stream is relayed one upstream read at a time: the chunks decoded from one read are rendered and
+written as one piece, straight to the transport when the server offers it (``StreamBody``, the
+``interlock.stream_body`` scope extension of ``interlock serve``), else through ASGI ``send``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from interlock.runtime.access import caller_of, refusal_message
+from interlock.runtime.connections import STREAM_BODY, StreamBody
 from interlock.runtime.errors import (
     BodyTooLarge,
     CallerLimited,
@@ -384,7 +389,12 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     watch = DisconnectWatch(receive)
     exchange = Exchange(gateway, plan, surface, parsed, target, preflight, headers, send, watch, record)
     try:
-        status = await (exchange.stream() if parsed.stream else exchange.answer())
+        if parsed.stream:
+            extensions = scope.get("extensions")
+            exchange.body = extensions.get(STREAM_BODY) if extensions else None
+            status = await exchange.stream()
+        else:
+            status = await exchange.answer()
     except asyncio.CancelledError:
         if not watch.swallow():
             if record.trace is not None:  # the server is stopping: the span still ends
@@ -417,6 +427,7 @@ class Exchange:
     """One admitted request on its way through the router: everything that travels together."""
 
     __slots__ = (
+        "body",
         "gateway",
         "headers",
         "parsed",
@@ -452,6 +463,7 @@ class Exchange:
         self.send = send
         self.watch = watch
         self.record = record  # the journal's: what answered, what it ended with
+        self.body: StreamBody | None = None  # the server's direct writer for a stream's body, if any
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc
@@ -514,18 +526,24 @@ class Exchange:
         say_dropped(headers, answered, "chat", parsed.body)
         headers.extend(render.headers)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        body = self.body if self.body is not None and self.body.ready() else None
+        read, render_chunk = answered.result.read, render.chunk
         first = True
         record = self.record
         try:
-            async for chunk in answered.result:
-                usage = chunk.get("usage")
-                if usage:  # the last chunk, asked for with `include_usage`
-                    record.usage = usage
-                else:
-                    record.output_chars += delta_chars(chunk)
-                data = render.chunk(chunk)
+            while chunks := await read():  # the chunks of one upstream read: one write
+                for chunk in chunks:
+                    usage = chunk.get("usage")
+                    if usage:  # the last chunk, asked for with `include_usage`
+                        record.usage = usage
+                    else:
+                        record.output_chars += delta_chars(chunk)
+                data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
                 if data:
-                    await send({"type": "http.response.body", "body": data, "more_body": True})
+                    if body is None:
+                        await send({"type": "http.response.body", "body": data, "more_body": True})
+                    elif body.write(data):
+                        await body.drain()  # the client reads slower than the upstream writes
                 if first:
                     first = False
                     self._observe_overhead(answered)

@@ -25,6 +25,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any
 
+from interlock.runtime import gc_policy
 from interlock.runtime.app import Gateway
 
 log = logging.getLogger("interlock")
@@ -117,6 +118,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, gateway.request_reload)
         await server.serve(sockets=[sock])
 
+    gc_policy.settle()  # the plan is loaded: freeze it, collect young objects less often
     loop_factory = config.get_loop_factory()
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(main())
