@@ -25,6 +25,7 @@ OPENAPI_VERSION = "3.1.0"
 STATUSES: Mapping[str, str] = {
     "400": "The request is invalid, names a direct model that is not allowed, or no candidate can serve it",
     "401": "No caller key, or one this gateway does not know (`Authorization: Bearer` or `x-api-key`)",
+    "402": "The caller's key or tenant has used up its credits for the window (`insufficient_quota`)",
     "403": "The caller's key may not use this model (its ACL)",
     "404": "The model (or the item asked for) does not exist on this gateway",
     "405": "The path is served, with other methods (named in `Allow`)",
