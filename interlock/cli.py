@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.build",  # compile, lint, explain, schema
+    "interlock.commands.openapi",  # openapi
     "interlock.commands.diff",  # diff
     "interlock.commands.codegen",  # codegen
     "interlock.commands.serve",  # serve

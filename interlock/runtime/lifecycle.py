@@ -84,8 +84,8 @@ class ClientGone(Exception):
 @dataclass(slots=True)
 class Parsed:
     """A request in the internal form: ``operation`` is the router's (``chat`` | ``embeddings``) and the
-    metrics' endpoint label; ``body`` is OpenAI-shaped; ``echo`` is whatever the surface needs back when
-    it renders (e.g. the model name the caller gave)."""
+    metrics' endpoint label; ``body`` is OpenAI-shaped; ``echo`` is the model name answers give back
+    (the caller's; the lifecycle sets the default alias's name when the caller named none)."""
 
     operation: str
     model: str | None
@@ -358,6 +358,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         parsed = surface.parse(parse_object(raw))
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
+        if parsed.echo is None:  # no model named: answers name the default alias
+            parsed.echo = target.label
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
@@ -378,7 +380,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         record.status = 499
         _finish(gateway, record)
         return
-    except GatewayError as exc:
+    except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()

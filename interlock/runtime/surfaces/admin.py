@@ -9,7 +9,7 @@ one is answered at once and its connection closed (``app.Gateway``), never read 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,14 +23,43 @@ from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
 from interlock.runtime.resolve import shown
 from interlock.runtime.state import SlotReport
+from interlock.runtime.surfaces import contract
+from interlock.runtime.surfaces.contract import Doc
 from interlock.runtime.surfaces.openai import error_body
+from interlock.runtime.ui import STATIC
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
     from interlock.runtime.usage.ledger import Ledger
 
 _STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
-READ = ["GET", "HEAD"]  # HEAD answers like GET without the body (uvicorn drops it)
+READ = ("GET", "HEAD")  # HEAD answers like GET without the body (uvicorn drops it)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminRoute:
+    """One admin route: its path (FastAPI's syntax), methods and contract (``runtime.openapi``)."""
+
+    path: str
+    doc: Doc
+    methods: tuple[str, ...] = READ
+
+
+ROUTES: tuple[AdminRoute, ...] = (
+    AdminRoute("/v1/models", contract.MODELS),
+    AdminRoute("/v1/models/{model_id:path}", contract.MODEL_BY_ID, ("GET",)),
+    AdminRoute("/v1/aliases", contract.ALIASES),
+    AdminRoute("/v1/health", contract.HEALTH),
+    AdminRoute("/v1/metadata", contract.METADATA),
+    AdminRoute("/metrics", contract.METRICS),
+    AdminRoute("/healthz", contract.HEALTHZ),
+    AdminRoute("/readyz", contract.READYZ),
+    AdminRoute("/ui", contract.UI),
+    AdminRoute("/ui/static/{name}", contract.UI_STATIC),
+    AdminRoute("/ui/{section}", contract.UI_SECTION),
+    AdminRoute("/openapi.json", contract.OPENAPI),
+)
+"""The admin app's routes; ``build_admin`` registers one endpoint for each, in this order."""
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -120,6 +149,22 @@ def build_admin(gateway: Gateway) -> FastAPI:
             found = catalogs[plan.content_hash, caller.key_id] = model_catalog(plan, caller)
         return found
 
+    openapi_docs: dict[tuple[str, str | None], bytes] = {}
+
+    def documents(plan: RuntimePlan, request: Request) -> bytes:
+        """``/openapi.json`` of one plan for one caller key: built on its first request after a load or
+        reload (like the catalog: at most one per key of the plan, plus the anonymous one)."""
+        from interlock.runtime.openapi import plan_document
+
+        caller = caller_of(request.scope)
+        found = openapi_docs.get((plan.content_hash, caller.key_id))
+        if found is None:
+            if any(digest != plan.content_hash for digest, _ in openapi_docs):
+                openapi_docs.clear()
+            document = orjson.dumps(plan_document(plan, caller))
+            found = openapi_docs[plan.content_hash, caller.key_id] = document
+        return found
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         status = exc.status_code
@@ -127,11 +172,9 @@ def build_admin(gateway: Gateway) -> FastAPI:
         body = error_body(message, _STATUS_TYPES.get(status, "invalid_request_error"), code=str(status))
         return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
-    @app.api_route("/v1/models", methods=READ)
     async def models(request: Request) -> Response:
         return Response(catalog(gateway.plan, request).listing, media_type="application/json")
 
-    @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str, request: Request) -> Response:
         plan = gateway.plan
         body = catalog(plan, request).by_id.get(model_id)
@@ -139,7 +182,6 @@ def build_admin(gateway: Gateway) -> FastAPI:
             return Response(model_not_found(plan, model_id), status_code=404, media_type="application/json")
         return Response(body, media_type="application/json")
 
-    @app.api_route("/v1/aliases", methods=READ)
     async def aliases(request: Request) -> Response:
         plan = gateway.plan
         caller = caller_of(request.scope)
@@ -155,44 +197,36 @@ def build_admin(gateway: Gateway) -> FastAPI:
         ]
         return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
 
-    @app.api_route("/v1/health", methods=READ)
     async def health() -> Response:
         return json_response(health_report(gateway, await gateway.slots.report()))
 
-    @app.api_route("/v1/metadata", methods=READ)
     async def metadata() -> Response:
         return json_response(metadata_report(gateway))
 
-    @app.api_route("/metrics", methods=READ)
     async def metrics() -> Response:
         return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    @app.api_route("/healthz", methods=READ)
     async def healthz() -> Response:
         return json_response({"status": "ok"})
 
-    @app.api_route("/readyz", methods=READ)
     async def readyz() -> Response:
         if gateway.ready:
             return json_response({"status": "ready", "plan": gateway.plan.content_hash})
         return json_response({"status": "starting", "plan": gateway.plan.content_hash}, status=503)
 
-    @app.api_route("/ui", methods=READ)
     async def ui() -> Response:
         from interlock.runtime.ui.page import render_page  # jinja2: loaded on the first /ui request
 
         return html_response(await render_page(gateway))
 
-    @app.api_route("/ui/static/{name}", methods=READ)
     async def ui_static(name: str) -> Response:
-        from interlock.runtime.ui.page import STATIC, static
+        from interlock.runtime.ui.page import static
 
         media_type = STATIC.get(name)
         if media_type is None:
             raise HTTPException(404, "Not Found")
         return Response(static(name), media_type=media_type, headers=UI_HEADERS)
 
-    @app.api_route("/ui/{section}", methods=READ)
     async def ui_section(section: str) -> Response:
         from interlock.runtime.ui.page import render_section
 
@@ -201,6 +235,29 @@ def build_admin(gateway: Gateway) -> FastAPI:
             raise HTTPException(404, "Not Found")
         return html_response(text)
 
+    async def openapi(request: Request) -> Response:
+        return Response(documents(gateway.plan, request), media_type="application/json")
+
+    endpoints: dict[str, Callable[..., Awaitable[Response]]] = {
+        "/v1/models": models,
+        "/v1/models/{model_id:path}": model,
+        "/v1/aliases": aliases,
+        "/v1/health": health,
+        "/v1/metadata": metadata,
+        "/metrics": metrics,
+        "/healthz": healthz,
+        "/readyz": readyz,
+        "/ui": ui,
+        "/ui/static/{name}": ui_static,
+        "/ui/{section}": ui_section,
+        "/openapi.json": openapi,
+    }
+    if endpoints.keys() != {route.path for route in ROUTES}:  # a row without its endpoint, or the reverse
+        raise RuntimeError(
+            f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
+        )
+    for route in ROUTES:
+        app.add_api_route(route.path, endpoints[route.path], methods=list(route.methods))
     return app
 
 
