@@ -54,8 +54,16 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_gateway(
+    config: Path, workers: int, source: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`interlock serve` with one line of output read; ``source``: run it from that source tree (a
+    `git archive` of another commit) instead of the installed one."""
     env = {**os.environ, "BENCH_KEY": "sk-bench"}
+    cwd = None
+    if source is not None:
+        env["PYTHONPATH"] = str(source.resolve())
+        cwd = source.resolve()  # not this checkout, whose interlock/ `-m` would import first
     command = [
         sys.executable,
         "-m",
@@ -68,7 +76,7 @@ def start_gateway(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], 
         str(workers),
     ]
     log = tempfile.TemporaryFile()  # noqa: SIM115 - the gateway's stderr, kept open while it runs
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd)
     assert proc.stdout is not None
     first = proc.stdout.readline().decode().split()
     if len(first) < 3:

@@ -73,8 +73,17 @@ ANSWER = {
 
 
 class _Chunks(ChatStream):
+    """One chunk per ``read``, as a stream that trickles gives them."""
+
     def __init__(self, chunks: list[dict[str, Any]]) -> None:
         self.chunks = chunks
+        self._next = 0
+
+    async def read(self) -> list[dict[str, Any]]:
+        if self._next == len(self.chunks):
+            return []
+        self._next += 1
+        return [dict(self.chunks[self._next - 1])]
 
     async def _items(self) -> AsyncIterator[dict[str, Any]]:
         for chunk in self.chunks:

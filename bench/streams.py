@@ -13,6 +13,11 @@ N, it starts the fake in its own process (each stream trickles M chunks, R a sec
    every slot came back;
 4. optionally LiteLLM's proxy (``--litellm PATH``, bench/litellm_setup.sh installs it) in front of the
    OpenAI fake at the same N.
+5. optionally (``--before DIR``) the same N streams through `interlock serve` run from another source
+   tree (``git archive COMMIT interlock | tar -x -C DIR``), after this tree's run (``--before-first``:
+   before it), for a before/after comparison in one sitting;
+6. optionally (``--floor``) bench/tcp_relay.py in front of the fake: a byte-for-byte TCP pipe on uvloop,
+   one read and one write per chunk and nothing else, the least a Python relay pays per chunk here.
 
 The N clients are one lean asyncio client (httptools, one connection per stream, no keep-alive), started
 over ``--ramp-s`` seconds; TTFT is the time from writing the request to the first body byte. "Added" is
@@ -305,8 +310,24 @@ def py_spy(folder: Path, pid: int, name: str) -> subprocess.Popen[bytes]:
     """py-spy sampling the gateway during its run; collapsed stacks into ``folder/<name>.txt``."""
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{name}.txt"
-    command = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(out)]
+    command = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--native"]
+    command += ["-o", str(out)]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextmanager
+def tcp_relay(fake_url: str) -> Iterator[tuple[tuple[str, int], int]]:
+    """bench/tcp_relay.py in front of the fake: the floor of a Python relay (one read, one write)."""
+    upstream = fake_url.removeprefix("http://").split("/", 1)[0]
+    command = [sys.executable, str(HERE / "tcp_relay.py"), upstream]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[-1])
+        yield ("127.0.0.1", port), proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def health(url: str) -> dict[str, object]:
@@ -371,23 +392,36 @@ def measure(kind: Kind, n: int, args: argparse.Namespace, folder: Path) -> None:
             fake_cpu_direct = direct.cpu_s
             print(f"{kind.name} N={n}  ({args.chunks} chunks at {args.rate:g}/s each)", flush=True)
             print(line("direct", direct, None, n) + f"   fake CPU {fake_cpu_direct:.1f} s", flush=True)
-            proc, url = start_gateway(config, 1)
-            try:
-                body = {"model": kind.alias, "messages": [{"role": "user", "content": "Say hello."}]}
-                body["stream"] = True
-                address, request = http_request(url, "/v1/chat/completions", body)
-                run_async(drive(address, request, b"\n\n", b"[DONE]", min(n, 20), 0.2, None))  # warm-up
-                spy = py_spy(args.py_spy, proc.pid, f"{kind.name}-{n}") if args.py_spy else None
-                through = run_async(drive(address, request, b"\n\n", b"[DONE]", n, args.ramp_s, proc.pid))
-                if spy is not None:
-                    spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
-                    spy.wait(30)
-                print(line("interlock", through, direct, n), flush=True)
-                if args.disconnect:
-                    disconnects(fake, url, address, request, n, args, proc.pid, kind)
-            finally:
-                proc.terminate()
-                proc.wait(10)
+            body = {"model": kind.alias, "messages": [{"role": "user", "content": "Say hello."}]}
+            body["stream"] = True
+            rows: list[tuple[str, Path | None]] = [("interlock", None)]
+            if args.before is not None:  # the same run from another tree, next to this one
+                rows.append(("before", args.before))
+                if args.before_first:
+                    rows.reverse()
+            for label, source in rows:
+                proc, url = start_gateway(config, 1, source=source)
+                try:
+                    address, request = http_request(url, "/v1/chat/completions", body)
+                    run_async(drive(address, request, b"\n\n", b"[DONE]", min(n, 20), 0.2, None))  # warm-up
+                    profile = args.py_spy is not None and source is None
+                    spy = py_spy(args.py_spy, proc.pid, f"{kind.name}-{n}") if profile else None
+                    through = run_async(drive(address, request, b"\n\n", b"[DONE]", n, args.ramp_s, proc.pid))
+                    if spy is not None:
+                        spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+                        spy.wait(30)
+                    print(line(label, through, direct, n), flush=True)
+                    if args.disconnect and source is None:
+                        disconnects(fake, url, address, request, n, args, proc.pid, kind)
+                finally:
+                    proc.terminate()
+                    proc.wait(10)
+            if args.floor:
+                with tcp_relay(fake.url) as (relay_address, relay_pid):
+                    _, request = http_request(fake.url, kind.direct_path, kind.direct_body())
+                    sep, end = kind.direct_sep, kind.direct_end
+                    piped = run_async(drive(relay_address, request, sep, end, n, args.ramp_s, relay_pid))
+                    print(line("tcp relay", piped, direct, n), flush=True)
             if args.litellm and kind.name == "openai":
                 with litellm_proxy(args.litellm, folder, fake.base_url) as (lite_url, lite_pid):
                     body = {"model": "fast", "messages": [{"role": "user", "content": "Say hello."}]}
@@ -450,9 +484,16 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="chunks per second per stream (R)")
     parser.add_argument("--ramp-s", type=float, default=5.0, help="start the N streams over this long")
     parser.add_argument("--disconnect", action="store_true", help="also: every other client leaves early")
-    parser.add_argument("--py-spy", type=Path, default=None, help="folder: profile each gateway run (py-spy)")
+    parser.add_argument(
+        "--py-spy", type=Path, default=None, help="folder: profile each gateway run (py-spy --native)"
+    )
     parser.add_argument("--litellm", type=Path, default=None, help="LiteLLM's `litellm` executable")
     parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM out")
+    parser.add_argument(
+        "--before", type=Path, default=None, help="also serve from this source tree (a `before` row)"
+    )
+    parser.add_argument("--before-first", action="store_true", help="run the `before` row first")
+    parser.add_argument("--floor", action="store_true", help="also: bench/tcp_relay.py, a byte pipe")
     args = parser.parse_args()
     if args.litellm is not None and not args.litellm.exists():
         parser.error(f"--litellm {args.litellm}: no such file (bench/litellm_setup.sh installs LiteLLM)")

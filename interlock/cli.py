@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "interlock.commands.deploy",  # deploy
     "interlock.commands.telemetry",  # telemetry-sidecar
     "interlock.commands.keys",  # keys add
+    "interlock.commands.usage",  # usage
 )
 
 

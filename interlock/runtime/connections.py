@@ -12,7 +12,13 @@ takes that over, as a subclass of uvicorn's httptools protocol (one instance per
 - at ``server.max_connections`` open connections, a new one closes the oldest *idle* one (no request
   in progress: waiting for headers, or a keep-alive pause), so a flood of idle sockets cannot lock
   out ``/healthz`` or a real client; when none is idle, the new connection gets a 503 and is closed;
-- a WebSocket upgrade is refused with a 400 (this gateway speaks plain HTTP), never a 500.
+- a WebSocket upgrade is refused with a 400 (this gateway speaks plain HTTP), never a 500;
+- a streamed answer's body can be written straight to the transport (``StreamBody``, offered to the app
+  as the ASGI scope extension ``interlock.stream_body``): one framed write per piece, with uvicorn's own
+  flow control, instead of a message dict and a coroutine through ASGI ``send`` per relayed chunk.
+  It reads uvicorn's ``RequestResponseCycle`` (``response_started``, ``chunked_encoding``,
+  ``response_complete``, ``disconnected``, ``transport``, ``flow``): tests/runtime/test_stream_body.py
+  fails if a uvicorn upgrade changes them.
 
 The limits are read from the gateway's current plan when a connection is made: after a reload, new
 connections get the new ones.
@@ -29,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import orjson
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 if TYPE_CHECKING:
     from interlock.runtime.metrics import Metrics
@@ -37,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("interlock.connections")
 
+STREAM_BODY = "interlock.stream_body"  # the ASGI scope extension that holds a request's StreamBody
 WARN_EVERY_S = 10.0  # the cap's warning is repeated at most this often (with a count of what it missed)
 
 
@@ -103,6 +110,45 @@ class ConnectionBook:
         more = f" ({missed} more since the last warning)" if missed else ""
         log.warning("connection limit reached (server.max_connections is %d): %s%s", limit, what, more)
         self._warned[what] = (now, 0)
+
+
+class StreamBody:
+    """The body of one request's chunked answer, written straight to its connection's transport.
+
+    What uvicorn's ``send`` does for each ``http.response.body`` message of a chunked answer, less what
+    only the first message needs: one framed write per piece. The ASGI ``send`` still starts the
+    answer (its headers, CORS's among them) and ends it (the last piece, the terminating chunk and the
+    keep-alive bookkeeping); only the pieces between go this way, and only once ``ready`` says the
+    answer is started and chunked. Flow control is uvicorn's: ``write`` returns True when the
+    transport's buffer is over its high-water mark, and the caller awaits ``drain`` (resumed when the
+    buffer drains or the client goes). A gone client's pieces are dropped, as ``send`` drops them.
+    """
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    def ready(self) -> bool:
+        """The answer is started, chunked, not finished, and has a body (not HEAD)."""
+        cycle = self._cycle
+        return (
+            cycle.response_started
+            and cycle.chunked_encoding is True
+            and not cycle.response_complete
+            and cycle.scope["method"] != "HEAD"
+        )
+
+    def write(self, data: bytes) -> bool:
+        """Write ``data`` (not empty) as one chunk; True: await ``drain`` before writing more."""
+        cycle = self._cycle
+        if cycle.disconnected:
+            return False
+        cycle.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        return cycle.flow.write_paused
+
+    async def drain(self) -> None:
+        await self._cycle.flow.drain()
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -218,6 +264,10 @@ class GuardedProtocol(HttpToolsProtocol):
         self._last_body = now = self.loop.time()
         self._fire_by(now + self._limits.body_timeout_s)
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # (an upgrade has no cycle of its own)
+            extensions: dict[str, object] = self.scope.setdefault("extensions", {})  # type: ignore[assignment]
+            extensions[STREAM_BODY] = StreamBody(cycle)
 
     def on_body(self, body: bytes) -> None:
         self._last_body = self.loop.time()

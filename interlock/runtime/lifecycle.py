@@ -11,6 +11,10 @@ Errors are mapped once (``failure_of``) to a ``Failure``: a status, an OpenAI-vo
 each surface words it in its own shape. A stream is answered only once its first upstream chunk has
 arrived (until then the router may fall back); after that a failure ends the stream with the
 surface's error event and no success terminator.
+
+A stream is relayed one upstream read at a time: the chunks decoded from one read are rendered and
+written as one piece, straight to the transport when the server offers it (``StreamBody``, the
+``interlock.stream_body`` scope extension of ``interlock serve``), else through ASGI ``send``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from interlock.runtime.access import caller_of, refusal_message
+from interlock.runtime.connections import STREAM_BODY, StreamBody
 from interlock.runtime.errors import (
     BodyTooLarge,
     CallerLimited,
@@ -46,6 +51,8 @@ from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
+from interlock.runtime.usage.credits import account_of, check_credits, has_budget
+from interlock.runtime.usage.metering import delta_chars, metered
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -359,6 +366,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
+            if has_budget(caller):  # before the rates: a refused request takes none of them
+                check_credits(gateway.ledger, caller, preflight.needs, plan, target)
             if caller.budgets:
                 refusal = await gateway.counters.take(caller.budgets)
                 if refusal is not None:
@@ -380,7 +389,12 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     watch = DisconnectWatch(receive)
     exchange = Exchange(gateway, plan, surface, parsed, target, preflight, headers, send, watch, record)
     try:
-        status = await (exchange.stream() if parsed.stream else exchange.answer())
+        if parsed.stream:
+            extensions = scope.get("extensions")
+            exchange.body = extensions.get(STREAM_BODY) if extensions else None
+            status = await exchange.stream()
+        else:
+            status = await exchange.answer()
     except asyncio.CancelledError:
         if not watch.swallow():
             if record.trace is not None:  # the server is stopping: the span still ends
@@ -391,11 +405,14 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         status = 499
     finally:
         watch.stop()
+        tally = metered(record, preflight.needs, plan)  # None: no upstream answered
         if counted:
-            await gateway.counters.done(record.caller.budgets, record.tokens)
+            await gateway.counters.done(record.caller.budgets, tally.tokens if tally is not None else 0)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
+    if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
+        gateway.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
     _finish(gateway, record)
 
 
@@ -410,6 +427,7 @@ class Exchange:
     """One admitted request on its way through the router: everything that travels together."""
 
     __slots__ = (
+        "body",
         "gateway",
         "headers",
         "parsed",
@@ -445,6 +463,7 @@ class Exchange:
         self.send = send
         self.watch = watch
         self.record = record  # the journal's: what answered, what it ended with
+        self.body: StreamBody | None = None  # the server's direct writer for a stream's body, if any
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc
@@ -463,7 +482,6 @@ class Exchange:
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             return await self._refused(exc)
         self.record.answered = answered
-        self.record.tokens = tokens_of(answered.result)
         headers = self.headers
         headers.extend(self.preflight.headers())
         payload = self.surface.answer(parsed, answered.result, answered.candidate.id)
@@ -508,16 +526,24 @@ class Exchange:
         say_dropped(headers, answered, "chat", parsed.body)
         headers.extend(render.headers)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        body = self.body if self.body is not None and self.body.ready() else None
+        read, render_chunk = answered.result.read, render.chunk
         first = True
+        record = self.record
         try:
-            async for chunk in answered.result:
-                usage = chunk.get("usage")
-                if usage is not None:  # the last chunk, asked for with `include_usage`
-                    self.record.usage = usage
-                    self.record.tokens = tokens_of(chunk)
-                data = render.chunk(chunk)
+            while chunks := await read():  # the chunks of one upstream read: one write
+                for chunk in chunks:
+                    usage = chunk.get("usage")
+                    if usage:  # the last chunk, asked for with `include_usage`
+                        record.usage = usage
+                    else:
+                        record.output_chars += delta_chars(chunk)
+                data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
                 if data:
-                    await send({"type": "http.response.body", "body": data, "more_body": True})
+                    if body is None:
+                        await send({"type": "http.response.body", "body": data, "more_body": True})
+                    elif body.write(data):
+                        await body.drain()  # the client reads slower than the upstream writes
                 if first:
                     first = False
                     self._observe_overhead(answered)
@@ -540,18 +566,6 @@ class Exchange:
         self.gateway.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
-
-
-def tokens_of(result: Mapping[str, Any]) -> int:
-    """Prompt + completion tokens of an OpenAI-shaped answer or final chunk (0 when it reports none)."""
-    usage = result.get("usage")
-    if not isinstance(usage, dict):
-        return 0
-    total = usage.get("total_tokens")
-    if isinstance(total, int):
-        return total
-    parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
-    return sum(p for p in parts if isinstance(p, int))
 
 
 def say_dropped(

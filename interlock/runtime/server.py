@@ -25,6 +25,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any
 
+from interlock.runtime import gc_policy
 from interlock.runtime.app import Gateway
 
 log = logging.getLogger("interlock")
@@ -38,6 +39,10 @@ class ServeOptions:
     log_level: str = "info"
     access_log: str | None = None  # None, "text" (uvicorn's line per request) or "json" (journal)
     state_dir: str | None = None
+    usage_url: str = "memory:"  # where the usage ledger lives (runtime/usage)
+    usage_flush_ms: int = 500
+    usage_flush_debits: int = 256
+    usage_refresh_ms: int = 5000
     audit_log: str | None = None  # --audit-log: where this process's audit events go
     otel: bool = False  # --otel: OpenTelemetry tracing
 
@@ -113,6 +118,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, gateway.request_reload)
         await server.serve(sockets=[sock])
 
+    gc_policy.settle()  # the plan is loaded: freeze it, collect young objects less often
     loop_factory = config.get_loop_factory()
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(main())

@@ -20,6 +20,7 @@ class ListStream(ChatStream):
     def __init__(self, items: list[dict[str, Any] | Exception]) -> None:
         self.items = items
         self.closed = False
+        self._read = 0  # items that read() has given
 
     async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
         for item in self.items:
@@ -29,6 +30,16 @@ class ListStream(ChatStream):
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._iterate()
+
+    async def read(self) -> list[dict[str, Any]]:
+        """One item at a time (an exception is raised when reached)."""
+        if self._read == len(self.items):
+            return []
+        item = self.items[self._read]
+        self._read += 1
+        if isinstance(item, Exception):
+            raise item
+        return [item]
 
     async def aclose(self) -> None:
         self.closed = True

@@ -27,6 +27,7 @@ from interlock.runtime.surfaces.openai import error_body
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
+    from interlock.runtime.usage.ledger import Ledger
 
 _STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
 READ = ["GET", "HEAD"]  # HEAD answers like GET without the body (uvicorn drops it)
@@ -286,11 +287,27 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         "providers": providers,
         "workers": workers,
         "slot_state": slot_state,
+        "usage": usage_report(gateway.ledger, plan),
         "candidates": candidates,
     }
     if plan.routing.sticky is not None:  # only when sticky sessions are on
         report["sticky_sessions"] = {"sessions": len(gateway.sticky), "repinned": gateway.sticky.repinned}
     return report
+
+
+def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
+    """The usage ledger's writer (where it commits, what is not committed yet) and every tenant's and
+    key's budget for the month (``∞``: unlimited)."""
+    from interlock.runtime.usage.credits import budget_report
+
+    return {
+        "store": ledger.store.kind,
+        "waiting_debits": ledger.waiting,
+        "commits": ledger.flushes,
+        "failures": ledger.failures,
+        "last_error": ledger.last_error,
+        **budget_report(ledger, plan.source.access),
+    }
 
 
 def metadata_report(gateway: Gateway) -> dict[str, Any]:

@@ -9,7 +9,7 @@ nothing of the client library leaks past this package. Endpoints are built once,
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,14 +39,20 @@ class ChatStream(abc.ABC):
     """An upstream stream whose first chunk has already arrived.
 
     Iterating yields OpenAI ``chat.completion.chunk`` dicts, the first one included, and ends after the
-    upstream's last chunk (no ``[DONE]`` sentinel). A failure mid-stream raises an ``UpstreamError``.
-    ``aclose`` releases the connection; it is safe to call at any time and more than once.
+    upstream's last chunk (no ``[DONE]`` sentinel). ``read`` gives the same chunks, those that arrived
+    together at once (the relay writes them in one piece); use one or the other on a stream. A failure
+    mid-stream raises an ``UpstreamError`` (after the chunks that arrived before it). ``aclose`` releases
+    the connection; it is safe to call at any time and more than once.
     """
 
     __slots__ = ()  # so that a subclass's own __slots__ hold (no per-instance __dict__)
 
     @abc.abstractmethod
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def read(self) -> Sequence[dict[str, Any]]:
+        """The next chunks, as many as have arrived (at least one); empty once the stream is over."""
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...

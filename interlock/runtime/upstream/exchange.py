@@ -248,6 +248,23 @@ class LineStream(ChatStream):
             return self._pending.popleft()
         if self._closed and self._error is None:
             raise StopAsyncIteration
+        await self._fill_or_close()
+        if self._pending:
+            return self._pending.popleft()
+        raise StopAsyncIteration
+
+    async def read(self) -> deque[dict[str, Any]]:
+        """Every chunk decoded from the reads so far (the first one's chunks, later one read's), or an
+        empty deque at the end: one await per upstream read, not one per chunk."""
+        if not self._pending:
+            if self._closed and self._error is None:
+                return self._pending
+            await self._fill_or_close()
+        chunks, self._pending = self._pending, deque()
+        return chunks
+
+    async def _fill_or_close(self) -> None:
+        """One more upstream read; a failure closes the stream and leaves as an ``UpstreamError``."""
         try:
             await self.fill()
         except UpstreamError:
@@ -256,9 +273,6 @@ class LineStream(ChatStream):
         except CLIENT_EXCEPTIONS as exc:
             await self.aclose()
             raise map_exception(exc) from exc
-        if self._pending:
-            return self._pending.popleft()
-        raise StopAsyncIteration
 
     def expire_at(self, when: float) -> None:
         """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
