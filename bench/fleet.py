@@ -27,7 +27,12 @@ Above the table, three references computed from the schedule alone (``bounds``):
 request's prompt and first token with the GPU to itself), a relaxed oracle (no loads, no GPU sharing)
 and an ideal dispatcher that never loads on GPUs shared as the boxes share them (``never_loading``).
 
-    .venv/bin/python bench/fleet.py [--workers 3] [--requests 300] [--seed 11] [--scale 0.25] [--json FILE]
+    .venv/bin/python bench/fleet.py [--workload heavy|moderate] [--workers 3] [--requests 300] [--seed 11]
+                                    [--scale 0.25] [--json FILE]
+
+``--workload`` sets the arrival rate (``WORKLOADS``): ``heavy`` keeps the GPUs 63% busy with no load at
+all, ``moderate`` (half its arrival rate, same seed: the same models, bursts, prompts and answers) 32%.
+The line above the table prints that utilisation (``busy``), so a reader sees what is achievable.
 
 ``--scale`` shrinks time: a 2 s model load becomes 500 ms at 0.25, and token rates grow by 1/scale, so
 every figure is in simulated milliseconds times the scale. Compare figures of the same run only. At
@@ -104,8 +109,17 @@ class Result:
     wall_s: float = 0.0
 
 
-def workload(seed: int, requests: int) -> list[Job]:
-    """A deterministic schedule: Poisson arrivals by popularity, plus bursts of one model."""
+WORKLOADS: dict[str, float] = {
+    # name -> arrivals per simulated second between bursts (bursts come at the same share of arrivals)
+    "heavy": 1.0,  # the GPUs 63% busy with no load at all (the workload shipped first)
+    "moderate": 0.5,  # 32% busy with no load: a typical shared office fleet (chosen from `busy`)
+}
+
+
+def workload(seed: int, requests: int, rate: float = 1.0) -> list[Job]:
+    """A deterministic schedule: Poisson arrivals by popularity (``rate`` per simulated second between
+    bursts), plus bursts of one model. The same seed gives the same models, bursts, prompts and answers
+    at every rate: only the gaps between arrivals stretch."""
     rng = random.Random(seed)
     names = [m[0] for m in MODELS]
     weights = [m[4] for m in MODELS]
@@ -118,7 +132,7 @@ def workload(seed: int, requests: int) -> list[Job]:
                 jobs.append(_job(rng, t + rng.uniform(0, 0.2), model))
         else:
             jobs.append(_job(rng, t, rng.choices(names, weights)[0]))
-        t += rng.expovariate(1.0)  # about 1 request per simulated second between bursts
+        t += rng.expovariate(1.0) / rate  # gaps drawn at rate 1, then stretched: same draws at any rate
     return sorted(jobs[:requests], key=lambda j: j.at_s)
 
 
@@ -187,6 +201,18 @@ def bounds(jobs: Sequence[Job], workers: int) -> Bound:
         floor.append(first)
         oracle.append(start - job.at_s + first)
     return Bound(_percentiles(floor), _percentiles(oracle), _percentiles(never_loading(jobs, workers)))
+
+
+def busy(jobs: Sequence[Job], workers: int) -> float:
+    """The GPUs' utilisation with no load at all: every request's prompt and answer at full speed
+    (GPU-seconds) over the schedule's span on ``workers`` GPUs."""
+    speeds = {m[0]: m[3] for m in MODELS}
+    work = sum(
+        j.prompt_words / PROMPT_TOKENS_PER_S + min(j.answer_tokens, ANSWER_CAP) / speeds[j.model]
+        for j in jobs
+    )
+    span = max(j.at_s for j in jobs) - min(j.at_s for j in jobs)
+    return work / (span * workers) if span > 0 else math.inf
 
 
 def never_loading(jobs: Sequence[Job], workers: int) -> list[float]:
@@ -533,6 +559,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3, choices=(2, 3, 4))
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        default="heavy",
+        help="arrival rate: heavy (GPUs 63%% busy without loads) or moderate (32%%)",
+    )
+    parser.add_argument(
+        "--rate", type=float, help="arrivals per simulated s between bursts (overrides --workload)"
+    )
     parser.add_argument("--scale", type=float, default=0.25, help="real seconds per simulated second")
     parser.add_argument(
         "--policy", action="append", choices=[*sorted(POLICIES), INTERLOCK], help="(default: all)"
@@ -551,10 +586,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="interlock's `routing:` section, YAML flow style (default: the defaults)",
     )
     args = parser.parse_args(argv)
-    jobs = workload(args.seed, args.requests)
+    rate = args.rate if args.rate is not None else WORKLOADS[args.workload]
+    if rate <= 0:
+        parser.error("--rate must be above 0")
+    name = args.workload if args.rate is None else f"rate {rate:g}"
+    jobs = workload(args.seed, args.requests, rate)
     counts = {m[0]: sum(1 for j in jobs if j.model == m[0]) for m in MODELS}
     print(
-        f"workload: seed {args.seed}, {len(jobs)} requests over {jobs[-1].at_s:.0f} simulated s, "
+        f"workload: {name} (GPUs {busy(jobs, args.workers):.0%} busy without a single load), "
+        f"seed {args.seed}, {len(jobs)} requests over {jobs[-1].at_s:.0f} simulated s, "
         f"{args.workers} boxes x {VRAM_GIB:g} GiB, preloaded {', '.join(PRELOAD)}; per model: "
         + ", ".join(f"{k} {v}" for k, v in counts.items())
     )

@@ -18,6 +18,7 @@ COMMANDS: Mapping[str, str] = {  # each subcommand -> the module that registers 
     "lint": "interlock.commands.build",
     "explain": "interlock.commands.build",
     "schema": "interlock.commands.build",
+    "openapi": "interlock.commands.openapi",
     "diff": "interlock.commands.diff",
     "codegen": "interlock.commands.codegen",
     "serve": "interlock.commands.serve",
@@ -27,6 +28,7 @@ COMMANDS: Mapping[str, str] = {  # each subcommand -> the module that registers 
     "deploy": "interlock.commands.deploy",
     "telemetry-sidecar": "interlock.commands.telemetry",
     "keys": "interlock.commands.keys",
+    "usage": "interlock.commands.usage",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from interlock.compiler import CompileContext, CompileOptions, compile_config
 from interlock.compiler.report import render
+
+if TYPE_CHECKING:
+    from tests.postgres_server import PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -44,3 +48,15 @@ def compile_text(
 
 def text_report(ctx: CompileContext) -> str:
     return render(ctx.sink.items, "text", ctx.sources)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the session (skipped without one, failed in CI: see the module)."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

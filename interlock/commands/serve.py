@@ -32,6 +32,7 @@ from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_
 if TYPE_CHECKING:
     from interlock.runtime.audit import AuditLog
     from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.usage.ledger import Ledger
 
 log = logging.getLogger("interlock")
 
@@ -69,6 +70,36 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--state-dir",
         help="keep learned worker speeds in DIR/speeds.json across restarts (overrides routing.state_file)",
+    )
+    p.add_argument(
+        "--usage-url",
+        metavar="URL",
+        help="the usage ledger (tokens and money per tenant, key and model; credits): sqlite:PATH, or "
+        "postgresql://USER@HOST:PORT/DB shared by replicas (default: $INTERLOCK_USAGE_URL, else "
+        "sqlite:DIR/usage.db with --state-dir DIR, else memory only)",
+    )
+    p.add_argument(
+        "--usage-flush-ms",
+        type=int,
+        default=500,
+        metavar="MS",
+        help="commit the ledger's debits at least this often; a killed process loses at most this "
+        "window of debits (default: 500)",
+    )
+    p.add_argument(
+        "--usage-flush-debits",
+        type=int,
+        default=256,
+        metavar="N",
+        help="commit as soon as N debits are waiting, before the interval (default: 256)",
+    )
+    p.add_argument(
+        "--usage-refresh-ms",
+        type=int,
+        default=5000,
+        metavar="MS",
+        help="read the balances back from the ledger this often, to see other replicas' and workers' "
+        "usage (default: 5000)",
     )
     p.add_argument(
         "--audit-log",
@@ -235,6 +266,9 @@ def run_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"interlock serve: --state-url: {exc}", file=sys.stderr)
             return 2
+    usage_url = usage_store_url(args)
+    if usage_url is None:
+        return 2
     loader = PlanLoader(args.plan, os.environ)  # credentials: read once, here
     try:
         data = loader.read_first()
@@ -249,6 +283,10 @@ def run_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=args.access_log,
         state_dir=args.state_dir,
+        usage_url=usage_url,
+        usage_flush_ms=args.usage_flush_ms,
+        usage_flush_debits=args.usage_flush_debits,
+        usage_refresh_ms=args.usage_refresh_ms,
         audit_log=args.audit_log,
         otel=args.otel,
     )
@@ -289,6 +327,7 @@ def run_serve(args: argparse.Namespace) -> int:
             slots=open_backend(args.state_url),
             access_log=_access_log(options),
             state_dir=options.state_dir,
+            ledger=open_ledger(options),
             audit=_audit_log(options),
             tracing=tracing,
         )
@@ -351,10 +390,42 @@ def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_u
         slots=open_backend(state_url),
         access_log=_access_log(options),
         state_dir=options.state_dir,
+        ledger=open_ledger(options),
         audit=_audit_log(options),
         tracing=_tracing(options),
     )
     run(gateway, sock, options)
+
+
+def usage_store_url(args: argparse.Namespace) -> str | None:
+    """The usage ledger's URL (flag, environment, state directory, memory), checked; None after
+    printing why it cannot be used."""
+    from interlock.runtime.usage import open_store, store_url
+
+    given = args.usage_url or os.environ.get("INTERLOCK_USAGE_URL") or None  # a password stays off argv
+    url = store_url(given, args.state_dir)
+    if min(args.usage_flush_ms, args.usage_flush_debits, args.usage_refresh_ms) < 1:
+        print("interlock serve: the --usage-* numbers must be at least 1", file=sys.stderr)
+        return None
+    try:
+        open_store(url)  # checked now, opened in each process that serves
+    except ValueError as exc:
+        print(f"interlock serve: --usage-url: {exc}", file=sys.stderr)
+        return None
+    return url
+
+
+def open_ledger(options: Any) -> Ledger:
+    """This process's usage ledger, on the store the options name."""
+    from interlock.runtime.usage import open_store
+    from interlock.runtime.usage.ledger import Ledger, LedgerSettings
+
+    settings = LedgerSettings(
+        flush_s=options.usage_flush_ms / 1000,
+        flush_debits=options.usage_flush_debits,
+        refresh_s=options.usage_refresh_ms / 1000,
+    )
+    return Ledger(open_store(options.usage_url), settings)
 
 
 def _tracing(options: Any) -> Tracing | None:

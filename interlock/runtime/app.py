@@ -62,6 +62,10 @@ from interlock.runtime.surfaces.openai import ChatCompletions
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
+from interlock.runtime.usage import UsageStoreError
+from interlock.runtime.usage.credits import any_budget
+from interlock.runtime.usage.ledger import Ledger
+from interlock.runtime.usage.memory import MemoryStore
 
 if TYPE_CHECKING:
     from interlock.runtime.tracing.otel import Tracing
@@ -104,6 +108,7 @@ class Gateway:
         access_log: BinaryIO | None = None,
         state_dir: str | None = None,
         slots: SlotBackend | None = None,
+        ledger: Ledger | None = None,
         audit: AuditLog | None = None,
         tracing: Tracing | None = None,
     ) -> None:
@@ -117,6 +122,7 @@ class Gateway:
         self.slots.configure(plan.workers)
         self.slots.share_health(self.health)
         self.telemetry = TelemetryBook(wall=wall)
+        self.ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)  # usage, credits
         self.audit = audit  # the audit log (``--audit-log``), when on
         self.tracing = tracing  # OpenTelemetry spans (``--otel``), when on
         view = StateView(
@@ -126,6 +132,7 @@ class Gateway:
             self.telemetry,
             audit,
             lambda candidate: self.fleet.waiting(candidate),  # the fleet line is made below
+            self.ledger,
         )
         self.metrics = Metrics(view)
         self.adapters: dict[str, Adapter] = {}
@@ -270,6 +277,12 @@ class Gateway:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
+        await self.ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
+        if self.ledger.store.kind == "memory" and any_budget(self.plan.source.access):
+            log.warning(
+                "usage is kept in memory only: credits hold per process and start again at every start "
+                "(give --state-dir DIR or --usage-url URL to keep them)"
+            )
         if self.audit is not None:
             self.audit.start()
         await self.slots.start()
@@ -301,6 +314,7 @@ class Gateway:
             await self._close_adapters()
             self._close_adapters = None
         await self.slots.close()
+        await self.ledger.close()  # the last debits are committed before the process ends
         if self.audit is not None:
             await self.audit.close()
         if self.tracing is not None:
@@ -312,6 +326,10 @@ class Gateway:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.startup()
+                except UsageStoreError as exc:  # a store that cannot be opened: its message says why
+                    log.error("startup failed: %s", exc)
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
                 except Exception as exc:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})

@@ -25,6 +25,8 @@ upstream body, a header or a credential.
         ├── Unauthenticated              401: no caller key, or one the gateway does not know
         ├── ModelNotAllowed              403: the caller's ACL does not allow the model
         ├── CallerLimited                429 + Retry-After: the key's or tenant's rate or concurrency
+        ├── CreditsExhausted             402: the key's or tenant's credits for the month would be
+        │                                exceeded (no Retry-After: waiting does not help)
         ├── DirectModelDenied            400: raw provider/model while the plan denies it
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
@@ -175,6 +177,19 @@ class CallerLimited(GatewayError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class CreditsExhausted(GatewayError):
+    """The key's or tenant's budget (``credits``) for the window is used up, or this request would pass it.
+
+    402, not 429: a 429 tells clients (and the OpenAI SDKs, which retry it) to try again shortly, while
+    credits only come back with the next window or a bigger budget; ``insufficient_quota`` is the type
+    OpenAI's API uses for the same situation.
+    """
+
+    status = 402
+    type = "insufficient_quota"
+    code = "credits_exhausted"
 
 
 class DirectModelDenied(GatewayError):

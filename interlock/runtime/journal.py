@@ -48,11 +48,11 @@ class RequestRecord:
         "endpoint",
         "error",
         "id",
+        "output_chars",
         "started",
         "status",
         "stream",
         "target",
-        "tokens",
         "trace",
         "usage",
         "wall",
@@ -69,8 +69,8 @@ class RequestRecord:
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
         self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
-        self.tokens = 0  # prompt + completion tokens from the answer's usage (0: none reported)
-        self.usage: Any = None  # a stream's ``usage`` object, when the upstream sent one
+        self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
+        self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
         self.trace: RequestTrace | None = None  # the request's span, when tracing is on
 
 

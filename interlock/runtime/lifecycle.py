@@ -51,6 +51,8 @@ from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
+from interlock.runtime.usage.credits import account_of, check_credits, has_budget
+from interlock.runtime.usage.metering import delta_chars, metered
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
@@ -82,8 +84,8 @@ class ClientGone(Exception):
 @dataclass(slots=True)
 class Parsed:
     """A request in the internal form: ``operation`` is the router's (``chat`` | ``embeddings``) and the
-    metrics' endpoint label; ``body`` is OpenAI-shaped; ``echo`` is whatever the surface needs back when
-    it renders (e.g. the model name the caller gave)."""
+    metrics' endpoint label; ``body`` is OpenAI-shaped; ``echo`` is the model name answers give back
+    (the caller's; the lifecycle sets the default alias's name when the caller named none)."""
 
     operation: str
     model: str | None
@@ -356,6 +358,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         parsed = surface.parse(parse_object(raw))
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
+        if parsed.echo is None:  # no model named: answers name the default alias
+            parsed.echo = target.label
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
@@ -364,6 +368,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
+            if has_budget(caller):  # before the rates: a refused request takes none of them
+                check_credits(gateway.ledger, caller, preflight.needs, plan, target)
             if caller.budgets:
                 refusal = await gateway.counters.take(caller.budgets)
                 if refusal is not None:
@@ -374,7 +380,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         record.status = 499
         _finish(gateway, record)
         return
-    except GatewayError as exc:
+    except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
@@ -401,11 +407,14 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         status = 499
     finally:
         watch.stop()
+        tally = metered(record, preflight.needs, plan)  # None: no upstream answered
         if counted:
-            await gateway.counters.done(record.caller.budgets, record.tokens)
+            await gateway.counters.done(record.caller.budgets, tally.tokens if tally is not None else 0)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
+    if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
+        gateway.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
     _finish(gateway, record)
 
 
@@ -475,7 +484,6 @@ class Exchange:
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             return await self._refused(exc)
         self.record.answered = answered
-        self.record.tokens = tokens_of(answered.result)
         headers = self.headers
         headers.extend(self.preflight.headers())
         payload = self.surface.answer(parsed, answered.result, answered.candidate.id)
@@ -523,13 +531,15 @@ class Exchange:
         body = self.body if self.body is not None and self.body.ready() else None
         read, render_chunk = answered.result.read, render.chunk
         first = True
+        record = self.record
         try:
             while chunks := await read():  # the chunks of one upstream read: one write
                 for chunk in chunks:
                     usage = chunk.get("usage")
-                    if usage is not None:  # the last chunk, asked for with `include_usage`
-                        self.record.usage = usage
-                        self.record.tokens = tokens_of(chunk)
+                    if usage:  # the last chunk, asked for with `include_usage`
+                        record.usage = usage
+                    else:
+                        record.output_chars += delta_chars(chunk)
                 data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
                 if data:
                     if body is None:
@@ -558,18 +568,6 @@ class Exchange:
         self.gateway.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
-
-
-def tokens_of(result: Mapping[str, Any]) -> int:
-    """Prompt + completion tokens of an OpenAI-shaped answer or final chunk (0 when it reports none)."""
-    usage = result.get("usage")
-    if not isinstance(usage, dict):
-        return 0
-    total = usage.get("total_tokens")
-    if isinstance(total, int):
-        return total
-    parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
-    return sum(p for p in parts if isinstance(p, int))
 
 
 def say_dropped(

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
+    from interlock.runtime.usage.ledger import Ledger
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -132,6 +133,7 @@ class StateView:
     telemetry: TelemetryBook | None = None
     audit: AuditLog | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
+    ledger: Ledger | None = None
 
 
 class Metrics:
@@ -314,6 +316,28 @@ class _StateCollector(Collector):
         yield from (degraded, fallbacks, info)
         yield from _audit_families(self.view.audit)
         yield from telemetry_families(self.view.telemetry)
+        yield from usage_families(self.view.ledger)
+
+
+def usage_families(ledger: Ledger | None) -> Iterator[Metric]:
+    """The usage ledger's writer: debits waiting for a commit, commits, and store failures (families
+    without samples when there is no ledger)."""
+    waiting = GaugeMetricFamily(
+        "interlock_usage_waiting_debits",
+        "Debits of this process not yet committed to the usage ledger (what a SIGKILL would lose).",
+    )
+    commits = CounterMetricFamily(
+        "interlock_usage_commits", "Batches of debits committed to the usage ledger."
+    )
+    failures = CounterMetricFamily(
+        "interlock_usage_store_failures",
+        "Usage ledger commits and balance refreshes that failed (the debits are kept for the next commit).",
+    )
+    if ledger is not None:
+        waiting.add_metric([], float(ledger.waiting))
+        commits.add_metric([], float(ledger.flushes))
+        failures.add_metric([], float(ledger.failures))
+    yield from (waiting, commits, failures)
 
 
 def _audit_families(audit: AuditLog | None) -> tuple[Metric, ...]:

@@ -39,6 +39,10 @@ class ServeOptions:
     log_level: str = "info"
     access_log: str | None = None  # None, "text" (uvicorn's line per request) or "json" (journal)
     state_dir: str | None = None
+    usage_url: str = "memory:"  # where the usage ledger lives (runtime/usage)
+    usage_flush_ms: int = 500
+    usage_flush_debits: int = 256
+    usage_refresh_ms: int = 5000
     audit_log: str | None = None  # --audit-log: where this process's audit events go
     otel: bool = False  # --otel: OpenTelemetry tracing
 

@@ -167,7 +167,7 @@ class FakeOpenAI(FakeServer):
             for index in range(choices):
                 frames.extend(self._choice_events(head, index, tool, call_id, arguments, pieces, finish))
             options = body.get("stream_options")
-            if isinstance(options, dict) and options.get("include_usage") is True:
+            if isinstance(options, dict) and options.get("include_usage") is True and reply.usage:
                 frames.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
             return StreamAnswer(_SSE, frames, b"data: [DONE]\n\n")
         message: dict[str, Any]
@@ -176,18 +176,18 @@ class FakeOpenAI(FakeServer):
             message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
         else:
             message = {"role": "assistant", "content": "".join(pieces)}
-        return JsonAnswer(
-            {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "choices": [
-                    {"index": index, "message": message, "finish_reason": finish} for index in range(choices)
-                ],
-                "usage": usage,
-            }
-        )
+        answer: dict[str, Any] = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {"index": index, "message": message, "finish_reason": finish} for index in range(choices)
+            ],
+        }
+        if reply.usage:
+            answer["usage"] = usage
+        return JsonAnswer(answer)
 
     @staticmethod
     def _choice_events(

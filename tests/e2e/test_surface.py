@@ -42,7 +42,7 @@ def test_aliases_show_their_candidates_with_live_health(gateway: Served) -> None
 def test_health_reports_providers_workers_and_candidates(gateway: Served) -> None:
     report = gateway.health()
     assert report["ready"] is True
-    assert set(report) == {"plan", "ready", "providers", "workers", "slot_state", "candidates"}
+    assert set(report) == {"plan", "ready", "providers", "workers", "slot_state", "usage", "candidates"}
     # one process: its own table, and the fleet line (nothing waits in it)
     assert report["slot_state"] == {"scope": "process", "degraded": False, "fleet_waiting": {}}
     assert report["providers"]["box"]["endpoints"][0]["endpoint"] == "box@box1"

@@ -78,7 +78,8 @@ def test_errors_and_unusable_ids_are_logged_too(fleet: Fleet) -> None:
     )
     streamed = post(fleet, chat("team/vision", stream=True))  # a fast upstream (gpu-a streams slowly)
     line = line_for(fleet, streamed.headers["x-request-id"])
-    assert (line["status"], line["stream"], line["tokens"]) == (200, True, None)
+    assert (line["status"], line["stream"]) == (200, True)
+    assert line["tokens"]["completion_tokens"] > 0  # a stream's usage: the gateway asks its upstream for it
 
 
 def test_nothing_secret_or_said_is_logged(fleet: Fleet) -> None:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from interlock.runtime.lifecycle import Handler, Surface, handler
-from interlock.runtime.surfaces import anthropic, ollama, openai, responses
+from interlock.runtime.surfaces import anthropic, contract, ollama, openai, responses
+from interlock.runtime.surfaces.contract import Doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +21,7 @@ class Row:
     path: str
     handler: Handler
     surface: Surface  # errors on this path (a wrong method) are worded in its shape
+    doc: Doc  # what it takes and answers: its part of the OpenAPI document (``runtime.openapi``)
 
 
 def rows() -> tuple[Row, ...]:
@@ -27,23 +29,24 @@ def rows() -> tuple[Row, ...]:
     native_chat, generate = ollama.Chat(), ollama.Generate()
     embed, legacy = ollama.Embed(), ollama.LegacyEmbeddings()
     messages, responses_ = anthropic.Messages(), responses.Responses()
+    c = contract
     return (
-        Row("POST", "/v1/chat/completions", handler(chat), chat),
-        Row("POST", "/v1/embeddings", handler(embeddings), embeddings),
-        Row("POST", "/api/chat", handler(native_chat), native_chat),
-        Row("POST", "/api/generate", handler(generate), generate),
-        Row("POST", "/api/embed", handler(embed), embed),
-        Row("POST", "/api/embeddings", handler(legacy), legacy),
-        Row("GET", "/api/tags", ollama.tags, embed),
-        Row("HEAD", "/api/tags", ollama.tags, embed),
-        Row("POST", "/api/show", ollama.show, embed),
-        Row("GET", "/api/ps", ollama.ps, embed),
-        Row("GET", "/api/version", ollama.version, embed),
-        Row("GET", "/", ollama.root, embed),
-        Row("HEAD", "/", ollama.root, embed),
-        Row("POST", "/v1/responses", handler(responses_), responses_),
-        Row("POST", "/v1/messages", handler(messages), messages),
-        Row("POST", "/v1/messages/count_tokens", anthropic.count_tokens, messages),
+        Row("POST", "/v1/chat/completions", handler(chat), chat, c.CHAT),
+        Row("POST", "/v1/embeddings", handler(embeddings), embeddings, c.EMBEDDINGS),
+        Row("POST", "/api/chat", handler(native_chat), native_chat, c.NATIVE_CHAT),
+        Row("POST", "/api/generate", handler(generate), generate, c.GENERATE),
+        Row("POST", "/api/embed", handler(embed), embed, c.EMBED),
+        Row("POST", "/api/embeddings", handler(legacy), legacy, c.LEGACY_EMBEDDINGS),
+        Row("GET", "/api/tags", ollama.tags, embed, c.TAGS),
+        Row("HEAD", "/api/tags", ollama.tags, embed, c.TAGS),
+        Row("POST", "/api/show", ollama.show, embed, c.SHOW),
+        Row("GET", "/api/ps", ollama.ps, embed, c.PS),
+        Row("GET", "/api/version", ollama.version, embed, c.VERSION),
+        Row("GET", "/", ollama.root, embed, c.ROOT),
+        Row("HEAD", "/", ollama.root, embed, c.ROOT),
+        Row("POST", "/v1/responses", handler(responses_), responses_, c.RESPONSES),
+        Row("POST", "/v1/messages", handler(messages), messages, c.MESSAGES),
+        Row("POST", "/v1/messages/count_tokens", anthropic.count_tokens, messages, c.COUNT_TOKENS),
     )
 
 

@@ -9,7 +9,7 @@ one is answered at once and its connection closed (``app.Gateway``), never read 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,13 +25,43 @@ from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
 from interlock.runtime.resolve import shown
 from interlock.runtime.state import SlotReport
+from interlock.runtime.surfaces import contract
+from interlock.runtime.surfaces.contract import Doc
 from interlock.runtime.surfaces.openai import error_body
+from interlock.runtime.ui import STATIC
 
 if TYPE_CHECKING:
     from interlock.runtime.app import Gateway
+    from interlock.runtime.usage.ledger import Ledger
 
 _STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
-READ = ["GET", "HEAD"]  # HEAD answers like GET without the body (uvicorn drops it)
+READ = ("GET", "HEAD")  # HEAD answers like GET without the body (uvicorn drops it)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminRoute:
+    """One admin route: its path (Starlette's syntax), methods and contract (``runtime.openapi``)."""
+
+    path: str
+    doc: Doc
+    methods: tuple[str, ...] = READ
+
+
+ROUTES: tuple[AdminRoute, ...] = (
+    AdminRoute("/v1/models", contract.MODELS),
+    AdminRoute("/v1/models/{model_id:path}", contract.MODEL_BY_ID),  # GET and HEAD, as every route
+    AdminRoute("/v1/aliases", contract.ALIASES),
+    AdminRoute("/v1/health", contract.HEALTH),
+    AdminRoute("/v1/metadata", contract.METADATA),
+    AdminRoute("/metrics", contract.METRICS),
+    AdminRoute("/healthz", contract.HEALTHZ),
+    AdminRoute("/readyz", contract.READYZ),
+    AdminRoute("/ui", contract.UI),
+    AdminRoute("/ui/static/{name}", contract.UI_STATIC),
+    AdminRoute("/ui/{section}", contract.UI_SECTION),
+    AdminRoute("/openapi.json", contract.OPENAPI),
+)
+"""The admin app's routes; ``build_admin`` registers one endpoint for each, in this order."""
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -108,7 +138,7 @@ def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
 
 def build_admin(gateway: Gateway) -> Starlette:
     """The cold endpoints' application (Starlette, not FastAPI: nothing here needs request models or an
-    OpenAPI page, and FastAPI's import was a fifth of the gateway's start; bench/serve_start.py)."""
+    OpenAPI page of its own, and FastAPI's import was a fifth of the gateway's start; serve_start.py)."""
     catalogs: dict[tuple[str, str | None], ModelCatalog] = {}
 
     def catalog(plan: RuntimePlan, request: Request) -> ModelCatalog:
@@ -120,6 +150,22 @@ def build_admin(gateway: Gateway) -> Starlette:
             if any(digest != plan.content_hash for digest, _ in catalogs):
                 catalogs.clear()
             found = catalogs[plan.content_hash, caller.key_id] = model_catalog(plan, caller)
+        return found
+
+    openapi_docs: dict[tuple[str, str | None], bytes] = {}
+
+    def documents(plan: RuntimePlan, request: Request) -> bytes:
+        """``/openapi.json`` of one plan for one caller key: built on its first request after a load or
+        reload (like the catalog: at most one per key of the plan, plus the anonymous one)."""
+        from interlock.runtime.openapi import plan_document
+
+        caller = caller_of(request.scope)
+        found = openapi_docs.get((plan.content_hash, caller.key_id))
+        if found is None:
+            if any(digest != plan.content_hash for digest, _ in openapi_docs):
+                openapi_docs.clear()
+            document = orjson.dumps(plan_document(plan, caller))
+            found = openapi_docs[plan.content_hash, caller.key_id] = document
         return found
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -178,7 +224,7 @@ def build_admin(gateway: Gateway) -> Starlette:
         return html_response(await render_page(gateway))
 
     async def ui_static(request: Request) -> Response:
-        from interlock.runtime.ui.page import STATIC, static
+        from interlock.runtime.ui.page import static
 
         name: str = request.path_params["name"]
         media_type = STATIC.get(name)
@@ -194,19 +240,28 @@ def build_admin(gateway: Gateway) -> Starlette:
             raise HTTPException(404, "Not Found")
         return html_response(text)
 
-    routes = [
-        Route("/v1/models", models, methods=READ),
-        Route("/v1/models/{model_id:path}", model, methods=READ),
-        Route("/v1/aliases", aliases, methods=READ),
-        Route("/v1/health", health, methods=READ),
-        Route("/v1/metadata", metadata, methods=READ),
-        Route("/metrics", metrics, methods=READ),
-        Route("/healthz", healthz, methods=READ),
-        Route("/readyz", readyz, methods=READ),
-        Route("/ui", ui, methods=READ),
-        Route("/ui/static/{name}", ui_static, methods=READ),
-        Route("/ui/{section}", ui_section, methods=READ),
-    ]
+    async def openapi(request: Request) -> Response:
+        return Response(documents(gateway.plan, request), media_type="application/json")
+
+    endpoints: dict[str, Callable[[Request], Awaitable[Response]]] = {
+        "/v1/models": models,
+        "/v1/models/{model_id:path}": model,
+        "/v1/aliases": aliases,
+        "/v1/health": health,
+        "/v1/metadata": metadata,
+        "/metrics": metrics,
+        "/healthz": healthz,
+        "/readyz": readyz,
+        "/ui": ui,
+        "/ui/static/{name}": ui_static,
+        "/ui/{section}": ui_section,
+        "/openapi.json": openapi,
+    }
+    if endpoints.keys() != {route.path for route in ROUTES}:  # a row without its endpoint, or the reverse
+        raise RuntimeError(
+            f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
+        )
+    routes = [Route(route.path, endpoints[route.path], methods=list(route.methods)) for route in ROUTES]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
 
 
@@ -293,11 +348,27 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
         "providers": providers,
         "workers": workers,
         "slot_state": slot_state,
+        "usage": usage_report(gateway.ledger, plan),
         "candidates": candidates,
     }
     if plan.routing.sticky is not None:  # only when sticky sessions are on
         report["sticky_sessions"] = {"sessions": len(gateway.sticky), "repinned": gateway.sticky.repinned}
     return report
+
+
+def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
+    """The usage ledger's writer (where it commits, what is not committed yet) and every tenant's and
+    key's budget for the month (``∞``: unlimited)."""
+    from interlock.runtime.usage.credits import budget_report
+
+    return {
+        "store": ledger.store.kind,
+        "waiting_debits": ledger.waiting,
+        "commits": ledger.flushes,
+        "failures": ledger.failures,
+        "last_error": ledger.last_error,
+        **budget_report(ledger, plan.source.access),
+    }
 
 
 def metadata_report(gateway: Gateway) -> dict[str, Any]:

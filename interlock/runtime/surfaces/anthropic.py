@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from interlock.runtime.access import caller_of
-from interlock.runtime.errors import GatewayError, InvalidRequest
+from interlock.runtime.errors import InvalidRequest
 from interlock.runtime.lifecycle import (
     ClientGone,
     Failure,
@@ -108,7 +108,9 @@ def _text_of(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+            text
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(text := b.get("text"), str)
         )
     return ""
 
@@ -128,7 +130,10 @@ def _turn(index: int, message: Any) -> list[dict[str, Any]]:
     for number, block in enumerate(_blocks(message.get("content"), f"{where}.content")):
         kind = block["type"]
         if kind == "text":
-            parts.append({"type": "text", "text": block.get("text", "")})
+            text = block.get("text", "")
+            if not isinstance(text, str):
+                raise InvalidRequest(f"`{where}.content[{number}].text` must be a string")
+            parts.append({"type": "text", "text": text})
         elif kind == "image":
             parts.append(_image(block, f"{where}.content[{number}]"))
         elif kind == "tool_use" and role == "assistant":
@@ -141,7 +146,10 @@ def _turn(index: int, message: Any) -> list[dict[str, Any]]:
                 text = f"error: {text}"
             out.append({"role": "tool", "tool_call_id": block.get("tool_use_id", ""), "content": text})
         elif kind in ("thinking", "redacted_thinking") and role == "assistant":
-            reasoning.append(block.get("thinking", ""))
+            thinking = block.get("thinking", "")
+            if not isinstance(thinking, str):
+                raise InvalidRequest(f"`{where}.content[{number}].thinking` must be a string")
+            reasoning.append(thinking)
         else:
             raise InvalidRequest(f"`{where}.content[{number}]`: a {kind!r} block is not supported here")
     if parts or calls or not out:
@@ -391,7 +399,7 @@ async def count_tokens(gateway: Gateway, scope: Scope, receive: Receive, send: S
         needs = needs_of(internal, "chat", plan.preflight)
     except ClientGone:
         return
-    except GatewayError as exc:
+    except Exception as exc:  # a refusal; anything else is a bug, logged and answered 500
         failure = failure_of(exc, plan)
         headers.extend(failure.headers)
         await send_json(send, failure.status, error_body(failure.status, failure.message), headers)

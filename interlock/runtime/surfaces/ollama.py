@@ -93,18 +93,22 @@ def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dic
     role = message.get("role")
     if not isinstance(role, str):
         raise InvalidRequest(f"`{where}.role` must be a string")
-    content = message.get("content") or ""
-    if not isinstance(content, str):
+    content = message.get("content")
+    if content is None:
+        content = ""
+    elif not isinstance(content, str):  # `[]` or `false` too: never read as no content
         raise InvalidRequest(f"`{where}.content` must be a string")
     out: dict[str, Any] = {"role": role, "content": content}
     images = message.get("images")
+    if images is not None and not isinstance(images, list):
+        raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
     if images:
-        if not isinstance(images, list):
-            raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
         parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
         parts.extend(_data_url(image, f"{where}.images[{n}]") for n, image in enumerate(images))
         out["content"] = parts
     calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise InvalidRequest(f"`{where}.tool_calls` must be an array")
     if calls:
         out["tool_calls"] = [
             _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)

@@ -102,13 +102,16 @@ def check_embeddings(body: Mapping[str, Any]) -> str | None:
 
 
 class _SSE(StreamRender):
-    __slots__ = ("_cid",)
+    __slots__ = ("_cid", "_usage")
     headers = SSE_HEADERS
 
-    def __init__(self, cid: str) -> None:
+    def __init__(self, cid: str, usage: bool) -> None:
         self._cid = cid
+        self._usage = usage  # the caller asked for the usage chunk
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if not self._usage and "usage" in chunk and not chunk.get("choices"):
+            return b""  # asked for by the gateway (the usage ledger), not by the caller
         chunk["model"] = self._cid
         return b"data: %b\n\n" % orjson.dumps(chunk)
 
@@ -124,14 +127,23 @@ class ChatCompletions(Surface):
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model, stream = check_chat(body)
-        return Parsed("chat", model, stream, body)
+        if not stream:
+            return Parsed("chat", model, stream, body)
+        options = body.get("stream_options")
+        if options is None:
+            options = {}
+        elif type(options) is not dict or options.get("include_usage") is True:
+            return Parsed("chat", model, stream, body, True)  # as asked (a bad value: the upstream says so)
+        # the usage ledger counts a stream by its usage chunk: ask for it, and keep it from the caller
+        body["stream_options"] = {**options, "include_usage": True}
+        return Parsed("chat", model, stream, body, False)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         result["model"] = candidate
         return orjson.dumps(result)
 
     def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
-        return _SSE(candidate)
+        return _SSE(candidate, parsed.echo is True)
 
     def error(self, failure: Failure) -> bytes:
         return _error(failure)

@@ -53,7 +53,10 @@ def _id(prefix: str) -> str:
 def _part(part: Any, where: str) -> dict[str, Any]:
     kind = part.get("type") if isinstance(part, dict) else None
     if kind in ("input_text", "output_text", "text"):
-        return {"type": "text", "text": part.get("text", "")}
+        text = part.get("text", "")
+        if not isinstance(text, str):
+            raise InvalidRequest(f"`{where}.text` must be a string", param=where)
+        return {"type": "text", "text": text}
     if kind == "input_image" and isinstance(part.get("image_url"), str):
         return {"type": "image_url", "image_url": {"url": part["image_url"]}}
     raise InvalidRequest(f"`{where}`: a content part of type {kind!r} is not supported", param=where)

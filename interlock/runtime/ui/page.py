@@ -34,13 +34,6 @@ def environment() -> jinja2.Environment:
     return env
 
 
-STATIC = {
-    "refresh.js": "text/javascript; charset=utf-8",
-    "page.css": "text/css; charset=utf-8",
-    "favicon.svg": "image/svg+xml",
-}
-
-
 @functools.cache
 def static(name: str) -> bytes:
     """A shipped static file (only the names in ``STATIC``)."""

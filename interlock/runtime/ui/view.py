@@ -277,10 +277,23 @@ def events(at: Moment) -> dict[str, Any]:
     return {"events": rows, "kept": journal.events.maxlen, "requests": journal.requests}
 
 
+def budgets(at: Moment) -> dict[str, Any]:
+    """Every tenant's and key's credits for the month (``∞``: unlimited), and where usage is kept."""
+    from interlock.runtime.usage.credits import budget_report
+
+    ledger = at.gateway.ledger
+    report = budget_report(ledger, at.gateway.plan.source.access)
+    report["store"] = ledger.store.kind
+    report["waiting_debits"] = ledger.waiting
+    report["last_error"] = ledger.last_error
+    return report
+
+
 SECTIONS: dict[str, Section] = {  # in page order: what the person on call looks at first
     "aliases": aliases,
     "workers": workers,
     "events": events,
+    "budgets": budgets,
     "models": models,
     "plan": plan,
 }

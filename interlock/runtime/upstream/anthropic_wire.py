@@ -53,7 +53,9 @@ def _text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+            text
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(text := p.get("text"), str)
         )
     return ""
 
@@ -115,8 +117,13 @@ def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
         else:
             role = "assistant" if role == "assistant" else "user"
             blocks = _blocks(message.get("content"))
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") or {}
+            calls = message.get("tool_calls") or ()
+            if not isinstance(calls, list | tuple) or not all(isinstance(c, Mapping) for c in calls):
+                raise InvalidRequest("`tool_calls` must be an array of objects", param="messages")
+            for call in calls:
+                function = call.get("function")
+                if not isinstance(function, Mapping):
+                    raise InvalidRequest("every tool call needs a `function` object", param="messages")
                 blocks.append(
                     {
                         "type": "tool_use",
@@ -163,12 +170,18 @@ def messages_request(body: Mapping[str, Any], model: str, *, stream: bool) -> di
         request["system"] = system
     stop = body.get("stop", options.get("stop"))
     if stop:
-        request["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+        if isinstance(stop, str):
+            stop = [stop]
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise InvalidRequest("`stop` must be a string or an array of strings", param="stop")
+        request["stop_sequences"] = stop
     for key in ("temperature", "top_p", "top_k"):
         value = body.get(key, options.get(key))
         if value is not None:
             request[key] = value
     tools = body.get("tools")
+    if tools and not isinstance(tools, list):
+        raise InvalidRequest("`tools` must be an array", param="tools")
     if tools and body.get("tool_choice") != "none":
         request["tools"] = [
             {

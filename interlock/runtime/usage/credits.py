@@ -1,0 +1,126 @@
+"""Credits: a request that would go past its key's or its tenant's budget for the month is refused.
+
+A budget (``credits`` in ``credits_unit``, per key and per tenant; ``0`` = unlimited, never refused)
+covers the ledger's window, the calendar month in UTC. Before the walk, each level with a budget is
+checked against the ledger's in-memory balance (``Ledger.spent`` / ``tenant_spent``: no I/O): the request
+is refused with ``CreditsExhausted`` (402) when what was used, plus this request's prompt (the
+preflight's estimate, priced at the first candidate's input price for money), is more than the budget.
+The completion is not known beforehand: the last request admitted may pass the budget by its answer,
+and the next one is refused.
+
+With several replicas (PostgreSQL) or ``--workers N`` (SQLite), each process sees the others' debits at
+its next refresh: together they may pass a budget by what they admit within ``refresh_s + flush_s``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlock.runtime.access import Caller
+from interlock.runtime.errors import CreditsExhausted
+from interlock.runtime.needs import Needs
+from interlock.runtime.plan import RuntimePlan, Target
+from interlock.runtime.usage import ANONYMOUS, Account, Tally
+from interlock.runtime.usage.ledger import Ledger, next_window
+from interlock.runtime.usage.metering import Price, price_of
+from interlock.schema.plan import PlanAccess, PlanLimits
+
+
+def account_of(caller: Caller) -> Account:
+    """The ledger's (tenant, key id) of a caller; ``-`` for one without a key."""
+    return (caller.tenant or ANONYMOUS, caller.key_id or ANONYMOUS)
+
+
+def has_budget(caller: Caller) -> bool:
+    """Whether any level of the caller has credits to check (most callers: a field test or two)."""
+    key, tenant = caller.key_limits, caller.tenant_limits
+    return (key is not None and key.credits > 0) or (tenant is not None and tenant.credits > 0)
+
+
+def any_budget(access: PlanAccess) -> bool:
+    """Whether any tenant or key of the plan has credits."""
+    levels = [t.limits for t in access.tenants.values()] + [k.limits for k in access.keys.values()]
+    return any(level.credits > 0 for level in levels)
+
+
+def check_credits(ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target) -> None:
+    """``CreditsExhausted`` when this request would go past the key's or the tenant's budget (priced,
+    for money, at the target's first candidate)."""
+    price = price_of(plan, target.candidates[0].id)
+    currency = plan.source.access.currency
+    key, tenant = caller.key_limits, caller.tenant_limits
+    if key is not None and key.credits > 0:
+        spent = ledger.spent(account_of(caller))
+        _check(key, spent, needs, price, currency, ledger, f"key `{caller.key_id}`")
+    if tenant is not None and tenant.credits > 0:
+        spent = ledger.tenant_spent(caller.tenant or ANONYMOUS)
+        _check(tenant, spent, needs, price, currency, ledger, f"tenant `{caller.tenant}`")
+
+
+def _check(
+    limits: PlanLimits,
+    spent: Tally,
+    needs: Needs,
+    price: Price | None,
+    currency: str,
+    ledger: Ledger,
+    who: str,
+) -> None:
+    if limits.credits_unit == "tokens":
+        used, asked = float(spent.tokens), float(needs.prompt_tokens)
+        unit, shown_used, shown_budget = "tokens", f"{spent.tokens}", _amount(limits.credits)
+    else:
+        used = spent.cost_micros / 1_000_000
+        asked = needs.prompt_tokens * price[0] / 1_000_000 if price is not None else 0.0
+        unit, shown_used, shown_budget = currency, _amount(used), _amount(limits.credits)
+    if used + asked <= limits.credits:
+        return
+    what = "has used" if used >= limits.credits else "would pass its budget with this request: it has used"
+    raise CreditsExhausted(
+        f"{who} {what} {shown_used} of its {shown_budget} {unit} of credits this month (since "
+        f"{ledger.window} UTC); the budget starts again on {next_window(ledger.window)}"
+    )
+
+
+UNLIMITED = "∞"
+
+
+def budget_report(ledger: Ledger, access: PlanAccess) -> dict[str, Any]:
+    """Every tenant's and key's budget for the window: credits, unit, used, remaining (``∞`` when
+    unlimited). For /v1/health and the status page; never per request."""
+    tenants = {
+        name: _budget(tenant.limits, ledger.tenant_spent(name), access.currency)
+        for name, tenant in sorted(access.tenants.items())
+    }
+    keys = {
+        key_id: {
+            "tenant": key.tenant,
+            **_budget(key.limits, ledger.spent((key.tenant, key_id)), access.currency),
+        }
+        for key_id, key in sorted(access.keys.items())
+    }
+    return {"window_start": ledger.window, "currency": access.currency, "tenants": tenants, "keys": keys}
+
+
+def _budget(limits: PlanLimits, spent: Tally, currency: str) -> dict[str, Any]:
+    money = limits.credits_unit == "money"
+    used: float = round(spent.cost_micros / 1_000_000, 6) if money else spent.tokens
+    unlimited = limits.credits <= 0
+    return {
+        "unit": currency if money else "tokens",
+        "credits": UNLIMITED if unlimited else _plain(limits.credits),
+        "used": used,
+        "remaining": UNLIMITED if unlimited else _plain(max(0.0, round(limits.credits - used, 6))),
+        "requests": spent.requests,
+        "estimated": spent.estimated,
+    }
+
+
+def _plain(value: float) -> float | int:
+    """A whole number as an int (``500``, not ``500.0``)."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _amount(value: float) -> str:
+    """An amount for people: ``40``, ``0.00003``, ``12.5`` (never ``3e-05``; millionths at most)."""
+    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"

@@ -1,0 +1,222 @@
+"""Balances in memory, debits persisted in batches by one writer task: the request path never waits.
+
+Invariants:
+- ``debit`` and ``spent`` are plain dictionary work (no I/O, no await): a request checks its balance and
+  is debited in memory; the writer task hands the debits gathered since its last flush to the store.
+- A flush happens every ``flush_s`` seconds, or as soon as ``flush_debits`` debits are waiting,
+  whichever comes first; each flush is one transaction. **The crash window**: a process killed outright
+  (SIGKILL, OOM) loses the debits not yet committed, which is at most the last ``flush_s`` seconds of
+  them (and fewer than ``flush_debits``), plus the ones in a commit that had not finished. A clean stop
+  (SIGTERM, SIGINT) flushes everything first.
+- A flush that fails keeps its debits for the next one (logged once per failing streak, counted).
+- Every ``refresh_s`` seconds the writer reads the window's sums back from the store and adds the debits
+  it has not persisted yet: so the balances include other replicas' (PostgreSQL) or other workers'
+  (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late.
+- Balances cover the budget window, the calendar month in UTC: at the first debit of a new month they
+  start again from zero. Rows are per day, so ``interlock usage --since`` works by day.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from interlock.runtime.usage import Account, RowKey, Store, Tally, UsageStoreError
+
+log = logging.getLogger("interlock.usage")
+
+Clock = Callable[[], float]
+
+ZERO = Tally()  # returned for an account with no debits: read only
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSettings:
+    flush_s: float = 0.5
+    flush_debits: int = 256
+    refresh_s: float = 5.0
+
+
+def day_of(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(epoch))
+
+
+def window_start(day: str) -> str:
+    """The first day of the budget window holding ``day`` (the calendar month)."""
+    return day[:8] + "01"
+
+
+def next_window(start: str) -> str:
+    """The first day of the window after the one starting on ``start``."""
+    year, month = int(start[:4]), int(start[5:7])
+    return f"{year + month // 12:04d}-{month % 12 + 1:02d}-01"
+
+
+class Ledger:
+    """One gateway process's usage: the window's balances per account and per tenant, and the debits
+    waiting for the writer."""
+
+    def __init__(self, store: Store, settings: LedgerSettings | None = None, *, wall: Clock = time.time):
+        self.store = store
+        self.settings = settings or LedgerSettings()
+        self._wall = wall
+        self._spent: dict[Account, Tally] = {}
+        self._tenants: dict[str, Tally] = {}
+        self._pending: dict[RowKey, Tally] = {}
+        self._pending_debits = 0
+        self._day = ""
+        self._day_ends = 0.0
+        self.window = ""  # the first day of the current budget window
+        self.flushes = 0  # commits that succeeded
+        self.failures = 0  # flushes and refreshes that failed
+        self.last_error: str | None = None
+        self._full = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._roll(wall())
+
+    # -- the request path ----------------------------------------------------------------------------
+
+    def spent(self, account: Account) -> Tally:
+        """What ``account`` (tenant, key id) used in the current window (read only)."""
+        return self._spent.get(account, ZERO)
+
+    def tenant_spent(self, tenant: str) -> Tally:
+        """What every key of ``tenant`` used in the current window together (read only)."""
+        return self._tenants.get(tenant, ZERO)
+
+    def debit(self, account: Account, model: str, usage: Tally) -> None:
+        """Count one request's ``usage`` (``requests`` set to 1 by the caller) against ``account``."""
+        now = self._wall()
+        if now >= self._day_ends:
+            self._roll(now)
+        tenant, key_id = account
+        row = (self._day, tenant, key_id, model)
+        pending = self._pending.get(row)
+        if pending is None:
+            self._pending[row] = usage.copy()
+        else:
+            pending.add(usage)
+        spent = self._spent.get(account)
+        if spent is None:
+            self._spent[account] = usage.copy()
+        else:
+            spent.add(usage)
+        total = self._tenants.get(tenant)
+        if total is None:
+            self._tenants[tenant] = usage.copy()
+        else:
+            total.add(usage)
+        self._pending_debits += 1
+        if self._pending_debits >= self.settings.flush_debits:
+            self._full.set()
+
+    def _roll(self, now: float) -> None:
+        """A new day: its row key; a new month: balances start again from zero."""
+        day = day_of(now)
+        year, month, mday = (int(part) for part in day.split("-"))
+        self._day = day
+        self._day_ends = calendar.timegm((year, month, mday, 0, 0, 0)) + 86400.0
+        start = window_start(day)
+        if start != self.window:
+            self.window = start
+            self._spent = {}
+            self._tenants = {}
+
+    # -- the writer ----------------------------------------------------------------------------------
+
+    @property
+    def waiting(self) -> int:
+        """Debits not yet committed."""
+        return self._pending_debits
+
+    async def start(self) -> None:
+        """Open the store and read the window's balances (``UsageStoreError`` when it cannot), then
+        start the writer task."""
+        await self.store.open()
+        await self.refresh(strict=True)
+        self._full = asyncio.Event()  # this event loop's
+        self._closing = False
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-usage")
+
+    async def close(self) -> None:
+        """Stop the writer after a last flush, then close the store (idempotent)."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._closing = True
+            self._full.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        else:
+            await self.flush()
+        await self.store.close()
+
+    async def _run(self) -> None:
+        settings = self.settings
+        next_refresh = self._wall() + settings.refresh_s
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._full.wait(), settings.flush_s)
+            self._full.clear()
+            try:
+                await self.flush()
+                if self._wall() >= next_refresh and not self._closing:
+                    await self.refresh()
+                    next_refresh = self._wall() + settings.refresh_s
+            except Exception:  # a bug in one round never ends the writer (the debits stay waiting)
+                log.exception("usage ledger: the writer's round failed")
+        await self.flush()
+
+    async def flush(self) -> bool:
+        """Commit the waiting debits in one transaction; on failure keep them for the next flush."""
+        if not self._pending:
+            return True
+        batch, count = self._pending, self._pending_debits
+        self._pending, self._pending_debits = {}, 0
+        try:
+            await self.store.add(batch)
+        except Exception as exc:  # the store's error, or a bug: either way the debits are kept
+            for row, tally in batch.items():
+                pending = self._pending.setdefault(row, Tally())
+                pending.add(tally)
+            self._pending_debits += count
+            if not isinstance(exc, UsageStoreError):
+                raise
+            self._failed(exc)
+            return False
+        if self.last_error is not None:
+            log.warning("usage ledger %s: writing again", self.store.shown)
+            self.last_error = None
+        self.flushes += 1
+        return True
+
+    async def refresh(self, *, strict: bool = False) -> None:
+        """Balances = the store's sums for the window + the debits not committed yet."""
+        window = self.window
+        try:
+            sums = await self.store.spent(window)
+        except UsageStoreError as exc:
+            if strict:
+                raise
+            self._failed(exc)
+            return
+        if window != self.window:  # the month turned while reading: the next refresh reads the new one
+            return
+        for (day, tenant, key_id, _model), tally in self._pending.items():
+            if day >= window:
+                sums.setdefault((tenant, key_id), Tally()).add(tally)
+        tenants: dict[str, Tally] = {}
+        for (tenant, _key), tally in sums.items():
+            tenants.setdefault(tenant, Tally()).add(tally)
+        self._spent, self._tenants = sums, tenants
+
+    def _failed(self, exc: UsageStoreError) -> None:
+        self.failures += 1
+        if self.last_error is None:
+            log.error("usage ledger: %s (debits are kept in memory and written when it works again)", exc)
+        self.last_error = str(exc)

@@ -1,0 +1,41 @@
+"""``memory:``: the ledger's rows kept in this process only (nothing survives a restart)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from interlock.runtime.usage import Account, RowKey, Store, Tally
+
+
+class MemoryStore(Store):
+    shown = "memory:"
+
+    def __init__(self) -> None:
+        self._rows: dict[RowKey, Tally] = {}
+
+    async def open(self) -> None:
+        pass
+
+    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+        for key, tally in rows.items():
+            self._rows.setdefault(key, Tally()).add(tally)
+
+    async def spent(self, since_day: str) -> dict[Account, Tally]:
+        sums: dict[Account, Tally] = {}
+        for (day, tenant, key_id, _model), tally in self._rows.items():
+            if day >= since_day:
+                sums.setdefault((tenant, key_id), Tally()).add(tally)
+        return sums
+
+    async def rows(self, since_day: str | None, tenant: str | None) -> list[tuple[RowKey, Tally]]:
+        return sorted(
+            (
+                (key, tally.copy())
+                for key, tally in self._rows.items()
+                if (since_day is None or key[0] >= since_day) and (tenant is None or key[1] == tenant)
+            ),
+            key=lambda row: row[0],
+        )
+
+    async def close(self) -> None:
+        pass

@@ -1,0 +1,106 @@
+"""One answered request's usage: the upstream's token counts, or the gateway's estimate when it sent none.
+
+The answer's ``usage`` (a stream's final usage chunk: every surface asks for one) is taken as reported.
+When the upstream reported no usage, the prompt is the preflight's estimate (``needs``: text, messages,
+tool schemas) and the completion is the answer's text by the same rule (UTF-8 bytes / 3); the row then
+counts the request as ``estimated``. Money is tokens times the plan's price per million tokens of the
+answering model, kept in millionths of the currency (an integer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from interlock.runtime.needs import Needs, text_tokens
+from interlock.runtime.usage import Tally
+
+if TYPE_CHECKING:
+    from interlock.runtime.journal import RequestRecord
+    from interlock.runtime.plan import RuntimePlan
+
+Price = tuple[float, float]
+"""(input, output) price per million tokens, in the plan's currency."""
+
+
+def reported(usage: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of an OpenAI-shaped ``usage`` object, when it holds any."""
+    if type(usage) is not dict:
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if type(prompt) is not int and type(completion) is not int:
+        return None
+    return (
+        prompt if type(prompt) is int and prompt > 0 else 0,
+        completion if type(completion) is int and completion > 0 else 0,
+    )
+
+
+def answer_text(result: Mapping[str, Any]) -> str:
+    """The first choice's text (content and reasoning) of an OpenAI-shaped answer."""
+    choices = result.get("choices")
+    choice = choices[0] if type(choices) is list and choices and type(choices[0]) is dict else {}
+    message = choice.get("message")
+    if type(message) is not dict:
+        return ""
+    parts = (message.get("content"), message.get("reasoning") or message.get("reasoning_content"))
+    return "".join(part for part in parts if type(part) is str)
+
+
+def tally_of(counted: tuple[int, int] | None, needs: Needs, output_tokens: int, price: Price | None) -> Tally:
+    """One request's tally: ``counted`` when the upstream reported it, else the estimate."""
+    if counted is None:
+        prompt, completion, estimated = needs.prompt_tokens, output_tokens, 1
+    else:
+        (prompt, completion), estimated = counted, 0
+    cost = 0 if price is None else round(prompt * price[0] + completion * price[1])
+    return Tally(1, prompt, completion, cost, estimated)
+
+
+def output_tokens(text: str) -> int:
+    """The estimate of an answer's tokens (the preflight's rule)."""
+    return text_tokens(text) if text else 0
+
+
+def delta_chars(chunk: Mapping[str, Any]) -> int:
+    """The length of a stream chunk's text (content and reasoning of its first choice's delta)."""
+    choices = chunk.get("choices")
+    if not choices or type(choices) is not list or type(choices[0]) is not dict:
+        return 0
+    delta = choices[0].get("delta")
+    if type(delta) is not dict:
+        return 0
+    size = 0
+    for name in ("content", "reasoning", "reasoning_content"):
+        part = delta.get(name)
+        if type(part) is str:
+            size += len(part)
+    return size
+
+
+def request_tally(record: RequestRecord, needs: Needs, price: Price | None) -> Tally:
+    """The tally of one answered request: a stream's usage chunk or text, or the answer's."""
+    if record.stream:
+        counted = reported(record.usage)
+        estimate = (record.output_chars + 2) // 3 if counted is None else 0
+    else:
+        result = record.answered.result if record.answered is not None else None
+        result = result if isinstance(result, dict) else {}
+        counted = reported(result.get("usage"))
+        estimate = output_tokens(answer_text(result)) if counted is None else 0
+    return tally_of(counted, needs, estimate, price)
+
+
+def price_of(plan: RuntimePlan, candidate: str) -> Price | None:
+    """The plan's price of ``candidate`` (None when ``pricing`` names none for it)."""
+    priced = plan.source.access.prices.get(candidate)
+    return (priced.input, priced.output) if priced is not None else None
+
+
+def metered(record: RequestRecord, needs: Needs, plan: RuntimePlan) -> Tally | None:
+    """What one finished request used (None when no upstream answered): worked out once, for the
+    ledger and the caller's tokens per minute alike."""
+    answered = record.answered
+    if answered is None:
+        return None
+    return request_tally(record, needs, price_of(plan, answered.candidate.id))

@@ -1,0 +1,106 @@
+"""``postgresql://...``: the ledger in one PostgreSQL table shared by every replica (psycopg 3, async).
+
+Each replica adds its own batches (``INSERT ... ON CONFLICT DO UPDATE`` adds to the row, so replicas
+never overwrite each other's counts) and reads the sums back every refresh (``ledger.Ledger``). One
+connection per process, used by the ledger's one writer task; a connection that broke is opened again on
+the next call. The URL's password never appears in a log or an error (``shown`` is host, port, database).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from interlock.runtime.usage import (
+    CREATE_TABLE,
+    Account,
+    RowKey,
+    Store,
+    Tally,
+    UsageStoreError,
+    row_values,
+    rows_sql,
+    spent_sql,
+    upsert_sql,
+)
+
+CONNECT_TIMEOUT_S = 5
+UPSERT = upsert_sql("%s")
+SPENT = spent_sql("%s")
+
+
+def shown_url(url: str) -> str:
+    """``postgresql://HOST:PORT/DB`` of a connection URL: no user, no password, no options."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "postgresql://(unreadable URL)"
+    host = parts.get("host") or "localhost"
+    return f"postgresql://{host}:{parts.get('port') or 5432}/{parts.get('dbname') or ''}"
+
+
+class PostgresStore(Store):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.shown = shown_url(url)
+        self._db: psycopg.AsyncConnection[Any] | None = None
+
+    async def open(self) -> None:
+        db = await self._conn()
+        try:
+            async with db.transaction():
+                await db.execute(CREATE_TABLE)
+        except psycopg.Error as exc:
+            raise self._error("cannot create the usage table", exc) from exc
+
+    async def _conn(self) -> psycopg.AsyncConnection[Any]:
+        if self._db is not None and not self._db.closed and not self._db.broken:
+            return self._db
+        try:
+            self._db = await psycopg.AsyncConnection.connect(
+                self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="interlock-usage"
+            )
+        except psycopg.Error as exc:
+            raise self._error("cannot connect", exc) from exc
+        return self._db
+
+    def _error(self, what: str, exc: psycopg.Error) -> UsageStoreError:
+        # psycopg's messages name the host and the user, never the password
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return UsageStoreError(f"{self.shown}: {what}: {reason}")
+
+    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+        values = [row_values(key, tally) for key, tally in rows.items()]
+        db = await self._conn()
+        try:
+            async with db.transaction(), db.cursor() as cur:
+                await cur.executemany(UPSERT, values)
+        except psycopg.Error as exc:
+            raise self._error("cannot write the usage ledger", exc) from exc
+
+    async def spent(self, since_day: str) -> dict[Account, Tally]:
+        found = await self._query(SPENT, (since_day,))
+        return {(r[0], r[1]): Tally(*(int(v or 0) for v in r[2:])) for r in found}
+
+    async def rows(self, since_day: str | None, tenant: str | None) -> list[tuple[RowKey, Tally]]:
+        sql = rows_sql("%s", since_day is not None, tenant is not None)
+        args = tuple(v for v in (since_day, tenant) if v is not None)
+        found = await self._query(sql, args)
+        return [((r[0], r[1], r[2], r[3]), Tally(*(int(v) for v in r[4:]))) for r in found]
+
+    async def _query(self, sql: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        db = await self._conn()
+        try:
+            async with db.transaction(), db.cursor() as cur:
+                await cur.execute(sql, args)
+                return list(await cur.fetchall())
+        except psycopg.Error as exc:
+            raise self._error("cannot read the usage ledger", exc) from exc
+
+    async def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            await db.close()

@@ -1,0 +1,184 @@
+"""Credits under a real ``interlock serve``, called with the real SDKs: a key whose budget runs out is
+refused with 402 in each surface's error shape, a key and tenant with ``0`` are never refused, money is
+priced by the plan, /v1/health shows every budget (``∞`` when unlimited), and a restart reads the
+month's balance back from the ledger."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from interlock.testing.fake_openai import FakeOpenAI
+from tests.e2e.harness import Served
+
+CONFIG = """\
+version: 1
+server: {{default_alias: c/chat, alias_namespace: c/, auth: required}}
+providers:
+  cloud:
+    kind: openai
+    base_url: "{cloud}/v1"
+    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+aliases:
+  c/chat: {{description: the one model, chain: [cloud/gpt-4o-mini]}}
+tenants:
+  free: {{description: no budget at all}}
+  lab: {{credits: 0}}
+  shop: {{credits: 0.00003, credits_unit: money}}
+keys:
+  open-key: {{tenant: free, key_env: OPEN_KEY}}
+  small-key: {{tenant: lab, key_env: SMALL_KEY, credits: 40}}
+  shop-key: {{tenant: shop, key_env: SHOP_KEY}}
+pricing:
+  currency: EUR
+  models:
+    "cloud/*": {{input: 1.0, output: 2.0}}
+"""
+
+ENV = {"OPEN_KEY": "sk-open-7a1c9e", "SMALL_KEY": "sk-small-0b2d4f", "SHOP_KEY": "sk-shop-93ce51"}
+HI = [{"role": "user", "content": "hello there, how are you"}]
+
+
+@pytest.fixture(scope="module")
+def cloud() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(name="cloud") as fake:
+        yield fake
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def config(cloud: FakeOpenAI, tmp_path: Path) -> Path:
+    path = tmp_path / "interlock.yaml"
+    path.write_text(CONFIG.format(cloud=cloud.url))
+    return path
+
+
+def serve(config: Path, state: Path, log: Path) -> Served:
+    return Served(config, ENV, log, "--state-dir", str(state), "--usage-flush-ms", "50")
+
+
+def usage(gateway: Served) -> Any:
+    """/v1/health's usage section (behind the keys: any key may read it)."""
+    headers = {"authorization": f"Bearer {ENV['OPEN_KEY']}"}
+    return gateway.http.get("/v1/health", headers=headers).json()["usage"]
+
+
+def sdk(gateway: Served, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=ENV[key], max_retries=0)
+
+
+def test_a_key_out_of_credits_is_refused_with_402_and_one_with_0_never(
+    config: Path, state: Path, tmp_path: Path
+) -> None:
+    gateway = serve(config, state, tmp_path / "serve.log")
+    try:
+        small = sdk(gateway, "SMALL_KEY")
+        used = 0
+        for _ in range(40):  # 40 tokens: a few answers of ~12 tokens
+            try:
+                answer = small.chat.completions.create(model="c/chat", messages=HI)
+            except openai.APIStatusError as exc:
+                refusal = exc
+                break
+            assert answer.usage is not None
+            used += answer.usage.total_tokens
+        else:
+            pytest.fail("the key was never refused")
+        assert refusal.status_code == 402
+        body = refusal.body
+        assert isinstance(body, dict)
+        assert (body["type"], body["code"]) == ("insufficient_quota", "credits_exhausted")
+        assert re.fullmatch(
+            rf"key `small-key` (has used|would pass its budget with this request: it has used) {used} of its "
+            r"40 tokens of credits this month \(since \d{4}-\d{2}-01 UTC\); the budget starts again on "
+            r"\d{4}-\d{2}-01",
+            body["message"],
+        )
+        assert used > 40 - 12  # refused only once the budget is (about to be) used up
+
+        for _ in range(3):  # the other surfaces word the same refusal in their own shape
+            refused = httpx.post(
+                f"{gateway.url}/api/chat",
+                headers={"authorization": f"Bearer {ENV['SMALL_KEY']}"},
+                json={"model": "c/chat", "messages": HI, "stream": False},
+            )
+            assert refused.status_code == 402
+            assert refused.json()["error"] == body["message"]
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            anthropic.Anthropic(
+                base_url=gateway.url, api_key=ENV["SMALL_KEY"], max_retries=0
+            ).messages.create(model="c/chat", max_tokens=50, messages=HI)  # type: ignore[arg-type]
+        assert caught.value.status_code == 402
+
+        unlimited = sdk(gateway, "OPEN_KEY")
+        for _ in range(12):  # credits 0 at both levels: never refused, still counted
+            unlimited.chat.completions.create(model="c/chat", messages=HI)
+        budgets = usage(gateway)
+        assert budgets["keys"]["open-key"]["credits"] == "∞"
+        assert budgets["keys"]["open-key"]["remaining"] == "∞"
+        assert budgets["keys"]["open-key"]["requests"] == 12
+        assert budgets["tenants"]["lab"]["credits"] == "∞"
+        assert budgets["keys"]["small-key"]["credits"] == 40
+        assert budgets["keys"]["small-key"]["remaining"] == max(0, 40 - used)
+    finally:
+        gateway.stop()
+
+    again = serve(config, state, tmp_path / "serve2.log")  # the month's balance is read back
+    try:
+        with pytest.raises(openai.APIStatusError) as caught_again:
+            sdk(again, "SMALL_KEY").chat.completions.create(model="c/chat", messages=HI)
+        assert caught_again.value.status_code == 402
+        assert usage(again)["keys"]["small-key"]["used"] == used
+    finally:
+        again.stop()
+
+
+def test_a_money_budget_is_priced_by_the_plan(config: Path, state: Path, tmp_path: Path) -> None:
+    gateway = serve(config, state, tmp_path / "serve.log")
+    try:
+        shop = sdk(gateway, "SHOP_KEY")
+        answer = shop.chat.completions.create(model="c/chat", messages=HI)
+        assert answer.usage is not None
+        cost = answer.usage.prompt_tokens * 1.0 + answer.usage.completion_tokens * 2.0  # millionths of EUR
+        tenant = usage(gateway)["tenants"]["shop"]
+        assert tenant["unit"] == "EUR"
+        assert tenant["used"] == pytest.approx(cost / 1_000_000)
+        for _ in range(5):
+            try:
+                shop.chat.completions.create(model="c/chat", messages=HI)
+            except openai.APIStatusError as exc:
+                refusal = exc
+                break
+        else:
+            pytest.fail("the tenant was never refused")
+        assert refusal.status_code == 402
+        message = refusal.body["message"]  # type: ignore[index]
+        assert message.startswith("tenant `shop` ")
+        assert " of its 0.00003 EUR of credits this month (since " in message
+    finally:
+        gateway.stop()
+
+
+def test_budgets_kept_in_memory_only_are_said_to_be_so(config: Path, tmp_path: Path) -> None:
+    gateway = Served(config, ENV, tmp_path / "serve.log")
+    try:
+        assert usage(gateway)["store"] == "memory"
+    finally:
+        gateway.stop()
+    assert (
+        "usage is kept in memory only: credits hold per process and start again at every start "
+        "(give --state-dir DIR or --usage-url URL to keep them)"
+    ) in gateway.log()

@@ -1,0 +1,88 @@
+"""The usage ledger shared by several processes: two replicas on one real PostgreSQL see each other's
+debits (a budget spent on one is refused on the other after its next refresh), and the workers of
+``--workers 2`` write one SQLite file together without losing a count."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from interlock.testing.fake_openai import FakeOpenAI
+from tests.e2e.harness import Served, wait_until
+from tests.postgres_server import PostgresServer
+
+CONFIG = """\
+version: 1
+server: {{default_alias: r/chat, alias_namespace: r/, auth: required}}
+providers:
+  cloud: {{kind: openai, base_url: "{cloud}/v1", timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}}}
+aliases:
+  r/chat: {{description: chat, chain: [cloud/gpt-4o-mini]}}
+tenants:
+  lab: {{}}
+keys:
+  lab-key: {{tenant: lab, key_env: LAB_KEY, credits: 40}}
+  other: {{tenant: lab, key_env: OTHER_KEY}}
+"""
+ENV = {"LAB_KEY": "sk-lab-5e1f", "OTHER_KEY": "sk-other-77a0"}
+HI = [{"role": "user", "content": "hello there, how are you"}]
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with FakeOpenAI(name="cloud") as cloud:
+        path = tmp_path_factory.mktemp("replicas") / "interlock.yaml"
+        path.write_text(CONFIG.format(cloud=cloud.url))
+        yield path
+
+
+def chat(gateway: Served, key: str) -> httpx.Response:
+    return gateway.http.post(
+        "/v1/chat/completions",
+        headers={"authorization": f"Bearer {ENV[key]}"},
+        json={"model": "r/chat", "messages": HI},
+    )
+
+
+def test_a_budget_spent_on_one_replica_is_refused_on_the_other(
+    config: Path, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    url = postgres_server.new_database()
+    flags = ("--usage-url", url, "--usage-flush-ms", "50", "--usage-refresh-ms", "200")
+    one = Served(config, ENV, tmp_path / "one.log", *flags)
+    two = Served(config, ENV, tmp_path / "two.log", *flags)
+    try:
+        client = openai.OpenAI(base_url=f"{one.url}/v1", api_key=ENV["LAB_KEY"], max_retries=0)
+        statuses = []
+        for _ in range(10):
+            try:
+                client.chat.completions.create(model="r/chat", messages=HI)
+                statuses.append(200)
+            except openai.APIStatusError as exc:
+                statuses.append(exc.status_code)
+                break
+        assert statuses[-1] == 402
+        # the other replica learns of it from PostgreSQL at its next refresh (every 200 ms here)
+        wait_until(lambda: chat(two, "LAB_KEY").status_code == 402, 20, "the other replica to refuse")
+        assert chat(two, "OTHER_KEY").status_code == 200  # a key without credits: never refused
+    finally:
+        one.stop()
+        two.stop()
+
+
+def test_the_workers_of_one_host_share_the_sqlite_file(config: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    gateway = Served(config, ENV, tmp_path / "serve.log", "--workers", "2", "--state-dir", str(state))
+    try:
+        for _ in range(20):
+            assert chat(gateway, "OTHER_KEY").status_code == 200
+    finally:
+        gateway.stop()  # SIGTERM: every worker commits what it has
+    with sqlite3.connect(state / "usage.db") as db:
+        (requests,) = db.execute("SELECT SUM(requests) FROM interlock_usage").fetchone()
+    assert requests == 20
