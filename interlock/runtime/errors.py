@@ -24,13 +24,14 @@ upstream body, a header or a credential.
         ├── InvalidRequest               400: bad JSON, wrong types, missing fields
         ├── Unauthenticated              401: no caller key, or one the gateway does not know
         ├── ModelNotAllowed              403: the caller's ACL does not allow the model
-        ├── CallerLimited                429 + Retry-After: the key's or tenant's rate or concurrency
+        ├── TryLater                     429 + Retry-After: a limit of the gateway's own, for now
+        │   ├── CallerLimited            the key's or tenant's rate or concurrency
+        │   └── SlotUnavailable          the candidate's slot queue is full or waited too long
         ├── CreditsExhausted             402: the key's or tenant's credits for the month would be
         │                                exceeded (no Retry-After: waiting does not help)
         ├── DirectModelDenied            400: raw provider/model while the plan denies it
         ├── ModelNotFound                404: unknown alias / provider
         ├── BodyTooLarge                 413
-        ├── SlotUnavailable              429 + Retry-After: queue full or waited too long
         ├── NoCandidateCanServe          400: every candidate's adapter refused (CannotServe), or a mix
         │                                of those and preflight misfits; names each and why
         ├── AllCandidatesFailed          503 (429 when every candidate is rate limited); Retry-After when
@@ -167,16 +168,21 @@ class ModelNotAllowed(GatewayError):
     code = "model_not_allowed"
 
 
-class CallerLimited(GatewayError):
-    """A key's or tenant's requests/min, tokens/min or concurrency is used up for now."""
+class TryLater(GatewayError):
+    """429 with Retry-After: the gateway's own limit is reached for now (not an upstream's)."""
 
     status = 429
     type = "rate_limit_error"
-    code = "caller_rate_limited"
 
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class CallerLimited(TryLater):
+    """A key's or tenant's requests/min, tokens/min or concurrency is used up for now."""
+
+    code = "caller_rate_limited"
 
 
 class CreditsExhausted(GatewayError):
@@ -210,14 +216,10 @@ class BodyTooLarge(GatewayError):
     code = "request_too_large"
 
 
-class SlotUnavailable(GatewayError):
-    status = 429
-    type = "rate_limit_error"
-    code = "slots_busy"
+class SlotUnavailable(TryLater):
+    """The candidate's slot queue is full, or the request waited in it too long."""
 
-    def __init__(self, message: str, *, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+    code = "slots_busy"
 
 
 class NoCandidateCanServe(GatewayError):

@@ -22,13 +22,14 @@ def test_every_gateway_error_is_answered_with_its_own_status_and_code(basic_plan
     classes = _subclasses(errors.GatewayError)
     assert errors.NoCandidateCanServe in classes
     outcome = errors.CandidateOutcome("local/m1", "unsupported_n", cannot_serve=True)
-    special = {
-        errors.SlotUnavailable: lambda: errors.SlotUnavailable("what happened", retry_after=2.0),
-        errors.CallerLimited: lambda: errors.CallerLimited("what happened", retry_after=2.0),
-        errors.AllCandidatesFailed: lambda: errors.AllCandidatesFailed("t/chat", [outcome]),
-    }
+    special = {errors.AllCandidatesFailed: lambda: errors.AllCandidatesFailed("t/chat", [outcome])}
     for cls in classes:
-        exc = special[cls]() if cls in special else cls("what happened")
+        if cls in special:
+            exc = special[cls]()
+        elif issubclass(cls, errors.TryLater):
+            exc = cls("what happened", retry_after=2.0)
+        else:
+            exc = cls("what happened")
         status, payload, _ = describe_error(exc, basic_plan)
         body = orjson.loads(payload)["error"]
         assert (status, body["type"], body["code"], body["message"]) == (
