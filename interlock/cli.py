@@ -11,38 +11,50 @@ import errno
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "interlock.commands.build",  # compile, lint, explain, schema
-    "interlock.commands.openapi",  # openapi
-    "interlock.commands.diff",  # diff
-    "interlock.commands.codegen",  # codegen
-    "interlock.commands.serve",  # serve
-    "interlock.commands.status",  # status
-    "interlock.commands.whatif",  # simulate
-    "interlock.commands.demo",  # demo
-    "interlock.commands.deploy",  # deploy
-    "interlock.commands.telemetry",  # telemetry-sidecar
-    "interlock.commands.keys",  # keys add
-    "interlock.commands.usage",  # usage
-)
+COMMANDS: Mapping[str, str] = {  # each subcommand -> the module that registers it (in --help's order)
+    "compile": "interlock.commands.build",
+    "lint": "interlock.commands.build",
+    "explain": "interlock.commands.build",
+    "schema": "interlock.commands.build",
+    "openapi": "interlock.commands.openapi",
+    "diff": "interlock.commands.diff",
+    "codegen": "interlock.commands.codegen",
+    "serve": "interlock.commands.serve",
+    "status": "interlock.commands.status",
+    "simulate": "interlock.commands.whatif",
+    "demo": "interlock.commands.demo",
+    "deploy": "interlock.commands.deploy",
+    "telemetry-sidecar": "interlock.commands.telemetry",
+    "keys": "interlock.commands.keys",
+    "usage": "interlock.commands.usage",
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given a known ``command``, only the module that defines it is imported.
+
+    Importing every command module loads the compiler, the diff and the code generators, which
+    `interlock serve` does not need: starting the gateway is faster without them (bench/serve_start.py).
+    """
     parser = argparse.ArgumentParser(
         prog="interlock",
         description="Compile LLM gateway configuration into a frozen routing plan, and serve it.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    module = COMMANDS.get(command) if command is not None else None
+    modules = (module,) if module is not None else COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments[0] if arguments else None)  # `-h` first, or a typo: every command
+    args = parser.parse_args(arguments)
     try:
         code: int = args.handler(args)
         sys.stdout.flush()

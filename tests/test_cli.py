@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -9,7 +11,7 @@ from pathlib import Path
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from interlock.cli import main
+from interlock.cli import COMMAND_MODULES, COMMANDS, build_parser, main
 from interlock.commands.build import schemas
 from tests.conftest import FIXTURES, ROOT
 
@@ -290,3 +292,27 @@ def test_explain_and_capabilities_name_every_nesting_level(
         via_inner,
         via_inner,
     ]
+
+
+def test_every_subcommand_is_in_the_command_table() -> None:
+    """``COMMANDS`` names, for each subcommand, the module that registers it (and no other)."""
+    registered: dict[str, str] = {}
+    for module in COMMAND_MODULES:
+        parser = argparse.ArgumentParser()
+        subparsers = parser.add_subparsers()
+        importlib.import_module(module).register(subparsers)
+        registered.update(dict.fromkeys(subparsers.choices, module))
+    assert registered == dict(COMMANDS)
+    assert list(build_parser()._subparsers._group_actions[0].choices) == list(COMMANDS)  # type: ignore[union-attr]
+
+
+def test_one_command_parses_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """A known first argument builds only its module's parser; anything else gets them all."""
+    args = build_parser("serve").parse_args(["serve", "plan.json", "--port", "0"])
+    assert (args.command, args.plan, args.port) == ("serve", "plan.json", 0)
+    with pytest.raises(SystemExit) as exited:
+        main(["serv", "plan.json"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'serv'" in err
+    assert all(command in err for command in COMMANDS)  # the whole table was built to say so

@@ -2,7 +2,7 @@
 
 Surface endpoints (chat completions, embeddings, the other wire formats' rows in ``surfaces``) are
 dispatched by one dictionary lookup straight to their raw ASGI handlers (``lifecycle``); everything
-else goes to the FastAPI app of ``surfaces.admin``. The plan is swapped as a whole on reload; a
+else goes to the Starlette app of ``surfaces.admin``. The plan is swapped as a whole on reload; a
 request reads ``gateway.plan`` once and finishes on that plan.
 Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
 ``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from interlock.runtime.cork import CorkedTransport
+
 if TYPE_CHECKING:
     from interlock.runtime.metrics import Metrics
     from interlock.runtime.plan import ServerSettings
@@ -172,7 +174,7 @@ class GuardedProtocol(HttpToolsProtocol):
     # -- connection ------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(CorkedTransport(transport, self.loop))  # a small answer: one send()
         self._limits = self.book.settings()
         if not self.book.admit(self):
             self.close_for("over_limit", self._over_limit_answer())

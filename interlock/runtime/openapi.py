@@ -60,7 +60,7 @@ def routes() -> Iterator[Route]:
     for row in rows():
         yield Route(row.method, row.path, row.doc)
     for admin in ROUTES:
-        path = _PATH_PARAM.sub(r"{\1}", admin.path)  # FastAPI's `{name:path}` -> `{name}`
+        path = _PATH_PARAM.sub(r"{\1}", admin.path)  # Starlette's `{name:path}` -> `{name}`
         for method in admin.methods:
             yield Route(method, path, admin.doc)
 

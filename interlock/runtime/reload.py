@@ -19,7 +19,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
-from interlock.runtime.plan import PlanError, RuntimePlan
+from interlock.runtime.plan import PlanError, RuntimePlan, collector_paused
 
 READ_TIMEOUT_S = 120.0  # the longest a reload may spend reading/compiling before it is refused
 
@@ -69,7 +69,7 @@ async def read_in_child(
         loop.remove_reader(receiver.fileno())
         os.set_blocking(receiver.fileno(), True)
         try:
-            ok, value = await asyncio.to_thread(receiver.recv)
+            ok, value = await asyncio.to_thread(_receive, receiver)
         except EOFError:
             await asyncio.to_thread(child.join, 5)
             raise PlanError(f"the process reading the new plan died (exit code {child.exitcode})") from None
@@ -97,3 +97,9 @@ def _child(read: Callable[[], dict[str, Any]], sender: Connection) -> None:
         result = (False, f"{type(exc).__name__}: {exc}")
     sender.send(result)
     sender.close()
+
+
+def _receive(receiver: Connection) -> Any:
+    """The child's answer, unpickled with the collector paused (a big plan is many objects, all kept)."""
+    with collector_paused():
+        return receiver.recv()

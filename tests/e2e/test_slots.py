@@ -16,9 +16,15 @@ from tests.e2e.harness import Served, wait_until
 HI = [{"role": "user", "content": "hi"}]
 
 
-def chat(gateway: Served, model: str, *, timeout: float = 10) -> httpx.Response:
-    with httpx.Client(base_url=gateway.url, timeout=timeout) as http:
+def chat(
+    gateway: Served, model: str, *, timeout: float = 10, http: httpx.Client | None = None
+) -> httpx.Response:
+    """One chat request; pass ``http`` (made beforehand) where the request must go out at once: making a
+    client (its TLS context) took longer than a 0.8 s hold on a busy machine."""
+    if http is not None:
         return http.post("/v1/chat/completions", json={"model": model, "messages": HI})
+    with httpx.Client(base_url=gateway.url, timeout=timeout) as client:
+        return client.post("/v1/chat/completions", json={"model": model, "messages": HI})
 
 
 def worker(gateway: Served, name: str) -> dict[str, Any]:
@@ -33,12 +39,12 @@ def idle(gateway: Served, name: str) -> bool:
 
 def test_a_full_queue_answers_429_with_retry_after(gateway: Served, fakes: Fakes) -> None:
     fakes.box.set_fault(Fault.slow_first_byte(0.8), model="gemma3:12b", times=2)
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(2) as pool, httpx.Client(base_url=gateway.url, timeout=10) as http:
         running = pool.submit(chat, gateway, "e2e/slots")
         wait_until(lambda: worker(gateway, "box1")["slots_in_use"] == 1, 5, "the first to hold the slot")
-        queued = pool.submit(chat, gateway, "e2e/slots")
+        queued = pool.submit(chat, gateway, "e2e/slots", http=http)
         wait_until(lambda: worker(gateway, "box1")["queue_waiting"] == 1, 5, "the second to queue")
-        third = chat(gateway, "e2e/slots")
+        third = chat(gateway, "e2e/slots", http=http)
         assert third.status_code == 429
         assert third.headers["retry-after"] == "3"
         assert third.json()["error"] == {
@@ -55,10 +61,10 @@ def test_a_full_queue_answers_429_with_retry_after(gateway: Served, fakes: Fakes
 
 def test_waiting_past_max_wait_answers_429(gateway: Served, fakes: Fakes) -> None:
     fakes.tight.set_fault(Fault.slow_first_byte(0.8), model="llama3.2:3b", times=1)
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=gateway.url, timeout=10) as http:
         holder = pool.submit(chat, gateway, "tight/llama3.2:3b")
         wait_until(lambda: worker(gateway, "tight1")["slots_in_use"] == 1, 5, "the holder to take the slot")
-        late = chat(gateway, "tight/t-late")
+        late = chat(gateway, "tight/t-late", http=http)
         assert late.status_code == 429
         assert late.headers["retry-after"] == "1"
         assert (

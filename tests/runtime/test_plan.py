@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections.abc import Callable
@@ -10,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
+from interlock.runtime.plan import CredentialMissing, PlanError, Route, load_plan, read_plan_file
+from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import canonical_json, content_hash
-from tests.runtime.conftest import build
+from tests.runtime.conftest import BASIC, build
 
 PlanData = Callable[..., dict[str, Any]]
 
@@ -264,3 +266,37 @@ def test_the_limits_are_read_from_the_plan_and_older_plans_get_the_defaults(plan
         1024,
         4096,
     )
+
+
+CYCLE_CHECK = BASIC.replace(
+    "server: {default_alias: t/chat,",
+    "server: {cors: {allow_origins: ['https://app.example.com']}, default_alias: t/chat,",
+).replace("health: {", "routing: {sticky: {enabled: true}}\nhealth: {")
+
+
+def test_loaded_tables_hold_no_reference_cycles(plan_data: PlanData) -> None:
+    """A plan that a reload drops is freed at once by reference counting, frozen (``gc_policy``) or not:
+    nothing in the tables may be part of a reference cycle."""
+    data = plan_data(CYCLE_CHECK)
+    build(data)  # anything a first load leaves behind once (imports, caches) is not what is asked
+    plan = build(data)
+    assert plan.cors is not None
+    assert plan.routing.sticky is not None
+    assert plan.candidates["local/m1"].routes[0].worker_header is not None
+    plan.direct_candidate(plan.providers["local"], "other")
+    kinds = {type(plan), type(plan.source), type(plan.cors), type(plan.routing.sticky)}
+    kinds |= {type(plan.aliases["t/chat"]), type(plan.candidates["local/m1"]), Route, Endpoint}
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what the next collection finds stays in gc.garbage, to look at
+    try:
+        del plan
+        gc.collect()
+        in_cycles = sorted({type(o).__name__ for o in gc.garbage if type(o) in kinds})
+        assert in_cycles == []
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()

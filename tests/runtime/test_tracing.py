@@ -164,6 +164,6 @@ def test_a_request_without_otel_loads_no_tracer(tmp_path: Path, basic_plan: Runt
         "loaded = ('opentelemetry.sdk', 'opentelemetry.exporter', 'interlock.runtime.tracing.otel')\n"
         "print(sent[0]['status'], sorted(m for m in sys.modules if m.startswith(loaded)))\n"
     )
-    # (FastAPI imports the OpenTelemetry *API* by itself when it is installed; the SDK is ours to load)
+    # (a library may import the OpenTelemetry *API* by itself when it is installed; the SDK is ours to load)
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "404 []"

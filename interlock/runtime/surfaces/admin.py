@@ -1,4 +1,4 @@
-"""The cold endpoints, on FastAPI: models, aliases, health, metrics, liveness, readiness, status page.
+"""The cold endpoints, on Starlette: models, aliases, health, metrics, liveness, readiness, status page.
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from fastapi import FastAPI, Request
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from interlock.runtime.access import ANONYMOUS, Caller, caller_of
 from interlock.runtime.metrics import CONTENT_TYPE
@@ -38,7 +40,7 @@ READ = ("GET", "HEAD")  # HEAD answers like GET without the body (uvicorn drops 
 
 @dataclass(frozen=True, slots=True)
 class AdminRoute:
-    """One admin route: its path (FastAPI's syntax), methods and contract (``runtime.openapi``)."""
+    """One admin route: its path (Starlette's syntax), methods and contract (``runtime.openapi``)."""
 
     path: str
     doc: Doc
@@ -47,7 +49,7 @@ class AdminRoute:
 
 ROUTES: tuple[AdminRoute, ...] = (
     AdminRoute("/v1/models", contract.MODELS),
-    AdminRoute("/v1/models/{model_id:path}", contract.MODEL_BY_ID, ("GET",)),
+    AdminRoute("/v1/models/{model_id:path}", contract.MODEL_BY_ID),  # GET and HEAD, as every route
     AdminRoute("/v1/aliases", contract.ALIASES),
     AdminRoute("/v1/health", contract.HEALTH),
     AdminRoute("/v1/metadata", contract.METADATA),
@@ -134,8 +136,9 @@ def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
     )
 
 
-def build_admin(gateway: Gateway) -> FastAPI:
-    app = FastAPI(title="interlock", docs_url=None, redoc_url=None, openapi_url=None)
+def build_admin(gateway: Gateway) -> Starlette:
+    """The cold endpoints' application (Starlette, not FastAPI: nothing here needs request models or an
+    OpenAPI page of its own, and FastAPI's import was a fifth of the gateway's start; serve_start.py)."""
     catalogs: dict[tuple[str, str | None], ModelCatalog] = {}
 
     def catalog(plan: RuntimePlan, request: Request) -> ModelCatalog:
@@ -165,8 +168,8 @@ def build_admin(gateway: Gateway) -> FastAPI:
             found = openapi_docs[plan.content_hash, caller.key_id] = document
         return found
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)  # the only class this handler is registered for
         status = exc.status_code
         message = f"{request.method} {shown(request.url.path)}: {exc.detail}"
         body = error_body(message, _STATUS_TYPES.get(status, "invalid_request_error"), code=str(status))
@@ -175,8 +178,9 @@ def build_admin(gateway: Gateway) -> FastAPI:
     async def models(request: Request) -> Response:
         return Response(catalog(gateway.plan, request).listing, media_type="application/json")
 
-    async def model(model_id: str, request: Request) -> Response:
+    async def model(request: Request) -> Response:
         plan = gateway.plan
+        model_id: str = request.path_params["model_id"]
         body = catalog(plan, request).by_id.get(model_id)
         if body is None:
             return Response(model_not_found(plan, model_id), status_code=404, media_type="application/json")
@@ -197,40 +201,41 @@ def build_admin(gateway: Gateway) -> FastAPI:
         ]
         return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
 
-    async def health() -> Response:
+    async def health(request: Request) -> Response:
         return json_response(health_report(gateway, await gateway.slots.report()))
 
-    async def metadata() -> Response:
+    async def metadata(request: Request) -> Response:
         return json_response(metadata_report(gateway))
 
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
         return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
-    async def readyz() -> Response:
+    async def readyz(request: Request) -> Response:
         if gateway.ready:
             return json_response({"status": "ready", "plan": gateway.plan.content_hash})
         return json_response({"status": "starting", "plan": gateway.plan.content_hash}, status=503)
 
-    async def ui() -> Response:
+    async def ui(request: Request) -> Response:
         from interlock.runtime.ui.page import render_page  # jinja2: loaded on the first /ui request
 
         return html_response(await render_page(gateway))
 
-    async def ui_static(name: str) -> Response:
+    async def ui_static(request: Request) -> Response:
         from interlock.runtime.ui.page import static
 
+        name: str = request.path_params["name"]
         media_type = STATIC.get(name)
         if media_type is None:
             raise HTTPException(404, "Not Found")
         return Response(static(name), media_type=media_type, headers=UI_HEADERS)
 
-    async def ui_section(section: str) -> Response:
+    async def ui_section(request: Request) -> Response:
         from interlock.runtime.ui.page import render_section
 
-        text = await render_section(gateway, section)
+        text = await render_section(gateway, request.path_params["section"])
         if text is None:
             raise HTTPException(404, "Not Found")
         return html_response(text)
@@ -238,7 +243,7 @@ def build_admin(gateway: Gateway) -> FastAPI:
     async def openapi(request: Request) -> Response:
         return Response(documents(gateway.plan, request), media_type="application/json")
 
-    endpoints: dict[str, Callable[..., Awaitable[Response]]] = {
+    endpoints: dict[str, Callable[[Request], Awaitable[Response]]] = {
         "/v1/models": models,
         "/v1/models/{model_id:path}": model,
         "/v1/aliases": aliases,
@@ -256,9 +261,8 @@ def build_admin(gateway: Gateway) -> FastAPI:
         raise RuntimeError(
             f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
         )
-    for route in ROUTES:
-        app.add_api_route(route.path, endpoints[route.path], methods=list(route.methods))
-    return app
+    routes = [Route(route.path, endpoints[route.path], methods=list(route.methods)) for route in ROUTES]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
 
 
 UI_HEADERS = {
