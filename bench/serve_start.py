@@ -89,10 +89,11 @@ def steps(plan_path: Path) -> list[tuple[str, float]]:
     the checks it used to run (a full JSON-schema check; the content hash through ``json.dumps``)."""
     from interlock.runtime import gc_policy
     from interlock.runtime import plan as runtime_plan
+    from interlock.runtime.gc_policy import collector_paused
     from interlock.schema.canonical import content_hash, has_content_hash
 
     timings: list[tuple[str, float]] = []
-    with runtime_plan.collector_paused():
+    with collector_paused():
         t = time.perf_counter()
         data = runtime_plan.read_plan_file(plan_path)
         timings.append(("read + parse the JSON", time.perf_counter() - t))

@@ -6,15 +6,12 @@ context (plan and diagnostics). It raises nothing for bad input: callers look at
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from interlock.compiler.context import CompileContext, CompileOptions
 from interlock.compiler.diagnostics import CompileError, Diagnostic, DiagnosticSink, Severity
 from interlock.compiler.emit import emit
 from interlock.compiler.loader import load_sources
 from interlock.compiler.passes import PASSES
+from interlock.runtime.gc_policy import collector_paused
 
 __all__ = ["CompileContext", "CompileError", "CompileOptions", "Diagnostic", "Severity", "compile_config"]
 
@@ -22,7 +19,9 @@ __all__ = ["CompileContext", "CompileError", "CompileOptions", "Diagnostic", "Se
 def compile_config(path: str, options: CompileOptions | None = None) -> CompileContext:
     """Compile ``path``; ``ctx.plan`` is set when there are no errors, ``ctx.sink`` holds diagnostics."""
     options = options or CompileOptions()
-    with _gc_paused():
+    # The compiler allocates millions of small, acyclic objects for a large config; the cyclic
+    # collector's repeated full scans of them cost as much as the compile itself (bench/compile_bench.py).
+    with collector_paused():
         sink = DiagnosticSink()
         sources = load_sources(path, sink, options.reader, options.limits)
         ctx = CompileContext(sources=sources, sink=sink, options=options)
@@ -33,16 +32,3 @@ def compile_config(path: str, options: CompileOptions | None = None) -> CompileC
         if not sink.errors:
             ctx.plan = emit(ctx)
         return ctx
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The compiler allocates millions of small, acyclic objects for a large config; the cyclic
-    collector's repeated full scans of them cost as much as the compile itself (bench/compile_bench.py)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -15,9 +15,7 @@ here too: a plan that would write a broken answer is refused at load, never disc
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from interlock.patterns import matching_row
 from interlock.runtime.access import KeyBook
 from interlock.runtime.cors import CorsPolicy
 from interlock.runtime.errors import InterlockError
+from interlock.runtime.gc_policy import collector_paused
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPattern, PlanProvider, RoutingPlan
@@ -279,26 +278,6 @@ def load_plan(data: Mapping[str, Any], env: Mapping[str, str], *, origin: str = 
     """
     with collector_paused():
         return _load(data, env, origin)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a plan is loaded, then restore it as it was.
-
-    Loading allocates hundreds of thousands of objects that all survive (validated models, then the
-    tables), which is what makes the collector run most often and find nothing: on a 10,000-alias plan
-    it was a third of the load's time, more in a process with a larger heap (bench/serve_start.py).
-    Nothing is collected late that matters: reference counting frees as usual, and the collector runs
-    again as soon as it is back on. It is process-wide, so a reload in a thread pauses it for the
-    event loop too, for the length of the load.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _load(data: Mapping[str, Any], env: Mapping[str, str], origin: str) -> RuntimePlan:
