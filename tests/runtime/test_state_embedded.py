@@ -160,6 +160,9 @@ def test_an_endpoint_one_worker_finds_dead_is_skipped_by_the_others(server: Slot
 
     async def scenario() -> None:
         a, b = await client(server), await client(server)
+        # The server passes a finding on to the connections it has accepted: b's connect returns before
+        # the server's thread has run its handler, so a finding sent at once could go before b is there.
+        await until(lambda: server.connections == 2, "the server to accept both workers")
         book_a, book_b = HealthBook(settings), HealthBook(settings)
         a.share_health(book_a)
         b.share_health(book_b)

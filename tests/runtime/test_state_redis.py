@@ -144,7 +144,13 @@ def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: Redis
         book_a, book_b = HealthBook(settings), HealthBook(settings)
         a.share_health(book_a)
         b.share_health(book_b)
-        await asyncio.sleep(0.2)  # both listening
+        channel = f"{a.options.prefix}:health"
+        for _ in range(500):  # both listening: a finding published before b subscribes never reaches b
+            if (await a.client.pubsub_numsub(channel))[0][1] == 2:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("gave up waiting for both replicas to subscribe")
         book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
         await until(lambda: not book_b.endpoint_usable("local@box"), "b to skip the dead box")
         book_a.record_success("local/m", "local@box")
