@@ -9,6 +9,18 @@ from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS
 POLICIES = ("fallback", "queue")
 
 
+# (field of `routing`, code, largest value, hint): each must be above 0 and at most its largest value
+_RANGES: tuple[tuple[str, str, int, str], ...] = (
+    (
+        "avoid_vram_percent",
+        "IL902",
+        100,
+        "a VRAM use in percent above which no new model is loaded while another worker can serve, e.g. 90",
+    ),
+    ("speed_smoothing", "IL903", 1, "the weight of the newest sample in the learned speed, e.g. 0.3"),
+)
+
+
 def routing(ctx: CompileContext) -> None:
     """Check `routing:` and every alias's `on_saturation`."""
     entry = ctx.sources.singletons.get("routing")
@@ -31,27 +43,18 @@ def routing(ctx: CompileContext) -> None:
                 value=value,
                 hint="a weight of 0 (ignore this fact) or more; a penalty is already subtracted",
             )
-    percent = section.avoid_vram_percent
-    if not 0 < percent <= 100 and not ctx.is_broken("routing.avoid_vram_percent"):
-        ctx.sink.add(
-            "IL902",
-            span("avoid_vram_percent"),
-            f"`routing.avoid_vram_percent` must be above 0 and at most 100, not `{percent:g}`",
-            path="routing.avoid_vram_percent",
-            value=percent,
-            hint="a VRAM use in percent above which no new model is loaded while another worker can "
-            "serve, e.g. 90",
-        )
-    smoothing = section.speed_smoothing
-    if not 0 < smoothing <= 1 and not ctx.is_broken("routing.speed_smoothing"):
-        ctx.sink.add(
-            "IL903",
-            span("speed_smoothing"),
-            f"`routing.speed_smoothing` must be above 0 and at most 1, not `{smoothing:g}`",
-            path="routing.speed_smoothing",
-            value=smoothing,
-            hint="the weight of the newest sample in the learned speed, e.g. 0.3",
-        )
+    for field, code, most, hint in _RANGES:
+        value = getattr(section, field)
+        path = f"routing.{field}"
+        if not 0 < value <= most and not ctx.is_broken(path):
+            ctx.sink.add(
+                code,
+                span(field),
+                f"`{path}` must be above 0 and at most {most}, not `{value:g}`",
+                path=path,
+                value=value,
+                hint=hint,
+            )
     for path, after, where in (
         ("routing.fallback_after", section.fallback_after, span("fallback_after")),
         *(
