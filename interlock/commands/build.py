@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from interlock.commands.files import OutputError, read_committed, write_atomically
-from interlock.commands.options import add_source_options, compile_options
+from interlock.commands.options import add_source_options, compile_options, read_plan
 from interlock.commands.serve import is_config
 from interlock.commands.whatif import add_scenario_options
 from interlock.compiler import CompileContext, compile_config
@@ -186,12 +186,8 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def _explain_plan(args: argparse.Namespace) -> int:
     """``explain PLAN ALIAS``: the alias's chain as the plan holds it, under ``--down``/``--saturated``."""
-    from interlock.diff.inputs import InputError, load_plan
-
-    try:
-        plan = load_plan(args.config, options=compile_options(args)).plan
-    except InputError as exc:
-        print(f"interlock explain: {exc}", file=sys.stderr)
+    plan = read_plan("explain", args.config, args)
+    if plan is None:
         return 1
     if args.alias not in plan.aliases:
         known = sorted(plan.aliases)

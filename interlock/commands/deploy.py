@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from interlock.commands.files import OutputError, write_atomically
+from interlock.commands.options import add_source_options, read_plan
 from interlock.deploy import TARGETS, DeployOptions
-from interlock.diff.inputs import InputError, load_plan
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +44,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--credentials-secret", help="the Secret holding the credential variables (default: NAME-credentials)"
     )
+    add_source_options(p)
     p.set_defaults(handler=run_deploy, parser=p)
 
 
@@ -60,10 +61,8 @@ def run_deploy(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        plan = load_plan(args.source).plan
-    except InputError as exc:
-        print(f"interlock deploy: {exc}", file=sys.stderr)
+    plan = read_plan("deploy", args.source, args)
+    if plan is None:
         return 1
     options = DeployOptions(
         name=args.name,

@@ -4,10 +4,14 @@ a file may be. One definition, so `lint`, `compile`, `explain`, `diff` and `code
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 from interlock.compiler import CompileOptions
 from interlock.compiler.reading import MAX_FILE_BYTES, FileReader
+
+if TYPE_CHECKING:
+    from interlock.schema.plan import RoutingPlan
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
@@ -32,6 +36,18 @@ def compile_options(args: argparse.Namespace, **extra: Any) -> CompileOptions:
     return CompileOptions(
         reader=FileReader(args.max_file_bytes), include_roots=tuple(args.include_root), **extra
     )
+
+
+def read_plan(command: str, path: str, args: argparse.Namespace) -> RoutingPlan | None:
+    """The plan ``path`` holds, or the one its configuration compiles to under the shared flags;
+    ``None`` once ``interlock COMMAND: why`` is on stderr."""
+    from interlock.diff.inputs import InputError, load_plan
+
+    try:
+        return load_plan(path, options=compile_options(args)).plan
+    except InputError as exc:
+        print(f"interlock {command}: {exc}", file=sys.stderr)
+        return None
 
 
 def _positive(text: str) -> int:

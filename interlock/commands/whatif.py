@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from interlock.commands.options import add_source_options, compile_options
+from interlock.commands.options import add_source_options, read_plan
 
 
 def add_scenario_options(p: argparse.ArgumentParser) -> None:
@@ -48,13 +48,10 @@ def register(subparsers: Any) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from interlock.diff.inputs import InputError, load_plan
     from interlock.whatif import Scenario, UnknownPart, render_text, simulate
 
-    try:
-        plan = load_plan(args.plan, options=compile_options(args)).plan
-    except InputError as exc:
-        print(f"interlock simulate: {exc}", file=sys.stderr)
+    plan = read_plan("simulate", args.plan, args)
+    if plan is None:
         return 1
     try:
         scenario = Scenario.parse(plan, args.down, args.saturated)
