@@ -23,16 +23,22 @@ one; ``--max-concurrent`` changes interlock's) and per-model slots equal to the 
 TTFT is measured at the client, on the gateway's first SSE chunk (OpenAI format), so it includes the
 gateway's own overhead. No alias has a cloud candidate: every row is local only (spills: 0).
 
-Above the table, three references computed from the schedule alone (``bounds``): the floor (each
-request's prompt and first token with the GPU to itself), a relaxed oracle (no loads, no GPU sharing)
-and an ideal dispatcher that never loads on GPUs shared as the boxes share them (``never_loading``).
+Above the table, four references computed from the schedule alone (``bounds``): the floor (each
+request's prompt and first token with the GPU to itself), a relaxed oracle (no loads, no GPU sharing),
+an ideal dispatcher that never loads on GPUs shared as the boxes share them (``never_loading``), and
+the same dispatcher when each model that is not preloaded must be loaded once, on its first request
+(``first loads only``: what loading on demand cannot avoid).
 
-    .venv/bin/python bench/fleet.py [--workload heavy|moderate] [--workers 3] [--requests 300] [--seed 11]
-                                    [--scale 0.25] [--json FILE]
+    .venv/bin/python bench/fleet.py [--workload heavy|moderate|interactive] [--workers 3] [--requests 300]
+                                    [--seed 11] [--scale 0.25] [--json FILE]
 
-``--workload`` sets the arrival rate (``WORKLOADS``): ``heavy`` keeps the GPUs 63% busy with no load at
-all, ``moderate`` (half its arrival rate, same seed: the same models, bursts, prompts and answers) 32%.
-The line above the table prints that utilisation (``busy``), so a reader sees what is achievable.
+``--workload`` picks a ``Shape`` (``WORKLOADS``): ``heavy`` keeps the GPUs 63% busy with no load at
+all; ``moderate`` is half its arrival rate (same seed: the same models, bursts, prompts and answers),
+32%; ``interactive`` is chat traffic (a twentieth of the prompts long instead of a quarter, surges of
+3-6 requests at half the chance instead of bursts of 6-14) at the rate that makes it about as busy as
+``moderate``: 30%. The line above the table prints that utilisation (``busy``), so a reader sees what
+is achievable, and the machine's load average at the start and at the end (the interlock row has a
+Python gateway process between client and boxes, so a busy machine weighs on it).
 
 ``--scale`` shrinks time: a 2 s model load becomes 500 ms at 0.25, and token rates grow by 1/scale, so
 every figure is in simulated milliseconds times the scale. Compare figures of the same run only. At
@@ -55,7 +61,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import aiohttp
@@ -109,36 +115,50 @@ class Result:
     wall_s: float = 0.0
 
 
-WORKLOADS: dict[str, float] = {
-    # name -> arrivals per simulated second between bursts (bursts come at the same share of arrivals)
-    "heavy": 1.0,  # the GPUs 63% busy with no load at all (the workload shipped first)
-    "moderate": 0.5,  # 32% busy with no load: a typical shared office fleet (chosen from `busy`)
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How a workload draws its requests (``workload``)."""
+
+    rate: float  # arrivals per simulated second between bursts (bursts come at the same share of arrivals)
+    burst_chance: float = 0.06  # the share of draws that are a burst of one model instead of one request
+    burst_size: tuple[int, int] = (6, 14)
+    long_prompts: float = 0.25  # the share of prompts of 1,500-4,000 words (else 10-200)
+    long_answers: float = 0.3  # the share of answers of 150-400 tokens (else 10-60)
+
+
+WORKLOADS: dict[str, Shape] = {
+    "heavy": Shape(1.0),  # the GPUs 63% busy with no load at all (the workload shipped first)
+    "moderate": Shape(0.5),  # 32% busy with no load: a typical shared office fleet (chosen from `busy`)
+    # chat traffic: few long prompts, small surges; the rate for about moderate's utilisation (30%)
+    "interactive": Shape(0.8, burst_chance=0.03, burst_size=(3, 6), long_prompts=0.05),
 }
 
 
-def workload(seed: int, requests: int, rate: float = 1.0) -> list[Job]:
-    """A deterministic schedule: Poisson arrivals by popularity (``rate`` per simulated second between
-    bursts), plus bursts of one model. The same seed gives the same models, bursts, prompts and answers
-    at every rate: only the gaps between arrivals stretch."""
+def workload(seed: int, requests: int, shape: Shape) -> list[Job]:
+    """A deterministic schedule: Poisson arrivals by popularity (``shape.rate`` per simulated second
+    between bursts), plus bursts of one model. The same seed and shape but for the rate give the same
+    models, bursts, prompts and answers at every rate: only the gaps between arrivals stretch."""
     rng = random.Random(seed)
     names = [m[0] for m in MODELS]
     weights = [m[4] for m in MODELS]
     jobs: list[Job] = []
     t = 0.0
     while len(jobs) < requests:
-        if rng.random() < 0.06:  # a burst: one model, many requests at once (a batch job, a chat surge)
+        if (
+            rng.random() < shape.burst_chance
+        ):  # a burst: one model, many requests at once (a batch job, a chat surge)
             model = rng.choice(names)
-            for _ in range(rng.randint(6, 14)):
-                jobs.append(_job(rng, t + rng.uniform(0, 0.2), model))
+            for _ in range(rng.randint(*shape.burst_size)):
+                jobs.append(_job(rng, t + rng.uniform(0, 0.2), model, shape))
         else:
-            jobs.append(_job(rng, t, rng.choices(names, weights)[0]))
-        t += rng.expovariate(1.0) / rate  # gaps drawn at rate 1, then stretched: same draws at any rate
+            jobs.append(_job(rng, t, rng.choices(names, weights)[0], shape))
+        t += rng.expovariate(1.0) / shape.rate  # gaps drawn at rate 1, then stretched: same draws at any rate
     return sorted(jobs[:requests], key=lambda j: j.at_s)
 
 
-def _job(rng: random.Random, at_s: float, model: str) -> Job:
-    long_prompt = rng.random() < 0.25
-    long_answer = rng.random() < 0.3
+def _job(rng: random.Random, at_s: float, model: str, shape: Shape) -> Job:
+    long_prompt = rng.random() < shape.long_prompts
+    long_answer = rng.random() < shape.long_answers
     return Job(
         at_s=at_s,
         model=model,
@@ -172,6 +192,7 @@ class Bound:
     floor_s: dict[str, float]  # each request's prompt and first token with the GPU to itself
     oracle_s: dict[str, float]  # the relaxed oracle (see `bounds`)
     shared_s: dict[str, float]  # the never-loading dispatcher on shared GPUs (see `never_loading`)
+    first_loads_s: dict[str, float]  # the same, but each model not preloaded loads once (`never_loading`)
 
 
 def bounds(jobs: Sequence[Job], workers: int) -> Bound:
@@ -200,7 +221,12 @@ def bounds(jobs: Sequence[Job], workers: int) -> Bound:
         slots[slot] = start + service
         floor.append(first)
         oracle.append(start - job.at_s + first)
-    return Bound(_percentiles(floor), _percentiles(oracle), _percentiles(never_loading(jobs, workers)))
+    return Bound(
+        _percentiles(floor),
+        _percentiles(oracle),
+        _percentiles(never_loading(jobs, workers)),
+        _percentiles(never_loading(jobs, workers, first_loads=True)),
+    )
 
 
 def busy(jobs: Sequence[Job], workers: int) -> float:
@@ -215,13 +241,24 @@ def busy(jobs: Sequence[Job], workers: int) -> float:
     return work / (span * workers) if span > 0 else math.inf
 
 
-def never_loading(jobs: Sequence[Job], workers: int) -> list[float]:
+def never_loading(jobs: Sequence[Job], workers: int, *, first_loads: bool = False) -> list[float]:
     """TTFTs (simulated s) of an ideal dispatcher on boxes that share their GPU as the simulator does,
     but never load: every model resident on every box (VRAM ignored), ``PARALLEL`` slots per model
     per box, each model's requests in arrival order, each started as soon as a slot for it is free,
     on the box with the fewest requests computing. Exact processor sharing (event to event): with n
-    requests on a box each advances at 1/n of its full speed."""
+    requests on a box each advances at 1/n of its full speed.
+
+    ``first_loads``: the same dispatcher, but a model that is not preloaded is loaded on demand once,
+    when its first request arrives, and is then resident on every box (one load, as if it were copied
+    everywhere at once); its requests wait for that load. What a dispatcher that loads only on demand
+    (every policy here) cannot avoid, with every other limit still relaxed."""
     speeds = {m[0]: m[3] for m in MODELS}
+    loads = {m[0]: m[2] for m in MODELS}
+    ready_at: dict[str, float] = {}  # model -> when its first load ends (not preloaded only)
+    if first_loads:
+        for job in sorted(jobs, key=lambda j: j.at_s):
+            if job.model not in PRELOAD and job.model not in ready_at:
+                ready_at[job.model] = job.at_s + loads[job.model]
     order = sorted(range(len(jobs)), key=lambda i: jobs[i].at_s)
     first_work = [
         jobs[i].prompt_words / PROMPT_TOKENS_PER_S + 1 / speeds[jobs[i].model] for i in range(len(jobs))
@@ -239,6 +276,8 @@ def never_loading(jobs: Sequence[Job], workers: int) -> list[float]:
 
     def start() -> None:
         for model, line in waiting.items():
+            if ready_at.get(model, 0.0) > now + 1e-12:
+                continue
             while line:
                 open_boxes = [
                     b for b in range(workers) if sum(jobs[i].model == model for i in boxes[b]) < PARALLEL
@@ -251,6 +290,9 @@ def never_loading(jobs: Sequence[Job], workers: int) -> list[float]:
     while next_job < len(order) or any(boxes) or any(waiting.values()):
         # the next event: an arrival, a first token, or a request finishing
         step = jobs[order[next_job]].at_s - now if next_job < len(order) else math.inf
+        for model, at in ready_at.items():  # a first load ending with requests waiting for it
+            if at > now + 1e-12 and waiting[model]:
+                step = min(step, at - now)
         for running in boxes:
             for i in running:
                 left = (first_work[i] - done[i]) if math.isnan(ttft[i]) else (work[i] - done[i])
@@ -534,6 +576,10 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[min(int(q * 1000) - 1, 998)]
 
 
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def table(results: Sequence[Result], scale: float) -> str:
     head = (
         f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p95 | TTFT p99 | spills | errors "
@@ -563,10 +609,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workload",
         choices=sorted(WORKLOADS),
         default="heavy",
-        help="arrival rate: heavy (GPUs 63%% busy without loads) or moderate (32%%)",
+        help="heavy (GPUs 63%% busy without loads), moderate (32%%) or interactive (chat traffic, 30%%)",
     )
     parser.add_argument(
-        "--rate", type=float, help="arrivals per simulated s between bursts (overrides --workload)"
+        "--rate", type=float, help="arrivals per simulated s between bursts (overrides the workload's)"
     )
     parser.add_argument("--scale", type=float, default=0.25, help="real seconds per simulated second")
     parser.add_argument(
@@ -586,11 +632,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="interlock's `routing:` section, YAML flow style (default: the defaults)",
     )
     args = parser.parse_args(argv)
-    rate = args.rate if args.rate is not None else WORKLOADS[args.workload]
-    if rate <= 0:
-        parser.error("--rate must be above 0")
-    name = args.workload if args.rate is None else f"rate {rate:g}"
-    jobs = workload(args.seed, args.requests, rate)
+    shape = WORKLOADS[args.workload]
+    if args.rate is not None:
+        if args.rate <= 0:
+            parser.error("--rate must be above 0")
+        shape = replace(shape, rate=args.rate)
+    name = args.workload if args.rate is None else f"{args.workload} at rate {args.rate:g}"
+    jobs = workload(args.seed, args.requests, shape)
     counts = {m[0]: sum(1 for j in jobs if j.model == m[0]) for m in MODELS}
     print(
         f"workload: {name} (GPUs {busy(jobs, args.workers):.0%} busy without a single load), "
@@ -603,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("floor", bound.floor_s),
         ("relaxed oracle", bound.oracle_s),
         ("never-loading, shared", bound.shared_s),
+        ("first loads only", bound.first_loads_s),
     )
     for label, figures in rows:
         print(
@@ -612,6 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.bounds_only:
         return 0
     results = []
+    load_before = _load()
     for name in args.policy or [*POLICIES, INTERLOCK]:
         if name == INTERLOCK:
             row = replay_interlock(jobs, args.workers, args.scale, args.routing, args.max_concurrent)
@@ -619,6 +669,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             results.append(asyncio.run(replay(name, POLICIES[name](), jobs, args.workers, args.scale)))
     print(table(results, args.scale))
+    print(f"load average {load_before} at the start, {_load()} at the end")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0
