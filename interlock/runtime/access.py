@@ -58,7 +58,7 @@ OPERATOR_PATHS = frozenset(("/ui", "/v1/health", "/v1/metadata", "/api/ps"))
 health with every tenant's and key's budget, what the preflight knows of every worker, and what the
 workers have loaded. Once a plan declares an operator key, only operator keys are answered there."""
 
-UI_SECTION = "/ui/{section}"  # how a refused ``/ui/<section>`` is named in the audit log
+UI_SECTION_ROUTE = "/ui/{section}"  # how a refused ``/ui/<section>`` is named in the audit log
 
 _BEARER = b"bearer "
 
@@ -225,11 +225,11 @@ class KeyBook:
 
 
 def operator_route(path: str) -> str | None:
-    """The operator route ``path`` is (``/ui/<section>`` named as ``UI_SECTION``), or None."""
+    """The operator route ``path`` is (``/ui/<section>`` named as ``UI_SECTION_ROUTE``), or None."""
     if path in OPERATOR_PATHS:
         return path
     if path.startswith("/ui/") and not path.startswith("/ui/static/"):
-        return UI_SECTION
+        return UI_SECTION_ROUTE
     return None
 
 
