@@ -46,3 +46,21 @@ def test_keys_add_refuses_an_id_a_key_cannot_carry(capsys: pytest.CaptureFixture
         main(["keys", "add", "--tenant", "t", "--id", "ci.bot"])
     assert exited.value.code == 2
     assert "--id: `ci.bot` is not a key id" in capsys.readouterr().err
+
+
+def test_keys_add_operator_prints_an_operator_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keys", "add", "--tenant", "ops", "--id", "oncall", "--operator"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith('"\n    operator: true\n')
+    config = (
+        "version: 1\nserver: {auth: required}\n"
+        "providers: {local: {kind: ollama, workers: [{name: a, url: 'http://127.0.0.1:1'}]}}\n"
+        "aliases: {chat: {chain: [local/m]}}\n"
+        "tenants: {ops: {}}\nkeys:\n" + out
+    )
+    ctx = compile_text(tmp_path, config)
+    assert "IL820" not in [d.code for d in ctx.sink.items]  # an operator is declared
+    assert ctx.plan is not None
+    assert ctx.plan.access.keys["oncall"].operator

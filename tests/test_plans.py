@@ -150,3 +150,23 @@ aliases:
     assert ctx.plan.providers["groq"].api_key_env == "GROQ_API_KEY"
     assert ctx.plan.providers["vllm"].api_key_env is None
     assert [d.code for d in ctx.sink.items] == ["IL108"]
+
+
+@pytest.mark.parametrize(
+    ("auth", "operator", "warned"),
+    [("required", False, True), ("optional", False, True), ("required", True, False), ("off", False, False)],
+)
+def test_il820_only_when_keys_are_read_and_none_is_an_operator(
+    tmp_path: Path, auth: str, operator: bool, warned: bool
+) -> None:
+    ctx = compile_text(
+        tmp_path,
+        f"version: 1\nserver: {{auth: {auth}}}\n"
+        "providers: {local: {kind: ollama, workers: [{name: a, url: 'http://127.0.0.1:1'}]}}\n"
+        "aliases: {chat: {chain: [local/m]}}\ntenants: {a: {}, b: {}}\n"
+        f"keys:\n  one: {{tenant: a, key_env: ONE, operator: {str(operator).lower()}}}\n"
+        "  two: {tenant: b, key_env: TWO}\n",
+    )
+    assert ctx.plan is not None
+    assert ("IL820" in [d.code for d in ctx.sink.items]) == warned
+    assert [k.operator for k in ctx.plan.access.keys.values()] == [operator, False]

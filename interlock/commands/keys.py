@@ -23,6 +23,11 @@ def register(subparsers: Any) -> None:
     )
     add.add_argument("--tenant", required=True, help="the tenant the key belongs to (under `tenants:`)")
     add.add_argument("--id", dest="key_id", required=True, help="the key's id, e.g. `ci-bot` (shown in logs)")
+    add.add_argument(
+        "--operator",
+        action="store_true",
+        help="the key may read the whole fleet's state (`/ui`, `/v1/health`; docs/access.md, Routes)",
+    )
     add.set_defaults(handler=run_add, parser=add)
 
 
@@ -39,4 +44,6 @@ def run_add(args: argparse.Namespace) -> int:
     print(f"  {args.key_id}:")
     print(f"    tenant: {args.tenant}")
     print(f'    hash: "{hash_key(key)}"')
+    if args.operator:
+        print("    operator: true")
     return 0

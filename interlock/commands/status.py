@@ -84,6 +84,12 @@ def fetch(
                 f"{response.request.url} answered 401: the gateway needs a caller key; put one in "
                 "INTERLOCK_API_KEY (or the variable named by --api-key-env)"
             )
+        if response.status_code == 403:  # an operator route, and the key sent is not an operator
+            raise Unreachable(
+                f"{response.request.url} answered 403: this gateway shows its state to operator keys "
+                "only; put a key with `operator: true` in INTERLOCK_API_KEY (or the variable named by "
+                "--api-key-env)"
+            )
         if response.status_code != 200:
             raise Unreachable(f"{response.request.url} answered {response.status_code}")
         try:

@@ -139,6 +139,12 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "Credits in money, but a model the caller may reach has no price.",
     ),
+    (
+        "IL820",
+        "no-operator-key",
+        "warning",
+        "Keys are read, but none is `operator: true`: any valid key sees every tenant's budgets.",
+    ),
     # Routing
     ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
     (

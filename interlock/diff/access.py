@@ -1,8 +1,11 @@
 """Access: `server.auth`, tenants and keys (ACLs, secrets, limits) and the prices credits are kept in.
 
-Turning auth on or up, removing a tenant or a key, changing a key's secret and narrowing an ACL are
-breaking: a caller that worked before is refused. ACL patterns are compared as sets (an unset
-`allowed` is `*`); any pattern dropped from `allowed` or added to `denied` narrows it.
+Turning auth on or up, removing a tenant or a key, changing a key's secret, narrowing an ACL and
+revoking a key's `operator` are breaking: a caller that worked before is refused. Granting `operator`
+is routing, like a wider ACL (a key may read more: the fleet's state); but the first operator key also
+shuts every other key out of the operator routes, and that is reported as a breaking revocation. ACL
+patterns are compared as sets (an unset `allowed` is `*`); any pattern dropped from `allowed` or added
+to `denied` narrows it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def access(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
     old, new = base.access, head.access
     out.extend(_callers("tenants", old, new))
     out.extend(_callers("keys", old, new))
+    out.extend(_operators(old, new))
     out.extend(_prices(old, new))
     return out
 
@@ -72,6 +76,27 @@ def _key(
         before = "key_env" if old_secret[0] else "hash"
         after = "key_env" if new_secret[0] else "hash"
         out.append(Change("key-secret-changed", subject, before, after, summary, field="secret"))
+    return out
+
+
+def _operators(old: PlanAccess, new: PlanAccess) -> list[Change]:
+    """Each kept key whose `operator` flag changed, and, when the first operator appears, the other
+    keys that lose the operator routes (any valid key read them while no key was an operator)."""
+    out: list[Change] = []
+    before = {name for name, key in old.keys.items() if key.operator}
+    after = {name for name, key in new.keys.items() if key.operator}
+    for name in sorted(after - before):  # a key added as an operator too: a reviewer should see it
+        summary = f"key `{name}` is an operator: it may read the fleet's state (`/ui`, `/v1/health`, ...)"
+        out.append(Change("operator-granted", f"keys.{name}", False, True, summary))
+    for name in sorted((before - after) & new.keys.keys()):  # a removed key is `caller-removed`
+        summary = f"key `{name}` is no longer an operator: `/ui`, `/v1/health`, ... will refuse it"
+        out.append(Change("operator-revoked", f"keys.{name}", True, False, summary))
+    if after and not before:
+        shut = sorted(new.keys.keys() & old.keys.keys() - after)
+        if shut:
+            shown = ", ".join(f"`{name}`" for name in shut)
+            summary = f"the first operator key is declared: {shown} will get 403 on `/ui`, `/v1/health`, ..."
+            out.append(Change("operator-revoked", "keys", None, shut, summary, unit="list"))
     return out
 
 

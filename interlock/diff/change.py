@@ -137,6 +137,8 @@ KINDS: dict[str, Kind] = _kinds(
     ("acl-loosened", _Y, _R, "may call more"),
     ("key-secret-changed", _Y, _B, "key secret"),
     ("key-tenant-changed", _Y, _R, "key's tenant"),
+    ("operator-granted", _Y, _R, "operator granted"),
+    ("operator-revoked", _Y, _B, "operator routes refused"),
     ("caller-limit-changed", _Y, _C, "rate, concurrency or credits"),
     ("caller-description-changed", _Y, _X, "description"),
     ("price-changed", _Y, _C, "price"),

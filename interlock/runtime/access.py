@@ -19,6 +19,12 @@ Outcomes of ``authenticate``: auth ``off`` -> ``ANONYMOUS`` without reading a he
 ``ANONYMOUS`` under ``optional``, ``Unauthenticated`` under ``required``; a key the book does not know
 -> ``Unauthenticated`` (whatever the mode: a wrong key is never silently anonymous); a known key -> its
 ``Caller``.
+
+Operators: the routes of ``OPERATOR_PATHS`` show the whole fleet (every tenant's and key's budget and
+usage, the workers). When the plan declares at least one ``operator: true`` key (``KeyBook.operators``),
+``admit`` refuses them to every other caller: ``OperatorOnly`` (403) for a valid key,
+``Unauthenticated`` (401) for an anonymous one; the test is ``Caller.operator``, set at plan load. A plan
+with no operator key answers them to any valid key, as before operators existed (``IL820`` says so).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from interlock.apikeys import key_id_of, parse_hash, verify
 from interlock.patterns import allows, matches
-from interlock.runtime.errors import ModelNotAllowed, Unauthenticated, whole_seconds
+from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, Unauthenticated, whole_seconds
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 if TYPE_CHECKING:
@@ -46,6 +52,13 @@ OPEN_PATHS = frozenset(("/healthz", "/readyz", "/metrics", "/api/version", "/"))
 """Answered without a key under any ``auth``: liveness and readiness probes, the Prometheus scrape,
 and the two Ollama routes clients call to see whether a server is up. ``/ui/static/`` (the status
 page's script and style, no data) is open as well; everything else needs a key under ``required``."""
+
+OPERATOR_PATHS = frozenset(("/ui", "/v1/health", "/v1/metadata", "/api/ps"))
+"""The routes that show the whole fleet's state: the status page (and its sections, ``/ui/<section>``),
+health with every tenant's and key's budget, what the preflight knows of every worker, and what the
+workers have loaded. Once a plan declares an operator key, only operator keys are answered there."""
+
+UI_SECTION_ROUTE = "/ui/{section}"  # how a refused ``/ui/<section>`` is named in the audit log
 
 _BEARER = b"bearer "
 
@@ -84,6 +97,8 @@ class Caller:
     """The key's and the tenant's rates and concurrency (only levels with a limit): ``counters.py``."""
     targets: Mapping[str, Target] = field(default_factory=dict)
     """Aliases whose chain holds candidates this caller's ``denied`` names: the alias without them."""
+    operator: bool = False
+    """The key is ``operator: true``: it may read the operator routes (``OPERATOR_PATHS``)."""
 
     @property
     def anonymous(self) -> bool:
@@ -121,6 +136,7 @@ class KeyBook:
     mode: str  # "off" | "optional" | "required"
     by_digest: Mapping[bytes, Caller]  # SHA-256 of a `key_env` secret -> its caller
     by_id: Mapping[str, tuple[bytes, bytes, Caller]]  # generated keys: id -> (salt, digest, caller)
+    operators: bool = False  # some key is an operator: the operator routes answer only operators
     verified: dict[bytes, Caller] = field(default_factory=dict)  # generated keys seen: SHA-256 -> caller
 
     @classmethod
@@ -153,6 +169,7 @@ class KeyBook:
                 decided=decided,
                 budgets=_budgets(f"k:{key_id}", key.limits) + _budgets(f"t:{key.tenant}", tenant),
                 targets={name: t for name, t in targets.items() if t.candidates},
+                operator=key.operator,
             )
             if key.key_env is not None:
                 by_digest[hashlib.sha256(env[key.key_env].encode()).digest()] = caller
@@ -160,7 +177,7 @@ class KeyBook:
                 parsed = parse_hash(key.hash)
                 assert parsed is not None  # checked when the plan was compiled and loaded
                 by_id[key_id] = (*parsed, caller)
-        return cls(mode, by_digest, by_id)
+        return cls(mode, by_digest, by_id, operators=any(key.operator for key in access.keys.values()))
 
     def caller(self, key: str) -> Caller | None:
         """The caller ``key`` belongs to, or None."""
@@ -188,6 +205,32 @@ class KeyBook:
         if found is None:
             raise Unauthenticated("the API key sent is not valid for this gateway")
         return found
+
+    def admit(self, caller: Caller, path: str) -> None:
+        """Nothing, unless ``path`` is an operator route, the plan declares operators and ``caller`` is
+        not one: then ``OperatorOnly`` for a key, ``Unauthenticated`` for an anonymous caller."""
+        if not self.operators or caller.operator:
+            return
+        route = operator_route(path)
+        if route is None:
+            return
+        if caller.anonymous:
+            raise Unauthenticated(
+                f"`{route}` needs an operator key: send `Authorization: Bearer <key>` or `x-api-key: <key>`"
+            )
+        raise OperatorOnly(
+            f"key `{caller.key_id}` (tenant `{caller.tenant}`) may not read `{route}`: it shows every "
+            "tenant's state and needs an operator key (`operator: true` in the key's entry)"
+        )
+
+
+def operator_route(path: str) -> str | None:
+    """The operator route ``path`` is (``/ui/<section>`` named as ``UI_SECTION_ROUTE``), or None."""
+    if path in OPERATOR_PATHS:
+        return path
+    if path.startswith("/ui/") and not path.startswith("/ui/static/"):
+        return UI_SECTION_ROUTE
+    return None
 
 
 def _without_denied(aliases: Mapping[str, Target], levels: tuple[PlanLimits, ...]) -> dict[str, Target]:

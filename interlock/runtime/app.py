@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from interlock.runtime import gc_policy
-from interlock.runtime.access import CALLER, needs_key
+from interlock.runtime.access import CALLER, Caller, needs_key, operator_route
 from interlock.runtime.audit import AuditLog
 from interlock.runtime.audit.keys import access_changes
-from interlock.runtime.errors import Unauthenticated
+from interlock.runtime.errors import OperatorOnly, Unauthenticated
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.fleet import FleetLine
 from interlock.runtime.guards import Guard
@@ -222,11 +222,14 @@ class Gateway:
                 if admitted is None:  # a preflight, answered
                     return
                 send = admitted
-            if plan.keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
+            keys = plan.keys
+            if keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
+                caller = None
                 try:
-                    scope[CALLER] = plan.keys.authenticate(scope["headers"])
-                except Unauthenticated as exc:
-                    await self._unauthenticated(scope, send, exc)
+                    caller = scope[CALLER] = keys.authenticate(scope["headers"])
+                    keys.admit(caller, scope["path"])  # the operator routes (a test of `caller.operator`)
+                except (Unauthenticated, OperatorOnly) as exc:
+                    await self._refuse(scope, send, exc, caller)
                     return
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
@@ -241,29 +244,46 @@ class Gateway:
         elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
             await send({"type": "websocket.close", "code": 1008})
 
-    async def _unauthenticated(self, scope: Scope, send: Send, exc: Unauthenticated) -> None:
-        """401 in the shape of the path's surface (OpenAI's for the admin routes); the body is not read."""
+    async def _refuse(
+        self, scope: Scope, send: Send, exc: Unauthenticated | OperatorOnly, caller: Caller | None
+    ) -> None:
+        """401 (no valid key) or 403 (an operator route, and a key that is not an operator) in the shape
+        of the path's surface (OpenAI's for the admin routes); the body is not read. ``caller``: the
+        authenticated caller, None when the key was missing or wrong."""
         plan = self.plan
-        row = self._paths.get(scope["path"])
+        path = scope["path"]
+        row = self._paths.get(path)
         surface = row[1] if row is not None else self._admin_errors
         failure = failure_of(exc, plan)
+        status = failure.status
         if self.audit is not None:
+            named = operator_route(path) if caller is not None else None  # `admit` refused: a known route
+            known = (
+                {}
+                if caller is None or caller.anonymous
+                else {"key_id": caller.key_id, "tenant": caller.tenant}
+            )
             self.audit.action(
                 "auth_refused",
                 method=scope["method"][:16],
-                path=scope["path"] if row is not None else "(not a surface route)",
+                path=path if row is not None else named or "(not a surface route)",
                 key_sent=any(name in _KEY_HEADERS for name, _ in scope["headers"]),
-                status=401,
+                status=status,
+                **known,
             )
-        headers = [plan.plan_header, (b"www-authenticate", b'Bearer realm="interlock"'), *failure.headers]
+        headers = [plan.plan_header, *failure.headers]
+        if status == 401:
+            headers.append((b"www-authenticate", b'Bearer realm="interlock"'))
         record = None
-        if row is not None:  # a model request: counted and logged like the lifecycle's answers
+        if row is not None:  # a surface route: counted and logged like the lifecycle's answers
             record = RequestRecord(surface.operation, self.journal.request_id(scope["headers"]))
+            if caller is not None:
+                record.caller = caller
             headers.append((b"x-request-id", record.id))
-        await send_json(_closing(send) if _has_body(scope) else send, 401, surface.error(failure), headers)
+        await send_json(_closing(send) if _has_body(scope) else send, status, surface.error(failure), headers)
         if record is not None:
-            record.status, record.error = 401, exc
-            self.metrics.requests.labels(record.endpoint, "401").inc()
+            record.status, record.error = status, exc
+            self.metrics.requests.labels(record.endpoint, str(status)).inc()
             self.journal.finish(record, audit=False)  # audited above, as `auth_refused`
 
     async def _method_not_allowed(self, scope: Scope, send: Send) -> None:

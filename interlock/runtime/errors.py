@@ -24,6 +24,8 @@ upstream body, a header or a credential.
         ├── InvalidRequest               400: bad JSON, wrong types, missing fields
         ├── Unauthenticated              401: no caller key, or one the gateway does not know
         ├── ModelNotAllowed              403: the caller's ACL does not allow the model
+        ├── OperatorOnly                 403: a route showing the fleet's state, and a key that is
+        │                                not an operator (only once the plan declares one)
         ├── TryLater                     429 + Retry-After: a limit of the gateway's own, for now
         │   ├── CallerLimited            the key's or tenant's rate or concurrency
         │   └── SlotUnavailable          the candidate's slot queue is full or waited too long
@@ -166,6 +168,14 @@ class ModelNotAllowed(GatewayError):
     status = 403
     type = "permission_error"
     code = "model_not_allowed"
+
+
+class OperatorOnly(GatewayError):
+    """A route that shows every tenant's state, asked by a valid key that is not ``operator: true``."""
+
+    status = 403
+    type = "permission_error"
+    code = "operator_required"
 
 
 class TryLater(GatewayError):

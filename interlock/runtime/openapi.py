@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.access import ANONYMOUS, Caller, needs_key
+from interlock.runtime.access import ANONYMOUS, Caller, needs_key, operator_route
 from interlock.runtime.surfaces.contract import OPENAI_ERROR, Doc
 
 if TYPE_CHECKING:
@@ -72,16 +72,23 @@ SECURITY_SCHEMES: Mapping[str, Any] = {
 
 
 def document(
-    models: Sequence[str] | None = None, *, default_model: bool = True, auth: str = "off"
+    models: Sequence[str] | None = None,
+    *,
+    default_model: bool = True,
+    auth: str = "off",
+    operators: bool = False,
 ) -> dict[str, Any]:
     """The document. ``models``: the names ``model`` accepts (else any non-empty string);
     ``default_model``: the plan has a default alias, so ``model`` may be left out; ``auth``: the plan's
-    ``server.auth`` (``optional``/``required``: the routes behind keys say so, and may answer 401)."""
+    ``server.auth`` (``optional``/``required``: the routes behind keys say so, and may answer 401);
+    ``operators``: the plan declares an operator key, so the operator routes may answer 403."""
     paths: dict[str, dict[str, Any]] = {}
     for route in routes():
         operation = _operation(route, default_model)
         if auth != "off" and needs_key(route.path):
             _secure(operation, route, optional=auth == "optional")
+            if operators and operator_route(route.path) is not None:
+                _operator_only(operation, route)
         paths.setdefault(route.path, {})[route.method.lower()] = operation
     model_name: dict[str, Any] = {"type": "string", "minLength": 1}
     if models is not None:
@@ -111,8 +118,12 @@ def plan_document(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> dict[str, An
         names.extend(
             cid for cid, candidate in plan.candidates.items() if candidate.in_plan and caller.may_call(cid)
         )
-    auth = plan.keys.mode if plan.keys is not None else "off"
-    return document(names, default_model=plan.server.default_alias is not None, auth=auth)
+    keys = plan.keys
+    auth = keys.mode if keys is not None else "off"
+    operators = keys is not None and keys.operators
+    return document(
+        names, default_model=plan.server.default_alias is not None, auth=auth, operators=operators
+    )
 
 
 def _secure(operation: dict[str, Any], route: Route, *, optional: bool) -> None:
@@ -122,6 +133,17 @@ def _secure(operation: dict[str, Any], route: Route, *, optional: bool) -> None:
     if route.method != "HEAD":
         answer["content"] = {"application/json": {"schema": route.doc.error or OPENAI_ERROR}}
     operation["responses"]["401"] = answer
+
+
+OPERATOR_ONLY = "The route shows every tenant's state and the key sent is not an operator (`operator: true`)"
+
+
+def _operator_only(operation: dict[str, Any], route: Route) -> None:
+    """An operator route of a plan with operator keys: its 403 for the other keys."""
+    answer: dict[str, Any] = {"description": OPERATOR_ONLY}
+    if route.method != "HEAD":
+        answer["content"] = {"application/json": {"schema": route.doc.error or OPENAI_ERROR}}
+    operation["responses"]["403"] = answer
 
 
 def _operation(route: Route, default_model: bool) -> dict[str, Any]:

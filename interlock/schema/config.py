@@ -330,6 +330,11 @@ class KeySection(Limits):
     hash: str | None = Field(
         None, description="`hmac-sha256$<salt>$<digest>` as printed by `interlock keys add`."
     )
+    operator: bool = Field(
+        False,
+        description="May read the whole fleet's state (`/ui`, `/v1/health`, `/v1/metadata`, `/api/ps`); "
+        "once one key is an operator, every other key gets 403 there.",
+    )
     description: str = ""
 
 

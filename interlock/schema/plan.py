@@ -219,6 +219,9 @@ class PlanKey(_Frozen):
     description: str
     key_env: str | None = Field(description="Name of the variable holding the secret, never its value.")
     hash: str | None = Field(description="`hmac-sha256$<salt>$<digest>`; null with `key_env`.")
+    operator: bool = Field(
+        False, description="May read the fleet's state (the operator routes); see docs/access.md."
+    )
     limits: PlanLimits
 
 

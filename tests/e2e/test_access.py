@@ -191,6 +191,21 @@ def test_status_sends_the_key_from_its_variable(
     assert GENERATED not in out
 
 
+def test_without_an_operator_key_any_valid_key_reads_the_fleet_and_the_compiler_says_so(
+    served: Served,
+) -> None:
+    """No key is `operator: true` here: the operator routes answer every valid key, as before operators
+    existed (``test_operator.py`` has a plan with one), and `serve` printed the IL820 warning."""
+    for path in ("/ui", "/ui/budgets", "/v1/health", "/v1/metadata", "/api/ps"):
+        answer = httpx.get(f"{served.url}{path}", headers={"authorization": f"Bearer {ALICE}"})
+        assert answer.status_code == 200, path
+    health = httpx.get(f"{served.url}/v1/health", headers={"x-api-key": ALICE}).json()
+    assert set(health["usage"]["tenants"]) == {"mana", "ops"}  # alice sees tenant `ops` too
+    assert (
+        "warning IL820 no-operator-key: no key is an operator, so any valid key (5 declared)" in served.log()
+    )
+
+
 def test_the_access_log_names_the_key_and_tenant_never_the_secret(served: Served) -> None:
     sdk(served, ALICE).chat.completions.create(model="mana/fast", messages=HI)  # type: ignore[arg-type]
     httpx.post(f"{served.url}/v1/chat/completions", json={"model": "mana/fast", "messages": HI})

@@ -147,6 +147,18 @@ def _access(tree: ConfigTree) -> None:
     tree.config["keys"] = {name: dict(body) for name, body in _KEYS.items()}
 
 
+def _two_keys(tree: ConfigTree) -> None:
+    """Base for the operator scenarios: the access base with a second key, `bot`."""
+    _access(tree)
+    tree.config["keys"]["bot"] = {"tenant": "acme", "key_env": "BOT_KEY"}
+
+
+def _operator(tree: ConfigTree) -> None:
+    """Base for revoking an operator: two keys, `ci` the operator."""
+    _two_keys(tree)
+    tree.config["keys"]["ci"]["operator"] = True
+
+
 def _tenant(key: str, value: object) -> Edit:
     def edit(tree: ConfigTree) -> None:
         tree.config["tenants"]["acme"][key] = value
@@ -294,6 +306,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("acl-loosened", _tenant("allowed", ["*"]), _k("acl-loosened"), _access),
     Scenario("key-secret", _key("key_env", "CI_KEY_2"), _k("key-secret-changed"), _access),
     Scenario("key-tenant", _move_key, _k("key-tenant-changed", "caller-added"), _access),
+    Scenario(
+        "operator-granted", _key("operator", True), _k("operator-granted", "operator-revoked"), _two_keys
+    ),
+    Scenario("operator-revoked", _key("operator", False), _k("operator-revoked"), _operator),
     Scenario("caller-limit", _tenant("requests_per_minute", 120), _k("caller-limit-changed"), _access),
     Scenario("caller-description", _tenant("description", "Acme"), _k("caller-description-changed"), _access),
     Scenario(

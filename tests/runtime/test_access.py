@@ -9,8 +9,17 @@ import pytest
 
 from interlock.apikeys import hash_key, new_key
 from interlock.patterns import parse_match
-from interlock.runtime.access import ANONYMOUS, Budget, KeyBook, Refusal, presented_key, refusal_message
-from interlock.runtime.errors import ModelNotAllowed, Unauthenticated
+from interlock.runtime.access import (
+    ANONYMOUS,
+    OPERATOR_PATHS,
+    Budget,
+    KeyBook,
+    Refusal,
+    operator_route,
+    presented_key,
+    refusal_message,
+)
+from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, Unauthenticated
 from interlock.runtime.state.counters import MemoryCounters
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanTenant
 
@@ -126,3 +135,77 @@ def test_refusal_messages_name_the_budget_not_other_callers() -> None:
     assert message == (
         "tenant `mana` (of key `alice`) may make 9 requests per minute, and that is used up; retry in 42 s"
     )
+
+
+def test_operator_routes_admit_only_operator_keys_once_one_is_declared() -> None:
+    ci = ACCESS.keys["ci"].model_copy(update={"operator": True})
+    guarded = KeyBook.of(
+        ACCESS.model_copy(update={"keys": {**ACCESS.keys, "ci": ci}}),
+        "optional",
+        {"ALICE_KEY": "alice-secret-value"},
+        {},
+        NAMES,
+    )
+    assert guarded.operators
+    operator = guarded.authenticate([(b"x-api-key", GENERATED.encode())])
+    alice = guarded.authenticate([(b"x-api-key", b"alice-secret-value")])
+    assert (operator.operator, alice.operator) == (True, False)
+    for path in (*OPERATOR_PATHS, "/ui/workers"):
+        guarded.admit(operator, path)
+        with pytest.raises(OperatorOnly) as refused:
+            guarded.admit(alice, path)
+        assert refused.value.message == (
+            f"key `alice` (tenant `mana`) may not read `{operator_route(path)}`: it shows every tenant's "
+            "state and needs an operator key (`operator: true` in the key's entry)"
+        )
+        with pytest.raises(Unauthenticated) as anonymous:
+            guarded.admit(ANONYMOUS, path)  # `auth: optional`, no key: not served as anonymous here
+        assert anonymous.value.message == (
+            f"`{operator_route(path)}` needs an operator key: send `Authorization: Bearer <key>` or "
+            "`x-api-key: <key>`"
+        )
+    for path in ("/v1/models", "/v1/chat/completions", "/ui/static/page.js", "/api/tags", "/v1/healthz"):
+        guarded.admit(alice, path)  # everything else: the key's ACL decides, as before
+        guarded.admit(ANONYMOUS, path)
+    unguarded = book("optional")  # no operator declared: every caller reads them, as before operators
+    assert not unguarded.operators
+    for path in OPERATOR_PATHS:
+        unguarded.admit(unguarded.authenticate([(b"x-api-key", b"alice-secret-value")]), path)
+        unguarded.admit(ANONYMOUS, path)
+
+
+PER_CALLER = {
+    # the model routes: the caller's ACL decides
+    "/v1/chat/completions",
+    "/v1/embeddings",
+    "/v1/responses",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/api/chat",
+    "/api/generate",
+    "/api/embed",
+    "/api/embeddings",
+    # listings: only what the caller may call (its aliases' candidates' health included)
+    "/v1/models",
+    "/v1/models/{model_id}",
+    "/v1/aliases",
+    "/api/tags",
+    "/api/show",
+    "/openapi.json",
+}
+"""Routes behind a key that show only the caller's own part of the gateway, reviewed one by one."""
+
+
+def test_every_route_is_open_per_caller_or_for_operators() -> None:
+    """A new route must be put in one of the three: a route that shows fleet-wide or cross-tenant
+    state belongs in ``OPERATOR_PATHS``."""
+    from interlock.runtime.access import needs_key
+    from interlock.runtime.openapi import routes
+
+    served = {route.path for route in routes()}
+    operator = {path for path in served if operator_route(path) is not None}
+    open_ = {path for path in served if not needs_key(path)}
+    assert operator == {"/ui", "/ui/{section}", "/v1/health", "/v1/metadata", "/api/ps"}
+    assert open_ == {"/healthz", "/readyz", "/metrics", "/api/version", "/", "/ui/static/{name}"}
+    assert served - operator - open_ == PER_CALLER
+    assert operator <= {*OPERATOR_PATHS, "/ui/{section}"}

@@ -215,7 +215,13 @@ def test_a_reload_says_which_keys_and_budgets_changed_never_their_secrets() -> N
     new = PlanAccess(
         tenants={**tenants, "b": PlanTenant(name="b", description="", limits=limits(credits=5000))},
         keys={
-            "ci": key("ci", "b", key_env="OTHER_VAR", limits=limits(requests_per_minute=60, credits=10)),
+            "ci": key(
+                "ci",
+                "b",
+                key_env="OTHER_VAR",
+                operator=True,
+                limits=limits(requests_per_minute=60, credits=10),
+            ),
             "same": key("same", "b", description="edited"),
             "new": key("new", "a"),
         },
@@ -229,7 +235,7 @@ def test_a_reload_says_which_keys_and_budgets_changed_never_their_secrets() -> N
                 "key_id": "ci",
                 "tenant": "b",
                 "actor": "reload",
-                "change": "secret replaced, tenant a -> b, requests_per_minute 0 -> 60",
+                "change": "secret replaced, tenant a -> b, operator granted, requests_per_minute 0 -> 60",
             },
         ),
         (

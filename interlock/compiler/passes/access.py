@@ -41,6 +41,7 @@ def access(ctx: CompileContext) -> None:
         if owner is not None:
             _some_model(ctx, ctx.keys[key_id], owner.limits, compiled.limits, known)
     _auth_without_keys(ctx)
+    _no_operator(ctx, keys)
     pricing = ctx.pricing
     prices = _prices(ctx, known)
     _unpriced(ctx, tenants, keys, prices, known)
@@ -152,6 +153,7 @@ def _key(ctx: CompileContext, key: ApiKey, known: list[str]) -> PlanKey | None:
         description=section.description,
         key_env=section.key_env,
         hash=section.hash,
+        operator=section.operator,
         limits=limits,
     )
 
@@ -260,6 +262,24 @@ def _auth_without_keys(ctx: CompileContext) -> None:
         path="server.auth",
         value="required",
         hint="declare keys under `keys` (`interlock keys add --tenant T --id ID` prints one)",
+    )
+
+
+def _no_operator(ctx: CompileContext, keys: dict[str, PlanKey]) -> None:
+    """With keys read and none an operator, the fleet's state (every tenant's and key's budget and usage,
+    the workers) is shown to any valid key: allowed, for the configs written before operators, but said."""
+    if ctx.server.auth == "off" or not keys or any(key.operator for key in keys.values()):
+        return
+    first = ctx.keys[next(iter(keys))]
+    ctx.sink.add(
+        "IL820",
+        first.entry.key_span,
+        f"no key is an operator, so any valid key ({len(keys)} declared) can read every tenant's and "
+        "key's budget and usage, and the workers' state, on `/ui`, `/v1/health`, `/v1/metadata` and "
+        "`/api/ps`",
+        path="keys",
+        hint=f"set `operator: true` on the keys of the people who run the gateway (`keys.{first.id}."
+        "operator`, say); every other key then gets 403 on those routes",
     )
 
 

@@ -34,8 +34,9 @@ ACTIONS: Mapping[str, tuple[str, frozenset[str]]] = {
         "admin",
         frozenset({"tenant", "key_id", "actor", "delta", "balance", "unit", "reason"}),
     ),
-    # a request refused with 401 before it was read: which route, and whether any key was sent (never which)
-    "auth_refused": ("security", frozenset({"method", "path", "key_sent", "status"})),
+    # a request refused before it was read: 401 (which route, whether any key was sent, never which), or
+    # 403 on an operator route (the valid key's id and tenant, never the key)
+    "auth_refused": ("security", frozenset({"method", "path", "key_sent", "status", "key_id", "tenant"})),
 }
 """Every action the audit log takes besides requests: its event kind and the fields it may carry
 (besides ``time``, ``event`` and ``action``)."""

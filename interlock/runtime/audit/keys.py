@@ -42,6 +42,8 @@ def _key_differences(before: PlanKey, after: PlanKey) -> list[str]:
         what.append("secret replaced")
     if before.tenant != after.tenant:
         what.append(f"tenant {before.tenant} -> {after.tenant}")
+    if before.operator != after.operator:
+        what.append("operator granted" if after.operator else "operator revoked")
     if (before.limits.allowed, before.limits.denied) != (after.limits.allowed, after.limits.denied):
         what.append("models allowed or denied")
     rates = ("requests_per_minute", "tokens_per_minute", "max_concurrent")
