@@ -59,6 +59,10 @@ class FactsTable:
     def worker(self, label: str) -> WorkerFacts:
         return self._workers.get(label, _NO_WORKER)
 
+    def labels(self) -> tuple[str, ...]:
+        """The workers with any facts."""
+        return tuple(self._workers)
+
     def size(self, model: str) -> int | None:
         """Bytes ``model`` takes when loaded (as a worker's ``/api/ps`` last said, else its size on disk
         from ``/api/tags``); None when no worker said."""

@@ -26,7 +26,9 @@ breaking ties (several workers with the model loaded and a slot free: speed, VRA
 - loaded, no slot free: (requests queued there + 1) x the learned service time / the model's slots
   (queued for this model when its own slots are full, else all queued on the worker);
 - not loaded: the learned load time, plus one service time when requests are running there (Ollama
-  evicts only idle models, so the load may wait for room), plus the queue as above when no slot is free.
+  evicts only idle models, so the load may wait for room), plus the queue as above when no slot is free;
+  workers are then ordered with the eviction cost added (``evicts_s``: the learned load time of each
+  idle model the load would evict, least recently sent first, that no other worker holds).
 
 Learned times (``SpeedBook``): the service time of (worker, model), else of the model on another of the
 candidate's workers, else ``DEFAULT_SERVICE_S``; the load time of (worker, model), else of any model on
@@ -92,11 +94,13 @@ class Scored:
     last_resort: bool = False  # would load above avoid_vram_percent, or lacks the model
     load_s: float = 0.0  # the load this choice would start (0: none)
     room_s: float = 0.0  # how long that load would wait for room (busy models, loads sent before)
+    evicts_s: float = 0.0  # loads of models it would evict that no other worker holds (their next load)
 
     def report(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "expected_s": round(self.expected_s, 3),
+            "evicts_s": round(self.evicts_s, 3),
             "last_resort": self.last_resort,
             "score": round(self.score, 2),
             "parts": {name: round(value, 2) for name, value in zip(PARTS, self.parts, strict=True)},
@@ -199,15 +203,21 @@ class Scorer:
         busy: Mapping[str, int],
         total_vram: int | None,
         fleet_service: float,
-    ) -> float:
-        """Seconds a load of ``model`` would wait for room on the worker: 0 when it fits beside what is
-        loaded (``/api/ps`` and loads sent since) or idle models can be evicted; else the longest learned
-        service time of the busy models (Ollama evicts only idle ones). Unknown sizes: 0."""
+    ) -> tuple[float, float]:
+        """How a load of ``model`` on the worker would make room: (seconds it would wait for room, the
+        cost of what it would evict).
+
+        The wait is 0 when the model fits beside what is loaded (``/api/ps`` and loads sent since) or
+        idle models can be evicted; else the longest learned service time of the busy models (Ollama
+        evicts only idle ones). The eviction cost: the box evicts its idle models least recently used
+        first (here: least recently sent by this gateway, never sent first); each one evicted that no
+        other worker holds costs its learned load time (its next request must load it again). Unknown
+        sizes: (0, 0)."""
         size = self.facts.size(model)
         if size is None or not total_vram or resident is None:
-            return 0.0
+            return 0.0, 0.0
         need = size - total_vram
-        idle = 0
+        idle: list[tuple[float, str, int]] = []
         waits = [0.0]
         in_use = {ollama_name(name) for name, n in busy.items() if n > 0}
         for other in self._resident(label, resident):
@@ -216,8 +226,29 @@ class Scorer:
             if other in in_use:
                 waits.append(self.speeds.service(label, other) or fleet_service)
             else:
-                idle += other_size
-        return 0.0 if need <= idle else max(waits)
+                idle.append((self._sent.get((label, other), 0.0), other, other_size))
+        if need <= 0:
+            return 0.0, 0.0
+        if need > sum(entry[2] for entry in idle):
+            return max(waits), 0.0
+        cost = 0.0
+        for _, victim, victim_size in sorted(idle):
+            if need <= 0:
+                break
+            need -= victim_size
+            if not self._held_elsewhere(label, victim):
+                cost += self.speeds.load_time(label, victim) or DEFAULT_LOAD_S
+        return 0.0, cost
+
+    def _held_elsewhere(self, label: str, model: str) -> bool:
+        """Whether a worker other than ``label`` has ``model`` loaded or loading (as far as known)."""
+        for other in self.facts.labels():
+            if other == label:
+                continue
+            loaded = self.facts.worker(other).loaded
+            if loaded is not None and model in self._resident(other, loaded):
+                return True
+        return False
 
     def score(self, route: Route, candidate: Candidate, settings: RoutingSettings) -> float:
         """The points of ``route`` (kept with its parts and expected time in ``last``)."""
@@ -288,21 +319,29 @@ class Scorer:
                 ahead_n = line_ahead
             expected = (ahead_n + 1) * service / slots
         ahead_s = max(self._room_at.get(label, 0.0) - now, 0.0)  # a load sent there waits for room
-        load_s = room_s = 0.0
+        load_s = room_s = evicts_s = 0.0
         if loading_since is not None:
             done = self._loading.get(label, {}).get(model)
             expected += max(done[1] - now, 0.0) if done is not None else 0.0
         elif not loaded:
             load_s = self.speeds.load_time(label, model) or DEFAULT_LOAD_S
-            room_s = self._room_wait(label, model, facts.loaded, busy, total_vram, fleet_service)
+            room_s, evicts_s = self._room_wait(label, model, facts.loaded, busy, total_vram, fleet_service)
             expected += max(room_s, ahead_s) + load_s
         else:
             expected = max(expected, ahead_s)
         last_resort = avoid > 0 or (facts.installed is not None and not installed)
         self.last[worker] = Scored(
-            model, total_score, parts, self.wall(), expected, last_resort, load_s, max(room_s, ahead_s)
+            model,
+            total_score,
+            parts,
+            self.wall(),
+            expected,
+            last_resort,
+            load_s,
+            max(room_s, ahead_s),
+            evicts_s,
         )
-        return (last_resort, expected, -total_score)
+        return (last_resort, expected + evicts_s, -total_score)
 
     def report(self) -> Mapping[str, dict[str, Any]]:
         return {worker: scored.report() for worker, scored in sorted(self.last.items())}

@@ -149,3 +149,34 @@ def test_a_load_that_needs_room_waits_for_busy_models_and_holds_up_what_follows(
     other = rig.plan.direct_candidate(rig.plan.providers["local"], "y")
     rig.scorer.order(other, other.routes, rig.plan.routing)
     assert rig.scorer.last["a"].expected_s == 4.0  # y is loaded on a, but behind m's load in line
+
+
+def test_a_load_that_would_evict_the_only_copy_of_a_model_counts_its_reload(tmp_path: Path) -> None:
+    """Both workers would evict one idle model to load m. The box evicts its least recently used idle
+    model; on a that is y, which no other worker holds (its next request must load it again); on b it
+    is x, which a still holds. So b, though both loads take as long."""
+    rig = Rig(tmp_path)
+    gib = 1024**3
+    sizes = {"m:latest": 10 * gib, "x:latest": 10 * gib, "y:latest": 10 * gib, "z:latest": 10 * gib}
+    rig.facts.put_sizes(sizes, loaded=False)
+    for worker in ("a", "b"):
+        gpu = GpuReading(0, vram_total_bytes=24 * gib, vram_used_bytes=20 * gib, utilization_percent=0.0)
+        rig.telemetry.workers[worker].remote_gpu = gpu
+    rig.facts.put_loaded("local@a", {"x:latest": None, "y:latest": None}, 1.0)
+    rig.facts.put_loaded("local@b", {"x:latest": None, "z:latest": None}, 1.0)
+    rig.speeds.record_load("local@a", "m:latest", 10**9)  # 1 s loads everywhere (learned on a)
+    a, b = rig.candidate.routes
+
+    def send(model: str, route: Any) -> None:
+        rig.now += 1.0
+        rig.scorer.sent(rig.plan.direct_candidate(rig.plan.providers["local"], model), route)
+
+    send("y", a)  # a: x is the least recently used (never sent), and b holds x too
+    send("z", b)  # b: x is the least recently used, and a holds x too
+    assert rig.order() == ["a", "b"]  # a tie: plan order
+    assert (rig.scorer.last["a"].evicts_s, rig.scorer.last["b"].evicts_s) == (0.0, 0.0)
+    send("x", a)  # now a would evict y, which only a holds
+    assert rig.order() == ["b", "a"]
+    assert rig.scorer.last["a"].evicts_s == 1.0  # y's load (the worker's learned load time)
+    assert rig.scorer.last["a"].expected_s == rig.scorer.last["b"].expected_s == 1.0
+    assert rig.scorer.last["a"].report()["evicts_s"] == 1.0  # shown in /v1/health
