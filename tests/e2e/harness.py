@@ -36,7 +36,7 @@ class Served:
         self.banner = line.strip()
         self.url = line.split()[2]
         self.http = httpx.Client(base_url=self.url, timeout=10)
-        wait_until(lambda: self._ready(), 15, "the gateway to be ready")
+        wait_until(lambda: self._ready(), 60, "the gateway to be ready")
 
     def _ready(self) -> bool:
         try:

@@ -68,7 +68,7 @@ def test_a_tenants_concurrency_holds_across_replicas(pair: tuple[FakeOpenAI, lis
     cloud.clear_requests()
     with ThreadPoolExecutor(1) as pool:
         held = pool.submit(chat, first)
-        wait_until(lambda: chats(cloud) == 1, 10, "the first request to reach the upstream")
+        wait_until(lambda: chats(cloud) == 1, 60, "the first request to reach the upstream")
         refused = chat(second)  # the other replica: the tenant's one slot is taken
         assert refused.status_code == 429
         assert refused.headers["retry-after"] == "1"

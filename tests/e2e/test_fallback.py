@@ -142,7 +142,7 @@ def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(
     gateway: Served, fakes: Fakes
 ) -> None:
     fakes.gone.refuse_connections()
-    wait_until(lambda: not gateway.health()["providers"]["gone"]["healthy"], 5, "probes to notice gone-box")
+    wait_until(lambda: not gateway.health()["providers"]["gone"]["healthy"], 60, "probes to notice gone-box")
     assert gateway.health()["workers"]["gone-box"]["healthy"] is False
     assert gateway.metric("interlock_provider_healthy", provider="gone") == 0
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)
@@ -160,7 +160,7 @@ def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(
         gateway.metric("interlock_fallback_total", from_candidate="gone/llama3.2:3b", reason="connect") == 0
     )
     fakes.gone.accept_connections()
-    wait_until(lambda: gateway.health()["providers"]["gone"]["healthy"], 5, "probes to see gone-box again")
+    wait_until(lambda: gateway.health()["providers"]["gone"]["healthy"], 60, "probes to see gone-box again")
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)
     assert raw.headers["x-interlock-resolved"] == "gone/llama3.2:3b"
 

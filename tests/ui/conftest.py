@@ -92,7 +92,7 @@ class Fleet:
             thread.start()
             self.streams.append(thread)
         wait_until(
-            lambda: self.served.health()["workers"]["gpu-a"]["slots_in_use"] >= count, 15, "slots in use"
+            lambda: self.served.health()["workers"]["gpu-a"]["slots_in_use"] >= count, 60, "slots in use"
         )
 
 
