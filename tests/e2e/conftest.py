@@ -46,19 +46,19 @@ providers:
     kind: ollama
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
     workers: [{{name: gone-box, url: "{gone}"}}]
-  box:
+  box:  # tests/e2e/test_slots.py holds requests here until it lets go: long timeouts, a long queue wait
     kind: ollama
-    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    timeouts: {{connect: 1s, first_byte: 60s, total: 60s}}
     workers:
       - name: box1
         url: "{box}"
         max_concurrent: 2
         model_concurrency: {{"gemma3:12b": 1, "*": 2}}
-        queue: {{max_waiting: 1, max_wait: 3s}}
-  tight:
+        queue: {{max_waiting: 1, max_wait: 60s}}
+  tight:  # the same, but a queue wait of 300 ms: the one test_slots.py sees run out
     kind: ollama
     probe: false
-    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    timeouts: {{connect: 1s, first_byte: 60s, total: 60s}}
     workers:
       - name: tight1
         url: "{tight}"
@@ -67,7 +67,7 @@ providers:
         queue: {{max_waiting: 4, max_wait: 300ms}}
   slowbox:
     kind: ollama
-    timeouts: {{connect: 1s, first_byte: 5s, total: 30s}}
+    timeouts: {{connect: 1s, first_byte: 5s, total: 120s}}
     workers: [{{name: slow1, url: "{slow}"}}]
   crowd:
     kind: ollama
@@ -187,7 +187,7 @@ def fakes() -> Iterator[Fakes]:
         bravo=FakeOpenAI(name="bravo", strict=True).start(),  # 400 to fields OpenAI does not define
         hang=FakeOpenAI(name="hang").start(),
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
-        slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),
+        slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 600), chunk_delay_s=0.1)).start(),
         tight=FakeOllama(name="tight").start(),
         crowd=FakeOllama(name="crowd", reply=Reply(text=" ".join(["word"] * 30), chunk_delay_s=0.05)).start(),
         claude=FakeAnthropic(name="claude", api_key=CLAUDE_KEY).start(),
