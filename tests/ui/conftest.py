@@ -100,7 +100,7 @@ def _sidecar(folder: Path) -> ThreadingHTTPServer:
     smi = folder / "nvidia-smi"
     smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{load_as_runtime_query().rstrip()}\nEOF\n")
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
-    readings = Readings(gpu=None, nvidia_smi=True, host_memory=True, timeout_s=5, command=str(smi))
+    readings = Readings(gpu=None, nvidia_smi=True, host_memory=True, timeout_s=30, command=str(smi))
     server = make_server("127.0.0.1", 0, readings)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
