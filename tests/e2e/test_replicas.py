@@ -144,8 +144,8 @@ def test_a_killed_replica_frees_its_slot_within_the_lease_ttl(cluster: Cluster) 
         holder: Future[httpx.Response] = pool.submit(chat, victim, "gpu/slow-hang", timeout=60)
         wait_until(lambda: in_use(survivor) == 1, 60, "the request to hold its slot")
         victim.proc.send_signal(signal.SIGKILL)
-        victim.proc.wait(5)
-        assert isinstance(holder.exception(timeout=10), httpx.TransportError)
+        victim.proc.wait(60)
+        assert isinstance(holder.exception(timeout=60), httpx.TransportError)
     wait_until(lambda: in_use(survivor) == 0, 60, "the dead replica's lease to expire (TTL 1 s)")
     cluster.gpu.set_fault(Fault.slow_first_byte(0.1), model="slow-a", times=1)
     assert chat(survivor, "r/slow").status_code == 200
@@ -163,7 +163,7 @@ def test_redis_stopped_mid_load_falls_back_to_per_process_limits(cluster: Cluste
     gpu.set_fault(Fault.slow_first_byte(0.5), model="slow-a")
     try:
         with ThreadPoolExecutor(12) as pool:
-            load = [pool.submit(chat, alive[n % len(alive)], "r/slow", timeout=15) for n in range(12)]
+            load = [pool.submit(chat, alive[n % len(alive)], "r/slow", timeout=60) for n in range(12)]
 
             def decided_by_the_store() -> bool:
                 # Every load request answered, holding the slot or queued, and some still there. Stopping
@@ -174,7 +174,7 @@ def test_redis_stopped_mid_load_falls_back_to_per_process_limits(cluster: Cluste
 
             wait_until(decided_by_the_store, 60, "the shared store to decide every load request")
             cluster.redis.stop()
-            later = [pool.submit(chat, alive[n % len(alive)], "r/slow", timeout=15) for n in range(6)]
+            later = [pool.submit(chat, alive[n % len(alive)], "r/slow", timeout=60) for n in range(6)]
             answers = [f.result() for f in load + later]  # every request ends: none hangs
     finally:
         gpu.clear_faults(model="slow-a")
