@@ -189,7 +189,10 @@ def fakes() -> Iterator[Fakes]:
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
         slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 600), chunk_delay_s=0.1)).start(),
         tight=FakeOllama(name="tight").start(),
-        crowd=FakeOllama(name="crowd", reply=Reply(text=" ".join(["word"] * 30), chunk_delay_s=0.05)).start(),
+        # 5 s a stream: a leaver's stream is still running when the gateway notices, on a busy machine too
+        crowd=FakeOllama(
+            name="crowd", reply=Reply(text=" ".join(["word"] * 100), chunk_delay_s=0.05)
+        ).start(),
         claude=FakeAnthropic(name="claude", api_key=CLAUDE_KEY).start(),
         void=FakeOllama(name="void").start(),
     )

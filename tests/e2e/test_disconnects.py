@@ -1,6 +1,6 @@
 """Clients leaving mid-stream, many at once: every upstream stream is closed and every slot comes back.
 
-Twenty streams through one Ollama worker with twenty slots; half the clients read their first chunk and
+Twenty 5 s streams through one Ollama worker with twenty slots; half the clients read their first chunk and
 close the connection, the other half read to the end. The fake counts how each of its streams ended.
 """
 
