@@ -58,7 +58,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, fakes: Fakes) -> Iterator[S
 
 def connect(gateway: Served) -> socket.socket:
     host, port = gateway.url.removeprefix("http://").rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock = socket.create_connection((host, int(port)), timeout=60)
     return sock
 
 
@@ -84,7 +84,7 @@ def read_health(sock: socket.socket) -> bytes:
 
 
 def fresh(gateway: Served, path: str = "/healthz", method: str = "GET") -> httpx.Response:
-    with httpx.Client(base_url=gateway.url, timeout=10) as http:
+    with httpx.Client(base_url=gateway.url, timeout=60) as http:
         return http.request(method, path)
 
 
