@@ -98,8 +98,10 @@ providers:
     api_key_env: CLAUDE_KEY
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
 health:
-  probe_interval: 1s  # generous: a live box must not look down on a busy 2-core CI machine
-  probe_timeout: 900ms
+  # One slow probe marks a box unusable until the next one: at 900 ms, a loaded 2-core machine (load 10,
+  # the gateway just started) failed every probe of live fakes at once, and a request got a 503.
+  probe_interval: 5s
+  probe_timeout: 4s
   failure_threshold: 1
   open_for: 60s
   rate_limit_open_for: 30s
