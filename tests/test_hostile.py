@@ -110,7 +110,7 @@ def test_a_profile_path_is_held_to_the_same_bounds(tmp_path: Path) -> None:
 # --- item 7: special files -------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(20)
+@pytest.mark.timeout(60)  # bounds a hang (a FIFO read blocks for ever), not a speed
 def test_a_fifo_or_a_device_is_a_diagnostic_and_never_read(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.yaml")  # opening it to read would block until a writer comes
     main_path = config(tmp_path, "[pipe.yaml, /dev/zero, /dev/urandom]")
@@ -248,7 +248,7 @@ def test_output_to_a_device_or_a_symlink_is_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "repo", "victim.txt"]
 
 
-@pytest.mark.timeout(20)
+@pytest.mark.timeout(60)  # bounds a hang (a FIFO read blocks for ever), not a speed
 def test_check_against_a_fifo_is_refused_not_waited_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -356,7 +356,7 @@ def test_one_file_under_two_spellings_is_read_once(tmp_path: Path) -> None:
     assert len(ctx.sources.docs) == 2
 
 
-@pytest.mark.timeout(20)
+@pytest.mark.timeout(60)  # bounds a hang (a FIFO read blocks for ever), not a speed
 def test_a_main_config_that_is_no_regular_file_is_named_for_what_it_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -113,6 +113,7 @@ def _walkthrough(demo: Demo, url: str, kill_gpu: Callable[[], None], kill_cloud:
     demo.expect(models == {PRIMARY}, f"every chunk to name {PRIMARY}, got {sorted(models)}")
 
     demo.say("\n3. The GPU box dies: it refuses connections from now on.")
+    _settle(url)
     kill_gpu()
     for note in ("tries the GPU box, is refused, falls back", "skips the GPU box: its circuit is open"):
         resolved, answer, ms = _ask(client, messages)
@@ -152,6 +153,15 @@ def _ask(client: Any, messages: Any) -> tuple[str, str, float]:
     ms = (time.perf_counter() - started) * 1000
     completion = raw.parse()
     return raw.headers.get("x-interlock-resolved", "(none)"), completion.choices[0].message.content or "", ms
+
+
+def _settle(url: str, timeout_s: float = 30.0) -> None:
+    """Wait until the gateway holds no slot on the GPU box: step 2's stream is over on its side too. The
+    client can read the last chunk before the gateway has read the upstream's end; killing the box then
+    would cut that stream (a protocol failure, opening the circuit) instead of refusing step 3's call."""
+    deadline = time.monotonic() + timeout_s
+    while _get_json(f"{url}/v1/health")["workers"]["gpu-box"]["slots_in_use"] and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _get_json(url: str) -> Any:

@@ -20,6 +20,11 @@ takes that over, as a subclass of uvicorn's httptools protocol (one instance per
   ``response_complete``, ``disconnected``, ``transport``, ``flow``): tests/runtime/test_stream_body.py
   fails if a uvicorn upgrade changes them.
 
+A deadline counts the bytes that reached the gateway by then, read or not: a timer that finds its
+deadline passed lets the loop read the socket once more before it closes the connection. uvloop runs
+an iteration's due timers before it polls the sockets, so a process starved past a deadline (a busy
+host) would otherwise close, without a word, a connection whose request had arrived in time.
+
 The limits are read from the gateway's current plan when a connection is made: after a reload, new
 connections get the new ones.
 Every close is counted in ``interlock_connections_closed_total{reason}``; reaching the cap is logged
@@ -47,6 +52,7 @@ log = logging.getLogger("interlock.connections")
 
 STREAM_BODY = "interlock.stream_body"  # the ASGI scope extension that holds a request's StreamBody
 WARN_EVERY_S = 10.0  # the cap's warning is repeated at most this often (with a count of what it missed)
+READ_FIRST_S = 0.001  # past a deadline, the close waits this long: one poll of the sockets comes first
 
 
 def _canned(status: str, message: str, code: str, extra: bytes = b"") -> bytes:
@@ -170,6 +176,7 @@ class GuardedProtocol(HttpToolsProtocol):
     _began = False  # a byte of the awaited request has arrived
     _headers_by = 0.0  # loop time: the headers must be complete by then
     _last_body = 0.0  # loop time of the last body bytes
+    _read_past = -1.0  # the deadline past which the socket was given one more read (see _expired)
 
     # -- connection ------------------------------------------------------------------------------
 
@@ -237,22 +244,26 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def _expired(self) -> None:
         self._timer = None
-        now = self.loop.time()
         if self._state == "headers":
-            if now < self._headers_by:
-                self._fire_by(self._headers_by)
-                return
-            log.debug("closing a connection: no complete request headers within server.header_timeout")
-            self.close_for("header_timeout", REQUEST_TIMEOUT if self._began else b"")
+            deadline = self._headers_by
         elif self._state == "body":
             deadline = self._last_body + self._limits.body_timeout_s
-            if now < deadline:
-                self._fire_by(deadline)
-                return
+        else:
+            return  # "busy": the app has the request; the timer is armed again when the connection next waits
+        if self.loop.time() < deadline:
+            self._fire_by(deadline)
+            return
+        if self._read_past != deadline:  # read what has arrived first (a delay of 0 would not: call_soon)
+            self._read_past = deadline
+            self._timer = self.loop.call_later(READ_FIRST_S, self._expired)
+            return
+        if self._state == "headers":
+            log.debug("closing a connection: no complete request headers within server.header_timeout")
+            self.close_for("header_timeout", REQUEST_TIMEOUT if self._began else b"")
+        else:
             log.debug("closing a connection: its request body stalled for server.body_timeout")
             started = self.cycle is not None and self.cycle.response_started
             self.close_for("body_timeout", b"" if started else REQUEST_TIMEOUT)
-        # "busy": the app has the request; the timer is armed again when the connection next waits
 
     # -- parser callbacks ------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 class FaultKind(StrEnum):
     HANG = "hang"  # accept the request and never answer
+    HOLD = "hold"  # accept the request and answer normally once the test sets the fault's `gate`
     SLOW_FIRST_BYTE = "slow_first_byte"  # wait `delay_s` before the headers, then answer normally
     STATUS = "status"  # answer HTTP `status` with an error body in the upstream's own shape
     DISCONNECT = "disconnect"  # read the request, then abort the connection without a byte
@@ -37,10 +38,17 @@ class Fault:
     retry_after: str | None = None
     retry_after_ms: str | None = None
     body: bytes | None = None
+    gate: threading.Event | None = None
 
     @classmethod
     def hang(cls) -> Fault:
         return cls(FaultKind.HANG)
+
+    @classmethod
+    def hold(cls, gate: threading.Event) -> Fault:
+        """Hold each matching request until ``gate`` is set (from any thread), then answer it normally:
+        a test decides when a request ends, instead of a delay that a busy machine can outrun."""
+        return cls(FaultKind.HOLD, gate=gate)
 
     @classmethod
     def slow_first_byte(cls, delay_s: float) -> Fault:

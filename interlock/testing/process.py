@@ -70,6 +70,8 @@ class FakeProcess:
             proc.stdout.close()
 
     def set_fault(self, fault: Fault, *, model: str | None = None, times: int | None = None) -> None:
+        if fault.gate is not None:
+            raise ValueError("Fault.hold() works in-process only: its gate cannot reach another process")
         spec: dict[str, Any] = {k: v for k, v in asdict(fault).items() if v is not None}
         if isinstance(spec.get("body"), bytes):
             spec["body"] = spec["body"].decode()

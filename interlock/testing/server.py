@@ -347,6 +347,15 @@ class FakeServer:
             assert self._stopping is not None
             await self._stopping.wait()
             conn.abort()
+        elif kind is FaultKind.HOLD:
+            assert fault.gate is not None
+            assert self._stopping is not None
+            while not fault.gate.is_set():  # a threading.Event, set by the test's thread: polled
+                if self._stopping.is_set():
+                    conn.abort()
+                    return
+                await asyncio.sleep(0.01)
+            await self._finish(self._send(conn, route(incoming), None))
         elif kind is FaultKind.DISCONNECT:
             conn.abort()
         elif kind is FaultKind.STATUS:
@@ -472,6 +481,8 @@ class FakeServer:
             fault = Fault(kind=FaultKind(spec.pop("kind")), **spec)
         except (KeyError, TypeError, ValueError) as exc:
             return ErrorAnswer(400, f"bad fault: {exc}")
+        if fault.kind is FaultKind.HOLD:
+            return ErrorAnswer(400, "bad fault: hold needs a gate (threading.Event): set it in-process")
         self.faults.set(fault, model=model, times=times)
         return JsonAnswer({"ok": True})
 

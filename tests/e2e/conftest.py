@@ -46,19 +46,19 @@ providers:
     kind: ollama
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
     workers: [{{name: gone-box, url: "{gone}"}}]
-  box:
+  box:  # tests/e2e/test_slots.py holds requests here until it lets go: long timeouts, a long queue wait
     kind: ollama
-    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    timeouts: {{connect: 1s, first_byte: 60s, total: 60s}}
     workers:
       - name: box1
         url: "{box}"
         max_concurrent: 2
         model_concurrency: {{"gemma3:12b": 1, "*": 2}}
-        queue: {{max_waiting: 1, max_wait: 3s}}
-  tight:
+        queue: {{max_waiting: 1, max_wait: 60s}}
+  tight:  # the same, but a queue wait of 300 ms: the one test_slots.py sees run out
     kind: ollama
     probe: false
-    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    timeouts: {{connect: 1s, first_byte: 60s, total: 60s}}
     workers:
       - name: tight1
         url: "{tight}"
@@ -67,7 +67,7 @@ providers:
         queue: {{max_waiting: 4, max_wait: 300ms}}
   slowbox:
     kind: ollama
-    timeouts: {{connect: 1s, first_byte: 5s, total: 30s}}
+    timeouts: {{connect: 1s, first_byte: 5s, total: 120s}}
     workers: [{{name: slow1, url: "{slow}"}}]
   crowd:
     kind: ollama
@@ -98,8 +98,10 @@ providers:
     api_key_env: CLAUDE_KEY
     timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
 health:
-  probe_interval: 1s  # generous: a live box must not look down on a busy 2-core CI machine
-  probe_timeout: 900ms
+  # One slow probe marks a box unusable until the next one: at 900 ms, a loaded 2-core machine (load 10,
+  # the gateway just started) failed every probe of live fakes at once, and a request got a 503.
+  probe_interval: 5s
+  probe_timeout: 4s
   failure_threshold: 1
   open_for: 60s
   rate_limit_open_for: 30s
@@ -187,9 +189,12 @@ def fakes() -> Iterator[Fakes]:
         bravo=FakeOpenAI(name="bravo", strict=True).start(),  # 400 to fields OpenAI does not define
         hang=FakeOpenAI(name="hang").start(),
         wrong=FakeOpenAI(name="wrong", api_key="sk-the-one-it-wants").start(),
-        slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 40), chunk_delay_s=0.1)).start(),
+        slow=FakeOllama(name="slow", reply=Reply(text=" ".join(["word"] * 600), chunk_delay_s=0.1)).start(),
         tight=FakeOllama(name="tight").start(),
-        crowd=FakeOllama(name="crowd", reply=Reply(text=" ".join(["word"] * 30), chunk_delay_s=0.05)).start(),
+        # 5 s a stream: a leaver's stream is still running when the gateway notices, on a busy machine too
+        crowd=FakeOllama(
+            name="crowd", reply=Reply(text=" ".join(["word"] * 100), chunk_delay_s=0.05)
+        ).start(),
         claude=FakeAnthropic(name="claude", api_key=CLAUDE_KEY).start(),
         void=FakeOllama(name="void").start(),
     )

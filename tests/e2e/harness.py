@@ -35,8 +35,8 @@ class Served:
             raise RuntimeError(f"interlock serve did not start: {line!r}\n{self.log()}")
         self.banner = line.strip()
         self.url = line.split()[2]
-        self.http = httpx.Client(base_url=self.url, timeout=10)
-        wait_until(lambda: self._ready(), 15, "the gateway to be ready")
+        self.http = httpx.Client(base_url=self.url, timeout=60)
+        wait_until(lambda: self._ready(), 60, "the gateway to be ready")
 
     def _ready(self) -> bool:
         try:

@@ -3,6 +3,7 @@ flight on one replica refuses the next on the other, and frees it when it ends."
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -64,12 +65,16 @@ def chats(cloud: FakeOpenAI) -> int:
 
 def test_a_tenants_concurrency_holds_across_replicas(pair: tuple[FakeOpenAI, list[Served]]) -> None:
     cloud, (first, second) = pair
-    cloud.set_fault(Fault.slow_first_byte(2.0), model="slow", times=1)
+    gate = threading.Event()  # the first request is held upstream until the other replica has refused
+    cloud.set_fault(Fault.hold(gate), model="slow", times=1)
     cloud.clear_requests()
     with ThreadPoolExecutor(1) as pool:
-        held = pool.submit(chat, first)
-        wait_until(lambda: chats(cloud) == 1, 10, "the first request to reach the upstream")
-        refused = chat(second)  # the other replica: the tenant's one slot is taken
+        try:
+            held = pool.submit(chat, first)
+            wait_until(lambda: chats(cloud) == 1, 60, "the first request to reach the upstream")
+            refused = chat(second)  # the other replica: the tenant's one slot is taken
+        finally:
+            gate.set()
         assert refused.status_code == 429
         assert refused.headers["retry-after"] == "1"
         assert refused.json()["error"]["message"] == (

@@ -1,6 +1,6 @@
 """Clients leaving mid-stream, many at once: every upstream stream is closed and every slot comes back.
 
-Twenty streams through one Ollama worker with twenty slots; half the clients read their first chunk and
+Twenty 5 s streams through one Ollama worker with twenty slots; half the clients read their first chunk and
 close the connection, the other half read to the end. The fake counts how each of its streams ended.
 """
 
@@ -49,11 +49,11 @@ def test_half_the_clients_vanish_mid_stream(gateway: Served, fakes: Fakes) -> No
     assert seen[0::2] == [1] * (STREAMS // 2)
     assert all(count > 1 for count in seen[1::2])  # the stayers read the whole answer
     vanished = STREAMS // 2
-    wait_until(lambda: streams.cut - before_cut == vanished, 5, "every vanished client's upstream to close")
-    wait_until(lambda: streams.open == 0, 5, "no upstream stream left open")
+    wait_until(lambda: streams.cut - before_cut == vanished, 60, "every vanished client's upstream to close")
+    wait_until(lambda: streams.open == 0, 60, "no upstream stream left open")
     assert streams.finished - before_finished == STREAMS // 2
     wait_until(
-        lambda: gateway.health()["workers"]["crowd1"]["slots_in_use"] == 0, 5, "every slot to come back"
+        lambda: gateway.health()["workers"]["crowd1"]["slots_in_use"] == 0, 60, "every slot to come back"
     )
     assert gateway.health()["workers"]["crowd1"]["queue_waiting"] == 0
     assert gateway.metric("interlock_client_disconnects_total", endpoint="chat") == disconnects + STREAMS // 2

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import openai
 import pytest
 
@@ -53,11 +51,11 @@ def test_a_primary_that_never_answers_costs_one_first_byte_timeout_once(
 ) -> None:
     fakes.hang.set_fault(Fault.hang(), model="h-slow")
     sdk = client(gateway)
-    started = time.perf_counter()
     raw = sdk.chat.completions.with_raw_response.create(model="e2e/hang", messages=HI)
-    first = time.perf_counter() - started
     assert raw.headers["x-interlock-resolved"] == "bravo/b-after-hang"
-    assert first < 1.0 + 1.0  # first_byte is 1s for `hang`; the margin is generous
+    moved = {"from_candidate": "hang/h-slow", "to_candidate": "bravo/b-after-hang"}
+    # the first_byte deadline (1 s) ended the wait, not the total one (5 s): the reason says which fired
+    assert gateway.metric("interlock_fallback_total", **moved, reason="first_byte_timeout") == 1
     raw = sdk.chat.completions.with_raw_response.create(model="e2e/hang", messages=HI)
     assert raw.headers["x-interlock-resolved"] == "bravo/b-after-hang"
     assert chat_paths(fakes.hang, "h-slow") == 1  # the second request did not wait on it again
@@ -142,7 +140,7 @@ def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(
     gateway: Served, fakes: Fakes
 ) -> None:
     fakes.gone.refuse_connections()
-    wait_until(lambda: not gateway.health()["providers"]["gone"]["healthy"], 5, "probes to notice gone-box")
+    wait_until(lambda: not gateway.health()["providers"]["gone"]["healthy"], 60, "probes to notice gone-box")
     assert gateway.health()["workers"]["gone-box"]["healthy"] is False
     assert gateway.metric("interlock_provider_healthy", provider="gone") == 0
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)
@@ -160,7 +158,7 @@ def test_a_dead_primary_found_by_probes_is_skipped_on_the_first_request(
         gateway.metric("interlock_fallback_total", from_candidate="gone/llama3.2:3b", reason="connect") == 0
     )
     fakes.gone.accept_connections()
-    wait_until(lambda: gateway.health()["providers"]["gone"]["healthy"], 5, "probes to see gone-box again")
+    wait_until(lambda: gateway.health()["providers"]["gone"]["healthy"], 60, "probes to see gone-box again")
     raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/gone", messages=HI)
     assert raw.headers["x-interlock-resolved"] == "gone/llama3.2:3b"
 

@@ -143,7 +143,7 @@ def test_requests_and_reloads_are_audited_without_prompts_answers_or_secrets(set
         )
     finally:
         setup.config.write_text(good)
-    wait_until(lambda: all(request_line(setup, f"aud-{n}") for n in (1, 2, 3)), 10, "three request lines")
+    wait_until(lambda: all(request_line(setup, f"aud-{n}") for n in (1, 2, 3)), 60, "three request lines")
 
     first, streamed, unknown = (request_line(setup, f"aud-{n}") for n in (1, 2, 3))
     assert first is not None
@@ -318,7 +318,7 @@ def test_every_surface_is_audited_and_traced_by_the_one_lifecycle(setup: Setup) 
     local.chat(model="obs/chat", messages=[{"role": "user", "content": PROMPT}], stream=False)
     wait_until(
         lambda: request_line(setup, "surface-anthropic") and request_line(setup, "surface-ollama"),
-        10,
+        60,
         "two lines",
     )
     for rid in ("surface-anthropic", "surface-ollama"):

@@ -3,6 +3,7 @@ is refused, logged and counted, and the old plan keeps serving. Also: several wo
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +20,7 @@ FIRST = """\
 version: 1
 server: {{default_alias: r/one, alias_namespace: r/, direct_models: allow, resolved_header: X-Answered-By}}
 providers:
-  bravo: {{kind: openai, base_url: "{bravo}/v1", timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}}}
+  bravo: {{kind: openai, base_url: "{bravo}/v1", timeouts: {{connect: 1s, first_byte: 60s, total: 60s}}}}
 aliases:
   r/one: {{description: one, chain: [bravo/r-one]}}
   r/slow: {{description: slow, chain: [bravo/r-slow]}}
@@ -36,7 +37,7 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 def ask(gateway: Served, model: str) -> httpx.Response:
-    with httpx.Client(base_url=gateway.url, timeout=10) as http:
+    with httpx.Client(base_url=gateway.url, timeout=60) as http:
         return http.post("/v1/chat/completions", json={"model": model, "messages": HI})
 
 
@@ -74,7 +75,7 @@ def test_a_bad_plan_is_refused_and_the_old_one_keeps_serving(served: Served) -> 
     assert first.headers["x-answered-by"] == "bravo/r-one"  # the plan names the header
     served.plan.write_text('{"format_version": 1, "broken": ')
     served.sighup()
-    wait_until(lambda: reloaded(served, "refused"), 5, "the reload to be refused")
+    wait_until(lambda: reloaded(served, "refused"), 60, "the reload to be refused")
     assert served.health()["plan"]["last_reload"]["error"].startswith(
         f"{served.plan}: the plan is not valid JSON"
     )
@@ -88,15 +89,19 @@ def test_a_good_plan_is_swapped_in_while_running_requests_finish_on_theirs(
     served: Served, plans: tuple[Path, Path], fakes: Fakes
 ) -> None:
     old = served.health()["plan"]["content_hash"]
-    fakes.bravo.set_fault(Fault.slow_first_byte(1.0), model="r-slow", times=1)
+    gate = threading.Event()  # r-slow's answer is held until the new plan is in (first_byte is 60 s)
+    fakes.bravo.set_fault(Fault.hold(gate), model="r-slow", times=1)
     with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(ask, served, "r/slow")
-        wait_until(lambda: sent_to(fakes.bravo, "r-slow"), 5, "the slow request to reach the upstream")
-        served.plan.write_bytes(plans[1].read_bytes())
-        served.sighup()
-        wait_until(lambda: reloaded(served, "loaded"), 5, "the new plan to load")
-        new = served.health()["plan"]["content_hash"]
-        assert new != old
+        try:
+            running = pool.submit(ask, served, "r/slow")
+            wait_until(lambda: sent_to(fakes.bravo, "r-slow"), 60, "the slow request to reach the upstream")
+            served.plan.write_bytes(plans[1].read_bytes())
+            served.sighup()
+            wait_until(lambda: reloaded(served, "loaded"), 60, "the new plan to load")
+            new = served.health()["plan"]["content_hash"]
+            assert new != old
+        finally:
+            gate.set()
         finished = running.result()
     assert finished.status_code == 200
     assert (finished.headers["x-interlock-plan"], finished.headers["x-interlock-alias"]) == (old, "r/slow")
@@ -121,6 +126,6 @@ def test_several_workers_serve_and_all_reload(tmp_path: Path, plans: tuple[Path,
         def all_reloaded() -> bool:  # a new connection each time: the kernel spreads them over both workers
             return all(httpx.get(f"{gateway.url}/v1/aliases").json()["default"] == "r/two" for _ in range(12))
 
-        wait_until(all_reloaded, 10, "both workers to reload")
+        wait_until(all_reloaded, 60, "both workers to reload")
     finally:
         gateway.stop()

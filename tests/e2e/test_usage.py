@@ -132,7 +132,7 @@ def test_sigkill_loses_at_most_the_debits_of_one_unfinished_batch(
             done = committed().get("requests", 0)
             return done >= 8 and done + gateway.metric("interlock_usage_waiting_debits") == 12
 
-        wait_until(settled, 20, "the batches to be committed")
+        wait_until(settled, 60, "the batches to be committed")
         waiting = int(gateway.metric("interlock_usage_waiting_debits"))
     finally:
         kill(gateway)
@@ -167,7 +167,7 @@ def test_the_interval_commits_streams_and_estimates_and_a_kill_after_it_loses_no
         plain = client.chat.completions.create(model="u/plain", messages=HI)
         with client.chat.completions.create(model="u/plain", messages=HI, stream=True) as stream:
             text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-        wait_until(lambda: committed().get("requests") == 5, 20, "the interval's commit")
+        wait_until(lambda: committed().get("requests") == 5, 60, "the interval's commit")
     finally:
         kill(gateway)
     assert answer.usage is not None

@@ -68,7 +68,7 @@ def test_a_budget_spent_on_one_replica_is_refused_on_the_other(
                 break
         assert statuses[-1] == 402
         # the other replica learns of it from PostgreSQL at its next refresh (every 200 ms here)
-        wait_until(lambda: chat(two, "LAB_KEY").status_code == 402, 20, "the other replica to refuse")
+        wait_until(lambda: chat(two, "LAB_KEY").status_code == 402, 60, "the other replica to refuse")
         assert chat(two, "OTHER_KEY").status_code == 200  # a key without credits: never refused
     finally:
         one.stop()

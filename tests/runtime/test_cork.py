@@ -43,7 +43,7 @@ async def received(peer: socket.socket, size: int) -> bytes:
     loop = asyncio.get_running_loop()
     data = b""
     while len(data) < size:
-        chunk = await asyncio.wait_for(loop.sock_recv(peer, 65536), 5)
+        chunk = await asyncio.wait_for(loop.sock_recv(peer, 65536), 60)
         if not chunk:
             break
         data += chunk

@@ -133,7 +133,7 @@ def test_raising_max_concurrent_on_reload_wakes_waiters() -> None:
         waiting = asyncio.create_task(p.acquire("b", 5))
         await asyncio.sleep(0)
         p.configure(2, 4, 5.0)
-        lease = await asyncio.wait_for(waiting, 1)
+        lease = await asyncio.wait_for(waiting, 60)  # a failure bound: the wake is immediate
         assert p.in_use == 2
         lease.release()
 

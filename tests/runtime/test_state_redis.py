@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -14,7 +15,9 @@ from interlock.runtime.state import Lease, open_backend
 from interlock.runtime.state.redis import RedisCounters, RedisLease, RedisOptions, RedisSlots
 from tests.redis_server import RedisServer, free_port
 
-LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=5.0)}
+# max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
+PATIENCE_S = 60.0  # how long a check waits on the other side (a thread, a socket, a store): a failure bound
 
 
 async def replica(url: str) -> RedisSlots:
@@ -26,7 +29,8 @@ async def replica(url: str) -> RedisSlots:
 
 
 async def until(check: object, what: str) -> None:
-    for _ in range(500):
+    deadline = time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:
         result = check() if callable(check) else None
         if asyncio.iscoroutine(result):
             result = await result
@@ -54,10 +58,10 @@ def test_replicas_share_one_limit_and_one_fifo_queue(redis_server: RedisServer) 
             SlotUnavailable, match=r"^worker box has no free slot for m and its queue is full \(1 waiting\)$"
         ) as refused:
             await a.acquire("box", "m", 1, wait=True)
-        assert refused.value.retry_after == 5
+        assert refused.value.retry_after == 60  # max_wait
         await held.release()
         assert await a.acquire("box", "m", 1, wait=False) is None  # b queued first: no overtaking
-        handed = await asyncio.wait_for(queued, 5)  # woken by the release, on the other replica
+        handed = await asyncio.wait_for(queued, PATIENCE_S)  # woken by the release, on the other replica
         assert isinstance(handed, Lease)
         report = (await a.report())["box"]
         assert (report.in_use, dict(report.per_model), report.waiting, report.rejected) == (
@@ -117,7 +121,7 @@ def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
         held = await a.acquire("box", "m", 1, wait=True)
         assert held is not None
         redis_server.stop()
-        local = await asyncio.wait_for(a.acquire("box", "m", 1, wait=True), 5)  # fails open at once
+        local = await asyncio.wait_for(a.acquire("box", "m", 1, wait=True), PATIENCE_S)  # fails open at once
         assert local is not None
         assert (a.degraded, a.fallbacks) == (True, 1)
         assert await a.acquire("box", "m", 1, wait=False) is None  # still limited, in this process
@@ -145,12 +149,11 @@ def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: Redis
         a.share_health(book_a)
         b.share_health(book_b)
         channel = f"{a.options.prefix}:health"
-        for _ in range(500):  # both listening: a finding published before b subscribes never reaches b
-            if (await a.client.pubsub_numsub(channel))[0][1] == 2:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError("gave up waiting for both replicas to subscribe")
+
+        async def both_listening() -> bool:  # a finding published before b subscribes never reaches b
+            return bool((await a.client.pubsub_numsub(channel))[0][1] == 2)
+
+        await until(both_listening, "both replicas to subscribe")
         book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
         await until(lambda: not book_b.endpoint_usable("local@box"), "b to skip the dead box")
         book_a.record_success("local/m", "local@box")
@@ -167,7 +170,7 @@ def test_an_unreachable_store_is_logged_without_its_password(caplog: pytest.LogC
     async def scenario() -> None:
         port = free_port()  # nothing listens there
         backend = await replica(f"redis://:{secret}@127.0.0.1:{port}/0")
-        lease = await asyncio.wait_for(backend.acquire("box", "m", 1, wait=True), 5)
+        lease = await asyncio.wait_for(backend.acquire("box", "m", 1, wait=True), PATIENCE_S)
         assert lease is not None
         assert backend.degraded
         await lease.release()
@@ -227,7 +230,7 @@ def test_caller_tokens_count_after_the_answer_and_a_lost_store_limits_per_proces
         assert refused.limit == "tokens_per_minute"
         redis_server.stop()
         one = Budget("k:solo", 0, 0, 1)
-        assert await asyncio.wait_for(ca.take([one]), 5) is None  # fails open to this process
+        assert await asyncio.wait_for(ca.take([one]), PATIENCE_S) is None  # fails open to this process
         assert a.degraded
         assert await ca.take([one]) == Refusal("k:solo", "max_concurrent", 1, 1.0)  # still limited here
         await ca.done([one], 0)

@@ -42,7 +42,7 @@ aliases:
 def sidecar(fake_smi: FakeSmi) -> Iterator[str]:
     """A real sidecar on loopback (in a thread) whose nvidia-smi, a fake, reports the H200 under load."""
     smi = fake_smi(printing(load_as_runtime_query()), name="sidecar-bin") / "nvidia-smi"
-    readings = Readings(gpu=None, nvidia_smi=True, host_memory=True, timeout_s=5, command=str(smi))
+    readings = Readings(gpu=None, nvidia_smi=True, host_memory=True, timeout_s=30, command=str(smi))
     server = make_server("127.0.0.1", 0, readings)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -220,7 +220,7 @@ def test_a_sidecar_that_misbehaves(tmp_path: Path, path: str, fault: Fault | Non
 
 def test_what_the_sidecar_could_not_read_is_shown(tmp_path: Path) -> None:
     readings = Readings(
-        gpu=None, nvidia_smi=True, host_memory=True, timeout_s=5, command="/absent/nvidia-smi"
+        gpu=None, nvidia_smi=True, host_memory=True, timeout_s=30, command="/absent/nvidia-smi"
     )
     server = make_server("127.0.0.1", 0, readings)
     threading.Thread(target=server.serve_forever, daemon=True).start()

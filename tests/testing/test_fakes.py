@@ -6,8 +6,10 @@ import asyncio
 import http.client
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -19,6 +21,8 @@ from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault, FaultBoard, FaultKind
 from interlock.testing.process import FakeProcess
 from interlock.testing.replies import Reply, split_text
+
+PATIENCE_S = 60.0  # how long a check waits on a fake's thread: a failure bound
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -158,12 +162,37 @@ def test_hanging_request_ends_when_the_fake_stops() -> None:
 
     caller = threading.Thread(target=call)
     caller.start()
-    caller.join(0.3)
+    until(lambda: fake.in_flight == 1, "the request to reach the fake")
     assert caller.is_alive()  # really hanging
     fake.stop()
-    caller.join(5)
+    caller.join(PATIENCE_S)
     assert not caller.is_alive()
     assert outcome
+
+
+def test_a_held_request_is_answered_when_its_gate_opens() -> None:
+    gate = threading.Event()
+    with FakeOpenAI() as fake:
+        fake.set_fault(Fault.hold(gate), times=1)
+        answers: list[int] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(_call(fake.base_url + "/chat/completions", HI)[0])
+        )
+        caller.start()
+        until(lambda: fake.in_flight == 1, "the request to be held")
+        assert answers == []  # held: nothing comes back before the gate opens
+        gate.set()
+        caller.join(PATIENCE_S)
+        assert answers == [200]
+        status, body, _ = _call(fake.url + "/_fake/fault", {"kind": "hold"})
+        assert (status, b"hold needs a gate" in body) == (400, True)
+
+
+def until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + PATIENCE_S
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.01)
 
 
 def test_ollama_shapes() -> None:
@@ -233,6 +262,7 @@ def test_out_of_process_fake_prints_its_url_and_takes_faults() -> None:
 def test_every_fault_kind_has_a_constructor() -> None:
     built = {
         Fault.hang().kind,
+        Fault.hold(threading.Event()).kind,
         Fault.slow_first_byte(1).kind,
         Fault.http_status(500).kind,
         Fault.disconnect().kind,

@@ -18,6 +18,7 @@ import pytest
 from interlock.runtime.telemetry.sidecar import PATH, Readings, make_server
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.faults import Fault
 from interlock.testing.replies import Reply
 from tests.e2e.harness import Served, wait_until
 from tests.telemetry.conftest import load_as_runtime_query
@@ -71,6 +72,7 @@ class Fleet:
     sidecar: str  # gpu-a's telemetry sidecar: a real one, its nvidia-smi a script printing an H200
     served: Served
     streams: list[threading.Thread] = field(default_factory=list)
+    gate: threading.Event = field(default_factory=threading.Event)  # holds the streams of hold_slots
 
     def write_config(self, extra: str = "") -> None:
         urls = {"gpu_a": self.gpu_a.url, "gpu_b": self.gpu_b.url, "cloud": self.cloud.url}
@@ -81,26 +83,32 @@ class Fleet:
         return telemetry.get("gpu") is not None
 
     def ask(self, model: str, *, stream: bool = False) -> httpx.Response:
-        with httpx.Client(base_url=self.served.url, timeout=30) as http:
+        with httpx.Client(base_url=self.served.url, timeout=120) as http:
             body = {"model": model, "messages": HI, "stream": stream}
             return http.post("/v1/chat/completions", json=body)
 
     def hold_slots(self, count: int) -> None:
-        """``count`` slow streams on gpu-a, each holding a slot until it ends."""
+        """``count`` streams on gpu-a, each holding a slot: held before their first byte until
+        ``let_go()`` (then slow), so a test reads the page while they are in use, however long it takes."""
+        self.gpu_a.set_fault(Fault.hold(self.gate), model="llama3.2:3b", times=count)
         for _ in range(count):
             thread = threading.Thread(target=self.ask, args=("team/chat",), kwargs={"stream": True})
             thread.start()
             self.streams.append(thread)
         wait_until(
-            lambda: self.served.health()["workers"]["gpu-a"]["slots_in_use"] >= count, 15, "slots in use"
+            lambda: self.served.health()["workers"]["gpu-a"]["slots_in_use"] >= count, 60, "slots in use"
         )
+
+    def let_go(self) -> None:
+        self.gate.set()
+        self.gpu_a.clear_faults(model="llama3.2:3b")
 
 
 def _sidecar(folder: Path) -> ThreadingHTTPServer:
     smi = folder / "nvidia-smi"
     smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{load_as_runtime_query().rstrip()}\nEOF\n")
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
-    readings = Readings(gpu=None, nvidia_smi=True, host_memory=True, timeout_s=5, command=str(smi))
+    readings = Readings(gpu=None, nvidia_smi=True, host_memory=True, timeout_s=30, command=str(smi))
     server = make_server("127.0.0.1", 0, readings)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
@@ -122,8 +130,9 @@ def _fleet(folder: Path, *args: str) -> Iterator[Fleet]:
         )
         yield fleet
     finally:
+        fleet.let_go()
         for thread in fleet.streams:
-            thread.join(30)
+            thread.join(60)
         if fleet.served is not None:
             fleet.served.stop()
         for server in (gpu_a, gpu_b, cloud):

@@ -31,7 +31,7 @@ def lines(fleet: Fleet) -> list[dict[str, Any]]:
 
 
 def line_for(fleet: Fleet, rid: str) -> dict[str, Any]:
-    wait_until(lambda: any(x["request_id"] == rid for x in lines(fleet)), 10, f"the line of {rid}")
+    wait_until(lambda: any(x["request_id"] == rid for x in lines(fleet)), 60, f"the line of {rid}")
     return next(x for x in lines(fleet) if x["request_id"] == rid)
 
 

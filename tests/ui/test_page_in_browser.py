@@ -37,8 +37,8 @@ def test_the_page_shows_a_dead_box_an_open_circuit_and_slots_in_use(fleet: Fleet
     assert fleet.ask("team/chat").headers["x-interlock-resolved"] == "box-b/llama3.2:3b"
     fleet.gpu_b.refuse_connections()  # the box dies
     assert fleet.ask("team/chat").headers["x-interlock-resolved"] == "box-a/llama3.2:3b"
-    wait_until(fleet.gpu_read, 10, "gpu-a's GPU readings")
-    fleet.hold_slots(2)  # for about 5 s: the page must be read before they end
+    wait_until(fleet.gpu_read, 60, "gpu-a's GPU readings")
+    fleet.hold_slots(2)  # until let_go() below
 
     page, console = open_page(chromium, fleet.served.url, viewport={"width": 1100, "height": 1700})
     chat = page.locator("#alias-team\\/chat")
@@ -86,6 +86,7 @@ def test_the_page_shows_a_dead_box_an_open_circuit_and_slots_in_use(fleet: Fleet
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     assert console.errors == []
     page.close()
+    fleet.let_go()
 
 
 def test_the_page_shows_what_the_last_reload_changed(fleet: Fleet, chromium: Any) -> None:

@@ -51,7 +51,7 @@ def test_all_servable_exits_0(
     fleet: Fleet, capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion
 ) -> None:
     wait_until(
-        lambda: fleet.served.health()["providers"]["cloud"]["endpoints"][0]["last_probe_at"], 10, "a probe"
+        lambda: fleet.served.health()["providers"]["cloud"]["endpoints"][0]["last_probe_at"], 60, "a probe"
     )
     code, out, err = status(capsys, "--url", fleet.served.url)
     assert (code, err) == (0, "")
@@ -64,9 +64,9 @@ def test_an_alias_without_a_healthy_candidate_exits_1(
     fleet.gpu_b.refuse_connections()
     assert fleet.ask("team/chat").headers["x-interlock-resolved"] == "box-a/llama3.2:3b"
     fleet.cloud.refuse_connections()
-    wait_until(lambda: not fleet.served.health()["providers"]["cloud"]["healthy"], 10, "the cloud to be down")
-    wait_until(lambda: loaded(fleet)["box-a@gpu-a"], 10, "gpu-a's loaded model")
-    wait_until(lambda: loaded(fleet)["box-b@gpu-b"] is None, 10, "gpu-b's facts to be unknown")
+    wait_until(lambda: not fleet.served.health()["providers"]["cloud"]["healthy"], 60, "the cloud to be down")
+    wait_until(lambda: loaded(fleet)["box-a@gpu-a"], 60, "gpu-a's loaded model")
+    wait_until(lambda: loaded(fleet)["box-b@gpu-b"] is None, 60, "gpu-b's facts to be unknown")
 
     code, out, err = status(capsys, "--url", fleet.served.url)
     assert (code, err) == (1, "")
