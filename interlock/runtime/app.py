@@ -178,6 +178,7 @@ class Gateway:
         table = route_table()
         self._routes: Mapping[tuple[str, str], Handler] = table.handlers
         self._paths = table.paths
+        self._metered = table.metered
         self._admin_errors = ChatCompletions()  # the admin routes answer errors in OpenAI's shape
 
     def _ollama_adapter(self) -> OllamaAdapter | None:
@@ -275,7 +276,7 @@ class Gateway:
         if status == 401:
             headers.append((b"www-authenticate", b'Bearer realm="interlock"'))
         record = None
-        if row is not None:  # a surface route: counted and logged like the lifecycle's answers
+        if path in self._metered:  # a lifecycle route: counted and logged like its other answers
             record = RequestRecord(surface.operation, self.journal.request_id(scope["headers"]))
             if caller is not None:
                 record.caller = caller

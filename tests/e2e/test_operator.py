@@ -164,3 +164,16 @@ def test_status_reads_the_gateway_with_an_operator_key(
         "answered 403: this gateway shows its state to operator keys only; put a key with "
         "`operator: true` in INTERLOCK_API_KEY" in capsys.readouterr().err
     )
+
+
+def test_refusals_are_counted_under_their_own_endpoint_and_listings_are_not_counted(served: Served) -> None:
+    """A refusal on a lifecycle route counts under that route's endpoint, like its other answers; one on
+    an Ollama listing route (whose errors borrow the Embed surface's shape) is not counted, as its other
+    answers are not, instead of counting as an `embeddings` request."""
+    assert httpx.get(f"{served.url}/api/ps", headers=bearer(ALICE)).status_code == 403
+    chat = {"model": "mana/fast", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(f"{served.url}/v1/chat/completions", json=chat).status_code == 401
+    metrics = httpx.get(f"{served.url}/metrics").text
+    assert 'interlock_requests_total{endpoint="chat",status="401"}' in metrics
+    assert 'endpoint="embeddings",status="403"' not in metrics
+    assert 'endpoint="embeddings",status="401"' not in metrics

@@ -1,8 +1,10 @@
 """The surfaces: one table of ``(method, path) -> handler``, built once, looked up per request.
 
-A row whose handler runs the request lifecycle is ``lifecycle.handler(surface)``; a few rows are plain
-handlers (Ollama's ``/api/tags``, ``/api/version``, ...). Each row names the surface whose error shape a
-wrong method on its path is answered in. Adding a wire format is one module plus its rows here.
+A row whose handler runs the request lifecycle is made by ``served`` (``lifecycle.handler(surface)``:
+counted in ``interlock_requests_total`` under the surface's operation and logged); a few rows are plain
+handlers (Ollama's ``/api/tags``, ``/api/version``, ...), neither counted nor logged, whose surface only
+gives the error shape. Each row names the surface whose error shape a wrong method (or a refused key) on
+its path is answered in. Adding a wire format is one module plus its rows here.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ class Row:
     handler: Handler
     surface: Surface  # errors on this path (a wrong method) are worded in its shape
     doc: Doc  # what it takes and answers: its part of the OpenAPI document (``runtime.openapi``)
+    metered: bool = False  # the handler runs the lifecycle: its answers are counted and logged
+
+
+def served(method: str, path: str, surface: Surface, doc: Doc) -> Row:
+    """A row whose handler runs the request lifecycle for ``surface``."""
+    return Row(method, path, handler(surface), surface, doc, metered=True)
 
 
 def rows() -> tuple[Row, ...]:
@@ -31,12 +39,12 @@ def rows() -> tuple[Row, ...]:
     messages, responses_ = anthropic.Messages(), responses.Responses()
     c = contract
     return (
-        Row("POST", "/v1/chat/completions", handler(chat), chat, c.CHAT),
-        Row("POST", "/v1/embeddings", handler(embeddings), embeddings, c.EMBEDDINGS),
-        Row("POST", "/api/chat", handler(native_chat), native_chat, c.NATIVE_CHAT),
-        Row("POST", "/api/generate", handler(generate), generate, c.GENERATE),
-        Row("POST", "/api/embed", handler(embed), embed, c.EMBED),
-        Row("POST", "/api/embeddings", handler(legacy), legacy, c.LEGACY_EMBEDDINGS),
+        served("POST", "/v1/chat/completions", chat, c.CHAT),
+        served("POST", "/v1/embeddings", embeddings, c.EMBEDDINGS),
+        served("POST", "/api/chat", native_chat, c.NATIVE_CHAT),
+        served("POST", "/api/generate", generate, c.GENERATE),
+        served("POST", "/api/embed", embed, c.EMBED),
+        served("POST", "/api/embeddings", legacy, c.LEGACY_EMBEDDINGS),
         Row("GET", "/api/tags", ollama.tags, embed, c.TAGS),
         Row("HEAD", "/api/tags", ollama.tags, embed, c.TAGS),
         Row("POST", "/api/show", ollama.show, embed, c.SHOW),
@@ -44,8 +52,8 @@ def rows() -> tuple[Row, ...]:
         Row("GET", "/api/version", ollama.version, embed, c.VERSION),
         Row("GET", "/", ollama.root, embed, c.ROOT),
         Row("HEAD", "/", ollama.root, embed, c.ROOT),
-        Row("POST", "/v1/responses", handler(responses_), responses_, c.RESPONSES),
-        Row("POST", "/v1/messages", handler(messages), messages, c.MESSAGES),
+        served("POST", "/v1/responses", responses_, c.RESPONSES),
+        served("POST", "/v1/messages", messages, c.MESSAGES),
         Row("POST", "/v1/messages/count_tokens", anthropic.count_tokens, messages, c.COUNT_TOKENS),
     )
 
@@ -56,6 +64,7 @@ class RouteTable:
 
     handlers: Mapping[tuple[str, str], Handler]
     paths: Mapping[str, tuple[tuple[str, ...], Surface]]
+    metered: frozenset[str]  # the paths whose answers are counted and logged (the lifecycle's)
 
 
 def route_table() -> RouteTable:
@@ -64,4 +73,5 @@ def route_table() -> RouteTable:
     for row in table:
         methods, _ = paths.get(row.path, ((), row.surface))
         paths[row.path] = ((*methods, row.method), row.surface)
-    return RouteTable({(row.method, row.path): row.handler for row in table}, paths)
+    handlers = {(row.method, row.path): row.handler for row in table}
+    return RouteTable(handlers, paths, frozenset(row.path for row in table if row.metered))
