@@ -11,6 +11,7 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
+from tests.runtime.conftest import in_fresh_process
 
 ROOT = Path(__file__).resolve().parents[2]
 # The one runtime module allowed to import jinja2: the status page's renderer, imported by the first
@@ -44,34 +45,12 @@ def test_the_runtime_never_imports_the_compiler_a_yaml_parser_or_jinja2() -> Non
 
 
 def test_loading_a_plan_imports_no_compiler_either(tmp_path: Path, basic_plan: RuntimePlan) -> None:
-    from interlock.schema.canonical import canonical_json
-
-    plan_file = tmp_path / "plan.json"
-    plan_file.write_text(canonical_json(basic_plan.source.model_dump(mode="json")))
-    program = (
-        "import sys\n"
-        "from interlock.runtime.plan import load_plan, read_plan_file\n"
-        f"plan = load_plan(read_plan_file({str(plan_file)!r}), {{'CLOUD_KEY': 'k'}})\n"
-        "from interlock.runtime.app import Gateway\n"
-        "Gateway(plan)\n"
-        f"bad = sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r}))\n"
-        "print(','.join(bad))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == ""
+    program = f"bad = sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r}))\nprint(','.join(bad))\n"
+    assert in_fresh_process(tmp_path, basic_plan, program) == ""
 
 
 def test_only_the_first_ui_request_loads_jinja2(tmp_path: Path, basic_plan: RuntimePlan) -> None:
-    from interlock.schema.canonical import canonical_json
-
-    plan_file = tmp_path / "plan.json"
-    plan_file.write_text(canonical_json(basic_plan.source.model_dump(mode="json")))
     program = (
-        "import sys, asyncio\n"
-        "from interlock.runtime.plan import load_plan, read_plan_file\n"
-        f"plan = load_plan(read_plan_file({str(plan_file)!r}), {{'CLOUD_KEY': 'k'}})\n"
-        "from interlock.runtime.app import Gateway\n"
-        "gateway = Gateway(plan, probes=False)\n"
         "before = 'jinja2' in sys.modules\n"
         "sent = []\n"
         "async def receive(): return {'type': 'http.request', 'body': b''}\n"
@@ -83,8 +62,7 @@ def test_only_the_first_ui_request_loads_jinja2(tmp_path: Path, basic_plan: Runt
         "compiler = sorted(m for m in sys.modules if m.startswith(bad))\n"
         "print(before, sent[0]['status'], 'jinja2' in sys.modules, compiler)\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False 200 True []"
+    assert in_fresh_process(tmp_path, basic_plan, program) == "False 200 True []"
 
 
 def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:

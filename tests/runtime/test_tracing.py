@@ -25,6 +25,7 @@ from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tracing import UPSTREAM_HEADERS, TracingUnavailable, open_tracing
 from interlock.runtime.tracing.otel import Tracing
 from interlock.runtime.upstream.base import Endpoint
+from tests.runtime.conftest import in_fresh_process
 from tests.runtime.scripted import ScriptedAdapter
 
 BODY = {"model": "t/chat", "messages": [{"role": "user", "content": "PROMPT-CANARY"}]}
@@ -144,16 +145,7 @@ def test_without_otel_nothing_is_imported_and_otel_says_what_to_install(tmp_path
 
 
 def test_a_request_without_otel_loads_no_tracer(tmp_path: Path, basic_plan: RuntimePlan) -> None:
-    from interlock.schema.canonical import canonical_json
-
-    plan_file = tmp_path / "plan.json"
-    plan_file.write_text(canonical_json(basic_plan.source.model_dump(mode="json")))
     program = (
-        "import sys, asyncio\n"
-        "from interlock.runtime.plan import load_plan, read_plan_file\n"
-        f"plan = load_plan(read_plan_file({str(plan_file)!r}), {{'CLOUD_KEY': 'k'}})\n"
-        "from interlock.runtime.app import Gateway\n"
-        "gateway = Gateway(plan, probes=False)\n"
         "sent = []\n"
         'body = b\'{"model": "t/none", "messages": [{"role": "user", "content": "hi"}]}\'\n'
         "async def receive(): return {'type': 'http.request', 'body': body}\n"
@@ -165,5 +157,4 @@ def test_a_request_without_otel_loads_no_tracer(tmp_path: Path, basic_plan: Runt
         "print(sent[0]['status'], sorted(m for m in sys.modules if m.startswith(loaded)))\n"
     )
     # (a library may import the OpenTelemetry *API* by itself when it is installed; the SDK is ours to load)
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "404 []"
+    assert in_fresh_process(tmp_path, basic_plan, program) == "404 []"
