@@ -50,6 +50,7 @@ class FactsTable:
         self._models: dict[tuple[str, str], ModelInfo] = {}
         self._workers: dict[str, WorkerFacts] = {}
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
+        self._holders: dict[str, frozenset[str]] = {}  # model -> workers whose /api/ps lists it
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
 
@@ -59,9 +60,9 @@ class FactsTable:
     def worker(self, label: str) -> WorkerFacts:
         return self._workers.get(label, _NO_WORKER)
 
-    def labels(self) -> tuple[str, ...]:
-        """The workers with any facts."""
-        return tuple(self._workers)
+    def holders(self, model: str) -> frozenset[str]:
+        """The workers whose last ``/api/ps`` listed ``model`` (kept up to date by ``put_loaded``)."""
+        return self._holders.get(model, frozenset())
 
     def size(self, model: str) -> int | None:
         """Bytes ``model`` takes when loaded (as a worker's ``/api/ps`` last said, else its size on disk
@@ -102,6 +103,11 @@ class FactsTable:
         old = self.worker(label)
         frozen = MappingProxyType(dict(loaded)) if loaded is not None else None
         self._workers[label] = WorkerFacts(old.installed, old.installed_at, frozen, at)
+        holders: dict[str, set[str]] = {}
+        for name, facts in self._workers.items():
+            for model in facts.loaded or ():
+                holders.setdefault(model, set()).add(name)
+        self._holders = {model: frozenset(names) for model, names in holders.items()}
 
     def put_installed(self, label: str, installed: frozenset[str], at: float) -> None:
         old = self.worker(label)

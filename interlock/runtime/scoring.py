@@ -241,14 +241,15 @@ class Scorer:
         return 0.0, cost
 
     def _held_elsewhere(self, label: str, model: str) -> bool:
-        """Whether a worker other than ``label`` has ``model`` loaded or loading (as far as known)."""
-        for other in self.facts.labels():
-            if other == label:
-                continue
-            loaded = self.facts.worker(other).loaded
-            if loaded is not None and model in self._resident(other, loaded):
-                return True
-        return False
+        """Whether a worker other than ``label`` has ``model`` loaded (its last ``/api/ps``) or loading
+        (sent there since)."""
+        if any(other != label for other in self.facts.holders(model)):
+            return True
+        facts = self.facts
+        return any(
+            other != label and model in loads and loads[model][0] > (facts.worker(other).loaded_at or 0.0)
+            for other, loads in self._loading.items()
+        )
 
     def score(self, route: Route, candidate: Candidate, settings: RoutingSettings) -> float:
         """The points of ``route`` (kept with its parts and expected time in ``last``)."""

@@ -180,3 +180,15 @@ def test_a_load_that_would_evict_the_only_copy_of_a_model_counts_its_reload(tmp_
     assert rig.scorer.last["a"].evicts_s == 1.0  # y's load (the worker's learned load time)
     assert rig.scorer.last["a"].expected_s == rig.scorer.last["b"].expected_s == 1.0
     assert rig.scorer.last["a"].report()["evicts_s"] == 1.0  # shown in /v1/health
+
+
+def test_which_workers_hold_a_model_follows_each_workers_last_ps() -> None:
+    facts = FactsTable()
+    facts.put_loaded("local@a", {"x:latest": None, "y:latest": None}, 1.0)
+    facts.put_loaded("local@b", {"x:latest": None}, 1.0)
+    assert (facts.holders("x:latest"), facts.holders("y:latest")) == ({"local@a", "local@b"}, {"local@a"})
+    facts.put_loaded("local@a", {"y:latest": None}, 2.0)  # a evicted x
+    assert facts.holders("x:latest") == {"local@b"}
+    facts.put_loaded("local@b", None, 3.0)  # b's /api/ps failed: nothing known there
+    assert facts.holders("x:latest") == frozenset()
+    assert facts.holders("z:latest") == frozenset()
