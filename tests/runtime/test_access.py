@@ -206,6 +206,15 @@ def test_every_route_is_open_per_caller_or_for_operators() -> None:
     operator = {path for path in served if operator_route(path) is not None}
     open_ = {path for path in served if not needs_key(path)}
     assert operator == {"/ui", "/ui/{section}", "/v1/health", "/v1/metadata", "/api/ps"}
-    assert open_ == {"/healthz", "/readyz", "/metrics", "/api/version", "/", "/ui/static/{name}"}
+    assert open_ == {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/api/version",
+        "/",
+        "/ui/static/{name}",
+        "/docs",
+        "/docs/static/{asset}",
+    }
     assert served - operator - open_ == PER_CALLER
     assert operator <= {*OPERATOR_PATHS, "/ui/{section}"}
