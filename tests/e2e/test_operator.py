@@ -15,7 +15,8 @@ import pytest
 
 from interlock.cli import main
 from interlock.testing.fake_openai import FakeOpenAI
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
+from tests.waiting import wait_until
 
 ADMIN = "admin-5d1a7c-SECRET"
 ALICE = "alice-93be20-SECRET"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +16,10 @@ from interlock.runtime.state.embedded import EmbeddedCounters, EmbeddedSlots, Sl
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.redis import RedisSlots
 from interlock.runtime.tables import HealthSettings, WorkerLimits
+from tests.waiting import PATIENCE_S, until
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
-PATIENCE_S = 60.0  # how long a check waits on the other side (a thread, a socket, a store): a failure bound
 
 
 @pytest.fixture
@@ -38,15 +37,6 @@ async def client(server: SlotServer) -> EmbeddedSlots:
     backend.configure(LIMITS)
     await backend.start()
     return backend
-
-
-async def until(check: object, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        if callable(check) and check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def test_the_table_lists_every_backend() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -15,10 +14,10 @@ from interlock.runtime.state.base import Lease
 from interlock.runtime.state.redis import RedisCounters, RedisLease, RedisOptions, RedisSlots
 from interlock.runtime.tables import HealthSettings, WorkerLimits
 from tests.redis_server import RedisServer, free_port
+from tests.waiting import PATIENCE_S, until
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
-PATIENCE_S = 60.0  # how long a check waits on the other side (a thread, a socket, a store): a failure bound
 
 
 async def replica(url: str) -> RedisSlots:
@@ -27,18 +26,6 @@ async def replica(url: str) -> RedisSlots:
     backend.configure(LIMITS)
     await backend.start()
     return backend
-
-
-async def until(check: object, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        result = check() if callable(check) else None
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def test_options_come_from_the_url() -> None:
