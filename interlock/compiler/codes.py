@@ -58,6 +58,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL108", "no-credential", "warning", "An `openai` provider has no `api_key_env`."),
     ("IL109", "bad-provider-name", "error", "A provider name is empty or holds `/` or whitespace."),
     ("IL110", "shared-credential", "warning", "Providers on different hosts share one credential variable."),
+    (
+        "IL111",
+        "not-a-credential-variable",
+        "error",
+        "`api_key_env`/`key_env` names a process, platform or `INTERLOCK_*` variable, or another entry's.",
+    ),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
     ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),

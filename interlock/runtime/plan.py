@@ -24,6 +24,7 @@ import orjson
 from pydantic import ValidationError
 
 from interlock.apikeys import parse_hash
+from interlock.envnames import not_a_credential
 from interlock.kinds import KINDS
 from interlock.patterns import matching_row
 from interlock.runtime.access import KeyBook
@@ -313,6 +314,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         max_stream_line_bytes=plan.server.max_stream_line_bytes,
     )
     _check_headers(plan, origin)
+    _check_credentials(plan, origin)
     pre = plan.preflight
     preflight = PreflightSettings(
         mode=pre.mode,
@@ -517,6 +519,28 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
                 problems.append(f"{kind} {value!a} cannot be sent in a response header: {reason}")
     if problems:
         raise PlanError(f"{origin}: the plan would send broken response headers: " + "; ".join(problems))
+
+
+def _check_credentials(plan: RoutingPlan, origin: str) -> None:
+    """No variable that is not a credential is sent upstream or taken as a caller's secret, and no
+    caller key reads a provider's variable (the compiler's IL111, again for a plan written by hand)."""
+    problems: list[str] = []
+    sent = {p.api_key_env: name for name, p in sorted(plan.providers.items()) if p.api_key_env}
+    for variable, name in sent.items():
+        reason = not_a_credential(variable)
+        if reason is not None:
+            problems.append(f"provider {name} reads its key from {variable}, which {reason}")
+    for key_id, key in sorted(plan.access.keys.items()):
+        if key.key_env is None:
+            continue
+        reason = not_a_credential(key.key_env)
+        if reason is None and key.key_env in sent:
+            reason = f"provider {sent[key.key_env]} sends upstream"
+        if reason is not None:
+            problems.append(f"caller key {key_id} reads its secret from {key.key_env}, which {reason}")
+    if problems:
+        wrong = "; ".join(problems)
+        raise PlanError(f"{origin}: the plan reads credentials from the wrong variables: {wrong}")
 
 
 def _key_book(

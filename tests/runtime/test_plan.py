@@ -300,3 +300,36 @@ def test_loaded_tables_hold_no_reference_cycles(plan_data: PlanData) -> None:
         gc.garbage.clear()
         if was_enabled:
             gc.enable()
+
+
+def test_a_plan_reading_a_key_from_a_variable_that_is_no_credential_is_refused(plan_data: PlanData) -> None:
+    """A plan written by hand gets the compiler's IL111 again: the AWS secret is never sent upstream,
+    and a caller key is never the provider's variable (nor the process's HOME)."""
+    data = plan_data()
+    data["providers"]["cloud"]["api_key_env"] = "AWS_SECRET_ACCESS_KEY"
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: the plan reads credentials from the wrong variables: provider cloud reads its key "
+        r"from AWS_SECRET_ACCESS_KEY, which holds another system's credential \(a cloud, CI, registry or "
+        r"database secret\)$",
+    ):
+        build(rehash(data), {"AWS_SECRET_ACCESS_KEY": "aws-secret"})
+
+
+def test_a_caller_key_on_a_provider_variable_or_home_is_refused(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["server"]["auth"] = "required"
+    limits = {"allowed": None, "denied": []}
+    data["access"]["tenants"] = {"t": {"name": "t", "description": "", "limits": limits}}
+    base = {"tenant": "t", "description": "", "hash": None, "operator": True, "limits": limits}
+    data["access"]["keys"] = {
+        "ops": {**base, "id": "ops", "key_env": "HOME"},
+        "ci": {**base, "id": "ci", "key_env": "CLOUD_KEY"},
+    }
+    with pytest.raises(PlanError) as caught:
+        build(rehash(data), {"CLOUD_KEY": "sk-cloud", "HOME": "/root"})
+    assert str(caught.value) == (
+        "plan: the plan reads credentials from the wrong variables: caller key ci reads its secret from "
+        "CLOUD_KEY, which provider cloud sends upstream; caller key ops reads its secret from HOME, which "
+        "is a variable of the process itself, not a credential"
+    )

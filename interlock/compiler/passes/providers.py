@@ -9,6 +9,7 @@ from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span, did_you_mean
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
+from interlock.envnames import not_a_credential
 from interlock.kinds import KINDS, PROVIDER_KINDS, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -128,6 +129,8 @@ def _check_credential(ctx: CompileContext, name: str, provider: Provider) -> Non
             hint="if this is the key itself, revoke it, put it in a variable and write the variable's name",
         )
         return
+    if not credential_variable(ctx, span, where, variable, f"provider `{name}`'s key, sent to its host"):
+        return
     if ctx.options.require_env and not ctx.options.environ.get(variable):
         ctx.sink.add(
             "IL105",
@@ -137,6 +140,23 @@ def _check_credential(ctx: CompileContext, name: str, provider: Provider) -> Non
             value=variable,
             hint=f"export {variable}=... in the deployment environment",
         )
+
+
+def credential_variable(ctx: CompileContext, span: Span, where: str, variable: str, what: str) -> bool:
+    """Whether ``variable`` may hold ``what`` (IL111 reported when it may not)."""
+    reason = not_a_credential(variable)
+    if reason is None:
+        return True
+    ctx.sink.add(
+        "IL111",
+        span,
+        f"`{where}` is `{variable}`, which {reason}; it may not hold {what}",
+        path=where,
+        value=variable,
+        hint="name a variable that holds only this key (e.g. `GROQ_API_KEY` for a provider, `TEAM_KEY` "
+        "for a caller key) and set it in the deployment",
+    )
+    return False
 
 
 def _shared_credentials(ctx: CompileContext) -> None:
