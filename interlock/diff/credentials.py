@@ -41,10 +41,10 @@ def credentials(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
             )
     old_keys, new_keys = base.access.keys, head.access.keys
     for key_id in sorted(new_keys.keys() - old_keys.keys()):
-        variable = new_keys[key_id].key_env
-        if variable is not None:
-            summary = f"new key `{key_id}` accepts the secret held in `{variable}`"
-            out.append(Change("key-variable-added", variable, None, key_id, summary, field=key_id))
+        key_env = new_keys[key_id].key_env
+        if key_env is not None:
+            summary = f"new key `{key_id}` accepts the secret held in `{key_env}`"
+            out.append(Change("key-variable-added", key_env, None, key_id, summary, field=key_id))
     for key_id in sorted(new_keys.keys() & old_keys.keys()):
         old, new = _source(old_keys[key_id]), _source(new_keys[key_id])
         if old != new:
