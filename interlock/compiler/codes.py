@@ -64,6 +64,10 @@ CODES: dict[str, CodeInfo] = _codes(
         "error",
         "`api_key_env`/`key_env` names a process, platform or `INTERLOCK_*` variable, or another entry's.",
     ),
+    ("IL112", "url-query-or-fragment", "error", "A base or worker URL holds `?` or `#`."),
+    ("IL113", "metadata-host", "warning", "A URL points at a cloud metadata or link-local address."),
+    ("IL114", "loopback-base-url", "warning", "A `base_url` points at this machine (loopback)."),
+    ("IL115", "plain-http", "warning", "A `base_url` is plain `http://` to a host off this machine."),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
     ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),
