@@ -357,7 +357,7 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
         endpoint = record.endpoint = parsed.operation
-        target = resolve(plan, parsed.model)
+        target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
             parsed.echo = target.label
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)

@@ -26,8 +26,9 @@ STATUSES: Mapping[str, str] = {
     "400": "The request is invalid, names a direct model that is not allowed, or no candidate can serve it",
     "401": "No caller key, or one this gateway does not know (`Authorization: Bearer` or `x-api-key`)",
     "402": "The caller's key or tenant has used up its credits for the window (`insufficient_quota`)",
-    "403": "The caller's key may not use this model (its ACL)",
-    "404": "The model (or the item asked for) does not exist on this gateway",
+    "403": "An operator route (it shows every tenant's state), and a caller key that is not an operator",
+    "404": "The model (or the item asked for) does not exist on this gateway, or the caller's key may not "
+    "use it (the two answers are alike: a refused model is not confirmed to exist)",
     "405": "The path is served, with other methods (named in `Allow`)",
     "413": "The request body is over `server.max_body_bytes`",
     "429": "The caller's key or tenant is over a rate, or every candidate is busy or rate limited "

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from interlock.apikeys import parse_hash
 from interlock.envnames import not_a_credential
 from interlock.kinds import KINDS
-from interlock.patterns import matching_row
+from interlock.patterns import matching_row, ollama_name, untagged
 from interlock.runtime.access import KeyBook
 from interlock.runtime.cors import CorsPolicy
 from interlock.runtime.errors import InterlockError
@@ -230,6 +230,15 @@ class RuntimePlan:
     cors: CorsPolicy | None = None  # None: CORS off, browsers get no CORS headers
     keys: KeyBook | None = None  # None: `server.auth: off`, no caller key is read
 
+    def listed_candidate(self, provider: Provider, model: str) -> Candidate | None:
+        """The plan's candidate for a raw ``provider/model``, or None; on Ollama `m` and `m:latest` are
+        one model, so either spelling finds the one the plan lists (and its slots)."""
+        found = self.candidates.get(f"{provider.name}/{model}")
+        if found is None and provider.kind == "ollama":
+            bare = f"{provider.name}/{untagged(model)}"
+            found = self.candidates.get(bare) or self.candidates.get(bare + ":latest")
+        return found
+
     def direct_candidate(self, provider: Provider, model: str) -> Candidate:
         """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
         return _candidate(
@@ -243,11 +252,6 @@ class RuntimePlan:
             self.preflight,
             in_plan=False,
         )
-
-
-def ollama_name(model: str) -> str:
-    """A model as Ollama reports it in /api/ps and /api/tags: ``name:tag``, ``:latest`` when untagged."""
-    return model if ":" in model else f"{model}:latest"
 
 
 def worker_label(provider: str, worker: str) -> str:

@@ -50,9 +50,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from interlock.patterns import ollama_name
 from interlock.runtime.facts import FactsTable
 from interlock.runtime.health import Clock, iso_utc
-from interlock.runtime.plan import Candidate, Route, RoutingSettings, WorkerLimits, ollama_name
+from interlock.runtime.plan import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.speeds import SpeedBook
 from interlock.runtime.state import SlotBackend
 from interlock.runtime.telemetry.collector import TelemetryBook

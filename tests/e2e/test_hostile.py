@@ -242,6 +242,15 @@ def test_a_404_cuts_a_long_path(served: Served) -> None:
     assert message == "GET /" + "a" * 98 + "…: Not Found"
 
 
+def test_a_trailing_slash_is_not_redirected_to_the_host_the_caller_wrote(served: Served) -> None:
+    for path in (b"/v1/health/", b"/v1/models/", b"/ui/"):
+        with connect(served) as sock:
+            sock.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+            answer = read_all(sock)
+        assert answer.startswith(b"HTTP/1.1 404 Not Found\r\n"), answer[:200]
+        assert b"evil.example" not in answer.lower()
+
+
 def test_an_admin_path_answers_a_big_body_without_reading_it(served: Served) -> None:
     with connect(served) as sock:
         sock.sendall(b"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n" + b"x" * 65536)

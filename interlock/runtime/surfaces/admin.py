@@ -262,7 +262,11 @@ def build_admin(gateway: Gateway) -> Starlette:
             f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
         )
     routes = [Route(route.path, endpoints[route.path], methods=list(route.methods)) for route in ROUTES]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    # no `/v1/health/` -> `/v1/health` redirect: Starlette builds its Location from the Host header,
+    # which the caller writes (`Host: evil.example` was sent to `http://evil.example/v1/health`)
+    app.router.redirect_slashes = False
+    return app
 
 
 UI_HEADERS = {
