@@ -16,6 +16,7 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
   The request path reads only its own ``HealthBook``.
+- A call that meets a stale connection (the store restarted) is tried once more on a fresh one.
 - Store unreachable (refused, timed out): fail open to this process's own slot table, log it loudly,
   count it (``interlock_state_fallbacks_total``, ``interlock_state_degraded``), retry the store at most
   once a second. Socket timeouts are short, so no request hangs on the store.
@@ -224,10 +225,20 @@ class RedisSlots(SlotBackend):
 
     def __init__(self, url: str) -> None:
         import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
 
         self.options = RedisOptions.parse(url)
+        # a pooled connection goes stale when the store restarts: each call is tried once more, on a
+        # fresh connection, before the replica falls back to its own table (a refused connect and a
+        # timeout still fall back after that one retry; no backoff: the socket timeouts bound it)
         self.client: Any = aioredis.Redis.from_url(
-            self.options.url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
+            self.options.url,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 1, (RedisConnectionError,)),
+            retry_on_error=[RedisConnectionError],
         )
         self.replica = uuid.uuid4().hex[:12]
         self.fallback = MemorySlots()
