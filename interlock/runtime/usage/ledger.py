@@ -8,7 +8,10 @@ Invariants:
   (SIGKILL, OOM) loses the debits not yet committed, which is at most the last ``flush_s`` seconds of
   them (and fewer than ``flush_debits``), plus the ones in a commit that had not finished. A clean stop
   (SIGTERM, SIGINT) flushes everything first.
-- A flush that fails keeps its debits for the next one (logged once per failing streak, counted).
+- A flush that fails keeps its debits for the next one (logged once per failing streak, counted), and
+  the writer backs off: the next try is ``flush_s`` later, then twice as long after each failure, at most
+  ``MAX_BACKOFF_S`` (a full batch does not wake it sooner), so a store that is down is not retried on
+  every debit.
 - Every ``refresh_s`` seconds the writer reads the window's sums back from the store and adds the debits
   it has not persisted yet: so the balances include other replicas' (PostgreSQL) or other workers'
   (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late.
@@ -33,6 +36,9 @@ log = logging.getLogger("interlock.usage")
 Clock = Callable[[], float]
 
 ZERO = Tally()  # returned for an account with no debits: read only
+
+MAX_BACKOFF_S = 30.0
+"""The longest the writer waits between two tries while the store keeps failing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,8 @@ class Ledger:
         self.failures = 0  # flushes and refreshes that failed
         self.last_error: str | None = None
         self._full = asyncio.Event()
+        self._retry_at: float | None = None  # wall clock; None: no failing streak, flush when due
+        self._streak = 0  # failures in a row
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._roll(wall())
@@ -113,7 +121,9 @@ class Ledger:
         else:
             total.add(usage)
         self._pending_debits += 1
-        if self._pending_debits >= self.settings.flush_debits:
+        if self._pending_debits >= self.settings.flush_debits and (
+            self._retry_at is None or now >= self._retry_at
+        ):
             self._full.set()
 
     def _roll(self, now: float) -> None:
@@ -160,9 +170,13 @@ class Ledger:
         settings = self.settings
         next_refresh = self._wall() + settings.refresh_s
         while not self._closing:
+            retry_at = self._retry_at
+            wait = settings.flush_s if retry_at is None else max(0.0, retry_at - self._wall())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._full.wait(), settings.flush_s)
+                await asyncio.wait_for(self._full.wait(), wait)
             self._full.clear()
+            if self._retry_at is not None and self._wall() < self._retry_at and not self._closing:
+                continue  # backing off (woken early by a clean stop only)
             try:
                 await self.flush()
                 if self._wall() >= next_refresh and not self._closing:
@@ -192,6 +206,7 @@ class Ledger:
         if self.last_error is not None:
             log.warning("usage ledger %s: writing again", self.store.shown)
             self.last_error = None
+        self._retry_at, self._streak = None, 0
         self.flushes += 1
         return True
 
@@ -217,6 +232,9 @@ class Ledger:
 
     def _failed(self, exc: UsageStoreError) -> None:
         self.failures += 1
+        self._streak += 1
+        backoff = min(MAX_BACKOFF_S, self.settings.flush_s * 2 ** (self._streak - 1))
+        self._retry_at = self._wall() + backoff
         if self.last_error is None:
             log.error("usage ledger: %s (debits are kept in memory and written when it works again)", exc)
         self.last_error = str(exc)
