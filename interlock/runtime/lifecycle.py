@@ -51,7 +51,8 @@ from interlock.runtime.router import Answered, CandidateRefused
 from interlock.runtime.sticky import session_header
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
-from interlock.runtime.usage.credits import account_of, check_credits, has_budget
+from interlock.runtime.usage.credits import account_of, has_budget, reserve_credits
+from interlock.runtime.usage.ledger import Hold
 from interlock.runtime.usage.metering import delta_chars, metered
 
 if TYPE_CHECKING:
@@ -353,6 +354,8 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     metrics = gateway.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     counted = False  # admitted against the caller's rates: `counters.done` must follow
+    held: Hold | None = None  # credits reserved: `ledger.release` must follow (`_finish` does)
+    estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
@@ -369,22 +372,23 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
             if has_budget(caller):  # before the rates: a refused request takes none of them
-                check_credits(gateway.ledger, caller, preflight.needs, plan, target)
+                held = reserve_credits(gateway.ledger, caller, preflight.needs, plan, target)
             if caller.budgets:
-                refusal = await gateway.counters.take(caller.budgets)
+                estimate = preflight.needs.prompt_tokens + preflight.needs.output_tokens
+                refusal = await gateway.counters.take(caller.budgets, estimate)
                 if refusal is not None:
                     raise CallerLimited(refusal_message(caller, refusal), retry_after=refusal.retry_after_s)
                 counted = True
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
-        _finish(gateway, record)
+        _finish(gateway, record, held)
         return
     except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
-        _finish(gateway, record)
+        _finish(gateway, record, held)
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
@@ -408,18 +412,24 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
     finally:
         watch.stop()
         tally = metered(record, preflight.needs, plan)  # None: no upstream answered
+        if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
+            gateway.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
+        if held is not None:  # with the debit, no await between: the credits never look free
+            gateway.ledger.release(held)
         if counted:
-            await gateway.counters.done(record.caller.budgets, tally.tokens if tally is not None else 0)
+            used = tally.tokens if tally is not None else 0
+            await gateway.counters.done(record.caller.budgets, used, estimate)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
-    if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
-        gateway.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
     _finish(gateway, record)
 
 
-def _finish(gateway: Gateway, record: RequestRecord) -> None:
-    """The one end of every request: the journal (access log, events, audit), then the span."""
+def _finish(gateway: Gateway, record: RequestRecord, held: Hold | None = None) -> None:
+    """The one end of every request: its credits reservation released (idempotent), the journal
+    (access log, events, audit), then the span."""
+    if held is not None:
+        gateway.ledger.release(held)
     gateway.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)

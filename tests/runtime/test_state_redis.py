@@ -262,3 +262,28 @@ def test_a_restarted_store_is_used_again_by_the_first_burst(redis_server: RedisS
         await asyncio.wait_for(b.close(), PATIENCE_S)
 
     asyncio.run(scenario())
+
+
+def test_tokens_held_by_requests_in_flight_count_across_replicas_until_done(
+    redis_server: RedisServer,
+) -> None:
+    """The hold needs no clock: it counts until `done`, whatever minute it is (the tokens used are
+    added to the minute's window, so a new minute in between can only admit more, never fewer)."""
+    tokens = Budget("k:held", 0, 100, 0)
+
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        assert await ca.take([tokens], 60) is None
+        assert await cb.take([tokens], 60) is None
+        refused = await ca.take([tokens], 60)
+        assert refused is not None
+        assert refused.limit == "tokens_per_minute"
+        await ca.done([tokens], 0, 60)
+        await cb.done([tokens], 0, 60)  # both settled, nothing used: admitted again
+        assert await ca.take([tokens], 60) is None
+        await ca.done([tokens], 0, 60)
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
