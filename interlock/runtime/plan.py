@@ -30,6 +30,7 @@ from interlock.patterns import matching_row, ollama_name, untagged
 from interlock.runtime.access import KeyBook
 from interlock.runtime.cors import CorsPolicy
 from interlock.runtime.errors import InterlockError
+from interlock.runtime.fds import max_connections
 from interlock.runtime.gc_policy import collector_paused
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
@@ -313,7 +314,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         max_body_bytes=plan.server.max_body_bytes,
         header_timeout_s=plan.server.header_timeout_ms / 1000,
         body_timeout_s=plan.server.body_timeout_ms / 1000,
-        max_connections=plan.server.max_connections,
+        max_connections=max_connections(plan.server.max_connections),
         max_upstream_body_bytes=plan.server.max_upstream_body_bytes,
         max_stream_line_bytes=plan.server.max_stream_line_bytes,
     )

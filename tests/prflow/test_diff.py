@@ -284,6 +284,7 @@ MIRRORED = {
 
 FILL: dict[str, object] = {
     "profile": "other",
+    "max_connections": 2048,
     "hardware": {
         "accelerator": "none",
         "gpu": None,

@@ -11,6 +11,12 @@ from typing import Any
 
 import pytest
 
+from interlock.runtime.fds import (
+    default_max_connections,
+    max_connections,
+    open_file_limit,
+    raise_open_file_limit,
+)
 from interlock.runtime.plan import CredentialMissing, PlanError, Route, load_plan, read_plan_file
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import canonical_json, content_hash
@@ -96,22 +102,22 @@ def test_a_plan_that_breaks_the_schema_is_refused(plan_data: PlanData) -> None:
 
 def test_the_plan_is_read_strictly_as_json_schema_reads_it(plan_data: PlanData) -> None:
     data = plan_data()
-    data["server"]["max_connections"] = "64"  # pydantic's lax mode would read it as 64
+    data["server"]["max_stream_line_bytes"] = "64"  # pydantic's lax mode would read it as 64
     with pytest.raises(
         PlanError,
         match=r"^plan: the plan does not match plan.schema.json: "
-        r"server.max_connections: '64' is not of type 'integer'$",
+        r"server.max_stream_line_bytes: '64' is not of type 'integer'$",
     ):
         build(rehash(data))
 
 
 def test_what_only_the_model_refuses_is_worded_by_the_model(plan_data: PlanData) -> None:
     data = plan_data()
-    data["server"]["max_connections"] = 64.0  # an integer to JSON Schema, a float to the strict model
+    data["server"]["max_stream_line_bytes"] = 64.0  # an integer to JSON Schema, a float to the strict model
     with pytest.raises(
         PlanError,
         match=r"^plan: the plan is not a valid routing plan: "
-        r"server.max_connections: Input should be a valid integer$",
+        r"server.max_stream_line_bytes: Input should be a valid integer$",
     ):
         build(rehash(data))
 
@@ -253,19 +259,46 @@ def test_a_credential_that_cannot_be_sent_is_refused_without_showing_it(plan_dat
 
 
 def test_the_limits_are_read_from_the_plan_and_older_plans_get_the_defaults(plan_data: PlanData) -> None:
+    derived = default_max_connections(open_file_limit())  # unset: from this process's open-file limit
     data = plan_data()
+    assert data["server"]["max_connections"] is None
     server = build(data).server
-    assert (server.header_timeout_s, server.body_timeout_s, server.max_connections) == (10.0, 30.0, 1024)
+    assert (server.header_timeout_s, server.body_timeout_s, server.max_connections) == (10.0, 30.0, derived)
     assert (server.max_upstream_body_bytes, server.max_stream_line_bytes) == (32 << 20, 1 << 20)
+    data["server"]["max_connections"] = 1024
+    assert build(rehash(data)).server.max_connections == 1024  # set: as written
     for key in ("header_timeout_ms", "body_timeout_ms", "max_connections"):
         del data["server"][key]
     data["server"]["max_stream_line_bytes"] = 4096
     server = build(rehash(data)).server
     assert (server.header_timeout_s, server.max_connections, server.max_stream_line_bytes) == (
         10.0,
-        1024,
+        derived,
         4096,
     )
+
+
+def test_the_default_cap_leaves_room_for_an_upstream_connection_each_and_some_files() -> None:
+    assert default_max_connections(20_000) == 9_872
+    assert default_max_connections(1024) == 384
+    assert default_max_connections(256) == 64  # never below 64
+    assert default_max_connections(None) == 65_536  # unlimited
+
+
+def test_serve_raises_the_soft_open_file_limit_to_the_hard_one() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lower = min(soft, hard, 512)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lower, hard))
+    try:
+        raise_open_file_limit()
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+        assert max_connections(None) == default_max_connections(
+            None if hard == resource.RLIM_INFINITY else hard
+        )
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 CYCLE_CHECK = BASIC.replace(
