@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.fds import (
+from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
+from interlock.runtime.serving.fds import (
     default_max_connections,
     max_connections,
     open_file_limit,
     raise_open_file_limit,
 )
-from interlock.runtime.plan import CredentialMissing, PlanError, Route, load_plan, read_plan_file
+from interlock.runtime.tables import Route
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import canonical_json, content_hash
 from tests.runtime.conftest import BASIC, build

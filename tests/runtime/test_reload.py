@@ -11,11 +11,13 @@ from typing import Any
 
 import httpx
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
-from interlock.runtime.reload import StagedSource
+from interlock.runtime.serving.reload import StagedSource
 from tests.runtime.conftest import build
 from tests.runtime.slow_source import SlowSource
 from tests.runtime.test_plan import rehash
+from tests.waiting import until
 
 ENV = {"CLOUD_KEY": "sk-cloud-secret"}
 
@@ -27,17 +29,16 @@ async def no_adapters() -> tuple[dict[str, Any], Callable[[], Any]]:
     return {}, close
 
 
-async def until(
-    check: Callable[[], bool], what: str, *, answered: list[int], http: httpx.AsyncClient
-) -> None:
-    """Wait for ``check``, asking the gateway for /healthz all the while (each answer is counted)."""
-    for _ in range(3000):
+def asking(check: Callable[[], bool], answered: list[int], http: httpx.AsyncClient) -> Callable[[], Any]:
+    """``check``, asking the gateway for /healthz each time it is not yet true (each answer counted)."""
+
+    async def checked() -> bool:
         if check():
-            return
-        response = await http.get("/healthz")
-        answered.append(response.status_code)
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
+            return True
+        answered.append((await http.get("/healthz")).status_code)
+        return False
+
+    return checked
 
 
 def test_a_slow_reload_reads_in_a_child_process_while_requests_are_answered(
@@ -51,12 +52,12 @@ def test_a_slow_reload_reads_in_a_child_process_while_requests_are_answered(
     assert isinstance(source, StagedSource)
 
     async def scenario() -> None:
-        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters)
+        gateway = build_gateway(first, source=source, probes=False, open_adapters=no_adapters)
         answered: list[int] = []
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://t") as http:
             reload = asyncio.create_task(gateway.reload())
-            await until(lambda: (tmp_path / "started").exists(), "the child", answered=answered, http=http)
-            await until(lambda: len(answered) >= 20, "20 answers", answered=answered, http=http)
+            await until(asking(lambda: (tmp_path / "started").exists(), answered, http), "the child")
+            await until(asking(lambda: len(answered) >= 20, answered, http), "20 answers")
             assert gateway.plan is first  # still serving the old plan while the new one is read
             (tmp_path / "release").touch()
             assert await reload is True
@@ -75,7 +76,9 @@ def test_a_reload_that_reads_past_its_deadline_is_refused_and_its_process_stoppe
     source = SlowSource(plan_data(), ENV, tmp_path)  # never released
 
     async def scenario() -> Gateway:
-        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters, reload_timeout_s=0.5)
+        gateway = build_gateway(
+            first, source=source, probes=False, open_adapters=no_adapters, reload_timeout_s=0.5
+        )
         assert await gateway.reload() is False
         return gateway
 
@@ -100,13 +103,10 @@ def test_stopping_the_gateway_during_a_reload_stops_the_reading_process(
     source = SlowSource(plan_data(), ENV, tmp_path)  # never released
 
     async def scenario() -> None:
-        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters)
+        gateway = build_gateway(first, source=source, probes=False, open_adapters=no_adapters)
         await gateway.startup()
         gateway.request_reload()
-        for _ in range(3000):
-            if (tmp_path / "started").exists():
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: (tmp_path / "started").exists(), "the child to start reading")
         await gateway.shutdown()  # cancels the reload; asyncio.run then lets it finish its cleanup
 
     asyncio.run(scenario())
@@ -122,7 +122,7 @@ def test_a_plan_larger_than_the_pipe_buffer_comes_through_under_uvloop() -> None
     """uvloop's reader leaves the pipe non-blocking: a big plan arrives in pieces (BlockingIOError once)."""
     import uvloop
 
-    from interlock.runtime.reload import read_in_child
+    from interlock.runtime.serving.reload import read_in_child
     from tests.runtime.slow_source import BigRead
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from interlock.runtime.usage import Account, RowKey, Store, Tally, UsageStoreError
+from interlock.runtime.usage.base import Account, RowKey, Store, Tally, UsageStoreError
 
 log = logging.getLogger("interlock.usage")
 

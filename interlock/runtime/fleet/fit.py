@@ -1,0 +1,58 @@
+"""What a candidate can do on one route: its capabilities and effective context, plan + live facts.
+
+Capabilities: live ``/api/show`` facts of the (worker, model) when known, else the plan's declared
+ones, else unknown (None). Effective context of an Ollama route, first known of: the caller's own
+``num_ctx``; the context the model is loaded with now (``/api/ps``); the Modelfile's ``num_ctx``; the
+worker's ``default_context_tokens``; the plan's ``preflight.default_context_tokens``. It is then capped by
+the route's ``context_cap`` (worker limit, gateway cap, declared maximum) and the live maximum
+(``model_info.*.context_length``). A cloud route's context is its declared ``context_tokens``. All of it
+is dictionary lookups: the facts were gathered by the metadata fetcher, the rest at plan load.
+"""
+
+from __future__ import annotations
+
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.tables import Candidate, Route
+
+
+def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> frozenset[str] | None:
+    if route.worker is not None:
+        info = facts.model(route.endpoint.label, candidate.facts_key)
+        if info is not None and info.capabilities is not None:
+            return info.capabilities
+    return candidate.capabilities
+
+
+def limit_on(route: Route, candidate: Candidate, facts: FactsTable) -> int | None:
+    """The most context the route may be given (None: no limit known)."""
+    cap = route.context_cap
+    if route.worker is not None:
+        info = facts.model(route.endpoint.label, candidate.facts_key)
+        if info is not None and info.max_context is not None:
+            cap = info.max_context if cap is None else min(cap, info.max_context)
+    return cap
+
+
+def effective_context(
+    route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None = None
+) -> tuple[int | None, str]:
+    """``(tokens, source)``; tokens None when nothing is known (then nothing is blocked)."""
+    if route.worker is None:
+        return route.context_default, "declared"
+    label, model = route.endpoint.label, candidate.facts_key
+    if num_ctx is not None:
+        return num_ctx, "caller"
+    tokens = facts.loaded_context(label, model)
+    source = "loaded"
+    if tokens is None:
+        info = facts.model(label, model)
+        tokens = info.modelfile_num_ctx if info is not None else None
+        source = "modelfile"
+    if tokens is None:
+        tokens, source = route.context_default, "default"
+    if tokens is None:
+        return None, "unknown"
+    cap = limit_on(route, candidate, facts)
+    if cap is not None and tokens > cap:
+        return cap, f"{source}, capped"
+    return tokens, source

@@ -1,0 +1,419 @@
+"""The cold endpoints, a FastAPI app: models, aliases, health, metrics, liveness, readiness, status page,
+the OpenAPI document and its interactive page (``/docs``, Swagger UI served from a package, offline).
+
+None of these is on the request path of a completion; they read the gateway's current plan and live
+state when asked. Health reports are redacted by construction: labels, times, status codes and short
+error classes, never bodies, messages or credentials. Unknown paths and methods get OpenAI-shaped errors
+(the path cut short). Every route answers GET and HEAD; none takes a body, so a request that comes with
+one is answered at once and its connection closed (``app.LiveState``), never read to its end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from interlock.runtime.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.metrics import CONTENT_TYPE
+from interlock.runtime.ops.routes import ROUTES
+from interlock.runtime.ops.ui import STATIC
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.resolve import shown
+from interlock.runtime.state.base import SlotReport
+from interlock.runtime.surfaces.openai import error_body
+from interlock.runtime.tables import Candidate, worker_label
+
+if TYPE_CHECKING:
+    from interlock.runtime.services import LiveState
+    from interlock.runtime.usage.ledger import Ledger
+
+_STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCatalog:
+    """``GET /v1/models`` and ``GET /v1/models/{id}`` of one plan, encoded once: aliases first, then the
+    plan's ``provider/model`` candidates when the plan allows direct models."""
+
+    listing: bytes
+    by_id: Mapping[str, bytes]
+
+
+def model_objects(plan: RuntimePlan) -> list[dict[str, Any]]:
+    """OpenAI model objects (``id``, ``object``, ``created``, ``owned_by``) with a short ``description``."""
+    data: list[dict[str, Any]] = [
+        {
+            "id": name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "interlock",
+            "description": a.description or "alias: " + " -> ".join(c.id for c in a.candidates),
+        }
+        for name, a in plan.aliases.items()
+    ]
+    if plan.server.direct_models:
+        data.extend(
+            {
+                "id": cid,
+                "object": "model",
+                "created": 0,
+                "owned_by": c.provider,
+                "description": _candidate_description(c),
+            }
+            for cid, c in plan.candidates.items()
+        )
+    return data
+
+
+def _candidate_description(candidate: Candidate) -> str:
+    text = f"{candidate.model} on provider {candidate.provider} ({candidate.kind})"
+    if candidate.capabilities is not None:
+        text += "; " + ", ".join(sorted(candidate.capabilities))
+    if candidate.context_tokens is not None:
+        text += f"; {candidate.context_tokens} context tokens"
+    return text
+
+
+def model_catalog(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> ModelCatalog:
+    """The catalog ``caller`` sees: only what its ACL lets it call (everything for an anonymous one)."""
+    objects = [m for m in model_objects(plan) if caller.may_call(m["id"])]
+    return ModelCatalog(
+        listing=orjson.dumps({"object": "list", "data": objects}),
+        by_id={m["id"]: orjson.dumps(m) for m in objects},
+    )
+
+
+def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
+    """OpenAI's 404 for an unknown model, saying what this gateway does list."""
+    shown = model_id if len(model_id) <= 100 else model_id[:99] + "…"
+    if plan.server.direct_models:
+        listed = "its aliases and the plan's provider/model candidates"
+    else:
+        listed = "its aliases (direct provider/model requests are not allowed)"
+    return error_body(
+        f"The model `{shown}` does not exist on this gateway; GET /v1/models lists {listed}",
+        "invalid_request_error",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def build_admin(live: LiveState) -> FastAPI:
+    """The cold endpoints' application. FastAPI's own OpenAPI generation is off: ``/openapi.json`` is the
+    gateway's document of the plan being served (``ops.openapi``), which ``/docs`` shows."""
+    catalogs: dict[tuple[str, str | None], ModelCatalog] = {}
+
+    def catalog(plan: RuntimePlan, request: Request) -> ModelCatalog:
+        """Built once per plan and caller key (the first request after a load or reload), then a
+        lookup; at most one per key of the plan, plus the anonymous one."""
+        caller = caller_of(request.scope)
+        found = catalogs.get((plan.content_hash, caller.key_id))
+        if found is None:
+            if any(digest != plan.content_hash for digest, _ in catalogs):
+                catalogs.clear()
+            found = catalogs[plan.content_hash, caller.key_id] = model_catalog(plan, caller)
+        return found
+
+    openapi_docs: dict[tuple[str, str | None], bytes] = {}
+
+    def documents(plan: RuntimePlan, request: Request) -> bytes:
+        """``/openapi.json`` of one plan for one caller key: built on its first request after a load or
+        reload (like the catalog: at most one per key of the plan, plus the anonymous one)."""
+        from interlock.runtime.ops.openapi import plan_document
+
+        caller = caller_of(request.scope)
+        found = openapi_docs.get((plan.content_hash, caller.key_id))
+        if found is None:
+            if any(digest != plan.content_hash for digest, _ in openapi_docs):
+                openapi_docs.clear()
+            document = orjson.dumps(plan_document(plan, caller))
+            found = openapi_docs[plan.content_hash, caller.key_id] = document
+        return found
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)  # the only class this handler is registered for
+        status = exc.status_code
+        message = f"{request.method} {shown(request.url.path)}: {exc.detail}"
+        body = error_body(message, _STATUS_TYPES.get(status, "invalid_request_error"), code=str(status))
+        return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
+
+    async def models(request: Request) -> Response:
+        return Response(catalog(live.plan, request).listing, media_type="application/json")
+
+    async def model(request: Request) -> Response:
+        plan = live.plan
+        model_id: str = request.path_params["model_id"]
+        body = catalog(plan, request).by_id.get(model_id)
+        if body is None:
+            return Response(model_not_found(plan, model_id), status_code=404, media_type="application/json")
+        return Response(body, media_type="application/json")
+
+    async def aliases(request: Request) -> Response:
+        plan = live.plan
+        caller = caller_of(request.scope)
+        data = [
+            {
+                "name": name,
+                "description": alias.description,
+                "requires": list(alias.requires),
+                "candidates": [_candidate(live, c) for c in alias.candidates],
+            }
+            for name, alias in plan.aliases.items()
+            if caller.may_call(name)
+        ]
+        return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
+
+    async def health(request: Request) -> Response:
+        return json_response(health_report(live, await live.slots.report()))
+
+    async def metadata(request: Request) -> Response:
+        return json_response(metadata_report(live))
+
+    async def metrics(request: Request) -> Response:
+        return Response(live.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    async def healthz(request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        if live.ready:
+            return json_response({"status": "ready", "plan": live.plan.content_hash})
+        return json_response({"status": "starting", "plan": live.plan.content_hash}, status=503)
+
+    async def ui(request: Request) -> Response:
+        from interlock.runtime.ops.ui.page import render_page  # jinja2: loaded on the first /ui request
+
+        return html_response(await render_page(live))
+
+    async def ui_static(request: Request) -> Response:
+        from interlock.runtime.ops.ui.page import static
+
+        name: str = request.path_params["name"]
+        media_type = STATIC.get(name)
+        if media_type is None:
+            raise HTTPException(404, "Not Found")
+        return Response(static(name), media_type=media_type, headers=UI_HEADERS)
+
+    async def ui_section(request: Request) -> Response:
+        from interlock.runtime.ops.ui.page import render_section
+
+        text = await render_section(live, request.path_params["section"])
+        if text is None:
+            raise HTTPException(404, "Not Found")
+        return html_response(text)
+
+    async def openapi(request: Request) -> Response:
+        return Response(documents(live.plan, request), media_type="application/json")
+
+    async def docs(request: Request) -> Response:
+        page = get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="interlock: the gateway's API",
+            swagger_js_url="/docs/static/swagger-ui-bundle.js",
+            swagger_css_url="/docs/static/swagger-ui.css",
+            swagger_favicon_url="/ui/static/favicon.svg",
+        )
+        return Response(page.body, media_type="text/html; charset=utf-8", headers=DOCS_HEADERS)
+
+    async def docs_static(request: Request) -> Response:
+        asset: str = request.path_params["asset"]
+        media_type = DOCS_STATIC.get(asset)
+        if media_type is None:
+            raise HTTPException(404, "Not Found")
+        return Response(docs_asset(asset), media_type=media_type, headers=DOCS_HEADERS)
+
+    endpoints: dict[str, Callable[[Request], Awaitable[Response]]] = {
+        "/v1/models": models,
+        "/v1/models/{model_id:path}": model,
+        "/v1/aliases": aliases,
+        "/v1/health": health,
+        "/v1/metadata": metadata,
+        "/metrics": metrics,
+        "/healthz": healthz,
+        "/readyz": readyz,
+        "/ui": ui,
+        "/ui/static/{name}": ui_static,
+        "/ui/{section}": ui_section,
+        "/openapi.json": openapi,
+        "/docs": docs,
+        "/docs/static/{asset}": docs_static,
+    }
+    if endpoints.keys() != {route.path for route in ROUTES}:  # a row without its endpoint, or the reverse
+        raise RuntimeError(
+            f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
+        )
+    app = FastAPI(
+        openapi_url=None, docs_url=None, redoc_url=None, exception_handlers={HTTPException: http_error}
+    )
+    for route in ROUTES:
+        app.add_api_route(
+            route.path, endpoints[route.path], methods=list(route.methods), include_in_schema=False
+        )
+    # no `/v1/health/` -> `/v1/health` redirect: Starlette builds its Location from the Host header,
+    # which the caller writes (`Host: evil.example` was sent to `http://evil.example/v1/health`)
+    app.router.redirect_slashes = False
+    return app
+
+
+DOCS_STATIC = {  # Swagger UI's files that /docs loads, shipped in the fastapi-offline package
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+}
+
+DOCS_HEADERS = {
+    "cache-control": "no-cache",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+def docs_asset(name: str) -> bytes:
+    """One of Swagger UI's files (a name in ``DOCS_STATIC``), read from the fastapi-offline package."""
+    from importlib import resources
+
+    return resources.files("fastapi_offline").joinpath("static", name).read_bytes()
+
+
+UI_HEADERS = {
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+}
+
+
+def html_response(text: str) -> Response:
+    return Response(text, media_type="text/html; charset=utf-8", headers=UI_HEADERS)
+
+
+def _candidate(live: LiveState, candidate: Candidate) -> dict[str, Any]:
+    return {
+        "id": candidate.id,
+        "provider": candidate.provider,
+        "model": candidate.model,
+        "healthy": candidate_healthy(live, candidate),
+        **live.health.candidate_report(candidate.id),
+    }
+
+
+def candidate_healthy(live: LiveState, candidate: Candidate) -> bool:
+    health = live.health
+    if health.candidate_block(candidate.id) is not None:
+        return False
+    return any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
+
+
+def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str, Any]:
+    """Providers, workers and every candidate, redacted: labels, times, statuses, short classes.
+
+    ``slots`` is the backend's whole view (with ``--workers N``: every process of the host together).
+    """
+    plan, health = live.plan, live.health
+    providers: dict[str, Any] = {}
+    for name, provider in plan.providers.items():
+        endpoints = [
+            {"endpoint": e.label, "worker": w, **health.endpoint_report(e.label)}
+            for e, w in zip(provider.endpoints, provider.workers, strict=True)
+        ]
+        providers[name] = {
+            "kind": provider.kind,
+            "probe": provider.probe,
+            "healthy": any(e["healthy"] for e in endpoints),
+            "endpoints": endpoints,
+        }
+    workers: dict[str, Any] = {}
+    scores, speeds = live.scorer.report(), live.speeds.snapshot()
+    for name, limits in plan.workers.items():
+        pool = slots.get(name) or SlotReport()
+        workers[name] = {
+            "provider": limits.provider,
+            "healthy": health.endpoint_usable(worker_label(limits.provider, name)),
+            "max_concurrent": limits.max_concurrent,
+            "slots_in_use": pool.in_use,
+            "in_use_by_model": dict(pool.per_model),
+            "queue_waiting": pool.waiting,
+            "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
+        }
+        telemetry = live.telemetry.report(name)
+        if telemetry is not None:  # only for workers that declare telemetry
+            workers[name]["telemetry"] = telemetry
+        workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
+        workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
+    candidates = {cid: _candidate(live, c) for cid, c in plan.candidates.items()}
+    state = live.slots
+    slot_state: dict[str, Any] = {"scope": state.scope, "degraded": state.degraded}
+    if live.fleet.usable:  # per candidate: waiting for any of its workers (this process)
+        slot_state["fleet_waiting"] = live.fleet.report()
+    report: dict[str, Any] = {
+        "plan": {
+            "content_hash": plan.content_hash,
+            "loaded_at": live.loaded_at,
+            "last_reload": live.last_reload,
+        },
+        "ready": live.ready,
+        "providers": providers,
+        "workers": workers,
+        "slot_state": slot_state,
+        "usage": usage_report(live.ledger, plan),
+        "candidates": candidates,
+    }
+    if plan.routing.sticky is not None:  # only when sticky sessions are on
+        report["sticky_sessions"] = {"sessions": len(live.sticky), "repinned": live.sticky.repinned}
+    return report
+
+
+def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
+    """The usage ledger's writer (where it commits, what is not committed yet) and every tenant's and
+    key's budget for the month (``∞``: unlimited)."""
+    from interlock.runtime.usage.credits import budget_report
+
+    return {
+        "store": ledger.store.kind,
+        "waiting_debits": ledger.waiting,
+        "commits": ledger.flushes,
+        "failures": ledger.failures,
+        "last_error": ledger.last_error,
+        **budget_report(ledger, plan.source.access),
+    }
+
+
+def metadata_report(live: LiveState) -> dict[str, Any]:
+    """What the preflight knows now: live worker facts, and per candidate and route its capabilities and
+    effective context with their source (``loaded``, ``modelfile``, ``default``, ``declared``, ...)."""
+    from interlock.runtime.fleet.fit import capabilities_on, effective_context
+
+    plan, facts = live.plan, live.facts
+    candidates: dict[str, Any] = {}
+    for cid, candidate in plan.candidates.items():
+        routes = {}
+        for route in candidate.routes:
+            caps = capabilities_on(route, candidate, facts)
+            window, source = effective_context(route, candidate, facts)
+            info = facts.model(route.endpoint.label, candidate.facts_key) if route.worker else None
+            if caps is None:
+                caps_source = "unknown"
+            else:
+                caps_source = "live" if info is not None and info.capabilities is not None else "declared"
+            routes[route.endpoint.label] = {
+                "capabilities": sorted(caps) if caps is not None else None,
+                "capabilities_source": caps_source,
+                "context_tokens": window,
+                "context_source": source,
+            }
+        candidates[cid] = routes
+    return {"mode": plan.preflight.mode, "workers": facts.snapshot(), "candidates": candidates}

@@ -1,0 +1,170 @@
+"""Concurrency slots per worker: a per-model limit, the worker's ``max_concurrent``, a bounded FIFO queue.
+
+A request takes a slot before it calls the worker and gives it back when the call is over, whatever way
+it ends (success, error, cancellation, client disconnect): ``SlotLease.release`` is idempotent and every
+caller releases in ``finally``. When no slot is free the request waits in the worker's queue, at most
+``max_waiting`` deep and ``max_wait`` long; past either bound it gets ``SlotUnavailable`` (429 with
+``Retry-After``). A freed slot is handed directly to the first waiter that can use it, so a newcomer never
+overtakes a waiter that could have run, and a waiter for a busy model does not block one for an idle model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.tables import WorkerLimits
+
+
+@dataclass(slots=True)
+class _Waiter:
+    model: str
+    limit: int
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True, eq=False)
+class SlotLease:
+    """One held slot. ``release`` is safe to call more than once."""
+
+    pool: SlotPool
+    model: str
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.pool._release(self.model)
+
+
+@dataclass(eq=False)
+class SlotPool:
+    """The slots of one worker. Survives plan reloads; ``configure`` updates its bounds in place."""
+
+    name: str
+    max_concurrent: int
+    max_waiting: int
+    max_wait_s: float
+    in_use: int = 0
+    per_model: dict[str, int] = field(default_factory=dict)
+    waiters: deque[_Waiter] = field(default_factory=deque)
+    rejected: int = 0
+
+    def configure(self, max_concurrent: int, max_waiting: int, max_wait_s: float) -> None:
+        self.max_concurrent = max_concurrent
+        self.max_waiting = max_waiting
+        self.max_wait_s = max_wait_s
+        self._wake()
+
+    def try_acquire(self, model: str, limit: int) -> SlotLease | None:
+        """A slot now, or None."""
+        if self.in_use < self.max_concurrent and self.per_model.get(model, 0) < limit:
+            self._take(model)
+            return SlotLease(self, model)
+        return None
+
+    async def acquire(self, model: str, limit: int) -> SlotLease:
+        """A slot now, or after waiting in the queue; ``SlotUnavailable`` past the queue's bounds."""
+        lease = self.try_acquire(model, limit)
+        if lease is not None:
+            return lease
+        if len(self.waiters) >= self.max_waiting or self.max_wait_s <= 0:
+            self.rejected += 1
+            raise SlotUnavailable(
+                f"worker {self.name} has no free slot for {model} and its queue is full "
+                f"({len(self.waiters)} waiting)",
+                retry_after=self.retry_after(),
+            )
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(model, limit, loop.create_future())
+        self.waiters.append(waiter)
+        timer = loop.call_later(self.max_wait_s, self._expire, waiter)
+        try:
+            await waiter.future
+        except SlotUnavailable:
+            raise
+        except BaseException:  # cancelled (client gone): give back a slot handed over meanwhile
+            settled = waiter.future
+            if settled.done() and not settled.cancelled() and settled.exception() is None:
+                self._release(model)
+            else:
+                self._forget(waiter)
+            raise
+        finally:
+            timer.cancel()
+        return SlotLease(self, model)
+
+    def retry_after(self) -> int:
+        return max(1, math.ceil(self.max_wait_s))
+
+    def _take(self, model: str) -> None:
+        self.in_use += 1
+        self.per_model[model] = self.per_model.get(model, 0) + 1
+
+    def _release(self, model: str) -> None:
+        self.in_use -= 1
+        left = self.per_model[model] - 1
+        if left:
+            self.per_model[model] = left
+        else:
+            del self.per_model[model]
+        if self.waiters:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Hand free slots to the first waiters that can use them, in arrival order."""
+        if not self.waiters or self.in_use >= self.max_concurrent:
+            return
+        kept: deque[_Waiter] = deque()
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if waiter.future.done():
+                continue
+            if self.in_use < self.max_concurrent and self.per_model.get(waiter.model, 0) < waiter.limit:
+                self._take(waiter.model)
+                waiter.future.set_result(None)
+            else:
+                kept.append(waiter)
+        self.waiters = kept
+
+    def _expire(self, waiter: _Waiter) -> None:
+        if waiter.future.done():
+            return
+        self._forget(waiter)
+        self.rejected += 1
+        waiter.future.set_exception(
+            SlotUnavailable(
+                f"worker {self.name} had no free slot for {waiter.model} within "
+                f"{self.max_wait_s:g}s ({len(self.waiters)} waiting)",
+                retry_after=self.retry_after(),
+            )
+        )
+
+    def _forget(self, waiter: _Waiter) -> None:
+        with contextlib.suppress(ValueError):
+            self.waiters.remove(waiter)
+
+
+class SlotTable:
+    """Every worker's pool, by worker name; pools outlive plan reloads so in-flight leases stay counted."""
+
+    def __init__(self) -> None:
+        self.pools: dict[str, SlotPool] = {}
+
+    def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
+        """The current plan's bounds: new workers get a pool, known ones keep theirs, updated."""
+        for name, w in workers.items():
+            self.bound(name, w.max_concurrent, w.max_waiting, w.max_wait_s)
+
+    def bound(self, name: str, max_concurrent: int, max_waiting: int, max_wait_s: float) -> None:
+        """One worker's bounds: a new pool, or the known one updated in place."""
+        pool = self.pools.get(name)
+        if pool is None:
+            self.pools[name] = SlotPool(name, max_concurrent, max_waiting, max_wait_s)
+        else:
+            pool.configure(max_concurrent, max_waiting, max_wait_s)

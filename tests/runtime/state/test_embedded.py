@@ -1,0 +1,182 @@
+"""The embedded backend: the supervisor's slot server and worker clients, on a real Unix socket (what
+every backend does is in ``test_contract.py``; this module holds what only this one does)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.errors import ConnectFailed
+from interlock.runtime.health import HealthBook
+from interlock.runtime.state import open_backend
+from interlock.runtime.state.embedded import EmbeddedCounters, EmbeddedSlots, SlotServer
+from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.state.redis import RedisSlots
+from interlock.runtime.tables import HealthSettings, WorkerLimits
+from tests.waiting import PATIENCE_S, until
+
+# max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[SlotServer]:
+    slots = SlotServer(str(tmp_path / "slots.sock"))
+    slots.start()
+    try:
+        yield slots
+    finally:
+        slots.stop()
+
+
+async def client(server: SlotServer) -> EmbeddedSlots:
+    backend = EmbeddedSlots(server.path)
+    backend.configure(LIMITS)
+    await backend.start()
+    return backend
+
+
+def test_the_table_lists_every_backend() -> None:
+    assert isinstance(open_backend(None), MemorySlots)
+    assert isinstance(open_backend("unix:/tmp/x.sock"), EmbeddedSlots)
+    assert isinstance(open_backend("redis://127.0.0.1:1/0"), RedisSlots)  # connects only at start
+    known = r"\(known: memory:, unix:, redis:, rediss:\)"
+    with pytest.raises(ValueError, match=rf"^unknown state backend 'valkey:' {known}$"):
+        open_backend("valkey://localhost")
+
+
+def test_a_lost_connection_frees_its_slots_and_queue_places(server: SlotServer) -> None:
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        assert await a.acquire("box", "m", 1, wait=True) is not None
+        queued = asyncio.create_task(a.acquire("box", "x", 2, wait=True))
+        other = await b.acquire("box", "y", 2, wait=True)  # max_concurrent 2: now full
+        assert other is not None
+        await until(lambda: len(server.table.pools["box"].waiters) == 1, "a's second request to queue")
+        await a.close()  # as a killed worker's socket closes
+        queued.cancel()
+        await until(lambda: server.table.pools["box"].in_use == 1, "a's slot to come back")
+        assert len(server.table.pools["box"].waiters) == 0
+        assert (await b.report())["box"].per_model == {"y": 1}
+        await other.release()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_without_the_server_limits_hold_per_process_and_say_so(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        lonely = EmbeddedSlots(str(tmp_path / "missing.sock"))
+        lonely.configure(LIMITS)
+        await lonely.start()
+        assert (lonely.degraded, lonely.fallbacks) == (True, 1)
+        held = await lonely.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        assert await lonely.acquire("box", "m", 1, wait=False) is None  # the local table still limits
+        await held.release()
+        assert lonely.local("box").in_use == 0
+        await lonely.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_server_that_goes_away_fails_waiters_over_to_the_local_table(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        slots = SlotServer(str(tmp_path / "s.sock"))
+        slots.start()
+        a = await client(slots)
+        held = await a.acquire("box", "m", 1, wait=True)
+        assert held is not None
+        waiting = asyncio.create_task(a.acquire("box", "m", 1, wait=True))
+        await until(lambda: slots.table.pools["box"].waiters, "the queue")
+        slots.stop()
+        lease = await asyncio.wait_for(waiting, PATIENCE_S)  # never hangs: the local table answers
+        assert lease is not None
+        assert (a.degraded, a.fallbacks) == (True, 1)
+        await lease.release()
+        await held.release()  # the server's slot: nothing to tell anyone
+        await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_endpoint_one_worker_finds_dead_is_skipped_by_the_others(server: SlotServer) -> None:
+    settings = HealthSettings(
+        failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
+    )
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        # The server passes a finding on to the connections it has accepted: b's connect returns before
+        # the server's thread has run its handler, so a finding sent at once could go before b is there.
+        await until(lambda: server.connections == 2, "the server to accept both workers")
+        book_a, book_b = HealthBook(settings), HealthBook(settings)
+        a.share_health(book_a)
+        b.share_health(book_b)
+        book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
+        assert not book_a.endpoint_usable("local@box")
+        await until(lambda: not book_b.endpoint_usable("local@box"), "b to hear of it")
+        book_a.record_success("local/m", "local@box")  # back
+        await until(lambda: book_b.endpoint_usable("local@box"), "b to hear it is back")
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_caller_limits_are_one_count_for_the_host_and_a_dead_worker_gives_its_share_back(
+    server: SlotServer,
+) -> None:
+    pair = Budget("t:ops", 0, 0, 2)
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        assert isinstance(ca, EmbeddedCounters)
+        assert await ca.take([pair]) is None
+        assert await cb.take([pair]) is None
+        assert await ca.take([pair]) == Refusal("t:ops", "max_concurrent", 2, 1.0)
+        await cb.done([pair], 3)
+        await until(lambda: server.counters.in_flight["t:ops"] == 1, "b's request to end")
+        assert server.counters.tokens["t:ops"] == 3
+        assert await cb.take([pair]) is None
+        await b.close()  # b dies holding one: the server gives it back
+        await until(lambda: server.counters.in_flight["t:ops"] == 1, "b's share to come back")
+        server.stop()
+        await until(lambda: a.degraded, "a to see the server gone")
+        assert await ca.take([pair]) is None  # per process now
+        await ca.done([pair], 0)
+        assert isinstance(ca, EmbeddedCounters)
+        assert ca.fallback.in_flight["t:ops"] == 0
+        await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_tokens_held_by_requests_in_flight_count_for_the_host_until_done_or_their_worker_dies(
+    server: SlotServer,
+) -> None:
+    tokens = Budget("k:t", 0, 100, 0)
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        assert await ca.take([tokens], 60) is None
+        assert await cb.take([tokens], 60) is None  # 60 held: still under 100
+        refused = await ca.take([tokens], 60)  # 120 held
+        assert refused is not None
+        assert refused.limit == "tokens_per_minute"
+        await cb.done([tokens], 10, 60)  # b's request used 10 of its 60
+        await until(lambda: server.counters.held["k:t"] == 60, "b's hold to be settled")
+        assert server.counters.tokens["k:t"] == 10
+        await a.close()  # a dies with its 60 held: they are released
+        await until(lambda: server.counters.held["k:t"] == 0, "a's hold to come back")
+        assert await cb.take([tokens], 60) is None
+        await cb.done([tokens], 0, 60)
+        await b.close()
+
+    asyncio.run(scenario())
