@@ -43,6 +43,7 @@ from interlock.runtime.errors import (
     OperatorOnly,
     TwoKeys,
     Unauthenticated,
+    shown,
     whole_seconds,
 )
 from interlock.schema.plan import PlanAccess, PlanLimits
@@ -141,10 +142,9 @@ class Caller:
         return ModelNotFound(self.unknown(name), param="model")
 
     def unknown(self, name: str) -> str:
-        shown = name if len(name) <= 100 else name[:99] + "…"
         return (
-            f"`{shown}` is not a model key `{self.key_id}` (tenant `{self.tenant}`) may use; its aliases: "
-            f"{self.offered or 'none'}; GET /v1/models lists every model it may use"
+            f"`{shown(name)}` is not a model key `{self.key_id}` (tenant `{self.tenant}`) may use; its "
+            f"aliases: {self.offered or 'none'}; GET /v1/models lists every model it may use"
         )
 
 

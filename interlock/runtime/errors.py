@@ -326,6 +326,13 @@ class CapabilityMissing(RequestDoesNotFit):
 
 
 MAX_ECHO = 200  # longest upstream error text passed on to the caller
+MAX_ECHOED_NAME = 100  # longest caller text (a model name, a path) an answer quotes
+
+
+def shown(name: str) -> str:
+    """A caller's text (a model name, a path) as an answer quotes it: cut short, it may be any length.
+    The one rule for every echo (a 100 KB name sent to /api/show was quoted whole)."""
+    return name if len(name) <= MAX_ECHOED_NAME else name[: MAX_ECHOED_NAME - 1] + "…"
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:

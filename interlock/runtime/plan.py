@@ -50,7 +50,7 @@ from interlock.runtime.tables import (
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, RoutingPlan
-from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS, header_value_problem
+from interlock.wire import header_name_problem, header_value_problem
 
 
 class PlanError(InterlockError):
@@ -358,20 +358,19 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
     make the gateway write a broken answer is refused at load, never discovered per request."""
     problems: list[str] = []
     name = plan.server.resolved_header
-    if not HTTP_TOKEN.fullmatch(name):
+    problem = header_name_problem(name)
+    if problem == "is not a valid HTTP header name":
         problems.append(
-            f"server.resolved_header {name!a} is not a valid HTTP header name "
-            "(letters, digits and !#$%&'*+-.^_`|~ only)"
+            f"server.resolved_header {name!a} {problem} (letters, digits and !#$%&'*+-.^_`|~ only)"
         )
-    elif name.lower() in RESERVED_HEADERS:
-        problems.append(
-            f"server.resolved_header {name!a} is a header the gateway sets itself; choose another name"
-        )
+    elif problem is not None:
+        problems.append(f"server.resolved_header {name[:100]!a} {problem}; choose another name")
     for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates), ("worker", plan.workers)):
         for value in names:
             reason = header_value_problem(value)
             if reason is not None:
-                problems.append(f"{kind} {value!a} cannot be sent in a response header: {reason}")
+                shown = value if len(value) <= 100 else value[:99] + "…"
+                problems.append(f"{kind} {shown!a} cannot be sent in a response header: {reason}")
     if problems:
         raise PlanError(f"{origin}: the plan would send broken response headers: " + "; ".join(problems))
 

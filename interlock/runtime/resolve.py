@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from interlock.runtime.access import ANONYMOUS, Caller
-from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound
+from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound, shown
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.tables import Target
 
@@ -65,8 +65,3 @@ def resolve(plan: RuntimePlan, model: str | None, caller: Caller = ANONYMOUS) ->
 
 def _listed(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
-
-
-def shown(name: str) -> str:
-    """A caller's text (a model name, a path) as echoed in an error: cut short, it may be any length."""
-    return name if len(name) <= 100 else name[:99] + "…"

@@ -221,6 +221,16 @@ def test_an_alias_that_cannot_be_sent_in_a_header_is_refused(plan_data: PlanData
     assert "\n" not in str(caught.value)
 
 
+def test_an_alias_too_long_for_a_header_is_refused_and_named_cut_short(plan_data: PlanData) -> None:
+    name = "t/" + "a" * 300
+    with pytest.raises(PlanError) as caught:
+        build(_renamed_alias(plan_data(), "t/cloud", name))
+    message = str(caught.value)
+    assert message.startswith("plan: the plan would send broken response headers: alias 't/aaa")
+    assert "it is 302 characters long, more than 256" in message
+    assert len(message) < 400
+
+
 def test_a_candidate_id_with_a_line_break_is_refused(plan_data: PlanData) -> None:
     data = plan_data()
     data["candidates"]["cloud/c1"]["id"] = "cloud/c1\n"
@@ -239,6 +249,9 @@ def test_a_candidate_id_with_a_line_break_is_refused(plan_data: PlanData) -> Non
         ("X Resolved", "is not a valid HTTP header name"),
         ("Content-Length", "is a header the gateway sets itself"),
         ("x-interlock-plan", "is a header the gateway sets itself"),
+        ("Set-Cookie", "means something to browsers, caches or proxies"),
+        ("Location", "means something to browsers, caches or proxies"),
+        ("Access-Control-Allow-Origin", "means something to browsers, caches or proxies"),
     ],
 )
 def test_a_resolved_header_that_cannot_be_sent_is_refused(
