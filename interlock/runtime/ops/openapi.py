@@ -127,13 +127,21 @@ def plan_document(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> dict[str, An
     )
 
 
+TWO_KEYS = "Two different caller keys in one request (`Authorization` and `x-api-key`, or one twice)"
+
+
 def _secure(operation: dict[str, Any], route: Route, *, optional: bool) -> None:
-    """A route behind the caller keys: either scheme (or none, under ``optional``), and its 401."""
+    """A route behind the caller keys: either scheme (or none, under ``optional``), its 401, and the 400
+    for two different keys (where the route has no 400 of its own)."""
     operation["security"] = [{"bearer": []}, {"apiKey": []}, *([{}] if optional else [])]
-    answer: dict[str, Any] = {"description": STATUSES["401"]}
-    if route.method != "HEAD":
-        answer["content"] = {"application/json": {"schema": route.doc.error or OPENAI_ERROR}}
-    operation["responses"]["401"] = answer
+    content = {"application/json": {"schema": route.doc.error or OPENAI_ERROR}}
+    for status, description in (("401", STATUSES["401"]), ("400", TWO_KEYS)):
+        if status in operation["responses"]:
+            continue
+        answer: dict[str, Any] = {"description": description}
+        if route.method != "HEAD":
+            answer["content"] = content
+        operation["responses"][status] = answer
 
 
 OPERATOR_ONLY = "The route shows every tenant's state and the key sent is not an operator (`operator: true`)"
