@@ -3,7 +3,7 @@
 The metadata fetcher (``runtime.fleet.metadata``, driven by the probe loop) is the only writer: it replaces
 whole entries, never mutates one, so a reader always sees a consistent entry. Readers (the preflight
 guards, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint label
-(``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``plan.ollama_name``).
+(``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``patterns.ollama_name``).
 
 Invariants: an entry present is what the worker last said; an entry absent is *unknown* (never "lacks").
 A failed ``/api/ps`` makes the loaded set unknown (``None``) rather than keeping a stale one, since
