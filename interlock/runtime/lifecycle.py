@@ -92,6 +92,10 @@ class Parsed:
     stream: bool
     body: dict[str, Any]
     echo: Any = None
+    # what the caller sent that the internal form cannot carry (named in X-Interlock-Dropped)
+    dropped: tuple[str, ...] = ()
+    # what the surface keeps from the request to render its answers (Responses: flattened tools' namespaces)
+    extras: Any = None
 
 
 def chat_request(model: str | None, stream: bool, internal: dict[str, Any]) -> Parsed:
@@ -490,7 +494,7 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, parsed.operation, parsed.body)
+        say_dropped(headers, answered, parsed.operation, parsed.body, parsed.dropped)
         self.watch.stop()
         await send_json(self.send, 200, payload, headers)
         self._observe_overhead(answered)
@@ -525,7 +529,7 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, "chat", parsed.body)
+        say_dropped(headers, answered, "chat", parsed.body, parsed.dropped)
         headers.extend(render.headers)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
@@ -571,10 +575,17 @@ class Exchange:
 
 
 def say_dropped(
-    headers: list[Header], answered: Answered[Any] | Answered[ChatStream], endpoint: str, body: dict[str, Any]
+    headers: list[Header],
+    answered: Answered[Any] | Answered[ChatStream],
+    endpoint: str,
+    body: dict[str, Any],
+    parsed: tuple[str, ...] = (),
 ) -> None:
-    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got."""
+    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got (those
+    the surface could not put in the internal form, ``parsed``, first)."""
     dropped = DROPS[answered.candidate.kind, endpoint].of(body)
+    if parsed:
+        dropped = [*parsed, *dropped]
     if dropped:
         # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
         shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]

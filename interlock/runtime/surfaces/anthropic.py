@@ -121,8 +121,10 @@ def _turn(index: int, message: Any) -> list[dict[str, Any]]:
     if not isinstance(message, dict):
         raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
     role = message.get("role")
+    if role == "system":  # mid-conversation system turns (Claude Code's beta): kept where they are
+        return [{"role": "system", "content": _text_of(_blocks(message.get("content"), f"{where}.content"))}]
     if role not in ("user", "assistant"):
-        raise InvalidRequest(f"`{where}.role` must be `user` or `assistant`")
+        raise InvalidRequest(f"`{where}.role` must be `user`, `assistant` or `system`")
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
@@ -164,13 +166,20 @@ def _turn(index: int, message: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tools(tools: Any) -> list[dict[str, Any]]:
+def _tools(tools: Any, dropped: list[str]) -> list[dict[str, Any]]:
+    """Function tools for the client tools; server tools (a ``type`` such as ``web_search_20250305``,
+    run by Anthropic) are left out and named in ``dropped`` (``tools.web_search_20250305``)."""
     if not isinstance(tools, list):
         raise InvalidRequest("`tools` must be an array")
     out = []
     for number, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             raise InvalidRequest(f"`tools[{number}].name` must be a string")
+        kind = tool.get("type")
+        if kind not in (None, "custom"):
+            if f"tools.{kind}" not in dropped:
+                dropped.append(f"tools.{kind}")
+            continue
         function: dict[str, Any] = {"name": tool["name"], "parameters": tool.get("input_schema") or {}}
         if tool.get("description"):
             function["description"] = tool["description"]
@@ -191,12 +200,46 @@ def _tool_choice(choice: Any) -> Any:
     raise InvalidRequest("`tool_choice.type` must be auto, any, tool (with a name) or none")
 
 
-def internal_request(body: dict[str, Any], *, counting: bool = False) -> dict[str, Any]:
-    """The internal (OpenAI-shaped) form of a Messages request (``counting``: max_tokens optional)."""
+# the request fields the internal form carries, as they are or translated
+_READ = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "stream",
+    }
+)
+
+
+def _cache_marks(body: dict[str, Any]) -> bool:
+    """Whether any system, message or tool block carries ``cache_control`` (a chat upstream has none)."""
+    system = body.get("system")
+    blocks: list[Any] = [*system] if isinstance(system, list) else []
+    tools = body.get("tools")
+    blocks.extend(tools if isinstance(tools, list) else ())
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks.extend(content)
+    return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
+
+
+def internal_request(body: dict[str, Any], *, counting: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The internal (OpenAI-shaped) form of a Messages request (``counting``: max_tokens optional), and
+    the names of what it cannot carry."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("`messages` must be a non-empty array")
     internal: dict[str, Any] = {"model": body.get("model"), "messages": []}
+    dropped: list[str] = []
     system = body.get("system")
     if system:
         internal["messages"].append({"role": "system", "content": _text_of(_blocks(system, "system"))})
@@ -213,13 +256,23 @@ def internal_request(body: dict[str, Any], *, counting: bool = False) -> dict[st
         if body.get(key) is not None:
             internal[key] = body[key]
     if body.get("tools"):
-        internal["tools"] = _tools(body["tools"])
-        if body.get("tool_choice") is not None:
-            internal["tool_choice"] = _tool_choice(body["tool_choice"])
+        tools = _tools(body["tools"], dropped)
+        if tools:
+            internal["tools"] = tools
+            if body.get("tool_choice") is not None:
+                internal["tool_choice"] = _tool_choice(body["tool_choice"])
     thinking = body.get("thinking")
-    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "enabled":
         internal["think"] = True
-    return internal
+    elif kind == "disabled":
+        internal["think"] = False  # "adaptive": the model decides, as it does when not told
+    for key, value in body.items():
+        if key not in _READ and value is not None:
+            dropped.append(key)
+    if _cache_marks(body):
+        dropped.append("cache_control")
+    return internal, dropped
 
 
 # -- answers ---------------------------------------------------------------------------------------
@@ -347,8 +400,10 @@ class Messages(Surface):
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
         stream = check_stream(body)
-        internal = internal_request(body)
-        return chat_request(model, stream, internal)
+        internal, dropped = internal_request(body)
+        parsed = chat_request(model, stream, internal)
+        parsed.dropped = tuple(dropped)
+        return parsed
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         choice = first_choice(result)
@@ -395,7 +450,7 @@ async def count_tokens(gateway: Gateway, scope: Scope, receive: Receive, send: S
     try:
         body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
         caller_of(scope).check(resolve(plan, check_model(body)).label)
-        internal = internal_request(body, counting=True)
+        internal, _ = internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
     except ClientGone:
         return
