@@ -41,11 +41,12 @@ from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, Unauthentica
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 if TYPE_CHECKING:
-    from interlock.runtime.plan import Target
+    from interlock.runtime.tables import Target
 
 Header = tuple[bytes, bytes]
 
 CALLER = "interlock.caller"
+KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (read for the audit line)
 """The ASGI scope key under which ``Gateway`` leaves the request's ``Caller`` for the handlers."""
 
 OPEN_PATHS = frozenset(("/healthz", "/readyz", "/metrics", "/api/version", "/"))

@@ -15,13 +15,19 @@ from pathlib import Path
 import pytest
 
 from interlock.testing.fake_anthropic import FakeAnthropic
-from interlock.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, ModelSpec
+from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
 from tests.e2e.harness import Served
 
 CLAUDE_KEY = "sk-ant-upstream-SECRET-4b1d"
-CUT_MODEL = ModelSpec("llama-cut:1b", ("completion", "tools"))
+# The workers' models load with a context that holds what the CLIs ask: Claude Code's first request is
+# ~25k prompt tokens plus max_tokens 32000, Codex's ~6k (with the fake's default, 4096, or a 32k
+# Modelfile, the gateway rightly refuses them with a 400 that names the context they need)
+MODELS = tuple(
+    ModelSpec(name, ("completion", "tools"), context_length=131072, num_ctx=131072)
+    for name in ("llama3.2:3b", "llama-cut:1b")
+)
 SAMPLE_TEXT = "interlock-sample-3e9f1c"  # what the sample file holds: proof a tool really ran
 
 PLAN = """\
@@ -109,8 +115,8 @@ def fakes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fakes]:
         claudetools=FakeAnthropic(name="claudetools", api_key=CLAUDE_KEY, reply=tools).start(),
         alpha=FakeOpenAI(name="alpha", reply=text).start(),
         alphatools=FakeOpenAI(name="alphatools", reply=tools).start(),
-        box=FakeOllama(name="box", models=(*DEFAULT_MODELS, CUT_MODEL), reply=text).start(),
-        boxtools=FakeOllama(name="boxtools", reply=tools).start(),
+        box=FakeOllama(name="box", models=MODELS, reply=text).start(),
+        boxtools=FakeOllama(name="boxtools", models=MODELS, reply=tools).start(),
         sample=sample,
     )
     try:

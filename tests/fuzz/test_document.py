@@ -3,8 +3,8 @@ its own handler (never the fallback's 404 or a 405)."""
 
 from __future__ import annotations
 
-from interlock.runtime.openapi import routes
-from interlock.runtime.ui.view import SECTIONS
+from interlock.runtime.ops.openapi import routes
+from interlock.runtime.ops.ui.view import SECTIONS
 from tests.e2e.harness import Served
 
 PARAMS = {"model_id": "fuzz/chat", "name": "page.css", "section": next(iter(SECTIONS))}
