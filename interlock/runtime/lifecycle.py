@@ -63,7 +63,7 @@ from interlock.runtime.resolve import resolve
 from interlock.runtime.serving.connections import STREAM_BODY, StreamBody
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.upstream.base import ChatStream
+from interlock.runtime.upstream.base import ChatStream, Native
 from interlock.runtime.upstream.fields import DROPS
 from interlock.runtime.usage.credits import account_of, check_credits, has_budget
 from interlock.runtime.usage.metering import delta_chars, metered
@@ -192,6 +192,8 @@ async def _handle(
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
+        if parsed.native is not None and surface.forwards:
+            parsed.native = forwarded(parsed.native, scope, surface.forwards)
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model)
         if parsed.echo is None:  # no model named: answers name the default alias
@@ -313,7 +315,7 @@ class Exchange:
         router, parsed = self.services.router, self.parsed
         try:
             answered = await (
-                router.chat(self.target, parsed.body, self.preflight)
+                router.chat(self.target, parsed.body, self.preflight, parsed.native)
                 if parsed.operation == "chat"
                 else router.embed(self.target, parsed.body, self.preflight)
             )
@@ -326,7 +328,8 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, parsed.operation, parsed.body, parsed.dropped)
+        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
+            say_dropped(headers, answered, parsed.operation, parsed.body, parsed.dropped)
         self.watch.stop()
         await send_json(self.send, 200, payload, headers)
         self._observe_overhead(answered)
@@ -347,7 +350,9 @@ class Exchange:
                 await answered.result.aclose()
 
         try:
-            return await router.chat_stream(self.target, self.parsed.body, deliver, self.preflight)
+            return await router.chat_stream(
+                self.target, self.parsed.body, deliver, self.preflight, self.parsed.native
+            )
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             if began:
                 raise
@@ -361,7 +366,8 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, "chat", parsed.body, parsed.dropped)
+        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
+            say_dropped(headers, answered, "chat", parsed.body, parsed.dropped)
         headers.extend(render.headers)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
@@ -404,6 +410,14 @@ class Exchange:
         self.services.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
+
+
+def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
+    """``native`` with the request headers named in ``names`` (a surface's ``forwards``)."""
+    headers = {
+        name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"] if name in names
+    }
+    return Native(native.format, native.body, headers) if headers else native
 
 
 def say_dropped(

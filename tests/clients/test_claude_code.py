@@ -34,6 +34,19 @@ def test_say_hi_prints_the_upstream_s_answer(
     assert ran.stdout.strip() == answer, ran.explain()
 
 
+def test_an_anthropic_upstream_gets_the_request_as_claude_code_sent_it(
+    gateway: Served, fakes: Fakes, tmp_path: Path
+) -> None:
+    fakes.claude.clear_requests()
+    ran = claude(gateway.url, "cl/claude", "say hi", tmp_path)
+    assert ran.returncode == 0, ran.explain()
+    (sent,) = [r for r in fakes.claude.requests if r.model == "claude-fake"]
+    assert "mid-conversation-system-2026-04-07" in sent.headers["anthropic-beta"]
+    assert "system" in [m["role"] for m in sent.body["messages"]]  # where Claude Code put it
+    assert {"metadata", "thinking", "context_management", "output_config"} <= set(sent.body)
+    assert any("cache_control" in block for block in sent.body["system"])
+
+
 def _texts(body: Any) -> list[str]:
     """Every text a request's messages carry, in any of the three formats."""
     out: list[str] = []

@@ -49,6 +49,15 @@ def test_claude_code_s_first_request(gateway: Served, model: str) -> None:
         assert {"cache_control", "metadata", "context_management", "output_config"} <= set(dropped(response))
 
 
+def test_without_the_beta_a_misplaced_system_turn_is_refused_in_anthropic_s_words(gateway: Served) -> None:
+    """Claude Code retries without such turns only when the 400 says ``Unexpected role "system"``."""
+    record = recorded("claude-code-2.1.197_v1_messages.json")
+    record = {**record, "headers": {k: v for k, v in record["headers"].items() if k != "anthropic-beta"}}
+    response = replay(gateway, record, "cl/claude", stream=False)
+    assert response.status_code == 400
+    assert 'Unexpected role "system"' in response.json()["error"]["message"]
+
+
 CODEX_DEFAULT_TOOLS = [  # what Codex 0.171 adds with its defaults (the recording had them turned off)
     {
         "type": "namespace",

@@ -49,6 +49,7 @@ from interlock.runtime.surfaces.base import (
     reasoning,
 )
 from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream
+from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -302,13 +303,16 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
 
 
 class _Events(StreamRender):
-    """Anthropic's event sequence from OpenAI chunks: one open block at a time (thinking, text, a tool)."""
+    """Anthropic's event sequence from OpenAI chunks: one open block at a time (thinking, text, a tool);
+    or, from a Messages upstream that got the caller's own request, its events as they came (the model
+    named in ``message_start`` replaced by the caller's)."""
 
-    __slots__ = ("_block", "_finish", "_index", "_model", "_started", "_usage")
+    __slots__ = ("_block", "_finish", "_index", "_model", "_relayed", "_started", "_usage")
     headers: tuple[Header, ...] = SSE_HEADERS
 
     def __init__(self, model: str) -> None:
         self._model = model
+        self._relayed = False
         self._started = False
         self._block: tuple[str, int] | None = None  # (kind, the OpenAI tool-call index) of the open block
         self._index = -1
@@ -340,7 +344,18 @@ class _Events(StreamRender):
             )
         )
 
+    def _relay(self, chunk: RelayedChunk) -> bytes:
+        self._relayed = True
+        event = chunk.native
+        kind = event.get("type")
+        data = chunk.raw
+        if kind == "message_start" and isinstance(message := event.get("message"), dict):
+            data = orjson.dumps({**event, "message": {**message, "model": self._model}})
+        return b"event: %b\ndata: %b\n\n" % (str(kind).encode(), data)
+
     def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if type(chunk) is RelayedChunk:
+            return self._relay(chunk)
         out: list[bytes] = []
         if not self._started:
             self._started = True
@@ -384,6 +399,8 @@ class _Events(StreamRender):
         return b"".join(out)
 
     def end(self) -> bytes:
+        if self._relayed:  # the upstream's own message_delta and message_stop went by
+            return b""
         out: list[bytes] = []
         self._close(out)
         usage = _usage(self._usage)
@@ -397,7 +414,10 @@ class _Events(StreamRender):
 
 
 class Messages(Surface):
-    """``POST /v1/messages``."""
+    """``POST /v1/messages``; to a Messages upstream, the request goes as it came (``Native``) with its
+    ``anthropic-beta``/``anthropic-version`` headers, and the answer comes back as it came."""
+
+    forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
@@ -405,9 +425,12 @@ class Messages(Surface):
         internal, dropped = internal_request(body)
         parsed = chat_request(model, stream, internal)
         parsed.dropped = tuple(dropped)
+        parsed.native = Native("anthropic", body)
         return parsed
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        if type(result) is Relayed:
+            return orjson.dumps({**result.native, "model": parsed.echo})
         choice = first_choice(result)
         message = choice.get("message") or {}
         content: list[dict[str, Any]] = []

@@ -48,6 +48,7 @@ from interlock.runtime.surfaces.base import (
 )
 from interlock.runtime.surfaces.openai import check_model
 from interlock.runtime.tables import Alias, Candidate
+from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -175,11 +176,12 @@ def _counts(usage: Any) -> dict[str, int]:
 class _NDJSON(StreamRender):
     """Chat (``message``) or generate (``response``) lines; tool calls are sent whole in the last line."""
 
-    __slots__ = ("_calls", "_finish", "_generate", "_model", "_usage")
+    __slots__ = ("_calls", "_finish", "_generate", "_model", "_relayed", "_usage")
     headers = NDJSON_HEADERS
 
     def __init__(self, model: str, generate: bool) -> None:
         self._model = model
+        self._relayed = False
         self._generate = generate
         self._calls: dict[int, dict[str, Any]] = {}
         self._finish: str | None = None
@@ -202,6 +204,9 @@ class _NDJSON(StreamRender):
         return orjson.dumps(line) + b"\n"
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
+            self._relayed = True
+            return orjson.dumps({**chunk.native, "model": self._model}) + b"\n"
         if chunk.get("usage"):
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -225,6 +230,8 @@ class _NDJSON(StreamRender):
         return self._line(content, thinking, done=False)
 
     def end(self) -> bytes:
+        if self._relayed:  # the worker's own last line went by
+            return b""
         reason = _DONE_REASONS.get(self._finish or "stop", "stop")
         return self._line(
             "", None, tool_calls=bool(self._calls), done=True, done_reason=reason, **_counts(self._usage)
@@ -257,9 +264,13 @@ class Chat(_Native):
         }
         _carry(body, internal)
         stream = _stream_flag(body)
-        return chat_request(model, stream, internal)
+        parsed = chat_request(model, stream, internal)
+        parsed.native = Native("ollama", body)  # to a worker: as it came (``ollama_wire.relayed_request``)
+        return parsed
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        if type(result) is Relayed:  # a worker's own answer: as it came, but for the model's name
+            return orjson.dumps({**result.native, "model": parsed.echo})
         choice = first_choice(result)
         message = choice.get("message") or {}
         native: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
@@ -301,6 +312,7 @@ class Generate(Chat):
             messages.append({"role": "system", "content": body["system"]})
         messages.append({"role": "user", "content": prompt, "images": body.get("images")})
         chat = super().parse({**body, "messages": messages, "tools": None})
+        chat.native = None  # the body is not a chat request: the worker gets the translated one
         return chat
 
     def _wrap(

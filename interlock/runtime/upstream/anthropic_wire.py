@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.upstream.base import Endpoint, RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.ollama_wire import completion_id
 from interlock.runtime.upstream.sse import SSEEvents
@@ -200,10 +200,35 @@ def messages_request(body: Mapping[str, Any], model: str, *, stream: bool) -> di
     return request
 
 
-def _usage(usage: Any) -> dict[str, int]:
+def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    """A Messages caller's own request for a Messages upstream: as it came, ``model`` replaced."""
+    request = dict(native)
+    request["model"] = model
+    if stream:
+        request["stream"] = True
+    else:
+        request.pop("stream", None)
+    return request
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    """OpenAI's usage for Anthropic's: ``prompt_tokens`` counts the cached input too (Anthropic's
+    ``input_tokens`` does not), ``prompt_tokens_details.cached_tokens`` what was read from the cache."""
     usage = usage if isinstance(usage, Mapping) else {}
-    prompt, completion = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    read, written = (
+        int(usage.get("cache_read_input_tokens") or 0),
+        int(usage.get("cache_creation_input_tokens") or 0),
+    )
+    prompt = int(usage.get("input_tokens") or 0) + read + written
+    completion = int(usage.get("output_tokens") or 0)
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if read:
+        out["prompt_tokens_details"] = {"cached_tokens": read}
+    return out
 
 
 def chat_completion(answer: Any, model: str) -> dict[str, Any]:
@@ -237,12 +262,16 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 
 
 class EventDecoder(SSEEvents):
-    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``."""
+    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``.
 
-    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_usage", "done")
+    ``relay``: every event comes as one ``RelayedChunk`` (its chunk, or one without choices), holding
+    the event as it came, for a Messages caller."""
 
-    def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
+    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_relay", "_usage", "done")
+
+    def __init__(self, model: str, endpoint: Endpoint, include_usage: bool, *, relay: bool = False) -> None:
         super().__init__(endpoint)
+        self._relay = relay
         self._include_usage = include_usage
         self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
         self._blocks: dict[int, int] = {}  # content block index -> tool call index
@@ -265,6 +294,15 @@ class EventDecoder(SSEEvents):
             raise MalformedResponse("stream event is not valid JSON") from exc
         if not isinstance(event, dict):
             raise MalformedResponse("stream event is not a JSON object")
+        if not self._relay:
+            self._decode(event, out)
+            return
+        before = len(out)
+        self._decode(event, out)
+        chunk = out.pop() if len(out) > before else {**self._head, "choices": []}
+        out.append(RelayedChunk(chunk, event, data))
+
+    def _decode(self, event: dict[str, Any], out: deque[dict[str, Any]]) -> None:
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message") or {}
