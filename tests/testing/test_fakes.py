@@ -272,6 +272,7 @@ def test_every_fault_kind_has_a_constructor() -> None:
         Fault.malformed().kind,
         Fault.stream_error().kind,
         Fault.endless().kind,
+        Fault.recorded(b"{}").kind,
     }
     assert built == set(FaultKind)
 
