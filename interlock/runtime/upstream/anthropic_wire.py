@@ -7,7 +7,8 @@ of one role are merged (Anthropic wants them alternating). ``max_tokens`` is req
 request's ``max_tokens``/``max_completion_tokens``/``options.num_predict``, else ``DEFAULT_MAX_TOKENS``.
 ``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k`` (also from ``options``); tools ->
 ``input_schema``; ``tool_choice`` auto/required/none/named -> auto/any/none/tool; ``parallel_tool_calls:
-false`` -> ``disable_parallel_tool_use``. Refused (``CannotServe``, another candidate may serve): ``n``
+false`` -> ``disable_parallel_tool_use``; ``think`` / ``reasoning_effort`` -> ``thinking`` (a budget per
+level, below ``max_tokens``). Refused (``CannotServe``, another candidate may serve): ``n``
 above 1, ``logprobs``, ``audio``, embeddings.
 
 Answers: text blocks joined into ``content``, ``tool_use`` -> ``tool_calls``, ``thinking`` ->
@@ -195,9 +196,31 @@ def messages_request(body: Mapping[str, Any], model: str, *, stream: bool) -> di
         choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
         if choice is not None:
             request["tool_choice"] = choice
+    thinking = _thinking(body, request["max_tokens"])
+    if thinking is not None:
+        request["thinking"] = thinking
     if stream:
         request["stream"] = True
     return request
+
+
+# ``reasoning_effort`` (and Ollama's ``think`` levels) as a thinking budget; ``think: true`` is medium
+THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}
+MIN_THINKING_BUDGET = 1024  # the least Anthropic takes; it must also stay below max_tokens
+
+
+def _thinking(body: Mapping[str, Any], max_tokens: int) -> dict[str, Any] | None:
+    """Anthropic's ``thinking`` for ``think`` / ``reasoning_effort``: enabled with the level's budget
+    (cut below ``max_tokens``), disabled for ``think: false`` or ``reasoning_effort: none``; None when
+    the request says nothing or the budget does not fit under ``max_tokens``."""
+    think, effort = body.get("think"), body.get("reasoning_effort")
+    if think is False or effort == "none":
+        return {"type": "disabled"}
+    level = think if isinstance(think, str) else effort if isinstance(effort, str) else None
+    if level is None and think is not True:
+        return None
+    budget = min(THINKING_BUDGETS.get(level or "medium", THINKING_BUDGETS["medium"]), max_tokens - 1)
+    return {"type": "enabled", "budget_tokens": budget} if budget >= MIN_THINKING_BUDGET else None
 
 
 def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
