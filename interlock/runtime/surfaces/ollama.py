@@ -173,6 +173,17 @@ def _counts(usage: Any) -> dict[str, int]:
     return counts
 
 
+def _renamed(chunk: RelayedChunk, model: Any) -> bytes:
+    """A worker's line with ``model`` in place of its own: Ollama writes ``"model"`` first, so only that
+    prefix is rewritten (the rest of the line is sent as its bytes came); any other line is written anew."""
+    raw, named = chunk.raw, chunk.native.get("model")
+    if isinstance(named, str):
+        head = b'{"model":' + orjson.dumps(named) + b","
+        if raw.startswith(head):
+            return b'{"model":' + orjson.dumps(model) + b"," + raw[len(head) :] + b"\n"
+    return orjson.dumps({**chunk.native, "model": model}) + b"\n"
+
+
 class _NDJSON(StreamRender):
     """Chat (``message``) or generate (``response``) lines; tool calls are sent whole in the last line."""
 
@@ -206,7 +217,7 @@ class _NDJSON(StreamRender):
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
             self._relayed = True
-            return orjson.dumps({**chunk.native, "model": self._model}) + b"\n"
+            return _renamed(chunk, self._model)
         if chunk.get("usage"):
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
