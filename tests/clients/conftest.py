@@ -100,6 +100,7 @@ def tool_reply(sample: Path) -> Reply:
         tool_calls=(
             ("Read", {"file_path": str(sample)}),  # Claude Code
             ("exec_command", {"cmd": f"cat {sample}"}),  # Codex
+            ("get_weather", {"city": "Paris"}),  # the Agents SDK test's tool
         )
     )
 
