@@ -6,7 +6,12 @@ content blocks map one to one (``text`` -> text parts, ``image`` with a base64 o
 message placed before the rest of that turn); ``tools`` (``input_schema``) -> function tools;
 ``tool_choice`` auto/any/tool/none -> auto/required/named/none; ``stop_sequences`` -> ``stop``;
 ``top_k`` and ``thinking`` (-> ``think``) travel as the native fields the adapters already know (an
-upstream that cannot take them drops them and says so in ``X-Interlock-Dropped``).
+upstream that cannot take them drops them and says so in ``X-Interlock-Dropped``); ``role: "system"``
+turns inside ``messages`` stay system turns where they stand. What the internal form cannot carry
+(``cache_control``, ``metadata``, ``output_config``, ``context_management``, server tools, unknown
+fields) is named in ``X-Interlock-Dropped``. To an ``anthropic`` candidate none of this applies: the
+request goes as it came (``Native``, with its ``anthropic-beta``/``anthropic-version`` headers) and its
+answer and events come back as they came, the model name replaced.
 
 Answers: ``content`` blocks (``thinking``, ``text``, ``tool_use`` with parsed ``input``), ``stop_reason``
 (``end_turn``, ``max_tokens``, ``tool_use``), ``usage`` in/out tokens. Streams follow Anthropic's event

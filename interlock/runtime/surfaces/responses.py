@@ -5,9 +5,13 @@ message; ``input`` as text -> one user message, as items -> messages (``input_te
 parts -> text, ``input_image`` -> an image part), ``function_call`` items -> an assistant's
 ``tool_calls`` (consecutive calls joined), ``function_call_output`` -> ``tool`` messages; ``reasoning``
 items are not sent on (they are the provider's hidden state); function ``tools`` (flat) -> Chat's nested
-tools; ``max_output_tokens`` -> ``max_tokens``; ``reasoning.effort`` -> ``reasoning_effort``;
-``text.format`` json_schema/json_object -> ``response_format``. ``previous_response_id`` is answered
-with a 400: the gateway stores no responses (send the whole conversation as ``input`` items).
+tools, ``namespace`` groups flattened into their function tools (a call of one is answered with its
+``namespace``); hosted tools (``web_search``, ``local_shell``, ``custom``, ...) and their call items are
+left out and named in ``X-Interlock-Dropped`` (no chat upstream can run them), as is every request field
+the internal form does not carry; ``max_output_tokens`` -> ``max_tokens``; ``reasoning.effort`` ->
+``reasoning_effort``; ``text.format`` json_schema/json_object -> ``response_format``.
+``previous_response_id`` is answered with a 400: the gateway stores no responses (send the whole
+conversation as ``input`` items).
 
 Answers are ``response`` objects (``output``: a ``reasoning`` item whose summary is the upstream's
 thinking text when there is one, a ``message`` with ``output_text``, ``function_call`` items;
