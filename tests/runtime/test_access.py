@@ -169,6 +169,7 @@ def test_operator_routes_admit_only_operator_keys_once_one_is_declared() -> None
         guarded.admit(ANONYMOUS, path)
     unguarded = book("optional")  # no operator declared: every caller reads them, as before operators
     assert not unguarded.operators
+    assert OPERATOR_PATHS  # an empty table would let the loop below prove nothing
     for path in OPERATOR_PATHS:
         unguarded.admit(unguarded.authenticate([(b"x-api-key", b"alice-secret-value")]), path)
         unguarded.admit(ANONYMOUS, path)
@@ -206,6 +207,15 @@ def test_every_route_is_open_per_caller_or_for_operators() -> None:
     operator = {path for path in served if operator_route(path) is not None}
     open_ = {path for path in served if not needs_key(path)}
     assert operator == {"/ui", "/ui/{section}", "/v1/health", "/v1/metadata", "/api/ps"}
-    assert open_ == {"/healthz", "/readyz", "/metrics", "/api/version", "/", "/ui/static/{name}"}
+    assert open_ == {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/api/version",
+        "/",
+        "/ui/static/{name}",
+        "/docs",
+        "/docs/static/{asset}",
+    }
     assert served - operator - open_ == PER_CALLER
     assert operator <= {*OPERATOR_PATHS, "/ui/{section}"}

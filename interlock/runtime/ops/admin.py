@@ -1,4 +1,5 @@
-"""The cold endpoints, on Starlette: models, aliases, health, metrics, liveness, readiness, status page.
+"""The cold endpoints, a FastAPI app: models, aliases, health, metrics, liveness, readiness, status page,
+the OpenAPI document and its interactive page (``/docs``, Swagger UI served from a package, offline).
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.applications import Starlette
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from interlock.runtime.access import ANONYMOUS, Caller, caller_of
 from interlock.runtime.metrics import CONTENT_TYPE
@@ -109,9 +110,9 @@ def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
     )
 
 
-def build_admin(live: LiveState) -> Starlette:
-    """The cold endpoints' application (Starlette, not FastAPI: nothing here needs request models or an
-    OpenAPI page of its own, and FastAPI's import was a fifth of the gateway's start; serve_start.py)."""
+def build_admin(live: LiveState) -> FastAPI:
+    """The cold endpoints' application. FastAPI's own OpenAPI generation is off: ``/openapi.json`` is the
+    gateway's document of the plan being served (``ops.openapi``), which ``/docs`` shows."""
     catalogs: dict[tuple[str, str | None], ModelCatalog] = {}
 
     def catalog(plan: RuntimePlan, request: Request) -> ModelCatalog:
@@ -216,6 +217,23 @@ def build_admin(live: LiveState) -> Starlette:
     async def openapi(request: Request) -> Response:
         return Response(documents(live.plan, request), media_type="application/json")
 
+    async def docs(request: Request) -> Response:
+        page = get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="interlock: the gateway's API",
+            swagger_js_url="/docs/static/swagger-ui-bundle.js",
+            swagger_css_url="/docs/static/swagger-ui.css",
+            swagger_favicon_url="/ui/static/favicon.svg",
+        )
+        return Response(page.body, media_type="text/html; charset=utf-8", headers=DOCS_HEADERS)
+
+    async def docs_static(request: Request) -> Response:
+        asset: str = request.path_params["asset"]
+        media_type = DOCS_STATIC.get(asset)
+        if media_type is None:
+            raise HTTPException(404, "Not Found")
+        return Response(docs_asset(asset), media_type=media_type, headers=DOCS_HEADERS)
+
     endpoints: dict[str, Callable[[Request], Awaitable[Response]]] = {
         "/v1/models": models,
         "/v1/models/{model_id:path}": model,
@@ -229,13 +247,40 @@ def build_admin(live: LiveState) -> Starlette:
         "/ui/static/{name}": ui_static,
         "/ui/{section}": ui_section,
         "/openapi.json": openapi,
+        "/docs": docs,
+        "/docs/static/{asset}": docs_static,
     }
     if endpoints.keys() != {route.path for route in ROUTES}:  # a row without its endpoint, or the reverse
         raise RuntimeError(
             f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
         )
-    routes = [Route(route.path, endpoints[route.path], methods=list(route.methods)) for route in ROUTES]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = FastAPI(
+        openapi_url=None, docs_url=None, redoc_url=None, exception_handlers={HTTPException: http_error}
+    )
+    for route in ROUTES:
+        app.add_api_route(
+            route.path, endpoints[route.path], methods=list(route.methods), include_in_schema=False
+        )
+    return app
+
+
+DOCS_STATIC = {  # Swagger UI's files that /docs loads, shipped in the fastapi-offline package
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+}
+
+DOCS_HEADERS = {
+    "cache-control": "no-cache",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+def docs_asset(name: str) -> bytes:
+    """One of Swagger UI's files (a name in ``DOCS_STATIC``), read from the fastapi-offline package."""
+    from importlib import resources
+
+    return resources.files("fastapi_offline").joinpath("static", name).read_bytes()
 
 
 UI_HEADERS = {

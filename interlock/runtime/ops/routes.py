@@ -32,5 +32,7 @@ ROUTES: tuple[AdminRoute, ...] = (
     AdminRoute("/ui/static/{name}", contract.UI_STATIC),
     AdminRoute("/ui/{section}", contract.UI_SECTION),
     AdminRoute("/openapi.json", contract.OPENAPI),
+    AdminRoute("/docs", contract.DOCS),
+    AdminRoute("/docs/static/{asset}", contract.DOCS_STATIC),
 )
 """The admin app's routes; ``build_admin`` registers one endpoint for each, in this order."""

@@ -438,3 +438,14 @@ UI_SECTION = Doc(
     ("404",),
 )
 OPENAPI = Doc("This document", "admin", {"application/json": _obj(("openapi", "paths"))})
+DOCS = Doc(
+    "This document as an interactive page (Swagger UI, served offline)", "admin", {"text/html": STRING}
+)
+DOCS_STATIC = Doc(
+    "The interactive page's script and style (Swagger UI's, shipped in the fastapi-offline package)",
+    "admin",
+    {"text/javascript": STRING, "text/css": STRING},
+    None,
+    OPENAI_ERROR,
+    ("404",),
+)
