@@ -53,7 +53,7 @@ from interlock.runtime.surfaces.base import (
     first_choice,
     reasoning,
 )
-from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream
+from interlock.runtime.surfaces.openai import SSE_HEADERS, cached_tokens, check_model, check_stream
 from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
 
 if TYPE_CHECKING:
@@ -296,11 +296,17 @@ def _input(arguments: Any) -> Any:
 
 
 def _usage(usage: Any) -> dict[str, int]:
+    """Anthropic's usage for OpenAI's: the cached part of the prompt is ``cache_read_input_tokens``,
+    not counted again in ``input_tokens`` (Anthropic counts them apart, OpenAI in the prompt)."""
     usage = usage if isinstance(usage, dict) else {}
-    return {
-        "input_tokens": usage.get("prompt_tokens") or 0,
+    cached = cached_tokens(usage)
+    out = {
+        "input_tokens": (usage.get("prompt_tokens") or 0) - cached,
         "output_tokens": usage.get("completion_tokens") or 0,
     }
+    if cached:
+        out["cache_read_input_tokens"] = cached
+    return out
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:

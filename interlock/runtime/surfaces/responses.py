@@ -43,7 +43,13 @@ from interlock.runtime.surfaces.base import (
     first_choice,
     reasoning,
 )
-from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream, error_body
+from interlock.runtime.surfaces.openai import (
+    SSE_HEADERS,
+    cached_tokens,
+    check_model,
+    check_stream,
+    error_body,
+)
 
 
 def _id(prefix: str) -> str:
@@ -275,7 +281,7 @@ def _usage(usage: Any) -> dict[str, Any]:
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached_tokens(usage), "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
