@@ -55,6 +55,8 @@ from interlock.runtime.surfaces.base import (
 )
 from interlock.runtime.surfaces.openai import SSE_HEADERS, cached_tokens, check_model, check_stream
 from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
+from interlock.runtime.wire.anthropic import source_url
+from interlock.runtime.wire.openai_chat import call_arguments
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -101,12 +103,8 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
 
 
 def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
-    source = block.get("source")
-    if isinstance(source, dict) and source.get("type") == "base64":
-        url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
-    elif isinstance(source, dict) and source.get("type") == "url" and isinstance(source.get("url"), str):
-        url = source["url"]
-    else:
+    url = source_url(block.get("source"))
+    if url is None:
         raise InvalidRequest(f"`{where}.source` must be a base64 or url image source")
     return {"type": "image_url", "image_url": {"url": url}}
 
@@ -287,11 +285,9 @@ def internal_request(body: dict[str, Any], *, counting: bool = False) -> tuple[d
 
 
 def _input(arguments: Any) -> Any:
-    if not isinstance(arguments, str):
-        return arguments or {}
     try:
-        return orjson.loads(arguments or "{}")
-    except orjson.JSONDecodeError:
+        return call_arguments(arguments)
+    except ValueError:  # a model's broken arguments: the client gets an empty input
         return {}
 
 

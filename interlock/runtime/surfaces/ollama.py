@@ -49,6 +49,8 @@ from interlock.runtime.surfaces.base import (
 from interlock.runtime.surfaces.openai import check_model
 from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
+from interlock.runtime.wire.ollama import data_url
+from interlock.runtime.wire.openai_chat import call_arguments
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -60,7 +62,6 @@ NDJSON_HEADERS: tuple[Header, ...] = (
 VERSION = "0.9.0"  # the Ollama API level this surface speaks (clients check it)
 _PASSED = ("options", "format", "keep_alive", "think", "tools")
 _DONE_REASONS = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
-_IMAGE_TYPES = (("/9j/", "image/jpeg"), ("iVBOR", "image/png"), ("R0lG", "image/gif"), ("UklG", "image/webp"))
 
 
 def error_body(message: str) -> bytes:
@@ -86,8 +87,7 @@ def _stream_flag(body: Mapping[str, Any]) -> bool:
 def _data_url(image: Any, where: str) -> dict[str, Any]:
     if not isinstance(image, str) or not image:
         raise InvalidRequest(f"`{where}` must be a base64 string")
-    mime = next((m for prefix, m in _IMAGE_TYPES if image.startswith(prefix)), "image/png")
-    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{image}"}}
+    return {"type": "image_url", "image_url": {"url": data_url(image)}}
 
 
 def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict[str, Any]:
@@ -152,12 +152,10 @@ def _native_calls(calls: Any) -> list[dict[str, Any]]:
     out = []
     for call in calls or ():
         function = call.get("function") or {}
-        arguments: Any = function.get("arguments") or "{}"
-        if isinstance(arguments, str):
-            try:
-                arguments = orjson.loads(arguments)
-            except orjson.JSONDecodeError:
-                arguments = {}
+        try:
+            arguments = call_arguments(function.get("arguments"))
+        except ValueError:  # a model's broken arguments: the client gets an empty object
+            arguments = {}
         out.append({"function": {"name": function.get("name", ""), "arguments": arguments}})
     return out
 

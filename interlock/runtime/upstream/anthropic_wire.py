@@ -31,6 +31,8 @@ from interlock.runtime.upstream.base import Endpoint, RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.ollama_wire import completion_id
 from interlock.runtime.upstream.sse import SSEEvents
+from interlock.runtime.wire.anthropic import url_source
+from interlock.runtime.wire.openai_chat import call_arguments
 
 DEFAULT_MAX_TOKENS = 4096
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
@@ -74,23 +76,14 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
             url = image.get("url") if isinstance(image, Mapping) else image
             if not isinstance(url, str):
                 raise InvalidRequest("an `image_url` part has no url")
-            if url.startswith("data:"):
-                head, _, data = url.partition(",")
-                media = head[5:].split(";")[0] or "image/png"
-                blocks.append(
-                    {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
-                )
-            else:
-                blocks.append({"type": "image", "source": {"type": "url", "url": url}})
+            blocks.append({"type": "image", "source": url_source(url)})
     return blocks
 
 
 def _arguments(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text or {}
     try:
-        return orjson.loads(text or "{}")
-    except orjson.JSONDecodeError:
+        return call_arguments(text)
+    except ValueError:
         raise CannotServe(
             "a tool call's arguments are not JSON; Anthropic takes objects", param="messages"
         ) from None

@@ -41,6 +41,8 @@ from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedRespo
 from interlock.runtime.upstream.base import RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.fields import OLLAMA_OPTION_FIELDS
+from interlock.runtime.wire.ollama import data_url_base64
+from interlock.runtime.wire.openai_chat import call_arguments
 
 # top-level request field -> its key in Ollama's ``options``
 _OPTIONS: dict[str, str] = {
@@ -293,10 +295,9 @@ def _part(part: Any, index: int, number: int) -> tuple[str, str | None]:
 
 def _image(image_url: Any, index: int, number: int) -> str:
     url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
-    if isinstance(url, str) and url.startswith("data:"):
-        header, comma, data = url.partition(",")
-        if comma and header.endswith(";base64"):
-            return data
+    data = data_url_base64(url) if isinstance(url, str) else None
+    if data is not None:
+        return data
     where = f"messages[{index}].content[{number}].image_url"
     if not isinstance(url, str):
         raise InvalidRequest(f"`{where}` needs a url", param=where)
@@ -313,19 +314,17 @@ def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str,
         where = f"messages[{index}].tool_calls"
         raise InvalidRequest(f"`{where}` need a function name", param=where)
     name = function["name"]
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = orjson.loads(arguments) if arguments.strip() else {}
-        except orjson.JSONDecodeError:
-            raise CannotServe(
-                f"Ollama takes tool call arguments as JSON objects; those of {name!r} are not JSON",
-                param=f"messages[{index}].tool_calls",
-            ) from None
+    try:
+        arguments = call_arguments(function.get("arguments"))
+    except ValueError:
+        raise CannotServe(
+            f"Ollama takes tool call arguments as JSON objects; those of {name!r} are not JSON",
+            param=f"messages[{index}].tool_calls",
+        ) from None
     call_id = call.get("id")
     if isinstance(call_id, str):
         tool_names[call_id] = name
-    return {"function": {"name": name, "arguments": arguments if arguments is not None else {}}}
+    return {"function": {"name": name, "arguments": arguments}}
 
 
 def _embedding_inputs(inputs: Any) -> str | list[str]:
