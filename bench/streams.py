@@ -25,6 +25,7 @@ the gateway's percentile less the direct run's.
 
     .venv/bin/python bench/streams.py                       # N = 100 and 1000, both kinds (~2 min)
     .venv/bin/python bench/streams.py --n 3000 --kinds openai --chunks 60 --rate 5
+    .venv/bin/python bench/streams.py --kinds ollama --surface native   # Ollama client -> Ollama worker
 
 Every process shares the machine's cores: on 2 cores the client and the fake take CPU from the gateway
 (their CPU is printed too). Compare figures from one run only.
@@ -401,11 +402,14 @@ def measure(kind: Kind, n: int, args: argparse.Namespace, folder: Path) -> None:
             for label, source in rows:
                 proc, url = start_gateway(config, 1, source=source)
                 try:
-                    address, request = http_request(url, "/v1/chat/completions", body)
-                    run_async(drive(address, request, b"\n\n", b"[DONE]", min(n, 20), 0.2, None))  # warm-up
+                    native = args.surface == "native"  # the client speaks the upstream's own format
+                    path = kind.direct_path if native else "/v1/chat/completions"
+                    sep, end = (kind.direct_sep, kind.direct_end) if native else (b"\n\n", b"[DONE]")
+                    address, request = http_request(url, path, body)
+                    run_async(drive(address, request, sep, end, min(n, 20), 0.2, None))  # warm-up
                     profile = args.py_spy is not None and source is None
                     spy = py_spy(args.py_spy, proc.pid, f"{kind.name}-{n}") if profile else None
-                    through = run_async(drive(address, request, b"\n\n", b"[DONE]", n, args.ramp_s, proc.pid))
+                    through = run_async(drive(address, request, sep, end, n, args.ramp_s, proc.pid))
                     if spy is not None:
                         spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
                         spy.wait(30)
@@ -493,6 +497,12 @@ def main() -> None:
     )
     parser.add_argument("--before-first", action="store_true", help="run the `before` row first")
     parser.add_argument("--floor", action="store_true", help="also: bench/tcp_relay.py, a byte pipe")
+    parser.add_argument(
+        "--surface",
+        choices=("openai", "native"),
+        default="openai",
+        help="what the clients speak to the gateway: OpenAI chat, or the upstream's own format (same-format)",
+    )
     args = parser.parse_args()
     if args.litellm is not None and not args.litellm.exists():
         parser.error(f"--litellm {args.litellm}: no such file (bench/litellm_setup.sh installs LiteLLM)")

@@ -64,7 +64,7 @@ from interlock.runtime.resolve import resolve
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.upstream.base import ChatStream
+from interlock.runtime.upstream.base import ChatStream, Native
 from interlock.runtime.upstream.fields import DROPS
 from interlock.runtime.usage.credits import account_of, has_budget, reserve_credits
 from interlock.runtime.usage.ledger import Hold
@@ -79,12 +79,6 @@ log = logging.getLogger("interlock.requests")
 
 MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
-
-# -- what a surface provides -----------------------------------------------------------------------
-
-
-# -- request ---------------------------------------------------------------------------------------
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -202,6 +196,8 @@ async def _handle(
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
+        if parsed.native is not None and surface.forwards:
+            parsed.native = forwarded(parsed.native, scope, surface.forwards)
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
@@ -333,7 +329,7 @@ class Exchange:
         router, parsed = self.services.router, self.parsed
         try:
             answered = await (
-                router.chat(self.target, parsed.body, self.preflight)
+                router.chat(self.target, parsed.body, self.preflight, parsed.native)
                 if parsed.operation == "chat"
                 else router.embed(self.target, parsed.body, self.preflight)
             )
@@ -346,7 +342,8 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, parsed.operation, parsed.body)
+        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
+            say_dropped(headers, answered, parsed.operation, parsed.body, parsed.dropped)
         self.watch.stop()
         await send_json(self.send, 200, payload, headers)
         self._observe_overhead(answered)
@@ -367,7 +364,9 @@ class Exchange:
                 await answered.result.aclose()
 
         try:
-            return await router.chat_stream(self.target, self.parsed.body, deliver, self.preflight)
+            return await router.chat_stream(
+                self.target, self.parsed.body, deliver, self.preflight, self.parsed.native
+            )
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             if began:
                 raise
@@ -381,7 +380,8 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, "chat", parsed.body)
+        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
+            say_dropped(headers, answered, "chat", parsed.body, parsed.dropped)
         headers.extend(render.headers)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
@@ -426,11 +426,26 @@ class Exchange:
         )
 
 
+def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
+    """``native`` with the request headers named in ``names`` (a surface's ``forwards``)."""
+    headers = {
+        name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"] if name in names
+    }
+    return Native(native.format, native.body, headers) if headers else native
+
+
 def say_dropped(
-    headers: list[Header], answered: Answered[Any] | Answered[ChatStream], endpoint: str, body: dict[str, Any]
+    headers: list[Header],
+    answered: Answered[Any] | Answered[ChatStream],
+    endpoint: str,
+    body: dict[str, Any],
+    parsed: tuple[str, ...] = (),
 ) -> None:
-    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got."""
+    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got (those
+    the surface could not put in the internal form, ``parsed``, first)."""
     dropped = DROPS[answered.candidate.kind, endpoint].of(body)
+    if parsed:
+        dropped = [*parsed, *dropped]
     if dropped:
         # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
         shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]

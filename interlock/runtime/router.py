@@ -48,7 +48,7 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.record import Answered, CandidateRefused
 from interlock.runtime.tables import Candidate, Target
-from interlock.runtime.upstream.base import Adapter, Call, ChatStream, Endpoint
+from interlock.runtime.upstream.base import Adapter, Call, ChatStream, Endpoint, Native
 
 if TYPE_CHECKING:
     from interlock.runtime.tracing.otel import Tracing
@@ -58,15 +58,21 @@ R = TypeVar("R")
 log = logging.getLogger("interlock.router")
 
 
-async def _chat(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    return await adapter.chat(endpoint, model, body)
+async def _chat(
+    adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
+) -> dict[str, Any]:
+    return await adapter.chat(endpoint, model, body, native)
 
 
-async def _stream(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
-    return await adapter.chat_stream(endpoint, model, body)
+async def _stream(
+    adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
+) -> ChatStream:
+    return await adapter.chat_stream(endpoint, model, body, native)
 
 
-async def _embed(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+async def _embed(
+    adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
+) -> dict[str, Any]:
     return await adapter.embed(endpoint, model, body)
 
 
@@ -86,9 +92,14 @@ class Router:
         self.tracing = tracing  # spans per attempt (``--otel``), else None
 
     async def chat(
-        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        preflight: Preflight | None = None,
+        native: Native | None = None,
     ) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _chat, "chat", preflight, _as_is)
+        """``native``: the request in the caller's own format, for a candidate of that format."""
+        return await self._walk(target, body, _chat, "chat", preflight, _as_is, native)
 
     async def chat_stream(
         self,
@@ -96,9 +107,10 @@ class Router:
         body: Mapping[str, Any],
         deliver: Callable[[Answered[ChatStream]], Awaitable[R]],
         preflight: Preflight | None = None,
+        native: Native | None = None,
     ) -> R:
         """Open a stream and hand it to ``deliver`` while its slot is held; the slot goes when it returns."""
-        return await self._walk(target, body, _stream, "chat", preflight, deliver)
+        return await self._walk(target, body, _stream, "chat", preflight, deliver, native)
 
     async def embed(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
@@ -128,6 +140,7 @@ class Router:
         operation: str,
         preflight: Preflight | None,
         deliver: Callable[[Answered[T]], Awaitable[R]],
+        native: Native | None = None,
     ) -> R:
         health, metrics = self.health, self.metrics
         candidates = target.candidates
@@ -172,7 +185,11 @@ class Router:
                 try:
                     sent = body if admission.body is None else admission.body
                     result = await invoke(
-                        self.adapters[candidate.kind], route.endpoint, candidate.model, sent
+                        self.adapters[candidate.kind],
+                        route.endpoint,
+                        candidate.model,
+                        sent,
+                        native if native is not None and native.format == candidate.kind else None,
                     )
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)

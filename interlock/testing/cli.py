@@ -7,6 +7,9 @@ import asyncio
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
 
 from interlock.testing.replies import Reply
 from interlock.testing.server import FakeServer
@@ -27,6 +30,13 @@ def run_fake(
         "--chunks", type=int, default=None, help="stream chunks per reply (default: per word)"
     )
     parser.add_argument("--chunk-delay-s", type=float, default=0.0, help="delay between stream chunks")
+    parser.add_argument(
+        "--tool-call",
+        action="append",
+        default=None,
+        metavar="NAME=JSON",
+        help="script a tool call (repeatable; those whose tool the request offers are made, in order)",
+    )
     parser.add_argument("--no-record", action="store_true", help="do not keep received requests")
     parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own event loop")
     extra(parser)
@@ -36,6 +46,7 @@ def run_fake(
         text=args.reply_text if args.reply_text is not None else base.text,
         chunks=args.chunks,
         chunk_delay_s=args.chunk_delay_s,
+        tool_calls=tuple(_tool_call(parser, text) for text in args.tool_call) if args.tool_call else None,
     )
     fake = build(args)
     runner = asyncio.run
@@ -47,6 +58,17 @@ def run_fake(
         except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
             pass
     runner(_serve(fake))
+
+
+def _tool_call(parser: argparse.ArgumentParser, text: str) -> tuple[str, dict[str, Any]]:
+    name, _, arguments = text.partition("=")
+    try:
+        parsed = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError as exc:
+        parser.error(f"--tool-call {text!r}: the arguments are not JSON ({exc})")
+    if not name or not isinstance(parsed, dict):
+        parser.error(f"--tool-call {text!r}: expected NAME=JSON with a JSON object")
+    return name, parsed
 
 
 async def _serve(fake: FakeServer) -> None:

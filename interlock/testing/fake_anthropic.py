@@ -2,19 +2,25 @@
 
 It demands ``anthropic-version`` on every request (400 without it) and, with ``api_key`` set, exactly
 ``x-api-key: <api_key>`` (401 otherwise, echoing what it got, as a careless upstream might). A request
-without ``max_tokens`` answers 400, as Anthropic does. When the request offers tools and the last user
-turn is not a tool result, it calls the first tool with ``Reply.tool_arguments``. Faults come from
-``FakeServer`` (``Fault.http_status(529)`` is Anthropic's overloaded answer).
+without ``max_tokens`` answers 400, as Anthropic does; so does a ``role: "system"`` turn inside
+``messages`` unless ``anthropic-beta`` names ``mid-conversation-system-2026-04-07`` (with Anthropic's own
+wording, ``Unexpected role "system"``, which Claude Code reads to retry without such turns). When the
+request offers tools and the last user turn is not a tool result, it calls them as ``replies.planned_calls``
+says (several at once when ``Reply.tool_calls`` scripts them). Faults come from ``FakeServer``
+(``Fault.http_status(529)`` is Anthropic's overloaded answer).
+
+Run it out of process: ``python -m interlock.testing.fake_anthropic --port 0`` prints its URL first.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from interlock.testing.replies import Reply, count_words, split_text
+from interlock.testing.replies import Reply, answers_a_tool_use, count_words, planned_calls, split_text
 from interlock.testing.server import (
     Answer,
     ErrorAnswer,
@@ -26,6 +32,7 @@ from interlock.testing.server import (
 )
 
 _SSE = "text/event-stream"
+MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `messages` hold them
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -39,12 +46,17 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
     return b"event: %b\ndata: %b\n\n" % (name.encode(), orjson.dumps({"type": name, **data}))
 
 
-def _answered_tool(messages: Any) -> bool:
-    last = messages[-1] if isinstance(messages, list) and messages else None
-    content = last.get("content") if isinstance(last, dict) else None
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
+def _misplaced_system(messages: list[Any], betas: str) -> ErrorAnswer | None:
+    if MID_CONVERSATION_SYSTEM in betas.replace(" ", "").split(","):
+        return None
+    for number, message in enumerate(messages):
+        if isinstance(message, dict) and message.get("role") == "system":
+            return ErrorAnswer(
+                400,
+                f'messages.{number}: Unexpected role "system". The Messages API accepts a top-level '
+                '`system` parameter, not "system" as an input message role.',
+            )
+    return None
 
 
 class FakeAnthropic(FakeServer):
@@ -108,28 +120,40 @@ class FakeAnthropic(FakeServer):
             return ErrorAnswer(400, "max_tokens: field required")
         model = incoming.model or ""
         messages = body["messages"]
-        tools = body.get("tools") or []
-        tool = tools[0].get("name") if tools and not _answered_tool(messages) else None
+        misplaced = _misplaced_system(messages, incoming.headers.get("anthropic-beta", ""))
+        if misplaced is not None:
+            return misplaced
+        choice = body.get("tool_choice")
+        tools = body.get("tools") if not (isinstance(choice, dict) and choice.get("type") == "none") else None
+        calls = [
+            {
+                "type": "tool_use",
+                "id": f"toolu_{random.getrandbits(64):016x}",
+                "name": name,
+                "input": args,
+            }
+            for name, args in planned_calls(self.reply, tools, answers_a_tool_use(messages))
+        ]
         pieces = split_text(self.reply.render(self.name, model), self.reply.chunks)
         finish = "end_turn"
         if 0 < body["max_tokens"] < len(pieces):
             pieces, finish = pieces[: body["max_tokens"]], "max_tokens"
-        usage = {"input_tokens": count_words(messages), "output_tokens": 1 if tool else len(pieces)}
+        usage = {"input_tokens": count_words(messages), "output_tokens": len(calls) or len(pieces)}
         message_id = f"msg_{random.getrandbits(64):016x}"
-        call_id = f"toolu_{random.getrandbits(64):016x}"
-        arguments = dict(self.reply.tool_arguments)
         if body.get("stream") is True:
             head = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": []}
             start_usage = {"input_tokens": usage["input_tokens"], "output_tokens": 1}
             frames = [
                 _event("message_start", {"message": {**head, "stop_reason": None, "usage": start_usage}})
             ]
-            if tool is not None:
-                block = {"type": "tool_use", "id": call_id, "name": tool, "input": {}}
-                frames.append(_event("content_block_start", {"index": 0, "content_block": block}))
-                for part in split_text(orjson.dumps(arguments).decode(), 2):
-                    delta = {"type": "input_json_delta", "partial_json": part}
-                    frames.append(_event("content_block_delta", {"index": 0, "delta": delta}))
+            if calls:
+                for index, call in enumerate(calls):
+                    block = {**call, "input": {}}
+                    frames.append(_event("content_block_start", {"index": index, "content_block": block}))
+                    for part in split_text(orjson.dumps(call["input"]).decode(), 2):
+                        delta = {"type": "input_json_delta", "partial_json": part}
+                        frames.append(_event("content_block_delta", {"index": index, "delta": delta}))
+                    frames.append(_event("content_block_stop", {"index": index}))
                 finish = "tool_use"
             else:
                 block = {"type": "text", "text": ""}
@@ -140,7 +164,7 @@ class FakeAnthropic(FakeServer):
                     )
                     for piece in pieces
                 )
-            frames.append(_event("content_block_stop", {"index": 0}))
+                frames.append(_event("content_block_stop", {"index": 0}))
             frames.append(
                 _event(
                     "message_delta",
@@ -149,9 +173,8 @@ class FakeAnthropic(FakeServer):
             )
             return StreamAnswer(_SSE, frames, _event("message_stop", {}))
         content: list[dict[str, Any]]
-        if tool is not None:
-            content = [{"type": "tool_use", "id": call_id, "name": tool, "input": arguments}]
-            finish = "tool_use"
+        if calls:
+            content, finish = calls, "tool_use"
         else:
             content = [{"type": "text", "text": "".join(pieces)}]
         return JsonAnswer(
@@ -166,3 +189,21 @@ class FakeAnthropic(FakeServer):
                 "usage": usage,
             }
         )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from interlock.testing.cli import run_fake
+
+    def build(args: Any) -> FakeServer:
+        return FakeAnthropic(
+            name=args.name, api_key=args.api_key, reply=args.reply, record=not args.no_record, port=args.port
+        )
+
+    def extra(parser: Any) -> None:
+        parser.add_argument("--api-key", default=None, help="demand `x-api-key: <key>`")
+
+    run_fake("fake_anthropic", build, argv, extra=extra)
+
+
+if __name__ == "__main__":
+    main()

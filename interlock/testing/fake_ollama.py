@@ -33,6 +33,7 @@ from interlock.testing.replies import (
     Reply,
     count_words,
     embedding_for,
+    last_is_tool_result,
     planned_calls,
     split_text,
 )
@@ -316,7 +317,7 @@ class FakeOllama(FakeServer):
 
     def _tool_calls(self, body: dict[str, Any], messages: list[Any]) -> list[dict[str, Any]]:
         """Native tool calls (object arguments) for the tools the request offers: ``planned_calls``."""
-        planned = planned_calls(self.reply, body.get("tools"), messages)
+        planned = planned_calls(self.reply, body.get("tools"), last_is_tool_result(messages))
         return [{"function": {"name": name, "arguments": arguments}} for name, arguments in planned]
 
     def _embed(self, incoming: Incoming) -> Answer:

@@ -21,8 +21,8 @@ from interlock.testing.replies import (
     count_words,
     embedding_base64,
     embedding_for,
-    first_tool_name,
     last_is_tool_result,
+    planned_calls,
     split_text,
 )
 from interlock.testing.server import (
@@ -132,9 +132,15 @@ class FakeOpenAI(FakeServer):
         if not isinstance(messages, list) or not messages:
             return ErrorAnswer(400, "messages must be a non-empty array")
         reply = self.reply
-        tool = first_tool_name(body.get("tools")) if body.get("tool_choice") != "none" else None
-        if tool is not None and last_is_tool_result(messages):
-            tool = None
+        tools = body.get("tools") if body.get("tool_choice") != "none" else None
+        calls = [
+            {
+                "id": f"call_{random.getrandbits(64):016x}",
+                "type": "function",
+                "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+            }
+            for name, arguments in planned_calls(reply, tools, last_is_tool_result(messages))
+        ]
         choices = body.get("n", 1)
         if choices is None:
             choices = 1
@@ -145,9 +151,8 @@ class FakeOpenAI(FakeServer):
         finish = "stop"
         if isinstance(limit, int) and 0 < limit < len(pieces):
             pieces, finish = pieces[:limit], "length"
-        arguments = orjson.dumps(dict(reply.tool_arguments)).decode()
         prompt_tokens = count_words(messages)
-        completion_tokens = (1 if tool is not None else len(pieces)) * choices
+        completion_tokens = (len(calls) if calls else len(pieces)) * choices
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -155,7 +160,6 @@ class FakeOpenAI(FakeServer):
         }
         completion_id = f"chatcmpl-{random.getrandbits(64):016x}"
         created = int(time.time())
-        call_id = f"call_{random.getrandbits(64):016x}"
         if body.get("stream") is True:
             head = {
                 "id": completion_id,
@@ -165,15 +169,14 @@ class FakeOpenAI(FakeServer):
             }
             frames = []
             for index in range(choices):
-                frames.extend(self._choice_events(head, index, tool, call_id, arguments, pieces, finish))
+                frames.extend(self._choice_events(head, index, calls, pieces, finish))
             options = body.get("stream_options")
             if isinstance(options, dict) and options.get("include_usage") is True and reply.usage:
                 frames.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
             return StreamAnswer(_SSE, frames, b"data: [DONE]\n\n")
         message: dict[str, Any]
-        if tool is not None:
-            call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}}
-            message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+        if calls:
+            message, finish = {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
         else:
             message = {"role": "assistant", "content": "".join(pieces)}
         answer: dict[str, Any] = {
@@ -191,27 +194,19 @@ class FakeOpenAI(FakeServer):
 
     @staticmethod
     def _choice_events(
-        head: dict[str, Any],
-        index: int,
-        tool: str | None,
-        call_id: str,
-        arguments: str,
-        pieces: list[str],
-        finish: str,
+        head: dict[str, Any], index: int, calls: list[dict[str, Any]], pieces: list[str], finish: str
     ) -> list[bytes]:
-        """The stream events of choice ``index`` (``n`` choices follow one another)."""
+        """The stream events of choice ``index`` (``n`` choices follow one another); each tool call
+        starts with its id and name, its arguments follow in two pieces."""
         frames = [_event(head, {"role": "assistant", "content": ""}, None, index)]
-        if tool is not None:
-            start = {
-                "index": 0,
-                "id": call_id,
-                "type": "function",
-                "function": {"name": tool, "arguments": ""},
-            }
-            frames.append(_event(head, {"tool_calls": [start]}, None, index))
-            for part in split_text(arguments, 2):
-                delta = {"tool_calls": [{"index": 0, "function": {"arguments": part}}]}
-                frames.append(_event(head, delta, None, index))
+        if calls:
+            for number, call in enumerate(calls):
+                function = call["function"]
+                start = {**call, "index": number, "function": {"name": function["name"], "arguments": ""}}
+                frames.append(_event(head, {"tool_calls": [start]}, None, index))
+                for part in split_text(function["arguments"], 2):
+                    delta = {"tool_calls": [{"index": number, "function": {"arguments": part}}]}
+                    frames.append(_event(head, delta, None, index))
             frames.append(_event(head, {}, "tool_calls", index))
         else:
             frames.extend(_event(head, {"content": piece}, None, index) for piece in pieces)

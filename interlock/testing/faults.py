@@ -24,6 +24,7 @@ class FaultKind(StrEnum):
     MALFORMED = "malformed"  # a body (or, in a stream, the chunk after `after_chunks`) that is not JSON
     STREAM_ERROR = "stream_error"  # an error event/line in a 200 stream after `after_chunks` chunks
     ENDLESS = "endless"  # a JSON body (or, in a stream, the line after `after_chunks`) that never ends
+    RECORDED = "recorded"  # a 200 with exactly `body` as `content_type`: a recorded real answer or stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class Fault:
     retry_after_ms: str | None = None
     body: bytes | None = None
     gate: threading.Event | None = None
+    content_type: str = ""
 
     @classmethod
     def hang(cls) -> Fault:
@@ -94,6 +96,13 @@ class Fault:
         """A 200 whose JSON body, or stream line after ``after_chunks`` chunks, never ends: bytes keep
         coming (as fast as the client reads) until the client closes the connection."""
         return cls(FaultKind.ENDLESS, after_chunks=after_chunks)
+
+    @classmethod
+    def recorded(cls, body: bytes, content_type: str = "application/json") -> Fault:
+        """Answer 200 with exactly ``body``: a real provider's recorded answer (or whole stream, with
+        its ``text/event-stream`` or ``application/x-ndjson`` type), so a test can prove every field of it
+        survives the gateway. Not a misbehaviour, but it replaces the answer the same way."""
+        return cls(FaultKind.RECORDED, body=body, content_type=content_type)
 
     @classmethod
     def stream_error(cls, message: str = "injected stream error", *, after_chunks: int = 0) -> Fault:

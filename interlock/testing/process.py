@@ -20,9 +20,9 @@ from interlock.testing.faults import Fault
 
 
 class FakeProcess:
-    """``kind`` is ``openai`` or ``ollama``; ``args`` go to the fake's command line."""
+    """``kind`` is ``openai``, ``anthropic`` or ``ollama``; ``args`` go to the fake's command line."""
 
-    def __init__(self, kind: Literal["openai", "ollama"], *args: str) -> None:
+    def __init__(self, kind: Literal["openai", "anthropic", "ollama"], *args: str) -> None:
         self.kind = kind
         self.args = args
         self._proc: subprocess.Popen[bytes] | None = None
@@ -36,7 +36,7 @@ class FakeProcess:
 
     @property
     def base_url(self) -> str:
-        """What a client is configured with: ``<url>/v1`` for OpenAI, the worker URL for Ollama."""
+        """What a client is configured with: ``<url>/v1`` for OpenAI, the URL itself for the others."""
         return f"{self.url}/v1" if self.kind == "openai" else self.url
 
     @property

@@ -81,6 +81,7 @@ def embedding_base64(vector: Sequence[float]) -> str:
 
 
 def last_is_tool_result(messages: Any) -> bool:
+    """Whether an OpenAI- or Ollama-shaped conversation ends with a tool result."""
     return bool(
         isinstance(messages, list)
         and messages
@@ -89,12 +90,13 @@ def last_is_tool_result(messages: Any) -> bool:
     )
 
 
-def first_tool_name(tools: Any) -> str | None:
-    if isinstance(tools, list) and tools and isinstance(tools[0], dict):
-        function = tools[0].get("function")
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            return str(function["name"])
-    return None
+def answers_a_tool_use(messages: Any) -> bool:
+    """Whether an Anthropic-shaped conversation ends with a user turn holding a ``tool_result``."""
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    content = last.get("content") if isinstance(last, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
 
 
 _PLACEHOLDERS: dict[str, Any] = {
@@ -109,12 +111,17 @@ _PLACEHOLDERS: dict[str, Any] = {
 
 
 def tools_by_name(tools: Any) -> dict[str, Mapping[str, Any]]:
-    """The function tools a request offers, by name, in order."""
+    """The function tools a request offers, by name, in order, as OpenAI ``function`` objects (an
+    Anthropic tool's ``input_schema`` read as ``parameters``; tools of other kinds left out)."""
     out: dict[str, Mapping[str, Any]] = {}
     for tool in tools if isinstance(tools, list) else ():
-        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             out[function["name"]] = function
+        elif isinstance(tool.get("name"), str) and "input_schema" in tool:
+            out[tool["name"]] = {"name": tool["name"], "parameters": tool["input_schema"]}
     return out
 
 
@@ -139,10 +146,11 @@ def implied_arguments(function: Mapping[str, Any], defaults: Mapping[str, Any]) 
     return out
 
 
-def planned_calls(reply: Reply, tools: Any, messages: Any) -> list[tuple[str, dict[str, Any]]]:
-    """The tool calls a fake answers with: none after a tool result, else scripted or implied."""
+def planned_calls(reply: Reply, tools: Any, answered: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls a fake answers with: none when the conversation ends with a tool result
+    (``answered``), else those scripted in ``reply.tool_calls`` or one implied for the first tool."""
     offered = tools_by_name(tools)
-    if not offered or last_is_tool_result(messages):
+    if not offered or answered:
         return []
     if reply.tool_calls is not None:
         return [(name, dict(arguments)) for name, arguments in reply.tool_calls if name in offered]

@@ -370,6 +370,9 @@ class FakeServer:
                 await self._finish(self._send(conn, ErrorAnswer(fault.status, fault.message, headers), None))
         elif kind is FaultKind.ENDLESS:
             await self._endless(conn, route(incoming), fault)
+        elif kind is FaultKind.RECORDED:
+            assert fault.body is not None
+            conn.respond(200, fault.body, fault.content_type)
         else:
             if kind is FaultKind.SLOW_FIRST_BYTE:
                 await asyncio.sleep(fault.delay_s)

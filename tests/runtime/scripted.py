@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from interlock.runtime.errors import CannotServe
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
 
 Outcome = dict[str, Any] | Exception | list[dict[str, Any] | Exception] | float
 
@@ -66,12 +66,16 @@ class ScriptedAdapter(Adapter):
             raise outcome
         return outcome
 
-    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def chat(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> dict[str, Any]:
         outcome = await self._outcome(endpoint, model, body)
         assert isinstance(outcome, dict)
         return dict(outcome)
 
-    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+    async def chat_stream(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> ChatStream:
         outcome = await self._outcome(endpoint, model, body)
         assert isinstance(outcome, list)
         if isinstance(outcome[0], Exception):  # fails before the first chunk: fallback is still possible

@@ -116,3 +116,13 @@ def test_anthropic_stream_events_build_the_sdk_s_final_message() -> None:
     assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
     assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
     assert events[-2][1]["usage"] == {"input_tokens": 7, "output_tokens": 9}
+
+
+def test_cached_prompt_tokens_reach_anthropic_and_responses_clients_in_their_own_words() -> None:
+    usage = {"prompt_tokens": 3000, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 2048}}
+    result = {**RESULT, "usage": usage}
+    message = orjson.loads(Messages().answer(Parsed("chat", "m", False, {}, "m"), result, "c/m"))
+    assert message["usage"] == {"input_tokens": 952, "output_tokens": 5, "cache_read_input_tokens": 2048}
+    response = orjson.loads(Responses().answer(Parsed("chat", "m", False, {}, "m"), result, "c/m"))
+    assert response["usage"]["input_tokens"] == 3000  # OpenAI counts the cached input in the prompt
+    assert response["usage"]["input_tokens_details"]["cached_tokens"] == 2048

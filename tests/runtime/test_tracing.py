@@ -26,7 +26,7 @@ from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tracing import open_tracing
 from interlock.runtime.tracing.base import UPSTREAM_HEADERS, TracingUnavailable
 from interlock.runtime.tracing.otel import Tracing
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.upstream.base import Endpoint, Native
 from tests.runtime.conftest import in_fresh_process
 from tests.runtime.scripted import ScriptedAdapter
 
@@ -41,7 +41,9 @@ class HeaderAdapter(ScriptedAdapter):
         super().__init__(script, refuse)
         self.headers: list[Mapping[str, str] | None] = []
 
-    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def chat(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> dict[str, Any]:
         self.headers.append(UPSTREAM_HEADERS.get())
         return await super().chat(endpoint, model, body)
 

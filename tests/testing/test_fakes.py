@@ -14,6 +14,7 @@ import aiohttp
 import orjson
 import pytest
 
+from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault, FaultBoard, FaultKind
@@ -261,6 +262,7 @@ def test_every_fault_kind_has_a_constructor() -> None:
         Fault.malformed().kind,
         Fault.stream_error().kind,
         Fault.endless().kind,
+        Fault.recorded(b"{}").kind,
     }
     assert built == set(FaultKind)
 
@@ -364,3 +366,99 @@ def test_a_strict_openai_fake_refuses_fields_openai_does_not_define() -> None:
         status, _, _ = _call(fake.base_url + "/embeddings", {"model": "e", "input": "a", "keep_alive": "5m"})
         assert status == 400
         assert _call(fake.base_url + "/chat/completions", {**HI, "n": 2, "store": True})[0] == 200
+
+
+SCRIPT: tuple[tuple[str, dict[str, str]], ...] = (
+    ("get_time", {"zone": "CET"}),
+    ("get_weather", {"city": "Oslo"}),
+    ("not_offered", {}),
+)
+CLOCK = {"type": "function", "function": {"name": "get_time"}}
+
+
+def test_openai_fake_answers_scripted_tool_calls_whole_and_streamed() -> None:
+    with FakeOpenAI(reply=Reply(tool_calls=SCRIPT)) as fake:
+        body = {**HI, "tools": [WEATHER_TOOL, CLOCK]}
+        message = orjson.loads(_call(fake.base_url + "/chat/completions", body)[1])["choices"][0]["message"]
+        assert [
+            (c["function"]["name"], orjson.loads(c["function"]["arguments"])) for c in message["tool_calls"]
+        ] == [
+            ("get_time", {"zone": "CET"}),
+            ("get_weather", {"city": "Oslo"}),
+        ]
+        raw = _call(fake.base_url + "/chat/completions", {**body, "stream": True})[1]
+        chunks = [orjson.loads(line[6:]) for line in raw.split(b"\n\n") if line.startswith(b"data: {")]
+        calls: dict[int, dict[str, str]] = {}
+        for chunk in chunks:
+            for delta in chunk["choices"][0]["delta"].get("tool_calls", ()):
+                call = calls.setdefault(delta["index"], {"name": "", "arguments": ""})
+                call["name"] += delta["function"].get("name", "")
+                call["arguments"] += delta["function"]["arguments"]
+        assert [(c["name"], orjson.loads(c["arguments"])) for c in calls.values()] == [
+            ("get_time", {"zone": "CET"}),
+            ("get_weather", {"city": "Oslo"}),
+        ]
+        after = {
+            **body,
+            "messages": [*HI["messages"], {"role": "tool", "tool_call_id": "x", "content": "ok"}],
+        }
+        answer = orjson.loads(_call(fake.base_url + "/chat/completions", after)[1])
+        assert answer["choices"][0]["message"]["content"].startswith("Hello from")
+
+
+ANTHROPIC_TOOLS = [
+    {"name": "get_weather", "input_schema": WEATHER_TOOL["function"]["parameters"]},  # type: ignore[index]
+    {"name": "get_time", "input_schema": {"type": "object", "properties": {}}},
+]
+ANTHROPIC = {"anthropic-version": "2023-06-01"}
+
+
+def test_anthropic_fake_calls_tools_as_scripted_or_implied() -> None:
+    body = {"model": "c", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    with FakeAnthropic() as implied, FakeAnthropic(reply=Reply(tool_calls=SCRIPT)) as scripted:
+        answer = orjson.loads(
+            _call(implied.url + "/v1/messages", {**body, "tools": ANTHROPIC_TOOLS}, ANTHROPIC)[1]
+        )
+        assert [(b["name"], b["input"]) for b in answer["content"]] == [
+            ("get_weather", {"city": "Paris", "unit": "celsius", "days": 1})
+        ]
+        assert answer["stop_reason"] == "tool_use"
+        streamed = {**body, "tools": ANTHROPIC_TOOLS, "stream": True}
+        raw = _call(scripted.url + "/v1/messages", streamed, ANTHROPIC)[1]
+        events = [orjson.loads(line[6:]) for line in raw.splitlines() if line.startswith(b"data: ")]
+        names = [e["content_block"]["name"] for e in events if e["type"] == "content_block_start"]
+        inputs: dict[int, str] = {}
+        for event in events:
+            if event["type"] == "content_block_delta":
+                inputs[event["index"]] = inputs.get(event["index"], "") + event["delta"]["partial_json"]
+        assert names == ["get_time", "get_weather"]
+        assert [orjson.loads(text) for text in inputs.values()] == [{"zone": "CET"}, {"city": "Oslo"}]
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "ok"}]}
+        after = {**body, "tools": ANTHROPIC_TOOLS, "messages": [*body["messages"], result]}  # type: ignore[list-item]
+        answer = orjson.loads(_call(scripted.url + "/v1/messages", after, ANTHROPIC)[1])
+        assert answer["content"][0]["type"] == "text"
+
+
+def test_anthropic_fake_words_a_misplaced_system_turn_as_anthropic_does() -> None:
+    system = {"role": "system", "content": "be brief"}
+    body = {"model": "c", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}, system]}
+    with FakeAnthropic() as fake:
+        status, raw, _ = _call(fake.url + "/v1/messages", body, ANTHROPIC)
+        assert status == 400
+        assert 'Unexpected role "system"' in orjson.loads(raw)["error"]["message"]
+        beta = {**ANTHROPIC, "anthropic-beta": "claude-code-20250219,mid-conversation-system-2026-04-07"}
+        assert _call(fake.url + "/v1/messages", body, beta)[0] == 200
+
+
+def test_anthropic_fake_runs_out_of_process_with_scripted_calls() -> None:
+    args = ("--api-key", "sk-a", "--reply", "pong", "--tool-call", 'get_time={"zone": "UTC"}')
+    with FakeProcess("anthropic", *args) as fake:
+        headers = {**ANTHROPIC, "x-api-key": "sk-a"}
+        body = {"model": "c", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+        answer = orjson.loads(_call(fake.base_url + "/v1/messages", body, headers)[1])
+        assert answer["content"] == [{"type": "text", "text": "pong"}]
+        answer = orjson.loads(
+            _call(fake.base_url + "/v1/messages", {**body, "tools": ANTHROPIC_TOOLS}, headers)[1]
+        )
+        assert [(b["name"], b["input"]) for b in answer["content"]] == [("get_time", {"zone": "UTC"})]
+        assert _call(fake.base_url + "/v1/messages", body, ANTHROPIC)[0] == 401

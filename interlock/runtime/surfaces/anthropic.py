@@ -6,7 +6,12 @@ content blocks map one to one (``text`` -> text parts, ``image`` with a base64 o
 message placed before the rest of that turn); ``tools`` (``input_schema``) -> function tools;
 ``tool_choice`` auto/any/tool/none -> auto/required/named/none; ``stop_sequences`` -> ``stop``;
 ``top_k`` and ``thinking`` (-> ``think``) travel as the native fields the adapters already know (an
-upstream that cannot take them drops them and says so in ``X-Interlock-Dropped``).
+upstream that cannot take them drops them and says so in ``X-Interlock-Dropped``); ``role: "system"``
+turns inside ``messages`` stay system turns where they stand. What the internal form cannot carry
+(``cache_control``, ``metadata``, ``output_config``, ``context_management``, server tools, unknown
+fields) is named in ``X-Interlock-Dropped``. To an ``anthropic`` candidate none of this applies: the
+request goes as it came (``Native``, with its ``anthropic-beta``/``anthropic-version`` headers) and its
+answer and events come back as they came, the model name replaced.
 
 Answers: ``content`` blocks (``thinking``, ``text``, ``tool_use`` with parsed ``input``), ``stop_reason``
 (``end_turn``, ``max_tokens``, ``tool_use``), ``usage`` in/out tokens. Streams follow Anthropic's event
@@ -48,7 +53,10 @@ from interlock.runtime.surfaces.base import (
     first_choice,
     reasoning,
 )
-from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream
+from interlock.runtime.surfaces.openai import SSE_HEADERS, cached_tokens, check_model, check_stream
+from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
+from interlock.runtime.wire.anthropic import source_url
+from interlock.runtime.wire.openai_chat import call_arguments
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -95,12 +103,8 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
 
 
 def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
-    source = block.get("source")
-    if isinstance(source, dict) and source.get("type") == "base64":
-        url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
-    elif isinstance(source, dict) and source.get("type") == "url" and isinstance(source.get("url"), str):
-        url = source["url"]
-    else:
+    url = source_url(block.get("source"))
+    if url is None:
         raise InvalidRequest(f"`{where}.source` must be a base64 or url image source")
     return {"type": "image_url", "image_url": {"url": url}}
 
@@ -123,8 +127,10 @@ def _turn(index: int, message: Any) -> list[dict[str, Any]]:
     if not isinstance(message, dict):
         raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
     role = message.get("role")
+    if role == "system":  # mid-conversation system turns (Claude Code's beta): kept where they are
+        return [{"role": "system", "content": _text_of(_blocks(message.get("content"), f"{where}.content"))}]
     if role not in ("user", "assistant"):
-        raise InvalidRequest(f"`{where}.role` must be `user` or `assistant`")
+        raise InvalidRequest(f"`{where}.role` must be `user`, `assistant` or `system`")
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
@@ -166,13 +172,20 @@ def _turn(index: int, message: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tools(tools: Any) -> list[dict[str, Any]]:
+def _tools(tools: Any, dropped: list[str]) -> list[dict[str, Any]]:
+    """Function tools for the client tools; server tools (a ``type`` such as ``web_search_20250305``,
+    run by Anthropic) are left out and named in ``dropped`` (``tools.web_search_20250305``)."""
     if not isinstance(tools, list):
         raise InvalidRequest("`tools` must be an array")
     out = []
     for number, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             raise InvalidRequest(f"`tools[{number}].name` must be a string")
+        kind = tool.get("type")
+        if kind not in (None, "custom"):
+            if f"tools.{kind}" not in dropped:
+                dropped.append(f"tools.{kind}")
+            continue
         function: dict[str, Any] = {"name": tool["name"], "parameters": tool.get("input_schema") or {}}
         if tool.get("description"):
             function["description"] = tool["description"]
@@ -193,12 +206,46 @@ def _tool_choice(choice: Any) -> Any:
     raise InvalidRequest("`tool_choice.type` must be auto, any, tool (with a name) or none")
 
 
-def internal_request(body: dict[str, Any], *, counting: bool = False) -> dict[str, Any]:
-    """The internal (OpenAI-shaped) form of a Messages request (``counting``: max_tokens optional)."""
+# the request fields the internal form carries, as they are or translated
+_READ = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "stream",
+    }
+)
+
+
+def _cache_marks(body: dict[str, Any]) -> bool:
+    """Whether any system, message or tool block carries ``cache_control`` (a chat upstream has none)."""
+    system = body.get("system")
+    blocks: list[Any] = [*system] if isinstance(system, list) else []
+    tools = body.get("tools")
+    blocks.extend(tools if isinstance(tools, list) else ())
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks.extend(content)
+    return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
+
+
+def internal_request(body: dict[str, Any], *, counting: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The internal (OpenAI-shaped) form of a Messages request (``counting``: max_tokens optional), and
+    the names of what it cannot carry."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("`messages` must be a non-empty array")
     internal: dict[str, Any] = {"model": body.get("model"), "messages": []}
+    dropped: list[str] = []
     system = body.get("system")
     if system:
         internal["messages"].append({"role": "system", "content": _text_of(_blocks(system, "system"))})
@@ -215,33 +262,47 @@ def internal_request(body: dict[str, Any], *, counting: bool = False) -> dict[st
         if body.get(key) is not None:
             internal[key] = body[key]
     if body.get("tools"):
-        internal["tools"] = _tools(body["tools"])
-        if body.get("tool_choice") is not None:
-            internal["tool_choice"] = _tool_choice(body["tool_choice"])
+        tools = _tools(body["tools"], dropped)
+        if tools:
+            internal["tools"] = tools
+            if body.get("tool_choice") is not None:
+                internal["tool_choice"] = _tool_choice(body["tool_choice"])
     thinking = body.get("thinking")
-    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "enabled":
         internal["think"] = True
-    return internal
+    elif kind == "disabled":
+        internal["think"] = False  # "adaptive": the model decides, as it does when not told
+    for key, value in body.items():
+        if key not in _READ and value is not None:
+            dropped.append(key)
+    if _cache_marks(body):
+        dropped.append("cache_control")
+    return internal, dropped
 
 
 # -- answers ---------------------------------------------------------------------------------------
 
 
 def _input(arguments: Any) -> Any:
-    if not isinstance(arguments, str):
-        return arguments or {}
     try:
-        return orjson.loads(arguments or "{}")
-    except orjson.JSONDecodeError:
+        return call_arguments(arguments)
+    except ValueError:  # a model's broken arguments: the client gets an empty input
         return {}
 
 
 def _usage(usage: Any) -> dict[str, int]:
+    """Anthropic's usage for OpenAI's: the cached part of the prompt is ``cache_read_input_tokens``,
+    not counted again in ``input_tokens`` (Anthropic counts them apart, OpenAI in the prompt)."""
     usage = usage if isinstance(usage, dict) else {}
-    return {
-        "input_tokens": usage.get("prompt_tokens") or 0,
+    cached = cached_tokens(usage)
+    out = {
+        "input_tokens": (usage.get("prompt_tokens") or 0) - cached,
         "output_tokens": usage.get("completion_tokens") or 0,
     }
+    if cached:
+        out["cache_read_input_tokens"] = cached
+    return out
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
@@ -249,13 +310,16 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
 
 
 class _Events(StreamRender):
-    """Anthropic's event sequence from OpenAI chunks: one open block at a time (thinking, text, a tool)."""
+    """Anthropic's event sequence from OpenAI chunks: one open block at a time (thinking, text, a tool);
+    or, from a Messages upstream that got the caller's own request, its events as they came (the model
+    named in ``message_start`` replaced by the caller's)."""
 
-    __slots__ = ("_block", "_finish", "_index", "_model", "_started", "_usage")
+    __slots__ = ("_block", "_finish", "_index", "_model", "_relayed", "_started", "_usage")
     headers: tuple[Header, ...] = SSE_HEADERS
 
     def __init__(self, model: str) -> None:
         self._model = model
+        self._relayed = False
         self._started = False
         self._block: tuple[str, int] | None = None  # (kind, the OpenAI tool-call index) of the open block
         self._index = -1
@@ -287,7 +351,18 @@ class _Events(StreamRender):
             )
         )
 
+    def _relay(self, chunk: RelayedChunk) -> bytes:
+        self._relayed = True
+        event = chunk.native
+        kind = event.get("type")
+        data = chunk.raw
+        if kind == "message_start" and isinstance(message := event.get("message"), dict):
+            data = orjson.dumps({**event, "message": {**message, "model": self._model}})
+        return b"event: %b\ndata: %b\n\n" % (str(kind).encode(), data)
+
     def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if type(chunk) is RelayedChunk:
+            return self._relay(chunk)
         out: list[bytes] = []
         if not self._started:
             self._started = True
@@ -331,6 +406,8 @@ class _Events(StreamRender):
         return b"".join(out)
 
     def end(self) -> bytes:
+        if self._relayed:  # the upstream's own message_delta and message_stop went by
+            return b""
         out: list[bytes] = []
         self._close(out)
         usage = _usage(self._usage)
@@ -344,15 +421,23 @@ class _Events(StreamRender):
 
 
 class Messages(Surface):
-    """``POST /v1/messages``."""
+    """``POST /v1/messages``; to a Messages upstream, the request goes as it came (``Native``) with its
+    ``anthropic-beta``/``anthropic-version`` headers, and the answer comes back as it came."""
+
+    forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
         stream = check_stream(body)
-        internal = internal_request(body)
-        return chat_request(model, stream, internal)
+        internal, dropped = internal_request(body)
+        parsed = chat_request(model, stream, internal)
+        parsed.dropped = tuple(dropped)
+        parsed.native = Native("anthropic", body)
+        return parsed
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        if type(result) is Relayed:
+            return orjson.dumps({**result.native, "model": parsed.echo})
         choice = first_choice(result)
         message = choice.get("message") or {}
         content: list[dict[str, Any]] = []
@@ -398,7 +483,7 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
         body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
         caller = caller_of(scope)
         caller.check(resolve(plan, check_model(body), caller).label)
-        internal = internal_request(body, counting=True)
+        internal, _ = internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
     except ClientGone:
         return

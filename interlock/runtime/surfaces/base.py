@@ -22,6 +22,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import CandidateRefused
+from interlock.runtime.upstream.base import Native
 
 _UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 
@@ -40,6 +41,17 @@ class Parsed:
     stream: bool
     body: dict[str, Any]
     echo: Any = None
+    # what the caller sent that the internal form cannot carry (named in X-Interlock-Dropped)
+    dropped: tuple[str, ...] = ()
+    # what the surface keeps from the request to render its answers (Responses: flattened tools' namespaces)
+    extras: Any = None
+    # the request in the caller's own format, for a candidate of that format (a same-format relay)
+    native: Native | None = None
+
+    def relayed(self, kind: str) -> bool:
+        """Whether a candidate of ``kind`` got the caller's own request (and answers in its format)."""
+        native = self.native
+        return native is not None and native.format == kind
 
 
 def chat_request(model: str | None, stream: bool, internal: dict[str, Any]) -> Parsed:
@@ -96,6 +108,7 @@ class Surface(abc.ABC):
     """One wire format's edge: parse into the internal form; render answers, streams and errors."""
 
     operation = "chat"  # the metrics' endpoint label for a request that ends before it is parsed
+    forwards: frozenset[bytes] = frozenset()  # request headers a relayed request goes upstream with
 
     @abc.abstractmethod
     def parse(self, body: dict[str, Any]) -> Parsed:

@@ -48,6 +48,9 @@ from interlock.runtime.surfaces.base import (
 )
 from interlock.runtime.surfaces.openai import check_model
 from interlock.runtime.tables import Alias, Candidate
+from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
+from interlock.runtime.wire.ollama import data_url
+from interlock.runtime.wire.openai_chat import call_arguments
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -59,7 +62,6 @@ NDJSON_HEADERS: tuple[Header, ...] = (
 VERSION = "0.9.0"  # the Ollama API level this surface speaks (clients check it)
 _PASSED = ("options", "format", "keep_alive", "think", "tools")
 _DONE_REASONS = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
-_IMAGE_TYPES = (("/9j/", "image/jpeg"), ("iVBOR", "image/png"), ("R0lG", "image/gif"), ("UklG", "image/webp"))
 
 
 def error_body(message: str) -> bytes:
@@ -85,8 +87,7 @@ def _stream_flag(body: Mapping[str, Any]) -> bool:
 def _data_url(image: Any, where: str) -> dict[str, Any]:
     if not isinstance(image, str) or not image:
         raise InvalidRequest(f"`{where}` must be a base64 string")
-    mime = next((m for prefix, m in _IMAGE_TYPES if image.startswith(prefix)), "image/png")
-    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{image}"}}
+    return {"type": "image_url", "image_url": {"url": data_url(image)}}
 
 
 def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict[str, Any]:
@@ -151,12 +152,10 @@ def _native_calls(calls: Any) -> list[dict[str, Any]]:
     out = []
     for call in calls or ():
         function = call.get("function") or {}
-        arguments: Any = function.get("arguments") or "{}"
-        if isinstance(arguments, str):
-            try:
-                arguments = orjson.loads(arguments)
-            except orjson.JSONDecodeError:
-                arguments = {}
+        try:
+            arguments = call_arguments(function.get("arguments"))
+        except ValueError:  # a model's broken arguments: the client gets an empty object
+            arguments = {}
         out.append({"function": {"name": function.get("name", ""), "arguments": arguments}})
     return out
 
@@ -172,14 +171,26 @@ def _counts(usage: Any) -> dict[str, int]:
     return counts
 
 
+def _renamed(chunk: RelayedChunk, model: Any) -> bytes:
+    """A worker's line with ``model`` in place of its own: Ollama writes ``"model"`` first, so only that
+    prefix is rewritten (the rest of the line is sent as its bytes came); any other line is written anew."""
+    raw, named = chunk.raw, chunk.native.get("model")
+    if isinstance(named, str):
+        head = b'{"model":' + orjson.dumps(named) + b","
+        if raw.startswith(head):
+            return b'{"model":' + orjson.dumps(model) + b"," + raw[len(head) :] + b"\n"
+    return orjson.dumps({**chunk.native, "model": model}) + b"\n"
+
+
 class _NDJSON(StreamRender):
     """Chat (``message``) or generate (``response``) lines; tool calls are sent whole in the last line."""
 
-    __slots__ = ("_calls", "_finish", "_generate", "_model", "_usage")
+    __slots__ = ("_calls", "_finish", "_generate", "_model", "_relayed", "_usage")
     headers = NDJSON_HEADERS
 
     def __init__(self, model: str, generate: bool) -> None:
         self._model = model
+        self._relayed = False
         self._generate = generate
         self._calls: dict[int, dict[str, Any]] = {}
         self._finish: str | None = None
@@ -202,6 +213,9 @@ class _NDJSON(StreamRender):
         return orjson.dumps(line) + b"\n"
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
+            self._relayed = True
+            return _renamed(chunk, self._model)
         if chunk.get("usage"):
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -225,6 +239,8 @@ class _NDJSON(StreamRender):
         return self._line(content, thinking, done=False)
 
     def end(self) -> bytes:
+        if self._relayed:  # the worker's own last line went by
+            return b""
         reason = _DONE_REASONS.get(self._finish or "stop", "stop")
         return self._line(
             "", None, tool_calls=bool(self._calls), done=True, done_reason=reason, **_counts(self._usage)
@@ -257,9 +273,13 @@ class Chat(_Native):
         }
         _carry(body, internal)
         stream = _stream_flag(body)
-        return chat_request(model, stream, internal)
+        parsed = chat_request(model, stream, internal)
+        parsed.native = Native("ollama", body)  # to a worker: as it came (``ollama_wire.relayed_request``)
+        return parsed
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        if type(result) is Relayed:  # a worker's own answer: as it came, but for the model's name
+            return orjson.dumps({**result.native, "model": parsed.echo})
         choice = first_choice(result)
         message = choice.get("message") or {}
         native: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
@@ -301,6 +321,7 @@ class Generate(Chat):
             messages.append({"role": "system", "content": body["system"]})
         messages.append({"role": "user", "content": prompt, "images": body.get("images")})
         chat = super().parse({**body, "messages": messages, "tools": None})
+        chat.native = None  # the body is not a chat request: the worker gets the translated one
         return chat
 
     def _wrap(

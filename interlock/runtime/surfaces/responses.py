@@ -5,9 +5,13 @@ message; ``input`` as text -> one user message, as items -> messages (``input_te
 parts -> text, ``input_image`` -> an image part), ``function_call`` items -> an assistant's
 ``tool_calls`` (consecutive calls joined), ``function_call_output`` -> ``tool`` messages; ``reasoning``
 items are not sent on (they are the provider's hidden state); function ``tools`` (flat) -> Chat's nested
-tools; ``max_output_tokens`` -> ``max_tokens``; ``reasoning.effort`` -> ``reasoning_effort``;
-``text.format`` json_schema/json_object -> ``response_format``. ``previous_response_id`` is answered
-with a 400: the gateway stores no responses (send the whole conversation as ``input`` items).
+tools, ``namespace`` groups flattened into their function tools (a call of one is answered with its
+``namespace``); hosted tools (``web_search``, ``local_shell``, ``custom``, ...) and their call items are
+left out and named in ``X-Interlock-Dropped`` (no chat upstream can run them), as is every request field
+the internal form does not carry; ``max_output_tokens`` -> ``max_tokens``; ``reasoning.effort`` ->
+``reasoning_effort``; ``text.format`` json_schema/json_object -> ``response_format``.
+``previous_response_id`` is answered with a 400: the gateway stores no responses (send the whole
+conversation as ``input`` items).
 
 Answers are ``response`` objects (``output``: a ``reasoning`` item whose summary is the upstream's
 thinking text when there is one, a ``message`` with ``output_text``, ``function_call`` items;
@@ -39,7 +43,13 @@ from interlock.runtime.surfaces.base import (
     first_choice,
     reasoning,
 )
-from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream, error_body
+from interlock.runtime.surfaces.openai import (
+    SSE_HEADERS,
+    cached_tokens,
+    check_model,
+    check_stream,
+    error_body,
+)
 
 
 def _id(prefix: str) -> str:
@@ -72,7 +82,33 @@ def _content(content: Any, where: str) -> Any:
     return parts
 
 
-def _messages(items: Any) -> list[dict[str, Any]]:
+# call items of hosted tools (and their outputs): the provider ran them; a chat upstream cannot read them
+_HOSTED_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "computer_call",
+        "computer_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "tool_search_call",
+        "tool_search_output",
+        "compaction",
+    }
+)
+
+
+def _messages(items: Any, dropped: list[str]) -> list[dict[str, Any]]:
+    """The internal messages of ``input``; the kinds of items a chat upstream cannot read are left out
+    and named in ``dropped`` (``input.web_search_call``)."""
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
     if not isinstance(items, list) or not items:
@@ -107,30 +143,52 @@ def _messages(items: Any) -> list[dict[str, Any]]:
             out.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": text})
         elif kind == "reasoning":
             continue
+        elif kind in _HOSTED_ITEMS:
+            if f"input.{kind}" not in dropped:
+                dropped.append(f"input.{kind}")
         else:
             raise InvalidRequest(f"`{where}`: an item of type {kind!r} is not supported", param=where)
     return out
 
 
-def _tools(tools: Any) -> list[dict[str, Any]]:
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    function = {
+        k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
+    }
+    return {"type": "function", "function": function}
+
+
+def _tools(tools: Any, dropped: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Chat's function tools for Responses ``tools``, and the namespace of each tool that came from a
+    ``namespace`` group (flattened into its function tools). Hosted tools (``web_search``,
+    ``file_search``, ``code_interpreter``, ``image_generation``, ``local_shell``, ``custom``, ...) run at
+    the provider, which a chat upstream is not: they are left out and named (``tools.web_search``)."""
     if not isinstance(tools, list):
         raise InvalidRequest("`tools` must be an array", param="tools")
-    out = []
+    out: list[dict[str, Any]] = []
+    namespaces: dict[str, str] = {}
     for n, tool in enumerate(tools):
-        if (
-            not isinstance(tool, dict)
-            or tool.get("type") != "function"
-            or not isinstance(tool.get("name"), str)
-        ):
-            raise InvalidRequest(
-                f"`tools[{n}]`: only function tools with a `name` are supported by this gateway",
-                param="tools",
-            )
-        function = {
-            k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
-        }
-        out.append({"type": "function", "function": function})
-    return out
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if not isinstance(kind, str):
+            raise InvalidRequest(f"`tools[{n}]` must be an object with a `type`", param="tools")
+        if kind == "function":
+            if not isinstance(tool.get("name"), str):
+                raise InvalidRequest(f"`tools[{n}]`: a function tool needs a `name`", param="tools")
+            out.append(_function(tool))
+        elif kind == "namespace" and isinstance(tool.get("tools"), list):
+            group = tool.get("name") if isinstance(tool.get("name"), str) else ""
+            for inner in tool["tools"]:
+                if not isinstance(inner, dict) or inner.get("type") != "function":
+                    kind = inner.get("type") if isinstance(inner, dict) else None
+                    name = f"tools.{group}.{kind}" if isinstance(kind, str) else f"tools.{group}"
+                    if name not in dropped:
+                        dropped.append(name)
+                elif isinstance(inner.get("name"), str):
+                    out.append(_function(inner))
+                    namespaces[inner["name"]] = group
+        elif f"tools.{kind}" not in dropped:
+            dropped.append(f"tools.{kind}")
+    return out, namespaces
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -154,14 +212,38 @@ def _response_format(text: Any) -> Any:
     return None
 
 
-def internal_request(body: dict[str, Any]) -> dict[str, Any]:
+# the request fields the internal form carries (or that need nothing carried: ``store: false``)
+_READ = frozenset(
+    {
+        "model",
+        "stream",
+        "input",
+        "instructions",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "parallel_tool_calls",
+        "user",
+        "tools",
+        "tool_choice",
+        "reasoning",
+        "text",
+        "previous_response_id",
+    }
+)
+
+
+def internal_request(body: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """The internal form of a Responses request, the names of what it cannot carry, and the namespace
+    of each tool flattened out of a ``namespace`` group."""
     if body.get("previous_response_id") is not None:
         raise InvalidRequest(
             "`previous_response_id` is not supported: this gateway is stateless and stores no responses; "
             "send the whole conversation as `input` items",
             param="previous_response_id",
         )
-    messages = _messages(body.get("input"))
+    dropped: list[str] = []
+    messages = _messages(body.get("input"), dropped)
     instructions = body.get("instructions")
     if isinstance(instructions, str) and instructions:
         messages.insert(0, {"role": "system", "content": instructions})
@@ -172,17 +254,23 @@ def internal_request(body: dict[str, Any]) -> dict[str, Any]:
     for key in ("temperature", "top_p", "parallel_tool_calls", "user"):
         if body.get(key) is not None:
             internal[key] = body[key]
+    namespaces: dict[str, str] = {}
     if body.get("tools"):
-        internal["tools"] = _tools(body["tools"])
-        if body.get("tool_choice") is not None:
-            internal["tool_choice"] = _tool_choice(body["tool_choice"])
+        tools, namespaces = _tools(body["tools"], dropped)
+        if tools:
+            internal["tools"] = tools
+            if body.get("tool_choice") is not None:
+                internal["tool_choice"] = _tool_choice(body["tool_choice"])
     reasoning = body.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
         internal["reasoning_effort"] = reasoning["effort"]
     response_format = _response_format(body.get("text"))
     if response_format is not None:
         internal["response_format"] = response_format
-    return internal
+    for key, value in body.items():
+        if key not in _READ and value is not None and not (key == "store" and value is False):
+            dropped.append(key)
+    return internal, dropped, namespaces
 
 
 # -- answers ---------------------------------------------------------------------------------------
@@ -193,7 +281,7 @@ def _usage(usage: Any) -> dict[str, Any]:
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached_tokens(usage), "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
@@ -210,8 +298,10 @@ def _reasoning_item(item_id: str, text: str | None) -> dict[str, Any]:
     return {"type": "reasoning", "id": item_id, "summary": summary}
 
 
-def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-    return {
+def _call_item(
+    item_id: str, call_id: str, name: str, arguments: str, status: str, namespaces: dict[str, str]
+) -> dict[str, Any]:
+    item = {
         "type": "function_call",
         "id": item_id,
         "call_id": call_id,
@@ -219,6 +309,10 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: st
         "arguments": arguments,
         "status": status,
     }
+    namespace = namespaces.get(name)
+    if namespace:
+        item["namespace"] = namespace
+    return item
 
 
 def _response(
@@ -254,6 +348,7 @@ class _Events(StreamRender):
         "_id",
         "_item",
         "_model",
+        "_namespaces",
         "_output",
         "_seq",
         "_started",
@@ -262,8 +357,9 @@ class _Events(StreamRender):
     )
     headers: tuple[Header, ...] = SSE_HEADERS
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, namespaces: dict[str, str]) -> None:
         self._model = model
+        self._namespaces = namespaces
         self._id = _id("resp")
         self._seq = 0
         self._started = False
@@ -382,7 +478,8 @@ class _Events(StreamRender):
                 number = call.get("index", 0)
                 if self._item is None or self._call != number:
                     call_id = call.get("id") or _id("call")
-                    item = _call_item(_id("fc"), call_id, function.get("name") or "", "", "in_progress")
+                    name = function.get("name") or ""
+                    item = _call_item(_id("fc"), call_id, name, "", "in_progress", self._namespaces)
                     self._open(item, out, number)
                 assert self._item is not None
                 if function.get("arguments"):
@@ -415,8 +512,10 @@ class Responses(Surface):
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
         stream = check_stream(body)
-        internal = internal_request(body)
-        return chat_request(model, stream, internal)
+        internal, dropped, namespaces = internal_request(body)
+        parsed = chat_request(model, stream, internal)
+        parsed.dropped, parsed.extras = tuple(dropped), namespaces
+        return parsed
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         choice = first_choice(result)
@@ -433,7 +532,12 @@ class Responses(Surface):
             arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments or {}).decode()
             output.append(
                 _call_item(
-                    _id("fc"), call.get("id") or _id("call"), function.get("name", ""), arguments, "completed"
+                    _id("fc"),
+                    call.get("id") or _id("call"),
+                    function.get("name", ""),
+                    arguments,
+                    "completed",
+                    parsed.extras or {},
                 )
             )
         finish = choice.get("finish_reason")
@@ -442,7 +546,7 @@ class Responses(Surface):
         )
 
     def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
-        return _Events(parsed.echo)
+        return _Events(parsed.echo, parsed.extras or {})
 
     def error(self, failure: Failure) -> bytes:
         return error_body(failure.message, failure.type, param=failure.param, code=failure.code)

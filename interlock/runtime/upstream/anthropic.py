@@ -1,9 +1,12 @@
 """The Anthropic adapter: OpenAI-shaped requests to the Messages API (``POST {base_url}/v1/messages``).
 
-Translation both ways lives in ``anthropic_wire``; this module only sends. The credential goes in
-``x-api-key`` with ``anthropic-version`` (the plan builds both headers, from ``interlock.kinds``).
-Status mapping is the shared one (``failures``): 429 rate limited, 529 overloaded is a 5xx (transient,
-the walk falls back), other 4xx deterministic. Probe: ``GET {base_url}/v1/models``.
+Translation both ways lives in ``anthropic_wire``; this module only sends. A Messages caller's own
+request (``Native``) goes as it came, the model replaced, with the ``anthropic-beta`` and
+``anthropic-version`` headers it came with; its answer and events come back whole (``Relayed``).
+The credential goes in ``x-api-key`` with ``anthropic-version`` (the plan builds both headers, from
+``interlock.kinds``). Status mapping is the shared one (``failures``): 429 rate limited, 529
+overloaded is a 5xx (transient, the walk falls back), other 4xx deterministic.
+Probe: ``GET {base_url}/v1/models``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import orjson
 
 from interlock.runtime.errors import CannotServe, MalformedResponse
 from interlock.runtime.upstream import anthropic_wire
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed, with_headers
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 
@@ -26,16 +29,30 @@ class AnthropicAdapter(Adapter):
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client
 
-    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=False))
-        answer = await request_json(self._client, endpoint, "POST", "/v1/messages", payload)
-        return anthropic_wire.chat_completion(answer, model)
+    async def chat(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> dict[str, Any]:
+        if native is None:
+            payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=False))
+            answer = await request_json(self._client, endpoint, "POST", "/v1/messages", payload)
+            return anthropic_wire.chat_completion(answer, model)
+        payload = orjson.dumps(anthropic_wire.relayed_request(native.body, model, stream=False))
+        answer = await request_json(
+            self._client, with_headers(endpoint, native), "POST", "/v1/messages", payload
+        )
+        return Relayed(anthropic_wire.chat_completion(answer, model), answer)
 
-    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
-        payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=True))
+    async def chat_stream(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> ChatStream:
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-        decoder = anthropic_wire.EventDecoder(model, endpoint, include_usage)
+        if native is None:
+            payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=True))
+        else:
+            payload = orjson.dumps(anthropic_wire.relayed_request(native.body, model, stream=True))
+            endpoint = with_headers(endpoint, native)
+        decoder = anthropic_wire.EventDecoder(model, endpoint, include_usage, relay=native is not None)
         return await request_stream(self._client, endpoint, "/v1/messages", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:

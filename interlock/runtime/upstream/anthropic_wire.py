@@ -7,7 +7,8 @@ of one role are merged (Anthropic wants them alternating). ``max_tokens`` is req
 request's ``max_tokens``/``max_completion_tokens``/``options.num_predict``, else ``DEFAULT_MAX_TOKENS``.
 ``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k`` (also from ``options``); tools ->
 ``input_schema``; ``tool_choice`` auto/required/none/named -> auto/any/none/tool; ``parallel_tool_calls:
-false`` -> ``disable_parallel_tool_use``. Refused (``CannotServe``, another candidate may serve): ``n``
+false`` -> ``disable_parallel_tool_use``; ``think`` / ``reasoning_effort`` -> ``thinking`` (a budget per
+level, below ``max_tokens``). Refused (``CannotServe``, another candidate may serve): ``n``
 above 1, ``logprobs``, ``audio``, embeddings.
 
 Answers: text blocks joined into ``content``, ``tool_use`` -> ``tool_calls``, ``thinking`` ->
@@ -26,10 +27,12 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.upstream.base import Endpoint, RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.ollama_wire import completion_id
 from interlock.runtime.upstream.sse import SSEEvents
+from interlock.runtime.wire.anthropic import url_source
+from interlock.runtime.wire.openai_chat import call_arguments
 
 DEFAULT_MAX_TOKENS = 4096
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
@@ -73,23 +76,14 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
             url = image.get("url") if isinstance(image, Mapping) else image
             if not isinstance(url, str):
                 raise InvalidRequest("an `image_url` part has no url")
-            if url.startswith("data:"):
-                head, _, data = url.partition(",")
-                media = head[5:].split(";")[0] or "image/png"
-                blocks.append(
-                    {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
-                )
-            else:
-                blocks.append({"type": "image", "source": {"type": "url", "url": url}})
+            blocks.append({"type": "image", "source": url_source(url)})
     return blocks
 
 
 def _arguments(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text or {}
     try:
-        return orjson.loads(text or "{}")
-    except orjson.JSONDecodeError:
+        return call_arguments(text)
+    except ValueError:
         raise CannotServe(
             "a tool call's arguments are not JSON; Anthropic takes objects", param="messages"
         ) from None
@@ -195,15 +189,62 @@ def messages_request(body: Mapping[str, Any], model: str, *, stream: bool) -> di
         choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
         if choice is not None:
             request["tool_choice"] = choice
+    thinking = _thinking(body, request["max_tokens"])
+    if thinking is not None:
+        request["thinking"] = thinking
     if stream:
         request["stream"] = True
     return request
 
 
-def _usage(usage: Any) -> dict[str, int]:
+# ``reasoning_effort`` (and Ollama's ``think`` levels) as a thinking budget; ``think: true`` is medium
+THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}
+MIN_THINKING_BUDGET = 1024  # the least Anthropic takes; it must also stay below max_tokens
+
+
+def _thinking(body: Mapping[str, Any], max_tokens: int) -> dict[str, Any] | None:
+    """Anthropic's ``thinking`` for ``think`` / ``reasoning_effort``: enabled with the level's budget
+    (cut below ``max_tokens``), disabled for ``think: false`` or ``reasoning_effort: none``; None when
+    the request says nothing or the budget does not fit under ``max_tokens``."""
+    think, effort = body.get("think"), body.get("reasoning_effort")
+    if think is False or effort == "none":
+        return {"type": "disabled"}
+    level = think if isinstance(think, str) else effort if isinstance(effort, str) else None
+    if level is None and think is not True:
+        return None
+    budget = min(THINKING_BUDGETS.get(level or "medium", THINKING_BUDGETS["medium"]), max_tokens - 1)
+    return {"type": "enabled", "budget_tokens": budget} if budget >= MIN_THINKING_BUDGET else None
+
+
+def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    """A Messages caller's own request for a Messages upstream: as it came, ``model`` replaced."""
+    request = dict(native)
+    request["model"] = model
+    if stream:
+        request["stream"] = True
+    else:
+        request.pop("stream", None)
+    return request
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    """OpenAI's usage for Anthropic's: ``prompt_tokens`` counts the cached input too (Anthropic's
+    ``input_tokens`` does not), ``prompt_tokens_details.cached_tokens`` what was read from the cache."""
     usage = usage if isinstance(usage, Mapping) else {}
-    prompt, completion = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    read, written = (
+        int(usage.get("cache_read_input_tokens") or 0),
+        int(usage.get("cache_creation_input_tokens") or 0),
+    )
+    prompt = int(usage.get("input_tokens") or 0) + read + written
+    completion = int(usage.get("output_tokens") or 0)
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if read:
+        out["prompt_tokens_details"] = {"cached_tokens": read}
+    return out
 
 
 def chat_completion(answer: Any, model: str) -> dict[str, Any]:
@@ -237,12 +278,16 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 
 
 class EventDecoder(SSEEvents):
-    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``."""
+    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``.
 
-    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_usage", "done")
+    ``relay``: every event comes as one ``RelayedChunk`` (its chunk, or one without choices), holding
+    the event as it came, for a Messages caller."""
 
-    def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
+    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_relay", "_usage", "done")
+
+    def __init__(self, model: str, endpoint: Endpoint, include_usage: bool, *, relay: bool = False) -> None:
         super().__init__(endpoint)
+        self._relay = relay
         self._include_usage = include_usage
         self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
         self._blocks: dict[int, int] = {}  # content block index -> tool call index
@@ -265,6 +310,15 @@ class EventDecoder(SSEEvents):
             raise MalformedResponse("stream event is not valid JSON") from exc
         if not isinstance(event, dict):
             raise MalformedResponse("stream event is not a JSON object")
+        if not self._relay:
+            self._decode(event, out)
+            return
+        before = len(out)
+        self._decode(event, out)
+        chunk = out.pop() if len(out) > before else {**self._head, "choices": []}
+        out.append(RelayedChunk(chunk, event, data))
+
+    def _decode(self, event: dict[str, Any], out: deque[dict[str, Any]]) -> None:
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message") or {}

@@ -4,17 +4,59 @@ Requests and responses cross this border in OpenAI's shape (plain dicts): a chat
 ``chat.completion`` dict, ``chat.completion.chunk`` dicts, an embeddings list. Each adapter translates
 to its own wire format and maps every exception of the HTTP client to ``interlock.runtime.errors``;
 nothing of the client library leaks past this package. Endpoints are built once, at plan load.
+
+Same-format relay: a request may also come with its ``Native`` form (the caller's body in its own wire
+format and the provider headers it came with). An adapter of that format sends it as it came (the
+model replaced, the gateway's own fields set) and answers with a ``Relayed`` completion or
+``RelayedChunk`` chunks: still OpenAI-shaped for metering, each holding the upstream's own answer or
+event, which the caller's surface writes back unchanged but for the model name.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from interlock.runtime.errors import CannotServe
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """The caller's request in its own wire format, for an upstream that speaks it (a same-format relay).
+
+    ``format`` is a provider kind (``anthropic``, ``ollama``); ``headers`` are the provider-defined
+    ones the request came with (``anthropic-beta``, ``anthropic-version``), forwarded as they are."""
+
+    format: str
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class Relayed(dict[str, Any]):
+    """A ``chat.completion`` dict (for metering and for surfaces of other formats) that also holds the
+    upstream's own answer, ``native``, for a surface of the upstream's format."""
+
+    __slots__ = ("native",)
+
+    def __init__(self, completion: Mapping[str, Any], native: dict[str, Any]) -> None:
+        super().__init__(completion)
+        self.native = native
+
+
+class RelayedChunk(dict[str, Any]):
+    """A ``chat.completion.chunk`` dict (empty of choices for an event with no OpenAI counterpart) that
+    also holds the upstream's own event: ``native`` (its parsed data) and ``raw`` (its bytes)."""
+
+    __slots__ = ("native", "raw")
+
+    def __init__(self, chunk: Mapping[str, Any], native: dict[str, Any], raw: bytes) -> None:
+        super().__init__(chunk)
+        self.native = native
+        self.raw = raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,18 +100,31 @@ class ChatStream(abc.ABC):
     async def aclose(self) -> None: ...
 
 
+def with_headers(endpoint: Endpoint, native: Native) -> Endpoint:
+    """``endpoint`` sending the provider headers a relayed request came with too (over its own)."""
+    if not native.headers:
+        return endpoint
+    return dataclasses.replace(endpoint, headers={**endpoint.headers, **native.headers})
+
+
 class Adapter(abc.ABC):
     """Speaks one wire format. Stateless apart from the shared HTTP client it is given."""
 
     @abc.abstractmethod
-    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def chat(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> dict[str, Any]:
         """A non-streaming chat completion. ``body`` is the caller's request (not mutated); the adapter
-        sends it with ``model`` in place of the caller's model and returns a ``chat.completion`` dict."""
+        sends it with ``model`` in place of the caller's model and returns a ``chat.completion`` dict
+        (a ``Relayed`` one when it sent ``native``, the request in its own format, instead)."""
 
     @abc.abstractmethod
-    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+    async def chat_stream(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> ChatStream:
         """Start a streaming completion; return only once the first chunk has arrived, so the caller
-        can still fall back. Raises ``UpstreamError`` for anything that fails before that."""
+        can still fall back. Raises ``UpstreamError`` for anything that fails before that. With
+        ``native`` in the adapter's format, every upstream event comes as a ``RelayedChunk``."""
 
     @abc.abstractmethod
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,4 +144,4 @@ class Adapter(abc.ABC):
 
 
 T = TypeVar("T")
-Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any]], Awaitable[T]]
+Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any], Native | None], Awaitable[T]]

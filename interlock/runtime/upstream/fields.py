@@ -201,6 +201,8 @@ ANTHROPIC_CHAT = frozenset(
         "stream_options",
         "options",  # only its num_predict, stop, temperature, top_p, top_k
         "n",  # 1 only (else refused)
+        "think",  # -> thinking (enabled with a budget, or disabled)
+        "reasoning_effort",  # -> thinking's budget
     }
 )
 

@@ -1,7 +1,9 @@
 """The Ollama adapter: OpenAI-shaped requests to one worker's native API (/api/chat, /api/embed).
 
 The native API, not Ollama's /v1, because only it can set ``num_ctx`` and other options per request.
-Translation both ways lives in ``ollama_wire``; this module only sends. A request Ollama cannot carry
+Translation both ways lives in ``ollama_wire``; this module only sends. An Ollama caller's own
+request (``Native``) goes as it came but for the fields the gateway owns (``ollama_wire.relayed_request``),
+and its answer and lines come back whole (``Relayed``). A request Ollama cannot carry
 raises ``CannotServe`` from the translation, before anything is sent. Probe: GET /api/tags.
 ``metadata`` fetches /api/show, /api/ps and /api/tags for the metadata fetcher (outside the request path).
 """
@@ -15,7 +17,7 @@ import orjson
 
 from interlock.runtime.errors import CannotServe, MalformedResponse
 from interlock.runtime.upstream import ollama_wire
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 
@@ -34,20 +36,35 @@ class OllamaAdapter(Adapter):
         self._client = client
         self.speeds: SpeedSink | None = None
 
-    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=False))
-        answer = await request_json(self._client, endpoint, "POST", "/api/chat", payload)
+    async def chat(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> dict[str, Any]:
+        request = (
+            ollama_wire.chat_request(body, model, stream=False)
+            if native is None
+            else ollama_wire.relayed_request(native.body, body, model, stream=False)
+        )
+        answer = await request_json(self._client, endpoint, "POST", "/api/chat", orjson.dumps(request))
         completion = ollama_wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
         if self.speeds is not None:
             self.speeds(endpoint.label, _named(model), answer)
-        return completion
+        return completion if native is None else Relayed(completion, answer)
 
-    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
-        payload = orjson.dumps(ollama_wire.chat_request(body, model, stream=True))
+    async def chat_stream(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> ChatStream:
+        request = (
+            ollama_wire.chat_request(body, model, stream=True)
+            if native is None
+            else ollama_wire.relayed_request(native.body, body, model, stream=True)
+        )
+        payload = orjson.dumps(request)
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-        one_call = body.get("parallel_tool_calls") is False
-        decoder = ollama_wire.NDJSONDecoder(model, include_usage, endpoint.headers, one_call)
+        one_call = body.get("parallel_tool_calls") is False and native is None
+        decoder = ollama_wire.NDJSONDecoder(
+            model, include_usage, endpoint.headers, one_call, relay=native is not None
+        )
         sink = self.speeds
         if sink is not None:
             label, named = endpoint.label, _named(model)

@@ -38,8 +38,11 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.upstream.base import RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.fields import OLLAMA_OPTION_FIELDS
+from interlock.runtime.wire.ollama import data_url_base64
+from interlock.runtime.wire.openai_chat import call_arguments
 
 # top-level request field -> its key in Ollama's ``options``
 _OPTIONS: dict[str, str] = {
@@ -292,10 +295,9 @@ def _part(part: Any, index: int, number: int) -> tuple[str, str | None]:
 
 def _image(image_url: Any, index: int, number: int) -> str:
     url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
-    if isinstance(url, str) and url.startswith("data:"):
-        header, comma, data = url.partition(",")
-        if comma and header.endswith(";base64"):
-            return data
+    data = data_url_base64(url) if isinstance(url, str) else None
+    if data is not None:
+        return data
     where = f"messages[{index}].content[{number}].image_url"
     if not isinstance(url, str):
         raise InvalidRequest(f"`{where}` needs a url", param=where)
@@ -312,19 +314,17 @@ def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str,
         where = f"messages[{index}].tool_calls"
         raise InvalidRequest(f"`{where}` need a function name", param=where)
     name = function["name"]
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = orjson.loads(arguments) if arguments.strip() else {}
-        except orjson.JSONDecodeError:
-            raise CannotServe(
-                f"Ollama takes tool call arguments as JSON objects; those of {name!r} are not JSON",
-                param=f"messages[{index}].tool_calls",
-            ) from None
+    try:
+        arguments = call_arguments(function.get("arguments"))
+    except ValueError:
+        raise CannotServe(
+            f"Ollama takes tool call arguments as JSON objects; those of {name!r} are not JSON",
+            param=f"messages[{index}].tool_calls",
+        ) from None
     call_id = call.get("id")
     if isinstance(call_id, str):
         tool_names[call_id] = name
-    return {"function": {"name": name, "arguments": arguments if arguments is not None else {}}}
+    return {"function": {"name": name, "arguments": arguments}}
 
 
 def _embedding_inputs(inputs: Any) -> str | list[str]:
@@ -406,8 +406,32 @@ def chat_completion(answer: Any, model: str, one_call: bool = False) -> dict[str
     }
 
 
+def relayed_request(
+    native: Mapping[str, Any], body: Mapping[str, Any], model: str, *, stream: bool
+) -> dict[str, Any]:
+    """An Ollama caller's own ``/api/chat`` request for a worker: as it came, but for what the gateway
+    owns: ``model``, ``stream``, the ``options.num_ctx`` the guards chose and a ``think`` they took out
+    (``body`` is the internal form as the guards left it)."""
+    request = dict(native)
+    request["model"] = model
+    request["stream"] = stream
+    options = body.get("options")
+    window = options.get("num_ctx") if isinstance(options, Mapping) else None
+    if window is not None:
+        sent = request.get("options")
+        sent = sent if isinstance(sent, Mapping) else {}
+        if sent.get("num_ctx") != window:
+            request["options"] = {**sent, "num_ctx": window}
+    if "think" in request and "think" not in body and "reasoning_effort" not in body:
+        del request["think"]
+    return request
+
+
 class NDJSONDecoder:
-    """Ollama's NDJSON chat stream to ``chat.completion.chunk`` dicts (role in the first delta)."""
+    """Ollama's NDJSON chat stream to ``chat.completion.chunk`` dicts (role in the first delta).
+
+    ``relay``: every line comes as one ``RelayedChunk`` (its chunk, with the usage on the last line's,
+    or one without choices), holding the line as it came, for an Ollama caller."""
 
     __slots__ = (
         "_first",
@@ -415,16 +439,24 @@ class NDJSONDecoder:
         "_headers",
         "_include_usage",
         "_one_call",
+        "_relay",
         "_tools",
         "done",
         "on_done",
     )
 
     def __init__(
-        self, model: str, include_usage: bool, headers: Mapping[str, str], one_call: bool = False
+        self,
+        model: str,
+        include_usage: bool,
+        headers: Mapping[str, str],
+        one_call: bool = False,
+        *,
+        relay: bool = False,
     ) -> None:
         """``headers`` are the endpoint's: their credentials are masked in an error line's text;
         ``one_call`` (``parallel_tool_calls: false``) keeps only the stream's first tool call."""
+        self._relay = relay
         self._one_call = one_call
         self._head = {
             "id": completion_id(),
@@ -470,12 +502,19 @@ class NDJSONDecoder:
                 self._tools += len(calls)
         if native.get("done"):
             finish = _finish_reason(native, self._tools > 0)
-            out.append({**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-            if self._include_usage:
-                out.append({**self._head, "choices": [], "usage": _usage(native)})
+            last = {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            if self._relay:
+                out.append(RelayedChunk({**last, "usage": _usage(native)}, native, line))
+            else:
+                out.append(last)
+                if self._include_usage:
+                    out.append({**self._head, "choices": [], "usage": _usage(native)})
             self.done = True
             if self.on_done is not None:
                 self.on_done(native)
+        elif self._relay:
+            choices = [{"index": 0, "delta": delta, "finish_reason": None}] if delta else []
+            out.append(RelayedChunk({**self._head, "choices": choices}, native, line))
         elif delta:
             out.append({**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
 

@@ -6,6 +6,9 @@ provider would answer 400 and stop the walk: those with an OpenAI counterpart ar
 request sets the counterpart itself), the rest dropped (``fields.NATIVE_FIELDS`` says which). A body
 without any of them costs one set check.
 
+An OpenAI chat caller's body is the internal form itself: it already goes as it came, so there is no
+``Native`` form for this adapter to relay (``native`` is always None here).
+
 Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A body that ends
 without ``[DONE]`` counts as complete only after a chunk with a ``finish_reason``; otherwise it was cut
 (ProtocolFailure), never a silently truncated answer. An ``error`` object in an event (or in a 200
@@ -21,7 +24,7 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import MalformedResponse, ProtocolFailure
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.upstream.failures import credentials, error_for_object
@@ -114,7 +117,9 @@ class OpenAIAdapter(Adapter):
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client
 
-    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def chat(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> dict[str, Any]:
         payload = _payload(body, model)
         payload.pop("stream", None)
         payload.pop("stream_options", None)  # OpenAI refuses stream_options without stream
@@ -123,7 +128,9 @@ class OpenAIAdapter(Adapter):
         )
         return _checked(answer, "choices", endpoint)
 
-    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+    async def chat_stream(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> ChatStream:
         payload = _payload(body, model)
         payload["stream"] = True
         decoder = SSEDecoder(endpoint)

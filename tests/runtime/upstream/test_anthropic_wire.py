@@ -120,3 +120,43 @@ def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
         decoder.feed(b'data: {"type": "ping"}', out)
         decoder.feed(b"", out)
     assert len(out) == 0  # pings carry nothing, and nothing was refused
+
+
+@pytest.mark.parametrize(
+    ("extra", "thinking"),
+    [
+        ({"think": True}, {"type": "enabled", "budget_tokens": 4096}),
+        ({"reasoning_effort": "high"}, {"type": "enabled", "budget_tokens": 16384}),
+        ({"think": "low"}, {"type": "enabled", "budget_tokens": 1024}),
+        ({"think": False}, {"type": "disabled"}),
+        ({"reasoning_effort": "none"}, {"type": "disabled"}),
+        ({"reasoning_effort": "high", "max_tokens": 2000}, {"type": "enabled", "budget_tokens": 1999}),
+        ({"think": True, "max_tokens": 1000}, None),  # no budget of at least 1024 fits under 1000
+        ({}, None),
+    ],
+)
+def test_think_and_reasoning_effort_become_a_thinking_budget(
+    extra: dict[str, Any], thinking: dict[str, Any] | None
+) -> None:
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 32000, **extra}
+    assert anthropic_wire.messages_request(body, "claude-x", stream=False).get("thinking") == thinking
+
+
+def test_cache_usage_counts_in_the_prompt_and_as_cached_tokens() -> None:
+    answer = {
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": 12,
+            "cache_creation_input_tokens": 100,
+            "cache_read_input_tokens": 2048,
+            "output_tokens": 3,
+        },
+    }
+    usage = anthropic_wire.chat_completion(answer, "claude-x")["usage"]
+    assert usage == {
+        "prompt_tokens": 2160,
+        "completion_tokens": 3,
+        "total_tokens": 2163,
+        "prompt_tokens_details": {"cached_tokens": 2048},
+    }

@@ -1,0 +1,119 @@
+"""The real Claude Code and Codex CLIs, run headless against a gateway on loopback.
+
+Both come from npm into a folder the tests own, ``$INTERLOCK_NODE_PREFIX`` (default
+``~/.cache/interlock/node``), the way ``.ci/run`` installs them::
+
+    npm install --prefix ~/.cache/interlock/node @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
+
+A missing CLI skips its tests, unless ``INTERLOCK_REQUIRE_CLIS`` is set (CI): there they fail.
+
+Each run gets an empty home of its own and only the environment named here: the base URL and a key
+for the gateway, and every switch the CLIs have against traffic of their own (telemetry, error
+reports, update checks, feedback), so nothing but the gateway on 127.0.0.1 is ever asked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGES = {"claude": "@anthropic-ai/claude-code@2.1.197", "codex": "@openai/codex@0.171.0"}
+RUN_S = 120  # a bound on one CLI run (a failure bound, not a speed check)
+
+# Claude Code: no telemetry, error reports, auto-update, feedback survey or other nonessential calls
+CLAUDE_QUIET = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
+    "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+}
+
+CODEX_CONFIG = """\
+model = "{model}"
+model_provider = "interlock"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.interlock]
+name = "interlock"
+base_url = "{base_url}/v1"
+wire_api = "responses"
+env_key = "INTERLOCK_KEY"
+request_max_retries = 0
+stream_max_retries = {stream_retries}
+"""
+
+
+def node_prefix() -> Path:
+    return Path(os.environ.get("INTERLOCK_NODE_PREFIX", Path.home() / ".cache" / "interlock" / "node"))
+
+
+def cli_path(name: str) -> Path:
+    """The installed CLI ``name`` (claude | codex); skipped (or, in CI, failed) when it is missing."""
+    path = node_prefix() / "node_modules" / ".bin" / name
+    if not path.exists():
+        hint = f"npm install --prefix {node_prefix()} {PACKAGES[name]}"
+        if os.environ.get("INTERLOCK_REQUIRE_CLIS"):
+            pytest.fail(f"no `{name}` CLI at {path}, and INTERLOCK_REQUIRE_CLIS is set ({hint})")
+        pytest.skip(f"no `{name}` CLI at {path} ({hint})")
+    return path
+
+
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def explain(self) -> str:
+        return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr[-4000:]}"
+
+
+def _run(command: list[str], env: dict[str, str], cwd: Path) -> Ran:
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TERM": "dumb"}
+    done = subprocess.run(
+        command,
+        env={**base, **env},
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=RUN_S,
+        check=False,
+    )
+    return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+
+
+def claude(gateway_url: str, model: str, prompt: str, home: Path, *args: str, retries: int = 0) -> Ran:
+    """``claude -p <prompt> --model <model>`` with ``ANTHROPIC_BASE_URL`` at the gateway; ``retries``:
+    how often Claude Code retries a failed request (its default, 10 with backoff, outlasts a test)."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": gateway_url,
+        "ANTHROPIC_API_KEY": "sk-ant-caller",
+        "CLAUDE_CODE_MAX_RETRIES": str(retries),
+        **CLAUDE_QUIET,
+    }
+    command = [str(cli_path("claude")), "-p", prompt, "--model", model, *args]
+    return _run(command, env, home)
+
+
+def codex(gateway_url: str, model: str, prompt: str, home: Path, *, stream_retries: int = 0) -> Ran:
+    """``codex exec <prompt>`` with Codex's defaults (no feature turned off) and a provider whose
+    ``base_url`` is the gateway's ``/v1``, in a ``CODEX_HOME`` of its own."""
+    codex_home = home / "codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    config = CODEX_CONFIG.format(model=model, base_url=gateway_url, stream_retries=stream_retries)
+    (codex_home / "config.toml").write_text(config)
+    env = {"HOME": str(home), "CODEX_HOME": str(codex_home), "INTERLOCK_KEY": "sk-caller"}
+    command = [str(cli_path("codex")), "exec", "--skip-git-repo-check", prompt]
+    return _run(command, env, home)
