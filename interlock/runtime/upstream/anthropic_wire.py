@@ -237,9 +237,10 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 
 
 class EventDecoder(SSEEvents):
-    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``."""
+    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``
+    after a ``message_delta`` with a ``stop_reason`` (without one the stream was cut)."""
 
-    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_usage", "done")
+    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_stopped", "_usage", "done")
 
     def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
         super().__init__(endpoint)
@@ -248,6 +249,7 @@ class EventDecoder(SSEEvents):
         self._blocks: dict[int, int] = {}  # content block index -> tool call index
         self._calls = 0
         self._usage: dict[str, Any] = {}
+        self._stopped = False  # a message_delta has given the stop_reason
         self.done = False
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -292,8 +294,12 @@ class EventDecoder(SSEEvents):
         elif kind == "message_delta":
             self._usage.update(event.get("usage") or {})
             reason = (event.get("delta") or {}).get("stop_reason")
-            out.append(self._chunk({}, _FINISH.get(str(reason), "stop")))
+            if reason:
+                self._stopped = True
+                out.append(self._chunk({}, _FINISH.get(str(reason), "stop")))
         elif kind == "message_stop":
+            if not self._stopped:
+                raise ProtocolFailure("stream reached message_stop without a stop_reason")
             if self._include_usage:
                 out.append({**self._head, "choices": [], "usage": _usage(self._usage)})
             self.done = True

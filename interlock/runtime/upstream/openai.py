@@ -6,9 +6,10 @@ provider would answer 400 and stop the walk: those with an OpenAI counterpart ar
 request sets the counterpart itself), the rest dropped (``fields.NATIVE_FIELDS`` says which). A body
 without any of them costs one set check.
 
-Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A body that ends
-without ``[DONE]`` counts as complete only after a chunk with a ``finish_reason``; otherwise it was cut
-(ProtocolFailure), never a silently truncated answer. An ``error`` object in an event (or in a 200
+Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A stream is
+complete only once a chunk has carried a ``finish_reason``: one that ends without it, at ``[DONE]`` or
+not, was cut (ProtocolFailure), never a silently truncated answer (llama.cpp's server ends a stream it
+drops for another request with ``[DONE]`` and no finish reason). An ``error`` object in an event (or in a 200
 body) raises the matching UpstreamError.
 """
 
@@ -70,7 +71,8 @@ def _translate_native(payload: dict[str, Any]) -> None:
 
 
 class SSEDecoder(SSEEvents):
-    """OpenAI's event stream to chunk dicts; complete at ``[DONE]`` or after a chunk with a finish reason."""
+    """OpenAI's event stream to chunk dicts; complete after a chunk with a finish reason (``[DONE]``
+    without one is a cut stream)."""
 
     __slots__ = ("_finished", "done")
 
@@ -87,6 +89,8 @@ class SSEDecoder(SSEEvents):
 
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
         if data == _DONE:
+            if not self._finished:
+                raise ProtocolFailure("stream ended at [DONE] without a finish reason")
             self.done = True
             return
         try:
