@@ -38,6 +38,7 @@ class ProviderKind:
     adapter: str  # "module:Class", an ``upstream.base.Adapter`` taking the shared UpstreamClient
     fixed_headers: Mapping[str, str] = field(default_factory=dict)  # sent with every request
     key_expected: bool = True  # warn (IL108) when no `api_key_env` is given
+    live_facts: bool = False  # its workers report models, contexts and capabilities (Ollama's /api/show)
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""
@@ -63,6 +64,7 @@ KINDS: Mapping[str, ProviderKind] = {
         auth=_bearer,
         adapter="interlock.runtime.upstream.ollama:OllamaAdapter",
         key_expected=False,
+        live_facts=True,
     ),
     "openai": ProviderKind(
         name="openai",

@@ -15,9 +15,13 @@ upstream body, a header or a credential.
     │   │   ├── ProtocolFailure          server disconnected, broken HTTP, cut stream
     │   │   ├── ServerError              HTTP 5xx (52x included)
     │   │   └── RateLimited              HTTP 429; `retry_after` seconds when the upstream said
-    │   └── DeterministicError           -> returned to the caller at once, no fallback
-    │       ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
-    │       └── MalformedResponse        the upstream answered something we cannot parse
+    │   ├── DeterministicError           -> returned to the caller at once, no fallback
+    │   │   ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
+    │   │   └── MalformedResponse        the upstream answered something we cannot parse
+    │   └── ContextOverflow              the upstream said the prompt is over its context (any
+    │                                    dialect): the candidate's context is too small, not the
+    │                                    request wrong -> a candidate with a larger context; nothing
+    │                                    against health; the number it gave lowers its known context
     ├── CannotServe                      an adapter's translation refused, before any network call:
     │                                    -> next candidate with the reason; nothing against health
     └── GatewayError                     the gateway's own answer to a request
@@ -120,6 +124,20 @@ class ClientError(DeterministicError):
 
 class MalformedResponse(DeterministicError):
     error_class = "malformed"
+
+
+class ContextOverflow(UpstreamError):
+    """The upstream refused the prompt as longer than its context. ``window`` is the context it named
+    (None when it named none), ``tokens`` the prompt's size as it counted it (None when unsaid)."""
+
+    error_class = "context_overflow"
+
+    def __init__(
+        self, message: str, *, status: int | None = 400, window: int | None = None, tokens: int | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.window = window
+        self.tokens = tokens
 
 
 class CannotServe(InterlockError):

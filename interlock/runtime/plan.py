@@ -72,6 +72,7 @@ class Route:
     context_default: int | None = None
     context_cap: int | None = None
     worker_header: tuple[bytes, bytes] | None = None  # X-Interlock-Worker: the worker that answered
+    live_facts: bool = False  # an Ollama worker: live metadata (/api/show, /api/ps) applies to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -621,6 +622,7 @@ def _candidate(
             context_default=_context_default(workers, worker, context_tokens, preflight),
             context_cap=_context_cap(workers, worker, model, context_tokens, preflight),
             worker_header=(b"x-interlock-worker", worker.encode()) if worker is not None else None,
+            live_facts=worker is not None and KINDS[provider.kind].live_facts,
         )
         for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True)
     )
