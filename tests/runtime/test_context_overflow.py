@@ -152,3 +152,31 @@ def test_with_no_larger_context_left_the_caller_gets_context_length_exceeded(
         assert error["code"] == "context_length_exceeded"
         assert "small/s2: context 512 (upstream said) on small" in error["message"]
     assert _calls(small, "s2") == 1  # the second was refused without a call
+
+
+def test_an_empty_200_stream_of_a_prompt_over_the_context_is_an_overflow_too(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeAnthropic]
+) -> None:
+    """llama-cpp-python's server answers a streamed prompt over its context with an empty 200: asked
+    again, not streamed, it says why; the walk then treats it like any overflow."""
+    small, big, claude = fakes
+    small.set_fault(Fault.empty_stream(), model="s1", times=1)
+    small.set_fault(Fault.context_overflow("llama-cpp-python", 512, 1010))  # what it says when asked again
+    gateway = _gateway(plan_data, small, big, claude)
+    (answer,) = _ask(gateway, [{"model": "t/chat", "messages": LONG, "stream": True}])
+    assert answer.headers["x-interlock-resolved"] == "big/b1"
+    assert answer.headers["x-interlock-skipped"] == "small/s1 (context_too_small)"
+    asked = [r.body for r in small.requests if isinstance(r.body, dict)]
+    assert [(body.get("stream"), body.get("max_tokens")) for body in asked] == [(True, None), (None, 1)]
+
+
+def test_an_empty_200_stream_for_another_reason_stays_a_protocol_failure(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeAnthropic]
+) -> None:
+    small, big, claude = fakes
+    small.set_fault(Fault.empty_stream(), model="s1", times=1)
+    gateway = _gateway(plan_data, small, big, claude)
+    (answer,) = _ask(gateway, [{"model": "t/chat", "messages": HI, "stream": True}])
+    assert answer.headers["x-interlock-resolved"] == "big/b1"
+    assert "x-interlock-skipped" not in answer.headers
+    assert gateway.health.candidate("small/s1").last_error_class == "protocol"

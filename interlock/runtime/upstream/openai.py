@@ -9,7 +9,10 @@ without any of them costs one set check.
 Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A stream is
 complete only once a chunk has carried a ``finish_reason``: one that ends without it, at ``[DONE]`` or
 not, was cut (ProtocolFailure), never a silently truncated answer (llama.cpp's server ends a stream it
-drops for another request with ``[DONE]`` and no finish reason). An ``error`` object in an event (or in a 200
+drops for another request with ``[DONE]`` and no finish reason). A 200 stream with an empty body is
+what llama-cpp-python's server answers a prompt over its context: the adapter asks once more, not
+streamed and for one token, and a context-length error there is raised as ``ContextOverflow``, so
+the overflow rule holds streamed or not. An ``error`` object in an event (or in a 200
 body) raises the matching UpstreamError.
 """
 
@@ -21,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import MalformedResponse, ProtocolFailure
+from interlock.runtime.errors import ContextOverflow, MalformedResponse, ProtocolFailure, UpstreamError
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
@@ -74,12 +77,13 @@ class SSEDecoder(SSEEvents):
     """OpenAI's event stream to chunk dicts; complete after a chunk with a finish reason (``[DONE]``
     without one is a cut stream)."""
 
-    __slots__ = ("_finished", "done")
+    __slots__ = ("_finished", "done", "empty")
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
         self._finished = False  # a chunk with a finish_reason has arrived
         self.done = False
+        self.empty = True  # no event at all so far
 
     def end(self, out: deque[dict[str, Any]]) -> None:
         self.flush(out)
@@ -88,6 +92,7 @@ class SSEDecoder(SSEEvents):
         self.done = True
 
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
+        self.empty = False
         if data == _DONE:
             if not self._finished:
                 raise ProtocolFailure("stream ended at [DONE] without a finish reason")
@@ -131,9 +136,28 @@ class OpenAIAdapter(Adapter):
         payload = _payload(body, model)
         payload["stream"] = True
         decoder = SSEDecoder(endpoint)
-        return await request_stream(
-            self._client, endpoint, "/chat/completions", orjson.dumps(payload), decoder
-        )
+        try:
+            return await request_stream(
+                self._client, endpoint, "/chat/completions", orjson.dumps(payload), decoder
+            )
+        except ProtocolFailure:
+            if decoder.empty:  # llama-cpp-python's server answers a prompt over its context so
+                await self._overflowed(endpoint, payload)
+            raise
+
+    async def _overflowed(self, endpoint: Endpoint, payload: dict[str, Any]) -> None:
+        """After a 200 stream with an empty body: the same prompt once more, not streamed, for one token.
+        A server that refused the stream for its context says so here (``ContextOverflow`` is raised);
+        any other answer leaves the empty stream what it was (the caller re-raises it)."""
+        payload = {**payload, "max_tokens": 1}
+        for key in ("stream", "stream_options", "max_completion_tokens"):
+            payload.pop(key, None)
+        try:
+            await request_json(self._client, endpoint, "POST", "/chat/completions", orjson.dumps(payload))
+        except ContextOverflow:
+            raise
+        except UpstreamError:
+            return
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = _payload(body, model, chat=False)
