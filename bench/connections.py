@@ -51,8 +51,8 @@ def serve(kind: str, port: int) -> None:
     import uvicorn
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    from interlock.runtime.connections import ConnectionBook, guarded_protocol
     from interlock.runtime.metrics import Metrics
+    from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 
     protocol: type[Any] = HttpToolsProtocol
     if kind == "guarded":

@@ -1,6 +1,6 @@
 """How far the preflight's context estimate is from a real tokenizer, on a few real prompts.
 
-The estimate (``interlock.runtime.needs``) is deliberately conservative: UTF-8 bytes / 3 for text, 4
+The estimate (``interlock.runtime.guards.needs``) is deliberately conservative: UTF-8 bytes / 3 for text, 4
 tokens per message, tool schemas as their JSON. This prints, per prompt, the estimate next to the token
 count of OpenAI's ``cl100k_base`` and ``o200k_base`` encodings (the same count a model using them sees,
 plus the same per-message overhead), and the ratio. A ratio above 1 is the safe side: the guard then
@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.needs import MESSAGE_OVERHEAD, needs_of
-from interlock.runtime.plan import PreflightSettings
+from interlock.runtime.guards.needs import MESSAGE_OVERHEAD, needs_of
+from interlock.runtime.tables import PreflightSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = PreflightSettings(

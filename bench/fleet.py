@@ -14,7 +14,7 @@ The policies see only what a proxy sees (its own requests in flight), never the 
 policy starts from fresh boxes with the same models preloaded, and replays the same schedule.
 
 The last row, ``interlock (adaptive)``, replays the same schedule through a real ``interlock serve``
-process in front of fresh boxes: worker choice by expected seconds to start (``runtime.scoring``) from
+process in front of fresh boxes: worker choice by expected seconds to start (``runtime.fleet.scoring``) from
 what the gateway gathers outside the request path (``/api/ps``, ``/api/tags`` and the boxes' telemetry
 documents every probe round, learned service and load times from finished answers), requests that
 cannot start at once waiting in the fleet line (``runtime.fleet``), each box declared with

@@ -8,7 +8,7 @@ upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_cl
     .venv/bin/python bench/hot_path.py [--requests 20000] [--profile]
 
 "ollama, 3 workers (scored)" is the single-worker Ollama case with three workers to choose from:
-the difference is worker scoring (``runtime.scoring``) and the guards' per-worker checks.
+the difference is worker scoring (``runtime.fleet.scoring``) and the guards' per-worker checks.
 
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from interlock.apikeys import hash_key, new_key
+from interlock.commands.gateway import build_gateway
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
 from interlock.runtime.audit import AuditLog, open_sink
@@ -227,19 +228,21 @@ async def main(requests: int, profile: bool) -> None:
         )
         + AUTH
     )
-    gateway = Gateway(plan, open_adapters=instant, probes=False)
+    gateway = build_gateway(plan, open_adapters=instant, probes=False)
     await gateway.startup()
-    with_auth = Gateway(auth_plan, open_adapters=instant, probes=False)
+    with_auth = build_gateway(auth_plan, open_adapters=instant, probes=False)
     await with_auth.startup()
-    with_cors = Gateway(cors_plan, open_adapters=instant, probes=False)
+    with_cors = build_gateway(cors_plan, open_adapters=instant, probes=False)
     await with_cors.startup()
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
-    logged = Gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
+    logged = build_gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
     await logged.startup()
     audit_file = tempfile.NamedTemporaryFile(suffix=".jsonl")  # noqa: SIM115 (closed below)
-    audited = Gateway(plan, open_adapters=instant, probes=False, audit=AuditLog(open_sink(audit_file.name)))
+    audited = build_gateway(
+        plan, open_adapters=instant, probes=False, audit=AuditLog(open_sink(audit_file.name))
+    )
     await audited.startup()
-    traced = Gateway(plan, open_adapters=instant, probes=False, tracing=discarding_tracer())
+    traced = build_gateway(plan, open_adapters=instant, probes=False, tracing=discarding_tracer())
     await traced.startup()
     assert with_cors.plan.cors is not None
     chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})

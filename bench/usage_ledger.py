@@ -23,9 +23,10 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from interlock.runtime.journal import RequestRecord
-from interlock.runtime.needs import Needs
-from interlock.runtime.usage import RowKey, Store, Tally, open_store
+from interlock.runtime.guards.needs import Needs
+from interlock.runtime.record import RequestRecord
+from interlock.runtime.usage import open_store
+from interlock.runtime.usage.base import RowKey, Store, Tally
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
 from interlock.runtime.usage.memory import MemoryStore
 from interlock.runtime.usage.metering import request_tally

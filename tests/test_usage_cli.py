@@ -11,7 +11,8 @@ import pytest
 
 from interlock.cli import main
 from interlock.commands.usage import since_day
-from interlock.runtime.usage import RowKey, Tally, open_store
+from interlock.runtime.usage import open_store
+from interlock.runtime.usage.base import RowKey, Tally
 from tests.postgres_server import PostgresServer
 
 ROWS: dict[RowKey, Tally] = {

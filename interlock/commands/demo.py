@@ -184,10 +184,10 @@ def _gateway(plan: Any) -> Iterator[str]:
     """The gateway on an ephemeral port, served from a background thread; yields its URL once ready."""
     import uvicorn
 
-    from interlock.runtime.app import Gateway
-    from interlock.runtime.server import bind, url_of, wait_ready
+    from interlock.commands.gateway import build_gateway
+    from interlock.runtime.serving.server import bind, url_of, wait_ready
 
-    gateway = Gateway(plan)
+    gateway = build_gateway(plan)
     sock = bind("127.0.0.1", 0)
     config = uvicorn.Config(gateway, loop="uvloop", http="httptools", lifespan="on", log_config=None)
     server = uvicorn.Server(config)

@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 
 from interlock.commands.files import OutputError, write_atomically
 from interlock.commands.options import add_source_options, read_plan
-from interlock.deploy import TARGETS, DeployOptions
+from interlock.deploy import TARGETS
+from interlock.deploy.base import DeployOptions
 
 
 def register(subparsers: Any) -> None:

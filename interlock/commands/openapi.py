@@ -1,4 +1,4 @@
-"""`openapi`: write the OpenAPI document of the gateway's HTTP routes (``runtime.openapi``).
+"""`openapi`: write the OpenAPI document of the gateway's HTTP routes (``runtime.ops.openapi``).
 
 The document written here accepts any model name; a running gateway's ``/openapi.json`` is the same
 document with ``model`` limited to its plan's aliases (and direct models).
@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_openapi(args: argparse.Namespace) -> int:
-    from interlock.runtime.openapi import document
+    from interlock.runtime.ops.openapi import document
 
     text = canonical_json(document())
     if args.check:

@@ -19,7 +19,8 @@ import sys
 import time
 from typing import Any
 
-from interlock.runtime.usage import Tally, UsageStoreError, open_store, store_url
+from interlock.runtime.usage import open_store, store_url
+from interlock.runtime.usage.base import Tally, UsageStoreError
 
 _DAYS = re.compile(r"(\d{1,4})d")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

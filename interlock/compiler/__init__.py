@@ -6,12 +6,13 @@ context (plan and diagnostics). It raises nothing for bad input: callers look at
 
 from __future__ import annotations
 
+from interlock.collector import collector_paused
+from interlock.compiler.codes import Severity
 from interlock.compiler.context import CompileContext, CompileOptions
-from interlock.compiler.diagnostics import CompileError, Diagnostic, DiagnosticSink, Severity
+from interlock.compiler.diagnostics import CompileError, Diagnostic, DiagnosticSink
 from interlock.compiler.emit import emit
 from interlock.compiler.loader import load_sources
 from interlock.compiler.passes import PASSES
-from interlock.runtime.gc_policy import collector_paused
 
 __all__ = ["CompileContext", "CompileError", "CompileOptions", "Diagnostic", "Severity", "compile_config"]
 

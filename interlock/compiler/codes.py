@@ -7,11 +7,13 @@ the README and raised by at least one fixture.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from interlock.compiler.diagnostics import Severity
+
+class Severity(enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +25,6 @@ class CodeInfo:
 
     @property
     def severity(self) -> Severity:
-        from interlock.compiler.diagnostics import Severity
-
         return Severity(self.level)
 
 

@@ -12,18 +12,12 @@ Exception tree::
 from __future__ import annotations
 
 import difflib
-import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from interlock.compiler.codes import CODES
+from interlock.compiler.codes import CODES, Severity
 from interlock.compiler.secrets import redact_text
-
-
-class Severity(enum.Enum):
-    ERROR = "error"
-    WARNING = "warning"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 
-from interlock.compiler.diagnostics import Diagnostic, Severity
+from interlock.compiler.codes import Severity
+from interlock.compiler.diagnostics import Diagnostic
 from interlock.compiler.loader import SourceDoc, Sources
 
 FORMATS = ("text", "json", "github")

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from interlock.deploy import DeployOptions
+from interlock.deploy.base import DeployOptions
 from interlock.schema.canonical import canonical_json
 from interlock.schema.plan import RoutingPlan
 

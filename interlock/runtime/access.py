@@ -41,17 +41,23 @@ from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, Unauthentica
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 if TYPE_CHECKING:
-    from interlock.runtime.plan import Target
+    from interlock.runtime.tables import Target
 
 Header = tuple[bytes, bytes]
 
 CALLER = "interlock.caller"
-"""The ASGI scope key under which ``Gateway`` leaves the request's ``Caller`` for the handlers."""
+KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (read for the audit line)
+"""The ASGI scope key under which ``lifecycle.admitted`` leaves the request's ``Caller`` for the
+handlers."""
 
-OPEN_PATHS = frozenset(("/healthz", "/readyz", "/metrics", "/api/version", "/"))
+OPEN_PATHS = frozenset(("/healthz", "/readyz", "/metrics", "/api/version", "/", "/docs"))
 """Answered without a key under any ``auth``: liveness and readiness probes, the Prometheus scrape,
-and the two Ollama routes clients call to see whether a server is up. ``/ui/static/`` (the status
-page's script and style, no data) is open as well; everything else needs a key under ``required``."""
+the two Ollama routes clients call to see whether a server is up, and ``/docs`` (the interactive page's
+shell: the document it shows, ``/openapi.json``, needs a key like any route); everything else needs a key
+under ``required``."""
+
+OPEN_PREFIXES = ("/ui/static/", "/docs/static/")
+"""Shipped files only (the status page's and ``/docs``' scripts and styles): no plan data, no state."""
 
 OPERATOR_PATHS = frozenset(("/ui", "/v1/health", "/v1/metadata", "/api/ps"))
 """The routes that show the whole fleet's state: the status page (and its sections, ``/ui/<section>``),
@@ -272,11 +278,12 @@ def refusal_message(caller: Caller, refusal: Refusal) -> str:
 
 def needs_key(path: str) -> bool:
     """Whether ``path`` is behind the caller keys (see ``OPEN_PATHS``)."""
-    return path not in OPEN_PATHS and not path.startswith("/ui/static/")
+    return path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES)
 
 
 def caller_of(scope: Mapping[str, object]) -> Caller:
-    """The caller ``Gateway`` authenticated for this request (``ANONYMOUS`` under ``auth: off``)."""
+    """The caller ``lifecycle.admitted`` authenticated for this request (``ANONYMOUS`` under
+    ``auth: off``)."""
     found = scope.get(CALLER)
     return found if isinstance(found, Caller) else ANONYMOUS
 

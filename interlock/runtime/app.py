@@ -6,7 +6,7 @@ else goes to the Starlette app of ``surfaces.admin``. The plan is swapped as a w
 request reads ``gateway.plan`` once and finishes on that plan.
 Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
 ``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.
-When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.cors``): preflights
+When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.serving.cors``): preflights
 are answered there, and answers to allowed origins gain the CORS headers built when the plan loaded.
 """
 
@@ -19,50 +19,44 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from interlock.runtime import gc_policy
-from interlock.runtime.access import CALLER, Caller, needs_key, operator_route
+from interlock.runtime.access import needs_key
+from interlock.runtime.asgi import Message, Receive, Scope, Send, closing, has_body, send_json
 from interlock.runtime.audit import AuditLog
 from interlock.runtime.audit.keys import access_changes
-from interlock.runtime.errors import OperatorOnly, Unauthenticated
-from interlock.runtime.facts import FactsTable
-from interlock.runtime.fleet import FleetLine
+from interlock.runtime.clock import Clock, iso_utc
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.line import FleetLine
+from interlock.runtime.fleet.metadata import MetadataFetcher
+from interlock.runtime.fleet.probes import ProbeLoop
+from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
+from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
+from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.context import ContextGuard
 from interlock.runtime.guards.health import HealthGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.health import Clock, HealthBook, iso_utc
-from interlock.runtime.journal import Journal, RequestRecord
-from interlock.runtime.lifecycle import (
-    Failure,
-    Handler,
-    Message,
-    Receive,
-    Scope,
-    Send,
-    failure_of,
-    send_json,
-)
-from interlock.runtime.metadata import MetadataFetcher
+from interlock.runtime.health import HealthBook
+from interlock.runtime.journal import Journal
+from interlock.runtime.lifecycle import Handler, admitted
 from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.ops.admin import build_admin
+from interlock.runtime.ops.samples import Samples
 from interlock.runtime.plan import PlanError, RuntimePlan
-from interlock.runtime.probes import ProbeLoop
-from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
-from interlock.runtime.samples import Samples
-from interlock.runtime.scoring import Scorer, backend_occupancy
-from interlock.runtime.speeds import SpeedBook, read_state, write_state
-from interlock.runtime.state import SlotBackend
+from interlock.runtime.services import Current, LiveState, RequestServices, Status
+from interlock.runtime.serving import gc_policy
+from interlock.runtime.serving.reload import READ_TIMEOUT_S, StagedSource, read_in_child
+from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.sticky import StickyTable
-from interlock.runtime.surfaces import route_table
-from interlock.runtime.surfaces.admin import build_admin
+from interlock.runtime.surfaces.base import Failure
 from interlock.runtime.surfaces.openai import ChatCompletions
+from interlock.runtime.surfaces.table import route_table
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
-from interlock.runtime.usage import UsageStoreError
+from interlock.runtime.usage.base import UsageStoreError
 from interlock.runtime.usage.credits import any_budget
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
@@ -71,6 +65,13 @@ if TYPE_CHECKING:
     from interlock.runtime.tracing.otel import Tracing
 
 log = logging.getLogger("interlock")
+
+ReloadSummary = Callable[[RuntimePlan, RuntimePlan], Mapping[str, Any]]
+"""What a reload changed, for ``/v1/health`` and the status page: ``{"changes": [...], "changes_total": n}``,
+worked out (off the event loop) by whoever composes the gateway (``commands/gateway.py``: ``interlock
+diff``'s semantic diff); the runtime itself never imports the diff."""
+
+NO_SUMMARY: Mapping[str, Any] = {"changes": [], "changes_total": 0}
 
 PlanSource = Callable[[], RuntimePlan]
 """Reads the plan again (file, or config compiled anew) with the credentials read at start. One that is
@@ -111,9 +112,11 @@ class Gateway:
         ledger: Ledger | None = None,
         audit: AuditLog | None = None,
         tracing: Tracing | None = None,
+        reload_summary: ReloadSummary | None = None,
     ) -> None:
-        self.plan = plan
+        self.current = Current(plan)
         self.source = source
+        self.reload_summary = reload_summary
         self.reload_timeout_s = reload_timeout_s
         self.wall = wall
         self.health = HealthBook(plan.health, clock=clock, wall=wall)
@@ -166,10 +169,39 @@ class Gateway:
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
         self.journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
         self.samples = Samples(self.slots, self.metrics, wall=wall)
-        self.admin = build_admin(self)
-        self.loaded_at = iso_utc(wall())
-        self.last_reload: dict[str, Any] | None = None
-        self.started = False
+        path = getattr(source, "path", None)
+        self.status = Status(iso_utc(wall()), str(path) if path is not None else None)
+        if probes:
+            self.status.probed = self.probe_loop.first_round
+        self.live = LiveState(
+            self.current,
+            self.status,
+            self.health,
+            self.slots,
+            self.telemetry,
+            self.facts,
+            self.speeds,
+            self.scorer,
+            self.fleet,
+            self.sticky,
+            self.ledger,
+            self.metrics,
+            self.journal,
+            self.samples,
+            wall,
+        )
+        self.services = RequestServices(
+            self.current,
+            self.router,
+            self.journal,
+            self.metrics,
+            self.counters,
+            self.ledger,
+            tracing,
+            audit,
+            self.live,
+        )
+        self.admin = build_admin(self.live)
         self._probes = probes
         self._open_adapters = open_adapters
         self._close_adapters: Callable[[], Awaitable[None]] | None = None
@@ -210,82 +242,50 @@ class Gateway:
             await self.save_speeds()
 
     @property
+    def plan(self) -> RuntimePlan:
+        """The plan being served now."""
+        return self.current.plan
+
+    @property
     def ready(self) -> bool:
         """Started, and (with probes on) the first probe round is done."""
-        return self.started and (not self._probes or self.probe_loop.first_round.is_set())
+        return self.status.ready
+
+    @property
+    def last_reload(self) -> dict[str, Any] | None:
+        return self.status.last_reload
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            plan = self.plan
+            plan = self.current.plan
             if plan.cors is not None:
-                admitted = await plan.cors.admit(scope, send, plan.plan_header)
-                if admitted is None:  # a preflight, answered
+                admitted_origin = await plan.cors.admit(scope, send, plan.plan_header)
+                if admitted_origin is None:  # a preflight, answered
                     return
-                send = admitted
-            keys = plan.keys
-            if keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
-                caller = None
-                try:
-                    caller = scope[CALLER] = keys.authenticate(scope["headers"])
-                    keys.admit(caller, scope["path"])  # the operator routes (a test of `caller.operator`)
-                except (Unauthenticated, OperatorOnly) as exc:
-                    await self._refuse(scope, send, exc, caller)
+                send = admitted_origin
+            path = scope["path"]
+            handler = self._routes.get((scope["method"], path))
+            if handler is not None and path in self._metered:  # the lifecycle authenticates first
+                await handler(self.services, scope, receive, send)
+                return
+            row = self._paths.get(path)
+            if plan.keys is not None and needs_key(path):  # `auth: off` skips this at once
+                surface = row[1] if row is not None else self._admin_errors
+                known = row is not None
+                if not await admitted(self.services, scope, send, surface, route=known, metered=False):
                     return
-            handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
-                await handler(self, scope, receive, send)
-            elif scope["path"] in self._paths:
-                await self._method_not_allowed(scope, _closing(send) if _has_body(scope) else send)
+                await handler(self.services, scope, receive, send)
+            elif row is not None:
+                await self._method_not_allowed(scope, closing(send) if has_body(scope) else send)
             else:
                 admin_send = self._with_plan_header(send)
-                await self.admin(scope, receive, _closing(admin_send) if _has_body(scope) else admin_send)
+                await self.admin(scope, receive, closing(admin_send) if has_body(scope) else admin_send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
         elif kind == "websocket":  # only under a server that loads a WebSocket library: refuse (403)
             await send({"type": "websocket.close", "code": 1008})
-
-    async def _refuse(
-        self, scope: Scope, send: Send, exc: Unauthenticated | OperatorOnly, caller: Caller | None
-    ) -> None:
-        """401 (no valid key) or 403 (an operator route, and a key that is not an operator) in the shape
-        of the path's surface (OpenAI's for the admin routes); the body is not read. ``caller``: the
-        authenticated caller, None when the key was missing or wrong."""
-        plan = self.plan
-        path = scope["path"]
-        row = self._paths.get(path)
-        surface = row[1] if row is not None else self._admin_errors
-        failure = failure_of(exc, plan)
-        status = failure.status
-        if self.audit is not None:
-            named = operator_route(path) if caller is not None else None  # `admit` refused: a known route
-            known = (
-                {}
-                if caller is None or caller.anonymous
-                else {"key_id": caller.key_id, "tenant": caller.tenant}
-            )
-            self.audit.action(
-                "auth_refused",
-                method=scope["method"][:16],
-                path=path if row is not None else named or "(not a surface route)",
-                key_sent=any(name in _KEY_HEADERS for name, _ in scope["headers"]),
-                status=status,
-                **known,
-            )
-        headers = [plan.plan_header, *failure.headers]
-        if status == 401:
-            headers.append((b"www-authenticate", b'Bearer realm="interlock"'))
-        record = None
-        if path in self._metered:  # a lifecycle route: counted and logged like its other answers
-            record = RequestRecord(surface.operation, self.journal.request_id(scope["headers"]))
-            if caller is not None:
-                record.caller = caller
-            headers.append((b"x-request-id", record.id))
-        await send_json(_closing(send) if _has_body(scope) else send, status, surface.error(failure), headers)
-        if record is not None:
-            record.status, record.error = status, exc
-            self.metrics.requests.labels(record.endpoint, str(status)).inc()
-            self.journal.finish(record, audit=False)  # audited above, as `auth_refused`
 
     async def _method_not_allowed(self, scope: Scope, send: Send) -> None:
         methods, surface = self._paths[scope["path"]]
@@ -321,10 +321,10 @@ class Gateway:
             self.probe_loop.start()
             self.telemetry_loop.start()
             self.samples.start()
-        self.started = True
+        self.status.started = True
 
     async def shutdown(self) -> None:
-        self.started = False
+        self.status.started = False
         await self.probe_loop.stop()
         await self.telemetry_loop.stop()
         await self.samples.stop()
@@ -388,17 +388,18 @@ class Gateway:
             old = self.plan
             self.apply(plan)
             self.metrics.plan_reloads.labels("loaded").inc()
-            self.last_reload = {
+            summary = self.reload_summary
+            self.status.last_reload = last = {
                 "at": iso_utc(self.wall()),
                 "result": "loaded",
                 "error": None,
                 "from": old.content_hash,
                 "to": plan.content_hash,
-                **await asyncio.to_thread(reload_changes, old, plan),
+                **(await asyncio.to_thread(summary, old, plan) if summary is not None else NO_SUMMARY),
             }
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
             if self.audit is not None:
-                changes = self.last_reload["changes_total"]
+                changes = last["changes_total"]
                 self.audit.action(
                     "reload",
                     outcome="loaded",
@@ -423,14 +424,14 @@ class Gateway:
         self.health.configure(plan.health)
         self.slots.configure(plan.workers)
         self.speeds.smoothing = plan.routing.speed_smoothing
-        self.plan = plan
-        self.loaded_at = iso_utc(self.wall())
+        self.current.plan = plan
+        self.status.loaded_at = iso_utc(self.wall())
         gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
     def _refused(self, reason: str) -> bool:
         log.error("plan reload refused; still serving %s: %s", self.plan.content_hash, reason)
         self.metrics.plan_reloads.labels("refused").inc()
-        self.last_reload = {
+        self.status.last_reload = {
             "at": iso_utc(self.wall()),
             "result": "refused",
             "error": reason,
@@ -454,43 +455,3 @@ class Gateway:
             await send(message)
 
         return send_with_header
-
-
-_KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (for the audit line only)
-
-MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
-
-
-def reload_changes(old: RuntimePlan, new: RuntimePlan) -> dict[str, Any]:
-    """What a reload changed, by ``interlock diff``'s semantic diff (at reload time, never per page):
-    the first ``MAX_RELOAD_CHANGES`` changes, most severe first, and how many there were."""
-    from interlock.diff import diff_plans
-
-    changes = diff_plans(old.source, new.source)
-    return {
-        "changes": [change.as_json() for change in changes[:MAX_RELOAD_CHANGES]],
-        "changes_total": len(changes),
-    }
-
-
-def _closing(send: Send) -> Send:
-    """``send`` adding ``Connection: close``: for an answer given without reading the request's body
-    (admin routes take none; a 405), so the server closes the connection instead of reading (and
-    discarding) the rest of it."""
-
-    async def send_closing(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
-        await send(message)
-
-    return send_closing
-
-
-def _has_body(scope: Scope) -> bool:
-    """The request announces a body (a non-zero Content-Length, or chunked)."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            return value.strip() not in (b"0", b"")
-        if name == b"transfer-encoding":
-            return True
-    return False

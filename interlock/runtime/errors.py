@@ -328,3 +328,14 @@ class ContextTooLarge(RequestDoesNotFit):
 
 class CapabilityMissing(RequestDoesNotFit):
     code = "model_not_supported"
+
+
+MAX_ECHO = 200  # longest upstream error text passed on to the caller
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """Upstream text is passed on only without any credential value, and cut short."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, "[redacted]")
+    return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 1] + "…"

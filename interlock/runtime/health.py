@@ -16,13 +16,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.errors import ConnectFailed, ConnectTimeout, RateLimited, TransientError, UpstreamError
-from interlock.runtime.plan import HealthSettings
+from interlock.runtime.tables import HealthSettings
 
-Clock = Callable[[], float]
 Listener = Callable[[str, float], None]
 """Told when an endpoint is found down (seconds to hold it open) or back (0): a shared store's hook."""
 
@@ -244,10 +243,3 @@ class HealthBook:
 
     def _wall_at(self, monotonic: float) -> str | None:
         return iso_utc(self.wall() + (monotonic - self.clock()))
-
-
-def iso_utc(epoch: float | None) -> str | None:
-    """Epoch seconds as ISO 8601 UTC with milliseconds (``...T05:34:33.324Z``); None stays None."""
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

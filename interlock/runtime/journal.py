@@ -19,16 +19,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from interlock.runtime.access import ANONYMOUS, Caller
-from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, GatewayError, UpstreamError
-from interlock.runtime.health import iso_utc
-from interlock.runtime.router import CandidateRefused
+from interlock.runtime.clock import MillisClock
+from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome
+from interlock.runtime.record import RequestRecord, error_class, usage_of
 
 if TYPE_CHECKING:
     from interlock.runtime.audit import AuditLog
-    from interlock.runtime.plan import Target
-    from interlock.runtime.router import Answered
-    from interlock.runtime.tracing.otel import RequestTrace
 
 log = logging.getLogger("interlock.access")
 
@@ -37,41 +33,6 @@ MAX_REQUEST_ID = 128
 _PLAIN_ID = re.compile(rb"[A-Za-z0-9._:/+=@-]{1,%d}" % MAX_REQUEST_ID)
 RECENT_EVENTS = 200  # the ring of recent fallbacks and errors shown on the status page
 MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut short
-
-
-class RequestRecord:
-    """Filled by the request path as it goes; read only by ``Journal.finish``."""
-
-    __slots__ = (
-        "answered",
-        "caller",
-        "endpoint",
-        "error",
-        "id",
-        "output_chars",
-        "started",
-        "status",
-        "stream",
-        "target",
-        "trace",
-        "usage",
-        "wall",
-    )
-
-    def __init__(self, endpoint: str, rid: bytes) -> None:
-        self.endpoint = endpoint
-        self.id = rid
-        self.started = time.perf_counter()
-        self.wall = time.time()
-        self.status = 0
-        self.stream = False
-        self.target: Target | None = None
-        self.answered: Answered[Any] | None = None
-        self.error: BaseException | None = None
-        self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
-        self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
-        self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
-        self.trace: RequestTrace | None = None  # the request's span, when tracing is on
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,19 +48,6 @@ class Event:
     status: int
     error_class: str | None
     request_id: str
-
-
-def error_class(error: BaseException | None) -> str | None:
-    """A short stable label for what a request ended with (no message: messages may quote callers)."""
-    if error is None:
-        return None
-    if isinstance(error, GatewayError):
-        return error.code or type(error).__name__
-    if isinstance(error, CandidateRefused):  # a 4xx or unreadable answer, passed on to the caller
-        return error.error.error_class
-    if isinstance(error, UpstreamError):
-        return error.error_class
-    return "internal"
 
 
 def _status_class(record: RequestRecord) -> str | None:
@@ -227,45 +175,5 @@ def _outcomes(error: BaseException | None) -> tuple[CandidateOutcome, ...]:
     return error.outcomes if isinstance(error, AllCandidatesFailed) else ()
 
 
-def usage_of(record: RequestRecord) -> dict[str, int] | None:
-    """The token counts the upstream reported: the answer's ``usage``, or a stream's usage chunk."""
-    answered = record.answered
-    if answered is None:
-        return None
-    if record.stream:
-        return _counts(record.usage)
-    result = answered.result
-    return _counts(result.get("usage") if isinstance(result, dict) else None)
-
-
-def _counts(usage: Any) -> dict[str, int] | None:
-    if not isinstance(usage, dict):
-        return None
-    kept = {
-        k: v
-        for k in ("prompt_tokens", "completion_tokens", "total_tokens")
-        if isinstance(v := usage.get(k), int)
-    }
-    return kept or None
-
-
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
-
-
-class MillisClock:
-    """ISO 8601 UTC with milliseconds, formatting the date and time once per second (one per writer:
-    the access log's, the audit log's)."""
-
-    __slots__ = ("prefix", "second")
-
-    def __init__(self) -> None:
-        self.second = -1
-        self.prefix = ""
-
-    def iso(self, epoch: float) -> str:
-        second = int(epoch)
-        if second != self.second:
-            self.second = second
-            self.prefix = (iso_utc(second) or "")[:-4]  # "...T05:34:33."
-        return f"{self.prefix}{int((epoch - second) * 1000):03d}Z"

@@ -19,272 +19,73 @@ written as one piece, straight to the transport when the server offers it (``Str
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import functools
 import logging
-import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from interlock.runtime.access import caller_of, refusal_message
-from interlock.runtime.connections import STREAM_BODY, StreamBody
-from interlock.runtime.errors import (
-    BodyTooLarge,
-    CallerLimited,
-    ClientError,
-    GatewayError,
-    InvalidRequest,
-    whole_seconds,
+from interlock.runtime.access import (
+    CALLER,
+    KEY_HEADERS,
+    Caller,
+    caller_of,
+    needs_key,
+    operator_route,
+    refusal_message,
 )
-from interlock.runtime.journal import RequestRecord
-from interlock.runtime.needs import needs_of
-from interlock.runtime.plan import RuntimePlan, Target
-from interlock.runtime.preflight import Preflight
+from interlock.runtime.asgi import (
+    ClientGone,
+    DisconnectWatch,
+    Header,
+    Receive,
+    Scope,
+    Send,
+    closing,
+    has_body,
+    parse_object,
+    read_body,
+    send_json,
+)
+from interlock.runtime.errors import (
+    CallerLimited,
+    OperatorOnly,
+    Unauthenticated,
+)
+from interlock.runtime.fleet.sticky import session_header
+from interlock.runtime.guards.needs import needs_of
+from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
-from interlock.runtime.router import Answered, CandidateRefused
-from interlock.runtime.sticky import session_header
+from interlock.runtime.serving.connections import STREAM_BODY, StreamBody
+from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
+from interlock.runtime.tables import Target
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
 from interlock.runtime.usage.credits import account_of, check_credits, has_budget
 from interlock.runtime.usage.metering import delta_chars, metered
 
 if TYPE_CHECKING:
-    from interlock.runtime.app import Gateway
+    from interlock.runtime.services import RequestServices
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-Header = tuple[bytes, bytes]
-Handler = Callable[["Gateway", Scope, Receive, Send], Awaitable[None]]
+Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger("interlock.requests")
 
-JSON_TYPE: Header = (b"content-type", b"application/json")
-MAX_ECHO = 200  # longest upstream error text passed on to the caller
 MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
-_UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
-
-
-class ClientGone(Exception):
-    """The client disconnected before the request body was read."""
 
 
 # -- what a surface provides -----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Parsed:
-    """A request in the internal form: ``operation`` is the router's (``chat`` | ``embeddings``) and the
-    metrics' endpoint label; ``body`` is OpenAI-shaped; ``echo`` is the model name answers give back
-    (the caller's; the lifecycle sets the default alias's name when the caller named none)."""
-
-    operation: str
-    model: str | None
-    stream: bool
-    body: dict[str, Any]
-    echo: Any = None
-
-
-def chat_request(model: str | None, stream: bool, internal: dict[str, Any]) -> Parsed:
-    """A chat request in the internal form, echoing the caller's model name; a stream asks the upstream
-    for its usage too (the metrics count it)."""
-    if stream:
-        internal["stream"] = True
-        internal["stream_options"] = {"include_usage": True}
-    return Parsed("chat", model, stream, internal, model)
-
-
-def first_choice(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The first choice of an OpenAI-shaped answer (empty when there is none)."""
-    choice: dict[str, Any] = (result.get("choices") or [{}])[0]
-    return choice
-
-
-def reasoning(part: Mapping[str, Any]) -> Any:
-    """The reasoning text of an answer's message or a stream's delta: providers name it either way."""
-    return part.get("reasoning") or part.get("reasoning_content")
-
-
-@dataclass(slots=True)
-class Failure:
-    """Anything a request can end with, before a surface words it."""
-
-    status: int
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
-    headers: list[Header] = field(default_factory=list)
-
-
-class StreamRender(abc.ABC):
-    """One stream's events in a surface's wire format; built per stream (it may keep state)."""
-
-    headers: tuple[Header, ...]
-
-    @abc.abstractmethod
-    def chunk(self, chunk: dict[str, Any]) -> bytes:
-        """The bytes for one OpenAI ``chat.completion.chunk`` (may be empty)."""
-
-    @abc.abstractmethod
-    def end(self) -> bytes:
-        """The terminal success event(s)."""
-
-    @abc.abstractmethod
-    def error(self, message: str) -> bytes:
-        """The event that ends a stream broken after it started: no success terminator follows."""
-
-
-class Surface(abc.ABC):
-    """One wire format's edge: parse into the internal form; render answers, streams and errors."""
-
-    operation = "chat"  # the metrics' endpoint label for a request that ends before it is parsed
-
-    @abc.abstractmethod
-    def parse(self, body: dict[str, Any]) -> Parsed:
-        """The internal form; raises ``InvalidRequest`` (or another ``GatewayError``)."""
-
-    @abc.abstractmethod
-    def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
-        """The answer body (JSON) for an OpenAI-shaped ``result`` answered by ``candidate``."""
-
-    @abc.abstractmethod
-    def stream(self, parsed: Parsed, candidate: str) -> StreamRender: ...
-
-    @abc.abstractmethod
-    def error(self, failure: Failure) -> bytes:
-        """The JSON error body."""
-
-
 # -- request ---------------------------------------------------------------------------------------
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole body, refusing more than ``limit`` bytes (by Content-Length, else while reading)."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                declared = int(value)
-            except ValueError:
-                raise InvalidRequest("the Content-Length header is not a number") from None
-            if declared > limit:
-                raise BodyTooLarge(
-                    f"the request body is {declared} bytes; this gateway accepts at most {limit}"
-                )
-            break
-    message = await receive()
-    if message["type"] != "http.request":
-        raise ClientGone
-    body: bytes = message.get("body", b"")
-    if not message.get("more_body", False):
-        if len(body) > limit:
-            raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
-        return body
-    parts = [body]
-    size = len(body)
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
-
-
-def parse_object(raw: bytes) -> dict[str, Any]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"the request body is not valid JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest(f"the request body must be a JSON object, not {json_type(body)}")
-    return body
-
-
-def json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 # -- errors ----------------------------------------------------------------------------------------
-
-
-def scrub(text: str, secrets: tuple[str, ...]) -> str:
-    """Upstream text is passed on only without any credential value, and cut short."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 1] + "…"
-
-
-def failure_of(exc: BaseException, plan: RuntimePlan) -> Failure:
-    """Status, wording and extra headers for anything a request can end with, on any surface."""
-    if isinstance(exc, GatewayError):
-        extra: list[Header] = []
-        if exc.retry_after is not None:
-            extra.extend(retry_after_headers(exc.retry_after))
-        if isinstance(exc, BodyTooLarge):
-            extra.append((b"connection", b"close"))
-        return Failure(exc.status, exc.message, exc.type, exc.param, exc.code, extra)
-    if isinstance(exc, CandidateRefused):
-        cid, error = exc.candidate.id, exc.error
-        headers = [exc.candidate.resolved_header]
-        if isinstance(error, ClientError):
-            status = error.status or 400
-            if status in (401, 403):
-                provider = exc.candidate.provider
-                message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
-            else:
-                message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
-            type_ = _UPSTREAM_TYPES.get(status, "invalid_request_error")
-            return Failure(status, message, type_, None, "upstream_error", headers)
-        return Failure(
-            502,
-            f"upstream {cid} sent an answer that could not be read ({error.error_class})",
-            "server_error",
-            None,
-            "upstream_malformed",
-            headers,
-        )
-    log.error("unexpected error while answering a request", exc_info=exc)
-    return Failure(500, "internal error in the gateway", "server_error", None, "internal_error")
-
-
-def retry_after_headers(seconds: float) -> tuple[Header, Header]:
-    """``Retry-After`` in whole seconds, rounded up, and ``Retry-After-Ms`` (the OpenAI SDKs read it)."""
-    return (
-        (b"retry-after", b"%d" % whole_seconds(seconds)),
-        (b"retry-after-ms", b"%d" % max(1, math.ceil(seconds * 1000))),
-    )
-
-
-async def send_json(send: Send, status: int, payload: bytes, headers: list[Header]) -> None:
-    headers.append(JSON_TYPE)
-    headers.append((b"content-length", b"%d" % len(payload)))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
 
 
 async def send_error(
@@ -300,40 +101,6 @@ async def send_error(
 # -- disconnects -----------------------------------------------------------------------------------
 
 
-class DisconnectWatch:
-    """Cancels the handling task when the client goes away; ``stop`` before the last byte is sent."""
-
-    __slots__ = ("_watcher", "done", "fired", "task")
-
-    def __init__(self, receive: Receive) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self.task = task
-        self.done = False
-        self.fired = False
-        self._watcher = asyncio.get_running_loop().create_task(self._watch(receive))
-
-    async def _watch(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                if not self.done:
-                    self.fired = True
-                    self.task.cancel()
-                return
-
-    def stop(self) -> None:
-        self.done = True
-        self._watcher.cancel()
-
-    def swallow(self) -> bool:
-        """After a CancelledError: True when it was this watch's doing (then it is undone)."""
-        if self.fired:
-            self.task.uncancel()
-            return True
-        return False
-
-
 # -- the lifecycle ---------------------------------------------------------------------------------
 
 
@@ -343,14 +110,89 @@ def handler(surface: Surface) -> Handler:
     return functools.partial(_handle, surface)
 
 
-async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+async def admitted(
+    services: RequestServices, scope: Scope, send: Send, surface: Surface, *, route: bool, metered: bool
+) -> bool:
+    """The first step of every request that needs a key (the caller's ``keys`` are in the plan):
+    authenticate the caller (kept in the scope for the steps after) and admit it to the path (the
+    operator routes). A refusal is answered here, 401 or 403 in ``surface``'s shape, without reading the
+    body, and audited as ``auth_refused``; on a ``metered`` route (one that runs the lifecycle) it is
+    counted and logged like the route's other answers. ``route``: the path is a surface route (else
+    the audit line names it only when it is an operator route)."""
+    keys = services.plan.keys
+    assert keys is not None
+    caller = None
+    try:
+        caller = scope[CALLER] = keys.authenticate(scope["headers"])
+        keys.admit(caller, scope["path"])  # the operator routes (a test of `caller.operator`)
+    except (Unauthenticated, OperatorOnly) as exc:
+        await _refuse(services, scope, send, surface, exc, caller, route=route, metered=metered)
+        return False
+    return True
+
+
+async def _refuse(
+    services: RequestServices,
+    scope: Scope,
+    send: Send,
+    surface: Surface,
+    exc: Unauthenticated | OperatorOnly,
+    caller: Caller | None,
+    *,
+    route: bool,
+    metered: bool,
+) -> None:
+    """401 (no valid key) or 403 (an operator route, and a key that is not an operator). ``caller``: the
+    authenticated caller, None when the key was missing or wrong."""
+    plan = services.plan
+    path = scope["path"]
+    failure = failure_of(exc, plan)
+    status = failure.status
+    if services.audit is not None:
+        named = operator_route(path) if caller is not None else None  # `admit` refused: a known route
+        known = (
+            {} if caller is None or caller.anonymous else {"key_id": caller.key_id, "tenant": caller.tenant}
+        )
+        services.audit.action(
+            "auth_refused",
+            method=scope["method"][:16],
+            path=path if route else named or "(not a surface route)",
+            key_sent=any(name in KEY_HEADERS for name, _ in scope["headers"]),
+            status=status,
+            **known,
+        )
+    headers = [plan.plan_header, *failure.headers]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="interlock"'))
+    record = None
+    if metered:  # a lifecycle route: counted and logged like its other answers
+        record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
+        if caller is not None:
+            record.caller = caller
+        headers.append((b"x-request-id", record.id))
+    await send_json(closing(send) if has_body(scope) else send, status, surface.error(failure), headers)
+    if record is not None:
+        record.status, record.error = status, exc
+        services.metrics.requests.labels(record.endpoint, str(status)).inc()
+        services.journal.finish(record, audit=False)  # audited above, as `auth_refused`
+
+
+async def _handle(
+    surface: Surface, services: RequestServices, scope: Scope, receive: Receive, send: Send
+) -> None:
+    plan = services.plan  # in-flight requests finish on the plan they started with
+    if (
+        plan.keys is not None  # `auth: off` skips this at once
+        and needs_key(scope["path"])
+        and not await admitted(services, scope, send, surface, route=True, metered=True)
+    ):
+        return
     endpoint = surface.operation
-    record = RequestRecord(endpoint, gateway.journal.request_id(scope["headers"]))
-    if gateway.tracing is not None:
-        record.trace = gateway.tracing.begin(scope, record)
+    record = RequestRecord(endpoint, services.journal.request_id(scope["headers"]))
+    if services.tracing is not None:
+        record.trace = services.tracing.begin(scope, record)
     started = record.started
-    plan = gateway.plan  # in-flight requests finish on the plan they started with
-    metrics = gateway.metrics
+    metrics = services.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     counted = False  # admitted against the caller's rates: `counters.done` must follow
     try:
@@ -364,32 +206,32 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
-            caller = record.caller = caller_of(scope)  # authenticated by `Gateway` (app.py)
+            caller = record.caller = caller_of(scope)  # authenticated by `admitted`, above
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
             if has_budget(caller):  # before the rates: a refused request takes none of them
-                check_credits(gateway.ledger, caller, preflight.needs, plan, target)
+                check_credits(services.ledger, caller, preflight.needs, plan, target)
             if caller.budgets:
-                refusal = await gateway.counters.take(caller.budgets)
+                refusal = await services.counters.take(caller.budgets)
                 if refusal is not None:
                     raise CallerLimited(refusal_message(caller, refusal), retry_after=refusal.retry_after_s)
                 counted = True
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
-        _finish(gateway, record)
+        _finish(services, record)
         return
     except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
-        _finish(gateway, record)
+        _finish(services, record)
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
     watch = DisconnectWatch(receive)
-    exchange = Exchange(gateway, plan, surface, parsed, target, preflight, headers, send, watch, record)
+    exchange = Exchange(services, plan, surface, parsed, target, preflight, headers, send, watch, record)
     try:
         if parsed.stream:
             extensions = scope.get("extensions")
@@ -409,18 +251,18 @@ async def _handle(surface: Surface, gateway: Gateway, scope: Scope, receive: Rec
         watch.stop()
         tally = metered(record, preflight.needs, plan)  # None: no upstream answered
         if counted:
-            await gateway.counters.done(record.caller.budgets, tally.tokens if tally is not None else 0)
+            await services.counters.done(record.caller.budgets, tally.tokens if tally is not None else 0)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
     if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
-        gateway.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
-    _finish(gateway, record)
+        services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
+    _finish(services, record)
 
 
-def _finish(gateway: Gateway, record: RequestRecord) -> None:
+def _finish(services: RequestServices, record: RequestRecord) -> None:
     """The one end of every request: the journal (access log, events, audit), then the span."""
-    gateway.journal.finish(record)
+    services.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)
 
@@ -430,13 +272,13 @@ class Exchange:
 
     __slots__ = (
         "body",
-        "gateway",
         "headers",
         "parsed",
         "plan",
         "preflight",
         "record",
         "send",
+        "services",
         "surface",
         "target",
         "watch",
@@ -444,7 +286,7 @@ class Exchange:
 
     def __init__(
         self,
-        gateway: Gateway,
+        services: RequestServices,
         plan: RuntimePlan,
         surface: Surface,
         parsed: Parsed,
@@ -455,7 +297,7 @@ class Exchange:
         watch: DisconnectWatch,
         record: RequestRecord,
     ) -> None:
-        self.gateway = gateway
+        self.services = services
         self.plan = plan
         self.surface = surface
         self.parsed = parsed
@@ -474,7 +316,7 @@ class Exchange:
         return await send_error(self.send, exc, self.plan, self.headers, self.surface)
 
     async def answer(self) -> int:
-        router, parsed = self.gateway.router, self.parsed
+        router, parsed = self.services.router, self.parsed
         try:
             answered = await (
                 router.chat(self.target, parsed.body, self.preflight)
@@ -497,7 +339,7 @@ class Exchange:
         return 200
 
     async def stream(self) -> int:
-        router = self.gateway.router
+        router = self.services.router
         began = False  # once the 200 is on its way, nothing may answer again
 
         async def deliver(answered: Answered[ChatStream]) -> int:
@@ -518,7 +360,7 @@ class Exchange:
             return await self._refused(exc)
 
     async def _deliver(self, answered: Answered[ChatStream]) -> int:
-        router, send, parsed, headers = self.gateway.router, self.send, self.parsed, self.headers
+        router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
         cid = answered.candidate.id
         render = self.surface.stream(parsed, cid)
         headers.extend(self.preflight.headers())
@@ -565,7 +407,7 @@ class Exchange:
 
     def _observe_overhead(self, answered: Answered[Any]) -> None:
         """The gateway's own time so far: since ``started``, less the upstream waits and slot queueing."""
-        self.gateway.metrics.overhead_seconds.labels(self.parsed.operation).observe(
+        self.services.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from interlock.runtime.audit import AuditLog
     from interlock.runtime.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
-    from interlock.runtime.state import SlotBackend
+    from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
     from interlock.runtime.usage.ledger import Ledger
 

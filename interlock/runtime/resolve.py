@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound
-from interlock.runtime.plan import RuntimePlan, Target
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.tables import Target
 
 DIRECT_LABEL = "(direct)"  # the alias label of raw provider/model requests in metrics
 MAX_DIRECT_NAME = 256  # a raw model name ends up in response headers: keep it short and printable

@@ -35,8 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlock.runtime.errors import (
     AllCandidatesFailed,
@@ -49,13 +48,14 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
-from interlock.runtime.facts import FactsTable
+from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import Candidate, Route, Target
-from interlock.runtime.preflight import Preflight
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.record import Answered, CandidateRefused
+from interlock.runtime.tables import Candidate, Route, Target
+from interlock.runtime.upstream.base import Adapter, Call, ChatStream, Endpoint
 
 if TYPE_CHECKING:
     from interlock.runtime.tracing.otel import Tracing
@@ -63,28 +63,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("interlock.router")
-Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any]], Awaitable[T]]
-
-
-class CandidateRefused(Exception):
-    """A candidate answered with a deterministic error: it goes back to the caller, no fallback."""
-
-    def __init__(self, candidate: Candidate, error: DeterministicError) -> None:
-        super().__init__(error.message)
-        self.candidate = candidate
-        self.error = error
-
-
-@dataclass(slots=True)
-class Answered(Generic[T]):
-    """The candidate that answered, its answer, and the time spent waiting outside the gateway."""
-
-    candidate: Candidate
-    route: Route
-    result: T
-    upstream_s: float
-    queued_s: float
-    attempts: tuple[CandidateOutcome, ...] = ()  # the candidates passed over before this one
 
 
 async def _chat(adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,11 +3,16 @@ its own handler (never the fallback's 404 or a 405)."""
 
 from __future__ import annotations
 
-from interlock.runtime.openapi import routes
-from interlock.runtime.ui.view import SECTIONS
+from interlock.runtime.ops.openapi import routes
+from interlock.runtime.ops.ui.view import SECTIONS
 from tests.e2e.harness import Served
 
-PARAMS = {"model_id": "fuzz/chat", "name": "page.css", "section": next(iter(SECTIONS))}
+PARAMS = {
+    "model_id": "fuzz/chat",
+    "name": "page.css",
+    "asset": "swagger-ui.css",
+    "section": next(iter(SECTIONS)),
+}
 
 
 def test_the_served_document_lists_the_models_that_v1_models_lists(fuzzed: Served) -> None:

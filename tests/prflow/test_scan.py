@@ -291,7 +291,7 @@ def test_a_single_file_under_an_allowed_folder_stays_allowed(tree: ConfigTree) -
 def test_the_scan_codes_are_documented() -> None:
     from interlock.compiler.codes import CODES
 
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "codegen-and-drift-gate.md").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "review.md").read_text()
     rows = [
         f"| {c.code} | {c.name} | {c.level} | {c.summary} |"
         for c in CODES.values()

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from interlock.runtime.errors import SlotUnavailable
-from interlock.runtime.facts import FactsTable
-from interlock.runtime.fleet import FleetLine
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.line import FleetLine
+from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
+from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.plan import RuntimePlan, load_plan
-from interlock.runtime.scoring import Scorer, backend_occupancy
-from interlock.runtime.speeds import SpeedBook
-from interlock.runtime.state import Lease
+from interlock.runtime.state.base import Lease
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from tests.runtime.conftest import compile_text

@@ -76,6 +76,6 @@ def test_requests_on_one_gpu_share_it(fleet: ModuleType) -> None:
 
 
 def test_the_shipped_workloads_are_what_their_names_say(fleet: ModuleType) -> None:
-    """The utilisation each workload is documented with (README, docs/benchmarks.md)."""
+    """The utilisation each workload is documented with (docs/benchmarks.md)."""
     busy = {name: fleet.busy(fleet.workload(11, 300, shape), 3) for name, shape in fleet.WORKLOADS.items()}
     assert busy == pytest.approx({"heavy": 0.632, "moderate": 0.316, "interactive": 0.30}, abs=0.01)

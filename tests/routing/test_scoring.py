@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.facts import FactsTable
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.scoring import DEFAULT_LOAD_S, PARTS, Scorer, backend_occupancy
+from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.plan import RuntimePlan, load_plan
-from interlock.runtime.scoring import DEFAULT_LOAD_S, PARTS, Scorer, backend_occupancy
-from interlock.runtime.speeds import SpeedBook
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from interlock.runtime.telemetry.readings import GpuReading

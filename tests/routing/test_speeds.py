@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from interlock.runtime.speeds import SpeedBook, read_state, write_state
+from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 
 S = 1_000_000_000  # ns
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from interlock.runtime.plan import StickySettings
-from interlock.runtime.sticky import StickyTable, session_key
+from interlock.runtime.fleet.sticky import StickyTable, session_key
+from interlock.runtime.tables import StickySettings
 
 SETTINGS = StickySettings(header=b"x-session-id", prefix_bytes=64, max_sessions=2, idle_ttl_s=10.0)
 

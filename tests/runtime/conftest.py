@@ -82,16 +82,16 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 def in_fresh_process(tmp_path: Path, plan: RuntimePlan, program: str) -> str:
     """Run ``program`` in a new interpreter after it has loaded ``plan`` (from a plan file, as `serve`
-    does) into ``plan`` and made ``gateway = Gateway(plan, probes=False)``; its standard output, stripped.
-    For what a process imports: this one has imported nothing else of the test's."""
+    does) into ``plan`` and made ``gateway = build_gateway(plan, probes=False)``; its standard output,
+    stripped. For what a process imports: this one has imported nothing else of the test's."""
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(canonical_json(plan.source.model_dump(mode="json")))
     preamble = (
         "import sys, asyncio\n"
         "from interlock.runtime.plan import load_plan, read_plan_file\n"
         f"plan = load_plan(read_plan_file({str(plan_file)!r}), {{'CLOUD_KEY': 'k'}})\n"
-        "from interlock.runtime.app import Gateway\n"
-        "gateway = Gateway(plan, probes=False)\n"
+        "from interlock.commands.gateway import build_gateway\n"
+        "gateway = build_gateway(plan, probes=False)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", preamble + program], capture_output=True, text=True, check=True

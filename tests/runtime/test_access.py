@@ -200,12 +200,21 @@ def test_every_route_is_open_per_caller_or_for_operators() -> None:
     """A new route must be put in one of the three: a route that shows fleet-wide or cross-tenant
     state belongs in ``OPERATOR_PATHS``."""
     from interlock.runtime.access import needs_key
-    from interlock.runtime.openapi import routes
+    from interlock.runtime.ops.openapi import routes
 
     served = {route.path for route in routes()}
     operator = {path for path in served if operator_route(path) is not None}
     open_ = {path for path in served if not needs_key(path)}
     assert operator == {"/ui", "/ui/{section}", "/v1/health", "/v1/metadata", "/api/ps"}
-    assert open_ == {"/healthz", "/readyz", "/metrics", "/api/version", "/", "/ui/static/{name}"}
+    assert open_ == {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/api/version",
+        "/",
+        "/ui/static/{name}",
+        "/docs",
+        "/docs/static/{asset}",
+    }
     assert served - operator - open_ == PER_CALLER
     assert operator <= {*OPERATOR_PATHS, "/ui/{section}"}

@@ -17,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from interlock.runtime.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
 from interlock.runtime.audit.sinks import JsonLinesFile
 from interlock.runtime.health import HealthBook
-from interlock.runtime.journal import Journal, RequestRecord
+from interlock.runtime.journal import Journal
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.router import Answered
+from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.state.memory import MemorySlots
 
 ROOT = Path(__file__).resolve().parents[2]

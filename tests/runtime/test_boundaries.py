@@ -16,7 +16,7 @@ from tests.runtime.conftest import in_fresh_process
 ROOT = Path(__file__).resolve().parents[2]
 # The one runtime module allowed to import jinja2: the status page's renderer, imported by the first
 # GET /ui (never by the gateway's import or its request path). The tests below prove both halves.
-LAZY_PAGE = "interlock.runtime.ui.page"
+LAZY_PAGE = "interlock.runtime.ops.ui.page"
 RUNTIME_MODULES = [
     name
     for p in sorted((ROOT / "interlock" / "runtime").rglob("*.py"))

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.connections import WARN_EVERY_S, ConnectionBook
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.serving.connections import WARN_EVERY_S, ConnectionBook
 from interlock.runtime.state.memory import MemorySlots
 
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from interlock.runtime.cork import CorkedTransport
+from interlock.runtime.serving.cork import CorkedTransport
 
 
 @dataclass

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime import gc_policy
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
+from interlock.runtime.serving import gc_policy
 from tests.runtime.conftest import build
 from tests.runtime.test_plan import rehash
 
@@ -45,7 +45,7 @@ def test_a_reload_thaws_what_was_frozen_so_the_replaced_plan_can_be_collected(
     plan_data: Callable[..., dict[str, Any]],
 ) -> None:
     first = build(plan_data())
-    gateway = Gateway(first, probes=False)
+    gateway = build_gateway(first, probes=False)
     gc_policy.settle()
     assert gc.get_freeze_count() > 0
     data = plan_data()

@@ -13,7 +13,7 @@ from interlock.runtime.errors import (
     ServerError,
 )
 from interlock.runtime.health import HealthBook
-from interlock.runtime.plan import HealthSettings
+from interlock.runtime.tables import HealthSettings
 
 SETTINGS = HealthSettings(
     probe_interval_s=30, probe_timeout_s=1, failure_threshold=2, open_for_s=60, rate_limit_open_for_s=15

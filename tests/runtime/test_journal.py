@@ -8,9 +8,9 @@ import re
 import orjson
 
 from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome, ModelNotFound
-from interlock.runtime.journal import Journal, RequestRecord
+from interlock.runtime.journal import Journal
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.router import Answered
+from interlock.runtime.record import Answered, RequestRecord
 
 
 def test_a_plain_caller_id_is_kept_anything_else_replaced() -> None:

@@ -9,17 +9,17 @@ import pytest
 from starlette.routing import Route
 
 from interlock.cli import main
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.errors import GatewayError
-from interlock.runtime.openapi import STATUSES, document, plan_document, routes
+from interlock.runtime.ops.admin import model_objects
+from interlock.runtime.ops.openapi import STATUSES, document, plan_document, routes
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.surfaces.admin import model_objects
 from interlock.schema.canonical import canonical_json
 from tests.conftest import ROOT
 
 
 def test_the_document_has_every_route_the_gateway_serves_and_no_other(basic_plan: RuntimePlan) -> None:
-    gateway = Gateway(basic_plan, probes=False)
+    gateway = build_gateway(basic_plan, probes=False)
     served = set(gateway._routes)  # the surface rows, as the gateway dispatches them
     for route in gateway.admin.routes:  # the admin app, as Starlette registered it
         assert isinstance(route, Route), route

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.plan import CredentialMissing, PlanError, Route, load_plan, read_plan_file
+from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
+from interlock.runtime.tables import Route
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import canonical_json, content_hash
 from tests.runtime.conftest import BASIC, build

@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
-from interlock.runtime.reload import StagedSource
+from interlock.runtime.serving.reload import StagedSource
 from tests.runtime.conftest import build
 from tests.runtime.slow_source import SlowSource
 from tests.runtime.test_plan import rehash
@@ -51,7 +52,7 @@ def test_a_slow_reload_reads_in_a_child_process_while_requests_are_answered(
     assert isinstance(source, StagedSource)
 
     async def scenario() -> None:
-        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters)
+        gateway = build_gateway(first, source=source, probes=False, open_adapters=no_adapters)
         answered: list[int] = []
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://t") as http:
             reload = asyncio.create_task(gateway.reload())
@@ -75,7 +76,9 @@ def test_a_reload_that_reads_past_its_deadline_is_refused_and_its_process_stoppe
     source = SlowSource(plan_data(), ENV, tmp_path)  # never released
 
     async def scenario() -> Gateway:
-        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters, reload_timeout_s=0.5)
+        gateway = build_gateway(
+            first, source=source, probes=False, open_adapters=no_adapters, reload_timeout_s=0.5
+        )
         assert await gateway.reload() is False
         return gateway
 
@@ -100,7 +103,7 @@ def test_stopping_the_gateway_during_a_reload_stops_the_reading_process(
     source = SlowSource(plan_data(), ENV, tmp_path)  # never released
 
     async def scenario() -> None:
-        gateway = Gateway(first, source=source, probes=False, open_adapters=no_adapters)
+        gateway = build_gateway(first, source=source, probes=False, open_adapters=no_adapters)
         await gateway.startup()
         gateway.request_reload()
         for _ in range(3000):
@@ -122,7 +125,7 @@ def test_a_plan_larger_than_the_pipe_buffer_comes_through_under_uvloop() -> None
     """uvloop's reader leaves the pipe non-blocking: a big plan arrives in pieces (BlockingIOError once)."""
     import uvloop
 
-    from interlock.runtime.reload import read_in_child
+    from interlock.runtime.serving.reload import read_in_child
     from tests.runtime.slow_source import BigRead
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

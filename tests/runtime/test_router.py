@@ -25,18 +25,19 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
-from interlock.runtime.facts import FactsTable
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
+from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards.health import HealthGuard
+from interlock.runtime.guards.needs import needs_of
+from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.needs import needs_of
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.preflight import Misfit, Preflight
+from interlock.runtime.record import Answered, CandidateRefused
 from interlock.runtime.resolve import resolve
-from interlock.runtime.router import Answered, CandidateRefused, Router, _unservable
-from interlock.runtime.scoring import Scorer, backend_occupancy
-from interlock.runtime.speeds import SpeedBook
+from interlock.runtime.router import Router, _unservable
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook
 from interlock.runtime.upstream.base import ChatStream

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from interlock.runtime.errors import SlotUnavailable
-from interlock.runtime.slots import SlotPool
+from interlock.runtime.state.pool import SlotPool
 
 
 async def settle() -> None:

@@ -12,11 +12,11 @@ import pytest
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import ConnectFailed, SlotUnavailable
 from interlock.runtime.health import HealthBook
-from interlock.runtime.plan import HealthSettings, WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.embedded import EmbeddedCounters, EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.redis import RedisSlots
+from interlock.runtime.tables import HealthSettings, WorkerLimits
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}

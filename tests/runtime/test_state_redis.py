@@ -10,9 +10,10 @@ import pytest
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import ConnectFailed, SlotUnavailable
 from interlock.runtime.health import HealthBook
-from interlock.runtime.plan import HealthSettings, WorkerLimits
-from interlock.runtime.state import Lease, open_backend
+from interlock.runtime.state import open_backend
+from interlock.runtime.state.base import Lease
 from interlock.runtime.state.redis import RedisCounters, RedisLease, RedisOptions, RedisSlots
+from interlock.runtime.tables import HealthSettings, WorkerLimits
 from tests.redis_server import RedisServer, free_port
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait

@@ -12,10 +12,10 @@ import httpx
 import pytest
 import uvicorn
 
-from interlock.runtime.connections import STREAM_BODY, ConnectionBook, StreamBody, guarded_protocol
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.serving.connections import STREAM_BODY, ConnectionBook, StreamBody, guarded_protocol
 from interlock.runtime.state.memory import MemorySlots
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import orjson
 
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
 from interlock.testing.fake_openai import FakeOpenAI
 from tests.runtime.conftest import build
 
@@ -32,7 +32,7 @@ BODY = {
 
 def test_a_stream_without_the_extension_goes_through_send(plan_data: Callable[[str], dict[str, Any]]) -> None:
     with FakeOpenAI(name="fake", api_key="sk-cloud-secret") as fake:
-        gateway = Gateway(build(plan_data(CONFIG.format(url=fake.base_url))), probes=False)
+        gateway = build_gateway(build(plan_data(CONFIG.format(url=fake.base_url))), probes=False)
 
         async def scenario() -> httpx.Response:
             await gateway.startup()

@@ -13,8 +13,8 @@ import orjson
 import pydantic
 from openai.types.responses import Response, ResponseStreamEvent
 
-from interlock.runtime.lifecycle import Parsed
 from interlock.runtime.surfaces.anthropic import Messages
+from interlock.runtime.surfaces.base import Parsed
 from interlock.runtime.surfaces.responses import Responses
 
 RESULT: dict[str, Any] = {

@@ -19,10 +19,12 @@ from interlock.runtime.errors import CannotServe, ClientError, NoCandidateCanSer
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.record import CandidateRefused
 from interlock.runtime.resolve import resolve
-from interlock.runtime.router import CandidateRefused, Router
+from interlock.runtime.router import Router
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.tracing import UPSTREAM_HEADERS, TracingUnavailable, open_tracing
+from interlock.runtime.tracing import open_tracing
+from interlock.runtime.tracing.base import UPSTREAM_HEADERS, TracingUnavailable
 from interlock.runtime.tracing.otel import Tracing
 from interlock.runtime.upstream.base import Endpoint
 from tests.runtime.conftest import in_fresh_process

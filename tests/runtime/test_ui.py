@@ -9,10 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
+from interlock.runtime.ops.ui import svg
+from interlock.runtime.ops.ui.view import SECTIONS, span
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.ui import svg
-from interlock.runtime.ui.view import SECTIONS, span
 from tests.runtime.conftest import BASIC, build
 
 
@@ -26,7 +27,7 @@ def get(gateway: Gateway, path: str) -> httpx.Response:
 
 
 def test_the_page_and_every_section_render_with_safe_headers(basic_plan: RuntimePlan) -> None:
-    gateway = Gateway(basic_plan, probes=False)
+    gateway = build_gateway(basic_plan, probes=False)
     page = get(gateway, "/ui")
     assert page.status_code == 200
     assert page.headers["content-type"] == "text/html; charset=utf-8"
@@ -42,7 +43,7 @@ def test_the_page_and_every_section_render_with_safe_headers(basic_plan: Runtime
 
 
 def test_unknown_sections_and_files_are_404s(basic_plan: RuntimePlan) -> None:
-    gateway = Gateway(basic_plan, probes=False)
+    gateway = build_gateway(basic_plan, probes=False)
     for path in ("/ui/nope", "/ui/static/nope.js", "/ui/static/..%2F__init__.py"):
         answer = get(gateway, path)
         assert answer.status_code == 404, path
@@ -53,7 +54,7 @@ def test_unknown_sections_and_files_are_404s(basic_plan: RuntimePlan) -> None:
 
 def test_plan_text_is_escaped(plan_data: Callable[[str], dict[str, Any]]) -> None:
     hostile = BASIC.replace("description: test chain", 'description: "<script>alert(1)</script>"')
-    gateway = Gateway(build(plan_data(hostile)), probes=False)
+    gateway = build_gateway(build(plan_data(hostile)), probes=False)
     page = get(gateway, "/ui")
     assert "<script>alert(1)</script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
@@ -93,8 +94,8 @@ def test_a_reload_records_what_changed_once(
         "  t/extra: {description: extra, chain: [free/f2]}\n"
     )
     new_plan = build(plan_data(grown))
-    gateway = Gateway(basic_plan, source=lambda: new_plan, probes=False)
-    monkeypatch.setattr("interlock.runtime.app.MAX_RELOAD_CHANGES", 1)
+    gateway = build_gateway(basic_plan, source=lambda: new_plan, probes=False)
+    monkeypatch.setattr("interlock.commands.gateway.MAX_RELOAD_CHANGES", 1)
     assert asyncio.run(gateway.reload())
     last = gateway.last_reload
     assert last is not None

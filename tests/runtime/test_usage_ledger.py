@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.needs import Needs
-from interlock.runtime.usage import STORES, Store, Tally, UsageStoreError, open_store, store_url
+from interlock.runtime.guards.needs import Needs
+from interlock.runtime.usage import STORES, open_store, store_url
+from interlock.runtime.usage.base import Store, Tally, UsageStoreError
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
 from interlock.runtime.usage.metering import answer_text, delta_chars, reported, tally_of
 from interlock.runtime.usage.postgres import PostgresStore, shown_url

@@ -33,7 +33,7 @@ from interlock.runtime.audit.events import ACTIONS, Scalar, action_event, reques
 from interlock.runtime.audit.sinks import SINKS, Sink, SinkError, open_sink
 
 if TYPE_CHECKING:
-    from interlock.runtime.journal import RequestRecord
+    from interlock.runtime.record import RequestRecord
 
 __all__ = ["ACTIONS", "SINKS", "AuditLog", "Sink", "SinkError", "open_sink"]
 

@@ -13,10 +13,10 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.journal import error_class, usage_of
+from interlock.runtime.record import error_class, usage_of
 
 if TYPE_CHECKING:
-    from interlock.runtime.journal import RequestRecord
+    from interlock.runtime.record import RequestRecord
 
 MAX_TEXT = 400  # longest string value kept in an audit field (a refused reload's reason, say)
 

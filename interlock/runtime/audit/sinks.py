@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.journal import MillisClock
+from interlock.runtime.clock import MillisClock
 
 
 class SinkError(Exception):

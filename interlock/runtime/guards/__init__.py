@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from interlock.runtime.plan import Candidate, Route
-from interlock.runtime.preflight import Preflight
-from interlock.runtime.state import Lease
+from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.state.base import Lease
+from interlock.runtime.tables import Candidate, Route
 
 
 @dataclass(slots=True)

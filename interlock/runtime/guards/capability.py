@@ -11,11 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.runtime.fit import capabilities_on
+from interlock.runtime.fleet.fit import capabilities_on
 from interlock.runtime.guards import Admission
 from interlock.runtime.guards.misfit import MisfitGuard
-from interlock.runtime.needs import COMPLETION, EMBEDDING
-from interlock.runtime.preflight import Misfit
+from interlock.runtime.guards.needs import COMPLETION, EMBEDDING
+from interlock.runtime.guards.preflight import Misfit
 
 log = logging.getLogger("interlock.preflight")
 PLAIN = (COMPLETION, EMBEDDING)

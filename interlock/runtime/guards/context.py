@@ -11,10 +11,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.runtime.fit import effective_context, limit_on
+from interlock.runtime.fleet.fit import effective_context, limit_on
 from interlock.runtime.guards import Admission
 from interlock.runtime.guards.misfit import MisfitGuard
-from interlock.runtime.preflight import Misfit
+from interlock.runtime.guards.preflight import Misfit
 
 log = logging.getLogger("interlock.preflight")
 

@@ -7,11 +7,11 @@ the routes that fit, or, when none does, skips the candidate with a ``Misfit`` t
 
 from __future__ import annotations
 
-from interlock.runtime.facts import FactsTable
+from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import Route
-from interlock.runtime.preflight import Misfit, Preflight
+from interlock.runtime.tables import Route
 
 
 class MisfitGuard(Guard):

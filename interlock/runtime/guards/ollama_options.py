@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.runtime.facts import FactsTable
-from interlock.runtime.fit import capabilities_on, effective_context
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.guards import Admission, Guard
 
 THINK_KEYS = ("think", "reasoning_effort")

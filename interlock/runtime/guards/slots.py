@@ -1,9 +1,9 @@
 """Choose the worker and hold a slot there: the best-scored worker; when it is full, spill or queue.
 
 With sticky sessions on, a session pinned to a worker still eligible for the request goes there
-(``runtime.sticky``); otherwise it is scored as usual and (re)pinned to the worker chosen.
+(``runtime.fleet.sticky``); otherwise it is scored as usual and (re)pinned to the worker chosen.
 
-The worker is the first in the order ``runtime.scoring`` gives (loaded model, free slots, queue, learned
+The worker is the first in the order ``runtime.fleet.scoring`` gives (loaded model, free slots, queue, learned
 speed, VRAM, ...); a full worker already scores lower by the requests it would make this one wait for,
 so a worker with a free slot wins unless the full one is worth the wait (it has the model loaded and the
 other would load it). When the chosen worker has no free slot: a candidate that may spill
@@ -28,12 +28,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from interlock.runtime.fleet import FleetLine
+from interlock.runtime.fleet.line import FleetLine
+from interlock.runtime.fleet.scoring import Scorer
+from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard
-from interlock.runtime.plan import Candidate, Route, RoutingSettings
-from interlock.runtime.scoring import Scorer
-from interlock.runtime.state import SlotBackend
-from interlock.runtime.sticky import StickyTable, session_key
+from interlock.runtime.state.base import SlotBackend
+from interlock.runtime.tables import Candidate, Route, RoutingSettings
 
 
 class SlotGuard(Guard):

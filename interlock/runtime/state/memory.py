@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from interlock.runtime.plan import WorkerLimits
-from interlock.runtime.slots import SlotLease, SlotPool, SlotTable
-from interlock.runtime.state import Lease, SlotBackend, SlotReport
+from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
+from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
+from interlock.runtime.tables import WorkerLimits
 
 
 class MemoryLease(Lease):

@@ -38,10 +38,10 @@ import orjson
 
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
-from interlock.runtime.plan import WorkerLimits
-from interlock.runtime.state import Lease, SlotBackend, SlotReport
+from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
 from interlock.runtime.state.counters import CallerCounters, MemoryCounters
 from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.tables import WorkerLimits
 
 if TYPE_CHECKING:
     from interlock.runtime.health import HealthBook

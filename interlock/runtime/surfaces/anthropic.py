@@ -24,32 +24,34 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from interlock.runtime.access import caller_of
-from interlock.runtime.errors import InvalidRequest
-from interlock.runtime.lifecycle import (
+from interlock.runtime.asgi import (
     ClientGone,
-    Failure,
     Header,
-    Parsed,
     Receive,
     Scope,
     Send,
+    json_type,
+    parse_object,
+    read_body,
+    send_json,
+)
+from interlock.runtime.errors import InvalidRequest
+from interlock.runtime.guards.needs import needs_of
+from interlock.runtime.resolve import resolve
+from interlock.runtime.surfaces.base import (
+    Failure,
+    Parsed,
     StreamRender,
     Surface,
     chat_request,
     failure_of,
     first_choice,
-    json_type,
-    parse_object,
-    read_body,
     reasoning,
-    send_json,
 )
-from interlock.runtime.needs import needs_of
-from interlock.runtime.resolve import resolve
 from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream
 
 if TYPE_CHECKING:
-    from interlock.runtime.app import Gateway
+    from interlock.runtime.services import RequestServices
 
 _STOP_REASONS = {
     "stop": "end_turn",
@@ -388,9 +390,9 @@ class Messages(Surface):
         return error_body(failure.status, failure.message)
 
 
-async def count_tokens(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+async def count_tokens(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/messages/count_tokens``: the gateway's own estimate (the preflight's), not a tokenizer."""
-    plan = gateway.plan
+    plan = services.plan
     headers = [plan.plan_header]
     try:
         body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))

@@ -5,10 +5,10 @@ parses) and lists the other fields it knows, untyped: those are passed on, trans
 ``upstream/fields.py`` says, and the upstream judges their values. So a request the schema calls
 valid is one the gateway accepts and sends on; one it calls invalid is answered with a 4xx before any
 upstream is called. Answer schemas name what every answer carries. ``$ref: ModelName`` is the plan's
-model names, filled in by ``runtime.openapi`` (it is the only part that changes with the plan).
+model names, filled in by ``runtime.ops.openapi`` (it is the only part that changes with the plan).
 
 Every surface row (``surfaces.rows``) and every admin route (``surfaces.admin``) carries one ``Doc``;
-``runtime.openapi`` refuses a route without one, so the document cannot lose a route.
+``runtime.ops.openapi`` refuses a route without one, so the document cannot lose a route.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from interlock.runtime.ui import STATIC
+from interlock.runtime.ops.ui import STATIC
 from interlock.runtime.upstream.fields import CHAT_FIELDS, EMBEDDING_FIELDS, NATIVE_FIELDS, Field
 
 Schema = Mapping[str, Any]
@@ -42,7 +42,7 @@ UNSET: Schema = {  # JSON's falsy values: what "not set" means to a check like `
 class Doc:
     """One route's contract: a summary, its request body (None: it takes none), its answers by media type
     (JSON schemas; a string for text), the error shape (None: the route answers no errors of its own)
-    and ``statuses``, the errors it documents besides 200 (keys of ``runtime.openapi.STATUSES``)."""
+    and ``statuses``, the errors it documents besides 200 (keys of ``runtime.ops.openapi.STATUSES``)."""
 
     summary: str
     tag: str
@@ -438,3 +438,14 @@ UI_SECTION = Doc(
     ("404",),
 )
 OPENAPI = Doc("This document", "admin", {"application/json": _obj(("openapi", "paths"))})
+DOCS = Doc(
+    "This document as an interactive page (Swagger UI, served offline)", "admin", {"text/html": STRING}
+)
+DOCS_STATIC = Doc(
+    "The interactive page's script and style (Swagger UI's, shipped in the fastapi-offline package)",
+    "admin",
+    {"text/javascript": STRING, "text/css": STRING},
+    None,
+    OPENAI_ERROR,
+    ("404",),
+)

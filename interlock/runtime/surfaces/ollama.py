@@ -24,30 +24,33 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from interlock.runtime.access import caller_of
-from interlock.runtime.errors import GatewayError, InvalidRequest
-from interlock.runtime.lifecycle import (
+from interlock.runtime.asgi import (
     ClientGone,
-    Failure,
     Header,
-    Parsed,
     Receive,
     Scope,
     Send,
+    json_type,
+    parse_object,
+    read_body,
+    send_json,
+)
+from interlock.runtime.errors import GatewayError, InvalidRequest
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.surfaces.base import (
+    Failure,
+    Parsed,
     StreamRender,
     Surface,
     chat_request,
     first_choice,
-    json_type,
-    parse_object,
-    read_body,
     reasoning,
-    send_json,
 )
-from interlock.runtime.plan import Alias, Candidate, RuntimePlan
 from interlock.runtime.surfaces.openai import check_model
+from interlock.runtime.tables import Alias, Candidate
 
 if TYPE_CHECKING:
-    from interlock.runtime.app import Gateway
+    from interlock.runtime.services import RequestServices
 
 NDJSON_HEADERS: tuple[Header, ...] = (
     (b"content-type", b"application/x-ndjson"),
@@ -378,15 +381,15 @@ def _details(family: str) -> dict[str, Any]:
     }
 
 
-async def tags(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+async def tags(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /api/tags``: every alias (and direct model) as an Ollama model."""
-    plan = gateway.plan
+    plan = services.plan
     caller = caller_of(scope)
     models = [
         {
             "name": name,
             "model": name,
-            "modified_at": gateway.loaded_at,
+            "modified_at": services.live.loaded_at,
             "size": 0,
             "digest": "",
             "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
@@ -397,11 +400,11 @@ async def tags(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> 
     await send_json(send, 200, orjson.dumps({"models": models}), [plan.plan_header])
 
 
-async def show(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+async def show(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /api/show``: an alias's description, the capabilities it requires, the context it serves."""
-    from interlock.runtime.fit import effective_context
+    from interlock.runtime.fleet.fit import effective_context
 
-    plan = gateway.plan
+    plan = services.plan
     headers = [plan.plan_header]
     try:
         body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
@@ -422,7 +425,7 @@ async def show(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> 
         window
         for candidate in candidates
         for route in candidate.routes
-        if (window := effective_context(route, candidate, gateway.facts)[0]) is not None
+        if (window := effective_context(route, candidate, services.live.facts)[0]) is not None
     ]
     requires = list(entry.requires) if isinstance(entry, Alias) else []
     declared = set.intersection(*(set(c.capabilities or ()) for c in candidates)) if candidates else set()
@@ -442,20 +445,20 @@ async def show(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> 
             "interlock.requires": requires,
         },
         "capabilities": capabilities,
-        "modified_at": gateway.loaded_at,
+        "modified_at": services.live.loaded_at,
     }
     await send_json(send, 200, orjson.dumps(answer), headers)
 
 
-async def ps(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+async def ps(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /api/ps``: the models the workers report loaded (live metadata), as ``provider/model``."""
-    plan = gateway.plan
+    plan = services.plan
     models = []
     for cid, candidate in plan.candidates.items():
         for route in candidate.routes:
             if route.worker is None:
                 continue
-            loaded = gateway.facts.worker(route.endpoint.label).loaded or {}
+            loaded = services.live.facts.worker(route.endpoint.label).loaded or {}
             if candidate.facts_key in loaded:
                 models.append(
                     {
@@ -471,15 +474,15 @@ async def ps(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> No
     await send_json(send, 200, orjson.dumps({"models": models}), [plan.plan_header])
 
 
-async def version(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
-    await send_json(send, 200, orjson.dumps({"version": VERSION}), [gateway.plan.plan_header])
+async def version(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
+    await send_json(send, 200, orjson.dumps({"version": VERSION}), [services.plan.plan_header])
 
 
-async def root(gateway: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+async def root(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /`` and ``HEAD /``: what Ollama answers, so clients that check for a server find one."""
     payload = b"Ollama is running"
     headers = [
-        gateway.plan.plan_header,
+        services.plan.plan_header,
         (b"content-type", b"text/plain; charset=utf-8"),
         (b"content-length", b"%d" % len(payload)),
     ]

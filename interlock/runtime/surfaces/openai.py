@@ -13,9 +13,10 @@ from typing import Any
 
 import orjson
 
+from interlock.runtime.asgi import Header, json_type
 from interlock.runtime.errors import InvalidRequest
-from interlock.runtime.lifecycle import Failure, Header, Parsed, StreamRender, Surface, failure_of, json_type
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.surfaces.base import Failure, Parsed, StreamRender, Surface, failure_of
 
 SSE_HEADERS: tuple[Header, ...] = (
     (b"content-type", b"text/event-stream; charset=utf-8"),

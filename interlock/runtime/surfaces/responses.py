@@ -28,16 +28,15 @@ from typing import Any
 
 import orjson
 
+from interlock.runtime.asgi import Header, json_type
 from interlock.runtime.errors import InvalidRequest
-from interlock.runtime.lifecycle import (
+from interlock.runtime.surfaces.base import (
     Failure,
-    Header,
     Parsed,
     StreamRender,
     Surface,
     chat_request,
     first_choice,
-    json_type,
     reasoning,
 )
 from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream, error_body

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.health import iso_utc
+from interlock.runtime.clock import iso_utc
 from interlock.runtime.telemetry import document
 from interlock.runtime.telemetry.errors import TelemetryError
 from interlock.runtime.telemetry.memory import read_host_memory

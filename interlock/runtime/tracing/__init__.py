@@ -23,23 +23,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
+
+from interlock.runtime.tracing.base import TracingUnavailable
 
 if TYPE_CHECKING:
     from interlock.runtime.tracing.otel import Tracing
 
 log = logging.getLogger("interlock.tracing")
-
-UPSTREAM_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
-    "interlock_upstream_headers", default=None
-)
-"""Headers for the upstream request being sent in this task (``traceparent``), set only while a
-traced attempt is calling its upstream."""
-
-
-class TracingUnavailable(Exception):
-    """Tracing was asked for but cannot run: the message says what to install or change."""
 
 
 def open_tracing(environ: Mapping[str, str]) -> Tracing | None:

@@ -27,13 +27,13 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
-from interlock.runtime.journal import error_class, usage_of
-from interlock.runtime.tracing import UPSTREAM_HEADERS, TracingUnavailable
+from interlock.runtime.record import error_class, usage_of
+from interlock.runtime.tracing.base import UPSTREAM_HEADERS, TracingUnavailable
 
 if TYPE_CHECKING:
-    from interlock.runtime.journal import RequestRecord
-    from interlock.runtime.plan import Candidate, Route, Target
-    from interlock.runtime.router import Call
+    from interlock.runtime.record import RequestRecord
+    from interlock.runtime.tables import Candidate, Route, Target
+    from interlock.runtime.upstream.base import Call
 
 T = TypeVar("T")
 

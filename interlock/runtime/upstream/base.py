@@ -9,9 +9,9 @@ nothing of the client library leaks past this package. Endpoints are built once,
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from interlock.runtime.errors import CannotServe
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
@@ -86,3 +86,7 @@ class Adapter(abc.ABC):
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         """A cheap liveness check (Ollama ``GET /api/tags``, OpenAI ``GET /models``); raises
         ``UpstreamError`` when the endpoint is not healthy."""
+
+
+T = TypeVar("T")
+Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any]], Awaitable[T]]

@@ -37,7 +37,7 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
-from interlock.runtime.tracing import UPSTREAM_HEADERS
+from interlock.runtime.tracing.base import UPSTREAM_HEADERS
 from interlock.runtime.upstream.base import ChatStream, Endpoint
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.failures import (

@@ -18,9 +18,10 @@ from typing import Any
 
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
-from interlock.runtime.needs import Needs
-from interlock.runtime.plan import RuntimePlan, Target
-from interlock.runtime.usage import ANONYMOUS, Account, Tally
+from interlock.runtime.guards.needs import Needs
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.tables import Target
+from interlock.runtime.usage.base import ANONYMOUS, Account, Tally
 from interlock.runtime.usage.ledger import Ledger, next_window
 from interlock.runtime.usage.metering import Price, price_of
 from interlock.schema.plan import PlanAccess, PlanLimits

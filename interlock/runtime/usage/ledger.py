@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from interlock.runtime.usage import Account, RowKey, Store, Tally, UsageStoreError
+from interlock.runtime.usage.base import Account, RowKey, Store, Tally, UsageStoreError
 
 log = logging.getLogger("interlock.usage")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from interlock.runtime.usage import Account, RowKey, Store, Tally
+from interlock.runtime.usage.base import Account, RowKey, Store, Tally
 
 
 class MemoryStore(Store):

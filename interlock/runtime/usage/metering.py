@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.needs import Needs, text_tokens
-from interlock.runtime.usage import Tally
+from interlock.runtime.guards.needs import Needs, text_tokens
+from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:
-    from interlock.runtime.journal import RequestRecord
     from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.record import RequestRecord
 
 Price = tuple[float, float]
 """(input, output) price per million tokens, in the plan's currency."""

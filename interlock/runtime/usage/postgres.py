@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from interlock.runtime.usage import (
+from interlock.runtime.usage.base import (
     CREATE_TABLE,
     Account,
     RowKey,

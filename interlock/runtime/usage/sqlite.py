@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interlock.runtime.usage import (
+from interlock.runtime.usage.base import (
     CREATE_TABLE,
     Account,
     RowKey,

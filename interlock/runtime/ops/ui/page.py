@@ -1,4 +1,4 @@
-"""Renders the status page with jinja2; imported on the first ``/ui`` request, never by the gateway.
+"""Renders the status page with jinja2; imported on the first ``/ui`` request, never by the live.
 
 The environment (templates shipped in this package, autoescaping on, undefined names an error) is built
 once per process and cached on first use; a render is the view's sections through one template each.
@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from interlock.runtime.health import iso_utc
-from interlock.runtime.ui import svg
-from interlock.runtime.ui.view import SECTIONS, moment, span
+from interlock.runtime.clock import iso_utc
+from interlock.runtime.ops.ui import svg
+from interlock.runtime.ops.ui.view import SECTIONS, moment, span
 
 if TYPE_CHECKING:
-    from interlock.runtime.app import Gateway
+    from interlock.runtime.services import LiveState
 
 
 @functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("interlock.runtime.ui", "templates"),
+        loader=jinja2.PackageLoader("interlock.runtime.ops.ui", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -37,22 +37,22 @@ def environment() -> jinja2.Environment:
 @functools.cache
 def static(name: str) -> bytes:
     """A shipped static file (only the names in ``STATIC``)."""
-    return resources.files("interlock.runtime.ui").joinpath("static", name).read_bytes()
+    return resources.files("interlock.runtime.ops.ui").joinpath("static", name).read_bytes()
 
 
-async def render_page(gateway: Gateway) -> str:
-    at = await moment(gateway)
+async def render_page(live: LiveState) -> str:
+    at = await moment(live)
     data = {name: section(at) for name, section in SECTIONS.items()}
     template = environment().get_template("page.html.j2")
     return template.render(sections=list(SECTIONS), rendered_at=iso_utc(at.now), **data)
 
 
-async def render_section(gateway: Gateway, name: str) -> str | None:
+async def render_section(live: LiveState, name: str) -> str | None:
     """One section's fragment (for ``/ui/<name>``), or None when there is no such section."""
     section = SECTIONS.get(name)
     if section is None:
         return None
-    at = await moment(gateway)
+    at = await moment(live)
     return environment().get_template(f"{name}.html.j2").render(**{name: section(at)})
 
 

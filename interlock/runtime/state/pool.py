@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from interlock.runtime.errors import SlotUnavailable
-from interlock.runtime.plan import WorkerLimits
+from interlock.runtime.tables import WorkerLimits
 
 
 @dataclass(slots=True)

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.health import Clock
-from interlock.runtime.plan import StickySettings
+from interlock.runtime.clock import Clock
+from interlock.runtime.tables import StickySettings
 
 Header = tuple[bytes, bytes]
 

@@ -42,11 +42,11 @@ from typing import TYPE_CHECKING
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from interlock.runtime.cork import CorkedTransport
+from interlock.runtime.serving.cork import CorkedTransport
 
 if TYPE_CHECKING:
     from interlock.runtime.metrics import Metrics
-    from interlock.runtime.plan import ServerSettings
+    from interlock.runtime.tables import ServerSettings
 
 log = logging.getLogger("interlock.connections")
 

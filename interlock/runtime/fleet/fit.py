@@ -11,8 +11,8 @@ is dictionary lookups: the facts were gathered by the metadata fetcher, the rest
 
 from __future__ import annotations
 
-from interlock.runtime.facts import FactsTable
-from interlock.runtime.plan import Candidate, Route
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.tables import Candidate, Route
 
 
 def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> frozenset[str] | None:

@@ -19,10 +19,10 @@ import random
 from collections.abc import Callable, Mapping
 
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
+from interlock.runtime.fleet.metadata import MetadataFetcher
+from interlock.runtime.fleet.periodic import Periodic
 from interlock.runtime.health import HealthBook
-from interlock.runtime.metadata import MetadataFetcher
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter, Endpoint
 

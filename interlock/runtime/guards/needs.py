@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import InvalidRequest
-from interlock.runtime.plan import PreflightSettings
+from interlock.runtime.tables import PreflightSettings
 
 MESSAGE_OVERHEAD = 4  # role and separators around each message
 OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens", "num_predict")  # in precedence

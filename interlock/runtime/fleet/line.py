@@ -41,11 +41,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from interlock.runtime.clock import Clock
 from interlock.runtime.errors import SlotUnavailable
-from interlock.runtime.health import Clock
-from interlock.runtime.plan import Candidate, Route, RoutingSettings, WorkerLimits
-from interlock.runtime.scoring import Scorer
-from interlock.runtime.state import Lease, SlotBackend
+from interlock.runtime.fleet.scoring import Scorer
+from interlock.runtime.state.base import Lease, SlotBackend
+from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
 
 
 @dataclass(eq=False, slots=True)

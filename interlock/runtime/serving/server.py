@@ -25,8 +25,8 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any
 
-from interlock.runtime import gc_policy
 from interlock.runtime.app import Gateway
+from interlock.runtime.serving import gc_policy
 
 log = logging.getLogger("interlock")
 
@@ -91,7 +91,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     """Serve ``gateway`` on ``sock`` in this process until SIGINT/SIGTERM; SIGHUP reloads the plan."""
     import uvicorn
 
-    from interlock.runtime.connections import ConnectionBook, guarded_protocol
+    from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 
     book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
     log_limits(gateway)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
-from interlock.runtime.gc_policy import collector_paused
+from interlock.collector import collector_paused
 from interlock.runtime.plan import PlanError, RuntimePlan
 
 READ_TIMEOUT_S = 120.0  # the longest a reload may spend reading/compiling before it is refused

@@ -14,10 +14,10 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from interlock.runtime.health import Clock
+from interlock.runtime.clock import Clock
+from interlock.runtime.fleet.periodic import Periodic
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.periodic import Periodic
-from interlock.runtime.state import SlotBackend, SlotReport
+from interlock.runtime.state.base import SlotBackend, SlotReport
 
 log = logging.getLogger("interlock.samples")
 

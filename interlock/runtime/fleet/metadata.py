@@ -25,9 +25,10 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
-from interlock.runtime.facts import FactsTable, ModelInfo
+from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import RuntimePlan, ollama_name
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.tables import ollama_name
 from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.ollama import OllamaAdapter
 

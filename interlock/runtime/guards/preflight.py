@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, RequestDoesNotFit
-from interlock.runtime.needs import Needs
+from interlock.runtime.guards.needs import Needs
 
 Header = tuple[bytes, bytes]
 MAX_HEADER_ITEMS = 8  # a long chain must not make headers unbounded

@@ -1,6 +1,6 @@
 """Live facts about Ollama workers, gathered outside the request path; read by dictionary lookups.
 
-The metadata fetcher (``runtime.metadata``, driven by the probe loop) is the only writer: it replaces
+The metadata fetcher (``runtime.fleet.metadata``, driven by the probe loop) is the only writer: it replaces
 whole entries, never mutates one, so a reader always sees a consistent entry. Readers (the preflight
 guards, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint label
 (``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``plan.ollama_name``).

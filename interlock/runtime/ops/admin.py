@@ -1,10 +1,11 @@
-"""The cold endpoints, on Starlette: models, aliases, health, metrics, liveness, readiness, status page.
+"""The cold endpoints, a FastAPI app: models, aliases, health, metrics, liveness, readiness, status page,
+the OpenAPI document and its interactive page (``/docs``, Swagger UI served from a package, offline).
 
 None of these is on the request path of a completion; they read the gateway's current plan and live
 state when asked. Health reports are redacted by construction: labels, times, status codes and short
 error classes, never bodies, messages or credentials. Unknown paths and methods get OpenAI-shaped errors
 (the path cut short). Every route answers GET and HEAD; none takes a body, so a request that comes with
-one is answered at once and its connection closed (``app.Gateway``), never read to its end.
+one is answered at once and its connection closed (``app.LiveState``), never read to its end.
 """
 
 from __future__ import annotations
@@ -14,54 +15,27 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.applications import Starlette
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from interlock.runtime.access import ANONYMOUS, Caller, caller_of
 from interlock.runtime.metrics import CONTENT_TYPE
-from interlock.runtime.plan import Candidate, RuntimePlan, worker_label
+from interlock.runtime.ops.routes import ROUTES
+from interlock.runtime.ops.ui import STATIC
+from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.resolve import shown
-from interlock.runtime.state import SlotReport
-from interlock.runtime.surfaces import contract
-from interlock.runtime.surfaces.contract import Doc
+from interlock.runtime.state.base import SlotReport
 from interlock.runtime.surfaces.openai import error_body
-from interlock.runtime.ui import STATIC
+from interlock.runtime.tables import Candidate, worker_label
 
 if TYPE_CHECKING:
-    from interlock.runtime.app import Gateway
+    from interlock.runtime.services import LiveState
     from interlock.runtime.usage.ledger import Ledger
 
 _STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
-READ = ("GET", "HEAD")  # HEAD answers like GET without the body (uvicorn drops it)
-
-
-@dataclass(frozen=True, slots=True)
-class AdminRoute:
-    """One admin route: its path (Starlette's syntax), methods and contract (``runtime.openapi``)."""
-
-    path: str
-    doc: Doc
-    methods: tuple[str, ...] = READ
-
-
-ROUTES: tuple[AdminRoute, ...] = (
-    AdminRoute("/v1/models", contract.MODELS),
-    AdminRoute("/v1/models/{model_id:path}", contract.MODEL_BY_ID),  # GET and HEAD, as every route
-    AdminRoute("/v1/aliases", contract.ALIASES),
-    AdminRoute("/v1/health", contract.HEALTH),
-    AdminRoute("/v1/metadata", contract.METADATA),
-    AdminRoute("/metrics", contract.METRICS),
-    AdminRoute("/healthz", contract.HEALTHZ),
-    AdminRoute("/readyz", contract.READYZ),
-    AdminRoute("/ui", contract.UI),
-    AdminRoute("/ui/static/{name}", contract.UI_STATIC),
-    AdminRoute("/ui/{section}", contract.UI_SECTION),
-    AdminRoute("/openapi.json", contract.OPENAPI),
-)
-"""The admin app's routes; ``build_admin`` registers one endpoint for each, in this order."""
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -136,9 +110,9 @@ def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
     )
 
 
-def build_admin(gateway: Gateway) -> Starlette:
-    """The cold endpoints' application (Starlette, not FastAPI: nothing here needs request models or an
-    OpenAPI page of its own, and FastAPI's import was a fifth of the gateway's start; serve_start.py)."""
+def build_admin(live: LiveState) -> FastAPI:
+    """The cold endpoints' application. FastAPI's own OpenAPI generation is off: ``/openapi.json`` is the
+    gateway's document of the plan being served (``ops.openapi``), which ``/docs`` shows."""
     catalogs: dict[tuple[str, str | None], ModelCatalog] = {}
 
     def catalog(plan: RuntimePlan, request: Request) -> ModelCatalog:
@@ -157,7 +131,7 @@ def build_admin(gateway: Gateway) -> Starlette:
     def documents(plan: RuntimePlan, request: Request) -> bytes:
         """``/openapi.json`` of one plan for one caller key: built on its first request after a load or
         reload (like the catalog: at most one per key of the plan, plus the anonymous one)."""
-        from interlock.runtime.openapi import plan_document
+        from interlock.runtime.ops.openapi import plan_document
 
         caller = caller_of(request.scope)
         found = openapi_docs.get((plan.content_hash, caller.key_id))
@@ -176,10 +150,10 @@ def build_admin(gateway: Gateway) -> Starlette:
         return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
     async def models(request: Request) -> Response:
-        return Response(catalog(gateway.plan, request).listing, media_type="application/json")
+        return Response(catalog(live.plan, request).listing, media_type="application/json")
 
     async def model(request: Request) -> Response:
-        plan = gateway.plan
+        plan = live.plan
         model_id: str = request.path_params["model_id"]
         body = catalog(plan, request).by_id.get(model_id)
         if body is None:
@@ -187,14 +161,14 @@ def build_admin(gateway: Gateway) -> Starlette:
         return Response(body, media_type="application/json")
 
     async def aliases(request: Request) -> Response:
-        plan = gateway.plan
+        plan = live.plan
         caller = caller_of(request.scope)
         data = [
             {
                 "name": name,
                 "description": alias.description,
                 "requires": list(alias.requires),
-                "candidates": [_candidate(gateway, c) for c in alias.candidates],
+                "candidates": [_candidate(live, c) for c in alias.candidates],
             }
             for name, alias in plan.aliases.items()
             if caller.may_call(name)
@@ -202,29 +176,29 @@ def build_admin(gateway: Gateway) -> Starlette:
         return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
 
     async def health(request: Request) -> Response:
-        return json_response(health_report(gateway, await gateway.slots.report()))
+        return json_response(health_report(live, await live.slots.report()))
 
     async def metadata(request: Request) -> Response:
-        return json_response(metadata_report(gateway))
+        return json_response(metadata_report(live))
 
     async def metrics(request: Request) -> Response:
-        return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE)
+        return Response(live.metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        if gateway.ready:
-            return json_response({"status": "ready", "plan": gateway.plan.content_hash})
-        return json_response({"status": "starting", "plan": gateway.plan.content_hash}, status=503)
+        if live.ready:
+            return json_response({"status": "ready", "plan": live.plan.content_hash})
+        return json_response({"status": "starting", "plan": live.plan.content_hash}, status=503)
 
     async def ui(request: Request) -> Response:
-        from interlock.runtime.ui.page import render_page  # jinja2: loaded on the first /ui request
+        from interlock.runtime.ops.ui.page import render_page  # jinja2: loaded on the first /ui request
 
-        return html_response(await render_page(gateway))
+        return html_response(await render_page(live))
 
     async def ui_static(request: Request) -> Response:
-        from interlock.runtime.ui.page import static
+        from interlock.runtime.ops.ui.page import static
 
         name: str = request.path_params["name"]
         media_type = STATIC.get(name)
@@ -233,15 +207,32 @@ def build_admin(gateway: Gateway) -> Starlette:
         return Response(static(name), media_type=media_type, headers=UI_HEADERS)
 
     async def ui_section(request: Request) -> Response:
-        from interlock.runtime.ui.page import render_section
+        from interlock.runtime.ops.ui.page import render_section
 
-        text = await render_section(gateway, request.path_params["section"])
+        text = await render_section(live, request.path_params["section"])
         if text is None:
             raise HTTPException(404, "Not Found")
         return html_response(text)
 
     async def openapi(request: Request) -> Response:
-        return Response(documents(gateway.plan, request), media_type="application/json")
+        return Response(documents(live.plan, request), media_type="application/json")
+
+    async def docs(request: Request) -> Response:
+        page = get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="interlock: the gateway's API",
+            swagger_js_url="/docs/static/swagger-ui-bundle.js",
+            swagger_css_url="/docs/static/swagger-ui.css",
+            swagger_favicon_url="/ui/static/favicon.svg",
+        )
+        return Response(page.body, media_type="text/html; charset=utf-8", headers=DOCS_HEADERS)
+
+    async def docs_static(request: Request) -> Response:
+        asset: str = request.path_params["asset"]
+        media_type = DOCS_STATIC.get(asset)
+        if media_type is None:
+            raise HTTPException(404, "Not Found")
+        return Response(docs_asset(asset), media_type=media_type, headers=DOCS_HEADERS)
 
     endpoints: dict[str, Callable[[Request], Awaitable[Response]]] = {
         "/v1/models": models,
@@ -256,13 +247,40 @@ def build_admin(gateway: Gateway) -> Starlette:
         "/ui/static/{name}": ui_static,
         "/ui/{section}": ui_section,
         "/openapi.json": openapi,
+        "/docs": docs,
+        "/docs/static/{asset}": docs_static,
     }
     if endpoints.keys() != {route.path for route in ROUTES}:  # a row without its endpoint, or the reverse
         raise RuntimeError(
             f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
         )
-    routes = [Route(route.path, endpoints[route.path], methods=list(route.methods)) for route in ROUTES]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = FastAPI(
+        openapi_url=None, docs_url=None, redoc_url=None, exception_handlers={HTTPException: http_error}
+    )
+    for route in ROUTES:
+        app.add_api_route(
+            route.path, endpoints[route.path], methods=list(route.methods), include_in_schema=False
+        )
+    return app
+
+
+DOCS_STATIC = {  # Swagger UI's files that /docs loads, shipped in the fastapi-offline package
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+}
+
+DOCS_HEADERS = {
+    "cache-control": "no-cache",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+def docs_asset(name: str) -> bytes:
+    """One of Swagger UI's files (a name in ``DOCS_STATIC``), read from the fastapi-offline package."""
+    from importlib import resources
+
+    return resources.files("fastapi_offline").joinpath("static", name).read_bytes()
 
 
 UI_HEADERS = {
@@ -280,29 +298,29 @@ def html_response(text: str) -> Response:
     return Response(text, media_type="text/html; charset=utf-8", headers=UI_HEADERS)
 
 
-def _candidate(gateway: Gateway, candidate: Candidate) -> dict[str, Any]:
+def _candidate(live: LiveState, candidate: Candidate) -> dict[str, Any]:
     return {
         "id": candidate.id,
         "provider": candidate.provider,
         "model": candidate.model,
-        "healthy": candidate_healthy(gateway, candidate),
-        **gateway.health.candidate_report(candidate.id),
+        "healthy": candidate_healthy(live, candidate),
+        **live.health.candidate_report(candidate.id),
     }
 
 
-def candidate_healthy(gateway: Gateway, candidate: Candidate) -> bool:
-    health = gateway.health
+def candidate_healthy(live: LiveState, candidate: Candidate) -> bool:
+    health = live.health
     if health.candidate_block(candidate.id) is not None:
         return False
     return any(health.endpoint_usable(r.endpoint.label) for r in candidate.routes)
 
 
-def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str, Any]:
+def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str, Any]:
     """Providers, workers and every candidate, redacted: labels, times, statuses, short classes.
 
     ``slots`` is the backend's whole view (with ``--workers N``: every process of the host together).
     """
-    plan, health = gateway.plan, gateway.health
+    plan, health = live.plan, live.health
     providers: dict[str, Any] = {}
     for name, provider in plan.providers.items():
         endpoints = [
@@ -316,7 +334,7 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
             "endpoints": endpoints,
         }
     workers: dict[str, Any] = {}
-    scores, speeds = gateway.scorer.report(), gateway.speeds.snapshot()
+    scores, speeds = live.scorer.report(), live.speeds.snapshot()
     for name, limits in plan.workers.items():
         pool = slots.get(name) or SlotReport()
         workers[name] = {
@@ -328,31 +346,31 @@ def health_report(gateway: Gateway, slots: Mapping[str, SlotReport]) -> dict[str
             "queue_waiting": pool.waiting,
             "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
         }
-        telemetry = gateway.telemetry.report(name)
+        telemetry = live.telemetry.report(name)
         if telemetry is not None:  # only for workers that declare telemetry
             workers[name]["telemetry"] = telemetry
         workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
         workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
-    candidates = {cid: _candidate(gateway, c) for cid, c in plan.candidates.items()}
-    state = gateway.slots
+    candidates = {cid: _candidate(live, c) for cid, c in plan.candidates.items()}
+    state = live.slots
     slot_state: dict[str, Any] = {"scope": state.scope, "degraded": state.degraded}
-    if gateway.fleet.usable:  # per candidate: waiting for any of its workers (this process)
-        slot_state["fleet_waiting"] = gateway.fleet.report()
+    if live.fleet.usable:  # per candidate: waiting for any of its workers (this process)
+        slot_state["fleet_waiting"] = live.fleet.report()
     report: dict[str, Any] = {
         "plan": {
             "content_hash": plan.content_hash,
-            "loaded_at": gateway.loaded_at,
-            "last_reload": gateway.last_reload,
+            "loaded_at": live.loaded_at,
+            "last_reload": live.last_reload,
         },
-        "ready": gateway.ready,
+        "ready": live.ready,
         "providers": providers,
         "workers": workers,
         "slot_state": slot_state,
-        "usage": usage_report(gateway.ledger, plan),
+        "usage": usage_report(live.ledger, plan),
         "candidates": candidates,
     }
     if plan.routing.sticky is not None:  # only when sticky sessions are on
-        report["sticky_sessions"] = {"sessions": len(gateway.sticky), "repinned": gateway.sticky.repinned}
+        report["sticky_sessions"] = {"sessions": len(live.sticky), "repinned": live.sticky.repinned}
     return report
 
 
@@ -371,12 +389,12 @@ def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
     }
 
 
-def metadata_report(gateway: Gateway) -> dict[str, Any]:
+def metadata_report(live: LiveState) -> dict[str, Any]:
     """What the preflight knows now: live worker facts, and per candidate and route its capabilities and
     effective context with their source (``loaded``, ``modelfile``, ``default``, ``declared``, ...)."""
-    from interlock.runtime.fit import capabilities_on, effective_context
+    from interlock.runtime.fleet.fit import capabilities_on, effective_context
 
-    plan, facts = gateway.plan, gateway.facts
+    plan, facts = live.plan, live.facts
     candidates: dict[str, Any] = {}
     for cid, candidate in plan.candidates.items():
         routes = {}

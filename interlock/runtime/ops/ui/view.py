@@ -1,4 +1,4 @@
-"""What the status page shows, as plain data: one small accessor per fact, read from the live gateway.
+"""What the status page shows, as plain data: one small accessor per fact, read from the live live.
 
 Each section (``SECTIONS``) is a function ``(Moment) -> dict`` that reads the current plan and state;
 the page renders them, ``/ui/<section>`` renders one. A ``Moment`` holds what was read for the render
@@ -8,7 +8,7 @@ nothing here holds a URL, a header value, a prompt or a credential: names, state
 classes only.
 
 New facts plug in as accessors (``loaded_models`` and ``model_facts`` read the live Ollama metadata of
-``runtime.facts``); a fact nobody has reported is shown as "not known", never guessed.
+``runtime.fleet.facts``); a fact nobody has reported is shown as "not known", never guessed.
 """
 
 from __future__ import annotations
@@ -17,27 +17,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.fit import capabilities_on, effective_context
-from interlock.runtime.health import iso_utc
-from interlock.runtime.plan import Candidate, worker_label
-from interlock.runtime.samples import Sample, share
-from interlock.runtime.state import SlotReport
+from interlock.runtime.clock import iso_utc
+from interlock.runtime.fleet.fit import capabilities_on, effective_context
+from interlock.runtime.ops.samples import Sample, share
+from interlock.runtime.state.base import SlotReport
+from interlock.runtime.tables import Candidate, worker_label
 
 if TYPE_CHECKING:
-    from interlock.runtime.app import Gateway
+    from interlock.runtime.services import LiveState
 
 
 @dataclass(frozen=True, slots=True)
 class Moment:
-    """What one render reads: the gateway, the wall clock, every worker's slots (backend's whole view)."""
+    """What one render reads: the live, the wall clock, every worker's slots (backend's whole view)."""
 
-    gateway: Gateway
+    live: LiveState
     now: float
     slots: Mapping[str, SlotReport]
 
 
-async def moment(gateway: Gateway) -> Moment:
-    return Moment(gateway, gateway.wall(), await gateway.slots.report())
+async def moment(live: LiveState) -> Moment:
+    return Moment(live, live.wall(), await live.slots.report())
 
 
 Section = Callable[[Moment], dict[str, Any]]
@@ -65,8 +65,8 @@ def span(seconds: float) -> str:
 # -- accessors ---------------------------------------------------------------------------------------
 
 
-def candidate_state(gateway: Gateway, candidate: Candidate, now: float) -> dict[str, Any]:
-    health = gateway.health
+def candidate_state(live: LiveState, candidate: Candidate, now: float) -> dict[str, Any]:
+    health = live.health
     state = health.candidate(candidate.id)
     mono = health.clock()
     block = health.candidate_block(candidate.id)
@@ -85,8 +85,8 @@ def candidate_state(gateway: Gateway, candidate: Candidate, now: float) -> dict[
     }
 
 
-def endpoint_state(gateway: Gateway, label: str, now: float) -> dict[str, Any]:
-    health = gateway.health
+def endpoint_state(live: LiveState, label: str, now: float) -> dict[str, Any]:
+    health = live.health
     state = health.endpoint(label)
     mono = health.clock()
     return {
@@ -101,7 +101,7 @@ def endpoint_state(gateway: Gateway, label: str, now: float) -> dict[str, Any]:
 
 
 def slot_state(at: Moment, worker: str) -> dict[str, Any]:
-    limits = at.gateway.plan.workers[worker]
+    limits = at.live.plan.workers[worker]
     pool = at.slots.get(worker) or SlotReport()
     per_model = dict(pool.per_model)
     return {
@@ -117,18 +117,18 @@ def slot_state(at: Moment, worker: str) -> dict[str, Any]:
     }
 
 
-def loaded_models(gateway: Gateway, worker: str) -> list[dict[str, Any]] | None:
+def loaded_models(live: LiveState, worker: str) -> list[dict[str, Any]] | None:
     """The models a worker has in memory (Ollama's ``/api/ps``) with their context; None: not known."""
-    limits = gateway.plan.workers[worker]
-    loaded = gateway.facts.worker(worker_label(limits.provider, worker)).loaded
+    limits = live.plan.workers[worker]
+    loaded = live.facts.worker(worker_label(limits.provider, worker)).loaded
     if loaded is None:
         return None
     return [{"model": model, "context_tokens": ctx} for model, ctx in sorted(loaded.items())]
 
 
-def model_facts(gateway: Gateway, candidate: Candidate) -> list[dict[str, Any]]:
+def model_facts(live: LiveState, candidate: Candidate) -> list[dict[str, Any]]:
     """Per route of a candidate: capabilities and context, live where a worker said, else declared."""
-    facts = gateway.facts
+    facts = live.facts
     rows = []
     for route in candidate.routes:
         caps = capabilities_on(route, candidate, facts)
@@ -152,19 +152,18 @@ def model_facts(gateway: Gateway, candidate: Candidate) -> list[dict[str, Any]]:
     return rows
 
 
-def telemetry(gateway: Gateway, worker: str) -> dict[str, Any] | None:
-    return gateway.telemetry.report(worker)
+def telemetry(live: LiveState, worker: str) -> dict[str, Any] | None:
+    return live.telemetry.report(worker)
 
 
-def plan_source(gateway: Gateway) -> str | None:
+def plan_source(live: LiveState) -> str | None:
     """The file the plan was read from (a path the operator gave; never a URL or a credential)."""
-    path = getattr(gateway.source, "path", None)
-    return str(path) if path is not None else None
+    return live.status.source_path
 
 
 def samples(at: Moment) -> tuple[list[Sample], Sample]:
     """The ring of samples and the state now (the last point of every picture)."""
-    ring = at.gateway.samples
+    ring = at.live.samples
     return list(ring.ring), ring.now(at.slots)
 
 
@@ -172,17 +171,17 @@ def samples(at: Moment) -> tuple[list[Sample], Sample]:
 
 
 def aliases(at: Moment) -> dict[str, Any]:
-    gateway, now = at.gateway, at.now
+    live, now = at.live, at.now
     ring, current = samples(at)
     oldest = ring[0] if ring else current
     traffic = share(oldest.answered, current.answered)
     rows = []
-    for name, alias in gateway.plan.aliases.items():
+    for name, alias in live.plan.aliases.items():
         counts = traffic.get(name, {})
         total = sum(counts.values())
         candidates = []
         for position, candidate in enumerate(alias.candidates, start=1):
-            row = candidate_state(gateway, candidate, now)
+            row = candidate_state(live, candidate, now)
             row["position"] = position
             row["answers"] = int(counts.get(candidate.id, 0))
             row["share"] = counts.get(candidate.id, 0) / total if total else None
@@ -201,8 +200,8 @@ def aliases(at: Moment) -> dict[str, Any]:
 
 
 def workers(at: Moment) -> dict[str, Any]:
-    gateway, now = at.gateway, at.now
-    plan = gateway.plan
+    live, now = at.live, at.now
+    plan = live.plan
     ring, current = samples(at)
     points = [*ring, current]
     rows = []
@@ -212,11 +211,11 @@ def workers(at: Moment) -> dict[str, Any]:
             {
                 "name": name,
                 "provider": limits.provider,
-                **endpoint_state(gateway, worker_label(limits.provider, name), now),
+                **endpoint_state(live, worker_label(limits.provider, name), now),
                 "slots": slots,
                 "occupancy": [(p.at - now, p.slots_in_use.get(name, 0)) for p in points],
-                "loaded": loaded_models(gateway, name),
-                "telemetry": telemetry(gateway, name),
+                "loaded": loaded_models(live, name),
+                "telemetry": telemetry(live, name),
             }
         )
     providers = []
@@ -226,40 +225,40 @@ def workers(at: Moment) -> dict[str, Any]:
         for endpoint in provider.endpoints:
             providers.append(
                 {"name": name, "kind": provider.kind, "probe": provider.probe}
-                | endpoint_state(gateway, endpoint.label, now)
+                | endpoint_state(live, endpoint.label, now)
             )
     return {"workers": rows, "providers": providers, "window_s": round(current.at - points[0].at, 1)}
 
 
 def models(at: Moment) -> dict[str, Any]:
     rows = [
-        {"id": cid, "provider": candidate.provider, "routes": model_facts(at.gateway, candidate)}
-        for cid, candidate in at.gateway.plan.candidates.items()
+        {"id": cid, "provider": candidate.provider, "routes": model_facts(at.live, candidate)}
+        for cid, candidate in at.live.plan.candidates.items()
     ]
     return {"models": rows}
 
 
 def plan(at: Moment) -> dict[str, Any]:
-    gateway = at.gateway
-    current = gateway.plan
+    live = at.live
+    current = live.plan
     return {
         "content_hash": current.content_hash,
-        "loaded_at": gateway.loaded_at,
-        "source": plan_source(gateway),
-        "ready": gateway.ready,
-        "slots": {"scope": gateway.slots.scope, "degraded": gateway.slots.degraded},
+        "loaded_at": live.loaded_at,
+        "source": plan_source(live),
+        "ready": live.ready,
+        "slots": {"scope": live.slots.scope, "degraded": live.slots.degraded},
         "counts": {
             "aliases": len(current.aliases),
             "providers": len(current.providers),
             "workers": len(current.workers),
             "candidates": len(current.candidates),
         },
-        "last_reload": gateway.last_reload,
+        "last_reload": live.last_reload,
     }
 
 
 def events(at: Moment) -> dict[str, Any]:
-    journal, now = at.gateway.journal, at.now
+    journal, now = at.live.journal, at.now
     rows = [
         {
             "at": when(e.at, now),
@@ -281,8 +280,8 @@ def budgets(at: Moment) -> dict[str, Any]:
     """Every tenant's and key's credits for the month (``∞``: unlimited), and where usage is kept."""
     from interlock.runtime.usage.credits import budget_report
 
-    ledger = at.gateway.ledger
-    report = budget_report(ledger, at.gateway.plan.source.access)
+    ledger = at.live.ledger
+    report = budget_report(ledger, at.live.plan.source.access)
     report["store"] = ledger.store.kind
     report["waiting_debits"] = ledger.waiting
     report["last_error"] = ledger.last_error

@@ -1,0 +1,159 @@
+"""ASGI at the edge: the message types, reading a request body, answering JSON, watching for a disconnect."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+
+from interlock.runtime.errors import (
+    BodyTooLarge,
+    InvalidRequest,
+)
+
+Scope = MutableMapping[str, Any]
+
+
+Message = MutableMapping[str, Any]
+
+
+Receive = Callable[[], Awaitable[Message]]
+
+
+Send = Callable[[Message], Awaitable[None]]
+
+
+Header = tuple[bytes, bytes]
+
+
+JSON_TYPE: Header = (b"content-type", b"application/json")
+
+
+class ClientGone(Exception):
+    """The client disconnected before the request body was read."""
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole body, refusing more than ``limit`` bytes (by Content-Length, else while reading)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                declared = int(value)
+            except ValueError:
+                raise InvalidRequest("the Content-Length header is not a number") from None
+            if declared > limit:
+                raise BodyTooLarge(
+                    f"the request body is {declared} bytes; this gateway accepts at most {limit}"
+                )
+            break
+    message = await receive()
+    if message["type"] != "http.request":
+        raise ClientGone
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False):
+        if len(body) > limit:
+            raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
+        return body
+    parts = [body]
+    size = len(body)
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def parse_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"the request body is not valid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"the request body must be a JSON object, not {json_type(body)}")
+    return body
+
+
+def json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+async def send_json(send: Send, status: int, payload: bytes, headers: list[Header]) -> None:
+    headers.append(JSON_TYPE)
+    headers.append((b"content-length", b"%d" % len(payload)))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class DisconnectWatch:
+    """Cancels the handling task when the client goes away; ``stop`` before the last byte is sent."""
+
+    __slots__ = ("_watcher", "done", "fired", "task")
+
+    def __init__(self, receive: Receive) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.done = False
+        self.fired = False
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                if not self.done:
+                    self.fired = True
+                    self.task.cancel()
+                return
+
+    def stop(self) -> None:
+        self.done = True
+        self._watcher.cancel()
+
+    def swallow(self) -> bool:
+        """After a CancelledError: True when it was this watch's doing (then it is undone)."""
+        if self.fired:
+            self.task.uncancel()
+            return True
+        return False
+
+
+def closing(send: Send) -> Send:
+    """``send`` adding ``Connection: close``: for an answer given without reading the request's body
+    (admin routes take none; a 405), so the server closes the connection instead of reading (and
+    discarding) the rest of it."""
+
+    async def send_closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
+        await send(message)
+
+    return send_closing
+
+
+def has_body(scope: Scope) -> bool:
+    """The request announces a body (a non-zero Content-Length, or chunked)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return value.strip() not in (b"0", b"")
+        if name == b"transfer-encoding":
+            return True
+    return False

@@ -1,0 +1,5 @@
+"""The fleet: what is known about workers, gathered outside the request path, and worker choice.
+
+Probes and metadata (``probes``, ``metadata``, ``facts``), learned speeds (``speeds``), what a candidate
+can do on a route (``fit``), scoring (``scoring``), sticky sessions (``sticky``) and the fleet line
+(``line``): read on the request path with dictionary lookups only."""

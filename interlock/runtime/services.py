@@ -1,0 +1,121 @@
+"""What the layers below the composition root are handed: the request path's services, and a read-only
+view of the live state.
+
+Why this boundary: ``app.Gateway`` builds everything and owns the lifespan and reloads; nothing it builds
+may reach back into it. The lifecycle and the surfaces get a ``RequestServices`` (the plan of the moment,
+the router, the journal, the metrics, the callers' counters, the ledger, tracing and the audit log); the
+ops routes, the status page and the Ollama listing routes get a ``LiveState`` (what they show, read-only
+by convention: they call no method that changes it). Both are built once per gateway and never replaced;
+a reload swaps the plan inside ``Current``, which every holder reads when a request starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from interlock.runtime.audit import AuditLog
+    from interlock.runtime.clock import Clock
+    from interlock.runtime.fleet.facts import FactsTable
+    from interlock.runtime.fleet.line import FleetLine
+    from interlock.runtime.fleet.scoring import Scorer
+    from interlock.runtime.fleet.speeds import SpeedBook
+    from interlock.runtime.fleet.sticky import StickyTable
+    from interlock.runtime.health import HealthBook
+    from interlock.runtime.journal import Journal
+    from interlock.runtime.metrics import Metrics
+    from interlock.runtime.ops.samples import Samples
+    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.router import Router
+    from interlock.runtime.state.base import SlotBackend
+    from interlock.runtime.state.counters import CallerCounters
+    from interlock.runtime.telemetry.collector import TelemetryBook
+    from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.usage.ledger import Ledger
+
+
+class Current:
+    """The plan being served; swapped whole on reload (``app.Gateway.apply``). A request reads it once,
+    when it starts, and finishes on that plan."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: RuntimePlan) -> None:
+        self.plan = plan
+
+
+class Status:
+    """The gateway's own state as the ops routes show it; written only by ``app.Gateway``."""
+
+    __slots__ = ("last_reload", "loaded_at", "probed", "source_path", "started")
+
+    def __init__(self, loaded_at: str | None, source_path: str | None) -> None:
+        self.loaded_at = loaded_at  # when the current plan was loaded (ISO 8601 UTC)
+        self.last_reload: dict[str, Any] | None = None  # the last reload's outcome and changes
+        self.source_path = source_path  # the plan file being served, when there is one
+        self.started = False
+        self.probed: asyncio.Event | None = None  # set after the first probe round (None: no probes)
+
+    @property
+    def ready(self) -> bool:
+        """Started, and (with probes on) the first probe round is done."""
+        return self.started and (self.probed is None or self.probed.is_set())
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """What the ops routes, the status page and the Ollama listing routes read: the live state, as the
+    gateway keeps it."""
+
+    current: Current
+    status: Status
+    health: HealthBook
+    slots: SlotBackend
+    telemetry: TelemetryBook
+    facts: FactsTable  # live Ollama metadata
+    speeds: SpeedBook  # learned tokens/s
+    scorer: Scorer  # the last worker-choice scores
+    fleet: FleetLine  # requests waiting for any of a candidate's workers
+    sticky: StickyTable  # sticky sessions, when on
+    ledger: Ledger  # usage and budgets
+    metrics: Metrics
+    journal: Journal  # the recent-events ring
+    samples: Samples  # the status page's pictures
+    wall: Clock
+
+    @property
+    def plan(self) -> RuntimePlan:
+        return self.current.plan
+
+    @property
+    def ready(self) -> bool:
+        return self.status.ready
+
+    @property
+    def loaded_at(self) -> str | None:
+        return self.status.loaded_at
+
+    @property
+    def last_reload(self) -> dict[str, Any] | None:
+        return self.status.last_reload
+
+
+@dataclass(frozen=True, slots=True)
+class RequestServices:
+    """What the request lifecycle and the surfaces' handlers use: handed to every handler."""
+
+    current: Current
+    router: Router
+    journal: Journal  # the access log, the events ring, the audit line of each request
+    metrics: Metrics
+    counters: CallerCounters  # keys' and tenants' rates (``runtime/state``)
+    ledger: Ledger  # credits checked before, usage debited after
+    tracing: Tracing | None  # OpenTelemetry spans (``--otel``), when on
+    audit: AuditLog | None  # the audit log (``--audit-log``), when on: refused keys are audited
+    live: LiveState  # for the routes that list what is served (Ollama's /api/tags, /api/ps, ...)
+
+    @property
+    def plan(self) -> RuntimePlan:
+        return self.current.plan

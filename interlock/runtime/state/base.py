@@ -1,0 +1,86 @@
+"""The slot seam's types: what a backend is asked (``SlotBackend``), what it hands back (``Lease``) and
+reports (``SlotReport``)."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from interlock.runtime.tables import WorkerLimits
+
+if TYPE_CHECKING:
+    from interlock.runtime.health import HealthBook
+    from interlock.runtime.state.counters import CallerCounters
+
+
+class StateUnreachable(Exception):
+    """The store behind a backend cannot be reached (raised and caught inside the backends)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotReport:
+    """One worker's slots as one backend sees them."""
+
+    in_use: int = 0
+    per_model: Mapping[str, int] = field(default_factory=dict)
+    waiting: int = 0
+    rejected: int = 0
+
+
+class Lease(abc.ABC):
+    """One held slot. ``release`` is idempotent and never raises."""
+
+    __slots__ = ()
+
+    @abc.abstractmethod
+    async def release(self) -> None: ...
+
+
+class SlotBackend(abc.ABC):
+    """Slots (per worker and per model) with the bounded FIFO queue; one instance per gateway process."""
+
+    scope: str = "process"  # what the limits span: "process" or "host"
+    fallbacks: int = 0  # times the store was lost or unreachable (each starts per-process limits)
+
+    @abc.abstractmethod
+    def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
+        """The current plan's bounds; known workers keep their held slots."""
+
+    @abc.abstractmethod
+    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
+        """A slot now; else (``wait``) after queueing, ``SlotUnavailable`` past the queue; else None."""
+
+    @abc.abstractmethod
+    def waiting(self, worker: str) -> int:
+        """Requests of this process queued on ``worker`` (to pick the least busy queue; no I/O)."""
+
+    @abc.abstractmethod
+    def local(self, worker: str) -> SlotReport:
+        """This process's share of ``worker``'s slots (metrics: the shares sum to the whole)."""
+
+    @abc.abstractmethod
+    async def report(self) -> Mapping[str, SlotReport]:
+        """Every worker's slots as the store sees them (all processes together)."""
+
+    def caller_counters(self) -> CallerCounters:
+        """Where keys' and tenants' rates and concurrency are counted (``counters.py``): this process,
+        unless the backend has a shared store (Redis). Called once, when the gateway is built."""
+        from interlock.runtime.state.counters import MemoryCounters
+
+        return MemoryCounters()
+
+    def share_health(self, book: HealthBook) -> None:  # noqa: B027 (only a shared store shares circuits)
+        """Publish ``book``'s endpoint circuits to the other replicas and apply theirs."""
+
+    async def start(self) -> None:  # noqa: B027 (a backend without a store has nothing to do)
+        """Connect to the store, if there is one; called once, at gateway startup."""
+
+    async def close(self) -> None:  # noqa: B027
+        """Let go of the store; held leases are the store's to reclaim."""
+
+    @property
+    def degraded(self) -> bool:
+        """True while the store is unreachable and limits are per process."""
+        return False

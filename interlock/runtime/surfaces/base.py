@@ -1,0 +1,154 @@
+"""What a surface provides (one wire format's edge), and how any request's end is worded before a
+surface renders it."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from interlock.runtime.asgi import (
+    Header,
+)
+from interlock.runtime.errors import (
+    BodyTooLarge,
+    ClientError,
+    GatewayError,
+    scrub,
+    whole_seconds,
+)
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.record import CandidateRefused
+
+_UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
+
+
+log = logging.getLogger("interlock.requests")
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A request in the internal form: ``operation`` is the router's (``chat`` | ``embeddings``) and the
+    metrics' endpoint label; ``body`` is OpenAI-shaped; ``echo`` is the model name answers give back
+    (the caller's; the lifecycle sets the default alias's name when the caller named none)."""
+
+    operation: str
+    model: str | None
+    stream: bool
+    body: dict[str, Any]
+    echo: Any = None
+
+
+def chat_request(model: str | None, stream: bool, internal: dict[str, Any]) -> Parsed:
+    """A chat request in the internal form, echoing the caller's model name; a stream asks the upstream
+    for its usage too (the metrics count it)."""
+    if stream:
+        internal["stream"] = True
+        internal["stream_options"] = {"include_usage": True}
+    return Parsed("chat", model, stream, internal, model)
+
+
+def first_choice(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The first choice of an OpenAI-shaped answer (empty when there is none)."""
+    choice: dict[str, Any] = (result.get("choices") or [{}])[0]
+    return choice
+
+
+def reasoning(part: Mapping[str, Any]) -> Any:
+    """The reasoning text of an answer's message or a stream's delta: providers name it either way."""
+    return part.get("reasoning") or part.get("reasoning_content")
+
+
+@dataclass(slots=True)
+class Failure:
+    """Anything a request can end with, before a surface words it."""
+
+    status: int
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+    headers: list[Header] = field(default_factory=list)
+
+
+class StreamRender(abc.ABC):
+    """One stream's events in a surface's wire format; built per stream (it may keep state)."""
+
+    headers: tuple[Header, ...]
+
+    @abc.abstractmethod
+    def chunk(self, chunk: dict[str, Any]) -> bytes:
+        """The bytes for one OpenAI ``chat.completion.chunk`` (may be empty)."""
+
+    @abc.abstractmethod
+    def end(self) -> bytes:
+        """The terminal success event(s)."""
+
+    @abc.abstractmethod
+    def error(self, message: str) -> bytes:
+        """The event that ends a stream broken after it started: no success terminator follows."""
+
+
+class Surface(abc.ABC):
+    """One wire format's edge: parse into the internal form; render answers, streams and errors."""
+
+    operation = "chat"  # the metrics' endpoint label for a request that ends before it is parsed
+
+    @abc.abstractmethod
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        """The internal form; raises ``InvalidRequest`` (or another ``GatewayError``)."""
+
+    @abc.abstractmethod
+    def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        """The answer body (JSON) for an OpenAI-shaped ``result`` answered by ``candidate``."""
+
+    @abc.abstractmethod
+    def stream(self, parsed: Parsed, candidate: str) -> StreamRender: ...
+
+    @abc.abstractmethod
+    def error(self, failure: Failure) -> bytes:
+        """The JSON error body."""
+
+
+def failure_of(exc: BaseException, plan: RuntimePlan) -> Failure:
+    """Status, wording and extra headers for anything a request can end with, on any surface."""
+    if isinstance(exc, GatewayError):
+        extra: list[Header] = []
+        if exc.retry_after is not None:
+            extra.extend(retry_after_headers(exc.retry_after))
+        if isinstance(exc, BodyTooLarge):
+            extra.append((b"connection", b"close"))
+        return Failure(exc.status, exc.message, exc.type, exc.param, exc.code, extra)
+    if isinstance(exc, CandidateRefused):
+        cid, error = exc.candidate.id, exc.error
+        headers = [exc.candidate.resolved_header]
+        if isinstance(error, ClientError):
+            status = error.status or 400
+            if status in (401, 403):
+                provider = exc.candidate.provider
+                message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
+            else:
+                message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
+            type_ = _UPSTREAM_TYPES.get(status, "invalid_request_error")
+            return Failure(status, message, type_, None, "upstream_error", headers)
+        return Failure(
+            502,
+            f"upstream {cid} sent an answer that could not be read ({error.error_class})",
+            "server_error",
+            None,
+            "upstream_malformed",
+            headers,
+        )
+    log.error("unexpected error while answering a request", exc_info=exc)
+    return Failure(500, "internal error in the gateway", "server_error", None, "internal_error")
+
+
+def retry_after_headers(seconds: float) -> tuple[Header, Header]:
+    """``Retry-After`` in whole seconds, rounded up, and ``Retry-After-Ms`` (the OpenAI SDKs read it)."""
+    return (
+        (b"retry-after", b"%d" % whole_seconds(seconds)),
+        (b"retry-after-ms", b"%d" % max(1, math.ceil(seconds * 1000))),
+    )

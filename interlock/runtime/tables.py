@@ -1,0 +1,184 @@
+"""The frozen tables a plan loads into: candidates, routes, targets, workers' limits and the settings the
+runtime reads; built once per plan by ``plan.build_tables``, looked up per request, never changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from interlock.patterns import matching_row
+from interlock.runtime.upstream.base import Endpoint
+from interlock.schema.plan import PlanPattern
+
+
+class RedactedHeaders(dict[str, str]):
+    """Request headers holding a credential: usable as a mapping, but never printed with their values."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{name!r}: '[redacted]'" for name in self) + "}"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One place a candidate can be served: an endpoint, and its slot limit there (None: unlimited).
+
+    The static part of the candidate's context there is settled at load: ``context_default`` is what
+    applies when live metadata says nothing (Ollama: the worker's, else the plan's default; cloud: the
+    declared window), ``context_cap`` the most it may get (worker limit, gateway cap, declared maximum).
+    """
+
+    endpoint: Endpoint
+    worker: str | None
+    slot_limit: int | None
+    context_default: int | None = None
+    context_cap: int | None = None
+    worker_header: tuple[bytes, bytes] | None = None  # X-Interlock-Worker: the worker that answered
+    live_facts: bool = False  # an Ollama worker: live metadata (/api/show, /api/ps) applies to it
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A concrete ``provider/model`` with everything needed to call it."""
+
+    id: str
+    provider: str
+    model: str
+    kind: str
+    routes: tuple[Route, ...]
+    capabilities: frozenset[str] | None
+    context_tokens: int | None
+    facts_key: str  # the model as live metadata names it (Ollama: `name:tag`, `:latest` added)
+    in_plan: bool  # False for a raw `provider/model` the plan does not list
+    metric_label: str  # bounded: the id when in the plan, else ``provider/*``
+    resolved_header: tuple[bytes, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What one request walks: the candidates in order (an alias's chain, or one raw ``provider/model``)."""
+
+    label: str  # the alias name, or the raw provider/model asked for
+    metric_label: str  # bounded: the alias name, or ``(direct)`` for a raw model
+    candidates: tuple[Candidate, ...]
+    header: tuple[bytes, bytes]  # X-Interlock-Alias
+    spill: tuple[float | None, ...]  # per candidate, when its worker is full: skip to the next candidate
+
+
+@dataclass(frozen=True, slots=True)
+class Alias(Target):
+    """An alias is its own target (built once, here); ``label`` is its name."""
+
+    description: str
+    requires: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLimits:
+    """A worker's concurrency: total slots, the pattern table for models the plan does not list, queue."""
+
+    name: str
+    provider: str
+    default_context_tokens: int | None
+    context_limits: Mapping[str, int]
+    max_concurrent: int
+    slots: Mapping[str, int]
+    patterns: tuple[PlanPattern, ...]
+    max_waiting: int
+    max_wait_s: float
+
+    def slot_limit(self, model: str) -> int:
+        """The compiled table first; the ordered patterns only for models it does not list."""
+        limit = self.slots.get(model)
+        if limit is not None:
+            return limit
+        row = matching_row(self.patterns, model)
+        return self.max_concurrent if row is None else row.limit
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    name: str
+    kind: str
+    probe: bool
+    endpoints: tuple[Endpoint, ...]
+    workers: tuple[str | None, ...]  # parallel to endpoints: the worker name, None for openai
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSettings:
+    probe_interval_s: float
+    probe_timeout_s: float
+    failure_threshold: int
+    open_for_s: float
+    rate_limit_open_for_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    default_alias: str | None
+    alias_namespace: str | None
+    direct_models: bool
+    resolved_header: str
+    max_body_bytes: int
+    header_timeout_s: float
+    body_timeout_s: float
+    max_connections: int
+    max_upstream_body_bytes: int
+    max_stream_line_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightSettings:
+    mode: str  # "enforce" | "observe" | "off"
+    metadata_ttl_s: float
+    default_context_tokens: int | None
+    max_context_tokens: int | None
+    default_output_tokens: int
+    image_reserve_tokens: int
+    margin_percent: int
+    caller_num_ctx: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingWeights:
+    loaded: float
+    installed: float
+    free_slots: float
+    queue: float
+    speed: float
+    vram: float
+    gpu_util: float
+    avoid_load: float
+
+
+@dataclass(frozen=True, slots=True)
+class StickySettings:
+    header: bytes  # lower-case, as ASGI gives request header names
+    prefix_bytes: int
+    max_sessions: int
+    idle_ttl_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingSettings:
+    """Worker scoring (``runtime.fleet.scoring``), where learned speeds are kept, sticky sessions (None:
+    off)."""
+
+    weights: RoutingWeights
+    avoid_vram_percent: float
+    speed_smoothing: float
+    state_file: str | None
+    sticky: StickySettings | None
+    worker_saturation: Mapping[str, str]  # a worker's own on_saturation, where it sets one
+
+
+def ollama_name(model: str) -> str:
+    """A model as Ollama reports it in /api/ps and /api/tags: ``name:tag``, ``:latest`` when untagged."""
+    return model if ":" in model else f"{model}:latest"
+
+
+def worker_label(provider: str, worker: str) -> str:
+    """The endpoint label of one Ollama worker (health state, reports and metrics are keyed by it)."""
+    return f"{provider}@{worker}"

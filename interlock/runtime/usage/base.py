@@ -1,0 +1,131 @@
+"""The usage store seam's types: the counters, the ``Store`` a backend implements, and the SQL both SQL
+stores share."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+Account = tuple[str, str]
+"""(tenant, key id): who a budget belongs to."""
+
+
+RowKey = tuple[str, str, str, str]
+"""(day ``YYYY-MM-DD`` UTC, tenant, key id, model): one counter row of the ledger."""
+
+
+ANONYMOUS = "-"
+"""Tenant and key id of a request made without a key (``server.auth`` off or optional)."""
+
+
+class UsageStoreError(Exception):
+    """The store could not be opened, written or read; the message names the store, never a password."""
+
+
+@dataclass(slots=True)
+class Tally:
+    """Counters of one row, or a sum of rows."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_micros: int = 0  # millionths of the plan's currency
+    estimated: int = 0  # requests whose tokens the gateway estimated (the upstream reported none)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: Tally) -> None:
+        self.requests += other.requests
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost_micros += other.cost_micros
+        self.estimated += other.estimated
+
+    def copy(self) -> Tally:
+        return Tally(
+            self.requests, self.prompt_tokens, self.completion_tokens, self.cost_micros, self.estimated
+        )
+
+
+class Store(abc.ABC):
+    """Where debits are persisted. Used by one writer task at a time (no call overlaps another)."""
+
+    shown: str  # the store as logs and errors name it: no password
+
+    @property
+    def kind(self) -> str:
+        """``memory``, ``sqlite`` or ``postgresql``: what pages show (no path, host or URL)."""
+        return self.shown.partition(":")[0]
+
+    def missing(self) -> str | None:
+        """Why there is plainly no ledger to read (a report must not create one), else None."""
+        return None
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect, and create the table when it is missing."""
+
+    @abc.abstractmethod
+    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+        """Add each tally to its row (created at zero when missing), all in one transaction."""
+
+    @abc.abstractmethod
+    async def spent(self, since_day: str) -> dict[Account, Tally]:
+        """The sums per account of the rows from ``since_day`` on (a budget window's balance)."""
+
+    @abc.abstractmethod
+    async def rows(self, since_day: str | None, tenant: str | None) -> list[tuple[RowKey, Tally]]:
+        """The rows from ``since_day`` on (all when None), of ``tenant`` only when given; sorted."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Let go of the connection (idempotent)."""
+
+
+TABLE = "interlock_usage"
+
+
+COUNTERS = ("requests", "prompt_tokens", "completion_tokens", "cost_micros", "estimated")
+
+
+CREATE_TABLE = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+    day TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    {", ".join(f"{name} BIGINT NOT NULL DEFAULT 0" for name in COUNTERS)},
+    PRIMARY KEY (day, tenant, key_id, model)
+)"""
+
+
+def upsert_sql(mark: str) -> str:
+    """Add one tally to its row; ``mark`` is the driver's placeholder (``?`` or ``%s``)."""
+    marks = ", ".join([mark] * (4 + len(COUNTERS)))
+    added = ", ".join(f"{name} = {TABLE}.{name} + excluded.{name}" for name in COUNTERS)
+    return (
+        f"INSERT INTO {TABLE} (day, tenant, key_id, model, {', '.join(COUNTERS)}) VALUES ({marks}) "
+        f"ON CONFLICT (day, tenant, key_id, model) DO UPDATE SET {added}"
+    )
+
+
+def spent_sql(mark: str) -> str:
+    sums = ", ".join(f"SUM({name})" for name in COUNTERS)
+    return f"SELECT tenant, key_id, {sums} FROM {TABLE} WHERE day >= {mark} GROUP BY tenant, key_id"
+
+
+def rows_sql(mark: str, since: bool, tenant: bool) -> str:
+    where = [f"day >= {mark}"] if since else []
+    if tenant:
+        where.append(f"tenant = {mark}")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return (
+        f"SELECT day, tenant, key_id, model, {', '.join(COUNTERS)} FROM {TABLE}{clause} "
+        "ORDER BY day, tenant, key_id, model"
+    )
+
+
+def row_values(key: RowKey, tally: Tally) -> tuple[str | int, ...]:
+    return (*key, *(getattr(tally, name) for name in COUNTERS))
