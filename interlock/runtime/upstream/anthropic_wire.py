@@ -240,7 +240,16 @@ class EventDecoder(SSEEvents):
     """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``
     after a ``message_delta`` with a ``stop_reason`` (without one the stream was cut)."""
 
-    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_stopped", "_usage", "done")
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_head",
+        "_include_usage",
+        "_stopped",
+        "_usage",
+        "done",
+        "prompt_tokens",
+    )
 
     def __init__(self, model: str, endpoint: Endpoint, include_usage: bool) -> None:
         super().__init__(endpoint)
@@ -251,6 +260,7 @@ class EventDecoder(SSEEvents):
         self._usage: dict[str, Any] = {}
         self._stopped = False  # a message_delta has given the stop_reason
         self.done = False
+        self.prompt_tokens: int | None = None  # message_start's input_tokens
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -271,6 +281,8 @@ class EventDecoder(SSEEvents):
         if kind == "message_start":
             message = event.get("message") or {}
             self._usage.update(message.get("usage") or {})
+            given = self._usage.get("input_tokens")
+            self.prompt_tokens = given if isinstance(given, int) and given > 0 else None
             out.append(self._chunk({"role": "assistant", "content": ""}))
         elif kind == "content_block_start":
             block = event.get("content_block") or {}

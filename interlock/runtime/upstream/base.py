@@ -57,6 +57,12 @@ class ChatStream(abc.ABC):
     @abc.abstractmethod
     async def aclose(self) -> None: ...
 
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt's tokens as the upstream counted them before its first chunk (Anthropic's
+        ``message_start``), or None when it said nothing yet."""
+        return None
+
 
 class Adapter(abc.ABC):
     """Speaks one wire format. Stateless apart from the shared HTTP client it is given."""

@@ -302,6 +302,11 @@ class LineStream(ChatStream):
             await self.aclose()
             raise map_exception(exc) from exc
 
+    @property
+    def prompt_tokens(self) -> int | None:
+        tokens = getattr(self._decoder, "prompt_tokens", None)  # only decoders whose format says it early
+        return tokens if isinstance(tokens, int) else None
+
     def expire_at(self, when: float) -> None:
         """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
         if not self._closed:
