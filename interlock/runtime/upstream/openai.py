@@ -162,13 +162,32 @@ class OpenAIAdapter(Adapter):
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = _payload(body, model, chat=False)
         answer = await request_json(self._client, endpoint, "POST", "/embeddings", orjson.dumps(payload))
-        return _checked(answer, "data", endpoint)
+        return pooled(_checked(answer, "data", endpoint))
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)
         answer = await request_json(self._client, probe, "GET", "/models", None)
         if not isinstance(answer, dict):
             raise MalformedResponse("model list is not a JSON object")
+
+
+def pooled(answer: dict[str, Any]) -> dict[str, Any]:
+    """One vector per input: llama.cpp's server answers some models (no pooling in the GGUF, e.g.
+    SmolLM2) with one vector per token, a list of lists that no OpenAI or Ollama client reads. Those are
+    pooled by their mean, the pooling llama.cpp itself applies with ``--pooling mean`` and what
+    sentence-embedding models are mostly trained for; an answer already one vector per input is kept as is.
+    """
+    data = answer.get("data")
+    if type(data) is not list:
+        return answer
+    for item in data:
+        vectors = item.get("embedding") if type(item) is dict else None
+        if type(vectors) is list and vectors and type(vectors[0]) is list:
+            if not all(type(v) is list and len(v) == len(vectors[0]) for v in vectors):
+                raise MalformedResponse("per-token embeddings of different lengths")
+            count = len(vectors)
+            item["embedding"] = [sum(column) / count for column in zip(*vectors, strict=True)]
+    return answer
 
 
 def _checked(answer: Any, key: str, endpoint: Endpoint) -> dict[str, Any]:
