@@ -57,7 +57,8 @@ and ``Retry-After-Ms``, which the OpenAI SDKs read first.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -331,11 +332,24 @@ class CapabilityMissing(RequestDoesNotFit):
 
 
 MAX_ECHO = 200  # longest upstream error text passed on to the caller
+MIN_SECRET = 8  # shorter credential values are replaced only where they stand alone, never inside words
+REDACTED = "[redacted]"
 
 
-def scrub(text: str, secrets: tuple[str, ...]) -> str:
-    """Upstream text is passed on only without any credential value, and cut short."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 1] + "…"
+def scrub(text: str, secrets: Iterable[str], limit: int = MAX_ECHO) -> str:
+    """The one secret scrubber: ``text`` without any of ``secrets``, whitespace collapsed, cut to ``limit``.
+
+    A value of ``MIN_SECRET`` characters or more is replaced wherever it occurs, longest first. A
+    shorter one (a dummy key such as ``x``) is replaced only where it stands alone, between spaces or
+    punctuation: replaced inside words it turned "maximum context" into "ma[redacted]imum conte[redacted]t"
+    while guarding nothing. ``interlock serve`` warns at start about a credential that short.
+    """
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if not secret or secret not in text:
+            continue
+        if len(secret) >= MIN_SECRET:
+            text = text.replace(secret, REDACTED)
+        else:
+            text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", REDACTED, text)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

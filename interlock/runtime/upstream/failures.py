@@ -6,7 +6,8 @@ most specific ``interlock.runtime.errors`` class, and adapters ``raise map_excep
 
 Messages never hold a header, a credential or an upstream body; the one exception is ``ClientError``,
 whose message is the upstream's own short error text (OpenAI ``error.message`` or Ollama ``error``),
-cut to ``MAX_UPSTREAM_TEXT`` characters with the endpoint's credentials masked.
+cut to ``MAX_UPSTREAM_TEXT`` characters with the endpoint's credentials masked (``errors.scrub``, the one
+scrubber).
 
 One rule for context overflow, whoever says it (``overflow``): a 4xx (or an error object) whose code is
 ``context_length_exceeded`` (OpenAI, llama-cpp-python), whose type is ``exceed_context_size_error``
@@ -41,6 +42,7 @@ from interlock.runtime.errors import (
     ServerError,
     TotalTimeout,
     UpstreamError,
+    scrub,
 )
 
 MAX_UPSTREAM_TEXT = 300
@@ -272,7 +274,7 @@ def credentials(headers: Mapping[str, str]) -> list[str]:
         _, _, token = value.partition(" ")
         if token:
             found.append(token)
-    return [v for v in found if len(v) >= 4]
+    return [v for v in found if v]
 
 
 def _error_text(error: Any) -> str:
@@ -284,10 +286,4 @@ def _error_text(error: Any) -> str:
 
 
 def _clean(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, "***")
-    text = " ".join(text.split())
-    if len(text) > MAX_UPSTREAM_TEXT:
-        text = text[: MAX_UPSTREAM_TEXT - 3] + "..."
-    return text
+    return scrub(text, secrets, MAX_UPSTREAM_TEXT)
