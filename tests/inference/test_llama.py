@@ -236,7 +236,12 @@ def test_three_concurrent_streams_on_one_slot_all_complete_with_text(real: Real)
 def test_concurrent_streams_on_a_box_without_slots_never_end_as_empty_successes(real: Real) -> None:
     """The server cuts a running stream when another request comes: such a stream falls back (cut before
     it said anything) or ends with an error event (after); no stream is a success without text."""
-    for resolved, text, events in asyncio.run(_streams(real.gateway.url, "real/bare", 3)):
+    real.bare.start()
+    try:
+        streams = asyncio.run(_streams(real.gateway.url, "real/bare", 3))
+    finally:
+        real.bare.stop()  # with the requests that fell back, still queued in it
+    for resolved, text, events in streams:
         if events[-1] == "[DONE]":
             assert text, (resolved, events)
         else:
