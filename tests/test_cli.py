@@ -297,6 +297,7 @@ def test_explain_and_capabilities_name_every_nesting_level(
 def test_every_subcommand_is_in_the_command_table() -> None:
     """``COMMANDS`` names, for each subcommand, the module that registers it (and no other)."""
     registered: dict[str, str] = {}
+    assert COMMAND_MODULES  # an empty table would let the loop below prove nothing
     for module in COMMAND_MODULES:
         parser = argparse.ArgumentParser()
         subparsers = parser.add_subparsers()

@@ -1,13 +1,17 @@
-"""The gateway: one ASGI object holding the plan, the live state and the upstream client.
+"""The composition root: ``Gateway`` builds the runtime's parts for one plan, owns the lifespan and
+reloads, and is the ASGI application.
 
-Surface endpoints (chat completions, embeddings, the other wire formats' rows in ``surfaces``) are
-dispatched by one dictionary lookup straight to their raw ASGI handlers (``lifecycle``); everything
-else goes to the Starlette app of ``surfaces.admin``. The plan is swapped as a whole on reload; a
-request reads ``gateway.plan`` once and finishes on that plan.
+What it hands down is two objects (``services``): ``RequestServices`` to every handler of the request
+path and ``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints
+(the rows of ``surfaces.table``) are dispatched by one dictionary lookup straight to their raw ASGI
+handlers (``lifecycle``, which authenticates first); everything else goes to the FastAPI app of
+``ops.admin``, after ``lifecycle.admitted`` when the path needs a key. The plan is swapped as a whole on
+reload (``Current``); a request reads it once and finishes on that plan.
 Health state and slot pools outlive reloads (they are keyed by ids and worker names). Slots live in a
-``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers N``.
-When the plan turns CORS on, a request's ``Origin`` is looked up first (``runtime.serving.cors``): preflights
-are answered there, and answers to allowed origins gain the CORS headers built when the plan loaded.
+``SlotBackend`` (``runtime/state``): this process's table by default, the supervisor's with ``--workers
+N``. When the plan turns CORS on, a request's ``Origin`` is looked up first (``serving.cors``):
+preflights are answered there, and answers to allowed origins gain the CORS headers built when the plan
+loaded. Gateways are made by ``commands/gateway.py``'s ``build_gateway``, the one factory.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from interlock.runtime.errors import (
     CallerLimited,
     OperatorOnly,
     Unauthenticated,
+    untangle,
 )
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.needs import needs_of
@@ -60,7 +61,7 @@ from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
-from interlock.runtime.serving.connections import STREAM_BODY, StreamBody
+from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
 from interlock.runtime.upstream.base import ChatStream
@@ -237,11 +238,11 @@ async def _handle(
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
-    watch = DisconnectWatch(receive)
+    extensions = scope.get("extensions")
+    watch = DisconnectWatch(receive, extensions.get(DISCONNECT) if extensions else None)
     exchange = Exchange(services, plan, surface, parsed, target, preflight, headers, send, watch, record)
     try:
         if parsed.stream:
-            extensions = scope.get("extensions")
             exchange.body = extensions.get(STREAM_BODY) if extensions else None
             status = await exchange.stream()
         else:
@@ -268,10 +269,13 @@ async def _handle(
 
 
 def _finish(services: RequestServices, record: RequestRecord) -> None:
-    """The one end of every request: the journal (access log, events, audit), then the span."""
+    """The one end of every request: the journal (access log, events, audit), then the span; then its
+    error lets go of the frames it went through (``errors.untangle``)."""
     services.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)
+    if record.error is not None:
+        untangle(record.error)
 
 
 class Exchange:

@@ -6,12 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.waiting import wait_until
 
 
 class Served:
@@ -78,14 +79,6 @@ class Served:
         self._log.close()
         if hasattr(self, "http"):
             self.http.close()
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def compile_to(config: Path, text: str, out: Path) -> Path:

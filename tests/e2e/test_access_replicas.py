@@ -12,8 +12,9 @@ import pytest
 
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 KEY = "team-key-5e0c1d-SECRET"
 CONFIG = """\

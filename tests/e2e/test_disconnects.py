@@ -11,7 +11,8 @@ import asyncio
 import openai
 
 from tests.e2e.conftest import Fakes
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
+from tests.waiting import wait_until
 
 STREAMS = 20
 HI = [{"role": "user", "content": "hi"}]

@@ -8,7 +8,8 @@ import pytest
 from interlock.testing.faults import Fault
 from interlock.testing.server import FakeServer
 from tests.e2e.conftest import SECRETS, Fakes
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
+from tests.waiting import wait_until
 
 HI = [{"role": "user", "content": "hi"}]
 

@@ -22,7 +22,8 @@ import pytest
 
 from interlock.testing.faults import Fault
 from tests.e2e.conftest import Fakes
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
+from tests.waiting import wait_until
 
 TIMEOUT_S = 2.0  # server.header_timeout and server.body_timeout below
 

@@ -20,8 +20,9 @@ import pytest
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
-from tests.e2e.harness import Served, compile_to, wait_until
+from tests.e2e.harness import Served, compile_to
 from tests.otlp_receiver import OtlpReceiver
+from tests.waiting import wait_until
 
 UPSTREAM_KEY = "sk-upstream-SECRET-93be1f"
 CALLER_KEY = "sk-caller-SECRET-4d07aa"

@@ -15,7 +15,8 @@ import pytest
 
 from interlock.cli import main
 from interlock.testing.fake_openai import FakeOpenAI
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
+from tests.waiting import wait_until
 
 ADMIN = "admin-5d1a7c-SECRET"
 ALICE = "alice-93be20-SECRET"
@@ -80,6 +81,7 @@ def test_another_key_gets_403_on_each_operator_route_in_its_surfaces_shape(serve
         "key `alice` (tenant `mana`) may not read `{route}`: it shows every tenant's state and needs an "
         "operator key (`operator: true` in the key's entry)"
     )
+    assert ADMIN_ROUTES  # an empty table would let the loop below prove nothing
     for path in ADMIN_ROUTES:
         answer = httpx.get(f"{served.url}{path}", headers=bearer(ALICE))
         assert answer.status_code == 403, path
@@ -117,6 +119,7 @@ def test_another_key_keeps_its_own_routes(served: Served) -> None:
 
 
 def test_without_a_valid_key_the_operator_routes_still_answer_401(served: Served) -> None:
+    assert ADMIN_ROUTES  # an empty table would let the loop below prove nothing
     for path in ADMIN_ROUTES:
         for headers in ({}, bearer("wrong")):
             answer = httpx.get(f"{served.url}{path}", headers=headers)

@@ -14,7 +14,8 @@ import pytest
 from interlock.testing.faults import Fault
 from interlock.testing.server import FakeServer
 from tests.e2e.conftest import Fakes
-from tests.e2e.harness import Served, compile_to, wait_until
+from tests.e2e.harness import Served, compile_to
+from tests.waiting import wait_until
 
 FIRST = """\
 version: 1

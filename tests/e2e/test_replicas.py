@@ -15,8 +15,9 @@ import pytest
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 CONFIG = """\
 version: 1

@@ -22,10 +22,10 @@ import orjson
 
 from interlock.testing.faults import Fault
 from tests.e2e.conftest import Fakes
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
+from tests.waiting import PATIENCE_S, wait_until
 
 HI = [{"role": "user", "content": "hi"}]
-PATIENCE_S = 60  # how long to wait for the gateway to show a state: a failure bound
 RELEASED_S = 30  # a slot freed by a leaving client comes back within this; the upstream timeouts are longer
 
 

@@ -17,8 +17,9 @@ import pytest
 
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
-from tests.e2e.harness import Served, wait_until
+from tests.e2e.harness import Served
 from tests.postgres_server import PostgresServer
+from tests.waiting import wait_until
 
 CONFIG = """\
 version: 1

@@ -21,6 +21,7 @@ from interlock.runtime.state.base import Lease
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from tests.runtime.conftest import compile_text
+from tests.waiting import until
 
 CONFIG = """\
 version: 1
@@ -72,11 +73,7 @@ class Rig:
 
     async def until(self, predicate: Callable[[], bool]) -> None:
         """Let the loop run (the line's walks are tasks) until ``predicate`` holds."""
-        for _ in range(10_000):
-            if predicate():
-                return
-            await asyncio.sleep(0)
-        raise AssertionError("the line never got there")
+        await until(predicate, "the line to get there", pause_s=0)
 
 
 def run(test: Callable[[Rig], Awaitable[None]], tmp: Path, wait: str = "30s") -> None:

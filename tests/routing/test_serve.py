@@ -15,7 +15,8 @@ import pytest
 from interlock.testing.fake_fleet import GIB, FakeGpuBox, SimModel, sim_model
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
-from tests.e2e.harness import Served, compile_to, wait_until
+from tests.e2e.harness import Served, compile_to
+from tests.waiting import wait_until
 
 MODEL = "qwen3:8b"
 REPLY = Reply(text=" ".join(f"w{i}" for i in range(12)))

@@ -169,6 +169,7 @@ def test_operator_routes_admit_only_operator_keys_once_one_is_declared() -> None
         guarded.admit(ANONYMOUS, path)
     unguarded = book("optional")  # no operator declared: every caller reads them, as before operators
     assert not unguarded.operators
+    assert OPERATOR_PATHS  # an empty table would let the loop below prove nothing
     for path in OPERATOR_PATHS:
         unguarded.admit(unguarded.authenticate([(b"x-api-key", b"alice-secret-value")]), path)
         unguarded.admit(ANONYMOUS, path)

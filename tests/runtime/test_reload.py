@@ -17,6 +17,7 @@ from interlock.runtime.serving.reload import StagedSource
 from tests.runtime.conftest import build
 from tests.runtime.slow_source import SlowSource
 from tests.runtime.test_plan import rehash
+from tests.waiting import until
 
 ENV = {"CLOUD_KEY": "sk-cloud-secret"}
 
@@ -28,17 +29,16 @@ async def no_adapters() -> tuple[dict[str, Any], Callable[[], Any]]:
     return {}, close
 
 
-async def until(
-    check: Callable[[], bool], what: str, *, answered: list[int], http: httpx.AsyncClient
-) -> None:
-    """Wait for ``check``, asking the gateway for /healthz all the while (each answer is counted)."""
-    for _ in range(3000):
+def asking(check: Callable[[], bool], answered: list[int], http: httpx.AsyncClient) -> Callable[[], Any]:
+    """``check``, asking the gateway for /healthz each time it is not yet true (each answer counted)."""
+
+    async def checked() -> bool:
         if check():
-            return
-        response = await http.get("/healthz")
-        answered.append(response.status_code)
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
+            return True
+        answered.append((await http.get("/healthz")).status_code)
+        return False
+
+    return checked
 
 
 def test_a_slow_reload_reads_in_a_child_process_while_requests_are_answered(
@@ -56,8 +56,8 @@ def test_a_slow_reload_reads_in_a_child_process_while_requests_are_answered(
         answered: list[int] = []
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://t") as http:
             reload = asyncio.create_task(gateway.reload())
-            await until(lambda: (tmp_path / "started").exists(), "the child", answered=answered, http=http)
-            await until(lambda: len(answered) >= 20, "20 answers", answered=answered, http=http)
+            await until(asking(lambda: (tmp_path / "started").exists(), answered, http), "the child")
+            await until(asking(lambda: len(answered) >= 20, answered, http), "20 answers")
             assert gateway.plan is first  # still serving the old plan while the new one is read
             (tmp_path / "release").touch()
             assert await reload is True
@@ -106,10 +106,7 @@ def test_stopping_the_gateway_during_a_reload_stops_the_reading_process(
         gateway = build_gateway(first, source=source, probes=False, open_adapters=no_adapters)
         await gateway.startup()
         gateway.request_reload()
-        for _ in range(3000):
-            if (tmp_path / "started").exists():
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: (tmp_path / "started").exists(), "the child to start reading")
         await gateway.shutdown()  # cancels the reload; asyncio.run then lets it finish its cleanup
 
     asyncio.run(scenario())

@@ -17,6 +17,7 @@ from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.serving.connections import STREAM_BODY, ConnectionBook, StreamBody, guarded_protocol
 from interlock.runtime.state.memory import MemorySlots
+from tests.waiting import until
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 PIECE = b"x" * 65536
@@ -33,8 +34,7 @@ async def serving(plan: RuntimePlan, app: App, client: Callable[[str], Awaitable
     sock.bind(("127.0.0.1", 0))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
-            await asyncio.sleep(0.01)
+        await until(lambda: server.started, "uvicorn to start")  # it offers no event for it
         await client(f"http://127.0.0.1:{sock.getsockname()[1]}")
     finally:
         server.should_exit = True

@@ -6,10 +6,8 @@ import asyncio
 import http.client
 import socket
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -21,8 +19,7 @@ from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault, FaultBoard, FaultKind
 from interlock.testing.process import FakeProcess
 from interlock.testing.replies import Reply, split_text
-
-PATIENCE_S = 60.0  # how long a check waits on a fake's thread: a failure bound
+from tests.waiting import PATIENCE_S, wait_until
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -162,7 +159,7 @@ def test_hanging_request_ends_when_the_fake_stops() -> None:
 
     caller = threading.Thread(target=call)
     caller.start()
-    until(lambda: fake.in_flight == 1, "the request to reach the fake")
+    wait_until(lambda: fake.in_flight == 1, what="the request to reach the fake")
     assert caller.is_alive()  # really hanging
     fake.stop()
     caller.join(PATIENCE_S)
@@ -179,20 +176,13 @@ def test_a_held_request_is_answered_when_its_gate_opens() -> None:
             target=lambda: answers.append(_call(fake.base_url + "/chat/completions", HI)[0])
         )
         caller.start()
-        until(lambda: fake.in_flight == 1, "the request to be held")
+        wait_until(lambda: fake.in_flight == 1, what="the request to be held")
         assert answers == []  # held: nothing comes back before the gate opens
         gate.set()
         caller.join(PATIENCE_S)
         assert answers == [200]
         status, body, _ = _call(fake.url + "/_fake/fault", {"kind": "hold"})
         assert (status, b"hold needs a gate" in body) == (400, True)
-
-
-def until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_ollama_shapes() -> None:

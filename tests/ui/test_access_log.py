@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.harness import wait_until
 from tests.ui.conftest import CLOUD_KEY, Fleet, _fleet
+from tests.waiting import wait_until
 
 CANARY = "PROMPT-CANARY-4b1e"
 FIELDS = {

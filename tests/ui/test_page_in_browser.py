@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import wait_until
 from tests.ui.browser import ROOT, Console, artifacts, browser
 from tests.ui.conftest import CLOUD_KEY, EXTRA, Fleet
+from tests.waiting import wait_until
 
 DOCS_SCREENSHOT = ROOT / "docs" / "images" / "status-page.png"
 

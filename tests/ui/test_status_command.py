@@ -13,8 +13,8 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from interlock.cli import main
-from tests.e2e.harness import wait_until
 from tests.ui.conftest import Fleet, _fleet
+from tests.waiting import wait_until
 
 MASKS = (
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:PORT"),

@@ -64,6 +64,7 @@ def test_every_aiohttp_exception_is_mapped_explicitly() -> None:
 
 
 def test_every_mapped_class_is_caught_by_the_adapters() -> None:
+    assert EXCEPTION_MAP  # an empty table would let the loop below prove nothing
     for cls in EXCEPTION_MAP:
         assert issubclass(cls, CLIENT_EXCEPTIONS), cls
 
@@ -72,6 +73,7 @@ def test_every_target_is_an_upstream_error_with_a_short_message() -> None:
     leaves = {
         cls for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, UpstreamError)
     }
+    assert EXCEPTION_MAP  # an empty table would let the loop below prove nothing
     for error_class, message in EXCEPTION_MAP.values():
         assert error_class in leaves
         assert error_class not in (UpstreamError, errors.TransientError, errors.DeterministicError)

@@ -32,6 +32,7 @@ from interlock.runtime.upstream.client import (
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
+from tests.waiting import until
 
 from .helpers import endpoint, text_of
 
@@ -149,8 +150,7 @@ def test_an_upstream_that_dies_with_a_request_on_a_pooled_connection_is_connect_
             fake.set_fault(Fault.hang())
             pending = asyncio.ensure_future(adapter.chat(ep, "m1", HI))
             # the request is on the pooled connection, unanswered (the fake's state, in its own thread)
-            while len(fake.requests) < 2:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+            await until(lambda: len(fake.requests) >= 2, "the request to reach the fake")
             fake.refuse_connections()  # the box dies: that connection is reset, new ones refused
             return await pending
 

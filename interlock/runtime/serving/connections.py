@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("interlock.connections")
 
 STREAM_BODY = "interlock.stream_body"  # the ASGI scope extension that holds a request's StreamBody
+DISCONNECT = "interlock.disconnect"  # the ASGI scope extension that holds a request's Disconnect
 WARN_EVERY_S = 10.0  # the cap's warning is repeated at most this often (with a count of what it missed)
 READ_FIRST_S = 0.001  # past a deadline, the close waits this long: one poll of the sockets comes first
 
@@ -135,13 +137,16 @@ class StreamBody:
     __slots__ = ("_cycle",)
 
     def __init__(self, cycle: RequestResponseCycle) -> None:
-        self._cycle = cycle
+        # A weak reference: the cycle holds the scope, which holds this; a strong one would make every
+        # request a reference cycle (about a dozen objects) that only the cyclic collector frees.
+        self._cycle = weakref.ref(cycle)
 
     def ready(self) -> bool:
         """The answer is started, chunked, not finished, and has a body (not HEAD)."""
-        cycle = self._cycle
+        cycle = self._cycle()
         return (
-            cycle.response_started
+            cycle is not None
+            and cycle.response_started
             and cycle.chunked_encoding is True
             and not cycle.response_complete
             and cycle.scope["method"] != "HEAD"
@@ -149,14 +154,33 @@ class StreamBody:
 
     def write(self, data: bytes) -> bool:
         """Write ``data`` (not empty) as one chunk; True: await ``drain`` before writing more."""
-        cycle = self._cycle
-        if cycle.disconnected:
+        cycle = self._cycle()
+        if cycle is None or cycle.disconnected:
             return False
         cycle.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
         return cycle.flow.write_paused
 
     async def drain(self) -> None:
-        await self._cycle.flow.drain()
+        cycle = self._cycle()
+        if cycle is not None:
+            await cycle.flow.drain()
+
+
+class Disconnect:
+    """Says that a request's client went away, to whoever watches the request (``callback``, set and
+    cleared by ``asgi.DisconnectWatch``): the protocol fires it when the connection is lost or closed
+    with the answer unfinished. One per request, offered as the scope extension ``DISCONNECT``."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self) -> None:
+        self.callback: Callable[[], None] | None = None
+
+    def fire(self) -> None:
+        callback = self.callback
+        if callback is not None:
+            self.callback = None
+            callback()
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -177,6 +201,7 @@ class GuardedProtocol(HttpToolsProtocol):
     _headers_by = 0.0  # loop time: the headers must be complete by then
     _last_body = 0.0  # loop time of the last body bytes
     _read_past = -1.0  # the deadline past which the socket was given one more read (see _expired)
+    _disconnect: Disconnect | None = None  # the current request's, until its answer is complete
 
     # -- connection ------------------------------------------------------------------------------
 
@@ -192,6 +217,14 @@ class GuardedProtocol(HttpToolsProtocol):
         self._disarm()
         self.book.forget(self)
         super().connection_lost(exc)
+        self._client_gone()
+
+    def _client_gone(self) -> None:
+        """Tell the request being answered, if any, that its client is gone."""
+        disconnect = self._disconnect
+        if disconnect is not None:
+            self._disconnect = None
+            disconnect.fire()
 
     def close_for(self, reason: str, answer: bytes = b"") -> None:
         """Close this connection now (writing ``answer`` first), counted under ``reason``."""
@@ -201,6 +234,7 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True  # the app's receive() sees http.disconnect; send() is dropped
             self.cycle.message_event.set()
+            self._client_gone()
         self.book.metrics.connections_closed.labels(reason).inc()
         if not self.transport.is_closing():
             if answer:
@@ -281,6 +315,7 @@ class GuardedProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:  # (an upgrade has no cycle of its own)
             extensions: dict[str, object] = self.scope.setdefault("extensions", {})  # type: ignore[assignment]
             extensions[STREAM_BODY] = StreamBody(cycle)
+            extensions[DISCONNECT] = self._disconnect = Disconnect()
 
     def on_body(self, body: bytes) -> None:
         self._last_body = self.loop.time()
@@ -292,6 +327,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self._state = "busy"
 
     def on_response_complete(self) -> None:
+        self._disconnect = None  # answered: the client may go now
         pipelined = bool(self.pipeline)
         super().on_response_complete()
         if not pipelined and self._state != "closed" and not self.transport.is_closing():

@@ -1,24 +1,23 @@
-"""The Redis backend on a real redis-server: shared limits, FIFO-ish queue, lease TTL, store loss."""
+"""The Redis backend on a real redis-server: lease TTL and renewals, store loss, shared circuits and
+caller limits (what every backend does is in ``test_contract.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from interlock.runtime.access import Budget, Refusal
-from interlock.runtime.errors import ConnectFailed, SlotUnavailable
+from interlock.runtime.errors import ConnectFailed
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
-from interlock.runtime.state.base import Lease
 from interlock.runtime.state.redis import RedisCounters, RedisLease, RedisOptions, RedisSlots
 from interlock.runtime.tables import HealthSettings, WorkerLimits
 from tests.redis_server import RedisServer, free_port
+from tests.waiting import PATIENCE_S, until
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
-PATIENCE_S = 60.0  # how long a check waits on the other side (a thread, a socket, a store): a failure bound
 
 
 async def replica(url: str) -> RedisSlots:
@@ -29,52 +28,9 @@ async def replica(url: str) -> RedisSlots:
     return backend
 
 
-async def until(check: object, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        result = check() if callable(check) else None
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
 def test_options_come_from_the_url() -> None:
     options = RedisOptions.parse("redis://127.0.0.1:6390/2?lease_ttl=3&prefix=gw&socket_keepalive=true")
     assert options == RedisOptions("redis://127.0.0.1:6390/2?socket_keepalive=true", 3.0, "gw")
-
-
-def test_replicas_share_one_limit_and_one_fifo_queue(redis_server: RedisServer) -> None:
-    async def scenario() -> None:
-        a, b = await replica(redis_server.url), await replica(redis_server.url)
-        held = await a.acquire("box", "m", 1, wait=True)
-        assert held is not None
-        assert await b.acquire("box", "m", 1, wait=False) is None  # a's slot counts for b
-        assert await b.acquire("box", "other", 1, wait=False) is not None  # another model: free
-        queued = asyncio.create_task(b.acquire("box", "m", 1, wait=True))
-        await until(lambda: b.local("box").waiting == 1, "b to queue")
-        with pytest.raises(
-            SlotUnavailable, match=r"^worker box has no free slot for m and its queue is full \(1 waiting\)$"
-        ) as refused:
-            await a.acquire("box", "m", 1, wait=True)
-        assert refused.value.retry_after == 60  # max_wait
-        await held.release()
-        assert await a.acquire("box", "m", 1, wait=False) is None  # b queued first: no overtaking
-        handed = await asyncio.wait_for(queued, PATIENCE_S)  # woken by the release, on the other replica
-        assert isinstance(handed, Lease)
-        report = (await a.report())["box"]
-        assert (report.in_use, dict(report.per_model), report.waiting, report.rejected) == (
-            2,
-            {"m": 1, "other": 1},
-            0,
-            1,
-        )
-        await a.close()
-        await b.close()
-
-    asyncio.run(scenario())
 
 
 def test_a_replica_that_dies_frees_its_slots_within_the_lease_ttl(redis_server: RedisServer) -> None:

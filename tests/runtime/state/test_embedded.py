@@ -1,26 +1,26 @@
-"""The embedded backend: the supervisor's slot server and worker clients, on a real Unix socket."""
+"""The embedded backend: the supervisor's slot server and worker clients, on a real Unix socket (what
+every backend does is in ``test_contract.py``; this module holds what only this one does)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from interlock.runtime.access import Budget, Refusal
-from interlock.runtime.errors import ConnectFailed, SlotUnavailable
+from interlock.runtime.errors import ConnectFailed
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.embedded import EmbeddedCounters, EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.redis import RedisSlots
 from interlock.runtime.tables import HealthSettings, WorkerLimits
+from tests.waiting import PATIENCE_S, until
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
-PATIENCE_S = 60.0  # how long a check waits on the other side (a thread, a socket, a store): a failure bound
 
 
 @pytest.fixture
@@ -40,15 +40,6 @@ async def client(server: SlotServer) -> EmbeddedSlots:
     return backend
 
 
-async def until(check: object, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        if callable(check) and check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
 def test_the_table_lists_every_backend() -> None:
     assert isinstance(open_backend(None), MemorySlots)
     assert isinstance(open_backend("unix:/tmp/x.sock"), EmbeddedSlots)
@@ -56,32 +47,6 @@ def test_the_table_lists_every_backend() -> None:
     known = r"\(known: memory:, unix:, redis:, rediss:\)"
     with pytest.raises(ValueError, match=rf"^unknown state backend 'valkey:' {known}$"):
         open_backend("valkey://localhost")
-
-
-def test_two_processes_share_one_limit_and_one_fifo_queue(server: SlotServer) -> None:
-    async def scenario() -> None:
-        a, b = await client(server), await client(server)
-        held = await a.acquire("box", "m", 1, wait=True)
-        assert held is not None
-        assert await b.acquire("box", "m", 1, wait=False) is None  # a's slot counts for b too
-        waiting = asyncio.create_task(b.acquire("box", "m", 1, wait=True))
-        await until(lambda: server.table.pools["box"].waiters, "b to queue")
-        assert b.local("box").waiting == 1
-        with pytest.raises(
-            SlotUnavailable, match=r"^worker box has no free slot for m and its queue is full"
-        ):
-            await a.acquire("box", "m", 1, wait=True)
-        await held.release()
-        handed = await waiting  # the freed slot goes to the waiter
-        assert (await a.report())["box"].in_use == 1
-        assert (b.local("box").in_use, a.local("box").in_use, a.local("box").rejected) == (1, 0, 1)
-        await handed.release()
-        await handed.release()  # idempotent
-        await until(lambda: server.table.pools["box"].in_use == 0, "the release")
-        await a.close()
-        await b.close()
-
-    asyncio.run(scenario())
 
 
 def test_a_lost_connection_frees_its_slots_and_queue_places(server: SlotServer) -> None:
@@ -99,24 +64,6 @@ def test_a_lost_connection_frees_its_slots_and_queue_places(server: SlotServer) 
         assert (await b.report())["box"].per_model == {"y": 1}
         await other.release()
         await b.close()
-
-    asyncio.run(scenario())
-
-
-def test_a_cancelled_wait_gives_back_what_the_server_settled(server: SlotServer) -> None:
-    async def scenario() -> None:
-        a = await client(server)
-        held = await a.acquire("box", "m", 1, wait=True)
-        assert held is not None
-        waiting = asyncio.create_task(a.acquire("box", "m", 1, wait=True))
-        await until(lambda: server.table.pools["box"].waiters, "the queue")
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        await until(lambda: not server.table.pools["box"].waiters, "the queue place to go")
-        await held.release()
-        await until(lambda: server.table.pools["box"].in_use == 0, "every slot back")
-        await a.close()
 
     asyncio.run(scenario())
 

@@ -1,0 +1,147 @@
+"""No reference cycles per request: what a request leaves behind is freed by reference counting alone,
+so the cyclic collector finds nothing to free and never pauses a steady stream of traffic to do so.
+
+The gateway runs as ``interlock serve`` runs it (uvicorn, uvloop, the guarded protocol, the real
+upstream client) against a fake upstream in a process of its own; a client on a raw socket in a thread
+(it allocates no cycles of its own) sends keep-alive requests. With the collector off, ``gc.collect()``
+afterwards counts every object that only it could have freed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+import uvloop
+
+from interlock.commands.gateway import build_gateway
+from interlock.runtime.plan import load_plan
+from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
+from interlock.testing.faults import Fault
+from interlock.testing.process import FakeProcess
+from tests.runtime.conftest import compile_text
+
+CONFIG = """\
+version: 1
+server: {{default_alias: t/chat, alias_namespace: t/}}
+providers:
+  cloud: {{kind: openai, base_url: "{url}", api_key_env: null, probe: false}}
+  spare: {{kind: openai, base_url: "{url}", api_key_env: null, probe: false}}
+aliases:
+  t/chat: {{description: chat, chain: [cloud/m, spare/n]}}
+"""
+REQUESTS = 100
+SLACK = 10  # objects a run may leave for the collector once, whatever the number of requests
+
+
+def exchange(port: int, body: bytes, count: int) -> list[bytes]:
+    """``count`` requests on one keep-alive connection; the status line of each answer."""
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%b" % (len(body), body)
+    )
+    statuses: list[bytes] = []
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        buffer = b""
+        for _ in range(count):
+            sock.sendall(request)
+            while True:
+                head, found, rest = buffer.partition(b"\r\n\r\n")
+                if found:
+                    if b"transfer-encoding: chunked" in head.lower():
+                        end = rest.find(b"0\r\n\r\n")
+                        if end >= 0:
+                            buffer = rest[end + 5 :]
+                            break
+                    else:
+                        length = next(
+                            int(line.split(b":")[1])
+                            for line in head.split(b"\r\n")
+                            if line.lower().startswith(b"content-length:")
+                        )
+                        if len(rest) >= length:
+                            buffer = rest[length:]
+                            break
+                data = sock.recv(65536)
+                assert data, "the gateway closed the connection"
+                buffer += data
+            statuses.append(head.split(b"\r\n")[0])
+    return statuses
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeProcess]:
+    with FakeProcess("openai") as process:
+        yield process
+
+
+ASK = b'{"messages": [{"role": "user", "content": "hi"}]}'
+STREAM = b'{"messages": [{"role": "user", "content": "hi"}], "stream": true}'
+OK, REFUSED = b"HTTP/1.1 200 OK", b"HTTP/1.1 400 Bad Request"
+CASES = {  # the request, the fault of each model (``*``: both candidates'), the answers' status line
+    "an answer": (ASK, None, OK),
+    "a stream": (STREAM, None, OK),
+    "a fallback": (ASK, ("m", Fault.http_status(500)), OK),
+    "every candidate failing": (ASK, ("*", Fault.http_status(503)), b"HTTP/1.1 503 Service Unavailable"),
+    "a refusal passed on": (ASK, ("m", Fault.http_status(400)), REFUSED),
+    "a stream cut after its first chunk": (STREAM, ("m", Fault.cut_stream(1)), OK),
+    "a request the gateway refuses": (b'{"messages": 3}', None, REFUSED),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_request_leaves_nothing_for_the_cyclic_collector(
+    case: str, fake: FakeProcess, tmp_path: Path
+) -> None:
+    body, fault, status = CASES[case]
+    plan = load_plan(compile_text(tmp_path, CONFIG.format(url=fake.base_url)), {})
+    fake.clear_faults()
+    if fault is not None:
+        model, what = fault
+        for name in ("m", "n") if model == "*" else (model,):
+            fake.set_fault(what, model=name)
+
+    async def scenario() -> int:
+        gateway = build_gateway(plan, probes=False)
+        book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
+        config = uvicorn.Config(
+            gateway, loop="uvloop", http=guarded_protocol(book), ws="none", lifespan="on", log_config=None
+        )
+        server = uvicorn.Server(config)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
+                await asyncio.sleep(0.01)
+            port = sock.getsockname()[1]
+            statuses: list[bytes] = []
+
+            def client(count: int) -> None:
+                statuses.extend(exchange(port, body, count))
+
+            await asyncio.to_thread(client, 5)  # first requests: the upstream pool, caches, lazy imports
+            gc.collect()
+            gc.disable()
+            try:
+                runner = threading.Thread(target=client, args=(REQUESTS,))
+                runner.start()
+                while runner.is_alive():  # noqa: ASYNC110 - a thread, not a task
+                    await asyncio.sleep(0.01)
+                found = gc.collect()
+            finally:
+                gc.enable()
+            assert statuses == [status] * (5 + REQUESTS)
+            return found
+        finally:
+            server.should_exit = True
+            await serving
+
+    found = uvloop.run(scenario())
+    assert found <= SLACK, f"{found} objects for the collector after {REQUESTS} requests ({case})"

@@ -1,0 +1,168 @@
+"""What every slot backend promises, run on each one: this process's table (``memory:``), the
+supervisor's table over a real Unix socket (``unix:``) and a real redis-server (``redis://``).
+
+Two holders share one store: two replicas on Redis, two worker processes' clients of one slot server,
+and, for ``memory:``, one table seen twice (its holders are one process's requests). What only one
+backend does (a lost connection, a lease's TTL, falling back when the store goes) stays in its own
+module beside this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.state import BACKENDS, open_backend
+from interlock.runtime.state.base import Lease, SlotBackend
+from interlock.runtime.state.embedded import SlotServer
+from interlock.runtime.tables import WorkerLimits
+from tests.redis_server import RedisServer
+from tests.waiting import PATIENCE_S, until
+
+# max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
+LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
+
+
+@pytest.fixture(params=["memory", "unix", "redis"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL both holders open: a store of this test's own."""
+    if request.param == "memory":
+        yield "memory:"
+    elif request.param == "unix":
+        server = SlotServer(str(tmp_path / "slots.sock"))
+        server.start()
+        try:
+            yield f"unix:{server.path}"
+        finally:
+            server.stop()
+    else:
+        redis = RedisServer(tmp_path).start()
+        try:
+            yield redis.url
+        finally:
+            redis.stop()
+
+
+@asynccontextmanager
+async def holders(url: str) -> AsyncIterator[tuple[SlotBackend, SlotBackend]]:
+    """Two holders of one store, started; closed at the end."""
+    first = open_backend(url)
+    second = first if url == "memory:" else open_backend(url)
+    for backend in {id(first): first, id(second): second}.values():
+        backend.configure(LIMITS)
+        await backend.start()
+    try:
+        yield first, second
+    finally:
+        for backend in {id(first): first, id(second): second}.values():
+            await backend.close()
+
+
+async def waiting(backend: SlotBackend) -> int:
+    return (await backend.report())["box"].waiting
+
+
+def test_the_suite_covers_every_backend_of_the_table() -> None:
+    assert BACKENDS
+    assert set(BACKENDS) - {"rediss"} == {"memory", "unix", "redis"}  # rediss: Redis over TLS
+
+
+def test_one_limit_one_queue_and_the_freed_slot_goes_to_the_waiter(store_url: str) -> None:
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            held = await a.acquire("box", "m", 1, wait=True)
+            assert held is not None
+            assert await b.acquire("box", "m", 1, wait=False) is None  # a's slot counts for b
+            other = await b.acquire("box", "other", 1, wait=False)  # another model: its own limit
+            assert other is not None
+            queued = asyncio.create_task(b.acquire("box", "m", 1, wait=True))
+            await until(lambda: waiting(a), "b to queue")
+            with pytest.raises(
+                SlotUnavailable, match=r"^worker box has no free slot for m and its queue is full"
+            ):
+                await a.acquire("box", "m", 1, wait=True)
+            await held.release()
+            assert await a.acquire("box", "m", 1, wait=False) is None  # b queued first: no overtaking
+            handed = await asyncio.wait_for(queued, PATIENCE_S)  # woken by the release
+            assert isinstance(handed, Lease)
+            report = (await a.report())["box"]
+            assert (report.in_use, dict(report.per_model), report.waiting) == (2, {"m": 1, "other": 1}, 0)
+            assert report.rejected >= 1
+            await handed.release()
+            await handed.release()  # idempotent
+            await other.release()
+
+            async def free() -> bool:
+                return (await b.report())["box"].in_use == 0
+
+            await until(free, "every slot back")
+
+    asyncio.run(scenario())
+
+
+def test_a_full_queue_says_when_to_come_back(store_url: str) -> None:
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            held = [await a.acquire("box", "m", 1, wait=True), await b.acquire("box", "x", 2, wait=True)]
+            queued = asyncio.create_task(b.acquire("box", "m", 1, wait=True))
+            await until(lambda: waiting(a), "the queue to fill")
+            with pytest.raises(SlotUnavailable) as refused:
+                await a.acquire("box", "y", 1, wait=True)
+            assert refused.value.retry_after == 60  # the queue's max_wait
+            queued.cancel()
+            for lease in held:
+                assert lease is not None
+                await lease.release()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_wait_gives_its_queue_place_back(store_url: str) -> None:
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            held = await a.acquire("box", "m", 1, wait=True)
+            assert held is not None
+            queued = asyncio.create_task(b.acquire("box", "m", 1, wait=True))
+            await until(lambda: waiting(a), "b to queue")
+            queued.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+
+            async def left() -> bool:
+                return await waiting(a) == 0
+
+            await until(left, "the queue place to go")
+            await held.release()
+            again = await a.acquire("box", "m", 1, wait=False)  # nothing was left behind by the cancel
+            assert again is not None
+            await again.release()
+
+    asyncio.run(scenario())
+
+
+def test_caller_concurrency_is_one_count_for_every_holder(store_url: str) -> None:
+    pair = Budget("t:ops", 0, 0, 2)
+
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            ca = a.caller_counters()  # one per process, as the gateway keeps it
+            cb = ca if a is b else b.caller_counters()
+            assert await ca.take([pair]) is None
+            assert await cb.take([pair]) is None
+            assert await ca.take([pair]) == Refusal("t:ops", "max_concurrent", 2, 1.0)
+            await cb.done([pair], 0)
+
+            async def room() -> bool:
+                return await ca.take([pair]) is None
+
+            await until(room, "b's share to come back")  # the done may reach the store a moment later
+            await ca.done([pair], 0)
+            await ca.done([pair], 0)
+
+    asyncio.run(scenario())
