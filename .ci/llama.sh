@@ -20,6 +20,9 @@ PYTHON="${PYTHON:-python}"
 mkdir -p "$WHEELS" "$MODELS"
 wheel=$(ls "$WHEELS"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
+  # a C/C++ toolchain (Debian's build-essential; CI runs as root); cmake and ninja come from PyPI as the
+  # build's own requirements when the machine has none
+  command -v g++ >/dev/null || { apt-get update -qq && apt-get install -y -qq build-essential >/dev/null; }
   echo "llama.sh: building llama-cpp-python $VERSION ($FLAGS); this takes minutes, once per machine"
   started=$(date +%s)
   CMAKE_ARGS="$FLAGS" FORCE_CMAKE=1 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
