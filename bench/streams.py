@@ -64,7 +64,7 @@ T = TypeVar("T")
 
 CONFIG = """\
 version: 1
-server: {{default_alias: bench/openai, alias_namespace: bench/, max_connections: {max_connections}}}
+server: {{default_alias: bench/openai, alias_namespace: bench/}}  # max_connections: the default
 timeouts: {{connect: 5s, first_byte: 60s, total: 3600s}}
 providers:
   fake: {{kind: openai, base_url: "{openai_url}", api_key_env: BENCH_KEY}}
@@ -381,7 +381,6 @@ def measure(kind: Kind, n: int, args: argparse.Namespace, folder: Path) -> None:
                     ollama_url=urls["ollama"],
                     model=MODEL,
                     slots=max(n, 1),
-                    max_connections=n + 256,
                 )
             )
             address, request = http_request(fake.url, kind.direct_path, kind.direct_body())

@@ -4,6 +4,10 @@ One rule for every table of them: per-model concurrency (``parse_pattern``), cal
 (``parse_match``). Match order is by specificity, not by the order written: exact > longest prefix >
 `*` > the worker's `max_concurrent`. ``order`` sorts a table that way; ``matching_row`` and
 ``slot_limit`` look one model up in it; ``matches`` says whether one pattern covers a name.
+
+One name rule too: Ollama runs `m` as `m:latest`, so the two spellings are one model everywhere a name
+is compared (an exact pattern, a price, a slot limit, an ACL): ``untagged`` is the form they compare in,
+``ollama_name`` the form Ollama reports.
 """
 
 from __future__ import annotations
@@ -38,10 +42,23 @@ def parse_pattern(pattern: str, limit: int) -> PlanPattern | None:
     return None if parts is None else PlanPattern(**parts.model_dump(), limit=limit)
 
 
+LATEST = ":latest"
+
+
+def untagged(name: str) -> str:
+    """``name`` without a trailing ``:latest``: `m` and `m:latest` compare equal in this form."""
+    return name[: -len(LATEST)] if name.endswith(LATEST) else name
+
+
+def ollama_name(model: str) -> str:
+    """A model as Ollama reports it in /api/ps and /api/tags: ``name:tag``, ``:latest`` when untagged."""
+    return model if ":" in model else f"{model}{LATEST}"
+
+
 def matches(row: PlanMatch, name: str) -> bool:
-    """Whether ``row`` covers ``name``."""
+    """Whether ``row`` covers ``name`` (an exact row `m` covers `m:latest`, and the reverse)."""
     if row.match == "exact":
-        return row.prefix == name
+        return row.prefix == name or untagged(row.prefix) == untagged(name)
     return name.startswith(row.prefix)  # `*` has the empty prefix
 
 

@@ -101,6 +101,19 @@ def test_credentials_come_from_a_secret_by_name_only(
     assert "2 replicas without --state-url" in capsys.readouterr().err
 
 
+def test_every_caller_keys_variable_comes_from_the_secret_too(tmp_path: Path) -> None:
+    """Without them the pods never start: the plan needs every `key_env` set under `auth: required`."""
+    docs = deploy(tmp_path, source=ROOT / "examples" / "multi-team.yaml")
+    env = docs["deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [variable["name"] for variable in env] == [
+        "GROQ_API_KEY",
+        "ONCALL_KEY",
+        "RESEARCH_KEY",
+        "SUPPORT_KEY",
+    ]
+    assert all(variable["valueFrom"]["secretKeyRef"]["key"] == variable["name"] for variable in env)
+
+
 def test_a_config_that_does_not_compile_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

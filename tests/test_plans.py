@@ -149,7 +149,7 @@ aliases:
     assert ctx.plan is not None
     assert ctx.plan.providers["groq"].api_key_env == "GROQ_API_KEY"
     assert ctx.plan.providers["vllm"].api_key_env is None
-    assert [d.code for d in ctx.sink.items] == ["IL108"]
+    assert [d.code for d in ctx.sink.items] == ["IL115", "IL108"]
 
 
 @pytest.mark.parametrize(

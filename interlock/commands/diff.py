@@ -13,8 +13,9 @@ from interlock.diff.inputs import InputError, PlanInput, load_plan
 from interlock.diff.render import FORMATS, render
 
 FAIL_ON: dict[str, frozenset[Classification]] = {
-    "breaking": frozenset({Classification.BREAKING}),
-    "routing": frozenset({Classification.BREAKING, Classification.ROUTING}),
+    "credentials": frozenset({Classification.CREDENTIALS}),
+    "breaking": frozenset({Classification.CREDENTIALS, Classification.BREAKING}),
+    "routing": frozenset({Classification.CREDENTIALS, Classification.BREAKING, Classification.ROUTING}),
     "any": frozenset(Classification),
 }
 

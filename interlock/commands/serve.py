@@ -262,9 +262,11 @@ def is_config(path: str) -> bool:
 
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.commands.gateway import build_gateway
+    from interlock.runtime.serving.fds import raise_open_file_limit
     from interlock.runtime.serving.server import ServeOptions, bind, configure_logging, run, url_of
 
     configure_logging(args.log_level)
+    raise_open_file_limit()  # before the plan loads: an unset max_connections is derived from it
     if args.workers < 1:
         print("interlock serve: --workers must be at least 1", file=sys.stderr)
         return 2

@@ -64,6 +64,16 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL108", "no-credential", "warning", "An `openai` provider has no `api_key_env`."),
     ("IL109", "bad-provider-name", "error", "A provider name is empty or holds `/` or whitespace."),
     ("IL110", "shared-credential", "warning", "Providers on different hosts share one credential variable."),
+    (
+        "IL111",
+        "not-a-credential-variable",
+        "error",
+        "`api_key_env`/`key_env` names a process, platform or `INTERLOCK_*` variable, or another entry's.",
+    ),
+    ("IL112", "url-query-or-fragment", "error", "A base or worker URL holds `?` or `#`."),
+    ("IL113", "metadata-host", "warning", "A URL points at a cloud metadata or link-local address."),
+    ("IL114", "loopback-base-url", "warning", "A `base_url` points at this machine (loopback)."),
+    ("IL115", "plain-http", "warning", "A `base_url` is plain `http://` to a host off this machine."),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
     ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),

@@ -3,7 +3,8 @@
 The ConfigMap's name carries the plan's content hash (``<name>-plan-<12 hex>``), and the Deployment's
 pod template names it, so a new plan is a new ConfigMap and a rolling update, and the old pods keep
 serving the old plan until the new ones are ready. Readiness is ``/readyz`` (ready once the first probe
-round is done), liveness ``/healthz``. Credential variables come from one Secret, key = variable name.
+round is done), liveness ``/healthz``. Credential variables (providers' and caller keys') come from one
+Secret, key = variable name.
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def _configmap(plan: RoutingPlan, options: DeployOptions, labels: Mapping[str, s
     }
 
 
+def credential_variables(plan: RoutingPlan) -> set[str]:
+    """Every variable the plan reads a secret from: each provider's ``api_key_env`` and, when caller keys
+    are read (``auth`` not ``off``), each key's ``key_env``; a pod missing one does not start."""
+    out = {p.api_key_env for p in plan.providers.values() if p.api_key_env is not None}
+    if plan.server.auth != "off":
+        out.update(key.key_env for key in plan.access.keys.values() if key.key_env is not None)
+    return out
+
+
 def _deployment(plan: RoutingPlan, options: DeployOptions, labels: Mapping[str, str]) -> dict[str, Any]:
     args = ["serve", f"{PLAN_DIR}/plan.json", "--host", "0.0.0.0", "--port", str(options.port)]
     if options.workers > 1:
@@ -61,7 +71,7 @@ def _deployment(plan: RoutingPlan, options: DeployOptions, labels: Mapping[str, 
     if options.state_url is not None:
         args += ["--state-url", options.state_url]
     secret = options.credentials_secret or f"{options.name}-credentials"
-    variables = sorted({p.api_key_env for p in plan.providers.values() if p.api_key_env is not None})
+    variables = sorted(credential_variables(plan))
     if options.state_url_in_secret:
         variables.append(STATE_URL_VARIABLE)
     env = [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": var}}} for var in variables]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from interlock.diff.access import access
 from interlock.diff.aliases import aliases
 from interlock.diff.change import KINDS, Change, Classification, Section
+from interlock.diff.credentials import credentials
 from interlock.diff.models import models
 from interlock.diff.preflight import preflight
 from interlock.diff.providers import providers
@@ -25,6 +26,7 @@ __all__ = ["KINDS", "SECTIONS", "Change", "Classification", "Section", "diff_pla
 SectionDiff = Callable[[RoutingPlan, RoutingPlan], list[Change]]
 
 SECTIONS: tuple[SectionDiff, ...] = (
+    credentials,
     aliases,
     server,
     providers,

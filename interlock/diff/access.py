@@ -1,6 +1,6 @@
 """Access: `server.auth`, tenants and keys (ACLs, secrets, limits) and the prices credits are kept in.
 
-Turning auth on or up, removing a tenant or a key, changing a key's secret, narrowing an ACL and
+Turning auth on or up, removing a tenant or a key, changing a key's hash, narrowing an ACL and
 revoking a key's `operator` are breaking: a caller that worked before is refused. Granting `operator`
 is routing, like a wider ACL (a key may read more: the fleet's state); but the first operator key also
 shuts every other key out of the operator routes, and that is reported as a breaking revocation. ACL
@@ -70,7 +70,8 @@ def _key(
     if old_tenant != new_tenant:
         summary = f"key `{name}` moves from tenant `{old_tenant}` to `{new_tenant}`"
         out.append(Change("key-tenant-changed", subject, old_tenant, new_tenant, summary, field="tenant"))
-    if old_secret != new_secret:
+    if old_secret != new_secret and (old_secret[0] or "hash") == (new_secret[0] or "hash"):
+        # another variable, or `key_env` <-> `hash`, is the credentials section's `key-secret-source-changed`
         summary = f"key `{name}` has a new secret: callers still sending the old one will be refused"
         # never the values: a hash is not a secret, but it has no business in a review either
         before = "key_env" if old_secret[0] else "hash"

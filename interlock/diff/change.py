@@ -17,6 +17,7 @@ from pydantic import BaseModel
 class Classification(enum.Enum):
     """How much a change matters to the callers of the gateway, most severe first."""
 
+    CREDENTIALS = "credentials"  # a secret goes to another host, or another variable is read as one
     BREAKING = "breaking"  # a caller that worked before may now fail
     ROUTING = "routing"  # which model or upstream answers, or in which order, changes
     CAPACITY = "capacity"  # slots, queues, timeouts, health and circuit settings
@@ -30,6 +31,7 @@ class Classification(enum.Enum):
 class Section(enum.Enum):
     """Parts of the plan, in the order a reviewer reads them."""
 
+    CREDENTIALS = "credentials"
     ALIASES = "aliases"
     SERVER = "server"
     PROVIDERS = "providers"
@@ -59,13 +61,15 @@ def _kinds(*rows: tuple[str, Section, Classification, str]) -> dict[str, Kind]:
     return {name: Kind(name, section, cls, label) for name, section, cls, label in rows}
 
 
-_B, _R, _C, _X = (
+_K, _B, _R, _C, _X = (
+    Classification.CREDENTIALS,
     Classification.BREAKING,
     Classification.ROUTING,
     Classification.CAPACITY,
     Classification.COSMETIC,
 )
-_A, _S, _P, _W, _H, _F, _G, _M, _Y = (
+_Q, _A, _S, _P, _W, _H, _F, _G, _M, _Y = (
+    Section.CREDENTIALS,
     Section.ALIASES,
     Section.SERVER,
     Section.PROVIDERS,
@@ -78,6 +82,9 @@ _A, _S, _P, _W, _H, _F, _G, _M, _Y = (
 )
 
 KINDS: dict[str, Kind] = _kinds(
+    ("credential-sent", _Q, _K, "sent to a new host"),
+    ("key-variable-added", _Q, _K, "new key variable"),
+    ("key-secret-source-changed", _Q, _K, "key's secret source"),
     ("alias-added", _A, _R, "alias added"),
     ("alias-removed", _A, _B, "alias removed"),
     ("first-choice-changed", _A, _R, "answers first with"),

@@ -14,6 +14,7 @@ from interlock.templates import render_template
 FORMATS = ("text", "markdown", "json")
 
 SECTION_TITLES: dict[Section, tuple[str, str]] = {
+    Section.CREDENTIALS: ("Credentials (where secrets are sent, which variables are read)", "Variable"),
     Section.ALIASES: ("Aliases", "Alias"),
     Section.SERVER: ("Server", "Setting"),
     Section.PROVIDERS: ("Providers", "Provider"),
@@ -55,7 +56,7 @@ def _text(changes: Sequence[Change], base: PlanInput, head: PlanInput) -> str:
         return f"no routing changes from {base.label} to {head.label}: {_same(base, head)}\n"
     lines = [f"{_plural(len(changes), 'change')} from {base.label} to {head.label} ({counts(changes)})"]
     for change in changes:
-        lines.append(f"  {change.classification.value:<9} {change.section.value:<10} {change.summary}")
+        lines.append(f"  {change.classification.value:<11} {change.section.value:<11} {change.summary}")
     return "\n".join(lines) + "\n"
 
 
@@ -71,10 +72,11 @@ def _json(changes: Sequence[Change], base: PlanInput, head: PlanInput) -> str:
 
 def _markdown(changes: Sequence[Change], base: PlanInput, head: PlanInput) -> str:
     if changes:
-        breaking = sum(1 for c in changes if c.classification is Classification.BREAKING)
         tally = counts(changes)
-        if breaking:
-            tally = tally.replace(f"{breaking} breaking", f"**{breaking} breaking**", 1)
+        for cls in (Classification.CREDENTIALS, Classification.BREAKING):
+            number = sum(1 for c in changes if c.classification is cls)
+            if number:
+                tally = tally.replace(f"{number} {cls.value}", f"**{number} {cls.value}**", 1)
         headline = (
             f"**{_plural(len(changes), 'change')}** from {_code(base.label)} to {_code(head.label)}: {tally}"
         )
@@ -109,7 +111,7 @@ def _row(change: Change) -> dict[str, str]:
     cls = change.classification.value
     label = _cell(change.label) + (f" {_code(change.field)}" if change.field else "")
     return {
-        "classification": f"**{cls}**" if change.classification is Classification.BREAKING else cls,
+        "classification": f"**{cls}**" if change.classification.rank <= Classification.BREAKING.rank else cls,
         "subject": _code(change.subject),
         "label": label,
         "before": _value(change, change.before),

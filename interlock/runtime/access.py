@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING
 
 from interlock.apikeys import key_id_of, parse_hash, verify
 from interlock.patterns import allows, matches
-from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, Unauthenticated, whole_seconds
+from interlock.runtime.errors import (
+    ModelNotAllowed,
+    ModelNotFound,
+    OperatorOnly,
+    TwoKeys,
+    Unauthenticated,
+    shown,
+    whole_seconds,
+)
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 if TYPE_CHECKING:
@@ -105,6 +113,8 @@ class Caller:
     """Aliases whose chain holds candidates this caller's ``denied`` names: the alias without them."""
     operator: bool = False
     """The key is ``operator: true``: it may read the operator routes (``OPERATOR_PATHS``)."""
+    offered: str = ""
+    """The aliases this caller may call, as a 404 lists them (worked out at load)."""
 
     @property
     def anonymous(self) -> bool:
@@ -122,14 +132,20 @@ class Caller:
         return tuple(x for x in (self.tenant_limits, self.key_limits) if x is not None)
 
     def check(self, name: str) -> None:
-        """``ModelNotAllowed`` unless the caller may call ``name``."""
+        """``ModelNotAllowed`` unless the caller may call ``name``: worded as ``not_found`` is."""
         if not self.may_call(name):
-            shown = name if len(name) <= 100 else name[:99] + "…"
-            raise ModelNotAllowed(
-                f"key `{self.key_id}` (tenant `{self.tenant}`) may not use the model `{shown}`; "
-                "GET /v1/models lists what it may use",
-                param="model",
-            )
+            raise ModelNotAllowed(self.unknown(name), param="model")
+
+    def not_found(self, name: str) -> ModelNotFound:
+        """The 404 a key gets for a name the plan does not know: the same words as for one its ACL
+        refuses, listing only what this key may use, so neither confirms what exists."""
+        return ModelNotFound(self.unknown(name), param="model")
+
+    def unknown(self, name: str) -> str:
+        return (
+            f"`{shown(name)}` is not a model key `{self.key_id}` (tenant `{self.tenant}`) may use; its "
+            f"aliases: {self.offered or 'none'}; GET /v1/models lists every model it may use"
+        )
 
 
 ANONYMOUS = Caller()
@@ -176,6 +192,7 @@ class KeyBook:
                 budgets=_budgets(f"k:{key_id}", key.limits) + _budgets(f"t:{key.tenant}", tenant),
                 targets={name: t for name, t in targets.items() if t.candidates},
                 operator=key.operator,
+                offered=", ".join(sorted(name for name in aliases if decided[name])),
             )
             if key.key_env is not None:
                 by_digest[hashlib.sha256(env[key.key_env].encode()).digest()] = caller
@@ -289,11 +306,25 @@ def caller_of(scope: Mapping[str, object]) -> Caller:
 
 
 def presented_key(headers: Iterable[Header]) -> str | None:
-    """The key in ``Authorization: Bearer <key>`` or ``x-api-key``; None when neither is sent."""
+    """The key in ``Authorization: Bearer <key>`` or ``x-api-key``; None when neither is sent. An empty
+    one (``Bearer `` from a client with no key set) counts as not sent; two different ones are
+    ``TwoKeys`` (which one the caller meant cannot be known, and picking the first let a proxy's
+    header decide). The bytes are read as UTF-8, as the secret in ``key_env`` is."""
+    found: bytes | None = None
     for name, value in headers:
         if name == b"authorization":
-            if value[:7].lower() == _BEARER:
-                return value[7:].strip().decode("latin-1") or None
-        elif name == b"x-api-key":
-            return value.strip().decode("latin-1") or None
-    return None
+            if value[:7].lower() != _BEARER:
+                continue
+            value = value[7:]
+        elif name != b"x-api-key":
+            continue
+        key = value.strip()
+        if not key:
+            continue
+        if found is not None and key != found:
+            raise TwoKeys(
+                "the request carries two different API keys (`Authorization` and `x-api-key`, or one of "
+                "them twice); send one"
+            )
+        found = key
+    return None if found is None else found.decode("utf-8", "replace")

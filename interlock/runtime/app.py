@@ -426,6 +426,7 @@ class Gateway:
     def apply(self, plan: RuntimePlan) -> None:
         """Swap the plan in; requests already running keep the one they started with."""
         self.health.configure(plan.health)
+        self.health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
         self.slots.configure(plan.workers)
         self.speeds.smoothing = plan.routing.speed_smoothing
         self.current.plan = plan

@@ -27,7 +27,7 @@ upstream body, a header or a credential.
     └── GatewayError                     the gateway's own answer to a request
         ├── InvalidRequest               400: bad JSON, wrong types, missing fields
         ├── Unauthenticated              401: no caller key, or one the gateway does not know
-        ├── ModelNotAllowed              403: the caller's ACL does not allow the model
+        │   └── TwoKeys                  400: two different keys in one request
         ├── OperatorOnly                 403: a route showing the fleet's state, and a key that is
         │                                not an operator (only once the plan declares one)
         ├── TryLater                     429 + Retry-After: a limit of the gateway's own, for now
@@ -37,6 +37,8 @@ upstream body, a header or a credential.
         │                                exceeded (no Retry-After: waiting does not help)
         ├── DirectModelDenied            400: raw provider/model while the plan denies it
         ├── ModelNotFound                404: unknown alias / provider
+        │   └── ModelNotAllowed          the caller's ACL does not allow the model: answered as
+        │                                not found, logged as `model_not_allowed`
         ├── BodyTooLarge                 413
         ├── NoCandidateCanServe          400: every candidate's adapter refused (CannotServe), or a mix
         │                                of those and preflight misfits; names each and why
@@ -161,6 +163,7 @@ class GatewayError(InterlockError):
     status = 500
     type = "server_error"
     code: str | None = None
+    audit_code: str | None = None  # what the audit log and metrics name it by, when not ``code``
     retry_after: float | None = None  # seconds; answered as Retry-After when set
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
@@ -183,10 +186,12 @@ class Unauthenticated(GatewayError):
     code = "invalid_api_key"
 
 
-class ModelNotAllowed(GatewayError):
-    status = 403
-    type = "permission_error"
-    code = "model_not_allowed"
+class TwoKeys(Unauthenticated):
+    """Two different caller keys in one request: refused as a bad request, whichever is valid."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "ambiguous_api_key"
 
 
 class OperatorOnly(GatewayError):
@@ -237,6 +242,14 @@ class ModelNotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
     code = "model_not_found"
+
+
+class ModelNotAllowed(ModelNotFound):
+    """A model the caller's ACL shuts out. To the caller it is a ``ModelNotFound`` (same status, code and
+    wording: a forbidden alias is not confirmed to exist); the audit log and metrics still tell them
+    apart (``audit_code``)."""
+
+    audit_code = "model_not_allowed"
 
 
 class BodyTooLarge(GatewayError):
@@ -334,6 +347,13 @@ class CapabilityMissing(RequestDoesNotFit):
 MAX_ECHO = 200  # longest upstream error text passed on to the caller
 MIN_SECRET = 8  # shorter credential values are replaced only where they stand alone, never inside words
 REDACTED = "[redacted]"
+MAX_ECHOED_NAME = 100  # longest caller text (a model name, a path) an answer quotes
+
+
+def shown(name: str) -> str:
+    """A caller's text (a model name, a path) as an answer quotes it: cut short, it may be any length.
+    The one rule for every echo (a 100 KB name sent to /api/show was quoted whole)."""
+    return name if len(name) <= MAX_ECHOED_NAME else name[: MAX_ECHOED_NAME - 1] + "…"
 
 
 def scrub(text: str, secrets: Iterable[str], limit: int = MAX_ECHO) -> str:

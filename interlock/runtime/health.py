@@ -199,6 +199,16 @@ class HealthBook:
         if was_ok != ep.probe_ok and self.listener is not None:
             self.listener(label, 0.0 if ep.probe_ok else self.settings.open_for_s)
 
+    def unprobed(self, labels: Iterable[str]) -> None:
+        """Endpoints no longer probed (a reload set ``probe: false``): what a probe said no longer
+        holds (an endpoint down by its last probe would stay down, with nothing left to bring it
+        back); the passive circuit state is kept."""
+        for label in labels:
+            ep = self._endpoints.get(label)
+            if ep is not None:
+                ep.probe_ok = True
+                ep.last_probe_error = None
+
     def apply_shared(self, label: str, open_for_s: float) -> None:
         """Another replica found ``label`` down (unusable here until a probe or call succeeds) or back."""
         ep = self.endpoint(label)

@@ -66,7 +66,8 @@ from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
-from interlock.runtime.usage.credits import account_of, check_credits, has_budget
+from interlock.runtime.usage.credits import account_of, has_budget, reserve_credits
+from interlock.runtime.usage.ledger import Hold
 from interlock.runtime.usage.metering import (
     answer_text,
     delta_chars,
@@ -203,11 +204,13 @@ async def _handle(
     metrics = services.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     counted = False  # admitted against the caller's rates: `counters.done` must follow
+    held: Hold | None = None  # credits reserved: `ledger.release` must follow (`_finish` does)
+    estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
         endpoint = record.endpoint = parsed.operation
-        target = resolve(plan, parsed.model)
+        target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
             parsed.echo = target.label
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
@@ -219,22 +222,23 @@ async def _handle(
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
             if has_budget(caller):  # before the rates: a refused request takes none of them
-                check_credits(services.ledger, caller, preflight.needs, plan, target)
+                held = reserve_credits(services.ledger, caller, preflight.needs, plan, target)
             if caller.budgets:
-                refusal = await services.counters.take(caller.budgets)
+                estimate = preflight.needs.prompt_tokens + preflight.needs.output_tokens
+                refusal = await services.counters.take(caller.budgets, estimate)
                 if refusal is not None:
                     raise CallerLimited(refusal_message(caller, refusal), retry_after=refusal.retry_after_s)
                 counted = True
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
-        _finish(services, record)
+        _finish(services, record, held)
         return
     except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
-        _finish(services, record)
+        _finish(services, record, held)
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
@@ -258,19 +262,25 @@ async def _handle(
     finally:
         watch.stop()
         tally = metered(record, preflight.needs, plan)  # None: no upstream answered
+        if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
+            services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
+        if held is not None:  # with the debit, no await between: the credits never look free
+            services.ledger.release(held)
         if counted:
-            await services.counters.done(record.caller.budgets, tally.tokens if tally is not None else 0)
+            used = tally.tokens if tally is not None else 0
+            await services.counters.done(record.caller.budgets, used, estimate)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
-    if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
-        services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
     _finish(services, record)
 
 
-def _finish(services: RequestServices, record: RequestRecord) -> None:
-    """The one end of every request: the journal (access log, events, audit), then the span; then its
-    error lets go of the frames it went through (``errors.untangle``)."""
+def _finish(services: RequestServices, record: RequestRecord, held: Hold | None = None) -> None:
+    """The one end of every request: its credits reservation released (idempotent), the journal
+    (access log, events, audit), then the span; then its error lets go of the frames it went through
+    (``errors.untangle``)."""
+    if held is not None:
+        services.ledger.release(held)
     services.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)

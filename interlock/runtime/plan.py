@@ -25,10 +25,13 @@ from pydantic import ValidationError
 
 from interlock.apikeys import parse_hash
 from interlock.collector import collector_paused
+from interlock.envnames import not_a_credential
 from interlock.kinds import KINDS, has_workers
+from interlock.patterns import ollama_name, untagged
 from interlock.runtime.access import KeyBook
 from interlock.runtime.errors import InterlockError
 from interlock.runtime.serving.cors import CorsPolicy
+from interlock.runtime.serving.fds import max_connections
 from interlock.runtime.tables import (
     Alias,
     Candidate,
@@ -42,13 +45,12 @@ from interlock.runtime.tables import (
     ServerSettings,
     StickySettings,
     WorkerLimits,
-    ollama_name,
     worker_label,
 )
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, RoutingPlan
-from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS, header_value_problem
+from interlock.wire import header_name_problem, header_value_problem
 
 
 class PlanError(InterlockError):
@@ -83,6 +85,15 @@ class RuntimePlan:
     secrets: tuple[str, ...]  # credential values, only to scrub them from text we pass on
     cors: CorsPolicy | None = None  # None: CORS off, browsers get no CORS headers
     keys: KeyBook | None = None  # None: `server.auth: off`, no caller key is read
+
+    def listed_candidate(self, provider: Provider, model: str) -> Candidate | None:
+        """The plan's candidate for a raw ``provider/model``, or None; on Ollama `m` and `m:latest` are
+        one model, so either spelling finds the one the plan lists (and its slots)."""
+        found = self.candidates.get(f"{provider.name}/{model}")
+        if found is None and provider.kind == "ollama":
+            bare = f"{provider.name}/{untagged(model)}"
+            found = self.candidates.get(bare) or self.candidates.get(bare + ":latest")
+        return found
 
     def direct_candidate(self, provider: Provider, model: str) -> Candidate:
         """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
@@ -153,11 +164,12 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         max_body_bytes=plan.server.max_body_bytes,
         header_timeout_s=plan.server.header_timeout_ms / 1000,
         body_timeout_s=plan.server.body_timeout_ms / 1000,
-        max_connections=plan.server.max_connections,
+        max_connections=max_connections(plan.server.max_connections),
         max_upstream_body_bytes=plan.server.max_upstream_body_bytes,
         max_stream_line_bytes=plan.server.max_stream_line_bytes,
     )
     _check_headers(plan, origin)
+    _check_credentials(plan, origin)
     pre = plan.preflight
     preflight = PreflightSettings(
         mode=pre.mode,
@@ -346,22 +358,43 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
     make the gateway write a broken answer is refused at load, never discovered per request."""
     problems: list[str] = []
     name = plan.server.resolved_header
-    if not HTTP_TOKEN.fullmatch(name):
+    problem = header_name_problem(name)
+    if problem == "is not a valid HTTP header name":
         problems.append(
-            f"server.resolved_header {name!a} is not a valid HTTP header name "
-            "(letters, digits and !#$%&'*+-.^_`|~ only)"
+            f"server.resolved_header {name!a} {problem} (letters, digits and !#$%&'*+-.^_`|~ only)"
         )
-    elif name.lower() in RESERVED_HEADERS:
-        problems.append(
-            f"server.resolved_header {name!a} is a header the gateway sets itself; choose another name"
-        )
+    elif problem is not None:
+        problems.append(f"server.resolved_header {name[:100]!a} {problem}; choose another name")
     for kind, names in (("alias", plan.aliases), ("candidate", plan.candidates), ("worker", plan.workers)):
         for value in names:
             reason = header_value_problem(value)
             if reason is not None:
-                problems.append(f"{kind} {value!a} cannot be sent in a response header: {reason}")
+                shown = value if len(value) <= 100 else value[:99] + "…"
+                problems.append(f"{kind} {shown!a} cannot be sent in a response header: {reason}")
     if problems:
         raise PlanError(f"{origin}: the plan would send broken response headers: " + "; ".join(problems))
+
+
+def _check_credentials(plan: RoutingPlan, origin: str) -> None:
+    """No variable that is not a credential is sent upstream or taken as a caller's secret, and no
+    caller key reads a provider's variable (the compiler's IL111, again for a plan written by hand)."""
+    problems: list[str] = []
+    sent = {p.api_key_env: name for name, p in sorted(plan.providers.items()) if p.api_key_env}
+    for variable, name in sent.items():
+        reason = not_a_credential(variable)
+        if reason is not None:
+            problems.append(f"provider {name} reads its key from {variable}, which {reason}")
+    for key_id, key in sorted(plan.access.keys.items()):
+        if key.key_env is None:
+            continue
+        reason = not_a_credential(key.key_env)
+        if reason is None and key.key_env in sent:
+            reason = f"provider {sent[key.key_env]} sends upstream"
+        if reason is not None:
+            problems.append(f"caller key {key_id} reads its secret from {key.key_env}, which {reason}")
+    if problems:
+        wrong = "; ".join(problems)
+        raise PlanError(f"{origin}: the plan reads credentials from the wrong variables: {wrong}")
 
 
 def _key_book(

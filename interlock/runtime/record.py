@@ -62,7 +62,7 @@ def error_class(error: BaseException | None) -> str | None:
     if error is None:
         return None
     if isinstance(error, GatewayError):
-        return error.code or type(error).__name__
+        return error.audit_code or error.code or type(error).__name__
     if isinstance(error, CandidateRefused):  # a 4xx or unreadable answer, passed on to the caller
         return error.error.error_class
     if isinstance(error, UpstreamError):

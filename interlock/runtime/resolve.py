@@ -2,14 +2,17 @@
 
 No model -> the default alias. A name in the alias namespace that is not an alias -> 404 listing the
 aliases. ``provider/model`` of a known provider -> passed through when the plan allows direct models,
-else 400. Anything else -> 404.
+else 400 (on Ollama, `m` and `m:latest` find the same listed candidate). Anything else -> 404. For a
+caller key, a 404 lists only the aliases it may call, in the words of a refused model
+(``Caller.not_found``): neither confirms what exists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound
+from interlock.runtime.access import ANONYMOUS, Caller
+from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound, shown
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.tables import Target
 
@@ -17,8 +20,9 @@ DIRECT_LABEL = "(direct)"  # the alias label of raw provider/model requests in m
 MAX_DIRECT_NAME = 256  # a raw model name ends up in response headers: keep it short and printable
 
 
-def resolve(plan: RuntimePlan, model: str | None) -> Target:
-    """Per request: an alias is one lookup (it is its own target); only a raw model is built here."""
+def resolve(plan: RuntimePlan, model: str | None, caller: Caller = ANONYMOUS) -> Target:
+    """Per request: an alias is one lookup (it is its own target); only a raw model is built here. A
+    name not found is worded for ``caller``: a key is told only what it may use (``Caller.not_found``)."""
     server = plan.server
     if model is None:
         if server.default_alias is None:
@@ -28,12 +32,15 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
     if alias is not None:
         return alias
     namespace = server.alias_namespace
-    if namespace and model.startswith(namespace):
+    in_namespace = bool(namespace) and model.startswith(namespace or "")
+    provider_name, slash, provider_model = model.partition("/")
+    provider = plan.providers.get(provider_name) if slash and provider_model and not in_namespace else None
+    if provider is None and not caller.anonymous:
+        raise caller.not_found(model)
+    if in_namespace:
         raise ModelNotFound(
             f"`{shown(model)}` is not an alias; aliases: {_listed(plan.aliases)}", param="model"
         )
-    provider_name, slash, provider_model = model.partition("/")
-    provider = plan.providers.get(provider_name) if slash and provider_model else None
     if provider is None:
         raise ModelNotFound(
             f"`{shown(model)}` is neither an alias nor `provider/model` of a configured provider; "
@@ -43,10 +50,10 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
     if not server.direct_models:
         raise DirectModelDenied(
             f"`{shown(model)}` names a provider model directly, which this gateway does not allow; "
-            f"use an alias: {_listed(plan.aliases)}",
+            f"use an alias: {_listed(plan.aliases) if caller.anonymous else caller.offered or 'none'}",
             param="model",
         )
-    candidate = plan.candidates.get(model)
+    candidate = plan.listed_candidate(provider, provider_model)
     if candidate is None:
         if len(model) > MAX_DIRECT_NAME or not (model.isascii() and model.isprintable()):
             raise InvalidRequest(
@@ -58,8 +65,3 @@ def resolve(plan: RuntimePlan, model: str | None) -> Target:
 
 def _listed(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
-
-
-def shown(name: str) -> str:
-    """A caller's text (a model name, a path) as echoed in an error: cut short, it may be any length."""
-    return name if len(name) <= 100 else name[:99] + "…"

@@ -174,11 +174,6 @@ class RoutingSettings:
     worker_saturation: Mapping[str, str]  # a worker's own on_saturation, where it sets one
 
 
-def ollama_name(model: str) -> str:
-    """A model as Ollama reports it in /api/ps and /api/tags: ``name:tag``, ``:latest`` when untagged."""
-    return model if ":" in model else f"{model}:latest"
-
-
 def worker_label(provider: str, worker: str) -> str:
     """The endpoint label of one Ollama worker (health state, reports and metrics are keyed by it)."""
     return f"{provider}@{worker}"

@@ -69,11 +69,12 @@ class ServerSection(_Section):
         ge=1,
         description="Longest pause while a request body is arriving; the connection is closed after it.",
     )
-    max_connections: int = Field(
-        1024,
+    max_connections: int | None = Field(
+        None,
         ge=1,
         description="Open client connections per worker process; past it, the oldest idle one is closed "
-        "(or the new one refused with 503 when none is idle).",
+        "(or the new one refused with 503 when none is idle). Unset: half the process's open-file limit "
+        "(raised to its hard limit at start), less 256.",
     )
     max_upstream_body_bytes: int = Field(
         DEFAULT_MAX_UPSTREAM_BODY_BYTES,

@@ -39,7 +39,9 @@ class PlanServer(_Frozen):
     cors: PlanCors | None = Field(None, description="CORS for browser apps; null: off.")
     header_timeout_ms: int = Field(10_000, ge=1)
     body_timeout_ms: int = Field(30_000, ge=1)
-    max_connections: int = Field(1024, ge=1)
+    max_connections: int | None = Field(
+        None, ge=1, description="Null: derived from the open-file limit when the plan loads."
+    )
     max_upstream_body_bytes: int = Field(DEFAULT_MAX_UPSTREAM_BODY_BYTES, ge=1)
     max_stream_line_bytes: int = Field(DEFAULT_MAX_STREAM_LINE_BYTES, ge=1)
     auth: Literal["off", "optional", "required"] = Field(

@@ -86,16 +86,16 @@ def test_no_key_is_401_in_openai_shape_naming_what_is_missing(served: Served) ->
     assert "alice" not in refused.value.response.text  # which keys exist is never said
 
 
-def test_a_key_calls_what_it_may_and_gets_403_for_the_rest(served: Served) -> None:
+def test_a_key_calls_what_it_may_and_gets_404_for_the_rest(served: Served) -> None:
     alice = sdk(served, ALICE)
     done = alice.chat.completions.create(model="mana/fast", messages=HI)  # type: ignore[arg-type]
     assert done.choices[0].message.content
-    with pytest.raises(openai.PermissionDeniedError) as refused:
+    with pytest.raises(openai.NotFoundError) as refused:
         alice.chat.completions.create(model="groq/llama-3.3-70b", messages=HI)  # type: ignore[arg-type]
-    assert refused.value.status_code == 403
+    assert refused.value.status_code == 404
     assert refused.value.message == (
-        "Error code: 403 - key `alice` (tenant `mana`) may not use the model `groq/llama-3.3-70b`; "
-        "GET /v1/models lists what it may use"
+        "Error code: 404 - `groq/llama-3.3-70b` is not a model key `alice` (tenant `mana`) may use; its "
+        "aliases: mana/big, mana/fast, mana/mixed; GET /v1/models lists every model it may use"
     )
     generated = httpx.post(  # a generated key, by `x-api-key`, may call anything of its tenant's
         f"{served.url}/v1/chat/completions",
@@ -226,27 +226,47 @@ def test_denied_names_leave_an_aliases_chain_for_that_caller(served: Served) -> 
     assert answer.headers["x-interlock-resolved"] == "cloud/c-mixed"
     others = sdk(served, GENERATED).chat.completions.with_raw_response.create(model="mana/mixed", messages=HI)  # type: ignore[arg-type]
     assert others.headers["x-interlock-resolved"] == "groq/g-mixed"  # another key: the whole chain
-    with pytest.raises(openai.PermissionDeniedError):
+    with pytest.raises(openai.NotFoundError):
         local.chat.completions.create(model="mana/big", messages=HI)  # type: ignore[arg-type]
     assert "mana/big" not in [m.id for m in local.models.list()]  # its only candidate is denied
 
 
-def test_403_in_the_anthropic_and_ollama_shapes(served: Served) -> None:
+def test_404_in_the_anthropic_and_ollama_shapes(served: Served) -> None:
     claude = anthropic.Anthropic(base_url=served.url, api_key=ALICE, max_retries=0)
-    with pytest.raises(anthropic.PermissionDeniedError) as refused:
+    with pytest.raises(anthropic.NotFoundError) as refused:
         claude.messages.create(
             model="team/other", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
         )
     assert refused.value.body == {
         "type": "error",
         "error": {
-            "type": "permission_error",
-            "message": "key `alice` (tenant `mana`) may not use the model `team/other`; "
-            "GET /v1/models lists what it may use",
+            "type": "not_found_error",
+            "message": "`team/other` is not a model key `alice` (tenant `mana`) may use; its aliases: "
+            "mana/big, mana/fast, mana/mixed; GET /v1/models lists every model it may use",
         },
     }
     native = ollama.Client(host=served.url, headers={"Authorization": f"Bearer {ALICE}"})
     with pytest.raises(ollama.ResponseError) as denied:
         native.chat(model="team/other", messages=HI)
-    assert denied.value.status_code == 403
-    assert denied.value.error.startswith("key `alice` (tenant `mana`) may not use the model `team/other`")
+    assert denied.value.status_code == 404
+    assert denied.value.error.startswith("`team/other` is not a model key `alice` (tenant `mana`) may use")
+
+
+@pytest.mark.parametrize("forbidden", ["team/other", "groq/llama-3.3-70b"])
+def test_a_forbidden_model_and_an_unknown_one_look_the_same(served: Served, forbidden: str) -> None:
+    """Neither confirms what exists: same status and body but for the name, and only the aliases the
+    key may use are listed (never `team/other`, never the providers)."""
+
+    def refusal(model: str) -> tuple[int, str]:
+        answer = httpx.post(
+            f"{served.url}/v1/chat/completions",
+            json={"model": model, "messages": HI},
+            headers={"Authorization": f"Bearer {ALICE}"},
+        )
+        return answer.status_code, answer.text.replace(model, "<model>")
+
+    assert refusal(forbidden) == refusal("team/nothing-here") == refusal("nowhere/at-all")
+    status, body = refusal(forbidden)
+    assert status == 404
+    assert "team/other" not in body
+    assert "groq" not in body

@@ -6,7 +6,9 @@ month's balance back from the ledger."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ import openai
 import pytest
 
 from interlock.testing.fake_openai import FakeOpenAI
-from tests.e2e.harness import Served
+from interlock.testing.faults import Fault
+from tests.e2e.harness import Served, wait_until
 
 CONFIG = """\
 version: 1
@@ -36,13 +39,21 @@ keys:
   open-key: {{tenant: free, key_env: OPEN_KEY}}
   small-key: {{tenant: lab, key_env: SMALL_KEY, credits: 40}}
   shop-key: {{tenant: shop, key_env: SHOP_KEY}}
+  crowd-key: {{tenant: lab, key_env: CROWD_KEY, credits: 100}}
+  rate-key: {{tenant: lab, key_env: RATE_KEY, tokens_per_minute: 100}}
 pricing:
   currency: EUR
   models:
     "cloud/*": {{input: 1.0, output: 2.0}}
 """
 
-ENV = {"OPEN_KEY": "sk-open-7a1c9e", "SMALL_KEY": "sk-small-0b2d4f", "SHOP_KEY": "sk-shop-93ce51"}
+ENV = {
+    "OPEN_KEY": "sk-open-7a1c9e",
+    "SMALL_KEY": "sk-small-0b2d4f",
+    "SHOP_KEY": "sk-shop-93ce51",
+    "CROWD_KEY": "sk-crowd-5e0a17",
+    "RATE_KEY": "sk-rate-c3f8d2",
+}
 HI = [{"role": "user", "content": "hello there, how are you"}]
 
 
@@ -182,3 +193,50 @@ def test_budgets_kept_in_memory_only_are_said_to_be_so(config: Path, tmp_path: P
         "usage is kept in memory only: credits hold per process and start again at every start "
         "(give --state-dir DIR or --usage-url URL to keep them)"
     ) in gateway.log()
+
+
+MAX_TOKENS = 40
+
+
+@pytest.mark.parametrize(("key", "refused"), [("CROWD_KEY", 402), ("RATE_KEY", 429)])
+def test_thirty_concurrent_streams_reserve_their_estimate_so_at_most_one_passes_the_budget(
+    config: Path, state: Path, tmp_path: Path, cloud: FakeOpenAI, key: str, refused: int
+) -> None:
+    """Every admitted stream is held at the upstream until all 30 were answered or refused: without
+    reservations all 30 were admitted against the same 100 tokens (credits, or tokens per minute)."""
+    gateway = serve(config, state, tmp_path / "serve.log")
+    gate = threading.Event()
+    cloud.set_fault(Fault.hold(gate))
+    body = {"model": "c/chat", "messages": HI, "stream": True, "max_tokens": MAX_TOKENS}
+
+    def stream() -> tuple[int, int]:
+        headers = {"authorization": f"Bearer {ENV[key]}"}
+        with httpx.stream(
+            "POST", f"{gateway.url}/v1/chat/completions", json=body, headers=headers, timeout=60
+        ) as answer:
+            text = answer.read()
+        return answer.status_code, text.count(b'"delta":{"content"')
+
+    try:
+        with ThreadPoolExecutor(30) as pool:
+            futures = [pool.submit(stream) for _ in range(30)]
+            wait_until(
+                lambda: sum(f.done() for f in futures) + cloud.in_flight == 30,
+                60,
+                "30 streams held or refused",
+            )
+            gate.set()
+            results = [f.result() for f in futures]
+        statuses = [status for status, _ in results]
+        admitted = statuses.count(200)
+        assert statuses.count(refused) == 30 - admitted
+        assert 1 <= admitted < 30
+        name = "crowd-key" if key == "CROWD_KEY" else "rate-key"
+        wait_until(lambda: usage(gateway)["keys"][name]["requests"] == admitted, 30, "every debit")
+        used = usage(gateway)["keys"][name]["used"]
+        one_answer = 10 + MAX_TOKENS  # a prompt of a few words, and at most MAX_TOKENS of answer
+        assert used <= 100 + one_answer, (admitted, used)
+    finally:
+        gate.set()
+        cloud.clear_faults()
+        gateway.stop()

@@ -11,6 +11,7 @@ as it is reused.
 
 from __future__ import annotations
 
+import select
 import signal
 import socket
 import time
@@ -190,7 +191,10 @@ def test_at_the_cap_with_nothing_idle_a_new_connection_gets_a_503(served: Served
             )
             sock.sendall(stuck)
         wait_until(lambda: upstream_calls(fakes, "h-stuck") == 20, 60, "20 requests to be in progress")
-        with connect(served) as sock:
+        with connect(served) as sock:  # a client that sends its request before it reads: no reset
+            select.select([sock], [], [], 60)  # the 503 has arrived: the gateway has answered
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 262144\r\n\r\n")
+            sock.sendall(b"x" * 262144)
             answer = read_all(sock)
         assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
         assert b"retry-after: 1\r\n" in answer
@@ -241,6 +245,15 @@ def test_a_404_cuts_a_long_path(served: Served) -> None:
     assert answer.status_code == 404
     message = answer.json()["error"]["message"]
     assert message == "GET /" + "a" * 98 + "…: Not Found"
+
+
+def test_a_trailing_slash_is_not_redirected_to_the_host_the_caller_wrote(served: Served) -> None:
+    for path in (b"/v1/health/", b"/v1/models/", b"/ui/"):
+        with connect(served) as sock:
+            sock.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+            answer = read_all(sock)
+        assert answer.startswith(b"HTTP/1.1 404 Not Found\r\n"), answer[:200]
+        assert b"evil.example" not in answer.lower()
 
 
 def test_an_admin_path_answers_a_big_body_without_reading_it(served: Served) -> None:

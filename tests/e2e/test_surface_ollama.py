@@ -118,6 +118,9 @@ def test_errors_are_in_ollama_shape(gateway: Served) -> None:
     missing = gateway.http.post("/api/show", json={"model": "e2e/nope"})
     assert missing.status_code == 404
     assert missing.json() == {"error": "model 'e2e/nope' not found"}
+    huge = gateway.http.post("/api/show", json={"model": "e2e/" + "x" * 20_000})  # echoed cut short
+    assert huge.status_code == 404
+    assert huge.json() == {"error": "model 'e2e/" + "x" * 95 + "…' not found"}
     wrong = gateway.http.get("/api/chat")
     assert wrong.status_code == 405
     assert set(wrong.json()) == {"error"}

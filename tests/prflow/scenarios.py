@@ -147,6 +147,16 @@ def _access(tree: ConfigTree) -> None:
     tree.config["keys"] = {name: dict(body) for name, body in _KEYS.items()}
 
 
+_HASH_1 = "hmac-sha256$" + "0" * 32 + "$" + "1" * 64
+_HASH_2 = "hmac-sha256$" + "2" * 32 + "$" + "3" * 64
+
+
+def _hashed(tree: ConfigTree) -> None:
+    """Base for rotating a hashed key: the access base, the key `ci` kept as a hash."""
+    _access(tree)
+    tree.config["keys"]["ci"] = {"tenant": "acme", "hash": _HASH_1}
+
+
 def _two_keys(tree: ConfigTree) -> None:
     """Base for the operator scenarios: the access base with a second key, `bot`."""
     _access(tree)
@@ -231,20 +241,33 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("cors-max-age", _cors(max_age="1h"), _k("cors-max-age-changed"), base_edit=_cors()),
     Scenario("server-limit", _set(("server", "header_timeout"), "5s"), _k("server-limit-changed")),
-    Scenario("provider-added", _add_provider, _k("provider-added")),
+    Scenario("provider-added", _add_provider, _k("provider-added", "credential-sent")),
     Scenario("provider-removed", _remove_provider, _k("provider-removed"), base_edit=_add_provider),
     Scenario(
         "provider-kind",
         _spare_to_openai,
-        _k("provider-kind-changed", "base-url-changed", "credential-changed", "worker-removed"),
+        _k(
+            "provider-kind-changed",
+            "base-url-changed",
+            "credential-changed",
+            "worker-removed",
+            "credential-sent",
+        ),
     ),
     Scenario(
         "base-url",
         _set(("providers", "openrouter", "base_url"), "https://openrouter.example/api/v1"),
+        _k("base-url-changed", "credential-sent"),
+    ),
+    Scenario(
+        "base-url-same-host",
+        _set(("providers", "openrouter", "base_url"), "https://openrouter.ai/api/v2"),
         _k("base-url-changed"),
     ),
     Scenario(
-        "credential", _set(("providers", "groq", "api_key_env"), "GROQ_KEY_PROD"), _k("credential-changed")
+        "credential",
+        _set(("providers", "groq", "api_key_env"), "GROQ_KEY_PROD"),
+        _k("credential-changed", "credential-sent"),
     ),
     Scenario("probe", _set(("providers", "openrouter", "probe"), True), _k("probe-changed")),
     Scenario(
@@ -300,11 +323,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("auth-tightened", _set(("server", "auth"), "required"), _k("auth-tightened"), _access),
     Scenario("auth-loosened", _set(("server", "auth"), "off"), _k("auth-loosened"), _access),
-    Scenario("key-added", _add_key, _k("caller-added"), _access),
+    Scenario("key-added", _add_key, _k("caller-added", "key-variable-added"), _access),
     Scenario("key-removed", lambda tree: tree.config["keys"].pop("ci"), _k("caller-removed"), _access),
     Scenario("acl-tightened", _tenant("denied", ["acme/agent"]), _k("acl-tightened"), _access),
     Scenario("acl-loosened", _tenant("allowed", ["*"]), _k("acl-loosened"), _access),
-    Scenario("key-secret", _key("key_env", "CI_KEY_2"), _k("key-secret-changed"), _access),
+    Scenario("key-variable", _key("key_env", "CI_KEY_2"), _k("key-secret-source-changed"), _access),
+    Scenario("key-secret", _key("hash", _HASH_2), _k("key-secret-changed"), _hashed),
     Scenario("key-tenant", _move_key, _k("key-tenant-changed", "caller-added"), _access),
     Scenario(
         "operator-granted", _key("operator", True), _k("operator-granted", "operator-revoked"), _two_keys

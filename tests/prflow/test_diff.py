@@ -82,7 +82,9 @@ BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
         ("first-choice", {Classification.ROUTING}),
         ("candidate-replaced", {Classification.ROUTING}),
         ("alias-added", {Classification.ROUTING}),
-        ("base-url", {Classification.ROUTING}),
+        ("base-url", {Classification.ROUTING, Classification.CREDENTIALS}),
+        ("base-url-same-host", {Classification.ROUTING}),
+        ("key-variable", {Classification.CREDENTIALS}),
         ("slot-limit", {Classification.CAPACITY}),
         ("provider-timeout", {Classification.CAPACITY}),
         ("health", {Classification.CAPACITY}),
@@ -111,6 +113,27 @@ def test_breaking_changes_come_first(trees, snapshot) -> None:
     assert f"`{base.plan.content_hash[:19]}`" in markdown
     assert redact(markdown) == snapshot(name="markdown")
     assert render(changes, "text", base, head) == snapshot(name="text")
+
+
+def _secret_elsewhere(tree: ConfigTree) -> None:
+    BY_NAME["alias-removed"].edit(tree)
+    tree.provider("openrouter")["base_url"] = "https://collector.example.net/v1"
+
+
+def test_a_credential_sent_to_a_new_host_comes_first_naming_the_variable_and_the_host(trees) -> None:
+    base, head, changes = diff_of(Scenario("elsewhere", _secret_elsewhere, frozenset()), trees)
+    first = changes[0]
+    assert (first.kind, first.subject, first.field) == (
+        "credential-sent",
+        "OPENROUTER_API_KEY",
+        "collector.example.net",
+    )
+    assert first.summary == (
+        "`OPENROUTER_API_KEY` is now sent to collector.example.net (provider `openrouter`); "
+        "before: openrouter.ai"
+    )
+    titles = re.findall(r"^#### (.+)$", render(changes, "markdown", base, head), flags=re.MULTILINE)
+    assert titles[0].startswith("Credentials")
 
 
 def test_the_chain_change_names_the_new_first_model(trees) -> None:
@@ -169,6 +192,11 @@ def test_no_changes_says_so_and_exits_0(trees, capsys) -> None:
         ("description", "routing", 0),
         ("description", "any", 1),
         ("alias-removed", None, 0),
+        ("base-url", "credentials", 1),
+        ("base-url", "breaking", 1),
+        ("key-variable", "credentials", 1),
+        ("alias-removed", "credentials", 0),
+        ("base-url-same-host", "credentials", 0),
     ],
 )
 def test_fail_on(name: str, fail_on: str | None, code: int, trees, capsys) -> None:
@@ -256,6 +284,7 @@ MIRRORED = {
 
 FILL: dict[str, object] = {
     "profile": "other",
+    "max_connections": 2048,
     "hardware": {
         "accelerator": "none",
         "gpu": None,

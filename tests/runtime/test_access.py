@@ -19,7 +19,7 @@ from interlock.runtime.access import (
     presented_key,
     refusal_message,
 )
-from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, Unauthenticated
+from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, TwoKeys, Unauthenticated
 from interlock.runtime.state.counters import MemoryCounters
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanTenant
 
@@ -89,7 +89,8 @@ def test_acl_is_both_levels_deny_wins_and_direct_names_are_matched_too() -> None
     assert not alice.may_call("groq/llama")
     assert not alice.may_call("groq/not-in-the-plan")  # undeclared: matched against the patterns
     with pytest.raises(
-        ModelNotAllowed, match=r"^key `alice` \(tenant `mana`\) may not use the model `groq/x`"
+        ModelNotAllowed,
+        match=r"^`groq/x` is not a model key `alice` \(tenant `mana`\) may use; its aliases: ",
     ):
         alice.check("groq/x")
     ci = keys.authenticate([(b"x-api-key", GENERATED.encode())])
@@ -105,6 +106,27 @@ def test_presented_key_reads_bearer_or_x_api_key() -> None:
     assert presented_key([(b"x-api-key", b"k2")]) == "k2"
     assert presented_key([(b"authorization", b"Bearer ")]) is None
     assert presented_key([]) is None
+
+
+def test_an_empty_bearer_beside_a_key_is_ignored_and_two_keys_are_refused() -> None:
+    assert presented_key([(b"authorization", b"Bearer "), (b"x-api-key", b"k2")]) == "k2"
+    assert presented_key([(b"x-api-key", b" "), (b"authorization", b"Bearer k1")]) == "k1"
+    assert presented_key([(b"authorization", b"Bearer k1"), (b"x-api-key", b"k1")]) == "k1"  # one key
+    with pytest.raises(TwoKeys, match=r"^the request carries two different API keys") as refused:
+        presented_key([(b"authorization", b"Bearer k1"), (b"x-api-key", b"k2")])
+    assert (refused.value.status, refused.value.code) == (400, "ambiguous_api_key")
+    with pytest.raises(TwoKeys):
+        presented_key([(b"x-api-key", b"k1"), (b"x-api-key", b"k2")])
+    with pytest.raises(TwoKeys):  # whichever of them is valid: which one was meant is unknown
+        book().authenticate([(b"authorization", b"Bearer alice-secret-value"), (b"x-api-key", b"other")])
+
+
+def test_a_utf8_secret_is_recognised() -> None:
+    keys = KeyBook.of(ACCESS, "required", {"ALICE_KEY": "schlüssel-ключ-🔑"}, {}, NAMES)
+    alice = keys.authenticate([(b"authorization", "Bearer schlüssel-ключ-🔑".encode())])
+    assert alice.key_id == "alice"
+    with pytest.raises(Unauthenticated):  # the same text read as latin-1 bytes is another key
+        keys.authenticate([(b"x-api-key", "schlüssel-ключ-🔑".encode().decode("latin-1").encode())])
 
 
 def test_windows_retry_after_and_nothing_counted_on_refusal() -> None:

@@ -255,3 +255,30 @@ def test_a_reload_says_which_keys_and_budgets_changed_never_their_secrets() -> N
         ),
     ]
     assert "OTHER_VAR" not in str(list(access_changes(old, new)))
+
+
+def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path: Path) -> None:
+    """A real short write: the kernel's file size limit (RLIMIT_FSIZE) stops the batch part way, as a
+    full disk does. The file keeps its whole lines only, and the next batch starts on a line of its own."""
+    import resource
+    import signal
+
+    path = tmp_path / "audit.jsonl"
+    sink = JsonLinesFile(str(path))
+    first = {"event": "request", "status": 200, "usage": {"completion_tokens": 5}}
+    asyncio.run(sink.write([first]))
+    size = path.stat().st_size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 40, hard))
+    try:
+        with pytest.raises(OSError, match=r"File too large"):
+            asyncio.run(sink.write([{**first, "status": 201}, {**first, "status": 202}]))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert path.stat().st_size == size  # the part that was written is cut back off
+    asyncio.run(sink.write([{**first, "status": 203}]))
+    asyncio.run(sink.close())
+    lines = path.read_bytes().splitlines()
+    assert [orjson.loads(line)["status"] for line in lines] == [200, 203]

@@ -12,6 +12,12 @@ from typing import Any
 import pytest
 
 from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
+from interlock.runtime.serving.fds import (
+    default_max_connections,
+    max_connections,
+    open_file_limit,
+    raise_open_file_limit,
+)
 from interlock.runtime.tables import Route
 from interlock.runtime.upstream.base import Endpoint
 from interlock.schema.canonical import canonical_json, content_hash
@@ -97,22 +103,22 @@ def test_a_plan_that_breaks_the_schema_is_refused(plan_data: PlanData) -> None:
 
 def test_the_plan_is_read_strictly_as_json_schema_reads_it(plan_data: PlanData) -> None:
     data = plan_data()
-    data["server"]["max_connections"] = "64"  # pydantic's lax mode would read it as 64
+    data["server"]["max_stream_line_bytes"] = "64"  # pydantic's lax mode would read it as 64
     with pytest.raises(
         PlanError,
         match=r"^plan: the plan does not match plan.schema.json: "
-        r"server.max_connections: '64' is not of type 'integer'$",
+        r"server.max_stream_line_bytes: '64' is not of type 'integer'$",
     ):
         build(rehash(data))
 
 
 def test_what_only_the_model_refuses_is_worded_by_the_model(plan_data: PlanData) -> None:
     data = plan_data()
-    data["server"]["max_connections"] = 64.0  # an integer to JSON Schema, a float to the strict model
+    data["server"]["max_stream_line_bytes"] = 64.0  # an integer to JSON Schema, a float to the strict model
     with pytest.raises(
         PlanError,
         match=r"^plan: the plan is not a valid routing plan: "
-        r"server.max_connections: Input should be a valid integer$",
+        r"server.max_stream_line_bytes: Input should be a valid integer$",
     ):
         build(rehash(data))
 
@@ -215,6 +221,16 @@ def test_an_alias_that_cannot_be_sent_in_a_header_is_refused(plan_data: PlanData
     assert "\n" not in str(caught.value)
 
 
+def test_an_alias_too_long_for_a_header_is_refused_and_named_cut_short(plan_data: PlanData) -> None:
+    name = "t/" + "a" * 300
+    with pytest.raises(PlanError) as caught:
+        build(_renamed_alias(plan_data(), "t/cloud", name))
+    message = str(caught.value)
+    assert message.startswith("plan: the plan would send broken response headers: alias 't/aaa")
+    assert "it is 302 characters long, more than 256" in message
+    assert len(message) < 400
+
+
 def test_a_candidate_id_with_a_line_break_is_refused(plan_data: PlanData) -> None:
     data = plan_data()
     data["candidates"]["cloud/c1"]["id"] = "cloud/c1\n"
@@ -233,6 +249,9 @@ def test_a_candidate_id_with_a_line_break_is_refused(plan_data: PlanData) -> Non
         ("X Resolved", "is not a valid HTTP header name"),
         ("Content-Length", "is a header the gateway sets itself"),
         ("x-interlock-plan", "is a header the gateway sets itself"),
+        ("Set-Cookie", "means something to browsers, caches or proxies"),
+        ("Location", "means something to browsers, caches or proxies"),
+        ("Access-Control-Allow-Origin", "means something to browsers, caches or proxies"),
     ],
 )
 def test_a_resolved_header_that_cannot_be_sent_is_refused(
@@ -254,19 +273,46 @@ def test_a_credential_that_cannot_be_sent_is_refused_without_showing_it(plan_dat
 
 
 def test_the_limits_are_read_from_the_plan_and_older_plans_get_the_defaults(plan_data: PlanData) -> None:
+    derived = default_max_connections(open_file_limit())  # unset: from this process's open-file limit
     data = plan_data()
+    assert data["server"]["max_connections"] is None
     server = build(data).server
-    assert (server.header_timeout_s, server.body_timeout_s, server.max_connections) == (10.0, 30.0, 1024)
+    assert (server.header_timeout_s, server.body_timeout_s, server.max_connections) == (10.0, 30.0, derived)
     assert (server.max_upstream_body_bytes, server.max_stream_line_bytes) == (32 << 20, 1 << 20)
+    data["server"]["max_connections"] = 1024
+    assert build(rehash(data)).server.max_connections == 1024  # set: as written
     for key in ("header_timeout_ms", "body_timeout_ms", "max_connections"):
         del data["server"][key]
     data["server"]["max_stream_line_bytes"] = 4096
     server = build(rehash(data)).server
     assert (server.header_timeout_s, server.max_connections, server.max_stream_line_bytes) == (
         10.0,
-        1024,
+        derived,
         4096,
     )
+
+
+def test_the_default_cap_leaves_room_for_an_upstream_connection_each_and_some_files() -> None:
+    assert default_max_connections(20_000) == 9_872
+    assert default_max_connections(1024) == 384
+    assert default_max_connections(256) == 64  # never below 64
+    assert default_max_connections(None) == 65_536  # unlimited
+
+
+def test_serve_raises_the_soft_open_file_limit_to_the_hard_one() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lower = min(soft, hard, 512)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lower, hard))
+    try:
+        raise_open_file_limit()
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+        assert max_connections(None) == default_max_connections(
+            None if hard == resource.RLIM_INFINITY else hard
+        )
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 CYCLE_CHECK = BASIC.replace(
@@ -301,3 +347,36 @@ def test_loaded_tables_hold_no_reference_cycles(plan_data: PlanData) -> None:
         gc.garbage.clear()
         if was_enabled:
             gc.enable()
+
+
+def test_a_plan_reading_a_key_from_a_variable_that_is_no_credential_is_refused(plan_data: PlanData) -> None:
+    """A plan written by hand gets the compiler's IL111 again: the AWS secret is never sent upstream,
+    and a caller key is never the provider's variable (nor the process's HOME)."""
+    data = plan_data()
+    data["providers"]["cloud"]["api_key_env"] = "AWS_SECRET_ACCESS_KEY"
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: the plan reads credentials from the wrong variables: provider cloud reads its key "
+        r"from AWS_SECRET_ACCESS_KEY, which holds another system's credential \(a cloud, CI, registry or "
+        r"database secret\)$",
+    ):
+        build(rehash(data), {"AWS_SECRET_ACCESS_KEY": "aws-secret"})
+
+
+def test_a_caller_key_on_a_provider_variable_or_home_is_refused(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["server"]["auth"] = "required"
+    limits = {"allowed": None, "denied": []}
+    data["access"]["tenants"] = {"t": {"name": "t", "description": "", "limits": limits}}
+    base = {"tenant": "t", "description": "", "hash": None, "operator": True, "limits": limits}
+    data["access"]["keys"] = {
+        "ops": {**base, "id": "ops", "key_env": "HOME"},
+        "ci": {**base, "id": "ci", "key_env": "CLOUD_KEY"},
+    }
+    with pytest.raises(PlanError) as caught:
+        build(rehash(data), {"CLOUD_KEY": "sk-cloud", "HOME": "/root"})
+    assert str(caught.value) == (
+        "plan: the plan reads credentials from the wrong variables: caller key ci reads its secret from "
+        "CLOUD_KEY, which provider cloud sends upstream; caller key ops reads its secret from HOME, which "
+        "is a variable of the process itself, not a credential"
+    )

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from interlock.apikeys import KEY_ID, parse_hash
 from interlock.compiler.context import ApiKey, CompileContext
 from interlock.compiler.loader import Entry
-from interlock.compiler.passes.providers import ENV_NAME
+from interlock.compiler.passes.providers import ENV_NAME, credential_variable
 from interlock.compiler.secrets import looks_like_secret
 from interlock.patterns import allows, matches, matching_row, order, parse_match
 from interlock.schema.config import Limits
@@ -184,6 +184,11 @@ def _secret(ctx: CompileContext, key: ApiKey) -> bool:
                 hint="if this is the key itself, replace it and write the name of the variable holding it",
             )
             return False
+        span = ctx.span_of(entry, "key_env")
+        if not credential_variable(ctx, span, f"{where}.key_env", variable, f"key `{key.id}`'s secret"):
+            return False
+        if not _own_variable(ctx, key, variable):
+            return False
         if ctx.options.require_env and not ctx.options.environ.get(variable):
             ctx.sink.add(
                 "IL105",
@@ -202,6 +207,25 @@ def _secret(ctx: CompileContext, key: ApiKey) -> bool:
             f"`{where}.hash` is not `hmac-sha256$<32 hex salt>$<64 hex digest>`",
             path=f"{where}.hash",
             hint="paste the line `interlock keys add --tenant T --id ID` printed",
+        )
+        return False
+    return True
+
+
+def _own_variable(ctx: CompileContext, key: ApiKey, variable: str) -> bool:
+    """A caller key's variable is no provider's: the provider's key would let anyone who holds it in,
+    and the caller's secret would be sent upstream (two keys sharing one is IL812)."""
+    for name, provider in ctx.providers.items():
+        if provider.section.api_key_env != variable:
+            continue
+        ctx.sink.add(
+            "IL111",
+            ctx.span_of(key.entry, "key_env"),
+            f"`keys.{key.id}.key_env` is `{variable}`, which provider `{name}` sends upstream as its key; "
+            "a caller's secret may not be a provider's credential",
+            path=f"keys.{key.id}.key_env",
+            value=variable,
+            hint=f"give key `{key.id}` a variable of its own (`interlock keys add` makes a secret)",
         )
         return False
     return True

@@ -7,8 +7,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span, did_you_mean
+from interlock.compiler.hosts import host_class
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
+from interlock.envnames import not_a_credential
 from interlock.kinds import KINDS, PROVIDER_KINDS, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -70,7 +72,9 @@ def _base_url(ctx: CompileContext, name: str, provider: Provider, complete: bool
                 + (" (or `workers:`, one per server, each with its own slots)" * kind.workers_allowed),
             )
     else:
-        check_url(ctx, entry.doc, (*entry.path, "base_url"), section.base_url, f"{where}.base_url")
+        url_path = (*entry.path, "base_url")
+        if check_url(ctx, entry.doc, url_path, section.base_url, f"{where}.base_url", base=True):
+            _reach(ctx, entry.doc.span(url_path), f"{where}.base_url", section.base_url, section.api_key_env)
     if section.workers is not None and not kind.workers_allowed:
         ctx.sink.add(
             "IL107",
@@ -148,6 +152,8 @@ def _check_credential(ctx: CompileContext, name: str, provider: Provider) -> Non
             hint="if this is the key itself, revoke it, put it in a variable and write the variable's name",
         )
         return
+    if not credential_variable(ctx, span, where, variable, f"provider `{name}`'s key, sent to its host"):
+        return
     if ctx.options.require_env and not ctx.options.environ.get(variable):
         ctx.sink.add(
             "IL105",
@@ -157,6 +163,23 @@ def _check_credential(ctx: CompileContext, name: str, provider: Provider) -> Non
             value=variable,
             hint=f"export {variable}=... in the deployment environment",
         )
+
+
+def credential_variable(ctx: CompileContext, span: Span, where: str, variable: str, what: str) -> bool:
+    """Whether ``variable`` may hold ``what`` (IL111 reported when it may not)."""
+    reason = not_a_credential(variable)
+    if reason is None:
+        return True
+    ctx.sink.add(
+        "IL111",
+        span,
+        f"`{where}` is `{variable}`, which {reason}; it may not hold {what}",
+        path=where,
+        value=variable,
+        hint="name a variable that holds only this key (e.g. `GROQ_API_KEY` for a provider, `TEAM_KEY` "
+        "for a caller key) and set it in the deployment",
+    )
+    return False
 
 
 def _shared_credentials(ctx: CompileContext) -> None:
@@ -189,9 +212,46 @@ def _host(url: str) -> str | None:
         return None
 
 
-def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], url: str, where: str) -> bool:
-    """An absolute http(s) URL with a host, and no credentials in it (user-info or query); False when
-    it is not (and the diagnostic is reported)."""
+def _reach(ctx: CompileContext, span: Span, where: str, url: str, key: str | None) -> None:
+    """A base URL on this machine, or in plain http off it, is allowed but said (IL114, IL115)."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    sent, plural = (f"`{key}` and every request", True) if key else ("every request", False)
+    if host_class(host) == "loopback":
+        ctx.sink.add(
+            "IL114",
+            span,
+            f"`{where}` points at this machine (`{host}`): {sent} {'go' if plural else 'goes'} to "
+            "whatever listens on that port, with the gateway's own network position",
+            path=where,
+            value=url,
+            hint="use the service's own address if it is a model server; a loopback port often belongs to "
+            "a service that trusts local callers",
+        )
+    elif parts.scheme == "http":
+        ctx.sink.add(
+            "IL115",
+            span,
+            f"`{where}` is plain `http://` to `{host}`: {sent} {'cross' if plural else 'crosses'} the "
+            "network unencrypted",
+            path=where,
+            value=url,
+            hint=f"use `https://{url.strip()[len('http://') :]}` if the server offers TLS",
+        )
+
+
+def check_url(
+    ctx: CompileContext,
+    doc: SourceDoc,
+    path: tuple[str | int, ...],
+    url: str,
+    where: str,
+    *,
+    base: bool = False,
+) -> bool:
+    """An absolute http(s) URL with a host, and no credentials in it (user-info or query); a ``base`` URL
+    (paths are appended to it) also without `?` or `#`; False when it is not (and the diagnostic is
+    reported). A cloud metadata or link-local host is allowed but said (IL113)."""
     span: Span = doc.span(path)
     control = CONTROL_CHARS.search(url.strip())
     if control is not None:  # `urlsplit` drops CR, LF and tab without a word; the request would carry them
@@ -238,4 +298,28 @@ def check_url(ctx: CompileContext, doc: SourceDoc, path: tuple[str | int, ...], 
             hint=hint,
         )
         return False
+    if base and ("?" in url or "#" in url):
+        mark = "?" if "?" in url else "#"
+        ctx.sink.add(
+            "IL112",
+            span,
+            f"`{where}` holds `{mark}`: `{url}`; request paths are appended to a base URL, and after "
+            f"`{mark}` they would be {'a query' if mark == '?' else 'a fragment, never sent'}",
+            path=where,
+            value=url,
+            hint=f"write the URL up to the path only: `{url.strip().split(mark, 1)[0].split('?', 1)[0]}`",
+        )
+        return False
+    found = host_class(parts.hostname)
+    if found in ("metadata", "link-local"):
+        what = "a cloud's instance-metadata service" if found == "metadata" else "a link-local address"
+        ctx.sink.add(
+            "IL113",
+            span,
+            f"`{where}` points at {what} (`{parts.hostname}`): the gateway would send requests (and any "
+            "key) into the link-local range where clouds serve the machine's own credentials",
+            path=where,
+            value=url,
+            hint="a model server is never at 169.254.0.0/16 or `metadata.*`; check the address",
+        )
     return True

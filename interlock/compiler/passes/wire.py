@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span
-from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS
+from interlock.wire import MAX_NAME_CHARS, header_name_problem
 
 _PROVIDER_NAME_CHECKED = re.compile(r"[/\s]")
 """What IL109 already reports about a provider name (whitespace includes CR and LF; an empty name too);
@@ -28,14 +28,15 @@ def wire(ctx: CompileContext) -> None:
         problem = name_problem(name)
         if problem is None:
             continue
+        shown = name if len(name) <= 100 else name[:99] + "…"
         ctx.sink.add(
             "IL013",
             span,
-            f"{what} `{name}` {problem}; it cannot be sent in an HTTP header",
-            path=path,
-            value=name,
-            hint="names are plain text on one line: no line breaks, tabs or other control characters, "
-            "no spaces at either end",
+            f"{what} `{shown}` {problem}; it cannot be sent in an HTTP header",
+            path=path if len(path) <= 200 else path[:199] + "…",
+            value=shown,
+            hint=f"names are plain text on one line, at most {MAX_NAME_CHARS} characters: no line breaks, "
+            "tabs or other control characters, no spaces at either end",
         )
     server = ctx.sources.singletons.get("server")
     if server is not None:
@@ -51,18 +52,19 @@ def name_problem(name: str) -> str | None:
         return f"holds the control character U+{ord(found.group()):04X}"
     if name != name.strip():
         return "starts or ends with whitespace (receivers strip it)"
+    if len(name) > MAX_NAME_CHARS:
+        return f"is {len(name)} characters long, more than {MAX_NAME_CHARS}"
     return None
 
 
 def _resolved_header(ctx: CompileContext, span: Span, header: str) -> None:
-    if not HTTP_TOKEN.fullmatch(header):
-        problem = "is not a valid HTTP header name"
-        hint = "a header name is letters, digits and `!#$%&'*+-.^_`|~`, e.g. `X-Interlock-Resolved`"
-    elif header.lower() in RESERVED_HEADERS:
-        problem = "is a header the gateway sets itself"
-        hint = "choose another name, e.g. `X-Interlock-Resolved`"
-    else:
+    problem = header_name_problem(header)
+    if problem is None:
         return
+    if problem == "is not a valid HTTP header name":
+        hint = "a header name is letters, digits and `!#$%&'*+-.^_`|~`, e.g. `X-Interlock-Resolved`"
+    else:
+        hint = "choose a name of your own, e.g. `X-Interlock-Resolved`"
     ctx.sink.add(
         "IL013",
         span,

@@ -168,7 +168,7 @@ def _worker(
 def _check_url(
     ctx: CompileContext, entry: Entry, section: WorkerSection, where: str, urls: dict[str, tuple[str, Span]]
 ) -> None:
-    if not check_url(ctx, entry.doc, (*entry.path, "url"), section.url, f"{where}.url"):
+    if not check_url(ctx, entry.doc, (*entry.path, "url"), section.url, f"{where}.url", base=True):
         return  # a bad URL: comparing it with others would only add noise
     span = ctx.span_of(entry, "url")
     key = _url_key(section.url)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -76,9 +77,21 @@ class JsonLinesFile(Sink):
         await asyncio.to_thread(self._append, data)
 
     def _append(self, data: bytes) -> None:
+        """Write ``data`` whole or not at all: a write that fails part way (a full disk, a file size
+        limit) is cut back off, so the file never holds a torn line for the next batch to run into
+        (unless another process appended meanwhile: then its lines are left alone)."""
+        start = os.lseek(self._fd, 0, os.SEEK_END)
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, view[written:])
+        except OSError:
+            if written:
+                with contextlib.suppress(OSError):
+                    if os.fstat(self._fd).st_size == start + written:
+                        os.ftruncate(self._fd, start)
+            raise
 
     async def close(self) -> None:
         os.close(self._fd)

@@ -3,7 +3,7 @@
 The metadata fetcher (``runtime.fleet.metadata``, driven by the probe loop) is the only writer: it replaces
 whole entries, never mutates one, so a reader always sees a consistent entry. Readers (the preflight
 guards, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint label
-(``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``plan.ollama_name``).
+(``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``patterns.ollama_name``).
 
 One more writer, for one table: the router lowers a route's *learned window* when its upstream
 refuses a prompt as over its context (``lower_window``: OpenAI-compatible servers, Anthropic and Ollama

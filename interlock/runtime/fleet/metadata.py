@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from interlock.patterns import ollama_name
 from interlock.runtime.errors import (
     ConnectFailed,
     ConnectTimeout,
@@ -28,7 +29,6 @@ from interlock.runtime.errors import (
 from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.tables import ollama_name
 from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.ollama import OllamaAdapter
 

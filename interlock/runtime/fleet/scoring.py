@@ -50,11 +50,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from interlock.patterns import ollama_name
 from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.state.base import SlotBackend
-from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits, ollama_name
+from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.telemetry.collector import TelemetryBook
 
 Occupancy = Callable[[str, str, int], tuple[int, int, int, Mapping[str, int]]]

@@ -22,11 +22,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from interlock.runtime.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.errors import shown
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.resolve import shown
 from interlock.runtime.state.base import SlotReport
 from interlock.runtime.surfaces.openai import error_body
 from interlock.runtime.tables import Candidate, worker_label
@@ -97,13 +97,12 @@ def model_catalog(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> ModelCatalog
 
 def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
     """OpenAI's 404 for an unknown model, saying what this gateway does list."""
-    shown = model_id if len(model_id) <= 100 else model_id[:99] + "…"
     if plan.server.direct_models:
         listed = "its aliases and the plan's provider/model candidates"
     else:
         listed = "its aliases (direct provider/model requests are not allowed)"
     return error_body(
-        f"The model `{shown}` does not exist on this gateway; GET /v1/models lists {listed}",
+        f"The model `{shown(model_id)}` does not exist on this gateway; GET /v1/models lists {listed}",
         "invalid_request_error",
         param="model",
         code="model_not_found",
@@ -261,6 +260,9 @@ def build_admin(live: LiveState) -> FastAPI:
         app.add_api_route(
             route.path, endpoints[route.path], methods=list(route.methods), include_in_schema=False
         )
+    # no `/v1/health/` -> `/v1/health` redirect: Starlette builds its Location from the Host header,
+    # which the caller writes (`Host: evil.example` was sent to `http://evil.example/v1/health`)
+    app.router.redirect_slashes = False
     return app
 
 

@@ -26,8 +26,9 @@ STATUSES: Mapping[str, str] = {
     "400": "The request is invalid, names a direct model that is not allowed, or no candidate can serve it",
     "401": "No caller key, or one this gateway does not know (`Authorization: Bearer` or `x-api-key`)",
     "402": "The caller's key or tenant has used up its credits for the window (`insufficient_quota`)",
-    "403": "The caller's key may not use this model (its ACL)",
-    "404": "The model (or the item asked for) does not exist on this gateway",
+    "403": "An operator route (it shows every tenant's state), and a caller key that is not an operator",
+    "404": "The model (or the item asked for) does not exist on this gateway, or the caller's key may not "
+    "use it (the two answers are alike: a refused model is not confirmed to exist)",
     "405": "The path is served, with other methods (named in `Allow`)",
     "413": "The request body is over `server.max_body_bytes`",
     "429": "The caller's key or tenant is over a rate, or every candidate is busy or rate limited "
@@ -126,13 +127,21 @@ def plan_document(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> dict[str, An
     )
 
 
+TWO_KEYS = "Two different caller keys in one request (`Authorization` and `x-api-key`, or one twice)"
+
+
 def _secure(operation: dict[str, Any], route: Route, *, optional: bool) -> None:
-    """A route behind the caller keys: either scheme (or none, under ``optional``), and its 401."""
+    """A route behind the caller keys: either scheme (or none, under ``optional``), its 401, and the 400
+    for two different keys (where the route has no 400 of its own)."""
     operation["security"] = [{"bearer": []}, {"apiKey": []}, *([{}] if optional else [])]
-    answer: dict[str, Any] = {"description": STATUSES["401"]}
-    if route.method != "HEAD":
-        answer["content"] = {"application/json": {"schema": route.doc.error or OPENAI_ERROR}}
-    operation["responses"]["401"] = answer
+    content = {"application/json": {"schema": route.doc.error or OPENAI_ERROR}}
+    for status, description in (("401", STATUSES["401"]), ("400", TWO_KEYS)):
+        if status in operation["responses"]:
+            continue
+        answer: dict[str, Any] = {"description": description}
+        if route.method != "HEAD":
+            answer["content"] = content
+        operation["responses"][status] = answer
 
 
 OPERATOR_ONLY = "The route shows every tenant's state and the key sent is not an operator (`operator: true`)"

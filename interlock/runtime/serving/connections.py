@@ -11,7 +11,9 @@ takes that over, as a subclass of uvicorn's httptools protocol (one instance per
 - a body that stops arriving for ``server.body_timeout`` closes the connection the same way;
 - at ``server.max_connections`` open connections, a new one closes the oldest *idle* one (no request
   in progress: waiting for headers, or a keep-alive pause), so a flood of idle sockets cannot lock
-  out ``/healthz`` or a real client; when none is idle, the new connection gets a 503 and is closed;
+  out ``/healthz`` or a real client; when none is idle, the new connection gets a 503: written at once,
+  then the request the client sends is read and dropped until it closes (or ``LINGER_S`` passes), so
+  the client reads the 503 instead of a reset (a socket closed with unread data sends an RST);
 - a WebSocket upgrade is refused with a 400 (this gateway speaks plain HTTP), never a 500;
 - a streamed answer's body can be written straight to the transport (``StreamBody``, offered to the app
   as the ASGI scope extension ``interlock.stream_body``): one framed write per piece, with uvicorn's own
@@ -55,6 +57,7 @@ STREAM_BODY = "interlock.stream_body"  # the ASGI scope extension that holds a r
 DISCONNECT = "interlock.disconnect"  # the ASGI scope extension that holds a request's Disconnect
 WARN_EVERY_S = 10.0  # the cap's warning is repeated at most this often (with a count of what it missed)
 READ_FIRST_S = 0.001  # past a deadline, the close waits this long: one poll of the sockets comes first
+LINGER_S = 2.0  # a refused connection's request is read and dropped for at most this long
 
 
 def _canned(status: str, message: str, code: str, extra: bytes = b"") -> bytes:
@@ -196,7 +199,8 @@ class GuardedProtocol(HttpToolsProtocol):
     book: ConnectionBook
     _limits: ServerSettings  # the plan's, when the connection was made
     _timer: asyncio.TimerHandle | None = None
-    _state = "new"  # "headers": waiting for a request's headers; "body": reading one; "busy"; "closed"
+    _state = "new"  # "headers": waiting for a request's headers; "body": reading one; "busy"; "closed";
+    # "draining": refused over the cap, its request read and dropped
     _began = False  # a byte of the awaited request has arrived
     _headers_by = 0.0  # loop time: the headers must be complete by then
     _last_body = 0.0  # loop time of the last body bytes
@@ -209,9 +213,25 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_made(CorkedTransport(transport, self.loop))  # a small answer: one send()
         self._limits = self.book.settings()
         if not self.book.admit(self):
-            self.close_for("over_limit", self._over_limit_answer())
+            self._refuse()
             return
         self._await_headers()
+
+    def _refuse(self) -> None:
+        """The 503 of a connection over the cap: the answer and our end of the stream at once, then
+        whatever the client sends is dropped until it closes, at most ``LINGER_S``."""
+        self.book.forget(self)
+        self._state = "draining"
+        self.book.metrics.connections_closed.labels("over_limit").inc()
+        self.transport.write(self._over_limit_answer())
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._timer = self.loop.call_later(LINGER_S, self.transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self._state == "draining":
+            return  # the refused connection's request: read, and dropped
+        super().data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

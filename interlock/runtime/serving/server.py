@@ -27,6 +27,7 @@ from typing import Any
 
 from interlock.runtime.app import Gateway
 from interlock.runtime.serving import gc_policy
+from interlock.runtime.serving.fds import open_file_limit
 
 log = logging.getLogger("interlock")
 
@@ -149,12 +150,8 @@ def log_limits(gateway: Gateway) -> None:
 
 
 def _open_file_limit() -> int | str:
-    try:
-        import resource
-    except ImportError:  # not on this platform
-        return "unknown"
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return "unlimited" if soft == resource.RLIM_INFINITY else soft
+    limit = open_file_limit()
+    return "unlimited or unknown" if limit is None else limit
 
 
 @dataclass(slots=True)

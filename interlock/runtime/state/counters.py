@@ -6,9 +6,12 @@ shared store. A counter is named by who it counts (``k:<key id>`` or ``t:<tenant
 
 Windows are fixed, aligned minutes (``floor(now / 60)``): a budget of N per minute admits at most N in
 each, so up to 2N may pass within any 60 s that straddles a boundary. ``Retry-After`` is the time to
-the next window. A request is admitted while its counters are below their limits; tokens are added
-when the answer's usage is known, so the request that crosses a token budget still completes and the
-next one is refused. ``take`` checks every limit first and counts nothing unless all pass.
+the next window. A request is admitted while its counters are below their limits. Tokens are
+**reserved** at admission: ``take`` holds the request's estimate (prompt + requested output) as tokens
+in flight, which count against ``tokens_per_minute`` with the window's until ``done`` settles them (the
+estimate is dropped, the answer's usage added to the window). So concurrent requests cannot all be
+admitted against the same remaining tokens: at most the last one admitted passes the budget, by what it
+used beyond its own estimate. ``take`` checks every limit first and counts nothing unless all pass.
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ class CallerCounters(abc.ABC):
     scope = "process"
 
     @abc.abstractmethod
-    async def take(self, budgets: Sequence[Budget]) -> Refusal | None:
-        """Admit one request against every budget: None (then counted: one request, one in flight),
-        or the first refusal (nothing counted)."""
+    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+        """Admit one request against every budget: None (then counted: one request, one in flight,
+        ``hold`` tokens reserved), or the first refusal (nothing counted)."""
 
     @abc.abstractmethod
-    async def done(self, budgets: Sequence[Budget], tokens: int) -> None:
-        """The request admitted by ``take`` ended: one fewer in flight, ``tokens`` added. Never raises."""
+    async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
+        """The request admitted by ``take`` ended: one fewer in flight, the ``held`` tokens released,
+        ``tokens`` (what it used) added to the window. Never raises."""
 
 
 class MemoryCounters(CallerCounters):
@@ -47,6 +51,7 @@ class MemoryCounters(CallerCounters):
         self.requests: dict[str, int] = {}
         self.tokens: dict[str, int] = {}
         self.in_flight: dict[str, int] = {}
+        self.held: dict[str, int] = {}  # tokens reserved by requests in flight (not per window)
 
     def _roll(self) -> float:
         now = self.clock()
@@ -57,24 +62,29 @@ class MemoryCounters(CallerCounters):
             self.tokens.clear()
         return now
 
-    async def take(self, budgets: Sequence[Budget]) -> Refusal | None:
+    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
         now = self._roll()
         wait = (self.window + 1) * WINDOW_S - now
         for b in budgets:
             if b.requests_per_minute and self.requests.get(b.name, 0) >= b.requests_per_minute:
                 return Refusal(b.name, "requests_per_minute", b.requests_per_minute, wait)
-            if b.tokens_per_minute and self.tokens.get(b.name, 0) >= b.tokens_per_minute:
+            used = self.tokens.get(b.name, 0) + self.held.get(b.name, 0)
+            if b.tokens_per_minute and used >= b.tokens_per_minute:
                 return Refusal(b.name, "tokens_per_minute", b.tokens_per_minute, wait)
             if b.max_concurrent and self.in_flight.get(b.name, 0) >= b.max_concurrent:
                 return Refusal(b.name, "max_concurrent", b.max_concurrent, 1.0)
         for b in budgets:
             self.requests[b.name] = self.requests.get(b.name, 0) + 1
             self.in_flight[b.name] = self.in_flight.get(b.name, 0) + 1
+            if hold:
+                self.held[b.name] = self.held.get(b.name, 0) + hold
         return None
 
-    async def done(self, budgets: Sequence[Budget], tokens: int) -> None:
+    async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
         self._roll()
         for b in budgets:
             self.in_flight[b.name] = max(0, self.in_flight.get(b.name, 0) - 1)
+            if held:
+                self.held[b.name] = max(0, self.held.get(b.name, 0) - held)
             if tokens:
                 self.tokens[b.name] = self.tokens.get(b.name, 0) + tokens

@@ -108,6 +108,7 @@ class SlotServer:
         held: dict[int, SlotLease] = {}
         waiting: dict[int, asyncio.Task[None]] = {}
         in_flight: dict[str, int] = {}  # caller budgets this connection holds, by name
+        holding: dict[str, int] = {}  # tokens its requests in flight reserved, by budget name
         self.connections += 1
         self._writers.add(writer)
 
@@ -163,19 +164,24 @@ class SlotServer:
                     send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
                 elif op == "k":
                     budgets = [Budget(str(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in message[2]]
-                    refusal = await self.counters.take(budgets)
+                    hold = int(message[3])
+                    refusal = await self.counters.take(budgets, hold)
                     if refusal is None:
                         for b in budgets:
                             in_flight[b.name] = in_flight.get(b.name, 0) + 1
+                            holding[b.name] = holding.get(b.name, 0) + hold
                         send([message[1], None])
                     else:
                         r = refusal
                         send([message[1], [r.budget, r.limit, r.value, r.retry_after_s]])
                 elif op == "d":
                     names = [str(n) for n in message[2] if in_flight.get(str(n), 0) > 0]
+                    released = int(message[3])
                     for name in names:
                         in_flight[name] -= 1
-                    await self.counters.done([Budget(n, 0, 0, 0) for n in names], int(message[1]))
+                        holding[name] = max(0, holding.get(name, 0) - released)
+                    budgets = [Budget(n, 0, 0, 0) for n in names]
+                    await self.counters.done(budgets, int(message[1]), released)
                 elif op == "h":  # an endpoint found down (or back): tell the other workers
                     line = orjson.dumps(message) + b"\n"
                     for other in self._writers:
@@ -191,9 +197,10 @@ class SlotServer:
             for lease in held.values():
                 lease.release()
             held.clear()
-            for name, count in in_flight.items():  # a dead worker's requests are in flight no more
-                for _ in range(count):
-                    await self.counters.done([Budget(name, 0, 0, 0)], 0)
+            for name, count in in_flight.items():  # a dead worker's requests are in flight no more,
+                for index in range(count):  # nor are the tokens they held
+                    tokens = holding.get(name, 0) if index == 0 else 0
+                    await self.counters.done([Budget(name, 0, 0, 0)], 0, tokens)
             writer.close()
 
 
@@ -424,39 +431,39 @@ class EmbeddedCounters(CallerCounters):
         self.fallback = MemoryCounters()
         self._local: dict[str, int] = {}  # budgets taken from ``fallback``, still in flight
 
-    async def take(self, budgets: Sequence[Budget]) -> Refusal | None:
+    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
         backend = self.backend
         if backend._writer is None and not await backend._reconnect():
-            return await self._take_locally(budgets)
+            return await self._take_locally(budgets, hold)
         ident = next(backend._ids)
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         backend._replies[ident] = future
         rows = [[b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent] for b in budgets]
-        backend._send(["k", ident, rows])
+        backend._send(["k", ident, rows, hold])
         try:
             reply = await future
         except StateUnreachable:
-            return await self._take_locally(budgets)
+            return await self._take_locally(budgets, hold)
         except BaseException:  # cancelled: whatever the server admitted goes back
             backend._replies.pop(ident, None)
-            backend._send(["d", 0, [b.name for b in budgets]])
+            backend._send(["d", 0, [b.name for b in budgets], hold])
             raise
         if reply[1] is None:
             return None
         name, limit, value, wait = reply[1]
         return Refusal(str(name), str(limit), int(value), float(wait))
 
-    async def _take_locally(self, budgets: Sequence[Budget]) -> Refusal | None:
-        refusal = await self.fallback.take(budgets)
+    async def _take_locally(self, budgets: Sequence[Budget], hold: int) -> Refusal | None:
+        refusal = await self.fallback.take(budgets, hold)
         if refusal is None:
             for b in budgets:
                 self._local[b.name] = self._local.get(b.name, 0) + 1
         return refusal
 
-    async def done(self, budgets: Sequence[Budget], tokens: int) -> None:
+    async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
         if budgets and all(self._local.get(b.name, 0) > 0 for b in budgets):
             for b in budgets:
                 self._local[b.name] -= 1
-            await self.fallback.done(budgets, tokens)
+            await self.fallback.done(budgets, tokens, held)
             return
-        self.backend._send(["d", tokens, [b.name for b in budgets]])
+        self.backend._send(["d", tokens, [b.name for b in budgets], held])

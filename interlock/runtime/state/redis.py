@@ -16,6 +16,7 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
   The request path reads only its own ``HealthBook``.
+- A call that meets a stale connection (the store restarted) is tried once more on a fresh one.
 - Store unreachable (refused, timed out): fail open to this process's own slot table, log it loudly,
   count it (``interlock_state_fallbacks_total``, ``interlock_state_degraded``), retry the store at most
   once a second. Socket timeouts are short, so no request hangs on the store.
@@ -224,10 +225,20 @@ class RedisSlots(SlotBackend):
 
     def __init__(self, url: str) -> None:
         import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
 
         self.options = RedisOptions.parse(url)
+        # a pooled connection goes stale when the store restarts: each call is tried once more, on a
+        # fresh connection, before the replica falls back to its own table (a refused connect and a
+        # timeout still fall back after that one retry; no backoff: the socket timeouts bound it)
         self.client: Any = aioredis.Redis.from_url(
-            self.options.url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
+            self.options.url,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 1, (RedisConnectionError,)),
+            retry_on_error=[RedisConnectionError],
         )
         self.replica = uuid.uuid4().hex[:12]
         self.fallback = MemorySlots()
@@ -519,22 +530,24 @@ def _text(value: Any) -> str:
 
 # -- caller limits ---------------------------------------------------------------------------------
 
-# ARGV prefix, n, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent
-# -> 0 admitted (counted), or {budget, limit, value, retry_after_s as text}
+# ARGV prefix, n, hold, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent
+# -> 0 admitted (counted, `hold` tokens reserved in `:h`), or {budget, limit, value, retry_after_s as text}
 TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local window = math.floor(now / 60)
 local wait = (window + 1) * 60 - now
-local p, n = ARGV[1], tonumber(ARGV[2])
+local p, n, hold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = 0, n - 1 do
-  local name = ARGV[3 + i * 4]
-  local rpm, tpm, conc = tonumber(ARGV[4 + i * 4]), tonumber(ARGV[5 + i * 4]), tonumber(ARGV[6 + i * 4])
+  local name = ARGV[4 + i * 4]
+  local rpm, tpm, conc = tonumber(ARGV[5 + i * 4]), tonumber(ARGV[6 + i * 4]), tonumber(ARGV[7 + i * 4])
   local c = p .. ':c:' .. name
   if rpm > 0 and tonumber(redis.call('GET', c .. ':r:' .. window) or '0') >= rpm then
     return {name, 'requests_per_minute', rpm, tostring(wait)}
   end
-  if tpm > 0 and tonumber(redis.call('GET', c .. ':t:' .. window) or '0') >= tpm then
+  local used = tonumber(redis.call('GET', c .. ':t:' .. window) or '0')
+  used = used + tonumber(redis.call('GET', c .. ':h') or '0')
+  if tpm > 0 and used >= tpm then
     return {name, 'tokens_per_minute', tpm, tostring(wait)}
   end
   if conc > 0 and tonumber(redis.call('GET', c .. ':f') or '0') >= conc then
@@ -542,23 +555,28 @@ for i = 0, n - 1 do
   end
 end
 for i = 0, n - 1 do
-  local c = p .. ':c:' .. ARGV[3 + i * 4]
+  local c = p .. ':c:' .. ARGV[4 + i * 4]
   redis.call('INCR', c .. ':r:' .. window)
   redis.call('EXPIRE', c .. ':r:' .. window, 120)
   redis.call('INCR', c .. ':f')
   redis.call('EXPIRE', c .. ':f', IN_FLIGHT_TTL)
+  if hold > 0 then
+    redis.call('INCRBY', c .. ':h', hold)
+    redis.call('EXPIRE', c .. ':h', IN_FLIGHT_TTL)
+  end
 end
 return 0
 """
 
-# ARGV prefix, tokens, names... -> nothing
+# ARGV prefix, tokens, held, names... -> nothing
 DONE = """
 local t = redis.call('TIME')
 local window = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / 60)
-local p, tokens = ARGV[1], tonumber(ARGV[2])
-for i = 3, #ARGV do
+local p, tokens, held = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 4, #ARGV do
   local c = p .. ':c:' .. ARGV[i]
   if redis.call('DECR', c .. ':f') < 0 then redis.call('SET', c .. ':f', 0) end
+  if held > 0 and redis.call('DECRBY', c .. ':h', held) < 0 then redis.call('SET', c .. ':h', 0) end
   if tokens > 0 then
     redis.call('INCRBY', c .. ':t:' .. window, tokens)
     redis.call('EXPIRE', c .. ':t:' .. window, 120)
@@ -583,31 +601,31 @@ class RedisCounters(CallerCounters):
         self._take = backend.client.register_script(TAKE.replace("IN_FLIGHT_TTL", str(IN_FLIGHT_TTL_S)))
         self._done = backend.client.register_script(DONE)
 
-    async def take(self, budgets: Sequence[Budget]) -> Refusal | None:
+    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
         backend = self.backend
         if not backend._usable():
-            return await self.fallback.take(budgets)
-        args: list[Any] = [backend.options.prefix, len(budgets)]
+            return await self.fallback.take(budgets, hold)
+        args: list[Any] = [backend.options.prefix, len(budgets), hold]
         for b in budgets:
             args += [b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent]
         try:
             answer = await self._take(args=args)
         except Exception as exc:  # refused, timed out: limits hold per process until it is back
             backend._down(exc)
-            return await self.fallback.take(budgets)
+            return await self.fallback.take(budgets, hold)
         backend._up()
         if not isinstance(answer, list):
             return None
         name, limit, value, wait = answer
         return Refusal(_text(name), _text(limit), int(value), float(_text(wait)))
 
-    async def done(self, budgets: Sequence[Budget], tokens: int) -> None:
+    async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
         backend = self.backend
         if not backend._usable():
-            await self.fallback.done(budgets, tokens)
+            await self.fallback.done(budgets, tokens, held)
             return
         try:
-            await self._done(args=[backend.options.prefix, tokens, *(b.name for b in budgets)])
+            await self._done(args=[backend.options.prefix, tokens, held, *(b.name for b in budgets)])
         except Exception as exc:
             backend._down(exc)
-            await self.fallback.done(budgets, tokens)
+            await self.fallback.done(budgets, tokens, held)

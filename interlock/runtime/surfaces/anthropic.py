@@ -396,7 +396,8 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
     headers = [plan.plan_header]
     try:
         body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
-        caller_of(scope).check(resolve(plan, check_model(body)).label)
+        caller = caller_of(scope)
+        caller.check(resolve(plan, check_model(body), caller).label)
         internal = internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
     except ClientGone:

@@ -35,7 +35,7 @@ from interlock.runtime.asgi import (
     read_body,
     send_json,
 )
-from interlock.runtime.errors import GatewayError, InvalidRequest
+from interlock.runtime.errors import GatewayError, InvalidRequest, shown
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
     Failure,
@@ -418,7 +418,7 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         return
     entry = dict(_named(plan)).get(name) if caller_of(scope).may_call(name) else None
     if entry is None:  # a model the caller may not use is not shown either
-        await send_json(send, 404, error_body(f"model '{name}' not found"), headers)
+        await send_json(send, 404, error_body(f"model '{shown(name)}' not found"), headers)
         return
     candidates = entry.candidates if isinstance(entry, Alias) else (entry,)
     windows = [

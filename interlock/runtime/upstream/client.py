@@ -16,7 +16,7 @@ request is sent once more on a fresh connection (as Go's ``http.Transport`` and 
   timeout; the body is in memory, so resending it is safe.
 The resend takes a fresh connection: idle pooled connections to that host met on the way are dropped
 (they are as old as the one that failed). A second failure is reported as it is.
-``_create_connection`` is aiohttp's private hook; tests/upstream/test_stale_connections.py fails if an
+``_create_connection`` is aiohttp's private hook; tests/runtime/upstream/test_stale_connections.py fails if an
 aiohttp upgrade stops calling it (fresh connections would then look pooled).
 """
 

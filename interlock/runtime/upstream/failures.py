@@ -2,7 +2,7 @@
 
 Like httpx's ``_exceptions.py``: one table maps each aiohttp (and asyncio/OS) exception class to the
 most specific ``interlock.runtime.errors`` class, and adapters ``raise map_exception(exc) from exc``.
-``tests/upstream/test_failures.py`` walks aiohttp's exception classes and fails when one is missing.
+``tests/runtime/upstream/test_failures.py`` walks aiohttp's exception classes and fails when one is missing.
 
 Messages never hold a header, a credential or an upstream body; the one exception is ``ClientError``,
 whose message is the upstream's own short error text (OpenAI ``error.message`` or Ollama ``error``),

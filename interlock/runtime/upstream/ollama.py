@@ -77,6 +77,6 @@ class OllamaAdapter(Adapter):
 
 
 def _named(model: str) -> str:
-    """The model as Ollama names it in /api/ps (``plan.ollama_name``; not imported: the adapter layer
+    """The model as Ollama names it in /api/ps (``patterns.ollama_name``; not imported: the adapter layer
     does not import the plan)."""
     return model if ":" in model else f"{model}:latest"

@@ -2,14 +2,19 @@
 
 A budget (``credits`` in ``credits_unit``, per key and per tenant; ``0`` = unlimited, never refused)
 covers the ledger's window, the calendar month in UTC. Before the walk, each level with a budget is
-checked against the ledger's in-memory balance (``Ledger.spent`` / ``tenant_spent``: no I/O): the request
-is refused with ``CreditsExhausted`` (402) when what was used, plus this request's prompt (the
-preflight's estimate, priced at the first candidate's input price for money), is more than the budget.
-The completion is not known beforehand: the last request admitted may pass the budget by its answer,
-and the next one is refused.
+checked against the ledger's in-memory balance (``Ledger.spent`` / ``tenant_spent``: no I/O) plus what
+requests in flight reserved (``Ledger.held`` / ``tenant_held``): the request is refused with
+``CreditsExhausted`` (402) when those, plus this request's prompt (the preflight's estimate, priced at
+the first candidate's input price for money), are more than the budget. An admitted request then
+**reserves** its estimate, prompt plus requested output (``max_tokens`` and kin, else the preflight's
+default), until it ends (answered, failed, cancelled, its client gone: ``Ledger.release``), when what it
+really used is debited instead. So requests admitted at once cannot all spend the same remaining
+credits: in one process, at most the last one admitted passes the budget, by what its answer used
+beyond its estimate.
 
-With several replicas (PostgreSQL) or ``--workers N`` (SQLite), each process sees the others' debits at
-its next refresh: together they may pass a budget by what they admit within ``refresh_s + flush_s``.
+With several replicas (PostgreSQL) or ``--workers N`` (SQLite), reservations are per process, and each
+sees the others' debits at its next refresh: together they may pass a budget by what each admits
+within ``refresh_s + flush_s`` (each process, on its own view, by at most one answer).
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from interlock.runtime.guards.needs import Needs
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.tables import Target
 from interlock.runtime.usage.base import ANONYMOUS, Account, Tally
-from interlock.runtime.usage.ledger import Ledger, next_window
-from interlock.runtime.usage.metering import Price, price_of
+from interlock.runtime.usage.ledger import Hold, Ledger, next_window
+from interlock.runtime.usage.metering import Price, price_of, tally_of
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 
@@ -44,18 +49,28 @@ def any_budget(access: PlanAccess) -> bool:
     return any(level.credits > 0 for level in levels)
 
 
-def check_credits(ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target) -> None:
+def reserve_credits(ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target) -> Hold:
     """``CreditsExhausted`` when this request would go past the key's or the tenant's budget (priced,
-    for money, at the target's first candidate)."""
+    for money, at the target's first candidate); else its reservation, which the caller must
+    ``Ledger.release`` when the request ends."""
     price = price_of(plan, target.candidates[0].id)
     currency = plan.source.access.currency
+    account = account_of(caller)
     key, tenant = caller.key_limits, caller.tenant_limits
     if key is not None and key.credits > 0:
-        spent = ledger.spent(account_of(caller))
-        _check(key, spent, needs, price, currency, ledger, f"key `{caller.key_id}`")
+        used = _sum(ledger.spent(account), ledger.held(account))
+        _check(key, used, needs, price, currency, ledger, f"key `{caller.key_id}`")
     if tenant is not None and tenant.credits > 0:
-        spent = ledger.tenant_spent(caller.tenant or ANONYMOUS)
-        _check(tenant, spent, needs, price, currency, ledger, f"tenant `{caller.tenant}`")
+        name = caller.tenant or ANONYMOUS
+        used = _sum(ledger.tenant_spent(name), ledger.tenant_held(name))
+        _check(tenant, used, needs, price, currency, ledger, f"tenant `{caller.tenant}`")
+    return ledger.hold(account, tally_of((needs.prompt_tokens, needs.output_tokens), needs, 0, price))
+
+
+def _sum(spent: Tally, held: Tally) -> Tally:
+    total = spent.copy()
+    total.add(held)
+    return total
 
 
 def _check(
@@ -67,6 +82,7 @@ def _check(
     ledger: Ledger,
     who: str,
 ) -> None:
+    """``spent``: what was used, with what requests in flight reserved."""
     if limits.credits_unit == "tokens":
         used, asked = float(spent.tokens), float(needs.prompt_tokens)
         unit, shown_used, shown_budget = "tokens", f"{spent.tokens}", _amount(limits.credits)

@@ -8,7 +8,10 @@ Invariants:
   (SIGKILL, OOM) loses the debits not yet committed, which is at most the last ``flush_s`` seconds of
   them (and fewer than ``flush_debits``), plus the ones in a commit that had not finished. A clean stop
   (SIGTERM, SIGINT) flushes everything first.
-- A flush that fails keeps its debits for the next one (logged once per failing streak, counted).
+- A flush that fails keeps its debits for the next one (logged once per failing streak, counted), and
+  the writer backs off: the next try is ``flush_s`` later, then twice as long after each failure, at most
+  ``MAX_BACKOFF_S`` (a full batch does not wake it sooner), so a store that is down is not retried on
+  every debit.
 - Every ``refresh_s`` seconds the writer reads the window's sums back from the store and adds the debits
   it has not persisted yet: so the balances include other replicas' (PostgreSQL) or other workers'
   (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late.
@@ -25,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from interlock.runtime.usage.base import Account, RowKey, Store, Tally, UsageStoreError
 
@@ -33,6 +37,19 @@ log = logging.getLogger("interlock.usage")
 Clock = Callable[[], float]
 
 ZERO = Tally()  # returned for an account with no debits: read only
+
+MAX_BACKOFF_S = 30.0
+"""The longest the writer waits between two tries while the store keeps failing."""
+
+
+@dataclass(slots=True)
+class Hold:
+    """What one admitted request reserved against its key's and tenant's credits, until it ends."""
+
+    account: Account
+    tally: Tally  # the estimate: prompt + requested output tokens, and their price
+    window: str  # the budget window it was taken in (a new month drops every hold)
+    released: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +84,8 @@ class Ledger:
         self._wall = wall
         self._spent: dict[Account, Tally] = {}
         self._tenants: dict[str, Tally] = {}
+        self._held: dict[Account, Tally] = {}  # reserved by requests in flight (``Hold``)
+        self._tenants_held: dict[str, Tally] = {}
         self._pending: dict[RowKey, Tally] = {}
         self._pending_debits = 0
         self._day = ""
@@ -76,6 +95,8 @@ class Ledger:
         self.failures = 0  # flushes and refreshes that failed
         self.last_error: str | None = None
         self._full = asyncio.Event()
+        self._retry_at: float | None = None  # wall clock; None: no failing streak, flush when due
+        self._streak = 0  # failures in a row
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._roll(wall())
@@ -89,6 +110,33 @@ class Ledger:
     def tenant_spent(self, tenant: str) -> Tally:
         """What every key of ``tenant`` used in the current window together (read only)."""
         return self._tenants.get(tenant, ZERO)
+
+    def held(self, account: Account) -> Tally:
+        """What requests of ``account`` in flight reserved (read only)."""
+        return self._held.get(account, ZERO)
+
+    def tenant_held(self, tenant: str) -> Tally:
+        """What requests of every key of ``tenant`` in flight reserved together (read only)."""
+        return self._tenants_held.get(tenant, ZERO)
+
+    def hold(self, account: Account, estimate: Tally) -> Hold:
+        """Reserve ``estimate`` for one admitted request: it counts with what was used until
+        ``release``, so requests admitted at once cannot all spend the same remaining credits."""
+        _add(self._held, account, estimate)
+        _add(self._tenants_held, account[0], estimate)
+        return Hold(account, estimate, self.window)
+
+    def release(self, hold: Hold) -> None:
+        """The request ended (answered, failed, cancelled, its client gone): its reservation goes
+        (idempotent; what it used is ``debit``'s)."""
+        if hold.released:
+            return
+        hold.released = True
+        if hold.window != self.window:
+            return  # a new month began: holds were dropped with the balances
+        back = _negative(hold.tally)
+        _add(self._held, hold.account, back)
+        _add(self._tenants_held, hold.account[0], back)
 
     def debit(self, account: Account, model: str, usage: Tally) -> None:
         """Count one request's ``usage`` (``requests`` set to 1 by the caller) against ``account``."""
@@ -113,7 +161,9 @@ class Ledger:
         else:
             total.add(usage)
         self._pending_debits += 1
-        if self._pending_debits >= self.settings.flush_debits:
+        if self._pending_debits >= self.settings.flush_debits and (
+            self._retry_at is None or now >= self._retry_at
+        ):
             self._full.set()
 
     def _roll(self, now: float) -> None:
@@ -127,6 +177,8 @@ class Ledger:
             self.window = start
             self._spent = {}
             self._tenants = {}
+            self._held = {}
+            self._tenants_held = {}
 
     # -- the writer ----------------------------------------------------------------------------------
 
@@ -160,9 +212,13 @@ class Ledger:
         settings = self.settings
         next_refresh = self._wall() + settings.refresh_s
         while not self._closing:
+            retry_at = self._retry_at
+            wait = settings.flush_s if retry_at is None else max(0.0, retry_at - self._wall())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._full.wait(), settings.flush_s)
+                await asyncio.wait_for(self._full.wait(), wait)
             self._full.clear()
+            if self._retry_at is not None and self._wall() < self._retry_at and not self._closing:
+                continue  # backing off (woken early by a clean stop only)
             try:
                 await self.flush()
                 if self._wall() >= next_refresh and not self._closing:
@@ -192,6 +248,7 @@ class Ledger:
         if self.last_error is not None:
             log.warning("usage ledger %s: writing again", self.store.shown)
             self.last_error = None
+        self._retry_at, self._streak = None, 0
         self.flushes += 1
         return True
 
@@ -217,6 +274,26 @@ class Ledger:
 
     def _failed(self, exc: UsageStoreError) -> None:
         self.failures += 1
+        self._streak += 1
+        backoff = min(MAX_BACKOFF_S, self.settings.flush_s * 2 ** (self._streak - 1))
+        self._retry_at = self._wall() + backoff
         if self.last_error is None:
             log.error("usage ledger: %s (debits are kept in memory and written when it works again)", exc)
         self.last_error = str(exc)
+
+
+Key = TypeVar("Key")
+
+
+def _add(table: dict[Key, Tally], key: Key, tally: Tally) -> None:
+    total = table.get(key)
+    if total is None:
+        table[key] = tally.copy()
+    else:
+        total.add(tally)
+
+
+def _negative(tally: Tally) -> Tally:
+    return Tally(
+        -tally.requests, -tally.prompt_tokens, -tally.completion_tokens, -tally.cost_micros, -tally.estimated
+    )

@@ -155,3 +155,28 @@ def test_caller_limits_are_one_count_for_the_host_and_a_dead_worker_gives_its_sh
         await a.close()
 
     asyncio.run(scenario())
+
+
+def test_tokens_held_by_requests_in_flight_count_for_the_host_until_done_or_their_worker_dies(
+    server: SlotServer,
+) -> None:
+    tokens = Budget("k:t", 0, 100, 0)
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        assert await ca.take([tokens], 60) is None
+        assert await cb.take([tokens], 60) is None  # 60 held: still under 100
+        refused = await ca.take([tokens], 60)  # 120 held
+        assert refused is not None
+        assert refused.limit == "tokens_per_minute"
+        await cb.done([tokens], 10, 60)  # b's request used 10 of its 60
+        await until(lambda: server.counters.held["k:t"] == 60, "b's hold to be settled")
+        assert server.counters.tokens["k:t"] == 10
+        await a.close()  # a dies with its 60 held: they are released
+        await until(lambda: server.counters.held["k:t"] == 0, "a's hold to come back")
+        assert await cb.take([tokens], 60) is None
+        await cb.done([tokens], 0, 60)
+        await b.close()
+
+    asyncio.run(scenario())

@@ -195,3 +195,52 @@ def test_caller_tokens_count_after_the_answer_and_a_lost_store_limits_per_proces
         await b.close()
 
     asyncio.run(scenario())
+
+
+def test_a_restarted_store_is_used_again_by_the_first_burst(redis_server: RedisServer) -> None:
+    """The pooled connections went stale with the restart: each call retries once on a fresh one
+    instead of falling back to per-process limits (which admitted 5 of 12 under a limit of 3)."""
+    three = Budget("k:burst", 0, 0, 3)
+
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        for counters in (ca, cb):  # every replica holds a pooled connection
+            assert await asyncio.wait_for(counters.take([three]), PATIENCE_S) is None
+            await asyncio.wait_for(counters.done([three], 0), PATIENCE_S)
+        redis_server.stop()
+        redis_server.start()
+        burst = asyncio.gather(*((ca, cb)[i % 2].take([three]) for i in range(12)))
+        answers = await asyncio.wait_for(burst, PATIENCE_S)
+        assert sum(answer is None for answer in answers) == 3
+        assert not a.degraded
+        assert not b.degraded
+        await asyncio.wait_for(a.close(), PATIENCE_S)
+        await asyncio.wait_for(b.close(), PATIENCE_S)
+
+    asyncio.run(scenario())
+
+
+def test_tokens_held_by_requests_in_flight_count_across_replicas_until_done(
+    redis_server: RedisServer,
+) -> None:
+    """The hold needs no clock: it counts until `done`, whatever minute it is (the tokens used are
+    added to the minute's window, so a new minute in between can only admit more, never fewer)."""
+    tokens = Budget("k:held", 0, 100, 0)
+
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        assert await ca.take([tokens], 60) is None
+        assert await cb.take([tokens], 60) is None
+        refused = await ca.take([tokens], 60)
+        assert refused is not None
+        assert refused.limit == "tokens_per_minute"
+        await ca.done([tokens], 0, 60)
+        await cb.done([tokens], 0, 60)  # both settled, nothing used: admitted again
+        assert await ca.take([tokens], 60) is None
+        await ca.done([tokens], 0, 60)
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())

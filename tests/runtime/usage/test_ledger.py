@@ -133,6 +133,73 @@ def test_a_failed_flush_keeps_its_debits_for_the_next(
     assert errors[0].startswith(f"usage ledger: sqlite:{tmp_path / 'usage.db'}: the usage ledger is not open")
 
 
+class DownStore(Store):
+    """A store that is open but whose writes fail, counting each try."""
+
+    shown = "down:"
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def add(self, batch: object) -> None:
+        self.tries += 1
+        raise UsageStoreError("down: the database is away")
+
+    async def spent(self, window: str) -> dict:  # type: ignore[type-arg]
+        return {}
+
+    async def rows(self, since: object, until: object) -> list:  # type: ignore[type-arg]
+        return []
+
+
+def test_the_writer_backs_off_while_the_store_fails_instead_of_retrying_every_debit() -> None:
+    """A full batch wakes the writer, but not while it backs off: 1 s, then 2 s, ... (the wall clock
+    is injected and stands still, so real time passing changes nothing)."""
+
+    async def scenario() -> None:
+        store, wall = DownStore(), Wall(DEC_1)
+        ledger = Ledger(store, LedgerSettings(flush_s=1.0, flush_debits=4), wall=wall)
+        await ledger.start()
+
+        async def debits(count: int) -> None:
+            for _ in range(count):
+                ledger.debit(ALICE, "cloud/gpt", ONE)
+                await asyncio.sleep(0)
+
+        async def tries(expected: int) -> None:
+            while store.tries < expected:  # noqa: ASYNC110 (waiting on the writer's state)
+                await asyncio.sleep(0.005)
+            for _ in range(20):  # and no more than that
+                await asyncio.sleep(0)
+            assert store.tries == expected
+
+        await debits(4)
+        await tries(1)
+        await debits(300)  # 304 waiting: each debit once retried the store
+        await tries(1)
+        wall.now += 1.0  # the first backoff is over: the next debit wakes the writer
+        await debits(1)
+        await tries(2)
+        wall.now += 1.0  # the second one is 2 s
+        await debits(1)
+        await tries(2)
+        wall.now += 1.0
+        await debits(1)
+        await tries(3)
+        assert ledger.waiting == 307
+        assert ledger.failures == 3
+        await ledger.close()  # a clean stop tries once more, and keeps nothing from failing
+        assert store.tries >= 4
+
+    run(scenario())
+
+
 def test_a_store_that_cannot_be_opened_stops_the_start(tmp_path: Path) -> None:
     folder = tmp_path / "not-a-folder"
     folder.write_text("")
@@ -242,3 +309,19 @@ def test_a_reported_usage_is_taken_and_a_missing_one_is_estimated() -> None:
     assert answer_text({"choices": []}) == ""
     assert delta_chars({"choices": [{"delta": {"content": "héllo"}}]}) == 5
     assert delta_chars({"choices": [], "usage": {}}) == 0
+
+
+def test_a_hold_counts_until_released_once_and_a_new_month_drops_it() -> None:
+    wall = Wall(DEC_1)
+    ledger = Ledger(open_store("memory:"), wall=wall)
+    hold = ledger.hold(ALICE, Tally(1, 10, 40, 7, 0))
+    assert (ledger.held(ALICE).tokens, ledger.tenant_held("team-a").cost_micros) == (50, 7)
+    ledger.release(hold)
+    ledger.release(hold)  # idempotent: released once
+    assert (ledger.held(ALICE).tokens, ledger.tenant_held("team-a").tokens) == (0, 0)
+    late = ledger.hold(ALICE, Tally(1, 10, 40, 7, 0))
+    wall.now = calendar.timegm((2027, 1, 1, 0, 0, 1))
+    ledger.debit(ALICE, "cloud/gpt", ONE)  # the month turns: balances and holds start again
+    ledger.release(late)  # a hold of the last month changes nothing in this one
+    assert ledger.held(ALICE).tokens == 0
+    assert ledger.spent(ALICE).tokens == ONE.tokens

@@ -15,7 +15,7 @@ import pytest
 from interlock.runtime.telemetry.readings import MIB
 from interlock.testing.fake_ollama import FakeOllama
 from tests.e2e.harness import Served, compile_to
-from tests.telemetry.conftest import FakeSmi, load_as_runtime_query, printing
+from tests.runtime.telemetry.conftest import FakeSmi, load_as_runtime_query, printing
 from tests.waiting import wait_until
 
 CONFIG = """\

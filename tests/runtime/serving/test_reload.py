@@ -13,9 +13,10 @@ import httpx
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
+from interlock.runtime.errors import ConnectFailed
 from interlock.runtime.serving.reload import StagedSource
 from tests.runtime.conftest import build
-from tests.runtime.slow_source import SlowSource
+from tests.runtime.serving.slow_source import SlowSource
 from tests.runtime.test_plan import rehash
 from tests.waiting import until
 
@@ -123,9 +124,33 @@ def test_a_plan_larger_than_the_pipe_buffer_comes_through_under_uvloop() -> None
     import uvloop
 
     from interlock.runtime.serving.reload import read_in_child
-    from tests.runtime.slow_source import BigRead
+    from tests.runtime.serving.slow_source import BigRead
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         data = runner.run(read_in_child(BigRead(20_000), timeout_s=60))
     assert len(data) == 20_000
     assert data["alias-019999"] == {"description": "x" * 200}
+
+
+def test_a_reload_that_turns_a_providers_probe_off_forgets_what_its_probe_said(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    """An endpoint down by its last probe would stay down for good: no probe runs to bring it back."""
+    data = plan_data()
+    data["providers"]["cloud"]["probe"] = True
+    first = build(rehash(data))
+    data["providers"]["cloud"]["probe"] = False
+    second = build(rehash(data))
+    label = first.providers["cloud"].endpoints[0].label
+
+    async def scenario() -> None:
+        gateway = build_gateway(first, probes=False, open_adapters=no_adapters)
+        gateway.health.record_probe(label, ConnectFailed("refused"))
+        assert not gateway.health.endpoint_usable(label)
+        gateway.apply(first)  # still probed: what the probe said holds
+        assert not gateway.health.endpoint_usable(label)
+        gateway.apply(second)
+        assert gateway.health.endpoint_usable(label)
+        assert gateway.health.endpoint(label).last_probe_error is None
+
+    asyncio.run(scenario())

@@ -12,7 +12,7 @@ import pytest
 
 from interlock.testing.fake_openai import FakeOpenAI
 from tests.e2e.harness import Served
-from tests.ui.browser import Console, artifacts, browser
+from tests.runtime.ops.ui.browser import Console, artifacts, browser
 
 CONFIG = """\
 version: 1

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "fleet.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "bench" / "fleet.py"
 
 
 @pytest.fixture(scope="module")

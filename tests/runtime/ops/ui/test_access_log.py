@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.ui.conftest import CLOUD_KEY, Fleet, _fleet
+from tests.runtime.ops.ui.conftest import CLOUD_KEY, Fleet, _fleet
 from tests.waiting import wait_until
 
 CANARY = "PROMPT-CANARY-4b1e"

@@ -11,7 +11,7 @@ from interlock.runtime.telemetry import document
 from interlock.runtime.telemetry.errors import SourceMalformed, SourceMissing
 from interlock.runtime.telemetry.memory import parse_meminfo, parse_vm_stat, read_host_memory
 from interlock.runtime.telemetry.readings import GpuReading, HostMemory, overlay
-from tests.telemetry.conftest import FIXTURES
+from tests.runtime.telemetry.conftest import FIXTURES
 
 KIB = 1024
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.ui.browser import ROOT, Console, artifacts, browser
-from tests.ui.conftest import CLOUD_KEY, EXTRA, Fleet
+from tests.runtime.ops.ui.browser import ROOT, Console, artifacts, browser
+from tests.runtime.ops.ui.conftest import CLOUD_KEY, EXTRA, Fleet
 from tests.waiting import wait_until
 
 DOCS_SCREENSHOT = ROOT / "docs" / "images" / "status-page.png"

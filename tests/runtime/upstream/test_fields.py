@@ -31,7 +31,7 @@ from interlock.testing.fake_openai import FakeOpenAI
 
 from .helpers import chat, embed, endpoint
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "upstream-adapters.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "upstream-adapters.md"
 CHAT_MODEL, EMBED_MODEL = "qwen3:8b", "nomic-embed-text"  # a model that thinks: `think` is fine
 HI = [{"role": "user", "content": "hello"}]
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}

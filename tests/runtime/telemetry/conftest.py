@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telemetry"
 
 
 def captures() -> dict[str, str]:

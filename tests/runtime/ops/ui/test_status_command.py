@@ -13,7 +13,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from interlock.cli import main
-from tests.ui.conftest import Fleet, _fleet
+from tests.runtime.ops.ui.conftest import Fleet, _fleet
 from tests.waiting import wait_until
 
 MASKS = (

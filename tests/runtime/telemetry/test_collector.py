@@ -20,7 +20,7 @@ from interlock.runtime.telemetry.sidecar import PATH, Readings, make_server
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.faults import Fault
 from tests.runtime.conftest import compile_text
-from tests.telemetry.conftest import FakeSmi, load_as_runtime_query, printing
+from tests.runtime.telemetry.conftest import FakeSmi, load_as_runtime_query, printing
 
 PLAN = """\
 version: 1

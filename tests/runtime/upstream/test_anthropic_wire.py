@@ -9,7 +9,7 @@ import pytest
 
 from interlock.runtime.errors import CannotServe, ProtocolFailure, ServerError
 from interlock.runtime.upstream import anthropic_wire
-from tests.upstream.helpers import endpoint
+from tests.runtime.upstream.helpers import endpoint
 
 PIXEL = "iVBORw0KGgo="
 

@@ -21,7 +21,7 @@ from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from interlock.testing.replies import Reply
 from tests.e2e.harness import Served
-from tests.telemetry.conftest import load_as_runtime_query
+from tests.runtime.telemetry.conftest import load_as_runtime_query
 from tests.waiting import wait_until
 
 CONFIG = """\

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import Served
-from tests.ui.browser import Console, browser
+from tests.runtime.ops.ui.browser import Console, browser
 
 CONFIG = """\
 version: 1

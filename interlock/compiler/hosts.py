@@ -1,0 +1,86 @@
+"""What a URL's host is, however it is spelt: a cloud metadata or link-local address, this machine, or
+somewhere else.
+
+A base URL receives the provider's key with every request and probe, from the gateway's network position:
+pointed at ``169.254.169.254`` it reads the cloud's instance credentials, pointed at loopback it reaches
+services that trust local callers. Resolvers accept many spellings of one address (``2852039166``,
+``0xa9fea9fe``, ``0251.0376.0251.0376``, ``169.254.43518``, ``::ffff:169.254.169.254``), so the host is
+read the way ``inet_aton`` reads it before it is classified. Names are not resolved: the compiler has no
+network, and DNS can answer differently at run time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+HostClass = Literal["metadata", "link-local", "loopback"]
+
+METADATA_NAMES = frozenset(
+    ("metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal")
+)
+"""Names clouds give their instance-metadata service (Google's, AWS's)."""
+
+METADATA_ADDRESSES = frozenset(
+    (
+        ipaddress.ip_address("169.254.169.254"),  # AWS, Google, Azure, OpenStack, ...
+        ipaddress.ip_address("169.254.170.2"),  # AWS ECS task credentials
+        ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+        ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
+    )
+)
+
+_PART = re.compile(r"^(0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*)$")
+
+
+def host_class(host: str) -> HostClass | None:
+    """``metadata``, ``link-local`` or ``loopback`` for ``host`` (a URL's hostname, without brackets), or
+    None for any other host."""
+    name = host.lower().rstrip(".")
+    if name in METADATA_NAMES:
+        return "metadata"
+    if name == "localhost" or name.endswith(".localhost"):
+        return "loopback"
+    address = _address(name)
+    if address is None:
+        return None
+    if isinstance(address, ipaddress.IPv6Address):
+        mapped = address.ipv4_mapped or address.sixtofour
+        if mapped is not None:
+            address = mapped
+    if address in METADATA_ADDRESSES:
+        return "metadata"
+    if address.is_link_local:
+        return "link-local"
+    if address.is_loopback or address.is_unspecified:  # 0.0.0.0 and :: connect to this machine
+        return "loopback"
+    return None
+
+
+def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``name`` spells, reading IPv4 as ``inet_aton`` does (1-4 parts, each decimal, octal
+    with a leading 0, or hex with 0x; the last part fills the remaining bytes)."""
+    if ":" in name:
+        try:
+            return ipaddress.IPv6Address(name.split("%", 1)[0])
+        except ValueError:
+            return None
+    parts = name.split(".")
+    if not 1 <= len(parts) <= 4 or not all(_PART.match(p) for p in parts):
+        return None
+    values = [_number(p) for p in parts]
+    *head, last = values
+    if any(v > 255 for v in head) or last >= 256 ** (5 - len(parts)):
+        return None
+    number = 0
+    for value in head:
+        number = number * 256 + value
+    number = number * 256 ** (5 - len(parts)) + last
+    return ipaddress.IPv4Address(number)
+
+
+def _number(part: str) -> int:
+    if part[:2] in ("0x", "0X"):
+        return int(part[2:] or "0", 16)
+    return int(part, 8 if part.startswith("0") else 10)

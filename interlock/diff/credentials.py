@@ -1,0 +1,93 @@
+"""Credentials: which variable's value is sent to which host, and which variables are read as secrets.
+
+A config under review is served with the platform's secrets in its environment, so what a reviewer must
+see first is where each secret goes: a provider's ``api_key_env`` is sent to every host it calls (its
+``base_url``, its workers), before any request, by the probe; a caller key's ``key_env`` is what a caller
+must present. A base URL or a variable edited in a pull request reads as a routing change elsewhere; here
+it reads as "`GROQ_API_KEY` is now sent to collector.example.net". Variable names only, never values.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from interlock.diff.change import Change, named
+from interlock.schema.plan import PlanKey, RoutingPlan
+
+
+def credentials(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
+    """Each (variable, host) pair new in ``head``; each key added on a variable; each kept key whose
+    secret comes from another place."""
+    out: list[Change] = []
+    before, after = _sent(base), _sent(head)
+    for variable in sorted(after):
+        old_hosts = before.get(variable, {})
+        for host, providers in sorted(after[variable].items()):
+            if host in old_hosts:
+                continue
+            who = ", ".join(f"`{name}`" for name in providers)
+            was = ", ".join(sorted(old_hosts)) or "nowhere"
+            summary = f"`{variable}` is now sent to {host} (provider {who}); before: {was}"
+            out.append(
+                Change(
+                    "credential-sent",
+                    variable,
+                    sorted(old_hosts),
+                    sorted(after[variable]),
+                    summary,
+                    field=host,
+                    unit="list",
+                )
+            )
+    old_keys, new_keys = base.access.keys, head.access.keys
+    for key_id in sorted(new_keys.keys() - old_keys.keys()):
+        key_env = new_keys[key_id].key_env
+        if key_env is not None:
+            summary = f"new key `{key_id}` accepts the secret held in `{key_env}`"
+            out.append(Change("key-variable-added", key_env, None, key_id, summary, field=key_id))
+    for key_id in sorted(new_keys.keys() & old_keys.keys()):
+        old, new = _source(old_keys[key_id]), _source(new_keys[key_id])
+        if old != new:
+            summary = (
+                f"key `{key_id}` now takes its secret from {_shown(new)} (was {_shown(old)}): callers "
+                "still sending the old secret will be refused"
+            )
+            out.append(
+                Change("key-secret-source-changed", f"keys.{key_id}", old, new, summary, field="secret")
+            )
+    return out
+
+
+def _source(key: PlanKey) -> str:
+    return key.key_env if key.key_env is not None else "hash"
+
+
+def _shown(source: str) -> str:
+    return "a `hash`" if source == "hash" else named(source)
+
+
+def _sent(plan: RoutingPlan) -> dict[str, dict[str, list[str]]]:
+    """variable -> host -> the providers sending it there."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for name, provider in sorted(plan.providers.items()):
+        if provider.api_key_env is None:
+            continue
+        urls = [provider.base_url] if provider.base_url else []
+        urls += [plan.workers[w].url for w in provider.workers if w in plan.workers]
+        hosts = out.setdefault(provider.api_key_env, {})
+        for url in urls:
+            senders = hosts.setdefault(_host(url), [])
+            if name not in senders:
+                senders.append(name)
+    return out
+
+
+def _host(url: str) -> str:
+    """`host[:port]` of ``url`` (the port counts: another port is another service), lowercase."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or url, parts.port
+    except ValueError:
+        return url
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port is not None else shown
