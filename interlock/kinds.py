@@ -38,6 +38,10 @@ class ProviderKind:
     adapter: str  # "module:Class", an ``upstream.base.Adapter`` taking the shared UpstreamClient
     fixed_headers: Mapping[str, str] = field(default_factory=dict)  # sent with every request
     key_expected: bool = True  # warn (IL108) when no `api_key_env` is given
+    live_facts: bool = False  # its workers report models, contexts and capabilities (Ollama's /api/show)
+    # a `base_url` kind whose provider may list `workers` instead (several servers of its own, each
+    # with slots and a queue: llama.cpp, vLLM, SGLang, LM Studio boxes)
+    workers_allowed: bool = False
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""
@@ -63,6 +67,7 @@ KINDS: Mapping[str, ProviderKind] = {
         auth=_bearer,
         adapter="interlock.runtime.upstream.ollama:OllamaAdapter",
         key_expected=False,
+        live_facts=True,
     ),
     "openai": ProviderKind(
         name="openai",
@@ -71,9 +76,17 @@ KINDS: Mapping[str, ProviderKind] = {
         example_url="https://api.groq.com/openai/v1",
         auth=_bearer,
         adapter="interlock.runtime.upstream.openai:OpenAIAdapter",
+        workers_allowed=True,
     ),
 }
 PROVIDER_KINDS: tuple[str, ...] = tuple(KINDS)
+
+
+def has_workers(kind: str, workers: object) -> bool:
+    """Whether a provider of ``kind`` sends to workers: always for Ollama, for OpenAI-compatible
+    servers when it lists them (instead of a ``base_url``)."""
+    row = KINDS.get(kind)
+    return row is not None and (row.shape == "workers" or (row.workers_allowed and bool(workers)))
 
 
 def listed(names: tuple[str, ...] = PROVIDER_KINDS) -> str:

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
+from interlock.runtime.errors import MIN_SECRET
 from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
+from interlock.schema.plan import RoutingPlan
 
 if TYPE_CHECKING:
     from interlock.runtime.audit import AuditLog
@@ -226,6 +228,24 @@ class PlanKeeper:
         partial.replace(self.copy)
 
 
+def short_credentials(plan: RoutingPlan, env: Mapping[str, str]) -> list[str]:
+    """A warning for each credential the plan reads that is shorter than ``MIN_SECRET`` characters: the
+    scrubber replaces such a value in upstream text only where it stands alone (never inside words), so
+    a careless upstream could echo it inside a word. Names the variable and the length, never the value."""
+    named = [(f"provider {p.name}", p.api_key_env) for p in plan.providers.values()]
+    named += [(f"caller key {k.id}", k.key_env) for k in plan.access.keys.values()]
+    out = []
+    for who, variable in sorted(named, key=lambda pair: pair[0]):
+        value = env.get(variable, "") if variable else ""
+        if 0 < len(value) < MIN_SECRET:
+            out.append(
+                f"{who}: the credential in {variable} is {len(value)} characters long; error texts are "
+                f"scrubbed of credentials of {MIN_SECRET} or more anywhere, of shorter ones only where they "
+                "stand alone"
+            )
+    return out
+
+
 def is_config(path: str) -> bool:
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):
@@ -278,6 +298,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except PlanError as exc:
         print(f"interlock serve: {exc}", file=sys.stderr)
         return 1
+    for warning in short_credentials(plan.source, os.environ):
+        print(f"interlock serve: warning: {warning}", file=sys.stderr)
     options = ServeOptions(
         host=args.host,
         port=args.port,

@@ -54,7 +54,13 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL104", "bad-env-name", "error", "`api_key_env` is not a valid environment variable name."),
     ("IL105", "env-unset", "error", "With `--require-env`: a referenced credential variable is unset."),
     ("IL106", "bad-url", "error", "A URL without `http`/`https` scheme or host."),
-    ("IL107", "bad-provider-shape", "error", "Workers on an `openai` provider, or none on `ollama`."),
+    (
+        "IL107",
+        "bad-provider-shape",
+        "error",
+        "Workers on an `anthropic` provider, `workers` and `base_url` both on an `openai` one, or no "
+        "workers on `ollama`.",
+    ),
     ("IL108", "no-credential", "warning", "An `openai` provider has no `api_key_env`."),
     ("IL109", "bad-provider-name", "error", "A provider name is empty or holds `/` or whitespace."),
     ("IL110", "shared-credential", "warning", "Providers on different hosts share one credential variable."),

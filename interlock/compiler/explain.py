@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from interlock.compiler.context import CompileContext, Link, Worker
 from interlock.compiler.diagnostics import Span, visible
-from interlock.kinds import KINDS
+from interlock.kinds import KINDS, has_workers
 from interlock.patterns import matching_row
 from interlock.schema.durations import format_duration
 
@@ -63,16 +63,19 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
     if provider is None:
         return lines
     section = provider.section
-    if KINDS[section.kind].shape == "base_url":
-        key = f"key from ${section.api_key_env}" if section.api_key_env else "no key"
-        probe = "probe on" if section.probe else "probe off"
+    kind = KINDS[section.kind]
+    served_by_workers = has_workers(section.kind, section.workers)
+    key = f"key from ${section.api_key_env}" if section.api_key_env else "no key"
+    probe = "probe on" if section.probe else "probe off"
+    if not served_by_workers:
         lines.append(f"provider {provider_name}: {section.kind} at {section.base_url}, {key}, {probe}")
-    else:
+    elif kind.live_facts:
         lines.append(f"provider {provider_name}: ollama, probe {'on' if section.probe else 'off'}")
+    else:
+        lines.append(f"provider {provider_name}: {section.kind} on workers, {key}, {probe}")
     lines.append(f"timeouts: {_timeouts(ctx, provider_name)}")
-    if KINDS[section.kind].shape == "base_url":
+    if not kind.live_facts:
         lines.append(f"preflight: declared facts only; context {f'{tokens} tokens' if tokens else 'unknown'}")
-        return lines
     for worker in ctx.workers.values():
         if worker.provider != provider_name:
             continue
@@ -80,7 +83,10 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
         slots = worker.max_concurrent if row is None else row.limit
         rule = "max_concurrent" if row is None else f"pattern `{row.pattern}`"
         lines.append(f"worker {worker.name} {worker.url}: {slots} of {worker.max_concurrent} slots ({rule})")
-        lines.append(f"  context sent as num_ctx: {_context(ctx, worker, model, tokens)}")
+        if kind.live_facts:
+            lines.append(f"  context sent as num_ctx: {_context(ctx, worker, model, tokens)}")
+    if not kind.live_facts:
+        return lines
     lines.append(
         "live at runtime (/api/show, /api/ps): capabilities, maximum, Modelfile num_ctx and loaded "
         "context replace or cap these"

@@ -165,7 +165,7 @@ class Gateway:
             SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
             OllamaOptionsGuard(self.facts),
         )
-        self.router = Router(self.health, guards, self.adapters, self.metrics, tracing)
+        self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata

@@ -15,9 +15,13 @@ upstream body, a header or a credential.
     │   │   ├── ProtocolFailure          server disconnected, broken HTTP, cut stream
     │   │   ├── ServerError              HTTP 5xx (52x included)
     │   │   └── RateLimited              HTTP 429; `retry_after` seconds when the upstream said
-    │   └── DeterministicError           -> returned to the caller at once, no fallback
-    │       ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
-    │       └── MalformedResponse        the upstream answered something we cannot parse
+    │   ├── DeterministicError           -> returned to the caller at once, no fallback
+    │   │   ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
+    │   │   └── MalformedResponse        the upstream answered something we cannot parse
+    │   └── ContextOverflow              the upstream said the prompt is over its context (any
+    │                                    dialect): the candidate's context is too small, not the
+    │                                    request wrong -> a candidate with a larger context; nothing
+    │                                    against health; the number it gave lowers its known context
     ├── CannotServe                      an adapter's translation refused, before any network call:
     │                                    -> next candidate with the reason; nothing against health
     └── GatewayError                     the gateway's own answer to a request
@@ -55,7 +59,8 @@ and ``Retry-After-Ms``, which the OpenAI SDKs read first.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -122,6 +127,20 @@ class ClientError(DeterministicError):
 
 class MalformedResponse(DeterministicError):
     error_class = "malformed"
+
+
+class ContextOverflow(UpstreamError):
+    """The upstream refused the prompt as longer than its context. ``window`` is the context it named
+    (None when it named none), ``tokens`` the prompt's size as it counted it (None when unsaid)."""
+
+    error_class = "context_overflow"
+
+    def __init__(
+        self, message: str, *, status: int | None = 400, window: int | None = None, tokens: int | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.window = window
+        self.tokens = tokens
 
 
 class CannotServe(InterlockError):
@@ -326,6 +345,8 @@ class CapabilityMissing(RequestDoesNotFit):
 
 
 MAX_ECHO = 200  # longest upstream error text passed on to the caller
+MIN_SECRET = 8  # shorter credential values are replaced only where they stand alone, never inside words
+REDACTED = "[redacted]"
 MAX_ECHOED_NAME = 100  # longest caller text (a model name, a path) an answer quotes
 
 
@@ -335,12 +356,23 @@ def shown(name: str) -> str:
     return name if len(name) <= MAX_ECHOED_NAME else name[: MAX_ECHOED_NAME - 1] + "…"
 
 
-def scrub(text: str, secrets: tuple[str, ...]) -> str:
-    """Upstream text is passed on only without any credential value, and cut short."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 1] + "…"
+def scrub(text: str, secrets: Iterable[str], limit: int = MAX_ECHO) -> str:
+    """The one secret scrubber: ``text`` without any of ``secrets``, whitespace collapsed, cut to ``limit``.
+
+    A value of ``MIN_SECRET`` characters or more is replaced wherever it occurs, longest first. A
+    shorter one (a dummy key such as ``x``) is replaced only where it stands alone, between spaces or
+    punctuation: replaced inside words it turned "maximum context" into "ma[redacted]imum conte[redacted]t"
+    while guarding nothing. ``interlock serve`` warns at start about a credential that short.
+    """
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if not secret or secret not in text:
+            continue
+        if len(secret) >= MIN_SECRET:
+            text = text.replace(secret, REDACTED)
+        else:
+            text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", REDACTED, text)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def untangle(error: BaseException | None) -> None:

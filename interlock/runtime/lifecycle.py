@@ -68,7 +68,14 @@ from interlock.runtime.upstream.base import ChatStream, Native
 from interlock.runtime.upstream.fields import DROPS
 from interlock.runtime.usage.credits import account_of, has_budget, reserve_credits
 from interlock.runtime.usage.ledger import Hold
-from interlock.runtime.usage.metering import delta_chars, metered
+from interlock.runtime.usage.metering import (
+    answer_text,
+    delta_chars,
+    estimated_usage,
+    metered,
+    output_tokens,
+    reported,
+)
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -338,7 +345,11 @@ class Exchange:
         self.record.answered = answered
         headers = self.headers
         headers.extend(self.preflight.headers())
-        payload = self.surface.answer(parsed, answered.result, answered.candidate.id)
+        result = answered.result
+        if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
+            estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
+            result = {**result, "usage": estimate}  # (the record keeps the upstream's: metered as estimated)
+        payload = self.surface.answer(parsed, result, answered.candidate.id)
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
@@ -383,13 +394,16 @@ class Exchange:
         if not parsed.relayed(answered.candidate.kind):  # else it went as it came
             say_dropped(headers, answered, "chat", parsed.body, parsed.dropped)
         headers.extend(render.headers)
+        render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
         read, render_chunk = answered.result.read, render.chunk
         first = True
         record = self.record
+        last: dict[str, Any] = {}
         try:
             while chunks := await read():  # the chunks of one upstream read: one write
+                last = chunks[-1]
                 for chunk in chunks:
                     usage = chunk.get("usage")
                     if usage:  # the last chunk, asked for with `include_usage`
@@ -416,7 +430,13 @@ class Exchange:
             await send({"type": "http.response.body", "body": event})
             return 200
         self.watch.stop()
-        await send({"type": "http.response.body", "body": render.end()})
+        end = b""
+        if record.usage is None:  # the upstream sent no usage: the estimate, never zeros
+            estimate = estimated_usage(self.preflight.needs, (record.output_chars + 2) // 3)
+            usage = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created")}
+            end = render_chunk({**usage, "model": cid, "choices": [], "usage": estimate})
+        end += render.end()
+        await send({"type": "http.response.body", "body": end})
         return 200
 
     def _observe_overhead(self, answered: Answered[Any]) -> None:

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from interlock.apikeys import parse_hash
 from interlock.collector import collector_paused
 from interlock.envnames import not_a_credential
-from interlock.kinds import KINDS
+from interlock.kinds import KINDS, has_workers
 from interlock.patterns import ollama_name, untagged
 from interlock.runtime.access import KeyBook
 from interlock.runtime.errors import InterlockError
@@ -332,7 +332,7 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
             problems.append(f"candidate {cid} names unknown provider {cand.provider}")
     for name, provider in plan.providers.items():
         shape = KINDS[provider.kind].shape
-        if shape == "base_url" and not provider.base_url:
+        if shape == "base_url" and not provider.base_url and not has_workers(provider.kind, provider.workers):
             problems.append(f"provider {name} (kind {provider.kind}) has no base_url")
         if shape == "workers" and not provider.workers:
             problems.append(f"provider {name} (kind {provider.kind}) has no workers")
@@ -454,7 +454,7 @@ def _provider(
         "max_body_bytes": server.max_upstream_body_bytes,
         "max_line_bytes": server.max_stream_line_bytes,
     }
-    if KINDS[p.kind].shape == "base_url":
+    if not has_workers(p.kind, p.workers):
         assert p.base_url is not None  # checked in _check_references
         endpoint = Endpoint(
             provider=p.name, kind=p.kind, url=p.base_url.rstrip("/"), label=p.name, headers=headers, **timing
@@ -496,9 +496,10 @@ def _candidate(
             endpoint=endpoint,
             worker=worker,
             slot_limit=workers[worker].slot_limit(model) if worker is not None else None,
-            context_default=_context_default(workers, worker, context_tokens, preflight),
-            context_cap=_context_cap(workers, worker, model, context_tokens, preflight),
+            context_default=_context_default(workers, worker, context_tokens, preflight, provider.kind),
+            context_cap=_context_cap(workers, worker, model, context_tokens, preflight, provider.kind),
             worker_header=(b"x-interlock-worker", worker.encode()) if worker is not None else None,
+            live_facts=worker is not None and KINDS[provider.kind].live_facts,
         )
         for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True)
     )
@@ -522,11 +523,15 @@ def _context_default(
     worker: str | None,
     declared: int | None,
     preflight: PreflightSettings,
+    kind: str,
 ) -> int | None:
-    """Without live metadata: a cloud model's declared window; an Ollama worker's default, else the plan's."""
+    """Without live metadata: a cloud model's declared window; an Ollama worker's default, else the plan's;
+    an OpenAI-compatible worker's declared window, else its own default (what its server was started with)."""
     if worker is None:
         return declared
     own = workers[worker].default_context_tokens
+    if not KINDS[kind].live_facts:
+        return declared if declared is not None else own
     return own if own is not None else preflight.default_context_tokens
 
 
@@ -536,11 +541,14 @@ def _context_cap(
     model: str,
     declared: int | None,
     preflight: PreflightSettings,
+    kind: str,
 ) -> int | None:
-    """The most context an Ollama (worker, model) may get: worker limit, gateway cap, declared maximum."""
+    """The most context an Ollama (worker, model) may get: worker limit, gateway cap, declared maximum
+    (an OpenAI-compatible worker: its limit and the declared maximum; the gateway sets no num_ctx there)."""
     if worker is None:
         return declared
     limits = workers[worker].context_limits
-    caps = [limits.get(model), preflight.max_context_tokens, declared]
+    gateway_cap = preflight.max_context_tokens if KINDS[kind].live_facts else None
+    caps = [limits.get(model), gateway_cap, declared]
     known = [cap for cap in caps if cap is not None]
     return min(known) if known else None

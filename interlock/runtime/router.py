@@ -9,7 +9,12 @@ called with the caller's request (or the copy a guard settled for that candidate
 - ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
 - ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once;
 - ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
-  reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``.
+  reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``;
+- ``ContextOverflow`` (the upstream said the prompt is over its context, in any dialect, streamed or
+  not) -> a context misfit: next candidate (the guard skips those known to be no larger), said in
+  ``X-Interlock-Skipped``; nothing against health. The window it named lowers that route's known
+  context (``FactsTable.lower_window``), so the next such request skips it without a call. With no
+  candidate left that fits, the caller gets 400 ``context_length_exceeded``.
 
 Nothing left -> a 400 when no candidate can serve the request itself: the preflight's (``refusal``)
 when every candidate was skipped for what the request needs, ``NoCandidateCanServe`` when every one
@@ -36,18 +41,20 @@ from interlock.runtime.errors import (
     AllCandidatesFailed,
     CandidateOutcome,
     CannotServe,
+    ContextOverflow,
     DeterministicError,
     NoCandidateCanServe,
     RequestDoesNotFit,
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.record import Answered, CandidateRefused
-from interlock.runtime.tables import Candidate, Target
+from interlock.runtime.tables import Candidate, Route, Target
 from interlock.runtime.upstream.base import Adapter, Call, ChatStream, Endpoint, Native
 
 if TYPE_CHECKING:
@@ -84,12 +91,14 @@ class Router:
         adapters: Mapping[str, Adapter],
         metrics: Metrics,
         tracing: Tracing | None = None,
+        facts: FactsTable | None = None,
     ) -> None:
         self.health = health
         self.guards = guards
         self.adapters = adapters
         self.metrics = metrics
         self.tracing = tracing  # spans per attempt (``--otel``), else None
+        self.facts = facts if facts is not None else FactsTable()  # learned windows are written here
 
     async def chat(
         self,
@@ -194,6 +203,14 @@ class Router:
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
                     continue
+                except ContextOverflow as exc:
+                    spent = time.perf_counter() - started
+                    upstream_s += spent
+                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                    self._overflowed(candidate, route, exc, outcomes, preflight)
+                    self._fell_back(candidates, index, "context_too_small")
+                    continue
                 except TransientError as exc:
                     spent = time.perf_counter() - started
                     upstream_s += spent
@@ -234,6 +251,22 @@ class Router:
         if not called and hold.error_class is not None:  # skipped: the failure that put it on hold
             reason, status = hold.error_class, hold.status
         return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds)
+
+    def _overflowed(
+        self,
+        candidate: Candidate,
+        route: Route,
+        error: ContextOverflow,
+        outcomes: list[CandidateOutcome],
+        preflight: Preflight | None,
+    ) -> None:
+        """The candidate's context is too small for this prompt: learned, and noted as a misfit."""
+        label = route.endpoint.label
+        if error.window is not None:
+            self.facts.lower_window(label, candidate.facts_key, error.window)
+        outcomes.append(CandidateOutcome(candidate.id, error.error_class, error.status, called=True))
+        if preflight is not None:
+            preflight.overflowed(candidate.id, label, error.window, error.tokens)
 
     def _cannot_serve(
         self,

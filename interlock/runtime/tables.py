@@ -35,6 +35,7 @@ class Route:
     context_default: int | None = None
     context_cap: int | None = None
     worker_header: tuple[bytes, bytes] | None = None  # X-Interlock-Worker: the worker that answered
+    live_facts: bool = False  # an Ollama worker: live metadata (/api/show, /api/ps) applies to it
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,10 +147,14 @@ class TelemetrySection(_Section):
 
 
 class WorkerSection(_Section):
-    """One Ollama box. Keys set here override the values of its hardware `profile`."""
+    """One Ollama box, or one OpenAI-compatible server (llama.cpp, vLLM, ...). Keys set here override the
+    values of its hardware `profile`."""
 
     name: NonEmpty = Field(description="Unique across all providers, e.g. `box1`.")
-    url: str = Field(description="The Ollama server, e.g. `http://10.0.0.5:11434`.")
+    url: str = Field(
+        description="The Ollama server, e.g. `http://10.0.0.5:11434`; for `kind: openai`, the server's "
+        "base URL, e.g. `http://10.0.0.6:8080/v1`."
+    )
     profile: str | None = Field(None, description="A built-in preset name or a path to a profile file.")
     max_concurrent: int | None = Field(None, description="Requests this worker runs at once, all models.")
     model_concurrency: dict[str, int] | None = Field(
@@ -177,7 +181,11 @@ class ProviderSection(_Section):
     api_key_env: str | None = Field(None, description="Name of the variable holding the credential.")
     probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
     timeouts: ProviderTimeouts | None = None
-    workers: list[WorkerSection] | None = Field(None, description="Required for `kind: ollama`.")
+    workers: list[WorkerSection] | None = Field(
+        None,
+        description="Required for `kind: ollama`; for `kind: openai`, instead of `base_url`: one per server, "
+        "each with its own slots and queue.",
+    )
 
 
 class ModelFacts(_Section):

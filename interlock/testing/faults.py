@@ -12,6 +12,8 @@ import threading
 from dataclasses import dataclass
 from enum import StrEnum
 
+import orjson
+
 
 class FaultKind(StrEnum):
     HANG = "hang"  # accept the request and never answer
@@ -21,6 +23,7 @@ class FaultKind(StrEnum):
     DISCONNECT = "disconnect"  # read the request, then abort the connection without a byte
     CUT_STREAM = "cut_stream"  # send `after_chunks` chunks (or half a JSON body), then abort the connection
     TRUNCATE = "truncate"  # end a stream cleanly after `after_chunks` chunks, without its last chunk
+    UNFINISHED = "unfinished"  # `after_chunks` chunks, then the format's terminator, no finish reason
     MALFORMED = "malformed"  # a body (or, in a stream, the chunk after `after_chunks`) that is not JSON
     STREAM_ERROR = "stream_error"  # an error event/line in a 200 stream after `after_chunks` chunks
     ENDLESS = "endless"  # a JSON body (or, in a stream, the line after `after_chunks`) that never ends
@@ -39,8 +42,8 @@ class Fault:
     retry_after: str | None = None
     retry_after_ms: str | None = None
     body: bytes | None = None
+    content_type: str = "text/html"  # of `body` (a status's body as given, a recorded answer)
     gate: threading.Event | None = None
-    content_type: str = ""
 
     @classmethod
     def hang(cls) -> Fault:
@@ -88,6 +91,26 @@ class Fault:
         return cls(FaultKind.TRUNCATE, after_chunks=after_chunks)
 
     @classmethod
+    def unfinished(cls, after_chunks: int) -> Fault:
+        """A stream that ends with its format's terminator (``data: [DONE]``, ``message_stop``) after
+        ``after_chunks`` chunks, never having sent the finish reason (``finish_reason``, ``stop_reason``;
+        Ollama's ``done: true`` is both, so there it is ``truncate``). llama.cpp's server ends a stream it
+        drops for another request this way: the role chunk, then ``[DONE]`` (``unfinished(1)``)."""
+        return cls(FaultKind.UNFINISHED, after_chunks=after_chunks)
+
+    @classmethod
+    def empty_stream(cls) -> Fault:
+        """A 200 stream with no byte in its body (llama-cpp-python's server on a prompt over its context)."""
+        return cls.truncate(0)
+
+    @classmethod
+    def context_overflow(cls, dialect: str, window: int, tokens: int) -> Fault:
+        """The 400 an upstream of ``dialect`` (a key of ``OVERFLOWS``) answers a prompt of ``tokens``
+        tokens over its context of ``window``, in that upstream's own words."""
+        status, error = OVERFLOWS[dialect](window, tokens)
+        return cls(FaultKind.STATUS, status=status, body=orjson.dumps(error), content_type="application/json")
+
+    @classmethod
     def malformed(cls, after_chunks: int = 0) -> Fault:
         return cls(FaultKind.MALFORMED, after_chunks=after_chunks)
 
@@ -107,6 +130,68 @@ class Fault:
     @classmethod
     def stream_error(cls, message: str = "injected stream error", *, after_chunks: int = 0) -> Fault:
         return cls(FaultKind.STREAM_ERROR, after_chunks=after_chunks, message=message)
+
+
+def _openai(window: int, tokens: int) -> tuple[int, object]:
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+        f"{tokens} tokens. Please reduce the length of the messages."
+    )
+    error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+    return 400, {"error": {**error, "code": "context_length_exceeded"}}
+
+
+def _vllm(window: int, tokens: int) -> tuple[int, object]:
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested {tokens} tokens "
+        f"({tokens - 16} in the messages, 16 in the completion). Please reduce the length of the messages "
+        "or completion."
+    )
+    return 400, {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
+
+
+def _llama_server(window: int, tokens: int) -> tuple[int, object]:
+    """llama.cpp's own ``llama-server``."""
+    error = {
+        "code": 400,
+        "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": tokens,
+        "n_ctx": window,
+    }
+    return 400, {"error": error}
+
+
+def _llama_cpp_python(window: int, tokens: int) -> tuple[int, object]:
+    """llama-cpp-python's server (``python -m llama_cpp.server``), non-streamed."""
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested {tokens} tokens "
+        f"({tokens} in the messages, 0 in the completion). Please reduce the length of the messages or "
+        "completion."
+    )
+    error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+    return 400, {"error": {**error, "code": "context_length_exceeded"}}
+
+
+def _ollama(window: int, tokens: int) -> tuple[int, object]:
+    return 400, {"error": f"input length ({tokens} tokens) exceeds the model's context length ({window})"}
+
+
+def _anthropic(window: int, tokens: int) -> tuple[int, object]:
+    message = f"prompt is too long: {tokens} tokens > {window} maximum"
+    error = {"type": "invalid_request_error", "message": message}
+    return 400, {"type": "error", "error": error}
+
+
+OVERFLOWS = {
+    "openai": _openai,
+    "vllm": _vllm,
+    "llama-server": _llama_server,
+    "llama-cpp-python": _llama_cpp_python,
+    "ollama": _ollama,
+    "anthropic": _anthropic,
+}
+"""Each upstream's answer to a prompt over its context: ``(status, error body)``."""
 
 
 @dataclass(slots=True)

@@ -365,7 +365,7 @@ class FakeServer:
             if fault.retry_after_ms is not None:
                 headers["retry-after-ms"] = fault.retry_after_ms
             if fault.body is not None:
-                conn.respond(fault.status, fault.body, "text/html", headers)
+                conn.respond(fault.status, fault.body, fault.content_type, headers)
             else:
                 await self._finish(self._send(conn, ErrorAnswer(fault.status, fault.message, headers), None))
         elif kind is FaultKind.ENDLESS:
@@ -415,7 +415,7 @@ class FakeServer:
         if isinstance(answer, JsonAnswer):
             data = orjson.dumps(answer.obj)
             kind = fault.kind if fault is not None else None
-            if kind is FaultKind.MALFORMED or kind is FaultKind.TRUNCATE:
+            if kind is FaultKind.MALFORMED or kind is FaultKind.TRUNCATE or kind is FaultKind.UNFINISHED:
                 conn.respond(answer.status, data[: len(data) // 2], _JSON)
             elif kind is FaultKind.CUT_STREAM:
                 conn.respond_partial(answer.status, data[: len(data) // 2], _JSON, len(data))
@@ -471,6 +471,8 @@ class FakeServer:
             conn.write_chunk(self.malformed_frame())
         elif fault.kind is FaultKind.STREAM_ERROR:
             conn.write_chunk(self.error_frame(fault.message))
+        elif fault.kind is FaultKind.UNFINISHED:
+            conn.write_chunk(answer.trailer)
         conn.end_chunked()
 
     # ----- control routes -----

@@ -112,6 +112,12 @@ aliases:
   e2e/badreq: {{description: 400 from primary, chain: [alpha/a-400, bravo/b-400]}}
   e2e/cut: {{description: cut stream, chain: [alpha/a-cut, bravo/b-cut]}}
   e2e/cut2: {{description: cut stream seen by the SDK, chain: [alpha/a-cut2, bravo/b-cut2]}}
+  e2e/rolecut: {{description: cut after the role chunk, chain: [alpha/a-rolecut, bravo/b-rolecut]}}
+  e2e/rolecut2: {{description: ended after the role chunk, chain: [alpha/a-rolecut2, bravo/b-rolecut2]}}
+  e2e/unf-chat: {{description: no finish reason, chain: [alpha/a-unf-chat, bravo/b-unf-chat]}}
+  e2e/unf-responses: {{description: no finish reason, chain: [alpha/a-unf-responses, bravo/b-unf]}}
+  e2e/unf-messages: {{description: no finish reason, chain: [alpha/a-unf-messages, bravo/b-unf]}}
+  e2e/unf-ollama: {{description: no finish reason, chain: [alpha/a-unf-ollama, bravo/b-unf]}}
   e2e/prestream: {{description: stream fails before its first chunk, chain: [alpha/a-pre, bravo/b-pre]}}
   e2e/alldown: {{description: all down, chain: [alpha/a-500, bravo/b-502, hang/h-drop]}}
   e2e/limited: {{description: rate limited primary, chain: [alpha/a-429, bravo/b-429]}}

@@ -68,7 +68,7 @@ def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event_and_no_done(
 
 
 def test_the_sdk_sees_a_failure_not_a_short_answer(gateway: Served, fakes: Fakes) -> None:
-    fakes.alpha.set_fault(Fault.cut_stream(after_chunks=1), model="a-cut2")
+    fakes.alpha.set_fault(Fault.cut_stream(after_chunks=2), model="a-cut2")  # the role chunk and one word
     sdk = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
     seen: list[str] = []
 
@@ -78,7 +78,17 @@ def test_the_sdk_sees_a_failure_not_a_short_answer(gateway: Served, fakes: Fakes
 
     with pytest.raises(openai.APIError, match=r"the stream from alpha/a-cut2 broke after it had started"):
         consume()
-    assert seen == ["alpha/a-cut2"]
+    assert seen == ["alpha/a-cut2", "alpha/a-cut2"]
+
+
+def test_a_stream_cut_after_its_role_chunk_falls_back(gateway: Served, fakes: Fakes) -> None:
+    """The role-only first chunk says nothing: a stream cut (or ended) right after it has not started."""
+    sdk = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
+    for name, fault in (("rolecut", Fault.cut_stream(after_chunks=1)), ("rolecut2", Fault.unfinished(1))):
+        fakes.alpha.set_fault(fault, model=f"a-{name}", times=1)
+        chunks = list(sdk.chat.completions.create(model=f"e2e/{name}", messages=HI, stream=True))
+        assert {chunk.model for chunk in chunks} == {f"bravo/b-{name}"}
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
 def test_an_endless_upstream_body_falls_back_and_an_endless_line_ends_the_stream(
@@ -97,7 +107,7 @@ def test_an_endless_upstream_body_falls_back_and_an_endless_line_ends_the_stream
         == before + 1
     )
 
-    fakes.alpha.set_fault(Fault.endless(after_chunks=1), model="a-endless2")
+    fakes.alpha.set_fault(Fault.endless(after_chunks=2), model="a-endless2")  # the role chunk, one word
     seen: list[str] = []
 
     def consume() -> None:
@@ -108,5 +118,34 @@ def test_an_endless_upstream_body_falls_back_and_an_endless_line_ends_the_stream
         openai.APIError, match=r"^the stream from alpha/a-endless2 broke after it had started"
     ):
         consume()
-    assert seen == ["alpha/a-endless2"]
+    assert seen == ["alpha/a-endless2", "alpha/a-endless2"]
     assert not any(r.body and r.body.get("model") == "b-endless2" for r in fakes.bravo.requests)
+
+
+def test_a_stream_that_ends_without_a_finish_reason_ends_in_an_error_on_every_surface(
+    gateway: Served, fakes: Fakes
+) -> None:
+    """Issue 22: text, then the terminator with no finish reason. Every surface's caller gets its error
+    event after the text, and none of the surface's success terminators."""
+    asks = {
+        "/v1/chat/completions": ("chat", {"messages": HI, "stream": True}),
+        "/v1/responses": ("responses", {"input": "hi", "stream": True}),
+        "/v1/messages": ("messages", {"messages": HI, "max_tokens": 50, "stream": True}),
+        "/api/chat": ("ollama", {"messages": HI}),
+    }
+    ends = {
+        "/v1/chat/completions": (b'"code":"stream_aborted"', b"[DONE]"),
+        "/v1/responses": (b"event: error", b"response.completed"),
+        "/v1/messages": (b"event: error", b"message_stop"),
+        "/api/chat": (b'{"error":"the stream from alpha/a-unf-ollama broke', b'"done":true'),
+    }
+    for path, (name, body) in asks.items():
+        fakes.alpha.set_fault(Fault.unfinished(after_chunks=3), model=f"a-unf-{name}", times=1)
+        with gateway.http.stream("POST", path, json={"model": f"e2e/unf-{name}", **body}) as response:
+            assert (path, response.status_code) == (path, 200)
+            assert response.headers["x-interlock-resolved"] == f"alpha/a-unf-{name}"
+            data = response.read()
+        error, success = ends[path]
+        assert b"Hello" in data or b"hello" in data.lower(), (path, data)
+        assert error in data, (path, data)
+        assert success not in data, (path, data)

@@ -138,7 +138,7 @@ def test_a_cut_stream_ends_with_an_error_line_and_no_done(gateway: Served, fakes
         "the answer is incomplete"
     }
     assert not any(line.get("done") for line in lines)
-    fakes.alpha.set_fault(Fault.cut_stream(after_chunks=1), model="a-ol-cut2")
+    fakes.alpha.set_fault(Fault.cut_stream(after_chunks=2), model="a-ol-cut2")  # role chunk, one word
     parts = client(gateway).chat(model="e2e/ol-cut2", messages=HI, stream=True)
     with pytest.raises(ollama.ResponseError, match="broke after it had started"):
         list(parts)

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
+from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from tests.e2e.harness import Served
 from tests.waiting import wait_until
@@ -30,14 +31,21 @@ providers:
         max_concurrent: 4
         model_concurrency: {{"slow-*": 1, "*": 4}}
         queue: {{max_waiting: 3, max_wait: 2s}}
+  llama:  # an OpenAI-compatible server listed as a worker: the same slots (issue 22)
+    kind: openai
+    probe: false
+    timeouts: {{connect: 1s, first_byte: 30s, total: 60s}}
+    workers:
+      - {{name: llama1, url: "{llama}/v1", max_concurrent: 1, queue: {{max_waiting: 3, max_wait: 2s}}}}
 aliases:
   w/slow: {{description: one slot, chain: [gpu/slow-a]}}
+  w/llama: {{description: one slot on a llama.cpp box, chain: [llama/smollm2]}}
 """
 
 
 def other(gpu: FakeOllama) -> str:
     """A sound plan, different from CONFIG's: its one alias is ``w/other``."""
-    return CONFIG.format(gpu=gpu.url).replace("w/slow", "w/other")
+    return CONFIG.format(gpu=gpu.url, llama="http://127.0.0.1:9").replace("w/slow", "w/other")
 
 
 HI = [{"role": "user", "content": "hi"}]
@@ -50,10 +58,16 @@ def gpu() -> Iterator[FakeOllama]:
 
 
 @pytest.fixture(scope="module")
-def served(gpu: FakeOllama, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def llama() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(name="llama") as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def served(gpu: FakeOllama, llama: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("workers")
     config = folder / "interlock.yaml"
-    config.write_text(CONFIG.format(gpu=gpu.url))
+    config.write_text(CONFIG.format(gpu=gpu.url, llama=llama.url))
     gateway = Served(config, {}, folder / "serve.log", "--workers", "4")
     try:
         yield gateway
@@ -116,6 +130,22 @@ def test_one_slot_holds_across_four_processes(served: Served, gpu: FakeOllama) -
     chats = [r for r in gpu.requests if r.path == "/api/chat"]
     assert len(chats) == statuses.count(200)  # nothing refused reached the upstream
     wait_until(lambda: in_use(served) == 0, 60, "the slots to be free")
+
+
+def test_an_openai_servers_one_slot_holds_across_four_processes(served: Served, llama: FakeOpenAI) -> None:
+    llama.set_fault(Fault.slow_first_byte(0.3), model="smollm2")
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(lambda _: chat(served, "w/llama"), range(20)))
+    finally:
+        llama.clear_faults(model="smollm2")
+    assert llama.peak_in_flight == 1
+    statuses = sorted(a.status_code for a in answers)
+    assert set(statuses) == {200, 429}, statuses
+    refused = [a for a in answers if a.status_code == 429]
+    assert all(a.headers["retry-after"] == "2" for a in refused)
+    assert all(a.json()["error"]["code"] == "slots_busy" for a in refused)
+    assert {a.headers["x-interlock-worker"] for a in answers if a.status_code == 200} == {"llama1"}
 
 
 def test_a_killed_worker_gives_its_slot_back(served: Served, gpu: FakeOllama) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 
 from interlock.runtime import errors
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
+from tests.runtime.conftest import build
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -58,3 +61,30 @@ def test_cannot_serve_is_no_upstream_error_and_names_its_field() -> None:
     )
     assert not isinstance(refusal, errors.UpstreamError | errors.GatewayError)
     assert (refusal.param, refusal.reason) == ("messages[2].content[0].image_url", "unsupported_messages")
+
+
+def test_the_one_scrubber_replaces_long_values_anywhere_and_short_ones_only_alone() -> None:
+    """Issue 22: a one-character dummy key turned "maximum context" into
+    "ma[redacted]imum conte[redacted]t"."""
+    from interlock.runtime.errors import scrub
+
+    text = "This model's maximum context length is 512 tokens; key x was refused"
+    assert (
+        scrub(text, ["x"]) == "This model's maximum context length is 512 tokens; key [redacted] was refused"
+    )
+    assert scrub("token=sk-live-0123456789 in sk-live-0123456789abc", ["sk-live-0123456789"]) == (
+        "token=[redacted] in [redacted]abc"
+    )
+    assert scrub("a\n  b " + "y" * 300, [], limit=10) == "a b yyyyy…"
+
+
+def test_serve_names_a_credential_too_short_to_scrub_inside_words(tmp_path: Path) -> None:
+    from interlock.commands.serve import short_credentials
+    from tests.runtime.conftest import BASIC, compile_text
+
+    plan = build(compile_text(tmp_path, BASIC), {"CLOUD_KEY": "x"})
+    assert short_credentials(plan.source, {"CLOUD_KEY": "x"}) == [
+        "provider cloud: the credential in CLOUD_KEY is 1 characters long; error texts are scrubbed of "
+        "credentials of 8 or more anywhere, of shorter ones only where they stand alone"
+    ]
+    assert short_credentials(plan.source, {"CLOUD_KEY": "sk-long-enough"}) == []

@@ -259,6 +259,7 @@ def test_every_fault_kind_has_a_constructor() -> None:
         Fault.disconnect().kind,
         Fault.cut_stream(1).kind,
         Fault.truncate(1).kind,
+        Fault.unfinished(1).kind,
         Fault.malformed().kind,
         Fault.stream_error().kind,
         Fault.endless().kind,

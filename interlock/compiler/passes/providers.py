@@ -60,26 +60,46 @@ def _provider(ctx: CompileContext, name: str, provider: Provider) -> None:
 def _base_url(ctx: CompileContext, name: str, provider: Provider, complete: bool) -> None:
     section, entry, where = provider.section, provider.entry, f"providers.{name}"
     kind = KINDS[section.kind]
+    own_workers = kind.workers_allowed and bool(section.workers)
     if section.base_url is None:
-        if complete:
+        if complete and not own_workers:
             ctx.sink.add(
                 "IL102",
                 entry.key_span,
                 f"provider `{name}` (kind: {kind.name}) has no `base_url`",
                 path=f"{where}.base_url",
-                hint=f"add e.g. `base_url: {kind.example_url}`",
+                hint=f"add e.g. `base_url: {kind.example_url}`"
+                + (" (or `workers:`, one per server, each with its own slots)" * kind.workers_allowed),
             )
     else:
         url_path = (*entry.path, "base_url")
         if check_url(ctx, entry.doc, url_path, section.base_url, f"{where}.base_url", base=True):
             _reach(ctx, entry.doc.span(url_path), f"{where}.base_url", section.base_url, section.api_key_env)
-    if section.workers is not None:
+    if section.workers is not None and not kind.workers_allowed:
         ctx.sink.add(
             "IL107",
             ctx.key_span_of(entry, "workers"),
-            f"provider `{name}` is `kind: {kind.name}`; only `kind: ollama` has workers",
+            f"provider `{name}` is `kind: {kind.name}`; only `kind: ollama` and `kind: openai` have workers",
             path=f"{where}.workers",
-            hint="move the workers to an `ollama` provider, or use `base_url`",
+            hint="move the workers to an `ollama` or `openai` provider, or use `base_url`",
+        )
+    elif section.workers is not None and section.base_url is not None:
+        ctx.sink.add(
+            "IL107",
+            ctx.key_span_of(entry, "workers"),
+            f"provider `{name}` has both `base_url` and `workers`; it sends to one or the other",
+            path=f"{where}.workers",
+            hint="one server: `base_url` (no slots) or one worker; several: a worker each, "
+            "`url` being its base URL (e.g. `http://10.0.0.5:8080/v1`)",
+        )
+    elif section.workers is not None and not section.workers and complete:
+        ctx.sink.add(
+            "IL107",
+            ctx.span_of(entry, "workers"),
+            f"provider `{name}` (kind: {kind.name}) has an empty `workers` list",
+            path=f"{where}.workers",
+            hint="add `workers: [{name: box1, url: http://127.0.0.1:8080/v1, max_concurrent: 1}]` "
+            "or use `base_url`",
         )
     if section.api_key_env is None and complete and kind.key_expected:
         ctx.sink.add(

@@ -1,4 +1,5 @@
-"""Ollama workers -> effective values (profile applied), ordered concurrency pattern tables.
+"""Workers (Ollama's, and OpenAI-compatible servers listed as workers) -> effective values (profile
+applied), ordered concurrency pattern tables.
 
 A key the worker sets replaces the profile's value for that key; tables (`model_concurrency`,
 `context_limits`) are replaced whole, `queue` is merged key by key.
@@ -15,6 +16,7 @@ from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import Entry, Path, SourceDoc
 from interlock.compiler.passes.providers import check_url
 from interlock.compiler.profiles import LoadedProfile, ProfileCache
+from interlock.kinds import has_workers
 from interlock.patterns import covers, order, parse_pattern
 from interlock.schema.config import QueueSection, WorkerSection
 from interlock.schema.plan import PlanPattern
@@ -25,7 +27,9 @@ def workers(ctx: CompileContext) -> None:
     urls: dict[str, tuple[str, Span]] = {}
     cache = ProfileCache()
     for provider in ctx.providers.values():
-        if provider.section.kind != "ollama":
+        if not has_workers(provider.section.kind, provider.section.workers) or (
+            provider.section.kind != "ollama" and provider.section.base_url is not None
+        ):
             continue
         for index, section in enumerate(provider.section.workers or ()):
             _worker(ctx, provider, provider.source_index(index), section, urls, cache)

@@ -5,6 +5,10 @@ whole entries, never mutates one, so a reader always sees a consistent entry. Re
 guards, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint label
 (``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``patterns.ollama_name``).
 
+One more writer, for one table: the router lowers a route's *learned window* when its upstream
+refuses a prompt as over its context (``lower_window``: OpenAI-compatible servers, Anthropic and Ollama
+alike). It only ever goes down, and the context guard takes it as the most that route can hold.
+
 Invariants: an entry present is what the worker last said; an entry absent is *unknown* (never "lacks").
 A failed ``/api/ps`` makes the loaded set unknown (``None``) rather than keeping a stale one, since
 loaded contexts change with every model load; ``/api/show`` and ``/api/tags`` facts are kept until a
@@ -51,6 +55,7 @@ class FactsTable:
         self._workers: dict[str, WorkerFacts] = {}
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
         self._holders: dict[str, frozenset[str]] = {}  # model -> workers whose /api/ps lists it
+        self._windows: dict[tuple[str, str], int] = {}  # (label, model) -> context an overflow named
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
 
@@ -75,6 +80,18 @@ class FactsTable:
         facts = self._workers.get(label)
         loaded = facts.loaded if facts is not None else None
         return loaded.get(model) if loaded is not None else None
+
+    def window(self, label: str, model: str) -> int | None:
+        """The context the route's upstream said it has, in a context-length error; None: never said."""
+        return self._windows.get((label, model)) if self._windows else None
+
+    def lower_window(self, label: str, model: str, tokens: int) -> None:
+        """An upstream refused a prompt as over its context of ``tokens`` (the router only)."""
+        known = self._windows.get((label, model))
+        if known is None or tokens < known:
+            if known is None and len(self._windows) >= MAX_SIZES:
+                del self._windows[next(iter(self._windows))]
+            self._windows[(label, model)] = tokens
 
     def snapshot(self) -> dict[str, Any]:
         """Everything known, JSON-ready, per worker label (for /v1/health and people)."""

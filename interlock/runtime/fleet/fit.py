@@ -16,7 +16,7 @@ from interlock.runtime.tables import Candidate, Route
 
 
 def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> frozenset[str] | None:
-    if route.worker is not None:
+    if route.live_facts:
         info = facts.model(route.endpoint.label, candidate.facts_key)
         if info is not None and info.capabilities is not None:
             return info.capabilities
@@ -26,7 +26,7 @@ def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> fr
 def limit_on(route: Route, candidate: Candidate, facts: FactsTable) -> int | None:
     """The most context the route may be given (None: no limit known)."""
     cap = route.context_cap
-    if route.worker is not None:
+    if route.live_facts:
         info = facts.model(route.endpoint.label, candidate.facts_key)
         if info is not None and info.max_context is not None:
             cap = info.max_context if cap is None else min(cap, info.max_context)
@@ -36,8 +36,19 @@ def limit_on(route: Route, candidate: Candidate, facts: FactsTable) -> int | Non
 def effective_context(
     route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None = None
 ) -> tuple[int | None, str]:
-    """``(tokens, source)``; tokens None when nothing is known (then nothing is blocked)."""
-    if route.worker is None:
+    """``(tokens, source)``; tokens None when nothing is known (then nothing is blocked). A window the
+    route's upstream named in a context-length error (``FactsTable.window``) caps whatever else is known."""
+    tokens, source = _effective(route, candidate, facts, num_ctx)
+    learned = facts.window(route.endpoint.label, candidate.facts_key)
+    if learned is not None and (tokens is None or learned < tokens):
+        return learned, "upstream said"
+    return tokens, source
+
+
+def _effective(
+    route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None
+) -> tuple[int | None, str]:
+    if not route.live_facts:
         return route.context_default, "declared"
     label, model = route.endpoint.label, candidate.facts_key
     if num_ctx is not None:

@@ -149,7 +149,7 @@ class Scorer:
         """``routes`` best first (stable: ties keep plan order). ``ahead``: a fleet line's waiter, with
         that many waiters before it; they count as queued on every full worker, instead of the
         worker's own queue."""
-        if len(routes) < 2 or candidate.kind != "ollama":
+        if len(routes) < 2 or routes[0].worker is None:
             return routes
         service = self._fleet_service(candidate, routes)
         scored = [self.rate(route, candidate, settings, service, ahead) for route in routes]

@@ -31,7 +31,7 @@ class ContextGuard(MisfitGuard):
         details: list[str] = []
         reason = "context_too_small"
         for route in admission.routes:
-            if needs.num_ctx is not None and route.worker is not None:
+            if needs.num_ctx is not None and route.live_facts:
                 limit = limit_on(route, candidate, self.facts)
                 if limit is not None and needs.num_ctx > limit:
                     reason = "num_ctx_above_limit"
@@ -40,7 +40,7 @@ class ContextGuard(MisfitGuard):
                     )
                     continue
             window, source = effective_context(route, candidate, self.facts, needs.num_ctx)
-            if window is None and route.worker is not None:  # Ollama's own default applies: say so
+            if window is None and route.live_facts:  # Ollama's own default applies: say so
                 preflight.note(f"context of {candidate.id} on {route.endpoint.label} unknown")
             if window is None or window >= needs.tokens:
                 keep.append(route)

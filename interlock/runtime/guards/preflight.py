@@ -50,6 +50,19 @@ class Preflight:
         if text not in self.notes and len(self.notes) < MAX_HEADER_ITEMS:
             self.notes.append(text)
 
+    def overflowed(self, candidate: str, label: str, window: int | None, tokens: int | None) -> None:
+        """The candidate's upstream refused the prompt as over its context: a context misfit (said in
+        ``X-Interlock-Skipped``), and the rest of the walk needs more than that window (or the size the
+        upstream counted), so the guard skips any later candidate known to be no larger."""
+        said = (
+            f"context {window} (upstream said)" if window is not None else "context too small (upstream said)"
+        )
+        self.misfits.append(Misfit(candidate, "context", "context_too_small", f"{said} on {label}", window))
+        self.skipped.append(f"{candidate} (context_too_small)")
+        floor = max(tokens or 0, window + 1 if window is not None else 0)
+        if floor > self.needs.tokens:
+            self.needs.tokens = floor  # the one write to a built ``Needs``: the upstream counted better
+
     def headers(self) -> list[Header]:
         out: list[Header] = []
         if self.skipped:

@@ -16,8 +16,9 @@ candidate has several workers, the session is not pinned and the slots are this 
 worker's queue (bound on arrival). A request under ``queue`` does not overtake the fleet line: while
 the line has waiters, a newcomer joins it. A full queue or line, or a wait past
 ``max_wait``, ends the request with 429 + ``Retry-After`` (a busy worker under ``queue`` is
-back-pressure, not a failure). Candidates of OpenAI-compatible providers have no slot limit and pass
-at once. Where the slots live (this process, the host's supervisor, Redis) is the ``SlotBackend``'s
+back-pressure, not a failure). OpenAI-compatible providers listed with ``workers`` (llama.cpp, vLLM,
+... servers) get the same slots, queues and choice; those with a ``base_url`` have no slot limit and
+pass at once. Where the slots live (this process, the host's supervisor, Redis) is the ``SlotBackend``'s
 business. A worker's own ``on_saturation`` wins over the alias's for requests sent to it.
 """
 

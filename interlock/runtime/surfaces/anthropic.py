@@ -374,7 +374,7 @@ class _Events(StreamRender):
                 "content": [],
                 "stop_reason": None,
                 "stop_sequence": None,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
             }
             out.append(_event("message_start", {"type": "message_start", "message": message}))
         if chunk.get("usage"):

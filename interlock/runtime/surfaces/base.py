@@ -90,6 +90,9 @@ class StreamRender(abc.ABC):
     """One stream's events in a surface's wire format; built per stream (it may keep state)."""
 
     headers: tuple[Header, ...]
+    # the prompt's tokens when the stream starts (the upstream's own count, else interlock's estimate),
+    # set by the lifecycle before the first chunk: for a surface whose first event states it
+    prompt_tokens: int = 0
 
     @abc.abstractmethod
     def chunk(self, chunk: dict[str, Any]) -> bytes:

@@ -20,7 +20,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from interlock.runtime.errors import CannotServe, DeterministicError, TransientError, UpstreamError
+from interlock.runtime.errors import (
+    CannotServe,
+    ContextOverflow,
+    DeterministicError,
+    TransientError,
+    UpstreamError,
+)
 from interlock.runtime.record import error_class, usage_of
 from interlock.runtime.tracing.base import UPSTREAM_HEADERS, TracingUnavailable
 
@@ -43,6 +49,7 @@ OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
     (CannotServe, "cannot_serve"),  # the adapter refused before sending anything
     (TransientError, "failed"),  # the walk goes on to the next candidate
     (DeterministicError, "refused"),  # a 4xx or unreadable answer, passed on to the caller
+    (ContextOverflow, "context_too_small"),  # the walk goes on to a candidate with a larger context
 )
 """An attempt's ``interlock.outcome`` by the class it ended with (anything else: ``internal``)."""
 

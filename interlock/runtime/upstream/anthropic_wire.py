@@ -278,12 +278,23 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
 
 
 class EventDecoder(SSEEvents):
-    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``.
+    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``
+    after a ``message_delta`` with a ``stop_reason`` (without one the stream was cut).
 
     ``relay``: every event comes as one ``RelayedChunk`` (its chunk, or one without choices), holding
     the event as it came, for a Messages caller."""
 
-    __slots__ = ("_blocks", "_calls", "_head", "_include_usage", "_relay", "_usage", "done")
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_head",
+        "_include_usage",
+        "_relay",
+        "_stopped",
+        "_usage",
+        "done",
+        "prompt_tokens",
+    )
 
     def __init__(self, model: str, endpoint: Endpoint, include_usage: bool, *, relay: bool = False) -> None:
         super().__init__(endpoint)
@@ -293,7 +304,9 @@ class EventDecoder(SSEEvents):
         self._blocks: dict[int, int] = {}  # content block index -> tool call index
         self._calls = 0
         self._usage: dict[str, Any] = {}
+        self._stopped = False  # a message_delta has given the stop_reason
         self.done = False
+        self.prompt_tokens: int | None = None  # message_start's input_tokens
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -323,6 +336,8 @@ class EventDecoder(SSEEvents):
         if kind == "message_start":
             message = event.get("message") or {}
             self._usage.update(message.get("usage") or {})
+            given = self._usage.get("input_tokens")
+            self.prompt_tokens = given if isinstance(given, int) and given > 0 else None
             out.append(self._chunk({"role": "assistant", "content": ""}))
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
@@ -346,8 +361,12 @@ class EventDecoder(SSEEvents):
         elif kind == "message_delta":
             self._usage.update(event.get("usage") or {})
             reason = (event.get("delta") or {}).get("stop_reason")
-            out.append(self._chunk({}, _FINISH.get(str(reason), "stop")))
+            if reason:
+                self._stopped = True
+                out.append(self._chunk({}, _FINISH.get(str(reason), "stop")))
         elif kind == "message_stop":
+            if not self._stopped:
+                raise ProtocolFailure("stream reached message_stop without a stop_reason")
             if self._include_usage:
                 out.append({**self._head, "choices": [], "usage": _usage(self._usage)})
             self.done = True

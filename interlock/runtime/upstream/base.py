@@ -99,6 +99,12 @@ class ChatStream(abc.ABC):
     @abc.abstractmethod
     async def aclose(self) -> None: ...
 
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt's tokens as the upstream counted them before its first chunk (Anthropic's
+        ``message_start``), or None when it said nothing yet."""
+        return None
+
 
 def with_headers(endpoint: Endpoint, native: Native) -> Endpoint:
     """``endpoint`` sending the provider headers a relayed request came with too (over its own)."""

@@ -7,6 +7,12 @@ Deadlines, all counted from the moment the request is sent:
 - ``total_s``: the whole exchange, every later stream chunk included (TotalTimeout).
 A first-byte deadline past the total one is cut to it (and then reported as TotalTimeout).
 
+A stream is handed over only once it has said something (``substantive``): text, reasoning, a tool
+call, a finish reason or usage. The preamble before that (a role-only delta, empty content) is held
+back, so an upstream that sends a role chunk and then ends, errs or is cut (llama.cpp's server cut a
+running stream to a role chunk and ``[DONE]`` when a second request came in) fails before the first
+byte reaches the client, and the router can still fall back.
+
 Sizes, from the plan (``endpoint.max_body_bytes``, ``endpoint.max_line_bytes``): a non-streamed answer
 longer than the first (by Content-Length, or counted while reading) and a stream line longer than the
 second are a ProtocolFailure of that candidate, and the connection is dropped. An upstream that sends
@@ -55,6 +61,28 @@ class LineDecoder(Protocol):
 
     def end(self, out: deque[dict[str, Any]]) -> None:
         """The body ended: flush what is pending, or raise ProtocolFailure if the stream was cut."""
+
+
+_SAYS = ("content", "reasoning", "reasoning_content", "tool_calls", "function_call", "refusal")
+
+
+def substantive(chunk: Mapping[str, Any]) -> bool:
+    """Whether a ``chat.completion.chunk`` says anything: usage, a finish reason, or a delta with text,
+    reasoning, tool calls or a refusal (a role-only delta, or empty content, is preamble)."""
+    if chunk.get("usage"):
+        return True
+    choices = chunk.get("choices")
+    if type(choices) is not list:
+        return False
+    for choice in choices:
+        if type(choice) is not dict:
+            continue
+        if choice.get("finish_reason"):
+            return True
+        delta = choice.get("delta")
+        if type(delta) is dict and any(delta.get(name) for name in _SAYS):
+            return True
+    return False
 
 
 def _timed_out(first_byte: bool, endpoint: Endpoint) -> UpstreamError:
@@ -187,7 +215,7 @@ async def request_stream(
         async with deadline:
             response = await _start(client, endpoint, "POST", path, payload)
             stream = LineStream(client, response, decoder, endpoint)
-            await stream.fill()
+            await stream.prime()
     except BaseException as exc:
         if stream is not None:
             await stream.aclose()
@@ -274,6 +302,11 @@ class LineStream(ChatStream):
             await self.aclose()
             raise map_exception(exc) from exc
 
+    @property
+    def prompt_tokens(self) -> int | None:
+        tokens = getattr(self._decoder, "prompt_tokens", None)  # only decoders whose format says it early
+        return tokens if isinstance(tokens, int) else None
+
     def expire_at(self, when: float) -> None:
         """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
         if not self._closed:
@@ -283,8 +316,22 @@ class LineStream(ChatStream):
         self._expiry = None
         self._content.set_exception(_timed_out(False, self._endpoint))
 
-    async def fill(self) -> None:
-        """Read until a chunk is pending or the upstream's stream is over (then release the connection).
+    async def prime(self) -> None:
+        """The first reads: until a chunk says something (``substantive``); the preamble before it is
+        kept for the caller. Any failure meanwhile raises at once, preamble or not: nothing was sent."""
+        try:
+            await self.fill(priming=True)
+        except BaseException:
+            self._pending.clear()
+            raise
+        if self._error is not None and not any(map(substantive, self._pending)):
+            error, self._error = self._error, None  # only preamble before it: still before any byte
+            self._pending.clear()
+            raise error
+
+    async def fill(self, *, priming: bool = False) -> None:
+        """Read until a chunk is pending (``priming``: a substantive one) or the upstream's stream is
+        over (then release the connection).
 
         An error decoded after chunks that arrived in the same read waits until those are yielded.
         """
@@ -294,7 +341,7 @@ class LineStream(ChatStream):
         decoder, pending = self._decoder, self._pending
         cap = self._endpoint.max_line_bytes
         try:
-            while not pending and not decoder.done:
+            while not decoder.done and (not any(map(substantive, pending)) if priming else not pending):
                 data = await self._content.readany()
                 if not data:
                     if self._tail:

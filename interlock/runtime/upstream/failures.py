@@ -6,12 +6,20 @@ most specific ``interlock.runtime.errors`` class, and adapters ``raise map_excep
 
 Messages never hold a header, a credential or an upstream body; the one exception is ``ClientError``,
 whose message is the upstream's own short error text (OpenAI ``error.message`` or Ollama ``error``),
-cut to ``MAX_UPSTREAM_TEXT`` characters with the endpoint's credentials masked.
+cut to ``MAX_UPSTREAM_TEXT`` characters with the endpoint's credentials masked (``errors.scrub``, the one
+scrubber).
+
+One rule for context overflow, whoever says it (``overflow``): a 4xx (or an error object) whose code is
+``context_length_exceeded`` (OpenAI, llama-cpp-python), whose type is ``exceed_context_size_error``
+(llama.cpp's ``llama-server``), or whose text says the prompt is over the context ("maximum context
+length" of OpenAI and vLLM, Ollama's "context length", Anthropic's "prompt is too long") is a
+``ContextOverflow``, with the window and the prompt's size when the text names them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import Iterable, Mapping
@@ -26,6 +34,7 @@ from interlock.runtime.errors import (
     ClientError,
     ConnectFailed,
     ConnectTimeout,
+    ContextOverflow,
     FirstByteTimeout,
     MalformedResponse,
     ProtocolFailure,
@@ -33,6 +42,7 @@ from interlock.runtime.errors import (
     ServerError,
     TotalTimeout,
     UpstreamError,
+    scrub,
 )
 
 MAX_UPSTREAM_TEXT = 300
@@ -123,7 +133,14 @@ def error_for_status(
     if status == 429:
         return RateLimited("rate limited (HTTP 429)", retry_after=retry_after(headers))
     if 400 <= status < 500:
-        text = upstream_text(body, secrets)
+        parsed = _json(body)
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        if error is None and isinstance(parsed, dict) and "message" in parsed:
+            error = parsed  # vLLM's error body is the error object itself
+        text = _clean(_error_text(error), secrets) or None
+        overflowed = overflow(error, text or "", status)
+        if overflowed is not None:
+            return overflowed
         return ClientError(text or f"upstream refused the request (HTTP {status})", status=status)
     if status >= 500:
         return ServerError(f"upstream server error (HTTP {status})", status=status)
@@ -147,6 +164,10 @@ def error_for_object(error: Any, secrets: Iterable[str]) -> UpstreamError:
         )
     if status == 429:
         return RateLimited("rate limited (error in response)")
+    if status is None or 400 <= status < 500:
+        overflowed = overflow(error, _clean(_error_text(error), secrets), status or 400)
+        if overflowed is not None:
+            return overflowed
     if status is not None and 400 <= status < 500:
         text = _clean(_error_text(error), secrets)
         return ClientError(text or f"upstream refused the request (HTTP {status})", status=status)
@@ -180,13 +201,69 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 
 def upstream_text(body: bytes, secrets: Iterable[str]) -> str | None:
     """The upstream's own error text from an error body, cut short and masked; None when there is none."""
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
+    parsed = _json(body)
     if not isinstance(parsed, dict):
         return None
     return _clean(_error_text(parsed.get("error")), secrets) or None
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+_OVERFLOW_CODES = frozenset(
+    {"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"}
+)
+_OVERFLOW_TEXT = re.compile(
+    r"maximum context length|context length|context window|context size|prompt is too long"
+    r"|prompt too long|exceeds? (?:the )?(?:available )?context",
+    re.IGNORECASE,
+)
+_WINDOW = (  # the context the upstream names, in its own words
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
+    re.compile(r"context window of (\d+)", re.IGNORECASE),
+    re.compile(r"context length \((\d+)\)", re.IGNORECASE),
+    re.compile(r"> (\d+) maximum", re.IGNORECASE),
+    re.compile(r"n_ctx[\"': =]+(\d+)", re.IGNORECASE),
+)
+_TOKENS = (  # the prompt's size as the upstream counted it
+    re.compile(r"resulted in (\d+) tokens", re.IGNORECASE),
+    re.compile(r"requested (\d+) tokens", re.IGNORECASE),
+    re.compile(r"requested tokens \((\d+)\)", re.IGNORECASE),
+    re.compile(r"too long: (\d+) tokens", re.IGNORECASE),
+    re.compile(r"input length \((\d+) tokens\)", re.IGNORECASE),
+)
+
+
+def overflow(error: Any, text: str, status: int) -> ContextOverflow | None:
+    """``ContextOverflow`` when an upstream's error (its object, its cleaned text) says the prompt is
+    over the context, in any of the dialects the module docstring lists; else None."""
+    fields = error if isinstance(error, dict) else {}
+    code = str(fields.get("code") or "")
+    kind = str(fields.get("type") or "")
+    if code not in _OVERFLOW_CODES and kind not in _OVERFLOW_CODES and not _OVERFLOW_TEXT.search(text):
+        return None
+    window = _number(fields.get("n_ctx")) or _first(_WINDOW, text)
+    tokens = _number(fields.get("n_prompt_tokens")) or _first(_TOKENS, text)
+    said = f" (context {window} tokens)" if window is not None else ""
+    return ContextOverflow(
+        f"the prompt is longer than the upstream's context{said}", status=status, window=window, tokens=tokens
+    )
+
+
+def _number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _first(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
+    for pattern in patterns:
+        found = pattern.search(text)
+        if found is not None:
+            return int(found.group(1))
+    return None
 
 
 def credentials(headers: Mapping[str, str]) -> list[str]:
@@ -197,7 +274,7 @@ def credentials(headers: Mapping[str, str]) -> list[str]:
         _, _, token = value.partition(" ")
         if token:
             found.append(token)
-    return [v for v in found if len(v) >= 4]
+    return [v for v in found if v]
 
 
 def _error_text(error: Any) -> str:
@@ -209,10 +286,4 @@ def _error_text(error: Any) -> str:
 
 
 def _clean(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, "***")
-    text = " ".join(text.split())
-    if len(text) > MAX_UPSTREAM_TEXT:
-        text = text[: MAX_UPSTREAM_TEXT - 3] + "..."
-    return text
+    return scrub(text, secrets, MAX_UPSTREAM_TEXT)

@@ -9,9 +9,13 @@ without any of them costs one set check.
 An OpenAI chat caller's body is the internal form itself: it already goes as it came, so there is no
 ``Native`` form for this adapter to relay (``native`` is always None here).
 
-Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A body that ends
-without ``[DONE]`` counts as complete only after a chunk with a ``finish_reason``; otherwise it was cut
-(ProtocolFailure), never a silently truncated answer. An ``error`` object in an event (or in a 200
+Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A stream is
+complete only once a chunk has carried a ``finish_reason``: one that ends without it, at ``[DONE]`` or
+not, was cut (ProtocolFailure), never a silently truncated answer (llama.cpp's server ends a stream it
+drops for another request with ``[DONE]`` and no finish reason). A 200 stream with an empty body is
+what llama-cpp-python's server answers a prompt over its context: the adapter asks once more, not
+streamed and for one token, and a context-length error there is raised as ``ContextOverflow``, so
+the overflow rule holds streamed or not. An ``error`` object in an event (or in a 200
 body) raises the matching UpstreamError.
 """
 
@@ -23,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import MalformedResponse, ProtocolFailure
+from interlock.runtime.errors import ContextOverflow, MalformedResponse, ProtocolFailure, UpstreamError
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
@@ -73,14 +77,16 @@ def _translate_native(payload: dict[str, Any]) -> None:
 
 
 class SSEDecoder(SSEEvents):
-    """OpenAI's event stream to chunk dicts; complete at ``[DONE]`` or after a chunk with a finish reason."""
+    """OpenAI's event stream to chunk dicts; complete after a chunk with a finish reason (``[DONE]``
+    without one is a cut stream)."""
 
-    __slots__ = ("_finished", "done")
+    __slots__ = ("_finished", "done", "empty")
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
         self._finished = False  # a chunk with a finish_reason has arrived
         self.done = False
+        self.empty = True  # no event at all so far
 
     def end(self, out: deque[dict[str, Any]]) -> None:
         self.flush(out)
@@ -89,7 +95,10 @@ class SSEDecoder(SSEEvents):
         self.done = True
 
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
+        self.empty = False
         if data == _DONE:
+            if not self._finished:
+                raise ProtocolFailure("stream ended at [DONE] without a finish reason")
             self.done = True
             return
         try:
@@ -134,20 +143,58 @@ class OpenAIAdapter(Adapter):
         payload = _payload(body, model)
         payload["stream"] = True
         decoder = SSEDecoder(endpoint)
-        return await request_stream(
-            self._client, endpoint, "/chat/completions", orjson.dumps(payload), decoder
-        )
+        try:
+            return await request_stream(
+                self._client, endpoint, "/chat/completions", orjson.dumps(payload), decoder
+            )
+        except ProtocolFailure:
+            if decoder.empty:  # llama-cpp-python's server answers a prompt over its context so
+                await self._overflowed(endpoint, payload)
+            raise
+
+    async def _overflowed(self, endpoint: Endpoint, payload: dict[str, Any]) -> None:
+        """After a 200 stream with an empty body: the same prompt once more, not streamed, for one token.
+        A server that refused the stream for its context says so here (``ContextOverflow`` is raised);
+        any other answer leaves the empty stream what it was (the caller re-raises it)."""
+        payload = {**payload, "max_tokens": 1}
+        for key in ("stream", "stream_options", "max_completion_tokens"):
+            payload.pop(key, None)
+        try:
+            await request_json(self._client, endpoint, "POST", "/chat/completions", orjson.dumps(payload))
+        except ContextOverflow:
+            raise
+        except UpstreamError:
+            return
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
         payload = _payload(body, model, chat=False)
         answer = await request_json(self._client, endpoint, "POST", "/embeddings", orjson.dumps(payload))
-        return _checked(answer, "data", endpoint)
+        return pooled(_checked(answer, "data", endpoint))
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)
         answer = await request_json(self._client, probe, "GET", "/models", None)
         if not isinstance(answer, dict):
             raise MalformedResponse("model list is not a JSON object")
+
+
+def pooled(answer: dict[str, Any]) -> dict[str, Any]:
+    """One vector per input: llama.cpp's server answers some models (no pooling in the GGUF, e.g.
+    SmolLM2) with one vector per token, a list of lists that no OpenAI or Ollama client reads. Those are
+    pooled by their mean, the pooling llama.cpp itself applies with ``--pooling mean`` and what
+    sentence-embedding models are mostly trained for; an answer already one vector per input is kept as is.
+    """
+    data = answer.get("data")
+    if type(data) is not list:
+        return answer
+    for item in data:
+        vectors = item.get("embedding") if type(item) is dict else None
+        if type(vectors) is list and vectors and type(vectors[0]) is list:
+            if not all(type(v) is list and len(v) == len(vectors[0]) for v in vectors):
+                raise MalformedResponse("per-token embeddings of different lengths")
+            count = len(vectors)
+            item["embedding"] = [sum(column) / count for column in zip(*vectors, strict=True)]
+    return answer
 
 
 def _checked(answer: Any, key: str, endpoint: Endpoint) -> dict[str, Any]:

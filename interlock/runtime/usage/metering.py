@@ -57,6 +57,16 @@ def tally_of(counted: tuple[int, int] | None, needs: Needs, output_tokens: int, 
     return Tally(1, prompt, completion, cost, estimated)
 
 
+def estimated_usage(needs: Needs, completion: int) -> dict[str, int]:
+    """interlock's estimate in OpenAI's shape, for an answer whose upstream reported no usage: what every
+    surface then shows (never zeros), while the ledger still counts the request as ``estimated``."""
+    return {
+        "prompt_tokens": needs.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": needs.prompt_tokens + completion,
+    }
+
+
 def output_tokens(text: str) -> int:
     """The estimate of an answer's tokens (the preflight's rule)."""
     return text_tokens(text) if text else 0

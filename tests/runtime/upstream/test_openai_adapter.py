@@ -285,11 +285,11 @@ def test_unknown_model_is_client_error_404() -> None:
 def test_wrong_key_is_401_and_the_echoed_key_is_masked(openai_fake: FakeOpenAI) -> None:
     wrong = "sk-other-provider-key-9d2f"
     ep = endpoint("openai", openai_fake.base_url, key=wrong)
-    with pytest.raises(ClientError, match=r"^Incorrect API key provided: \*\*\*\.$") as info:
+    with pytest.raises(ClientError, match=r"^Incorrect API key provided: \[redacted\]\.$") as info:
         chat(ep, "m1", HI)
     assert info.value.status == 401
     assert openai_fake.requests[0].headers["authorization"] == f"Bearer {wrong}"
-    with pytest.raises(ClientError, match=r"^Incorrect API key provided: \*\*\*\.$"):
+    with pytest.raises(ClientError, match=r"^Incorrect API key provided: \[redacted\]\.$"):
         probe(ep)
 
 
@@ -424,3 +424,14 @@ def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
         decoder.feed(b'data: {"choices": []}', out)
         decoder.feed(b"", out)
     assert len(out) == 200
+
+
+def test_per_token_embeddings_are_pooled_by_their_mean() -> None:
+    """llama.cpp's server answers some models with one vector per token (issue 22)."""
+    from interlock.runtime.errors import MalformedResponse as Malformed
+    from interlock.runtime.upstream.openai import pooled
+
+    answer = {"data": [{"embedding": [[1.0, 2.0], [3.0, 6.0]]}, {"embedding": [0.5, 0.5]}]}
+    assert pooled(answer)["data"] == [{"embedding": [2.0, 4.0]}, {"embedding": [0.5, 0.5]}]
+    with pytest.raises(Malformed, match=r"^per-token embeddings of different lengths$"):
+        pooled({"data": [{"embedding": [[1.0, 2.0], [3.0]]}]})

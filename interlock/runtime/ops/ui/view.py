@@ -220,7 +220,7 @@ def workers(at: Moment) -> dict[str, Any]:
         )
     providers = []
     for name, provider in plan.providers.items():
-        if provider.kind == "ollama":
+        if any(worker is not None for worker in provider.workers):
             continue  # shown by worker above
         for endpoint in provider.endpoints:
             providers.append(
