@@ -12,6 +12,12 @@ in flight, which count against ``tokens_per_minute`` with the window's until ``d
 estimate is dropped, the answer's usage added to the window). So concurrent requests cannot all be
 admitted against the same remaining tokens: at most the last one admitted passes the budget, by what it
 used beyond its own estimate. ``take`` checks every limit first and counts nothing unless all pass.
+
+Credits reservations (``usage/credits.py``) are kept beside them, in the same table or store, so every
+process sees every other's: a ``Claim`` per level with a budget (``k:<key id>:<unit>``,
+``t:<tenant>:<unit>``) is admitted while what that level's requests in flight hold, plus what this one
+asks now, is within the room the ledger leaves (budget less spent); then its estimate is held until
+``unclaim``. ``claim`` checks every level first and holds nothing unless all pass.
 """
 
 from __future__ import annotations
@@ -20,10 +26,25 @@ import abc
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from interlock.runtime.access import Budget, Refusal
 
 WINDOW_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One credits level of one request, in the level's unit (tokens, or millionths of the currency)."""
+
+    name: str  # ``k:<key id>:<unit>`` or ``t:<tenant>:<unit>``
+    room: int  # the budget less what the ledger says was spent (may be negative: spent past it)
+    asked: int  # what admission needs free now (the prompt)
+    hold: int  # what stays reserved until the request ends (prompt + requested output)
+
+
+Short = tuple[int, int]
+"""A refused claim: the index of the first level without room, and what its requests in flight hold."""
 
 
 class CallerCounters(abc.ABC):
@@ -41,6 +62,15 @@ class CallerCounters(abc.ABC):
         """The request admitted by ``take`` ended: one fewer in flight, the ``held`` tokens released,
         ``tokens`` (what it used) added to the window. Never raises."""
 
+    @abc.abstractmethod
+    async def claim(self, claims: Sequence[Claim]) -> Short | None:
+        """Reserve every claim's ``hold`` if each level's held plus ``asked`` is within its ``room``:
+        None (held), or the first level short (nothing held)."""
+
+    @abc.abstractmethod
+    async def unclaim(self, claims: Sequence[Claim]) -> None:
+        """The request that ``claim`` admitted ended: its holds go. Never raises."""
+
 
 class MemoryCounters(CallerCounters):
     """This process's counters (``clock``: epoch seconds, injectable for tests)."""
@@ -52,6 +82,7 @@ class MemoryCounters(CallerCounters):
         self.tokens: dict[str, int] = {}
         self.in_flight: dict[str, int] = {}
         self.held: dict[str, int] = {}  # tokens reserved by requests in flight (not per window)
+        self.claimed: dict[str, int] = {}  # credits reserved by requests in flight, by claim name
 
     def _roll(self) -> float:
         now = self.clock()
@@ -88,3 +119,67 @@ class MemoryCounters(CallerCounters):
                 self.held[b.name] = max(0, self.held.get(b.name, 0) - held)
             if tokens:
                 self.tokens[b.name] = self.tokens.get(b.name, 0) + tokens
+
+    async def claim(self, claims: Sequence[Claim]) -> Short | None:
+        claimed = self.claimed
+        for index, c in enumerate(claims):
+            held = claimed.get(c.name, 0)
+            if held + c.asked > c.room:
+                return index, held
+        for c in claims:
+            claimed[c.name] = claimed.get(c.name, 0) + c.hold
+        return None
+
+    async def unclaim(self, claims: Sequence[Claim]) -> None:
+        claimed = self.claimed
+        for c in claims:
+            left = claimed.get(c.name, 0) - c.hold
+            if left > 0:
+                claimed[c.name] = left
+            else:
+                claimed.pop(c.name, None)
+
+
+class Spare:
+    """A shared backend's own counters while its store is out, and what was taken from them: so what
+    ends goes back where it was counted."""
+
+    def __init__(self) -> None:
+        self.counters = MemoryCounters()
+        self.taken: dict[str, int] = {}  # budgets taken here, still in flight
+        self.claims: dict[str, int] = {}  # claims held here, still in flight
+
+    async def take(self, budgets: Sequence[Budget], hold: int) -> Refusal | None:
+        refusal = await self.counters.take(budgets, hold)
+        if refusal is None:
+            _count(self.taken, [b.name for b in budgets], 1)
+        return refusal
+
+    async def done(self, budgets: Sequence[Budget], tokens: int, held: int) -> bool:
+        """True when ``budgets`` were taken here (then settled here)."""
+        if not _count(self.taken, [b.name for b in budgets], -1):
+            return False
+        await self.counters.done(budgets, tokens, held)
+        return True
+
+    async def claim(self, claims: Sequence[Claim]) -> Short | None:
+        short = await self.counters.claim(claims)
+        if short is None:
+            _count(self.claims, [c.name for c in claims], 1)
+        return short
+
+    async def unclaim(self, claims: Sequence[Claim]) -> bool:
+        """True when ``claims`` were held here (then released here)."""
+        if not _count(self.claims, [c.name for c in claims], -1):
+            return False
+        await self.counters.unclaim(claims)
+        return True
+
+
+def _count(table: dict[str, int], names: Sequence[str], step: int) -> bool:
+    """Add ``step`` to every name's count; a step down only when every name has one (else False)."""
+    if not names or (step < 0 and not all(table.get(n, 0) > 0 for n in names)):
+        return False
+    for n in names:
+        table[n] = table.get(n, 0) + step
+    return True

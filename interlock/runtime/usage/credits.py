@@ -19,16 +19,19 @@ within ``refresh_s + flush_s`` (each process, on its own view, by at most one an
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
 from interlock.runtime.guards.needs import Needs
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.state.counters import CallerCounters, Claim
 from interlock.runtime.tables import Target
 from interlock.runtime.usage.base import ANONYMOUS, Account, Tally
-from interlock.runtime.usage.ledger import Hold, Ledger, next_window
-from interlock.runtime.usage.metering import Price, price_of, tally_of
+from interlock.runtime.usage.ledger import Ledger, next_window
+from interlock.runtime.usage.metering import price_of, tally_of
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 
@@ -49,52 +52,67 @@ def any_budget(access: PlanAccess) -> bool:
     return any(level.credits > 0 for level in levels)
 
 
-def reserve_credits(ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target) -> Hold:
+@dataclass(slots=True)
+class Reservation:
+    """What one admitted request holds against its key's and tenant's credits, until it ends."""
+
+    claims: tuple[Claim, ...]
+    released: bool = False
+
+
+async def reserve_credits(
+    counters: CallerCounters, ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target
+) -> Reservation:
     """``CreditsExhausted`` when this request would go past the key's or the tenant's budget (priced,
     for money, at the target's first candidate); else its reservation, which the caller must
-    ``Ledger.release`` when the request ends."""
+    ``release_credits`` when the request ends."""
     price = price_of(plan, target.candidates[0].id)
-    currency = plan.source.access.currency
-    account = account_of(caller)
+    estimate = tally_of((needs.prompt_tokens, needs.output_tokens), needs, 0, price)
+    asked = tally_of((needs.prompt_tokens, 0), needs, 0, price)
+    levels: list[tuple[PlanLimits, Tally, str, str]] = []
     key, tenant = caller.key_limits, caller.tenant_limits
     if key is not None and key.credits > 0:
-        used = _sum(ledger.spent(account), ledger.held(account))
-        _check(key, used, needs, price, currency, ledger, f"key `{caller.key_id}`")
+        levels.append((key, ledger.spent(account_of(caller)), f"k:{caller.key_id}", f"key `{caller.key_id}`"))
     if tenant is not None and tenant.credits > 0:
         name = caller.tenant or ANONYMOUS
-        used = _sum(ledger.tenant_spent(name), ledger.tenant_held(name))
-        _check(tenant, used, needs, price, currency, ledger, f"tenant `{caller.tenant}`")
-    return ledger.hold(account, tally_of((needs.prompt_tokens, needs.output_tokens), needs, 0, price))
+        levels.append((tenant, ledger.tenant_spent(name), f"t:{name}", f"tenant `{caller.tenant}`"))
+    claims = tuple(_claim(limits, spent, asked, estimate, name) for limits, spent, name, _ in levels)
+    short = await counters.claim(claims)
+    if short is not None:
+        index, held = short
+        limits, spent, _, who = levels[index]
+        _refuse(limits, spent, held, plan.source.access.currency, ledger, who)
+    return Reservation(claims)
 
 
-def _sum(spent: Tally, held: Tally) -> Tally:
-    total = spent.copy()
-    total.add(held)
-    return total
+async def release_credits(counters: CallerCounters, reservation: Reservation) -> None:
+    """The request ended (answered, failed, cancelled, its client gone): its holds go (idempotent;
+    what it used is the ledger's ``debit``)."""
+    if not reservation.released:
+        reservation.released = True
+        await counters.unclaim(reservation.claims)
 
 
-def _check(
-    limits: PlanLimits,
-    spent: Tally,
-    needs: Needs,
-    price: Price | None,
-    currency: str,
-    ledger: Ledger,
-    who: str,
-) -> None:
-    """``spent``: what was used, with what requests in flight reserved."""
+def _claim(limits: PlanLimits, spent: Tally, asked: Tally, estimate: Tally, name: str) -> Claim:
+    """One level's claim, in its unit: tokens, or millionths of the currency."""
     if limits.credits_unit == "tokens":
-        used, asked = float(spent.tokens), float(needs.prompt_tokens)
-        unit, shown_used, shown_budget = "tokens", f"{spent.tokens}", _amount(limits.credits)
+        room = math.floor(limits.credits) - spent.tokens
+        return Claim(f"{name}:tokens", room, asked.tokens, estimate.tokens)
+    room = round(limits.credits * 1_000_000) - spent.cost_micros
+    return Claim(f"{name}:money", room, asked.cost_micros, estimate.cost_micros)
+
+
+def _refuse(limits: PlanLimits, spent: Tally, held: int, currency: str, ledger: Ledger, who: str) -> NoReturn:
+    """``spent``: what was used; ``held``: what requests in flight reserved, in the level's unit."""
+    if limits.credits_unit == "tokens":
+        used: float = spent.tokens + held
+        unit, shown_used = "tokens", f"{used:.0f}"
     else:
-        used = spent.cost_micros / 1_000_000
-        asked = needs.prompt_tokens * price[0] / 1_000_000 if price is not None else 0.0
-        unit, shown_used, shown_budget = currency, _amount(used), _amount(limits.credits)
-    if used + asked <= limits.credits:
-        return
+        used = (spent.cost_micros + held) / 1_000_000
+        unit, shown_used = currency, _amount(used)
     what = "has used" if used >= limits.credits else "would pass its budget with this request: it has used"
     raise CreditsExhausted(
-        f"{who} {what} {shown_used} of its {shown_budget} {unit} of credits this month (since "
+        f"{who} {what} {shown_used} of its {_amount(limits.credits)} {unit} of credits this month (since "
         f"{ledger.window} UTC); the budget starts again on {next_window(ledger.window)}"
     )
 
