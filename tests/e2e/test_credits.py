@@ -28,7 +28,7 @@ providers:
   cloud:
     kind: openai
     base_url: "{cloud}/v1"
-    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    timeouts: {{connect: 1s, first_byte: 60s, total: 90s}}  # a held stream waits out the 30
 aliases:
   c/chat: {{description: the one model, chain: [cloud/gpt-4o-mini]}}
 tenants:
@@ -77,8 +77,8 @@ def config(cloud: FakeOpenAI, tmp_path: Path) -> Path:
     return path
 
 
-def serve(config: Path, state: Path, log: Path) -> Served:
-    return Served(config, ENV, log, "--state-dir", str(state), "--usage-flush-ms", "50")
+def serve(config: Path, state: Path, log: Path, *more: str) -> Served:
+    return Served(config, ENV, log, "--state-dir", str(state), "--usage-flush-ms", "50", *more)
 
 
 def usage(gateway: Served) -> Any:
@@ -198,15 +198,19 @@ def test_budgets_kept_in_memory_only_are_said_to_be_so(config: Path, tmp_path: P
 MAX_TOKENS = 40
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize(("key", "refused"), [("CROWD_KEY", 402), ("RATE_KEY", 429)])
 def test_thirty_concurrent_streams_reserve_their_estimate_so_at_most_one_passes_the_budget(
-    config: Path, state: Path, tmp_path: Path, cloud: FakeOpenAI, key: str, refused: int
+    config: Path, state: Path, tmp_path: Path, cloud: FakeOpenAI, key: str, refused: int, workers: int
 ) -> None:
     """Every admitted stream is held at the upstream until all 30 were answered or refused: without
-    reservations all 30 were admitted against the same 100 tokens (credits, or tokens per minute)."""
-    gateway = serve(config, state, tmp_path / "serve.log")
+    reservations all 30 were admitted against the same 100 tokens (credits, or tokens per minute);
+    with ``--workers 2`` and credits held per process, each worker admitted its own share of them.
+    The workers' holds are one count in the supervisor's table (the SQLite ledger is shared)."""
+    more = ("--workers", str(workers), "--usage-refresh-ms", "100") if workers > 1 else ()
+    gateway = serve(config, state, tmp_path / "serve.log", *more)
     gate = threading.Event()
-    cloud.set_fault(Fault.hold(gate))
+    cloud.set_fault(Fault.hold(gate), model="gpt-4o-mini")  # the chats: a worker's late probe is answered
     body = {"model": "c/chat", "messages": HI, "stream": True, "max_tokens": MAX_TOKENS}
 
     def stream() -> tuple[int, int]:
@@ -231,6 +235,9 @@ def test_thirty_concurrent_streams_reserve_their_estimate_so_at_most_one_passes_
         admitted = statuses.count(200)
         assert statuses.count(refused) == 30 - admitted
         assert 1 <= admitted < 30
+        # all were in flight at once, each holding at least MAX_TOKENS: every one but the last admitted
+        # fit in the 100 (per process, two workers each admitted their own pair)
+        assert (admitted - 1) * MAX_TOKENS < 100, admitted
         name = "crowd-key" if key == "CROWD_KEY" else "rate-key"
         wait_until(lambda: usage(gateway)["keys"][name]["requests"] == admitted, 30, "every debit")
         used = usage(gateway)["keys"][name]["used"]
