@@ -2,19 +2,25 @@
 
 A budget (``credits`` in ``credits_unit``, per key and per tenant; ``0`` = unlimited, never refused)
 covers the ledger's window, the calendar month in UTC. Before the walk, each level with a budget is
-checked against the ledger's in-memory balance (``Ledger.spent`` / ``tenant_spent``: no I/O) plus what
-requests in flight reserved (``Ledger.held`` / ``tenant_held``): the request is refused with
-``CreditsExhausted`` (402) when those, plus this request's prompt (the preflight's estimate, priced at
-the first candidate's input price for money), are more than the budget. An admitted request then
+claimed (``CallerCounters.claim``, one ``Claim`` per level): the request is refused with
+``CreditsExhausted`` (402) when what the ledger says was used (``Ledger.spent`` / ``tenant_spent``: in
+memory, no I/O), plus what requests in flight reserved, plus this request's prompt (the preflight's
+estimate, priced at the first candidate's input price for money), is more than the budget. Otherwise it
 **reserves** its estimate, prompt plus requested output (``max_tokens`` and kin, else the preflight's
-default), until it ends (answered, failed, cancelled, its client gone: ``Ledger.release``), when what it
-really used is debited instead. So requests admitted at once cannot all spend the same remaining
-credits: in one process, at most the last one admitted passes the budget, by what its answer used
-beyond its estimate.
+default), at every level at once, until it ends (answered, failed, cancelled, its client gone:
+``release_credits``), when what it really used is debited instead. So requests admitted at once cannot
+all spend the same remaining credits: at most the last one admitted passes the budget, by what its
+answer used beyond its estimate.
 
-With several replicas (PostgreSQL) or ``--workers N`` (SQLite), reservations are per process, and each
-sees the others' debits at its next refresh: together they may pass a budget by what each admits
-within ``refresh_s + flush_s`` (each process, on its own view, by at most one answer).
+Reservations live where the caller counters do, so they span what the counters span: this process
+(``memory:``), every worker of ``--workers N`` (the supervisor's table; a dead worker's come back when
+its connection closes), every replica sharing Redis (a replica killed mid-request leaves its own until
+they go unused for ``IN_FLIGHT_TTL_S``: more refused, never more admitted). What was *used* is each
+process's ledger, which sees the others' debits at its next refresh: a request that ended gives its
+reservation back at once, so in the next ``refresh_s + flush_s`` other processes may admit against
+credits it just spent, and together pass a budget by what they admit in that time. A lost store
+reserves per process (each process, on its own view, by at most one answer). When no caller has
+credits, none of this runs (``has_budget``: a field test or two per request).
 """
 
 from __future__ import annotations
