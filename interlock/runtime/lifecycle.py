@@ -62,17 +62,12 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
+from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
 from interlock.runtime.upstream.base import ChatStream
 from interlock.runtime.upstream.fields import DROPS
-from interlock.runtime.usage.credits import (
-    Reservation,
-    account_of,
-    has_budget,
-    release_credits,
-    reserve_credits,
-)
+from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
 from interlock.runtime.usage.metering import delta_chars, metered
 
 if TYPE_CHECKING:
@@ -202,7 +197,7 @@ async def _handle(
     metrics = services.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     counted = False  # admitted against the caller's rates: `counters.done` must follow
-    held: Reservation | None = None  # credits reserved: `release_credits` must follow (`_finish` does)
+    held: Held | None = None  # credits reserved: `release_credits` must follow (`_finish` does)
     estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
@@ -275,7 +270,7 @@ async def _handle(
     await _finish(services, record)
 
 
-async def _finish(services: RequestServices, record: RequestRecord, held: Reservation | None = None) -> None:
+async def _finish(services: RequestServices, record: RequestRecord, held: Held | None = None) -> None:
     """The one end of every request: its credits reservation released (idempotent), the journal
     (access log, events, audit), then the span; then its error lets go of the frames it went through
     (``errors.untangle``)."""

@@ -43,8 +43,22 @@ class Claim:
     hold: int  # what stays reserved until the request ends (prompt + requested output)
 
 
-Short = tuple[int, int]
-"""A refused claim: the index of the first level without room, and what its requests in flight hold."""
+@dataclass(frozen=True, slots=True)
+class Short:
+    """A refused claim: the first level without room, and what its requests in flight hold."""
+
+    index: int
+    held: int
+
+
+@dataclass(slots=True)
+class Held:
+    """What ``claim`` reserved for one request; ``unclaim`` gives it back."""
+
+    claims: tuple[Claim, ...]
+    ident: int = 0  # the supervisor's name for it (``--workers N``): it settles by this
+    spare: bool = False  # held in this process's own table while the store was out
+    released: bool = False
 
 
 class CallerCounters(abc.ABC):
@@ -63,13 +77,14 @@ class CallerCounters(abc.ABC):
         ``tokens`` (what it used) added to the window. Never raises."""
 
     @abc.abstractmethod
-    async def claim(self, claims: Sequence[Claim]) -> Short | None:
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
         """Reserve every claim's ``hold`` if each level's held plus ``asked`` is within its ``room``:
-        None (held), or the first level short (nothing held)."""
+        what is held, or the first level short (nothing held)."""
 
     @abc.abstractmethod
-    async def unclaim(self, claims: Sequence[Claim]) -> None:
-        """The request that ``claim`` admitted ended: its holds go. Never raises."""
+    async def unclaim(self, held: Held) -> None:
+        """The request that ``claim`` admitted ended: its holds go (``held.released`` is the caller's
+        to test and set). Never raises."""
 
 
 class MemoryCounters(CallerCounters):
@@ -120,19 +135,19 @@ class MemoryCounters(CallerCounters):
             if tokens:
                 self.tokens[b.name] = self.tokens.get(b.name, 0) + tokens
 
-    async def claim(self, claims: Sequence[Claim]) -> Short | None:
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
         claimed = self.claimed
         for index, c in enumerate(claims):
             held = claimed.get(c.name, 0)
             if held + c.asked > c.room:
-                return index, held
+                return Short(index, held)
         for c in claims:
             claimed[c.name] = claimed.get(c.name, 0) + c.hold
-        return None
+        return Held(tuple(claims))
 
-    async def unclaim(self, claims: Sequence[Claim]) -> None:
+    async def unclaim(self, held: Held) -> None:
         claimed = self.claimed
-        for c in claims:
+        for c in held.claims:
             left = claimed.get(c.name, 0) - c.hold
             if left > 0:
                 claimed[c.name] = left
@@ -141,45 +156,31 @@ class MemoryCounters(CallerCounters):
 
 
 class Spare:
-    """A shared backend's own counters while its store is out, and what was taken from them: so what
-    ends goes back where it was counted."""
+    """A shared backend's own counters while its store is out, and the budgets taken from them: so
+    what ends is settled where it was counted (a claim says so itself: ``Held.spare``)."""
 
     def __init__(self) -> None:
         self.counters = MemoryCounters()
         self.taken: dict[str, int] = {}  # budgets taken here, still in flight
-        self.claims: dict[str, int] = {}  # claims held here, still in flight
 
     async def take(self, budgets: Sequence[Budget], hold: int) -> Refusal | None:
         refusal = await self.counters.take(budgets, hold)
         if refusal is None:
-            _count(self.taken, [b.name for b in budgets], 1)
+            for b in budgets:
+                self.taken[b.name] = self.taken.get(b.name, 0) + 1
         return refusal
 
     async def done(self, budgets: Sequence[Budget], tokens: int, held: int) -> bool:
         """True when ``budgets`` were taken here (then settled here)."""
-        if not _count(self.taken, [b.name for b in budgets], -1):
+        if not budgets or not all(self.taken.get(b.name, 0) > 0 for b in budgets):
             return False
+        for b in budgets:
+            self.taken[b.name] -= 1
         await self.counters.done(budgets, tokens, held)
         return True
 
-    async def claim(self, claims: Sequence[Claim]) -> Short | None:
-        short = await self.counters.claim(claims)
-        if short is None:
-            _count(self.claims, [c.name for c in claims], 1)
-        return short
-
-    async def unclaim(self, claims: Sequence[Claim]) -> bool:
-        """True when ``claims`` were held here (then released here)."""
-        if not _count(self.claims, [c.name for c in claims], -1):
-            return False
-        await self.counters.unclaim(claims)
-        return True
-
-
-def _count(table: dict[str, int], names: Sequence[str], step: int) -> bool:
-    """Add ``step`` to every name's count; a step down only when every name has one (else False)."""
-    if not names or (step < 0 and not all(table.get(n, 0) > 0 for n in names)):
-        return False
-    for n in names:
-        table[n] = table.get(n, 0) + step
-    return True
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
+        answer = await self.counters.claim(claims)
+        if isinstance(answer, Held):
+            answer.spare = True
+        return answer

@@ -12,8 +12,9 @@ or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[
 Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
 ``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
 (done, no answer). Credits reservations: ``["q", id, [[name, room, asked, hold], ...]]`` (claim),
-answered ``[id, null]`` (held) or ``[id, [index, held]]``; ``["u", [[name, hold], ...]]`` (unclaim, no
-answer). A connection that ends gives back the requests it still had in flight, and their holds.
+answered ``[id, null]`` (held) or ``[id, [index, held]]``; ``["u", id]`` (unclaim what that claim
+holds, if anything; no answer). A connection that ends gives back the requests it still had in
+flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
@@ -43,7 +44,7 @@ import orjson
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
-from interlock.runtime.state.counters import CallerCounters, Claim, MemoryCounters, Short, Spare
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, MemoryCounters, Short, Spare
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
 from interlock.runtime.tables import WorkerLimits
@@ -111,7 +112,7 @@ class SlotServer:
         waiting: dict[int, asyncio.Task[None]] = {}
         in_flight: dict[str, int] = {}  # caller budgets this connection holds, by name
         holding: dict[str, int] = {}  # tokens its requests in flight reserved, by budget name
-        claimed: dict[str, int] = {}  # credits its requests in flight hold, by claim name
+        claimed: dict[int, Held] = {}  # credits its requests in flight hold, by claim id
         self.connections += 1
         self._writers.add(writer)
 
@@ -187,16 +188,16 @@ class SlotServer:
                     await self.counters.done(budgets, int(message[1]), released)
                 elif op == "q":
                     claims = [Claim(str(c[0]), int(c[1]), int(c[2]), int(c[3])) for c in message[2]]
-                    short = await self.counters.claim(claims)
-                    if short is None:
-                        for c in claims:
-                            claimed[c.name] = claimed.get(c.name, 0) + c.hold
-                    send([message[1], None if short is None else list(short)])
-                elif op == "u":  # only what this connection holds: a stray message frees nothing
-                    back = [Claim(str(n), 0, 0, min(int(h), claimed.get(str(n), 0))) for n, h in message[1]]
-                    for c in back:
-                        claimed[c.name] = claimed.get(c.name, 0) - c.hold
-                    await self.counters.unclaim(back)
+                    answer = await self.counters.claim(claims)
+                    if isinstance(answer, Held):
+                        claimed[int(message[1])] = answer
+                        send([message[1], None])
+                    else:
+                        send([message[1], [answer.index, answer.held]])
+                elif op == "u":  # a claim refused, or not this connection's, has nothing to give back
+                    taken = claimed.pop(int(message[1]), None)
+                    if taken is not None:
+                        await self.counters.unclaim(taken)
                 elif op == "h":  # an endpoint found down (or back): tell the other workers
                     line = orjson.dumps(message) + b"\n"
                     for other in self._writers:
@@ -216,7 +217,8 @@ class SlotServer:
                 for index in range(count):  # nor are the tokens they held
                     tokens = holding.get(name, 0) if index == 0 else 0
                     await self.counters.done([Budget(name, 0, 0, 0)], 0, tokens)
-            await self.counters.unclaim([Claim(name, 0, 0, hold) for name, hold in claimed.items()])
+            for taken in claimed.values():
+                await self.counters.unclaim(taken)
             writer.close()
 
 
@@ -447,7 +449,8 @@ class EmbeddedCounters(CallerCounters):
         self.spare = Spare()
 
     async def _ask(self, message: list[Any], undo: list[Any]) -> list[Any] | None:
-        """The server's answer to ``message`` (None: unreachable); cancelled: ``undo`` is sent."""
+        """The server's answer to ``message`` (its id at ``[1]``, set here; None: unreachable);
+        cancelled: ``undo`` is sent (its id at ``[1]`` too, for a claim)."""
         backend = self.backend
         if backend._writer is None and not await backend._reconnect():
             return None
@@ -462,6 +465,8 @@ class EmbeddedCounters(CallerCounters):
             return None
         except BaseException:  # cancelled: whatever the server admitted goes back
             backend._replies.pop(ident, None)
+            if undo[0] == "u":
+                undo[1] = ident
             backend._send(undo)
             raise
 
@@ -479,13 +484,17 @@ class EmbeddedCounters(CallerCounters):
         if not await self.spare.done(budgets, tokens, held):
             self.backend._send(["d", tokens, [b.name for b in budgets], held])
 
-    async def claim(self, claims: Sequence[Claim]) -> Short | None:
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
         rows = [[c.name, c.room, c.asked, c.hold] for c in claims]
-        reply = await self._ask(["q", 0, rows], ["u", [[c.name, c.hold] for c in claims]])
+        reply = await self._ask(["q", 0, rows], ["u", 0])
         if reply is None:
             return await self.spare.claim(claims)
-        return None if reply[1] is None else (int(reply[1][0]), int(reply[1][1]))
+        if reply[1] is None:
+            return Held(tuple(claims), int(reply[0]))
+        return Short(int(reply[1][0]), int(reply[1][1]))
 
-    async def unclaim(self, claims: Sequence[Claim]) -> None:
-        if not await self.spare.unclaim(claims):
-            self.backend._send(["u", [[c.name, c.hold] for c in claims]])
+    async def unclaim(self, held: Held) -> None:
+        if held.spare:
+            await self.spare.counters.unclaim(held)
+        else:
+            self.backend._send(["u", held.ident])

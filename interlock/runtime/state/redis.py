@@ -40,7 +40,7 @@ import orjson
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
-from interlock.runtime.state.counters import CallerCounters, Claim, Short, Spare
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tables import WorkerLimits
 
@@ -663,19 +663,20 @@ class RedisCounters(CallerCounters):
         args = [self.backend.options.prefix, tokens, held, *(b.name for b in budgets)]
         await self._run(self._done, args)  # not reached: the in-flight TTL lets go of it
 
-    async def claim(self, claims: Sequence[Claim]) -> Short | None:
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
         args: list[Any] = [self.backend.options.prefix, len(claims)]
         for c in claims:
             args += [c.name, c.room, c.asked, c.hold]
         reached, answer = await self._run(self._claim, args)
         if not reached:
             return await self.spare.claim(claims)
-        return (int(answer[0]), int(answer[1])) if isinstance(answer, list) else None
+        return Short(int(answer[0]), int(answer[1])) if isinstance(answer, list) else Held(tuple(claims))
 
-    async def unclaim(self, claims: Sequence[Claim]) -> None:
-        if await self.spare.unclaim(claims):
+    async def unclaim(self, held: Held) -> None:
+        if held.spare:
+            await self.spare.counters.unclaim(held)
             return
         args: list[Any] = [self.backend.options.prefix]
-        for c in claims:
+        for c in held.claims:
             args += [c.name, c.hold]
         await self._run(self._unclaim, args)  # not reached: the TTL lets go of it

@@ -26,14 +26,13 @@ credits, none of this runs (``has_budget``: a field test or two per request).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
 from interlock.runtime.guards.needs import Needs
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.state.counters import CallerCounters, Claim
+from interlock.runtime.state.counters import CallerCounters, Claim, Held
 from interlock.runtime.tables import Target
 from interlock.runtime.usage.base import ANONYMOUS, Account, Tally
 from interlock.runtime.usage.ledger import Ledger, next_window
@@ -58,17 +57,9 @@ def any_budget(access: PlanAccess) -> bool:
     return any(level.credits > 0 for level in levels)
 
 
-@dataclass(slots=True)
-class Reservation:
-    """What one admitted request holds against its key's and tenant's credits, until it ends."""
-
-    claims: tuple[Claim, ...]
-    released: bool = False
-
-
 async def reserve_credits(
     counters: CallerCounters, ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target
-) -> Reservation:
+) -> Held:
     """``CreditsExhausted`` when this request would go past the key's or the tenant's budget (priced,
     for money, at the target's first candidate); else its reservation, which the caller must
     ``release_credits`` when the request ends."""
@@ -82,21 +73,21 @@ async def reserve_credits(
     if tenant is not None and tenant.credits > 0:
         name = caller.tenant or ANONYMOUS
         levels.append((tenant, ledger.tenant_spent(name), f"t:{name}", f"tenant `{caller.tenant}`"))
-    claims = tuple(_claim(limits, spent, asked, estimate, name) for limits, spent, name, _ in levels)
-    short = await counters.claim(claims)
-    if short is not None:
-        index, held = short
-        limits, spent, _, who = levels[index]
-        _refuse(limits, spent, held, plan.source.access.currency, ledger, who)
-    return Reservation(claims)
+    answer = await counters.claim(
+        [_claim(limits, spent, asked, estimate, name) for limits, spent, name, _ in levels]
+    )
+    if isinstance(answer, Held):
+        return answer
+    limits, spent, _, who = levels[answer.index]
+    _refuse(limits, spent, answer.held, plan.source.access.currency, ledger, who)
 
 
-async def release_credits(counters: CallerCounters, reservation: Reservation) -> None:
+async def release_credits(counters: CallerCounters, held: Held) -> None:
     """The request ended (answered, failed, cancelled, its client gone): its holds go (idempotent;
     what it used is the ledger's ``debit``)."""
-    if not reservation.released:
-        reservation.released = True
-        await counters.unclaim(reservation.claims)
+    if not held.released:
+        held.released = True
+        await counters.unclaim(held)
 
 
 def _claim(limits: PlanLimits, spent: Tally, asked: Tally, estimate: Tally, name: str) -> Claim:

@@ -20,7 +20,7 @@ from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state import BACKENDS, open_backend
 from interlock.runtime.state.base import Lease, SlotBackend
-from interlock.runtime.state.counters import Claim
+from interlock.runtime.state.counters import Claim, Held, Short
 from interlock.runtime.state.embedded import SlotServer
 from interlock.runtime.tables import WorkerLimits
 from tests.redis_server import RedisServer
@@ -177,22 +177,30 @@ def test_credits_holds_are_one_count_for_every_holder_and_a_short_level_holds_no
         async with holders(store_url) as (a, b):
             ca = a.caller_counters()
             cb = ca if a is b else b.caller_counters()
-            assert await ca.claim([key, tenant]) is None
-            assert await cb.claim([key, tenant]) is None  # 40 held, 10 asked: within 85
-            assert await ca.claim([tenant, key]) == (1, 80)  # the key is short: the tenant holds nothing
-            assert await cb.claim([tenant]) is None  # so its holds are still 80 + 40
-            assert await ca.claim([Claim("t:lab:tokens", 129, 10, 0)]) == (0, 120)
-            await cb.unclaim([key, tenant])
+            first = await ca.claim([key, tenant])
+            second = await cb.claim([key, tenant])  # 40 held, 10 asked: within 85
+            assert isinstance(first, Held)
+            assert isinstance(second, Held)
+            assert await ca.claim([tenant, key]) == Short(1, 80)  # the key is short: the tenant holds nothing
+            third = await cb.claim([tenant])  # so the tenant's holds are 80 + 40
+            assert isinstance(third, Held)
+            assert await ca.claim([Claim("t:lab:tokens", 129, 10, 0)]) == Short(0, 120)
+            await cb.unclaim(second)
 
             async def room() -> bool:
                 taken = await ca.claim([key])
-                if taken is None:
-                    await ca.unclaim([key])
-                return taken is None
+                if isinstance(taken, Held):
+                    await ca.unclaim(taken)
+                return isinstance(taken, Held)
 
             await until(room, "b's hold to come back")  # the unclaim may reach the store a moment later
-            assert await ca.claim([Claim("k:crowd:tokens", 49, 10, 0)]) == (0, 40)
-            await ca.unclaim([key, tenant])
-            await cb.unclaim([tenant])
+            assert await ca.claim([Claim("k:crowd:tokens", 49, 10, 0)]) == Short(0, 40)
+            await ca.unclaim(first)
+            await cb.unclaim(third)
+
+            async def free() -> bool:
+                return isinstance(await ca.claim([Claim("t:lab:tokens", 10, 10, 0)]), Held)
+
+            await until(free, "every hold to come back")
 
     asyncio.run(scenario())
