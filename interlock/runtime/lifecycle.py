@@ -62,12 +62,12 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
+from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
 from interlock.runtime.upstream.base import ChatStream, Native
 from interlock.runtime.upstream.fields import DROPS
-from interlock.runtime.usage.credits import account_of, has_budget, reserve_credits
-from interlock.runtime.usage.ledger import Hold
+from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
     answer_text,
     delta_chars,
@@ -198,7 +198,7 @@ async def _handle(
     metrics = services.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     counted = False  # admitted against the caller's rates: `counters.done` must follow
-    held: Hold | None = None  # credits reserved: `ledger.release` must follow (`_finish` does)
+    held: Held | None = None  # credits reserved: `release_credits` must follow (`_finish` does)
     estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
@@ -218,7 +218,9 @@ async def _handle(
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
             if has_budget(caller):  # before the rates: a refused request takes none of them
-                held = reserve_credits(services.ledger, caller, preflight.needs, plan, target)
+                held = await reserve_credits(
+                    services.counters, services.ledger, caller, preflight.needs, plan, target
+                )
             if caller.budgets:
                 estimate = preflight.needs.prompt_tokens + preflight.needs.output_tokens
                 refusal = await services.counters.take(caller.budgets, estimate)
@@ -228,13 +230,13 @@ async def _handle(
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
-        _finish(services, record, held)
+        await _finish(services, record, held)
         return
     except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
-        _finish(services, record, held)
+        await _finish(services, record, held)
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
@@ -260,23 +262,23 @@ async def _handle(
         tally = metered(record, preflight.needs, plan)  # None: no upstream answered
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
             services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
-        if held is not None:  # with the debit, no await between: the credits never look free
-            services.ledger.release(held)
+        if held is not None:  # after the debit: in this process the credits never look free
+            await release_credits(services.counters, held)
         if counted:
             used = tally.tokens if tally is not None else 0
             await services.counters.done(record.caller.budgets, used, estimate)
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
-    _finish(services, record)
+    await _finish(services, record)
 
 
-def _finish(services: RequestServices, record: RequestRecord, held: Hold | None = None) -> None:
+async def _finish(services: RequestServices, record: RequestRecord, held: Held | None = None) -> None:
     """The one end of every request: its credits reservation released (idempotent), the journal
     (access log, events, audit), then the span; then its error lets go of the frames it went through
     (``errors.untangle``)."""
     if held is not None:
-        services.ledger.release(held)
+        await release_credits(services.counters, held)
     services.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)

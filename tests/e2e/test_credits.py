@@ -20,6 +20,7 @@ import pytest
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from tests.e2e.harness import Served, wait_until
+from tests.redis_server import RedisServer
 
 CONFIG = """\
 version: 1
@@ -28,7 +29,7 @@ providers:
   cloud:
     kind: openai
     base_url: "{cloud}/v1"
-    timeouts: {{connect: 1s, first_byte: 5s, total: 10s}}
+    timeouts: {{connect: 1s, first_byte: 60s, total: 90s}}  # a held stream waits out the 30
 aliases:
   c/chat: {{description: the one model, chain: [cloud/gpt-4o-mini]}}
 tenants:
@@ -77,8 +78,8 @@ def config(cloud: FakeOpenAI, tmp_path: Path) -> Path:
     return path
 
 
-def serve(config: Path, state: Path, log: Path) -> Served:
-    return Served(config, ENV, log, "--state-dir", str(state), "--usage-flush-ms", "50")
+def serve(config: Path, state: Path, log: Path, *more: str) -> Served:
+    return Served(config, ENV, log, "--state-dir", str(state), "--usage-flush-ms", "50", *more)
 
 
 def usage(gateway: Served) -> Any:
@@ -198,28 +199,62 @@ def test_budgets_kept_in_memory_only_are_said_to_be_so(config: Path, tmp_path: P
 MAX_TOKENS = 40
 
 
+@pytest.mark.parametrize("mode", ["one", "workers", "replicas"])
 @pytest.mark.parametrize(("key", "refused"), [("CROWD_KEY", 402), ("RATE_KEY", 429)])
 def test_thirty_concurrent_streams_reserve_their_estimate_so_at_most_one_passes_the_budget(
-    config: Path, state: Path, tmp_path: Path, cloud: FakeOpenAI, key: str, refused: int
+    config: Path, tmp_path: Path, cloud: FakeOpenAI, key: str, refused: int, mode: str
 ) -> None:
     """Every admitted stream is held at the upstream until all 30 were answered or refused: without
-    reservations all 30 were admitted against the same 100 tokens (credits, or tokens per minute)."""
-    gateway = serve(config, state, tmp_path / "serve.log")
+    reservations all 30 were admitted against the same 100 tokens (credits, or tokens per minute);
+    with credits held per process, each of ``--workers 2``'s workers (or each of two replicas) admitted
+    its own share. The holds are one count: the supervisor's table, or Redis (``--state-url``). Each
+    replica here keeps its own SQLite ledger, so what was used is the sum of the two."""
+    gateways: list[Served] = []
+    redis: RedisServer | None = None
+    if mode == "replicas":
+        redis = RedisServer(tmp_path).start()
+    try:
+        for n in range(2 if mode == "replicas" else 1):
+            state = tmp_path / f"state{n}"
+            state.mkdir()
+            more: tuple[str, ...] = ("--state-url", redis.url) if redis is not None else ()
+            if mode == "workers":
+                more = ("--workers", "2", "--usage-refresh-ms", "100")
+            gateways.append(serve(config, state, tmp_path / f"serve{n}.log", *more))
+        admitted = crowd(gateways, cloud, key, refused)
+        name = "crowd-key" if key == "CROWD_KEY" else "rate-key"
+
+        def spent(field: str) -> Any:
+            return sum(usage(gateway)["keys"][name][field] for gateway in gateways)
+
+        wait_until(lambda: spent("requests") == admitted, 30, "every debit")
+        used = spent("used")
+        one_answer = 10 + MAX_TOKENS  # a prompt of a few words, and at most MAX_TOKENS of answer
+        assert used <= 100 + one_answer, (admitted, used)
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+        if redis is not None:
+            redis.stop()
+
+
+def crowd(gateways: list[Served], cloud: FakeOpenAI, key: str, refused: int) -> int:
+    """30 streams at once, spread over ``gateways``, held at the upstream until every one was admitted
+    or refused: how many were admitted."""
     gate = threading.Event()
-    cloud.set_fault(Fault.hold(gate))
+    cloud.set_fault(Fault.hold(gate), model="gpt-4o-mini")  # the chats: a worker's late probe is answered
     body = {"model": "c/chat", "messages": HI, "stream": True, "max_tokens": MAX_TOKENS}
 
-    def stream() -> tuple[int, int]:
+    def stream(n: int) -> tuple[int, int]:
         headers = {"authorization": f"Bearer {ENV[key]}"}
-        with httpx.stream(
-            "POST", f"{gateway.url}/v1/chat/completions", json=body, headers=headers, timeout=60
-        ) as answer:
+        url = f"{gateways[n % len(gateways)].url}/v1/chat/completions"
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as answer:
             text = answer.read()
         return answer.status_code, text.count(b'"delta":{"content"')
 
     try:
         with ThreadPoolExecutor(30) as pool:
-            futures = [pool.submit(stream) for _ in range(30)]
+            futures = [pool.submit(stream, n) for n in range(30)]
             wait_until(
                 lambda: sum(f.done() for f in futures) + cloud.in_flight == 30,
                 60,
@@ -227,16 +262,14 @@ def test_thirty_concurrent_streams_reserve_their_estimate_so_at_most_one_passes_
             )
             gate.set()
             results = [f.result() for f in futures]
-        statuses = [status for status, _ in results]
-        admitted = statuses.count(200)
-        assert statuses.count(refused) == 30 - admitted
-        assert 1 <= admitted < 30
-        name = "crowd-key" if key == "CROWD_KEY" else "rate-key"
-        wait_until(lambda: usage(gateway)["keys"][name]["requests"] == admitted, 30, "every debit")
-        used = usage(gateway)["keys"][name]["used"]
-        one_answer = 10 + MAX_TOKENS  # a prompt of a few words, and at most MAX_TOKENS of answer
-        assert used <= 100 + one_answer, (admitted, used)
     finally:
         gate.set()
         cloud.clear_faults()
-        gateway.stop()
+    statuses = [status for status, _ in results]
+    admitted = statuses.count(200)
+    assert statuses.count(refused) == 30 - admitted
+    assert 1 <= admitted < 30
+    # all were in flight at once, each holding at least MAX_TOKENS: every one but the last admitted fit
+    # in the 100 (with per-process holds, two workers or replicas each admitted their own pair)
+    assert (admitted - 1) * MAX_TOKENS < 100, admitted
+    return admitted

@@ -12,6 +12,12 @@ in flight, which count against ``tokens_per_minute`` with the window's until ``d
 estimate is dropped, the answer's usage added to the window). So concurrent requests cannot all be
 admitted against the same remaining tokens: at most the last one admitted passes the budget, by what it
 used beyond its own estimate. ``take`` checks every limit first and counts nothing unless all pass.
+
+Credits reservations (``usage/credits.py``) are kept beside them, in the same table or store, so every
+process sees every other's: a ``Claim`` per level with a budget (``k:<key id>:<unit>``,
+``t:<tenant>:<unit>``) is admitted while what that level's requests in flight hold, plus what this one
+asks now, is within the room the ledger leaves (budget less spent); then its estimate is held until
+``unclaim``. ``claim`` checks every level first and holds nothing unless all pass.
 """
 
 from __future__ import annotations
@@ -20,10 +26,39 @@ import abc
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from interlock.runtime.access import Budget, Refusal
 
 WINDOW_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One credits level of one request, in the level's unit (tokens, or millionths of the currency)."""
+
+    name: str  # ``k:<key id>:<unit>`` or ``t:<tenant>:<unit>``
+    room: int  # the budget less what the ledger says was spent (may be negative: spent past it)
+    asked: int  # what admission needs free now (the prompt)
+    hold: int  # what stays reserved until the request ends (prompt + requested output)
+
+
+@dataclass(frozen=True, slots=True)
+class Short:
+    """A refused claim: the first level without room, and what its requests in flight hold."""
+
+    index: int
+    held: int
+
+
+@dataclass(slots=True)
+class Held:
+    """What ``claim`` reserved for one request; ``unclaim`` gives it back."""
+
+    claims: tuple[Claim, ...]
+    ident: int = 0  # the supervisor's name for it (``--workers N``): it settles by this
+    spare: bool = False  # held in this process's own table while the store was out
+    released: bool = False
 
 
 class CallerCounters(abc.ABC):
@@ -41,6 +76,16 @@ class CallerCounters(abc.ABC):
         """The request admitted by ``take`` ended: one fewer in flight, the ``held`` tokens released,
         ``tokens`` (what it used) added to the window. Never raises."""
 
+    @abc.abstractmethod
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
+        """Reserve every claim's ``hold`` if each level's held plus ``asked`` is within its ``room``:
+        what is held, or the first level short (nothing held)."""
+
+    @abc.abstractmethod
+    async def unclaim(self, held: Held) -> None:
+        """The request that ``claim`` admitted ended: its holds go (``held.released`` is the caller's
+        to test and set). Never raises."""
+
 
 class MemoryCounters(CallerCounters):
     """This process's counters (``clock``: epoch seconds, injectable for tests)."""
@@ -52,6 +97,7 @@ class MemoryCounters(CallerCounters):
         self.tokens: dict[str, int] = {}
         self.in_flight: dict[str, int] = {}
         self.held: dict[str, int] = {}  # tokens reserved by requests in flight (not per window)
+        self.claimed: dict[str, int] = {}  # credits reserved by requests in flight, by claim name
 
     def _roll(self) -> float:
         now = self.clock()
@@ -88,3 +134,53 @@ class MemoryCounters(CallerCounters):
                 self.held[b.name] = max(0, self.held.get(b.name, 0) - held)
             if tokens:
                 self.tokens[b.name] = self.tokens.get(b.name, 0) + tokens
+
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
+        claimed = self.claimed
+        for index, c in enumerate(claims):
+            held = claimed.get(c.name, 0)
+            if held + c.asked > c.room:
+                return Short(index, held)
+        for c in claims:
+            claimed[c.name] = claimed.get(c.name, 0) + c.hold
+        return Held(tuple(claims))
+
+    async def unclaim(self, held: Held) -> None:
+        claimed = self.claimed
+        for c in held.claims:
+            left = claimed.get(c.name, 0) - c.hold
+            if left > 0:
+                claimed[c.name] = left
+            else:
+                claimed.pop(c.name, None)
+
+
+class Spare:
+    """A shared backend's own counters while its store is out, and the budgets taken from them: so
+    what ends is settled where it was counted (a claim says so itself: ``Held.spare``)."""
+
+    def __init__(self) -> None:
+        self.counters = MemoryCounters()
+        self.taken: dict[str, int] = {}  # budgets taken here, still in flight
+
+    async def take(self, budgets: Sequence[Budget], hold: int) -> Refusal | None:
+        refusal = await self.counters.take(budgets, hold)
+        if refusal is None:
+            for b in budgets:
+                self.taken[b.name] = self.taken.get(b.name, 0) + 1
+        return refusal
+
+    async def done(self, budgets: Sequence[Budget], tokens: int, held: int) -> bool:
+        """True when ``budgets`` were taken here (then settled here)."""
+        if not budgets or not all(self.taken.get(b.name, 0) > 0 for b in budgets):
+            return False
+        for b in budgets:
+            self.taken[b.name] -= 1
+        await self.counters.done(budgets, tokens, held)
+        return True
+
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
+        answer = await self.counters.claim(claims)
+        if isinstance(answer, Held):
+            answer.spare = True
+        return answer

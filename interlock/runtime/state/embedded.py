@@ -11,7 +11,10 @@ or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[
 ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``, ``[id, report]``.
 Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
 ``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
-(done, no answer). A connection that ends gives back the requests it still had in flight.
+(done, no answer). Credits reservations: ``["q", id, [[name, room, asked, hold], ...]]`` (claim),
+answered ``[id, null]`` (held) or ``[id, [index, held]]``; ``["u", id]`` (unclaim what that claim
+holds, if anything; no answer). A connection that ends gives back the requests it still had in
+flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
@@ -41,7 +44,7 @@ import orjson
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
-from interlock.runtime.state.counters import CallerCounters, MemoryCounters
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, MemoryCounters, Short, Spare
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
 from interlock.runtime.tables import WorkerLimits
@@ -109,6 +112,7 @@ class SlotServer:
         waiting: dict[int, asyncio.Task[None]] = {}
         in_flight: dict[str, int] = {}  # caller budgets this connection holds, by name
         holding: dict[str, int] = {}  # tokens its requests in flight reserved, by budget name
+        claimed: dict[int, Held] = {}  # credits its requests in flight hold, by claim id
         self.connections += 1
         self._writers.add(writer)
 
@@ -182,6 +186,18 @@ class SlotServer:
                         holding[name] = max(0, holding.get(name, 0) - released)
                     budgets = [Budget(n, 0, 0, 0) for n in names]
                     await self.counters.done(budgets, int(message[1]), released)
+                elif op == "q":
+                    claims = [Claim(str(c[0]), int(c[1]), int(c[2]), int(c[3])) for c in message[2]]
+                    answer = await self.counters.claim(claims)
+                    if isinstance(answer, Held):
+                        claimed[int(message[1])] = answer
+                        send([message[1], None])
+                    else:
+                        send([message[1], [answer.index, answer.held]])
+                elif op == "u":  # a claim refused, or not this connection's, has nothing to give back
+                    taken = claimed.pop(int(message[1]), None)
+                    if taken is not None:
+                        await self.counters.unclaim(taken)
                 elif op == "h":  # an endpoint found down (or back): tell the other workers
                     line = orjson.dumps(message) + b"\n"
                     for other in self._writers:
@@ -201,6 +217,8 @@ class SlotServer:
                 for index in range(count):  # nor are the tokens they held
                     tokens = holding.get(name, 0) if index == 0 else 0
                     await self.counters.done([Budget(name, 0, 0, 0)], 0, tokens)
+            for taken in claimed.values():
+                await self.counters.unclaim(taken)
             writer.close()
 
 
@@ -421,49 +439,62 @@ class EmbeddedSlots(SlotBackend):
 
 
 class EmbeddedCounters(CallerCounters):
-    """Caller limits in the supervisor's ``SlotServer`` (one count for the host); this process's own
-    while the supervisor cannot be reached."""
+    """Caller limits and credits holds in the supervisor's ``SlotServer`` (one count for the host);
+    this process's own while the supervisor cannot be reached."""
 
     scope = "host"
 
     def __init__(self, backend: EmbeddedSlots) -> None:
         self.backend = backend
-        self.fallback = MemoryCounters()
-        self._local: dict[str, int] = {}  # budgets taken from ``fallback``, still in flight
+        self.spare = Spare()
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def _ask(self, message: list[Any], undo: list[Any]) -> list[Any] | None:
+        """The server's answer to ``message`` (its id at ``[1]``, set here; None: unreachable);
+        cancelled: ``undo`` is sent (its id at ``[1]`` too, for a claim)."""
         backend = self.backend
         if backend._writer is None and not await backend._reconnect():
-            return await self._take_locally(budgets, hold)
+            return None
         ident = next(backend._ids)
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         backend._replies[ident] = future
-        rows = [[b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent] for b in budgets]
-        backend._send(["k", ident, rows, hold])
+        message[1] = ident
+        backend._send(message)
         try:
-            reply = await future
+            return await future
         except StateUnreachable:
-            return await self._take_locally(budgets, hold)
+            return None
         except BaseException:  # cancelled: whatever the server admitted goes back
             backend._replies.pop(ident, None)
-            backend._send(["d", 0, [b.name for b in budgets], hold])
+            if undo[0] == "u":
+                undo[1] = ident
+            backend._send(undo)
             raise
+
+    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+        rows = [[b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent] for b in budgets]
+        reply = await self._ask(["k", 0, rows, hold], ["d", 0, [b.name for b in budgets], hold])
+        if reply is None:
+            return await self.spare.take(budgets, hold)
         if reply[1] is None:
             return None
         name, limit, value, wait = reply[1]
         return Refusal(str(name), str(limit), int(value), float(wait))
 
-    async def _take_locally(self, budgets: Sequence[Budget], hold: int) -> Refusal | None:
-        refusal = await self.fallback.take(budgets, hold)
-        if refusal is None:
-            for b in budgets:
-                self._local[b.name] = self._local.get(b.name, 0) + 1
-        return refusal
-
     async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
-        if budgets and all(self._local.get(b.name, 0) > 0 for b in budgets):
-            for b in budgets:
-                self._local[b.name] -= 1
-            await self.fallback.done(budgets, tokens, held)
-            return
-        self.backend._send(["d", tokens, [b.name for b in budgets], held])
+        if not await self.spare.done(budgets, tokens, held):
+            self.backend._send(["d", tokens, [b.name for b in budgets], held])
+
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
+        rows = [[c.name, c.room, c.asked, c.hold] for c in claims]
+        reply = await self._ask(["q", 0, rows], ["u", 0])
+        if reply is None:
+            return await self.spare.claim(claims)
+        if reply[1] is None:
+            return Held(tuple(claims), int(reply[0]))
+        return Short(int(reply[1][0]), int(reply[1][1]))
+
+    async def unclaim(self, held: Held) -> None:
+        if held.spare:
+            await self.spare.counters.unclaim(held)
+        else:
+            self.backend._send(["u", held.ident])

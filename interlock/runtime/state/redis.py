@@ -40,7 +40,7 @@ import orjson
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
-from interlock.runtime.state.counters import CallerCounters, MemoryCounters
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tables import WorkerLimits
 
@@ -585,47 +585,98 @@ end
 return 0
 """
 
+# ARGV prefix, n, then per claim: name, room, asked, hold
+# -> 0 held (each `hold` added to `:q:<name>`), or {index, held} of the first level without room
+CLAIM = """
+local p, n = ARGV[1], tonumber(ARGV[2])
+for i = 0, n - 1 do
+  local held = tonumber(redis.call('GET', p .. ':q:' .. ARGV[3 + i * 4]) or '0')
+  if held + tonumber(ARGV[5 + i * 4]) > tonumber(ARGV[4 + i * 4]) then return {i, held} end
+end
+for i = 0, n - 1 do
+  local q, hold = p .. ':q:' .. ARGV[3 + i * 4], tonumber(ARGV[6 + i * 4])
+  if hold > 0 then
+    redis.call('INCRBY', q, hold)
+    redis.call('EXPIRE', q, IN_FLIGHT_TTL)
+  end
+end
+return 0
+"""
+
+# ARGV prefix, then name, hold pairs -> nothing
+UNCLAIM = """
+for i = 2, #ARGV, 2 do
+  local q = ARGV[1] .. ':q:' .. ARGV[i]
+  if redis.call('DECRBY', q, tonumber(ARGV[i + 1])) <= 0 then redis.call('DEL', q) end
+end
+return 0
+"""
+
 IN_FLIGHT_TTL_S = 600
-"""An in-flight count untouched this long is dropped: the most a replica killed mid-request (its
-decrements never sent) can hold a key's or tenant's concurrency up."""
+"""An in-flight count or credits hold untouched this long is dropped: the most a replica killed
+mid-request (its decrements never sent) can hold a key's or tenant's concurrency or credits up."""
 
 
 class RedisCounters(CallerCounters):
-    """Caller limits in the backend's Redis, across replicas; this process's counters while it is out."""
+    """Caller limits and credits holds in the backend's Redis, across replicas; this process's own
+    while it is out (and what was counted there is settled there)."""
 
     scope = "shared"
 
     def __init__(self, backend: RedisSlots) -> None:
         self.backend = backend
-        self.fallback = MemoryCounters()
-        self._take = backend.client.register_script(TAKE.replace("IN_FLIGHT_TTL", str(IN_FLIGHT_TTL_S)))
+        self.spare = Spare()
+        ttl = str(IN_FLIGHT_TTL_S)
+        self._take = backend.client.register_script(TAKE.replace("IN_FLIGHT_TTL", ttl))
         self._done = backend.client.register_script(DONE)
+        self._claim = backend.client.register_script(CLAIM.replace("IN_FLIGHT_TTL", ttl))
+        self._unclaim = backend.client.register_script(UNCLAIM)
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def _run(self, script: Any, args: list[Any]) -> tuple[bool, Any]:
+        """(True, the script's answer), or (False, None) when the store is out (then marked down)."""
         backend = self.backend
         if not backend._usable():
-            return await self.fallback.take(budgets, hold)
-        args: list[Any] = [backend.options.prefix, len(budgets), hold]
-        for b in budgets:
-            args += [b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent]
+            return False, None
         try:
-            answer = await self._take(args=args)
+            answer = await script(args=args)
         except Exception as exc:  # refused, timed out: limits hold per process until it is back
             backend._down(exc)
-            return await self.fallback.take(budgets, hold)
+            return False, None
         backend._up()
+        return True, answer
+
+    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+        args: list[Any] = [self.backend.options.prefix, len(budgets), hold]
+        for b in budgets:
+            args += [b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent]
+        reached, answer = await self._run(self._take, args)
+        if not reached:
+            return await self.spare.take(budgets, hold)
         if not isinstance(answer, list):
             return None
         name, limit, value, wait = answer
         return Refusal(_text(name), _text(limit), int(value), float(_text(wait)))
 
     async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
-        backend = self.backend
-        if not backend._usable():
-            await self.fallback.done(budgets, tokens, held)
+        if await self.spare.done(budgets, tokens, held):
             return
-        try:
-            await self._done(args=[backend.options.prefix, tokens, held, *(b.name for b in budgets)])
-        except Exception as exc:
-            backend._down(exc)
-            await self.fallback.done(budgets, tokens, held)
+        args = [self.backend.options.prefix, tokens, held, *(b.name for b in budgets)]
+        await self._run(self._done, args)  # not reached: the in-flight TTL lets go of it
+
+    async def claim(self, claims: Sequence[Claim]) -> Held | Short:
+        args: list[Any] = [self.backend.options.prefix, len(claims)]
+        for c in claims:
+            args += [c.name, c.room, c.asked, c.hold]
+        reached, answer = await self._run(self._claim, args)
+        if not reached:
+            return await self.spare.claim(claims)
+        return Short(int(answer[0]), int(answer[1])) if isinstance(answer, list) else Held(tuple(claims))
+
+    async def unclaim(self, held: Held) -> None:
+        if held.spare:
+            await self.spare.counters.unclaim(held)
+            return
+        args: list[Any] = [self.backend.options.prefix]
+        for c in held.claims:
+            args += [c.name, c.hold]
+        await self._run(self._unclaim, args)  # not reached: the TTL lets go of it

@@ -2,33 +2,41 @@
 
 A budget (``credits`` in ``credits_unit``, per key and per tenant; ``0`` = unlimited, never refused)
 covers the ledger's window, the calendar month in UTC. Before the walk, each level with a budget is
-checked against the ledger's in-memory balance (``Ledger.spent`` / ``tenant_spent``: no I/O) plus what
-requests in flight reserved (``Ledger.held`` / ``tenant_held``): the request is refused with
-``CreditsExhausted`` (402) when those, plus this request's prompt (the preflight's estimate, priced at
-the first candidate's input price for money), are more than the budget. An admitted request then
+claimed (``CallerCounters.claim``, one ``Claim`` per level): the request is refused with
+``CreditsExhausted`` (402) when what the ledger says was used (``Ledger.spent`` / ``tenant_spent``: in
+memory, no I/O), plus what requests in flight reserved, plus this request's prompt (the preflight's
+estimate, priced at the first candidate's input price for money), is more than the budget. Otherwise it
 **reserves** its estimate, prompt plus requested output (``max_tokens`` and kin, else the preflight's
-default), until it ends (answered, failed, cancelled, its client gone: ``Ledger.release``), when what it
-really used is debited instead. So requests admitted at once cannot all spend the same remaining
-credits: in one process, at most the last one admitted passes the budget, by what its answer used
-beyond its estimate.
+default), at every level at once, until it ends (answered, failed, cancelled, its client gone:
+``release_credits``), when what it really used is debited instead. So requests admitted at once cannot
+all spend the same remaining credits: at most the last one admitted passes the budget, by what its
+answer used beyond its estimate.
 
-With several replicas (PostgreSQL) or ``--workers N`` (SQLite), reservations are per process, and each
-sees the others' debits at its next refresh: together they may pass a budget by what each admits
-within ``refresh_s + flush_s`` (each process, on its own view, by at most one answer).
+Reservations live where the caller counters do, so they span what the counters span: this process
+(``memory:``), every worker of ``--workers N`` (the supervisor's table; a dead worker's come back when
+its connection closes), every replica sharing Redis (a replica killed mid-request leaves its own until
+they go unused for ``IN_FLIGHT_TTL_S``: more refused, never more admitted). What was *used* is each
+process's ledger, which sees the others' debits at its next refresh: a request that ended gives its
+reservation back at once, so in the next ``refresh_s + flush_s`` other processes may admit against
+credits it just spent, and together pass a budget by what they admit in that time. A lost store
+reserves per process (each process, on its own view, by at most one answer). When no caller has
+credits, none of this runs (``has_budget``: a field test or two per request).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NoReturn
 
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
 from interlock.runtime.guards.needs import Needs
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.state.counters import CallerCounters, Claim, Held
 from interlock.runtime.tables import Target
 from interlock.runtime.usage.base import ANONYMOUS, Account, Tally
-from interlock.runtime.usage.ledger import Hold, Ledger, next_window
-from interlock.runtime.usage.metering import Price, price_of, tally_of
+from interlock.runtime.usage.ledger import Ledger, next_window
+from interlock.runtime.usage.metering import price_of, tally_of
 from interlock.schema.plan import PlanAccess, PlanLimits
 
 
@@ -49,52 +57,59 @@ def any_budget(access: PlanAccess) -> bool:
     return any(level.credits > 0 for level in levels)
 
 
-def reserve_credits(ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target) -> Hold:
+async def reserve_credits(
+    counters: CallerCounters, ledger: Ledger, caller: Caller, needs: Needs, plan: RuntimePlan, target: Target
+) -> Held:
     """``CreditsExhausted`` when this request would go past the key's or the tenant's budget (priced,
     for money, at the target's first candidate); else its reservation, which the caller must
-    ``Ledger.release`` when the request ends."""
+    ``release_credits`` when the request ends."""
     price = price_of(plan, target.candidates[0].id)
-    currency = plan.source.access.currency
-    account = account_of(caller)
+    estimate = tally_of((needs.prompt_tokens, needs.output_tokens), needs, 0, price)
+    asked = tally_of((needs.prompt_tokens, 0), needs, 0, price)
+    levels: list[tuple[PlanLimits, Tally, str, str]] = []
     key, tenant = caller.key_limits, caller.tenant_limits
     if key is not None and key.credits > 0:
-        used = _sum(ledger.spent(account), ledger.held(account))
-        _check(key, used, needs, price, currency, ledger, f"key `{caller.key_id}`")
+        levels.append((key, ledger.spent(account_of(caller)), f"k:{caller.key_id}", f"key `{caller.key_id}`"))
     if tenant is not None and tenant.credits > 0:
         name = caller.tenant or ANONYMOUS
-        used = _sum(ledger.tenant_spent(name), ledger.tenant_held(name))
-        _check(tenant, used, needs, price, currency, ledger, f"tenant `{caller.tenant}`")
-    return ledger.hold(account, tally_of((needs.prompt_tokens, needs.output_tokens), needs, 0, price))
+        levels.append((tenant, ledger.tenant_spent(name), f"t:{name}", f"tenant `{caller.tenant}`"))
+    answer = await counters.claim(
+        [_claim(limits, spent, asked, estimate, name) for limits, spent, name, _ in levels]
+    )
+    if isinstance(answer, Held):
+        return answer
+    limits, spent, _, who = levels[answer.index]
+    _refuse(limits, spent, answer.held, plan.source.access.currency, ledger, who)
 
 
-def _sum(spent: Tally, held: Tally) -> Tally:
-    total = spent.copy()
-    total.add(held)
-    return total
+async def release_credits(counters: CallerCounters, held: Held) -> None:
+    """The request ended (answered, failed, cancelled, its client gone): its holds go (idempotent;
+    what it used is the ledger's ``debit``)."""
+    if not held.released:
+        held.released = True
+        await counters.unclaim(held)
 
 
-def _check(
-    limits: PlanLimits,
-    spent: Tally,
-    needs: Needs,
-    price: Price | None,
-    currency: str,
-    ledger: Ledger,
-    who: str,
-) -> None:
-    """``spent``: what was used, with what requests in flight reserved."""
+def _claim(limits: PlanLimits, spent: Tally, asked: Tally, estimate: Tally, name: str) -> Claim:
+    """One level's claim, in its unit: tokens, or millionths of the currency."""
     if limits.credits_unit == "tokens":
-        used, asked = float(spent.tokens), float(needs.prompt_tokens)
-        unit, shown_used, shown_budget = "tokens", f"{spent.tokens}", _amount(limits.credits)
+        room = math.floor(limits.credits) - spent.tokens
+        return Claim(f"{name}:tokens", room, asked.tokens, estimate.tokens)
+    room = round(limits.credits * 1_000_000) - spent.cost_micros
+    return Claim(f"{name}:money", room, asked.cost_micros, estimate.cost_micros)
+
+
+def _refuse(limits: PlanLimits, spent: Tally, held: int, currency: str, ledger: Ledger, who: str) -> NoReturn:
+    """``spent``: what was used; ``held``: what requests in flight reserved, in the level's unit."""
+    if limits.credits_unit == "tokens":
+        used: float = spent.tokens + held
+        unit, shown_used = "tokens", f"{used:.0f}"
     else:
-        used = spent.cost_micros / 1_000_000
-        asked = needs.prompt_tokens * price[0] / 1_000_000 if price is not None else 0.0
-        unit, shown_used, shown_budget = currency, _amount(used), _amount(limits.credits)
-    if used + asked <= limits.credits:
-        return
+        used = (spent.cost_micros + held) / 1_000_000
+        unit, shown_used = currency, _amount(used)
     what = "has used" if used >= limits.credits else "would pass its budget with this request: it has used"
     raise CreditsExhausted(
-        f"{who} {what} {shown_used} of its {shown_budget} {unit} of credits this month (since "
+        f"{who} {what} {shown_used} of its {_amount(limits.credits)} {unit} of credits this month (since "
         f"{ledger.window} UTC); the budget starts again on {next_window(ledger.window)}"
     )
 

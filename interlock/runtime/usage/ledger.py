@@ -28,7 +28,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from interlock.runtime.usage.base import Account, RowKey, Store, Tally, UsageStoreError
 
@@ -40,16 +39,6 @@ ZERO = Tally()  # returned for an account with no debits: read only
 
 MAX_BACKOFF_S = 30.0
 """The longest the writer waits between two tries while the store keeps failing."""
-
-
-@dataclass(slots=True)
-class Hold:
-    """What one admitted request reserved against its key's and tenant's credits, until it ends."""
-
-    account: Account
-    tally: Tally  # the estimate: prompt + requested output tokens, and their price
-    window: str  # the budget window it was taken in (a new month drops every hold)
-    released: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +73,6 @@ class Ledger:
         self._wall = wall
         self._spent: dict[Account, Tally] = {}
         self._tenants: dict[str, Tally] = {}
-        self._held: dict[Account, Tally] = {}  # reserved by requests in flight (``Hold``)
-        self._tenants_held: dict[str, Tally] = {}
         self._pending: dict[RowKey, Tally] = {}
         self._pending_debits = 0
         self._day = ""
@@ -110,33 +97,6 @@ class Ledger:
     def tenant_spent(self, tenant: str) -> Tally:
         """What every key of ``tenant`` used in the current window together (read only)."""
         return self._tenants.get(tenant, ZERO)
-
-    def held(self, account: Account) -> Tally:
-        """What requests of ``account`` in flight reserved (read only)."""
-        return self._held.get(account, ZERO)
-
-    def tenant_held(self, tenant: str) -> Tally:
-        """What requests of every key of ``tenant`` in flight reserved together (read only)."""
-        return self._tenants_held.get(tenant, ZERO)
-
-    def hold(self, account: Account, estimate: Tally) -> Hold:
-        """Reserve ``estimate`` for one admitted request: it counts with what was used until
-        ``release``, so requests admitted at once cannot all spend the same remaining credits."""
-        _add(self._held, account, estimate)
-        _add(self._tenants_held, account[0], estimate)
-        return Hold(account, estimate, self.window)
-
-    def release(self, hold: Hold) -> None:
-        """The request ended (answered, failed, cancelled, its client gone): its reservation goes
-        (idempotent; what it used is ``debit``'s)."""
-        if hold.released:
-            return
-        hold.released = True
-        if hold.window != self.window:
-            return  # a new month began: holds were dropped with the balances
-        back = _negative(hold.tally)
-        _add(self._held, hold.account, back)
-        _add(self._tenants_held, hold.account[0], back)
 
     def debit(self, account: Account, model: str, usage: Tally) -> None:
         """Count one request's ``usage`` (``requests`` set to 1 by the caller) against ``account``."""
@@ -177,8 +137,6 @@ class Ledger:
             self.window = start
             self._spent = {}
             self._tenants = {}
-            self._held = {}
-            self._tenants_held = {}
 
     # -- the writer ----------------------------------------------------------------------------------
 
@@ -280,20 +238,3 @@ class Ledger:
         if self.last_error is None:
             log.error("usage ledger: %s (debits are kept in memory and written when it works again)", exc)
         self.last_error = str(exc)
-
-
-Key = TypeVar("Key")
-
-
-def _add(table: dict[Key, Tally], key: Key, tally: Tally) -> None:
-    total = table.get(key)
-    if total is None:
-        table[key] = tally.copy()
-    else:
-        total.add(tally)
-
-
-def _negative(tally: Tally) -> Tally:
-    return Tally(
-        -tally.requests, -tally.prompt_tokens, -tally.completion_tokens, -tally.cost_micros, -tally.estimated
-    )

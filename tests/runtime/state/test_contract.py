@@ -20,6 +20,7 @@ from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state import BACKENDS, open_backend
 from interlock.runtime.state.base import Lease, SlotBackend
+from interlock.runtime.state.counters import Claim, Held, Short
 from interlock.runtime.state.embedded import SlotServer
 from interlock.runtime.tables import WorkerLimits
 from tests.redis_server import RedisServer
@@ -164,5 +165,42 @@ def test_caller_concurrency_is_one_count_for_every_holder(store_url: str) -> Non
             await until(room, "b's share to come back")  # the done may reach the store a moment later
             await ca.done([pair], 0)
             await ca.done([pair], 0)
+
+    asyncio.run(scenario())
+
+
+def test_credits_holds_are_one_count_for_every_holder_and_a_short_level_holds_nothing(store_url: str) -> None:
+    """85 tokens of room: each request asks 10 now and holds 40 until it ends."""
+    key, tenant = Claim("k:crowd:tokens", 85, 10, 40), Claim("t:lab:tokens", 1_000, 10, 40)
+
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            ca = a.caller_counters()
+            cb = ca if a is b else b.caller_counters()
+            first = await ca.claim([key, tenant])
+            second = await cb.claim([key, tenant])  # 40 held, 10 asked: within 85
+            assert isinstance(first, Held)
+            assert isinstance(second, Held)
+            assert await ca.claim([tenant, key]) == Short(1, 80)  # the key is short: the tenant holds nothing
+            third = await cb.claim([tenant])  # so the tenant's holds are 80 + 40
+            assert isinstance(third, Held)
+            assert await ca.claim([Claim("t:lab:tokens", 129, 10, 0)]) == Short(0, 120)
+            await cb.unclaim(second)
+
+            async def room() -> bool:
+                taken = await ca.claim([key])
+                if isinstance(taken, Held):
+                    await ca.unclaim(taken)
+                return isinstance(taken, Held)
+
+            await until(room, "b's hold to come back")  # the unclaim may reach the store a moment later
+            assert await ca.claim([Claim("k:crowd:tokens", 49, 10, 0)]) == Short(0, 40)
+            await ca.unclaim(first)
+            await cb.unclaim(third)
+
+            async def free() -> bool:
+                return isinstance(await ca.claim([Claim("t:lab:tokens", 10, 10, 0)]), Held)
+
+            await until(free, "every hold to come back")
 
     asyncio.run(scenario())

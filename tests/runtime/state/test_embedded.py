@@ -13,6 +13,7 @@ from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import ConnectFailed
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
+from interlock.runtime.state.counters import Claim, Held, Short
 from interlock.runtime.state.embedded import EmbeddedCounters, EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.redis import RedisSlots
@@ -144,14 +145,29 @@ def test_caller_limits_are_one_count_for_the_host_and_a_dead_worker_gives_its_sh
         await until(lambda: server.counters.in_flight["t:ops"] == 1, "b's request to end")
         assert server.counters.tokens["t:ops"] == 3
         assert await cb.take([pair]) is None
-        await b.close()  # b dies holding one: the server gives it back
+        assert isinstance(await cb.claim([Claim("k:ops:tokens", 100, 10, 60)]), Held)
+        mine = await ca.claim([Claim("k:ops:tokens", 100, 10, 30)])
+        assert isinstance(mine, Held)
+        assert await ca.claim([Claim("k:ops:tokens", 100, 20, 0)]) == Short(0, 90)
+        a._send(["u", 10_000])  # a claim refused (or cancelled before it was held) gives back nothing
+        assert await ca.claim([Claim("k:ops:tokens", 100, 20, 0)]) == Short(0, 90)  # read after it
+        await b.close()  # b dies holding one, and 60 tokens of credits: the server gives them back
         await until(lambda: server.counters.in_flight["t:ops"] == 1, "b's share to come back")
+        await until(lambda: server.counters.claimed == {"k:ops:tokens": 30}, "b's credits to come back")
+        await ca.unclaim(mine)
+        await until(lambda: server.counters.claimed == {}, "a's credits to come back")
         server.stop()
         await until(lambda: a.degraded, "a to see the server gone")
         assert await ca.take([pair]) is None  # per process now
         await ca.done([pair], 0)
         assert isinstance(ca, EmbeddedCounters)
-        assert ca.fallback.in_flight["t:ops"] == 0
+        assert ca.spare.counters.in_flight["t:ops"] == 0
+        spare = await ca.claim([Claim("k:ops:tokens", 100, 10, 60)])  # per process too
+        assert isinstance(spare, Held)
+        assert spare.spare
+        assert ca.spare.counters.claimed == {"k:ops:tokens": 60}
+        await ca.unclaim(spare)
+        assert ca.spare.counters.claimed == {}
         await a.close()
 
     asyncio.run(scenario())

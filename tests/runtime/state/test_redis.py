@@ -11,7 +11,8 @@ from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import ConnectFailed
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
-from interlock.runtime.state.redis import RedisCounters, RedisLease, RedisOptions, RedisSlots
+from interlock.runtime.state.counters import Claim, Held, Short
+from interlock.runtime.state.redis import IN_FLIGHT_TTL_S, RedisCounters, RedisLease, RedisOptions, RedisSlots
 from interlock.runtime.tables import HealthSettings, WorkerLimits
 from tests.redis_server import RedisServer, free_port
 from tests.waiting import PATIENCE_S, until
@@ -242,5 +243,39 @@ def test_tokens_held_by_requests_in_flight_count_across_replicas_until_done(
         await ca.done([tokens], 0, 60)
         await a.close()
         await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_credits_hold_expires_unless_touched_and_a_lost_store_holds_per_process(
+    redis_server: RedisServer,
+) -> None:
+    """A replica killed mid-request never sends its unclaim: the hold's TTL lets go of it."""
+    claim = Claim("k:c:tokens", 100, 10, 60)
+
+    async def scenario() -> None:
+        a = await replica(redis_server.url)
+        ca = a.caller_counters()
+        assert isinstance(ca, RedisCounters)
+        held = await ca.claim([claim])
+        assert isinstance(held, Held)
+        name = f"{a.options.prefix}:q:{claim.name}"
+        assert 0 < await a.client.ttl(name) <= IN_FLIGHT_TTL_S
+        assert int(await a.client.get(name)) == 60
+        await ca.unclaim(held)
+        assert await a.client.exists(name) == 0  # nothing left behind at zero
+        stored = await ca.claim([claim])  # held in the store while it goes
+        assert isinstance(stored, Held)
+        assert not stored.spare
+        redis_server.stop()
+        spare = await asyncio.wait_for(ca.claim([claim]), PATIENCE_S)  # fails open to this process
+        assert isinstance(spare, Held)
+        assert spare.spare
+        assert a.degraded
+        assert await ca.claim([Claim(claim.name, 100, 50, 0)]) == Short(0, 60)  # still held here
+        await ca.unclaim(spare)
+        assert ca.spare.counters.claimed == {}
+        await ca.unclaim(stored)  # the store's: not reachable, the TTL lets go of it; never raises
+        await a.close()
 
     asyncio.run(scenario())

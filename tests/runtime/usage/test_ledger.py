@@ -309,19 +309,3 @@ def test_a_reported_usage_is_taken_and_a_missing_one_is_estimated() -> None:
     assert answer_text({"choices": []}) == ""
     assert delta_chars({"choices": [{"delta": {"content": "héllo"}}]}) == 5
     assert delta_chars({"choices": [], "usage": {}}) == 0
-
-
-def test_a_hold_counts_until_released_once_and_a_new_month_drops_it() -> None:
-    wall = Wall(DEC_1)
-    ledger = Ledger(open_store("memory:"), wall=wall)
-    hold = ledger.hold(ALICE, Tally(1, 10, 40, 7, 0))
-    assert (ledger.held(ALICE).tokens, ledger.tenant_held("team-a").cost_micros) == (50, 7)
-    ledger.release(hold)
-    ledger.release(hold)  # idempotent: released once
-    assert (ledger.held(ALICE).tokens, ledger.tenant_held("team-a").tokens) == (0, 0)
-    late = ledger.hold(ALICE, Tally(1, 10, 40, 7, 0))
-    wall.now = calendar.timegm((2027, 1, 1, 0, 0, 1))
-    ledger.debit(ALICE, "cloud/gpt", ONE)  # the month turns: balances and holds start again
-    ledger.release(late)  # a hold of the last month changes nothing in this one
-    assert ledger.held(ALICE).tokens == 0
-    assert ledger.spent(ALICE).tokens == ONE.tokens
