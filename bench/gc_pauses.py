@@ -36,6 +36,7 @@ from interlock.runtime.plan import load_plan
 from interlock.runtime.serving import gc_policy
 from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 from interlock.schema.canonical import canonical_json
+from interlock.testing.keepalive import chat_request, read_answer
 from interlock.testing.process import FakeProcess
 
 CONFIG = """\
@@ -68,10 +69,7 @@ class Pauses:
 
 def paced(port: int, body: bytes, rate: float, seconds: float, connections: int, sent: list[int]) -> None:
     """Requests at an even ``rate`` over ``connections`` keep-alive sockets, each answer read whole."""
-    request = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\n\r\n%b" % (len(body), body)
-    )
+    request = chat_request(body)
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(connections)]
     buffers = [b""] * connections
     interval, start = 1.0 / rate, time.perf_counter()
@@ -82,33 +80,11 @@ def paced(port: int, body: bytes, rate: float, seconds: float, connections: int,
             time.sleep(due - now)
         i = n % connections
         socks[i].sendall(request)
-        buffers[i] = _read_answer(socks[i], buffers[i])
+        _, buffers[i] = read_answer(socks[i], buffers[i])
         n += 1
     sent.append(n)
     for sock in socks:
         sock.close()
-
-
-def _read_answer(sock: socket.socket, buffer: bytes) -> bytes:
-    while True:
-        head, found, rest = buffer.partition(b"\r\n\r\n")
-        if found:
-            if b"transfer-encoding: chunked" in head.lower():
-                end = rest.find(b"0\r\n\r\n")
-                if end >= 0:
-                    return rest[end + 5 :]
-            else:
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                if len(rest) >= length:
-                    return rest[length:]
-        data = sock.recv(65536)
-        if not data:
-            raise ConnectionError("the gateway closed the connection")
-        buffer += data
 
 
 async def run(args: argparse.Namespace, url: str) -> tuple[int, Pauses]:

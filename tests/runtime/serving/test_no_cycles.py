@@ -24,6 +24,7 @@ from interlock.commands.gateway import build_gateway
 from interlock.runtime.plan import load_plan
 from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 from interlock.testing.faults import Fault
+from interlock.testing.keepalive import chat_request, read_answer
 from interlock.testing.process import FakeProcess
 from tests.runtime.conftest import compile_text
 
@@ -42,36 +43,12 @@ SLACK = 10  # objects a run may leave for the collector once, whatever the numbe
 
 def exchange(port: int, body: bytes, count: int) -> list[bytes]:
     """``count`` requests on one keep-alive connection; the status line of each answer."""
-    request = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\n\r\n%b" % (len(body), body)
-    )
-    statuses: list[bytes] = []
+    request, statuses, buffer = chat_request(body), [], b""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        buffer = b""
         for _ in range(count):
             sock.sendall(request)
-            while True:
-                head, found, rest = buffer.partition(b"\r\n\r\n")
-                if found:
-                    if b"transfer-encoding: chunked" in head.lower():
-                        end = rest.find(b"0\r\n\r\n")
-                        if end >= 0:
-                            buffer = rest[end + 5 :]
-                            break
-                    else:
-                        length = next(
-                            int(line.split(b":")[1])
-                            for line in head.split(b"\r\n")
-                            if line.lower().startswith(b"content-length:")
-                        )
-                        if len(rest) >= length:
-                            buffer = rest[length:]
-                            break
-                data = sock.recv(65536)
-                assert data, "the gateway closed the connection"
-                buffer += data
-            statuses.append(head.split(b"\r\n")[0])
+            status, buffer = read_answer(sock, buffer)
+            statuses.append(status)
     return statuses
 
 
