@@ -40,7 +40,7 @@ from interlock.commands.gateway import build_gateway
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
 from interlock.runtime.audit import AuditLog, open_sink
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
 
 CONFIG = """\
 version: 1
@@ -100,10 +100,14 @@ class _Chunks(ChatStream):
 class InstantAdapter(Adapter):
     """Answers at once, from memory."""
 
-    async def chat(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def chat(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> dict[str, Any]:
         return dict(ANSWER)
 
-    async def chat_stream(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> ChatStream:
+    async def chat_stream(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
+    ) -> ChatStream:
         return _Chunks([{"object": "chat.completion.chunk", "choices": [{"delta": {"content": "x"}}]}] * 5)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
