@@ -54,9 +54,11 @@ def test_a_lost_connection_frees_its_slots_and_queue_places(server: SlotServer) 
     async def scenario() -> None:
         a, b = await client(server), await client(server)
         assert await a.acquire("box", "m", 1, wait=True) is not None
-        queued = asyncio.create_task(a.acquire("box", "x", 2, wait=True))
         other = await b.acquire("box", "y", 2, wait=True)  # max_concurrent 2: now full
         assert other is not None
+        # only now a's second request: started before b's, it could reach the server first and take the
+        # last slot, leaving b to wait out max_wait
+        queued = asyncio.create_task(a.acquire("box", "x", 2, wait=True))
         await until(lambda: len(server.table.pools["box"].waiters) == 1, "a's second request to queue")
         await a.close()  # as a killed worker's socket closes
         queued.cancel()
