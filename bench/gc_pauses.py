@@ -27,16 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
 from interlock.runtime.plan import load_plan
 from interlock.runtime.serving import gc_policy
-from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 from interlock.schema.canonical import canonical_json
-from interlock.testing.keepalive import chat_request, read_answer
+from interlock.testing.keepalive import chat_request, read_answer, serving
 from interlock.testing.process import FakeProcess
 
 CONFIG = """\
@@ -94,37 +92,23 @@ async def run(args: argparse.Namespace, url: str) -> tuple[int, Pauses]:
     assert ctx.plan is not None
     plan = load_plan(json.loads(canonical_json(ctx.plan.model_dump(mode="json"))), {})
     gateway = build_gateway(plan, probes=False)
-    book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
-    config = uvicorn.Config(
-        gateway, loop="uvloop", http=guarded_protocol(book), ws="none", lifespan="on", log_config=None
-    )
-    server = uvicorn.Server(config)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
-        await asyncio.sleep(0.01)
-    port = sock.getsockname()[1]
-    body = b'{"messages": [{"role": "user", "content": "hi"}]' + (
-        b', "stream": true}' if args.stream else b"}"
-    )
-    sent: list[int] = []
-    warm = threading.Thread(target=paced, args=(port, body, 200, 1.0, args.connections, []))
-    warm.start()
-    while warm.is_alive():  # noqa: ASYNC110 - a thread
-        await asyncio.sleep(0.01)
-    gc_policy.settle()  # as `interlock serve` does before serving
-    pauses = Pauses()
-    gc.callbacks.append(pauses)
-    client = threading.Thread(
-        target=paced, args=(port, body, args.rate, args.seconds, args.connections, sent)
-    )
-    client.start()
-    while client.is_alive():  # noqa: ASYNC110 - a thread
-        await asyncio.sleep(0.05)
-    gc.callbacks.remove(pauses)
-    server.should_exit = True
-    await serving
+    async with serving(gateway) as port:
+        body = STREAM if args.stream else ASK
+        sent: list[int] = []
+        warm = threading.Thread(target=paced, args=(port, body, 200, 1.0, args.connections, []))
+        warm.start()
+        while warm.is_alive():  # noqa: ASYNC110 - a thread
+            await asyncio.sleep(0.01)
+        gc_policy.settle()  # as `interlock serve` does before serving
+        pauses = Pauses()
+        gc.callbacks.append(pauses)
+        client = threading.Thread(
+            target=paced, args=(port, body, args.rate, args.seconds, args.connections, sent)
+        )
+        client.start()
+        while client.is_alive():  # noqa: ASYNC110 - a thread
+            await asyncio.sleep(0.05)
+        gc.callbacks.remove(pauses)
     return sent[0], pauses
 
 

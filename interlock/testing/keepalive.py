@@ -1,4 +1,5 @@
-"""A keep-alive HTTP/1.1 client on a raw socket, for measuring the gateway from inside its own process.
+"""The gateway served in this process, and a keep-alive HTTP/1.1 client on a raw socket, for measuring it
+from inside its own process.
 
 It allocates no reference cycles and runs no event loop, so what the collector or the loop sees while it
 runs (in a thread beside the gateway) is the gateway's alone: ``bench/gc_pauses.py`` and
@@ -8,7 +9,39 @@ framing and nothing else: enough for the gateway's own answers, not a general cl
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interlock.runtime.app import Gateway
+
+
+@asynccontextmanager
+async def serving(gateway: Gateway) -> AsyncIterator[int]:
+    """``gateway`` served in this process as ``interlock serve`` serves it (uvicorn, the guarded protocol,
+    its lifespan) on a loopback port, which is yielded; stopped on leaving."""
+    import uvicorn
+
+    from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
+
+    book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
+    config = uvicorn.Config(
+        gateway, loop="uvloop", http=guarded_protocol(book), ws="none", lifespan="on", log_config=None
+    )
+    server = uvicorn.Server(config)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
+            await asyncio.sleep(0.01)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        await task
 
 
 def chat_request(body: bytes, path: bytes = b"/v1/chat/completions") -> bytes:

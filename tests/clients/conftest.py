@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,16 @@ def gateway(fakes: Fakes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield served
     finally:
         served.stop()
+
+
+def tool_results(body: Any) -> list[str]:
+    """Every tool result a request carries back to its upstream, in any of the three formats."""
+    out: list[str] = []
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, str):
+            out.append(content)
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                out.append(str(block.get("content")))
+    return out

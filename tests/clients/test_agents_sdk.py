@@ -3,8 +3,6 @@ to each upstream format: a function tool is called, run by the SDK, and its resu
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from agents import (
     Agent,
@@ -17,7 +15,7 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from tests.clients.conftest import Fakes
+from tests.clients.conftest import Fakes, tool_results
 from tests.e2e.harness import Served
 
 FORECAST = "sunny-7c2e in Paris"  # what the tool answers: proof it ran and its result went up
@@ -27,18 +25,6 @@ FORECAST = "sunny-7c2e in Paris"  # what the tool answers: proof it ran and its 
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"sunny-7c2e in {city}"
-
-
-def _results(body: Any) -> list[str]:
-    out: list[str] = []
-    for message in body.get("messages") or ():
-        content = message.get("content")
-        if message.get("role") == "tool" and isinstance(content, str):
-            out.append(content)
-        for block in content if isinstance(content, list) else ():
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                out.append(str(block.get("content")))
-    return out
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])
@@ -63,4 +49,4 @@ def test_an_agent_calls_its_tool_and_answers(
     result = Runner.run_sync(agent, "What is the weather in Paris?")
     assert str(result.final_output).startswith(f"Hello from {fake}")
     bodies = [r.body for r in server.requests if isinstance(r.body, dict)]
-    assert any(FORECAST in text for body in bodies for text in _results(body))
+    assert any(FORECAST in text for body in bodies for text in tool_results(body))

@@ -5,13 +5,12 @@ defaults: its ``namespace`` tool group and hosted ``web_search`` tool come with 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from interlock.testing.faults import Fault
 from tests.clients.clis import codex
-from tests.clients.conftest import SAMPLE_TEXT, Fakes
+from tests.clients.conftest import SAMPLE_TEXT, Fakes, tool_results
 from tests.e2e.harness import Served
 
 UPSTREAMS = [
@@ -36,19 +35,6 @@ def test_say_hi_prints_the_upstream_s_answer(
     assert _answer(ran.stdout) == answer, ran.explain()
 
 
-def _outputs(body: Any) -> list[str]:
-    """Every tool result a request carries back, in any of the three formats."""
-    out: list[str] = []
-    for message in body.get("messages") or ():
-        content = message.get("content")
-        if message.get("role") == "tool" and isinstance(content, str):
-            out.append(content)
-        for block in content if isinstance(content, list) else ():
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                out.append(str(block.get("content")))
-    return out
-
-
 @pytest.mark.parametrize(
     ("alias", "fake"),
     [("cl/claude-tools", "claudetools"), ("cl/openai-tools", "alphatools"), ("cl/local-tools", "boxtools")],
@@ -63,7 +49,7 @@ def test_a_tool_use_turn_runs_the_command_and_answers(
     assert ran.returncode == 0, ran.explain()
     assert _answer(ran.stdout).startswith(f"Hello from {fake}"), ran.explain()
     bodies = [r.body for r in server.requests if isinstance(r.body, dict) and r.body.get("messages")]
-    results = [text for body in bodies for text in _outputs(body)]
+    results = [text for body in bodies for text in tool_results(body)]
     # the exec_command call ran (in Codex's read-only sandbox) and its output came back to the upstream
     assert any(SAMPLE_TEXT in text for text in results), (results, ran.explain())
 

@@ -20,14 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.plan import load_plan
-from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 from interlock.testing.faults import Fault
-from interlock.testing.keepalive import chat_request, read_answer
+from interlock.testing.keepalive import chat_request, read_answer, serving
 from interlock.testing.process import FakeProcess
 from tests.runtime.conftest import compile_text
 
@@ -99,18 +97,7 @@ def test_a_request_leaves_nothing_for_the_cyclic_collector(
 
     async def scenario() -> int:
         gateway = build_gateway(plan, probes=False)
-        book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
-        config = uvicorn.Config(
-            gateway, loop="uvloop", http=guarded_protocol(book), ws="none", lifespan="on", log_config=None
-        )
-        server = uvicorn.Server(config)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        serving = asyncio.create_task(server.serve(sockets=[sock]))
-        try:
-            while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
-                await asyncio.sleep(0.01)
-            port = sock.getsockname()[1]
+        async with serving(gateway) as port:
             statuses: list[bytes] = []
 
             def client(count: int) -> None:
@@ -133,9 +120,6 @@ def test_a_request_leaves_nothing_for_the_cyclic_collector(
             gc.garbage.clear()
             assert statuses == [status] * (5 + REQUESTS)
             return found
-        finally:
-            server.should_exit = True
-            await serving
 
     found = uvloop.run(scenario())
     assert len(found) <= SLACK, (
