@@ -121,6 +121,9 @@ def test_expected_wait_counts_the_servers_own_load_and_ours() -> None:
     assert rate(ServerLoad(running=0), (0, 2, 1)) == 6.0  # ours (live) count when the reading is older
     assert rate(ServerLoad(running=0), (0, 2, 1), line=0) == 2.0  # a line's first waiter: one ahead
     assert rate(ServerLoad(running=1, slots=2, kv_used=KV_FULL), (1, 0, 0)) == 1.0  # KV full: held back
+    # a server that queues runs all it can: its running requests are its capacity, not the slot limit
+    assert rate(ServerLoad(running=12, waiting=2), (1, 0, 0), slots=64) == 0.5  # (14 + 1 − 12) × 2 s / 12
+    assert rate(ServerLoad(running=12, waiting=0), (1, 0, 0), slots=64) == 0.0
 
 
 def test_kv_use_breaks_ties_as_vram_does() -> None:

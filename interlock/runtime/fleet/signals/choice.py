@@ -11,8 +11,10 @@ at once. Two views of that are combined:
 ``busy`` = the larger of the server's running + waiting (as last read) and this gateway's running there
 (live: what was sent since the reading counts at once); ``ahead`` = ``busy`` + this gateway's requests
 waiting for that worker (or, for a fleet line's waiter, the waiters before it) - requests that start
-before this one. With ``capacity`` the requests it runs at once (the server's own slot count where it
-says, else the worker's slot limit):
+before this one. With ``capacity`` the requests it runs at once: the server's own slot count where it
+says (llama.cpp's ``/slots``); else, when it holds requests back, what it runs now (a vLLM or SGLang
+server queues once its batch or KV cache is full, whatever the worker's slot limit says); else the
+worker's slot limit:
 
     expected_s = max(ahead + 1 − capacity, 0) × service_s / capacity   (+ service_s / capacity when the
                  KV cache is at least ``KV_FULL``: the server holds new requests back until one ends)
@@ -47,7 +49,7 @@ def rate_server(
     busy, capacity, kv = running, slot_limit, 0.0
     if load is not None:
         busy = max(load.busy, running)
-        capacity = load.slots or slot_limit
+        capacity = load.slots or ((load.running or 1) if load.waiting else slot_limit)
         kv = load.kv_used or 0.0
     capacity = max(capacity, 1)
     ahead = busy + (waiting if line_ahead is None else line_ahead)
