@@ -231,3 +231,23 @@ def test_a_server_that_stops_answering_is_unknown_not_idle(
     assert first is not None
     assert first.running == 3
     assert later is None
+
+
+def test_explain_and_the_plan_say_which_workers_load_is_read(tmp_path: Path) -> None:
+    from interlock.compiler import compile_config
+    from interlock.compiler.explain import explain
+
+    (tmp_path / "c.yaml").write_text(
+        "version: 1\nproviders:\n  llama:\n    kind: openai\n    workers:\n"
+        '      - {name: l1, url: "http://10.0.0.6:8080/v1", server: llama.cpp}\n'
+        '      - {name: l2, url: "http://10.0.0.7:8000/v1"}\n'
+        "aliases:\n  local: {chain: [llama/m]}\n"
+    )
+    ctx = compile_config(str(tmp_path / "c.yaml"))
+    assert ctx.plan is not None
+    assert ctx.plan.workers["l1"].server == "llama.cpp"
+    assert "server" not in ctx.plan.workers["l2"].model_dump(mode="json")  # unset: not written at all
+    lines = explain(ctx, "local").splitlines()
+    at = next(i for i, line in enumerate(lines) if "worker l1 " in line)
+    assert lines[at + 1].strip() == "load signals read each probe round from it: server llama.cpp"
+    assert "load signals" not in lines[at + 2]
