@@ -9,6 +9,9 @@ upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_cl
 
 "ollama, 3 workers (scored)" is the single-worker Ollama case with three workers to choose from:
 the difference is worker scoring (``runtime.fleet.scoring``) and the guards' per-worker checks.
+"openai, 3 servers (signals)" is the same for an OpenAI-compatible provider whose three workers name
+their server (vLLM, SGLang, llama.cpp), each with a load reading in place as the probe round leaves it
+(``runtime.fleet.signals.choice``); compare it with "openai worker (slots)", one such worker.
 
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import tempfile
 import time
@@ -40,6 +44,7 @@ from interlock.commands.gateway import build_gateway
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
 from interlock.runtime.audit import AuditLog, open_sink
+from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
 
 CONFIG = """\
@@ -56,10 +61,21 @@ providers:
       - {name: f2, url: "http://127.0.0.3:9", max_concurrent: 64, model_concurrency: {"*": 64}}
       - {name: f3, url: "http://127.0.0.4:9", max_concurrent: 64, model_concurrency: {"*": 64}}
   cloud: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: BENCH_KEY}
+  server:
+    kind: openai
+    workers: [{name: s0, url: "http://127.0.0.5:9/v1", max_concurrent: 64}]
+  servers:
+    kind: openai
+    workers:
+      - {name: s1, url: "http://127.0.0.6:9/v1", max_concurrent: 64, server: vllm}
+      - {name: s2, url: "http://127.0.0.7:9/v1", max_concurrent: 64, server: sglang}
+      - {name: s3, url: "http://127.0.0.8:9/v1", max_concurrent: 64, server: llama.cpp}
 aliases:
   bench/chat: {description: bench, chain: [cloud/fast, local/llama3.2:3b]}
   bench/local: {description: bench, chain: [local/llama3.2:3b, cloud/fast]}
   bench/fleet: {description: bench, chain: [fleet/llama3.2:3b, cloud/fast]}
+  bench/server: {description: bench, chain: [server/m, cloud/fast]}
+  bench/servers: {description: bench, chain: [servers/m, cloud/fast]}
 """
 ANSWER = {
     "id": "chatcmpl-1",
@@ -234,6 +250,12 @@ async def main(requests: int, profile: bool) -> None:
     )
     gateway = build_gateway(plan, open_adapters=instant, probes=False)
     await gateway.startup()
+    for label, reading in (  # as a probe round leaves them
+        ("servers@s1", ServerLoad(running=3, waiting=1, kv_used=0.4)),
+        ("servers@s2", ServerLoad(running=1, waiting=0, kv_used=0.2, cached_tokens=900)),
+        ("servers@s3", ServerLoad(running=1, waiting=2, slots=4, kv_used=0.5)),
+    ):
+        gateway.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
     with_auth = build_gateway(auth_plan, open_adapters=instant, probes=False)
     await with_auth.startup()
     with_cors = build_gateway(cors_plan, open_adapters=instant, probes=False)
@@ -261,6 +283,16 @@ async def main(requests: int, profile: bool) -> None:
         "ollama, 3 workers (scored)": (
             gateway,
             orjson.dumps({"model": "bench/fleet", "messages": [{"role": "user", "content": "hi"}]}),
+            (),
+        ),
+        "openai worker (slots)": (
+            gateway,
+            orjson.dumps({"model": "bench/server", "messages": [{"role": "user", "content": "hi"}]}),
+            (),
+        ),
+        "openai, 3 servers (signals)": (
+            gateway,
+            orjson.dumps({"model": "bench/servers", "messages": [{"role": "user", "content": "hi"}]}),
             (),
         ),
         "ollama, 4 KB prompt + tools": (

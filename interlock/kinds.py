@@ -81,6 +81,10 @@ KINDS: Mapping[str, ProviderKind] = {
 }
 PROVIDER_KINDS: tuple[str, ...] = tuple(KINDS)
 
+# The servers an `openai` worker may say it is (`server:`), so the gateway reads its load: one module
+# each in `runtime.fleet.signals` (a test ties this tuple to that table; the compiler reads only this).
+SERVER_KINDS: tuple[str, ...] = ("llama.cpp", "sglang", "vllm")
+
 
 def has_workers(kind: str, workers: object) -> bool:
     """Whether a provider of ``kind`` sends to workers: always for Ollama, for OpenAI-compatible

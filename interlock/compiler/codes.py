@@ -85,6 +85,8 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL208", "unknown-profile", "error", "A worker names a hardware profile that does not exist."),
     ("IL209", "bad-context-tokens", "error", "A context size is below 1."),
     ("IL210", "telemetry-reads-nothing", "warning", "A worker's `telemetry` enables no source."),
+    ("IL216", "unknown-server", "error", "A worker's `server` is not `llama.cpp`, `vllm` or `sglang`."),
+    ("IL217", "server-on-ollama", "error", "An Ollama worker sets `server` (only `openai` workers may)."),
     # Aliases
     ("IL301", "alias-outside-namespace", "error", "An alias name is not under `alias_namespace`."),
     ("IL302", "empty-chain", "error", "An alias has no candidates."),

@@ -112,6 +112,7 @@ class Worker:
     entry: Entry
     telemetry: TelemetrySection | None = None
     on_saturation: str | None = None
+    server: str | None = None  # an OpenAI-compatible worker's server (kinds.SERVER_KINDS), checked
 
 
 @dataclass(frozen=True, slots=True)

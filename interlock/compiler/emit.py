@@ -156,6 +156,7 @@ def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:
         "queue": {"max_waiting": worker.max_waiting, "max_wait_ms": worker.max_wait_ms},
         "telemetry": _telemetry(worker.telemetry),
         "on_saturation": worker.on_saturation,
+        **({"server": worker.server} if worker.server else {}),  # absent when unset: see PlanWorker
     }
 
 

@@ -85,6 +85,8 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
         lines.append(f"worker {worker.name} {worker.url}: {slots} of {worker.max_concurrent} slots ({rule})")
         if kind.live_facts:
             lines.append(f"  context sent as num_ctx: {_context(ctx, worker, model, tokens)}")
+        if worker.server is not None:
+            lines.append(f"  load signals read each probe round from it: server {worker.server}")
     if not kind.live_facts:
         return lines
     lines.append(

@@ -130,6 +130,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("queue-changed", _W, _C, "queue"),
     ("telemetry-changed", _W, _C, "telemetry"),
     ("worker-saturation-changed", _W, _R, "when slots are full"),
+    ("worker-server-changed", _W, _R, "server load signals"),
     ("health-changed", _H, _C, "health"),
     ("preflight-mode-changed", _F, _R, "preflight mode"),
     ("preflight-changed", _F, _C, "preflight setting"),

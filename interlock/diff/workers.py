@@ -1,4 +1,4 @@
-"""Ollama workers: added or removed, URL, profile, limits, effective slots per model, queue, telemetry."""
+"""Workers: added or removed, URL, profile, limits, effective slots per model, queue, telemetry, server."""
 
 from __future__ import annotations
 
@@ -64,6 +64,9 @@ def _worker(name: str, old: PlanWorker, new: PlanWorker) -> list[Change]:
             f"{new.on_saturation or 'as the alias says'}"
         )
         out.append(Change("worker-saturation-changed", name, old.on_saturation, new.on_saturation, summary))
+    if old.server != new.server:
+        summary = f"worker `{name}` load signals: {old.server or 'none read'} → {new.server or 'none read'}"
+        out.append(Change("worker-server-changed", name, old.server, new.server, summary))
     return out
 
 

@@ -33,6 +33,7 @@ from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.probes import ProbeLoop
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
+from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
@@ -60,6 +61,7 @@ from interlock.runtime.surfaces.table import route_table
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
+from interlock.runtime.upstream.openai import OpenAIAdapter
 from interlock.runtime.usage.base import UsageStoreError
 from interlock.runtime.usage.credits import any_budget
 from interlock.runtime.usage.ledger import Ledger
@@ -167,8 +169,9 @@ class Gateway:
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
+        self.signals = SignalFetcher(self.facts, self._openai_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
-            lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata
+            lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata, signals=self.signals
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
         self.journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
@@ -220,6 +223,10 @@ class Gateway:
     def _ollama_adapter(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
         return adapter if isinstance(adapter, OllamaAdapter) else None
+
+    def _openai_adapter(self) -> OpenAIAdapter | None:
+        adapter = self.adapters.get("openai")
+        return adapter if isinstance(adapter, OpenAIAdapter) else None
 
     @property
     def speeds_file(self) -> Path | None:

@@ -181,7 +181,8 @@ class Metrics:
         )
         self.metadata_fetches = CounterVec(
             "interlock_metadata_fetches",
-            "Live Ollama metadata fetches (/api/ps, /api/tags, /api/show), by endpoint, path and result.",
+            "Live metadata fetches (Ollama's /api/ps, /api/tags, /api/show; servers' /metrics, /slots), by "
+            "endpoint, path and result.",
             ["endpoint", "path", "result"],
         )
         self.preflight = CounterVec(

@@ -193,6 +193,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             patterns=tuple(w.patterns),
             max_waiting=w.queue.max_waiting,
             max_wait_s=w.queue.max_wait_ms / 1000,
+            server=w.server,
         )
         for name, w in sorted(plan.workers.items())
     }

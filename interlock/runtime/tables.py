@@ -87,6 +87,7 @@ class WorkerLimits:
     patterns: tuple[PlanPattern, ...]
     max_waiting: int
     max_wait_s: float
+    server: str | None = None  # an OpenAI-compatible worker's server, whose load is read (fleet.signals)
 
     def slot_limit(self, model: str) -> int:
         """The compiled table first; the ordered patterns only for models it does not list."""

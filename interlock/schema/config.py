@@ -171,6 +171,11 @@ class WorkerSection(_Section):
         description="`fallback` or `queue` for requests sent to this worker when its slots are full; "
         "wins over the alias's.",
     )
+    server: str | None = Field(
+        None,
+        description="`kind: openai` only: the server it is (`llama.cpp`, `vllm` or `sglang`), so its own "
+        "load (`/metrics`, llama.cpp's `/slots`) is read each probe round and weighs in worker choice.",
+    )
 
 
 class ProviderSection(_Section):

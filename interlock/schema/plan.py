@@ -7,9 +7,9 @@ Durations are whole milliseconds (`*_ms`). Credentials appear only as variable *
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from interlock.kinds import KindName
 
@@ -140,6 +140,17 @@ class PlanWorker(_Frozen):
     on_saturation: Literal["fallback", "queue"] | None = Field(
         None, description="Wins over the alias's for requests sent to this worker; null: the alias's."
     )
+    server: Literal["llama.cpp", "sglang", "vllm"] | None = Field(
+        None, description="An OpenAI-compatible worker's server, whose load is read; absent: none read."
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_server(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``server`` is written only when set: plans without it keep their bytes and content hashes."""
+        data: dict[str, Any] = handler(self)
+        if data.get("server") is None:
+            data.pop("server", None)
+        return data
 
 
 class PlanCandidate(_Frozen):

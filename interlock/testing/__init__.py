@@ -1,6 +1,8 @@
 """Real HTTP fake upstreams on loopback, with fault injection, for tests, benchmarks and the demo.
 
-- ``fake_openai.FakeOpenAI``: an OpenAI-compatible upstream (``base_url`` ends in ``/v1``).
+- ``fake_openai.FakeOpenAI``: an OpenAI-compatible upstream (``base_url`` ends in ``/v1``); with
+  ``server="vllm" | "sglang" | "llama.cpp"`` it also serves that server's ``/metrics`` (and ``/slots``)
+  from ``fake.reported`` (``server_load.Reported``).
 - ``fake_anthropic.FakeAnthropic``: an Anthropic Messages upstream (``base_url`` is its ``url``).
 - ``fake_ollama.FakeOllama`` with ``ModelSpec``: an Ollama worker (``url``).
 - ``faults.Fault``: what to inject (``fake.set_fault(fault, model=None, times=None)``);

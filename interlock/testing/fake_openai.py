@@ -4,6 +4,9 @@ Shapes follow docs/wire-formats.md. With ``api_key`` set, every route demands ex
 ``Authorization: Bearer <api_key>`` and answers 401 otherwise; that 401 echoes the key it received,
 as a careless upstream might, so tests can prove the gateway never passes such text on unredacted.
 
+With ``server`` (``vllm``, ``sglang``, ``llama.cpp``) it also serves that server's ``GET /metrics`` (and
+llama.cpp's ``GET /slots``) from ``reported`` (``testing.server_load``), outside faults and the log.
+
 Run it out of process: ``python -m interlock.testing.fake_openai --port 0`` prints its URL first.
 """
 
@@ -34,6 +37,7 @@ from interlock.testing.server import (
     Route,
     StreamAnswer,
 )
+from interlock.testing.server_load import PROMETHEUS, Reported, metrics, slots
 
 _SSE = "text/event-stream"
 
@@ -54,6 +58,7 @@ class FakeOpenAI(FakeServer):
         strict: bool = False,
         record: bool = True,
         port: int = 0,
+        server: str | None = None,
     ) -> None:
         """``models=None`` accepts any model name (and lists ``fake-model``); a list is enforced (404).
         ``strict``: a field OpenAI's API does not define answers 400, as OpenAI itself does."""
@@ -63,6 +68,13 @@ class FakeOpenAI(FakeServer):
         self.embedding_dimensions = embedding_dimensions
         self.strict = strict
         self._known = _known_fields() if strict else None
+        self.server = server
+        self.reported = Reported()  # what /metrics and /slots say, with ``server``
+        if server is not None:
+            metrics(server, self.reported, "m")  # an unknown kind fails here, not on the first fetch
+            self._control[("GET", "/metrics")] = self._metrics
+            if server == "llama.cpp":
+                self._control[("GET", "/slots")] = self._slots
 
     @property
     def base_url(self) -> str:
@@ -88,6 +100,14 @@ class FakeOpenAI(FakeServer):
         return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
 
     # ----- routes -----
+
+    def _metrics(self, incoming: Incoming) -> Answer:
+        assert self.server is not None
+        model = self.models[0] if self.models else "fake-model"
+        return StreamAnswer(PROMETHEUS, [metrics(self.server, self.reported, model)])
+
+    def _slots(self, incoming: Incoming) -> Answer:
+        return JsonAnswer(orjson.loads(slots(self.reported)))
 
     def _refused(self, incoming: Incoming) -> ErrorAnswer | None:
         if self.api_key is None:
@@ -292,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             strict=args.strict,
             record=not args.no_record,
             port=args.port,
+            server=args.server,
         )
 
     run_fake("fake_openai", build, argv, extra=_extra_args)
@@ -301,6 +322,9 @@ def _extra_args(parser: Any) -> None:
     parser.add_argument("--api-key", default=None, help="demand `Authorization: Bearer <key>`")
     parser.add_argument("--models", default=None, help="comma-separated model names to accept (default: any)")
     parser.add_argument("--strict", action="store_true", help="answer 400 to fields OpenAI does not define")
+    parser.add_argument(
+        "--server", default=None, help="serve /metrics (and /slots) as vllm, sglang or llama.cpp"
+    )
 
 
 if __name__ == "__main__":

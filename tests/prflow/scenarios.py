@@ -70,6 +70,15 @@ def _swap_workers(tree: ConfigTree) -> None:
     workers[0], workers[1] = workers[1], workers[0]
 
 
+def _add_server_worker(tree: ConfigTree) -> None:
+    worker = {"name": "box-a", "url": "http://10.0.0.30:8080/v1"}
+    tree.config["providers"]["boxes"] = {"kind": "openai", "workers": [worker]}
+
+
+def _name_server(tree: ConfigTree) -> None:
+    tree.provider("boxes")["workers"][0]["server"] = "llama.cpp"
+
+
 def _add_worker(tree: ConfigTree) -> None:
     tree.provider("local")["workers"].append({"name": "gpu-c", "url": "http://10.0.0.4:11434"})
 
@@ -299,6 +308,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "worker-saturation", _worker_set("gpu-b", "on_saturation", "queue"), _k("worker-saturation-changed")
     ),
+    Scenario("worker-server", _name_server, _k("worker-server-changed"), base_edit=_add_server_worker),
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
     Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
     Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),

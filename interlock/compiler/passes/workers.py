@@ -16,7 +16,7 @@ from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import Entry, Path, SourceDoc
 from interlock.compiler.passes.providers import check_url
 from interlock.compiler.profiles import LoadedProfile, ProfileCache
-from interlock.kinds import has_workers
+from interlock.kinds import SERVER_KINDS, has_workers, listed
 from interlock.patterns import covers, order, parse_pattern
 from interlock.schema.config import QueueSection, WorkerSection
 from interlock.schema.plan import PlanPattern
@@ -161,8 +161,39 @@ def _worker(
             entry=entry,
             telemetry=telemetry,
             on_saturation=section.on_saturation,
+            server=_server(ctx, provider, section, own),
         ),
     )
+
+
+def _server(ctx: CompileContext, provider: Provider, section: WorkerSection, own: _Origin) -> str | None:
+    """The worker's declared server kind, when it is one an OpenAI-compatible worker may name."""
+    server = section.server
+    if server is None:
+        return None
+    if provider.section.kind != "openai":
+        ctx.sink.add(
+            "IL217",
+            own.span("server"),
+            f"`{own.where('server')}` is `{server}`, but `{provider.name}` is a `kind: "
+            f"{provider.section.kind}` provider, whose load is read from its own API",
+            path=own.where("server"),
+            value=server,
+            hint="remove `server`; it names the server behind a `kind: openai` worker",
+        )
+        return None
+    if server not in SERVER_KINDS:
+        ctx.sink.add(
+            "IL216",
+            own.span("server"),
+            f"`{own.where('server')}` is `{server}`, not a server whose load interlock reads",
+            path=own.where("server"),
+            value=server,
+            hint=f"use {listed(SERVER_KINDS)}, or remove `server` (then only the gateway's own slot "
+            "counts weigh in worker choice)",
+        )
+        return None
+    return server
 
 
 def _check_url(

@@ -5,6 +5,10 @@ whole entries, never mutates one, so a reader always sees a consistent entry. Re
 guards, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint label
 (``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``patterns.ollama_name``).
 
+The load table (``load``) holds what OpenAI-compatible servers said of their own load (``fleet.signals``:
+llama.cpp, vLLM, SGLang), written by the signal fetcher only: a whole ``ServerLoad`` per worker label, None
+once a reading failed (unknown, never the last one seen), dropped for workers the plan no longer reads.
+
 One more writer, for one table: the router lowers a route's *learned window* when its upstream
 refuses a prompt as over its context (``lower_window``: OpenAI-compatible servers, Anthropic and Ollama
 alike). It only ever goes down, and the context guard takes it as the most that route can hold.
@@ -21,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+
+from interlock.runtime.fleet.signals.base import ServerLoad
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,7 @@ class FactsTable:
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
         self._holders: dict[str, frozenset[str]] = {}  # model -> workers whose /api/ps lists it
         self._windows: dict[tuple[str, str], int] = {}  # (label, model) -> context an overflow named
+        self._loads: dict[str, ServerLoad] = {}  # label -> an OpenAI-compatible server's own load
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
 
@@ -80,6 +87,14 @@ class FactsTable:
         facts = self._workers.get(label)
         loaded = facts.loaded if facts is not None else None
         return loaded.get(model) if loaded is not None else None
+
+    def load(self, label: str) -> ServerLoad | None:
+        """What the server behind ``label`` last said of its load; None: not read, or not known."""
+        return self._loads.get(label)
+
+    def loads(self) -> dict[str, dict[str, int | float | None]]:
+        """Every server load known, JSON-ready, by worker label (for /v1/health and people)."""
+        return {label: load.report() for label, load in sorted(self._loads.items())}
 
     def window(self, label: str, model: str) -> int | None:
         """The context the route's upstream said it has, in a context-length error; None: never said."""
@@ -112,6 +127,18 @@ class FactsTable:
         return out
 
     # -- writes (the metadata fetcher only) ---------------------------------------------------------
+
+    def put_load(self, label: str, load: ServerLoad | None) -> None:
+        """The signal fetcher's reading of one server (None: it failed, so the load is unknown)."""
+        if load is None:
+            self._loads.pop(label, None)
+        else:
+            self._loads[label] = load
+
+    def keep_loads(self, labels: frozenset[str]) -> None:
+        """Forget the loads of servers no longer read (a reload removed them, or their `server`)."""
+        for label in [label for label in self._loads if label not in labels]:
+            del self._loads[label]
 
     def put_model(self, label: str, model: str, info: ModelInfo) -> None:
         self._models[(label, model)] = info

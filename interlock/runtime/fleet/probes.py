@@ -5,7 +5,9 @@ providers with ``probe: false`` are left alone. A failed probe marks the endpoin
 first request after a box died already skips it; a passing probe (or any successful call) restores it.
 The loop reads the current plan every round, so a reload takes effect at the next round. Each round
 also refreshes live Ollama metadata (``MetadataFetcher``: /api/ps, and /api/tags + /api/show when older
-than the plan's TTL), concurrently with the probes; the first round runs at start, before readiness.
+than the plan's TTL) and the load of OpenAI-compatible workers that name their ``server``
+(``SignalFetcher``: ``/metrics``, llama.cpp's ``/slots``), concurrently with the probes; the first round
+runs at start, before readiness.
 Rounds are ``probe_interval`` apart give or take 10% at random, so the processes of a host and the
 replicas of a fleet do not all probe a box in the same instant (what one finds, the others hear:
 ``runtime/state``).
@@ -21,6 +23,7 @@ from collections.abc import Callable, Mapping
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.periodic import Periodic
+from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
@@ -45,9 +48,11 @@ class ProbeLoop(Periodic):
         metadata: MetadataFetcher | None = None,
         *,
         jitter: float = 0.1,
+        signals: SignalFetcher | None = None,
     ) -> None:
         self.plan = plan
         self.metadata = metadata
+        self.signals = signals
         self.jitter = jitter
         self._random = random.Random()
         self.health = health
@@ -63,6 +68,8 @@ class ProbeLoop(Periodic):
         jobs = [self._probe(e, timeout_s) for e in endpoints]
         if self.metadata is not None:
             jobs.append(self._metadata(plan))
+        if self.signals is not None:
+            jobs.append(self._signals(plan))
         await asyncio.gather(*jobs)
         self.first_round.set()
 
@@ -72,6 +79,13 @@ class ProbeLoop(Periodic):
             await self.metadata.refresh(plan)
         except Exception:  # metadata is a help, never a reason to stop probing
             log.exception("metadata round failed")
+
+    async def _signals(self, plan: RuntimePlan) -> None:
+        assert self.signals is not None
+        try:
+            await self.signals.refresh(plan)
+        except Exception:  # load signals are a help, never a reason to stop probing
+            log.exception("load signal round failed")
 
     async def round(self) -> None:
         await self.probe_all()

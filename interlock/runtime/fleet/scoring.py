@@ -37,7 +37,9 @@ would load, or whose ``/api/tags`` lacks the model, sorts after every other what
 A burst on one model therefore queues where the model is loaded until the wait there passes a load
 elsewhere; then a second worker loads it (a replica), and the burst is shared.
 
-A candidate with one route, or of an OpenAI-compatible provider, is not scored (nothing to choose).
+A candidate with one route, or of an OpenAI-compatible provider with a ``base_url``, is not scored
+(nothing to choose). The workers of an OpenAI-compatible provider (llama.cpp, vLLM, SGLang servers) are
+rated by ``fleet.signals.choice`` instead: no loads, their own load signals and this gateway's slots.
 Ties keep the plan's worker order. The last score of each worker and its parts are kept for
 ``/v1/health`` (one small tuple per route scored).
 """
@@ -53,6 +55,7 @@ from typing import Any
 from interlock.patterns import ollama_name
 from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.signals.choice import rate_server
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
@@ -268,6 +271,8 @@ class Scorer:
         worker = route.worker
         if worker is None:
             return (False, 0.0, 0.0)
+        if not route.live_facts:  # an OpenAI-compatible server: see fleet.signals.choice
+            return self._rate_server(route, worker, candidate, settings, fleet_service, line_ahead)
         w = settings.weights
         label, model = route.endpoint.label, candidate.facts_key
         facts = self.facts.worker(label)
@@ -344,6 +349,37 @@ class Scorer:
             evicts_s,
         )
         return (last_resort, expected + evicts_s, -total_score)
+
+    def _rate_server(
+        self,
+        route: Route,
+        worker: str,
+        candidate: Candidate,
+        settings: RoutingSettings,
+        fleet_service: float,
+        line_ahead: int | None,
+    ) -> tuple[bool, float, float]:
+        """The sort key of an OpenAI-compatible worker's route (``rate_server``), kept in ``last``."""
+        label, model = route.endpoint.label, candidate.facts_key
+        free, waiting, running, _ = self.occupancy(worker, candidate.model, route.slot_limit or 1)
+        util = 0.0
+        state = self.telemetry.workers.get(worker)
+        gpu = state.gpu if state is not None else None
+        if gpu is not None and gpu.utilization_percent is not None:
+            util = gpu.utilization_percent / 100
+        expected, parts = rate_server(
+            self.facts.load(label),
+            (free, waiting, running),
+            route.slot_limit or 1,
+            self.speeds.service(label, model) or fleet_service,
+            line_ahead,
+            settings.weights,
+            self.speeds.get(label, model) or 0.0,
+            util,
+        )
+        points = sum(parts)
+        self.last[worker] = Scored(model, points, parts, self.wall(), expected)
+        return (False, expected, -points)
 
     def report(self) -> Mapping[str, dict[str, Any]]:
         return {worker: scored.report() for worker, scored in sorted(self.last.items())}

@@ -21,6 +21,7 @@ body) raises the matching UpstreamError.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -30,7 +31,7 @@ import orjson
 from interlock.runtime.errors import ContextOverflow, MalformedResponse, ProtocolFailure, UpstreamError
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
 from interlock.runtime.upstream.client import UpstreamClient
-from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
+from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.fields import OPENAI_OPTIONS, OPENAI_STRIPPED
 from interlock.runtime.upstream.sse import SSEEvents
@@ -176,6 +177,14 @@ class OpenAIAdapter(Adapter):
         answer = await request_json(self._client, probe, "GET", "/models", None)
         if not isinstance(answer, dict):
             raise MalformedResponse("model list is not a JSON object")
+
+    async def signal(self, endpoint: Endpoint, path: str, timeout_s: float) -> bytes:
+        """The body of ``GET <server root><path>`` (``/metrics``, llama.cpp's ``/slots``): the root is the
+        worker's URL less a trailing ``/v1``, where those servers serve them."""
+        root = endpoint.url.rstrip("/")
+        root = root[:-3] if root.endswith("/v1") else root
+        probe = dataclasses.replace(probe_endpoint(endpoint, timeout_s), url=root)
+        return await request_bytes(self._client, probe, "GET", path, None)
 
 
 def pooled(answer: dict[str, Any]) -> dict[str, Any]:

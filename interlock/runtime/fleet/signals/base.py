@@ -1,0 +1,62 @@
+"""What an OpenAI-compatible server says about its own load, and how a server kind reads it.
+
+A ``ServerKind`` names the paths to fetch (under the server's root: its worker URL less a trailing
+``/v1``) and one function from the bodies that answered to a ``ServerLoad``. Every field of a load is
+optional: a server tells what it tells (llama.cpp's ``/metrics`` only with ``--metrics``, its ``/slots``
+only where it is on; SGLang's ``/metrics`` only with ``--enable-metrics``), and unknown is never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLoad:
+    """One reading of a server's own load; None: the server did not say."""
+
+    running: int | None = None  # requests it is working on (all its clients', not only this gateway's)
+    waiting: int | None = None  # requests it holds back: queued (vLLM, SGLang) or deferred (llama.cpp)
+    slots: int | None = None  # requests it runs at once, where it says (llama.cpp's /slots)
+    kv_used: float | None = None  # fraction of its KV cache in use, 0 to 1
+    cached_tokens: int | None = None  # tokens held in its KV cache (llama.cpp, SGLang)
+    at: float = 0.0  # monotonic seconds of the reading
+
+    @property
+    def busy(self) -> int:
+        """Requests in the server now, running or held back (0 for what it did not say)."""
+        return (self.running or 0) + (self.waiting or 0)
+
+    def report(self) -> dict[str, int | float | None]:
+        return {
+            "running": self.running,
+            "waiting": self.waiting,
+            "slots": self.slots,
+            "kv_used": round(self.kv_used, 4) if self.kv_used is not None else None,
+            "cached_tokens": self.cached_tokens,
+        }
+
+
+Reader = Callable[[Mapping[str, bytes]], ServerLoad]
+"""``{path: body}`` of the paths that answered (at least one) -> the load; raises ValueError when what
+answered is not that server's format."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerKind:
+    """One server kind: the paths its load is read from, and the reader of their bodies."""
+
+    name: str  # as a worker's `server:` names it (interlock.kinds.SERVER_KINDS)
+    paths: tuple[str, ...]
+    read: Reader
+
+
+def total(values: list[float] | None) -> int | None:
+    """The sum of a gauge's samples (one per engine or rank) as a count; None when absent."""
+    return None if not values else max(round(sum(values)), 0)
+
+
+def highest(values: list[float] | None) -> float | None:
+    """The largest of a ratio's samples, clamped to 0..1; None when absent."""
+    return None if not values else min(max(max(values), 0.0), 1.0)

@@ -1,0 +1,92 @@
+"""The signal fetcher: each probe round, every OpenAI-compatible worker that names its ``server`` is asked
+for its own load (``SERVERS[server].paths``, concurrently), outside the request path.
+
+A path that fails (off on that server: 404, 501; refused; timed out) is counted in
+``interlock_metadata_fetches_total`` and left out; the bodies that answered are read by the server kind.
+When none answered, or what answered is not that server's format, the worker's load becomes unknown
+(``FactsTable.put_load(label, None)``) rather than keeping an old reading. Workers no longer read (a
+reload) are forgotten at the end of the round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+
+from interlock.runtime.errors import UpstreamError
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.signals import SERVERS
+from interlock.runtime.fleet.signals.base import ServerKind
+from interlock.runtime.metrics import Metrics
+from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.upstream.openai import OpenAIAdapter
+
+log = logging.getLogger("interlock.signals")
+Clock = Callable[[], float]
+
+
+class SignalFetcher:
+    """Fills the ``FactsTable``'s load table from every OpenAI-compatible worker with a ``server``."""
+
+    def __init__(
+        self,
+        facts: FactsTable,
+        adapter: Callable[[], OpenAIAdapter | None],
+        metrics: Metrics,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.facts = facts
+        self._adapter = adapter
+        self.metrics = metrics
+        self.clock = clock
+
+    def servers(self, plan: RuntimePlan) -> list[tuple[Endpoint, ServerKind]]:
+        """Every endpoint of the plan whose worker names a server kind, with that kind."""
+        found: list[tuple[Endpoint, ServerKind]] = []
+        for provider in plan.providers.values():
+            for endpoint, worker in zip(provider.endpoints, provider.workers, strict=True):
+                limits = plan.workers.get(worker) if worker is not None else None
+                kind = SERVERS.get(limits.server) if limits is not None and limits.server else None
+                if kind is not None:
+                    found.append((endpoint, kind))
+        return found
+
+    async def refresh(self, plan: RuntimePlan) -> None:
+        """One round over every such worker."""
+        servers = self.servers(plan)
+        adapter = self._adapter()
+        if adapter is not None and servers:
+            timeout_s = plan.health.probe_timeout_s
+            await asyncio.gather(*(self._server(adapter, e, kind, timeout_s) for e, kind in servers))
+        self.facts.keep_loads(frozenset(endpoint.label for endpoint, _ in servers))
+
+    async def _server(
+        self, adapter: OpenAIAdapter, endpoint: Endpoint, kind: ServerKind, timeout_s: float
+    ) -> None:
+        now = self.clock()
+        bodies = await asyncio.gather(*(self._fetch(adapter, endpoint, p, timeout_s) for p in kind.paths))
+        answered = {path: body for path, body in zip(kind.paths, bodies, strict=True) if body is not None}
+        load = None
+        if answered:
+            try:
+                load = dataclasses.replace(kind.read(answered), at=now)
+            except ValueError as exc:  # orjson's JSONDecodeError is a ValueError too
+                log.debug("signals: %s is not a %s server's answer (%s)", endpoint.label, kind.name, exc)
+        self.facts.put_load(endpoint.label, load)
+
+    async def _fetch(
+        self, adapter: OpenAIAdapter, endpoint: Endpoint, path: str, timeout_s: float
+    ) -> bytes | None:
+        try:
+            body = await asyncio.wait_for(adapter.signal(endpoint, path, timeout_s), timeout_s + 1.0)
+        except (UpstreamError, TimeoutError) as exc:
+            result = exc.error_class if isinstance(exc, UpstreamError) else "timeout"
+            self.metrics.metadata_fetches.labels(endpoint.label, path, result).inc()
+            log.debug("signals: %s %s failed (%s)", endpoint.label, path, result)
+            return None
+        self.metrics.metadata_fetches.labels(endpoint.label, path, "ok").inc()
+        return body
