@@ -103,8 +103,16 @@ async def run_load(
 
 WRK_SCRIPT = """\
 wrk.method = "POST"
-wrk.body = [==[%(body)s]==]
+local bodies = {%(bodies)s}
+wrk.body = bodies[1]
 %(headers)s
+if #bodies > 1 then  -- one body after the other, round-robin
+  local turn = 0
+  request = function()
+    turn = turn %% #bodies + 1
+    return wrk.format(nil, nil, nil, bodies[turn])
+  end
+end
 local rate = %(rate)r  -- requests a second over all connections; 0: each connection sends at once
 if rate > 0 then
   -- even pacing: the n-th request is due at start + n / rate (whichever connection is free takes it);
@@ -173,16 +181,12 @@ end
 """
 
 
-def wrk_script(body: bytes, connections: int, headers: dict[str, str], rate: float = 0.0) -> str:
-    """wrk's Lua: POST ``body`` with ``headers``, paced evenly at ``rate`` when given, and a ``done``
-    that prints the measured (uncorrected) percentiles as one JSON line."""
+def wrk_script(bodies: list[bytes], connections: int, headers: dict[str, str], rate: float = 0.0) -> str:
+    """wrk's Lua: POST ``bodies`` in turn with ``headers``, paced evenly at ``rate`` when given, and a
+    ``done`` that prints the measured (uncorrected) percentiles as one JSON line."""
     lines = "\n".join(f"wrk.headers[{_lua(name)}] = {_lua(value)}" for name, value in headers.items())
-    return WRK_SCRIPT % {
-        "body": body.decode(),
-        "headers": lines,
-        "rate": float(rate),
-        "connections": connections,
-    }
+    listed = ", ".join(f"[==[{body.decode()}]==]" for body in bodies)
+    return WRK_SCRIPT % {"bodies": listed, "headers": lines, "rate": float(rate), "connections": connections}
 
 
 def _lua(text: str) -> str:
@@ -197,9 +201,12 @@ def run_wrk(
     *,
     headers: dict[str, str] | None = None,
     rate: float = 0.0,
+    bodies: list[bytes] | None = None,
+    threads: int = 1,
 ) -> LoadResult:
-    """The same load with wrk -t1: closed loop, or paced evenly at ``rate`` requests a second over
-    ``concurrency`` connections. Latencies are the p50/p90/p99/p99.9 as measured (wrk's own correction
+    """The same load with wrk (``threads`` threads): closed loop, or paced evenly at ``rate`` requests a
+    second over ``concurrency`` connections (one thread: the pacing is per thread); ``bodies``: sent in
+    turn instead of ``body``. Latencies are the p50/p90/p99/p99.9 as measured (wrk's own correction
     for coordinated omission undone, see WRK_SCRIPT), so a stall shows at the percentile it hit."""
     import json
     import subprocess
@@ -207,9 +214,9 @@ def run_wrk(
 
     sent = {"Content-Type": "application/json", "Authorization": "Bearer bench", **(headers or {})}
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as handle:
-        handle.write(wrk_script(body, concurrency, sent, rate))
+        handle.write(wrk_script(bodies or [body], concurrency, sent, rate / threads))  # each paces its share
         handle.flush()
-        command = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds:g}s", "-s", handle.name, url]
+        command = ["wrk", f"-t{threads}", f"-c{concurrency}", f"-d{seconds:g}s", "-s", handle.name, url]
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         out = done.stdout + done.stderr
     line = next((x for x in out.splitlines() if x.startswith("INTERLOCK ")), None)
