@@ -226,6 +226,7 @@ class Round:
     paced_p50_ms: float
     paced_p99_ms: float
     paced_errors: int
+    paced_wait_us: float  # the target's processes' run-queue wait per request in the fixed-rate run
 
 
 @dataclass
@@ -307,6 +308,20 @@ def machine_busy_seconds() -> float:
         fields = [int(x) for x in handle.readline().split()[1:]]
     idle = fields[3] + fields[4]  # idle + iowait
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def queue_wait_seconds(pid: int) -> float:
+    """Seconds ``pid`` and its children (every thread) spent runnable but waiting for a CPU: what the
+    scheduler added to their latency (/proc/PID/task/TID/schedstat, its second field, in ns)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as handle:
+                total += int(handle.read().split()[1])
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (OSError, IndexError, ValueError):  # gone, or a kernel without schedstat
+        return 0.0
+    return total / 1e9 + sum(queue_wait_seconds(int(child)) for child in children)
 
 
 def load_average() -> str:
@@ -573,7 +588,10 @@ async def measure_round(
     timed = await timed_load(target, upstream_pid, args.concurrency, args.seconds)
     await drive(target, 1, min(1.0, warmup_s))
     low = await drive(target, 1, args.seconds)
+    waiting = target.pid or upstream_pid  # the direct call: the upstream's
+    wait0 = queue_wait_seconds(waiting)
     paced = await drive(target, args.rate_connections, args.rate_seconds, args.rate)
+    waited = queue_wait_seconds(waiting) - wait0
     high = timed.result
     n = max(high.requests, 1)
     return Round(
@@ -589,6 +607,7 @@ async def measure_round(
         paced_p50_ms=paced.percentile_ms(0.5),
         paced_p99_ms=paced.percentile_ms(0.99),
         paced_errors=failed(paced),
+        paced_wait_us=waited / max(paced.requests, 1) * 1e6,
     )
 
 
@@ -663,6 +682,7 @@ def print_table(
         "p50 added @1",
         f"p50 @{rate:g}/s",
         f"p99 @{rate:g}/s",
+        "run-queue wait",
     )
     print("medians; (Nx): the figure over interlock's")
     head = f"{'target':<10} | " + " | ".join(f"{h:>19}" for h in columns)
@@ -682,10 +702,16 @@ def print_table(
             "—" if name == "direct" else f"{added:.3f} ms{ratio(added, added_base)}",
             p50_paced,
             p99_paced,
+            f"{s['paced_wait_us']:.0f} µs",
         )
         print(f"{name:<10} | " + " | ".join(f"{cell:>19}" for cell in cells))
     tails = ", ".join(f"{n} {s['p99_ms']:.2f} ms" for n, s in summary.items())
     print(f"  (p99 @1 client: {tails})")
+    print(
+        "  (run-queue wait: per request of the fixed-rate run, the time the target's processes (the direct"
+        " call: the upstream's) were ready to run but waited for a CPU, from /proc/PID/task/*/schedstat;"
+        " on a shared machine, the other work's share of the latency)"
+    )
     print(
         f'  ("no: N/s": could not sustain {rate:g} requests a second evenly over {args.rate_connections} '
         "connection(s): reached N, or requests failed)"
@@ -758,7 +784,8 @@ async def run(args: argparse.Namespace, targets: list[Target], upstream_pid: int
                 f"  round {index + 1}/{args.rounds} {target.name:<10} {row.rps:8.0f} req/s"
                 f" @{args.concurrency}"
                 f"   {row.cpu_us:6.1f} µs/request   p50 @1 {row.p50_ms:6.3f} ms   p50/p99 @{args.rate:g}/s"
-                f" {row.paced_p50_ms:.3f}/{row.paced_p99_ms:.2f} ms ({row.paced_rps:.0f}/s)"
+                f" {row.paced_p50_ms:.3f}/{row.paced_p99_ms:.2f} ms ({row.paced_rps:.0f}/s,"
+                f" run-queue wait {row.paced_wait_us:.0f} µs/request)"
                 f"   (other load {row.other_pct:.0f} % of a core; load average {load_average()})",
                 flush=True,
             )
@@ -776,7 +803,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=2000.0, help="the fixed rate, requests a second")
     parser.add_argument("--rate-seconds", type=float, default=10.0, help="how long the fixed-rate run lasts")
     parser.add_argument(
-        "--rate-connections", type=int, default=1, help="connections the fixed rate is spread over"
+        "--rate-connections",
+        type=int,
+        default=4,
+        help="connections the fixed rate is spread over (default 4: at 1, a rate above 1 / latency is out"
+        " of reach however idle the target is, and one slow answer holds back every request after it)",
     )
     parser.add_argument(
         "--only",
