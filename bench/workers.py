@@ -1,20 +1,23 @@
-"""`interlock serve --workers N` scaling: requests/s at 1, 2, 4 and 8 workers, one command.
+"""`interlock serve --workers N` scaling with the shared slot state on: requests/s at 1, 2, 4 and 8
+workers, one command, ratios to one worker.
 
-Starts ``--upstreams`` fake OpenAI upstreams (one process each, so the upstream is not what limits a
-many-core run), compiles a plan with one provider and one alias per upstream, and for each ``N`` in
-``--workers`` starts `interlock serve --workers N` with its default shared slot state (the
-supervisor's slot table, leased by the workers over a Unix socket: ``runtime/state/embedded.py``),
-warms it up, and drives it with wrk (``--threads`` threads, ``--concurrency`` keep-alive connections,
-requests spread round-robin over the aliases). ``--state-url redis://...`` runs the same with the
-slots in Redis instead. It prints requests/s, p50 and p99, the gateway's CPU per request (all its
-processes, from /proc) and the speed-up over one worker.
+One nginx process answers every request with a fixed chat completion (bench/compare.py's upstream: C,
+so the upstream is not what limits a many-core run). The plan has ``--upstreams`` providers, each an
+OpenAI-compatible server listed under ``workers:`` with ``--slots`` slots and a queue, so every request
+leases a slot from the shared slot state: under ``--workers N`` the supervisor's slot table, leased by
+the workers over a Unix socket (``runtime/state/embedded.py``); with ``--state-url redis://...`` a
+Redis. ``--slots 0`` lists the providers by ``base_url`` instead (no slots, nothing shared). For each
+``N`` in ``--workers`` it starts `interlock serve --workers N`, warms it up, and drives it with wrk
+(``--threads`` threads, ``--concurrency`` keep-alive connections, requests rotated over the aliases).
+It prints requests/s, p50 and p99 (as measured: wrk's correction undone), the gateway's CPU per request
+(every process of it, from /proc), and each figure's ratio to the first row's.
 
-    .venv/bin/python bench/workers.py                          # 1 2 4 8 workers, 16 connections
-    .venv/bin/python bench/workers.py --workers 1 2 --seconds 5
+    .venv/bin/python bench/workers.py                       # 1 2 (4 8: as the CPUs allow), 16 connections
+    .venv/bin/python bench/workers.py --workers 1 2 4 8 --concurrency 64 --threads 4
 
-Everything runs on one machine: wrk and the upstreams take cores from the gateway's workers, so a
-machine with fewer cores than workers plus upstreams cannot show the scaling (on 2 cores, 2 workers
-only share what 1 had).
+Everything runs on one machine: wrk and the upstream take cores from the gateway's workers, so a
+machine with fewer cores than workers plus wrk's threads plus the upstream cannot show the scaling (on
+2 cores, 2 workers only share what 1 had).
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -32,31 +34,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compare import nginx_program, upstream_server
 from gateway import start_gateway, tree_cpu_seconds
-
-from interlock.testing.process import FakeProcess
-
-WRK_SCRIPT = """\
-local aliases = {%(aliases)s}
-local n = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  n = n + 1
-  local model = aliases[(n %% #aliases) + 1]
-  local body = '{"model":"' .. model .. '","messages":[{"role":"user","content":"hi"}]}'
-  return wrk.format(nil, "/v1/chat/completions", nil, body)
-end
-"""
+from load import chat_body, run_wrk
 
 
-def plan_text(urls: list[str]) -> str:
-    providers = "\n".join(
-        f'  fake{i}: {{kind: openai, base_url: "{url}", api_key_env: BENCH_KEY}}'
-        for i, url in enumerate(urls)
-    )
+def plan_text(url: str, upstreams: int, slots: int) -> str:
+    """``upstreams`` providers on ``url`` (one alias each), with ``slots`` slots each unless 0 (then each
+    its own path on ``url``, which the mock answers the same: one server is one worker, ``IL202``)."""
+    if slots:
+        queue = "queue: {max_waiting: 1024, max_wait: 30s}"
+        providers = "\n".join(
+            f"  fake{i}: {{kind: openai, api_key_env: BENCH_KEY, probe: false, workers: "
+            f'[{{name: box{i}, url: "{url}/box{i}", max_concurrent: {slots}, {queue}}}]}}'
+            for i in range(upstreams)
+        )
+    else:
+        providers = "\n".join(
+            f'  fake{i}: {{kind: openai, base_url: "{url}", api_key_env: BENCH_KEY, probe: false}}'
+            for i in range(upstreams)
+        )
     aliases = "\n".join(
-        f"  bench/a{i}: {{description: upstream {i}, chain: [fake{i}/bench-model]}}" for i in range(len(urls))
+        f"  bench/a{i}: {{description: upstream {i}, chain: [fake{i}/bench-model]}}" for i in range(upstreams)
     )
     return (
         "version: 1\nserver: {default_alias: bench/a0, alias_namespace: bench/}\n"
@@ -64,85 +63,96 @@ def plan_text(urls: list[str]) -> str:
     )
 
 
-def wrk(url: str, script: Path, threads: int, connections: int, seconds: float) -> tuple[int, str, str]:
-    """Requests answered (non-2xx excluded), p50 and p99 as wrk prints them."""
-    command = [
-        "wrk",
-        f"-t{threads}",
-        f"-c{connections}",
-        f"-d{seconds:g}s",
-        "-s",
-        str(script),
-        "--latency",
-        url,
-    ]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: .*", out)
-    if bad or errors:
-        print(f"    wrk: {bad.group(0) if bad else ''} {errors.group(0) if errors else ''}".rstrip())
-    p50 = re.search(r"50%\s+(\S+)", out)
-    p99 = re.search(r"99%\s+(\S+)", out)
-    return (
-        total - (int(bad.group(1)) if bad else 0),
-        p50.group(1) if p50 else "?",
-        p99.group(1) if p99 else "?",
-    )
-
-
-def main() -> None:
+def main() -> int:
+    cpus = len(os.sched_getaffinity(0))
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[n for n in (1, 2, 4, 8) if n <= max(cpus, 2)],
+        help="worker counts, one row each (default: 1, 2, 4, 8 as far as this machine has CPUs)",
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="wrk connections (default: 16)")
-    parser.add_argument("--threads", type=int, default=2, help="wrk threads (default: 2)")
-    parser.add_argument("--upstreams", type=int, default=6, help="fake upstream processes (default: 6)")
+    parser.add_argument(
+        "--threads", type=int, default=max(1, min(4, cpus // 4)), help="wrk threads (default: CPUs / 4)"
+    )
+    parser.add_argument("--upstreams", type=int, default=6, help="providers and aliases (default: 6)")
+    parser.add_argument("--slots", type=int, default=64, help="slots per provider; 0: no slots (default 64)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup-s", type=float, default=2.0)
     parser.add_argument("--state-url", default=None, help="redis://... : slots in Redis (default: embedded)")
     args = parser.parse_args()
+    program = nginx_program()
+    if program is None or not shutil.which("wrk"):
+        print("workers.py needs wrk and nginx on PATH: run bench/peers.sh", file=sys.stderr)
+        return 2
     if args.state_url is not None:
         os.environ["INTERLOCK_STATE_URL"] = args.state_url  # `interlock serve` reads it at start
-    print(
-        f"machine: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
-        f"load average {os.getloadavg()[0]:.2f}; slot state: {args.state_url or 'embedded (unix socket)'}"
+    state = (
+        "none (--slots 0)" if not args.slots else args.state_url or "embedded (the supervisor's, unix socket)"
     )
+    print(
+        f"machine: {cpus} CPUs, {platform.processor() or platform.machine()}, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (shared: other work may run beside this)"
+    )
+    print(f"slot state: {state}; {args.upstreams} providers x {args.slots} slots; upstream: one nginx")
     print(
         f"method: wrk -t{args.threads} -c{args.concurrency}, {args.seconds:g} s per row after "
-        f"{args.warmup_s:g} s of warm-up; {args.upstreams} fake upstream processes"
+        f"{args.warmup_s:g} s of warm-up; requests rotated over {args.upstreams} aliases"
     )
+    bodies = [chat_body(f"bench/a{i}") for i in range(args.upstreams)]
+    seconds = max(1, round(args.seconds))
     with ExitStack() as stack, tempfile.TemporaryDirectory() as folder:
-        fakes = [stack.enter_context(FakeProcess("openai", "--no-record")) for _ in range(args.upstreams)]
+        url, _ = stack.enter_context(upstream_server(program, Path(folder)))
         config = Path(folder) / "bench.yaml"
-        config.write_text(plan_text([fake.base_url for fake in fakes]))
-        script = Path(folder) / "rotate.lua"
-        aliases = ", ".join(f'"bench/a{i}"' for i in range(args.upstreams))
-        script.write_text(WRK_SCRIPT % {"aliases": aliases})
-        print(f"{'workers':>7} | {'req/s':>8} | {'speed-up':>8} | {'p50':>8} | {'p99':>8} | CPU µs/request")
-        print("-" * 66)
-        first: float | None = None
+        config.write_text(plan_text(url, args.upstreams, args.slots))
+        head = (
+            f"{'workers':>7} | {'req/s':>8} | {'speed-up':>8} | {'per worker':>10} | {'p50':>8} | "
+            f"{'p99':>8} | {'CPU µs/request':>14} | {'CPU vs 1st':>10} | load average"
+        )
+        print(head)
+        print("-" * len(head))
+        first: tuple[int, float, float] | None = None
         for workers in args.workers:
-            gateway, url = start_gateway(config, workers)
+            gateway, gateway_url = start_gateway(config, workers)
+            target = f"{gateway_url}/v1/chat/completions"
             try:
                 time.sleep(0.5)  # every worker accepting
-                wrk(url, script, args.threads, args.concurrency, args.warmup_s)
+                run_wrk(
+                    target,
+                    bodies[0],
+                    args.concurrency,
+                    max(1, round(args.warmup_s)),
+                    bodies=bodies,
+                    threads=args.threads,
+                )
                 before = tree_cpu_seconds(gateway.pid)
-                answered, p50, p99 = wrk(url, script, args.threads, args.concurrency, args.seconds)
+                result = run_wrk(
+                    target, bodies[0], args.concurrency, seconds, bodies=bodies, threads=args.threads
+                )
                 cpu = tree_cpu_seconds(gateway.pid) - before
             finally:
                 gateway.terminate()
                 gateway.wait(10)
-            rate = answered / args.seconds
-            first = first or rate
+            answered = result.statuses.get(200, 0)
+            bad = result.requests - answered + sum(result.errors.values())
+            rate = answered / result.seconds
             per_request = cpu / answered * 1e6 if answered else float("nan")
+            first = first or (workers, rate, per_request)
+            speedup = rate / first[1] if first[1] else float("nan")
             print(
-                f"{workers:>7} | {rate:>8.0f} | {rate / first:>7.2f}x | {p50:>8} | {p99:>8} | "
-                f"{per_request:.0f}",
+                f"{workers:>7} | {rate:>8.0f} | {speedup:>7.2f}x | {speedup * first[0] / workers:>9.2f}x | "
+                f"{result.percentile_ms(0.5):>5.2f} ms | {result.percentile_ms(0.99):>5.2f} ms | "
+                f"{per_request:>14.0f} | {per_request / first[2]:>9.2f}x | "
+                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}" + (f"   ({bad} failed)" if bad else ""),
                 flush=True,
             )
+    print("speed-up: req/s over the first row's; per worker: the speed-up per worker added (1.00x: linear)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
