@@ -186,15 +186,16 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError:
             response.fail(BadResponse("broken HTTP response"))
             return
-        if not response.headed:  # the head so far (httptools holds a partial header line meanwhile)
-            response.head_bytes += len(data)
-            if response.head_bytes > MAX_HEAD_BYTES:
+        if not response.headed:  # the bytes so far (httptools holds a partial header line meanwhile)
+            response.head_read += len(data)
+            if response.head_read > MAX_HEAD_BYTES:
                 response.fail(HeadTooLarge("response head too large"))
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
         response = self.response
         if response is not None:
+            response.head_bytes += len(name) + len(value) + 4
             key = name.decode("latin-1").lower()
             text = value.decode("latin-1")
             headers = response.headers
@@ -209,6 +210,9 @@ class Connection(asyncio.Protocol):
             response.headers = {}
             response.interim = True
             return
+        if response.head_bytes > MAX_HEAD_BYTES:
+            response.fail(HeadTooLarge("response head too large"))
+            raise httptools.HttpParserCallbackError("head too large")  # stop parsing
         response.status = status
         response.keep_alive = self.parser.should_keep_alive()
         headers = response.headers
@@ -270,6 +274,7 @@ class Response:
         "content_length",
         "done",
         "head_bytes",
+        "head_read",
         "headed",
         "headers",
         "interim",
@@ -290,7 +295,8 @@ class Response:
         self.headed = False
         self.interim = False
         self.done = False  # the whole message has arrived
-        self.head_bytes = 0
+        self.head_bytes = 0  # the headers parsed (names, values, separators)
+        self.head_read = 0  # bytes read while the head was not complete
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._paused = False
