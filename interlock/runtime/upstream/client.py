@@ -61,7 +61,7 @@ _JSON = "Content-Type: application/json\r\n"
 class Origin:
     """One scheme://host:port: its idle connections (most recently used last) and how to open more."""
 
-    __slots__ = ("client", "fixed", "host", "idle", "port", "ssl")
+    __slots__ = ("client", "dead", "fixed", "host", "idle", "port", "ssl")
 
     def __init__(self, client: UpstreamClient, host: str, port: int, tls: ssl.SSLContext | None) -> None:
         self.client = client
@@ -69,6 +69,7 @@ class Origin:
         self.port = port
         self.ssl = tls
         self.idle: list[Connection] = []
+        self.dead = 0  # connections in ``idle`` that the upstream closed meanwhile (skipped when met)
         default = 443 if tls is not None else 80
         netloc = f"[{host}]" if ":" in host else host
         authority = netloc if port == default else f"{netloc}:{port}"
@@ -79,10 +80,14 @@ class Origin:
         """An idle connection young enough to use, or None."""
         idle, keepalive_s = self.idle, self.client.keepalive_s
         if idle and now - idle[0].idle_since > keepalive_s:  # the oldest, on every request: ages out
-            idle.pop(0).abort()
+            oldest = idle.pop(0)
+            oldest.pooled = False
+            oldest.abort()
         while idle:
             conn = idle.pop()
+            conn.pooled = False
             if conn.closed:
+                self.dead = max(0, self.dead - 1)
                 continue
             if now - conn.idle_since > keepalive_s:
                 conn.abort()
@@ -99,11 +104,23 @@ class Origin:
             conn.abort()
             return
         conn.idle_since = asyncio.get_running_loop().time()
+        conn.pooled = True
         self.idle.append(conn)
+
+    def forget(self, conn: Connection) -> None:
+        """An idle connection closed by the upstream: counted, and the list compacted now and then (a
+        removal each would cost a scan of the list, per close, when an upstream closes them all)."""
+        conn.pooled = False
+        self.dead += 1
+        if self.dead > 32 and self.dead * 2 > len(self.idle):
+            self.idle = [c for c in self.idle if not c.closed]
+            self.dead = 0
 
     def drop_idle(self) -> None:
         idle, self.idle = self.idle, []
+        self.dead = 0
         for conn in idle:
+            conn.pooled = False
             conn.abort()
 
 
@@ -144,7 +161,7 @@ class UpstreamClient:
         return self._open
 
     def idle_connections(self) -> int:
-        return sum(len(origin.idle) for origin in self._origins.values())
+        return sum(1 for origin in self._origins.values() for conn in origin.idle if not conn.closed)
 
     async def request(
         self,
@@ -260,9 +277,8 @@ class UpstreamClient:
 
     def _lost(self, conn: Connection) -> None:
         self._open -= 1
-        idle = conn.origin.idle
-        if idle and conn in idle:
-            idle.remove(conn)
+        if conn.pooled:
+            conn.origin.forget(conn)
         self._wake_one()
 
     def _wake_one(self) -> None:
@@ -279,6 +295,7 @@ class UpstreamClient:
                 oldest = origin.idle[0]
         if oldest is not None:
             oldest.origin.idle.remove(oldest)
+            oldest.pooled = False
             oldest.abort()
 
     async def aclose(self) -> None:

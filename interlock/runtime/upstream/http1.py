@@ -140,7 +140,7 @@ def lost_error(exc: Exception | None) -> HTTPError:
 class Connection(asyncio.Protocol):
     """One keep-alive connection to one origin; ``response`` is the exchange in flight (or draining)."""
 
-    __slots__ = ("closed", "idle_since", "on_lost", "origin", "parser", "response", "transport")
+    __slots__ = ("closed", "idle_since", "on_lost", "origin", "parser", "pooled", "response", "transport")
 
     def __init__(self, origin: Any, on_lost: Callable[[Connection], None]) -> None:
         self.origin = origin  # the pool's key object (client.py's Origin)
@@ -149,6 +149,7 @@ class Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.response: Response | None = None
         self.closed = False
+        self.pooled = False  # in its origin's idle list
         self.idle_since = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

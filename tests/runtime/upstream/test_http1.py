@@ -26,6 +26,7 @@ from cryptography.x509.oid import NameOID
 from interlock.runtime.errors import ConnectFailed, ConnectTimeout, ProtocolFailure
 from interlock.runtime.upstream import http1
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from tests.waiting import until
 
 from .helpers import endpoint
 
@@ -315,3 +316,26 @@ def test_a_url_that_is_not_http_is_refused() -> None:
                 await get(client, "ftp://127.0.0.1:21")
 
     run(go)
+
+
+def test_an_idle_connection_past_keepalive_is_closed_not_reused() -> None:
+    """The pool's clock is the loop's: a connection idle longer than ``keepalive_s`` is closed when met."""
+
+    async def go() -> tuple[bool, bool, int]:
+        async with (
+            loopback(lambda _: ok(b"{}")) as (server, port),
+            UpstreamClient.create(keepalive_s=30) as client,
+        ):
+            url = f"http://127.0.0.1:{port}"
+            await get(client, url)
+            origin, _ = client._base(url)
+            now = asyncio.get_running_loop().time()
+            young = origin.take(now + 29)
+            assert young is not None
+            origin.put(young)
+            old = origin.take(young.idle_since + 31)
+            await until(lambda: client.open_connections == 0, "the old connection to close")
+            await get(client, url)  # a new one
+            return young.closed, old is None, server.connections
+
+    assert run(go) == (True, True, 2)
