@@ -249,7 +249,14 @@ class LineStream(ChatStream):
         if not self._pending:
             if self._closed and self._error is None:
                 return self._pending
-            await self._fill_or_close()
+            try:  # (``_fill_or_close`` inline: this runs once per stream chunk)
+                await self.fill()
+            except UpstreamError:
+                await self.aclose()
+                raise
+            except CLIENT_EXCEPTIONS as exc:
+                await self.aclose()
+                raise _mapped(exc, self._endpoint) from exc
         chunks, self._pending = self._pending, deque()
         return chunks
 

@@ -266,6 +266,7 @@ class Response:
         "_buffered",
         "_draining",
         "_error",
+        "_loop",
         "_paused",
         "_phase",
         "_timer",
@@ -306,9 +307,8 @@ class Response:
         self._waiter: asyncio.Future[None] | None = None
         self._total_at = total_at
         self._phase = FIRST_BYTE
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_at(
-            first_byte_at, self._expire
-        )
+        self._loop = loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = loop.call_at(first_byte_at, self._expire)
 
     # the reader's side
     async def head(self) -> None:
@@ -331,7 +331,11 @@ class Response:
                 raise self.error()
             if self.done:
                 return b""
-            await self._wait()
+            waiter = self._waiter = self._loop.create_future()  # (inline: one read per stream chunk)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
         buffer = self._buffer
         data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
         self._buffer = []
@@ -386,7 +390,7 @@ class Response:
         else:
             self._draining = True
             self._cancel_timer()
-            self._timer = asyncio.get_running_loop().call_later(DRAIN_MAX_S, self.close)
+            self._timer = self._loop.call_later(DRAIN_MAX_S, self.close)
             if self._paused:
                 self._resume()
 
@@ -466,7 +470,7 @@ class Response:
                 waiter.set_result(None)
 
     async def _wait(self) -> None:
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        waiter = self._waiter = self._loop.create_future()
         try:
             await waiter
         finally:
@@ -483,7 +487,7 @@ class Response:
         phase = self._phase
         if phase == TOTAL:  # the first-byte deadline, after ``answered()``: arm the total one
             self._phase = _TOTAL_ARMED
-            loop = asyncio.get_running_loop()
+            loop = self._loop
             if self._total_at > loop.time():
                 self._timer = loop.call_at(self._total_at, self._expire)
                 return
