@@ -172,6 +172,13 @@ async def request_json(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> Any:
     """A non-streaming exchange: the parsed JSON of a 2xx answer."""
+    return parse_json(await request_bytes(client, endpoint, method, path, payload))
+
+
+async def request_bytes(
+    client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
+) -> bytes:
+    """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say)."""
     sent = asyncio.get_running_loop().time()
     total_at = sent + endpoint.total_s
     try:
@@ -184,7 +191,7 @@ async def request_json(
         raise
     except CLIENT_EXCEPTIONS as exc:
         raise _mapped(exc, endpoint) from exc
-    return parse_json(data)
+    return data
 
 
 async def request_stream(
