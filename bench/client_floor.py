@@ -1,21 +1,25 @@
-"""How cheap could the upstream client be? A floor estimate, not a client.
+"""How cheap could the upstream client be? interlock's against aiohttp and a floor estimate.
 
-Measures the CPU per request of interlock's OpenAIAdapter (aiohttp underneath) against a minimal
-keep-alive HTTP/1.1 client on a raw asyncio Protocol with httptools' response parser (no timeouts
-beyond one ``wait_for``, no error mapping, no streaming): what the gateway would spend upstream if the
-client were lean. Both drive the fake OpenAI upstream (own process) with 16 concurrent requests.
+Measures the CPU per request of interlock's OpenAIAdapter (the project's httptools client underneath,
+runtime/upstream/http1.py, with deadlines, the pool, orjson and error mapping), of a plain
+``aiohttp.ClientSession`` POST + ``json()`` (the best-kept asyncio client, no deadlines or mapping) and of a
+minimal keep-alive HTTP/1.1 client on a raw asyncio Protocol with httptools' response parser (no timeouts
+beyond one ``wait_for``, no error mapping, no streaming): the floor. All drive the fake OpenAI upstream
+(own process) with 16 concurrent requests, in ``--rounds`` interleaved rounds; the median is printed.
 
-    .venv/bin/python bench/client_floor.py [--requests 6000]
+    .venv/bin/python bench/client_floor.py [--requests 6000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import httptools
 import orjson
 import uvloop
@@ -84,7 +88,7 @@ async def _cpu_per_request(call: Any, requests: int) -> tuple[float, float]:
     return (time.process_time() - cpu) / requests, requests / (time.perf_counter() - wall)
 
 
-async def main(base_url: str, requests: int) -> None:
+async def main(base_url: str, requests: int, rounds: int) -> None:
     client = UpstreamClient.create()
     adapter = adapter_for("openai", client)
     endpoint = Endpoint(
@@ -97,9 +101,13 @@ async def main(base_url: str, requests: int) -> None:
         first_byte_s=5,
         total_s=10,
     )
-    cpu, rps = await _cpu_per_request(lambda: adapter.chat(endpoint, "m", BODY), requests)
-    print(f"OpenAIAdapter (aiohttp)   {cpu * 1e6:6.0f} µs CPU per request   {rps:7.0f} req/s")
-    await client.aclose()
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    url = f"{base_url}/chat/completions"
+    headers = {"Authorization": "Bearer x", "Content-Type": "application/json"}
+
+    async def aiohttp_call() -> Any:
+        async with session.post(url, data=payload, headers=headers) as response:
+            return await response.json()
 
     parts = urlsplit(base_url)
     pool = _Pool(parts.hostname or "127.0.0.1", parts.port or 80)
@@ -108,8 +116,22 @@ async def main(base_url: str, requests: int) -> None:
         f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
         f"Content-Type: application/json\r\nAuthorization: Bearer x\r\nContent-Length: {len(payload)}\r\n\r\n"
     ).encode()
-    cpu, rps = await _cpu_per_request(lambda: asyncio.wait_for(pool.post(head, payload), 10), requests)
-    print(f"minimal httptools client  {cpu * 1e6:6.0f} µs CPU per request   {rps:7.0f} req/s")
+    calls: dict[str, Any] = {
+        "OpenAIAdapter (interlock)": lambda: adapter.chat(endpoint, "m", BODY),
+        "aiohttp ClientSession": aiohttp_call,
+        "minimal httptools client": lambda: asyncio.wait_for(pool.post(head, payload), 10),
+    }
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            figures[name].append(await _cpu_per_request(call, requests))
+    floor = statistics.median(cpu for cpu, _ in figures["minimal httptools client"])
+    for name, runs in figures.items():
+        cpu = statistics.median(c for c, _ in runs)
+        rps = statistics.median(r for _, r in runs)
+        print(f"{name:26} {cpu * 1e6:6.0f} µs CPU per request  {cpu / floor:5.2f}x floor  {rps:7.0f} req/s")
+    await session.close()
+    await client.aclose()
 
 
 if __name__ == "__main__":
@@ -117,6 +139,7 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=6000)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with FakeProcess("openai", "--no-record") as fake:
-        uvloop.run(main(fake.base_url, args.requests))
+        uvloop.run(main(fake.base_url, args.requests, args.rounds))

@@ -1,11 +1,14 @@
-"""What the stale keep-alive resend costs: the adapter on ``UpstreamClient.create()`` (PoolConnector and
-the resend middleware) against the same session on a plain ``aiohttp.TCPConnector`` without middleware.
+"""The stale keep-alive resend under fire: requests while the upstream closes pooled connections.
 
-The fake OpenAI upstream runs in its own process; the two clients take turns in interleaved rounds (the
-order flips every round) and the client's CPU per request is printed, median and minimum of the rounds.
-On a shared machine read the minimum and the ratio, not single rounds.
+The fake OpenAI upstream runs in its own process. Rounds alternate between a clean one and one where the
+fake's ``disconnect`` fault closes a connection right after reading a request, ``--stale`` times a round,
+spread over it (what an idle close the gateway has not read yet looks like); every such request was on
+a pooled connection, so the client resends it on a fresh one (runtime/upstream/client.py). Printed: the
+errors (0 expected), the resends the fake saw, and the client's CPU per request, median and minimum of
+the rounds (a stale round's includes the fault's control calls). The resend itself is a
+``try``/``except`` around the pooled attempt: a clean round pays nothing for it.
 
-    .venv/bin/python bench/stale_resend.py [--requests 1000] [--rounds 16] [--concurrency 1 16]
+    .venv/bin/python bench/stale_resend.py [--requests 1000] [--rounds 8] [--concurrency 1 16] [--stale 20]
 """
 
 from __future__ import annotations
@@ -15,78 +18,83 @@ import asyncio
 import statistics
 import time
 
-import aiohttp
-
+from interlock.runtime.errors import UpstreamError
 from interlock.runtime.upstream.base import Endpoint
-from interlock.runtime.upstream.client import USER_AGENT, UpstreamClient, adapter_for
+from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.testing.faults import Fault
 from interlock.testing.process import FakeProcess
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
-def _without_resend() -> UpstreamClient:
-    """The client as it was built before the resend: same settings, plain connector, no middleware."""
-    connector = aiohttp.TCPConnector(limit=4096, limit_per_host=0, keepalive_timeout=30.0, ttl_dns_cache=300)
-    session = aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(total=None),
-        headers={"User-Agent": USER_AGENT},
-        raise_for_status=False,
-        trust_env=False,
-    )
-    return UpstreamClient(session)
-
-
-async def _round(client: UpstreamClient, ep: Endpoint, concurrency: int, requests: int) -> float:
+async def _round(
+    client: UpstreamClient,
+    ep: Endpoint,
+    concurrency: int,
+    requests: int,
+    close_every: int = 0,
+    fake: FakeProcess | None = None,
+) -> tuple[float, int]:
     adapter = adapter_for("openai", client)
     gate = asyncio.Semaphore(concurrency)
+    errors = sent = 0
 
     async def one() -> None:
+        nonlocal errors, sent
         async with gate:
-            await adapter.chat(ep, "m", HI)
+            sent += 1
+            if fake is not None and close_every and sent % close_every == 0:
+                fake.set_fault(Fault.disconnect(), times=1)  # the next request's connection: closed
+            try:
+                await adapter.chat(ep, "m", HI)
+            except UpstreamError:
+                errors += 1
 
     started = time.process_time()
     await asyncio.gather(*(one() for _ in range(requests)))
-    return (time.process_time() - started) / requests * 1e6
+    return (time.process_time() - started) / requests * 1e6, errors
 
 
-async def _compare(url: str, concurrency: int, requests: int, rounds: int) -> None:
+async def _compare(fake: FakeProcess, concurrency: int, requests: int, rounds: int, stale: int) -> None:
     ep = Endpoint(
         provider="fake",
         kind="openai",
-        url=url,
+        url=fake.base_url,
         label="fake",
         headers={},
         connect_s=2.0,
         first_byte_s=5.0,
         total_s=10.0,
-        max_body_bytes=32 << 20,
-        max_line_bytes=1 << 20,
     )
-    clients = {"with resend": UpstreamClient.create(), "without": _without_resend()}
-    cpu: dict[str, list[float]] = {name: [] for name in clients}
-    try:
-        for n in range(rounds):
-            order = list(clients) if n % 2 == 0 else list(reversed(clients))
-            for name in order:
-                cpu[name].append(await _round(clients[name], ep, concurrency, requests))
-    finally:
-        for client in clients.values():
-            await client.aclose()
-    base = statistics.median(cpu["without"])
+    cpu: dict[str, list[float]] = {"clean": [], "stale": []}
+    errors = {"clean": 0, "stale": 0}
+    resends = 0
+    async with UpstreamClient.create() as client:
+        await _round(client, ep, concurrency, 100)  # warm: the pool holds `concurrency` connections
+        for n in range(rounds * 2):
+            name = "clean" if n % 2 == 0 else "stale"
+            fake.clear_requests()
+            every = requests // stale if name == "stale" else 0
+            spent, failed = await _round(client, ep, concurrency, requests, every, fake)
+            cpu[name].append(spent)
+            errors[name] += failed
+            if name == "stale":
+                fake.clear_faults()
+                resends += len(fake.requests()) - requests
     for name, values in cpu.items():
-        median = statistics.median(values)
         print(
-            f"concurrency {concurrency:3d}  {name:12s}  client CPU median {median:7.1f} µs/req"
-            f"  min {min(values):7.1f}  ratio {median / base:5.2f}x"
+            f"concurrency {concurrency:3d}  {name:5s}  errors {errors[name]:3d}"
+            f"  client CPU median {statistics.median(values):7.1f} µs/req  min {min(values):7.1f}"
+            + (f"  resends {resends} ({stale} closes a round)" if name == "stale" else "")
         )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--requests", type=int, default=1000, help="requests per client and round")
-    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--requests", type=int, default=1000, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=8, help="pairs of rounds (clean, stale)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--stale", type=int, default=20, help="connections the fake closes a stale round")
     args = parser.parse_args()
     try:
         import uvloop
@@ -94,9 +102,9 @@ def main() -> None:
         run = uvloop.run
     except ImportError:  # the gateway's loop when uvicorn[standard] is installed; else asyncio's own
         run = asyncio.run
-    with FakeProcess("openai", "--no-record") as fake:
+    with FakeProcess("openai") as fake:  # recording: the resends are counted from what it received
         for concurrency in args.concurrency:
-            run(_compare(fake.base_url, concurrency, args.requests, args.rounds))
+            run(_compare(fake, concurrency, args.requests, args.rounds, args.stale))
 
 
 if __name__ == "__main__":

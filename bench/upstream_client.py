@@ -6,7 +6,8 @@ drives POST /v1/chat/completions through each client at 1 and 16 concurrent requ
 - httpx.AsyncClient with its default pool
 - httpx with the httpx-aiohttp transport (``pip install -e ".[bench]"``)
 - plain aiohttp.ClientSession
-- interlock's own OpenAIAdapter (aiohttp underneath, plus deadlines, orjson and error mapping)
+- interlock's own OpenAIAdapter (its httptools client underneath, runtime/upstream/http1.py, plus
+  deadlines, orjson and error mapping)
 
 The clients run pinned to one core and the fake to another; clients take turns in interleaved
 rounds and the median round is shown. Prints req/s and latency percentiles per client, the ratio to

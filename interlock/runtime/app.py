@@ -91,7 +91,7 @@ SPEEDS_SAVE_INTERVAL_S = 30.0
 
 
 async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
-    """One shared upstream client (an aiohttp session) behind every kind's adapter."""
+    """One shared upstream client (runtime/upstream/client.py) behind every kind's adapter."""
     from interlock.kinds import PROVIDER_KINDS
     from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 

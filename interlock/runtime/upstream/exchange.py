@@ -1,7 +1,7 @@
 """One HTTP exchange with an upstream, under the endpoint's three deadlines, errors mapped at the border.
 
 Deadlines, all counted from the moment the request is sent:
-- ``connect_s``: aiohttp's socket connect (ConnectTimeout);
+- ``connect_s``: the TCP connect and TLS handshake of a new connection (ConnectTimeout);
 - ``first_byte_s``: until the answer's headers (non-stream) or its first parsed chunk (stream)
   (FirstByteTimeout) - a primary that accepts and never answers fails here, it does not hang;
 - ``total_s``: the whole exchange, every later stream chunk included (TotalTimeout).
@@ -27,7 +27,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
-import aiohttp
 import orjson
 
 from interlock.runtime.errors import (
@@ -46,9 +45,9 @@ from interlock.runtime.upstream.failures import (
     error_for_status,
     map_exception,
 )
+from interlock.runtime.upstream.http1 import FIRST_BYTE, BodyTooLarge, Response, Timeout
 
 MAX_ERROR_BODY = 64 * 1024
-JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class LineDecoder(Protocol):
@@ -91,39 +90,28 @@ def _timed_out(first_byte: bool, endpoint: Endpoint) -> UpstreamError:
     return TotalTimeout(f"exchange exceeded {endpoint.total_s:g} s")
 
 
-async def _read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    while size < cap:
-        data = await response.content.readany()
-        if not data:
-            break
-        parts.append(data)
-        size += len(data)
-    return b"".join(parts)[:cap]
+def _mapped(exc: BaseException, endpoint: Endpoint) -> UpstreamError:
+    """The UpstreamError for a client failure: a deadline names its own seconds."""
+    if isinstance(exc, Timeout):
+        return _timed_out(exc.phase == FIRST_BYTE, endpoint)
+    if isinstance(exc, BodyTooLarge):
+        return ProtocolFailure(f"answer is over the {exc.cap}-byte limit")
+    return map_exception(exc)
 
 
-async def _read_body(response: aiohttp.ClientResponse, cap: int) -> bytes:
+async def _read_body(response: Response, cap: int) -> bytes:
     """The whole answer, or ProtocolFailure (connection dropped) once it is past ``cap`` bytes."""
     declared = response.content_length
     if declared is not None and declared > cap:
         response.close()
         raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
-    parts: list[bytes] = []
-    size = 0
     try:
-        while True:
-            data = await response.content.readany()
-            if not data:
-                break
-            size += len(data)
-            if size > cap:
-                response.close()
-                raise ProtocolFailure(f"answer is over the {cap}-byte limit")
-            parts.append(data)
-    finally:
-        response.release()  # a no-op after close(); back to the pool once fully read
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+        data = await response.read_all(cap)
+    except BaseException:
+        response.close()
+        raise
+    response.release()
+    return data
 
 
 def _line_too_long(cap: int) -> ProtocolFailure:
@@ -136,29 +124,33 @@ async def _start(
     method: str,
     path: str,
     payload: bytes | None,
-) -> aiohttp.ClientResponse:
+    first_byte_at: float,
+    total_at: float,
+) -> Response:
     """Send the request to ``path`` under the endpoint's URL; return a 2xx response or raise the
     mapped error for any other status."""
-    base = endpoint.url
-    url = (base[:-1] if base.endswith("/") else base) + path
-    headers: Mapping[str, str] = endpoint.headers if payload is None else {**endpoint.headers, **JSON_HEADERS}
+    headers: Mapping[str, str] = endpoint.headers
     traced = UPSTREAM_HEADERS.get()  # a traced attempt's traceparent; None unless --otel
     if traced is not None:
         headers = {**headers, **traced}
-    response = await client.session.request(
+    response = await client.request(
         method,
-        url,
-        data=payload,
-        headers=headers,
-        timeout=client.connect_timeout(endpoint.connect_s),
-        allow_redirects=False,
+        endpoint.url,
+        path,
+        headers,
+        payload,
+        connect_s=endpoint.connect_s,
+        first_byte_at=first_byte_at,
+        total_at=total_at,
     )
     if 200 <= response.status < 300:
         return response
     try:
-        body = await _read_capped(response, MAX_ERROR_BODY)
+        body = await response.read_all(MAX_ERROR_BODY)
+    except BodyTooLarge:
+        body = b""  # an error body past the cap: the status says enough
     finally:
-        response.close()
+        response.release()
     raise error_for_status(response.status, response.headers, body, credentials(endpoint.headers))
 
 
@@ -187,25 +179,18 @@ async def request_bytes(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
     """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say)."""
-    loop = asyncio.get_running_loop()
-    sent = loop.time()
+    sent = asyncio.get_running_loop().time()
     total_at = sent + endpoint.total_s
-    first_byte = True
-    deadline = asyncio.timeout_at(min(sent + endpoint.first_byte_s, total_at))
     try:
-        async with deadline:
-            response = await _start(client, endpoint, method, path, payload)
-            first_byte = False
-            deadline.reschedule(total_at)
-            data = await _read_body(response, endpoint.max_body_bytes)
+        response = await _start(
+            client, endpoint, method, path, payload, min(sent + endpoint.first_byte_s, total_at), total_at
+        )
+        response.answered()
+        data = await _read_body(response, endpoint.max_body_bytes)
     except UpstreamError:
         raise
-    except TimeoutError as exc:
-        if deadline.expired():
-            raise _timed_out(first_byte, endpoint) from exc
-        raise map_exception(exc) from exc
     except CLIENT_EXCEPTIONS as exc:
-        raise map_exception(exc) from exc
+        raise _mapped(exc, endpoint) from exc
     return data
 
 
@@ -213,66 +198,43 @@ async def request_stream(
     client: UpstreamClient, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
 ) -> LineStream:
     """Start a streaming exchange; return once the first chunk has been decoded."""
-    loop = asyncio.get_running_loop()
-    sent = loop.time()
+    sent = asyncio.get_running_loop().time()
     total_at = sent + endpoint.total_s
-    deadline = asyncio.timeout_at(min(sent + endpoint.first_byte_s, total_at))
     stream: LineStream | None = None
     try:
-        async with deadline:
-            response = await _start(client, endpoint, "POST", path, payload)
-            stream = LineStream(client, response, decoder, endpoint)
-            await stream.prime()
+        response = await _start(
+            client, endpoint, "POST", path, payload, min(sent + endpoint.first_byte_s, total_at), total_at
+        )
+        stream = LineStream(response, decoder, endpoint)
+        await stream.prime()
     except BaseException as exc:
         if stream is not None:
             await stream.aclose()
         if isinstance(exc, UpstreamError):
             raise
-        if isinstance(exc, TimeoutError) and deadline.expired():
-            raise _timed_out(True, endpoint) from exc
         if isinstance(exc, CLIENT_EXCEPTIONS):
-            raise map_exception(exc) from exc
+            raise _mapped(exc, endpoint) from exc
         raise
-    stream.expire_at(total_at)
+    response.answered()
     return stream
 
 
 class LineStream(ChatStream):
     """A streamed answer read line by line; its first chunk is decoded before the caller gets it.
 
-    After the first chunk, the total deadline is one timer for the whole stream (``expire_at``), not a
+    After the first chunk, the total deadline is the response's one timer for the whole stream, not a
     timeout per read: when it fires, the next read raises TotalTimeout.
     """
 
-    __slots__ = (
-        "_client",
-        "_closed",
-        "_content",
-        "_decoder",
-        "_endpoint",
-        "_error",
-        "_expiry",
-        "_pending",
-        "_response",
-        "_tail",
-    )
+    __slots__ = ("_closed", "_decoder", "_endpoint", "_error", "_pending", "_response", "_tail")
 
-    def __init__(
-        self,
-        client: UpstreamClient,
-        response: aiohttp.ClientResponse,
-        decoder: LineDecoder,
-        endpoint: Endpoint,
-    ) -> None:
-        self._client = client
+    def __init__(self, response: Response, decoder: LineDecoder, endpoint: Endpoint) -> None:
         self._response = response
-        self._content = response.content
         self._decoder = decoder
         self._endpoint = endpoint
         self._pending: deque[dict[str, Any]] = deque()
         self._tail = b""
         self._error: UpstreamError | None = None
-        self._expiry: asyncio.TimerHandle | None = None
         self._closed = False
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
@@ -294,7 +256,14 @@ class LineStream(ChatStream):
         if not self._pending:
             if self._closed and self._error is None:
                 return self._pending
-            await self._fill_or_close()
+            try:  # (``_fill_or_close`` inline: this runs once per stream chunk)
+                await self.fill()
+            except UpstreamError:
+                await self.aclose()
+                raise
+            except CLIENT_EXCEPTIONS as exc:
+                await self.aclose()
+                raise _mapped(exc, self._endpoint) from exc
         chunks, self._pending = self._pending, deque()
         return chunks
 
@@ -307,21 +276,12 @@ class LineStream(ChatStream):
             raise
         except CLIENT_EXCEPTIONS as exc:
             await self.aclose()
-            raise map_exception(exc) from exc
+            raise _mapped(exc, self._endpoint) from exc
 
     @property
     def prompt_tokens(self) -> int | None:
         tokens = getattr(self._decoder, "prompt_tokens", None)  # only decoders whose format says it early
         return tokens if isinstance(tokens, int) else None
-
-    def expire_at(self, when: float) -> None:
-        """Arm the total deadline (loop time): past it, reading raises TotalTimeout."""
-        if not self._closed:
-            self._expiry = asyncio.get_running_loop().call_at(when, self._expire)
-
-    def _expire(self) -> None:
-        self._expiry = None
-        self._content.set_exception(_timed_out(False, self._endpoint))
 
     async def prime(self) -> None:
         """The first reads: until a chunk says something (``substantive``); the preamble before it is
@@ -345,11 +305,11 @@ class LineStream(ChatStream):
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        decoder, pending = self._decoder, self._pending
+        decoder, pending, response = self._decoder, self._pending, self._response
         cap = self._endpoint.max_line_bytes
         try:
             while not decoder.done and (not any(map(substantive, pending)) if priming else not pending):
-                data = await self._content.readany()
+                data = await response.read()
                 if not data:
                     if self._tail:
                         decoder.feed(self._tail, pending)
@@ -374,18 +334,14 @@ class LineStream(ChatStream):
             self._error = exc
             return
         if decoder.done or not pending:
-            await self._release()
+            self._release()
 
-    async def _release(self) -> None:
-        """Back to the pool: now when the body is fully read, else once its end arrives (background)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._disarm()
-        if self._content.at_eof():
+    def _release(self) -> None:
+        """Back to the pool: now when the body is fully read, else once its end arrives (the response
+        discards the rest meanwhile)."""
+        if not self._closed:
+            self._closed = True
             self._response.release()
-        else:
-            self._client.drain_later(self._response)
 
     async def aclose(self) -> None:
         """Drop the connection (unless already released) and end the iteration; idempotent."""
@@ -393,10 +349,4 @@ class LineStream(ChatStream):
         self._error = None
         if not self._closed:
             self._closed = True
-            self._disarm()
             self._response.close()
-
-    def _disarm(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None

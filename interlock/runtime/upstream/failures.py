@@ -1,8 +1,9 @@
 """The provider border's error mapping: every HTTP-client exception and upstream status to our classes.
 
-Like httpx's ``_exceptions.py``: one table maps each aiohttp (and asyncio/OS) exception class to the
-most specific ``interlock.runtime.errors`` class, and adapters ``raise map_exception(exc) from exc``.
-``tests/runtime/upstream/test_failures.py`` walks aiohttp's exception classes and fails when one is missing.
+Like httpx's ``_exceptions.py``: one table maps each exception class of the client (runtime/upstream/http1.py,
+httptools' parser, and asyncio/OS/ssl) to the most specific ``interlock.runtime.errors`` class, and
+adapters ``raise map_exception(exc) from exc``. ``tests/runtime/upstream/test_failures.py`` walks http1's
+and httptools' exception classes and fails when one is missing.
 
 Messages never hold a header, a credential or an upstream body; the one exception is ``ClientError``,
 whose message is the upstream's own short error text (OpenAI ``error.message`` or Ollama ``error``),
@@ -26,17 +27,14 @@ from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import aiohttp
+import httptools
 import orjson
-from aiohttp import http_exceptions
 
 from interlock.runtime.errors import (
     ClientError,
     ConnectFailed,
     ConnectTimeout,
     ContextOverflow,
-    FirstByteTimeout,
-    MalformedResponse,
     ProtocolFailure,
     RateLimited,
     ServerError,
@@ -44,73 +42,52 @@ from interlock.runtime.errors import (
     UpstreamError,
     scrub,
 )
+from interlock.runtime.upstream import http1
 
 MAX_UPSTREAM_TEXT = 300
 
 # Most specific first is not needed: lookup walks the exception's MRO and takes the first class listed.
 EXCEPTION_MAP: Mapping[type[BaseException], tuple[type[UpstreamError], str]] = {
+    # sending
+    http1.InvalidURL: (ConnectFailed, "invalid upstream URL"),
+    http1.InvalidHeader: (ProtocolFailure, "invalid request header"),
+    http1.ClientClosed: (ConnectFailed, "gateway shutting down"),
     # connecting
-    aiohttp.ClientConnectorDNSError: (ConnectFailed, "DNS lookup failed"),
-    aiohttp.ClientConnectorCertificateError: (ConnectFailed, "TLS certificate rejected"),
-    aiohttp.ClientConnectorSSLError: (ConnectFailed, "TLS handshake failed"),
-    aiohttp.ClientSSLError: (ConnectFailed, "TLS handshake failed"),
-    aiohttp.ClientProxyConnectionError: (ConnectFailed, "proxy connection failed"),
-    aiohttp.ClientHttpProxyError: (ConnectFailed, "proxy refused the connection"),
-    aiohttp.client_exceptions.UnixClientConnectorError: (ConnectFailed, "connection refused or unreachable"),
-    aiohttp.ClientConnectorError: (ConnectFailed, "connection refused or unreachable"),
-    aiohttp.ServerFingerprintMismatch: (ConnectFailed, "TLS certificate fingerprint mismatch"),
-    aiohttp.InvalidURL: (ConnectFailed, "invalid upstream URL"),
-    aiohttp.InvalidUrlClientError: (ConnectFailed, "invalid upstream URL"),
-    aiohttp.NonHttpUrlClientError: (ConnectFailed, "upstream URL is not http(s)"),
+    http1.DNSError: (ConnectFailed, "DNS lookup failed"),
+    http1.CertificateError: (ConnectFailed, "TLS certificate rejected"),
+    http1.TLSError: (ConnectFailed, "TLS handshake failed"),
+    http1.ConnectError: (ConnectFailed, "connection refused or unreachable"),
+    http1.ConnectTimeout: (ConnectTimeout, "connect timed out"),
     ConnectionRefusedError: (ConnectFailed, "connection refused or unreachable"),
     ssl.SSLError: (ConnectFailed, "TLS handshake failed"),
-    aiohttp.ConnectionTimeoutError: (ConnectTimeout, "connect timed out"),
-    # reading
-    aiohttp.SocketTimeoutError: (FirstByteTimeout, "read timed out"),
-    aiohttp.ServerTimeoutError: (FirstByteTimeout, "read timed out"),
+    # reading (exchange.py names a Timeout's own deadline; these are the fallbacks)
+    http1.Timeout: (TotalTimeout, "timed out"),
     asyncio.TimeoutError: (TotalTimeout, "timed out"),
-    aiohttp.ServerDisconnectedError: (ProtocolFailure, "server disconnected"),
-    aiohttp.ClientConnectionResetError: (ProtocolFailure, "connection reset"),
-    aiohttp.ClientPayloadError: (ProtocolFailure, "response body cut short"),
-    aiohttp.UploadAbortedError: (ProtocolFailure, "request body not fully sent"),
-    aiohttp.ClientOSError: (ProtocolFailure, "connection failed mid-exchange"),
-    aiohttp.ServerConnectionError: (ProtocolFailure, "server connection failed"),
-    aiohttp.ClientConnectionError: (ProtocolFailure, "connection failed mid-exchange"),
-    aiohttp.ContentTypeError: (MalformedResponse, "unexpected content type"),
-    aiohttp.TooManyRedirects: (ProtocolFailure, "too many redirects"),
-    aiohttp.RedirectClientError: (ProtocolFailure, "bad redirect"),
-    aiohttp.InvalidUrlRedirectClientError: (ProtocolFailure, "bad redirect"),
-    aiohttp.NonHttpUrlRedirectClientError: (ProtocolFailure, "bad redirect"),
-    aiohttp.WSServerHandshakeError: (ProtocolFailure, "unexpected websocket handshake"),
-    aiohttp.ClientResponseError: (ProtocolFailure, "broken HTTP response"),
-    aiohttp.ClientError: (ProtocolFailure, "HTTP client error"),
-    http_exceptions.ContentLengthError: (ProtocolFailure, "response body cut short"),
-    http_exceptions.TransferEncodingError: (ProtocolFailure, "response body cut short"),
-    http_exceptions.ContentEncodingError: (ProtocolFailure, "response body could not be decoded"),
-    http_exceptions.DecompressSizeError: (ProtocolFailure, "response body could not be decoded"),
-    http_exceptions.PayloadEncodingError: (ProtocolFailure, "response body could not be decoded"),
-    http_exceptions.LineTooLong: (ProtocolFailure, "broken HTTP response"),
-    http_exceptions.InvalidHeader: (ProtocolFailure, "broken HTTP response"),
-    http_exceptions.InvalidURLError: (ProtocolFailure, "broken HTTP response"),
-    http_exceptions.BadStatusLine: (ProtocolFailure, "broken HTTP response"),
-    http_exceptions.BadHttpMethod: (ProtocolFailure, "broken HTTP response"),
-    http_exceptions.HttpBadRequest: (ProtocolFailure, "broken HTTP response"),
-    http_exceptions.BadHttpMessage: (ProtocolFailure, "broken HTTP response"),
-    http_exceptions.HttpProcessingError: (ProtocolFailure, "broken HTTP response"),
-    aiohttp.EofStream: (ProtocolFailure, "response body cut short"),
-    asyncio.IncompleteReadError: (ProtocolFailure, "response body cut short"),
-    asyncio.LimitOverrunError: (ProtocolFailure, "response line too long"),
+    http1.Disconnected: (ProtocolFailure, "server disconnected"),
+    http1.Reset: (ProtocolFailure, "connection reset"),
+    http1.Stale: (ProtocolFailure, "server disconnected"),
+    http1.Lost: (ProtocolFailure, "connection failed mid-exchange"),
+    http1.CutShort: (ProtocolFailure, "response body cut short"),
+    http1.HeadTooLarge: (ProtocolFailure, "response head too large"),
+    http1.BodyTooLarge: (ProtocolFailure, "answer over the size limit"),
+    http1.UnsupportedEncoding: (ProtocolFailure, "response body could not be decoded"),
+    http1.BadResponse: (ProtocolFailure, "broken HTTP response"),
+    http1.HTTPError: (ProtocolFailure, "HTTP client error"),
+    httptools.HttpParserUpgrade: (ProtocolFailure, "broken HTTP response"),
+    httptools.HttpParserCallbackError: (ProtocolFailure, "broken HTTP response"),
+    httptools.HttpParserInvalidStatusError: (ProtocolFailure, "broken HTTP response"),
+    httptools.HttpParserInvalidMethodError: (ProtocolFailure, "broken HTTP response"),
+    httptools.HttpParserInvalidURLError: (ProtocolFailure, "broken HTTP response"),
+    httptools.HttpParserError: (ProtocolFailure, "broken HTTP response"),
     ConnectionError: (ProtocolFailure, "connection reset"),
     OSError: (ProtocolFailure, "connection failed mid-exchange"),
 }
 
 # What adapters catch and hand to ``map_exception``; never CancelledError.
 CLIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
-    aiohttp.ClientError,
-    http_exceptions.HttpProcessingError,
-    aiohttp.EofStream,
-    asyncio.IncompleteReadError,
-    asyncio.LimitOverrunError,
+    http1.HTTPError,
+    httptools.HttpParserError,
+    httptools.HttpParserUpgrade,
     OSError,
     asyncio.TimeoutError,
 )

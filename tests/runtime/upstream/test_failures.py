@@ -1,15 +1,13 @@
-"""The border's error mapping: every aiohttp exception mapped, statuses, Retry-After, masking."""
+"""The border's error mapping: every upstream client exception mapped, statuses, Retry-After, masking."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from email.utils import formatdate
 
-import aiohttp
+import httptools
 import pytest
-from aiohttp import client_exceptions, http_exceptions
 
 from interlock.runtime import errors
 from interlock.runtime.errors import (
@@ -21,6 +19,7 @@ from interlock.runtime.errors import (
     ServerError,
     UpstreamError,
 )
+from interlock.runtime.upstream import http1
 from interlock.runtime.upstream.failures import (
     CLIENT_EXCEPTIONS,
     EXCEPTION_MAP,
@@ -33,32 +32,25 @@ from interlock.runtime.upstream.failures import (
 )
 
 
-def _aiohttp_exception_classes() -> set[type[BaseException]]:
-    """Every exception class aiohttp's client can raise: its exception modules and ClientError's subtree."""
+def _client_exception_classes() -> set[type[BaseException]]:
+    """Every exception class the upstream client can raise: http1's (its module and HTTPError's subtree)
+    and httptools' parser errors (HttpParserError's subtree, the module's exported classes)."""
     found: set[type[BaseException]] = set()
-    for module in (aiohttp, client_exceptions, http_exceptions):
+    for module in (http1, httptools):
         for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__.startswith("aiohttp"):
+            if issubclass(value, BaseException):
                 found.add(value)
-    stack: list[type[BaseException]] = [aiohttp.ClientError, http_exceptions.HttpProcessingError]
+    stack: list[type[BaseException]] = [http1.HTTPError, httptools.HttpParserError]
     while stack:
         cls = stack.pop()
         found.add(cls)
         stack.extend(cls.__subclasses__())
-    # Not raised by the requests adapters make: aiohttp.web's HTTP answers (server side), websocket
-    # errors, and warnings (multipart header parsing).
-    return {
-        cls
-        for cls in found
-        if not cls.__module__.startswith(("aiohttp.web", "aiohttp._websocket"))
-        and not issubclass(cls, Warning)
-        and cls.__name__ not in {"WebSocketError", "WSHandshakeError", "WSMessageTypeError"}
-    }
+    return found
 
 
-def test_every_aiohttp_exception_is_mapped_explicitly() -> None:
-    classes = _aiohttp_exception_classes()
-    assert len(classes) > 30
+def test_every_client_exception_is_mapped_explicitly() -> None:
+    classes = _client_exception_classes()
+    assert len(classes) > 20
     unmapped = sorted(cls.__qualname__ for cls in classes if cls not in EXCEPTION_MAP)
     assert unmapped == []
 
@@ -80,24 +72,17 @@ def test_every_target_is_an_upstream_error_with_a_short_message() -> None:
         assert 0 < len(message) < 60
 
 
-def _connector_error(os_error: OSError) -> aiohttp.ClientConnectorError:
-    key = aiohttp.client_reqrep.ConnectionKey("api.example.com", 443, True, True, None, None, None)
-    return aiohttp.ClientConnectorError(key, os_error)
-
-
 @pytest.mark.parametrize(
     ("exc", "error_class", "message"),
     [
-        (
-            _connector_error(ConnectionRefusedError(111, "refused")),
-            ConnectFailed,
-            "connection refused or unreachable",
-        ),
-        (aiohttp.ConnectionTimeoutError(), ConnectTimeout, "connect timed out"),
-        (aiohttp.ServerDisconnectedError(), ProtocolFailure, "server disconnected"),
-        (aiohttp.ClientPayloadError("cut"), ProtocolFailure, "response body cut short"),
+        (http1.ConnectError("refused"), ConnectFailed, "connection refused or unreachable"),
+        (http1.CertificateError("bad"), ConnectFailed, "TLS certificate rejected"),
+        (http1.ConnectTimeout("slow"), ConnectTimeout, "connect timed out"),
+        (http1.Disconnected("closed"), ProtocolFailure, "server disconnected"),
+        (http1.CutShort("cut"), ProtocolFailure, "response body cut short"),
+        (http1.HeadTooLarge("big"), ProtocolFailure, "response head too large"),
+        (httptools.HttpParserInvalidStatusError("bad"), ProtocolFailure, "broken HTTP response"),
         (ConnectionResetError(104, "reset"), ProtocolFailure, "connection reset"),
-        (asyncio.IncompleteReadError(b"", 10), ProtocolFailure, "response body cut short"),
     ],
 )
 def test_map_exception(exc: BaseException, error_class: type[UpstreamError], message: str) -> None:
@@ -107,7 +92,7 @@ def test_map_exception(exc: BaseException, error_class: type[UpstreamError], mes
 
 
 def test_mapped_messages_never_repeat_the_client_exceptions_text() -> None:
-    exc = _connector_error(OSError(113, "No route to host (token=sk-abc123456)"))
+    exc = OSError(113, "No route to host (token=sk-abc123456)")
     assert "sk-abc" not in str(map_exception(exc))
 
 

@@ -10,25 +10,17 @@ closed that connection while idle and the close had not been read yet.
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import aiohttp
 import pytest
-from aiohttp import HttpVersion11
-from aiohttp.http_parser import RawResponseMessage
-from multidict import CIMultiDict, CIMultiDictProxy
 
 from interlock.runtime.errors import ConnectFailed, ProtocolFailure
+from interlock.runtime.upstream import http1
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import (
-    RETRYABLE,
-    PoolConnector,
-    UpstreamClient,
-    adapter_for,
-    is_stale,
-)
+from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
@@ -39,9 +31,6 @@ from .helpers import endpoint, text_of
 HI = {"model": "my-alias", "messages": [{"role": "user", "content": "hello there"}]}
 STREAM = {**HI, "stream": True}
 T = TypeVar("T")
-PARTIAL = RawResponseMessage(
-    HttpVersion11, 200, "OK", CIMultiDictProxy(CIMultiDict()), (), False, None, False, False
-)
 
 
 def _with_one_client(kind: str, fn: Callable[[Adapter], Awaitable[T]]) -> T:
@@ -178,17 +167,66 @@ def test_an_upstream_that_died_while_its_connection_sat_idle_is_connect_failed()
 @pytest.mark.parametrize(
     ("exc", "stale"),
     [
-        (aiohttp.ServerDisconnectedError(), True),
-        (aiohttp.ServerDisconnectedError(PARTIAL), False),  # part of an answer was parsed
-        (aiohttp.ClientConnectionResetError("Cannot write to closing transport"), True),
-        (aiohttp.ClientOSError(104, "Connection reset by peer"), True),
-        (aiohttp.ClientOSError(32, "Broken pipe"), True),
-        (aiohttp.ClientOSError(113, "No route to host"), False),
+        (None, http1.Disconnected),  # a clean close (FIN) before any byte of the answer
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), http1.Reset),
+        (BrokenPipeError(errno.EPIPE, "Broken pipe"), http1.Reset),
+        (OSError(errno.ECONNRESET, "Connection reset by peer"), http1.Reset),
+        (OSError(errno.EHOSTUNREACH, "No route to host"), http1.Lost),
     ],
 )
-def test_which_failures_count_as_a_stale_connection(exc: aiohttp.ClientError, stale: bool) -> None:
-    assert isinstance(exc, RETRYABLE)
-    assert is_stale(exc) is stale
+def test_which_lost_connections_count_as_stale(exc: Exception | None, stale: type[http1.HTTPError]) -> None:
+    error = http1.lost_error(exc)
+    assert type(error) is stale
+    assert isinstance(error, http1.Stale) is (stale is not http1.Lost)
+
+
+def test_an_answer_cut_inside_its_head_is_not_resent() -> None:
+    """Bytes of the answer arrived on a pooled connection, then it closed: CutShort, not Stale, and not
+    sent again (a loopback server answers the first request whole, the second with half a head)."""
+    answers = [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", b"HTTP/1.1 200 OK\r\nContent-Le"]
+    requests: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while answers:
+            head = await reader.readuntil(b"\r\n\r\n")
+            requests.append(head)
+            writer.write(answers.pop(0))
+            await writer.drain()
+        writer.close()
+
+    async def go() -> BaseException:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        try:
+            async with UpstreamClient.create() as client:
+
+                async def get() -> http1.Response:
+                    at = loop.time() + 5
+                    return await client.request(
+                        "GET",
+                        f"http://127.0.0.1:{port}",
+                        "/",
+                        {},
+                        None,
+                        connect_s=5,
+                        first_byte_at=at,
+                        total_at=at,
+                    )
+
+                first = await get()
+                assert await first.read_all(100) == b"{}"
+                first.release()
+                with pytest.raises(http1.HTTPError) as info:
+                    await get()
+                return info.value
+        finally:
+            server.close()
+
+    error = asyncio.run(go())
+    assert isinstance(error, http1.CutShort)
+    assert not isinstance(error, http1.Stale)
+    assert len(requests) == 2  # the one answered, the one cut: no resend
 
 
 def test_the_bookkeeping_holds_nothing_once_requests_are_over(openai_fake: FakeOpenAI) -> None:
@@ -203,8 +241,7 @@ def test_the_bookkeeping_holds_nothing_once_requests_are_over(openai_fake: FakeO
             openai_fake.set_fault(Fault.disconnect(), times=2)
             with pytest.raises(ProtocolFailure):
                 await adapter.chat(ep, "m1", HI)  # resent, and failed again: reported
-            connector = client.session.connector
-            assert isinstance(connector, PoolConnector)
-            return [len(connector.reused), len(connector.fresh_only)]
+            await until(lambda: client.open_connections == client.idle_connections(), "closes read")
+            return [client.open_connections - client.idle_connections(), client.waiting]
 
     assert asyncio.run(go()) == [0, 0]

@@ -1,0 +1,502 @@
+"""The upstream connection: HTTP/1.1 on an asyncio Protocol with httptools' parser (llhttp), no more.
+
+One ``Connection`` carries one exchange at a time (no pipelining); ``UpstreamClient``
+(runtime/upstream/client.py) keeps them in a keep-alive pool per origin. A ``Response`` is handed over
+once its headers are parsed; its body is read with ``read`` (what has arrived, ``b""`` at the end) or
+``read_all``, then ``release`` returns the connection to the pool (or, when the body is not over yet,
+lets the connection discard the rest in the background and return then) and ``close`` drops it.
+
+Deadlines are one timer per exchange (``loop.call_at``), never a task or an ``asyncio.timeout``: the
+first-byte deadline until the caller calls ``answered()``, then the total one. When one fires, the
+connection is dropped and the next read raises ``Timeout`` with the phase it was in.
+
+Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``BadResponse``; the body is read with back-pressure
+(the transport stops reading past ``HIGH_WATER`` bytes not yet read), so a fast upstream and a slow
+reader cost bounded memory; the caps on bodies and stream lines are the exchange's (exchange.py).
+
+Failures are this module's exception classes (``HTTPError`` and its subclasses), each raised with a
+fixed message, so ``failures.EXCEPTION_MAP`` can map every one and tests can prove it. What counts as a
+stale keep-alive connection (``Stale``) is decided here, where it is known for certain: the connection
+was closed or reset before a single byte of the answer arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import errno
+from collections.abc import Callable
+from typing import Any
+
+import httptools
+
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers together
+HIGH_WATER = 256 * 1024  # unread body bytes past which the transport stops reading
+DRAIN_MAX_S = 1.0  # how long a released body's rest may take before the connection is dropped
+DRAIN_MAX_BYTES = 64 * 1024
+FIRST_BYTE = "first_byte"
+TOTAL = "total"
+_TOTAL_ARMED = "total, armed"
+_NO_BODY = (204, 304)
+
+
+class HTTPError(Exception):
+    """A failure of the upstream HTTP exchange; every one is a subclass with a fixed message."""
+
+
+class InvalidURL(HTTPError):
+    """The upstream URL is not an http(s) URL with a host."""
+
+
+class InvalidHeader(HTTPError):
+    """A request header holds a line break or a character HTTP/1.1 cannot carry."""
+
+
+class ConnectError(HTTPError):
+    """The TCP connection could not be made (refused, unreachable)."""
+
+
+class DNSError(ConnectError):
+    """The upstream's host name did not resolve."""
+
+
+class TLSError(ConnectError):
+    """The TLS handshake failed."""
+
+
+class CertificateError(TLSError):
+    """The upstream's TLS certificate was not trusted (or not for its host)."""
+
+
+class ConnectTimeout(HTTPError):
+    """Connecting (TCP and TLS) took longer than the endpoint's connect deadline."""
+
+
+class Timeout(HTTPError):
+    """A deadline of the exchange passed; ``phase`` is FIRST_BYTE or TOTAL."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(phase)
+        self.phase = phase
+
+
+class Stale(HTTPError):
+    """The connection was closed or reset before any byte of the answer arrived. On a pooled connection
+    that is what an upstream's idle close looks like (the client resends); on a fresh one, a failure."""
+
+
+class Disconnected(Stale):
+    """The upstream closed the connection before any byte of the answer."""
+
+
+class Reset(Stale):
+    """The connection was reset (or the pipe broke) before any byte of the answer."""
+
+
+class Lost(HTTPError):
+    """The connection failed with a socket error other than a reset (no route to host)."""
+
+
+class CutShort(HTTPError):
+    """The connection ended inside the answer (its head or its body)."""
+
+
+class BadResponse(HTTPError):
+    """The answer is not valid HTTP/1.1 (httptools refused it) or is over a size limit."""
+
+
+class HeadTooLarge(BadResponse):
+    """The answer's status line and headers are over MAX_HEAD_BYTES."""
+
+
+class BodyTooLarge(BadResponse):
+    """A non-streamed answer longer than the endpoint's body limit."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"answer is over the {cap}-byte limit")
+        self.cap = cap
+
+
+class UnsupportedEncoding(BadResponse):
+    """The answer is compressed (Content-Encoding) although the request asked for identity."""
+
+
+class ClientClosed(HTTPError):
+    """The client was closed while the request waited for a connection."""
+
+
+def lost_error(exc: Exception | None) -> HTTPError:
+    """The error for a connection lost before any byte of its answer: a close or a reset is ``Stale``,
+    any other socket error (no route to host) is not."""
+    if exc is None:
+        return Disconnected("server disconnected")
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)) or (
+        isinstance(exc, OSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE)
+    ):
+        return Reset("connection reset")
+    return Lost("connection failed mid-exchange")
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection to one origin; ``response`` is the exchange in flight (or draining)."""
+
+    __slots__ = ("closed", "idle_since", "on_lost", "origin", "parser", "pooled", "response", "transport")
+
+    def __init__(self, origin: Any, on_lost: Callable[[Connection], None]) -> None:
+        self.origin = origin  # the pool's key object (client.py's Origin)
+        self.on_lost = on_lost
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.response: Response | None = None
+        self.closed = False
+        self.pooled = False  # in its origin's idle list
+        self.idle_since = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream transport
+
+    def send(self, data: bytes, body: bytes | None, first_byte_at: float, total_at: float) -> Response:
+        """Write one request; the returned Response's ``head()`` waits for the answer's headers."""
+        response = Response(self, first_byte_at, total_at)
+        self.response = response
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            response.fail(Reset("connection reset"))
+            return response
+        if body is None:
+            transport.write(data)
+        elif len(body) < 65536:
+            transport.write(data + body)
+        else:
+            transport.writelines((data, body))
+        return response
+
+    def data_received(self, data: bytes) -> None:
+        response = self.response
+        if response is None:  # bytes while idle: the upstream is confused; this connection is done
+            self.abort()
+            return
+        response.received = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError:
+            return  # a callback already failed the response
+        except httptools.HttpParserUpgrade:
+            response.fail(BadResponse("unexpected protocol upgrade"))
+            return
+        except httptools.HttpParserError:
+            response.fail(BadResponse("broken HTTP response"))
+            return
+        if not response.headed:  # the bytes so far (httptools holds a partial header line meanwhile)
+            response.head_read += len(data)
+            if response.head_read > MAX_HEAD_BYTES:
+                response.fail(HeadTooLarge("response head too large"))
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        response = self.response
+        if response is not None:
+            response.head_bytes += len(name) + len(value) + 4
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            headers = response.headers
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        response = self.response
+        if response is None:
+            return
+        status = self.parser.get_status_code()
+        if status < 200:  # an interim answer (100 Continue): its message ends; the real one follows
+            response.headers = {}
+            response.interim = True
+            return
+        if response.head_bytes > MAX_HEAD_BYTES:
+            response.fail(HeadTooLarge("response head too large"))
+            raise httptools.HttpParserCallbackError("head too large")  # stop parsing
+        response.status = status
+        response.keep_alive = self.parser.should_keep_alive()
+        headers = response.headers
+        length = headers.get("content-length")
+        if length is not None and length.isdigit():
+            response.content_length = int(length)
+        response.open_ended = length is None and "transfer-encoding" not in headers and status not in _NO_BODY
+        encoding = headers.get("content-encoding")
+        if encoding is not None and encoding.strip().lower() not in ("", "identity"):
+            response.fail(UnsupportedEncoding("compressed response"))
+            raise httptools.HttpParserCallbackError("compressed")  # stop parsing
+        response.headed = True
+        response.wake()
+
+    def on_body(self, body: bytes) -> None:
+        response = self.response
+        if response is not None:
+            response.feed(body)
+
+    def on_message_complete(self) -> None:
+        response = self.response
+        if response is None:
+            return
+        if response.interim:
+            response.interim = False
+            return
+        response.complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        response, self.response = self.response, None
+        self.on_lost(self)
+        if response is not None:
+            response.lost(exc)
+        self.transport = None
+
+    def abort(self) -> None:
+        """Drop the connection now (its pool forgets it in ``connection_lost``)."""
+        self.closed = True
+        transport = self.transport
+        if transport is not None:
+            transport.abort()
+
+
+class Response:
+    """One answer: status and headers (names lowercased), then the body as it arrives."""
+
+    __slots__ = (
+        "_buffer",
+        "_buffered",
+        "_draining",
+        "_error",
+        "_loop",
+        "_paused",
+        "_phase",
+        "_timer",
+        "_total_at",
+        "_waiter",
+        "conn",
+        "content_length",
+        "done",
+        "head_bytes",
+        "head_read",
+        "headed",
+        "headers",
+        "interim",
+        "keep_alive",
+        "open_ended",
+        "received",
+        "status",
+    )
+
+    def __init__(self, conn: Connection, first_byte_at: float, total_at: float) -> None:
+        self.conn: Connection | None = conn
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.content_length: int | None = None
+        self.keep_alive = False
+        self.open_ended = False  # no length and not chunked: the body ends when the connection does
+        self.received = False  # any byte of the answer
+        self.headed = False
+        self.interim = False
+        self.done = False  # the whole message has arrived
+        self.head_bytes = 0  # the headers parsed (names, values, separators)
+        self.head_read = 0  # bytes read while the head was not complete
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+        self._paused = False
+        self._draining = False
+        self._error: HTTPError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._total_at = total_at
+        self._phase = FIRST_BYTE
+        self._loop = loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = loop.call_at(first_byte_at, self._expire)
+
+    # the reader's side
+    async def head(self) -> None:
+        """Wait for the answer's status and headers (raise the exchange's failure meanwhile)."""
+        while not self.headed:
+            if self._error is not None:
+                raise self.error()
+            await self._wait()
+
+    def answered(self) -> None:
+        """The first-byte phase is over: from now on only the total deadline counts (its timer is armed
+        when the first-byte one would have fired, so an exchange that ends before costs one timer)."""
+        if self._phase == FIRST_BYTE:
+            self._phase = TOTAL
+
+    async def read(self) -> bytes:
+        """The body bytes that have arrived since the last read, waiting for some; ``b""`` at its end."""
+        while not self._buffer:
+            if self._error is not None:
+                raise self.error()
+            if self.done:
+                return b""
+            waiter = self._waiter = self._loop.create_future()  # (inline: one read per stream chunk)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        buffer = self._buffer
+        data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
+        self._buffer = []
+        self._buffered = 0
+        if self._paused:
+            self._resume()
+        return data
+
+    async def read_all(self, cap: int) -> bytes:
+        """The whole body; ``BodyTooLarge`` (the connection dropped) once it is past ``cap`` bytes."""
+        while not self.done:
+            if self._error is not None:
+                raise self.error()
+            if self._buffered > cap:
+                break
+            if self._paused:
+                self._resume()
+            await self._wait()
+        if self._buffered > cap:
+            self.close()
+            raise BodyTooLarge(cap)
+        buffer = self._buffer
+        self._buffer = []
+        self._buffered = 0
+        return buffer[0] if len(buffer) == 1 else b"".join(buffer)
+
+    def error(self) -> HTTPError:
+        """A copy of the exchange's failure to raise: the one kept here never gets a traceback, which
+        would hold the reader's frame, and so this response, in a cycle."""
+        assert self._error is not None
+        return copy.copy(self._error)
+
+    @property
+    def at_eof(self) -> bool:
+        return self.done and not self._buffer
+
+    def release(self) -> None:
+        """Done with this answer: the connection goes back to the pool now if the body is over, else
+        once the rest has arrived (discarded; dropped past DRAIN_MAX_S or DRAIN_MAX_BYTES)."""
+        conn = self.conn
+        if conn is None or self._draining:
+            return
+        self._buffer = []
+        self._buffered = 0
+        if self._error is not None or not self.keep_alive:
+            self.close()
+        elif self.done:
+            self._cancel_timer()
+            self.conn = None
+            conn.response = None
+            conn.origin.put(conn)
+        else:
+            self._draining = True
+            self._cancel_timer()
+            self._timer = self._loop.call_later(DRAIN_MAX_S, self.close)
+            if self._paused:
+                self._resume()
+
+    def close(self) -> None:
+        """Drop the connection (unless already released); idempotent."""
+        self._cancel_timer()
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.response = None
+            conn.abort()
+        waiter = self._waiter
+        if waiter is not None:  # a reader still waiting (another task): it sees the end
+            self._waiter = None
+            if self._error is None:
+                self._error = CutShort("response closed")
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # the connection's side
+    def feed(self, data: bytes) -> None:
+        if self._draining:
+            self._buffered += len(data)
+            if self._buffered > DRAIN_MAX_BYTES:
+                self.close()
+            return
+        self._buffer.append(data)
+        self._buffered += len(data)
+        if self._buffered > HIGH_WATER and not self._paused and self.conn is not None:
+            transport = self.conn.transport
+            if transport is not None:
+                self._paused = True
+                transport.pause_reading()
+        self.wake()
+
+    def complete(self) -> None:
+        self.done = True  # the timer stays armed until release: a late read past the deadline fails
+        if self._draining:
+            self._cancel_timer()
+            conn = self.conn
+            self.conn = None
+            if conn is not None:
+                conn.response = None
+                if self.keep_alive:
+                    conn.origin.put(conn)
+                else:
+                    conn.abort()
+            return
+        self.wake()
+
+    def lost(self, exc: Exception | None) -> None:
+        self.conn = None
+        self._cancel_timer()
+        if self.done:
+            return
+        if self.headed and self.open_ended and exc is None:
+            self.done = True  # a body without a length ends with the connection
+        elif self._error is None:
+            self._error = CutShort("response cut short") if self.received else lost_error(exc)
+        self.wake()
+
+    def fail(self, error: HTTPError) -> None:
+        """The exchange failed: the next read raises ``error``; the connection is dropped."""
+        if self._error is None:
+            self._error = error
+        conn, self.conn = self.conn, None
+        self._cancel_timer()
+        if conn is not None:
+            conn.response = None
+            conn.abort()
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        waiter = self._waiter = self._loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _resume(self) -> None:
+        self._paused = False
+        conn = self.conn
+        if conn is not None and conn.transport is not None:
+            conn.transport.resume_reading()
+
+    def _expire(self) -> None:
+        self._timer = None
+        phase = self._phase
+        if phase == TOTAL:  # the first-byte deadline, after ``answered()``: arm the total one
+            self._phase = _TOTAL_ARMED
+            loop = self._loop
+            if self._total_at > loop.time():
+                self._timer = loop.call_at(self._total_at, self._expire)
+                return
+        self._buffer = []  # what arrived is not read past the deadline
+        self._buffered = 0
+        self.fail(Timeout(FIRST_BYTE if phase == FIRST_BYTE else TOTAL))
+
+    def _cancel_timer(self) -> None:
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.cancel()

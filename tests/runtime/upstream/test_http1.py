@@ -1,0 +1,341 @@
+"""The upstream client's own HTTP/1.1 (runtime/upstream/http1.py, client.py) against loopback servers:
+TLS through ``ssl`` with a self-signed certificate made here, deadlines per phase, size caps, the
+pool's connection cap, what it refuses to send or read.
+
+Each server is a real asyncio server on 127.0.0.1 that answers with the bytes a test gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from interlock.runtime.errors import ConnectFailed, ConnectTimeout, ProtocolFailure
+from interlock.runtime.upstream import http1
+from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from tests.waiting import until
+
+from .helpers import endpoint
+
+HI = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+COMPLETION = orjson.dumps(
+    {
+        "id": "c1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    }
+)
+
+
+def ok(body: bytes, *extra: str) -> bytes:
+    head = "".join(f"{line}\r\n" for line in extra)
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + head.encode()
+        + (b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    )
+
+
+Answer = Callable[[bytes], bytes | None]  # the request's head -> the bytes to write (None: write nothing)
+
+
+class Loopback:
+    """An HTTP/1.1-ish server on 127.0.0.1: reads each request, writes what ``answer`` returns."""
+
+    def __init__(self, answer: Answer, *, close: bool = False) -> None:
+        self.answer = answer
+        self.close = close  # close the connection after each answer
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.open = 0
+        self.most_open = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
+                self.requests.append(head)
+                data = self.answer(head)
+                if data is None:
+                    await asyncio.Event().wait()  # hang
+                writer.write(data)
+                await writer.drain()
+                if self.close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            self.open -= 1
+            writer.close()
+
+
+@asynccontextmanager
+async def loopback(
+    answer: Answer, *, close: bool = False, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[tuple[Loopback, int]]:
+    server_state = Loopback(answer, close=close)
+    server = await asyncio.start_server(server_state.serve, "127.0.0.1", 0, ssl=tls)
+    try:
+        yield server_state, server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+def run(fn: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(fn())
+
+
+async def get(
+    client: UpstreamClient, url: str, *, headers: dict[str, str] | None = None, wait_s: float = 5
+) -> Any:
+    loop = asyncio.get_running_loop()
+    at = loop.time() + wait_s
+    response = await client.request(
+        "GET", url, "/x", headers or {}, None, connect_s=wait_s, first_byte_at=at, total_at=at
+    )
+    response.answered()
+    body = await response.read_all(1 << 20)
+    response.release()
+    return response.status, body
+
+
+def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A certificate for 127.0.0.1 made now: the server's context, and a client context trusting it."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "interlock test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert_file, key_file)
+    client = ssl.create_default_context(cafile=str(cert_file))
+    return server, client
+
+
+def test_tls_with_a_trusted_certificate_carries_a_chat(tmp_path: Path) -> None:
+    server_tls, client_tls = self_signed(tmp_path)
+
+    async def go() -> tuple[str, int, int]:
+        async with loopback(lambda _: ok(COMPLETION), tls=server_tls) as (server, port):
+            async with UpstreamClient.create(ssl_context=client_tls) as client:
+                adapter = adapter_for("openai", client)
+                ep = endpoint("openai", f"https://127.0.0.1:{port}/v1")
+                answers = [await adapter.chat(ep, "m", HI) for _ in range(3)]
+            return answers[0]["choices"][0]["message"]["content"], len(server.requests), server.connections
+
+    assert run(go) == ("hi", 3, 1)  # three requests, one TLS connection kept alive
+
+
+def test_tls_with_an_untrusted_certificate_is_connect_failed(tmp_path: Path) -> None:
+    server_tls, _ = self_signed(tmp_path)
+
+    async def go() -> None:
+        async with (
+            loopback(lambda _: ok(COMPLETION), tls=server_tls) as (_, port),
+            UpstreamClient.create() as client,
+        ):  # the system's CAs: this certificate is not one
+            await adapter_for("openai", client).chat(
+                endpoint("openai", f"https://127.0.0.1:{port}/v1"), "m", HI
+            )
+
+    with pytest.raises(ConnectFailed, match=r"^TLS certificate rejected$"):
+        run(go)
+
+
+def test_a_tls_handshake_that_never_ends_is_a_connect_timeout() -> None:
+    """A plain TCP server that never answers the TLS hello: connecting (TCP + TLS) is past connect_s."""
+
+    async def go() -> None:
+        async with loopback(lambda _: None) as (_, port), UpstreamClient.create() as client:
+            ep = endpoint("openai", f"https://127.0.0.1:{port}/v1", connect_s=0.2, first_byte_s=30)
+            await adapter_for("openai", client).chat(ep, "m", HI)
+
+    with pytest.raises(ConnectTimeout, match=r"^connect timed out$"):
+        run(go)
+
+
+def test_the_request_head_is_what_http_1_1_expects() -> None:
+    async def go() -> bytes:
+        async with loopback(lambda _: ok(COMPLETION)) as (server, port), UpstreamClient.create() as client:
+            ep = endpoint("openai", f"http://127.0.0.1:{port}/v1/", key="sk-1")
+            await adapter_for("openai", client).chat(ep, "m", HI)
+            return server.requests[0]
+
+    lines = run(go).decode().split("\r\n")
+    assert lines[0] == "POST /v1/chat/completions HTTP/1.1"
+    assert {line.split(": ")[0].lower() for line in lines[1:] if line} >= {
+        "host",
+        "user-agent",
+        "accept-encoding",
+        "content-type",
+        "content-length",
+        "authorization",
+    }
+    assert "Accept-Encoding: identity" in lines
+
+
+def test_a_header_with_a_line_break_is_never_sent() -> None:
+    async def go() -> None:
+        async with loopback(lambda _: ok(b"{}")) as (server, port), UpstreamClient.create() as client:
+            with pytest.raises(http1.InvalidHeader):
+                await get(client, f"http://127.0.0.1:{port}", headers={"x-a": "1\r\nx-b: 2"})
+            assert server.requests == []
+
+    run(go)
+
+
+def test_a_response_head_over_the_limit_is_refused() -> None:
+    huge = "X-Filler: " + "a" * (http1.MAX_HEAD_BYTES + 10)
+
+    async def go() -> None:
+        async with loopback(lambda _: ok(b"{}", huge)) as (_, port), UpstreamClient.create() as client:
+            with pytest.raises(http1.HeadTooLarge):
+                await get(client, f"http://127.0.0.1:{port}")
+
+    run(go)
+
+
+def test_a_compressed_answer_is_refused() -> None:
+    async def go() -> None:
+        async with (
+            loopback(lambda _: ok(b"\x1f\x8b", "Content-Encoding: gzip")) as (_, port),
+            UpstreamClient.create() as client,
+        ):
+            ep = endpoint("openai", f"http://127.0.0.1:{port}/v1")
+            await adapter_for("openai", client).chat(ep, "m", HI)
+
+    with pytest.raises(ProtocolFailure, match=r"^response body could not be decoded$"):
+        run(go)
+
+
+def test_a_body_without_a_length_ends_with_the_connection() -> None:
+    async def go() -> tuple[int, bytes]:
+        answer = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + COMPLETION
+        async with loopback(lambda _: answer, close=True) as (_, port), UpstreamClient.create() as client:
+            result: tuple[int, bytes] = await get(client, f"http://127.0.0.1:{port}")
+            return result
+
+    assert run(go) == (200, COMPLETION)
+
+
+def test_a_body_cut_before_its_length_is_cut_short() -> None:
+    async def go() -> None:
+        answer = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}"
+        async with loopback(lambda _: answer, close=True) as (_, port), UpstreamClient.create() as client:
+            with pytest.raises(http1.CutShort):
+                await get(client, f"http://127.0.0.1:{port}")
+
+    run(go)
+
+
+def test_an_answer_that_is_not_http_is_a_bad_response() -> None:
+    async def go() -> None:
+        async with (
+            loopback(lambda _: b"SSH-2.0-OpenSSH_9.6\r\n\r\n") as (_, port),
+            UpstreamClient.create() as client,
+        ):
+            with pytest.raises(http1.BadResponse):
+                await get(client, f"http://127.0.0.1:{port}")
+
+    run(go)
+
+
+def test_max_connections_caps_open_connections_and_every_request_is_served() -> None:
+    async def go() -> tuple[list[int], int]:
+        async with loopback(lambda _: ok(b"{}")) as (server, port):
+            async with UpstreamClient.create(max_connections=2) as client:
+                url = f"http://127.0.0.1:{port}"
+                answers = await asyncio.gather(*(get(client, url) for _ in range(8)))
+            return [status for status, _ in answers], server.most_open
+
+    statuses, most_open = run(go)
+    assert statuses == [200] * 8
+    assert most_open <= 2
+
+
+def test_a_first_byte_deadline_names_its_phase() -> None:
+    async def go() -> None:
+        async with loopback(lambda _: None) as (_, port), UpstreamClient.create() as client:
+            with pytest.raises(http1.Timeout) as info:
+                await get(client, f"http://127.0.0.1:{port}", wait_s=0.2)
+            assert info.value.phase == http1.FIRST_BYTE
+            assert client.open_connections == 0 or client.idle_connections() == 0
+
+    run(go)
+
+
+def test_a_url_that_is_not_http_is_refused() -> None:
+    async def go() -> None:
+        async with UpstreamClient.create() as client:
+            with pytest.raises(http1.InvalidURL):
+                await get(client, "ftp://127.0.0.1:21")
+
+    run(go)
+
+
+def test_an_idle_connection_past_keepalive_is_closed_not_reused() -> None:
+    """The pool's clock is the loop's: a connection idle longer than ``keepalive_s`` is closed when met."""
+
+    async def go() -> tuple[bool, bool, int]:
+        async with (
+            loopback(lambda _: ok(b"{}")) as (server, port),
+            UpstreamClient.create(keepalive_s=30) as client,
+        ):
+            url = f"http://127.0.0.1:{port}"
+            await get(client, url)
+            origin, _ = client._base(url)
+            now = asyncio.get_running_loop().time()
+            young = origin.take(now + 29)
+            assert young is not None
+            origin.put(young)
+            old = origin.take(young.idle_since + 31)
+            await until(lambda: client.open_connections == 0, "the old connection to close")
+            await get(client, url)  # a new one
+            return young.closed, old is None, server.connections
+
+    assert run(go) == (True, True, 2)
