@@ -115,29 +115,53 @@ def test_a_call_of_a_namespaced_tool_comes_back_with_its_namespace(gateway: Serv
     assert calls == [("exec_command", "shell_v1")]
 
 
+OPEN_WEBUI = (  # recorded by examples/open_webui/run.sh: a chat in its page, its built-in tools on
+    "open-webui-0.12.4_api_chat_builtin-tools.json",  # over its Ollama connection
+    "open-webui-0.12.4_v1_chat_completions_builtin-tools.json",  # over its OpenAI connection
+)
+UPSTREAM_MODELS = {"cl/claude": "claude-fake", "cl/openai": "gpt-fake", "cl/local": "llama3.2:3b"}
+
+
+def answered_text(response: httpx.Response, path: str) -> str:
+    """The text of a streamed answer, in the client's own format: Ollama's NDJSON or OpenAI's SSE."""
+    if path == "/api/chat":
+        lines = [orjson.loads(line) for line in response.text.splitlines() if line]
+        assert lines[-1]["done"] is True
+        return "".join(line["message"]["content"] for line in lines)
+    events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [orjson.loads(event) for event in events[:-1]]
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+
+
 @pytest.mark.parametrize("model", TARGETS)
-def test_open_webui_s_chat_with_its_built_in_tools(gateway: Served, model: str) -> None:
-    """Open WebUI sends ~36 tool schemas (26 kB) with every chat when its built-in tools are on."""
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": f"builtin_tool_{n}",
-                "description": "An Open WebUI built-in tool. " * 20,
-                "parameters": {
-                    "type": "object",
-                    "properties": {"query": {"type": "string", "description": "what to look up " * 5}},
-                    "required": ["query"],
-                },
-            },
-        }
-        for n in range(36)
-    ]
-    record = recorded("open-webui-0.12.4_api_chat.json")
-    assert len(orjson.dumps(tools)) > 26_000
-    response = replay(gateway, record, model, tools=tools)
+@pytest.mark.parametrize("name", OPEN_WEBUI)
+def test_open_webui_s_chat_with_its_built_in_tools(
+    gateway: Served, fakes: Fakes, name: str, model: str
+) -> None:
+    """Open WebUI sends its 36 built-in tools (~25 kB of schemas) with every chat from its page: each
+    upstream format is asked with all of them and the answer streams back in Open WebUI's format."""
+    record = recorded(name)
+    offered = [tool["function"]["name"] for tool in record["body"]["tools"]]
+    assert len(offered) == 36
+    upstream = {"cl/claude": fakes.claude, "cl/openai": fakes.alpha, "cl/local": fakes.box}[model]
+    upstream.clear_requests()
+    response = replay(gateway, record, model)
     assert response.status_code == 200, response.text
-    assert response.json()["done"] is True
+    assert (
+        answered_text(response, record["path"])
+        == f"Hello from {upstream.name}, model {UPSTREAM_MODELS[model]}."
+    )
+    (sent,) = [r.body for r in upstream.requests if r.path in CHAT_PATHS]
+    assert tool_names(sent) == offered
+
+
+CHAT_PATHS = ("/v1/messages", "/v1/chat/completions", "/api/chat")
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    """The names of the tools a request offers, in Anthropic's shape or OpenAI's and Ollama's."""
+    return [tool["name"] if "name" in tool else tool["function"]["name"] for tool in body.get("tools") or ()]
 
 
 @pytest.mark.parametrize("model", TARGETS)
