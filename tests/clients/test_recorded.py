@@ -142,8 +142,7 @@ def test_open_webui_s_chat_with_its_built_in_tools(
     """Open WebUI sends its 36 built-in tools (~25 kB of schemas) with every chat from its page: each
     upstream format is asked with all of them and the answer streams back in Open WebUI's format."""
     record = recorded(name)
-    offered = [tool["function"]["name"] for tool in record["body"]["tools"]]
-    assert len(offered) == 36
+    assert len(record["body"]["tools"]) == 36
     upstream = {"cl/claude": fakes.claude, "cl/openai": fakes.alpha, "cl/local": fakes.box}[model]
     upstream.clear_requests()
     response = replay(gateway, record, model)
@@ -153,15 +152,22 @@ def test_open_webui_s_chat_with_its_built_in_tools(
         == f"Hello from {upstream.name}, model {UPSTREAM_MODELS[model]}."
     )
     (sent,) = [r.body for r in upstream.requests if r.path in CHAT_PATHS]
-    assert tool_names(sent) == offered
+    assert tool_schemas(sent) == tool_schemas(record["body"])  # every tool, its schema as Open WebUI wrote it
+    assert dropped(response) == []  # every field Open WebUI sends has a place in every format
 
 
 CHAT_PATHS = ("/v1/messages", "/v1/chat/completions", "/api/chat")
 
 
-def tool_names(body: dict[str, Any]) -> list[str]:
-    """The names of the tools a request offers, in Anthropic's shape or OpenAI's and Ollama's."""
-    return [tool["name"] if "name" in tool else tool["function"]["name"] for tool in body.get("tools") or ()]
+def tool_schemas(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The tools a request offers, (name, parameter schema) in order, from Anthropic's shape or OpenAI's
+    (which Ollama's is)."""
+    return [
+        (tool["name"], tool["input_schema"])
+        if "input_schema" in tool
+        else (tool["function"]["name"], tool["function"]["parameters"])
+        for tool in body.get("tools") or ()
+    ]
 
 
 @pytest.mark.parametrize("model", TARGETS)
