@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.clients.conftest import Fakes
+from tests.clients.conftest import Fakes, tool_results
 from tests.e2e.harness import Served
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
@@ -157,6 +157,66 @@ def test_open_webui_s_chat_with_its_built_in_tools(
 
 
 CHAT_PATHS = ("/v1/messages", "/v1/chat/completions", "/api/chat")
+OPEN_WEBUI_TOOL_RESULTS = (  # the turn after the upstream called get_current_timestamp, which Open WebUI ran
+    "open-webui-0.12.4_api_chat_builtin-tools_tool-result.json",  # Ollama's shape: arguments an object
+    "open-webui-0.12.4_v1_chat_completions_builtin-tools_tool-result.json",  # OpenAI's: a JSON string
+)
+
+
+@pytest.mark.parametrize("model", TARGETS)
+@pytest.mark.parametrize("name", OPEN_WEBUI_TOOL_RESULTS)
+def test_open_webui_s_tool_result_turn(gateway: Served, fakes: Fakes, name: str, model: str) -> None:
+    """Open WebUI sends the tool's result back with the call it answers: each upstream format gets the
+    call and the result paired (Anthropic: the ``tool_use`` id the ``tool_result`` names)."""
+    record = recorded(name)
+    result = record["body"]["messages"][-1]
+    assert result["role"] == "tool"
+    upstream = {"cl/claude": fakes.claude, "cl/openai": fakes.alpha, "cl/local": fakes.box}[model]
+    upstream.clear_requests()
+    response = replay(gateway, record, model)
+    assert response.status_code == 200, response.text
+    assert (
+        answered_text(response, record["path"])
+        == f"Hello from {upstream.name}, model {UPSTREAM_MODELS[model]}."
+    )
+    (sent,) = [r.body for r in upstream.requests if r.path in CHAT_PATHS]
+    assert tool_results(sent) == [result["content"]]
+    assert called(sent) == [("get_current_timestamp", {})]
+    assert paired(sent)
+    assert dropped(response) == []
+
+
+def paired(body: dict[str, Any]) -> bool:
+    """Whether each tool result names the call it answers: by id (Anthropic's ``tool_use_id``, OpenAI's
+    ``tool_call_id``) or, in Ollama's shape, by the tool's name (``tool_name``)."""
+    messages = body["messages"]
+    blocks = [b for m in messages if isinstance(m.get("content"), list) for b in m["content"]]
+    if any(b.get("type") == "tool_use" for b in blocks):
+        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        return uses == [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    calls = [call for m in messages for call in m.get("tool_calls") or ()]
+    results = [m for m in messages if m["role"] == "tool"]
+    if "tool_name" in results[0]:
+        return [c["function"]["name"] for c in calls] == [r["tool_name"] for r in results]
+    return [c["id"] for c in calls] == [r["tool_call_id"] for r in results]
+
+
+def called(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The tool calls a request's conversation holds, (name, arguments as an object), in any format."""
+    calls: list[tuple[str, Any]] = []
+    for message in body["messages"]:
+        for call in message.get("tool_calls") or ():
+            arguments = call["function"]["arguments"]
+            calls.append(
+                (
+                    call["function"]["name"],
+                    orjson.loads(arguments) if isinstance(arguments, str) else arguments,
+                )
+            )
+        for block in message["content"] if isinstance(message.get("content"), list) else ():
+            if block.get("type") == "tool_use":
+                calls.append((block["name"], block["input"]))
+    return calls
 
 
 def tool_schemas(body: dict[str, Any]) -> list[tuple[str, Any]]:
