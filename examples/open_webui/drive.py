@@ -50,14 +50,25 @@ providers:
     kind: ollama
     timeouts: {{connect: 1s, first_byte: 60s, total: 120s}}
     workers: [{{name: box1, url: "{box}"}}]
+  boxtools:
+    kind: ollama
+    timeouts: {{connect: 1s, first_byte: 60s, total: 120s}}
+    workers: [{{name: boxtools1, url: "{boxtools}"}}]
   cloud:
     kind: openai
     base_url: "{cloud}/v1"
     api_key_env: CLOUD_KEY
     timeouts: {{connect: 1s, first_byte: 60s, total: 120s}}
+  cloudtools:
+    kind: openai
+    base_url: "{cloudtools}/v1"
+    api_key_env: CLOUD_KEY
+    timeouts: {{connect: 1s, first_byte: 60s, total: 120s}}
 aliases:
   ow/local: {{description: the Ollama worker, chain: [box/llama3.2:3b]}}
   ow/cloud: {{description: the OpenAI-compatible cloud, chain: [cloud/gpt-4o-mini]}}
+  ow/local-tools: {{description: the worker calls a tool first, chain: [boxtools/llama3.2:3b]}}
+  ow/cloud-tools: {{description: the cloud calls a tool first, chain: [cloudtools/gpt-4o-mini]}}
 """
 # The worker's model holds what Open WebUI asks: its built-in tools alone are ~26 kB of schemas (with
 # the fake's default 4096-token context the gateway rightly refuses them, naming the context needed).
@@ -65,7 +76,12 @@ MODEL = ModelSpec("llama3.2:3b", ("completion", "tools"), context_length=131072,
 CHATS = (  # (alias, Open WebUI's connection, the answer the page must show)
     ("ow/local", "ollama", "Hello from box, model llama3.2:3b."),
     ("ow/cloud", "openai", "Hello from cloud, model gpt-4o-mini."),
+    # the first answer calls Open WebUI's built-in get_current_timestamp, which Open WebUI runs itself
+    # and sends back; the upstream's answer to that turn is what the page then shows
+    ("ow/local-tools", "ollama", "Hello from boxtools, model llama3.2:3b."),
+    ("ow/cloud-tools", "openai", "Hello from cloudtools, model gpt-4o-mini."),
 )
+TOOL_CALL = Reply(tool_calls=(("get_current_timestamp", {}),))
 PROMPT = "Say hi."
 START_S = 600  # bounds on waits: failures, not speed checks (Open WebUI's first start is slow)
 ANSWER_S = 120
@@ -143,11 +159,11 @@ def open_webui_env(proxy: str, data: Path, port: int) -> dict[str, str]:
         "ENABLE_AUTOCOMPLETE_GENERATION": "false",
         "ENABLE_OLLAMA_API": "true",
         "OLLAMA_BASE_URL": proxy,
-        "OLLAMA_API_CONFIGS": orjson.dumps({"0": {"model_ids": ["ow/local"]}}).decode(),
+        "OLLAMA_API_CONFIGS": orjson.dumps({"0": {"model_ids": ["ow/local", "ow/local-tools"]}}).decode(),
         "ENABLE_OPENAI_API": "true",
         "OPENAI_API_BASE_URL": f"{proxy}/v1",
         "OPENAI_API_KEY": GATEWAY_KEY,
-        "OPENAI_API_CONFIGS": orjson.dumps({"0": {"model_ids": ["ow/cloud"]}}).decode(),
+        "OPENAI_API_CONFIGS": orjson.dumps({"0": {"model_ids": ["ow/cloud", "ow/cloud-tools"]}}).decode(),
         "RAG_OLLAMA_BASE_URL": proxy,
         "SCARF_NO_ANALYTICS": "true",
         "DO_NOT_TRACK": "true",
@@ -183,7 +199,7 @@ def summary(rec: dict[str, Any]) -> str:
     answered = rec["interlock_answered"]["status"]
     return (
         f"{rec['method']} {rec['path']} model={body.get('model')} stream={body.get('stream')} "
-        f"messages={len(body.get('messages') or [])} tools={len(tools)} ({size} bytes: "
+        f"messages={[m.get('role') for m in body.get('messages') or []]} tools={len(tools)} ({size} bytes: "
         f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}) -> interlock {answered}"
     )
 
@@ -209,10 +225,15 @@ def main(argv: list[str] | None = None) -> None:
     with ExitStack() as stack:
         box = FakeOllama(name="box", models=(MODEL,), reply=text).start()
         stack.callback(box.stop)
+        boxtools = FakeOllama(name="boxtools", models=(MODEL,), reply=TOOL_CALL).start()
+        stack.callback(boxtools.stop)
         cloud = FakeOpenAI(name="cloud", api_key=CLOUD_KEY, reply=text).start()
         stack.callback(cloud.stop)
+        cloudtools = FakeOpenAI(name="cloudtools", api_key=CLOUD_KEY, reply=TOOL_CALL).start()
+        stack.callback(cloudtools.stop)
+        fakes = {"box": box, "boxtools": boxtools, "cloud": cloud, "cloudtools": cloudtools}
         plan = work / "interlock.yaml"
-        plan.write_text(PLAN.format(box=box.url, cloud=cloud.url))
+        plan.write_text(PLAN.format(**{name: fake.url for name, fake in fakes.items()}))
         env = {"PATH": os.environ.get("PATH", ""), "CLOUD_KEY": CLOUD_KEY}
         serve_log = work / "interlock.log"
         gateway_proc = stack.enter_context(
@@ -220,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         gateway = first_line(gateway_proc, "interlock serve", serve_log).split()[2]
         wait_for(f"{gateway}/readyz", 60, "interlock")
-        print(f"interlock serving {gateway}: aliases ow/local (fake Ollama worker), ow/cloud (fake OpenAI)")
+        print(f"interlock serving {gateway}, aliases: {', '.join(alias for alias, _, _ in CHATS)}")
         recorder_log = work / "recorder.log"
         recorder_cmd = [sys.executable, "-m", "interlock.testing.recorder", "--target", gateway]
         recorder_cmd += ["--out", str(requests), "--client", "open-webui"]
@@ -244,7 +265,8 @@ def main(argv: list[str] | None = None) -> None:
         except RuntimeError:
             print(webui_log.read_text(errors="replace")[-4000:], file=sys.stderr)
             raise
-        print(f"open-webui serving {webui} after {time.monotonic() - started:.0f} s (uptime: {uptime()})")
+        took = time.monotonic() - started
+        print(f"open-webui serving {webui} after {took:.0f} s (load average {load_average()})")
         # without login (WEBUI_AUTH=False), a sign-in with no credentials is the local admin's (as the page's)
         token = httpx.post(f"{webui}/api/v1/auths/signin", json={"email": "", "password": ""}, timeout=60)
         auth = {"Authorization": f"Bearer {token.json()['token']}"}
@@ -268,25 +290,32 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"page errors: {errors}")
             finally:
                 browser.close()
-        print(f"what the fakes were asked: box {_asked(box)}, cloud {_asked(cloud)}")
+        for name, fake in fakes.items():
+            print(f"chats the fake {name} was asked: {_asked(fake)}")
     records = [orjson.loads(line) for line in requests.read_bytes().splitlines()]
     print(f"recorded {len(records)} JSON requests from Open WebUI {version} (in {out}):")
+    written: set[Path] = set()
     for rec in records:
         print("  " + summary(rec))
-        fixture(rec, version, out)
+        path = fixture(rec, version, out)
+        if path not in written:  # the first of each kind (a tool alias's first turn is a plain one's twin)
+            path.write_bytes(orjson.dumps(rec, option=orjson.OPT_INDENT_2) + b"\n")
+            written.add(path)
 
 
 def fixture(rec: dict[str, Any], version: str, out: Path) -> Path:
-    """``rec`` as a fixture file of tests/fixtures/clients/ (named by client, version, path, tools)."""
+    """Where ``rec`` goes as a fixture of tests/fixtures/clients/: named by client, version, path, whether
+    it offers tools and whether it carries a tool's result back; ``rec`` gets its ``client``."""
     rec["client"] = f"open-webui-{version}"
     tools = "_builtin-tools" if rec["body"].get("tools") else ""
-    path = out / f"open-webui-{version}_{rec['path'].strip('/').replace('/', '_')}{tools}.json"
-    path.write_bytes(orjson.dumps(rec, option=orjson.OPT_INDENT_2) + b"\n")
-    return path
+    result = "_tool-result" if any(m.get("role") == "tool" for m in rec["body"].get("messages") or ()) else ""
+    return out / f"open-webui-{version}_{rec['path'].strip('/').replace('/', '_')}{tools}{result}.json"
 
 
 def _asked(fake: Any) -> list[str]:
-    return [f"{r.path} {r.model}" for r in fake.requests]
+    """The chat requests ``fake`` got, each as its path, model and the roles of its messages."""
+    chats = [r for r in fake.requests if r.path in ("/api/chat", "/v1/chat/completions")]
+    return [f"{r.path} {r.model} {[m.get('role') for m in r.body.get('messages', [])]}" for r in chats]
 
 
 def _which(name: str) -> str:
@@ -298,8 +327,9 @@ def _which(name: str) -> str:
     return found
 
 
-def uptime() -> str:
-    return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
+def load_average() -> str:
+    """The machine's load average over 1, 5 and 15 minutes (Open WebUI's start time depends on it)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 if __name__ == "__main__":

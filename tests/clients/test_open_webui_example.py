@@ -8,15 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.clients.test_recorded import OPEN_WEBUI, RECORDED
+from tests.clients.test_recorded import OPEN_WEBUI, OPEN_WEBUI_TOOL_RESULTS, RECORDED
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "open_webui"
 
 
 def test_the_script_pins_the_version_of_the_recorded_requests() -> None:
     (version,) = re.findall(r"^OPEN_WEBUI_VERSION=(\S+)", (EXAMPLE / "run.sh").read_text(), re.M)
-    assert all(name.startswith(f"open-webui-{version}_") for name in OPEN_WEBUI)
-    assert all((RECORDED / name).exists() for name in OPEN_WEBUI)
+    names = OPEN_WEBUI + OPEN_WEBUI_TOOL_RESULTS
+    assert all(name.startswith(f"open-webui-{version}_") for name in names)
+    assert all((RECORDED / name).exists() for name in names)
 
 
 def test_the_script_parses_and_the_driver_starts() -> None:
