@@ -77,9 +77,11 @@ class Recorder:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if self._session is None:
-            self._session = aiohttp.ClientSession(auto_decompress=False)
+            # no deadline of its own: a stream lasts as long as the client and the gateway keep it
+            timeout = aiohttp.ClientTimeout(total=None)
+            self._session = aiohttp.ClientSession(auto_decompress=False, timeout=timeout)
         body = await request.read()
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]  # repeats kept
         upstream = await self._session.request(
             request.method, self.target + request.path_qs, headers=headers, data=body or None
         )
@@ -94,7 +96,7 @@ class Recorder:
                 if len(start) < ANSWER_START:
                     start += chunk
                 await answer.write(chunk)
-        if body[:1] in (b"{", b"["):  # on disk before the answer ends, so a client that has it finds it
+        if _is_json(body):  # on disk before the answer ends, so a client that has it finds it
             line = orjson.dumps(record(self.client, request, body, upstream.status, start))
             with self.out.open("ab") as file:
                 file.write(line + b"\n")
@@ -104,6 +106,16 @@ class Recorder:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _is_json(body: bytes) -> bool:
+    if body[:1] not in (b"{", b"["):
+        return False
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 async def serve(target: str, out: Path, client: str, port: int) -> None:

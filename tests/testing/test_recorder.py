@@ -81,6 +81,8 @@ def test_a_stream_comes_through_whole(recorder: tuple[str, Path]) -> None:
 
 def test_a_request_without_a_json_body_is_relayed_but_not_recorded(recorder: tuple[str, Path]) -> None:
     url, out = recorder
-    response = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
-    assert response.status_code == 200
+    auth = {"Authorization": f"Bearer {KEY}"}
+    assert httpx.get(f"{url}/v1/models", headers=auth, timeout=30).status_code == 200
+    broken = httpx.post(f"{url}/v1/chat/completions", content=b'{"model": ', headers=auth, timeout=30)
+    assert broken.status_code == 400  # the upstream's own answer to it, relayed
     assert not out.exists()
