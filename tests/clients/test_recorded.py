@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.clients.conftest import Fakes
+from tests.clients.conftest import Fakes, tool_results
 from tests.e2e.harness import Served
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
@@ -115,29 +115,119 @@ def test_a_call_of_a_namespaced_tool_comes_back_with_its_namespace(gateway: Serv
     assert calls == [("exec_command", "shell_v1")]
 
 
+OPEN_WEBUI = (  # recorded by examples/open_webui/run.sh: a chat in its page, its built-in tools on
+    "open-webui-0.12.4_api_chat_builtin-tools.json",  # over its Ollama connection
+    "open-webui-0.12.4_v1_chat_completions_builtin-tools.json",  # over its OpenAI connection
+)
+UPSTREAM_MODELS = {"cl/claude": "claude-fake", "cl/openai": "gpt-fake", "cl/local": "llama3.2:3b"}
+
+
+def answered_text(response: httpx.Response, path: str) -> str:
+    """The text of a streamed answer, in the client's own format: Ollama's NDJSON or OpenAI's SSE."""
+    if path == "/api/chat":
+        lines = [orjson.loads(line) for line in response.text.splitlines() if line]
+        assert lines[-1]["done"] is True
+        return "".join(line["message"]["content"] for line in lines)
+    events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [orjson.loads(event) for event in events[:-1]]
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+
+
 @pytest.mark.parametrize("model", TARGETS)
-def test_open_webui_s_chat_with_its_built_in_tools(gateway: Served, model: str) -> None:
-    """Open WebUI sends ~36 tool schemas (26 kB) with every chat when its built-in tools are on."""
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": f"builtin_tool_{n}",
-                "description": "An Open WebUI built-in tool. " * 20,
-                "parameters": {
-                    "type": "object",
-                    "properties": {"query": {"type": "string", "description": "what to look up " * 5}},
-                    "required": ["query"],
-                },
-            },
-        }
-        for n in range(36)
-    ]
-    record = recorded("open-webui-0.12.4_api_chat.json")
-    assert len(orjson.dumps(tools)) > 26_000
-    response = replay(gateway, record, model, tools=tools)
+@pytest.mark.parametrize("name", OPEN_WEBUI)
+def test_open_webui_s_chat_with_its_built_in_tools(
+    gateway: Served, fakes: Fakes, name: str, model: str
+) -> None:
+    """Open WebUI sends its 36 built-in tools (~25 kB of schemas) with every chat from its page: each
+    upstream format is asked with all of them and the answer streams back in Open WebUI's format."""
+    record = recorded(name)
+    assert len(record["body"]["tools"]) == 36
+    upstream = {"cl/claude": fakes.claude, "cl/openai": fakes.alpha, "cl/local": fakes.box}[model]
+    upstream.clear_requests()
+    response = replay(gateway, record, model)
     assert response.status_code == 200, response.text
-    assert response.json()["done"] is True
+    assert (
+        answered_text(response, record["path"])
+        == f"Hello from {upstream.name}, model {UPSTREAM_MODELS[model]}."
+    )
+    (sent,) = [r.body for r in upstream.requests if r.path in CHAT_PATHS]
+    assert tool_schemas(sent) == tool_schemas(record["body"])  # every tool, its schema as Open WebUI wrote it
+    assert dropped(response) == []  # every field Open WebUI sends has a place in every format
+
+
+CHAT_PATHS = ("/v1/messages", "/v1/chat/completions", "/api/chat")
+OPEN_WEBUI_TOOL_RESULTS = (  # the turn after the upstream called get_current_timestamp, which Open WebUI ran
+    "open-webui-0.12.4_api_chat_builtin-tools_tool-result.json",  # Ollama's shape: arguments an object
+    "open-webui-0.12.4_v1_chat_completions_builtin-tools_tool-result.json",  # OpenAI's: a JSON string
+)
+
+
+@pytest.mark.parametrize("model", TARGETS)
+@pytest.mark.parametrize("name", OPEN_WEBUI_TOOL_RESULTS)
+def test_open_webui_s_tool_result_turn(gateway: Served, fakes: Fakes, name: str, model: str) -> None:
+    """Open WebUI sends the tool's result back with the call it answers: each upstream format gets the
+    call and the result paired (Anthropic: the ``tool_use`` id the ``tool_result`` names)."""
+    record = recorded(name)
+    result = record["body"]["messages"][-1]
+    assert result["role"] == "tool"
+    upstream = {"cl/claude": fakes.claude, "cl/openai": fakes.alpha, "cl/local": fakes.box}[model]
+    upstream.clear_requests()
+    response = replay(gateway, record, model)
+    assert response.status_code == 200, response.text
+    assert (
+        answered_text(response, record["path"])
+        == f"Hello from {upstream.name}, model {UPSTREAM_MODELS[model]}."
+    )
+    (sent,) = [r.body for r in upstream.requests if r.path in CHAT_PATHS]
+    assert tool_results(sent) == [result["content"]]
+    assert called(sent) == [("get_current_timestamp", {})]
+    assert paired(sent)
+    assert dropped(response) == []
+
+
+def paired(body: dict[str, Any]) -> bool:
+    """Whether each tool result names the call it answers: by id (Anthropic's ``tool_use_id``, OpenAI's
+    ``tool_call_id``) or, in Ollama's shape, by the tool's name (``tool_name``)."""
+    messages = body["messages"]
+    blocks = [b for m in messages if isinstance(m.get("content"), list) for b in m["content"]]
+    if any(b.get("type") == "tool_use" for b in blocks):
+        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        return uses == [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    calls = [call for m in messages for call in m.get("tool_calls") or ()]
+    results = [m for m in messages if m["role"] == "tool"]
+    if "tool_name" in results[0]:
+        return [c["function"]["name"] for c in calls] == [r["tool_name"] for r in results]
+    return [c["id"] for c in calls] == [r["tool_call_id"] for r in results]
+
+
+def called(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The tool calls a request's conversation holds, (name, arguments as an object), in any format."""
+    calls: list[tuple[str, Any]] = []
+    for message in body["messages"]:
+        for call in message.get("tool_calls") or ():
+            arguments = call["function"]["arguments"]
+            calls.append(
+                (
+                    call["function"]["name"],
+                    orjson.loads(arguments) if isinstance(arguments, str) else arguments,
+                )
+            )
+        for block in message["content"] if isinstance(message.get("content"), list) else ():
+            if block.get("type") == "tool_use":
+                calls.append((block["name"], block["input"]))
+    return calls
+
+
+def tool_schemas(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The tools a request offers, (name, parameter schema) in order, from Anthropic's shape or OpenAI's
+    (which Ollama's is)."""
+    return [
+        (tool["name"], tool["input_schema"])
+        if "input_schema" in tool
+        else (tool["function"]["name"], tool["function"]["parameters"])
+        for tool in body.get("tools") or ()
+    ]
 
 
 @pytest.mark.parametrize("model", TARGETS)

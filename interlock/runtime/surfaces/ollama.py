@@ -117,10 +117,17 @@ def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dic
         out["tool_calls"] = [
             _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)
         ]
-    if role == "tool":
+    if (
+        role == "tool"
+    ):  # the call it answers: by its id when the client sent one (Open WebUI does), else by name
         name = message.get("tool_name") or message.get("name")
+        given = message.get("tool_call_id")
         out["tool_call_id"] = (
-            call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
+            given
+            if isinstance(given, str) and given
+            else call_ids.get(name, f"call_{index}")
+            if isinstance(name, str)
+            else f"call_{index}"
         )
     if message.get("thinking") and role == "assistant":
         out["reasoning"] = message["thinking"]
