@@ -161,6 +161,7 @@ def _worker(
             entry=entry,
             telemetry=telemetry,
             on_saturation=section.on_saturation,
+            memory_gib=section.memory_gib,
         ),
     )
 
