@@ -8,10 +8,11 @@ agree on the rule, and it lives here, in the shared ground, importing nothing.
 The rule, deterministic for equal inputs:
 
 1. Models are taken in rank order (most wanted first; the caller ranks them).
-2. First every model gets one home: the worker, among those that may hold it, with the most memory still
-   free that fits it (so homes spread over the fleet instead of piling onto the first box).
+2. First every model gets one home: the worker, among those that may hold it, where it fits most tightly
+   (best fit: the least memory left over), so a big model further down still finds a worker with room.
 3. Then, in rank order again, a model gets a further home on each other worker where it still fits
-   (a popular model loaded everywhere it fits saves the loads that worker choice cannot avoid).
+   (a popular model loaded everywhere it fits saves the loads that worker choice cannot avoid, and
+   spreads its traffic over the fleet).
 
 A model that fits no worker in step 2 has no home: every request for it loads it somewhere.
 """
@@ -49,7 +50,7 @@ def pack(budgets: Mapping[str, float], wants: Sequence[Want]) -> Packing:
         if not fits:
             homeless.append(want.model)
             continue
-        best = min(fits, key=lambda w: (-free[w], w))  # ties: the first name
+        best = min(fits, key=lambda w: (free[w] - want.footprint[w], w))  # ties: the first name
         homes[best].append(want.model)
         free[best] -= want.footprint[best]
     for want in wants:

@@ -184,6 +184,12 @@ class Metrics:
             "Live Ollama metadata fetches (/api/ps, /api/tags, /api/show), by endpoint, path and result.",
             ["endpoint", "path", "result"],
         )
+        self.warmups = CounterVec(
+            "interlock_warmups",
+            "Warm-up loads of placed models (routing.placement.warm), by endpoint and result (ok or an "
+            "error class).",
+            ["endpoint", "result"],
+        )
         self.preflight = CounterVec(
             "interlock_preflight_misfits",
             "Candidates that cannot serve a request's needs, by reason and action (skipped or observed).",
