@@ -236,6 +236,7 @@ class Metrics:
             self.connections_open,
             self.probes,
             self.metadata_fetches,
+            self.warmups,
             self.preflight,
             self.request_seconds,
             self.upstream_seconds,
