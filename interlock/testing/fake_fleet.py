@@ -272,7 +272,9 @@ class FakeGpuBox(FakeServer):
         timing = _Timing()
         state = self.state[sim.name]
         body = incoming.body if isinstance(incoming.body, dict) else {}
-        if incoming.path == "/api/generate" and not body.get("prompt"):
+        if (incoming.path == "/api/generate" and not body.get("prompt")) or (
+            incoming.path == "/api/chat" and body.get("messages") == []
+        ):
             await self._load_only(conn, answer, sim, state, body)
             return
         await self._admit(sim, state, timing)

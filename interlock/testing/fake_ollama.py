@@ -13,7 +13,8 @@ lists loaded models with the context they were loaded with (``ModelSpec.loaded_c
 ``options.num_ctx`` of the request that loaded them, else the Modelfile's, else 4096).
 ``fail_metadata()`` makes /api/show and /api/ps answer 500 (the /api/tags probe keeps passing);
 ``calls(model)`` counts the chat (or other) requests a model received. A load request (``/api/generate``
-without a prompt, as a warm-up sends) loads the model and answers ``done_reason: "load"``;
+without a prompt, as a warm-up sends, or ``/api/chat`` with ``messages: []``) loads the model and
+answers one JSON object with ``done_reason: "load"`` (``keep_alive`` 0: unloads it, ``"unload"``);
 ``keep_alive[model]`` is what the last request for it set (None: Ollama's default timer).
 
 Tool calls: the first tool offered, with the arguments its JSON schema implies, or the calls scripted in
@@ -212,6 +213,15 @@ class FakeOllama(FakeServer):
         elif spec.full_name not in self._loaded:
             self._loaded[spec.full_name] = spec.num_ctx or DEFAULT_CONTEXT
 
+    def _load_only(self, spec: ModelSpec, body: dict[str, Any]) -> str:
+        """A load request's work: ``keep_alive`` 0 unloads the model, anything else loads it; the
+        ``done_reason`` Ollama answers with."""
+        if body.get("keep_alive") in (0, "0", "0s"):
+            self._loaded.pop(spec.full_name, None)
+            return "unload"
+        self._load(spec, body)
+        return "load"
+
     def _think_refusal(self, spec: ModelSpec, body: dict[str, Any]) -> ErrorAnswer | None:
         think = body.get("think")
         if think in (None, False) or "thinking" in spec.capabilities:
@@ -270,13 +280,7 @@ class FakeOllama(FakeServer):
         created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         prompt = body.get("prompt")
         if not prompt:
-            keep = body.get("keep_alive")
-            if keep in (0, "0", "0s"):
-                self._loaded.pop(spec.full_name, None)
-                reason = "unload"
-            else:
-                self._load(spec, body)
-                reason = "load"
+            reason = self._load_only(spec, body)
             head = {"model": incoming.model, "created_at": created, "response": ""}
             return JsonAnswer({**head, "done": True, "done_reason": reason})
         self._load(spec, body)
@@ -311,6 +315,14 @@ class FakeOllama(FakeServer):
             return spec
         body: dict[str, Any] = incoming.body
         messages = body.get("messages")
+        if messages == []:  # Ollama's load request: the model is loaded (or unloaded), nothing generated
+            created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            reason = self._load_only(spec, body)
+            empty = {"role": "assistant", "content": ""}
+            return JsonAnswer(
+                {"model": incoming.model, "created_at": created, "message": empty, "done": True}
+                | {"done_reason": reason}
+            )
         if not isinstance(messages, list):
             return ErrorAnswer(400, "messages must be an array")
         if body.get("tools") and "tools" not in spec.capabilities:
