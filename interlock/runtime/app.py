@@ -159,7 +159,7 @@ class Gateway:
         self.fleet = FleetLine(
             self.slots, self.scorer, lambda: self.plan.routing, lambda: self.plan.workers, clock=clock
         )  # requests waiting for any of a candidate's workers (one process's slots only)
-        self.placement = PlacementBook(self.facts, self.metrics, clock)  # which models stay loaded where
+        self.placement = PlacementBook(self.facts, self.metrics, clock, self.telemetry)  # what stays loaded
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),

@@ -6,6 +6,8 @@ packs again with the same rule (``interlock.placement.pack``) and two things the
 
 - **sizes**: a model with no declared size takes what a worker reported for it (``FactsTable.size``:
   ``/api/ps``'s ``size_vram``, else ``/api/tags``'s size on disk);
+- **memory**: a worker whose memory the plan does not know takes its telemetry's total VRAM (or
+  unified memory) times ``avoid_vram_percent``, once its readings came (``TelemetryBook``);
 - **traffic**: the requests each candidate answered (``interlock_alias_resolved``), as a count that halves
   every ``HALF_LIFE_S`` (an hour). Models are ranked by its binary order of magnitude first (0 for none,
   1 for about one request an hour, 7 for about one a minute: ``log2(1 + count)``, rounded down), then
@@ -49,6 +51,7 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.tables import PlacedModel, worker_label
+from interlock.runtime.telemetry.collector import TelemetryBook
 from interlock.runtime.upstream.ollama import OllamaAdapter
 
 log = logging.getLogger("interlock.placement")
@@ -76,14 +79,22 @@ def traffic_class(count: float) -> int:
 class PlacementBook:
     """The placement of the moment (the plan's, re-packed with live sizes and traffic) and the pins."""
 
-    def __init__(self, facts: FactsTable, metrics: Metrics, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        facts: FactsTable,
+        metrics: Metrics,
+        clock: Clock = time.monotonic,
+        telemetry: TelemetryBook | None = None,
+    ) -> None:
         self.facts = facts
         self.metrics = metrics
+        self.telemetry = telemetry
         self.clock = clock
         self.pins: Mapping[tuple[str, str], int] = {}
         """(worker label, model as /api/ps names it) -> keep_alive seconds; read per request."""
         self.homes: Mapping[str, tuple[Home, ...]] = {}  # worker name -> its homes, most wanted first
         self.homeless: tuple[str, ...] = ()
+        self.budgets: Mapping[str, tuple[float, str]] = {}  # worker -> (GiB, "plan" or "telemetry")
         self.traffic: dict[str, float] = {}  # candidate -> requests, halving every HALF_LIFE_S
         self._seen: dict[str, float] = {}  # candidate -> answered, at the last refresh
         self._at: float | None = None
@@ -102,6 +113,7 @@ class PlacementBook:
             section.models,
             key=lambda m: (-traffic_class(self.traffic.get(m.candidate, 0.0)), order[m.candidate]),
         )
+        self.budgets = self._budgets(plan)
         sizes: dict[str, dict[str, tuple[float, str]]] = {}
         for placed in ranked:
             sizes[placed.candidate] = self._footprints(plan, placed)
@@ -110,14 +122,30 @@ class PlacementBook:
             for m in ranked
             if sizes[m.candidate]
         ]
-        packing = pack(section.budgets_gib, wants)
+        packing = pack({w: gib for w, (gib, _) in self.budgets.items()}, wants)
         self._publish(plan, packing, {m.candidate: m for m in ranked}, sizes)
+
+    def _budgets(self, plan: RuntimePlan) -> dict[str, tuple[float, str]]:
+        """Worker -> (GiB placement may fill, where its memory came from): the plan's, else telemetry's."""
+        budgets = {w: (gib, "plan") for w, gib in plan.placement.budgets_gib.items()}
+        if self.telemetry is None:
+            return budgets
+        providers = {m.provider for m in plan.placement.models}
+        share = plan.routing.avoid_vram_percent / 100
+        for name, limits in plan.workers.items():
+            state = self.telemetry.workers.get(name)
+            if name in budgets or limits.provider not in providers or state is None:
+                continue
+            total = state.vram()[1]
+            if total:
+                budgets[name] = (round(total / GIB * share, 3), "telemetry")
+        return budgets
 
     def _footprints(self, plan: RuntimePlan, placed: PlacedModel) -> dict[str, tuple[float, str]]:
         """Worker -> (GiB, where it came from), for the workers of its provider whose memory is known."""
         reported = self.facts.size(placed.facts_key)
         out: dict[str, tuple[float, str]] = {}
-        for worker in plan.placement.budgets_gib:
+        for worker in self.budgets:
             limits = plan.workers.get(worker)
             if limits is None or limits.provider != placed.provider:
                 continue
@@ -181,7 +209,8 @@ class PlacementBook:
         return {
             "warm": section.warm,
             "keep_alive_s": section.keep_alive_s,
-            "budgets_gib": dict(section.budgets_gib),
+            "budgets_gib": {w: gib for w, (gib, _) in self.budgets.items()},
+            "budget_sources": {w: source for w, (_, source) in self.budgets.items()},
             "homes": {
                 worker: [
                     {

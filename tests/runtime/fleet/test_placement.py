@@ -15,6 +15,7 @@ import pytest
 
 from interlock.runtime.app import Gateway
 from interlock.runtime.fleet.placement import HALF_LIFE_S, traffic_class
+from interlock.testing.fake_fleet import FakeGpuBox, sim_model
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.faults import Fault
 from tests.runtime.conftest import build
@@ -336,3 +337,42 @@ def test_traffic_classes_are_orders_of_magnitude() -> None:
     assert traffic_class(60 / 0.693) == 6  # one a minute, halving hourly: the steady count
     assert traffic_class(-3) == 0
     assert HALF_LIFE_S == 3600.0
+
+
+TELEMETRY = """\
+version: 1
+routing:
+  placement: {{warm: true}}
+models:
+  local/qwen3:8b: {{size_gib: 6}}
+providers:
+  local:
+    kind: ollama
+    workers:
+      - {{name: gpu, url: "{url}", telemetry: {{url: "{url}/telemetry"}}}}
+aliases:
+  chat: {{chain: [local/qwen3:8b]}}
+"""
+
+
+def test_a_worker_of_unknown_memory_is_placed_once_its_telemetry_says(
+    plan_data: Callable[[str], dict[str, Any]],
+) -> None:
+    """No memory in the plan (IL214 at compile time); the box's sidecar reports 8 GiB of VRAM: 7.2 GiB of
+    it is placement's, qwen3 (6 GiB) gets its home there and is warmed."""
+    with FakeGpuBox(name="gpu", models=[sim_model("qwen3:8b", 6, load_s=0.01)], vram_bytes=8 * GIB) as box:
+        gw = Gateway(build(plan_data(TELEMETRY.format(url=box.url))), probes=False)
+        assert gw.plan.placement.budgets_gib == {}
+
+        async def scenario(http: httpx.AsyncClient) -> Any:
+            await gw.warmer.warm_all()
+            before = (await http.get("/v1/health")).json()["placement"]
+            await gw.telemetry_loop.collect_all()
+            await rounds(gw, 2)
+            return before, (await http.get("/v1/health")).json()["placement"]
+
+        before, after = run(gw, scenario)
+    assert before["homes"] == {}
+    assert (after["budgets_gib"], after["budget_sources"]) == ({"gpu": 7.2}, {"gpu": "telemetry"})
+    assert [(h["model"], h["state"]) for h in after["homes"]["gpu"]] == [("qwen3:8b", "loaded")]
+    assert box.loads == 1

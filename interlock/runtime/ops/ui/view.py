@@ -132,7 +132,8 @@ def placed_models(live: LiveState, worker: str) -> dict[str, Any] | None:
     plan = live.plan
     if live.placement is None or not plan.placement.models:
         return None
-    budget = plan.placement.budgets_gib.get(worker)
+    known = live.placement.budgets.get(worker)
+    budget = known[0] if known is not None else None
     homes = live.placement.homes.get(worker, ())
     return {
         "budget_gib": budget,
