@@ -188,6 +188,11 @@ class PlacementBook:
             self.traffic[candidate] = self.traffic.get(candidate, 0.0) * decay + max(new, 0.0)
         self._seen, self._at = answered, now
 
+    def packed(self, plan: RuntimePlan) -> None:
+        """Pack now if no round has yet (what the reports show before the first warm-up round)."""
+        if self._at is None:
+            self.refresh(plan)
+
     def note(self, worker: str, candidate: str, state: str) -> None:
         """The warm-up's finding for one home (shown in reports; the next refresh carries it)."""
         self._states[(worker, candidate)] = state
@@ -204,7 +209,9 @@ class PlacementBook:
             }
 
     def report(self, plan: RuntimePlan) -> dict[str, Any]:
-        """JSON-ready, for /v1/health and the status page: names, sizes, states, traffic; nothing secret."""
+        """JSON-ready, for /v1/health and the status page: names, sizes, states, traffic; nothing secret.
+        Before the first warm-up round, it packs once itself, so the homes show from the start."""
+        self.packed(plan)
         section = plan.placement
         return {
             "warm": section.warm,

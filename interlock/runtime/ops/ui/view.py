@@ -132,6 +132,7 @@ def placed_models(live: LiveState, worker: str) -> dict[str, Any] | None:
     plan = live.plan
     if live.placement is None or not plan.placement.models:
         return None
+    live.placement.packed(plan)
     known = live.placement.budgets.get(worker)
     budget = known[0] if known is not None else None
     homes = live.placement.homes.get(worker, ())
