@@ -267,6 +267,25 @@ def test_ollama_load_requests_answer_as_ollama_does() -> None:
         assert (status, done["done_reason"], bool(done["response"])) == (200, "stop", True)
 
 
+def test_the_official_ollama_client_loads_and_unloads_through_the_fake() -> None:
+    """What Ollama's own client documents for loading a model (an empty prompt, or no messages, with
+    ``keep_alive``) is parsed by it from the fake's answers."""
+    import ollama
+
+    with FakeOllama(models=[ModelSpec("qwen3:8b")]) as fake:
+        client = ollama.Client(host=fake.url)
+        loaded = client.generate(model="qwen3:8b", prompt="", keep_alive=-1)
+        assert (loaded.done, loaded.done_reason, loaded.response) == (True, "load", "")
+        assert fake.loaded() == {"qwen3:8b": 4096}
+        assert fake.keep_alive == {"qwen3:8b": -1}
+        unloaded = client.generate(model="qwen3:8b", keep_alive=0)
+        assert unloaded.done_reason == "unload"
+        assert fake.loaded() == {}
+        chat = client.chat(model="qwen3:8b", messages=[], keep_alive="30m")
+        assert (chat.done_reason, chat.message.role, chat.message.content) == ("load", "assistant", "")
+        assert fake.keep_alive == {"qwen3:8b": "30m"}
+
+
 def test_reply_settings() -> None:
     with FakeOllama(reply=Reply(text="a b c d", chunks=2, chunk_delay_s=0.01)) as fake:
         hi = [{"role": "user", "content": "hi"}]
