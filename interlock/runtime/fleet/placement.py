@@ -10,7 +10,7 @@ packs again with the same rule (``interlock.placement.pack``) and two things the
   unified memory) times ``avoid_vram_percent``, once its readings came (``TelemetryBook``);
 - **traffic**: the requests each candidate answered (``interlock_alias_resolved``), as a count that halves
   every ``HALF_LIFE_S`` (an hour). Models are ranked by its binary order of magnitude first (0 for none,
-  1 for about one request an hour, 7 for about one a minute: ``log2(1 + count)``, rounded down), then
+  1 for about one request an hour, 6 for one a minute: ``log2(1 + count)``, rounded down), then
   by the plan's rank. A model used every minute outranks one used daily; two models of about the same
   traffic keep the plan's order, so noise does not reshuffle homes (and reload models) every round.
 
@@ -72,7 +72,7 @@ class Home:
 
 
 def traffic_class(count: float) -> int:
-    """``count`` requests (halving every hour) as a binary order of magnitude: 0 none, ~7 one a minute."""
+    """``count`` requests (halving every hour) as a binary order of magnitude: 0 none, 6 one a minute."""
     return int(math.log2(1.0 + max(count, 0.0)))
 
 
