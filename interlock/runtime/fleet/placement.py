@@ -188,6 +188,14 @@ class PlacementBook:
             self.traffic[candidate] = self.traffic.get(candidate, 0.0) * decay + max(new, 0.0)
         self._seen, self._at = answered, now
 
+    def shown(self, plan: RuntimePlan) -> bool:
+        """Whether reports show placement: warm-up on, or some worker's memory known (plan or telemetry),
+        for a plan with models to place."""
+        if not plan.placement.models:
+            return False
+        self.packed(plan)
+        return plan.placement.warm or bool(self.budgets)
+
     def packed(self, plan: RuntimePlan) -> None:
         """Pack now if no round has yet (what the reports show before the first warm-up round)."""
         if self._at is None:

@@ -127,12 +127,11 @@ def loaded_models(live: LiveState, worker: str) -> list[dict[str, Any]] | None:
 
 
 def placed_models(live: LiveState, worker: str) -> dict[str, Any] | None:
-    """The models placement keeps loaded on ``worker`` and what their warm-up found; None where the plan
-    places nothing (``runtime.fleet.placement``)."""
+    """The models placement keeps loaded on ``worker`` and what their warm-up found; None where placement
+    is neither on nor able to place anything (``runtime.fleet.placement``)."""
     plan = live.plan
-    if live.placement is None or not plan.placement.models:
+    if live.placement is None or not live.placement.shown(plan):
         return None
-    live.placement.packed(plan)
     known = live.placement.budgets.get(worker)
     budget = known[0] if known is not None else None
     homes = live.placement.homes.get(worker, ())
