@@ -16,14 +16,18 @@ packs again with the same rule (``interlock.placement.pack``) and two things the
 
 ``Warmer`` (a ``Periodic`` loop, one round every ``health.probe_interval``, the first once the first
 probe round is done, so never before the gateway could serve) then loads, with ``routing.placement.warm``
-on, every home's model that the worker's last ``/api/ps`` does not list: at start, after the worker
-restarted (a restarted Ollama lists nothing), after Ollama evicted it. One load at a time per worker
-(loads compete for the same memory and disk), workers in parallel; a worker that is down, or did not
-answer ``/api/ps``, is left for a later round, and a model is loaded again only once a newer
-``/api/ps`` still misses it. The load is Ollama's own (``OllamaAdapter.load``: ``POST /api/generate``
-without a prompt) with the plan's ``keep_alive`` and the ``num_ctx`` the gateway's requests would send
-there (``fit.effective_context``), so the first real request does not reload it. Embedding-only
-models are not warmed (``/api/generate`` refuses them; they load on first use).
+on, the homes' models that a worker does not hold when it *starts* being served (the first round it
+answers ``/api/ps``) and after it *restarted* (it was seen down, or its ``/api/ps`` went from some models
+to none: a restarted Ollama lists nothing), until each is loaded. A home that worker choice's own loads
+evicted later is not loaded back: that would evict what those requests needed, round after round
+(measured: ``bench/fleet.py --workload interactive`` went from 15 loads to 104 when every round
+reloaded missing homes). One load at a time per worker (loads compete for the same memory and disk),
+workers in parallel; a worker that did not answer ``/api/ps`` is left for a later round, and a model is
+loaded again only once a newer ``/api/ps`` still misses it. The load is Ollama's own
+(``OllamaAdapter.load``: ``POST /api/generate`` without a prompt) with the plan's ``keep_alive`` and the
+``num_ctx`` the gateway's requests would send there (``fit.effective_context``), so the first real
+request does not reload it. Embedding-only models are not warmed (``/api/generate`` refuses them; they
+load on first use).
 
 Pinned: a request the gateway sends to a model on one of its homes carries the plan's ``keep_alive``
 unless the caller set one (``keep_alive``, read by the Ollama options guard: one dictionary lookup),
@@ -68,7 +72,7 @@ class Home:
     model: str
     footprint_gib: float
     size_source: str  # "declared" or "reported"
-    state: str  # cold, warming, warmed, loaded, failed (<class>), not installed, worker down, not known, ...
+    state: str  # cold, warming, warmed, loaded, not loaded, failed (<class>), not installed, worker down, ...
 
 
 def traffic_class(count: float) -> int:
@@ -269,6 +273,9 @@ class Warmer(Periodic):
         self.probed = probed
         self.clock = clock
         self._tried: dict[tuple[str, str], float] = {}  # (label, model) -> when the last load was sent
+        self._pending: dict[str, set[str]] = {}  # label -> homes (as /api/ps names them) still to load
+        self._listed: dict[str, int] = {}  # label -> models its last /api/ps listed; absent: never seen up
+        self._down: set[str] = set()  # labels seen down since they were last warmed
 
     def pause_s(self) -> float:
         return self.plan().health.probe_interval_s
@@ -292,33 +299,50 @@ class Warmer(Periodic):
     ) -> None:
         limits = plan.workers[worker]
         label = worker_label(limits.provider, worker)
+        facts = self.book.facts.worker(label)
+        if not self.health.endpoint_usable(label) or facts.loaded is None:
+            if not self.health.endpoint_usable(label):
+                self._down.add(label)  # when it answers again, it may have restarted: warm it then
+            for home in homes:
+                self.book.note(worker, home.candidate, "worker down" if label in self._down else "not known")
+            return
+        listed, before = len(facts.loaded), self._listed.get(label)
+        if before is None or label in self._down or (listed == 0 and before > 0):  # start or restart
+            self._pending[label] = {plan.candidates[h.candidate].facts_key for h in homes}
+        self._listed[label] = listed
+        self._down.discard(label)
+        pending = self._pending.setdefault(label, set())
         for home in homes:
-            state = self._decide(plan, label, home)
+            state = self._decide(plan, label, home, pending)
             if state is not None:
                 self.book.note(worker, home.candidate, state)
                 continue
             await self._load(plan, adapter, worker, label, home)
 
-    def _decide(self, plan: RuntimePlan, label: str, home: Home) -> str | None:
-        """The state to report without loading, or None: load it now."""
+    def _decide(self, plan: RuntimePlan, label: str, home: Home, pending: set[str]) -> str | None:
+        """The state to report without loading, or None: load it now. Only what the worker's start or
+        restart left to load is loaded: a home that worker choice's own loads evicted since is left to
+        it (loading it back would evict what those requests needed, round after round)."""
         facts = self.book.facts.worker(label)
         key = plan.candidates[home.candidate].facts_key
-        if not self.health.endpoint_usable(label):
-            return "worker down"
-        if facts.loaded is None:
-            return "not known"  # /api/ps did not answer: a later round decides
+        assert facts.loaded is not None
         if key in facts.loaded:
+            pending.discard(key)
             return "loaded"
-        if facts.installed is not None and key not in facts.installed:
-            return "not installed"
-        tried = self._tried.get((label, key))
-        if tried is not None and (facts.loaded_at is None or facts.loaded_at <= tried):
-            return home.state  # no /api/ps since the last load: wait for one
         candidate = plan.candidates[home.candidate]
         route = next((r for r in candidate.routes if r.endpoint.label == label), None)
         caps = capabilities_on(route, candidate, self.book.facts) if route is not None else None
         if route is None or (caps is not None and "embedding" in caps and "completion" not in caps):
+            pending.discard(key)
             return "loads on first use"
+        if key not in pending:
+            return "not loaded"
+        if facts.installed is not None and key not in facts.installed:
+            pending.discard(key)
+            return "not installed"
+        tried = self._tried.get((label, key))
+        if tried is not None and (facts.loaded_at is None or facts.loaded_at <= tried):
+            return home.state  # no /api/ps since the last load: wait for one
         return None
 
     async def _load(

@@ -376,3 +376,26 @@ def test_a_worker_of_unknown_memory_is_placed_once_its_telemetry_says(
     assert (after["budgets_gib"], after["budget_sources"]) == ({"gpu": 7.2}, {"gpu": "telemetry"})
     assert [(h["model"], h["state"]) for h in after["homes"]["gpu"]] == [("qwen3:8b", "loaded")]
     assert box.loads == 1
+
+
+def test_a_home_that_worker_choice_evicted_is_not_loaded_back(
+    plan_data: Callable[[str], dict[str, Any]], workers: tuple[FakeOllama, FakeOllama]
+) -> None:
+    """Warm-up loads at start and after a restart only: once the worker serves, its loads are worker
+    choice's, and loading an evicted home back would evict what those requests needed."""
+    a, b = workers
+    gw = gateway(plan_data, a, b)
+    hi = [{"role": "user", "content": "hi"}]
+
+    async def scenario(http: httpx.AsyncClient) -> Any:
+        await rounds(gw, 2)
+        async with httpx.AsyncClient(base_url=a.url) as direct:  # Ollama evicts gemma3 for qwen3 on a
+            await direct.post("/api/chat", json={"model": "qwen3:8b", "messages": hi, "stream": False})
+            await direct.post("/api/generate", json={"model": "gemma3:12b", "keep_alive": 0})
+        await rounds(gw, 2)
+        return (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
+
+    homes = run(gw, scenario)
+    assert [(h["model"], h["state"]) for h in homes] == [("gemma3:12b", "not loaded")]
+    assert len(loads(a)) == 2  # the warm-up's, and the unload above: nothing after
+    assert list(a.loaded()) == ["qwen3:8b"]
