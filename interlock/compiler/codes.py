@@ -85,6 +85,36 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL208", "unknown-profile", "error", "A worker names a hardware profile that does not exist."),
     ("IL209", "bad-context-tokens", "error", "A context size is below 1."),
     ("IL210", "telemetry-reads-nothing", "warning", "A worker's `telemetry` enables no source."),
+    (
+        "IL211",
+        "placement-overcommit",
+        "warning",
+        "The models of a provider cannot all stay loaded on its workers.",
+    ),
+    (
+        "IL212",
+        "primary-without-home",
+        "warning",
+        "An alias's first candidate has no worker to stay loaded on.",
+    ),
+    (
+        "IL213",
+        "bad-keep-alive",
+        "error",
+        "`routing.placement.keep_alive` is not `forever` or a positive duration.",
+    ),
+    (
+        "IL214",
+        "placement-memory-unknown",
+        "warning",
+        "Warm-up is on, but a worker's memory is unknown: nothing is placed there.",
+    ),
+    (
+        "IL215",
+        "placement-size-unknown",
+        "warning",
+        "Warm-up is on, but a model's size is not declared: placed once a worker reports it.",
+    ),
     ("IL216", "unknown-server", "error", "A worker's `server` is not `llama.cpp`, `vllm` or `sglang`."),
     ("IL217", "server-on-ollama", "error", "An Ollama worker sets `server` (only `openai` workers may)."),
     # Aliases

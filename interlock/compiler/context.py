@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from interlock.compiler.diagnostics import DiagnosticSink, Span
 from interlock.compiler.loader import Entry, LoadLimits, Reader, Sources
+from interlock.compiler.placed import Placed
 from interlock.compiler.reading import read_file
 from interlock.schema.config import (
     AliasSection,
@@ -113,6 +114,17 @@ class Worker:
     telemetry: TelemetrySection | None = None
     on_saturation: str | None = None
     server: str | None = None  # an OpenAI-compatible worker's server (kinds.SERVER_KINDS), checked
+    memory_gib: float | None = None
+    """Declared on the worker (`memory_gib`); ``memory()`` falls back to the profile's."""
+
+    def memory(self) -> float | None:
+        """GiB models load into: declared, else the profile's VRAM (unified: its system memory)."""
+        if self.memory_gib is not None:
+            return self.memory_gib
+        hardware = self.profile.hardware if self.profile else None
+        if hardware is None:
+            return None
+        return hardware.system_memory_gib if hardware.unified_memory else hardware.vram_gib
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +220,8 @@ class CompileContext:
     expanded: dict[str, list[Link]] = field(default_factory=dict)
     # filled by `access`
     access: PlanAccess = field(default_factory=PlanAccess)
+    # filled by `placement`
+    placement: Placed | None = None
     # filled by `emit`
     plan: RoutingPlan | None = None
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.compiler.context import CompileContext, Worker
+from interlock.compiler.placement import FOREVER
 from interlock.patterns import slot_limit
 from interlock.schema.canonical import content_hash
 from interlock.schema.config import TelemetrySection
-from interlock.schema.plan import PLAN_FORMAT_VERSION, RoutingPlan
+from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPlacement, RoutingPlan
 
 
 def emit(ctx: CompileContext) -> RoutingPlan:
@@ -69,9 +70,34 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             for name, alias in ctx.aliases.items()
         },
         "access": ctx.access.model_dump(mode="json"),
+        "placement": _placement(ctx),
     }
     data["content_hash"] = content_hash(data)
     return RoutingPlan.model_validate(data)
+
+
+def _placement(ctx: CompileContext) -> dict[str, Any]:
+    placed = ctx.placement
+    if placed is None:  # the pass always runs before emit; a context built by hand may lack it
+        return PlanPlacement().model_dump(mode="json")
+    return {
+        "warm": placed.warm,
+        "keep_alive_s": placed.keep_alive_s if placed.keep_alive_s is not None else FOREVER,
+        "budgets_gib": dict(placed.budgets),
+        "models": [
+            {
+                "candidate": r.candidate,
+                "provider": r.provider,
+                "model": r.model,
+                "position": r.position,
+                "aliases": r.aliases,
+                "footprint_gib": {w: round(f.total, 3) for w, f in r.footprint.items()},
+            }
+            for r in placed.ranked
+        ],
+        "homes": {w: list(models) for w, models in placed.packing.homes.items()},
+        "homeless": list(placed.packing.homeless),
+    }
 
 
 def _preflight(ctx: CompileContext) -> dict[str, Any]:

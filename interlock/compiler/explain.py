@@ -85,6 +85,7 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
         lines.append(f"worker {worker.name} {worker.url}: {slots} of {worker.max_concurrent} slots ({rule})")
         if kind.live_facts:
             lines.append(f"  context sent as num_ctx: {_context(ctx, worker, model, tokens)}")
+            lines.append(f"  placement: {_placement(ctx, worker, candidate)}")
         if worker.server is not None:
             lines.append(f"  load signals read each probe round from it: server {worker.server}")
     if not kind.live_facts:
@@ -118,6 +119,32 @@ def _context(ctx: CompileContext, worker: Worker, model: str, declared: int | No
     else:
         limit = ""
     return f"{tokens} tokens ({source}{limit})"
+
+
+def _placement(ctx: CompileContext, worker: Worker, candidate: str) -> str:
+    """Whether ``candidate`` stays loaded on ``worker`` (its home), and why (``compiler.placement``)."""
+    placed = ctx.placement
+    if placed is None:
+        return "not computed"
+    budget = placed.budgets.get(worker.name)
+    if budget is None:
+        return "worker memory unknown (set `memory_gib` or a profile with `vram_gib`)"
+    ranked = next((r for r in placed.ranked if r.candidate == candidate), None)
+    foot = ranked.footprint.get(worker.name) if ranked is not None else None
+    if foot is None:
+        return "size not declared: placed at runtime once the worker reports it (/api/tags, /api/ps)"
+    used = placed.packing.used.get(worker.name, 0.0)
+    where = f"{foot.total:.1f} GiB; {used:.1f} of {budget:g} GiB placed on {worker.name}"
+    if candidate in placed.packing.homes.get(worker.name, ()):
+        warm = f", warmed at start (keep_alive {_keep_alive(placed.keep_alive_s)})" if placed.warm else ""
+        return f"home: stays loaded ({where}){warm}"
+    if candidate in placed.packing.homeless:
+        return f"no home on any worker ({where}): a request loads it"
+    return f"not here ({where}); home on {', '.join(placed.homes_of(candidate))}"
+
+
+def _keep_alive(seconds: int | None) -> str:
+    return "forever" if seconds is None or seconds < 0 else format_duration(seconds * 1000)
 
 
 def _timeouts(ctx: CompileContext, provider_name: str) -> str:

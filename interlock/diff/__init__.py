@@ -14,6 +14,7 @@ from interlock.diff.aliases import aliases
 from interlock.diff.change import KINDS, Change, Classification, Section
 from interlock.diff.credentials import credentials
 from interlock.diff.models import models
+from interlock.diff.placement import placement
 from interlock.diff.preflight import preflight
 from interlock.diff.providers import providers
 from interlock.diff.routing import routing
@@ -34,6 +35,7 @@ SECTIONS: tuple[SectionDiff, ...] = (
     health,
     preflight,
     routing,
+    placement,
     models,
     access,
 )

@@ -135,6 +135,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("preflight-mode-changed", _F, _R, "preflight mode"),
     ("preflight-changed", _F, _C, "preflight setting"),
     ("routing-changed", _G, _R, "worker choice"),
+    ("placement-changed", _G, _C, "models kept loaded"),
     ("capabilities-changed", _M, _R, "capabilities"),
     ("context-tokens-changed", _M, _C, "context window"),
     ("auth-tightened", _Y, _B, "caller keys required"),

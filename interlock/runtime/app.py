@@ -31,6 +31,7 @@ from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.metadata import MetadataFetcher
+from interlock.runtime.fleet.placement import PlacementBook, Warmer
 from interlock.runtime.fleet.probes import ProbeLoop
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
@@ -160,12 +161,13 @@ class Gateway:
         self.fleet = FleetLine(
             self.slots, self.scorer, lambda: self.plan.routing, lambda: self.plan.workers, clock=clock
         )  # requests waiting for any of a candidate's workers (one process's slots only)
+        self.placement = PlacementBook(self.facts, self.metrics, clock, self.telemetry)  # what stays loaded
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
             SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
-            OllamaOptionsGuard(self.facts),
+            OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
@@ -174,6 +176,14 @@ class Gateway:
             lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata, signals=self.signals
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
+        self.warmer = Warmer(
+            lambda: self.plan,
+            self.placement,
+            self.health,
+            self._ollama_adapter,
+            self.probe_loop.first_round,
+            clock,
+        )  # placement's warm-up, after the first probe round: never on the request path
         self.journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
         self.samples = Samples(self.slots, self.metrics, wall=wall)
         path = getattr(source, "path", None)
@@ -196,6 +206,7 @@ class Gateway:
             self.journal,
             self.samples,
             wall,
+            placement=self.placement,
         )
         self.services = RequestServices(
             self.current,
@@ -331,6 +342,7 @@ class Gateway:
         if self._probes:
             self.probe_loop.start()
             self.telemetry_loop.start()
+            self.warmer.start()
             self.samples.start()
         self.status.started = True
 
@@ -338,6 +350,7 @@ class Gateway:
         self.status.started = False
         await self.probe_loop.stop()
         await self.telemetry_loop.stop()
+        await self.warmer.stop()
         await self.samples.stop()
         for task in list(self._background):
             task.cancel()

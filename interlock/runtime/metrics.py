@@ -185,6 +185,12 @@ class Metrics:
             "endpoint, path and result.",
             ["endpoint", "path", "result"],
         )
+        self.warmups = CounterVec(
+            "interlock_warmups",
+            "Warm-up loads of placed models (routing.placement.warm), by endpoint and result (ok or an "
+            "error class).",
+            ["endpoint", "result"],
+        )
         self.preflight = CounterVec(
             "interlock_preflight_misfits",
             "Candidates that cannot serve a request's needs, by reason and action (skipped or observed).",
@@ -231,6 +237,7 @@ class Metrics:
             self.connections_open,
             self.probes,
             self.metadata_fetches,
+            self.warmups,
             self.preflight,
             self.request_seconds,
             self.upstream_seconds,

@@ -16,7 +16,7 @@ here too: a plan that would write a broken answer is refused at load, never disc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ from interlock.runtime.tables import (
     Alias,
     Candidate,
     HealthSettings,
+    PlacedModel,
+    PlacementSettings,
     PreflightSettings,
     Provider,
     RedactedHeaders,
@@ -85,6 +87,7 @@ class RuntimePlan:
     secrets: tuple[str, ...]  # credential values, only to scrub them from text we pass on
     cors: CorsPolicy | None = None  # None: CORS off, browsers get no CORS headers
     keys: KeyBook | None = None  # None: `server.auth: off`, no caller key is read
+    placement: PlacementSettings = field(default_factory=PlacementSettings)
 
     def listed_candidate(self, provider: Provider, model: str) -> Candidate | None:
         """The plan's candidate for a raw ``provider/model``, or None; on Ollama `m` and `m:latest` are
@@ -265,6 +268,29 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         keys=_key_book(plan, env, origin, secrets, aliases),
         secrets=tuple(secrets),
         cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
+        placement=_placement(plan),
+    )
+
+
+def _placement(plan: RoutingPlan) -> PlacementSettings:
+    section = plan.placement
+    return PlacementSettings(
+        warm=section.warm,
+        keep_alive_s=section.keep_alive_s,
+        budgets_gib={w: gib for w, gib in sorted(section.budgets_gib.items()) if gib is not None},
+        models=tuple(
+            PlacedModel(
+                m.candidate,
+                m.provider,
+                m.model,
+                ollama_name(m.model),
+                m.position,
+                m.aliases,
+                dict(m.footprint_gib),
+            )
+            for m in section.models
+        ),
+        homes={w: tuple(models) for w, models in sorted(section.homes.items())},
     )
 
 

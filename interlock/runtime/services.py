@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from interlock.runtime.clock import Clock
     from interlock.runtime.fleet.facts import FactsTable
     from interlock.runtime.fleet.line import FleetLine
+    from interlock.runtime.fleet.placement import PlacementBook
     from interlock.runtime.fleet.scoring import Scorer
     from interlock.runtime.fleet.speeds import SpeedBook
     from interlock.runtime.fleet.sticky import StickyTable
@@ -84,6 +85,7 @@ class LiveState:
     journal: Journal  # the recent-events ring
     samples: Samples  # the status page's pictures
     wall: Clock
+    placement: PlacementBook | None = None  # which models stay loaded where, and their warm-up
 
     @property
     def plan(self) -> RuntimePlan:

@@ -4,7 +4,7 @@ runtime reads; built once per plan by ``plan.build_tables``, looked up per reque
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from interlock.patterns import matching_row
 from interlock.runtime.upstream.base import Endpoint
@@ -173,6 +173,30 @@ class RoutingSettings:
     state_file: str | None
     sticky: StickySettings | None
     worker_saturation: Mapping[str, str]  # a worker's own on_saturation, where it sets one
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedModel:
+    """A model placement may keep loaded, in the plan's rank order (``runtime.fleet.placement``)."""
+
+    candidate: str
+    provider: str
+    model: str  # as chains write it: what a load request names
+    facts_key: str  # as Ollama's /api/ps names it
+    position: int  # earliest index in any alias's chain
+    aliases: int  # aliases that use it
+    footprint_gib: Mapping[str, float]  # worker -> declared weights + KV cache; empty: not declared
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementSettings:
+    """The compiled placement: memory budgets, ranked models, homes; and whether to warm them."""
+
+    warm: bool = False
+    keep_alive_s: int = -1
+    budgets_gib: Mapping[str, float] = field(default_factory=dict)  # workers whose memory is known
+    models: tuple[PlacedModel, ...] = ()
+    homes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # worker -> candidate ids
 
 
 def worker_label(provider: str, worker: str) -> str:

@@ -163,6 +163,12 @@ class WorkerSection(_Section):
     default_context_tokens: int | None = None
     context_limits: dict[str, int] | None = None
     queue: QueueSection | None = None
+    memory_gib: float | None = Field(
+        None,
+        gt=0,
+        description="Memory models are loaded into (GiB): overrides the profile's `vram_gib` (or, with "
+        "`unified_memory`, `system_memory_gib`); what placement packs models into.",
+    )
     telemetry: TelemetrySection | None = Field(
         None, description="GPU and memory readings; none are taken unless declared here."
     )
@@ -279,6 +285,21 @@ class StickySection(_Section):
     idle_ttl: Duration = Field(1_800_000, description="A session unused this long is forgotten.")
 
 
+class PlacementSection(_Section):
+    """Which models stay loaded where (compiled from workers' memory and models' sizes), and warm-up."""
+
+    warm: bool = Field(
+        False,
+        description="Opt-in: load each placed model on its worker at start and after the worker restarts "
+        "(outside the request path), and keep it loaded (`keep_alive`).",
+    )
+    keep_alive: str = Field(
+        "forever",
+        description="`forever`, or a duration (`30m`, `24h`): the `keep_alive` a warm-up load and every "
+        "request to a placed model on its home worker send.",
+    )
+
+
 class RoutingSection(_Section):
     """Which worker serves a request, and what happens when its slots are full."""
 
@@ -303,6 +324,7 @@ class RoutingSection(_Section):
         None, description="Where learned speeds are kept across restarts (`serve --state-dir` overrides)."
     )
     sticky: StickySection = Field(default_factory=StickySection)
+    placement: PlacementSection = Field(default_factory=PlacementSection)
 
 
 class Limits(_Section):

@@ -206,6 +206,36 @@ class PlanRouting(_Frozen):
     sticky: PlanSticky = Field(default_factory=PlanSticky)
 
 
+class PlanPlacedModel(_Frozen):
+    """One model of a placed provider, in rank order, with what it takes on each worker."""
+
+    candidate: str
+    provider: str
+    model: str
+    position: int = Field(ge=0, description="Earliest 0-based index in any alias's expanded chain.")
+    aliases: int = Field(ge=1, description="How many aliases use it.")
+    footprint_gib: dict[str, float] = Field(
+        description="Worker -> weights + KV cache at full slots; empty when its size is not declared."
+    )
+
+
+class PlanPlacement(_Frozen):
+    """Which models stay loaded where (see docs/runtime.md, "Placement and warm-up")."""
+
+    warm: bool = Field(False, description="Load placed models at start and after a worker restarts.")
+    keep_alive_s: int = Field(
+        -1, description="Ollama's `keep_alive` (seconds) for a warm-up load and a home's requests; -1: never."
+    )
+    budgets_gib: dict[str, float | None] = Field(
+        default_factory=dict, description="Worker -> memory placement may fill; null: unknown."
+    )
+    models: list[PlanPlacedModel] = Field(default_factory=list, description="Most wanted first.")
+    homes: dict[str, list[str]] = Field(
+        default_factory=dict, description="Worker -> candidate ids that stay loaded there, in rank order."
+    )
+    homeless: list[str] = Field(default_factory=list, description="Sized candidates with no home.")
+
+
 class PlanLimits(_Frozen):
     """A tenant's or a key's ACL and budgets; `0` is no limit at this level."""
 
@@ -268,3 +298,4 @@ class RoutingPlan(_Frozen):
     candidates: dict[str, PlanCandidate]
     aliases: dict[str, PlanAlias]
     access: PlanAccess = Field(default_factory=PlanAccess)
+    placement: PlanPlacement = Field(default_factory=PlanPlacement)

@@ -17,7 +17,8 @@ render tags, show, chat and embed answers), and adds the physics a routing polic
   speed (processor sharing, in steps of one token or ``PROMPT_STEP`` prompt tokens; no batching gain is
   assumed). A request waiting for a slot, a load or room does not compute; a load takes ``load_s``
   whatever else runs;
-- ``/api/ps`` lists exactly the loaded models with their VRAM, ``/api/tags`` the installed ones;
+- ``/api/ps`` lists exactly the loaded models with their VRAM, ``/api/tags`` the installed ones; a load
+  request (``/api/generate`` without a prompt, a warm-up) loads a model without taking a slot;
   ``GET /telemetry`` serves a telemetry sidecar's document with the box's true VRAM use.
 
 Invariants: ``vram_in_use() <= vram_bytes``; a model is loaded or loading, or neither; ``running`` of a
@@ -50,7 +51,7 @@ from interlock.testing.server import (
 )
 
 _NDJSON = "application/x-ndjson"
-_SIMULATED = frozenset({("POST", "/api/chat"), ("POST", "/api/embed")})
+_SIMULATED = frozenset({("POST", "/api/chat"), ("POST", "/api/generate"), ("POST", "/api/embed")})
 GIB = 1024**3
 PROMPT_STEP = 64  # prompt tokens processed per step of the shared GPU
 
@@ -191,6 +192,7 @@ class FakeGpuBox(FakeServer):
             ("POST", "/api/show"): self.wire._show,
             ("GET", "/api/ps"): self._ps,
             ("POST", "/api/chat"): self.wire._chat,  # only under a fault; else simulated
+            ("POST", "/api/generate"): self.wire._generate,
             ("POST", "/api/embed"): self.wire._embed,
             ("GET", "/api/version"): self.wire._version,
             ("GET", "/telemetry"): self._telemetry,
@@ -249,8 +251,10 @@ class FakeGpuBox(FakeServer):
         return JsonAnswer({"format": "interlock-telemetry/1", "gpus": [gpu], "errors": {}})
 
     async def _simulate(self, conn: Connection, incoming: Incoming) -> None:
-        route = self.wire._chat if incoming.path == "/api/chat" else self.wire._embed
-        answer = route(incoming)  # the wire answer: validation errors come back before any load
+        routes = {"/api/chat": self.wire._chat, "/api/generate": self.wire._generate}
+        answer = routes.get(incoming.path, self.wire._embed)(
+            incoming
+        )  # the wire answer: validation errors come back before any load
         if isinstance(answer, ErrorAnswer):
             await self._finish(self._send(conn, answer, None))
             return
@@ -267,6 +271,12 @@ class FakeGpuBox(FakeServer):
             return
         timing = _Timing()
         state = self.state[sim.name]
+        body = incoming.body if isinstance(incoming.body, dict) else {}
+        if (incoming.path == "/api/generate" and not body.get("prompt")) or (
+            incoming.path == "/api/chat" and body.get("messages") == []
+        ):
+            await self._load_only(conn, answer, sim, state, body)
+            return
         await self._admit(sim, state, timing)
         try:
             await self._generate(conn, incoming, answer, sim, timing)
@@ -277,9 +287,27 @@ class FakeGpuBox(FakeServer):
             state.last_used = self._now()
             self._notify()
 
-    async def _admit(self, sim: SimModel, state: ModelState, timing: _Timing) -> None:
+    async def _load_only(
+        self, conn: Connection, answer: Answer, sim: SimModel, state: ModelState, body: dict[str, Any]
+    ) -> None:
+        """A load request (a warm-up): the model gets onto the GPU as for any request (in line, making
+        room, ``load_s``), but no parallel slot is taken and nothing is generated; ``keep_alive`` 0
+        unloads an idle model instead. Answered once the model is in memory."""
+        if body.get("keep_alive") in (0, "0", "0s"):
+            if state.loaded and state.refs == 0:
+                state.loaded = False
+                self.events.append(BoxEvent("evict", sim.name))
+                self._notify()
+        else:
+            await self._admit(sim, state, _Timing(), slot=False)
+            state.refs -= 1
+            state.last_used = self._now()
+            self._notify()
+        await self._finish(self._send(conn, answer, None))
+
+    async def _admit(self, sim: SimModel, state: ModelState, timing: _Timing, *, slot: bool = True) -> None:
         """Get the model onto the GPU (loading it, evicting idle models, when it is cold), then take
-        one of its parallel slots.
+        one of its parallel slots (``slot``; a load request takes none, and waits only for the model).
 
         As Ollama's scheduler does, requests get a model in arrival order: one whose model must wait for
         room holds up those behind it (head of line), so a load is never starved by busy models.
@@ -306,9 +334,12 @@ class FakeGpuBox(FakeServer):
                     state.loading = must_load = True
                 state.refs += 1
                 counted = True
-                await cond.wait_for(lambda: state.running < sim.parallel and (must_load or state.loaded))
-                state.running += 1
-                state.peak_running = max(state.peak_running, state.running)
+                if slot:
+                    await cond.wait_for(lambda: state.running < sim.parallel and (must_load or state.loaded))
+                    state.running += 1
+                    state.peak_running = max(state.peak_running, state.running)
+                elif not must_load:
+                    await cond.wait_for(lambda: state.loaded)
         except BaseException:
             if counted:
                 state.refs -= 1
@@ -325,7 +356,7 @@ class FakeGpuBox(FakeServer):
             await asyncio.sleep(sim.load_s)
         except BaseException:
             state.loading = False
-            state.running -= 1
+            state.running -= 1 if slot else 0
             state.refs -= 1
             self._notify()
             raise

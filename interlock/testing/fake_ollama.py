@@ -1,4 +1,5 @@
-"""A fake Ollama worker: /api/tags, /api/show, /api/ps, /api/chat (NDJSON or JSON), /api/embed, /api/version.
+"""A fake Ollama worker: /api/tags, /api/show, /api/ps, /api/chat (NDJSON or JSON), /api/generate,
+/api/embed, /api/version.
 
 Shapes follow docs/wire-formats.md: streams are NDJSON and on by default, the last chunk
 carries ``done``, ``done_reason`` and the duration/count fields, native tool calls carry object
@@ -11,7 +12,10 @@ Model metadata as real Ollama reports it: ``/api/show`` gives capabilities, the 
 lists loaded models with the context they were loaded with (``ModelSpec.loaded_context``, else the
 ``options.num_ctx`` of the request that loaded them, else the Modelfile's, else 4096).
 ``fail_metadata()`` makes /api/show and /api/ps answer 500 (the /api/tags probe keeps passing);
-``calls(model)`` counts the chat (or other) requests a model received.
+``calls(model)`` counts the chat (or other) requests a model received. A load request (``/api/generate``
+without a prompt, as a warm-up sends, or ``/api/chat`` with ``messages: []``) loads the model and
+answers one JSON object with ``done_reason: "load"`` (``keep_alive`` 0: unloads it, ``"unload"``);
+``keep_alive[model]`` is what the last request for it set (None: Ollama's default timer).
 
 Tool calls: the first tool offered, with the arguments its JSON schema implies, or the calls scripted in
 ``Reply.tool_calls`` (several at once, as a model calling tools in parallel does); see ``replies``.
@@ -117,6 +121,7 @@ class FakeOllama(FakeServer):
             if spec.loaded or spec.loaded_context
         }
         self._metadata_down = False
+        self.keep_alive: dict[str, Any] = {}  # model -> the keep_alive the last request set (Ollama's timer)
 
     def routes(self) -> dict[tuple[str, str], Route]:
         return {
@@ -124,6 +129,7 @@ class FakeOllama(FakeServer):
             ("POST", "/api/show"): self._show,
             ("GET", "/api/ps"): self._ps,
             ("POST", "/api/chat"): self._chat,
+            ("POST", "/api/generate"): self._generate,
             ("POST", "/api/embed"): self._embed,
             ("GET", "/api/version"): self._version,
         }
@@ -196,13 +202,25 @@ class FakeOllama(FakeServer):
         return dict(self._loaded)
 
     def _load(self, spec: ModelSpec, body: dict[str, Any]) -> None:
-        """A request loads its model; with another ``num_ctx`` than loaded, Ollama reloads it."""
+        """A request loads its model; with another ``num_ctx`` than loaded, Ollama reloads it. Every
+        request resets the model's timer to its ``keep_alive``, or to the server's default when it names
+        none (recorded as ``None``)."""
+        self.keep_alive[spec.full_name] = body.get("keep_alive")
         options = body.get("options")
         asked = options.get("num_ctx") if isinstance(options, dict) else None
         if isinstance(asked, int) and asked > 0:
             self._loaded[spec.full_name] = asked
         elif spec.full_name not in self._loaded:
             self._loaded[spec.full_name] = spec.num_ctx or DEFAULT_CONTEXT
+
+    def _load_only(self, spec: ModelSpec, body: dict[str, Any]) -> str:
+        """A load request's work: ``keep_alive`` 0 unloads the model, anything else loads it; the
+        ``done_reason`` Ollama answers with."""
+        if body.get("keep_alive") in (0, "0", "0s"):
+            self._loaded.pop(spec.full_name, None)
+            return "unload"
+        self._load(spec, body)
+        return "load"
 
     def _think_refusal(self, spec: ModelSpec, body: dict[str, Any]) -> ErrorAnswer | None:
         think = body.get("think")
@@ -247,6 +265,47 @@ class FakeOllama(FakeServer):
             }
         )
 
+    def _generate(self, incoming: Incoming) -> Answer:
+        """``POST /api/generate``. Without a prompt it only loads the model (or, with ``keep_alive`` 0,
+        unloads it) and answers one JSON object, stream or not, as Ollama's handler does:
+        ``{"model", "created_at", "response": "", "done": true, "done_reason": "load"}``; an
+        embedding-only model answers 400 ``"x" does not support generate``. With a prompt: a completion
+        whose chunks carry ``response``."""
+        spec = self._find(incoming.model)
+        if isinstance(spec, ErrorAnswer):
+            return spec
+        if "completion" not in spec.capabilities:
+            return ErrorAnswer(400, f'"{incoming.model}" does not support generate')
+        body: dict[str, Any] = incoming.body
+        created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        prompt = body.get("prompt")
+        if not prompt:
+            reason = self._load_only(spec, body)
+            head = {"model": incoming.model, "created_at": created, "response": ""}
+            return JsonAnswer({**head, "done": True, "done_reason": reason})
+        self._load(spec, body)
+        pieces = split_text(self.reply.render(self.name, incoming.model or ""), self.reply.chunks)
+        final = {
+            "model": incoming.model,
+            "created_at": created,
+            "response": "",
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": 123_000_000,
+            "load_duration": 1_000_000,
+            "prompt_eval_count": len(str(prompt).split()),
+            "prompt_eval_duration": 20_000_000,
+            "eval_count": len(pieces),
+            "eval_duration": 100_000_000,
+        }
+        if body.get("stream", True) is False:
+            return JsonAnswer({**final, "response": "".join(pieces)})
+        frames = [
+            _line({"model": incoming.model, "created_at": created, "response": piece, "done": False})
+            for piece in pieces
+        ]
+        return StreamAnswer(_NDJSON, [*frames, _line(final)])
+
     def _version(self, incoming: Incoming) -> Answer:
         return JsonAnswer({"version": self.version})
 
@@ -256,6 +315,14 @@ class FakeOllama(FakeServer):
             return spec
         body: dict[str, Any] = incoming.body
         messages = body.get("messages")
+        if messages == []:  # Ollama's load request: the model is loaded (or unloaded), nothing generated
+            created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            reason = self._load_only(spec, body)
+            empty = {"role": "assistant", "content": ""}
+            return JsonAnswer(
+                {"model": incoming.model, "created_at": created, "message": empty, "done": True}
+                | {"done_reason": reason}
+            )
         if not isinstance(messages, list):
             return ErrorAnswer(400, "messages must be an array")
         if body.get("tools") and "tools" not in spec.capabilities:

@@ -290,7 +290,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("worker-moved", _move_worker, _k("worker-moved", "slots-changed")),
     Scenario("worker-url", _worker_set("gpu-b", "url", "http://10.0.0.20:11434"), _k("worker-url-changed")),
     Scenario("profile", _worker_set("gpu-a", "profile", "rtx4090"), _k("profile-changed", "queue-changed")),
-    Scenario("hardware", _profile_vram, _k("hardware-changed")),
+    Scenario("hardware", _profile_vram, _k("hardware-changed", "placement-changed")),  # the budget too
     Scenario(
         "max-concurrent",
         _worker_set("gpu-b", "max_concurrent", 2),
@@ -312,7 +312,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("health", _set(("health", "open_for"), "30s"), _k("health-changed")),
     Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
     Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
-    Scenario("routing", _set(("routing", "avoid_vram_percent"), 80), _k("routing-changed")),
+    Scenario(
+        "routing", _set(("routing", "avoid_vram_percent"), 80), _k("routing-changed", "placement-changed")
+    ),  # placement's budgets are that share of each worker's memory
+    Scenario("placement", _set(("routing", "placement"), {"warm": True}), _k("placement-changed")),
     Scenario(
         "fallback-after",
         _alias("acme/chat", "fallback_after", "2s"),

@@ -272,6 +272,13 @@ MIRRORED = {
     ("workers", "*", "patterns", "*", "match"): "derived from `pattern`",
     ("workers", "*", "patterns", "*", "prefix"): "derived from `pattern`",
     ("providers", "*", "workers", "+"): "membership mirrors `workers.*.provider`; order is compared",
+    ("placement", "models", "*", "candidate"): "placement's ranking follows the chains (alias changes)",
+    ("placement", "models", "*", "provider"): "the candidate's part before `/`",
+    ("placement", "models", "*", "model"): "the candidate's part after `/`",
+    ("placement", "models", "*", "position"): "derived from the chains (alias changes)",
+    ("placement", "models", "*", "aliases"): "derived from the chains (alias changes)",
+    ("placement", "homeless", "+"): "derived from `homes`, compared",
+    ("placement", "homeless"): "derived from `homes`, compared",
     ("access", "tenants", "*", "name"): "the key",
     ("access", "keys", "*", "id"): "the key",
     **{
@@ -283,6 +290,8 @@ MIRRORED = {
 }
 
 FILL: dict[str, object] = {
+    "gpu-b": 8.0,  # placement.budgets_gib.<worker>: a worker's memory, unknown -> known
+    "cpu-a": 8.0,
     "profile": "other",
     "max_connections": 2048,
     "hardware": {
@@ -342,6 +351,9 @@ _KEYED = {
     "tenants",
     "keys",
     "prices",
+    "homes",
+    "budgets_gib",
+    "footprint_gib",
 }
 
 

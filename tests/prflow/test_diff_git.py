@@ -54,6 +54,7 @@ EXPECTED = [
     ("first-choice-changed", None),
     ("chain-reordered", None),
     ("hardware-changed", "vram_gib"),
+    ("placement-changed", "budget_gib"),  # placement's budget is a share of that memory
 ]
 
 
@@ -75,7 +76,7 @@ def test_the_working_tree_is_head_and_refs_ignore_it(repo: ConfigTree, capsys) -
 def test_the_text_names_the_ref(repo: ConfigTree, capsys) -> None:
     assert main(["diff", "--base-ref", "HEAD~1", "config.yaml"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first == "3 changes from config.yaml@HEAD~1 to config.yaml (2 routing, 1 capacity)"
+    assert first == "4 changes from config.yaml@HEAD~1 to config.yaml (2 routing, 2 capacity)"
 
 
 def test_a_renamed_config_is_diffed_against_its_old_name(repo: ConfigTree, capsys) -> None:

@@ -70,6 +70,28 @@ def test_a_cold_model_is_loaded_once_and_then_answers_warm() -> None:
     run(test, models=[A, B, C], vram_bytes=5 * GIB)
 
 
+def test_a_load_request_loads_without_a_slot_and_makes_room_as_a_request_would() -> None:
+    async def test(box: FakeGpuBox, http: aiohttp.ClientSession) -> None:
+        assert (await chat(http, "model-a:1b"))[0] == 200
+        assert (await chat(http, "model-b:1b"))[0] == 200
+        box.hold()  # generation stops, but a load request generates nothing: it is answered all the same
+        async with http.post("/api/generate", json={"model": "model-c:1b", "keep_alive": -1}) as response:
+            answer = await response.json(content_type=None)
+        assert (response.status, answer["done_reason"], answer["response"]) == (200, "load", "")
+        assert box.events[-2:] == [BoxEvent("evict", "model-a:1b"), BoxEvent("load", "model-c:1b")]
+        assert box.state["model-c:1b"].served == 0
+        assert box.running() == 0
+        assert box.wire.keep_alive["model-c:1b"] == -1
+        async with http.post("/api/chat", json={"model": "model-b:1b", "messages": []}) as response:
+            again = await response.json(content_type=None)
+        assert again["done_reason"] == "load"
+        assert box.loads == 3  # model-b was loaded: nothing to do
+        box.release()
+        assert await ps(http) == [("model-b:1b", 2 * GIB), ("model-c:1b", 2 * GIB)]
+
+    run(test, models=[A, B, C], vram_bytes=5 * GIB)
+
+
 def test_the_least_recently_used_idle_model_is_evicted_when_a_new_one_does_not_fit() -> None:
     async def test(box: FakeGpuBox, http: aiohttp.ClientSession) -> None:
         for model in ("model-a:1b", "model-b:1b", "model-a:1b", "model-c:1b"):

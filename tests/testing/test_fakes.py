@@ -207,7 +207,8 @@ def test_ollama_shapes() -> None:
         assert show["model_info"]["qwen3.context_length"] == 40960
         assert show["parameters"].splitlines()[0].split() == ["num_ctx", "16384"]
         assert orjson.loads(_call(fake.url + "/api/ps")[1]) == {"models": []}
-        status, body, headers = _call(fake.url + "/api/chat", {"model": "qwen3:8b", "messages": []})
+        hi = [{"role": "user", "content": "hi"}]
+        status, body, headers = _call(fake.url + "/api/chat", {"model": "qwen3:8b", "messages": hi})
         assert headers["Content-Type"] == "application/x-ndjson"
         lines = [orjson.loads(line) for line in body.splitlines()]
         assert lines[-1]["done"] is True
@@ -226,9 +227,69 @@ def test_ollama_shapes() -> None:
         )
 
 
+def test_ollama_load_requests_answer_as_ollama_does() -> None:
+    """A load request (a warm-up): ``/api/generate`` without a prompt, or ``/api/chat`` with no messages,
+    loads the model and answers one JSON object (stream or not), as Ollama's handlers do; ``keep_alive``
+    0 unloads it; an embedding-only model cannot generate; the keep_alive each request set is kept."""
+    models = [
+        ModelSpec("qwen3:8b", ("completion", "tools"), num_ctx=8192),
+        ModelSpec("all-minilm", ("embedding",)),
+    ]
+    with FakeOllama(models=models) as fake:
+        load = {"model": "qwen3:8b", "keep_alive": -1, "options": {"num_ctx": 4096}}
+        status, body, headers = _call(fake.url + "/api/generate", load)
+        answer = orjson.loads(body)
+        assert status == 200
+        assert headers["Content-Type"].startswith("application/json")
+        assert set(answer) == {"model", "created_at", "response", "done", "done_reason"}
+        assert (answer["model"], answer["response"], answer["done"], answer["done_reason"]) == (
+            "qwen3:8b",
+            "",
+            True,
+            "load",
+        )
+        assert fake.loaded() == {"qwen3:8b": 4096}
+        assert fake.keep_alive == {"qwen3:8b": -1}
+        unload = orjson.loads(_call(fake.url + "/api/generate", {"model": "qwen3:8b", "keep_alive": 0})[1])
+        assert unload["done_reason"] == "unload"
+        assert fake.loaded() == {}
+        chat = orjson.loads(_call(fake.url + "/api/chat", {"model": "qwen3:8b", "messages": []})[1])
+        assert chat["message"] == {"role": "assistant", "content": ""}
+        assert (chat["done"], chat["done_reason"]) == (True, "load")
+        assert fake.loaded() == {"qwen3:8b": 8192}  # the Modelfile's num_ctx
+        assert fake.keep_alive == {"qwen3:8b": None}  # none named: Ollama's default timer
+        status, body, _ = _call(fake.url + "/api/generate", {"model": "all-minilm"})
+        assert (status, orjson.loads(body)) == (400, {"error": '"all-minilm" does not support generate'})
+        status, body, _ = _call(
+            fake.url + "/api/generate", {"model": "qwen3:8b", "prompt": "hi", "stream": False}
+        )
+        done = orjson.loads(body)
+        assert (status, done["done_reason"], bool(done["response"])) == (200, "stop", True)
+
+
+def test_the_official_ollama_client_loads_and_unloads_through_the_fake() -> None:
+    """What Ollama's own client documents for loading a model (an empty prompt, or no messages, with
+    ``keep_alive``) is parsed by it from the fake's answers."""
+    import ollama
+
+    with FakeOllama(models=[ModelSpec("qwen3:8b")]) as fake:
+        client = ollama.Client(host=fake.url)
+        loaded = client.generate(model="qwen3:8b", prompt="", keep_alive=-1)
+        assert (loaded.done, loaded.done_reason, loaded.response) == (True, "load", "")
+        assert fake.loaded() == {"qwen3:8b": 4096}
+        assert fake.keep_alive == {"qwen3:8b": -1}
+        unloaded = client.generate(model="qwen3:8b", keep_alive=0)
+        assert unloaded.done_reason == "unload"
+        assert fake.loaded() == {}
+        chat = client.chat(model="qwen3:8b", messages=[], keep_alive="30m")
+        assert (chat.done_reason, chat.message.role, chat.message.content) == ("load", "assistant", "")
+        assert fake.keep_alive == {"qwen3:8b": "30m"}
+
+
 def test_reply_settings() -> None:
     with FakeOllama(reply=Reply(text="a b c d", chunks=2, chunk_delay_s=0.01)) as fake:
-        body = _call(fake.url + "/api/chat", {"model": "llama3.2:3b", "messages": []})[1]
+        hi = [{"role": "user", "content": "hi"}]
+        body = _call(fake.url + "/api/chat", {"model": "llama3.2:3b", "messages": hi})[1]
         contents = [orjson.loads(line)["message"]["content"] for line in body.splitlines()]
         assert contents == ["a b ", "c d", ""]
 
@@ -315,7 +376,12 @@ WEATHER_TOOL = {
 
 def test_ollama_fake_calls_a_tool_with_the_arguments_its_schema_implies() -> None:
     with FakeOllama() as fake:
-        body = {"model": "llama3.2:3b", "messages": [], "tools": [WEATHER_TOOL], "stream": False}
+        body = {
+            "model": "llama3.2:3b",
+            "messages": [{"role": "user", "content": "weather?"}],
+            "tools": [WEATHER_TOOL],
+            "stream": False,
+        }
         (call,) = orjson.loads(_call(fake.url + "/api/chat", body)[1])["message"]["tool_calls"]
         assert call == {
             "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 1}}
@@ -330,7 +396,11 @@ def test_ollama_fake_answers_scripted_tool_calls_for_the_tools_offered() -> None
     )
     clock = {"type": "function", "function": {"name": "get_time"}}
     with FakeOllama(reply=Reply(tool_calls=script)) as fake:
-        body = {"model": "llama3.2:3b", "messages": [], "tools": [WEATHER_TOOL, clock]}
+        body = {
+            "model": "llama3.2:3b",
+            "messages": [{"role": "user", "content": "weather?"}],
+            "tools": [WEATHER_TOOL, clock],
+        }
         lines = [orjson.loads(line) for line in _call(fake.url + "/api/chat", body)[1].splitlines()]
         assert [c["function"] for c in lines[0]["message"]["tool_calls"]] == [
             {"name": "get_time", "arguments": {"zone": "CET"}},

@@ -10,6 +10,7 @@ from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
 from interlock.compiler.passes.cors import cors
 from interlock.compiler.passes.health import health
+from interlock.compiler.passes.placement import placement
 from interlock.compiler.passes.preflight import preflight
 from interlock.compiler.passes.providers import providers
 from interlock.compiler.passes.routing import routing
@@ -33,6 +34,7 @@ PASSES: tuple[Pass, ...] = (
     preflight,  # preflight settings, context limits within model maxima
     vram,  # weights + KV cache at full slots against worker memory
     routing,  # worker-choice weights and saturation policies in range
+    placement,  # workers' memory + models' sizes -> which models stay loaded where
     access,  # tenants, keys, ACL patterns and prices; secrets only as variable names or hashes
     usage,  # warnings about unused parts
 )

@@ -2,15 +2,14 @@
 
 weights = `models.<id>.size_gib`; KV cache = slots x context x `kv_bytes_per_token`, where slots is the
 model's slot limit on the worker and context its limit there (`context_limits`, else the worker's or
-the plan's default). A model without both facts, or a worker without known memory, is not checked.
+the plan's default): ``placement.footprint_of``. A model without both facts, or a worker without known
+memory (`memory_gib`, else its profile's), is not checked.
 """
 
 from __future__ import annotations
 
 from interlock.compiler.context import CompileContext, Worker
-from interlock.patterns import slot_limit
-
-GIB = 1024**3
+from interlock.compiler.placement import GIB, footprint_of
 
 
 def vram(ctx: CompileContext) -> None:
@@ -21,34 +20,20 @@ def vram(ctx: CompileContext) -> None:
             provider, _, model = link.candidate.partition("/")
             models_by_provider.setdefault(provider, set()).add(model)
     for worker in ctx.workers.values():
-        memory = _memory_gib(worker)
+        memory = worker.memory()
         if memory is None:
             continue
         for model in sorted(models_by_provider.get(worker.provider, ())):
             _check(ctx, worker, model, memory)
 
 
-def _memory_gib(worker: Worker) -> float | None:
-    hardware = worker.profile.hardware if worker.profile else None
-    if hardware is None:
-        return None
-    return hardware.system_memory_gib if hardware.unified_memory else hardware.vram_gib
-
-
 def _check(ctx: CompileContext, worker: Worker, model: str, memory: float) -> None:
-    facts = ctx.models.get(f"{worker.provider}/{model}")
-    if facts is None or facts.facts.size_gib is None or facts.facts.kv_bytes_per_token is None:
+    foot = footprint_of(ctx, worker, model)
+    if foot is None or foot.kv is None or foot.context is None:
         return
-    weights, per_token = facts.facts.size_gib, facts.facts.kv_bytes_per_token
-    context = (
-        worker.context_limits.get(model)
-        or worker.default_context_tokens
-        or ctx.preflight.default_context_tokens
-    )
-    if context is None or context < 1:
-        return
-    slots = slot_limit(worker.patterns, worker.max_concurrent, model)
-    kv = slots * context * per_token / GIB
+    weights, kv, slots, context = foot.weights, foot.kv, foot.slots, foot.context
+    per_token = ctx.models[f"{worker.provider}/{model}"].facts.kv_bytes_per_token
+    assert per_token is not None  # a footprint with a KV part has it
     if weights + kv <= memory:
         return
     free = (memory - weights) * GIB

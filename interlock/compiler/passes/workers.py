@@ -162,6 +162,7 @@ def _worker(
             telemetry=telemetry,
             on_saturation=section.on_saturation,
             server=_server(ctx, provider, section, own),
+            memory_gib=section.memory_gib,
         ),
     )
 

@@ -2,6 +2,8 @@
 
 - ``options.num_ctx``: the effective context of the chosen route, unless the caller set one (checked
   by the needs and the context guard). Without it Ollama uses its own default and truncates silently.
+- ``keep_alive``: the plan's, on a placed model's home worker, unless the caller set one
+  (``fleet.placement``: Ollama resets a loaded model's timer on every request that names none).
 - ``think`` (and ``reasoning_effort``, which the adapter turns into ``think``): kept only where the model
   is known to think; dropped elsewhere, and the response says so (Ollama answers 400 to ``think`` for
   a model without the capability). A caller who *requires* thinking never gets here with such a model
@@ -12,7 +14,7 @@ The caller's body is never changed: a changed copy goes into ``admission.body``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from interlock.runtime.fleet.facts import FactsTable
@@ -22,9 +24,14 @@ from interlock.runtime.guards import Admission, Guard
 THINK_KEYS = ("think", "reasoning_effort")
 
 
+KeepAlive = Callable[[str, str], int | None]
+"""``(worker label, model as /api/ps names it) -> keep_alive seconds``; None: not a home."""
+
+
 class OllamaOptionsGuard(Guard):
-    def __init__(self, facts: FactsTable) -> None:
+    def __init__(self, facts: FactsTable, keep_alive: KeepAlive | None = None) -> None:
         self.facts = facts
+        self.keep_alive = keep_alive
 
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         candidate, route, preflight = admission.candidate, admission.route, admission.preflight
@@ -40,6 +47,11 @@ class OllamaOptionsGuard(Guard):
                 out["options"] = (
                     {**options, "num_ctx": window} if isinstance(options, Mapping) else {"num_ctx": window}
                 )
+        if self.keep_alive is not None and "keep_alive" not in body:
+            pinned = self.keep_alive(route.endpoint.label, candidate.facts_key)
+            if pinned is not None:
+                out = dict(body) if out is None else out
+                out["keep_alive"] = pinned
         if "think" in body or "reasoning_effort" in body:
             caps = capabilities_on(route, candidate, self.facts)
             if caps is None or "thinking" not in caps:

@@ -374,6 +374,8 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
         "usage": usage_report(live.ledger, plan),
         "candidates": candidates,
     }
+    if live.placement is not None and live.placement.shown(plan):  # only where placement can place
+        report["placement"] = live.placement.report(plan)
     if plan.routing.sticky is not None:  # only when sticky sessions are on
         report["sticky_sessions"] = {"sessions": len(live.sticky), "repinned": live.sticky.repinned}
     return report

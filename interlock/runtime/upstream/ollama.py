@@ -5,7 +5,8 @@ Translation both ways lives in ``ollama_wire``; this module only sends. An Ollam
 request (``Native``) goes as it came but for the fields the gateway owns (``ollama_wire.relayed_request``),
 and its answer and lines come back whole (``Relayed``). A request Ollama cannot carry
 raises ``CannotServe`` from the translation, before anything is sent. Probe: GET /api/tags.
-``metadata`` fetches /api/show, /api/ps and /api/tags for the metadata fetcher (outside the request path).
+``metadata`` fetches /api/show, /api/ps and /api/tags for the metadata fetcher, ``load`` warms a model for
+placement (both outside the request path).
 """
 
 from __future__ import annotations
@@ -91,6 +92,16 @@ class OllamaAdapter(Adapter):
         if model is None:
             return await request_json(self._client, probe, "GET", path, None)
         return await request_json(self._client, probe, "POST", path, orjson.dumps({"model": model}))
+
+    async def load(self, endpoint: Endpoint, model: str, keep_alive_s: int, num_ctx: int | None) -> Any:
+        """Load ``model`` and keep it ``keep_alive_s`` seconds (-1: forever): ``POST /api/generate``
+        without a prompt, which Ollama answers once the model is in memory with ``done_reason: "load"``
+        (the warm-up, outside the request path). ``num_ctx`` is the context the gateway's requests send
+        there: a load with another one would be reloaded by the first request."""
+        body: dict[str, Any] = {"model": model, "keep_alive": keep_alive_s, "stream": False}
+        if num_ctx is not None:
+            body["options"] = {"num_ctx": num_ctx}
+        return await request_json(self._client, endpoint, "POST", "/api/generate", orjson.dumps(body))
 
 
 def _named(model: str) -> str:

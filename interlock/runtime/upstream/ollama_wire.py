@@ -410,8 +410,9 @@ def relayed_request(
     native: Mapping[str, Any], body: Mapping[str, Any], model: str, *, stream: bool
 ) -> dict[str, Any]:
     """An Ollama caller's own ``/api/chat`` request for a worker: as it came, but for what the gateway
-    owns: ``model``, ``stream``, the ``options.num_ctx`` the guards chose and a ``think`` they took out
-    (``body`` is the internal form as the guards left it)."""
+    owns: ``model``, ``stream``, the ``options.num_ctx`` the guards chose, a ``think`` they took out and
+    the ``keep_alive`` they pinned where the caller set none (``body``: the internal form as the guards
+    left it)."""
     request = dict(native)
     request["model"] = model
     request["stream"] = stream
@@ -424,6 +425,8 @@ def relayed_request(
             request["options"] = {**sent, "num_ctx": window}
     if "think" in request and "think" not in body and "reasoning_effort" not in body:
         del request["think"]
+    if "keep_alive" not in request and body.get("keep_alive") is not None:  # a placed model's pin
+        request["keep_alive"] = body["keep_alive"]
     return request
 
 

@@ -126,6 +126,25 @@ def loaded_models(live: LiveState, worker: str) -> list[dict[str, Any]] | None:
     return [{"model": model, "context_tokens": ctx} for model, ctx in sorted(loaded.items())]
 
 
+def placed_models(live: LiveState, worker: str) -> dict[str, Any] | None:
+    """The models placement keeps loaded on ``worker`` and what their warm-up found; None where placement
+    is neither on nor able to place anything (``runtime.fleet.placement``)."""
+    plan = live.plan
+    if live.placement is None or not live.placement.shown(plan):
+        return None
+    known = live.placement.budgets.get(worker)
+    budget = known[0] if known is not None else None
+    homes = live.placement.homes.get(worker, ())
+    return {
+        "budget_gib": budget,
+        "warm": plan.placement.warm,
+        "models": [
+            {"model": h.model, "footprint_gib": h.footprint_gib, "state": h.state, "source": h.size_source}
+            for h in homes
+        ],
+    }
+
+
 def model_facts(live: LiveState, candidate: Candidate) -> list[dict[str, Any]]:
     """Per route of a candidate: capabilities and context, live where a worker said, else declared."""
     facts = live.facts
@@ -215,6 +234,7 @@ def workers(at: Moment) -> dict[str, Any]:
                 "slots": slots,
                 "occupancy": [(p.at - now, p.slots_in_use.get(name, 0)) for p in points],
                 "loaded": loaded_models(live, name),
+                "placed": placed_models(live, name),
                 "telemetry": telemetry(live, name),
             }
         )
