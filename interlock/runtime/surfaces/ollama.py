@@ -274,7 +274,7 @@ class Chat(_Native):
         _carry(body, internal)
         stream = _stream_flag(body)
         parsed = chat_request(model, stream, internal)
-        parsed.native = Native("ollama", body)  # to a worker: as it came (``ollama_wire.relayed_request``)
+        parsed.native = Native("ollama", body)  # to a worker: as it came (``wire.ollama.relayed_request``)
         return parsed
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:

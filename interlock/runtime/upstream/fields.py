@@ -215,7 +215,7 @@ DROPS: dict[tuple[str, str], Drops] = {
     ("openai", "embeddings"): Drops(dropped=OPENAI_STRIPPED),
     ("ollama", "chat"): Drops(carried=_carried(CHAT_FIELDS + NATIVE_FIELDS)),
     ("ollama", "embeddings"): Drops(carried=_carried(EMBEDDING_FIELDS)),
-    # the Anthropic adapter builds its request anew (``anthropic_wire``): these are what it reads
+    # the Anthropic adapter builds its request anew (``wire.anthropic``): these are what it reads
     ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT),
     ("anthropic", "embeddings"): Drops(carried=frozenset()),  # refused before any call
 }

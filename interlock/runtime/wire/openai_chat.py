@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -15,3 +16,8 @@ def call_arguments(arguments: Any) -> Any:
     if isinstance(arguments, str):
         return orjson.loads(arguments) if arguments.strip() else {}
     return {} if arguments is None else arguments
+
+
+def completion_id() -> str:
+    """A fresh ``chat.completion`` id (for answers translated from another format)."""
+    return f"chatcmpl-{random.getrandbits(96):024x}"
