@@ -6,7 +6,6 @@ from __future__ import annotations
 import abc
 import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,17 +60,6 @@ def chat_request(model: str | None, stream: bool, internal: dict[str, Any]) -> P
         internal["stream"] = True
         internal["stream_options"] = {"include_usage": True}
     return Parsed("chat", model, stream, internal, model)
-
-
-def first_choice(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The first choice of an OpenAI-shaped answer (empty when there is none)."""
-    choice: dict[str, Any] = (result.get("choices") or [{}])[0]
-    return choice
-
-
-def reasoning(part: Mapping[str, Any]) -> Any:
-    """The reasoning text of an answer's message or a stream's delta: providers name it either way."""
-    return part.get("reasoning") or part.get("reasoning_content")
 
 
 @dataclass(slots=True)

@@ -43,14 +43,12 @@ from interlock.runtime.surfaces.base import (
     StreamRender,
     Surface,
     chat_request,
-    first_choice,
-    reasoning,
 )
 from interlock.runtime.surfaces.openai import check_model
 from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
 from interlock.runtime.wire.ollama import data_url
-from interlock.runtime.wire.openai_chat import call_arguments
+from interlock.runtime.wire.openai_chat import call_arguments, first_choice, reasoning
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices

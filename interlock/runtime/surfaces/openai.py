@@ -40,13 +40,6 @@ def _error(failure: Failure) -> bytes:
     return error_body(failure.message, failure.type, param=failure.param, code=failure.code)
 
 
-def cached_tokens(usage: Mapping[str, Any]) -> int:
-    """How much of an OpenAI usage's prompt was read from the provider's cache (0 when unsaid)."""
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    return cached if isinstance(cached, int) and not isinstance(cached, bool) else 0
-
-
 # -- request checks --------------------------------------------------------------------------------
 
 

@@ -40,16 +40,14 @@ from interlock.runtime.surfaces.base import (
     StreamRender,
     Surface,
     chat_request,
-    first_choice,
-    reasoning,
 )
 from interlock.runtime.surfaces.openai import (
     SSE_HEADERS,
-    cached_tokens,
     check_model,
     check_stream,
     error_body,
 )
+from interlock.runtime.wire.openai_chat import cached_tokens, first_choice, reasoning
 
 
 def _id(prefix: str) -> str:

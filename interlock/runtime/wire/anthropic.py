@@ -21,20 +21,33 @@ transient 529).
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from interlock.runtime.asgi import json_type
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.upstream.base import Endpoint, RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.sse import SSEEvents
-from interlock.runtime.wire.openai_chat import call_arguments, completion_id
+from interlock.runtime.wire.openai_chat import (
+    cached_tokens,
+    call_arguments,
+    completion_id,
+    first_choice,
+    reasoning,
+)
 
 DEFAULT_MAX_TOKENS = 4096
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+FINISH_REASONS = {  # Anthropic's stop_reason -> OpenAI's finish_reason (STOP_REASONS: the other way)
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+}
 _STATUSES = {"overloaded_error": 529, "api_error": 500, "not_found_error": 404, "permission_error": 403}
 
 
@@ -59,6 +72,283 @@ def url_source(url: str) -> dict[str, Any]:
     return {"type": "url", "url": url}
 
 
+def _text(content: Any) -> str:
+    """The text of a string or of the ``text`` blocks (or parts) of a list, joined by newlines."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            text
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(text := p.get("text"), str)
+        )
+    return ""
+
+
+def _call(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``tool_use`` block as an OpenAI tool call (its ``input`` as a JSON string)."""
+    function = {"name": block.get("name", ""), "arguments": orjson.dumps(block.get("input") or {}).decode()}
+    return {"id": block.get("id", ""), "type": "function", "function": function}
+
+
+STOP_REASONS = {  # OpenAI's finish_reason -> Anthropic's stop_reason
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def message_id() -> str:
+    return f"msg_{random.getrandbits(96):024x}"
+
+
+# -- the client side: a Messages request as the internal form, an answer as a Messages answer ---
+
+# -- requests --------------------------------------------------------------------------------------
+
+
+def _checked_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise InvalidRequest(f"`{where}` must be a string or an array of content blocks")
+    for number, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise InvalidRequest(f"`{where}[{number}]` must be a content block with a `type`")
+    return content
+
+
+def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
+    url = source_url(block.get("source"))
+    if url is None:
+        raise InvalidRequest(f"`{where}.source` must be a base64 or url image source")
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _turn(index: int, message: Any) -> list[dict[str, Any]]:
+    """One Anthropic message as internal messages (tool results first, as ``tool`` messages)."""
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
+    role = message.get("role")
+    if role == "system":  # mid-conversation system turns (Claude Code's beta): kept where they are
+        return [
+            {"role": "system", "content": _text(_checked_blocks(message.get("content"), f"{where}.content"))}
+        ]
+    if role not in ("user", "assistant"):
+        raise InvalidRequest(f"`{where}.role` must be `user`, `assistant` or `system`")
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    for number, block in enumerate(_checked_blocks(message.get("content"), f"{where}.content")):
+        kind = block["type"]
+        if kind == "text":
+            text = block.get("text", "")
+            if not isinstance(text, str):
+                raise InvalidRequest(f"`{where}.content[{number}].text` must be a string")
+            parts.append({"type": "text", "text": text})
+        elif kind == "image":
+            parts.append(_image(block, f"{where}.content[{number}]"))
+        elif kind == "tool_use" and role == "assistant":
+            calls.append(_call(block))
+        elif kind == "tool_result" and role == "user":
+            text = _text(block.get("content"))
+            if block.get("is_error"):
+                text = f"error: {text}"
+            out.append({"role": "tool", "tool_call_id": block.get("tool_use_id", ""), "content": text})
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            thinking = block.get("thinking", "")
+            if not isinstance(thinking, str):
+                raise InvalidRequest(f"`{where}.content[{number}].thinking` must be a string")
+            reasoning.append(thinking)
+        else:
+            raise InvalidRequest(f"`{where}.content[{number}]`: a {kind!r} block is not supported here")
+    if parts or calls or not out:
+        text_only = all(p["type"] == "text" for p in parts)
+        content: Any = "\n".join(p["text"] for p in parts) if text_only else parts
+        turn: dict[str, Any] = {"role": role, "content": content}
+        if calls:
+            turn["tool_calls"] = calls
+        if reasoning:
+            turn["reasoning"] = "\n".join(reasoning)
+        out.append(turn)
+    return out
+
+
+def _tools(tools: Any, dropped: list[str]) -> list[dict[str, Any]]:
+    """Function tools for the client tools; server tools (a ``type`` such as ``web_search_20250305``,
+    run by Anthropic) are left out and named in ``dropped`` (``tools.web_search_20250305``)."""
+    if not isinstance(tools, list):
+        raise InvalidRequest("`tools` must be an array")
+    out = []
+    for number, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            raise InvalidRequest(f"`tools[{number}].name` must be a string")
+        kind = tool.get("type")
+        if kind not in (None, "custom"):
+            if f"tools.{kind}" not in dropped:
+                dropped.append(f"tools.{kind}")
+            continue
+        function: dict[str, Any] = {"name": tool["name"], "parameters": tool.get("input_schema") or {}}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _openai_tool_choice(choice: Any) -> Any:
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind == "auto":
+        return "auto"
+    if kind == "any":
+        return "required"
+    if kind == "none":
+        return "none"
+    if kind == "tool" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise InvalidRequest("`tool_choice.type` must be auto, any, tool (with a name) or none")
+
+
+# the request fields the internal form carries, as they are or translated
+_READ = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "stream",
+    }
+)
+
+
+def _cache_marks(body: dict[str, Any]) -> bool:
+    """Whether any system, message or tool block carries ``cache_control`` (a chat upstream has none)."""
+    system = body.get("system")
+    blocks: list[Any] = [*system] if isinstance(system, list) else []
+    tools = body.get("tools")
+    blocks.extend(tools if isinstance(tools, list) else ())
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks.extend(content)
+    return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
+
+
+def internal_request(body: dict[str, Any], *, counting: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The internal (OpenAI-shaped) form of a Messages request (``counting``: max_tokens optional), and
+    the names of what it cannot carry."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("`messages` must be a non-empty array")
+    internal: dict[str, Any] = {"model": body.get("model"), "messages": []}
+    dropped: list[str] = []
+    system = body.get("system")
+    if system:
+        internal["messages"].append({"role": "system", "content": _text(_checked_blocks(system, "system"))})
+    for index, message in enumerate(messages):
+        internal["messages"].extend(_turn(index, message))
+    max_tokens = body.get("max_tokens")
+    if not counting and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise InvalidRequest("`max_tokens` is required: a positive integer")
+    if max_tokens is not None:
+        internal["max_tokens"] = max_tokens
+    if body.get("stop_sequences"):
+        internal["stop"] = body["stop_sequences"]
+    for key in ("temperature", "top_p", "top_k"):
+        if body.get(key) is not None:
+            internal[key] = body[key]
+    if body.get("tools"):
+        tools = _tools(body["tools"], dropped)
+        if tools:
+            internal["tools"] = tools
+            if body.get("tool_choice") is not None:
+                internal["tool_choice"] = _openai_tool_choice(body["tool_choice"])
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "enabled":
+        internal["think"] = True
+    elif kind == "disabled":
+        internal["think"] = False  # "adaptive": the model decides, as it does when not told
+    for key, value in body.items():
+        if key not in _READ and value is not None:
+            dropped.append(key)
+    if _cache_marks(body):
+        dropped.append("cache_control")
+    return internal, dropped
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+def _input(arguments: Any) -> Any:
+    try:
+        return call_arguments(arguments)
+    except ValueError:  # a model's broken arguments: the client gets an empty input
+        return {}
+
+
+def _tool_use(call: Mapping[str, Any], number: int, arguments: Any) -> dict[str, Any]:
+    """An OpenAI tool call as a ``tool_use`` block (``arguments`` already as the object they encode)."""
+    function = call.get("function") or {}
+    return {
+        "type": "tool_use",
+        "id": call.get("id") or f"toolu_{number}",
+        "name": function.get("name", ""),
+        "input": arguments,
+    }
+
+
+def usage_of(usage: Any) -> dict[str, int]:
+    """Anthropic's usage for OpenAI's: the cached part of the prompt is ``cache_read_input_tokens``,
+    not counted again in ``input_tokens`` (Anthropic counts them apart, OpenAI in the prompt)."""
+    usage = usage if isinstance(usage, Mapping) else {}
+    cached = cached_tokens(usage)
+    out = {
+        "input_tokens": (usage.get("prompt_tokens") or 0) - cached,
+        "output_tokens": usage.get("completion_tokens") or 0,
+    }
+    if cached:
+        out["cache_read_input_tokens"] = cached
+    return out
+
+
+def answer_of(result: Mapping[str, Any], model: Any) -> dict[str, Any]:
+    """A ``chat.completion`` as a Messages answer naming ``model``."""
+    choice = first_choice(result)
+    message = choice.get("message") or {}
+    content: list[dict[str, Any]] = []
+    thinking = reasoning(message)
+    if thinking:
+        content.append({"type": "thinking", "thinking": thinking, "signature": ""})
+    if message.get("content"):
+        content.append({"type": "text", "text": message["content"]})
+    for call in message.get("tool_calls") or ():
+        arguments = _input((call.get("function") or {}).get("arguments"))
+        content.append(_tool_use(call, len(content), arguments))
+    return {
+        "id": message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": STOP_REASONS.get(choice.get("finish_reason") or "stop", "end_turn"),
+        "stop_sequence": None,
+        "usage": usage_of(result.get("usage")),
+    }
+
+
+# -- the upstream side: an internal request as a Messages request, its answer and events as OpenAI's --
+
+
 def refusal(operation: str, body: Mapping[str, Any]) -> CannotServe | None:
     if operation == "embeddings":
         return CannotServe("Anthropic has no embeddings API", param="input")
@@ -69,18 +359,6 @@ def refusal(operation: str, body: Mapping[str, Any]) -> CannotServe | None:
         if body.get(key):
             return CannotServe(f"Anthropic cannot give `{key}`", param=key)
     return None
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            text
-            for p in content
-            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(text := p.get("text"), str)
-        )
-    return ""
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -138,14 +416,8 @@ def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
                 function = call.get("function")
                 if not isinstance(function, Mapping):
                     raise InvalidRequest("every tool call needs a `function` object", param="messages")
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call.get("id", ""),
-                        "name": function.get("name", ""),
-                        "input": _arguments(function.get("arguments")),
-                    }
-                )
+                block = _tool_use(call, 0, _arguments(function.get("arguments")))
+                blocks.append({**block, "id": call.get("id", "")})
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
@@ -278,15 +550,13 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
         elif kind == "thinking":
             thinking.append(block.get("thinking", ""))
         elif kind == "tool_use":
-            arguments = orjson.dumps(block.get("input") or {}).decode()
-            function = {"name": block.get("name", ""), "arguments": arguments}
-            calls.append({"id": block.get("id", ""), "type": "function", "function": function})
+            calls.append(_call(block))
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if thinking:
         message["reasoning"] = "".join(thinking)
     if calls:
         message["tool_calls"] = calls
-    finish = _FINISH.get(str(answer.get("stop_reason")), "stop")
+    finish = FINISH_REASONS.get(str(answer.get("stop_reason")), "stop")
     return {
         "id": completion_id(),
         "object": "chat.completion",
@@ -383,7 +653,7 @@ class EventDecoder(SSEEvents):
             reason = (event.get("delta") or {}).get("stop_reason")
             if reason:
                 self._stopped = True
-                out.append(self._chunk({}, _FINISH.get(str(reason), "stop")))
+                out.append(self._chunk({}, FINISH_REASONS.get(str(reason), "stop")))
         elif kind == "message_stop":
             if not self._stopped:
                 raise ProtocolFailure("stream reached message_stop without a stop_reason")
