@@ -25,6 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.access import (
@@ -204,11 +205,11 @@ async def _handle(
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
         if parsed.native is not None and surface.forwards:
-            parsed.native = forwarded(parsed.native, scope, surface.forwards)
+            parsed = replace(parsed, native=forwarded(parsed.native, scope, surface.forwards))
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
-            parsed.echo = target.label
+            parsed = replace(parsed, echo=target.label)
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)

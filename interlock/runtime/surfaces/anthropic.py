@@ -44,12 +44,13 @@ from interlock.runtime.surfaces.base import (
     Failure,
     Parsed,
     StreamRender,
-    Surface,
-    chat_request,
+    Translated,
+    Translation,
+    check_model,
     failure_of,
 )
-from interlock.runtime.surfaces.openai import SSE_HEADERS, check_model, check_stream
-from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
+from interlock.runtime.surfaces.openai import SSE_HEADERS
+from interlock.runtime.upstream.base import Relayed, RelayedChunk
 from interlock.runtime.wire import anthropic as wire
 from interlock.runtime.wire.openai_chat import reasoning
 
@@ -85,7 +86,7 @@ class _Events(StreamRender):
     __slots__ = ("_block", "_finish", "_index", "_model", "_relayed", "_started", "_usage")
     headers: tuple[Header, ...] = SSE_HEADERS
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str | None) -> None:
         self._model = model
         self._relayed = False
         self._started = False
@@ -191,20 +192,15 @@ class _Events(StreamRender):
         return _event("error", {"type": "error", "error": {"type": "api_error", "message": message}})
 
 
-class Messages(Surface):
+class Messages(Translated):
     """``POST /v1/messages``; to a Messages upstream, the request goes as it came (``Native``) with its
     ``anthropic-beta``/``anthropic-version`` headers, and the answer comes back as it came."""
 
     forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
+    relays = "anthropic"
 
-    def parse(self, body: dict[str, Any]) -> Parsed:
-        model = check_model(body)
-        stream = check_stream(body)
-        internal, dropped = wire.internal_request(body)
-        parsed = chat_request(model, stream, internal)
-        parsed.dropped = tuple(dropped)
-        parsed.native = Native("anthropic", body)
-        return parsed
+    def translate(self, body: dict[str, Any]) -> Translation:
+        return wire.internal_request(body)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:
@@ -226,7 +222,7 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
         body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
         caller = caller_of(scope)
         caller.check(resolve(plan, check_model(body), caller).label)
-        internal, _ = wire.internal_request(body, counting=True)
+        internal, _, _ = wire.internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
     except ClientGone:
         return

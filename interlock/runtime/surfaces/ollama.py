@@ -43,8 +43,8 @@ from interlock.runtime.surfaces.base import (
     StreamRender,
     Surface,
     chat_request,
+    check_model,
 )
-from interlock.runtime.surfaces.openai import check_model
 from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
 from interlock.runtime.wire.ollama import data_url
@@ -186,7 +186,7 @@ class _NDJSON(StreamRender):
     __slots__ = ("_calls", "_finish", "_generate", "_model", "_relayed", "_usage")
     headers = NDJSON_HEADERS
 
-    def __init__(self, model: str, generate: bool) -> None:
+    def __init__(self, model: str | None, generate: bool) -> None:
         self._model = model
         self._relayed = False
         self._generate = generate
@@ -260,6 +260,10 @@ class Chat(_Native):
     """``POST /api/chat``."""
 
     def parse(self, body: dict[str, Any]) -> Parsed:
+        # to a worker: as it came (``wire.ollama.relayed_request``)
+        return self._chat(body, Native("ollama", body))
+
+    def _chat(self, body: dict[str, Any], native: Native | None) -> Parsed:
         model = check_model(body)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -270,10 +274,7 @@ class Chat(_Native):
             "messages": [_internal_message(i, m, call_ids) for i, m in enumerate(messages)],
         }
         _carry(body, internal)
-        stream = _stream_flag(body)
-        parsed = chat_request(model, stream, internal)
-        parsed.native = Native("ollama", body)  # to a worker: as it came (``wire.ollama.relayed_request``)
-        return parsed
+        return chat_request(model, _stream_flag(body), internal, native=native)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:  # a worker's own answer: as it came, but for the model's name
@@ -318,9 +319,8 @@ class Generate(Chat):
         if isinstance(body.get("system"), str) and body["system"]:
             messages.append({"role": "system", "content": body["system"]})
         messages.append({"role": "user", "content": prompt, "images": body.get("images")})
-        chat = super().parse({**body, "messages": messages, "tools": None})
-        chat.native = None  # the body is not a chat request: the worker gets the translated one
-        return chat
+        # the body is not a chat request: a worker gets the translated one
+        return self._chat({**body, "messages": messages, "tools": None}, None)
 
     def _wrap(
         self, parsed: Parsed, result: dict[str, Any], choice: Any, native: dict[str, Any]

@@ -34,6 +34,7 @@ from interlock.runtime.upstream.base import Endpoint, RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.sse import SSEEvents
 from interlock.runtime.wire.openai_chat import (
+    NO_EXTRAS,
     cached_tokens,
     call_arguments,
     completion_id,
@@ -243,9 +244,11 @@ def _cache_marks(body: dict[str, Any]) -> bool:
     return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
 
 
-def internal_request(body: dict[str, Any], *, counting: bool = False) -> tuple[dict[str, Any], list[str]]:
-    """The internal (OpenAI-shaped) form of a Messages request (``counting``: max_tokens optional), and
-    the names of what it cannot carry."""
+def internal_request(
+    body: dict[str, Any], *, counting: bool = False
+) -> tuple[dict[str, Any], list[str], Mapping[str, Any]]:
+    """The internal (Chat-shaped) form of a Messages request (``counting``: max_tokens optional), the
+    names of what it cannot carry, and its extras (none: a Messages answer needs nothing kept)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("`messages` must be a non-empty array")
@@ -283,7 +286,7 @@ def internal_request(body: dict[str, Any], *, counting: bool = False) -> tuple[d
             dropped.append(key)
     if _cache_marks(body):
         dropped.append("cache_control")
-    return internal, dropped
+    return internal, dropped, NO_EXTRAS
 
 
 # -- answers ---------------------------------------------------------------------------------------

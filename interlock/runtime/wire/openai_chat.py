@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
+
+NO_EXTRAS: Mapping[str, Any] = MappingProxyType({})  # a request whose format keeps nothing for its answers
 
 
 def call_arguments(arguments: Any) -> Any:
