@@ -39,6 +39,7 @@ from typing import Any
 
 import orjson
 
+from interlock.runtime.asgi import json_type
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.upstream.base import RelayedChunk
 from interlock.runtime.upstream.failures import credentials, error_for_object
@@ -62,6 +63,113 @@ def data_url_base64(url: str) -> str | None:
         if comma and header.endswith(";base64"):
             return data
     return None
+
+
+# -- the client side: an Ollama request as the internal form, an answer in Ollama's shape -------------
+
+PASSED = ("options", "format", "keep_alive", "think", "tools")  # native fields the internal form carries
+DONE_REASONS = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
+
+
+def _data_url(image: Any, where: str) -> dict[str, Any]:
+    if not isinstance(image, str) or not image:
+        raise InvalidRequest(f"`{where}` must be a base64 string")
+    return {"type": "image_url", "image_url": {"url": data_url(image)}}
+
+
+def internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict[str, Any]:
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise InvalidRequest(f"`{where}.role` must be a string")
+    content = message.get("content")
+    if content is None:
+        content = ""
+    elif not isinstance(content, str):  # `[]` or `false` too: never read as no content
+        raise InvalidRequest(f"`{where}.content` must be a string")
+    out: dict[str, Any] = {"role": role, "content": content}
+    images = message.get("images")
+    if images is not None and not isinstance(images, list):
+        raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
+    if images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+        parts.extend(_data_url(image, f"{where}.images[{n}]") for n, image in enumerate(images))
+        out["content"] = parts
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise InvalidRequest(f"`{where}.tool_calls` must be an array")
+    if calls:
+        out["tool_calls"] = [
+            _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)
+        ]
+    if role == "tool":
+        name = message.get("tool_name") or message.get("name")
+        out["tool_call_id"] = (
+            call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
+        )
+    if message.get("thinking") and role == "assistant":
+        out["reasoning"] = message["thinking"]
+    return out
+
+
+def _internal_call(call: Any, where: str, call_ids: dict[str, str]) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise InvalidRequest(f"`{where}.function.name` must be a string")
+    name = function["name"]
+    arguments = function.get("arguments", {})
+    call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{len(call_ids)}_{name}"
+    call_ids[name] = call_id
+    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def carry(body: Mapping[str, Any], internal: dict[str, Any]) -> None:
+    """The native fields an Ollama request carries into the internal form as they are."""
+    for key in PASSED:
+        if body.get(key) is not None:
+            internal[key] = body[key]
+
+
+def native_calls(calls: Any) -> list[dict[str, Any]]:
+    """OpenAI tool calls as an answer's native ones (arguments a model broke: an empty object)."""
+    out = []
+    for call in calls or ():
+        function = call.get("function") or {}
+        try:
+            arguments = call_arguments(function.get("arguments"))
+        except ValueError:  # a model's broken arguments: the client gets an empty object
+            arguments = {}
+        out.append(_native_function(function.get("name", ""), arguments))
+    return out
+
+
+def counts(usage: Any) -> dict[str, int]:
+    """An OpenAI usage as Ollama's counts (``usage_of``: the other way)."""
+    if not isinstance(usage, dict):
+        return {}
+    counts = {}
+    if isinstance(usage.get("prompt_tokens"), int):
+        counts["prompt_eval_count"] = usage["prompt_tokens"]
+    if isinstance(usage.get("completion_tokens"), int):
+        counts["eval_count"] = usage["completion_tokens"]
+    return counts
+
+
+def renamed(chunk: RelayedChunk, model: Any) -> bytes:
+    """A worker's line with ``model`` in place of its own: Ollama writes ``"model"`` first, so only that
+    prefix is rewritten (the rest of the line is sent as its bytes came); any other line is written anew."""
+    raw, named = chunk.raw, chunk.native.get("model")
+    if isinstance(named, str):
+        head = b'{"model":' + orjson.dumps(named) + b","
+        if raw.startswith(head):
+            return b'{"model":' + orjson.dumps(model) + b"," + raw[len(head) :] + b"\n"
+    return orjson.dumps({**chunk.native, "model": model}) + b"\n"
+
+
+# -- the upstream side: an internal request for a worker's /api/chat, its answers as OpenAI's -------
 
 
 # top-level request field -> its key in Ollama's ``options``
@@ -340,6 +448,11 @@ def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str,
     call_id = call.get("id")
     if isinstance(call_id, str):
         tool_names[call_id] = name
+    return _native_function(name, arguments)
+
+
+def _native_function(name: Any, arguments: Any) -> dict[str, Any]:
+    """One native tool call (Ollama's arguments are an object)."""
     return {"function": {"name": name, "arguments": arguments}}
 
 
@@ -361,7 +474,8 @@ def embed_request(body: Mapping[str, Any], model: str) -> dict[str, Any]:
 # ----- answers -----
 
 
-def _usage(answer: Mapping[str, Any]) -> dict[str, int]:
+def usage_of(answer: Mapping[str, Any]) -> dict[str, int]:
+    """Ollama's counts as an OpenAI usage (``counts``: the other way)."""
     prompt = answer.get("prompt_eval_count") or 0
     completion = answer.get("eval_count") or 0
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -418,7 +532,7 @@ def chat_completion(answer: Any, model: str, one_call: bool = False) -> dict[str
         "choices": [
             {"index": 0, "message": message, "finish_reason": _finish_reason(answer, "tool_calls" in message)}
         ],
-        "usage": _usage(answer),
+        "usage": usage_of(answer),
     }
 
 
@@ -520,11 +634,11 @@ class NDJSONDecoder:
             finish = _finish_reason(native, self._tools > 0)
             last = {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
             if self._relay:
-                out.append(RelayedChunk({**last, "usage": _usage(native)}, native, line))
+                out.append(RelayedChunk({**last, "usage": usage_of(native)}, native, line))
             else:
                 out.append(last)
                 if self._include_usage:
-                    out.append({**self._head, "choices": [], "usage": _usage(native)})
+                    out.append({**self._head, "choices": [], "usage": usage_of(native)})
             self.done = True
             if self.on_done is not None:
                 self.on_done(native)
