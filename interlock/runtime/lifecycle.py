@@ -67,7 +67,7 @@ from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
 from interlock.runtime.upstream.base import ChatStream, Native
-from interlock.runtime.upstream.fields import DROPS
+from interlock.runtime.upstream.fields import DROPS, RELAY_DROPS
 from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
     answer_text,
@@ -356,8 +356,7 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
-            say_dropped(headers, answered, parsed.operation, parsed.body, parsed.dropped)
+        say_dropped(headers, answered, parsed.operation, parsed)
         self.watch.stop()
         await send_json(self.send, 200, payload, headers)
         self._observe_overhead(answered)
@@ -394,8 +393,7 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
-            say_dropped(headers, answered, "chat", parsed.body, parsed.dropped)
+        say_dropped(headers, answered, "chat", parsed)
         headers.extend(render.headers)
         render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -458,17 +456,19 @@ def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
 
 
 def say_dropped(
-    headers: list[Header],
-    answered: Answered[Any] | Answered[ChatStream],
-    endpoint: str,
-    body: dict[str, Any],
-    parsed: tuple[str, ...] = (),
+    headers: list[Header], answered: Answered[Any] | Answered[ChatStream], endpoint: str, parsed: Parsed
 ) -> None:
     """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got (those
-    the surface could not put in the internal form, ``parsed``, first)."""
-    dropped = DROPS[answered.candidate.kind, endpoint].of(body)
-    if parsed:
-        dropped = [*parsed, *dropped]
+    the surface could not put in the internal form first); for a relayed request, only what its format's
+    relay still leaves out (``RELAY_DROPS``: none but the OpenAI chat relay's Ollama-native fields)."""
+    native = parsed.relayed(answered.candidate.relays)
+    if native is not None:
+        drops = RELAY_DROPS.get(native.format)
+        dropped = drops.of(native.body) if drops is not None else []
+    else:
+        dropped = DROPS[answered.candidate.kind, endpoint].of(parsed.body)
+        if parsed.dropped:
+            dropped = [*parsed.dropped, *dropped]
     if dropped:
         # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
         shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]

@@ -1,7 +1,8 @@
 """Fakes of each wire format and one `interlock serve` in front of them, for the real CLIs.
 
 Aliases (``cl/``): each upstream format on its own (``cl/claude``: Anthropic, ``cl/openai``: OpenAI
-chat, ``cl/local``: an Ollama worker); ``*-tools`` aliases answer the first turn with a scripted tool
+chat, ``cl/responses``: the same OpenAI fake declared to serve the Responses API, ``cl/local``: an
+Ollama worker); ``*-tools`` aliases answer the first turn with a scripted tool
 call (reading ``SAMPLE``'s file, which the CLI does, so the next turn carries its text back); ``*-cut``
 models are the ones a test cuts streams of.
 """
@@ -49,6 +50,11 @@ providers:
     kind: openai
     base_url: "{alpha}/v1"
     timeouts: {{connect: 1s, first_byte: 30s, total: 60s}}
+  alpharesp:
+    kind: openai
+    base_url: "{alpha}/v1"
+    responses: true
+    timeouts: {{connect: 1s, first_byte: 30s, total: 60s}}
   alphatools:
     kind: openai
     base_url: "{alphatools}/v1"
@@ -64,6 +70,7 @@ providers:
 aliases:
   cl/claude: {{description: Anthropic upstream, chain: [claude/claude-fake]}}
   cl/openai: {{description: OpenAI upstream, chain: [alpha/gpt-fake]}}
+  cl/responses: {{description: OpenAI upstream serving the Responses API, chain: [alpharesp/gpt-fake]}}
   cl/local: {{description: Ollama worker, chain: [box/llama3.2:3b]}}
   cl/claude-tools: {{description: Anthropic upstream calls a tool, chain: [claudetools/claude-fake]}}
   cl/openai-tools: {{description: OpenAI upstream calls a tool, chain: [alphatools/gpt-fake]}}

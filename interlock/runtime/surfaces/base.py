@@ -53,10 +53,11 @@ class Parsed:
     extras: Mapping[str, Any] = field(default_factory=lambda: NO_EXTRAS)  # one shared empty one
     native: Native | None = None
 
-    def relayed(self, kind: str) -> bool:
-        """Whether a candidate of ``kind`` got the caller's own request (and answers in its format)."""
+    def relayed(self, relays: frozenset[str]) -> Native | None:
+        """The caller's own request when a candidate that relays ``relays`` got it (and answers in its
+        format), else None."""
         native = self.native
-        return native is not None and native.format == kind
+        return native if native is not None and native.format in relays else None
 
 
 def chat_request(

@@ -26,6 +26,7 @@ from interlock.runtime.surfaces.base import (
     check_stream,
     failure_of,
 )
+from interlock.runtime.upstream.base import Native
 
 SSE_HEADERS: tuple[Header, ...] = (
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -116,21 +117,25 @@ class _SSE(StreamRender):
 
 
 class ChatCompletions(Surface):
-    """``POST /v1/chat/completions``: the internal form itself."""
+    """``POST /v1/chat/completions``: the internal form itself; to an OpenAI-compatible upstream it goes
+    with the ``OpenAI-Beta`` header it came with (its ``Native`` form carries the header)."""
+
+    forwards = frozenset({b"openai-beta"})
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model, stream = check_chat(body)
+        native = Native("openai", body)
         if not stream:
-            return Parsed("chat", model, stream, body, model)
+            return Parsed("chat", model, stream, body, model, native=native)
         options = body.get("stream_options")
         if options is None:
             options = {}
         elif type(options) is not dict or options.get("include_usage") is True:
             # as asked (a bad value: the upstream says so)
-            return Parsed("chat", model, stream, body, model, extras=_USAGE_ASKED)
+            return Parsed("chat", model, stream, body, model, extras=_USAGE_ASKED, native=native)
         # the usage ledger counts a stream by its usage chunk: ask for it, and keep it from the caller
         body["stream_options"] = {**options, "include_usage": True}
-        return Parsed("chat", model, stream, body, model)
+        return Parsed("chat", model, stream, body, model, native=native)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         result["model"] = candidate
@@ -147,6 +152,7 @@ class Embeddings(ChatCompletions):
     """``POST /v1/embeddings``."""
 
     operation = "embeddings"
+    forwards = frozenset()
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_embeddings(body)

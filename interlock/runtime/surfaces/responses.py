@@ -42,6 +42,7 @@ from interlock.runtime.surfaces.openai import (
     SSE_HEADERS,
     error_body,
 )
+from interlock.runtime.upstream.base import Relayed, RelayedChunk
 from interlock.runtime.wire import openai_responses as wire
 from interlock.runtime.wire.openai_chat import reasoning
 
@@ -57,6 +58,7 @@ class _Events(StreamRender):
         "_model",
         "_namespaces",
         "_output",
+        "_relayed",
         "_seq",
         "_started",
         "_text",
@@ -67,6 +69,7 @@ class _Events(StreamRender):
     def __init__(self, model: str | None, namespaces: dict[str, str]) -> None:
         self._model = model
         self._namespaces = namespaces
+        self._relayed = False
         self._id = wire.new_id("resp")
         self._seq = 0
         self._started = False
@@ -138,7 +141,19 @@ class _Events(StreamRender):
         self._event("response.output_item.done", out, output_index=index, item=item)
         self._output.append(item)
 
+    def _relay(self, chunk: RelayedChunk) -> bytes:
+        """A Responses upstream's event as it came; those that hold the ``response`` (created,
+        in_progress, completed, ...) name the caller's model."""
+        self._relayed = True
+        event, data = chunk.native, chunk.raw
+        response = event.get("response")
+        if isinstance(response, dict) and "model" in response:
+            data = orjson.dumps({**event, "response": {**response, "model": self._model}})
+        return b"event: %b\ndata: %b\n\n" % (str(event.get("type")).encode(), data)
+
     def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if type(chunk) is RelayedChunk:
+            return self._relay(chunk)
         out: list[bytes] = []
         if not self._started:
             self._started = True
@@ -203,6 +218,8 @@ class _Events(StreamRender):
         return b"".join(out)
 
     def end(self) -> bytes:
+        if self._relayed:  # the upstream's own response.completed went by
+            return b""
         out: list[bytes] = []
         self._close(out)
         response = wire.response(self._id, self._model, self._output, "completed", self._finish, self._usage)
@@ -216,12 +233,18 @@ class _Events(StreamRender):
 
 
 class Responses(Translated):
-    """``POST /v1/responses``."""
+    """``POST /v1/responses``; to an upstream declared ``responses: true``, the request goes as it came
+    (``Native``, with its ``OpenAI-Beta`` header), and the answer and events come back as they came."""
+
+    forwards = frozenset({b"openai-beta"})
+    relays = "responses"
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        if type(result) is Relayed:  # a Responses upstream's own answer: as it came, but for the model
+            return orjson.dumps({**result.native, "model": parsed.echo})
         return orjson.dumps(wire.answer_of(result, parsed.echo, parsed.extras.get("namespaces", {})))
 
     def stream(self, parsed: Parsed, candidate: str) -> StreamRender:

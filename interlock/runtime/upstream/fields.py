@@ -219,3 +219,12 @@ DROPS: dict[tuple[str, str], Drops] = {
     ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT),
     ("anthropic", "embeddings"): Drops(carried=frozenset()),  # refused before any call
 }
+
+# a relayed request's format -> what its relay still leaves out (None: nothing; it goes as it came). The
+# OpenAI chat relay is the internal form itself: the Ollama-native fields still never reach the upstream.
+RELAY_DROPS: dict[str, Drops | None] = {
+    "openai": DROPS["openai", "chat"],
+    "anthropic": None,
+    "ollama": None,
+    "responses": None,
+}

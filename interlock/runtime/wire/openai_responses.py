@@ -1,20 +1,33 @@
-"""OpenAI Responses, the client side: a Responses request as the internal (Chat-shaped) form, and a
-``chat.completion`` as a ``response`` object with its output items (the surface's stream events build the
-same items). What each field becomes is in ``surfaces/responses``' docstring and docs/surfaces.md.
+"""OpenAI Responses, both sides. The client side: a Responses request as the internal (Chat-shaped)
+form, and a ``chat.completion`` as a ``response`` object with its output items (the surface's stream
+events build the same items); what each field becomes is in ``surfaces/responses``' docstring and
+docs/surfaces.md. The upstream side, for an OpenAI-compatible provider declared ``responses: true``: the
+caller's own request relayed to ``{base_url}/responses`` as it came, its answer and events read for
+metering (``completion_of``, ``EventDecoder``) and given back whole.
 """
 
 from __future__ import annotations
 
 import random
 import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from interlock.runtime.asgi import json_type
-from interlock.runtime.errors import InvalidRequest
-from interlock.runtime.wire.openai_chat import NO_EXTRAS, cached_tokens, first_choice, reasoning
+from interlock.runtime.errors import InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.upstream.base import Endpoint, RelayedChunk
+from interlock.runtime.upstream.failures import credentials, error_for_object
+from interlock.runtime.upstream.sse import SSEEvents
+from interlock.runtime.wire.openai_chat import (
+    NO_EXTRAS,
+    cached_tokens,
+    completion_id,
+    first_choice,
+    reasoning,
+)
 
 
 def new_id(prefix: str) -> str:
@@ -336,3 +349,142 @@ def answer_of(result: Mapping[str, Any], model: Any, namespaces: Mapping[str, st
         )
     finish = choice.get("finish_reason")
     return response(new_id("resp"), model, output, "completed", finish, result.get("usage"))
+
+
+# -- the upstream side: a Responses caller's own request for an upstream that serves /responses ------
+
+
+def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    """A Responses caller's own request for a Responses upstream: as it came, ``model`` replaced and
+    ``stream`` set (hosted tools, ``include``, ``store``, unknown fields: all as sent)."""
+    request = dict(native)
+    request["model"] = model
+    if stream:
+        request["stream"] = True
+    else:
+        request.pop("stream", None)
+    return request
+
+
+def chat_usage(usage: Any) -> dict[str, Any]:
+    """A Responses ``usage`` as Chat's (``_usage``: the other way); the cached input is in both."""
+    usage = usage if isinstance(usage, Mapping) else {}
+    prompt, completion = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if isinstance(cached, int) and cached:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out
+
+
+def _finish(response: Mapping[str, Any], called: bool) -> str:
+    if response.get("status") == "incomplete":
+        return "length"
+    return "tool_calls" if called else "stop"
+
+
+def completion_of(answer: Any, model: str) -> dict[str, Any]:
+    """A ``response`` object as a ``chat.completion`` (for metering and for callers of other formats):
+    its message items' text, its function calls, its usage."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("output"), list):
+        raise MalformedResponse("Responses answer has no output list")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for item in answer["output"]:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    texts.append(str(part.get("text", "")))
+        elif kind == "function_call":
+            function = {"name": item.get("name", ""), "arguments": item.get("arguments") or "{}"}
+            calls.append({"id": item.get("call_id", ""), "type": "function", "function": function})
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": completion_id(),
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(answer, bool(calls))}],
+        "usage": chat_usage(answer.get("usage")),
+    }
+
+
+_ENDS = frozenset({"response.completed", "response.incomplete"})
+
+
+class EventDecoder(SSEEvents):
+    """A Responses upstream's typed events, each as one ``RelayedChunk`` holding the event as it came (for
+    the Responses caller) and its ``chat.completion.chunk`` (text, reasoning and call deltas; the finish
+    reason and usage at ``response.completed``) for metering. Complete only at ``response.completed`` or
+    ``response.incomplete``; ``response.failed`` and ``error`` events raise the matching UpstreamError."""
+
+    __slots__ = ("_calls", "_head", "done")
+
+    def __init__(self, model: str, endpoint: Endpoint) -> None:
+        super().__init__(endpoint)
+        self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
+        self._calls: dict[str, int] = {}  # a function call item's id -> its tool call index
+        self.done = False
+
+    def end(self, out: deque[dict[str, Any]]) -> None:
+        self.flush(out)
+        if not self.done:
+            raise ProtocolFailure("stream ended before response.completed")
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedResponse("stream event is not valid JSON") from exc
+        if not isinstance(event, dict):
+            raise MalformedResponse("stream event is not a JSON object")
+        kind = event.get("type")
+        chunk: dict[str, Any] = {**self._head, "choices": []}
+        if kind == "response.created":
+            chunk = self._chunk({"role": "assistant", "content": ""})
+        elif kind == "response.output_text.delta":
+            chunk = self._chunk({"content": str(event.get("delta", ""))})
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            chunk = self._chunk({"reasoning": str(event.get("delta", ""))})
+        elif kind == "response.output_item.added":
+            item = event.get("item")
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                number = self._calls[str(item.get("id"))] = len(self._calls)
+                function = {"name": item.get("name", ""), "arguments": ""}
+                call = {
+                    "index": number,
+                    "id": item.get("call_id", ""),
+                    "type": "function",
+                    "function": function,
+                }
+                chunk = self._chunk({"tool_calls": [call]})
+        elif kind == "response.function_call_arguments.delta":
+            number = self._calls.get(str(event.get("item_id")), 0)
+            call = {"index": number, "function": {"arguments": str(event.get("delta", ""))}}
+            chunk = self._chunk({"tool_calls": [call]})
+        elif kind in _ENDS:
+            response = event.get("response")
+            response = response if isinstance(response, dict) else {}
+            chunk = self._chunk({}, _finish(response, bool(self._calls)))
+            chunk["usage"] = chat_usage(response.get("usage"))
+            self.done = True
+        elif kind == "response.failed":
+            response = event.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            raise error_for_object(
+                error or {"message": "response.failed"}, credentials(self._endpoint.headers)
+            )
+        elif kind == "error":
+            raise error_for_object(event, credentials(self._endpoint.headers))
+        out.append(RelayedChunk(chunk, event, data))
