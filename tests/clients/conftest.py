@@ -26,9 +26,12 @@ CLAUDE_KEY = "sk-ant-upstream-SECRET-4b1d"
 # The workers' models load with a context that holds what the CLIs ask: Claude Code's first request is
 # ~25k prompt tokens plus max_tokens 32000, Codex's ~6k (with the fake's default, 4096, or a 32k
 # Modelfile, the gateway rightly refuses them with a 400 that names the context they need)
-MODELS = tuple(
-    ModelSpec(name, ("completion", "tools"), context_length=131072, num_ctx=131072)
-    for name in ("llama3.2:3b", "llama-cut:1b")
+MODELS = (
+    *(
+        ModelSpec(name, ("completion", "tools"), context_length=131072, num_ctx=131072)
+        for name in ("llama3.2:3b", "llama-cut:1b")
+    ),
+    ModelSpec("qwen3:4b", ("completion", "tools", "thinking"), context_length=131072, num_ctx=131072),
 )
 SAMPLE_TEXT = "interlock-sample-3e9f1c"  # what the sample file holds: proof a tool really ran
 
@@ -72,6 +75,7 @@ aliases:
   cl/openai: {{description: OpenAI upstream, chain: [alpha/gpt-fake]}}
   cl/responses: {{description: OpenAI upstream serving the Responses API, chain: [alpharesp/gpt-fake]}}
   cl/local: {{description: Ollama worker, chain: [box/llama3.2:3b]}}
+  cl/local-think: {{description: Ollama worker with a thinking model, chain: [box/qwen3:4b]}}
   cl/claude-tools: {{description: Anthropic upstream calls a tool, chain: [claudetools/claude-fake]}}
   cl/openai-tools: {{description: OpenAI upstream calls a tool, chain: [alphatools/gpt-fake]}}
   cl/local-tools: {{description: Ollama worker calls a tool, chain: [boxtools/llama3.2:3b]}}
