@@ -135,7 +135,7 @@ PAIRS = {
         OLLAMA,
         "cl/claude",
         "claude",
-        frozenset({"keep_alive"}),
+        frozenset({"keep_alive", "options.mirostat"}),
         lambda b: b["thinking"]["type"] == "enabled" and b["temperature"] == 0.1,
     ),
     "openai->anthropic": Pair(

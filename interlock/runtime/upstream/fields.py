@@ -172,8 +172,9 @@ class Drops:
 
     def of(self, body: Mapping[str, Any]) -> list[str]:
         if self.carried is not None:
-            return [key for key, value in body.items() if key not in self.carried and value is not None]
-        out = [key for key, value in body.items() if key in self.dropped and value is not None]
+            out = [key for key, value in body.items() if key not in self.carried and value is not None]
+        else:
+            out = [key for key, value in body.items() if key in self.dropped and value is not None]
         options = body.get("options")
         if self.options_kept is not None and isinstance(options, Mapping):
             out.extend(f"options.{key}" for key in options if key not in self.options_kept)
@@ -206,6 +207,9 @@ ANTHROPIC_CHAT = frozenset(
     }
 )
 
+# keys of an Ollama ``options`` object the Anthropic adapter reads (``wire.anthropic.messages_request``)
+ANTHROPIC_OPTIONS = frozenset({"num_predict", "stop", "temperature", "top_p", "top_k"})
+
 # (upstream kind, endpoint) -> its Drops; built once
 DROPS: dict[tuple[str, str], Drops] = {
     ("openai", "chat"): Drops(
@@ -216,7 +220,7 @@ DROPS: dict[tuple[str, str], Drops] = {
     ("ollama", "chat"): Drops(carried=_carried(CHAT_FIELDS + NATIVE_FIELDS)),
     ("ollama", "embeddings"): Drops(carried=_carried(EMBEDDING_FIELDS)),
     # the Anthropic adapter builds its request anew (``wire.anthropic``): these are what it reads
-    ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT),
+    ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT, options_kept=ANTHROPIC_OPTIONS),
     ("anthropic", "embeddings"): Drops(carried=frozenset()),  # refused before any call
 }
 

@@ -292,16 +292,19 @@ def internal_request(
 # -- answers ---------------------------------------------------------------------------------------
 
 
-def _input(arguments: Any) -> Any:
-    try:
-        return call_arguments(arguments)
-    except ValueError:  # a model's broken arguments: the client gets an empty input
-        return {}
-
-
-def _tool_use(call: Mapping[str, Any], number: int, arguments: Any) -> dict[str, Any]:
-    """An OpenAI tool call as a ``tool_use`` block (``arguments`` already as the object they encode)."""
+def _tool_use(call: Mapping[str, Any], number: int, *, strict: bool) -> dict[str, Any]:
+    """An OpenAI tool call as a ``tool_use`` block, its JSON ``arguments`` as the ``input`` object. Not
+    JSON: ``strict`` (a request for an Anthropic upstream) raises CannotServe, else (a model's broken
+    arguments, for a Messages client) the input is empty."""
     function = call.get("function") or {}
+    try:
+        arguments = call_arguments(function.get("arguments"))
+    except ValueError:
+        if strict:
+            raise CannotServe(
+                "a tool call's arguments are not JSON; Anthropic takes objects", param="messages"
+            ) from None
+        arguments = {}
     return {
         "type": "tool_use",
         "id": call.get("id") or f"toolu_{number}",
@@ -335,8 +338,7 @@ def answer_of(result: Mapping[str, Any], model: Any) -> dict[str, Any]:
     if message.get("content"):
         content.append({"type": "text", "text": message["content"]})
     for call in message.get("tool_calls") or ():
-        arguments = _input((call.get("function") or {}).get("arguments"))
-        content.append(_tool_use(call, len(content), arguments))
+        content.append(_tool_use(call, len(content), strict=False))
     return {
         "id": message_id(),
         "type": "message",
@@ -381,15 +383,6 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return blocks
 
 
-def _arguments(text: Any) -> Any:
-    try:
-        return call_arguments(text)
-    except ValueError:
-        raise CannotServe(
-            "a tool call's arguments are not JSON; Anthropic takes objects", param="messages"
-        ) from None
-
-
 def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
     system: list[str] = []
     turns: list[dict[str, Any]] = []
@@ -419,7 +412,7 @@ def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
                 function = call.get("function")
                 if not isinstance(function, Mapping):
                     raise InvalidRequest("every tool call needs a `function` object", param="messages")
-                block = _tool_use(call, 0, _arguments(function.get("arguments")))
+                block = _tool_use(call, 0, strict=True)
                 blocks.append({**block, "id": call.get("id", "")})
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
