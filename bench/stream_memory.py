@@ -17,11 +17,11 @@ slows the gateway several times: read the sizes, not the speed.
 What it found (Dec 2026, N=200): about 40 KiB traced per open stream either way; the relay holds
 0.8 KiB more than the translated path: the last line read stays referenced between reads as its
 parsed dict (``wire/ollama.py`` ``orjson.loads``), its bytes and the ``RelayedChunk`` (with its chunk
-dict), where the translated path holds its smaller chunk dict. The same tree before and after the wire
-modules' move traced the same (40.06 and 40.23 KiB) while bench/streams.py's RSS per stream read
-26.1 and 29.5 KiB: RSS per stream moves by some KiB between processes with the same Python objects
-(arenas, fragmentation, what a warm-up left), so a rise of that size between two sittings (20.5 ->
-29.6 KiB, reported for the relay) is not by itself a cost of the code.
+dict), where the translated path holds its smaller chunk dict. So the relay's own objects explain about
+1 KiB of a rise like 20.5 -> 29.6 KiB RSS per stream, not the rest. The tree before and after the wire
+modules' move traced the same (40.06 and 40.23 KiB per stream) while bench/streams.py read its RSS per
+stream 3-4 KiB higher after, in three runs, translated streams too: memory tracemalloc does not see
+(the allocator's arenas, C buffers), not found here.
 """
 
 from __future__ import annotations
