@@ -66,7 +66,7 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.upstream.base import ChatStream, Native
+from interlock.runtime.upstream.base import ChatStream, Native, Relayed
 from interlock.runtime.upstream.fields import DROPS, RELAY_DROPS
 from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
@@ -351,7 +351,12 @@ class Exchange:
         result = answered.result
         if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
             estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
-            result = {**result, "usage": estimate}  # (the record keeps the upstream's: metered as estimated)
+            estimated = {
+                **result,
+                "usage": estimate,
+            }  # (the record keeps the upstream's: metered as estimated)
+            # a relayed answer stays the upstream's own for its caller
+            result = Relayed(estimated, result.native) if type(result) is Relayed else estimated
         payload = self.surface.answer(parsed, result, answered.candidate.id)
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:

@@ -247,6 +247,16 @@ def test_responses_to_responses_answers_field_for_field(gateway: Served, fakes: 
     assert response.json() == {**orjson.loads(recorded), "model": "cl/responses"}
 
 
+def test_responses_to_responses_without_usage_is_still_the_upstream_s_answer(
+    gateway: Served, fakes: Fakes
+) -> None:
+    recorded = {**orjson.loads(answer("openai_response.json")), "usage": None}
+    fakes.alpha.set_fault(Fault.recorded(orjson.dumps(recorded)), model="gpt-fake", times=1)
+    response = post(gateway, "/v1/responses", CODEX_LIKE)
+    assert response.status_code == 200, response.text
+    assert response.json() == {**recorded, "model": "cl/responses"}  # metered as estimated, sent as it came
+
+
 def test_responses_to_responses_streams_every_event_as_it_came(gateway: Served, fakes: Fakes) -> None:
     recorded = answer("openai_response_stream.sse")
     fakes.alpha.set_fault(Fault.recorded(recorded, "text/event-stream"), model="gpt-fake", times=1)

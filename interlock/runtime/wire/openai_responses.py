@@ -366,9 +366,11 @@ def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> d
     return request
 
 
-def chat_usage(usage: Any) -> dict[str, Any]:
-    """A Responses ``usage`` as Chat's (``_usage``: the other way); the cached input is in both."""
-    usage = usage if isinstance(usage, Mapping) else {}
+def chat_usage(usage: Any) -> dict[str, Any] | None:
+    """A Responses ``usage`` as Chat's (``_usage``: the other way; the cached input is in both); None when
+    the upstream gave none (the gateway's estimate is metered then, not zeros)."""
+    if not isinstance(usage, Mapping):
+        return None
     prompt, completion = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
     out: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -407,14 +409,17 @@ def completion_of(answer: Any, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if calls:
         message["tool_calls"] = calls
-    return {
+    completion: dict[str, Any] = {
         "id": completion_id(),
         "object": "chat.completion",
         "created": 0,
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": _finish(answer, bool(calls))}],
-        "usage": chat_usage(answer.get("usage")),
     }
+    usage = chat_usage(answer.get("usage"))
+    if usage is not None:
+        completion["usage"] = usage
+    return completion
 
 
 _ENDS = frozenset({"response.completed", "response.incomplete"})
@@ -477,7 +482,9 @@ class EventDecoder(SSEEvents):
             response = event.get("response")
             response = response if isinstance(response, dict) else {}
             chunk = self._chunk({}, _finish(response, bool(self._calls)))
-            chunk["usage"] = chat_usage(response.get("usage"))
+            usage = chat_usage(response.get("usage"))
+            if usage is not None:
+                chunk["usage"] = usage
             self.done = True
         elif kind == "response.failed":
             response = event.get("response")
