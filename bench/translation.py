@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50_000)
     args = parser.parse_args()
     ref_wire, ref_openai = (
-        _reference(args.against, "wire/ollama", "upstream/ollama_wire"),
+        _reference(args.against, "upstream/ollama_wire", "wire/ollama"),  # ollama_wire until it moved
         _reference(args.against, "upstream/openai"),
     )
     if ref_wire is None or ref_openai is None:
