@@ -1,7 +1,7 @@
 """CPU per request of the request translation at the provider border, beside another revision's.
 
 Builds the upstream request for a few typical bodies (Ollama: the router's early ``refusal`` look, then
-``ollama_wire.chat_request``; OpenAI-compatible: the body copy with ``model`` replaced and Ollama-native
+``wire.ollama.chat_request``; OpenAI-compatible: the body copy with ``model`` replaced and Ollama-native
 fields stripped) and prints µs per call for this checkout and for ``--against`` (a git revision,
 default ``main``), with their ratio.
 
@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from interlock.runtime.upstream import ollama_wire, openai
+from interlock.runtime.upstream import openai
+from interlock.runtime.wire import ollama as ollama_wire
 
 ROOT = Path(__file__).resolve().parents[1]
 HI = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there, how are you?"}]
@@ -32,11 +33,18 @@ BODIES: dict[str, dict[str, Any]] = {
 }
 
 
-def _reference(revision: str, name: str) -> types.ModuleType | None:
-    path = f"interlock/runtime/upstream/{name}.py"
-    shown = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, text=True)
-    if shown.returncode != 0:
+def _reference(revision: str, *paths: str) -> types.ModuleType | None:
+    """The first of ``paths`` (under interlock/runtime/) that ``revision`` has, loaded as a module."""
+    for path in paths:
+        path = f"interlock/runtime/{path}.py"
+        shown = subprocess.run(
+            ["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, text=True
+        )
+        if shown.returncode == 0:
+            break
+    else:
         return None
+    name = path.rsplit("/", 1)[-1].removesuffix(".py")
     module = types.ModuleType(f"reference_{name}")
     exec(compile(shown.stdout, f"{revision}:{path}", "exec"), module.__dict__)
     return module
@@ -81,7 +89,10 @@ def main() -> None:
     parser.add_argument("--against", default="main")
     parser.add_argument("--calls", type=int, default=50_000)
     args = parser.parse_args()
-    ref_wire, ref_openai = _reference(args.against, "ollama_wire"), _reference(args.against, "openai")
+    ref_wire, ref_openai = (
+        _reference(args.against, "upstream/ollama_wire", "wire/ollama"),  # ollama_wire until it moved
+        _reference(args.against, "upstream/openai"),
+    )
     if ref_wire is None or ref_openai is None:
         sys.exit(f"cannot read the adapters at {args.against!r}")
     ref_payload = _openai_payload(ref_openai)

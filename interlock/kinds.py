@@ -42,6 +42,9 @@ class ProviderKind:
     # a `base_url` kind whose provider may list `workers` instead (several servers of its own, each
     # with slots and a queue: llama.cpp, vLLM, SGLang, LM Studio boxes)
     workers_allowed: bool = False
+    # the wire formats besides its own that a provider of this kind may declare it speaks (``responses:
+    # true``: the OpenAI Responses API beside Chat Completions), for a caller of that format's relay
+    also_speaks: frozenset[str] = frozenset()
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""
@@ -77,6 +80,7 @@ KINDS: Mapping[str, ProviderKind] = {
         auth=_bearer,
         adapter="interlock.runtime.upstream.openai:OpenAIAdapter",
         workers_allowed=True,
+        also_speaks=frozenset({"responses"}),
     ),
 }
 PROVIDER_KINDS: tuple[str, ...] = tuple(KINDS)

@@ -74,6 +74,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL113", "metadata-host", "warning", "A URL points at a cloud metadata or link-local address."),
     ("IL114", "loopback-base-url", "warning", "A `base_url` points at this machine (loopback)."),
     ("IL115", "plain-http", "warning", "A `base_url` is plain `http://` to a host off this machine."),
+    (
+        "IL116",
+        "responses-not-spoken",
+        "error",
+        "`responses: true` on a kind with no Responses API.",
+    ),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
     ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),

@@ -154,6 +154,7 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
         "base_url": section.base_url.rstrip("/") if section.base_url else None,
         "api_key_env": section.api_key_env,
         "probe": section.probe,
+        "responses": section.responses,
         "timeouts": {
             "connect_ms": timeouts["connect"],
             "first_byte_ms": timeouts["first_byte"],

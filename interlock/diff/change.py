@@ -115,6 +115,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("base-url-changed", _P, _R, "base URL"),
     ("credential-changed", _P, _R, "credential variable"),
     ("probe-changed", _P, _C, "active probe"),
+    ("responses-changed", _P, _R, "Responses API"),
     ("timeout-changed", _P, _C, "timeout"),
     ("worker-order-changed", _P, _R, "worker order"),
     ("worker-added", _W, _C, "worker added"),

@@ -1,4 +1,5 @@
-"""Providers: added or removed, kind, base URL, credential variable name, probe, timeouts, workers."""
+"""Providers: added or removed, kind, base URL, credential variable name, probe, Responses API, timeouts,
+workers."""
 
 from __future__ import annotations
 
@@ -47,6 +48,14 @@ def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
     if old.probe != new.probe:
         summary = f"provider `{name}`: active probe turned {show(new.probe, 'bool')}"
         out.append(Change("probe-changed", name, old.probe, new.probe, summary, unit="bool"))
+    if old.responses != new.responses:
+        summary = (
+            f"provider `{name}` "
+            + ("now serves" if new.responses else "no longer serves")
+            + " the Responses API: Responses callers' requests "
+            + ("are relayed to its `/responses`" if new.responses else "are translated to chat")
+        )
+        out.append(Change("responses-changed", name, old.responses, new.responses, summary, unit="bool"))
     for setting, before, after, unit in changed_fields(old.timeouts, new.timeouts):
         summary = f"provider `{name}` timeout `{setting}`: {show(before, unit)} → {show(after, unit)}"
         out.append(Change("timeout-changed", name, before, after, summary, field=setting, unit=unit))

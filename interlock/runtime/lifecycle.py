@@ -25,6 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.access import (
@@ -65,8 +66,8 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.upstream.base import ChatStream, Native
-from interlock.runtime.upstream.fields import DROPS
+from interlock.runtime.upstream.base import ChatStream, Native, Relayed
+from interlock.runtime.upstream.fields import DROPS, RELAY_DROPS
 from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
     answer_text,
@@ -204,11 +205,11 @@ async def _handle(
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
         if parsed.native is not None and surface.forwards:
-            parsed.native = forwarded(parsed.native, scope, surface.forwards)
+            parsed = replace(parsed, native=forwarded(parsed.native, scope, surface.forwards))
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
-            parsed.echo = target.label
+            parsed = replace(parsed, echo=target.label)
         preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
@@ -350,13 +351,17 @@ class Exchange:
         result = answered.result
         if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
             estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
-            result = {**result, "usage": estimate}  # (the record keeps the upstream's: metered as estimated)
+            estimated = {
+                **result,
+                "usage": estimate,
+            }  # (the record keeps the upstream's: metered as estimated)
+            # a relayed answer stays the upstream's own for its caller
+            result = Relayed(estimated, result.native) if type(result) is Relayed else estimated
         payload = self.surface.answer(parsed, result, answered.candidate.id)
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
-            say_dropped(headers, answered, parsed.operation, parsed.body, parsed.dropped)
+        say_dropped(headers, answered, parsed.operation, parsed)
         self.watch.stop()
         await send_json(self.send, 200, payload, headers)
         self._observe_overhead(answered)
@@ -393,8 +398,7 @@ class Exchange:
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        if not parsed.relayed(answered.candidate.kind):  # else it went as it came
-            say_dropped(headers, answered, "chat", parsed.body, parsed.dropped)
+        say_dropped(headers, answered, "chat", parsed)
         headers.extend(render.headers)
         render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -457,17 +461,19 @@ def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
 
 
 def say_dropped(
-    headers: list[Header],
-    answered: Answered[Any] | Answered[ChatStream],
-    endpoint: str,
-    body: dict[str, Any],
-    parsed: tuple[str, ...] = (),
+    headers: list[Header], answered: Answered[Any] | Answered[ChatStream], endpoint: str, parsed: Parsed
 ) -> None:
     """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got (those
-    the surface could not put in the internal form, ``parsed``, first)."""
-    dropped = DROPS[answered.candidate.kind, endpoint].of(body)
-    if parsed:
-        dropped = [*parsed, *dropped]
+    the surface could not put in the internal form first); for a relayed request, only what its format's
+    relay still leaves out (``RELAY_DROPS``: none but the OpenAI chat relay's Ollama-native fields)."""
+    native = parsed.relayed(answered.candidate.relays)
+    if native is not None:
+        drops = RELAY_DROPS.get(native.format)
+        dropped = drops.of(native.body) if drops is not None else []
+    else:
+        dropped = DROPS[answered.candidate.kind, endpoint].of(parsed.body)
+        if parsed.dropped:
+            dropped = [*parsed.dropped, *dropped]
     if dropped:
         # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
         shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]

@@ -474,6 +474,7 @@ def _provider(
     p: PlanProvider, headers: Mapping[str, str], urls: Mapping[str, str], server: ServerSettings
 ) -> Provider:
     t = p.timeouts
+    relays = frozenset({p.kind, *(("responses",) if p.responses else ())})
     timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
@@ -486,11 +487,14 @@ def _provider(
         endpoint = Endpoint(
             provider=p.name, kind=p.kind, url=p.base_url.rstrip("/"), label=p.name, headers=headers, **timing
         )
-        return Provider(name=p.name, kind=p.kind, probe=p.probe, endpoints=(endpoint,), workers=(None,))
+        return Provider(
+            name=p.name, kind=p.kind, probe=p.probe, endpoints=(endpoint,), workers=(None,), relays=relays
+        )
     return Provider(
         name=p.name,
         kind=p.kind,
         probe=p.probe,
+        relays=relays,
         endpoints=tuple(
             Endpoint(
                 provider=p.name,
@@ -542,6 +546,7 @@ def _candidate(
         in_plan=in_plan,
         metric_label=cid if in_plan else f"{provider.name}/*",
         resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
+        relays=provider.relays,
     )
 
 

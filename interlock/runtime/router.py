@@ -198,7 +198,7 @@ class Router:
                         route.endpoint,
                         candidate.model,
                         sent,
-                        native if native is not None and native.format == candidate.kind else None,
+                        native if native is not None and native.format in candidate.relays else None,
                     )
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)

@@ -53,6 +53,9 @@ class Candidate:
     in_plan: bool  # False for a raw `provider/model` the plan does not list
     metric_label: str  # bounded: the id when in the plan, else ``provider/*``
     resolved_header: tuple[bytes, bytes]
+    # the wire formats whose callers' requests it takes as they came (a same-format relay): its kind's,
+    # and ``responses`` for an OpenAI-compatible provider declared to serve the Responses API
+    relays: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,7 @@ class Provider:
     probe: bool
     endpoints: tuple[Endpoint, ...]
     workers: tuple[str | None, ...]  # parallel to endpoints: the worker name, None for openai
+    relays: frozenset[str] = frozenset()  # the wire formats it relays as they came (``Candidate.relays``)
 
 
 @dataclass(frozen=True, slots=True)

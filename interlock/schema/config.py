@@ -191,6 +191,11 @@ class ProviderSection(_Section):
     base_url: str | None = Field(None, description="Required for `kind: openai` and `kind: anthropic`.")
     api_key_env: str | None = Field(None, description="Name of the variable holding the credential.")
     probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
+    responses: bool = Field(
+        False,
+        description="`kind: openai` only: the upstream also serves the OpenAI Responses API "
+        "(`POST {base_url}/responses`); a Responses caller's request goes there as it came.",
+    )
     timeouts: ProviderTimeouts | None = None
     workers: list[WorkerSection] | None = Field(
         None,

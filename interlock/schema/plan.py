@@ -84,6 +84,9 @@ class PlanProvider(_Frozen):
     )
     api_key_env: str | None = Field(description="Name of the credential variable, never its value.")
     probe: bool
+    responses: bool = Field(
+        False, description="The upstream also serves the OpenAI Responses API (a Responses caller's relay)."
+    )
     timeouts: PlanTimeouts
     workers: list[str] = Field(description="Names of this provider's workers, in declaration order.")
 

@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible upstream: /v1/models, /v1/chat/completions (JSON and SSE), /v1/embeddings.
+"""A fake OpenAI-compatible upstream: /v1/models, /v1/chat/completions (JSON and SSE), /v1/embeddings,
+/v1/responses (stateless; JSON and typed SSE events).
 
 Shapes follow docs/wire-formats.md. With ``api_key`` set, every route demands exactly
 ``Authorization: Bearer <api_key>`` and answers 401 otherwise; that 401 echoes the key it received,
@@ -85,6 +86,7 @@ class FakeOpenAI(FakeServer):
             ("GET", "/v1/models"): self._models,
             ("POST", "/v1/chat/completions"): self._chat,
             ("POST", "/v1/embeddings"): self._embeddings,
+            ("POST", "/v1/responses"): self._responses,
         }
 
     def error_body(self, status: int, message: str) -> bytes:
@@ -233,6 +235,90 @@ class FakeOpenAI(FakeServer):
             frames.append(_event(head, {}, finish, index))
         return frames
 
+    def _responses(self, incoming: Incoming) -> Answer:
+        """``POST /v1/responses``, stateless: a ``response`` object, or its typed events when streamed.
+
+        Function tools may be called (``Reply.tool_calls``, as for chat); a hosted ``web_search`` tool
+        is "run": a ``web_search_call`` item precedes the message, as OpenAI's answers show it."""
+        error = self._refused(incoming) or self._unknown_model(incoming.model)
+        if error is not None:
+            return error
+        body: dict[str, Any] = incoming.body
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        if not isinstance(items, list) or not items:
+            return ErrorAnswer(400, "input must be a string or a non-empty array of items")
+        if body.get("previous_response_id") is not None:
+            return ErrorAnswer(400, "Previous response not found (this fake stores none).")
+        model = incoming.model or ""
+        offered = body.get("tools")
+        tools: list[Any] = offered if isinstance(offered, list) else []
+        functions = [
+            {"type": "function", "function": tool}
+            for tool in tools
+            if isinstance(tool, dict) and tool.get("type") == "function"
+        ]
+        answered = isinstance(items[-1], dict) and items[-1].get("type") == "function_call_output"
+        output: list[dict[str, Any]] = []
+        if any(isinstance(t, dict) and t.get("type") == "web_search" for t in tools):
+            action = {"type": "search", "query": "fake search"}
+            output.append(
+                {"type": "web_search_call", "id": _rid("ws"), "status": "completed", "action": action}
+            )
+        calls = planned_calls(self.reply, functions, answered)
+        for name, arguments in calls:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": _rid("fc"),
+                    "call_id": _rid("call"),
+                    "name": name,
+                    "arguments": orjson.dumps(arguments).decode(),
+                    "status": "completed",
+                }
+            )
+        pieces = split_text(self.reply.render(self.name, model), self.reply.chunks)
+        if not calls:
+            text = {"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}
+            output.append(
+                {
+                    "type": "message",
+                    "id": _rid("msg"),
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [text],
+                }
+            )
+        prompt = count_words([i for i in items if isinstance(i, dict)])
+        completion = len(calls) or len(pieces)
+        usage = {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + completion,
+        }
+        response: dict[str, Any] = {
+            "id": _rid("resp"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "model": model,
+            "output": output,
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "store": body.get("store", True),
+            "tools": tools,
+            "usage": usage if self.reply.usage else None,
+            "metadata": body.get("metadata") or {},
+        }
+        if body.get("stream") is not True:
+            return JsonAnswer(response)
+        return StreamAnswer(_SSE, _response_events(response, pieces))
+
     def _embeddings(self, incoming: Incoming) -> Answer:
         error = self._refused(incoming) or self._unknown_model(incoming.model)
         error = error or self._unknown_field(incoming, "embeddings")
@@ -297,6 +383,53 @@ def _is_tokens(value: Any) -> bool:
 def _event(head: dict[str, Any], delta: dict[str, Any], finish: str | None, index: int = 0) -> bytes:
     chunk = {**head, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def _rid(prefix: str) -> str:
+    return f"{prefix}_{random.getrandbits(96):024x}"
+
+
+def _typed(events: list[bytes], kind: str, **data: Any) -> None:
+    event = {"type": kind, "sequence_number": len(events), **data}
+    events.append(b"event: %b\ndata: %b\n\n" % (kind.encode(), orjson.dumps(event)))
+
+
+def _response_events(response: dict[str, Any], pieces: list[str]) -> list[bytes]:
+    """A ``response``'s stream, as OpenAI sends one: created, in_progress, each output item added, its
+    deltas and done events, then completed (the whole response)."""
+    events: list[bytes] = []
+    opening = {**response, "status": "in_progress", "output": [], "usage": None}
+    _typed(events, "response.created", response=opening)
+    _typed(events, "response.in_progress", response=opening)
+    for index, item in enumerate(response["output"]):
+        where = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "message":
+            _typed(events, "response.output_item.added", output_index=index, item={**item, "content": []})
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            _typed(events, "response.content_part.added", **where, content_index=0, part=part)
+            for piece in pieces:
+                _typed(
+                    events, "response.output_text.delta", **where, content_index=0, delta=piece, logprobs=[]
+                )
+            text = item["content"][0]["text"]
+            _typed(events, "response.output_text.done", **where, content_index=0, text=text, logprobs=[])
+            _typed(events, "response.content_part.done", **where, content_index=0, part=item["content"][0])
+        elif item["type"] == "function_call":
+            added = {**item, "arguments": "", "status": "in_progress"}
+            _typed(events, "response.output_item.added", output_index=index, item=added)
+            for piece in split_text(item["arguments"], 2):
+                _typed(events, "response.function_call_arguments.delta", **where, delta=piece)
+            _typed(events, "response.function_call_arguments.done", **where, arguments=item["arguments"])
+        else:  # a hosted tool's call: added in progress, done completed
+            _typed(
+                events,
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "status": "in_progress"},
+            )
+        _typed(events, "response.output_item.done", output_index=index, item=item)
+    _typed(events, "response.completed", response=response)
+    return events
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,7 +1,8 @@
 """Fakes of each wire format and one `interlock serve` in front of them, for the real CLIs.
 
 Aliases (``cl/``): each upstream format on its own (``cl/claude``: Anthropic, ``cl/openai``: OpenAI
-chat, ``cl/local``: an Ollama worker); ``*-tools`` aliases answer the first turn with a scripted tool
+chat, ``cl/responses``: the same OpenAI fake declared to serve the Responses API, ``cl/local``: an
+Ollama worker); ``*-tools`` aliases answer the first turn with a scripted tool
 call (reading ``SAMPLE``'s file, which the CLI does, so the next turn carries its text back); ``*-cut``
 models are the ones a test cuts streams of.
 """
@@ -25,9 +26,12 @@ CLAUDE_KEY = "sk-ant-upstream-SECRET-4b1d"
 # The workers' models load with a context that holds what the CLIs ask: Claude Code's first request is
 # ~25k prompt tokens plus max_tokens 32000, Codex's ~6k (with the fake's default, 4096, or a 32k
 # Modelfile, the gateway rightly refuses them with a 400 that names the context they need)
-MODELS = tuple(
-    ModelSpec(name, ("completion", "tools"), context_length=131072, num_ctx=131072)
-    for name in ("llama3.2:3b", "llama-cut:1b")
+MODELS = (
+    *(
+        ModelSpec(name, ("completion", "tools"), context_length=131072, num_ctx=131072)
+        for name in ("llama3.2:3b", "llama-cut:1b")
+    ),
+    ModelSpec("qwen3:4b", ("completion", "tools", "thinking"), context_length=131072, num_ctx=131072),
 )
 SAMPLE_TEXT = "interlock-sample-3e9f1c"  # what the sample file holds: proof a tool really ran
 
@@ -49,6 +53,11 @@ providers:
     kind: openai
     base_url: "{alpha}/v1"
     timeouts: {{connect: 1s, first_byte: 30s, total: 60s}}
+  alpharesp:
+    kind: openai
+    base_url: "{alpha}/v1"
+    responses: true
+    timeouts: {{connect: 1s, first_byte: 30s, total: 60s}}
   alphatools:
     kind: openai
     base_url: "{alphatools}/v1"
@@ -64,7 +73,9 @@ providers:
 aliases:
   cl/claude: {{description: Anthropic upstream, chain: [claude/claude-fake]}}
   cl/openai: {{description: OpenAI upstream, chain: [alpha/gpt-fake]}}
+  cl/responses: {{description: OpenAI upstream serving the Responses API, chain: [alpharesp/gpt-fake]}}
   cl/local: {{description: Ollama worker, chain: [box/llama3.2:3b]}}
+  cl/local-think: {{description: Ollama worker with a thinking model, chain: [box/qwen3:4b]}}
   cl/claude-tools: {{description: Anthropic upstream calls a tool, chain: [claudetools/claude-fake]}}
   cl/openai-tools: {{description: OpenAI upstream calls a tool, chain: [alphatools/gpt-fake]}}
   cl/local-tools: {{description: Ollama worker calls a tool, chain: [boxtools/llama3.2:3b]}}

@@ -17,6 +17,7 @@ UPSTREAMS = [
     ("cl/claude", "Hello from claude, model claude-fake."),
     ("cl/openai", "Hello from alpha, model gpt-fake."),
     ("cl/local", "Hello from box, model llama3.2:3b."),
+    ("cl/responses", "Hello from alpha, model gpt-fake."),  # its own format: relayed as it came
 ]
 
 
@@ -26,13 +27,26 @@ def _answer(stdout: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-@pytest.mark.parametrize(("alias", "answer"), UPSTREAMS, ids=["anthropic", "openai", "ollama"])
+@pytest.mark.parametrize(("alias", "answer"), UPSTREAMS, ids=["anthropic", "openai", "ollama", "responses"])
 def test_say_hi_prints_the_upstream_s_answer(
     gateway: Served, alias: str, answer: str, tmp_path: Path
 ) -> None:
     ran = codex(gateway.url, alias, "say hi", tmp_path)
     assert ran.returncode == 0, ran.explain()
     assert _answer(ran.stdout) == answer, ran.explain()
+
+
+def test_to_a_responses_upstream_its_request_goes_as_it_came(
+    gateway: Served, fakes: Fakes, tmp_path: Path
+) -> None:
+    """Its own format: the hosted ``web_search`` tool and the ``namespace`` group reach the upstream."""
+    fakes.alpha.clear_requests()
+    ran = codex(gateway.url, "cl/responses", "say hi", tmp_path)
+    assert ran.returncode == 0, ran.explain()
+    sent = [r for r in fakes.alpha.requests if r.path == "/v1/responses"]
+    assert sent, [r.path for r in fakes.alpha.requests]
+    kinds = {tool.get("type") for tool in sent[-1].body["tools"]}
+    assert {"web_search", "namespace"} <= kinds, kinds
 
 
 @pytest.mark.parametrize(

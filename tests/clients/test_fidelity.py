@@ -193,6 +193,98 @@ def test_openai_to_openai_streams_every_chunk_as_it_came(gateway: Served, fakes:
     assert response.text.endswith("data: [DONE]\n\n")
 
 
+def test_openai_to_openai_forwards_the_openai_beta_header(gateway: Served, fakes: Fakes) -> None:
+    fakes.alpha.clear_requests()
+    response = post(gateway, "/v1/chat/completions", OPENAI_CHAT, {"OpenAI-Beta": "assistants=v2"})
+    assert response.status_code == 200, response.text
+    (sent,) = fakes.alpha.requests
+    assert sent.headers["openai-beta"] == "assistants=v2"
+
+
+# -- Responses -> Responses (a provider declared `responses: true`) ----------------------------------
+
+CODEX_LIKE: dict[str, Any] = {
+    "model": "cl/responses",
+    "instructions": "You are Codex.",
+    "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "search the news"}]},
+        {"type": "reasoning", "summary": [], "encrypted_content": "gAAAAB-opaque"},
+    ],
+    "tools": [
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object"}, "strict": False},
+        {"type": "namespace", "name": "mcp", "tools": [{"type": "function", "name": "ls", "parameters": {}}]},
+        {"type": "web_search", "search_context_size": "medium"},
+        {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark"}},
+    ],
+    "tool_choice": "auto",
+    "parallel_tool_calls": False,
+    "reasoning": {"effort": "medium", "summary": "auto"},
+    "store": False,
+    "include": ["reasoning.encrypted_content"],
+    "prompt_cache_key": "0199-codex-session",
+    "future_request_field": {"w": 4},
+}
+
+
+def test_responses_to_responses_sends_the_request_as_it_came(gateway: Served, fakes: Fakes) -> None:
+    fakes.alpha.clear_requests()
+    beta = {"OpenAI-Beta": "responses=experimental"}
+    response = post(gateway, "/v1/responses", CODEX_LIKE, beta)
+    assert response.status_code == 200, response.text
+    assert "x-interlock-dropped" not in response.headers  # hosted tools and all: passed, not dropped
+    (sent,) = fakes.alpha.requests
+    assert sent.path == "/v1/responses"
+    assert sent.body == {**CODEX_LIKE, "model": "gpt-fake"}
+    assert sent.headers["openai-beta"] == "responses=experimental"
+    assert [item["type"] for item in response.json()["output"]] == ["web_search_call", "message"]
+
+
+def test_responses_to_responses_answers_field_for_field(gateway: Served, fakes: Fakes) -> None:
+    recorded = answer("openai_response.json")
+    fakes.alpha.set_fault(Fault.recorded(recorded), model="gpt-fake", times=1)
+    response = post(gateway, "/v1/responses", CODEX_LIKE)
+    assert response.status_code == 200, response.text
+    assert response.json() == {**orjson.loads(recorded), "model": "cl/responses"}
+
+
+def test_responses_to_responses_without_usage_is_still_the_upstream_s_answer(
+    gateway: Served, fakes: Fakes
+) -> None:
+    recorded = {**orjson.loads(answer("openai_response.json")), "usage": None}
+    fakes.alpha.set_fault(Fault.recorded(orjson.dumps(recorded)), model="gpt-fake", times=1)
+    response = post(gateway, "/v1/responses", CODEX_LIKE)
+    assert response.status_code == 200, response.text
+    assert response.json() == {**recorded, "model": "cl/responses"}  # metered as estimated, sent as it came
+
+
+def test_responses_to_responses_streams_every_event_as_it_came(gateway: Served, fakes: Fakes) -> None:
+    recorded = answer("openai_response_stream.sse")
+    fakes.alpha.set_fault(Fault.recorded(recorded, "text/event-stream"), model="gpt-fake", times=1)
+    response = post(gateway, "/v1/responses", {**CODEX_LIKE, "stream": True})
+    assert response.status_code == 200, response.text
+    expected = sse_events(recorded.decode())
+    for event in expected:
+        if "response" in event:
+            event["response"]["model"] = "cl/responses"
+    assert sse_events(response.text) == expected
+    names = [line[7:] for line in response.text.splitlines() if line.startswith("event: ")]
+    assert names == [event["type"] for event in expected]  # web_search_call.* and annotation.added too
+
+
+def test_a_responses_client_to_a_chat_upstream_names_the_hosted_tools(gateway: Served, fakes: Fakes) -> None:
+    fakes.alpha.clear_requests()
+    response = post(gateway, "/v1/responses", {**CODEX_LIKE, "model": "cl/openai"})
+    assert response.status_code == 200, response.text
+    dropped = response.headers["x-interlock-dropped"].split(", ")
+    assert {"tools.web_search", "tools.custom", "include", "prompt_cache_key", "future_request_field"} <= set(
+        dropped
+    )
+    (sent,) = fakes.alpha.requests
+    assert sent.path == "/v1/chat/completions"
+    names = [tool["function"]["name"] for tool in sent.body["tools"]]
+    assert names == ["exec_command", "ls"]  # the namespace flattened into its function tools
+
+
 # -- across formats --------------------------------------------------------------------------------
 
 

@@ -279,6 +279,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         _k("credential-changed", "credential-sent"),
     ),
     Scenario("probe", _set(("providers", "openrouter", "probe"), True), _k("probe-changed")),
+    Scenario("responses", _set(("providers", "openrouter", "responses"), True), _k("responses-changed")),
     Scenario(
         "provider-timeout",
         _set(("providers", "local", "timeouts"), {"first_byte": "90s"}),

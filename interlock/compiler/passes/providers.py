@@ -54,6 +54,21 @@ def _provider(ctx: CompileContext, name: str, provider: Provider) -> None:
         _base_url(ctx, name, provider, complete)
     else:
         _ollama(ctx, name, provider, complete)
+    if (
+        section.responses
+        and section.kind in PROVIDER_KINDS
+        and "responses" not in KINDS[section.kind].also_speaks
+    ):
+        speakers = [k.name for k in KINDS.values() if "responses" in k.also_speaks]
+        ctx.sink.add(
+            "IL116",
+            ctx.span_of(entry, "responses"),
+            f"provider `{name}` is `kind: {section.kind}`, which has no Responses API to declare",
+            path=f"{where}.responses",
+            value=True,
+            hint=f"remove `responses: true`; only {', '.join(f'`kind: {s}`' for s in speakers)} "
+            "providers may serve `/responses`",
+        )
     _check_credential(ctx, name, provider)
 
 

@@ -6,23 +6,23 @@ from __future__ import annotations
 import abc
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from interlock.runtime.asgi import (
-    Header,
-)
+from interlock.runtime.asgi import Header, json_type
 from interlock.runtime.errors import (
     BodyTooLarge,
     ClientError,
     GatewayError,
+    InvalidRequest,
     scrub,
     whole_seconds,
 )
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import CandidateRefused
 from interlock.runtime.upstream.base import Native
+from interlock.runtime.wire.openai_chat import NO_EXTRAS
 
 _UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 
@@ -30,48 +30,72 @@ _UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "n
 log = logging.getLogger("interlock.requests")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Parsed:
-    """A request in the internal form: ``operation`` is the router's (``chat`` | ``embeddings``) and the
-    metrics' endpoint label; ``body`` is OpenAI-shaped; ``echo`` is the model name answers give back
-    (the caller's; the lifecycle sets the default alias's name when the caller named none)."""
+    """A request in the internal form, as a surface's wire module made it.
+
+    ``operation`` is the router's (``chat`` | ``embeddings``) and the metrics' endpoint label; ``body``
+    is Chat-shaped (what the guards, the router and the adapters read; the fields each adapter takes
+    are ``upstream/fields.py``'s table); ``echo`` is the model name answers give back (the caller's; the
+    lifecycle puts the default alias's name there when the caller named none); ``dropped`` names what
+    the caller sent that the internal form cannot carry (said in ``X-Interlock-Dropped``); ``native``
+    is the request in the caller's own format, for a candidate of that format (a same-format relay).
+    ``extras`` is what the caller's format keeps from the request to render its answers, by name:
+    Chat's ``usage_asked`` (the caller asked for the stream's usage chunk itself), Responses'
+    ``namespaces`` (the group of each tool flattened out of a ``namespace`` tool)."""
 
     operation: str
     model: str | None
     stream: bool
     body: dict[str, Any]
-    echo: Any = None
-    # what the caller sent that the internal form cannot carry (named in X-Interlock-Dropped)
+    echo: str | None = None
     dropped: tuple[str, ...] = ()
-    # what the surface keeps from the request to render its answers (Responses: flattened tools' namespaces)
-    extras: Any = None
-    # the request in the caller's own format, for a candidate of that format (a same-format relay)
+    extras: Mapping[str, Any] = field(default_factory=lambda: NO_EXTRAS)  # one shared empty one
     native: Native | None = None
 
-    def relayed(self, kind: str) -> bool:
-        """Whether a candidate of ``kind`` got the caller's own request (and answers in its format)."""
+    def relayed(self, relays: frozenset[str]) -> Native | None:
+        """The caller's own request when a candidate that relays ``relays`` got it (and answers in its
+        format), else None."""
         native = self.native
-        return native is not None and native.format == kind
+        return native if native is not None and native.format in relays else None
 
 
-def chat_request(model: str | None, stream: bool, internal: dict[str, Any]) -> Parsed:
-    """A chat request in the internal form, echoing the caller's model name; a stream asks the upstream
-    for its usage too (the metrics count it)."""
+def chat_request(
+    model: str | None,
+    stream: bool,
+    internal: dict[str, Any],
+    dropped: Sequence[str] = (),
+    extras: Mapping[str, Any] = NO_EXTRAS,
+    native: Native | None = None,
+) -> Parsed:
+    """A chat request translated into the internal form, echoing the caller's model name; a stream asks
+    the upstream for its usage too (the metrics count it)."""
     if stream:
         internal["stream"] = True
         internal["stream_options"] = {"include_usage": True}
-    return Parsed("chat", model, stream, internal, model)
+    return Parsed("chat", model, stream, internal, model, tuple(dropped), extras, native)
 
 
-def first_choice(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The first choice of an OpenAI-shaped answer (empty when there is none)."""
-    choice: dict[str, Any] = (result.get("choices") or [{}])[0]
-    return choice
+def check_model(body: Mapping[str, Any]) -> str | None:
+    model = body.get("model")
+    if model is None or (isinstance(model, str) and model):
+        return model
+    if isinstance(model, str):
+        raise InvalidRequest("`model` must not be empty", param="model")
+    raise InvalidRequest(f"`model` must be a string, not {json_type(model)}", param="model")
 
 
-def reasoning(part: Mapping[str, Any]) -> Any:
-    """The reasoning text of an answer's message or a stream's delta: providers name it either way."""
-    return part.get("reasoning") or part.get("reasoning_content")
+def check_stream(body: Mapping[str, Any]) -> bool:
+    stream = body.get("stream")
+    if stream is None:
+        return False
+    if not isinstance(stream, bool):
+        raise InvalidRequest(f"`stream` must be a boolean, not {json_type(stream)}", param="stream")
+    return stream
+
+
+# a request translated: the internal form, the names of what it cannot carry, the extras its answers need
+Translation = tuple[dict[str, Any], Sequence[str], Mapping[str, Any]]
 
 
 @dataclass(slots=True)
@@ -127,6 +151,23 @@ class Surface(abc.ABC):
     @abc.abstractmethod
     def error(self, failure: Failure) -> bytes:
         """The JSON error body."""
+
+
+class Translated(Surface):
+    """A chat surface whose requests its wire module translates (``translate``); ``relays``: the
+    provider kind that speaks this format, which gets the request as it came (a same-format relay)."""
+
+    relays: str | None = None
+
+    @abc.abstractmethod
+    def translate(self, body: dict[str, Any]) -> Translation: ...
+
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        model = check_model(body)
+        stream = check_stream(body)
+        internal, dropped, extras = self.translate(body)
+        native = Native(self.relays, body) if self.relays is not None else None
+        return chat_request(model, stream, internal, dropped, extras, native)
 
 
 def failure_of(exc: BaseException, plan: RuntimePlan) -> Failure:

@@ -43,14 +43,12 @@ from interlock.runtime.surfaces.base import (
     StreamRender,
     Surface,
     chat_request,
-    first_choice,
-    reasoning,
+    check_model,
 )
-from interlock.runtime.surfaces.openai import check_model
 from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
-from interlock.runtime.wire.ollama import data_url
-from interlock.runtime.wire.openai_chat import call_arguments
+from interlock.runtime.wire import ollama as wire
+from interlock.runtime.wire.openai_chat import first_choice, reasoning
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -60,8 +58,6 @@ NDJSON_HEADERS: tuple[Header, ...] = (
     (b"cache-control", b"no-cache"),
 )
 VERSION = "0.9.0"  # the Ollama API level this surface speaks (clients check it)
-_PASSED = ("options", "format", "keep_alive", "think", "tools")
-_DONE_REASONS = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
 
 
 def error_body(message: str) -> bytes:
@@ -84,118 +80,13 @@ def _stream_flag(body: Mapping[str, Any]) -> bool:
     return stream
 
 
-def _data_url(image: Any, where: str) -> dict[str, Any]:
-    if not isinstance(image, str) or not image:
-        raise InvalidRequest(f"`{where}` must be a base64 string")
-    return {"type": "image_url", "image_url": {"url": data_url(image)}}
-
-
-def _internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict[str, Any]:
-    where = f"messages[{index}]"
-    if not isinstance(message, dict):
-        raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
-    role = message.get("role")
-    if not isinstance(role, str):
-        raise InvalidRequest(f"`{where}.role` must be a string")
-    content = message.get("content")
-    if content is None:
-        content = ""
-    elif not isinstance(content, str):  # `[]` or `false` too: never read as no content
-        raise InvalidRequest(f"`{where}.content` must be a string")
-    out: dict[str, Any] = {"role": role, "content": content}
-    images = message.get("images")
-    if images is not None and not isinstance(images, list):
-        raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
-    if images:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
-        parts.extend(_data_url(image, f"{where}.images[{n}]") for n, image in enumerate(images))
-        out["content"] = parts
-    calls = message.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
-        raise InvalidRequest(f"`{where}.tool_calls` must be an array")
-    if calls:
-        out["tool_calls"] = [
-            _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)
-        ]
-    if (
-        role == "tool"
-    ):  # the call it answers: by its id when the client sent one (Open WebUI does), else by name
-        name = message.get("tool_name") or message.get("name")
-        given = message.get("tool_call_id")
-        out["tool_call_id"] = (
-            given
-            if isinstance(given, str) and given
-            else call_ids.get(name, f"call_{index}")
-            if isinstance(name, str)
-            else f"call_{index}"
-        )
-    if message.get("thinking") and role == "assistant":
-        out["reasoning"] = message["thinking"]
-    return out
-
-
-def _internal_call(call: Any, where: str, call_ids: dict[str, str]) -> dict[str, Any]:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise InvalidRequest(f"`{where}.function.name` must be a string")
-    name = function["name"]
-    arguments = function.get("arguments", {})
-    call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{len(call_ids)}_{name}"
-    call_ids[name] = call_id
-    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
-
-
-def _carry(body: Mapping[str, Any], internal: dict[str, Any]) -> None:
-    for key in _PASSED:
-        if body.get(key) is not None:
-            internal[key] = body[key]
-
-
-# -- answers ---------------------------------------------------------------------------------------
-
-
-def _native_calls(calls: Any) -> list[dict[str, Any]]:
-    out = []
-    for call in calls or ():
-        function = call.get("function") or {}
-        try:
-            arguments = call_arguments(function.get("arguments"))
-        except ValueError:  # a model's broken arguments: the client gets an empty object
-            arguments = {}
-        out.append({"function": {"name": function.get("name", ""), "arguments": arguments}})
-    return out
-
-
-def _counts(usage: Any) -> dict[str, int]:
-    if not isinstance(usage, dict):
-        return {}
-    counts = {}
-    if isinstance(usage.get("prompt_tokens"), int):
-        counts["prompt_eval_count"] = usage["prompt_tokens"]
-    if isinstance(usage.get("completion_tokens"), int):
-        counts["eval_count"] = usage["completion_tokens"]
-    return counts
-
-
-def _renamed(chunk: RelayedChunk, model: Any) -> bytes:
-    """A worker's line with ``model`` in place of its own: Ollama writes ``"model"`` first, so only that
-    prefix is rewritten (the rest of the line is sent as its bytes came); any other line is written anew."""
-    raw, named = chunk.raw, chunk.native.get("model")
-    if isinstance(named, str):
-        head = b'{"model":' + orjson.dumps(named) + b","
-        if raw.startswith(head):
-            return b'{"model":' + orjson.dumps(model) + b"," + raw[len(head) :] + b"\n"
-    return orjson.dumps({**chunk.native, "model": model}) + b"\n"
-
-
 class _NDJSON(StreamRender):
     """Chat (``message``) or generate (``response``) lines; tool calls are sent whole in the last line."""
 
     __slots__ = ("_calls", "_finish", "_generate", "_model", "_relayed", "_usage")
     headers = NDJSON_HEADERS
 
-    def __init__(self, model: str, generate: bool) -> None:
+    def __init__(self, model: str | None, generate: bool) -> None:
         self._model = model
         self._relayed = False
         self._generate = generate
@@ -214,7 +105,7 @@ class _NDJSON(StreamRender):
             if thinking:
                 message["thinking"] = thinking
             if extra.pop("tool_calls", None):
-                message["tool_calls"] = _native_calls(self._calls[i] for i in sorted(self._calls))
+                message["tool_calls"] = wire.native_calls(self._calls[i] for i in sorted(self._calls))
             line["message"] = message
         line.update(extra)
         return orjson.dumps(line) + b"\n"
@@ -222,7 +113,7 @@ class _NDJSON(StreamRender):
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
             self._relayed = True
-            return _renamed(chunk, self._model)
+            return wire.renamed(chunk, self._model)
         if chunk.get("usage"):
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -248,9 +139,9 @@ class _NDJSON(StreamRender):
     def end(self) -> bytes:
         if self._relayed:  # the worker's own last line went by
             return b""
-        reason = _DONE_REASONS.get(self._finish or "stop", "stop")
+        reason = wire.DONE_REASONS.get(self._finish or "stop", "stop")
         return self._line(
-            "", None, tool_calls=bool(self._calls), done=True, done_reason=reason, **_counts(self._usage)
+            "", None, tool_calls=bool(self._calls), done=True, done_reason=reason, **wire.counts(self._usage)
         )
 
     def error(self, message: str) -> bytes:
@@ -269,6 +160,10 @@ class Chat(_Native):
     """``POST /api/chat``."""
 
     def parse(self, body: dict[str, Any]) -> Parsed:
+        # to a worker: as it came (``wire.ollama.relayed_request``)
+        return self._chat(body, Native("ollama", body))
+
+    def _chat(self, body: dict[str, Any], native: Native | None) -> Parsed:
         model = check_model(body)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -276,13 +171,10 @@ class Chat(_Native):
         call_ids: dict[str, str] = {}
         internal: dict[str, Any] = {
             "model": model,
-            "messages": [_internal_message(i, m, call_ids) for i, m in enumerate(messages)],
+            "messages": [wire.internal_message(i, m, call_ids) for i, m in enumerate(messages)],
         }
-        _carry(body, internal)
-        stream = _stream_flag(body)
-        parsed = chat_request(model, stream, internal)
-        parsed.native = Native("ollama", body)  # to a worker: as it came (``ollama_wire.relayed_request``)
-        return parsed
+        wire.carry(body, internal)
+        return chat_request(model, _stream_flag(body), internal, native=native)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:  # a worker's own answer: as it came, but for the model's name
@@ -294,7 +186,7 @@ class Chat(_Native):
         if thinking:
             native["thinking"] = thinking
         if message.get("tool_calls"):
-            native["tool_calls"] = _native_calls(message["tool_calls"])
+            native["tool_calls"] = wire.native_calls(message["tool_calls"])
         return orjson.dumps(self._wrap(parsed, result, choice, native))
 
     def _wrap(
@@ -305,8 +197,8 @@ class Chat(_Native):
             "created_at": _now(),
             "message": native,
             "done": True,
-            "done_reason": _DONE_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
-            **_counts(result.get("usage")),
+            "done_reason": wire.DONE_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
+            **wire.counts(result.get("usage")),
         }
 
 
@@ -327,9 +219,8 @@ class Generate(Chat):
         if isinstance(body.get("system"), str) and body["system"]:
             messages.append({"role": "system", "content": body["system"]})
         messages.append({"role": "user", "content": prompt, "images": body.get("images")})
-        chat = super().parse({**body, "messages": messages, "tools": None})
-        chat.native = None  # the body is not a chat request: the worker gets the translated one
-        return chat
+        # the body is not a chat request: a worker gets the translated one
+        return self._chat({**body, "messages": messages, "tools": None}, None)
 
     def _wrap(
         self, parsed: Parsed, result: dict[str, Any], choice: Any, native: dict[str, Any]

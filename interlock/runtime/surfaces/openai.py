@@ -9,6 +9,7 @@ breaks after it started, with one SSE error event and no ``[DONE]``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -16,7 +17,16 @@ import orjson
 from interlock.runtime.asgi import Header, json_type
 from interlock.runtime.errors import InvalidRequest
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.surfaces.base import Failure, Parsed, StreamRender, Surface, failure_of
+from interlock.runtime.surfaces.base import (
+    Failure,
+    Parsed,
+    StreamRender,
+    Surface,
+    check_model,
+    check_stream,
+    failure_of,
+)
+from interlock.runtime.upstream.base import Native
 
 SSE_HEADERS: tuple[Header, ...] = (
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -24,6 +34,7 @@ SSE_HEADERS: tuple[Header, ...] = (
     (b"x-accel-buffering", b"no"),
 )
 DONE = b"data: [DONE]\n\n"
+_USAGE_ASKED = MappingProxyType({"usage_asked": True})  # a Chat stream's ``extras``
 
 
 def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> bytes:
@@ -40,32 +51,7 @@ def _error(failure: Failure) -> bytes:
     return error_body(failure.message, failure.type, param=failure.param, code=failure.code)
 
 
-def cached_tokens(usage: Mapping[str, Any]) -> int:
-    """How much of an OpenAI usage's prompt was read from the provider's cache (0 when unsaid)."""
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    return cached if isinstance(cached, int) and not isinstance(cached, bool) else 0
-
-
 # -- request checks --------------------------------------------------------------------------------
-
-
-def check_model(body: Mapping[str, Any]) -> str | None:
-    model = body.get("model")
-    if model is None or (isinstance(model, str) and model):
-        return model
-    if isinstance(model, str):
-        raise InvalidRequest("`model` must not be empty", param="model")
-    raise InvalidRequest(f"`model` must be a string, not {json_type(model)}", param="model")
-
-
-def check_stream(body: Mapping[str, Any]) -> bool:
-    stream = body.get("stream")
-    if stream is None:
-        return False
-    if not isinstance(stream, bool):
-        raise InvalidRequest(f"`stream` must be a boolean, not {json_type(stream)}", param="stream")
-    return stream
 
 
 def check_chat(body: Mapping[str, Any]) -> tuple[str | None, bool]:
@@ -131,27 +117,32 @@ class _SSE(StreamRender):
 
 
 class ChatCompletions(Surface):
-    """``POST /v1/chat/completions``: the internal form itself."""
+    """``POST /v1/chat/completions``: the internal form itself; to an OpenAI-compatible upstream it goes
+    with the ``OpenAI-Beta`` header it came with (its ``Native`` form carries the header)."""
+
+    forwards = frozenset({b"openai-beta"})
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model, stream = check_chat(body)
+        native = Native("openai", body)
         if not stream:
-            return Parsed("chat", model, stream, body)
+            return Parsed("chat", model, stream, body, model, native=native)
         options = body.get("stream_options")
         if options is None:
             options = {}
         elif type(options) is not dict or options.get("include_usage") is True:
-            return Parsed("chat", model, stream, body, True)  # as asked (a bad value: the upstream says so)
+            # as asked (a bad value: the upstream says so)
+            return Parsed("chat", model, stream, body, model, extras=_USAGE_ASKED, native=native)
         # the usage ledger counts a stream by its usage chunk: ask for it, and keep it from the caller
         body["stream_options"] = {**options, "include_usage": True}
-        return Parsed("chat", model, stream, body, False)
+        return Parsed("chat", model, stream, body, model, native=native)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         result["model"] = candidate
         return orjson.dumps(result)
 
     def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
-        return _SSE(candidate, parsed.echo is True)
+        return _SSE(candidate, parsed.extras.get("usage_asked") is True)
 
     def error(self, failure: Failure) -> bytes:
         return _error(failure)
@@ -161,6 +152,8 @@ class Embeddings(ChatCompletions):
     """``POST /v1/embeddings``."""
 
     operation = "embeddings"
+    forwards = frozenset()
 
     def parse(self, body: dict[str, Any]) -> Parsed:
-        return Parsed("embeddings", check_embeddings(body), False, body)
+        model = check_embeddings(body)
+        return Parsed("embeddings", model, False, body, model)

@@ -26,317 +26,25 @@ an ``error`` event and no ``response.completed``. Errors are OpenAI's ``{"error"
 
 from __future__ import annotations
 
-import random
-import time
 from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_type
-from interlock.runtime.errors import InvalidRequest
+from interlock.runtime.asgi import Header
 from interlock.runtime.surfaces.base import (
     Failure,
     Parsed,
     StreamRender,
-    Surface,
-    chat_request,
-    first_choice,
-    reasoning,
+    Translated,
+    Translation,
 )
 from interlock.runtime.surfaces.openai import (
     SSE_HEADERS,
-    cached_tokens,
-    check_model,
-    check_stream,
     error_body,
 )
-
-
-def _id(prefix: str) -> str:
-    return f"{prefix}_{random.getrandbits(96):024x}"
-
-
-# -- requests --------------------------------------------------------------------------------------
-
-
-def _part(part: Any, where: str) -> dict[str, Any]:
-    kind = part.get("type") if isinstance(part, dict) else None
-    if kind in ("input_text", "output_text", "text"):
-        text = part.get("text", "")
-        if not isinstance(text, str):
-            raise InvalidRequest(f"`{where}.text` must be a string", param=where)
-        return {"type": "text", "text": text}
-    if kind == "input_image" and isinstance(part.get("image_url"), str):
-        return {"type": "image_url", "image_url": {"url": part["image_url"]}}
-    raise InvalidRequest(f"`{where}`: a content part of type {kind!r} is not supported", param=where)
-
-
-def _content(content: Any, where: str) -> Any:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise InvalidRequest(f"`{where}` must be a string or an array of parts", param=where)
-    parts = [_part(part, f"{where}[{n}]") for n, part in enumerate(content)]
-    if all(p["type"] == "text" for p in parts):
-        return "\n".join(p["text"] for p in parts)
-    return parts
-
-
-# call items of hosted tools (and their outputs): the provider ran them; a chat upstream cannot read them
-_HOSTED_ITEMS = frozenset(
-    {
-        "web_search_call",
-        "file_search_call",
-        "code_interpreter_call",
-        "image_generation_call",
-        "local_shell_call",
-        "local_shell_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "computer_call",
-        "computer_call_output",
-        "mcp_call",
-        "mcp_list_tools",
-        "mcp_approval_request",
-        "mcp_approval_response",
-        "tool_search_call",
-        "tool_search_output",
-        "compaction",
-    }
-)
-
-
-def _messages(items: Any, dropped: list[str]) -> list[dict[str, Any]]:
-    """The internal messages of ``input``; the kinds of items a chat upstream cannot read are left out
-    and named in ``dropped`` (``input.web_search_call``)."""
-    if isinstance(items, str):
-        return [{"role": "user", "content": items}]
-    if not isinstance(items, list) or not items:
-        raise InvalidRequest("`input` must be a string or a non-empty array of items", param="input")
-    out: list[dict[str, Any]] = []
-    for n, item in enumerate(items):
-        where = f"input[{n}]"
-        if not isinstance(item, dict):
-            raise InvalidRequest(f"`{where}` must be an object, not {json_type(item)}", param=where)
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = item.get("role")
-            if role not in ("user", "assistant", "system", "developer"):
-                raise InvalidRequest(
-                    f"`{where}.role` must be user, assistant, system or developer", param=where
-                )
-            out.append({"role": role, "content": _content(item.get("content"), f"{where}.content")})
-        elif kind == "function_call":
-            call = {
-                "id": item.get("call_id", ""),
-                "type": "function",
-                "function": {"name": item.get("name", ""), "arguments": item.get("arguments") or "{}"},
-            }
-            previous = out[-1] if out else None
-            if previous is not None and previous["role"] == "assistant" and "tool_calls" in previous:
-                previous["tool_calls"].append(call)
-            else:
-                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
-            output = item.get("output")
-            text = output if isinstance(output, str) else orjson.dumps(output).decode()
-            out.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": text})
-        elif kind == "reasoning":
-            continue
-        elif kind in _HOSTED_ITEMS:
-            if f"input.{kind}" not in dropped:
-                dropped.append(f"input.{kind}")
-        else:
-            raise InvalidRequest(f"`{where}`: an item of type {kind!r} is not supported", param=where)
-    return out
-
-
-def _function(tool: dict[str, Any]) -> dict[str, Any]:
-    function = {
-        k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
-    }
-    return {"type": "function", "function": function}
-
-
-def _tools(tools: Any, dropped: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Chat's function tools for Responses ``tools``, and the namespace of each tool that came from a
-    ``namespace`` group (flattened into its function tools). Hosted tools (``web_search``,
-    ``file_search``, ``code_interpreter``, ``image_generation``, ``local_shell``, ``custom``, ...) run at
-    the provider, which a chat upstream is not: they are left out and named (``tools.web_search``)."""
-    if not isinstance(tools, list):
-        raise InvalidRequest("`tools` must be an array", param="tools")
-    out: list[dict[str, Any]] = []
-    namespaces: dict[str, str] = {}
-    for n, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if not isinstance(kind, str):
-            raise InvalidRequest(f"`tools[{n}]` must be an object with a `type`", param="tools")
-        if kind == "function":
-            if not isinstance(tool.get("name"), str):
-                raise InvalidRequest(f"`tools[{n}]`: a function tool needs a `name`", param="tools")
-            out.append(_function(tool))
-        elif kind == "namespace" and isinstance(tool.get("tools"), list):
-            group = tool.get("name") if isinstance(tool.get("name"), str) else ""
-            for inner in tool["tools"]:
-                if not isinstance(inner, dict) or inner.get("type") != "function":
-                    kind = inner.get("type") if isinstance(inner, dict) else None
-                    name = f"tools.{group}.{kind}" if isinstance(kind, str) else f"tools.{group}"
-                    if name not in dropped:
-                        dropped.append(name)
-                elif isinstance(inner.get("name"), str):
-                    out.append(_function(inner))
-                    namespaces[inner["name"]] = group
-        elif f"tools.{kind}" not in dropped:
-            dropped.append(f"tools.{kind}")
-    return out, namespaces
-
-
-def _tool_choice(choice: Any) -> Any:
-    if choice in ("auto", "none", "required"):
-        return choice
-    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return {"type": "function", "function": {"name": choice["name"]}}
-    raise InvalidRequest("`tool_choice` must be auto, none, required or a function", param="tool_choice")
-
-
-def _response_format(text: Any) -> Any:
-    fmt = text.get("format") if isinstance(text, dict) else None
-    if not isinstance(fmt, dict):
-        return None
-    kind = fmt.get("type")
-    if kind == "json_object":
-        return {"type": "json_object"}
-    if kind == "json_schema":
-        schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
-        return {"type": "json_schema", "json_schema": schema}
-    return None
-
-
-# the request fields the internal form carries (or that need nothing carried: ``store: false``)
-_READ = frozenset(
-    {
-        "model",
-        "stream",
-        "input",
-        "instructions",
-        "max_output_tokens",
-        "temperature",
-        "top_p",
-        "parallel_tool_calls",
-        "user",
-        "tools",
-        "tool_choice",
-        "reasoning",
-        "text",
-        "previous_response_id",
-    }
-)
-
-
-def internal_request(body: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, str]]:
-    """The internal form of a Responses request, the names of what it cannot carry, and the namespace
-    of each tool flattened out of a ``namespace`` group."""
-    if body.get("previous_response_id") is not None:
-        raise InvalidRequest(
-            "`previous_response_id` is not supported: this gateway is stateless and stores no responses; "
-            "send the whole conversation as `input` items",
-            param="previous_response_id",
-        )
-    dropped: list[str] = []
-    messages = _messages(body.get("input"), dropped)
-    instructions = body.get("instructions")
-    if isinstance(instructions, str) and instructions:
-        messages.insert(0, {"role": "system", "content": instructions})
-    internal: dict[str, Any] = {"model": body.get("model"), "messages": messages}
-    limit = body.get("max_output_tokens")
-    if limit is not None:
-        internal["max_tokens"] = limit
-    for key in ("temperature", "top_p", "parallel_tool_calls", "user"):
-        if body.get(key) is not None:
-            internal[key] = body[key]
-    namespaces: dict[str, str] = {}
-    if body.get("tools"):
-        tools, namespaces = _tools(body["tools"], dropped)
-        if tools:
-            internal["tools"] = tools
-            if body.get("tool_choice") is not None:
-                internal["tool_choice"] = _tool_choice(body["tool_choice"])
-    reasoning = body.get("reasoning")
-    if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
-        internal["reasoning_effort"] = reasoning["effort"]
-    response_format = _response_format(body.get("text"))
-    if response_format is not None:
-        internal["response_format"] = response_format
-    for key, value in body.items():
-        if key not in _READ and value is not None and not (key == "store" and value is False):
-            dropped.append(key)
-    return internal, dropped, namespaces
-
-
-# -- answers ---------------------------------------------------------------------------------------
-
-
-def _usage(usage: Any) -> dict[str, Any]:
-    usage = usage if isinstance(usage, dict) else {}
-    prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
-    return {
-        "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached_tokens(usage), "cache_write_tokens": 0},
-        "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": prompt + completion,
-    }
-
-
-def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
-    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
-
-
-def _reasoning_item(item_id: str, text: str | None) -> dict[str, Any]:
-    summary = [{"type": "summary_text", "text": text}] if text is not None else []
-    return {"type": "reasoning", "id": item_id, "summary": summary}
-
-
-def _call_item(
-    item_id: str, call_id: str, name: str, arguments: str, status: str, namespaces: dict[str, str]
-) -> dict[str, Any]:
-    item = {
-        "type": "function_call",
-        "id": item_id,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": status,
-    }
-    namespace = namespaces.get(name)
-    if namespace:
-        item["namespace"] = namespace
-    return item
-
-
-def _response(
-    response_id: str, model: str, output: list[dict[str, Any]], status: str, finish: str | None, usage: Any
-) -> dict[str, Any]:
-    incomplete = status == "completed" and finish == "length"
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "incomplete" if incomplete else status,
-        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-        "error": None,
-        "model": model,
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "store": False,
-        "text": {"format": {"type": "text"}},
-        "truncation": "disabled",
-        "usage": _usage(usage) if usage is not None or status == "completed" else None,
-        "metadata": {},
-    }
+from interlock.runtime.upstream.base import Relayed, RelayedChunk
+from interlock.runtime.wire import openai_responses as wire
+from interlock.runtime.wire.openai_chat import reasoning
 
 
 class _Events(StreamRender):
@@ -350,6 +58,7 @@ class _Events(StreamRender):
         "_model",
         "_namespaces",
         "_output",
+        "_relayed",
         "_seq",
         "_started",
         "_text",
@@ -357,10 +66,11 @@ class _Events(StreamRender):
     )
     headers: tuple[Header, ...] = SSE_HEADERS
 
-    def __init__(self, model: str, namespaces: dict[str, str]) -> None:
+    def __init__(self, model: str | None, namespaces: dict[str, str]) -> None:
         self._model = model
         self._namespaces = namespaces
-        self._id = _id("resp")
+        self._relayed = False
+        self._id = wire.new_id("resp")
         self._seq = 0
         self._started = False
         self._output: list[dict[str, Any]] = []
@@ -411,14 +121,14 @@ class _Events(StreamRender):
             self._event("response.reasoning_summary_text.done", out, **where, text=text)
             part: dict[str, Any] = {"type": "summary_text", "text": text}
             self._event("response.reasoning_summary_part.done", out, **where, part=part)
-            item = _reasoning_item(item["id"], text)
+            item = wire.reasoning_item(item["id"], text)
         elif item["type"] == "message":
             text = self._text
             where = {"item_id": item["id"], "output_index": index, "content_index": 0}
             self._event("response.output_text.done", out, **where, text=text, logprobs=[])
             part = {"type": "output_text", "text": text, "annotations": []}
             self._event("response.content_part.done", out, **where, part=part)
-            item = _message_item(item["id"], text, "completed")
+            item = wire.message_item(item["id"], text, "completed")
         else:
             item["status"] = "completed"
             self._event(
@@ -431,11 +141,23 @@ class _Events(StreamRender):
         self._event("response.output_item.done", out, output_index=index, item=item)
         self._output.append(item)
 
+    def _relay(self, chunk: RelayedChunk) -> bytes:
+        """A Responses upstream's event as it came; those that hold the ``response`` (created,
+        in_progress, completed, ...) name the caller's model."""
+        self._relayed = True
+        event, data = chunk.native, chunk.raw
+        response = event.get("response")
+        if isinstance(response, dict) and "model" in response:
+            data = orjson.dumps({**event, "response": {**response, "model": self._model}})
+        return b"event: %b\ndata: %b\n\n" % (str(event.get("type")).encode(), data)
+
     def chunk(self, chunk: dict[str, Any]) -> bytes:
+        if type(chunk) is RelayedChunk:
+            return self._relay(chunk)
         out: list[bytes] = []
         if not self._started:
             self._started = True
-            response = _response(self._id, self._model, [], "in_progress", None, None)
+            response = wire.response(self._id, self._model, [], "in_progress", None, None)
             self._event("response.created", out, response=response)
             self._event("response.in_progress", out, response=response)
         if chunk.get("usage"):
@@ -447,7 +169,7 @@ class _Events(StreamRender):
             thinking = reasoning(delta)
             if thinking:
                 if self._item is None or self._item["type"] != "reasoning":
-                    self._open(_reasoning_item(_id("rs"), None), out)
+                    self._open(wire.reasoning_item(wire.new_id("rs"), None), out)
                 assert self._item is not None
                 self._text += thinking
                 self._event(
@@ -461,7 +183,7 @@ class _Events(StreamRender):
             text = delta.get("content")
             if text:
                 if self._item is None or self._item["type"] != "message":
-                    self._open(_message_item(_id("msg"), "", "in_progress"), out)
+                    self._open(wire.message_item(wire.new_id("msg"), "", "in_progress"), out)
                 assert self._item is not None
                 self._text += text
                 self._event(
@@ -477,9 +199,11 @@ class _Events(StreamRender):
                 function = call.get("function") or {}
                 number = call.get("index", 0)
                 if self._item is None or self._call != number:
-                    call_id = call.get("id") or _id("call")
+                    call_id = call.get("id") or wire.new_id("call")
                     name = function.get("name") or ""
-                    item = _call_item(_id("fc"), call_id, name, "", "in_progress", self._namespaces)
+                    item = wire.call_item(
+                        wire.new_id("fc"), call_id, name, "", "in_progress", self._namespaces
+                    )
                     self._open(item, out, number)
                 assert self._item is not None
                 if function.get("arguments"):
@@ -494,9 +218,11 @@ class _Events(StreamRender):
         return b"".join(out)
 
     def end(self) -> bytes:
+        if self._relayed:  # the upstream's own response.completed went by
+            return b""
         out: list[bytes] = []
         self._close(out)
-        response = _response(self._id, self._model, self._output, "completed", self._finish, self._usage)
+        response = wire.response(self._id, self._model, self._output, "completed", self._finish, self._usage)
         self._event("response.completed", out, response=response)
         return b"".join(out)
 
@@ -506,47 +232,23 @@ class _Events(StreamRender):
         return b"".join(out)
 
 
-class Responses(Surface):
-    """``POST /v1/responses``."""
+class Responses(Translated):
+    """``POST /v1/responses``; to an upstream declared ``responses: true``, the request goes as it came
+    (``Native``, with its ``OpenAI-Beta`` header), and the answer and events come back as they came."""
 
-    def parse(self, body: dict[str, Any]) -> Parsed:
-        model = check_model(body)
-        stream = check_stream(body)
-        internal, dropped, namespaces = internal_request(body)
-        parsed = chat_request(model, stream, internal)
-        parsed.dropped, parsed.extras = tuple(dropped), namespaces
-        return parsed
+    forwards = frozenset({b"openai-beta"})
+    relays = "responses"
+
+    def translate(self, body: dict[str, Any]) -> Translation:
+        return wire.internal_request(body)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
-        choice = first_choice(result)
-        message = choice.get("message") or {}
-        output: list[dict[str, Any]] = []
-        thinking = reasoning(message)
-        if thinking:
-            output.append(_reasoning_item(_id("rs"), thinking))
-        if message.get("content"):
-            output.append(_message_item(_id("msg"), message["content"], "completed"))
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            arguments = function.get("arguments")
-            arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments or {}).decode()
-            output.append(
-                _call_item(
-                    _id("fc"),
-                    call.get("id") or _id("call"),
-                    function.get("name", ""),
-                    arguments,
-                    "completed",
-                    parsed.extras or {},
-                )
-            )
-        finish = choice.get("finish_reason")
-        return orjson.dumps(
-            _response(_id("resp"), parsed.echo, output, "completed", finish, result.get("usage"))
-        )
+        if type(result) is Relayed:  # a Responses upstream's own answer: as it came, but for the model
+            return orjson.dumps({**result.native, "model": parsed.echo})
+        return orjson.dumps(wire.answer_of(result, parsed.echo, parsed.extras.get("namespaces", {})))
 
     def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
-        return _Events(parsed.echo, parsed.extras or {})
+        return _Events(parsed.echo, parsed.extras.get("namespaces", {}))
 
     def error(self, failure: Failure) -> bytes:
         return error_body(failure.message, failure.type, param=failure.param, code=failure.code)

@@ -1,6 +1,6 @@
 """The Anthropic adapter: OpenAI-shaped requests to the Messages API (``POST {base_url}/v1/messages``).
 
-Translation both ways lives in ``anthropic_wire``; this module only sends. A Messages caller's own
+Translation both ways lives in ``wire.anthropic``; this module only sends. A Messages caller's own
 request (``Native``) goes as it came, the model replaced, with the ``anthropic-beta`` and
 ``anthropic-version`` headers it came with; its answer and events come back whole (``Relayed``).
 The credential goes in ``x-api-key`` with ``anthropic-version`` (the plan builds both headers, from
@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import CannotServe, MalformedResponse
-from interlock.runtime.upstream import anthropic_wire
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed, with_headers
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
+from interlock.runtime.wire import anthropic as wire
 
 
 class AnthropicAdapter(Adapter):
@@ -33,14 +33,14 @@ class AnthropicAdapter(Adapter):
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
     ) -> dict[str, Any]:
         if native is None:
-            payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=False))
+            payload = orjson.dumps(wire.messages_request(body, model, stream=False))
             answer = await request_json(self._client, endpoint, "POST", "/v1/messages", payload)
-            return anthropic_wire.chat_completion(answer, model)
-        payload = orjson.dumps(anthropic_wire.relayed_request(native.body, model, stream=False))
+            return wire.chat_completion(answer, model)
+        payload = orjson.dumps(wire.relayed_request(native.body, model, stream=False))
         answer = await request_json(
             self._client, with_headers(endpoint, native), "POST", "/v1/messages", payload
         )
-        return Relayed(anthropic_wire.chat_completion(answer, model), answer)
+        return Relayed(wire.chat_completion(answer, model), answer)
 
     async def chat_stream(
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
@@ -48,20 +48,20 @@ class AnthropicAdapter(Adapter):
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
         if native is None:
-            payload = orjson.dumps(anthropic_wire.messages_request(body, model, stream=True))
+            payload = orjson.dumps(wire.messages_request(body, model, stream=True))
         else:
-            payload = orjson.dumps(anthropic_wire.relayed_request(native.body, model, stream=True))
+            payload = orjson.dumps(wire.relayed_request(native.body, model, stream=True))
             endpoint = with_headers(endpoint, native)
-        decoder = anthropic_wire.EventDecoder(model, endpoint, include_usage, relay=native is not None)
+        decoder = wire.EventDecoder(model, endpoint, include_usage, relay=native is not None)
         return await request_stream(self._client, endpoint, "/v1/messages", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        refused = anthropic_wire.refusal("embeddings", body)
+        refused = wire.refusal("embeddings", body)
         assert refused is not None
         raise refused
 
     def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
-        return anthropic_wire.refusal(operation, body)
+        return wire.refusal(operation, body)
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)

@@ -172,8 +172,9 @@ class Drops:
 
     def of(self, body: Mapping[str, Any]) -> list[str]:
         if self.carried is not None:
-            return [key for key, value in body.items() if key not in self.carried and value is not None]
-        out = [key for key, value in body.items() if key in self.dropped and value is not None]
+            out = [key for key, value in body.items() if key not in self.carried and value is not None]
+        else:
+            out = [key for key, value in body.items() if key in self.dropped and value is not None]
         options = body.get("options")
         if self.options_kept is not None and isinstance(options, Mapping):
             out.extend(f"options.{key}" for key in options if key not in self.options_kept)
@@ -206,6 +207,9 @@ ANTHROPIC_CHAT = frozenset(
     }
 )
 
+# keys of an Ollama ``options`` object the Anthropic adapter reads (``wire.anthropic.messages_request``)
+ANTHROPIC_OPTIONS = frozenset({"num_predict", "stop", "temperature", "top_p", "top_k"})
+
 # (upstream kind, endpoint) -> its Drops; built once
 DROPS: dict[tuple[str, str], Drops] = {
     ("openai", "chat"): Drops(
@@ -215,7 +219,16 @@ DROPS: dict[tuple[str, str], Drops] = {
     ("openai", "embeddings"): Drops(dropped=OPENAI_STRIPPED),
     ("ollama", "chat"): Drops(carried=_carried(CHAT_FIELDS + NATIVE_FIELDS)),
     ("ollama", "embeddings"): Drops(carried=_carried(EMBEDDING_FIELDS)),
-    # the Anthropic adapter builds its request anew (``anthropic_wire``): these are what it reads
-    ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT),
+    # the Anthropic adapter builds its request anew (``wire.anthropic``): these are what it reads
+    ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT, options_kept=ANTHROPIC_OPTIONS),
     ("anthropic", "embeddings"): Drops(carried=frozenset()),  # refused before any call
+}
+
+# a relayed request's format -> what its relay still leaves out (None: nothing; it goes as it came). The
+# OpenAI chat relay is the internal form itself: the Ollama-native fields still never reach the upstream.
+RELAY_DROPS: dict[str, Drops | None] = {
+    "openai": DROPS["openai", "chat"],
+    "anthropic": None,
+    "ollama": None,
+    "responses": None,
 }

@@ -1,8 +1,8 @@
 """The Ollama adapter: OpenAI-shaped requests to one worker's native API (/api/chat, /api/embed).
 
 The native API, not Ollama's /v1, because only it can set ``num_ctx`` and other options per request.
-Translation both ways lives in ``ollama_wire``; this module only sends. An Ollama caller's own
-request (``Native``) goes as it came but for the fields the gateway owns (``ollama_wire.relayed_request``),
+Translation both ways lives in ``wire.ollama``; this module only sends. An Ollama caller's own
+request (``Native``) goes as it came but for the fields the gateway owns (``wire.relayed_request``),
 and its answer and lines come back whole (``Relayed``). A request Ollama cannot carry
 raises ``CannotServe`` from the translation, before anything is sent. Probe: GET /api/tags.
 ``metadata`` fetches /api/show, /api/ps and /api/tags for the metadata fetcher, ``load`` warms a model for
@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import CannotServe, MalformedResponse
-from interlock.runtime.upstream import ollama_wire
 from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
+from interlock.runtime.wire import ollama as wire
 
 SpeedSink = Callable[[str, str, Mapping[str, Any]], None]
 """``(endpoint label, model as Ollama names it, Ollama's final message)`` of a finished chat."""
@@ -41,12 +41,12 @@ class OllamaAdapter(Adapter):
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
     ) -> dict[str, Any]:
         request = (
-            ollama_wire.chat_request(body, model, stream=False)
+            wire.chat_request(body, model, stream=False)
             if native is None
-            else ollama_wire.relayed_request(native.body, body, model, stream=False)
+            else wire.relayed_request(native.body, body, model, stream=False)
         )
         answer = await request_json(self._client, endpoint, "POST", "/api/chat", orjson.dumps(request))
-        completion = ollama_wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
+        completion = wire.chat_completion(answer, model, body.get("parallel_tool_calls") is False)
         if self.speeds is not None:
             self.speeds(endpoint.label, _named(model), answer)
         return completion if native is None else Relayed(completion, answer)
@@ -55,15 +55,15 @@ class OllamaAdapter(Adapter):
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
     ) -> ChatStream:
         request = (
-            ollama_wire.chat_request(body, model, stream=True)
+            wire.chat_request(body, model, stream=True)
             if native is None
-            else ollama_wire.relayed_request(native.body, body, model, stream=True)
+            else wire.relayed_request(native.body, body, model, stream=True)
         )
         payload = orjson.dumps(request)
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
         one_call = body.get("parallel_tool_calls") is False and native is None
-        decoder = ollama_wire.NDJSONDecoder(
+        decoder = wire.NDJSONDecoder(
             model, include_usage, endpoint.headers, one_call, relay=native is not None
         )
         sink = self.speeds
@@ -73,12 +73,12 @@ class OllamaAdapter(Adapter):
         return await request_stream(self._client, endpoint, "/api/chat", payload, decoder)
 
     async def embed(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        payload = orjson.dumps(ollama_wire.embed_request(body, model))
+        payload = orjson.dumps(wire.embed_request(body, model))
         answer = await request_json(self._client, endpoint, "POST", "/api/embed", payload)
-        return ollama_wire.embeddings(answer, model, body.get("encoding_format"))
+        return wire.embeddings(answer, model, body.get("encoding_format"))
 
     def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
-        return ollama_wire.refusal(operation, body)
+        return wire.refusal(operation, body)
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)

@@ -6,8 +6,11 @@ provider would answer 400 and stop the walk: those with an OpenAI counterpart ar
 request sets the counterpart itself), the rest dropped (``fields.NATIVE_FIELDS`` says which). A body
 without any of them costs one set check.
 
-An OpenAI chat caller's body is the internal form itself: it already goes as it came, so there is no
-``Native`` form for this adapter to relay (``native`` is always None here).
+An OpenAI chat caller's body is the internal form itself: it already goes as it came; its ``Native``
+form only brings the provider headers it came with (``OpenAI-Beta``), sent along. A Responses caller's
+own request (``Native`` of format ``responses``, for a provider declared ``responses: true``) goes to
+``{base_url}/responses`` as it came, the model replaced (``wire.openai_responses``), and its answer and
+events come back whole (``Relayed``, ``RelayedChunk``).
 
 Streams are Server-Sent Events: ``data:`` lines hold chunks until ``data: [DONE]``. A stream is
 complete only once a chunk has carried a ``finish_reason``: one that ends without it, at ``[DONE]`` or
@@ -29,12 +32,13 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import ContextOverflow, MalformedResponse, ProtocolFailure, UpstreamError
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
+from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed, with_headers
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream
 from interlock.runtime.upstream.failures import credentials, error_for_object
 from interlock.runtime.upstream.fields import OPENAI_OPTIONS, OPENAI_STRIPPED
 from interlock.runtime.upstream.sse import SSEEvents
+from interlock.runtime.wire import openai_responses
 
 _DONE = b"[DONE]"
 
@@ -130,6 +134,14 @@ class OpenAIAdapter(Adapter):
     async def chat(
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
     ) -> dict[str, Any]:
+        if native is not None:
+            endpoint = with_headers(endpoint, native)
+            if native.format == "responses":
+                request = openai_responses.relayed_request(native.body, model, stream=False)
+                answer = await request_json(
+                    self._client, endpoint, "POST", "/responses", orjson.dumps(request)
+                )
+                return Relayed(openai_responses.completion_of(answer, model), answer)
         payload = _payload(body, model)
         payload.pop("stream", None)
         payload.pop("stream_options", None)  # OpenAI refuses stream_options without stream
@@ -141,6 +153,14 @@ class OpenAIAdapter(Adapter):
     async def chat_stream(
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
     ) -> ChatStream:
+        if native is not None:
+            endpoint = with_headers(endpoint, native)
+            if native.format == "responses":
+                request = openai_responses.relayed_request(native.body, model, stream=True)
+                events = openai_responses.EventDecoder(model, endpoint)
+                return await request_stream(
+                    self._client, endpoint, "/responses", orjson.dumps(request), events
+                )
         payload = _payload(body, model)
         payload["stream"] = True
         decoder = SSEDecoder(endpoint)

@@ -1,11 +1,19 @@
-"""One module per wire format, holding the rules that its surface (the client side) and its upstream
-adapter (the provider side) share, so that no rule is written twice.
+"""One module per wire format, both sides of the gateway, so that no rule is written twice.
 
-- ``openai_chat``: Chat Completions (a tool call's ``arguments`` string and the object it encodes);
-- ``anthropic``: Messages (image sources <-> image URLs);
-- ``ollama``: Ollama's native API (base64 images <-> ``data:`` URLs).
+- ``openai_chat``: Chat Completions, the internal form's own shape (tool-call arguments, ids, the
+  answer readers every other format uses);
+- ``openai_responses``: Responses (its requests into the internal form and answers out of it; the
+  relay to an upstream declared ``responses: true``);
+- ``anthropic``: Messages (its requests and answers for the surface; the Messages request, answer and
+  event stream for the adapter);
+- ``ollama``: Ollama's native API (likewise, for /api/chat and /api/embed).
 
-Why this boundary: the same wire format is read and written on both sides of the gateway (an Ollama
-client's ``images`` and an Ollama worker's), and a rule kept in two places drifts. A module here imports
-nothing of the runtime; surfaces and adapters import it.
+Each holds its surface's client side (a request into the internal form, an answer in its own shape)
+and its adapter's upstream side (the internal form into the upstream's request, the upstream's answer
+and stream back into OpenAI's shape, the same-format relay's request). Why this boundary: the same
+format is read and written on both sides of the gateway (an Ollama client's ``images`` and an Ollama
+worker's), and a rule kept in two places drifts. A module here imports ``errors``, ``asgi.json_type``
+and the provider border's ``upstream.base`` / ``failures`` / ``sse``, never a surface or an adapter;
+they import it. A surface keeps its request checks and its stream renderer (the event sequence's
+state), an adapter only sends.
 """

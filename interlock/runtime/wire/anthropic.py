@@ -1,9 +1,55 @@
-"""Anthropic Messages rules shared by its surface and its upstream adapter: image sources <-> URLs."""
+"""Anthropic Messages, both sides: the rules its surface and its upstream adapter share (image sources
+<-> URLs), and OpenAI <-> Messages both ways for the adapter: requests, answers and the SSE event stream.
+
+Requests: system messages are joined into ``system``; text parts -> text blocks; ``data:`` image URLs ->
+base64 image blocks, other URLs -> url image blocks; an assistant's ``tool_calls`` -> ``tool_use``
+blocks (arguments parsed); ``tool`` messages -> ``tool_result`` blocks in a user turn; consecutive turns
+of one role are merged (Anthropic wants them alternating). ``max_tokens`` is required there: the
+request's ``max_tokens``/``max_completion_tokens``/``options.num_predict``, else ``DEFAULT_MAX_TOKENS``.
+``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k`` (also from ``options``); tools ->
+``input_schema``; ``tool_choice`` auto/required/none/named -> auto/any/none/tool; ``parallel_tool_calls:
+false`` -> ``disable_parallel_tool_use``; ``think`` / ``reasoning_effort`` -> ``thinking`` (a budget per
+level, below ``max_tokens``). Refused (``CannotServe``, another candidate may serve): ``n``
+above 1, ``logprobs``, ``audio``, embeddings.
+
+Answers: text blocks joined into ``content``, ``tool_use`` -> ``tool_calls``, ``thinking`` ->
+``reasoning``; ``stop_reason`` end_turn/stop_sequence -> stop, max_tokens -> length, tool_use ->
+tool_calls; usage from ``input_tokens``/``output_tokens``. A stream is complete only at
+``message_stop``; an ``error`` event raises the matching UpstreamError (``overloaded_error`` is a
+transient 529).
+"""
 
 from __future__ import annotations
 
+import random
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
+
+from interlock.runtime.asgi import json_type
+from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.upstream.base import Endpoint, RelayedChunk
+from interlock.runtime.upstream.failures import credentials, error_for_object
+from interlock.runtime.upstream.sse import SSEEvents
+from interlock.runtime.wire.openai_chat import (
+    NO_EXTRAS,
+    cached_tokens,
+    call_arguments,
+    completion_id,
+    first_choice,
+    reasoning,
+)
+
+DEFAULT_MAX_TOKENS = 4096
+FINISH_REASONS = {  # Anthropic's stop_reason -> OpenAI's finish_reason (STOP_REASONS: the other way)
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+}
+_STATUSES = {"overloaded_error": 529, "api_error": 500, "not_found_error": 404, "permission_error": 403}
 
 
 def source_url(source: Any) -> str | None:
@@ -25,3 +71,594 @@ def url_source(url: str) -> dict[str, Any]:
         media = head[5:].split(";")[0] or "image/png"
         return {"type": "base64", "media_type": media, "data": data}
     return {"type": "url", "url": url}
+
+
+def _text(content: Any) -> str:
+    """The text of a string or of the ``text`` blocks (or parts) of a list, joined by newlines."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            text
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(text := p.get("text"), str)
+        )
+    return ""
+
+
+def _call(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``tool_use`` block as an OpenAI tool call (its ``input`` as a JSON string)."""
+    function = {"name": block.get("name", ""), "arguments": orjson.dumps(block.get("input") or {}).decode()}
+    return {"id": block.get("id", ""), "type": "function", "function": function}
+
+
+STOP_REASONS = {  # OpenAI's finish_reason -> Anthropic's stop_reason
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def message_id() -> str:
+    return f"msg_{random.getrandbits(96):024x}"
+
+
+# -- the client side: a Messages request as the internal form, an answer as a Messages answer ---
+
+# -- requests --------------------------------------------------------------------------------------
+
+
+def _checked_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise InvalidRequest(f"`{where}` must be a string or an array of content blocks")
+    for number, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise InvalidRequest(f"`{where}[{number}]` must be a content block with a `type`")
+    return content
+
+
+def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
+    url = source_url(block.get("source"))
+    if url is None:
+        raise InvalidRequest(f"`{where}.source` must be a base64 or url image source")
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _turn(index: int, message: Any) -> list[dict[str, Any]]:
+    """One Anthropic message as internal messages (tool results first, as ``tool`` messages)."""
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
+    role = message.get("role")
+    if role == "system":  # mid-conversation system turns (Claude Code's beta): kept where they are
+        return [
+            {"role": "system", "content": _text(_checked_blocks(message.get("content"), f"{where}.content"))}
+        ]
+    if role not in ("user", "assistant"):
+        raise InvalidRequest(f"`{where}.role` must be `user`, `assistant` or `system`")
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    for number, block in enumerate(_checked_blocks(message.get("content"), f"{where}.content")):
+        kind = block["type"]
+        if kind == "text":
+            text = block.get("text", "")
+            if not isinstance(text, str):
+                raise InvalidRequest(f"`{where}.content[{number}].text` must be a string")
+            parts.append({"type": "text", "text": text})
+        elif kind == "image":
+            parts.append(_image(block, f"{where}.content[{number}]"))
+        elif kind == "tool_use" and role == "assistant":
+            calls.append(_call(block))
+        elif kind == "tool_result" and role == "user":
+            text = _text(block.get("content"))
+            if block.get("is_error"):
+                text = f"error: {text}"
+            out.append({"role": "tool", "tool_call_id": block.get("tool_use_id", ""), "content": text})
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            thinking = block.get("thinking", "")
+            if not isinstance(thinking, str):
+                raise InvalidRequest(f"`{where}.content[{number}].thinking` must be a string")
+            reasoning.append(thinking)
+        else:
+            raise InvalidRequest(f"`{where}.content[{number}]`: a {kind!r} block is not supported here")
+    if parts or calls or not out:
+        text_only = all(p["type"] == "text" for p in parts)
+        content: Any = "\n".join(p["text"] for p in parts) if text_only else parts
+        turn: dict[str, Any] = {"role": role, "content": content}
+        if calls:
+            turn["tool_calls"] = calls
+        if reasoning:
+            turn["reasoning"] = "\n".join(reasoning)
+        out.append(turn)
+    return out
+
+
+def _tools(tools: Any, dropped: list[str]) -> list[dict[str, Any]]:
+    """Function tools for the client tools; server tools (a ``type`` such as ``web_search_20250305``,
+    run by Anthropic) are left out and named in ``dropped`` (``tools.web_search_20250305``)."""
+    if not isinstance(tools, list):
+        raise InvalidRequest("`tools` must be an array")
+    out = []
+    for number, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            raise InvalidRequest(f"`tools[{number}].name` must be a string")
+        kind = tool.get("type")
+        if kind not in (None, "custom"):
+            if f"tools.{kind}" not in dropped:
+                dropped.append(f"tools.{kind}")
+            continue
+        function: dict[str, Any] = {"name": tool["name"], "parameters": tool.get("input_schema") or {}}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _openai_tool_choice(choice: Any) -> Any:
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind == "auto":
+        return "auto"
+    if kind == "any":
+        return "required"
+    if kind == "none":
+        return "none"
+    if kind == "tool" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise InvalidRequest("`tool_choice.type` must be auto, any, tool (with a name) or none")
+
+
+# the request fields the internal form carries, as they are or translated
+_READ = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "stream",
+    }
+)
+
+
+def _cache_marks(body: dict[str, Any]) -> bool:
+    """Whether any system, message or tool block carries ``cache_control`` (a chat upstream has none)."""
+    system = body.get("system")
+    blocks: list[Any] = [*system] if isinstance(system, list) else []
+    tools = body.get("tools")
+    blocks.extend(tools if isinstance(tools, list) else ())
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks.extend(content)
+    return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
+
+
+def internal_request(
+    body: dict[str, Any], *, counting: bool = False
+) -> tuple[dict[str, Any], list[str], Mapping[str, Any]]:
+    """The internal (Chat-shaped) form of a Messages request (``counting``: max_tokens optional), the
+    names of what it cannot carry, and its extras (none: a Messages answer needs nothing kept)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("`messages` must be a non-empty array")
+    internal: dict[str, Any] = {"model": body.get("model"), "messages": []}
+    dropped: list[str] = []
+    system = body.get("system")
+    if system:
+        internal["messages"].append({"role": "system", "content": _text(_checked_blocks(system, "system"))})
+    for index, message in enumerate(messages):
+        internal["messages"].extend(_turn(index, message))
+    max_tokens = body.get("max_tokens")
+    if not counting and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise InvalidRequest("`max_tokens` is required: a positive integer")
+    if max_tokens is not None:
+        internal["max_tokens"] = max_tokens
+    if body.get("stop_sequences"):
+        internal["stop"] = body["stop_sequences"]
+    for key in ("temperature", "top_p", "top_k"):
+        if body.get(key) is not None:
+            internal[key] = body[key]
+    if body.get("tools"):
+        tools = _tools(body["tools"], dropped)
+        if tools:
+            internal["tools"] = tools
+            if body.get("tool_choice") is not None:
+                internal["tool_choice"] = _openai_tool_choice(body["tool_choice"])
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "enabled":
+        internal["think"] = True
+    elif kind == "disabled":
+        internal["think"] = False  # "adaptive": the model decides, as it does when not told
+    for key, value in body.items():
+        if key not in _READ and value is not None:
+            dropped.append(key)
+    if _cache_marks(body):
+        dropped.append("cache_control")
+    return internal, dropped, NO_EXTRAS
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+def _tool_use(call: Mapping[str, Any], number: int, *, strict: bool) -> dict[str, Any]:
+    """An OpenAI tool call as a ``tool_use`` block, its JSON ``arguments`` as the ``input`` object. Not
+    JSON: ``strict`` (a request for an Anthropic upstream) raises CannotServe, else (a model's broken
+    arguments, for a Messages client) the input is empty."""
+    function = call.get("function") or {}
+    try:
+        arguments = call_arguments(function.get("arguments"))
+    except ValueError:
+        if strict:
+            raise CannotServe(
+                "a tool call's arguments are not JSON; Anthropic takes objects", param="messages"
+            ) from None
+        arguments = {}
+    return {
+        "type": "tool_use",
+        "id": call.get("id") or f"toolu_{number}",
+        "name": function.get("name", ""),
+        "input": arguments,
+    }
+
+
+def usage_of(usage: Any) -> dict[str, int]:
+    """Anthropic's usage for OpenAI's: the cached part of the prompt is ``cache_read_input_tokens``,
+    not counted again in ``input_tokens`` (Anthropic counts them apart, OpenAI in the prompt)."""
+    usage = usage if isinstance(usage, Mapping) else {}
+    cached = cached_tokens(usage)
+    out = {
+        "input_tokens": (usage.get("prompt_tokens") or 0) - cached,
+        "output_tokens": usage.get("completion_tokens") or 0,
+    }
+    if cached:
+        out["cache_read_input_tokens"] = cached
+    return out
+
+
+def answer_of(result: Mapping[str, Any], model: Any) -> dict[str, Any]:
+    """A ``chat.completion`` as a Messages answer naming ``model``."""
+    choice = first_choice(result)
+    message = choice.get("message") or {}
+    content: list[dict[str, Any]] = []
+    thinking = reasoning(message)
+    if thinking:
+        content.append({"type": "thinking", "thinking": thinking, "signature": ""})
+    if message.get("content"):
+        content.append({"type": "text", "text": message["content"]})
+    for call in message.get("tool_calls") or ():
+        content.append(_tool_use(call, len(content), strict=False))
+    return {
+        "id": message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": STOP_REASONS.get(choice.get("finish_reason") or "stop", "end_turn"),
+        "stop_sequence": None,
+        "usage": usage_of(result.get("usage")),
+    }
+
+
+# -- the upstream side: an internal request as a Messages request, its answer and events as OpenAI's --
+
+
+def refusal(operation: str, body: Mapping[str, Any]) -> CannotServe | None:
+    if operation == "embeddings":
+        return CannotServe("Anthropic has no embeddings API", param="input")
+    n = body.get("n")
+    if n is not None and n != 1:
+        return CannotServe("Anthropic answers one choice per request; `n` is not 1", param="n")
+    for key in ("logprobs", "audio"):
+        if body.get(key):
+            return CannotServe(f"Anthropic cannot give `{key}`", param=key)
+    return None
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else ():
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            blocks.append({"type": "text", "text": part.get("text", "")})
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            if not isinstance(url, str):
+                raise InvalidRequest("an `image_url` part has no url")
+            blocks.append({"type": "image", "source": url_source(url)})
+    return blocks
+
+
+def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, Mapping):
+            raise InvalidRequest("every message must be an object")
+        role = message.get("role")
+        if role in ("system", "developer"):
+            system.append(_text(message.get("content")))
+            continue
+        if role == "tool":
+            role = "user"
+            blocks = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": message.get("tool_call_id", ""),
+                    "content": _text(message.get("content")),
+                }
+            ]
+        else:
+            role = "assistant" if role == "assistant" else "user"
+            blocks = _blocks(message.get("content"))
+            calls = message.get("tool_calls") or ()
+            if not isinstance(calls, list | tuple) or not all(isinstance(c, Mapping) for c in calls):
+                raise InvalidRequest("`tool_calls` must be an array of objects", param="messages")
+            for call in calls:
+                function = call.get("function")
+                if not isinstance(function, Mapping):
+                    raise InvalidRequest("every tool call needs a `function` object", param="messages")
+                block = _tool_use(call, 0, strict=True)
+                blocks.append({**block, "id": call.get("id", "")})
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return "\n".join(system), turns
+
+
+def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    out: dict[str, Any] | None
+    if choice is None or choice == "auto":
+        out = {"type": "auto"} if parallel is False else None
+    elif choice == "required":
+        out = {"type": "any"}
+    elif choice == "none":
+        out = {"type": "none"}
+    elif isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+        out = {"type": "tool", "name": choice["function"].get("name", "")}
+    else:
+        out = None
+    if out is not None and parallel is False and out["type"] != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def messages_request(body: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    system, turns = _turns(body.get("messages"))
+    options = body.get("options") if isinstance(body.get("options"), Mapping) else {}
+    assert isinstance(options, Mapping)
+    limit = body.get("max_tokens") or body.get("max_completion_tokens") or options.get("num_predict")
+    request: dict[str, Any] = {
+        "model": model,
+        "messages": turns,
+        "max_tokens": limit if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_TOKENS,
+    }
+    if system:
+        request["system"] = system
+    stop = body.get("stop", options.get("stop"))
+    if stop:
+        if isinstance(stop, str):
+            stop = [stop]
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise InvalidRequest("`stop` must be a string or an array of strings", param="stop")
+        request["stop_sequences"] = stop
+    for key in ("temperature", "top_p", "top_k"):
+        value = body.get(key, options.get(key))
+        if value is not None:
+            request[key] = value
+    tools = body.get("tools")
+    if tools and not isinstance(tools, list):
+        raise InvalidRequest("`tools` must be an array", param="tools")
+    if tools and body.get("tool_choice") != "none":
+        request["tools"] = [
+            {
+                "name": t["function"].get("name", ""),
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"].get("parameters") or {"type": "object"},
+            }
+            for t in tools
+            if isinstance(t, Mapping) and isinstance(t.get("function"), Mapping)
+        ]
+        choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
+        if choice is not None:
+            request["tool_choice"] = choice
+    thinking = _thinking(body, request["max_tokens"])
+    if thinking is not None:
+        request["thinking"] = thinking
+    if stream:
+        request["stream"] = True
+    return request
+
+
+# ``reasoning_effort`` (and Ollama's ``think`` levels) as a thinking budget; ``think: true`` is medium
+THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}
+MIN_THINKING_BUDGET = 1024  # the least Anthropic takes; it must also stay below max_tokens
+
+
+def _thinking(body: Mapping[str, Any], max_tokens: int) -> dict[str, Any] | None:
+    """Anthropic's ``thinking`` for ``think`` / ``reasoning_effort``: enabled with the level's budget
+    (cut below ``max_tokens``), disabled for ``think: false`` or ``reasoning_effort: none``; None when
+    the request says nothing or the budget does not fit under ``max_tokens``."""
+    think, effort = body.get("think"), body.get("reasoning_effort")
+    if think is False or effort == "none":
+        return {"type": "disabled"}
+    level = think if isinstance(think, str) else effort if isinstance(effort, str) else None
+    if level is None and think is not True:
+        return None
+    budget = min(THINKING_BUDGETS.get(level or "medium", THINKING_BUDGETS["medium"]), max_tokens - 1)
+    return {"type": "enabled", "budget_tokens": budget} if budget >= MIN_THINKING_BUDGET else None
+
+
+def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    """A Messages caller's own request for a Messages upstream: as it came, ``model`` replaced."""
+    request = dict(native)
+    request["model"] = model
+    if stream:
+        request["stream"] = True
+    else:
+        request.pop("stream", None)
+    return request
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    """OpenAI's usage for Anthropic's: ``prompt_tokens`` counts the cached input too (Anthropic's
+    ``input_tokens`` does not), ``prompt_tokens_details.cached_tokens`` what was read from the cache."""
+    usage = usage if isinstance(usage, Mapping) else {}
+    read, written = (
+        int(usage.get("cache_read_input_tokens") or 0),
+        int(usage.get("cache_creation_input_tokens") or 0),
+    )
+    prompt = int(usage.get("input_tokens") or 0) + read + written
+    completion = int(usage.get("output_tokens") or 0)
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if read:
+        out["prompt_tokens_details"] = {"cached_tokens": read}
+    return out
+
+
+def chat_completion(answer: Any, model: str) -> dict[str, Any]:
+    if not isinstance(answer, dict) or not isinstance(answer.get("content"), list):
+        raise MalformedResponse("Messages answer has no content list")
+    texts, thinking, calls = [], [], []
+    for block in answer["content"]:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "thinking":
+            thinking.append(block.get("thinking", ""))
+        elif kind == "tool_use":
+            calls.append(_call(block))
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if thinking:
+        message["reasoning"] = "".join(thinking)
+    if calls:
+        message["tool_calls"] = calls
+    finish = FINISH_REASONS.get(str(answer.get("stop_reason")), "stop")
+    return {
+        "id": completion_id(),
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": _usage(answer.get("usage")),
+    }
+
+
+class EventDecoder(SSEEvents):
+    """Anthropic's SSE events to ``chat.completion.chunk`` dicts; complete only at ``message_stop``
+    after a ``message_delta`` with a ``stop_reason`` (without one the stream was cut).
+
+    ``relay``: every event comes as one ``RelayedChunk`` (its chunk, or one without choices), holding
+    the event as it came, for a Messages caller."""
+
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_head",
+        "_include_usage",
+        "_relay",
+        "_stopped",
+        "_usage",
+        "done",
+        "prompt_tokens",
+    )
+
+    def __init__(self, model: str, endpoint: Endpoint, include_usage: bool, *, relay: bool = False) -> None:
+        super().__init__(endpoint)
+        self._relay = relay
+        self._include_usage = include_usage
+        self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
+        self._blocks: dict[int, int] = {}  # content block index -> tool call index
+        self._calls = 0
+        self._usage: dict[str, Any] = {}
+        self._stopped = False  # a message_delta has given the stop_reason
+        self.done = False
+        self.prompt_tokens: int | None = None  # message_start's input_tokens
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def end(self, out: deque[dict[str, Any]]) -> None:
+        self.flush(out)
+        if not self.done:
+            raise ProtocolFailure("stream ended before message_stop")
+
+    def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedResponse("stream event is not valid JSON") from exc
+        if not isinstance(event, dict):
+            raise MalformedResponse("stream event is not a JSON object")
+        if not self._relay:
+            self._decode(event, out)
+            return
+        before = len(out)
+        self._decode(event, out)
+        chunk = out.pop() if len(out) > before else {**self._head, "choices": []}
+        out.append(RelayedChunk(chunk, event, data))
+
+    def _decode(self, event: dict[str, Any], out: deque[dict[str, Any]]) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self._usage.update(message.get("usage") or {})
+            given = self._usage.get("input_tokens")
+            self.prompt_tokens = given if isinstance(given, int) and given > 0 else None
+            out.append(self._chunk({"role": "assistant", "content": ""}))
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                number = self._calls
+                self._calls += 1
+                self._blocks[event.get("index", 0)] = number
+                call = {"index": number, "id": block.get("id", ""), "type": "function"}
+                call["function"] = {"name": block.get("name", ""), "arguments": ""}
+                out.append(self._chunk({"tool_calls": [call]}))
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                out.append(self._chunk({"content": delta.get("text", "")}))
+            elif delta.get("type") == "thinking_delta":
+                out.append(self._chunk({"reasoning": delta.get("thinking", "")}))
+            elif delta.get("type") == "input_json_delta":
+                number = self._blocks.get(event.get("index", 0), 0)
+                call = {"index": number, "function": {"arguments": delta.get("partial_json", "")}}
+                out.append(self._chunk({"tool_calls": [call]}))
+        elif kind == "message_delta":
+            self._usage.update(event.get("usage") or {})
+            reason = (event.get("delta") or {}).get("stop_reason")
+            if reason:
+                self._stopped = True
+                out.append(self._chunk({}, FINISH_REASONS.get(str(reason), "stop")))
+        elif kind == "message_stop":
+            if not self._stopped:
+                raise ProtocolFailure("stream reached message_stop without a stop_reason")
+            if self._include_usage:
+                out.append({**self._head, "choices": [], "usage": _usage(self._usage)})
+            self.done = True
+        elif kind == "error":
+            error = dict(event.get("error") or {})
+            status = _STATUSES.get(str(error.get("type")))
+            if status is not None:
+                error["code"] = status
+            raise error_for_object(error, credentials(self._endpoint.headers))

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from interlock.runtime.errors import CannotServe, ProtocolFailure, ServerError
-from interlock.runtime.upstream import anthropic_wire
+from interlock.runtime.wire import anthropic as anthropic_wire
 from tests.runtime.upstream.helpers import endpoint
 
 PIXEL = "iVBORw0KGgo="

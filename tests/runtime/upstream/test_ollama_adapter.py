@@ -20,7 +20,7 @@ from interlock.runtime.errors import (
     ProtocolFailure,
     ServerError,
 )
-from interlock.runtime.upstream import ollama_wire
+from interlock.runtime.wire import ollama as ollama_wire
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.faults import Fault
 from interlock.testing.replies import Reply
