@@ -37,7 +37,13 @@ would load, or whose ``/api/tags`` lacks the model, sorts after every other what
 A burst on one model therefore queues where the model is loaded until the wait there passes a load
 elsewhere; then a second worker loads it (a replica), and the burst is shared.
 
-A candidate with one route, or of an OpenAI-compatible provider, is not scored (nothing to choose).
+Prefix affinity (``runtime.fleet.prefix``): a request whose prompt starts as one sent to a worker
+before (a shared system prompt, tool schemas, earlier turns) gets the prefill seconds that cached
+prefix would save subtracted from that worker's expected seconds (``prefix_s``), when the model is
+still loaded there (or its ``/api/ps`` is unknown): a warm worker wins unless its queue costs more
+than the prefill it saves. A sticky session's pin still comes first (``guards.slots``).
+
+A candidate with one route is not scored (nothing to choose).
 Ties keep the plan's worker order. The last score of each worker and its parts are kept for
 ``/v1/health`` (one small tuple per route scored).
 """
@@ -53,6 +59,7 @@ from typing import Any
 from interlock.patterns import ollama_name
 from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.prefix import Prefix, PrefixIndex
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
@@ -96,12 +103,14 @@ class Scored:
     load_s: float = 0.0  # the load this choice would start (0: none)
     room_s: float = 0.0  # how long that load would wait for room (busy models, loads sent before)
     evicts_s: float = 0.0  # loads of models it would evict that no other worker holds (their next load)
+    prefix_s: float = 0.0  # prefill seconds the prompt's cached prefix there would save
 
     def report(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "expected_s": round(self.expected_s, 3),
             "evicts_s": round(self.evicts_s, 3),
+            "prefix_s": round(self.prefix_s, 3),
             "last_resort": self.last_resort,
             "score": round(self.score, 2),
             "parts": {name: round(value, 2) for name, value in zip(PARTS, self.parts, strict=True)},
@@ -121,8 +130,10 @@ class Scorer:
         *,
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
+        prefixes: PrefixIndex | None = None,
     ) -> None:
         self.facts = facts
+        self.prefixes = prefixes if prefixes is not None else PrefixIndex()
         self.telemetry = telemetry
         self.speeds = speeds
         self.occupancy = occupancy
@@ -145,14 +156,15 @@ class Scorer:
         settings: RoutingSettings,
         *,
         ahead: int | None = None,
+        prefix: Prefix | None = None,
     ) -> tuple[Route, ...]:
         """``routes`` best first (stable: ties keep plan order). ``ahead``: a fleet line's waiter, with
         that many waiters before it; they count as queued on every full worker, instead of the
-        worker's own queue."""
+        worker's own queue. ``prefix``: the request's prompt blocks (``prefix.prompt_prefix``)."""
         if len(routes) < 2 or routes[0].worker is None:
             return routes
         service = self._fleet_service(candidate, routes)
-        scored = [self.rate(route, candidate, settings, service, ahead) for route in routes]
+        scored = [self.rate(route, candidate, settings, service, ahead, prefix) for route in routes]
         ranked = sorted(range(len(routes)), key=lambda i: scored[i])
         return tuple(routes[i] for i in ranked)
 
@@ -164,11 +176,14 @@ class Scorer:
                 return service
         return DEFAULT_SERVICE_S
 
-    def sent(self, candidate: Candidate, route: Route) -> None:
-        """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now."""
+    def sent(self, candidate: Candidate, route: Route, prefix: Prefix | None = None) -> None:
+        """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now,
+        and the prompt's ``prefix`` is in its cache."""
         if route.worker is not None:
             now = self.clock()
             key = (route.endpoint.label, candidate.facts_key)
+            if prefix is not None:
+                self.prefixes.served(key[0], key[1], prefix)
             self._sent.pop(key, None)
             self._sent[key] = now
             if len(self._sent) > MAX_SENT:
@@ -263,6 +278,7 @@ class Scorer:
         settings: RoutingSettings,
         fleet_service: float,
         line_ahead: int | None = None,
+        prefix: Prefix | None = None,
     ) -> tuple[bool, float, float]:
         """The sort key of ``route``: (last resort, expected seconds, −points)."""
         worker = route.worker
@@ -332,6 +348,9 @@ class Scorer:
         else:
             expected = max(expected, ahead_s)
         last_resort = avoid > 0 or (facts.installed is not None and not installed)
+        prefix_s = 0.0
+        if prefix is not None and (loaded or facts.loaded is None):  # unloaded: its cache is gone
+            prefix_s = self.prefixes.saved_s(label, model, prefix)
         self.last[worker] = Scored(
             model,
             total_score,
@@ -342,8 +361,9 @@ class Scorer:
             load_s,
             max(room_s, ahead_s),
             evicts_s,
+            prefix_s,
         )
-        return (last_resort, expected + evicts_s, -total_score)
+        return (last_resort, expected + evicts_s - prefix_s, -total_score)
 
     def report(self) -> Mapping[str, dict[str, Any]]:
         return {worker: scored.report() for worker, scored in sorted(self.last.items())}

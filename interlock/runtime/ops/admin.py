@@ -371,6 +371,8 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
         "usage": usage_report(live.ledger, plan),
         "candidates": candidates,
     }
+    if len(live.scorer.prefixes):  # prefix affinity, once a prompt long enough was seen
+        report["prefix_affinity"] = live.scorer.prefixes.report()
     if plan.routing.sticky is not None:  # only when sticky sessions are on
         report["sticky_sessions"] = {"sessions": len(live.sticky), "repinned": live.sticky.repinned}
     return report
