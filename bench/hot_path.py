@@ -9,6 +9,9 @@ upstream client (aiohttp) are measured by bench/gateway.py and bench/upstream_cl
 
 "ollama, 3 workers (scored)" is the single-worker Ollama case with three workers to choose from:
 the difference is worker scoring (``runtime.fleet.scoring``) and the guards' per-worker checks.
+"3 workers, 4 KB shared prefix" sends one four-turn conversation (a 2.9 KB system prompt) to them
+again and again: prefix affinity's whole cost (the prompt's block hashes, a lookup per worker, the
+index refreshed on every send), always a hit.
 
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
@@ -281,6 +284,21 @@ async def main(requests: int, profile: bool) -> None:
                                 "parameters": {"type": "object", "properties": {"term": {"type": "string"}}},
                             },
                         }
+                    ],
+                }
+            ),
+            (),
+        ),
+        "3 workers, 4 KB shared prefix": (
+            gateway,
+            orjson.dumps(
+                {
+                    "model": "bench/fleet",
+                    "messages": [
+                        {"role": "system", "content": "You are a careful assistant. " * 100},
+                        {"role": "user", "content": "Summarise the following notes please. " * 20},
+                        {"role": "assistant", "content": "Here is the summary you asked for. " * 10},
+                        {"role": "user", "content": "Now shorter, please."},
                     ],
                 }
             ),
