@@ -60,7 +60,7 @@ GENERATED = re.compile(rb"  eval time =\s*([\d.]+) ms /\s*(\d+) runs")
 SHAPE = fleet.Sessions(
     rate=0.08,  # sessions per second
     system_prompts=3,
-    system_words=(120, 200),
+    system_words=(60, 100),
     turns=(2, 5),
     user_words=(4, 12),
     answer_tokens=(4, 4),
@@ -296,7 +296,7 @@ async def predict(
         prefix_cache_tokens=int(args.n_ctx / tokens_per_word),
         models=(model,),
         parallel=1,
-        preload=(MODEL,),
+        preload=(f"{MODEL}:latest",),
     )
     out: dict[str, fleet.Result] = {}
     for name in args.policy:

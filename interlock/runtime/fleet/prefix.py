@@ -136,8 +136,8 @@ class PrefixIndex:
         self.prefill = prefill if prefill is not None else PrefillBook()
         self._blocks: OrderedDict[int, None] = OrderedDict()
         self._salts: dict[tuple[str, str], int] = {}
-        self.hits = 0  # requests sent to a worker that held some of their prefix (all time)
-        self.hit_chars = 0  # the characters of those hits
+        self.sent = 0  # requests with a prefix sent (all time)
+        self.hits = 0  # of those, sent to a worker that held some of their prefix
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -174,12 +174,10 @@ class PrefixIndex:
             return 0.0
         return chars / CHARS_PER_TOKEN / self.prefill.tokens_per_s(label, model)
 
-    def served(self, label: str, model: str, prefix: Prefix) -> None:
-        """The worker was sent ``prefix``: its KV cache holds it now."""
-        matched = self.matched(label, model, prefix)
-        if matched:
-            self.hits += 1
-            self.hit_chars += matched
+    def served(self, label: str, model: str, prefix: Prefix, *, hit: bool = False) -> None:
+        """The worker was sent ``prefix`` (``hit``: it held some of it): its KV cache holds it now."""
+        self.sent += 1
+        self.hits += hit
         salt = self._salt(label, model)
         blocks = self._blocks
         for value in prefix.hashes:
@@ -194,7 +192,7 @@ class PrefixIndex:
     def report(self) -> dict[str, Any]:
         return {
             "blocks": len(self._blocks),
+            "sent": self.sent,
             "hits": self.hits,
-            "hit_chars": self.hit_chars,
             "prefill_tokens_per_s": self.prefill.snapshot(),
         }

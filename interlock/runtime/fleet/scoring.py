@@ -182,13 +182,14 @@ class Scorer:
         if route.worker is not None:
             now = self.clock()
             key = (route.endpoint.label, candidate.facts_key)
+            scored = self.last.get(route.worker)
             if prefix is not None:
-                self.prefixes.served(key[0], key[1], prefix)
+                hit = scored is not None and scored.model == key[1] and scored.prefix_s > 0
+                self.prefixes.served(key[0], key[1], prefix, hit=hit)
             self._sent.pop(key, None)
             self._sent[key] = now
             if len(self._sent) > MAX_SENT:
                 self._sent.popitem(last=False)
-            scored = self.last.get(route.worker)
             if scored is not None and scored.model == key[1] and scored.load_s > 0:  # a load starts
                 label, read_at = key[0], self.facts.worker(key[0]).loaded_at or 0.0
                 loading = {m: t for m, t in self._loading.get(label, {}).items() if t[0] > read_at}

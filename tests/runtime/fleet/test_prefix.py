@@ -89,7 +89,7 @@ def test_the_index_finds_the_longest_run_served_per_worker_and_keeps_only_intege
     assert index.matched("local@a", "other:latest", p2) == 0  # another model, another cache
     index.served("local@a", "m:latest", p2)
     assert index.matched("local@a", "m:latest", p2) == p2.ends[-1]
-    assert (index.hits, index.hit_chars) == (1, p1.ends[-1])
+    assert (index.sent, index.hits) == (2, 0)  # hits are the scorer's to say (test below)
     assert all(type(key) is int for key in index._blocks)  # hashes only: nothing of the prompt
     assert SYSTEM not in repr(index.report())
 
@@ -157,6 +157,8 @@ def test_a_conversation_returns_to_the_worker_holding_its_prefix(tmp_path: Path)
     assert saved == pytest.approx(prefix.ends[-1] / CHARS_PER_TOKEN / DEFAULT_PREFILL_TOKENS_PER_S)
     assert rig.scorer.last["a"].prefix_s == 0.0
     assert rig.scorer.last["c"].report()["prefix_s"] == round(saved, 3)
+    rig.scorer.sent(rig.candidate, rig.route("c"), prompt_prefix(turn2))
+    assert (rig.scorer.prefixes.sent, rig.scorer.prefixes.hits) == (2, 1)
 
 
 def test_a_hit_is_weighed_against_the_queue_there(tmp_path: Path) -> None:
