@@ -794,8 +794,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--prefix-cache",
         type=int,
-        default=PREFIX_CACHE_TOKENS,
-        help="each box's prefix cache per loaded model, tokens (0: none)",
+        help=f"each box's prefix cache per loaded model, tokens (0: none; default {PREFIX_CACHE_TOKENS} for "
+        "the prefix workload, 0 for the others, whose prompts are `w w w ...` of random lengths: equal "
+        "lengths would be cache hits no real traffic has)",
     )
     parser.add_argument(
         "--rate", type=float, help="arrivals per simulated s between bursts (overrides the workload's)"
@@ -827,7 +828,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rate must be above 0")
     name = args.workload if args.rate is None else f"{args.workload} at rate {args.rate:g}"
     jobs = schedule(args.workload, args.seed, args.requests, args.rate)
-    physics = Physics(args.batching_gain, args.prefix_cache)
+    cache = args.prefix_cache
+    if cache is None:
+        cache = PREFIX_CACHE_TOKENS if args.workload in SESSION_WORKLOADS else 0
+    physics = Physics(args.batching_gain, cache)
     counts = {m[0]: sum(1 for j in jobs if j.model == m[0]) for m in MODELS}
     print(
         f"workload: {name} (GPUs {busy(jobs, args.workers):.0%} busy without a single load), "
