@@ -213,7 +213,7 @@ def load(config_text: str) -> Any:
         return PlanLoader(str(config), ENV)()
 
 
-async def main(requests: int, profile: bool) -> None:
+async def main(requests: int, profile: bool, only: list[str] | None = None) -> None:
     plan = load(CONFIG)
     cors_plan = load(
         CONFIG.replace(
@@ -336,6 +336,8 @@ async def main(requests: int, profile: bool) -> None:
     }
     baseline = 0.0
     for name, (target, body, extra) in cases.items():
+        if only and name != "openai candidate" and not any(part in name for part in only):
+            continue
         turn = 16 if target is audited else 0  # the writer task runs between requests, as it would
         await drive(target, body, 500, extra, turn)  # warm up
         if profile:
@@ -369,8 +371,11 @@ if __name__ == "__main__":
     )
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile per case")
+    parser.add_argument(
+        "--only", action="append", help="run only the cases whose name has this (and the first case)"
+    )
     args = parser.parse_args()
     import uvloop
 
-    uvloop.run(main(args.requests, args.profile))
+    uvloop.run(main(args.requests, args.profile, args.only))
     sys.exit(0)
