@@ -8,10 +8,15 @@ policies that Olla and nginx offer:
 
 - first-available: the first worker (in declaration order) below its concurrency limit;
 - round-robin: the next worker in turn;
-- least-connections: the worker with the fewest requests in flight (ties: declaration order).
+- least-connections: the worker with the fewest requests in flight (ties: declaration order);
+- prefix-only: the worker this proxy sent the longest run of the prompt's leading blocks to, as
+  SGLang's cache-aware router and llm-d's prefix scorer route (``prefix_only_policy``).
 
-The policies see only what a proxy sees (its own requests in flight), never the boxes' state. Every
-policy starts from fresh boxes with the same models preloaded, and replays the same schedule.
+The policies see only what a proxy sees (its own requests in flight, the prompts it sent), never the
+boxes' state. Every policy starts from fresh boxes with the same models preloaded, and replays the
+same schedule. The boxes batch (``BATCHING_GAIN``, cited there; ``--batching-gain``) and, for the
+``prefix`` workload, keep a prefix cache (``PREFIX_CACHE_TOKENS``; ``--prefix-cache``); the table's
+``cached`` column is the share of prompt tokens the boxes found in it.
 
 The last row, ``interlock (adaptive)``, replays the same schedule through a real ``interlock serve``
 process in front of fresh boxes: worker choice by expected seconds to start (``runtime.fleet.scoring``) from
@@ -27,23 +32,32 @@ Above the table, four references computed from the schedule alone (``bounds``): 
 request's prompt and first token with the GPU to itself), a relaxed oracle (no loads, no GPU sharing),
 an ideal dispatcher that never loads on GPUs shared as the boxes share them (``never_loading``), and
 the same dispatcher when each model that is not preloaded must be loaded once, on its first request
-(``first loads only``: what loading on demand cannot avoid).
+(``first loads only``: what loading on demand cannot avoid). These four assume a perfect prefix cache
+on every box (``Job.cached_words``: what an earlier request sent is not processed again; 0 but for the
+``prefix`` workload), whose fifth reference, ``never-loading, no cache``, is the same dispatcher
+without one.
 
-    .venv/bin/python bench/fleet.py [--workload heavy|moderate|interactive] [--workers 3] [--requests 300]
-                                    [--seed 11] [--scale 0.25] [--json FILE]
+    .venv/bin/python bench/fleet.py [--workload heavy|moderate|interactive|prefix] [--workers 3]
+                                    [--requests 300] [--seed 11] [--scale 0.25] [--batching-gain 0.4]
+                                    [--prefix-cache TOKENS] [--json FILE]
 
 ``--workload`` picks a ``Shape`` (``WORKLOADS``): ``heavy`` keeps the GPUs 63% busy with no load at
 all; ``moderate`` is half its arrival rate (same seed: the same models, bursts, prompts and answers),
 32%; ``interactive`` is chat traffic (a twentieth of the prompts long instead of a quarter, surges of
 3-6 requests at half the chance instead of bursts of 6-14) at the rate that makes it about as busy as
-``moderate``: 30%. The line above the table prints that utilisation (``busy``), so a reader sees what
+``moderate``: 30%. ``prefix`` (``SESSION_WORKLOADS``: a ``Sessions``) is llm-d's kind of workload: 48
+system prompts of 1,500-3,000 words (more than one box's prefix cache holds, less than three), sessions
+of 2-6 turns on one preloaded model, 68% busy without a cache, 83% of its prompt words sent before.
+The line above the table prints that utilisation (``busy``), so a reader sees what
 is achievable, and the machine's load average at the start and at the end (the interlock row has a
 Python gateway process between client and boxes, so a busy machine weighs on it).
 
 ``--scale`` shrinks time: a 2 s model load becomes 500 ms at 0.25, and token rates grow by 1/scale, so
 every figure is in simulated milliseconds times the scale. Compare figures of the same run only. At
 0.05 the gateway's own CPU (relaying a token every 0.45 ms per stream) weighs on its row on a small
-machine; 0.25 is the default.
+machine; 0.25 is the default. On a machine whose load average is far above its cores, the replay falls
+behind its own clock (every step's sleep ends late) and queues build that the schedule does not have:
+use ``--scale 1`` there.
 """
 
 from __future__ import annotations
