@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import aiohttp
@@ -104,7 +104,8 @@ class Server:
         self.log = folder / f"llama{index}.log"
         command = [python, "-m", "llama_cpp.server", "--model", str(model_path()), "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
-        command += ["--model_alias", MODEL]
+        # queue concurrent requests (the default interrupts the running one when another arrives)
+        command += ["--model_alias", MODEL, "--interrupt_requests", "false"]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -147,6 +148,7 @@ class Row:
     cached_share: float
     per_worker: list[int]
     counted: int = 0  # requests whose cache lines the servers' logs have
+    error_kinds: dict[str, int] = field(default_factory=dict)
     predicted_ttft_s: dict[str, float] | None = None
     predicted_cached_share: float | None = None
 
@@ -197,6 +199,7 @@ async def run_policy(
             worker_of: list[int] = []
             ttfts: list[float] = []
             errors = 0
+            kinds: dict[str, int] = {}
             if name == fleet.INTERLOCK:
                 workers = "\n".join(
                     f'      - {{name: llama{i}, url: "{s.url}/v1", max_concurrent: 1, '
@@ -230,6 +233,7 @@ async def run_policy(
                 worker_of.append(index)
                 if error is not None or ttft is None:
                     errors += 1
+                    kinds[error or "no chunk"] = kinds.get(error or "no chunk", 0) + 1
                 else:
                     ttfts.append(ttft)
 
@@ -252,6 +256,7 @@ async def run_policy(
         hits / max(1, hits + evaluated),
         [worker_of.count(i) for i in range(len(servers))],
         sum(c[2] for c in counts),
+        kinds,
     )
     return row, servers
 
@@ -369,6 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if p is not None and row.predicted_cached_share is not None
             else "-"
         )
+        if row.error_kinds:
+            print(f"  ({row.policy}: errors {row.error_kinds})")
         if row.counted != row.requests:
             print(f"  ({row.policy}: the servers' logs count {row.counted} of {row.requests} requests)")
         print(
