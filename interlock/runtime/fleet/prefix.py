@@ -58,21 +58,21 @@ def prompt_prefix(body: Mapping[str, Any]) -> Prefix | None:
     chain, size = 0, 0
     tools = body.get("tools")
     if tools:
-        text = _text(tools)
-        size += len(text)
-        chain = hash((chain, "tools", text))
+        schemas = _text(tools)
+        size += len(schemas)
+        chain = hash((chain, "tools", schemas))
         hashes.append(chain)
         ends.append(size)
     for message in messages:
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):  # parsed JSON: a dict
             return None
         content = message.get("content")
-        text = content if isinstance(content, str) else _text(content)
-        calls = message.get("tool_calls")
-        if calls:
-            text += _text(calls)
+        text: str = content if type(content) is str else _text(content)
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls"):
+            text += _text(message["tool_calls"])
         size += len(text)
-        chain = hash((chain, message.get("role"), text))
+        chain = hash((chain, role, text))
         hashes.append(chain)
         ends.append(size)
     if size < MIN_PREFIX_CHARS:
@@ -143,7 +143,7 @@ class PrefixIndex:
         return len(self._blocks)
 
     def _salt(self, label: str, model: str) -> int:
-        key = (label, model)
+        key = label, model
         salt = self._salts.get(key)
         if salt is None:
             if len(self._salts) >= MAX_RATES:
