@@ -8,10 +8,15 @@ policies that Olla and nginx offer:
 
 - first-available: the first worker (in declaration order) below its concurrency limit;
 - round-robin: the next worker in turn;
-- least-connections: the worker with the fewest requests in flight (ties: declaration order).
+- least-connections: the worker with the fewest requests in flight (ties: declaration order);
+- prefix-only: the worker this proxy sent the longest run of the prompt's leading blocks to, as
+  SGLang's cache-aware router and llm-d's prefix scorer route (``prefix_only_policy``).
 
-The policies see only what a proxy sees (its own requests in flight), never the boxes' state. Every
-policy starts from fresh boxes with the same models preloaded, and replays the same schedule.
+The policies see only what a proxy sees (its own requests in flight, the prompts it sent), never the
+boxes' state. Every policy starts from fresh boxes with the same models preloaded, and replays the
+same schedule. The boxes batch (``BATCHING_GAIN``, cited there; ``--batching-gain``) and, for the
+``prefix`` workload, keep a prefix cache (``PREFIX_CACHE_TOKENS``; ``--prefix-cache``); the table's
+``cached`` column is the share of prompt tokens the boxes found in it.
 
 The last row, ``interlock (adaptive)``, replays the same schedule through a real ``interlock serve``
 process in front of fresh boxes: worker choice by expected seconds to start (``runtime.fleet.scoring``) from
@@ -27,23 +32,32 @@ Above the table, four references computed from the schedule alone (``bounds``): 
 request's prompt and first token with the GPU to itself), a relaxed oracle (no loads, no GPU sharing),
 an ideal dispatcher that never loads on GPUs shared as the boxes share them (``never_loading``), and
 the same dispatcher when each model that is not preloaded must be loaded once, on its first request
-(``first loads only``: what loading on demand cannot avoid).
+(``first loads only``: what loading on demand cannot avoid). These four assume a perfect prefix cache
+on every box (``Job.cached_words``: what an earlier request sent is not processed again; 0 but for the
+``prefix`` workload), whose fifth reference, ``never-loading, no cache``, is the same dispatcher
+without one.
 
-    .venv/bin/python bench/fleet.py [--workload heavy|moderate|interactive] [--workers 3] [--requests 300]
-                                    [--seed 11] [--scale 0.25] [--json FILE]
+    .venv/bin/python bench/fleet.py [--workload heavy|moderate|interactive|prefix] [--workers 3]
+                                    [--requests 300] [--seed 11] [--scale 0.25] [--batching-gain 0.4]
+                                    [--prefix-cache TOKENS] [--json FILE]
 
 ``--workload`` picks a ``Shape`` (``WORKLOADS``): ``heavy`` keeps the GPUs 63% busy with no load at
 all; ``moderate`` is half its arrival rate (same seed: the same models, bursts, prompts and answers),
 32%; ``interactive`` is chat traffic (a twentieth of the prompts long instead of a quarter, surges of
 3-6 requests at half the chance instead of bursts of 6-14) at the rate that makes it about as busy as
-``moderate``: 30%. The line above the table prints that utilisation (``busy``), so a reader sees what
+``moderate``: 30%. ``prefix`` (``SESSION_WORKLOADS``: a ``Sessions``) is llm-d's kind of workload: 48
+system prompts of 1,500-3,000 words (more than one box's prefix cache holds, less than three), sessions
+of 2-6 turns on one preloaded model, 68% busy without a cache, 83% of its prompt words sent before.
+The line above the table prints that utilisation (``busy``), so a reader sees what
 is achievable, and the machine's load average at the start and at the end (the interlock row has a
 Python gateway process between client and boxes, so a busy machine weighs on it).
 
 ``--scale`` shrinks time: a 2 s model load becomes 500 ms at 0.25, and token rates grow by 1/scale, so
 every figure is in simulated milliseconds times the scale. Compare figures of the same run only. At
 0.05 the gateway's own CPU (relaying a token every 0.45 ms per stream) weighs on its row on a small
-machine; 0.25 is the default.
+machine; 0.25 is the default. On a machine whose load average is far above its cores, the replay falls
+behind its own clock (every step's sleep ends late) and queues build that the schedule does not have:
+use ``--scale 1`` there.
 """
 
 from __future__ import annotations
@@ -67,6 +81,7 @@ from pathlib import Path
 import aiohttp
 import orjson
 
+from interlock.runtime.fleet.prefix import PrefixIndex, prompt_prefix
 from interlock.testing.fake_fleet import GIB, FakeGpuBox, SimModel, sim_model
 from interlock.testing.replies import Reply
 
@@ -83,6 +98,17 @@ VRAM_GIB = 24.0  # an RTX 4090 per box
 MAX_CONCURRENT = 4  # per worker, as a proxy would be configured
 PARALLEL = 2  # per model on a box (OLLAMA_NUM_PARALLEL)
 PRELOAD = ("qwen3:8b", "llama3.1:8b")  # what each box holds when a run starts
+PRELOAD_FIRST = PRELOAD[0]
+# Decoding together is cheaper than alone: n requests generating at once make n ** BATCHING_GAIN times
+# one alone's tokens/s between them (``FakeGpuBox(batching_gain=...)``; prompts gain nothing). From
+# llama.cpp's batched-bench README (LLaMA 7B F16, PP 128, TG 128, GPU): S_TG 41.6 t/s at B=1, 50.9 at
+# 2, 74.4 at 4, 139.4 at 8, 242.2 at 16, i.e. exponents 0.29, 0.42, 0.58, 0.64; 0.4 fits B = 2-4, where
+# these boxes run (2 per model). vLLM's continuous batching gains more at large B (its throughput
+# benchmarks); `--batching-gain` changes it, 0 is the processor sharing of the first version.
+BATCHING_GAIN = 0.4
+# A box's prefix cache per loaded model, in tokens (``FakeGpuBox(prefix_cache_tokens=...)``): what is
+# left of 24 GiB beside an 8B model for KV cache at about 128 KiB a token (fp16), rounded down.
+PREFIX_CACHE_TOKENS = 60_000
 REPLY = Reply(text=" ".join(f"t{i}" for i in range(400)))
 
 
@@ -92,6 +118,16 @@ class Job:
     model: str
     prompt_words: int
     answer_tokens: int
+    # the prefix workload's conversation so far, (role, text) each (None: one user message of
+    # `prompt_words` words), and how many of its words an earlier request already sent (a shared system
+    # prompt, the session's earlier turns): what a perfect prefix cache would not process again
+    messages: tuple[tuple[str, str], ...] | None = None
+    cached_words: int = 0
+
+    def body_messages(self) -> list[dict[str, str]]:
+        if self.messages is None:
+            return [{"role": "user", "content": " ".join(["w"] * self.prompt_words)}]
+        return [{"role": role, "content": text} for role, text in self.messages]
 
 
 @dataclass(slots=True)
@@ -113,6 +149,7 @@ class Result:
     ttft_s: dict[str, float] = field(default_factory=dict)
     per_worker: list[int] = field(default_factory=list)
     wall_s: float = 0.0
+    cached_share: float = 0.0  # prompt tokens the boxes found in their prefix cache / prompt tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +193,19 @@ def workload(seed: int, requests: int, shape: Shape) -> list[Job]:
     return sorted(jobs[:requests], key=lambda j: j.at_s)
 
 
+def schedule(name: str, seed: int, requests: int, rate: float | None = None) -> list[Job]:
+    """The jobs of workload ``name`` (``WORKLOADS`` or ``SESSION_WORKLOADS``), at ``rate`` if given."""
+    if name in SESSION_WORKLOADS:
+        sessions_shape = SESSION_WORKLOADS[name]
+        if rate is not None:
+            sessions_shape = replace(sessions_shape, rate=rate)
+        return sessions(seed, requests, sessions_shape)
+    shape = WORKLOADS[name]
+    if rate is not None:
+        shape = replace(shape, rate=rate)
+    return workload(seed, requests, shape)
+
+
 def _job(rng: random.Random, at_s: float, model: str, shape: Shape) -> Job:
     long_prompt = rng.random() < shape.long_prompts
     long_answer = rng.random() < shape.long_answers
@@ -165,6 +215,69 @@ def _job(rng: random.Random, at_s: float, model: str, shape: Shape) -> Job:
         prompt_words=rng.randint(1500, 4000) if long_prompt else rng.randint(10, 200),
         answer_tokens=rng.randint(150, 400) if long_answer else rng.randint(10, 60),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Sessions:
+    """A prefix-heavy workload like llm-d's (its "prefix cache aware" benchmark: many sessions sharing
+    a few long system prompts, multi-turn): sessions start at ``rate`` per simulated second, each with
+    one of ``system_prompts`` system prompts (``system_words`` long) and ``turns`` turns of
+    ``user_words``, answered in ``answer_tokens``; a turn follows the previous one's arrival by an
+    exponential think time (mean ``think_s``). One model, preloaded everywhere, so loads play no part."""
+
+    rate: float = 0.4
+    system_prompts: int = 48  # 108k tokens in all: more than one box's cache holds, less than three
+    system_words: tuple[int, int] = (1500, 3000)
+    turns: tuple[int, int] = (2, 6)
+    user_words: tuple[int, int] = (20, 120)
+    answer_tokens: tuple[int, int] = (20, 120)
+    think_s: float = 10.0
+    model: str = PRELOAD_FIRST
+
+
+SESSION_WORKLOADS: dict[str, Sessions] = {"prefix": Sessions()}
+
+
+def sessions(seed: int, requests: int, shape: Sessions) -> list[Job]:
+    """A deterministic schedule of ``requests`` turns of sessions (see ``Sessions``). Words are four
+    characters with their space (interlock's estimate: 4 characters a token; the boxes count words)."""
+    rng = random.Random(seed)
+    systems = [
+        f"sys{k} " + " ".join(["abc"] * rng.randint(*shape.system_words)) for k in range(shape.system_prompts)
+    ]
+    jobs: list[Job] = []
+    seen: set[tuple[tuple[str, str], ...]] = set()  # every prompt prefix sent (by message)
+    t, session = 0.0, 0
+    while len(jobs) < requests * 2:  # enough turns; the first `requests` by arrival are kept
+        at = t
+        history: list[tuple[str, str]] = [("system", rng.choice(systems))]
+        for turn in range(rng.randint(*shape.turns)):
+            words = rng.randint(*shape.user_words)
+            history.append(("user", f"u{session}t{turn} " + " ".join(["xyz"] * words)))
+            answer = rng.randint(*shape.answer_tokens)
+            jobs.append(_session_job(at, shape.model, tuple(history), answer))
+            history.append(("assistant", " ".join(f"t{i}" for i in range(answer))))
+            at += rng.expovariate(1.0 / shape.think_s)
+        session += 1
+        t += rng.expovariate(1.0) / shape.rate
+    kept = sorted(jobs, key=lambda j: j.at_s)[:requests]
+    out = []
+    for job in kept:  # the words an earlier request sent already (by arrival): a perfect cache's share
+        assert job.messages is not None
+        cached = 0
+        for k in range(len(job.messages), 0, -1):
+            if job.messages[:k] in seen:
+                cached = sum(len(text.split()) for _, text in job.messages[:k])
+                break
+        for k in range(1, len(job.messages) + 1):
+            seen.add(job.messages[:k])
+        out.append(replace(job, cached_words=cached))
+    return out
+
+
+def _session_job(at_s: float, model: str, messages: tuple[tuple[str, str], ...], answer: int) -> Job:
+    words = sum(len(text.split()) for _, text in messages)
+    return Job(at_s=at_s, model=model, prompt_words=words, answer_tokens=answer, messages=messages)
 
 
 def sim_models(scale: float) -> list[SimModel]:
@@ -195,17 +308,19 @@ class Bound:
     oracle_s: list[float]  # the relaxed oracle (see `bounds`)
     shared_s: list[float]  # the never-loading dispatcher on shared GPUs (see `never_loading`)
     first_loads_s: list[float]  # the same, but each model not preloaded loads once (`never_loading`)
+    uncached_s: list[float] = field(default_factory=list)  # never-loading without a prefix cache
 
     def rows(self) -> tuple[tuple[str, list[float]], ...]:
-        return (
+        rows = (
             ("floor", self.floor_s),
             ("relaxed oracle", self.oracle_s),
             ("never-loading, shared", self.shared_s),
             ("first loads only", self.first_loads_s),
         )
+        return (*rows, ("never-loading, no cache", self.uncached_s)) if self.uncached_s else rows
 
 
-def bounds(jobs: Sequence[Job], workers: int) -> Bound:
+def bounds(jobs: Sequence[Job], workers: int, gain: float = BATCHING_GAIN) -> Bound:
     """TTFT percentiles (simulated seconds) that bound every policy on these boxes, from the schedule.
 
     - floor: a request's first token needs its prompt processed and one token made, at the model's
@@ -221,32 +336,45 @@ def bounds(jobs: Sequence[Job], workers: int) -> Bound:
     oracle: list[float] = []
     free_at: dict[str, list[float]] = {m[0]: [0.0] * (workers * PARALLEL) for m in MODELS}
     for job in sorted(jobs, key=lambda j: j.at_s):
-        first = job.prompt_words / PROMPT_TOKENS_PER_S + 1 / speeds[job.model]
-        service = (
-            job.prompt_words / PROMPT_TOKENS_PER_S + min(job.answer_tokens, ANSWER_CAP) / speeds[job.model]
-        )
+        first = _prompt_s(job) + 1 / speeds[job.model]
+        service = _prompt_s(job) + min(job.answer_tokens, ANSWER_CAP) / speeds[job.model]
         slots = free_at[job.model]
         slot = min(range(len(slots)), key=slots.__getitem__)
         start = max(job.at_s, slots[slot])
         slots[slot] = start + service
         floor.append(first)
         oracle.append(start - job.at_s + first)
-    return Bound(floor, oracle, never_loading(jobs, workers), never_loading(jobs, workers, first_loads=True))
+    return Bound(
+        floor,
+        oracle,
+        never_loading(jobs, workers, gain=gain),
+        never_loading(jobs, workers, first_loads=True, gain=gain),
+        never_loading(jobs, workers, gain=gain, cache=False) if any(j.cached_words for j in jobs) else [],
+    )
+
+
+def _prompt_s(job: Job, cache: bool = True) -> float:
+    """The prompt's solo seconds; with ``cache``, less what a perfect prefix cache holds already."""
+    return (job.prompt_words - (job.cached_words if cache else 0)) / PROMPT_TOKENS_PER_S
 
 
 def busy(jobs: Sequence[Job], workers: int) -> float:
     """The GPUs' utilisation with no load at all: every request's prompt and answer at full speed
     (GPU-seconds) over the schedule's span on ``workers`` GPUs."""
     speeds = {m[0]: m[3] for m in MODELS}
-    work = sum(
-        j.prompt_words / PROMPT_TOKENS_PER_S + min(j.answer_tokens, ANSWER_CAP) / speeds[j.model]
-        for j in jobs
-    )
+    work = sum(_prompt_s(j, cache=False) + min(j.answer_tokens, ANSWER_CAP) / speeds[j.model] for j in jobs)
     span = max(j.at_s for j in jobs) - min(j.at_s for j in jobs)
     return work / (span * workers) if span > 0 else math.inf
 
 
-def never_loading(jobs: Sequence[Job], workers: int, *, first_loads: bool = False) -> list[float]:
+def never_loading(
+    jobs: Sequence[Job],
+    workers: int,
+    *,
+    first_loads: bool = False,
+    gain: float = BATCHING_GAIN,
+    cache: bool = True,
+) -> list[float]:
     """TTFTs (simulated s) of an ideal dispatcher on boxes that share their GPU as the simulator does,
     but never load: every model resident on every box (VRAM ignored), ``PARALLEL`` slots per model
     per box, each model's requests in arrival order, each started as soon as a slot for it is free,
@@ -256,7 +384,11 @@ def never_loading(jobs: Sequence[Job], workers: int, *, first_loads: bool = Fals
     ``first_loads``: the same dispatcher, but a model that is not preloaded is loaded on demand once,
     when its first request arrives, and is then resident on every box (one load, as if it were copied
     everywhere at once); its requests wait for that load. What a dispatcher that loads only on demand
-    (every policy here) cannot avoid, with every other limit still relaxed."""
+    (every policy here) cannot avoid, with every other limit still relaxed.
+
+    A request decoding (after its first token) advances at n ** ``gain`` / n, as the boxes batch
+    (``BATCHING_GAIN``). With ``cache`` every box holds every prefix sent before (``Job.cached_words``
+    are not processed: a perfect prefix cache everywhere); without, every prompt is processed whole."""
     speeds = {m[0]: m[3] for m in MODELS}
     loads = {m[0]: m[2] for m in MODELS}
     ready_at: dict[str, float] = {}  # model -> when its first load ends (not preloaded only)
@@ -265,12 +397,9 @@ def never_loading(jobs: Sequence[Job], workers: int, *, first_loads: bool = Fals
             if job.model not in PRELOAD and job.model not in ready_at:
                 ready_at[job.model] = job.at_s + loads[job.model]
     order = sorted(range(len(jobs)), key=lambda i: jobs[i].at_s)
-    first_work = [
-        jobs[i].prompt_words / PROMPT_TOKENS_PER_S + 1 / speeds[jobs[i].model] for i in range(len(jobs))
-    ]
+    first_work = [_prompt_s(jobs[i], cache) + 1 / speeds[jobs[i].model] for i in range(len(jobs))]
     work = [
-        jobs[i].prompt_words / PROMPT_TOKENS_PER_S
-        + min(jobs[i].answer_tokens, ANSWER_CAP) / speeds[jobs[i].model]
+        _prompt_s(jobs[i], cache) + min(jobs[i].answer_tokens, ANSWER_CAP) / speeds[jobs[i].model]
         for i in range(len(jobs))
     ]
     done = [0.0] * len(jobs)  # work done so far
@@ -292,6 +421,9 @@ def never_loading(jobs: Sequence[Job], workers: int, *, first_loads: bool = Fals
                 box = min(open_boxes, key=lambda b: (len(boxes[b]), b))
                 boxes[box].append(line.pop(0))
 
+    def rate(i: int, n: int) -> float:  # work per second of request i among n computing
+        return 1 / n if math.isnan(ttft[i]) else n**gain / n
+
     while next_job < len(order) or any(boxes) or any(waiting.values()):
         # the next event: an arrival, a first token, or a request finishing
         step = jobs[order[next_job]].at_s - now if next_job < len(order) else math.inf
@@ -301,10 +433,11 @@ def never_loading(jobs: Sequence[Job], workers: int, *, first_loads: bool = Fals
         for running in boxes:
             for i in running:
                 left = (first_work[i] - done[i]) if math.isnan(ttft[i]) else (work[i] - done[i])
-                step = min(step, max(left, 0.0) * len(running))
+                step = min(step, max(left, 0.0) / rate(i, len(running)))
         for running in boxes:
-            for i in running:
-                done[i] += step / len(running)
+            rates = [rate(i, len(running)) for i in running]
+            for i, r in zip(running, rates, strict=True):
+                done[i] += step * r
         now += step
         for running in boxes:
             for i in list(running):
@@ -321,49 +454,83 @@ def never_loading(jobs: Sequence[Job], workers: int, *, first_loads: bool = Fals
 
 def _percentiles(values: Sequence[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {p: _percentile(ordered, q) for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))}
+    return {p: _percentile(ordered, q) for p, q in PERCENTILES}
 
 
 # ----- the policies: what a proxy without model awareness can do -----
 
-Policy = Callable[[Sequence[int]], int]
-"""Given the requests in flight per worker, the index of the worker to use."""
+Policy = Callable[[Sequence[int], Job], int]
+"""Given the requests in flight per worker and the request, the index of the worker to use."""
 
 
-def first_available(in_flight: Sequence[int]) -> int:
+def first_available(in_flight: Sequence[int], job: Job) -> int:
     return next((i for i, n in enumerate(in_flight) if n < MAX_CONCURRENT), 0)
 
 
 def round_robin_policy() -> Policy:
     turn = itertools.count()
-    return lambda in_flight: next(turn) % len(in_flight)
+    return lambda in_flight, job: next(turn) % len(in_flight)
 
 
-def least_connections(in_flight: Sequence[int]) -> int:
+def least_connections(in_flight: Sequence[int], job: Job) -> int:
     return min(range(len(in_flight)), key=lambda i: (in_flight[i], i))
+
+
+def prefix_only_policy() -> Policy:
+    """Route on prefix-cache hits alone, as SGLang's cache-aware router and llm-d's prefix scorer do
+    when nothing else weighs: the worker this proxy sent the longest run of the prompt's leading blocks
+    to (interlock's own ``PrefixIndex`` and blocks, one index per proxy), ties and misses to the fewest
+    requests in flight. Queues, loads and speeds are not looked at."""
+    index = PrefixIndex()
+
+    def choose(in_flight: Sequence[int], job: Job) -> int:
+        prefix = prompt_prefix({"messages": job.body_messages()})
+        if prefix is None:
+            return least_connections(in_flight, job)
+        matched = [index.matched(f"w{i}", job.model, prefix) for i in range(len(in_flight))]
+        best = min(range(len(in_flight)), key=lambda i: (-matched[i], in_flight[i], i))
+        index.served(f"w{best}", job.model, prefix)
+        return best
+
+    return choose
 
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "first-available": lambda: first_available,
     "round-robin": round_robin_policy,
     "least-connections": lambda: least_connections,
+    "prefix-only": prefix_only_policy,
 }
 INTERLOCK = "interlock (adaptive)"
 
 
-async def fresh_boxes(workers: int, scale: float) -> list[FakeGpuBox]:
+@dataclass(frozen=True, slots=True)
+class Physics:
+    """What the boxes do beyond loads and sharing: batching (``BATCHING_GAIN``) and the prefix cache
+    (``PREFIX_CACHE_TOKENS`` per loaded model; 0: none)."""
+
+    batching_gain: float = BATCHING_GAIN
+    prefix_cache_tokens: int = PREFIX_CACHE_TOKENS
+    models: tuple[SimModel, ...] = ()  # () : ``MODELS`` (``sim_models``); else these, already scaled
+    parallel: int = PARALLEL  # per model on a box (interlock's per-model slots follow it)
+    preload: tuple[str, ...] = PRELOAD
+
+
+async def fresh_boxes(workers: int, scale: float, physics: Physics = Physics()) -> list[FakeGpuBox]:
     boxes = [
         FakeGpuBox(
             name=f"box{i}",
-            models=sim_models(scale),
+            models=list(physics.models) or sim_models(scale),
             vram_bytes=int(VRAM_GIB * GIB),
             reply=REPLY,
             record=False,
+            batching_gain=physics.batching_gain,
+            prefix_cache_tokens=physics.prefix_cache_tokens,
         )
         for i in range(workers)
     ]
     for box in boxes:
-        box.preload(*PRELOAD)
+        box.preload(*physics.preload)
         await box.astart()
     return boxes
 
@@ -379,14 +546,20 @@ def result(
         loads=sum(b.loads for b in boxes),
         evictions=sum(b.evictions for b in boxes),
         spills=sum(1 for o in outcomes if o.spilled),
-        ttft_s={p: _percentile(ttfts, q) / scale for p, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
+        ttft_s={p: _percentile(ttfts, q) / scale for p, q in PERCENTILES},
         per_worker=[sum(1 for o in outcomes if o.worker == i) for i in range(len(boxes))],
         wall_s=wall,
+        cached_share=sum(b.cached_tokens for b in boxes) / max(1, sum(b.prompt_tokens for b in boxes)),
     )
 
 
-async def replay(name: str, policy: Policy, jobs: Sequence[Job], workers: int, scale: float) -> Result:
-    boxes = await fresh_boxes(workers, scale)
+PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
+
+
+async def replay(
+    name: str, policy: Policy, jobs: Sequence[Job], workers: int, scale: float, physics: Physics = Physics()
+) -> Result:
+    boxes = await fresh_boxes(workers, scale, physics)
     in_flight = [0] * workers
     outcomes: list[Outcome] = []
     connector = aiohttp.TCPConnector(limit=0)
@@ -395,7 +568,7 @@ async def replay(name: str, policy: Policy, jobs: Sequence[Job], workers: int, s
 
         async def one(job: Job) -> None:
             await asyncio.sleep(max(0.0, started + job.at_s * scale - time.perf_counter()))
-            index = policy(in_flight)
+            index = policy(in_flight, job)
             in_flight[index] += 1
             try:
                 outcomes.append(await _call(http, boxes[index].url, job, index))
@@ -429,17 +602,22 @@ aliases:
 
 
 def gateway_config(
-    boxes: Sequence[FakeGpuBox], scale: float, routing: str = "{}", max_concurrent: int = MAX_CONCURRENT
+    boxes: Sequence[FakeGpuBox],
+    scale: float,
+    routing: str = "{}",
+    max_concurrent: int = MAX_CONCURRENT,
+    parallel: int = PARALLEL,
 ) -> str:
     """Each box as a worker (slots as the proxies have them, per model as the box runs them, telemetry
     from the box's document); one alias per model; probes every 5 simulated seconds."""
     workers = "\n".join(
         f'      - {{name: {b.name}, url: "{b.url}", max_concurrent: {max_concurrent}, '
-        f'model_concurrency: {{"*": {PARALLEL}}}, queue: {{max_waiting: 1000, max_wait: 300s}}, '
+        f'model_concurrency: {{"*": {parallel}}}, queue: {{max_waiting: 1000, max_wait: 300s}}, '
         f'telemetry: {{url: "{b.url}/telemetry"}}}}'
         for b in boxes
     )
-    aliases = "\n".join(f'  "fleet/{m[0]}": {{chain: ["local/{m[0]}"]}}' for m in MODELS)
+    names = sorted({name.removesuffix(":latest") for b in boxes for name in b.sim})
+    aliases = "\n".join(f'  "fleet/{m}": {{chain: ["local/{m}"]}}' for m in names)
     probe_ms = max(20, int(5000 * scale))
     return GATEWAY_CONFIG.format(
         workers=workers,
@@ -478,13 +656,19 @@ def start_gateway(config: str, folder: Path) -> tuple[subprocess.Popen[bytes], s
 
 
 async def replay_interlock(
-    jobs: Sequence[Job], workers: int, scale: float, routing: str = "{}", max_concurrent: int = MAX_CONCURRENT
+    jobs: Sequence[Job],
+    workers: int,
+    scale: float,
+    routing: str = "{}",
+    max_concurrent: int = MAX_CONCURRENT,
+    physics: Physics = Physics(),
 ) -> Result:
-    boxes = await fresh_boxes(workers, scale)
+    boxes = await fresh_boxes(workers, scale, physics)
     index = {b.name: i for i, b in enumerate(boxes)}
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="interlock-fleet-") as tmp:
-        proc, url = start_gateway(gateway_config(boxes, scale, routing, max_concurrent), Path(tmp))
+        config = gateway_config(boxes, scale, routing, max_concurrent, physics.parallel)
+        proc, url = start_gateway(config, Path(tmp))
         try:
             connector = aiohttp.TCPConnector(limit=0)
             timeout = aiohttp.ClientTimeout(total=300)
@@ -525,7 +709,7 @@ async def _until_ready(http: aiohttp.ClientSession, url: str) -> None:
 async def _call_gateway(http: aiohttp.ClientSession, url: str, job: Job, index: dict[str, int]) -> Outcome:
     body = {
         "model": f"fleet/{job.model}",
-        "messages": [{"role": "user", "content": " ".join(["w"] * job.prompt_words)}],
+        "messages": job.body_messages(),
         "stream": True,
         "max_tokens": job.answer_tokens,
     }
@@ -552,7 +736,7 @@ async def _call_gateway(http: aiohttp.ClientSession, url: str, job: Job, index: 
 async def _call(http: aiohttp.ClientSession, url: str, job: Job, worker: int) -> Outcome:
     body = {
         "model": job.model,
-        "messages": [{"role": "user", "content": " ".join(["w"] * job.prompt_words)}],
+        "messages": job.body_messages(),
         "stream": True,
         "options": {"num_predict": job.answer_tokens},
     }
@@ -587,15 +771,16 @@ def _load() -> str:
 
 def table(results: Sequence[Result], scale: float) -> str:
     head = (
-        f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p95 | TTFT p99 | spills | errors "
-        "| requests per worker"
+        f"{'policy':<22}| loads | evictions | TTFT p50 | TTFT p90 | TTFT p95 | TTFT p99 | cached | spills "
+        "| errors | requests per worker"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         t = r.ttft_s
         lines.append(
-            f"{r.policy:<22}| {r.loads:>5} | {r.evictions:>9} | {t['p50']:>6.2f} s | {t['p95']:>6.2f} s "
-            f"| {t['p99']:>6.2f} s | {r.spills:>6} | {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
+            f"{r.policy:<22}| {r.loads:>5} | {r.evictions:>9} | {t['p50']:>6.2f} s | {t['p90']:>6.2f} s "
+            f"| {t['p95']:>6.2f} s | {t['p99']:>6.2f} s | {r.cached_share:>6.0%} | {r.spills:>6} "
+            f"| {r.errors:>6} | {'/'.join(map(str, r.per_worker))}"
         )
     lines.append(
         f"TTFT in simulated seconds (measured / {scale:g}): a 2 s model load ran in {2 * scale * 1000:.0f} ms"
@@ -612,9 +797,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
         "--workload",
-        choices=sorted(WORKLOADS),
+        choices=sorted([*WORKLOADS, *SESSION_WORKLOADS]),
         default="heavy",
-        help="heavy (GPUs 63%% busy without loads), moderate (32%%) or interactive (chat traffic, 30%%)",
+        help="heavy (GPUs 63%% busy without loads), moderate (32%%), interactive (chat traffic, 30%%) "
+        "or prefix (sessions sharing long system prompts, multi-turn)",
+    )
+    parser.add_argument(
+        "--batching-gain", type=float, default=BATCHING_GAIN, help="see BATCHING_GAIN (0: none)"
+    )
+    parser.add_argument(
+        "--prefix-cache",
+        type=int,
+        help=f"each box's prefix cache per loaded model, tokens (0: none; default {PREFIX_CACHE_TOKENS} for "
+        "the prefix workload, 0 for the others, whose prompts are `w w w ...` of random lengths: equal "
+        "lengths would be cache hits no real traffic has)",
     )
     parser.add_argument(
         "--rate", type=float, help="arrivals per simulated s between bursts (overrides the workload's)"
@@ -642,27 +838,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="interlock's `routing:` section, YAML flow style (default: the defaults)",
     )
     args = parser.parse_args(argv)
-    shape = WORKLOADS[args.workload]
-    if args.rate is not None:
-        if args.rate <= 0:
-            parser.error("--rate must be above 0")
-        shape = replace(shape, rate=args.rate)
+    if args.rate is not None and args.rate <= 0:
+        parser.error("--rate must be above 0")
     name = args.workload if args.rate is None else f"{args.workload} at rate {args.rate:g}"
-    jobs = workload(args.seed, args.requests, shape)
+    jobs = schedule(args.workload, args.seed, args.requests, args.rate)
+    cache = args.prefix_cache
+    if cache is None:
+        cache = PREFIX_CACHE_TOKENS if args.workload in SESSION_WORKLOADS else 0
+    physics = Physics(args.batching_gain, cache)
     counts = {m[0]: sum(1 for j in jobs if j.model == m[0]) for m in MODELS}
     print(
         f"workload: {name} (GPUs {busy(jobs, args.workers):.0%} busy without a single load), "
         f"seed {args.seed}, {len(jobs)} requests over {jobs[-1].at_s:.0f} simulated s, "
         f"{args.workers} boxes x {VRAM_GIB:g} GiB, preloaded {', '.join(PRELOAD)}; per model: "
-        + ", ".join(f"{k} {v}" for k, v in counts.items())
+        + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        + f"; batching gain {physics.batching_gain:g}, prefix cache {physics.prefix_cache_tokens} tokens"
+        + (
+            f"; {sum(j.cached_words for j in jobs) / sum(j.prompt_words for j in jobs):.0%} of prompt words "
+            "sent before (what a perfect prefix cache would not process)"
+            if any(j.cached_words for j in jobs)
+            else ""
+        )
     )
-    bound = bounds(jobs, args.workers)
+    bound = bounds(jobs, args.workers, physics.batching_gain)
     for label, ttfts in bound.rows():
         figures = _percentiles(ttfts)
         above = "" if args.above is None else f"; {sum(t > args.above for t in ttfts)} above {args.above:g} s"
         print(
-            f"{label:<22}  TTFT p50 {figures['p50']:.2f} s, p95 {figures['p95']:.2f} s, "
-            f"p99 {figures['p99']:.2f} s{above} (computed from the schedule: see `bounds`)"
+            f"{label:<22}  TTFT p50 {figures['p50']:.2f} s, p90 {figures['p90']:.2f} s, "
+            f"p95 {figures['p95']:.2f} s, p99 {figures['p99']:.2f} s{above} (computed from the schedule: "
+            "see `bounds`)"
         )
     if args.bounds_only:
         return 0
@@ -670,10 +875,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = _load()
     for name in args.policy or [*POLICIES, INTERLOCK]:
         if name == INTERLOCK:
-            row = replay_interlock(jobs, args.workers, args.scale, args.routing, args.max_concurrent)
+            row = replay_interlock(jobs, args.workers, args.scale, args.routing, args.max_concurrent, physics)
             results.append(asyncio.run(row))
         else:
-            results.append(asyncio.run(replay(name, POLICIES[name](), jobs, args.workers, args.scale)))
+            policy = POLICIES[name]()
+            results.append(asyncio.run(replay(name, policy, jobs, args.workers, args.scale, physics)))
     print(table(results, args.scale))
     print(f"load average {load_before} at the start, {_load()} at the end")
     if args.json:

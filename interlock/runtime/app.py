@@ -334,7 +334,13 @@ class Gateway:
         self._close_adapters = close
         ollama = self._ollama_adapter()
         if ollama is not None:
-            ollama.speeds = self.speeds.observe
+            speeds, prefill = self.speeds.observe, self.scorer.prefixes.prefill.observe
+
+            def observe(label: str, model: str, final: Mapping[str, Any]) -> None:
+                speeds(label, model, final)
+                prefill(label, model, final)  # prompt timings: what a prefix-cache hit is worth
+
+            ollama.speeds = observe
         path = self.speeds_file
         if path is not None:
             await asyncio.to_thread(read_state, self.speeds, path)

@@ -14,9 +14,17 @@ render tags, show, chat and embed answers), and adds the physics a routing polic
   ``load_duration``, ``prompt_eval_duration`` and ``eval_duration`` tell the truth;
 - one GPU shared: requests computing at once (processing a prompt or generating, of one model or of
   several) share the box's throughput equally, so with ``n`` computing each advances at 1/n of its solo
-  speed (processor sharing, in steps of one token or ``PROMPT_STEP`` prompt tokens; no batching gain is
-  assumed). A request waiting for a slot, a load or room does not compute; a load takes ``load_s``
-  whatever else runs;
+  speed (processor sharing, in steps of one token or ``PROMPT_STEP`` prompt tokens). ``batching_gain``
+  (default 0: none) makes decoding cheaper together: ``n`` requests generating at once make
+  ``n ** batching_gain`` times one alone's tokens/s between them (prompt processing, compute-bound,
+  gains nothing). A request waiting for a slot, a load or room does not compute; a load takes
+  ``load_s`` whatever else runs;
+- a prefix cache (``prefix_cache_tokens``, default 0: none), as vLLM's automatic prefix caching or
+  llama.cpp's slots keep one: per loaded model, the prompt's messages as chained blocks (a message's
+  block names every message before it too), least recently used dropped first beyond that many
+  tokens, all of a model's dropped when it is evicted; a prompt's leading blocks found there are not
+  processed again. ``cached_tokens`` / ``prompt_tokens`` count them (all requests), and the final
+  message's ``prompt_eval_count`` is the tokens processed, as Ollama reports it;
 - ``/api/ps`` lists exactly the loaded models with their VRAM, ``/api/tags`` the installed ones; a load
   request (``/api/generate`` without a prompt, a warm-up) loads a model without taking a slot;
   ``GET /telemetry`` serves a telemetry sidecar's document with the box's true VRAM use.
@@ -102,6 +110,7 @@ class _Timing:
     load_s: float = 0.0
     prompt_s: float = 0.0
     eval_s: float = 0.0
+    prompt_n: int | None = None  # prompt tokens processed (the prefix cache's not counted)
 
 
 class FakeGpuBox(FakeServer):
@@ -119,6 +128,8 @@ class FakeGpuBox(FakeServer):
         max_queue: int = 512,
         record: bool = True,
         port: int = 0,
+        batching_gain: float = 0.0,
+        prefix_cache_tokens: int = 0,
     ) -> None:
         name = name or self.kind
         # The wire: never started; its route functions render Ollama's answers. Made first, because
@@ -140,6 +151,11 @@ class FakeGpuBox(FakeServer):
         self._go_set = True
         self.computing = 0  # requests processing a prompt or generating now (they share the GPU)
         self.peak_computing = 0
+        self.batching_gain = batching_gain
+        self.prefix_cache_tokens = prefix_cache_tokens
+        self._cache: dict[str, dict[int, int]] = {}  # model -> block hash -> its tokens (LRU order)
+        self.cached_tokens = 0  # prompt tokens found in the prefix cache (all requests)
+        self.prompt_tokens = 0  # prompt tokens asked for (all requests)
 
     # ----- what tests and benchmarks read -----
 
@@ -377,6 +393,7 @@ class FakeGpuBox(FakeServer):
             if need <= 0:
                 break
             self.state[name].loaded = False
+            self._cache.pop(name, None)  # its KV cache goes with it
             self.events.append(BoxEvent("evict", name))
             need -= self.sim[name].vram_bytes
         return True
@@ -386,6 +403,12 @@ class FakeGpuBox(FakeServer):
     ) -> None:
         body = incoming.body if isinstance(incoming.body, dict) else {}
         prompt_tokens = count_words(body.get("messages")) if incoming.path == "/api/chat" else 1
+        self.prompt_tokens += prompt_tokens
+        if self.prefix_cache_tokens and incoming.path == "/api/chat":
+            cached = self._cached(sim.name, body.get("messages"))
+            self.cached_tokens += cached
+            prompt_tokens -= cached
+            timing.prompt_n = prompt_tokens
         token_s = 1.0 / sim.tokens_per_s
         self._computing(+1)
         try:
@@ -403,7 +426,7 @@ class FakeGpuBox(FakeServer):
                 conn.start_chunked(200, answer.content_type)
                 *tokens, final = answer.frames
                 for frame in tokens:
-                    timing.eval_s += await self._share(token_s)
+                    timing.eval_s += await self._share(token_s, decode=True)
                     conn.write_chunk(frame)
                 conn.write_chunk(_with_timing(final, timing))
                 conn.write_chunk(answer.trailer)
@@ -412,18 +435,41 @@ class FakeGpuBox(FakeServer):
             assert isinstance(answer, JsonAnswer)
             count = answer.obj.get("eval_count", 0) if isinstance(answer.obj, dict) else 0
             for _ in range(count):
-                timing.eval_s += await self._share(token_s)
+                timing.eval_s += await self._share(token_s, decode=True)
         finally:
             self._computing(-1)
         obj = {**answer.obj, **_durations(timing)} if isinstance(answer.obj, dict) else answer.obj
         await self._finish(self._send(conn, replace(answer, obj=obj), None))
 
-    async def _share(self, solo_s: float) -> float:
+    async def _share(self, solo_s: float, *, decode: bool = False) -> float:
         """Do ``solo_s`` seconds of work (its time with the GPU to itself) while sharing the GPU with
-        every request computing now: it takes ``solo_s`` x their number. Returns the time it took."""
-        took = solo_s * max(1, self.computing)
+        every request computing now: it takes ``solo_s`` x their number (a decoding step: x their
+        number ** (1 - ``batching_gain``)). Returns the time it took."""
+        n = max(1, self.computing)
+        took = solo_s * (n ** (1.0 - self.batching_gain) if decode else n)
         await asyncio.sleep(took)
         return took
+
+    def _cached(self, model: str, messages: Any) -> int:
+        """The prompt's leading tokens found in ``model``'s prefix cache; the prompt's blocks are in
+        it afterwards (most recently used), the least recently used dropped beyond the capacity."""
+        if not isinstance(messages, list):
+            return 0
+        cache = self._cache.setdefault(model, {})
+        chain, cached, leading = 0, 0, True
+        for message in messages:
+            tokens = count_words([message])
+            chain = hash((chain, orjson.dumps(message)))
+            if leading and chain in cache:
+                cached += tokens
+            else:
+                leading = False
+            cache.pop(chain, None)
+            cache[chain] = tokens
+        total = sum(cache.values())
+        while total > self.prefix_cache_tokens and cache:
+            total -= cache.pop(next(iter(cache)))
+        return cached
 
     def _computing(self, step: int) -> None:
         self.computing += step
@@ -465,12 +511,15 @@ def _full(model: str) -> str:
 
 def _durations(timing: _Timing) -> dict[str, int]:
     ns = 1_000_000_000
-    return {
+    durations = {
         "load_duration": int(timing.load_s * ns),
         "prompt_eval_duration": int(timing.prompt_s * ns),
         "eval_duration": int(timing.eval_s * ns),
         "total_duration": int((timing.load_s + timing.prompt_s + timing.eval_s) * ns),
     }
+    if timing.prompt_n is not None:
+        durations["prompt_eval_count"] = timing.prompt_n
+    return durations
 
 
 def _with_timing(frame: bytes, timing: _Timing) -> bytes:

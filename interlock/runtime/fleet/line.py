@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from interlock.runtime.clock import Clock
 from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.fleet.prefix import Prefix
 from interlock.runtime.fleet.scoring import Scorer
 from interlock.runtime.state.base import Lease, SlotBackend
 from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
@@ -54,6 +55,7 @@ class _Waiter:
     routes: tuple[Route, ...]
     future: asyncio.Future[tuple[Route, Lease]]
     hold_until: float | None = None  # holding out for a full worker until then (monotonic)
+    prefix: Prefix | None = None  # the prompt's blocks (prefix affinity)
 
 
 class FleetLease(Lease):
@@ -119,7 +121,7 @@ class FleetLine:
         return FleetLease(lease, self)
 
     async def wait(
-        self, candidate: Candidate, routes: tuple[Route, ...], first: Route
+        self, candidate: Candidate, routes: tuple[Route, ...], first: Route, prefix: Prefix | None = None
     ) -> tuple[Route, Lease]:
         """Join ``candidate``'s line; the route and slot it is dispatched to. ``first`` (the choice on
         arrival) gives the bounds; ``SlotUnavailable`` past them."""
@@ -135,7 +137,7 @@ class FleetLine:
                 retry_after=retry_after,
             )
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(candidate, routes, loop.create_future())
+        waiter = _Waiter(candidate, routes, loop.create_future(), prefix=prefix)
         self.lines.setdefault(candidate.id, []).append(waiter)
         timer = loop.call_later(max_wait_s, self._expire, waiter, max_wait_s, retry_after)
         self._walk_soon(candidate.id)
@@ -199,7 +201,7 @@ class FleetLine:
             if not free:
                 ahead += 1
                 continue
-            best = self.scorer.order(candidate, waiter.routes, settings, ahead=ahead)[0]
+            best = self.scorer.order(candidate, waiter.routes, settings, ahead=ahead, prefix=waiter.prefix)[0]
             if not self._free(candidate, best):  # holding out for a full worker
                 scored = self.scorer.last.get(best.worker or "")
                 if waiter.hold_until is None:
@@ -208,7 +210,9 @@ class FleetLine:
                     wake_at = min(wake_at, waiter.hold_until)
                     ahead += 1
                     continue
-                best = self.scorer.order(candidate, tuple(free), settings, ahead=ahead)[0]
+                best = self.scorer.order(candidate, tuple(free), settings, ahead=ahead, prefix=waiter.prefix)[
+                    0
+                ]
             assert best.worker is not None
             assert best.slot_limit is not None
             lease = await self.slots.acquire(best.worker, candidate.model, best.slot_limit, wait=False)
@@ -220,7 +224,7 @@ class FleetLine:
                 self._leave(waiter)
                 continue
             self._leave(waiter)
-            self.scorer.sent(candidate, best)
+            self.scorer.sent(candidate, best, waiter.prefix)
             self.dispatched += 1
             waiter.future.set_result((best, self.wrap(lease)))
         self._wake_at(cid, wake_at)

@@ -37,6 +37,12 @@ would load, or whose ``/api/tags`` lacks the model, sorts after every other what
 A burst on one model therefore queues where the model is loaded until the wait there passes a load
 elsewhere; then a second worker loads it (a replica), and the burst is shared.
 
+Prefix affinity (``runtime.fleet.prefix``): a request whose prompt starts as one sent to a worker
+before (a shared system prompt, tool schemas, earlier turns) gets the prefill seconds that cached
+prefix would save subtracted from that worker's expected seconds (``prefix_s``), when the model is
+still loaded there (or its ``/api/ps`` is unknown): a warm worker wins unless its queue costs more
+than the prefill it saves. A sticky session's pin still comes first (``guards.slots``).
+
 A candidate with one route, or of an OpenAI-compatible provider with a ``base_url``, is not scored
 (nothing to choose). The workers of an OpenAI-compatible provider (llama.cpp, vLLM, SGLang servers) are
 rated by ``fleet.signals.choice`` instead: no loads, their own load signals and this gateway's slots.
@@ -55,6 +61,7 @@ from typing import Any
 from interlock.patterns import ollama_name
 from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.prefix import Prefix, PrefixIndex
 from interlock.runtime.fleet.signals.choice import rate_server
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.state.base import SlotBackend
@@ -99,12 +106,14 @@ class Scored:
     load_s: float = 0.0  # the load this choice would start (0: none)
     room_s: float = 0.0  # how long that load would wait for room (busy models, loads sent before)
     evicts_s: float = 0.0  # loads of models it would evict that no other worker holds (their next load)
+    prefix_s: float = 0.0  # prefill seconds the prompt's cached prefix there would save
 
     def report(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "expected_s": round(self.expected_s, 3),
             "evicts_s": round(self.evicts_s, 3),
+            "prefix_s": round(self.prefix_s, 3),
             "last_resort": self.last_resort,
             "score": round(self.score, 2),
             "parts": {name: round(value, 2) for name, value in zip(PARTS, self.parts, strict=True)},
@@ -124,8 +133,10 @@ class Scorer:
         *,
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
+        prefixes: PrefixIndex | None = None,
     ) -> None:
         self.facts = facts
+        self.prefixes = prefixes if prefixes is not None else PrefixIndex()
         self.telemetry = telemetry
         self.speeds = speeds
         self.occupancy = occupancy
@@ -148,14 +159,15 @@ class Scorer:
         settings: RoutingSettings,
         *,
         ahead: int | None = None,
+        prefix: Prefix | None = None,
     ) -> tuple[Route, ...]:
         """``routes`` best first (stable: ties keep plan order). ``ahead``: a fleet line's waiter, with
         that many waiters before it; they count as queued on every full worker, instead of the
-        worker's own queue."""
+        worker's own queue. ``prefix``: the request's prompt blocks (``prefix.prompt_prefix``)."""
         if len(routes) < 2 or routes[0].worker is None:
             return routes
         service = self._fleet_service(candidate, routes)
-        scored = [self.rate(route, candidate, settings, service, ahead) for route in routes]
+        scored = [self.rate(route, candidate, settings, service, ahead, prefix) for route in routes]
         ranked = sorted(range(len(routes)), key=lambda i: scored[i])
         return tuple(routes[i] for i in ranked)
 
@@ -167,16 +179,20 @@ class Scorer:
                 return service
         return DEFAULT_SERVICE_S
 
-    def sent(self, candidate: Candidate, route: Route) -> None:
-        """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now."""
+    def sent(self, candidate: Candidate, route: Route, prefix: Prefix | None = None) -> None:
+        """The router chose ``route`` for ``candidate``: the model is loaded (or loading) there now,
+        and the prompt's ``prefix`` is in its cache."""
         if route.worker is not None:
             now = self.clock()
             key = (route.endpoint.label, candidate.facts_key)
+            scored = self.last.get(route.worker)
+            if prefix is not None:
+                hit = scored is not None and scored.model == key[1] and scored.prefix_s > 0
+                self.prefixes.served(key[0], key[1], prefix, hit=hit)
             self._sent.pop(key, None)
             self._sent[key] = now
             if len(self._sent) > MAX_SENT:
                 self._sent.popitem(last=False)
-            scored = self.last.get(route.worker)
             if scored is not None and scored.model == key[1] and scored.load_s > 0:  # a load starts
                 label, read_at = key[0], self.facts.worker(key[0]).loaded_at or 0.0
                 loading = {m: t for m, t in self._loading.get(label, {}).items() if t[0] > read_at}
@@ -266,6 +282,7 @@ class Scorer:
         settings: RoutingSettings,
         fleet_service: float,
         line_ahead: int | None = None,
+        prefix: Prefix | None = None,
     ) -> tuple[bool, float, float]:
         """The sort key of ``route``: (last resort, expected seconds, −points)."""
         worker = route.worker
@@ -337,6 +354,9 @@ class Scorer:
         else:
             expected = max(expected, ahead_s)
         last_resort = avoid > 0 or (facts.installed is not None and not installed)
+        prefix_s = 0.0
+        if prefix is not None and (loaded or facts.loaded is None):  # unloaded: its cache is gone
+            prefix_s = self.prefixes.saved_s(label, model, prefix)
         self.last[worker] = Scored(
             model,
             total_score,
@@ -347,8 +367,9 @@ class Scorer:
             load_s,
             max(room_s, ahead_s),
             evicts_s,
+            prefix_s,
         )
-        return (last_resort, expected + evicts_s, -total_score)
+        return (last_resort, expected + evicts_s - prefix_s, -total_score)
 
     def _rate_server(
         self,

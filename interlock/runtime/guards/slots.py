@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from interlock.runtime.fleet.line import FleetLine
+from interlock.runtime.fleet.prefix import Prefix, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer
 from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard
@@ -61,8 +62,9 @@ class SlotGuard(Guard):
             pinned = self.sticky.worker(key, sticky) if key is not None else None
             route = next((r for r in admission.routes if r.worker == pinned), None) if pinned else None
             pinned_route = route
+        prefix = prompt_prefix(body) if len(candidate.routes) > 1 else None  # prefix affinity
         if route is None:
-            route = self.scorer.order(candidate, admission.routes, settings)[0]
+            route = self.scorer.order(candidate, admission.routes, settings, prefix=prefix)[0]
         if key is not None and sticky is not None and route.worker is not None:
             self.sticky.pin(key, route.worker, sticky)
         if route.worker is None or route.slot_limit is None:
@@ -90,7 +92,7 @@ class SlotGuard(Guard):
             started = time.perf_counter()
             try:
                 if fleet is not None:
-                    await self._line_up(admission, fleet, key)
+                    await self._line_up(admission, fleet, key, prefix)
                     return None
                 self.scorer.queue(route.worker, model, +1)
                 try:
@@ -102,14 +104,16 @@ class SlotGuard(Guard):
         admission.route = route
         assert lease is not None
         admission.lease = self.fleet.wrap(lease) if self.fleet is not None else lease
-        self.scorer.sent(candidate, route)
+        self.scorer.sent(candidate, route, prefix)
         return None
 
-    async def _line_up(self, admission: Admission, fleet: FleetLine, key: bytes | None) -> None:
+    async def _line_up(
+        self, admission: Admission, fleet: FleetLine, key: bytes | None, prefix: Prefix | None
+    ) -> None:
         """Wait in the candidate's fleet line; the route and slot it is dispatched to (the line has
         noted the choice with the scorer and wrapped the lease); the session pinned there."""
         assert admission.route is not None
-        route, lease = await fleet.wait(admission.candidate, admission.routes, admission.route)
+        route, lease = await fleet.wait(admission.candidate, admission.routes, admission.route, prefix)
         admission.route, admission.lease = route, lease
         sticky = self.settings().sticky
         if key is not None and sticky is not None and route.worker is not None:
