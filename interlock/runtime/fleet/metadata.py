@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from interlock.patterns import ollama_name
+from interlock.runtime.clock import Clock
 from interlock.runtime.errors import (
     ConnectFailed,
     ConnectTimeout,
@@ -37,7 +38,6 @@ UNREACHABLE: Any = object()  # a fetch that reached nobody: the worker's other f
 # At start, 200 refusing workers with 60 models each would otherwise cost 12,000 /api/show attempts
 # before the gateway is ready (bench/serve_start.py); a hanging one, three timeouts in a row.
 _NO_ANSWER = (ConnectFailed, ConnectTimeout, FirstByteTimeout, TotalTimeout, TimeoutError)
-Clock = Callable[[], float]
 
 
 def parse_show(answer: Any, now: float) -> ModelInfo:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from interlock.runtime.fleet.signals.exposition import samples
+
 
 @dataclass(frozen=True, slots=True)
 class ServerLoad:
@@ -60,3 +62,31 @@ def total(values: list[float] | None) -> int | None:
 def highest(values: list[float] | None) -> float | None:
     """The largest of a ratio's samples, clamped to 0..1; None when absent."""
     return None if not values else min(max(max(values), 0.0), 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """A ``/metrics``-only server's reader (vLLM, SGLang): which gauges hold its load. ``kv``: the KV
+    cache's use under each name it had, newest first; ``absent``: the error when neither count is there."""
+
+    running: str
+    waiting: str
+    kv: tuple[str, ...]
+    absent: str
+    cached_tokens: str | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        extra = (self.cached_tokens,) if self.cached_tokens else ()
+        return frozenset((self.running, self.waiting, *self.kv, *extra))
+
+    def __call__(self, bodies: Mapping[str, bytes]) -> ServerLoad:
+        found = samples(bodies["/metrics"].decode("utf-8", "replace"), self.names)
+        if self.running not in found and self.waiting not in found:
+            raise ValueError(self.absent)
+        return ServerLoad(
+            running=total(found.get(self.running)),
+            waiting=total(found.get(self.waiting)),
+            kv_used=highest(next((found[name] for name in self.kv if found.get(name)), None)),
+            cached_tokens=total(found.get(self.cached_tokens)) if self.cached_tokens else None,
+        )

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from interlock.runtime.clock import Clock
 from interlock.runtime.errors import UpstreamError
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.signals import SERVERS
@@ -26,7 +27,6 @@ from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.openai import OpenAIAdapter
 
 log = logging.getLogger("interlock.signals")
-Clock = Callable[[], float]
 
 
 class SignalFetcher:

@@ -4,28 +4,15 @@ production-metrics documentation names them; with data parallelism there is one 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from interlock.runtime.fleet.signals.base import Gauges, ServerKind
 
-from interlock.runtime.fleet.signals.base import ServerKind, ServerLoad, highest, total
-from interlock.runtime.fleet.signals.exposition import samples
-
-RUNNING = "sglang:num_running_reqs"
-WAITING = "sglang:num_queue_reqs"
-KV = "sglang:token_usage"
-TOKENS = "sglang:num_used_tokens"
-NAMES = frozenset((RUNNING, WAITING, KV, TOKENS))
-
-
-def read(bodies: Mapping[str, bytes]) -> ServerLoad:
-    found = samples(bodies["/metrics"].decode("utf-8", "replace"), NAMES)
-    if RUNNING not in found and WAITING not in found:
-        raise ValueError("no sglang:num_*_reqs in /metrics")
-    return ServerLoad(
-        running=total(found.get(RUNNING)),
-        waiting=total(found.get(WAITING)),
-        kv_used=highest(found.get(KV)),
-        cached_tokens=total(found.get(TOKENS)),
-    )
-
+read = Gauges(
+    running="sglang:num_running_reqs",
+    waiting="sglang:num_queue_reqs",
+    kv=("sglang:token_usage",),
+    absent="no sglang:num_*_reqs in /metrics",
+    cached_tokens="sglang:num_used_tokens",
+)
+NAMES = read.names
 
 KIND = ServerKind("sglang", ("/metrics",), read)

@@ -4,27 +4,14 @@ sample per engine), ``vllm:kv_cache_usage_perc`` (0 to 1, despite the name; befo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from interlock.runtime.fleet.signals.base import Gauges, ServerKind
 
-from interlock.runtime.fleet.signals.base import ServerKind, ServerLoad, highest, total
-from interlock.runtime.fleet.signals.exposition import samples
-
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-KV = "vllm:kv_cache_usage_perc"
-KV_BEFORE_V1 = "vllm:gpu_cache_usage_perc"
-NAMES = frozenset((RUNNING, WAITING, KV, KV_BEFORE_V1))
-
-
-def read(bodies: Mapping[str, bytes]) -> ServerLoad:
-    found = samples(bodies["/metrics"].decode("utf-8", "replace"), NAMES)
-    if RUNNING not in found and WAITING not in found:
-        raise ValueError("no vllm:num_requests_* in /metrics")
-    return ServerLoad(
-        running=total(found.get(RUNNING)),
-        waiting=total(found.get(WAITING)),
-        kv_used=highest(found.get(KV) or found.get(KV_BEFORE_V1)),
-    )
-
+read = Gauges(
+    running="vllm:num_requests_running",
+    waiting="vllm:num_requests_waiting",
+    kv=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # the second: its name before V1
+    absent="no vllm:num_requests_* in /metrics",
+)
+NAMES = read.names
 
 KIND = ServerKind("vllm", ("/metrics",), read)
