@@ -163,3 +163,14 @@ def tool_results(body: Any) -> list[str]:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 out.append(str(block.get("content")))
     return out
+
+
+CUT_STREAMS = pytest.mark.parametrize(  # the cut-stream case of each CLI, one per upstream format
+    ("alias", "fake", "model", "answer"),
+    [
+        ("cl/claude-cut", "claude", "claude-cut", "Hello from claude, model claude-cut."),
+        ("cl/openai-cut", "alpha", "gpt-cut", "Hello from alpha, model gpt-cut."),
+        ("cl/local-cut", "box", "llama-cut:1b", "Hello from box, model llama-cut:1b."),
+    ],
+    ids=["anthropic", "openai", "ollama"],
+)

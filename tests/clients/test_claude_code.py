@@ -15,7 +15,7 @@ import pytest
 
 from interlock.testing.faults import Fault
 from tests.clients.clis import claude
-from tests.clients.conftest import SAMPLE_TEXT, Fakes
+from tests.clients.conftest import CUT_STREAMS, SAMPLE_TEXT, Fakes
 from tests.e2e.harness import Served
 
 UPSTREAMS = [
@@ -84,15 +84,7 @@ def test_a_tool_use_turn_reads_the_file_and_answers(
     assert any(SAMPLE_TEXT in text for body in bodies for text in _texts(body)), ran.explain()
 
 
-@pytest.mark.parametrize(
-    ("alias", "fake", "model", "answer"),
-    [
-        ("cl/claude-cut", "claude", "claude-cut", "Hello from claude, model claude-cut."),
-        ("cl/openai-cut", "alpha", "gpt-cut", "Hello from alpha, model gpt-cut."),
-        ("cl/local-cut", "box", "llama-cut:1b", "Hello from box, model llama-cut:1b."),
-    ],
-    ids=["anthropic", "openai", "ollama"],
-)
+@CUT_STREAMS
 def test_a_stream_cut_part_way_is_an_error_and_the_retry_answers_whole(
     gateway: Served, fakes: Fakes, alias: str, fake: str, model: str, answer: str, tmp_path: Path
 ) -> None:
