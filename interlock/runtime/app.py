@@ -166,14 +166,27 @@ class Gateway:
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
+            SlotGuard(
+                self.slots,
+                self.scorer,
+                lambda: self.plan.routing,
+                self.sticky,
+                self.fleet,
+                busy=lambda: self.probe_loop.busy(),
+            ),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.signals = SignalFetcher(self.facts, self._openai_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
-            lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata, signals=self.signals
+            lambda: self.plan,
+            self.health,
+            self.adapters,
+            self.metrics,
+            self.metadata,
+            signals=self.signals,
+            clock=clock,
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
         self.warmer = Warmer(

@@ -45,7 +45,9 @@ class SlotGuard(Guard):
         settings: Callable[[], RoutingSettings],
         sticky: StickyTable | None = None,
         fleet: FleetLine | None = None,
+        busy: Callable[[], None] | None = None,
     ) -> None:
+        self.busy = busy  # told when a request finds its worker full (the probe loop: a down one may be up)
         self.slots = slots
         self.scorer = scorer
         self.settings = settings
@@ -84,6 +86,8 @@ class SlotGuard(Guard):
         if fleet is None or spill == 0 or not fleet.waiting(candidate.id):  # never overtake the line
             lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False)
         if lease is None:
+            if self.busy is not None:
+                self.busy()
             if spill == 0:
                 return "saturated"
             if spill is not None and self._expected_wait(candidate, route, fleet) > spill:
