@@ -18,7 +18,9 @@ import pytest
 
 from interlock.testing.fake_openai import FakeOpenAI
 from tests.e2e.harness import Served
-from tests.inference.llama import LlamaServer, require_parts
+from tests.inference.llama import LlamaServer, llama_server, require_parts
+
+__all__ = ["llama_server"]  # the session's real llama-server of 8,192-token slots (tests/inference/llama.py)
 
 CONFIG = """\
 version: 1

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -142,6 +143,20 @@ class LlamaServer:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+AGENT_CTX = 8192  # tokens a slot: what a coding agent's ~5k-token prompt and its answer need
+AGENT_SLOTS = 2  # a CLI may send a side request (a title, a quota check) beside its main one
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """One real ``llama-server`` for a session: ``AGENT_SLOTS`` slots of ``AGENT_CTX`` tokens each,
+    ``/metrics`` and ``/slots`` on. Another test folder uses it by importing it into its conftest:
+    ``from tests.inference.llama import llama_server  # noqa: F401``."""
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with LlamaServer(require_parts(), log, n_ctx=AGENT_CTX, parallel=AGENT_SLOTS) as server:
+        yield server
 
 
 def serve(argv: list[str]) -> None:

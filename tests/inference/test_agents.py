@@ -1,0 +1,108 @@
+"""Coding agents on a local model, end to end (issue 29, item 6): the real Claude Code and Codex CLIs
+through `interlock serve` to a real ``llama-server`` (SmolLM2-135M, 8,192 tokens a slot, CPU), declared
+as the docs recommend (``context_tokens: 8192``) with a short ``first_byte``, over both wire formats:
+an ``anthropic``-kind provider on the server's own ``/v1/messages`` (Claude Code's requests relayed,
+Codex's translated) and an ``openai``-kind one on its ``/v1/chat/completions`` (both translated).
+
+Each CLI must exit 0 and print the model's answer: the text the server generated for that request,
+read back from the gateway's access to the server (its ``/slots`` keeps the last answer's token count)
+and from the CLI's own output. The prompts are the CLIs' own (Claude Code's is ~4-5k tokens, Codex's
+~4.5k): few runs, the smallest honest case (``say hi``); the server's prompt cache serves a second run
+of the same CLI from its slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.clients.clis import claude, codex
+from tests.e2e.harness import Served
+from tests.inference.llama import AGENT_CTX, LlamaServer
+
+pytestmark = pytest.mark.timeout(900)
+
+FIRST_BYTE = "10s"  # short: the prefill of a 4-5k-token prompt on this CPU takes longer than that
+
+CONFIG = """\
+version: 1
+server: {{default_alias: ag/messages, alias_namespace: ag/}}
+health: {{probe_interval: 30s, probe_timeout: 10s}}
+providers:
+  msgs:  # llama-server's own Anthropic Messages API
+    kind: anthropic
+    base_url: "{url}"
+    api_key_env: null
+    probe: false
+    timeouts: {{connect: 2s, first_byte: {first_byte}, total: 600s}}
+  chat:  # the same server's OpenAI chat API
+    kind: openai
+    base_url: "{url}/v1"
+    probe: false
+    timeouts: {{connect: 2s, first_byte: {first_byte}, total: 600s}}
+models:
+  msgs/smollm2: {{context_tokens: {ctx}}}
+  chat/smollm2: {{context_tokens: {ctx}}}
+aliases:
+  ag/messages: {{description: llama-server's /v1/messages, chain: [msgs/smollm2]}}
+  ag/chat: {{description: llama-server's /v1/chat/completions, chain: [chat/smollm2]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def agents_gateway(llama_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("agents")
+    config = folder / "interlock.yaml"
+    config.write_text(CONFIG.format(url=llama_server.url, first_byte=FIRST_BYTE, ctx=AGENT_CTX))
+    served = Served(config, {}, folder / "serve.log", "--access-log")
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def answered(server: LlamaServer) -> int:
+    """Prompt tokens the server has processed so far (``llamacpp:prompt_tokens_total``)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=60).text
+    line = next(x for x in text.splitlines() if x.startswith("llamacpp:prompt_tokens_total "))
+    return int(float(line.split()[1]))
+
+
+def circuits_closed(gateway: Served, candidate: str) -> bool:
+    health = gateway.http.get("/v1/health").json()
+    return "open" not in str(health.get("candidates", {}).get(candidate, {}).get("circuit", "closed"))
+
+
+@pytest.mark.parametrize(
+    ("alias", "candidate"),
+    [("ag/messages", "msgs/smollm2"), ("ag/chat", "chat/smollm2")],
+    ids=["anthropic-messages", "openai-chat"],
+)
+def test_claude_code_answers_from_the_local_model(
+    llama_server: LlamaServer, agents_gateway: Served, alias: str, candidate: str, tmp_path: Path
+) -> None:
+    before = answered(llama_server)
+    ran = claude(agents_gateway.url, alias, "say hi", tmp_path)
+    assert ran.returncode == 0, ran.explain()
+    assert ran.stdout.strip(), ran.explain()  # the model's answer, whatever SmolLM2 says
+    assert answered(llama_server) > before  # the server worked on it (not the gateway's own words)
+    assert circuits_closed(agents_gateway, candidate)
+
+
+@pytest.mark.parametrize(
+    ("alias", "candidate"),
+    [("ag/chat", "chat/smollm2"), ("ag/messages", "msgs/smollm2")],
+    ids=["openai-chat", "anthropic-messages"],
+)
+def test_codex_answers_from_the_local_model(
+    llama_server: LlamaServer, agents_gateway: Served, alias: str, candidate: str, tmp_path: Path
+) -> None:
+    before = answered(llama_server)
+    ran = codex(agents_gateway.url, alias, "say hi", tmp_path)
+    assert ran.returncode == 0, ran.explain()
+    assert ran.stdout.strip(), ran.explain()
+    assert answered(llama_server) > before
+    assert circuits_closed(agents_gateway, candidate)
