@@ -146,7 +146,7 @@ class LlamaServer:
 
 
 AGENT_CTX = 8192  # tokens a slot: what a coding agent's ~5k-token prompt and its answer need
-AGENT_SLOTS = 2  # a CLI may send a side request (a title, a quota check) beside its main one
+AGENT_SLOTS = 1  # one slot: a CLI's second run finds its prompt's prefix in the slot's cache
 
 
 @pytest.fixture(scope="session")
