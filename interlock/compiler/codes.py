@@ -199,6 +199,7 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "Keys are read, but none is `operator: true`: any valid key sees every tenant's budgets.",
     ),
+    ("IL831", "bad-queue-weight", "error", "A tenant's fair-queuing `weight` is not from 0.01 to 1000."),
     # Routing
     ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
     (
