@@ -20,7 +20,8 @@ estimate was wrong and it takes its best free slot. A slot is taken with
 ``SlotBackend.acquire(wait=False)``: the backend stays the authority on every limit.
 
 Bounds as the per-worker queue's: a request joins only while the line is shorter than its first
-choice's ``max_waiting`` and waits at most that worker's ``max_wait``; past either it gets
+choice's ``max_waiting`` (or when its fair place comes before the last waiter's, which is pushed out
+with the 429 instead) and waits at most that worker's ``max_wait``; past either it gets
 ``SlotUnavailable`` (429 + ``Retry-After``). A waiter that goes (client disconnect) leaves the line; a
 slot handed to it meanwhile is given back.
 
@@ -148,16 +149,18 @@ class FleetLine:
         max_wait_s = limits.max_wait_s if limits is not None else 0.0
         retry_after = max(1, math.ceil(max_wait_s))
         waiting = self.waiting(candidate.id)
-        if waiting >= max_waiting or max_wait_s <= 0:
+        clock = self.clocks.get(candidate.id) or FairClock()
+        place = clock.peek(turn, next(self._arrivals))
+        if max_wait_s <= 0 or (
+            waiting >= max_waiting and not self._push_out(candidate.id, place, retry_after)
+        ):
             raise SlotUnavailable(
                 f"no worker of {candidate.id} has a free slot and its line is full ({waiting} waiting)",
                 retry_after=retry_after,
             )
         loop = asyncio.get_running_loop()
-        clock = self.clocks.get(candidate.id)
-        if clock is None:
-            clock = self.clocks[candidate.id] = FairClock()
-        place = clock.place(turn, next(self._arrivals))
+        self.clocks[candidate.id] = clock
+        clock.take(turn, place)
         waiter = _Waiter(candidate, routes, loop.create_future(), place, prefix=prefix)
         bisect.insort(self.lines.setdefault(candidate.id, []), waiter, key=_place)
         timer = loop.call_later(max_wait_s, self._expire, waiter, max_wait_s, retry_after)
@@ -265,6 +268,23 @@ class FleetLine:
         if at < math.inf:
             delay = max(at - self.clock(), 0.0)
             self._timers[cid] = asyncio.get_running_loop().call_later(delay, self._walk_soon, cid)
+
+    def _push_out(self, cid: str, place: Place, retry_after: int) -> bool:
+        """The line is full: its last waiter makes room for a newcomer whose ``place`` comes before it
+        (and gets the 429 instead); False when none does."""
+        line = self.lines.get(cid)
+        if not line or line[-1].place <= place:
+            return False
+        last = line.pop()
+        if not last.future.done():
+            last.future.set_exception(
+                SlotUnavailable(
+                    f"no worker of {cid} has a free slot and its line is full ({len(line) + 1} waiting): "
+                    "a request of a tenant with less waiting took this one's place",
+                    retry_after=retry_after,
+                )
+            )
+        return True
 
     def _leave(self, waiter: _Waiter) -> None:
         line = self.lines.get(waiter.candidate.id)

@@ -14,6 +14,10 @@ The rule (self-clocked weighted fair queuing, one clock per queue):
 - When the queue empties the clock and the tenants' tags start again from 0 (no history is kept past
   the last waiter: a tenant is not punished later for what it used while nobody waited).
 
+A full queue (``max_waiting``) turns away whoever would be served last: a newcomer whose place
+comes before the last waiter's pushes that waiter out (it gets the 429), so a flooder that fills the
+queue cannot keep the others out of it; a newcomer that would be last is refused, its tag untouched.
+
 Only waiters are tagged: a request that finds a free slot takes it and the clock never hears of it,
 so the common case (no contention) costs nothing. Batch starvation is bounded by the queue's own
 ``max_wait``: a batch waiter that no slot reaches in time gets 429 + ``Retry-After`` like any waiter.
@@ -49,9 +53,17 @@ class FairClock:
 
     def place(self, turn: Turn, arrival: int) -> Place:
         """The place of a waiter that joins now (its tenant's tag moves on)."""
-        finish = max(self.clock, self.last.get(turn.tenant, 0.0)) + 1.0 / turn.weight
-        self.last[turn.tenant] = finish
-        return (turn.rank, finish, arrival)
+        place = self.peek(turn, arrival)
+        self.take(turn, place)
+        return place
+
+    def peek(self, turn: Turn, arrival: int) -> Place:
+        """The place a waiter would take, the tags left as they are."""
+        return (turn.rank, max(self.clock, self.last.get(turn.tenant, 0.0)) + 1.0 / turn.weight, arrival)
+
+    def take(self, turn: Turn, place: Place) -> None:
+        """A waiter joins at ``place`` (from ``peek``): its tenant's tag moves on."""
+        self.last[turn.tenant] = place[1]
 
     def started(self, place: Place) -> None:
         """The waiter at ``place`` was handed a slot."""

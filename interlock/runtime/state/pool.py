@@ -4,8 +4,10 @@ A request takes a slot before it calls the worker and gives it back when the cal
 it ends (success, error, cancellation, client disconnect): ``SlotLease.release`` is idempotent and every
 caller releases in ``finally``. When no slot is free the request waits in the worker's queue, at most
 ``max_waiting`` deep and ``max_wait`` long; past either bound it gets ``SlotUnavailable`` (429 with
-``Retry-After``). A freed slot is handed directly to the first waiter that can use it, so a newcomer never
-overtakes a waiter that could have run, and a waiter for a busy model does not block one for an idle model.
+``Retry-After``). A full queue turns away whoever would be served last: a newcomer whose fair place
+comes before the last waiter's takes its place, and that waiter gets the 429. A freed slot is handed
+directly to the first waiter that can use it, so a newcomer never overtakes a waiter that could have
+run, and a waiter for a busy model does not block one for an idle model.
 "First" is the queue's fair order (``fair.py``): interactive before batch, then each tenant's fair
 share; with no tenant configured, arrival order.
 """
@@ -85,7 +87,8 @@ class SlotPool:
         lease = self.try_acquire(model, limit)
         if lease is not None:
             return lease
-        if len(self.waiters) >= self.max_waiting or self.max_wait_s <= 0:
+        place = self.fair.peek(turn, self.arrivals + 1)
+        if self.max_wait_s <= 0 or (len(self.waiters) >= self.max_waiting and not self._push_out(place)):
             self.rejected += 1
             raise SlotUnavailable(
                 f"worker {self.name} has no free slot for {model} and its queue is full "
@@ -94,7 +97,8 @@ class SlotPool:
             )
         loop = asyncio.get_running_loop()
         self.arrivals += 1
-        waiter = _Waiter(model, limit, loop.create_future(), self.fair.place(turn, self.arrivals))
+        self.fair.take(turn, place)
+        waiter = _Waiter(model, limit, loop.create_future(), place)
         bisect.insort(self.waiters, waiter, key=_place)
         timer = loop.call_later(self.max_wait_s, self._expire, waiter)
         try:
@@ -146,6 +150,27 @@ class SlotPool:
         self.waiters = kept
         if not kept:
             self.fair.idle()
+
+    def _push_out(self, place: Place) -> bool:
+        """The queue is full: the waiter that would be served last makes room for a newcomer whose
+        ``place`` comes before it (and gets the 429 the newcomer would have had); False when none does."""
+        if not self.waiters or self.max_waiting <= 0:
+            return False
+        last = self.waiters[-1]
+        if last.place <= place:
+            return False
+        self.waiters.pop()
+        self.rejected += 1
+        if not last.future.done():
+            last.future.set_exception(
+                SlotUnavailable(
+                    f"worker {self.name} has no free slot for {last.model} and its queue is full "
+                    f"({len(self.waiters) + 1} waiting): a request of a tenant with less waiting took "
+                    "this one's place",
+                    retry_after=self.retry_after(),
+                )
+            )
+        return True
 
     def _expire(self, waiter: _Waiter) -> None:
         if waiter.future.done():

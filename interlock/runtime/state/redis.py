@@ -12,9 +12,10 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 - Fair order (``fair.py``, the same rule as one process, applied across replicas): a request is granted
   a slot only if no waiter ahead of it in the queue could use one now; ``queue`` scores a waiter
   ``rank * CLASS_SPAN + finish``, ``vt`` is the queue's virtual clock, ``tfin`` each tenant's last
-  finish tag (both dropped when the queue empties). Waiters poll, and are woken early by a message on
-  ``interlock:w:<worker>:freed``. A waiter that stops polling (its replica died) leaves the queue
-  within 2 s.
+  finish tag (both dropped when the queue empties). A full queue pushes out its last waiter for a
+  newcomer with an earlier place (``out``: told on its next poll, then 429). Waiters poll, and are
+  woken early by a message on ``interlock:w:<worker>:freed``. A waiter that stops polling (its
+  replica died) leaves the queue within 2 s.
 - Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
@@ -77,6 +78,7 @@ local function purge(p, now)
     redis.call('HDEL', p .. ':qmodel', wid)
   end
   redis.call('ZREMRANGEBYSCORE', p .. ':qexp', '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', p .. ':out', '-inf', now)
   if #gone > 0 then idle(p) end
 end
 local t = redis.call('TIME')
@@ -85,7 +87,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 # KEYS[1] worker prefix; ARGV id, max_concurrent, limit, max_waiting, wait, ttl_ms, alive_ms, model,
 # tenant, weight, rank (the fair queue: ``fair.py``; a waiter's score is rank * span + finish tag)
-# -> {1, in_use} granted, {0, waiting} none free (not waiting), {2, waiting} queued, {3, waiting} full
+# -> {1, in_use} granted, {0, waiting} none free (not waiting), {2, waiting} queued, {3, waiting} full,
+# {4, waiting} pushed out of the full queue by a newcomer with an earlier place (told on its next poll)
 ACQUIRE = (
     _PURGE
     + """
@@ -97,6 +100,9 @@ purge(p, now)
 local in_use = redis.call('ZCARD', p .. ':held')
 local function used(m) return redis.call('ZCARD', p .. ':m:' .. m) end
 local score = redis.call('ZSCORE', p .. ':queue', id)
+if not score and redis.call('ZREM', p .. ':out', id) == 1 then  -- pushed out of a full queue
+  return {4, redis.call('ZCARD', p .. ':queue')}
+end
 local finish = nil
 if not score then  -- a newcomer: the place it would take (ties: those already waiting go first)
   local vt = tonumber(redis.call('GET', p .. ':vt') or '0')
@@ -143,9 +149,15 @@ if score then
   return {2, waiting}
 end
 if not wait then return {0, waiting} end
-if waiting >= maxw then
+if waiting >= maxw then  -- full: the waiter that would be served last makes room, or the newcomer goes
+  local last = redis.call('ZRANGE', p .. ':queue', -1, -1, 'WITHSCORES')
   redis.call('INCR', p .. ':rejected')
-  return {3, waiting}
+  if maxw <= 0 or #last < 2 or tonumber(last[2]) <= rank * span + finish then return {3, waiting} end
+  redis.call('ZREM', p .. ':queue', last[1])
+  redis.call('ZREM', p .. ':qexp', last[1])
+  redis.call('HDEL', p .. ':qmodel', last[1])
+  redis.call('ZADD', p .. ':out', now + alive, last[1])
+  waiting = waiting - 1
 end
 redis.call('HSET', p .. ':tfin', tenant, finish)
 redis.call('ZADD', p .. ':queue', rank * span + finish, id)
@@ -359,11 +371,16 @@ class RedisSlots(SlotBackend):
                     return self._granted(worker, model, ident)
                 if status == 0:
                     return None
-                if status == 3:
+                if status == 3 or status == 4:
                     self._rejected[worker] += 1
                     raise SlotUnavailable(
                         f"worker {worker} has no free slot for {model} and its queue is full "
-                        f"({count} waiting)",
+                        f"({count} waiting)"
+                        + (
+                            ": a request of a tenant with less waiting took this one's place"
+                            if status == 4
+                            else ""
+                        ),
                         retry_after=_retry_after(bounds),
                     )
                 if not queued:

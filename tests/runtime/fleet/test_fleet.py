@@ -191,3 +191,23 @@ def test_the_line_hands_slots_over_in_fair_order_batch_last(tmp_path: Path) -> N
             await lease.release()
 
     run(test, tmp_path, depth=16)
+
+
+def test_a_full_line_pushes_out_its_last_waiter_for_an_earlier_place(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.hold("a")
+        await rig.hold("b")
+        kept, last = rig.join(Turn("flood")), rig.join(Turn("flood"))
+        await rig.until(lambda: rig.line.waiting("local/m") == 2)
+        quiet = rig.join(Turn("quiet"))
+        with pytest.raises(SlotUnavailable, match=r"a request of a tenant with less waiting took"):
+            await last
+        await rig.until(lambda: rig.line.waiting("local/m") == 2)
+        with pytest.raises(SlotUnavailable, match=r"its line is full \(2 waiting\)$"):
+            await rig.line.wait(rig.candidate, rig.routes, rig.routes[0], turn=Turn("flood"))
+        assert not kept.done()
+        assert not quiet.done()
+        kept.cancel()
+        quiet.cancel()
+
+    run(test, tmp_path)

@@ -287,3 +287,40 @@ def test_batch_takes_a_slot_only_when_no_interactive_request_waits(store_url: st
             assert await admitted(a, arrivals) == ["i0", "i1", "b0", "b1", "b2", "b3"]
 
     asyncio.run(scenario())
+
+
+def test_a_full_queue_turns_away_whoever_would_be_served_last(store_url: str) -> None:
+    """Two places, both a flooder's: a quiet tenant's newcomer takes the last one (its holder gets the
+    429), the flooder's next newcomer is refused. (With no tenant every newcomer would be last: a full
+    queue refuses it, as ``test_a_full_queue_says_when_to_come_back`` shows.)"""
+    flood, quiet = Turn("flood"), Turn("quiet")
+    two = {"box": WorkerLimits("box", "local", None, {}, 1, {}, (), max_waiting=2, max_wait_s=60.0)}
+
+    async def scenario() -> None:
+        async with holders(store_url, two) as (a, b):
+            held = await a.acquire("box", "m", 1, wait=True)
+            assert held is not None
+            first = asyncio.create_task(a.acquire("box", "m", 1, wait=True, turn=flood))
+            await until(lambda: waiting(a), "f0 to queue")
+            last = asyncio.create_task(a.acquire("box", "m", 1, wait=True, turn=flood))
+
+            async def full() -> bool:
+                return await waiting(a) == 2
+
+            await until(full, "f1 to queue")
+            quiet_one = asyncio.create_task(b.acquire("box", "m", 1, wait=True, turn=quiet))
+            with pytest.raises(SlotUnavailable, match=r"a request of a tenant with less waiting took"):
+                await asyncio.wait_for(last, PATIENCE_S)
+            await until(full, "q0 to queue in f1's place")
+            with pytest.raises(SlotUnavailable, match=r"its queue is full \(2 waiting\)$"):
+                await a.acquire("box", "m", 1, wait=True, turn=flood)  # it would be last: refused
+            await held.release()
+            handed = await asyncio.wait_for(first, PATIENCE_S)
+            assert handed is not None
+            assert not quiet_one.done()
+            await handed.release()
+            after = await asyncio.wait_for(quiet_one, PATIENCE_S)
+            assert after is not None
+            await after.release()
+
+    asyncio.run(scenario())
