@@ -234,7 +234,7 @@ class Metrics:
         self.queue_wait_seconds = HistogramVec(
             "interlock_queue_wait_seconds",
             "Time requests waited for a slot (worker queue or fleet line), by tenant (`-`: none) and "
-            "priority class (requests that had to wait).",
+            "priority class (requests that waited and were handed one).",
             ["tenant", "class"],
             LATENCY_BUCKETS,
         )

@@ -116,7 +116,8 @@ class SlotGuard(Guard):
                 admission.queued_s = time.perf_counter() - started
                 if counted is not None:
                     self._waits(turn, -1)
-                    counted.queue_wait_seconds.labels(*_labels(turn)).observe(admission.queued_s)
+                    if lease is not None or admission.lease is not None:  # handed a slot
+                        counted.queue_wait_seconds.labels(*_labels(turn)).observe(admission.queued_s)
         admission.route = route
         assert lease is not None
         admission.lease = self.fleet.wrap(lease) if self.fleet is not None else lease
