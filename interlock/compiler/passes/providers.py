@@ -180,6 +180,14 @@ def _check_credential(ctx: CompileContext, name: str, provider: Provider) -> Non
         )
 
 
+def accepted(variable: str) -> bool:
+    """Whether ``variable`` passes the name checks here (IL104, IL111): a later pass looks only at those,
+    never repeating their diagnostics."""
+    return (
+        bool(ENV_NAME.match(variable)) and not looks_like_secret(variable) and not not_a_credential(variable)
+    )
+
+
 def credential_variable(ctx: CompileContext, span: Span, where: str, variable: str, what: str) -> bool:
     """Whether ``variable`` may hold ``what`` (IL111 reported when it may not)."""
     reason = not_a_credential(variable)
