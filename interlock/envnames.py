@@ -259,8 +259,10 @@ OWN_PREFIX = "INTERLOCK_"
 """interlock's own settings (``INTERLOCK_STATE_URL`` and ``INTERLOCK_USAGE_URL`` carry passwords)."""
 
 SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_APIKEY")
-"""How a caller key's variable is named unless the operator declares a prefix: the name says it is one."""
+"""How a caller key's variable is named unless the operator declares a prefix: the name says it is one
+(a rotation's number may follow: ``TEAM_KEY_2``, ``TEAM_KEY2``)."""
 
+_SECRET_NAME = re.compile(rf"^.+({'|'.join(SECRET_SUFFIXES)})(_?[0-9]+)?$")
 _PREFIX = re.compile(r"^[A-Z][A-Z0-9_]*_$")
 
 
@@ -283,9 +285,10 @@ def not_a_credential(variable: str) -> str | None:
 
 def secret_like(variable: str, prefixes: tuple[str, ...] = ()) -> bool:
     """Whether a caller key's ``variable`` is named as a secret: ``*_KEY``, ``*_TOKEN``, ``*_SECRET``,
-    ``*_APIKEY``, or one of the operator's ``prefixes`` (case folded, as in ``not_a_credential``)."""
+    ``*_APIKEY`` (a number may follow), or one of the operator's ``prefixes`` (case folded, as in
+    ``not_a_credential``)."""
     name = variable.upper()
-    return name.endswith(SECRET_SUFFIXES) or name.startswith(tuple(p.upper() for p in prefixes))
+    return bool(_SECRET_NAME.match(name)) or name.startswith(tuple(p.upper() for p in prefixes))
 
 
 def bad_prefix(prefix: str) -> str | None:
