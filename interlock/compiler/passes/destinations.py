@@ -33,8 +33,9 @@ def destinations(ctx: CompileContext) -> None:
         if listed is None or variable is None or not accepted(variable):
             continue
         urls = _urls(provider)
-        _unused(ctx, name, provider, listed, urls)
-        _bound(ctx, name, provider, variable, listed, urls)
+        if urls:  # none: IL101, IL102, IL106 or IL107 said why; "never calls" would only repeat it
+            _unused(ctx, name, provider, listed, urls)
+            _bound(ctx, name, provider, variable, listed, urls)
 
 
 def _urls(provider: Provider) -> list[str]:
