@@ -85,6 +85,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("credential-sent", _Q, _K, "sent to a new host"),
     ("key-host-allowed", _Q, _K, "may leave its vendor's hosts"),
     ("key-variable-added", _Q, _K, "new key variable"),
+    ("key-prefixes-changed", _Q, _K, "key variable prefixes"),
     ("key-secret-source-changed", _Q, _K, "key's secret source"),
     ("alias-added", _A, _R, "alias added"),
     ("alias-removed", _A, _B, "alias removed"),

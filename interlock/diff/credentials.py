@@ -44,6 +44,23 @@ def credentials(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
             )
     for name, provider in sorted(head.providers.items()):
         out.extend(_hosts_allowed(name, base.providers.get(name), provider))
+    old_prefixes, new_prefixes = base.server.key_env_prefixes, head.server.key_env_prefixes
+    if sorted(old_prefixes) != sorted(new_prefixes):
+        shown = ", ".join(f"`{p}*`" for p in new_prefixes) or "none"
+        summary = (
+            f"caller keys may be read from variables named {shown} beside `*_KEY`, `*_TOKEN`, `*_SECRET`, "
+            f"`*_APIKEY` (was {', '.join(f'`{p}*`' for p in old_prefixes) or 'none'})"
+        )
+        out.append(
+            Change(
+                "key-prefixes-changed",
+                "key_env_prefixes",
+                old_prefixes,
+                new_prefixes,
+                summary,
+                unit="list",
+            )
+        )
     old_keys, new_keys = base.access.keys, head.access.keys
     for key_id in sorted(new_keys.keys() - old_keys.keys()):
         key_env = new_keys[key_id].key_env

@@ -363,6 +363,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("acl-tightened", _tenant("denied", ["acme/agent"]), _k("acl-tightened"), _access),
     Scenario("acl-loosened", _tenant("allowed", ["*"]), _k("acl-loosened"), _access),
     Scenario("key-variable", _key("key_env", "CI_KEY_2"), _k("key-secret-source-changed"), _access),
+    Scenario(
+        "key-prefixes", _set(("server", "key_env_prefixes"), ["CK_"]), _k("key-prefixes-changed"), _access
+    ),
     Scenario("key-secret", _key("hash", _HASH_2), _k("key-secret-changed"), _hashed),
     Scenario("key-tenant", _move_key, _k("key-tenant-changed", "caller-added"), _access),
     Scenario(
