@@ -38,7 +38,7 @@ keys:
 aliases:
   f/chat: {{chain: [gpu/slow-a], on_saturation: queue}}
 """
-KEYS = {"flooder": "flood-3c1f-SECRET", "quiet": "quiet-8e2a-SECRET", "notebook": "lab-51d0-SECRET"}
+KEYS = {"flooder": "flood-3c1f-SECRET", "quiet": "quiet-8e2a-SECRET", "notebook": "lab-51d0-9f3e-SECRET"}
 ENV = {"FLOOD_KEY": KEYS["flooder"], "QUIET_KEY": KEYS["quiet"], "LAB_KEY": KEYS["notebook"]}
 
 
