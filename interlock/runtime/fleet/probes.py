@@ -27,7 +27,8 @@ from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.upstream.base import Adapter, Endpoint
+from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock.probes")
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from interlock.runtime.asgi import Disconnect
 from interlock.runtime.serving.cork import CorkedTransport
 
 if TYPE_CHECKING:
@@ -167,23 +168,6 @@ class StreamBody:
         cycle = self._cycle()
         if cycle is not None:
             await cycle.flow.drain()
-
-
-class Disconnect:
-    """Says that a request's client went away, to whoever watches the request (``callback``, set and
-    cleared by ``asgi.DisconnectWatch``): the protocol fires it when the connection is lost or closed
-    with the answer unfinished. One per request, offered as the scope extension ``DISCONNECT``."""
-
-    __slots__ = ("callback",)
-
-    def __init__(self) -> None:
-        self.callback: Callable[[], None] | None = None
-
-    def fire(self) -> None:
-        callback = self.callback
-        if callback is not None:
-            self.callback = None
-            callback()
 
 
 class GuardedProtocol(HttpToolsProtocol):

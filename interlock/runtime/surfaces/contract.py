@@ -2,7 +2,7 @@
 
 A request schema states what the gateway itself checks (required fields, their types, the shapes it
 parses) and lists the other fields it knows, untyped: those are passed on, translated or dropped as
-``upstream/fields.py`` says, and the upstream judges their values. So a request the schema calls
+``wire/fields.py`` says, and the upstream judges their values. So a request the schema calls
 valid is one the gateway accepts and sends on; one it calls invalid is answered with a 4xx before any
 upstream is called. Answer schemas name what every answer carries. ``$ref: ModelName`` is the plan's
 model names, filled in by ``runtime.ops.openapi`` (it is the only part that changes with the plan).
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.runtime.ops.ui import STATIC
-from interlock.runtime.upstream.fields import CHAT_FIELDS, EMBEDDING_FIELDS, NATIVE_FIELDS, Field
+from interlock.runtime.wire.fields import CHAT_FIELDS, EMBEDDING_FIELDS, NATIVE_FIELDS, Field
 
 Schema = Mapping[str, Any]
 
