@@ -50,10 +50,10 @@ from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin
 from interlock.runtime.ops.samples import Samples
 from interlock.runtime.plan import PlanError, RuntimePlan
+from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.router import Router
 from interlock.runtime.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.serving import gc_policy
-from interlock.runtime.serving.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.surfaces.base import Failure
