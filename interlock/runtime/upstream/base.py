@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from interlock.runtime.errors import CannotServe
@@ -54,3 +55,9 @@ class Adapter(abc.ABC):
 
 T = TypeVar("T")
 Call = Callable[[Adapter, Endpoint, str, Mapping[str, Any], Native | None], Awaitable[T]]
+
+UPSTREAM_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "interlock_upstream_headers", default=None
+)
+"""Headers for the upstream request being sent in this task (``traceparent``), set only while a
+traced attempt is calling its upstream."""

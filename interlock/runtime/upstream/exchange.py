@@ -36,7 +36,7 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
-from interlock.runtime.tracing.base import UPSTREAM_HEADERS
+from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, map_exception
 from interlock.runtime.upstream.http1 import FIRST_BYTE, BodyTooLarge, Response, Timeout
