@@ -1,7 +1,8 @@
-"""Fair queuing end to end: `interlock serve --workers 2` (the supervisor's slot table) in front of a fake
-Ollama worker with one slot, called with caller keys of three tenants. The fake holds every request
-until the test opens its gate, so the queue is built first and then drained: the order the fake
-receives the requests in is the order the queue handed out the slot. Every wait is on state."""
+"""Fair queuing end to end, where the queue is shared: `interlock serve --workers 2` (the supervisor's
+slot table) and two replicas on one real Redis, in front of a fake Ollama worker with one slot, called
+with caller keys of three tenants (each request to the next process or replica in turn). The fake holds
+every request until the test opens its gate, so the queue is built first and then drained: the order
+the fake receives the requests in is the order the queue handed out the slot. Every wait is on state."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.faults import Fault
 from tests.e2e.harness import Served
+from tests.redis_server import RedisServer
 from tests.waiting import wait_until
 
 CONFIG = """\
@@ -48,16 +50,28 @@ def gpu() -> Iterator[FakeOllama]:
         yield fake
 
 
-@pytest.fixture(scope="module")
-def served(gpu: FakeOllama, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@pytest.fixture(scope="module", params=["workers", "redis"])
+def served(
+    request: pytest.FixtureRequest, gpu: FakeOllama, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Served]]:
+    """The gateways that share one queue: one `--workers 2`, or two replicas on one Redis."""
     folder: Path = tmp_path_factory.mktemp("fair")
     config = folder / "interlock.yaml"
     config.write_text(CONFIG.format(gpu=gpu.url))
-    gateway = Served(config, ENV, folder / "serve.log", "--workers", "2")
+    gateways: list[Served] = []
+    redis = RedisServer(folder).start() if request.param == "redis" else None
     try:
-        yield gateway
+        if redis is None:
+            gateways.append(Served(config, ENV, folder / "serve.log", "--workers", "2"))
+        else:
+            for n in range(2):
+                gateways.append(Served(config, ENV, folder / f"r{n}.log", "--state-url", redis.url))
+        yield gateways
     finally:
-        gateway.stop()
+        for gateway in gateways:
+            gateway.stop()
+        if redis is not None:
+            redis.stop()
 
 
 def chat(gateway: Served, key: str, text: str, priority: str | None = None) -> httpx.Response:
@@ -79,8 +93,8 @@ def received(gpu: FakeOllama) -> list[str]:
     return [r.body["messages"][0]["content"] for r in gpu.requests if r.path == "/api/chat"]
 
 
-def test_across_two_processes_a_quiet_tenant_is_not_queued_behind_a_flooder_and_batch_goes_last(
-    served: Served, gpu: FakeOllama
+def test_a_quiet_tenant_is_not_queued_behind_a_flooder_and_batch_goes_last(
+    served: list[Served], gpu: FakeOllama
 ) -> None:
     gate = threading.Event()
     gpu.clear_requests()
@@ -89,11 +103,11 @@ def test_across_two_processes_a_quiet_tenant_is_not_queued_behind_a_flooder_and_
     arrivals += [("notebook", "b0", "batch"), ("quiet", "q0", None), ("quiet", "q1", None)]
     try:
         with ThreadPoolExecutor(len(arrivals) + 1) as pool:
-            answers: list[Future[httpx.Response]] = [pool.submit(chat, served, "flooder", "first")]
+            answers: list[Future[httpx.Response]] = [pool.submit(chat, served[0], "flooder", "first")]
             wait_until(lambda: received(gpu) == ["first"], what="the first request to hold the slot")
             for count, (key, text, priority) in enumerate(arrivals, 1):
-                answers.append(pool.submit(chat, served, key, text, priority))
-                wait_until(lambda count=count: waiting(served) == count, what=f"{text} to queue")
+                answers.append(pool.submit(chat, served[count % len(served)], key, text, priority))
+                wait_until(lambda count=count: waiting(served[0]) == count, what=f"{text} to queue")
             gate.set()
             statuses = [answer.result().status_code for answer in answers]
     finally:
@@ -101,13 +115,15 @@ def test_across_two_processes_a_quiet_tenant_is_not_queued_behind_a_flooder_and_
         gpu.clear_faults(model="slow-a")
     assert statuses == [200] * len(answers)
     order = received(gpu)[1:]
-    assert order == ["f0", "q0", "f1", "q1", "f2", "f3", "f4", "f5", "b0"]  # ties go by arrival
+    # equal tags of two tenants: by arrival in the supervisor's table, either way in Redis
+    assert [set(order[0:2]), set(order[2:4])] == [{"f0", "q0"}, {"f1", "q1"}]
+    assert order[4:] == ["f2", "f3", "f4", "f5", "b0"]
 
 
-def test_a_priority_header_is_read_only_where_the_key_may_send_it(served: Served) -> None:
-    refused = chat(served, "notebook", "hi", priority="urgent")
+def test_a_priority_header_is_read_only_where_the_key_may_send_it(served: list[Served]) -> None:
+    refused = chat(served[-1], "notebook", "hi", priority="urgent")
     assert refused.status_code == 400
     assert refused.json()["error"]["message"] == (
         "`X-Interlock-Priority` is `urgent`; send `interactive` or `batch`"
     )
-    assert chat(served, "quiet", "hi", priority="urgent").status_code == 200  # not this key's to choose
+    assert chat(served[-1], "quiet", "hi", priority="urgent").status_code == 200  # not this key's to choose
