@@ -86,7 +86,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
 # KEYS[1] worker prefix; ARGV id, max_concurrent, limit, max_waiting, wait, ttl_ms, alive_ms, model,
-# tenant, weight, rank (the fair queue: ``fair.py``; a waiter's score is rank * span + finish tag)
+# tenant, weight, rank, span (the fair queue: ``fair.py``; a waiter's score is rank * span + finish
+# tag), polling ('1': this id queued before)
 # -> {1, in_use} granted, {0, waiting} none free (not waiting), {2, waiting} queued, {3, waiting} full,
 # {4, waiting} pushed out of the full queue by a newcomer with an earlier place (told on its next poll)
 ACQUIRE = (
@@ -100,21 +101,24 @@ purge(p, now)
 local in_use = redis.call('ZCARD', p .. ':held')
 local function used(m) return redis.call('ZCARD', p .. ':m:' .. m) end
 local score = redis.call('ZSCORE', p .. ':queue', id)
-if not score and redis.call('ZREM', p .. ':out', id) == 1 then  -- pushed out of a full queue
-  return {4, redis.call('ZCARD', p .. ':queue')}
+if ARGV[13] == '1' and not score and redis.call('ZREM', p .. ':out', id) == 1 then
+  return {4, redis.call('ZCARD', p .. ':queue')}  -- pushed out of a full queue since its last poll
 end
 local finish = nil
-if not score then  -- a newcomer: the place it would take (ties: those already waiting go first)
-  local vt = tonumber(redis.call('GET', p .. ':vt') or '0')
-  finish = math.max(vt, tonumber(redis.call('HGET', p .. ':tfin', tenant) or '0')) + 1 / weight
+local function place()  -- a newcomer's score: read only when someone waits (ties: they go first)
+  if not finish then
+    local vt = tonumber(redis.call('GET', p .. ':vt') or '0')
+    finish = math.max(vt, tonumber(redis.call('HGET', p .. ':tfin', tenant) or '0')) + 1 / weight
+  end
+  return rank * span + finish
 end
 if in_use < maxc and used(model) < limit then
-  local before
+  local before = {}
   if score then
     local at = redis.call('ZRANK', p .. ':queue', id)
-    before = at > 0 and redis.call('ZRANGE', p .. ':queue', 0, at - 1) or {}
-  else
-    before = redis.call('ZRANGEBYSCORE', p .. ':queue', '-inf', rank * span + finish)
+    if at > 0 then before = redis.call('ZRANGE', p .. ':queue', 0, at - 1) end
+  elseif redis.call('ZCARD', p .. ':queue') > 0 then
+    before = redis.call('ZRANGEBYSCORE', p .. ':queue', '-inf', place())
   end
   local ahead, ahead_same = 0, 0
   for _, wid in ipairs(before) do
@@ -152,15 +156,16 @@ if not wait then return {0, waiting} end
 if waiting >= maxw then  -- full: the waiter that would be served last makes room, or the newcomer goes
   local last = redis.call('ZRANGE', p .. ':queue', -1, -1, 'WITHSCORES')
   redis.call('INCR', p .. ':rejected')
-  if maxw <= 0 or #last < 2 or tonumber(last[2]) <= rank * span + finish then return {3, waiting} end
+  if maxw <= 0 or #last < 2 or tonumber(last[2]) <= place() then return {3, waiting} end
   redis.call('ZREM', p .. ':queue', last[1])
   redis.call('ZREM', p .. ':qexp', last[1])
   redis.call('HDEL', p .. ':qmodel', last[1])
   redis.call('ZADD', p .. ':out', now + alive, last[1])
   waiting = waiting - 1
 end
+local at = place()
 redis.call('HSET', p .. ':tfin', tenant, finish)
-redis.call('ZADD', p .. ':queue', rank * span + finish, id)
+redis.call('ZADD', p .. ':queue', at, id)
 redis.call('ZADD', p .. ':qexp', now + alive, id)
 redis.call('HSET', p .. ':qmodel', id, limit .. ' ' .. model)
 return {2, waiting + 1}
@@ -355,7 +360,7 @@ class RedisSlots(SlotBackend):
         ttl_ms = int(self.options.lease_ttl_s * 1000)
         alive_ms = max(2000, int(POLL_S * 8000))
         args = [ident, bounds.max_concurrent, limit, bounds.max_waiting, int(wait), ttl_ms, alive_ms, model]
-        args += [turn.tenant, repr(turn.weight), turn.rank, _SPAN]
+        args += [turn.tenant, repr(turn.weight), turn.rank, _SPAN, "0"]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + bounds.max_wait_s
         queued = False
@@ -385,6 +390,7 @@ class RedisSlots(SlotBackend):
                     )
                 if not queued:
                     queued = True
+                    args[-1] = "1"  # from now on a poll (told if pushed out meanwhile)
                     self._waiting[worker] += 1
                 left = deadline - loop.time()
                 if left <= 0 or bounds.max_wait_s <= 0:
