@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 from interlock.runtime.errors import ConnectFailed, ProtocolFailure
+from interlock.runtime.metrics import CounterVec
 from interlock.runtime.upstream import http1
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
@@ -126,6 +127,21 @@ def test_a_connection_seen_closing_before_the_write_is_resent_once_and_counted(
     keys = [r.headers.get("idempotency-key") for r in openai_fake.requests]
     assert all(keys)
     assert keys[0] != keys[1]
+
+
+def test_resends_count_into_the_gateways_metric(openai_fake: FakeOpenAI) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+    resends = CounterVec("interlock_upstream_resends", "resends", ["endpoint"])  # as runtime/metrics.py has
+
+    async def go() -> None:
+        async with UpstreamClient.create(resends=resends.labels) as client:
+            adapter = adapter_for("openai", client)
+            await adapter.chat(ep, "m1", HI)
+            _close_pooled(client)
+            await adapter.chat(ep, "m1", HI)
+
+    asyncio.run(go())
+    assert {labels: child.value for labels, child in resends.children.items()} == {(ep.label,): 1.0}
 
 
 def test_the_resend_happens_once(openai_fake: FakeOpenAI) -> None:
