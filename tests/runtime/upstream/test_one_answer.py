@@ -9,6 +9,7 @@ the wrong request is seen, whoever's it is. The misbehaviours:
 - ``late``: a second, unasked-for answer ~30 ms after the answer on the kept-alive connection (the
   server reads the next request only after it);
 - ``pipelined``: the unasked-for answer in the same write as the answer;
+- ``trailing``: bytes that are not HTTP at all in the same write as the answer;
 - ``early``: an answer written before the next request was read (a separate write right after the
   answer, then the read);
 - ``drop``: the request read in full, then the connection closed without a byte of answer;
@@ -41,29 +42,35 @@ from .helpers import endpoint
 
 KEY_A = "sk-provider-a-5d1c9e"
 KEY_B = "sk-provider-b-82f0aa"
-MODES = ("late", "pipelined", "early", "drop", "close")
+MODES = ("late", "pipelined", "trailing", "early", "drop", "close")
 LATE_S = 0.03
 
 
-def _answer(ask: str) -> bytes:
-    body = orjson.dumps(
-        {
-            "id": f"c-{ask}",
-            "object": "chat.completion",
-            "model": "m",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": f"to {ask}"},
-                    "finish_reason": "stop",
-                }
-            ],
-        }
+def _answer(ask: str, stream: bool = False) -> bytes:
+    """The answer to ``ask``: a ``chat.completion`` with its length, or a chunked event stream."""
+    message = {"role": "assistant", "content": f"to {ask}"}
+    if not stream:
+        body = orjson.dumps(
+            {
+                "id": f"c-{ask}",
+                "object": "chat.completion",
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        )
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        return head + body
+    chunks = [
+        {"index": 0, "delta": message, "finish_reason": None},
+        {"index": 0, "delta": {}, "finish_reason": "stop"},
+    ]
+    events = b"".join(
+        b"data: %s\n\n" % orjson.dumps({"id": f"c-{ask}", "object": "chat.completion.chunk", "choices": [c]})
+        for c in chunks
     )
-    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-        len(body),
-        body,
-    )
+    events += b"data: [DONE]\n\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    return head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events)
 
 
 class Hostile:
@@ -91,12 +98,13 @@ class Hostile:
                 seen.add(credential)
                 self.posts[credential] += 1
                 self.keys.append(fields.get("idempotency-key", ""))
-                ask = orjson.loads(body)["messages"][-1]["content"]
+                request = orjson.loads(body)
+                ask, stream = request["messages"][-1]["content"], bool(request.get("stream"))
                 if credential != KEY_A.lower():
-                    writer.write(_answer(ask))
+                    writer.write(_answer(ask, stream))
                     await writer.drain()
                     continue
-                if not await self._misbehave(writer, ask):
+                if not await self._misbehave(writer, ask, stream):
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -105,26 +113,28 @@ class Hostile:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _misbehave(self, writer: asyncio.StreamWriter, ask: str) -> bool:
+    async def _misbehave(self, writer: asyncio.StreamWriter, ask: str, stream: bool) -> bool:
         """Answer (or not) ``ask`` on provider a's connection; False: the connection is to close."""
-        mode, extra = self.mode, _answer(self.last)
+        mode, extra = self.mode, _answer(self.last, stream)
+        if mode == "trailing":
+            extra = b"\x16\x03\x01 not HTTP at all\r\n\r\n"
         self.last = ask
         if mode in ("drop", "close"):
             self.owed += 1
             if mode == "close":
-                writer.write(_answer(ask))
+                writer.write(_answer(ask, stream))
                 await writer.drain()
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
             self.owed -= 1
             return False
-        if mode == "pipelined":
-            writer.write(_answer(ask) + extra)
+        if mode in ("pipelined", "trailing"):
+            writer.write(_answer(ask, stream) + extra)
             await writer.drain()
             return True
         self.owed += 1
-        writer.write(_answer(ask))
+        writer.write(_answer(ask, stream))
         await writer.drain()
         await asyncio.sleep(LATE_S if mode == "late" else 0)
         try:
@@ -171,14 +181,19 @@ async def _with_hostile(
         listener.close()
 
 
-async def _ask(adapter: Adapter, ep: Endpoint, ask: str, tally: Tally) -> None:
+async def _ask(adapter: Adapter, ep: Endpoint, ask: str, tally: Tally, *, stream: bool = False) -> None:
     tally.sent += 1
+    body = {"model": "m", "messages": [{"role": "user", "content": ask}], "stream": stream}
     try:
-        answer = await adapter.chat(ep, "m", {"model": "m", "messages": [{"role": "user", "content": ask}]})
+        if stream:
+            chunks = [chunk async for chunk in await adapter.chat_stream(ep, "m", body)]
+            text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        else:
+            text = (await adapter.chat(ep, "m", body))["choices"][0]["message"]["content"]
     except UpstreamError:
         tally.failed += 1
         return
-    if answer["choices"][0]["message"]["content"] == f"to {ask}":
+    if text == f"to {ask}":
         tally.right += 1
     else:
         tally.wrong += 1
@@ -189,15 +204,16 @@ def _expected(mode: str, n: int) -> Tally:
     return Tally(right=0, failed=n, sent=n) if mode == "drop" else Tally(right=n, sent=n)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize("mode", MODES)
-def test_sequential_requests_get_their_own_answers(mode: str) -> None:
+def test_sequential_requests_get_their_own_answers(mode: str, stream: bool) -> None:
     n = 12
     a, b = Tally(), Tally()
 
     async def go(adapter: Adapter, pa: Endpoint, pb: Endpoint, server: Hostile) -> None:
         for i in range(n):
-            await _ask(adapter, pa, f"a{i}", a)
-            await _ask(adapter, pb, f"b{i}", b)  # right after a's answer, its extra still owed
+            await _ask(adapter, pa, f"a{i}", a, stream=stream)
+            await _ask(adapter, pb, f"b{i}", b, stream=stream)  # right after a's answer, its extra owed
             await server.settled()
 
     server, _ = asyncio.run(_with_hostile(mode, go))
