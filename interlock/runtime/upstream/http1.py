@@ -90,7 +90,8 @@ class Timeout(HTTPError):
 
 class Stale(HTTPError):
     """The connection was closed or reset before any byte of the answer arrived. On a pooled connection
-    that is what an upstream's idle close looks like (the client resends); on a fresh one, a failure."""
+    that may be an upstream's idle close, or an upstream that read the request and dropped it: the
+    client cannot tell, so it reports it (only ``NotSent`` is sent again)."""
 
 
 class Disconnected(Stale):
