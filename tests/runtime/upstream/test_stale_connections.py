@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -294,3 +295,48 @@ def test_the_bookkeeping_holds_nothing_once_requests_are_over(openai_fake: FakeO
             return [client.open_connections - client.idle_connections(), client.waiting]
 
     assert asyncio.run(go()) == [0, 0]
+
+
+def test_a_write_that_fails_at_once_is_resent_once() -> None:
+    """asyncio's own loop sends in ``write``: a pooled connection whose socket can no longer send (shut
+    for writing here, as after a reset) fails the write itself, so not a byte went out: resent once on
+    a fresh connection, and counted. (uvloop queues writes: there the failure comes after the write
+    and is reported, never resent.)"""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                heads.append(await reader.readuntil(b"\r\n\r\n"))
+                await reader.readexactly(2)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def go() -> tuple[list[bytes], float]:
+        listener = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+        loop = asyncio.get_running_loop()
+        try:
+            async with UpstreamClient.create() as client:
+                bodies = []
+                for n in range(2):
+                    if n == 1:  # the pooled connection's socket cannot send any more
+                        for pool in client._pools.values():
+                            for conn in pool.idle:
+                                assert conn.transport is not None
+                                conn.transport.get_extra_info("socket").shutdown(socket.SHUT_WR)
+                    at = loop.time() + 5
+                    response = await client.request(
+                        "POST", url, "/x", {}, b"{}", connect_s=5, first_byte_at=at, total_at=at, pool="p"
+                    )
+                    bodies.append(await response.read_all(100))
+                    response.release()
+                assert bodies == [b"{}", b"{}"]
+                return heads, client.resent("p")
+        finally:
+            listener.close()
+
+    received, resent = asyncio.run(go())
+    assert (len(received), resent) == (2, 1.0)  # two requests, each received once; one resend
