@@ -34,8 +34,9 @@ import orjson
 import pytest
 
 from interlock.runtime.errors import ProtocolFailure, UpstreamError
-from interlock.runtime.upstream.base import Adapter, Endpoint
+from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.wire.base import Endpoint
 from tests.waiting import until
 
 from .helpers import endpoint
