@@ -169,7 +169,9 @@ class Gateway:
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
+            SlotGuard(
+                self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet, self.metrics
+            ),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
