@@ -64,7 +64,7 @@ from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.state.counters import Held
-from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
+from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.tables import Target
 from interlock.runtime.upstream.base import ChatStream, Native, Relayed
 from interlock.runtime.upstream.fields import DROPS, RELAY_DROPS
@@ -222,6 +222,10 @@ async def _handle(
                 held = await reserve_credits(
                     services.counters, services.ledger, caller, preflight.needs, plan, target
                 )
+                if held.output is not None and held.output < preflight.needs.output_tokens:
+                    parsed = capped(parsed, held.output, surface.limits)  # what its credits cover
+                    preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
+                    headers.append((b"x-interlock-max-tokens", b"%d; clamped-by=credits" % held.output))
             if caller.budgets:
                 estimate = preflight.needs.prompt_tokens + preflight.needs.output_tokens
                 refusal = await services.counters.take(caller.budgets, estimate)

@@ -17,7 +17,10 @@ Credits reservations (``usage/credits.py``) are kept beside them, in the same ta
 process sees every other's: a ``Claim`` per level with a budget (``k:<key id>:<unit>``,
 ``t:<tenant>:<unit>``) is admitted while what that level's requests in flight hold, plus what this one
 asks now, is within the room the ledger leaves (budget less spent); then its estimate is held until
-``unclaim``. ``claim`` checks every level first and holds nothing unless all pass.
+``unclaim``, or as much of it as the room still leaves (``Held.claims`` says what each level granted:
+the caller caps the request's output to it). ``claim`` checks every level first and holds nothing
+unless all pass; check and hold are one step in every backend (one Lua script, one message to the
+supervisor), so requests admitted at once never hold more than the room between them.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import abc
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from interlock.runtime.access import Budget, Refusal
 
@@ -39,8 +42,9 @@ class Claim:
 
     name: str  # ``k:<key id>:<unit>`` or ``t:<tenant>:<unit>``
     room: int  # the budget less what the ledger says was spent (may be negative: spent past it)
-    asked: int  # what admission needs free now (the prompt)
-    hold: int  # what stays reserved until the request ends (prompt + requested output)
+    asked: int  # what admission needs free now (the prompt and the least answer)
+    hold: int  # what it would reserve until the request ends (prompt + requested output); granted:
+    # as much of it as the room leaves, never less than ``asked``
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,13 @@ class Held:
     ident: int = 0  # the supervisor's name for it (``--workers N``): it settles by this
     spare: bool = False  # held in this process's own table while the store was out
     released: bool = False
+    output: int | None = None  # the most output tokens the holds cover (``usage/credits.py`` sets it)
+
+
+def granted(claims: Sequence[Claim], holds: Sequence[int]) -> tuple[Claim, ...]:
+    """``claims`` with the holds a backend granted them."""
+    pairs = zip(claims, holds, strict=True)
+    return tuple(c if c.hold == hold else replace(c, hold=hold) for c, hold in pairs)
 
 
 class CallerCounters(abc.ABC):
@@ -78,8 +89,9 @@ class CallerCounters(abc.ABC):
 
     @abc.abstractmethod
     async def claim(self, claims: Sequence[Claim]) -> Held | Short:
-        """Reserve every claim's ``hold`` if each level's held plus ``asked`` is within its ``room``:
-        what is held, or the first level short (nothing held)."""
+        """Reserve every claim's ``hold`` (or what its ``room`` leaves of it, at least ``asked``) if each
+        level's held plus ``asked`` is within its ``room``: what is held, each claim with the hold it
+        was granted, or the first level short (nothing held)."""
 
     @abc.abstractmethod
     async def unclaim(self, held: Held) -> None:
@@ -141,9 +153,13 @@ class MemoryCounters(CallerCounters):
             held = claimed.get(c.name, 0)
             if held + c.asked > c.room:
                 return Short(index, held)
+        holds = []
         for c in claims:
-            claimed[c.name] = claimed.get(c.name, 0) + c.hold
-        return Held(tuple(claims))
+            held = claimed.get(c.name, 0)
+            hold = max(0, min(c.hold, c.room - held))
+            claimed[c.name] = held + hold
+            holds.append(hold)
+        return Held(granted(claims, holds))
 
     async def unclaim(self, held: Held) -> None:
         claimed = self.claimed

@@ -12,9 +12,9 @@ or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[
 Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
 ``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
 (done, no answer). Credits reservations: ``["q", id, [[name, room, asked, hold], ...]]`` (claim),
-answered ``[id, null]`` (held) or ``[id, [index, held]]``; ``["u", id]`` (unclaim what that claim
-holds, if anything; no answer). A connection that ends gives back the requests it still had in
-flight, and their holds.
+answered ``[id, null, [granted hold, ...]]`` (held) or ``[id, [index, held]]``; ``["u", id]``
+(unclaim what that claim holds, if anything; no answer). A connection that ends gives back the
+requests it still had in flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
@@ -44,7 +44,15 @@ import orjson
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
-from interlock.runtime.state.counters import CallerCounters, Claim, Held, MemoryCounters, Short, Spare
+from interlock.runtime.state.counters import (
+    CallerCounters,
+    Claim,
+    Held,
+    MemoryCounters,
+    Short,
+    Spare,
+    granted,
+)
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
 from interlock.runtime.tables import WorkerLimits
@@ -191,7 +199,7 @@ class SlotServer:
                     answer = await self.counters.claim(claims)
                     if isinstance(answer, Held):
                         claimed[int(message[1])] = answer
-                        send([message[1], None])
+                        send([message[1], None, [c.hold for c in answer.claims]])
                     else:
                         send([message[1], [answer.index, answer.held]])
                 elif op == "u":  # a claim refused, or not this connection's, has nothing to give back
@@ -490,7 +498,7 @@ class EmbeddedCounters(CallerCounters):
         if reply is None:
             return await self.spare.claim(claims)
         if reply[1] is None:
-            return Held(tuple(claims), int(reply[0]))
+            return Held(granted(claims, [int(hold) for hold in reply[2]]), int(reply[0]))
         return Short(int(reply[1][0]), int(reply[1][1]))
 
     async def unclaim(self, held: Held) -> None:

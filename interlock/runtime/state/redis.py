@@ -40,7 +40,7 @@ import orjson
 from interlock.runtime.access import Budget, Refusal
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
-from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare, granted
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tables import WorkerLimits
 
@@ -586,21 +586,26 @@ return 0
 """
 
 # ARGV prefix, n, then per claim: name, room, asked, hold
-# -> 0 held (each `hold` added to `:q:<name>`), or {index, held} of the first level without room
+# -> {-1, granted...} held (each granted hold, what the room leaves of `hold`, added to `:q:<name>`),
+# or {index, held} of the first level without room
 CLAIM = """
 local p, n = ARGV[1], tonumber(ARGV[2])
 for i = 0, n - 1 do
   local held = tonumber(redis.call('GET', p .. ':q:' .. ARGV[3 + i * 4]) or '0')
   if held + tonumber(ARGV[5 + i * 4]) > tonumber(ARGV[4 + i * 4]) then return {i, held} end
 end
+local granted = {-1}
 for i = 0, n - 1 do
-  local q, hold = p .. ':q:' .. ARGV[3 + i * 4], tonumber(ARGV[6 + i * 4])
+  local q = p .. ':q:' .. ARGV[3 + i * 4]
+  local held = tonumber(redis.call('GET', q) or '0')
+  local hold = math.max(0, math.min(tonumber(ARGV[6 + i * 4]), tonumber(ARGV[4 + i * 4]) - held))
   if hold > 0 then
     redis.call('INCRBY', q, hold)
     redis.call('EXPIRE', q, IN_FLIGHT_TTL)
   end
+  granted[i + 2] = hold
 end
-return 0
+return granted
 """
 
 # ARGV prefix, then name, hold pairs -> nothing
@@ -670,7 +675,9 @@ class RedisCounters(CallerCounters):
         reached, answer = await self._run(self._claim, args)
         if not reached:
             return await self.spare.claim(claims)
-        return Short(int(answer[0]), int(answer[1])) if isinstance(answer, list) else Held(tuple(claims))
+        if int(answer[0]) >= 0:
+            return Short(int(answer[0]), int(answer[1]))
+        return Held(granted(claims, [int(hold) for hold in answer[1:]]))
 
     async def unclaim(self, held: Held) -> None:
         if held.spare:

@@ -204,3 +204,35 @@ def test_credits_holds_are_one_count_for_every_holder_and_a_short_level_holds_no
             await until(free, "every hold to come back")
 
     asyncio.run(scenario())
+
+
+def test_a_claim_is_granted_what_the_room_leaves_of_its_hold_in_one_step(store_url: str) -> None:
+    """100 tokens of room, each request asks 10 and would hold 40: the third is granted the 20 left (its
+    output is capped to them), the fourth is short; giving the 20 back frees exactly 20."""
+    claim = Claim("k:cap:tokens", 100, 10, 40)
+
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            ca = a.caller_counters()
+            cb = ca if a is b else b.caller_counters()
+            first, second, third = await ca.claim([claim]), await cb.claim([claim]), await ca.claim([claim])
+            assert isinstance(first, Held)
+            assert isinstance(second, Held)
+            assert isinstance(third, Held)
+            assert [held.claims[0].hold for held in (first, second, third)] == [40, 40, 20]
+            assert await cb.claim([claim]) == Short(0, 100)
+            await ca.unclaim(third)
+
+            async def twenty() -> bool:  # the unclaim may reach the store a moment later
+                taken = await cb.claim([Claim("k:cap:tokens", 100, 20, 40)])
+                if isinstance(taken, Held):
+                    assert taken.claims[0].hold == 20
+                    await cb.unclaim(taken)
+                return isinstance(taken, Held)
+
+            await until(twenty, "the 20 to come back")
+            assert await ca.claim([Claim("k:cap:tokens", 100, 21, 40)]) == Short(0, 80)
+            await ca.unclaim(first)
+            await cb.unclaim(second)
+
+    asyncio.run(scenario())
