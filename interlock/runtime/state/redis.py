@@ -8,6 +8,9 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 
 - Leases expire ``lease_ttl`` after their last renewal; each replica renews its own every third of
   that while the request runs, so a replica that dies (SIGKILL, power) frees its slots within the TTL.
+  A renewal holds a lease again where the store lost it (a Redis restarted empty, or a replica stalled
+  past the TTL): the request still runs, so the store counts it again within a third of the TTL (in
+  that gap, other replicas may be granted those slots once more).
 - FIFO-ish: a request is granted a slot only if no waiter that arrived before it could use one now (the
   same rule as one process, applied across replicas); waiters poll, and are woken early by a message
   on ``interlock:w:<worker>:freed``. A waiter that stops polling (its replica died) leaves the queue
@@ -148,18 +151,17 @@ if freed == 1 and waiting > 0 then redis.call('PUBLISH', p .. ':freed', '') end
 return {waiting}
 """
 
-# KEYS[1] worker prefix; ARGV ttl_ms, ids...: push the expiry of the leases still held
+# KEYS[1] worker prefix; ARGV ttl_ms, then id, model pairs: push the expiry of the leases still held,
+# and hold again a lease the store forgot (it restarted empty) while its request still runs
 RENEW = (
     _PURGE
     + """
 local p, ttl = KEYS[1], tonumber(ARGV[1])
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  if redis.call('ZSCORE', p .. ':held', id) then
-    redis.call('ZADD', p .. ':held', now + ttl, id)
-    local m = redis.call('HGET', p .. ':lmodel', id)
-    if m then redis.call('ZADD', p .. ':m:' .. m, now + ttl, id) end
-  end
+for i = 2, #ARGV, 2 do
+  local id, m = ARGV[i], ARGV[i + 1]
+  redis.call('ZADD', p .. ':held', now + ttl, id)
+  redis.call('ZADD', p .. ':m:' .. m, now + ttl, id)
+  redis.call('HSET', p .. ':lmodel', id, m)
 end
 return 1
 """
@@ -452,11 +454,14 @@ class RedisSlots(SlotBackend):
                     self._up()
             by_worker: dict[str, list[str]] = {}
             for lease in self._held.values():
-                by_worker.setdefault(lease.worker, []).append(lease.ident)
+                by_worker.setdefault(lease.worker, []).extend((lease.ident, lease.model))
             try:
-                for worker, ids in by_worker.items():
+                for worker, pairs in by_worker.items():
                     key = f"{self.options.prefix}:w:{worker}"
-                    await self._scripts["renew"](keys=[key], args=[ttl_ms, *ids])
+                    await self._scripts["renew"](keys=[key], args=[ttl_ms, *pairs])
+                    for ident in pairs[::2]:  # released meanwhile: its release may have run first
+                        if ident not in self._held:
+                            await self._leave(key, ident, rejected=False)
             except Exception as exc:
                 self._down(exc)
 
