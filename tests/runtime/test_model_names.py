@@ -78,3 +78,28 @@ def test_a_raw_request_in_the_other_spelling_is_the_listed_candidate(tmp_path: P
     assert resolve(plan, "local/llama3.2:latest").candidates == (listed,)
     assert resolve(plan, "local/qwen3:8b").candidates == (plan.candidates["local/qwen3:8b"],)
     assert resolve(plan, "local/qwen3").candidates[0].id == "local/qwen3"  # another model
+
+
+@pytest.mark.parametrize("pattern", ["local/llama3.2:*", "local/llama3.2:lat*"])
+def test_a_tag_prefix_covers_the_untagged_spelling_too(tmp_path: Path, pattern: str) -> None:
+    """`m:*` is every tag of `m`, the implicit `:latest` too: a key denied `local/llama3.2:*` was let
+    through to `local/llama3.2` (the same model on the worker), and a slot limit or a price written so
+    missed it."""
+    row = parse_match(pattern)
+    assert row is not None
+    assert matches(row, "local/llama3.2")
+    assert matches(row, "local/llama3.2:latest")
+    assert not matches(row, "local/llama3")
+    if pattern.endswith(":*"):
+        assert matches(row, "local/llama3.2:1b")
+    slots = [r for r in (parse_pattern(pattern.removeprefix("local/"), 1), parse_pattern("*", 3)) if r]
+    assert slot_limit(order(slots), 4, "llama3.2") == 1
+    plan = load_plan(compile_text(tmp_path, _config(pattern, pattern)), {"ALICE_KEY": "a-secret"})
+    assert plan.keys is not None
+    alice = plan.keys.authenticate([(b"authorization", b"Bearer a-secret")])
+    for name in ("local/llama3.2", "local/llama3.2:latest"):
+        assert not alice.may_call(name)
+        with pytest.raises(ModelNotAllowed):
+            alice.check(resolve(plan, name, alice).label)
+    assert [c.id for c in alice.targets["chat"].candidates] == ["local/qwen3:8b"]
+    assert "local/llama3.2" in plan.source.access.prices
