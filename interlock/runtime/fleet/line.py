@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from interlock.patterns import untagged
 from interlock.runtime.clock import Clock
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.fleet.prefix import Prefix
@@ -215,7 +216,9 @@ class FleetLine:
                 ]
             assert best.worker is not None
             assert best.slot_limit is not None
-            lease = await self.slots.acquire(best.worker, candidate.model, best.slot_limit, wait=False)
+            lease = await self.slots.acquire(
+                best.worker, untagged(candidate.model), best.slot_limit, wait=False
+            )
             if lease is None:  # taken meanwhile (another request, another process)
                 ahead += 1
                 continue
@@ -232,7 +235,7 @@ class FleetLine:
     def _free(self, candidate: Candidate, route: Route) -> bool:
         if route.worker is None:
             return True
-        return self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)[0] > 0
+        return self.scorer.occupancy(route.worker, untagged(candidate.model), route.slot_limit or 1)[0] > 0
 
     def _wake_at(self, cid: str, at: float) -> None:
         old = self._timers.pop(cid, None)
