@@ -1,7 +1,7 @@
 """Output ceilings (issue 30 item 5): ``max_tokens`` and kin must be integers from 1 to 2**31 - 1 on every
 surface (a 400 naming the field, in the surface's own shape, and nothing sent upstream), and the ceiling
-that goes upstream is never above what the caller's credits cover (cut, and said in
-``X-Interlock-Max-Tokens``; a 402 where not even the least answer is covered)."""
+that goes upstream is never above what the caller's credits and tokens per minute cover (cut, and said
+in ``X-Interlock-Max-Tokens``; a 402 or a 429 where not even the least answer is covered)."""
 
 from __future__ import annotations
 
@@ -40,12 +40,14 @@ keys:
   rich-key: {{tenant: lab, key_env: RICH_KEY}}
   poor-key: {{tenant: lab, key_env: POOR_KEY, credits: 40}}
   broke-key: {{tenant: lab, key_env: BROKE_KEY, credits: 15}}
+  rate-key: {{tenant: lab, key_env: RATE_KEY, tokens_per_minute: 40}}
 """
 ENV = {
     "CLOUD_KEY": "sk-cloud-secret",
     "RICH_KEY": "sk-rich-4f1a9c2e7b",
     "POOR_KEY": "sk-poor-8d3b6e0a1c",
     "BROKE_KEY": "sk-broke-2c7e9a4f6d",
+    "RATE_KEY": "sk-rate-5b8d1f3a9e",
 }
 HI = [{"role": "user", "content": "hello there, how are you today?"}]  # 15 tokens by the estimate
 # each surface's path, a request without a ceiling, and the caller's ceiling field
@@ -209,3 +211,18 @@ def test_a_prompt_the_credits_cannot_answer_at_all_is_refused_with_402(rig: Rig)
     assert answer.status_code == 200  # a prompt of 5: 10 tokens of answer are covered
     assert answer.headers["x-interlock-max-tokens"] == "10; clamped-by=credits"
     assert orjson.loads(answer.content)["usage"]["completion_tokens"] <= 10
+
+
+def test_the_ceiling_sent_is_cut_to_what_the_tokens_per_minute_leave(rig: Rig) -> None:
+    """40 tokens a minute, a prompt of 15: the ceiling goes upstream as 25; a prompt that the minute can
+    never answer is a 429 (nothing sent)."""
+    body = {"model": "t/plain", "messages": HI, "max_tokens": 2**31 - 1}
+    answer = rig.ask("RATE_KEY", "/v1/chat/completions", body)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-interlock-max-tokens"] == "25; clamped-by=tokens_per_minute"
+    assert [sent["max_tokens"] for sent in rig.sent()] == [25]
+    long = [{"role": "user", "content": "word " * 30}]  # 4 + 50 tokens by the estimate
+    refused = rig.ask("RATE_KEY", "/v1/chat/completions", {"model": "t/plain", "messages": long})
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"]["message"].startswith("key `rate-key`")
+    assert len(rig.sent()) == 1

@@ -9,8 +9,9 @@ Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurr
 max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire), ``["r", id]`` (release,
 or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[id, "ok"]``,
 ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``, ``[id, report]``.
-Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
-``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
+Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...], hold, least]``
+(reserve), answered ``[id, null, tokens reserved]`` (admitted) or ``[id, [name, limit, value,
+retry_after]]``; ``["d", tokens, [names]]``
 (done, no answer). Credits reservations: ``["q", id, [[name, room, asked, hold], ...]]`` (claim),
 answered ``[id, null, [granted hold, ...]]`` (held) or ``[id, [index, held]]``; ``["u", id]``
 (unclaim what that claim holds, if anything; no answer). A connection that ends gives back the
@@ -176,15 +177,14 @@ class SlotServer:
                     send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
                 elif op == "k":
                     budgets = [Budget(str(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in message[2]]
-                    hold = int(message[3])
-                    refusal = await self.counters.take(budgets, hold)
-                    if refusal is None:
+                    given = await self.counters.reserve(budgets, int(message[3]), int(message[4]))
+                    if not isinstance(given, Refusal):
                         for b in budgets:
                             in_flight[b.name] = in_flight.get(b.name, 0) + 1
-                            holding[b.name] = holding.get(b.name, 0) + hold
-                        send([message[1], None])
+                            holding[b.name] = holding.get(b.name, 0) + given
+                        send([message[1], None, given])
                     else:
-                        r = refusal
+                        r = given
                         send([message[1], [r.budget, r.limit, r.value, r.retry_after_s]])
                 elif op == "d":
                     names = [str(n) for n in message[2] if in_flight.get(str(n), 0) > 0]
@@ -478,13 +478,13 @@ class EmbeddedCounters(CallerCounters):
             backend._send(undo)
             raise
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
         rows = [[b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent] for b in budgets]
-        reply = await self._ask(["k", 0, rows, hold], ["d", 0, [b.name for b in budgets], hold])
+        reply = await self._ask(["k", 0, rows, hold, least], ["d", 0, [b.name for b in budgets], hold])
         if reply is None:
-            return await self.spare.take(budgets, hold)
+            return await self.spare.reserve(budgets, hold, least)
         if reply[1] is None:
-            return None
+            return int(reply[2])
         name, limit, value, wait = reply[1]
         return Refusal(str(name), str(limit), int(value), float(wait))
 

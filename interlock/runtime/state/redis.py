@@ -535,14 +535,17 @@ def _text(value: Any) -> str:
 
 # -- caller limits ---------------------------------------------------------------------------------
 
-# ARGV prefix, n, hold, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent
-# -> 0 admitted (counted, `hold` tokens reserved in `:h`), or {budget, limit, value, retry_after_s as text}
+# ARGV prefix, n, hold, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent,
+# then least -> the tokens reserved (admitted, counted: `hold`, or what the tightest tokens_per_minute
+# leaves of it, in `:h`), or {budget, limit, value, retry_after_s as text}
 TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local window = math.floor(now / 60)
 local wait = (window + 1) * 60 - now
 local p, n, hold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local least = math.max(1, tonumber(ARGV[4 + n * 4] or '0'))
+local grant = hold
 for i = 0, n - 1 do
   local name = ARGV[4 + i * 4]
   local rpm, tpm, conc = tonumber(ARGV[5 + i * 4]), tonumber(ARGV[6 + i * 4]), tonumber(ARGV[7 + i * 4])
@@ -552,8 +555,11 @@ for i = 0, n - 1 do
   end
   local used = tonumber(redis.call('GET', c .. ':t:' .. window) or '0')
   used = used + tonumber(redis.call('GET', c .. ':h') or '0')
-  if tpm > 0 and used >= tpm then
-    return {name, 'tokens_per_minute', tpm, tostring(wait)}
+  if tpm > 0 then
+    if used + least > tpm then
+      return {name, 'tokens_per_minute', tpm, tostring(wait)}
+    end
+    grant = math.min(grant, tpm - used)
   end
   if conc > 0 and tonumber(redis.call('GET', c .. ':f') or '0') >= conc then
     return {name, 'max_concurrent', conc, '1'}
@@ -565,12 +571,12 @@ for i = 0, n - 1 do
   redis.call('EXPIRE', c .. ':r:' .. window, 120)
   redis.call('INCR', c .. ':f')
   redis.call('EXPIRE', c .. ':f', IN_FLIGHT_TTL)
-  if hold > 0 then
-    redis.call('INCRBY', c .. ':h', hold)
+  if grant > 0 then
+    redis.call('INCRBY', c .. ':h', grant)
     redis.call('EXPIRE', c .. ':h', IN_FLIGHT_TTL)
   end
 end
-return 0
+return grant
 """
 
 # ARGV prefix, tokens, held, names... -> nothing
@@ -655,15 +661,16 @@ class RedisCounters(CallerCounters):
         backend._up()
         return True, answer
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
         args: list[Any] = [self.backend.options.prefix, len(budgets), hold]
         for b in budgets:
             args += [b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent]
+        args.append(least)
         reached, answer = await self._run(self._take, args)
         if not reached:
-            return await self.spare.take(budgets, hold)
+            return await self.spare.reserve(budgets, hold, least)
         if not isinstance(answer, list):
-            return None
+            return int(answer)
         name, limit, value, wait = answer
         return Refusal(_text(name), _text(limit), int(value), float(_text(wait)))
 

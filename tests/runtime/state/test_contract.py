@@ -236,3 +236,34 @@ def test_a_claim_is_granted_what_the_room_leaves_of_its_hold_in_one_step(store_u
             await cb.unclaim(second)
 
     asyncio.run(scenario())
+
+
+def test_a_reservation_is_what_the_minutes_tokens_leave_of_its_hold_in_one_step(store_url: str) -> None:
+    """100 tokens a minute, each request would hold 60 and needs 11 (its prompt and one token): the
+    second is given the 40 left (its output is cut to them), the third is refused; what ends gives back
+    only what it was given."""
+    rate = Budget("k:rate", 0, 100, 0)
+
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            ca = a.caller_counters()
+            cb = ca if a is b else b.caller_counters()
+            assert await ca.reserve([rate], 60, 11) == 60
+            assert await cb.reserve([rate], 60, 11) == 40
+            refused = await ca.reserve([rate], 60, 11)
+            assert isinstance(refused, Refusal)
+            assert refused.limit == "tokens_per_minute"
+            await cb.done([rate], 0, 40)
+
+            async def forty() -> bool:  # the done may reach the store a moment later
+                answer = await ca.reserve([rate], 60, 40)
+                if isinstance(answer, int):
+                    assert answer == 40  # 60 still held
+                return isinstance(answer, int)
+
+            await until(forty, "the 40 to come back")
+            assert isinstance(await cb.reserve([rate], 60, 1), Refusal)  # all 100 held
+            await ca.done([rate], 0, 40)
+            await ca.done([rate], 0, 60)
+
+    asyncio.run(scenario())
