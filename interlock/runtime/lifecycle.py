@@ -67,8 +67,6 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.upstream.base import ChatStream, Native, Relayed
-from interlock.runtime.upstream.fields import DROPS, RELAY_DROPS
 from interlock.runtime.usage.credits import (
     LEAST_OUTPUT_TOKENS,
     account_of,
@@ -84,6 +82,8 @@ from interlock.runtime.usage.metering import (
     output_tokens,
     reported,
 )
+from interlock.runtime.wire.base import ChatStream, Native, Relayed
+from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
