@@ -104,9 +104,9 @@ def test_a_tag_prefix_covers_the_untagged_spelling_too(tmp_path: Path, pattern: 
         assert matches(row, "local/llama3.2:1b")
     slots = [r for r in (parse_pattern(pattern.removeprefix("local/"), 1), parse_pattern("*", 3)) if r]
     assert slot_limit(order(slots), 4, "llama3.2") == 1
-    plan = load_plan(compile_text(tmp_path, _config(pattern, pattern)), {"ALICE_KEY": "a-secret"})
+    plan = load_plan(compile_text(tmp_path, _config(pattern, pattern)), {"ALICE_KEY": "alice-secret-0c3e9a"})
     assert plan.keys is not None
-    alice = plan.keys.authenticate([(b"authorization", b"Bearer a-secret")])
+    alice = plan.keys.authenticate([(b"authorization", b"Bearer alice-secret-0c3e9a")])
     for name in ("local/llama3.2", "local/llama3.2:latest"):
         assert not alice.may_call(name)
         with pytest.raises(ModelNotAllowed):
