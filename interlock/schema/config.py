@@ -86,6 +86,11 @@ class ServerSection(_Section):
         ge=1,
         description="Longest single line (SSE or NDJSON) of an upstream stream.",
     )
+    key_env_prefixes: list[str] = Field(
+        default_factory=list,
+        description="Prefixes (e.g. `CK_`) that mark a caller key's `key_env` as a secret, beside names "
+        "ending in `_KEY`, `_TOKEN`, `_SECRET` or `_APIKEY`.",
+    )
     auth: Literal["off", "optional", "required"] = Field(
         "off",
         description="Caller API keys (`keys`): `off` reads none (anyone may call), `optional` checks a key "
@@ -190,6 +195,12 @@ class ProviderSection(_Section):
     kind: str = Field(description="`anthropic`, `ollama` or `openai`.")
     base_url: str | None = Field(None, description="Required for `kind: openai` and `kind: anthropic`.")
     api_key_env: str | None = Field(None, description="Name of the variable holding the credential.")
+    api_key_hosts: list[str] | None = Field(
+        None,
+        description="Hosts besides its vendor's that `api_key_env` may be sent to: a vendor's variable "
+        "(`OPENAI_API_KEY`, `HF_TOKEN`, ...) goes only to that vendor's hosts otherwise; once set, every "
+        "host the provider calls must be its vendor's or listed.",
+    )
     probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
     responses: bool = Field(
         False,
@@ -356,10 +367,23 @@ class Limits(_Section):
     )
 
 
+Priority = Literal["interactive", "batch"]
+
+
 class TenantSection(Limits):
     """A team or customer: the limits and model ACL every one of its keys shares."""
 
     description: str = ""
+    weight: float = Field(
+        1.0,
+        description="Its share of a full model's slots against the other tenants waiting there (weighted "
+        "fair queuing): 2 is twice a weight-1 tenant's share; from 0.01 to 1000.",
+    )
+    priority: Priority = Field(
+        "interactive",
+        description="`interactive` (the default) or `batch`: a batch request takes a slot only when no "
+        "interactive one waits for it.",
+    )
 
 
 class KeySection(Limits):
@@ -377,6 +401,14 @@ class KeySection(Limits):
         "once one key is an operator, every other key gets 403 there.",
     )
     description: str = ""
+    priority: Priority | None = Field(
+        None, description="`interactive` or `batch` for this key's requests; unset: its tenant's."
+    )
+    priority_header: bool = Field(
+        False,
+        description="May choose per request with `X-Interlock-Priority: interactive|batch` (otherwise the "
+        "header is ignored).",
+    )
 
 
 class PriceSection(_Section):

@@ -118,6 +118,7 @@ def test_breaking_changes_come_first(trees, snapshot) -> None:
 def _secret_elsewhere(tree: ConfigTree) -> None:
     BY_NAME["alias-removed"].edit(tree)
     tree.provider("openrouter")["base_url"] = "https://collector.example.net/v1"
+    tree.provider("openrouter")["api_key_hosts"] = ["collector.example.net"]  # IL117 without it
 
 
 def test_a_credential_sent_to_a_new_host_comes_first_naming_the_variable_and_the_host(trees) -> None:
@@ -320,6 +321,7 @@ FILL: dict[str, object] = {
     "allowed": [{"pattern": "zzz", "match": "exact", "prefix": "zzz"}],
     "key_env": "OTHER_KEY",
     "hash": "hmac-sha256$" + "2" * 32 + "$" + "3" * 64,
+    "priority": "batch",  # a key's priority, unset (its tenant's) -> set
 }
 
 ITEM: dict[str, object] = {
@@ -337,6 +339,7 @@ REPLACE: dict[str, object] = {
     "on_saturation": {"fallback": "queue", "queue": "fallback"},
     "auth": {"off": "optional", "optional": "required", "required": "off"},
     "credits_unit": {"tokens": "money", "money": "tokens"},
+    "priority": {"interactive": "batch", "batch": "interactive"},
 }
 
 
