@@ -45,6 +45,10 @@ class ProviderKind:
     # the wire formats besides its own that a provider of this kind may declare it speaks (``responses:
     # true``: the OpenAI Responses API beside Chat Completions), for a caller of that format's relay
     also_speaks: frozenset[str] = frozenset()
+    # its servers answer an error when a prompt is over their context (llama-server, vLLM, SGLang, the
+    # clouds): the context estimate only orders its candidates; False: it truncates silently (Ollama),
+    # and the estimate is what refuses
+    says_overflow: bool = True
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""
@@ -71,6 +75,7 @@ KINDS: Mapping[str, ProviderKind] = {
         adapter="interlock.runtime.upstream.ollama:OllamaAdapter",
         key_expected=False,
         live_facts=True,
+        says_overflow=False,
     ),
     "openai": ProviderKind(
         name="openai",
