@@ -216,8 +216,12 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
     async def health(http: httpx.AsyncClient) -> dict[str, Any]:
         return dict((await http.get("/v1/health")).json())
 
-    first, second, report = _run(
-        gateway, [_post(body, "/v1/messages", **headers), _post(body, "/v1/messages", **headers), health]
+    async def page(http: httpx.AsyncClient) -> str:
+        return (await http.get("/ui/models")).text
+
+    first, second, report, shown = _run(
+        gateway,
+        [_post(body, "/v1/messages", **headers), _post(body, "/v1/messages", **headers), health, page],
     )
     assert first.status_code == 200, first.text
     assert "x-interlock-max-tokens" not in first.headers  # by the estimate the prompt alone is over 8192
@@ -229,6 +233,8 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
     assert abs(counted / CLAUDE_CHAT["usage"]["prompt_tokens"] - 1) <= 0.15
     speed = CLAUDE_CHAT["timings"]["prompt_n"] / (CLAUDE_CHAT["timings"]["prompt_ms"] / 1000)
     assert learned["prompt_tokens_per_s"] == pytest.approx(speed, rel=0.01)
+    assert f"{learned['prompt_tokens_per_s']} tokens/s" in shown  # the status page's models section
+    assert "(2 answers)" in shown
 
 
 def _parts(gateway: Gateway, body: dict[str, Any]) -> tuple[int, int]:
