@@ -224,9 +224,13 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
         [_post(body, "/v1/messages", **headers), _post(body, "/v1/messages", **headers), health, page],
     )
     assert first.status_code == 200, first.text
-    assert "x-interlock-max-tokens" not in first.headers  # by the estimate the prompt alone is over 8192
     assert second.status_code == 200, second.text
-    assert second.headers["x-interlock-max-tokens"].startswith(f"{_sent(llama, 'smol')[1]['max_tokens']} ")
+    before, after = (sent["max_tokens"] for sent in _sent(llama, "smol"))
+    # before any answer the prompt alone is over 8192 by the estimate: the limit fits its fewest plausible
+    # tokens (a quarter of the estimate); once counted as the server counts, the window less ~3,030
+    assert before < after < 8192 - 3030
+    assert first.headers["x-interlock-max-tokens"].startswith(f"{before} (asked 32000")
+    assert second.headers["x-interlock-max-tokens"].startswith(f"{after} (asked 32000")
     learned = report["learned"]["llama"]["smol"]
     assert learned["prompt_counts"]["samples"] == 2
     counted = gateway.learned.counts.prompt("llama", "smol", *_parts(gateway, body), 0.0)

@@ -99,8 +99,8 @@ class Preflight:
         )
         self.misfits.append(Misfit(candidate, "context", "context_too_small", f"{said} on {label}", window))
         self.skipped.append(f"{candidate} (context_too_small)")
-        floor = max(tokens or 0, window + 1 if window is not None else 0)
-        if floor > self.needs.counted:
+        floor = max(tokens or 0, window + 1 if window is not None else 0)  # of the whole request: an
+        if floor > self.needs.counted:  # upstream's count may hold the completion too (vLLM's does)
             self.needs.counted = floor  # the one write to a built ``Needs``: the upstream counted better
 
     def headers(self, answered: str | None = None) -> list[Header]:
