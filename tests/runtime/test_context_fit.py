@@ -300,3 +300,28 @@ def test_the_first_byte_deadline_covers_the_prefill_at_the_speed_learned_there(
     assert untaught.status_code == 503, untaught.text  # timed out: nothing learned yet
     assert lesson.status_code == 200
     assert answered.status_code == 200, answered.text
+
+
+def test_a_stream_teaches_the_prompt_speed_from_the_timings_beside_its_usage(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
+) -> None:
+    """The real llama-server's stream (recorded): its last chunk carries ``usage`` and ``timings``."""
+    llama, _, _ = fakes
+    recorded = (FIXTURES / "answers" / "llama_server_stream.sse").read_bytes()
+    llama.set_fault(Fault.recorded(recorded, "text/event-stream"))
+    gateway = _gateway(plan_data, fakes)
+    body = {
+        "model": "t/agent",
+        "stream": True,
+        "max_tokens": 4,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    (streamed,) = _run(gateway, [_post(body)])
+    assert streamed.status_code == 200
+    assert '"finish_reason":"length"' in streamed.text.replace(" ", "")
+    timings = orjson.loads(recorded.split(b"data: ")[-2])["timings"]
+    learned = gateway.learned.report()["llama"]["smol"]
+    assert learned["prompt_tokens_per_s"] == pytest.approx(
+        timings["prompt_n"] / timings["prompt_ms"] * 1000, rel=0.01
+    )
+    assert learned["prompt_counts"]["samples"] == 1
