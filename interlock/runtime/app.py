@@ -3,7 +3,7 @@ reloads, and is the ASGI application.
 
 What it hands down is two objects (``services``): ``RequestServices`` to every handler of the request
 path and ``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints
-(the rows of ``surfaces.table``) are dispatched by one dictionary lookup straight to their raw ASGI
+(the rows of ``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI
 handlers (``lifecycle``, which authenticates first); everything else goes to the FastAPI app of
 ``ops.admin``, after ``lifecycle.admitted`` when the path needs a key. The plan is swapped as a whole on
 reload (``Current``); a request reads it once and finishes on that plan.
@@ -50,17 +50,17 @@ from interlock.runtime.learned import Learned
 from interlock.runtime.lifecycle import Handler, admitted
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin
-from interlock.runtime.ops.samples import Samples
 from interlock.runtime.plan import PlanError, RuntimePlan
+from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
+from interlock.runtime.route_table import route_table
 from interlock.runtime.router import Router
+from interlock.runtime.samples import Samples
 from interlock.runtime.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.serving import gc_policy
-from interlock.runtime.serving.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.surfaces.base import Failure
 from interlock.runtime.surfaces.openai import ChatCompletions
-from interlock.runtime.surfaces.table import route_table
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
@@ -86,19 +86,22 @@ PlanSource = Callable[[], RuntimePlan]
 """Reads the plan again (file, or config compiled anew) with the credentials read at start. One that is
 also a ``reload.StagedSource`` reads in a child process on reload (``interlock serve``'s loader is)."""
 
-AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
-"""Opens the upstream client: ``(adapters by kind, close)``; called once, at startup."""
+AdapterOpener = Callable[[Metrics], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
+"""Opens the upstream client (counting into the gateway's metrics): ``(adapters by kind, close)``;
+called once, at startup."""
 
 SPEEDS_SAVE_INTERVAL_S = 30.0
 """How often learned speeds are written to the state file (when they changed); also at shutdown."""
 
 
-async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
+async def open_default_adapters(
+    metrics: Metrics,
+) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
     """One shared upstream client (runtime/upstream/client.py) behind every kind's adapter."""
     from interlock.kinds import PROVIDER_KINDS
     from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 
-    client = UpstreamClient.create()
+    client = UpstreamClient.create(resends=metrics.upstream_resends.labels)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
 
@@ -170,7 +173,9 @@ class Gateway:
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics, self.learned.counts),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
+            SlotGuard(
+                self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet, self.metrics
+            ),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
         self.router = Router(
@@ -337,7 +342,7 @@ class Gateway:
         if self.audit is not None:
             self.audit.start()
         await self.slots.start()
-        adapters, close = await self._open_adapters()
+        adapters, close = await self._open_adapters(self.metrics)
         self.adapters.update(adapters)
         self._close_adapters = close
         ollama = self._ollama_adapter()

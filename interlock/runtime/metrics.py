@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
-    from interlock.runtime.usage.ledger import Ledger
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -94,6 +93,16 @@ class Gauge:
         return GaugeMetricFamily(self.name, self.documentation, value=self.value)
 
 
+class GaugeVec(CounterVec):
+    """A labelled gauge the event loop moves (``labels(...).inc(-1)`` goes down)."""
+
+    def family(self) -> Metric:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in list(self.children.items()):
+            family.add_metric(list(values), child.value)
+        return family
+
+
 class HistogramVec:
     def __init__(
         self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
@@ -123,6 +132,21 @@ class HistogramVec:
         return family
 
 
+class LedgerCounts(Protocol):
+    """What the usage families read of ``usage.ledger.Ledger``: a Protocol, so that the metrics stand
+    below the usage ledger (whose credits guard reads what a request needs, beside the guards that count
+    into the metrics)."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def flushes(self) -> int: ...
+
+    @property
+    def failures(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StateView:
     """What the scrape-time gauges read: always the gateway's current plan and live state."""
@@ -133,7 +157,7 @@ class StateView:
     telemetry: TelemetryBook | None = None
     audit: AuditLog | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
-    ledger: Ledger | None = None
+    ledger: LedgerCounts | None = None
 
 
 class Metrics:
@@ -176,6 +200,12 @@ class Metrics:
             ["reason"],
         )
         self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
+        self.upstream_resends = CounterVec(
+            "interlock_upstream_resends",
+            "Upstream requests sent a second time, by endpoint: not a byte had gone out on the first "
+            "connection (found closed at the write). A written request is never sent again.",
+            ["endpoint"],
+        )
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
@@ -221,6 +251,24 @@ class Metrics:
             ["worker"],
             LATENCY_BUCKETS,
         )
+        self.queue_wait_seconds = HistogramVec(
+            "interlock_queue_wait_seconds",
+            "Time requests waited for a slot (worker queue or fleet line), by tenant (`-`: none) and "
+            "priority class (requests that waited and were handed one).",
+            ["tenant", "class"],
+            LATENCY_BUCKETS,
+        )
+        self.queue_waiting = GaugeVec(
+            "interlock_queue_waiting",
+            "Requests of this process waiting for a slot now, by tenant (`-`: none) and priority class.",
+            ["tenant", "class"],
+        )
+        self.queue_turned_away = CounterVec(
+            "interlock_queue_turned_away",
+            "Requests refused with 429 after or instead of waiting for a slot (queue full, or past "
+            "max_wait), by tenant (`-`: none) and priority class.",
+            ["tenant", "class"],
+        )
         self.registry = CollectorRegistry()
         self.registry.register(_StateCollector(view, self))
 
@@ -235,6 +283,7 @@ class Metrics:
             self.plan_reloads,
             self.connections_closed,
             self.connections_open,
+            self.upstream_resends,
             self.probes,
             self.metadata_fetches,
             self.warmups,
@@ -243,6 +292,9 @@ class Metrics:
             self.upstream_seconds,
             self.overhead_seconds,
             self.slot_wait_seconds,
+            self.queue_wait_seconds,
+            self.queue_waiting,
+            self.queue_turned_away,
         ):
             yield vec.family()
 
@@ -327,7 +379,7 @@ class _StateCollector(Collector):
         yield from usage_families(self.view.ledger)
 
 
-def usage_families(ledger: Ledger | None) -> Iterator[Metric]:
+def usage_families(ledger: LedgerCounts | None) -> Iterator[Metric]:
     """The usage ledger's writer: debits waiting for a commit, commits, and store failures (families
     without samples when there is no ledger)."""
     waiting = GaugeMetricFamily(

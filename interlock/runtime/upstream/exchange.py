@@ -36,16 +36,12 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
-from interlock.runtime.tracing.base import UPSTREAM_HEADERS
-from interlock.runtime.upstream.base import ChatStream, Endpoint
+from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 from interlock.runtime.upstream.client import UpstreamClient
-from interlock.runtime.upstream.failures import (
-    CLIENT_EXCEPTIONS,
-    credentials,
-    error_for_status,
-    map_exception,
-)
+from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, map_exception
 from interlock.runtime.upstream.http1 import FIRST_BYTE, BodyTooLarge, Response, Timeout
+from interlock.runtime.wire.base import ChatStream, Endpoint
+from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -142,6 +138,8 @@ async def _start(
         connect_s=endpoint.connect_s,
         first_byte_at=first_byte_at,
         total_at=total_at,
+        pool=endpoint.label,  # a provider's connections are its own
+        kind=endpoint.kind,
     )
     if 200 <= response.status < 300:
         return response

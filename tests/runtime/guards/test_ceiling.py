@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from interlock.runtime.guards.ceiling import MIN_CEILING, fitting, lowered, lowered_native
-from interlock.runtime.upstream.base import Native
+from interlock.runtime.wire.base import Native
 
 
 def test_the_ceiling_is_the_window_less_the_prompt_with_the_margin_on_the_whole() -> None:
