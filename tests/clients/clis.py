@@ -48,7 +48,7 @@ name = "interlock"
 base_url = "{base_url}/v1"
 wire_api = "responses"
 env_key = "INTERLOCK_KEY"
-request_max_retries = 0
+request_max_retries = {request_retries}
 stream_max_retries = {stream_retries}
 """
 
@@ -122,13 +122,22 @@ def claude(
 
 
 def codex(
-    gateway_url: str, model: str, prompt: str, home: Path, *, stream_retries: int = 0, run_s: float = RUN_S
+    gateway_url: str,
+    model: str,
+    prompt: str,
+    home: Path,
+    *,
+    stream_retries: int = 0,
+    request_retries: int = 0,
+    run_s: float = RUN_S,
 ) -> Ran:
     """``codex exec <prompt>`` with Codex's defaults (no feature turned off) and a provider whose
     ``base_url`` is the gateway's ``/v1``, in a ``CODEX_HOME`` of its own."""
     codex_home = home / "codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    config = CODEX_CONFIG.format(model=model, base_url=gateway_url, stream_retries=stream_retries)
+    config = CODEX_CONFIG.format(
+        model=model, base_url=gateway_url, stream_retries=stream_retries, request_retries=request_retries
+    )
     (codex_home / "config.toml").write_text(config)
     env = {"HOME": str(home), "CODEX_HOME": str(codex_home), "INTERLOCK_KEY": "sk-caller"}
     command = [str(cli_path("codex")), "exec", "--skip-git-repo-check", prompt]

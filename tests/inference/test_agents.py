@@ -33,6 +33,11 @@ FIRST_BYTE = "10s"  # short: the prefill of a 3-5k-token prompt on this CPU take
 # Claude Code's answer bound: SmolLM2 writes on to whatever ceiling it gets (a 32000 max_tokens is cut
 # to what the window leaves, ~5k tokens: minutes at ~20 tokens/s here); "say hi" needs a few
 CLAUDE_OUTPUT = 256
+# Each CLI retries as it does by default (Claude Code: 10 times, Codex: a few; the harness turns both off
+# for the fakes): a cold prefill longer than first_byte times out once (nothing is learned yet), the
+# server goes on reading the prompt into its slot's cache, and a retry finds it there; its answer then
+# teaches the prompt speed later deadlines stretch by
+RETRIES = 10
 
 CONFIG = """\
 version: 1
@@ -93,7 +98,15 @@ def test_claude_code_answers_from_the_local_model(
     llama_server: LlamaServer, agents_gateway: Served, alias: str, candidate: str, tmp_path: Path
 ) -> None:
     before = answered(llama_server)
-    ran = claude(agents_gateway.url, alias, "say hi", tmp_path, run_s=RUN_S, max_output_tokens=CLAUDE_OUTPUT)
+    ran = claude(
+        agents_gateway.url,
+        alias,
+        "say hi",
+        tmp_path,
+        retries=RETRIES,
+        run_s=RUN_S,
+        max_output_tokens=CLAUDE_OUTPUT,
+    )
     assert ran.returncode == 0, ran.explain()
     assert ran.stdout.strip(), ran.explain()  # the model's answer, whatever SmolLM2 says
     assert answered(llama_server) > before  # the server worked on it (not the gateway's own words)
@@ -109,7 +122,7 @@ def test_codex_answers_from_the_local_model(
     llama_server: LlamaServer, agents_gateway: Served, alias: str, candidate: str, tmp_path: Path
 ) -> None:
     before = answered(llama_server)
-    ran = codex(agents_gateway.url, alias, "say hi", tmp_path, run_s=RUN_S)
+    ran = codex(agents_gateway.url, alias, "say hi", tmp_path, request_retries=RETRIES, run_s=RUN_S)
     assert ran.returncode == 0, ran.explain()
     assert ran.stdout.strip(), ran.explain()
     assert answered(llama_server) > before
