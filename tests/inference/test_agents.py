@@ -13,6 +13,7 @@ prefix in the slot's cache.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,16 +24,20 @@ from tests.clients.clis import claude, codex
 from tests.e2e.harness import Served
 from tests.inference.llama import AGENT_CTX, LlamaServer
 
-pytestmark = pytest.mark.timeout(900)
+# Opt-in (INTERLOCK_AGENTS=1), not in .ci/run: measured on a 2-core machine at load 2-6, the four runs
+# took 10-25 minutes, because SmolLM2-135M rarely stops on its own and writes to the ceiling the
+# window leaves (Claude Code treats a bounded answer that hits its max_tokens as an error, so it cannot
+# be bounded from outside); a model that stops makes them a couple of minutes
+pytestmark = [
+    pytest.mark.timeout(1800),
+    pytest.mark.skipif(not os.environ.get("INTERLOCK_AGENTS"), reason="set INTERLOCK_AGENTS=1 (slow)"),
+]
 
 # A failure bound on one CLI run, not a speed: a cold 3-5k-token prompt prefilled at ~30 tokens/s (two
 # threads on a 2-core machine at load 5-9) takes 100-160 s; an idle machine, ~5 times less
 RUN_S = 600
 
 FIRST_BYTE = "10s"  # short: the prefill of a 3-5k-token prompt on this CPU takes longer than that
-# Claude Code's answer bound: SmolLM2 writes on to whatever ceiling it gets (a 32000 max_tokens is cut
-# to what the window leaves, ~5k tokens: minutes at ~20 tokens/s here); "say hi" needs a few
-CLAUDE_OUTPUT = 256
 # Each CLI retries as it does by default (Claude Code: 10 times, Codex: a few; the harness turns both off
 # for the fakes): a cold prefill longer than first_byte times out once (nothing is learned yet), the
 # server goes on reading the prompt into its slot's cache, and a retry finds it there; its answer then
@@ -105,7 +110,6 @@ def test_claude_code_answers_from_the_local_model(
         tmp_path,
         retries=RETRIES,
         run_s=RUN_S,
-        max_output_tokens=CLAUDE_OUTPUT,
     )
     assert ran.returncode == 0, ran.explain()
     assert ran.stdout.strip(), ran.explain()  # the model's answer, whatever SmolLM2 says
