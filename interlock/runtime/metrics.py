@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
-    from interlock.runtime.usage.ledger import Ledger
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -123,6 +122,21 @@ class HistogramVec:
         return family
 
 
+class LedgerCounts(Protocol):
+    """What the usage families read of ``usage.ledger.Ledger``: a Protocol, so that the metrics stand
+    below the usage ledger (whose credits guard reads what a request needs, beside the guards that count
+    into the metrics)."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def flushes(self) -> int: ...
+
+    @property
+    def failures(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StateView:
     """What the scrape-time gauges read: always the gateway's current plan and live state."""
@@ -133,7 +147,7 @@ class StateView:
     telemetry: TelemetryBook | None = None
     audit: AuditLog | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
-    ledger: Ledger | None = None
+    ledger: LedgerCounts | None = None
 
 
 class Metrics:
@@ -327,7 +341,7 @@ class _StateCollector(Collector):
         yield from usage_families(self.view.ledger)
 
 
-def usage_families(ledger: Ledger | None) -> Iterator[Metric]:
+def usage_families(ledger: LedgerCounts | None) -> Iterator[Metric]:
     """The usage ledger's writer: debits waiting for a commit, commits, and store failures (families
     without samples when there is no ledger)."""
     waiting = GaugeMetricFamily(
