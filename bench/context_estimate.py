@@ -36,7 +36,7 @@ import orjson
 
 from interlock.runtime.guards.calibration import REPORTING_FLOOR, CountBook
 from interlock.runtime.guards.needs import MESSAGE_OVERHEAD, Needs, needs_of
-from interlock.runtime.surfaces.table import rows
+from interlock.runtime.route_table import rows
 from interlock.runtime.tables import PreflightSettings
 
 ROOT = Path(__file__).resolve().parent.parent

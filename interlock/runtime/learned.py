@@ -26,7 +26,7 @@ from interlock.runtime.fleet.prefix import MIN_PROMPT_TOKENS, PrefillBook
 from interlock.runtime.guards.calibration import REPORTING_FLOOR, CountBook
 from interlock.runtime.guards.needs import Needs
 from interlock.runtime.record import RequestRecord
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.wire.base import Endpoint
 
 MAX_PREFILL_S = 3600.0  # a deadline is never stretched further than this
 MIN_PREFILL_S = 0.25  # a shorter prefill leaves the deadline as it is (no copy of the endpoint)

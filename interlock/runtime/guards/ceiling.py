@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlock.runtime.guards.needs import OUTPUT_KEYS
-from interlock.runtime.upstream.base import Native
+from interlock.runtime.wire.base import Native
 
 MIN_CEILING = 16  # a window with less room than this after the prompt does not fit it
 

@@ -20,7 +20,7 @@ from interlock.runtime.guards.calibration import (
     CountBook,
 )
 from interlock.runtime.guards.needs import Needs, needs_of
-from interlock.runtime.surfaces.table import rows
+from interlock.runtime.route_table import rows
 from interlock.runtime.tables import PreflightSettings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "clients"
