@@ -324,7 +324,7 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         )
     )
 
-    async def instant() -> tuple[Mapping[str, Adapter], Any]:
+    async def instant(_metrics: Any) -> tuple[Mapping[str, Adapter], Any]:
         async def close() -> None:
             return None
 

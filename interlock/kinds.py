@@ -49,6 +49,10 @@ class ProviderKind:
     # clouds): the context estimate only orders its candidates; False: it truncates silently (Ollama),
     # and the estimate is what refuses
     says_overflow: bool = True
+    # whether a POST upstream carries an ``Idempotency-Key`` (the IETF httpapi draft's header; the same
+    # value on the client's resend): for kinds that reach APIs billed per request, where a vendor or a
+    # gateway in between may deduplicate by it; a server that does not know the header ignores it
+    idempotency_key: bool = False
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""
@@ -65,6 +69,7 @@ KINDS: Mapping[str, ProviderKind] = {
         auth=_x_api_key,
         adapter="interlock.runtime.upstream.anthropic:AnthropicAdapter",
         fixed_headers={"anthropic-version": "2023-06-01"},
+        idempotency_key=True,  # a cloud API billed per request
     ),
     "ollama": ProviderKind(
         name="ollama",
@@ -76,6 +81,8 @@ KINDS: Mapping[str, ProviderKind] = {
         key_expected=False,
         live_facts=True,
         says_overflow=False,
+        # not sent: the operator's own box, which bills nothing and deduplicates nothing (its Go server
+        # ignores the header), so it would be bytes for nobody on every request
     ),
     "openai": ProviderKind(
         name="openai",
@@ -86,6 +93,7 @@ KINDS: Mapping[str, ProviderKind] = {
         adapter="interlock.runtime.upstream.openai:OpenAIAdapter",
         workers_allowed=True,
         also_speaks=frozenset({"responses"}),
+        idempotency_key=True,  # OpenAI, the hosted APIs and gateways copying it (local servers ignore it)
     ),
 }
 PROVIDER_KINDS: tuple[str, ...] = tuple(KINDS)

@@ -190,6 +190,12 @@ class Metrics:
             ["reason"],
         )
         self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
+        self.upstream_resends = CounterVec(
+            "interlock_upstream_resends",
+            "Upstream requests sent a second time, by endpoint: not a byte had gone out on the first "
+            "connection (found closed at the write). A written request is never sent again.",
+            ["endpoint"],
+        )
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
@@ -249,6 +255,7 @@ class Metrics:
             self.plan_reloads,
             self.connections_closed,
             self.connections_open,
+            self.upstream_resends,
             self.probes,
             self.metadata_fetches,
             self.warmups,
