@@ -205,7 +205,8 @@ class Row:
     metrics: dict[str, float]  # summed over the servers
     load: str
     summary: dict[str, float | int | None] = field(default_factory=dict)
-    predicted: dict[str, float | None] = field(default_factory=dict)
+    predicted: dict[str, float | None] = field(default_factory=dict)  # from the idle calibration
+    predicted_in_run: dict[str, float | None] = field(default_factory=dict)  # from the run's own speeds
 
 
 def summarise(row: Row) -> None:
@@ -434,7 +435,7 @@ async def predict(row: Row, speeds: dict[str, float], args: argparse.Namespace) 
     for c in calls:
         body = payload(args.sessions_drawn[c.session], c.turn, MODEL, args.answer, ["ok"] * c.turn)
         messages = tuple((str(m["role"]), str(m["content"])) for m in body["messages"])  # type: ignore[attr-defined]
-        jobs.append(fleet.Job(c.sent_s / scale, f"{MODEL}:latest", c.words, args.answer, messages))
+        jobs.append(fleet.Job(c.sent_s, f"{MODEL}:latest", c.words, args.answer, messages))
     workers = iter([c.worker for c in calls])
     result = await fleet.replay(row.policy, lambda _, __: next(workers), jobs, args.servers, scale, physics)
     return {
@@ -467,6 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-predict", action="store_true")
     parser.add_argument("--launcher-root", type=Path, default=ROOT)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--predict-from", type=Path, help="predict a run saved with --json; start nothing")
     args = parser.parse_args(argv)
     policies = args.policy or list(POLICIES)
     if not model_path().is_file():
@@ -475,6 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"no tests/inference/llama.py under {args.launcher_root} (--launcher-root)")
     sessions = agents(args.seed, args.sessions, args.gap, args.system_words, args.user_words)
     args.sessions_drawn = sessions
+    if args.predict_from is not None:
+        return predict_saved(args)
     turns = sum(len(s.turns) for s in sessions)
     print(
         f"workload: {len(sessions)} sessions, {turns} turns, arrivals {args.gap:g} s apart on average, "
@@ -506,9 +510,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_predict:
             for row in rows:
                 row.predicted = asyncio.run(predict(row, speeds, args))
+                row.predicted_in_run = asyncio.run(predict(row, in_run(row, speeds), args))
+    show(rows, speeds, args)
+    return 0
+
+
+def in_run(row: Row, speeds: dict[str, float]) -> dict[str, float]:
+    """The speeds the servers themselves measured during the row's run (``/metrics``: prompt tokens
+    over prompt seconds, predicted tokens over their seconds, summed over the servers): what the shared
+    machine gave them, sharing between a server's two slots included."""
+    m = row.metrics
+    return {
+        **speeds,
+        "prompt_tokens_per_s": m["llamacpp:prompt_tokens_total"] / m["llamacpp:prompt_seconds_total"],
+        "output_tokens_per_s": m["llamacpp:tokens_predicted_total"]
+        / m["llamacpp:tokens_predicted_seconds_total"],
+    }
+
+
+def show(rows: Sequence[Row], speeds: dict[str, float], args: argparse.Namespace) -> None:
     head = (
         f"{'policy':<22}| later p50 | later p90 | all p50 | all p90 | later cached | all cached | "
-        "prefill s | per server | predicted all p50 / p90, cached"
+        "prefill s | per server | predicted all p50 / p90, cached: idle speeds; in-run speeds"
     )
     print(head)
     print("-" * len(head))
@@ -521,19 +544,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return f"{float(value):.2f}{unit}"  # type: ignore[arg-type]
 
     for row in rows:
-        m, p = row.summary, row.predicted
+        m, p, q = row.summary, row.predicted, row.predicted_in_run
         print(
             f"{row.policy:<22}| {s(m['later_p50_s']):>9} | {s(m['later_p90_s']):>9} | "
             f"{s(m['all_p50_s']):>7} | {s(m['all_p90_s']):>7} | {s(m['later_cached_share'], '%'):>7} "
             f"({m['later_with_timings']}/{m['later']}) | "
             f"{s(m['all_cached_share'], '%'):>10} | {s(m['prefill_s'], ''):>9} | {m['per_worker']:>10} | "
-            f"{s(p.get('all_p50_s'))} / {s(p.get('all_p90_s'))}, {s(p.get('cached_share'), '%')}"
+            f"{s(p.get('all_p50_s'))} / {s(p.get('all_p90_s'))}, {s(p.get('cached_share'), '%')}; "
+            f"{s(q.get('all_p50_s'))} / {s(q.get('all_p90_s'))}, {s(q.get('cached_share'), '%')}"
         )
         if m["errors"]:
             print(f"  ({row.policy}: {m['errors']} errors: {[c.error for c in row.calls if c.error][:3]})")
     print(f"load average at the end {fleet._load()}")
     if args.json:
         args.json.write_text(json.dumps({"speeds": speeds, "rows": [asdict(r) for r in rows]}, indent=2))
+
+
+def predict_saved(args: argparse.Namespace) -> int:
+    """``--predict-from FILE``: the simulator's predictions for a run saved with ``--json`` (same
+    workload arguments), without starting a server."""
+    saved = json.loads(args.predict_from.read_text())
+    speeds, rows = saved["speeds"], []
+    for data in saved["rows"]:
+        row = Row(data["policy"], [Call(**c) for c in data["calls"]], data["metrics"], data["load"])
+        summarise(row)
+        row.predicted = asyncio.run(predict(row, speeds, args))
+        row.predicted_in_run = asyncio.run(predict(row, in_run(row, speeds), args))
+        rows.append(row)
+    args.json = None
+    show(rows, speeds, args)
     return 0
 
 
