@@ -28,8 +28,8 @@ from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.base import SlotReport
-from interlock.runtime.surfaces.openai import error_body
 from interlock.runtime.tables import Candidate, worker_label
+from interlock.runtime.wire.openai_chat import error_body
 
 if TYPE_CHECKING:
     from interlock.runtime.services import LiveState

@@ -22,6 +22,7 @@ from interlock.runtime.errors import (
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import CandidateRefused
 from interlock.runtime.wire.base import Native
+from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
 from interlock.runtime.wire.openai_chat import NO_EXTRAS
 
 _UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
@@ -108,27 +109,6 @@ class Failure:
     param: str | None = None
     code: str | None = None
     headers: list[Header] = field(default_factory=list)
-
-
-class StreamRender(abc.ABC):
-    """One stream's events in a surface's wire format; built per stream (it may keep state)."""
-
-    headers: tuple[Header, ...]
-    # the prompt's tokens when the stream starts (the upstream's own count, else interlock's estimate),
-    # set by the lifecycle before the first chunk: for a surface whose first event states it
-    prompt_tokens: int = 0
-
-    @abc.abstractmethod
-    def chunk(self, chunk: dict[str, Any]) -> bytes:
-        """The bytes for one OpenAI ``chat.completion.chunk`` (may be empty)."""
-
-    @abc.abstractmethod
-    def end(self) -> bytes:
-        """The terminal success event(s)."""
-
-    @abc.abstractmethod
-    def error(self, message: str) -> bytes:
-        """The event that ends a stream broken after it started: no success terminator follows."""
 
 
 class Surface(abc.ABC):
