@@ -75,7 +75,9 @@ class OpenAIAdapter(Adapter):
                 self._client, endpoint, "/chat/completions", orjson.dumps(payload), decoder
             )
         except ProtocolFailure:
-            if decoder.empty:  # llama-cpp-python's server answers a prompt over its context so
+            # an empty 200 stream: llama-cpp-python's answer to a prompt over its context (a connection
+            # dropped before any answer is not asked again: the upstream may have run the request)
+            if decoder.empty and decoder.ended:
                 await self._overflowed(endpoint, payload)
             raise
 

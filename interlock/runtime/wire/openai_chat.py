@@ -209,15 +209,17 @@ class SSEDecoder(SSEEvents):
     """OpenAI's event stream to chunk dicts; complete after a chunk with a finish reason (``[DONE]``
     without one is a cut stream)."""
 
-    __slots__ = ("_finished", "done", "empty")
+    __slots__ = ("_finished", "done", "empty", "ended")
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
         self._finished = False  # a chunk with a finish_reason has arrived
         self.done = False
         self.empty = True  # no event at all so far
+        self.ended = False  # a 2xx answer's body ended (not: the connection failed before an answer)
 
     def end(self, out: deque[dict[str, Any]]) -> None:
+        self.ended = True
         self.flush(out)
         if not self.done and not self._finished:
             raise ProtocolFailure("stream ended before its last chunk")
