@@ -23,10 +23,7 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import CandidateRefused
 from interlock.runtime.wire.base import Native
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
-from interlock.runtime.wire.openai_chat import NO_EXTRAS
-
-_UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
-
+from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_type
 
 log = logging.getLogger("interlock.requests")
 
@@ -169,8 +166,7 @@ def failure_of(exc: BaseException, plan: RuntimePlan) -> Failure:
                 message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
             else:
                 message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
-            type_ = _UPSTREAM_TYPES.get(status, "invalid_request_error")
-            return Failure(status, message, type_, None, "upstream_error", headers)
+            return Failure(status, message, error_type(status), None, "upstream_error", headers)
         return Failure(
             502,
             f"upstream {cid} sent an answer that could not be read ({error.error_class})",

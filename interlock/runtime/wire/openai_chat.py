@@ -44,6 +44,14 @@ DONE = b"data: [DONE]\n\n"
 _DONE = b"[DONE]"
 
 
+_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
+
+
+def error_type(status: int) -> str:
+    """OpenAI's error ``type`` for a refusal of ``status`` (another 4xx: ``invalid_request_error``)."""
+    return _ERROR_TYPES.get(status, "invalid_request_error")
+
+
 def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> bytes:
     """OpenAI's error body."""
     return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
