@@ -9,6 +9,9 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 
 - Leases expire ``lease_ttl`` after their last renewal; each replica renews its own every third of
   that while the request runs, so a replica that dies (SIGKILL, power) frees its slots within the TTL.
+  A renewal holds a lease again where the store lost it (a Redis restarted empty, or a replica stalled
+  past the TTL): the request still runs, so the store counts it again within a third of the TTL (in
+  that gap, other replicas may be granted those slots once more).
 - Fair order (``fair.py``, the same rule as one process, applied across replicas): a request is granted
   a slot only if no waiter ahead of it in the queue could use one now; ``queue`` scores a waiter
   ``rank * CLASS_SPAN + finish``, ``vt`` is the queue's virtual clock, ``tfin`` each tenant's last
@@ -44,7 +47,7 @@ import orjson
 from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
-from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare, granted
 from interlock.runtime.state.fair import CLASS_SPAN
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tables import WorkerLimits
@@ -192,18 +195,17 @@ if freed == 1 and waiting > 0 then redis.call('PUBLISH', p .. ':freed', '') end
 return {waiting}
 """
 
-# KEYS[1] worker prefix; ARGV ttl_ms, ids...: push the expiry of the leases still held
+# KEYS[1] worker prefix; ARGV ttl_ms, then id, model pairs: push the expiry of the leases still held,
+# and hold again a lease the store forgot (it restarted empty) while its request still runs
 RENEW = (
     _PURGE
     + """
 local p, ttl = KEYS[1], tonumber(ARGV[1])
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  if redis.call('ZSCORE', p .. ':held', id) then
-    redis.call('ZADD', p .. ':held', now + ttl, id)
-    local m = redis.call('HGET', p .. ':lmodel', id)
-    if m then redis.call('ZADD', p .. ':m:' .. m, now + ttl, id) end
-  end
+for i = 2, #ARGV, 2 do
+  local id, m = ARGV[i], ARGV[i + 1]
+  redis.call('ZADD', p .. ':held', now + ttl, id)
+  redis.call('ZADD', p .. ':m:' .. m, now + ttl, id)
+  redis.call('HSET', p .. ':lmodel', id, m)
 end
 return 1
 """
@@ -505,11 +507,14 @@ class RedisSlots(SlotBackend):
                     self._up()
             by_worker: dict[str, list[str]] = {}
             for lease in self._held.values():
-                by_worker.setdefault(lease.worker, []).append(lease.ident)
+                by_worker.setdefault(lease.worker, []).extend((lease.ident, lease.model))
             try:
-                for worker, ids in by_worker.items():
+                for worker, pairs in by_worker.items():
                     key = f"{self.options.prefix}:w:{worker}"
-                    await self._scripts["renew"](keys=[key], args=[ttl_ms, *ids])
+                    await self._scripts["renew"](keys=[key], args=[ttl_ms, *pairs])
+                    for ident in pairs[::2]:  # released meanwhile: its release may have run first
+                        if ident not in self._held:
+                            await self._leave(key, ident, rejected=False)
             except Exception as exc:
                 self._down(exc)
 
@@ -583,14 +588,17 @@ def _text(value: Any) -> str:
 
 # -- caller limits ---------------------------------------------------------------------------------
 
-# ARGV prefix, n, hold, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent
-# -> 0 admitted (counted, `hold` tokens reserved in `:h`), or {budget, limit, value, retry_after_s as text}
+# ARGV prefix, n, hold, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent,
+# then least -> the tokens reserved (admitted, counted: `hold`, or what the tightest tokens_per_minute
+# leaves of it, in `:h`), or {budget, limit, value, retry_after_s as text}
 TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local window = math.floor(now / 60)
 local wait = (window + 1) * 60 - now
 local p, n, hold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local least = math.max(1, tonumber(ARGV[4 + n * 4] or '0'))
+local grant = hold
 for i = 0, n - 1 do
   local name = ARGV[4 + i * 4]
   local rpm, tpm, conc = tonumber(ARGV[5 + i * 4]), tonumber(ARGV[6 + i * 4]), tonumber(ARGV[7 + i * 4])
@@ -600,8 +608,11 @@ for i = 0, n - 1 do
   end
   local used = tonumber(redis.call('GET', c .. ':t:' .. window) or '0')
   used = used + tonumber(redis.call('GET', c .. ':h') or '0')
-  if tpm > 0 and used >= tpm then
-    return {name, 'tokens_per_minute', tpm, tostring(wait)}
+  if tpm > 0 then
+    if used + least > tpm then
+      return {name, 'tokens_per_minute', tpm, tostring(wait)}
+    end
+    grant = math.min(grant, tpm - used)
   end
   if conc > 0 and tonumber(redis.call('GET', c .. ':f') or '0') >= conc then
     return {name, 'max_concurrent', conc, '1'}
@@ -613,12 +624,12 @@ for i = 0, n - 1 do
   redis.call('EXPIRE', c .. ':r:' .. window, 120)
   redis.call('INCR', c .. ':f')
   redis.call('EXPIRE', c .. ':f', IN_FLIGHT_TTL)
-  if hold > 0 then
-    redis.call('INCRBY', c .. ':h', hold)
+  if grant > 0 then
+    redis.call('INCRBY', c .. ':h', grant)
     redis.call('EXPIRE', c .. ':h', IN_FLIGHT_TTL)
   end
 end
-return 0
+return grant
 """
 
 # ARGV prefix, tokens, held, names... -> nothing
@@ -639,21 +650,26 @@ return 0
 """
 
 # ARGV prefix, n, then per claim: name, room, asked, hold
-# -> 0 held (each `hold` added to `:q:<name>`), or {index, held} of the first level without room
+# -> {-1, granted...} held (each granted hold, what the room leaves of `hold`, added to `:q:<name>`),
+# or {index, held} of the first level without room
 CLAIM = """
 local p, n = ARGV[1], tonumber(ARGV[2])
 for i = 0, n - 1 do
   local held = tonumber(redis.call('GET', p .. ':q:' .. ARGV[3 + i * 4]) or '0')
   if held + tonumber(ARGV[5 + i * 4]) > tonumber(ARGV[4 + i * 4]) then return {i, held} end
 end
+local granted = {-1}
 for i = 0, n - 1 do
-  local q, hold = p .. ':q:' .. ARGV[3 + i * 4], tonumber(ARGV[6 + i * 4])
+  local q = p .. ':q:' .. ARGV[3 + i * 4]
+  local held = tonumber(redis.call('GET', q) or '0')
+  local hold = math.max(0, math.min(tonumber(ARGV[6 + i * 4]), tonumber(ARGV[4 + i * 4]) - held))
   if hold > 0 then
     redis.call('INCRBY', q, hold)
     redis.call('EXPIRE', q, IN_FLIGHT_TTL)
   end
+  granted[i + 2] = hold
 end
-return 0
+return granted
 """
 
 # ARGV prefix, then name, hold pairs -> nothing
@@ -698,15 +714,16 @@ class RedisCounters(CallerCounters):
         backend._up()
         return True, answer
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
         args: list[Any] = [self.backend.options.prefix, len(budgets), hold]
         for b in budgets:
             args += [b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent]
+        args.append(least)
         reached, answer = await self._run(self._take, args)
         if not reached:
-            return await self.spare.take(budgets, hold)
+            return await self.spare.reserve(budgets, hold, least)
         if not isinstance(answer, list):
-            return None
+            return int(answer)
         name, limit, value, wait = answer
         return Refusal(_text(name), _text(limit), int(value), float(_text(wait)))
 
@@ -723,7 +740,9 @@ class RedisCounters(CallerCounters):
         reached, answer = await self._run(self._claim, args)
         if not reached:
             return await self.spare.claim(claims)
-        return Short(int(answer[0]), int(answer[1])) if isinstance(answer, list) else Held(tuple(claims))
+        if int(answer[0]) >= 0:
+            return Short(int(answer[0]), int(answer[1]))
+        return Held(granted(claims, [int(hold) for hold in answer[1:]]))
 
     async def unclaim(self, held: Held) -> None:
         if held.spare:
