@@ -277,15 +277,6 @@ class Gateway:
         """The plan being served now."""
         return self.current.plan
 
-    @property
-    def ready(self) -> bool:
-        """Started, and (with probes on) the first probe round is done."""
-        return self.status.ready
-
-    @property
-    def last_reload(self) -> dict[str, Any] | None:
-        return self.status.last_reload
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":

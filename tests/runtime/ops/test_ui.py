@@ -98,7 +98,7 @@ def test_a_reload_records_what_changed_once(
     gateway = build_gateway(basic_plan, source=lambda: new_plan, probes=False)
     monkeypatch.setattr("interlock.commands.gateway.MAX_RELOAD_CHANGES", 1)
     assert asyncio.run(gateway.reload())
-    last = gateway.last_reload
+    last = gateway.live.last_reload
     assert last is not None
     assert (last["result"], last["from"], last["to"]) == (
         "loaded",

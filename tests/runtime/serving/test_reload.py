@@ -85,8 +85,8 @@ def test_a_reload_that_reads_past_its_deadline_is_refused_and_its_process_stoppe
 
     gateway = asyncio.run(scenario())
     assert gateway.plan is first
-    assert gateway.last_reload is not None
-    assert gateway.last_reload["error"] == "reading the new plan took longer than 0.5 s; it was stopped"
+    assert gateway.live.last_reload is not None
+    assert gateway.live.last_reload["error"] == "reading the new plan took longer than 0.5 s; it was stopped"
     if (tmp_path / "started").exists():
         pid = int((tmp_path / "started").read_text())
         try:
