@@ -32,6 +32,7 @@ from interlock.runtime.access import (
     CALLER,
     KEY_HEADERS,
     Caller,
+    Refusal,
     caller_of,
     needs_key,
     operator_route,
@@ -58,15 +59,21 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.needs import needs_of
-from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.state.counters import Held
-from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
+from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
+from interlock.runtime.usage.credits import (
+    LEAST_OUTPUT_TOKENS,
+    account_of,
+    has_budget,
+    release_credits,
+    reserve_credits,
+)
 from interlock.runtime.usage.metering import (
     answer_text,
     delta_chars,
@@ -217,19 +224,32 @@ async def _handle(
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
             caller = record.caller = caller_of(scope)  # authenticated by `admitted`, above
+            preflight.turn = caller.turn if caller.turns is None else caller.turn_for(scope["headers"])
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
+            cut: tuple[int, bytes] | None = None  # the output ceiling its budgets cover, and which
             if has_budget(caller):  # before the rates: a refused request takes none of them
                 held = await reserve_credits(
                     services.counters, services.ledger, caller, preflight.needs, plan, target
                 )
+                if held.output is not None and held.output < preflight.needs.output_tokens:
+                    cut = (held.output, b"credits")
             if caller.budgets:
-                estimate = preflight.needs.prompt_tokens + preflight.needs.output_tokens
-                refusal = await services.counters.take(caller.budgets, estimate)
-                if refusal is not None:
-                    raise CallerLimited(refusal_message(caller, refusal), retry_after=refusal.retry_after_s)
-                counted = True
+                prompt = preflight.needs.prompt_tokens
+                output = preflight.needs.output_tokens if cut is None else cut[0]
+                answer = await services.counters.reserve(
+                    caller.budgets, prompt + output, prompt + LEAST_OUTPUT_TOKENS
+                )
+                if isinstance(answer, Refusal):
+                    raise CallerLimited(refusal_message(caller, answer), retry_after=answer.retry_after_s)
+                counted, estimate = True, answer  # what the minute's tokens hold for it
+                if answer - prompt < output:
+                    cut = (answer - prompt, b"tokens_per_minute")
+            if cut is not None:  # cut to what its budgets cover, in its own format too
+                parsed = capped(parsed, cut[0], surface.limits)
+                preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
+                headers.append((CEILING_HEADER, b"%d; clamped-by=%b" % cut))
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -351,7 +371,7 @@ class Exchange:
             return await self._refused(exc)
         self.record.answered = answered
         headers = self.headers
-        headers.extend(self.preflight.headers(answered.candidate.id))
+        _extend(headers, self.preflight.headers(answered.candidate.id))
         result = answered.result
         if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
             estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
@@ -398,7 +418,7 @@ class Exchange:
         router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
         cid = answered.candidate.id
         render = self.surface.stream(parsed, cid)
-        headers.extend(self.preflight.headers(cid))
+        _extend(headers, self.preflight.headers(cid))
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
@@ -455,6 +475,14 @@ class Exchange:
         self.services.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
+
+
+def _extend(headers: list[Header], preflight: list[Header]) -> None:
+    """The preflight's headers after the rest; its ``X-Interlock-Max-Tokens`` (the context's ceiling, the
+    lower) replaces one the credits or rates cut earlier: one header says what was sent."""
+    if preflight and preflight[0][0] == CEILING_HEADER:
+        headers[:] = [h for h in headers if h[0] != CEILING_HEADER]
+    headers.extend(preflight)
 
 
 def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:

@@ -19,6 +19,7 @@ import httpx
 import orjson
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
@@ -98,7 +99,7 @@ def _gateway(
     text = CONFIG.format(
         llama=llama.base_url, big=big.base_url, box=box.url, max_tokens=max_tokens, first_byte=first_byte
     )
-    return Gateway(build(plan_data(text)))
+    return build_gateway(build(plan_data(text)))
 
 
 Step = Callable[[httpx.AsyncClient], Any]
@@ -136,9 +137,7 @@ def test_say_hi_with_claude_code_s_32000_is_answered_with_the_ceiling_that_fits(
     assert chat.status_code == 200, chat.text
     (sent,) = _sent(llama, "smol")
     assert 7000 < sent["max_tokens"] < 8192  # the window less the prompt, the margin on the whole
-    assert chat.headers["x-interlock-max-tokens"] == (
-        f"{sent['max_tokens']} (asked 32000; the most that fits the context)"
-    )
+    assert chat.headers["x-interlock-max-tokens"] == (f"{sent['max_tokens']}; clamped-by=context")
 
 
 def test_on_the_messages_surface_the_relayed_body_gets_the_ceiling_too(
@@ -153,7 +152,7 @@ def test_on_the_messages_surface_the_relayed_body_gets_the_ceiling_too(
     assert answer.json()["type"] == "message"
     (sent,) = _sent(llama, "smol")
     assert sent["max_tokens"] < 8192
-    assert answer.headers["x-interlock-max-tokens"].startswith(f"{sent['max_tokens']} (asked 32000")
+    assert answer.headers["x-interlock-max-tokens"] == f"{sent['max_tokens']}; clamped-by=context"
 
 
 def test_strict_keeps_the_whole_max_tokens_as_a_need_and_the_refusal_says_what_to_change(
@@ -224,17 +223,21 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
         [_post(body, "/v1/messages", **headers), _post(body, "/v1/messages", **headers), health, page],
     )
     assert first.status_code == 200, first.text
-    assert "x-interlock-max-tokens" not in first.headers  # by the estimate the prompt alone is over 8192
     assert second.status_code == 200, second.text
-    assert second.headers["x-interlock-max-tokens"].startswith(f"{_sent(llama, 'smol')[1]['max_tokens']} ")
+    before, after = (sent["max_tokens"] for sent in _sent(llama, "smol"))
+    # before any answer the prompt alone is over 8192 by the estimate: the limit fits its fewest plausible
+    # tokens (a quarter of the estimate); once counted as the server counts, the window less ~3,030
+    assert before < after < 8192 - 3030
+    assert first.headers["x-interlock-max-tokens"] == f"{before}; clamped-by=context"
+    assert second.headers["x-interlock-max-tokens"] == f"{after}; clamped-by=context"
     learned = report["learned"]["llama"]["smol"]
-    assert learned["prompt_counts"]["samples"] == 2
+    assert learned["prompt_counts"]["samples"] == 1  # the second answer was predicted: not solved again
     counted = gateway.learned.counts.prompt("llama", "smol", *_parts(gateway, body), 0.0)
     assert abs(counted / CLAUDE_CHAT["usage"]["prompt_tokens"] - 1) <= 0.15
     speed = CLAUDE_CHAT["timings"]["prompt_n"] / (CLAUDE_CHAT["timings"]["prompt_ms"] / 1000)
     assert learned["prompt_tokens_per_s"] == pytest.approx(speed, rel=0.01)
     assert f"{learned['prompt_tokens_per_s']} tokens/s" in shown  # the status page's models section
-    assert "(2 answers)" in shown
+    assert "(from 1 answer)" in shown
 
 
 def _parts(gateway: Gateway, body: dict[str, Any]) -> tuple[int, int]:
@@ -296,3 +299,28 @@ def test_the_first_byte_deadline_covers_the_prefill_at_the_speed_learned_there(
     assert untaught.status_code == 503, untaught.text  # timed out: nothing learned yet
     assert lesson.status_code == 200
     assert answered.status_code == 200, answered.text
+
+
+def test_a_stream_teaches_the_prompt_speed_from_the_timings_beside_its_usage(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
+) -> None:
+    """The real llama-server's stream (recorded): its last chunk carries ``usage`` and ``timings``."""
+    llama, _, _ = fakes
+    recorded = (FIXTURES / "answers" / "llama_server_stream.sse").read_bytes()
+    llama.set_fault(Fault.recorded(recorded, "text/event-stream"))
+    gateway = _gateway(plan_data, fakes)
+    body = {
+        "model": "t/agent",
+        "stream": True,
+        "max_tokens": 4,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    (streamed,) = _run(gateway, [_post(body)])
+    assert streamed.status_code == 200
+    assert '"finish_reason":"length"' in streamed.text.replace(" ", "")
+    timings = orjson.loads(recorded.split(b"data: ")[-2])["timings"]
+    learned = gateway.learned.report()["llama"]["smol"]
+    assert learned["prompt_tokens_per_s"] == pytest.approx(
+        timings["prompt_n"] / timings["prompt_ms"] * 1000, rel=0.01
+    )
+    assert learned["prompt_counts"]["samples"] == 1

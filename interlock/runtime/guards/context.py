@@ -14,8 +14,9 @@ request (its overflow error). Each route is then one of, best first:
   (``guards.ceiling``);
 - ``doubtful``: the estimate says it does not fit, but the candidate's upstream says so itself when a
   prompt is over its context (``Candidate.says_overflow``: llama-server, vLLM, SGLang, the clouds),
-  and the estimate is not clearly over (``CLEARLY``): the server decides, and its overflow answer moves
-  the walk on;
+  and the estimate is not clearly over (``CLEARLY_UNLEARNED``, or the margin once learned): the server
+  decides, and its overflow answer moves the walk on. Its output limit is lowered to what fits the
+  fewest tokens the prompt may be (vLLM refuses a prompt plus ``max_tokens`` over its window);
 - ``too small``: an upstream that truncates silently (Ollama) and the estimate does not fit, or one
   clearly too small: skipped, a misfit.
 
@@ -88,11 +89,9 @@ class ContextGuard(MisfitGuard):
             else:
                 label = route.endpoint.label
                 learned = self.counts.get(label, candidate.facts_key)
-                prompt = max(
-                    self.counts.prompt(label, candidate.facts_key, text, schema, floor), needs.counted
-                )
-                prompt += reserve
-                whole = -(-(prompt + output) * (100 + margin) // 100)
+                prompt = self.counts.prompt(label, candidate.facts_key, text, schema, floor)
+                prompt = max(prompt, needs.counted - output) + reserve  # an upstream's count: a floor
+                whole = max(-(-(prompt + output) * (100 + margin) // 100), needs.counted)
                 needed = max(needed, whole)
                 room = None if whole <= window else fitting(window, prompt, margin)
                 if whole <= window:
@@ -104,7 +103,8 @@ class ContextGuard(MisfitGuard):
                     and candidate.says_overflow
                     and not _clearly(prompt, window, learned is not None, margin)
                 ):
-                    kind = DOUBTFUL
+                    kind = DOUBTFUL  # the server decides; the limit sent fits its least plausible count
+                    room = fitting(window, _least(prompt, learned is not None, margin), margin)
                 else:
                     kind = TOO_SMALL
                 if kind != FITS:
@@ -132,12 +132,17 @@ class ContextGuard(MisfitGuard):
         admission.routes = tuple(kept)
         if best != FITS and admission.has_next and preflight.defer(candidate.id):
             return DEFER  # tried after the candidates the whole request fits
-        if best == CEILING and ceiling is not None:
+        if best in (CEILING, DOUBTFUL) and ceiling is not None:
             sent = lowered(body if admission.body is None else admission.body, ceiling)
             if sent is not None:  # the caller's limit is above what fits: the ceiling goes instead
                 admission.body, admission.ceiling = sent, ceiling
-                preflight.lowered(candidate.id, ceiling, output)
+                preflight.lowered(candidate.id, ceiling)
         return None
+
+
+def _least(prompt: int, learned: bool, margin: int) -> int:
+    """The fewest tokens ``prompt`` (the estimate) may be by the server's count, short of clearly over."""
+    return prompt * 100 // (100 + margin) if learned else int(prompt / CLEARLY_UNLEARNED)
 
 
 def _clearly(prompt: int, window: int, learned: bool, margin: int) -> bool:

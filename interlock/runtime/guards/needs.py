@@ -49,7 +49,7 @@ class Needs:
     num_ctx: int | None  # the caller's own `options.num_ctx` (checked: a positive int within the cap)
     thinking: str  # "none" | "optional" | "required"
     schema_tokens: int = 0  # of the prompt's, the structure: tool schemas, tool calls, JSON parts
-    counted: int = 0  # the prompt's tokens as an upstream counted them (its overflow error), when known
+    counted: int = 0  # the request's tokens as an upstream counted them (its overflow error), when known
 
 
 COMPLETION = frozenset({"completion"})

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from interlock.runtime.access import COMMON
 from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, RequestDoesNotFit
 from interlock.runtime.guards.needs import Needs
 from interlock.runtime.tables import PreflightSettings
 
 Header = tuple[bytes, bytes]
 MAX_HEADER_ITEMS = 8  # a long chain must not make headers unbounded
+CEILING_HEADER = b"x-interlock-max-tokens"  # the output limit sent, when lower than the caller's
 DEFAULT_SETTINGS = PreflightSettings("enforce", 600, None, None, 1024, 2048, 15, True)
 # what to change, by where the largest window came from (``fit.effective_context``'s source)
 HINTS = {
@@ -54,6 +56,7 @@ class Preflight:
         "session",
         "settings",
         "skipped",
+        "turn",
     )
 
     def __init__(self, needs: Needs, mode: str, settings: PreflightSettings = DEFAULT_SETTINGS) -> None:
@@ -66,6 +69,7 @@ class Preflight:
         self.session: bytes | None = None  # the session header's value, when sticky sessions are on
         self.deferred: set[str] | None = None  # candidates a guard put after the rest of the chain
         self.ceilings: dict[str, bytes] | None = None  # candidate -> X-Interlock-Max-Tokens, when lowered
+        self.turn = COMMON  # where it waits for a slot (``runtime.state.fair``): its caller's
 
     @property
     def enforcing(self) -> bool:
@@ -80,11 +84,12 @@ class Preflight:
         self.deferred.add(candidate)
         return True
 
-    def lowered(self, candidate: str, ceiling: int, asked: int) -> None:
-        """``candidate`` is sent ``ceiling`` as its output limit instead of the caller's ``asked``."""
+    def lowered(self, candidate: str, ceiling: int) -> None:
+        """``candidate`` is sent ``ceiling`` as its output limit: lower than the caller's (or than what its
+        credits or tokens per minute cut it to, which the context's ceiling then replaces)."""
         if self.ceilings is None:
             self.ceilings = {}
-        self.ceilings[candidate] = f"{ceiling} (asked {asked}; the most that fits the context)".encode()
+        self.ceilings[candidate] = b"%d; clamped-by=context" % ceiling  # the credits' header's shape
 
     def note(self, text: str) -> None:
         if text not in self.notes and len(self.notes) < MAX_HEADER_ITEMS:
@@ -99,15 +104,15 @@ class Preflight:
         )
         self.misfits.append(Misfit(candidate, "context", "context_too_small", f"{said} on {label}", window))
         self.skipped.append(f"{candidate} (context_too_small)")
-        floor = max(tokens or 0, window + 1 if window is not None else 0)
-        if floor > self.needs.counted:
+        floor = max(tokens or 0, window + 1 if window is not None else 0)  # of the whole request: an
+        if floor > self.needs.counted:  # upstream's count may hold the completion too (vLLM's does)
             self.needs.counted = floor  # the one write to a built ``Needs``: the upstream counted better
 
     def headers(self, answered: str | None = None) -> list[Header]:
         """The preflight's response headers; ``answered``: the candidate that answered, if any."""
         out: list[Header] = []
         if answered is not None and self.ceilings is not None and answered in self.ceilings:
-            out.append((b"x-interlock-max-tokens", self.ceilings[answered]))
+            out.append((CEILING_HEADER, self.ceilings[answered]))
         if self.skipped:
             out.append((b"x-interlock-skipped", _ascii(", ".join(self.skipped[:MAX_HEADER_ITEMS]))))
         if self.notes:

@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
-from interlock.runtime.fleet.placement import HALF_LIFE_S, traffic_class
+from interlock.runtime.fleet.placement import HALF_LIFE_S, MAX_WARM_HOLD_S, traffic_class
 from interlock.testing.fake_fleet import FakeGpuBox, sim_model
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.faults import Fault
@@ -73,7 +74,7 @@ def gateway(
         b=b.url,
         extra=extra,
     )
-    return Gateway(build(plan_data(text)), probes=False)
+    return build_gateway(build(plan_data(text)), probes=False)
 
 
 def run(gw: Gateway, scenario: Callable[[httpx.AsyncClient], Awaitable[Any]]) -> Any:
@@ -139,7 +140,7 @@ def test_the_compiled_homes_are_what_the_runtime_keeps_without_traffic(
         CONFIG.format(warm="true", keep_alive="30m", memory=16, models=SIZES, a=a.url, b=b.url, extra="")
     )
     compiled = data["placement"]["homes"]
-    gw = Gateway(build(data), probes=False)
+    gw = build_gateway(build(data), probes=False)
 
     async def scenario(http: httpx.AsyncClient) -> Any:
         await rounds(gw)
@@ -274,7 +275,7 @@ def test_a_failed_load_is_reported_counted_and_tried_again_later(
         failed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
         await rounds(gw, 2)
         healed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
-        return failed, healed, gw.metrics.exposition().decode()
+        return failed, healed, gw.live.metrics.exposition().decode()
 
     failed, healed, metrics = run(gw, scenario)
     assert [(h["model"], h["state"]) for h in failed] == [("gemma3:12b", "failed (server_error)")]
@@ -310,20 +311,20 @@ def test_a_model_used_every_minute_outranks_one_used_daily(
     ahead; one, about as much traffic as gemma3's, leaves the plan's order."""
     a, _ = workers
     now = [0.0]
-    gw = Gateway(build(plan_data(ONE.format(a=a.url))), probes=False, clock=lambda: now[0])
+    gw = build_gateway(build(plan_data(ONE.format(a=a.url))), probes=False, clock=lambda: now[0])
     hi = [{"role": "user", "content": "hi"}]
 
     async def scenario(http: httpx.AsyncClient) -> Any:
-        gw.placement.refresh(gw.plan)
-        first = [h.candidate for h in gw.placement.homes["a"]]
+        gw.live.placement.refresh(gw.plan)
+        first = [h.candidate for h in gw.live.placement.homes["a"]]
         await http.post("/v1/chat/completions", json={"model": "t/vision", "messages": hi})
         for minute in range(60):
             now[0] += 60
             if minute % (60 // fast_per_hour) == 0:
                 await http.post("/v1/chat/completions", json={"model": "t/fast", "messages": hi})
             if minute % 10 == 9:
-                gw.placement.refresh(gw.plan)
-        return first, [h.candidate for h in gw.placement.homes["a"]], dict(gw.placement.traffic)
+                gw.live.placement.refresh(gw.plan)
+        return first, [h.candidate for h in gw.live.placement.homes["a"]], dict(gw.live.placement.traffic)
 
     first, last, traffic = run(gw, scenario)
     assert first == ["local/gemma3:12b"]
@@ -361,7 +362,7 @@ def test_a_worker_of_unknown_memory_is_placed_once_its_telemetry_says(
     """No memory in the plan (IL214 at compile time); the box's sidecar reports 8 GiB of VRAM: 7.2 GiB of
     it is placement's, qwen3 (6 GiB) gets its home there and is warmed."""
     with FakeGpuBox(name="gpu", models=[sim_model("qwen3:8b", 6, load_s=0.01)], vram_bytes=8 * GIB) as box:
-        gw = Gateway(build(plan_data(TELEMETRY.format(url=box.url))), probes=False)
+        gw = build_gateway(build(plan_data(TELEMETRY.format(url=box.url))), probes=False)
         assert gw.plan.placement.budgets_gib == {}
 
         async def scenario(http: httpx.AsyncClient) -> Any:
@@ -399,3 +400,53 @@ def test_a_home_that_worker_choice_evicted_is_not_loaded_back(
     assert [(h["model"], h["state"]) for h in homes] == [("gemma3:12b", "not loaded")]
     assert len(loads(a)) == 2  # the warm-up's, and the unload above: nothing after
     assert list(a.loaded()) == ["qwen3:8b"]
+
+
+@pytest.mark.parametrize("restarts", [False, True])
+def test_a_worker_that_flaps_every_round_is_loaded_a_bounded_number_of_times(
+    plan_data: Callable[[str], dict[str, Any]], workers: tuple[FakeOllama, FakeOllama], restarts: bool
+) -> None:
+    """Twenty flaps, one a second (the warmer's clock is injected): the worker refuses connections,
+    then answers again, either as it was (its models still loaded: nothing to load) or restarted empty.
+    A crash-looping worker was loaded once a restart (21 loads); its warm-ups now back off (2 s, 4 s,
+    8 s, ...), each restart within the hold starting a longer one: the start's load and the first
+    restart's, then none while it flaps. Once it stays up past its hold, its home is loaded again."""
+    a, b = workers
+    gw = gateway(plan_data, a, b)
+    now = [1000.0]
+    gw.warmer.clock = lambda: now[0]
+
+    async def tick() -> None:
+        now[0] += 1.0
+        await rounds(gw)
+
+    async def scenario(http: httpx.AsyncClient) -> Any:
+        await rounds(gw, 2)
+        fake = a
+        for _ in range(20):
+            await asyncio.to_thread(fake.stop if restarts else fake.refuse_connections)
+            await tick()
+            if restarts:  # a fresh Ollama on the same port: nothing loaded
+                fake = FakeOllama(name="a", models=MODELS, port=a.port)
+                fake._recorded = a._recorded  # one record of every load, whichever process took it
+                await asyncio.to_thread(fake.start)
+            else:
+                await asyncio.to_thread(fake.accept_connections)
+            await tick()
+        flapping = len(loads(a))
+        held = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
+        now[0] += MAX_WARM_HOLD_S  # it stays up: the longest hold runs out
+        await rounds(gw, 2)
+        settled = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
+        if restarts:
+            await asyncio.to_thread(fake.stop)
+        return flapping, held, settled
+
+    flapping, held, settled = run(gw, scenario)
+    if not restarts:
+        assert flapping == 1  # the start's: the model stayed loaded through every flap
+        assert [h["state"] for h in held] == ["loaded"]
+    else:
+        assert flapping == 2, flapping  # the start's and the first restart's
+        assert [h["state"] for h in held] == ["held back (the worker restarted 20 times in a row)"]
+    assert [h["state"] for h in settled] == ["loaded"]
