@@ -49,6 +49,10 @@ class ProviderKind:
     # value on the client's resend): for kinds that reach APIs billed per request, where a vendor or a
     # gateway in between may deduplicate by it; a server that does not know the header ignores it
     idempotency_key: bool = False
+    # its servers answer an error when a prompt is over their context (llama-server, vLLM, SGLang, the
+    # clouds): the context estimate only orders its candidates; False: it truncates silently (Ollama),
+    # and the estimate is what refuses
+    says_overflow: bool = True
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""
@@ -76,8 +80,9 @@ KINDS: Mapping[str, ProviderKind] = {
         adapter="interlock.runtime.upstream.ollama:OllamaAdapter",
         key_expected=False,
         live_facts=True,
-        # not sent: the operator's own box, which bills nothing and deduplicates nothing (its Go server
-        # ignores the header), so it would be bytes for nobody on every request
+        says_overflow=False,
+        # Idempotency-Key not sent: the operator's own box, which bills nothing and deduplicates nothing
+        # (its Go server ignores the header), so it would be bytes for nobody on every request
     ),
     "openai": ProviderKind(
         name="openai",

@@ -38,6 +38,7 @@ from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
+from interlock.runtime.guards.calibration import CountBook
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.context import ContextGuard
 from interlock.runtime.guards.health import HealthGuard
@@ -45,6 +46,7 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.journal import Journal
+from interlock.runtime.learned import Learned
 from interlock.runtime.lifecycle import Handler, admitted
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin
@@ -165,14 +167,18 @@ class Gateway:
             self.slots, self.scorer, lambda: self.plan.routing, lambda: self.plan.workers, clock=clock
         )  # requests waiting for any of a candidate's workers (one process's slots only)
         self.placement = PlacementBook(self.facts, self.metrics, clock, self.telemetry)  # what stays loaded
+        # prompt counts and speeds per endpoint and model, from answers (Ollama's speeds: its adapter)
+        self.learned = Learned(CountBook(), self.scorer.prefixes.prefill)
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
-            ContextGuard(self.facts, self.metrics),
+            ContextGuard(self.facts, self.metrics, self.learned.counts),
             HealthGuard(self.health),
             SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
-        self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
+        self.router = Router(
+            self.health, guards, self.adapters, self.metrics, tracing, self.facts, self.learned
+        )
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.signals = SignalFetcher(self.facts, self._openai_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
@@ -210,6 +216,7 @@ class Gateway:
             self.samples,
             wall,
             placement=self.placement,
+            learned=self.learned,
         )
         self.services = RequestServices(
             self.current,
@@ -221,6 +228,7 @@ class Gateway:
             tracing,
             audit,
             self.live,
+            self.learned,
         )
         self.admin = build_admin(self.live)
         self._probes = probes

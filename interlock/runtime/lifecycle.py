@@ -210,7 +210,9 @@ async def _handle(
         target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
             parsed = replace(parsed, echo=target.label)
-        preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
+        preflight = Preflight(
+            needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
+        )
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
@@ -261,6 +263,8 @@ async def _handle(
     finally:
         watch.stop()
         tally = metered(record, preflight.needs, plan)  # None: no upstream answered
+        if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
+            services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
             services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
         if held is not None:  # after the debit: in this process the credits never look free
@@ -347,7 +351,7 @@ class Exchange:
             return await self._refused(exc)
         self.record.answered = answered
         headers = self.headers
-        headers.extend(self.preflight.headers())
+        headers.extend(self.preflight.headers(answered.candidate.id))
         result = answered.result
         if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
             estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
@@ -394,7 +398,7 @@ class Exchange:
         router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
         cid = answered.candidate.id
         render = self.surface.stream(parsed, cid)
-        headers.extend(self.preflight.headers())
+        headers.extend(self.preflight.headers(cid))
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
@@ -414,6 +418,7 @@ class Exchange:
                     usage = chunk.get("usage")
                     if usage:  # the last chunk, asked for with `include_usage`
                         record.usage = usage
+                        record.timings = chunk.get("timings")  # llama-server's prompt timings
                     else:
                         record.output_chars += delta_chars(chunk)
                 data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))

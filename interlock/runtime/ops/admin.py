@@ -376,6 +376,9 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
     }
     if live.placement is not None and live.placement.shown(plan):  # only where placement can place
         report["placement"] = live.placement.report(plan)
+    learned = live.learned.report() if live.learned is not None else {}
+    if learned:  # per endpoint and model: prompt speed and counts, once an answer taught them
+        report["learned"] = learned
     if len(live.scorer.prefixes):  # prefix affinity, once a prompt long enough was seen
         report["prefix_affinity"] = live.scorer.prefixes.report()
     if plan.routing.sticky is not None:  # only when sticky sessions are on
