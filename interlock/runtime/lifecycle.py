@@ -66,7 +66,7 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
+from interlock.runtime.usage.credits import release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
     answer_text,
     delta_chars,
@@ -220,7 +220,7 @@ async def _handle(
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
-            if has_budget(caller):  # before the rates: a refused request takes none of them
+            if caller.credits:  # before the rates: a refused request takes none of them
                 held = await reserve_credits(
                     services.counters, services.ledger, caller, preflight.needs, plan, target
                 )
@@ -266,7 +266,7 @@ async def _handle(
         if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
             services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
-            services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
+            services.ledger.debit(record.caller.account, record.answered.candidate.id, tally)
         if held is not None:  # after the debit: in this process the credits never look free
             await release_credits(services.counters, held)
         if counted:
