@@ -205,7 +205,9 @@ async def _handle(
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
         if parsed.native is not None and surface.forwards:
-            parsed = replace(parsed, native=forwarded(parsed.native, scope, surface.forwards))
+            native = forwarded(parsed.native, scope, surface.forwards)
+            if native is not parsed.native:  # a header to forward: else no copy of the request
+                parsed = replace(parsed, native=native)
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
