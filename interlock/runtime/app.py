@@ -173,7 +173,9 @@ class Gateway:
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics, self.learned.counts),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
+            SlotGuard(
+                self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet, self.metrics
+            ),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
         self.router = Router(

@@ -93,6 +93,16 @@ class Gauge:
         return GaugeMetricFamily(self.name, self.documentation, value=self.value)
 
 
+class GaugeVec(CounterVec):
+    """A labelled gauge the event loop moves (``labels(...).inc(-1)`` goes down)."""
+
+    def family(self) -> Metric:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in list(self.children.items()):
+            family.add_metric(list(values), child.value)
+        return family
+
+
 class HistogramVec:
     def __init__(
         self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
@@ -241,6 +251,24 @@ class Metrics:
             ["worker"],
             LATENCY_BUCKETS,
         )
+        self.queue_wait_seconds = HistogramVec(
+            "interlock_queue_wait_seconds",
+            "Time requests waited for a slot (worker queue or fleet line), by tenant (`-`: none) and "
+            "priority class (requests that waited and were handed one).",
+            ["tenant", "class"],
+            LATENCY_BUCKETS,
+        )
+        self.queue_waiting = GaugeVec(
+            "interlock_queue_waiting",
+            "Requests of this process waiting for a slot now, by tenant (`-`: none) and priority class.",
+            ["tenant", "class"],
+        )
+        self.queue_turned_away = CounterVec(
+            "interlock_queue_turned_away",
+            "Requests refused with 429 after or instead of waiting for a slot (queue full, or past "
+            "max_wait), by tenant (`-`: none) and priority class.",
+            ["tenant", "class"],
+        )
         self.registry = CollectorRegistry()
         self.registry.register(_StateCollector(view, self))
 
@@ -264,6 +292,9 @@ class Metrics:
             self.upstream_seconds,
             self.overhead_seconds,
             self.slot_wait_seconds,
+            self.queue_wait_seconds,
+            self.queue_waiting,
+            self.queue_turned_away,
         ):
             yield vec.family()
 

@@ -321,6 +321,7 @@ FILL: dict[str, object] = {
     "allowed": [{"pattern": "zzz", "match": "exact", "prefix": "zzz"}],
     "key_env": "OTHER_KEY",
     "hash": "hmac-sha256$" + "2" * 32 + "$" + "3" * 64,
+    "priority": "batch",  # a key's priority, unset (its tenant's) -> set
 }
 
 ITEM: dict[str, object] = {
@@ -339,6 +340,7 @@ REPLACE: dict[str, object] = {
     "auth": {"off": "optional", "optional": "required", "required": "off"},
     "credits_unit": {"tokens": "money", "money": "tokens"},
     "max_tokens": {"ceiling": "strict", "strict": "ceiling"},
+    "priority": {"interactive": "batch", "batch": "interactive"},
 }
 
 

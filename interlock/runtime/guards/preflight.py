@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from interlock.runtime.access import COMMON
 from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, RequestDoesNotFit
 from interlock.runtime.guards.needs import Needs
 from interlock.runtime.tables import PreflightSettings
@@ -54,6 +55,7 @@ class Preflight:
         "session",
         "settings",
         "skipped",
+        "turn",
     )
 
     def __init__(self, needs: Needs, mode: str, settings: PreflightSettings = DEFAULT_SETTINGS) -> None:
@@ -66,6 +68,7 @@ class Preflight:
         self.session: bytes | None = None  # the session header's value, when sticky sessions are on
         self.deferred: set[str] | None = None  # candidates a guard put after the rest of the chain
         self.ceilings: dict[str, bytes] | None = None  # candidate -> X-Interlock-Max-Tokens, when lowered
+        self.turn = COMMON  # where it waits for a slot (``runtime.state.fair``): its caller's
 
     @property
     def enforcing(self) -> bool:

@@ -1,20 +1,24 @@
 """The embedded backend for ``--workers N``: the supervisor owns the slot table, workers lease over a socket.
 
 ``SlotServer`` runs in the supervisor process (an event loop on a thread of its own) and holds the one
-``SlotTable`` of the host: the same FIFO queue, timeouts and ``Retry-After`` as one process has.
+``SlotTable`` of the host: the same fair queue (``fair.py``), timeouts and ``Retry-After`` as one
+process has.
 ``EmbeddedSlots`` is the worker's side: one Unix-socket connection per worker process, requests
 multiplexed by id, one line of JSON each way.
 
 Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurrent, max_waiting,
-max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire), ``["r", id]`` (release,
-or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[id, "ok"]``,
-``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``, ``[id, report]``.
-Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
-``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
+max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire; a waiting request
+with a tenant or a priority class adds ``tenant, weight, batch``: its place in the fair queue),
+``["r", id]`` (release, or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker
+``[id, "ok"]``, ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``,
+``[id, report]``.
+Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...], hold, least]``
+(reserve), answered ``[id, null, tokens reserved]`` (admitted) or ``[id, [name, limit, value,
+retry_after]]``; ``["d", tokens, [names]]``
 (done, no answer). Credits reservations: ``["q", id, [[name, room, asked, hold], ...]]`` (claim),
-answered ``[id, null]`` (held) or ``[id, [index, held]]``; ``["u", id]`` (unclaim what that claim
-holds, if anything; no answer). A connection that ends gives back the requests it still had in
-flight, and their holds.
+answered ``[id, null, [granted hold, ...]]`` (held) or ``[id, [index, held]]``; ``["u", id]``
+(unclaim what that claim holds, if anything; no answer). A connection that ends gives back the
+requests it still had in flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
@@ -41,10 +45,18 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
-from interlock.runtime.state.counters import CallerCounters, Claim, Held, MemoryCounters, Short, Spare
+from interlock.runtime.state.counters import (
+    CallerCounters,
+    Claim,
+    Held,
+    MemoryCounters,
+    Short,
+    Spare,
+    granted,
+)
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
 from interlock.runtime.tables import WorkerLimits
@@ -120,9 +132,9 @@ class SlotServer:
             if not writer.is_closing():
                 writer.write(orjson.dumps(message) + b"\n")
 
-        async def wait_for_slot(ident: int, pool: SlotPool, model: str, limit: int) -> None:
+        async def wait_for_slot(ident: int, pool: SlotPool, model: str, limit: int, turn: Turn) -> None:
             try:
-                lease = await pool.acquire(model, limit)
+                lease = await pool.acquire(model, limit, turn)
             except SlotUnavailable as exc:
                 send([ident, "busy", exc.retry_after, exc.message])
                 return
@@ -136,7 +148,7 @@ class SlotServer:
                 message = orjson.loads(line)
                 op = message[0]
                 if op == "a":
-                    _, ident, worker, model, limit, wait = message
+                    _, ident, worker, model, limit, wait, *place = message
                     pool = self.table.pools.get(worker)
                     if pool is None:  # bounds not sent yet: cannot happen with a well-behaved worker
                         send([ident, "busy", 1, f"worker {worker} is not configured in the slot server"])
@@ -148,8 +160,9 @@ class SlotServer:
                     elif not wait:
                         send([ident, "no"])
                     else:
+                        turn = Turn(str(place[0]), float(place[1]), bool(place[2])) if place else COMMON
                         task = asyncio.get_running_loop().create_task(
-                            wait_for_slot(ident, pool, model, limit)
+                            wait_for_slot(ident, pool, model, limit, turn)
                         )
                         waiting[ident] = task
                 elif op == "r":
@@ -168,15 +181,14 @@ class SlotServer:
                     send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
                 elif op == "k":
                     budgets = [Budget(str(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in message[2]]
-                    hold = int(message[3])
-                    refusal = await self.counters.take(budgets, hold)
-                    if refusal is None:
+                    given = await self.counters.reserve(budgets, int(message[3]), int(message[4]))
+                    if not isinstance(given, Refusal):
                         for b in budgets:
                             in_flight[b.name] = in_flight.get(b.name, 0) + 1
-                            holding[b.name] = holding.get(b.name, 0) + hold
-                        send([message[1], None])
+                            holding[b.name] = holding.get(b.name, 0) + given
+                        send([message[1], None, given])
                     else:
-                        r = refusal
+                        r = given
                         send([message[1], [r.budget, r.limit, r.value, r.retry_after_s]])
                 elif op == "d":
                     names = [str(n) for n in message[2] if in_flight.get(str(n), 0) > 0]
@@ -191,7 +203,7 @@ class SlotServer:
                     answer = await self.counters.claim(claims)
                     if isinstance(answer, Held):
                         claimed[int(message[1])] = answer
-                        send([message[1], None])
+                        send([message[1], None, [c.hold for c in answer.claims]])
                     else:
                         send([message[1], [answer.index, answer.held]])
                 elif op == "u":  # a claim refused, or not this connection's, has nothing to give back
@@ -314,19 +326,24 @@ class EmbeddedSlots(SlotBackend):
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await self._reader_task
 
-    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
+    async def acquire(
+        self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn = COMMON
+    ) -> Lease | None:
         if self._writer is None and not await self._reconnect():
-            return await self.fallback.acquire(worker, model, limit, wait=wait)
+            return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
         ident = next(self._ids)
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._replies[ident] = future
         share = self._shares[worker]
         share.waiting += 1
-        self._send(["a", ident, worker, model, limit, wait])
+        if turn is COMMON or not wait:
+            self._send(["a", ident, worker, model, limit, wait])
+        else:
+            self._send(["a", ident, worker, model, limit, wait, turn.tenant, turn.weight, turn.batch])
         try:
             reply = await future
         except StateUnreachable:
-            return await self.fallback.acquire(worker, model, limit, wait=wait)
+            return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
         except BaseException:  # cancelled (client gone): give back whatever the server settles on
             self._replies.pop(ident, None)
             self._send(["r", ident])
@@ -470,13 +487,13 @@ class EmbeddedCounters(CallerCounters):
             backend._send(undo)
             raise
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
         rows = [[b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent] for b in budgets]
-        reply = await self._ask(["k", 0, rows, hold], ["d", 0, [b.name for b in budgets], hold])
+        reply = await self._ask(["k", 0, rows, hold, least], ["d", 0, [b.name for b in budgets], hold])
         if reply is None:
-            return await self.spare.take(budgets, hold)
+            return await self.spare.reserve(budgets, hold, least)
         if reply[1] is None:
-            return None
+            return int(reply[2])
         name, limit, value, wait = reply[1]
         return Refusal(str(name), str(limit), int(value), float(wait))
 
@@ -490,7 +507,7 @@ class EmbeddedCounters(CallerCounters):
         if reply is None:
             return await self.spare.claim(claims)
         if reply[1] is None:
-            return Held(tuple(claims), int(reply[0]))
+            return Held(granted(claims, [int(hold) for hold in reply[2]]), int(reply[0]))
         return Short(int(reply[1][0]), int(reply[1][1]))
 
     async def unclaim(self, held: Held) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from interlock.patterns import untagged
 from interlock.runtime.clock import iso_utc
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.samples import Sample, share
@@ -100,6 +101,11 @@ def endpoint_state(live: LiveState, label: str, now: float) -> dict[str, Any]:
     }
 
 
+def _in_use(per_model: dict[str, int], model: str) -> int:
+    """A model's slots in use, counted untagged (`m` for `m:latest`: one model, one count)."""
+    return per_model.get(untagged(model), 0)
+
+
 def slot_state(at: Moment, worker: str) -> dict[str, Any]:
     limits = at.live.plan.workers[worker]
     pool = at.slots.get(worker) or SlotReport()
@@ -111,7 +117,7 @@ def slot_state(at: Moment, worker: str) -> dict[str, Any]:
         "max_waiting": limits.max_waiting,
         "rejected": pool.rejected,
         "models": [
-            {"model": model, "in_use": per_model.get(model, 0), "limit": limit}
+            {"model": model, "in_use": _in_use(per_model, model), "limit": limit}
             for model, limit in sorted(limits.slots.items())
         ],
     }
@@ -256,7 +262,36 @@ def workers(at: Moment) -> dict[str, Any]:
                 {"name": name, "kind": provider.kind, "probe": provider.probe}
                 | endpoint_state(live, endpoint.label, now)
             )
-    return {"workers": rows, "providers": providers, "window_s": round(current.at - points[0].at, 1)}
+    return {
+        "workers": rows,
+        "providers": providers,
+        "queue": queue_state(live),
+        "window_s": round(current.at - points[0].at, 1),
+    }
+
+
+def queue_state(live: LiveState) -> list[dict[str, Any]]:
+    """Who waited for a slot in this process, by tenant and priority class (``runtime.state.fair``):
+    waiting now, handed a slot after waiting, their mean wait, turned away; only those that waited."""
+    metrics = live.metrics
+    waited = metrics.queue_wait_seconds.children
+    waiting = metrics.queue_waiting.children
+    away = metrics.queue_turned_away.children
+    rows = []
+    for labels in sorted(waited.keys() | waiting.keys() | away.keys()):
+        seen = waited.get(labels)
+        count = sum(seen.counts) if seen is not None else 0
+        rows.append(
+            {
+                "tenant": labels[0],
+                "class": labels[1],
+                "waiting": int(waiting[labels].value) if labels in waiting else 0,
+                "waited": count,
+                "mean_wait_s": seen.total / count if seen is not None and count else None,
+                "turned_away": int(away[labels].value) if labels in away else 0,
+            }
+        )
+    return rows
 
 
 def models(at: Moment) -> dict[str, Any]:
