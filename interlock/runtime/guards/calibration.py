@@ -15,10 +15,10 @@ The fit is ridge regression towards the prior (no template part, both coefficien
 answer weighted most (``FORGET``): after one answer the same traffic is predicted as the server counted
 it, and the error is put on the part that dominated the prompt (the template's for a short one), so a
 later prompt of another shape is moved only as far as that answer showed. A request costs one
-dictionary lookup and three multiplications (``prompt``); learning, at the end of a request, a 3x3
-solve (``learn``). The book is bounded (``MAX_ENTRIES``, least
-recently updated dropped first) and lives in this process only: a restart learns again from the first
-answer.
+dictionary lookup and three multiplications (``prompt``); learning, at the end of a request, the same,
+and a 3x3 solve only when the answer is more than ``SETTLED`` from what the book predicted (``learn``).
+The book is bounded (``MAX_ENTRIES``, least recently updated dropped first) and lives in this process
+only: a restart learns again from the first answer.
 
 A floor keeps the coefficients of an upstream that truncates silently (Ollama) from collapsing: its
 ``prompt_eval_count`` leaves out a cached prefix and stops at the window it truncated to, so a low
@@ -38,6 +38,7 @@ PRIOR = (0.0, 1.0, 1.0)  # before any answer: no template part, text and structu
 REPORTING_FLOOR = 0.0  # a server that says "too long" itself: its template may drop a part entirely
 TRUNCATING_FLOOR = 0.5  # Ollama: never below half the estimate (see the module docstring)
 MIN_PROMPT_TOKENS = 4  # a server's count below this says nothing
+SETTLED = 0.02  # an answer the book already predicts this closely is not solved for again
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,11 @@ class CountBook:
         if counted < MIN_PROMPT_TOKENS:
             return
         key = (label, model)
+        learned = self._learned.get(key)
+        if learned is not None:  # already counted as the server counts: nothing to solve
+            predicted = learned.template + text * learned.text + schema * learned.schema
+            if abs(predicted - counted) <= counted * SETTLED:
+                return
         fit = self._fits.get(key)
         if fit is None:
             fit = self._fits[key] = _Fit()
