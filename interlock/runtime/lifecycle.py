@@ -59,7 +59,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.needs import needs_of
-from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
@@ -245,7 +245,7 @@ async def _handle(
             if cut is not None:  # cut to what its budgets cover, in its own format too
                 parsed = capped(parsed, cut[0], surface.limits)
                 preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
-                headers.append((b"x-interlock-max-tokens", b"%d; clamped-by=%b" % cut))
+                headers.append((CEILING_HEADER, b"%d; clamped-by=%b" % cut))
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -367,7 +367,7 @@ class Exchange:
             return await self._refused(exc)
         self.record.answered = answered
         headers = self.headers
-        headers.extend(self.preflight.headers(answered.candidate.id))
+        _extend(headers, self.preflight.headers(answered.candidate.id))
         result = answered.result
         if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
             estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
@@ -414,7 +414,7 @@ class Exchange:
         router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
         cid = answered.candidate.id
         render = self.surface.stream(parsed, cid)
-        headers.extend(self.preflight.headers(cid))
+        _extend(headers, self.preflight.headers(cid))
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
@@ -471,6 +471,14 @@ class Exchange:
         self.services.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
+
+
+def _extend(headers: list[Header], preflight: list[Header]) -> None:
+    """The preflight's headers after the rest; its ``X-Interlock-Max-Tokens`` (the context's ceiling, the
+    lower) replaces one the credits or rates cut earlier: one header says what was sent."""
+    if preflight and preflight[0][0] == CEILING_HEADER:
+        headers[:] = [h for h in headers if h[0] != CEILING_HEADER]
+    headers.extend(preflight)
 
 
 def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:

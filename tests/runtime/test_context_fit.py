@@ -19,6 +19,7 @@ import httpx
 import orjson
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
@@ -98,7 +99,7 @@ def _gateway(
     text = CONFIG.format(
         llama=llama.base_url, big=big.base_url, box=box.url, max_tokens=max_tokens, first_byte=first_byte
     )
-    return Gateway(build(plan_data(text)))
+    return build_gateway(build(plan_data(text)))
 
 
 Step = Callable[[httpx.AsyncClient], Any]
@@ -136,9 +137,7 @@ def test_say_hi_with_claude_code_s_32000_is_answered_with_the_ceiling_that_fits(
     assert chat.status_code == 200, chat.text
     (sent,) = _sent(llama, "smol")
     assert 7000 < sent["max_tokens"] < 8192  # the window less the prompt, the margin on the whole
-    assert chat.headers["x-interlock-max-tokens"] == (
-        f"{sent['max_tokens']} (asked 32000; the most that fits the context)"
-    )
+    assert chat.headers["x-interlock-max-tokens"] == (f"{sent['max_tokens']}; clamped-by=context")
 
 
 def test_on_the_messages_surface_the_relayed_body_gets_the_ceiling_too(
@@ -153,7 +152,7 @@ def test_on_the_messages_surface_the_relayed_body_gets_the_ceiling_too(
     assert answer.json()["type"] == "message"
     (sent,) = _sent(llama, "smol")
     assert sent["max_tokens"] < 8192
-    assert answer.headers["x-interlock-max-tokens"].startswith(f"{sent['max_tokens']} (asked 32000")
+    assert answer.headers["x-interlock-max-tokens"] == f"{sent['max_tokens']}; clamped-by=context"
 
 
 def test_strict_keeps_the_whole_max_tokens_as_a_need_and_the_refusal_says_what_to_change(
@@ -229,8 +228,8 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
     # before any answer the prompt alone is over 8192 by the estimate: the limit fits its fewest plausible
     # tokens (a quarter of the estimate); once counted as the server counts, the window less ~3,030
     assert before < after < 8192 - 3030
-    assert first.headers["x-interlock-max-tokens"].startswith(f"{before} (asked 32000")
-    assert second.headers["x-interlock-max-tokens"].startswith(f"{after} (asked 32000")
+    assert first.headers["x-interlock-max-tokens"] == f"{before}; clamped-by=context"
+    assert second.headers["x-interlock-max-tokens"] == f"{after}; clamped-by=context"
     learned = report["learned"]["llama"]["smol"]
     assert learned["prompt_counts"]["samples"] == 1  # the second answer was predicted: not solved again
     counted = gateway.learned.counts.prompt("llama", "smol", *_parts(gateway, body), 0.0)

@@ -136,7 +136,7 @@ class ContextGuard(MisfitGuard):
             sent = lowered(body if admission.body is None else admission.body, ceiling)
             if sent is not None:  # the caller's limit is above what fits: the ceiling goes instead
                 admission.body, admission.ceiling = sent, ceiling
-                preflight.lowered(candidate.id, ceiling, output)
+                preflight.lowered(candidate.id, ceiling)
         return None
 
 

@@ -18,6 +18,7 @@ from interlock.runtime.tables import PreflightSettings
 
 Header = tuple[bytes, bytes]
 MAX_HEADER_ITEMS = 8  # a long chain must not make headers unbounded
+CEILING_HEADER = b"x-interlock-max-tokens"  # the output limit sent, when lower than the caller's
 DEFAULT_SETTINGS = PreflightSettings("enforce", 600, None, None, 1024, 2048, 15, True)
 # what to change, by where the largest window came from (``fit.effective_context``'s source)
 HINTS = {
@@ -83,11 +84,12 @@ class Preflight:
         self.deferred.add(candidate)
         return True
 
-    def lowered(self, candidate: str, ceiling: int, asked: int) -> None:
-        """``candidate`` is sent ``ceiling`` as its output limit instead of the caller's ``asked``."""
+    def lowered(self, candidate: str, ceiling: int) -> None:
+        """``candidate`` is sent ``ceiling`` as its output limit: lower than the caller's (or than what its
+        credits or tokens per minute cut it to, which the context's ceiling then replaces)."""
         if self.ceilings is None:
             self.ceilings = {}
-        self.ceilings[candidate] = f"{ceiling} (asked {asked}; the most that fits the context)".encode()
+        self.ceilings[candidate] = b"%d; clamped-by=context" % ceiling  # the credits' header's shape
 
     def note(self, text: str) -> None:
         if text not in self.notes and len(self.notes) < MAX_HEADER_ITEMS:
@@ -110,7 +112,7 @@ class Preflight:
         """The preflight's response headers; ``answered``: the candidate that answered, if any."""
         out: list[Header] = []
         if answered is not None and self.ceilings is not None and answered in self.ceilings:
-            out.append((b"x-interlock-max-tokens", self.ceilings[answered]))
+            out.append((CEILING_HEADER, self.ceilings[answered]))
         if self.skipped:
             out.append((b"x-interlock-skipped", _ascii(", ".join(self.skipped[:MAX_HEADER_ITEMS]))))
         if self.notes:

@@ -1,9 +1,10 @@
 """The shared backend for several replicas: slots, queues and circuits in one Redis (or Valkey).
 
 Per worker, under ``interlock:w:<worker>``: ``held`` (lease id -> expiry, ms of the server's clock),
-``m:<model>`` (the same, per model), ``lmodel`` (lease id -> model), ``queue`` (waiter id -> its place
-in the fair order), ``vt`` and ``tfin`` (the fair queue's clock and tags), ``qexp`` (waiter id ->
-alive-until), ``qmodel`` (waiter id -> "limit model"), ``rejected``.
+``m:<model>`` (the same, per model), ``lmodel`` (lease id -> model), ``queue`` (its members
+"<arrival> <waiter id>", scored by their place in the fair order), ``qm`` (waiter id -> its member),
+``arrivals`` (the count that numbers them), ``vt`` and ``tfin`` (the fair queue's clock and tags),
+``qexp`` (waiter id -> alive-until), ``qmodel`` (waiter id -> "limit model"), ``rejected``.
 Every change is one Lua script, so it is atomic; times come from the server (``TIME``), so replicas'
 clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 
@@ -14,11 +15,13 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
   that gap, other replicas may be granted those slots once more).
 - Fair order (``fair.py``, the same rule as one process, applied across replicas): a request is granted
   a slot only if no waiter ahead of it in the queue could use one now; ``queue`` scores a waiter
-  ``rank * CLASS_SPAN + finish``, ``vt`` is the queue's virtual clock, ``tfin`` each tenant's last
-  finish tag (both dropped when the queue empties). A full queue pushes out its last waiter for a
-  newcomer with an earlier place (``out``: told on its next poll, then 429). Waiters poll, and are
-  woken early by a message on ``interlock:w:<worker>:freed``. A waiter that stops polling (its
-  replica died) leaves the queue within 2 s.
+  ``rank * CLASS_SPAN + finish``, and Redis orders equal scores by member, so each member starts
+  with its zero-padded arrival number: ``(rank, finish, arrival)`` as in ``fair.py`` (by bare waiter
+  id, two tenants' equal tags would go by replica id, not by who came first); ``vt`` is the queue's
+  virtual clock, ``tfin`` each tenant's last finish tag (both dropped when the queue empties). A full
+  queue pushes out its last waiter for a newcomer with an earlier place (``out``: told on its next
+  poll, then 429). Waiters poll, and are woken early by a message on ``interlock:w:<worker>:freed``.
+  A waiter that stops polling (its replica died) leaves the queue within 2 s.
 - Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
@@ -64,6 +67,7 @@ SOCKET_TIMEOUT_S = 0.5
 _SPAN = repr(CLASS_SPAN)  # as the scripts read it
 
 _PURGE = """
+local ARRIVAL_WIDTH = 15  -- a queue member is its arrival number, this wide, a space, the waiter's id
 local function idle(p)
   if redis.call('ZCARD', p .. ':queue') == 0 then redis.call('DEL', p .. ':vt', p .. ':tfin') end
 end
@@ -77,13 +81,16 @@ local function purge(p, now)
   redis.call('ZREMRANGEBYSCORE', p .. ':held', '-inf', now)
   local gone = redis.call('ZRANGEBYSCORE', p .. ':qexp', '-inf', now)
   for _, wid in ipairs(gone) do
-    redis.call('ZREM', p .. ':queue', wid)
+    local member = redis.call('HGET', p .. ':qm', wid)
+    if member then redis.call('ZREM', p .. ':queue', member) end
+    redis.call('HDEL', p .. ':qm', wid)
     redis.call('HDEL', p .. ':qmodel', wid)
   end
   redis.call('ZREMRANGEBYSCORE', p .. ':qexp', '-inf', now)
   redis.call('ZREMRANGEBYSCORE', p .. ':out', '-inf', now)
   if #gone > 0 then idle(p) end
 end
+local function waiter(member) return string.sub(member, ARRIVAL_WIDTH + 2) end  -- its id
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
@@ -103,7 +110,8 @@ local tenant, weight, rank, span = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11
 purge(p, now)
 local in_use = redis.call('ZCARD', p .. ':held')
 local function used(m) return redis.call('ZCARD', p .. ':m:' .. m) end
-local score = redis.call('ZSCORE', p .. ':queue', id)
+local member = redis.call('HGET', p .. ':qm', id)
+local score = member and redis.call('ZSCORE', p .. ':queue', member)
 if ARGV[13] == '1' and not score and redis.call('ZREM', p .. ':out', id) == 1 then
   return {4, redis.call('ZCARD', p .. ':queue')}  -- pushed out of a full queue since its last poll
 end
@@ -118,14 +126,14 @@ end
 if in_use < maxc and used(model) < limit then
   local before = {}
   if score then
-    local at = redis.call('ZRANK', p .. ':queue', id)
+    local at = redis.call('ZRANK', p .. ':queue', member)
     if at > 0 then before = redis.call('ZRANGE', p .. ':queue', 0, at - 1) end
   elseif redis.call('ZCARD', p .. ':queue') > 0 then
     before = redis.call('ZRANGEBYSCORE', p .. ':queue', '-inf', place())
   end
   local ahead, ahead_same = 0, 0
-  for _, wid in ipairs(before) do
-    local spec = redis.call('HGET', p .. ':qmodel', wid)
+  for _, queued in ipairs(before) do
+    local spec = redis.call('HGET', p .. ':qmodel', waiter(queued))
     if spec then
       local sp = string.find(spec, ' ')
       local m = string.sub(spec, sp + 1)
@@ -142,8 +150,9 @@ if in_use < maxc and used(model) < limit then
     if score then  -- a waiter handed its slot: the clock moves to its finish tag
       local tag = tonumber(score) % span
       if tag > tonumber(redis.call('GET', p .. ':vt') or '0') then redis.call('SET', p .. ':vt', tag) end
-      redis.call('ZREM', p .. ':queue', id)
+      redis.call('ZREM', p .. ':queue', member)
       redis.call('ZREM', p .. ':qexp', id)
+      redis.call('HDEL', p .. ':qm', id)
       redis.call('HDEL', p .. ':qmodel', id)
       idle(p)
     end
@@ -160,15 +169,19 @@ if waiting >= maxw then  -- full: the waiter that would be served last makes roo
   local last = redis.call('ZRANGE', p .. ':queue', -1, -1, 'WITHSCORES')
   redis.call('INCR', p .. ':rejected')
   if maxw <= 0 or #last < 2 or tonumber(last[2]) <= place() then return {3, waiting} end
+  local lid = waiter(last[1])
   redis.call('ZREM', p .. ':queue', last[1])
-  redis.call('ZREM', p .. ':qexp', last[1])
-  redis.call('HDEL', p .. ':qmodel', last[1])
-  redis.call('ZADD', p .. ':out', now + alive, last[1])
+  redis.call('ZREM', p .. ':qexp', lid)
+  redis.call('HDEL', p .. ':qm', lid)
+  redis.call('HDEL', p .. ':qmodel', lid)
+  redis.call('ZADD', p .. ':out', now + alive, lid)
   waiting = waiting - 1
 end
 local at = place()
 redis.call('HSET', p .. ':tfin', tenant, finish)
-redis.call('ZADD', p .. ':queue', at, id)
+member = string.format('%0' .. ARRIVAL_WIDTH .. 'd', redis.call('INCR', p .. ':arrivals')) .. ' ' .. id
+redis.call('HSET', p .. ':qm', id, member)
+redis.call('ZADD', p .. ':queue', at, member)
 redis.call('ZADD', p .. ':qexp', now + alive, id)
 redis.call('HSET', p .. ':qmodel', id, limit .. ' ' .. model)
 return {2, waiting + 1}
@@ -182,8 +195,10 @@ local m = redis.call('HGET', p .. ':lmodel', id)
 if m then redis.call('ZREM', p .. ':m:' .. m, id) end
 redis.call('HDEL', p .. ':lmodel', id)
 local freed = redis.call('ZREM', p .. ':held', id)
-local left = redis.call('ZREM', p .. ':queue', id)
+local member = redis.call('HGET', p .. ':qm', id)
+local left = member and redis.call('ZREM', p .. ':queue', member) or 0
 redis.call('ZREM', p .. ':qexp', id)
+redis.call('HDEL', p .. ':qm', id)
 redis.call('HDEL', p .. ':qmodel', id)
 local waiting = redis.call('ZCARD', p .. ':queue')
 if left == 1 and waiting == 0 then redis.call('DEL', p .. ':vt', p .. ':tfin') end

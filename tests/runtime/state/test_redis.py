@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.access import Budget, Refusal, Turn
 from interlock.runtime.errors import ConnectFailed
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
@@ -67,6 +67,45 @@ def test_a_held_lease_is_renewed_while_the_request_runs(redis_server: RedisServe
             assert await store.zscore("interlock:w:box:held", held.ident) is None
         finally:
             await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_two_tenants_at_the_same_place_are_served_in_arrival_order_whatever_their_replica(
+    redis_server: RedisServer,
+) -> None:
+    """Equal finish tags (each tenant's first waiter) go by who came first, as in one process: Redis
+    orders equal scores by member: were a member the bare waiter id, the replica whose random id
+    sorts first would go ahead. Here the later arrival's replica id sorts first."""
+    one = {"box": WorkerLimits("box", "local", None, {}, 1, {}, (), max_waiting=2, max_wait_s=60.0)}
+
+    async def scenario() -> None:
+        early, late = await replica(redis_server.url), await replica(redis_server.url)
+        for backend, name in ((early, "zzzzzzzzzzzz"), (late, "aaaaaaaaaaaa")):
+            backend.configure(one)
+            backend.replica = name
+        try:
+            held = await early.acquire("box", "m", 1, wait=True)
+            assert held is not None
+            first = asyncio.create_task(early.acquire("box", "m", 1, wait=True, turn=Turn("x")))
+
+            async def queued(n: int) -> bool:
+                return (await early.report())["box"].waiting == n
+
+            await until(lambda: queued(1), "x to queue")
+            second = asyncio.create_task(late.acquire("box", "m", 1, wait=True, turn=Turn("y")))
+            await until(lambda: queued(2), "y to queue")
+            await held.release()
+            handed = await asyncio.wait_for(first, PATIENCE_S)
+            assert handed is not None
+            assert not second.done()
+            await handed.release()
+            after = await asyncio.wait_for(second, PATIENCE_S)
+            assert after is not None
+            await after.release()
+        finally:
+            await early.close()
+            await late.close()
 
     asyncio.run(scenario())
 
