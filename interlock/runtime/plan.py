@@ -35,6 +35,7 @@ from interlock.runtime.serving.fds import max_connections
 from interlock.runtime.tables import (
     Alias,
     Candidate,
+    Check,
     HealthSettings,
     PlacedModel,
     PlacementSettings,
@@ -549,7 +550,25 @@ def _candidate(
         resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
         relays=provider.relays,
         says_overflow=KINDS[provider.kind].says_overflow,
+        checks=checks_of(provider.kind, routes, preflight),
     )
+
+
+def checks_of(kind: str, routes: tuple[Route, ...], preflight: PreflightSettings) -> Check:
+    """The guards that can apply to a candidate (``tables.Check``): each one that can do anything for it.
+
+    The preflight's, unless it is off (both guards would return at once); worker choice and slots only
+    for a candidate served by workers (a ``base_url`` has one route, no worker, no slot limit: the
+    guard would take it as it is); what an Ollama worker is sent only for an Ollama candidate.
+    """
+    checks = Check.EVERY
+    if preflight.mode != "off":
+        checks |= Check.PREFLIGHT
+    if any(route.worker is not None for route in routes):
+        checks |= Check.WORKERS
+    if kind == "ollama":
+        checks |= Check.OLLAMA
+    return checks
 
 
 def _context_default(

@@ -44,10 +44,12 @@ from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.state.base import SlotBackend
-from interlock.runtime.tables import Candidate, Route, RoutingSettings
+from interlock.runtime.tables import Candidate, Check, Route, RoutingSettings
 
 
 class SlotGuard(Guard):
+    check = Check.WORKERS  # a base_url's one route has no worker and no slot limit: taken as it is
+
     def __init__(
         self,
         slots: SlotBackend,
