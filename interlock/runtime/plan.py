@@ -39,6 +39,7 @@ from interlock.runtime.tables import (
     HealthSettings,
     PlacedModel,
     PlacementSettings,
+    PrefixSettings,
     PreflightSettings,
     Provider,
     RedactedHeaders,
@@ -248,6 +249,14 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         if r.sticky.enabled
         else None,
         worker_saturation={n: w.on_saturation for n, w in plan.workers.items() if w.on_saturation},
+        prefix=PrefixSettings(
+            miss=r.prefix.miss,
+            evict=r.prefix.evict,
+            spare_prompts=r.prefix.spare_prompts,
+            idle_s=r.prefix.idle_ttl_ms / 1000,
+        )
+        if r.prefix.enabled
+        else None,
     )
     return RuntimePlan(
         source=plan,

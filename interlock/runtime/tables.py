@@ -187,6 +187,16 @@ class StickySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PrefixSettings:
+    """Prefix affinity (``routing.prefix``): the weights of the cost rule in ``runtime.fleet.scoring``."""
+
+    miss: float  # x the prefill seconds of the prompt's part not cached on the worker
+    evict: float  # x the prefill seconds of the held prompt serving this one there would evict
+    spare_prompts: int  # prompts a server keeps beyond its slots (llama-server's --cache-ram)
+    idle_s: float  # a held prompt served longer ago than this costs nothing to evict
+
+
+@dataclass(frozen=True, slots=True)
 class RoutingSettings:
     """Worker scoring (``runtime.fleet.scoring``), where learned speeds are kept, sticky sessions (None:
     off)."""
@@ -197,6 +207,7 @@ class RoutingSettings:
     state_file: str | None
     sticky: StickySettings | None
     worker_saturation: Mapping[str, str]  # a worker's own on_saturation, where it sets one
+    prefix: PrefixSettings | None = None  # None: prefix affinity off
 
 
 @dataclass(frozen=True, slots=True)
