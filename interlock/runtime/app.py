@@ -50,6 +50,7 @@ from interlock.runtime.learned import Learned
 from interlock.runtime.lifecycle import Handler, admitted
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.route_table import route_table
@@ -245,6 +246,9 @@ class Gateway:
             self.learned,
         )
         self.admin = build_admin(self.live)
+        # the background loops: started together after the adapters (with probes on), stopped together
+        # (all of them: a test may have run a round of one by hand)
+        self._loops: tuple[Periodic, ...] = (self.probe_loop, self.telemetry_loop, self.warmer, self.samples)
         self._probes = probes
         self._open_adapters = open_adapters
         self._close_adapters: Callable[[], Awaitable[None]] | None = None
@@ -292,15 +296,6 @@ class Gateway:
     def plan(self) -> RuntimePlan:
         """The plan being served now."""
         return self.current.plan
-
-    @property
-    def ready(self) -> bool:
-        """Started, and (with probes on) the first probe round is done."""
-        return self.status.ready
-
-    @property
-    def last_reload(self) -> dict[str, Any] | None:
-        return self.status.last_reload
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -371,18 +366,14 @@ class Gateway:
             await asyncio.to_thread(read_state, self.speeds, path)
             self._spawn(self._keep_speeds())
         if self._probes:
-            self.probe_loop.start()
-            self.telemetry_loop.start()
-            self.warmer.start()
-            self.samples.start()
+            for loop in self._loops:
+                loop.start()
         self.status.started = True
 
     async def shutdown(self) -> None:
         self.status.started = False
-        await self.probe_loop.stop()
-        await self.telemetry_loop.stop()
-        await self.warmer.stop()
-        await self.samples.stop()
+        for loop in self._loops:
+            await loop.stop()
         for task in list(self._background):
             task.cancel()
         await self.save_speeds()

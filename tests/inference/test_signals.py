@@ -19,7 +19,7 @@ import httpx
 import orjson
 import pytest
 
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.fleet.signals import llamacpp
 from interlock.runtime.fleet.signals.base import ServerLoad
 from tests.e2e.harness import wait_until
@@ -118,13 +118,13 @@ def test_the_reader_says_what_the_live_server_says_idle_busy_and_deferred(pair: 
 def test_a_gateway_reads_the_live_servers_load_and_answers_through_it(
     pair: LlamaServer, tmp_path: Path
 ) -> None:
-    gateway = Gateway(build(compile_text(tmp_path, CONFIG.format(url=pair.url))), probes=False)
+    gateway = build_gateway(build(compile_text(tmp_path, CONFIG.format(url=pair.url))), probes=False)
 
     async def scenario() -> tuple[ServerLoad | None, str, httpx.Response]:
         await gateway.startup()
         try:
             await gateway.probe_loop.probe_all()
-            load = gateway.facts.load("llama@llama1")
+            load = gateway.live.facts.load("llama@llama1")
             transport = httpx.ASGITransport(app=gateway)
             async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=300) as http:
                 hi = [{"role": "user", "content": "Hi."}]

@@ -19,6 +19,7 @@ import httpx
 import orjson
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
@@ -98,7 +99,7 @@ def _gateway(
     text = CONFIG.format(
         llama=llama.base_url, big=big.base_url, box=box.url, max_tokens=max_tokens, first_byte=first_byte
     )
-    return Gateway(build(plan_data(text)))
+    return build_gateway(build(plan_data(text)))
 
 
 Step = Callable[[httpx.AsyncClient], Any]

@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
@@ -89,7 +89,7 @@ def rig(plan_data: Callable[[str], dict[str, Any]]) -> Iterator[Rig]:
         FakeOllama(name="local", models=[ModelSpec("llama3.2:3b", ("completion",))]) as local,
     ):
         data = plan_data(CONFIG.format(plain=plain.base_url, claude=claude.url, local=local.url))
-        gateway = Gateway(build(data, ENV), probes=False)
+        gateway = build_gateway(build(data, ENV), probes=False)
         loop = asyncio.new_event_loop()
         loop.run_until_complete(gateway.startup())
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://t")

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
 from interlock.runtime.fleet.probes import RECHECK_FIRST_S, RECHECK_MAX_S
 from interlock.testing.fake_ollama import FakeOllama
@@ -56,7 +57,7 @@ def probes_of(fake: FakeOllama) -> int:
 
 def gateway(tmp_path: Path, up: FakeOllama, down: FakeOllama, clock: Clock) -> Gateway:
     plan = build(compile_text(tmp_path, CONFIG.format(up=up.url, down=down.url)))
-    return Gateway(plan, probes=False, clock=clock)
+    return build_gateway(plan, probes=False, clock=clock)
 
 
 def test_a_down_worker_is_probed_again_on_a_doubling_back_off_and_seen_when_it_comes_up(
