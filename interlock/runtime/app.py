@@ -175,7 +175,13 @@ class Gateway:
             ContextGuard(self.facts, self.metrics, self.learned.counts),
             HealthGuard(self.health),
             SlotGuard(
-                self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet, self.metrics
+                self.slots,
+                self.scorer,
+                lambda: self.plan.routing,
+                self.sticky,
+                self.fleet,
+                self.metrics,
+                busy=lambda: self.probe_loop.busy(),
             ),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
@@ -185,7 +191,13 @@ class Gateway:
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.signals = SignalFetcher(self.facts, self._openai_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
-            lambda: self.plan, self.health, self.adapters, self.metrics, self.metadata, signals=self.signals
+            lambda: self.plan,
+            self.health,
+            self.adapters,
+            self.metrics,
+            self.metadata,
+            signals=self.signals,
+            clock=clock,
         )
         self.telemetry_loop = TelemetryLoop(lambda: self.plan, self.telemetry)
         self.warmer = Warmer(

@@ -24,6 +24,7 @@ class Periodic(abc.ABC):
     failed: ClassVar[str]
     """What the log says when a round fails."""
     _task: asyncio.Task[None] | None = None
+    _wake: asyncio.Event | None = None
 
     @abc.abstractmethod
     async def round(self) -> None:
@@ -34,7 +35,13 @@ class Periodic(abc.ABC):
         """Seconds from the end of one round to the start of the next (read each time: plans reload)."""
 
     def start(self) -> None:
+        self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.task_name)
+
+    def wake(self) -> None:
+        """Run the next round now, not at the end of the pause (a no-op while the loop is not running)."""
+        if self._wake is not None:
+            self._wake.set()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -49,4 +56,10 @@ class Periodic(abc.ABC):
                 await self.round()
             except Exception:  # see the module docstring: one bad round never ends the loop
                 self.log.exception(self.failed)
-            await asyncio.sleep(self.pause_s())
+            wake = self._wake
+            if wake is None:
+                await asyncio.sleep(self.pause_s())
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self.pause_s())
+            wake.clear()

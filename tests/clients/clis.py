@@ -48,7 +48,7 @@ name = "interlock"
 base_url = "{base_url}/v1"
 wire_api = "responses"
 env_key = "INTERLOCK_KEY"
-request_max_retries = 0
+request_max_retries = {request_retries}
 stream_max_retries = {stream_retries}
 """
 
@@ -78,7 +78,7 @@ class Ran:
         return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr[-4000:]}"
 
 
-def _run(command: list[str], env: dict[str, str], cwd: Path) -> Ran:
+def _run(command: list[str], env: dict[str, str], cwd: Path, run_s: float = RUN_S) -> Ran:
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TERM": "dumb"}
     done = subprocess.run(
         command,
@@ -86,15 +86,27 @@ def _run(command: list[str], env: dict[str, str], cwd: Path) -> Ran:
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         capture_output=True,
-        timeout=RUN_S,
+        timeout=run_s,
         check=False,
     )
     return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
 
 
-def claude(gateway_url: str, model: str, prompt: str, home: Path, *args: str, retries: int = 0) -> Ran:
+def claude(
+    gateway_url: str,
+    model: str,
+    prompt: str,
+    home: Path,
+    *args: str,
+    retries: int = 0,
+    run_s: float = RUN_S,
+    max_output_tokens: int | None = None,
+) -> Ran:
     """``claude -p <prompt> --model <model>`` with ``ANTHROPIC_BASE_URL`` at the gateway; ``retries``:
-    how often Claude Code retries a failed request (its default, 10 with backoff, outlasts a test)."""
+    how often Claude Code retries a failed request (its default, 10 with backoff, outlasts a test);
+    ``run_s``: the bound on the run (a real model on a CPU takes longer than a fake);
+    ``max_output_tokens``: Claude Code's own ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` (its ``max_tokens``,
+    32000 unless set)."""
     home.mkdir(parents=True, exist_ok=True)
     env = {
         "HOME": str(home),
@@ -103,17 +115,30 @@ def claude(gateway_url: str, model: str, prompt: str, home: Path, *args: str, re
         "CLAUDE_CODE_MAX_RETRIES": str(retries),
         **CLAUDE_QUIET,
     }
+    if max_output_tokens is not None:
+        env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(max_output_tokens)
     command = [str(cli_path("claude")), "-p", prompt, "--model", model, *args]
-    return _run(command, env, home)
+    return _run(command, env, home, run_s)
 
 
-def codex(gateway_url: str, model: str, prompt: str, home: Path, *, stream_retries: int = 0) -> Ran:
+def codex(
+    gateway_url: str,
+    model: str,
+    prompt: str,
+    home: Path,
+    *,
+    stream_retries: int = 0,
+    request_retries: int = 0,
+    run_s: float = RUN_S,
+) -> Ran:
     """``codex exec <prompt>`` with Codex's defaults (no feature turned off) and a provider whose
     ``base_url`` is the gateway's ``/v1``, in a ``CODEX_HOME`` of its own."""
     codex_home = home / "codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    config = CODEX_CONFIG.format(model=model, base_url=gateway_url, stream_retries=stream_retries)
+    config = CODEX_CONFIG.format(
+        model=model, base_url=gateway_url, stream_retries=stream_retries, request_retries=request_retries
+    )
     (codex_home / "config.toml").write_text(config)
     env = {"HOME": str(home), "CODEX_HOME": str(codex_home), "INTERLOCK_KEY": "sk-caller"}
     command = [str(cli_path("codex")), "exec", "--skip-git-repo-check", prompt]
-    return _run(command, env, home)
+    return _run(command, env, home, run_s)

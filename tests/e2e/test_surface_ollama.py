@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 
+import httpx
 import ollama
 import orjson
 import pytest
@@ -92,6 +93,54 @@ def test_generate_and_embed_and_legacy_embeddings(gateway: Served) -> None:
     legacy = gateway.http.post("/api/embeddings", json={"model": "e2e/embed", "prompt": "one"})
     assert legacy.status_code == 200
     assert legacy.json()["embedding"] == list(embedded.embeddings[0])
+
+
+DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
+
+
+def test_generate_to_an_ollama_worker_keeps_its_durations_and_writes_what_ollama_writes(
+    gateway: Served, fakes: Fakes
+) -> None:
+    """Issue 29: the worker's durations and counts come back on /api/generate as on /api/chat, and no
+    line carries `tool_calls` (Ollama's generate never does); the keys are the fake worker's own
+    generate answer's, which are Ollama's."""
+    ask = {"model": "llama3.2:3b", "prompt": "hi", "system": "be brief"}
+    direct = httpx.post(f"{fakes.box.url}/api/generate", json={**ask, "stream": False}).json()
+    through = gateway.http.post("/api/generate", json={**ask, "model": "e2e/local", "stream": False})
+    assert through.status_code == 200, through.text
+    answer = through.json()
+    assert list(answer) == list(direct)  # the same fields, in Ollama's order
+    assert {k: answer[k] for k in DURATIONS} == {k: direct[k] for k in DURATIONS}
+    assert answer["response"] == direct["response"]
+    sent = sent_to(fakes.box, "llama3.2:3b")[-1]
+    assert sent["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert "prompt" not in sent
+
+    streamed = gateway.http.post("/api/generate", json={**ask, "model": "e2e/local"})
+    lines = [orjson.loads(line) for line in streamed.text.splitlines() if line]
+    wanted = httpx.post(f"{fakes.box.url}/api/generate", json=ask).text.splitlines()
+    assert [list(line) for line in lines] == [list(orjson.loads(line)) for line in wanted]
+    assert all("tool_calls" not in line for line in lines)
+    assert lines[-1]["done"] is True
+    assert {k: lines[-1][k] for k in DURATIONS} == {k: direct[k] for k in DURATIONS}
+    assert "".join(line["response"] for line in lines) == direct["response"]
+
+    generated = client(gateway).generate(model="e2e/local", prompt="hi", stream=False)
+    assert generated.total_duration == direct["total_duration"]
+    assert generated.eval_duration == direct["eval_duration"]
+
+
+def test_generate_on_a_translated_worker_has_no_tool_calls_on_its_last_line(gateway: Served) -> None:
+    """The same surface before an OpenAI-compatible worker writes its own lines: none names tools."""
+    streamed = gateway.http.post("/api/generate", json={"model": "e2e/ol-cloud", "prompt": "hi"})
+    assert streamed.status_code == 200, streamed.text
+    lines = [orjson.loads(line) for line in streamed.text.splitlines() if line]
+    assert lines[-1]["done"] is True
+    assert all("tool_calls" not in line for line in lines)
+    assert "".join(line["response"] for line in lines)
 
 
 def test_list_show_ps_version_and_root(gateway: Served) -> None:

@@ -1,11 +1,11 @@
-"""Real inference: llama.cpp servers with a real model on loopback, and `interlock serve` in front of them.
+"""Real inference: llama.cpp's ``llama-server`` with a real model on loopback, and `interlock serve` in front.
 
-One chat server (``n_ctx`` 512, so a long prompt overflows it), one embedding server, two made per test
-and started by it (one to kill, one without slots), and a fake OpenAI-compatible "backup" with a large
-context for the walks that move on. A llama.cpp server runs one request at a time: ``llama`` holds the
-chat server with one slot and a queue; ``bare`` is a server of its own with no slots, as an unprotected
-box is (the requests it was sent and that fell back stay queued in it, and would cut the next test's).
-Probes are off: a probe slower than its timeout on a loaded machine would mark a busy box dead.
+One chat server (one slot of 512 tokens, so a long prompt overflows it), one embedding server, two made
+per test and started by it (one to kill, one the gateway sends everything to), and a fake
+OpenAI-compatible "backup" with a large context for the walks that move on. ``llama`` holds the chat
+server with one gateway slot and a queue, as its one server slot; ``bare`` is a server of its own with
+one slot and no gateway limit, as an unprotected box is: the server itself defers what its slot cannot
+run. Probes are off: a probe slower than its timeout on a loaded machine would mark a busy box dead.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import pytest
 
 from interlock.testing.fake_openai import FakeOpenAI
 from tests.e2e.harness import Served
-from tests.inference.llama import LlamaServer, require_parts
+from tests.inference.llama import LlamaServer, llama_server, require_parts
+
+__all__ = ["llama_server"]  # the session's real llama-server of 8,192-token slots (tests/inference/llama.py)
 
 CONFIG = """\
 version: 1
@@ -32,7 +34,7 @@ providers:
     timeouts: {{connect: 2s, first_byte: 300s, total: 600s}}
     workers:
       - {{name: llama1, url: "{chat}/v1", max_concurrent: 1, queue: {{max_waiting: 8, max_wait: 600s}}}}
-  bare:  # a server with no slots
+  bare:  # a server with one slot and no gateway limit: it defers the rest itself
     kind: openai
     probe: false
     base_url: "{bare}/v1"
@@ -57,7 +59,7 @@ aliases:
   real/chat: {{description: the real model, chain: [llama/smollm2]}}
   real/embed: {{description: real embeddings, chain: [emb/smollm2]}}
   real/overflow: {{description: small context first, chain: [llama/smollm2, backup/b-overflow]}}
-  real/bare: {{description: no slots, chain: [bare/smollm2, backup/b-bare]}}
+  real/bare: {{description: no gateway limit, chain: [bare/smollm2, backup/b-bare]}}
   real/doomed: {{description: killed, chain: [doomed/smollm2, backup/b-doomed]}}
 """
 
@@ -67,7 +69,7 @@ class Real:
     chat: LlamaServer
     embed: LlamaServer
     doomed: LlamaServer  # not started: the test that kills it starts it
-    bare: LlamaServer  # not started: the test of a box without slots starts it (and stops it)
+    bare: LlamaServer  # not started: the test of a box without gateway slots starts it (and stops it)
     backup: FakeOpenAI
     gateway: Served
 
@@ -84,7 +86,7 @@ def real(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Real
     bare = LlamaServer(model, folder / "bare.log")
     with (
         LlamaServer(model, folder / "chat.log") as chat,
-        LlamaServer(model, folder / "embed.log", "--embedding", "true") as embed,
+        LlamaServer(model, folder / "embed.log", embedding=True) as embed,
         FakeOpenAI(name="backup") as backup,
     ):
         config = folder / "interlock.yaml"

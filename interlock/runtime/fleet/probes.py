@@ -11,6 +11,14 @@ runs at start, before readiness.
 Rounds are ``probe_interval`` apart give or take 10% at random, so the processes of a host and the
 replicas of a fleet do not all probe a box in the same instant (what one finds, the others hear:
 ``runtime/state``).
+
+A worker that is down is not left until the next round (up to ``probe_interval``, 30 s by default):
+between rounds the loop probes it again alone, ``RECHECK_FIRST_S`` after the probe that found it down,
+then twice as long after each probe that finds it still down, never longer apart than
+``RECHECK_MAX_S`` or the interval. A request that finds its worker full calls ``busy``: a down worker's
+next probe is brought forward to now, at most once per ``RECHECK_FIRST_S`` (the probe runs here, in
+the loop, never on that request's path). So a worker that was down when the gateway started, or that
+restarts, is seen within seconds.
 """
 
 from __future__ import annotations
@@ -18,8 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
+from interlock.runtime.clock import Clock
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
@@ -31,6 +42,19 @@ from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock.probes")
+
+RECHECK_FIRST_S = 1.0  # a down worker's first probe of its own, after the one that found it down
+RECHECK_MAX_S = 8.0  # the longest back-off between them (and never longer than probe_interval)
+
+
+@dataclass(slots=True)
+class _Recheck:
+    """A down endpoint's next probe of its own (monotonic) and the back-off that set it."""
+
+    endpoint: Endpoint
+    due: float
+    backoff_s: float
+    probed_at: float
 
 
 class ProbeLoop(Periodic):
@@ -50,6 +74,7 @@ class ProbeLoop(Periodic):
         *,
         jitter: float = 0.1,
         signals: SignalFetcher | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.plan = plan
         self.metadata = metadata
@@ -60,12 +85,18 @@ class ProbeLoop(Periodic):
         self.adapters = adapters
         self.metrics = metrics
         self.first_round = asyncio.Event()
+        self.clock = clock
+        self.rechecks: dict[str, _Recheck] = {}  # down endpoints, by label
+        self._next_round = 0.0  # when the next full round is due (monotonic); 0: at once
 
     async def probe_all(self) -> None:
         """One round: every probed endpoint of the current plan, concurrently."""
         plan = self.plan()
         timeout_s = plan.health.probe_timeout_s
         endpoints = [e for p in plan.providers.values() if p.probe for e in p.endpoints]
+        labels = {e.label for e in endpoints}
+        for label in [label for label in self.rechecks if label not in labels]:
+            del self.rechecks[label]  # no longer probed (a reload)
         jobs = [self._probe(e, timeout_s) for e in endpoints]
         if self.metadata is not None:
             jobs.append(self._metadata(plan))
@@ -89,11 +120,38 @@ class ProbeLoop(Periodic):
             log.exception("load signal round failed")
 
     async def round(self) -> None:
-        await self.probe_all()
+        """A full round when one is due, else the down endpoints whose own probe is due."""
+        now = self.clock()
+        if now >= self._next_round:
+            spread = 1.0 + self.jitter * (2.0 * self._random.random() - 1.0)
+            self._next_round = now + self.plan().health.probe_interval_s * spread
+            await self.probe_all()
+            return
+        due = [r.endpoint for r in self.rechecks.values() if r.due <= now]
+        if due:
+            timeout_s = self.plan().health.probe_timeout_s
+            await asyncio.gather(*(self._probe(e, timeout_s) for e in due))
 
     def pause_s(self) -> float:
-        spread = 1.0 + self.jitter * (2.0 * self._random.random() - 1.0)
-        return self.plan().health.probe_interval_s * spread
+        """Until the next full round or the first down endpoint's own probe, whichever comes first."""
+        wake = min([self._next_round, *(r.due for r in self.rechecks.values())])
+        return max(wake - self.clock(), 0.0)
+
+    def busy(self) -> None:
+        """A request found its worker full: probe the down endpoints now, not at their back-off (at
+        most once per ``RECHECK_FIRST_S`` each). Cheap enough for the request path: nothing down, no
+        work; the probes run in the loop."""
+        if not self.rechecks:
+            return
+        now = self.clock()
+        woken = False
+        for recheck in self.rechecks.values():
+            soonest = recheck.probed_at + RECHECK_FIRST_S
+            if recheck.due > soonest:
+                recheck.due = max(soonest, now)
+                woken = True
+        if woken:
+            self.wake()
 
     async def _probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         error: UpstreamError | None = None
@@ -105,8 +163,21 @@ class ProbeLoop(Periodic):
             error = ConnectTimeout(f"probe of {endpoint.label} timed out")
         was_ok = self.health.endpoint_usable(endpoint.label)
         self.health.record_probe(endpoint.label, error)
+        self._schedule(endpoint, error is None)
         self.metrics.probes.labels(endpoint.label, "ok" if error is None else error.error_class).inc()
         if error is not None and was_ok:
             log.warning("probe: %s is unhealthy (%s)", endpoint.label, error.error_class)
         elif error is None and not was_ok:
             log.info("probe: %s is healthy again", endpoint.label)
+
+    def _schedule(self, endpoint: Endpoint, ok: bool) -> None:
+        """After a probe: an endpoint found up leaves the rechecks; one found down is probed again
+        after its back-off (the first, or twice the last, at most ``RECHECK_MAX_S`` or the interval)."""
+        if ok:
+            self.rechecks.pop(endpoint.label, None)
+            return
+        now = self.clock()
+        ceiling = min(RECHECK_MAX_S, self.plan().health.probe_interval_s)
+        last = self.rechecks.get(endpoint.label)
+        backoff = RECHECK_FIRST_S if last is None else min(last.backoff_s * 2.0, ceiling)
+        self.rechecks[endpoint.label] = _Recheck(endpoint, now + backoff, backoff, now)

@@ -58,8 +58,10 @@ class SlotGuard(Guard):
         sticky: StickyTable | None = None,
         fleet: FleetLine | None = None,
         metrics: Metrics | None = None,
+        busy: Callable[[], None] | None = None,
     ) -> None:
         self.metrics = metrics  # who waits, by tenant and class (None: not counted)
+        self.busy = busy  # told when a request finds its worker full (the probe loop: a down one may be up)
         self.slots = slots
         self.scorer = scorer
         self.settings = settings
@@ -100,6 +102,8 @@ class SlotGuard(Guard):
         if fleet is None or spill == 0 or not fleet.waiting(candidate.id):  # never overtake the line
             lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False, turn=turn)
         if lease is None:
+            if self.busy is not None:
+                self.busy()
             if spill == 0:
                 return "saturated"
             if spill is not None and self._expected_wait(candidate, route, fleet) > spill:

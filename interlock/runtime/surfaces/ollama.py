@@ -97,7 +97,8 @@ class _NDJSON(StreamRender):
 
     def _line(self, content: str, thinking: str | None, **extra: Any) -> bytes:
         line: dict[str, Any] = {"model": self._model, "created_at": _now()}
-        if self._generate:
+        if self._generate:  # no tools on generate: Ollama never sends `tool_calls` there
+            extra.pop("tool_calls", None)
             line["response"] = content
             if thinking:
                 line["thinking"] = thinking
@@ -114,6 +115,8 @@ class _NDJSON(StreamRender):
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
             self._relayed = True
+            if self._generate:  # its /api/chat line, as /api/generate writes it
+                return orjson.dumps(wire.generate_answer(chunk.native, self._model)) + b"\n"
             return wire.renamed(chunk, self._model)
         if chunk.get("usage"):
             self._usage = chunk["usage"]
@@ -207,6 +210,9 @@ class Chat(_Native):
         }
 
 
+GENERATE_ONLY = frozenset(("prompt", "system", "images", "raw", "template", "context", "suffix", "tools"))
+
+
 class Generate(Chat):
     """``POST /api/generate``: ``system`` + ``prompt`` (+ ``images``) as a two-message chat."""
 
@@ -223,9 +229,20 @@ class Generate(Chat):
         messages: list[Any] = []
         if isinstance(body.get("system"), str) and body["system"]:
             messages.append({"role": "system", "content": body["system"]})
-        messages.append({"role": "user", "content": prompt, "images": body.get("images")})
-        # the body is not a chat request: a worker gets the translated one
-        return self._chat({**body, "messages": messages, "tools": None}, None)
+        user: dict[str, Any] = {"role": "user", "content": prompt}
+        if body.get("images") is not None:
+            user["images"] = body["images"]
+        messages.append(user)
+        # an Ollama worker gets it as the chat Ollama itself makes of it (its answer's durations and
+        # counts come back whole); any other worker, the translated request
+        chat = {key: value for key, value in body.items() if key not in GENERATE_ONLY}
+        chat["messages"] = messages
+        return self._chat({**chat, "tools": None}, Native("ollama", chat))
+
+    def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
+        if type(result) is Relayed:  # a worker's own /api/chat answer, as /api/generate writes it
+            return orjson.dumps(wire.generate_answer(result.native, parsed.echo))
+        return super().answer(parsed, result, candidate)
 
     def _wrap(
         self, parsed: Parsed, result: dict[str, Any], choice: Any, native: dict[str, Any]

@@ -164,6 +164,23 @@ def counts(usage: Any) -> dict[str, int]:
     return counts
 
 
+def generate_answer(chat: Mapping[str, Any], model: Any) -> dict[str, Any]:
+    """A worker's ``/api/chat`` answer or line as ``/api/generate`` writes it: the message's text as
+    ``response`` (and its ``thinking``), every other field (``done``, ``done_reason``, the durations and
+    counts) as it came; generate has no tools, so no ``tool_calls``."""
+    message = chat.get("message")
+    message = message if isinstance(message, Mapping) else {}
+    out: dict[str, Any] = {"model": model, "created_at": chat.get("created_at")}
+    out["response"] = message.get("content") or ""
+    if message.get("thinking"):
+        out["thinking"] = message["thinking"]
+    out.update((key, value) for key, value in chat.items() if key not in _CHAT_ONLY)
+    return out
+
+
+_CHAT_ONLY = frozenset(("model", "created_at", "message"))
+
+
 def renamed(chunk: RelayedChunk, model: Any) -> bytes:
     """A worker's line with ``model`` in place of its own: Ollama writes ``"model"`` first, so only that
     prefix is rewritten (the rest of the line is sent as its bytes came); any other line is written anew."""

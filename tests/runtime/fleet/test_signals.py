@@ -87,18 +87,50 @@ def test_another_servers_answer_is_refused_not_read_as_idle(
         read({path: body(name) for path, name in answer.items()})
 
 
+# The real llama-server's answers (tests/fixtures/signals/llama-server: captured, not built): (running,
+# waiting, slots, the tokens the slots hold: each slot's n_prompt_tokens + next_token[0].n_decoded).
+CAPTURED = {
+    "idle": (0, 0, 2, None),  # slots never used: no n_prompt_tokens
+    "busy1": (1, 0, 2, 45 + 4453 + 342),  # slot 0 ended (its prompt kept), slot 1 generating
+    "busy2_outside": (2, 0, 2, 310),
+    "deferred1": (2, 1, 2, 454),
+    "deferred_xl-a_0": (2, 3, 2, 142),
+    "deferred_xl-a_1": (2, 3, 2, 122),
+    "deferred_xl-a_2": (2, 1, 2, 122),
+    "live_idle": (0, 0, 2, None),  # recorded by tests/inference/test_signals.py
+    "live_busy": (1, 0, 2, 37),
+    "live_deferred": (2, 2, 2, 37 + 0 + 38 + 1),
+}
+
+
+@pytest.mark.parametrize("moment", sorted(CAPTURED))
+def test_the_real_llama_servers_answers_read_as_it_said(moment: str) -> None:
+    prefix = "live_" if moment.startswith("live_") else ""
+    stem = moment.removeprefix("live_")
+    metrics = body(f"llama-server/{prefix}metrics_{stem}.txt")
+    listed = body(f"llama-server/{prefix}slots_{stem}.json")
+    running, waiting, slots, held = CAPTURED[moment]
+    both = llamacpp.read({"/metrics": metrics, "/slots": listed})
+    assert both == ServerLoad(running=running, waiting=waiting, slots=slots, cached_tokens=held)
+    assert both.kv_used is None  # this build has no llamacpp:kv_cache_usage_ratio: unknown, never 0
+    assert llamacpp.read({"/slots": listed}) == ServerLoad(running=running, slots=slots, cached_tokens=held)
+    assert llamacpp.read({"/metrics": metrics}) == ServerLoad(running=running, waiting=waiting)
+
+
 def test_a_slots_answer_that_is_not_a_list_of_slots_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^/slots is not a list of slots$"):
         llamacpp.read({"/slots": b'{"error": "This server does not support slots endpoint."}'})
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.txt")))
+@pytest.mark.parametrize("name", sorted(str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*.txt")))
 def test_the_lean_reader_agrees_with_prometheus_clients_parser(name: str) -> None:
     text = body(name).decode()
     reference: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            reference.setdefault(sample.name, []).append(sample.value)
+            # llama-server types `llamacpp:n_tokens_max` a counter without `_total`: the parser adds one
+            named = sample.name if sample.name in text else sample.name.removesuffix("_total")
+            reference.setdefault(named, []).append(sample.value)
     finite = {n: [v for v in values if abs(v) != float("inf")] for n, values in reference.items()}
     assert finite  # a fixture the reference reads nothing of would prove nothing
     assert samples(text, finite.keys()) == {n: v for n, v in finite.items() if v}
