@@ -324,3 +324,26 @@ def test_a_stream_teaches_the_prompt_speed_from_the_timings_beside_its_usage(
         timings["prompt_n"] / timings["prompt_ms"] * 1000, rel=0.01
     )
     assert learned["prompt_counts"]["samples"] == 1
+
+
+def test_a_calibration_learned_on_other_traffic_never_refuses_the_last_candidate_that_says_overflow(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
+) -> None:
+    """Seen with the real llama-server: one plain "say hi" answer taught the book, then Claude Code's
+    request (its tools, which SmolLM2's template drops) was ~19k "as learned", clearly over 8,192, and
+    refused with no call. The server says overflow itself: on the chain's last candidate it decides."""
+    llama, _, _ = fakes
+    llama.set_fault(
+        Fault.recorded(_answer({"prompt_tokens": 31, "completion_tokens": 3, "total_tokens": 34}, None))
+    )
+    body = {**copy.deepcopy(CLAUDE["body"]), "model": "t/agent", "stream": False}
+    headers = {
+        k: v for k, v in CLAUDE["headers"].items() if k.lower() in ("anthropic-beta", "anthropic-version")
+    }
+    hi, agent = _run(
+        _gateway(plan_data, fakes),
+        [_post({"model": "t/agent", **SAY_HI}), _post(body, "/v1/messages", **headers)],
+    )
+    assert hi.status_code == 200, hi.text
+    assert agent.status_code == 200, agent.text
+    assert len(_sent(llama, "smol")) == 2  # asked: the server, not the estimate, decides

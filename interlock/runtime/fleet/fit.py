@@ -14,6 +14,8 @@ from __future__ import annotations
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.tables import Candidate, Route
 
+UPSTREAM_SAID = "upstream said"  # the source of a window an overflow answer named
+
 
 def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> frozenset[str] | None:
     if route.live_facts:
@@ -41,7 +43,7 @@ def effective_context(
     tokens, source = _effective(route, candidate, facts, num_ctx)
     learned = facts.window(route.endpoint.label, candidate.facts_key)
     if learned is not None and (tokens is None or learned < tokens):
-        return learned, "upstream said"
+        return learned, UPSTREAM_SAID
     return tokens, source
 
 

@@ -18,7 +18,10 @@ request (its overflow error). Each route is then one of, best first:
   decides, and its overflow answer moves the walk on. Its output limit is lowered to what fits the
   fewest tokens the prompt may be (vLLM refuses a prompt plus ``max_tokens`` over its window);
 - ``too small``: an upstream that truncates silently (Ollama) and the estimate does not fit, or one
-  clearly too small: skipped, a misfit.
+  clearly too small with a candidate after it: skipped, a misfit. The last candidate of a chain whose
+  upstream says overflow itself is never refused on the estimate alone: it is ``doubtful`` (a
+  calibration learned on other traffic can be far off: SmolLM2's template drops tool schemas), unless
+  the window is one its server already named in an overflow answer.
 
 With ``preflight.max_tokens: strict`` (the seeds' conservative admission) a route is ``fits`` or
 ``too small``, nothing between. The candidate keeps only its routes of the best kind. When that is
@@ -34,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.fit import effective_context, limit_on
+from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on
 from interlock.runtime.guards import DEFER, Admission
 from interlock.runtime.guards.calibration import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.guards.ceiling import fitting, lowered
@@ -104,6 +107,14 @@ class ContextGuard(MisfitGuard):
                     and not _clearly(prompt, window, learned is not None, margin)
                 ):
                     kind = DOUBTFUL  # the server decides; the limit sent fits its least plausible count
+                    room = fitting(window, _least(prompt, learned is not None, margin), margin)
+                elif (
+                    settings.max_tokens_ceiling
+                    and candidate.says_overflow
+                    and not admission.has_next
+                    and source != UPSTREAM_SAID  # its server has not already answered this window
+                ):
+                    kind = DOUBTFUL  # clearly over, but the last candidate: the estimate alone never refuses
                     room = fitting(window, _least(prompt, learned is not None, margin), margin)
                 else:
                     kind = TOO_SMALL
