@@ -26,6 +26,7 @@ COMMANDS: Mapping[str, str] = {  # each subcommand -> the module that registers 
     "simulate": "interlock.commands.whatif",
     "demo": "interlock.commands.demo",
     "deploy": "interlock.commands.deploy",
+    "connect": "interlock.commands.connect",
     "telemetry-sidecar": "interlock.commands.telemetry",
     "keys": "interlock.commands.keys",
     "usage": "interlock.commands.usage",
