@@ -30,6 +30,7 @@ from interlock.testing.fake_fleet import GIB, FakeGpuBox, sim_model
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from tests.runtime.conftest import compile_text
+from tests.waiting import until
 
 CONFIG = """\
 version: 1
@@ -46,6 +47,14 @@ providers:
         max_concurrent: 1
         queue: {{max_waiting: 4, max_wait: 1s}}
         telemetry: {{url: "{box}/telemetry"}}
+  spare:
+    kind: ollama
+    workers:
+      - name: box2
+        url: "{box2}"
+        max_concurrent: 1
+        on_saturation: queue
+        queue: {{max_waiting: 1, max_wait: 1h}}
 health: {{probe_interval: 1h, probe_timeout: 1s, failure_threshold: 1, open_for: 1h, rate_limit_open_for: 1h}}
 tenants:
   team: {{}}
@@ -56,10 +65,12 @@ aliases:
   t/chat: {{description: falls back, chain: [cloud/c1, backup/c2]}}
   t/gone: {{description: loses its only candidate, chain: [gone/g1]}}
   t/local: {{description: the box, chain: [local/m1]}}
+  t/busy: {{description: one slot held and the next request waiting, chain: [spare/m2]}}
 """
 ENV = {"CLOUD_KEY": "sk-cloud", "OPS_KEY": "sk-ops-0123456789", "INTERN_KEY": "sk-intern-0123456789"}
 HEALTHY, FAILING = 8, 24  # scrapes (minutes of series time) in each phase
 INSTANCE = "gateway:8080"
+WAITING = f'interlock_slot_queue_waiting{{instance="{INSTANCE}",worker="box2"}}'
 
 
 def promtool() -> str:
@@ -102,37 +113,49 @@ def test_a_directory_is_refused_as_the_rule_file(tmp_path: Path, capsys: pytest.
 
 
 def test_every_alias_worker_and_key_with_credits_has_its_alerts(tmp_path: Path) -> None:
-    plan = load_plan(compile_text(tmp_path, CONFIG.format(**dict.fromkeys(FAKES, "http://127.0.0.1:9"))), ENV)
+    plan = load_plan(
+        compile_text(
+            tmp_path, CONFIG.format(**{f: f"http://127.0.0.1:{9 + i}" for i, f in enumerate(FAKES)})
+        ),
+        ENV,
+    )
     assert sorted(alert_ids(rules(plan.source))) == [
+        'InterlockAliasAllCircuitsOpen{alias="t/busy"}',
         'InterlockAliasAllCircuitsOpen{alias="t/chat"}',
         'InterlockAliasAllCircuitsOpen{alias="t/gone"}',
         'InterlockAliasAllCircuitsOpen{alias="t/local"}',
         'InterlockAliasFallbackRate{alias="t/chat"}',  # one candidate: nothing to fall back to
+        'InterlockAliasNoHealthyCandidate{alias="t/busy"}',
         'InterlockAliasNoHealthyCandidate{alias="t/chat"}',
         'InterlockAliasNoHealthyCandidate{alias="t/gone"}',
         'InterlockAliasNoHealthyCandidate{alias="t/local"}',
         'InterlockKeyCreditsNearlySpent{key="intern"}',  # `ops` has no credits
         'InterlockWorkerDown{worker="box"}',
+        'InterlockWorkerDown{worker="box2"}',
         'InterlockWorkerQueueSaturated{worker="box"}',
-        'InterlockWorkerVramNearFull{worker="box"}',  # it declares telemetry
+        'InterlockWorkerQueueSaturated{worker="box2"}',
+        'InterlockWorkerVramNearFull{worker="box"}',  # it declares telemetry; box2 does not
     ]
     for rule in alert_ids(rules(plan.source)).values():
         assert "`interlock status`" in rule["annotations"]["runbook"]
 
 
-FAKES = ("cloud", "backup", "gone", "box")
+FAKES = ("cloud", "backup", "gone", "box", "box2")
 
 
 def record(tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """The plan's rules and one scrape per minute: ``HEALTHY`` while all is well, then ``FAILING``."""
     box = FakeGpuBox(name="box", models=[sim_model("m1", 15, load_s=0.0)], vram_bytes=16 * GIB)
+    box2 = FakeGpuBox(name="box2", models=[sim_model("m2", 1, load_s=0.0)], vram_bytes=16 * GIB)
     with (
         FakeOpenAI(name="cloud") as cloud,
         FakeOpenAI(name="backup") as backup,
         FakeOpenAI(name="gone") as gone,
         box,
+        box2,
     ):
         urls = {"cloud": cloud.base_url, "backup": backup.base_url, "gone": gone.base_url, "box": box.url}
+        urls["box2"] = box2.url
         plan = load_plan(compile_text(tmp_path, CONFIG.format(**urls)), ENV)
         gateway = build_gateway(plan, probes=False)
 
@@ -140,8 +163,12 @@ def record(tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, float]]]:
             cloud.set_fault(Fault.http_status(500))
             gone.set_fault(Fault.http_status(500))
             box.refuse_connections()
+            box2.hold()  # its one slot stays taken: the next request waits in its queue
 
-        scrapes = asyncio.run(_scrape(gateway, fail))
+        try:
+            scrapes = asyncio.run(_scrape(gateway, fail))
+        finally:
+            box2.release()
     return rules(plan.source), scrapes
 
 
@@ -168,8 +195,16 @@ async def _scrape(gateway: Any, fail: Callable[[], None]) -> list[dict[str, floa
             fail()
             while await ask("t/chat", "INTERN_KEY") == 200:  # until its credits are spent: 402
                 pass
+            held = [asyncio.create_task(ask("t/busy")) for _ in range(2)]
+
+            async def one_waits() -> bool:
+                return bool(_samples((await http.get("/metrics")).text).get(WAITING))
+
+            await until(one_waits, "the second request to wait for box2's slot")
             for _ in range(FAILING):
                 await minute()
+            for task in held:
+                task.cancel()
     finally:
         await gateway.shutdown()
     return scrapes
@@ -231,7 +266,7 @@ def test_the_rules_fire_on_recorded_failures_and_not_before(tmp_path: Path) -> N
         ),
         (end, "InterlockAliasFallbackRate"): firing('InterlockAliasFallbackRate{alias="t/chat"}'),
         (end, "InterlockKeyCreditsNearlySpent"): firing('InterlockKeyCreditsNearlySpent{key="intern"}'),
-        (end, "InterlockWorkerQueueSaturated"): [],  # nothing queued: requests came one at a time
+        (end, "InterlockWorkerQueueSaturated"): firing('InterlockWorkerQueueSaturated{worker="box2"}'),
     }
     for name in {alert for _, alert in expected}:
         expected.setdefault((healthy_end, name), [])
