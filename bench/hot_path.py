@@ -216,11 +216,15 @@ tenants:
   team: {{allowed: ["bench/*"]}}
   capped: {{requests_per_minute: 100000000, tokens_per_minute: 1000000000, max_concurrent: 64}}
 keys:
-  env: {{tenant: team, key_env: BENCH_CALLER}}
+  env: {{tenant: team, key_env: BENCH_CALLER_KEY}}
   gen: {{tenant: team, hash: "{hash_key(GENERATED)}"}}
-  capped: {{tenant: capped, key_env: BENCH_CAPPED}}
+  capped: {{tenant: capped, key_env: BENCH_CAPPED_KEY}}
 """
-ENV = {"BENCH_KEY": "sk-bench", "BENCH_CALLER": "caller-secret", "BENCH_CAPPED": "capped-secret"}
+ENV = {
+    "BENCH_KEY": "sk-bench",
+    "BENCH_CALLER_KEY": "caller-secret-7f3a",
+    "BENCH_CAPPED_KEY": "capped-secret-2b9e",
+}
 
 
 def prefix_cost(raw: bytes, requests: int) -> str:
@@ -366,9 +370,13 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         ),
         "CORS on, no Origin": (with_cors, chat, ()),
         "CORS on, listed Origin": (with_cors, chat, origin),
-        "auth on, key from a variable": (with_auth, chat, ((b"authorization", b"Bearer caller-secret"),)),
+        "auth on, key from a variable": (
+            with_auth,
+            chat,
+            ((b"authorization", b"Bearer caller-secret-7f3a"),),
+        ),
         "auth on, generated key": (with_auth, chat, ((b"x-api-key", GENERATED.encode()),)),
-        "auth on, tenant rate limits": (with_auth, chat, ((b"authorization", b"Bearer capped-secret"),)),
+        "auth on, tenant rate limits": (with_auth, chat, ((b"authorization", b"Bearer capped-secret-2b9e"),)),
         "JSON access log on": (logged, chat, ()),
         "stream, JSON access log on": (
             logged,

@@ -25,11 +25,14 @@ def at_root(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def fixture_options(path: Path) -> CompileOptions:
-    """A fixture whose first line says `# options: require-env` is compiled with an empty environment."""
+    """A fixture whose first line says `# options: require-env` is compiled with an empty environment, or
+    with the one that follows `env:` there (`# options: require-env; env: A_KEY=x, B_KEY=y`)."""
     first = path.read_text(encoding="utf-8").splitlines()[0]
     roots = (str(FIXTURES),)  # fixtures share files under tests/fixtures/loader/parts/
     if first.startswith("# options:") and "require-env" in first:
-        return CompileOptions(require_env=True, environ={}, include_roots=roots)
+        _, _, pairs = first.partition("env:")
+        environ = dict(pair.strip().split("=", 1) for pair in pairs.split(",") if pair.strip())
+        return CompileOptions(require_env=True, environ=environ, include_roots=roots)
     return CompileOptions(environ={}, include_roots=roots)
 
 

@@ -164,8 +164,8 @@ def test_il820_only_when_keys_are_read_and_none_is_an_operator(
         f"version: 1\nserver: {{auth: {auth}}}\n"
         "providers: {local: {kind: ollama, workers: [{name: a, url: 'http://127.0.0.1:1'}]}}\n"
         "aliases: {chat: {chain: [local/m]}}\ntenants: {a: {}, b: {}}\n"
-        f"keys:\n  one: {{tenant: a, key_env: ONE, operator: {str(operator).lower()}}}\n"
-        "  two: {tenant: b, key_env: TWO}\n",
+        f"keys:\n  one: {{tenant: a, key_env: ONE_KEY, operator: {str(operator).lower()}}}\n"
+        "  two: {tenant: b, key_env: TWO_KEY}\n",
     )
     assert ctx.plan is not None
     assert ("IL820" in [d.code for d in ctx.sink.items]) == warned

@@ -68,7 +68,8 @@ CODES: dict[str, CodeInfo] = _codes(
         "IL111",
         "not-a-credential-variable",
         "error",
-        "`api_key_env`/`key_env` names a process, platform or `INTERLOCK_*` variable, or another entry's.",
+        "`api_key_env`/`key_env` names a process, path or `INTERLOCK_*` variable, another system's secret, "
+        "or another entry's (for a caller key, also a model vendor's).",
     ),
     ("IL112", "url-query-or-fragment", "error", "A base or worker URL holds `?` or `#`."),
     ("IL113", "metadata-host", "warning", "A URL points at a cloud metadata or link-local address."),
@@ -79,6 +80,24 @@ CODES: dict[str, CodeInfo] = _codes(
         "responses-not-spoken",
         "error",
         "`responses: true` on a kind with no Responses API.",
+    ),
+    (
+        "IL117",
+        "key-sent-off-vendor",
+        "error",
+        "A vendor's credential goes to a host not its vendor's, or to one `api_key_hosts` does not list.",
+    ),
+    (
+        "IL118",
+        "bad-key-host",
+        "error",
+        "An `api_key_hosts` entry is not a host name or address, or the provider has no `api_key_env`.",
+    ),
+    (
+        "IL119",
+        "unused-key-host",
+        "warning",
+        "An `api_key_hosts` entry names a host the provider never calls.",
     ),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
@@ -198,6 +217,25 @@ CODES: dict[str, CodeInfo] = _codes(
         "no-operator-key",
         "warning",
         "Keys are read, but none is `operator: true`: any valid key sees every tenant's budgets.",
+    ),
+    (
+        "IL821",
+        "key-variable-not-secret",
+        "error",
+        "A caller key's `key_env` is not named as a secret (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_APIKEY`, "
+        "a declared prefix).",
+    ),
+    (
+        "IL822",
+        "weak-key-secret",
+        "error",
+        "With `--require-env`: a caller key's variable holds a path, a short value or another's value.",
+    ),
+    (
+        "IL823",
+        "bad-key-env-prefix",
+        "error",
+        "A `server.key_env_prefixes` entry is malformed or admits process or other systems' variables.",
     ),
     # Routing
     ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),

@@ -10,6 +10,7 @@ from interlock.patterns import slot_limit
 from interlock.schema.canonical import content_hash
 from interlock.schema.config import TelemetrySection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPlacement, RoutingPlan
+from interlock.vendors import listed_host
 
 
 def emit(ctx: CompileContext) -> RoutingPlan:
@@ -72,6 +73,8 @@ def emit(ctx: CompileContext) -> RoutingPlan:
         "access": ctx.access.model_dump(mode="json"),
         "placement": _placement(ctx),
     }
+    if ctx.server.key_env_prefixes:  # written only when set: other plans keep their bytes and hashes
+        data["server"]["key_env_prefixes"] = list(ctx.server.key_env_prefixes)
     data["content_hash"] = content_hash(data)
     return RoutingPlan.model_validate(data)
 
@@ -148,7 +151,7 @@ def _candidate(ctx: CompileContext, candidate: str) -> dict[str, Any]:
 def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, Any]:
     section = ctx.providers[name].section
     timeouts = ctx.timeouts_of(name)
-    return {
+    out: dict[str, Any] = {
         "name": name,
         "kind": section.kind,
         "base_url": section.base_url.rstrip("/") if section.base_url else None,
@@ -162,6 +165,9 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
         },
         "workers": workers,
     }
+    if section.api_key_hosts:  # written only when set: other plans keep their bytes and hashes
+        out["api_key_hosts"] = [listed_host(host) for host in section.api_key_hosts]
+    return out
 
 
 def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:

@@ -66,6 +66,8 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
     kind = KINDS[section.kind]
     served_by_workers = has_workers(section.kind, section.workers)
     key = f"key from ${section.api_key_env}" if section.api_key_env else "no key"
+    if section.api_key_env and section.api_key_hosts:
+        key += f" (may go to {', '.join(section.api_key_hosts)}: api_key_hosts)"
     probe = "probe on" if section.probe else "probe off"
     if not served_by_workers:
         lines.append(f"provider {provider_name}: {section.kind} at {section.base_url}, {key}, {probe}")

@@ -5,8 +5,10 @@ A base URL receives the provider's key with every request and probe, from the ga
 pointed at ``169.254.169.254`` it reads the cloud's instance credentials, pointed at loopback it reaches
 services that trust local callers. Resolvers accept many spellings of one address (``2852039166``,
 ``0xa9fea9fe``, ``0251.0376.0251.0376``, ``169.254.43518``, ``::ffff:169.254.169.254``), so the host is
-read the way ``inet_aton`` reads it before it is classified. Names are not resolved: the compiler has no
-network, and DNS can answer differently at run time.
+read the way ``inet_aton`` reads it before it is classified; an IPv6 address that carries an IPv4 one
+(mapped ``::ffff:0:0/96``, NAT64 ``64:ff9b::/96``, IPv4-compatible ``::/96``, 6to4 ``2002::/16``) is
+classified as that IPv4 address, since a NAT64 gateway or a dual stack delivers it there. Names are not
+resolved: the compiler has no network, and DNS can answer differently at run time.
 """
 
 from __future__ import annotations
@@ -27,9 +29,16 @@ METADATA_ADDRESSES = frozenset(
         ipaddress.ip_address("169.254.169.254"),  # AWS, Google, Azure, OpenStack, ...
         ipaddress.ip_address("169.254.170.2"),  # AWS ECS task credentials
         ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+        ipaddress.ip_address("168.63.129.16"),  # Azure WireServer (extensions, the host's agent)
+        ipaddress.ip_address("192.0.0.192"),  # Oracle Cloud's instance metadata
         ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
     )
 )
+
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+"""The well-known NAT64 prefix (RFC 6052): the last 32 bits are the IPv4 address reached."""
+COMPATIBLE = ipaddress.IPv6Network("::/96")
+"""IPv4-compatible addresses (RFC 4291, deprecated): ``::a9fe:a9fe`` is 169.254.169.254 on many stacks."""
 
 _PART = re.compile(r"^(0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*)$")
 
@@ -46,9 +55,7 @@ def host_class(host: str) -> HostClass | None:
     if address is None:
         return None
     if isinstance(address, ipaddress.IPv6Address):
-        mapped = address.ipv4_mapped or address.sixtofour
-        if mapped is not None:
-            address = mapped
+        address = _embedded(address)
     if address in METADATA_ADDRESSES:
         return "metadata"
     if address.is_link_local:
@@ -56,6 +63,15 @@ def host_class(host: str) -> HostClass | None:
     if address.is_loopback or address.is_unspecified:  # 0.0.0.0 and :: connect to this machine
         return "loopback"
     return None
+
+
+def _embedded(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The IPv4 address an IPv6 one carries (mapped, NAT64, IPv4-compatible, 6to4), else itself; ``::``
+    and ``::1`` stay themselves (unspecified and loopback, not 0.0.0.0 and 0.0.0.1)."""
+    embedded = address.ipv4_mapped or address.sixtofour
+    if embedded is None and (address in NAT64 or (address in COMPATIBLE and int(address) > 1)):
+        embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return embedded if embedded is not None else address
 
 
 def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

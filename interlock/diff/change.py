@@ -83,7 +83,9 @@ _Q, _A, _S, _P, _W, _H, _F, _G, _M, _Y = (
 
 KINDS: dict[str, Kind] = _kinds(
     ("credential-sent", _Q, _K, "sent to a new host"),
+    ("key-host-allowed", _Q, _K, "may leave its vendor's hosts"),
     ("key-variable-added", _Q, _K, "new key variable"),
+    ("key-prefixes-changed", _Q, _K, "key variable prefixes"),
     ("key-secret-source-changed", _Q, _K, "key's secret source"),
     ("alias-added", _A, _R, "alias added"),
     ("alias-removed", _A, _B, "alias removed"),
@@ -114,6 +116,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("provider-kind-changed", _P, _R, "kind"),
     ("base-url-changed", _P, _R, "base URL"),
     ("credential-changed", _P, _R, "credential variable"),
+    ("key-host-withdrawn", _P, _R, "key host withdrawn"),
     ("probe-changed", _P, _C, "active probe"),
     ("responses-changed", _P, _R, "Responses API"),
     ("timeout-changed", _P, _C, "timeout"),

@@ -4,7 +4,9 @@ A config under review is served with the platform's secrets in its environment, 
 see first is where each secret goes: a provider's ``api_key_env`` is sent to every host it calls (its
 ``base_url``, its workers), before any request, by the probe; a caller key's ``key_env`` is what a caller
 must present. A base URL or a variable edited in a pull request reads as a routing change elsewhere; here
-it reads as "`GROQ_API_KEY` is now sent to collector.example.net". Variable names only, never values.
+it reads as "`GROQ_API_KEY` is now sent to collector.example.net". A host added to a provider's
+``api_key_hosts`` is its own change: the line that lets a vendor's key (``OPENAI_API_KEY``) leave the
+vendor's hosts. Variable names only, never values.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from interlock.diff.change import Change, named
-from interlock.schema.plan import PlanKey, RoutingPlan
+from interlock.schema.plan import PlanKey, PlanProvider, RoutingPlan
+from interlock.vendors import vendor_of
 
 
 def credentials(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
@@ -39,6 +42,25 @@ def credentials(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
                     unit="list",
                 )
             )
+    for name, provider in sorted(head.providers.items()):
+        out.extend(_hosts_allowed(name, base.providers.get(name), provider))
+    old_prefixes, new_prefixes = base.server.key_env_prefixes, head.server.key_env_prefixes
+    if sorted(old_prefixes) != sorted(new_prefixes):
+        shown = ", ".join(f"`{p}*`" for p in new_prefixes) or "none"
+        summary = (
+            f"caller keys may be read from variables named {shown} beside `*_KEY`, `*_TOKEN`, `*_SECRET`, "
+            f"`*_APIKEY` (was {', '.join(f'`{p}*`' for p in old_prefixes) or 'none'})"
+        )
+        out.append(
+            Change(
+                "key-prefixes-changed",
+                "key_env_prefixes",
+                old_prefixes,
+                new_prefixes,
+                summary,
+                unit="list",
+            )
+        )
     old_keys, new_keys = base.access.keys, head.access.keys
     for key_id in sorted(new_keys.keys() - old_keys.keys()):
         key_env = new_keys[key_id].key_env
@@ -55,6 +77,31 @@ def credentials(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
             out.append(
                 Change("key-secret-source-changed", f"keys.{key_id}", old, new, summary, field="secret")
             )
+    return out
+
+
+def _hosts_allowed(name: str, old: PlanProvider | None, new: PlanProvider) -> list[Change]:
+    """Each host ``new`` lists in ``api_key_hosts`` that ``old`` did not list for the same variable."""
+    variable = new.api_key_env
+    if variable is None:
+        return []
+    before = old.api_key_hosts if old is not None and old.api_key_env == variable else []
+    vendor = vendor_of(variable)
+    off = f", off {vendor.name}'s hosts" if vendor is not None else ""
+    out: list[Change] = []
+    for host in sorted(set(new.api_key_hosts) - set(before)):
+        summary = f"provider `{name}` may now send `{variable}` to {host}{off} (`api_key_hosts`)"
+        out.append(
+            Change(
+                "key-host-allowed",
+                variable,
+                sorted(before),
+                sorted(new.api_key_hosts),
+                summary,
+                field=host,
+                unit="list",
+            )
+        )
     return out
 
 

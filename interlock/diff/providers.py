@@ -45,6 +45,23 @@ def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
             f"(was {named(old.api_key_env)})" + (": the deployment must set it" if new.api_key_env else "")
         )
         out.append(Change("credential-changed", name, old.api_key_env, new.api_key_env, summary))
+    withdrawn = sorted(set(old.api_key_hosts) - set(new.api_key_hosts))
+    if withdrawn and old.api_key_env == new.api_key_env:
+        summary = (
+            f"provider `{name}` may no longer send {named(new.api_key_env)} to {', '.join(withdrawn)} "
+            "(`api_key_hosts`)"
+        )
+        out.append(
+            Change(
+                "key-host-withdrawn",
+                name,
+                old.api_key_hosts,
+                new.api_key_hosts,
+                summary,
+                field="api_key_hosts",
+                unit="list",
+            )
+        )
     if old.probe != new.probe:
         summary = f"provider `{name}`: active probe turned {show(new.probe, 'bool')}"
         out.append(Change("probe-changed", name, old.probe, new.probe, summary, unit="bool"))

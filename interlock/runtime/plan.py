@@ -25,10 +25,10 @@ from pydantic import ValidationError
 
 from interlock.apikeys import parse_hash
 from interlock.collector import collector_paused
-from interlock.envnames import not_a_credential
 from interlock.kinds import KINDS, has_workers
 from interlock.patterns import ollama_name, untagged
 from interlock.runtime.access import KeyBook
+from interlock.runtime.credentials import credential_problems, weak_key_values
 from interlock.runtime.errors import InterlockError
 from interlock.runtime.serving.cors import CorsPolicy
 from interlock.runtime.serving.fds import max_connections
@@ -403,22 +403,10 @@ def _check_headers(plan: RoutingPlan, origin: str) -> None:
 
 
 def _check_credentials(plan: RoutingPlan, origin: str) -> None:
-    """No variable that is not a credential is sent upstream or taken as a caller's secret, and no
-    caller key reads a provider's variable (the compiler's IL111, again for a plan written by hand)."""
-    problems: list[str] = []
-    sent = {p.api_key_env: name for name, p in sorted(plan.providers.items()) if p.api_key_env}
-    for variable, name in sent.items():
-        reason = not_a_credential(variable)
-        if reason is not None:
-            problems.append(f"provider {name} reads its key from {variable}, which {reason}")
-    for key_id, key in sorted(plan.access.keys.items()):
-        if key.key_env is None:
-            continue
-        reason = not_a_credential(key.key_env)
-        if reason is None and key.key_env in sent:
-            reason = f"provider {sent[key.key_env]} sends upstream"
-        if reason is not None:
-            problems.append(f"caller key {key_id} reads its secret from {key.key_env}, which {reason}")
+    """No variable that is not a credential is sent upstream or taken as a caller's secret, no vendor's
+    key goes off its vendor's hosts (``credentials``: the compiler's checks again, for a plan written by
+    hand)."""
+    problems = credential_problems(plan)
     if problems:
         wrong = "; ".join(problems)
         raise PlanError(f"{origin}: the plan reads credentials from the wrong variables: {wrong}")
@@ -444,6 +432,9 @@ def _key_book(
                 variable=key.key_env,
             )
         secrets.append(value)
+    weak = weak_key_values(plan, env)
+    if weak:
+        raise PlanError(f"{origin}: caller keys without a secret: " + "; ".join(weak))
     return KeyBook.of(plan.access, plan.server.auth, env, aliases, plan.candidates)
 
 

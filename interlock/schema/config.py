@@ -86,6 +86,11 @@ class ServerSection(_Section):
         ge=1,
         description="Longest single line (SSE or NDJSON) of an upstream stream.",
     )
+    key_env_prefixes: list[str] = Field(
+        default_factory=list,
+        description="Prefixes (e.g. `CK_`) that mark a caller key's `key_env` as a secret, beside names "
+        "ending in `_KEY`, `_TOKEN`, `_SECRET` or `_APIKEY`.",
+    )
     auth: Literal["off", "optional", "required"] = Field(
         "off",
         description="Caller API keys (`keys`): `off` reads none (anyone may call), `optional` checks a key "
@@ -190,6 +195,12 @@ class ProviderSection(_Section):
     kind: str = Field(description="`anthropic`, `ollama` or `openai`.")
     base_url: str | None = Field(None, description="Required for `kind: openai` and `kind: anthropic`.")
     api_key_env: str | None = Field(None, description="Name of the variable holding the credential.")
+    api_key_hosts: list[str] | None = Field(
+        None,
+        description="Hosts besides its vendor's that `api_key_env` may be sent to: a vendor's variable "
+        "(`OPENAI_API_KEY`, `HF_TOKEN`, ...) goes only to that vendor's hosts otherwise; once set, every "
+        "host the provider calls must be its vendor's or listed.",
+    )
     probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
     responses: bool = Field(
         False,

@@ -47,6 +47,18 @@ class PlanServer(_Frozen):
     auth: Literal["off", "optional", "required"] = Field(
         "off", description="Caller keys: `off` reads none, `optional` checks one when sent, `required`."
     )
+    key_env_prefixes: list[str] = Field(
+        default_factory=list,
+        description="Declared prefixes of caller key variables (`server.key_env_prefixes`).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_no_prefixes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``key_env_prefixes`` is written only when set: plans without it keep their bytes and hashes."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("key_env_prefixes"):
+            data.pop("key_env_prefixes", None)
+        return data
 
 
 class PlanHealth(_Frozen):
@@ -83,12 +95,24 @@ class PlanProvider(_Frozen):
         description="The base URL (OpenAI-compatible or Anthropic); null for Ollama."
     )
     api_key_env: str | None = Field(description="Name of the credential variable, never its value.")
+    api_key_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts besides its vendor's that `api_key_env` may be sent to; set: the only others.",
+    )
     probe: bool
     responses: bool = Field(
         False, description="The upstream also serves the OpenAI Responses API (a Responses caller's relay)."
     )
     timeouts: PlanTimeouts
     workers: list[str] = Field(description="Names of this provider's workers, in declaration order.")
+
+    @model_serializer(mode="wrap")
+    def _drop_no_hosts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``api_key_hosts`` is written only when set: plans without it keep their bytes and hashes."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("api_key_hosts"):
+            data.pop("api_key_hosts", None)
+        return data
 
 
 class PlanQueue(_Frozen):

@@ -49,11 +49,11 @@ pricing:
 """
 
 ENV = {
-    "OPEN_KEY": "sk-open-7a1c9e",
-    "SMALL_KEY": "sk-small-0b2d4f",
-    "SHOP_KEY": "sk-shop-93ce51",
-    "CROWD_KEY": "sk-crowd-5e0a17",
-    "RATE_KEY": "sk-rate-c3f8d2",
+    "OPEN_KEY": "sk-open-7a1c9e-SECRET",
+    "SMALL_KEY": "sk-small-0b2d4f-SECRET",
+    "SHOP_KEY": "sk-shop-93ce51-SECRET",
+    "CROWD_KEY": "sk-crowd-5e0a17-SECRET",
+    "RATE_KEY": "sk-rate-c3f8d2-SECRET",
 }
 HI = [{"role": "user", "content": "hello there, how are you"}]
 

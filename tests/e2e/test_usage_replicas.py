@@ -30,7 +30,7 @@ keys:
   lab-key: {{tenant: lab, key_env: LAB_KEY, credits: 40}}
   other: {{tenant: lab, key_env: OTHER_KEY}}
 """
-ENV = {"LAB_KEY": "sk-lab-5e1f", "OTHER_KEY": "sk-other-77a0"}
+ENV = {"LAB_KEY": "sk-lab-5e1f0b93c2d7", "OTHER_KEY": "sk-other-77a0c4e18f"}  # 16+: a secret
 HI = [{"role": "user", "content": "hello there, how are you"}]
 
 

@@ -55,6 +55,16 @@ def _openai_provider(name: str, base_url: str, api_key_env: str) -> Edit:
     return _set(("providers", name), {"kind": "openai", "base_url": base_url, "api_key_env": api_key_env})
 
 
+def _key_elsewhere(base_url: str, host: str) -> Edit:
+    """OpenRouter's provider pointed at ``base_url``: its vendor's key may go there only when the
+    provider lists ``host`` in ``api_key_hosts`` (IL117 otherwise)."""
+
+    def edit(tree: ConfigTree) -> None:
+        tree.provider("openrouter").update(base_url=base_url, api_key_hosts=[host])
+
+    return edit
+
+
 _add_provider = _openai_provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY")
 
 
@@ -270,8 +280,19 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "base-url",
-        _set(("providers", "openrouter", "base_url"), "https://openrouter.example/api/v1"),
-        _k("base-url-changed", "credential-sent"),
+        _key_elsewhere("https://openrouter.example/api/v1", "openrouter.example"),
+        _k("base-url-changed", "credential-sent", "key-host-allowed"),
+    ),
+    Scenario(
+        "key-host-allowed",
+        _set(("providers", "openrouter", "api_key_hosts"), ["openrouter.example"]),
+        _k("key-host-allowed"),
+    ),
+    Scenario(
+        "key-host-withdrawn",
+        lambda tree: tree.provider("openrouter").pop("api_key_hosts"),
+        _k("key-host-withdrawn"),
+        base_edit=_set(("providers", "openrouter", "api_key_hosts"), ["openrouter.example"]),
     ),
     Scenario(
         "base-url-same-host",
@@ -359,6 +380,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("acl-tightened", _tenant("denied", ["acme/agent"]), _k("acl-tightened"), _access),
     Scenario("acl-loosened", _tenant("allowed", ["*"]), _k("acl-loosened"), _access),
     Scenario("key-variable", _key("key_env", "CI_KEY_2"), _k("key-secret-source-changed"), _access),
+    Scenario(
+        "key-prefixes", _set(("server", "key_env_prefixes"), ["CK_"]), _k("key-prefixes-changed"), _access
+    ),
     Scenario("key-secret", _key("hash", _HASH_2), _k("key-secret-changed"), _hashed),
     Scenario("key-tenant", _move_key, _k("key-tenant-changed", "caller-added"), _access),
     Scenario(

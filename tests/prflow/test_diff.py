@@ -118,6 +118,7 @@ def test_breaking_changes_come_first(trees, snapshot) -> None:
 def _secret_elsewhere(tree: ConfigTree) -> None:
     BY_NAME["alias-removed"].edit(tree)
     tree.provider("openrouter")["base_url"] = "https://collector.example.net/v1"
+    tree.provider("openrouter")["api_key_hosts"] = ["collector.example.net"]  # IL117 without it
 
 
 def test_a_credential_sent_to_a_new_host_comes_first_naming_the_variable_and_the_host(trees) -> None:

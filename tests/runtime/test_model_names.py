@@ -53,10 +53,10 @@ aliases:
 @pytest.mark.parametrize(("written", "asked"), SPELLINGS)
 def test_a_denied_model_is_denied_in_either_spelling(tmp_path: Path, written: str, asked: str) -> None:
     plan = load_plan(
-        compile_text(tmp_path, _config(f"local/{written}", "local/*")), {"ALICE_KEY": "a-secret"}
+        compile_text(tmp_path, _config(f"local/{written}", "local/*")), {"ALICE_KEY": "alice-secret-0c3e9a"}
     )
     assert plan.keys is not None
-    alice = plan.keys.authenticate([(b"authorization", b"Bearer a-secret")])
+    alice = plan.keys.authenticate([(b"authorization", b"Bearer alice-secret-0c3e9a")])
     for name in (f"local/{written}", f"local/{asked}"):
         assert not alice.may_call(name)
         with pytest.raises(ModelNotAllowed):
@@ -73,7 +73,9 @@ def test_a_price_covers_the_other_spelling(tmp_path: Path, written: str, asked: 
 
 def test_a_raw_request_in_the_other_spelling_is_the_listed_candidate(tmp_path: Path) -> None:
     """`local/llama3.2:latest` asked directly takes the plan's `local/llama3.2` (its slots, its facts)."""
-    plan = load_plan(compile_text(tmp_path, _config("local/none", "local/*")), {"ALICE_KEY": "a-secret"})
+    plan = load_plan(
+        compile_text(tmp_path, _config("local/none", "local/*")), {"ALICE_KEY": "alice-secret-0c3e9a"}
+    )
     listed = plan.candidates["local/llama3.2"]
     assert resolve(plan, "local/llama3.2:latest").candidates == (listed,)
     assert resolve(plan, "local/qwen3:8b").candidates == (plan.candidates["local/qwen3:8b"],)

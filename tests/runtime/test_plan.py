@@ -357,26 +357,88 @@ def test_a_plan_reading_a_key_from_a_variable_that_is_no_credential_is_refused(p
     with pytest.raises(
         PlanError,
         match=r"^plan: the plan reads credentials from the wrong variables: provider cloud reads its key "
-        r"from AWS_SECRET_ACCESS_KEY, which holds another system's credential \(a cloud, CI, registry or "
-        r"database secret\)$",
+        r"from AWS_SECRET_ACCESS_KEY, which holds another system's credential \(a cloud, CI, registry, "
+        r"database or service secret\)$",
     ):
         build(rehash(data), {"AWS_SECRET_ACCESS_KEY": "aws-secret"})
 
 
-def test_a_caller_key_on_a_provider_variable_or_home_is_refused(plan_data: PlanData) -> None:
-    data = plan_data()
+def _with_keys(data: dict[str, Any], **variables: str) -> dict[str, Any]:
+    """``data`` with ``auth: required`` and one operator key per ``id=VARIABLE``, rehashed."""
     data["server"]["auth"] = "required"
     limits = {"allowed": None, "denied": []}
     data["access"]["tenants"] = {"t": {"name": "t", "description": "", "limits": limits}}
     base = {"tenant": "t", "description": "", "hash": None, "operator": True, "limits": limits}
     data["access"]["keys"] = {
-        "ops": {**base, "id": "ops", "key_env": "HOME"},
-        "ci": {**base, "id": "ci", "key_env": "CLOUD_KEY"},
+        key_id: {**base, "id": key_id, "key_env": variable} for key_id, variable in variables.items()
     }
+    return rehash(data)
+
+
+def test_a_caller_key_on_a_provider_variable_or_home_is_refused(plan_data: PlanData) -> None:
+    data = _with_keys(plan_data(), ops="HOME", ci="CLOUD_KEY")
     with pytest.raises(PlanError) as caught:
-        build(rehash(data), {"CLOUD_KEY": "sk-cloud", "HOME": "/root"})
+        build(data, {"CLOUD_KEY": "sk-cloud", "HOME": "/root"})
     assert str(caught.value) == (
         "plan: the plan reads credentials from the wrong variables: caller key ci reads its secret from "
         "CLOUD_KEY, which provider cloud sends upstream; caller key ops reads its secret from HOME, which "
         "is a variable of the process itself, not a credential"
     )
+
+
+def test_a_caller_key_variable_not_named_as_a_secret_or_a_vendors_is_refused(plan_data: PlanData) -> None:
+    """The allow rule again, for a plan written by hand: `_` (the shell's last command) was an operator
+    key once; a name must say "secret" or carry a declared prefix, and a vendor's key is no caller's."""
+    data = _with_keys(plan_data(), shell="_", team="TEAM", vendor="OPENAI_API_KEY", lab="CK_LAB")
+    with pytest.raises(PlanError) as caught:
+        build(data, {"CLOUD_KEY": "sk-cloud-secret"})
+    assert str(caught.value) == (
+        "plan: the plan reads credentials from the wrong variables: caller key lab reads its secret from "
+        "CK_LAB, which is not named as a secret (*_KEY, *_TOKEN, *_SECRET, *_APIKEY or a prefix in "
+        "server.key_env_prefixes); caller key shell reads its secret from _, which is a variable of the "
+        "process itself, not a credential; caller key team reads its secret from TEAM, which is not named "
+        "as a secret (*_KEY, *_TOKEN, *_SECRET, *_APIKEY or a prefix in server.key_env_prefixes); caller "
+        "key vendor reads its secret from OPENAI_API_KEY, which holds OpenAI's key, a model vendor's "
+        "credential"
+    )
+    data = _with_keys(plan_data(), lab="CK_LAB")
+    data["server"]["key_env_prefixes"] = ["CK_"]
+    secret = "il-lab.0123456789abcdefghijklmnop"
+    assert build(rehash(data), {"CLOUD_KEY": "sk-cloud-secret", "CK_LAB": secret}).keys is not None
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("/usr/bin/setsid", "is a path, not a secret (the variable holds a file or a program's name)"),
+        ("80", "has 2 characters; a caller key's secret has at least 16"),
+        ("xterm-256color-direct", "is also the value of `TERM`, which is no secret"),
+    ],
+)
+def test_a_caller_key_whose_value_is_no_secret_is_refused_at_plan_load(
+    plan_data: PlanData, value: str, reason: str
+) -> None:
+    """What a process exports unasked (a path, `COLUMNS=80`, the terminal's name) is never a key, and the
+    value itself is never shown."""
+    data = _with_keys(plan_data(), ops="OPS_KEY")
+    env = {"CLOUD_KEY": "sk-cloud-secret", "OPS_KEY": value, "TERM": "xterm-256color-direct"}
+    with pytest.raises(
+        PlanError,
+        match=rf"^plan: caller keys without a secret: caller key ops: the value of "
+        rf"OPS_KEY {re.escape(reason)}$",
+    ):
+        build(data, env)
+
+
+def test_a_vendors_key_goes_only_to_its_hosts_unless_the_plan_lists_another(plan_data: PlanData) -> None:
+    data = plan_data()
+    data["providers"]["cloud"]["api_key_env"] = "ANTHROPIC_API_KEY"
+    env = {"ANTHROPIC_API_KEY": "sk-ant-0123456789"}
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: the plan reads credentials from the wrong variables: provider cloud sends "
+        r"ANTHROPIC_API_KEY \(Anthropic's key, not listed in its api_key_hosts\) to 127\.0\.0\.1$",
+    ):
+        build(rehash(data), env)
+    data["providers"]["cloud"]["api_key_hosts"] = ["127.0.0.1"]
+    assert build(rehash(data), env).providers["cloud"].name == "cloud"

@@ -9,7 +9,9 @@ from interlock.compiler.passes.access import access
 from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
 from interlock.compiler.passes.cors import cors
+from interlock.compiler.passes.destinations import destinations
 from interlock.compiler.passes.health import health
+from interlock.compiler.passes.keyvars import keyvars
 from interlock.compiler.passes.placement import placement
 from interlock.compiler.passes.preflight import preflight
 from interlock.compiler.passes.providers import providers
@@ -26,6 +28,7 @@ PASSES: tuple[Pass, ...] = (
     shape,  # raw sections -> typed sections
     wire,  # names and headers that cannot be sent on the wire rejected
     providers,  # kinds, base URLs, credential variables
+    destinations,  # a vendor's credential bound to its vendor's hosts (or `api_key_hosts`)
     workers,  # profiles applied, pattern tables built
     health,  # health and timeout values
     cors,  # server.cors: origins and headers normalized
@@ -36,5 +39,6 @@ PASSES: tuple[Pass, ...] = (
     routing,  # worker-choice weights and saturation policies in range
     placement,  # workers' memory + models' sizes -> which models stay loaded where
     access,  # tenants, keys, ACL patterns and prices; secrets only as variable names or hashes
+    keyvars,  # caller keys' variables named (and, with --require-env, valued) as secrets
     usage,  # warnings about unused parts
 )

@@ -180,6 +180,14 @@ def _check_credential(ctx: CompileContext, name: str, provider: Provider) -> Non
         )
 
 
+def accepted(variable: str) -> bool:
+    """Whether ``variable`` passes the name checks here (IL104, IL111): a later pass looks only at those,
+    never repeating their diagnostics."""
+    return (
+        bool(ENV_NAME.match(variable)) and not looks_like_secret(variable) and not not_a_credential(variable)
+    )
+
+
 def credential_variable(ctx: CompileContext, span: Span, where: str, variable: str, what: str) -> bool:
     """Whether ``variable`` may hold ``what`` (IL111 reported when it may not)."""
     reason = not_a_credential(variable)
@@ -327,14 +335,19 @@ def check_url(
         return False
     found = host_class(parts.hostname)
     if found in ("metadata", "link-local"):
-        what = "a cloud's instance-metadata service" if found == "metadata" else "a link-local address"
+        what, there = (
+            ("a cloud's instance-metadata service", "to the address where the cloud serves")
+            if found == "metadata"
+            else ("a link-local address", "into the link-local range where clouds serve")
+        )
         ctx.sink.add(
             "IL113",
             span,
             f"`{where}` points at {what} (`{parts.hostname}`): the gateway would send requests (and any "
-            "key) into the link-local range where clouds serve the machine's own credentials",
+            f"key) {there} the machine's own credentials",
             path=where,
             value=url,
-            hint="a model server is never at 169.254.0.0/16 or `metadata.*`; check the address",
+            hint="a model server is never at 169.254.0.0/16, a cloud's agent address or `metadata.*`; "
+            "check the address",
         )
     return True
