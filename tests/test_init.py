@@ -88,9 +88,9 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
     ]
     text = out.read_text()
     config = YAML().load(text)
-    assert list(config["providers"]) == ["ollama", "llamacpp", "openai"]  # the Anthropic one: commented
+    assert list(config["providers"]) == ["ollama", "llamacpp", "compat"]  # the Anthropic one: commented
     llama = config["providers"]["llamacpp"]
-    assert llama["api_key_env"] == "LLAMACPP_API_KEY"
+    assert llama["api_key_env"] == "LLAMACPP_KEY"
     assert dict(llama["workers"][0]) == {
         "name": "llamacpp-1",
         "url": f"{fleet.llama.url}/v1",
@@ -105,8 +105,8 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
         "ollama/gemma3:12b",  # the larger window first
         "ollama/llama3.2:3b",
         "llamacpp/smollm2",
-        "openai/phi-4",
-        "openai/qwen2.5-7b-instruct",
+        "compat/phi-4",
+        "compat/qwen2.5-7b-instruct",
     ]
     assert f"# Ollama 0.12.6 at {fleet.ollama.url}\n" in text
     assert "#     kind: anthropic\n" in text
@@ -117,7 +117,7 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
 
 def test_the_written_config_serves(fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, _ = init(tmp_path, [fleet.ollama.url, fleet.llama.base_url], capsys)
-    env = {"LLAMACPP_API_KEY": "none"}
+    env = {"LLAMACPP_KEY": "none"}
     served = Served(out, env, tmp_path / "serve.log")
     try:
         answer = served.http.post(

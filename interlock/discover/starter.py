@@ -40,7 +40,7 @@ PROVIDER_NAMES = {  # server -> the provider name it gets (a number is added for
     "llama.cpp": "llamacpp",
     "vllm": "vllm",
     "sglang": "sglang",
-    "openai": "openai",
+    "openai": "compat",  # not `openai`: the server is not OpenAI's
     "anthropic": "anthropic",
 }
 
@@ -122,7 +122,7 @@ def _provider(server: Found, name: str, variables: list[str]) -> CommentedMap:
     provider = CommentedMap()
     provider["kind"] = server.kind
     if server.kind == "openai":
-        variable = f"{name.upper()}_API_KEY"
+        variable = f"{name.upper()}_KEY"  # never a vendor's variable (OPENAI_API_KEY, ...): IL117
         variables.append(variable)
         provider["api_key_env"] = variable
         why = "the server's --api-key" if server.needs_key else "it asked for none: set it to any value"
@@ -202,6 +202,6 @@ def _anthropic_note(server: Found, name: str) -> str:
         f"  {name}:",
         "    kind: anthropic",
         f"    base_url: {server.url}",
-        f"    api_key_env: {re.sub(r'[^A-Z0-9]', '_', name.upper())}_API_KEY",
+        f"    api_key_env: {re.sub(r'[^A-Z0-9]', '_', name.upper())}_COMPAT_KEY",
     ]
     return "\n".join(lines)
