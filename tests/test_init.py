@@ -84,7 +84,7 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
         "  gemma3:12b: 131072 tokens; completion, vision",
         "  nomic-embed-text:latest: 2048 tokens; embedding",
         f"{fleet.llama.url}: llama-server b0-unknown, 2 slots",
-        "  smollm2: 4096 tokens; completion",
+        "  smollm2: 4096 tokens; completion; loaded",
     ]
     text = out.read_text()
     config = YAML().load(text)
@@ -102,9 +102,9 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
         "context_tokens": 4096,
     }
     assert list(config["aliases"]["local/chat"]["chain"]) == [
-        "ollama/gemma3:12b",  # the larger window first
+        "llamacpp/smollm2",  # in memory first (llama-server's one model always is), then the larger window
+        "ollama/gemma3:12b",
         "ollama/llama3.2:3b",
-        "llamacpp/smollm2",
         "compat/phi-4",
         "compat/qwen2.5-7b-instruct",
     ]
@@ -116,8 +116,8 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
 
 
 def test_the_written_config_serves(fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out, _ = init(tmp_path, [fleet.ollama.url, fleet.llama.base_url], capsys)
-    env = {"LLAMACPP_KEY": "none"}
+    out, _ = init(tmp_path, [fleet.ollama.url, fleet.other.url], capsys)
+    env = {"COMPAT_KEY": "none"}
     served = Served(out, env, tmp_path / "serve.log")
     try:
         answer = served.http.post(

@@ -37,7 +37,11 @@ def probe(http: Http, url: str) -> Found | None:
         + (f" {props['build_info']}" if isinstance(props.get("build_info"), str) else ""),
         kind="openai",
         worker_url=f"{url}/v1",
-        models=(FoundModel(str(name), n_ctx if isinstance(n_ctx, int) else None, tuple(capabilities)),),
+        models=(  # the one model it serves, in memory since it started
+            FoundModel(
+                str(name), n_ctx if isinstance(n_ctx, int) else None, tuple(capabilities), loaded=True
+            ),
+        ),
         slots=count,
         signals="llama.cpp",
         needs_key=listed is not None and listed[0] in (401, 403),  # llama-server --api-key

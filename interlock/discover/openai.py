@@ -34,7 +34,7 @@ def probe(http: Http, url: str) -> Found | None:
     studio = _lm_studio(http)
     if studio is not None:
         server = "LM Studio"
-    models = tuple(_model(m, studio) for m in entries)
+    models = tuple(_model(m, studio, loaded=signals is not None) for m in entries)  # vLLM, SGLang: in memory
     return Found(
         url=url, server=server, kind="openai", worker_url=f"{url}/v1", models=models, signals=signals
     )
@@ -48,7 +48,7 @@ def _lm_studio(http: Http) -> dict[str, dict[str, Any]] | None:
     return {m["id"]: m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)}
 
 
-def _model(entry: dict[str, Any], studio: dict[str, dict[str, Any]] | None) -> FoundModel:
+def _model(entry: dict[str, Any], studio: dict[str, dict[str, Any]] | None, loaded: bool) -> FoundModel:
     name: str = entry["id"]
     window = entry.get("max_model_len")
     capabilities: tuple[str, ...] | None = None
@@ -65,5 +65,5 @@ def _model(entry: dict[str, Any], studio: dict[str, dict[str, Any]] | None) -> F
         name,
         window if isinstance(window, int) else None,
         capabilities,
-        loaded=bool(extra and extra.get("state") == "loaded"),
+        loaded=loaded or bool(extra and extra.get("state") == "loaded"),
     )

@@ -86,10 +86,8 @@ def starter(found: Sequence[Found], command: str) -> tuple[CommentedMap, list[st
     if variables:
         header.append("Set first: " + ", ".join(f"export {v}=..." for v in variables))
     if single:
-        header.append(
-            "Aliases with one candidate (" + ", ".join(single) + ") warn in `lint --strict` (IL502): add a "
-            "second one, e.g. a cloud provider, to fall back to."
-        )
+        header.append(f"Aliases with one candidate ({', '.join(single)}) warn in `lint --strict` (IL502):")
+        header.append("  add a second one, e.g. a cloud provider, to fall back to.")
     header += alone
     for note in commented:
         header += ["", *note.splitlines()]
