@@ -24,8 +24,8 @@ import httptools
 import orjson
 import uvloop
 
-from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.wire.base import Endpoint
 from interlock.testing.process import FakeProcess
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "Say hello."}]}

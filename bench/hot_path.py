@@ -49,7 +49,8 @@ from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
 from interlock.runtime.audit import AuditLog, open_sink
 from interlock.runtime.fleet.signals.base import ServerLoad
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
+from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 CONFIG = """\
 version: 1

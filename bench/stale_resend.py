@@ -19,8 +19,8 @@ import statistics
 import time
 
 from interlock.runtime.errors import UpstreamError
-from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.wire.base import Endpoint
 from interlock.testing.faults import Fault
 from interlock.testing.process import FakeProcess
 

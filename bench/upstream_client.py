@@ -34,8 +34,8 @@ import aiohttp
 import httpx
 import orjson
 
-from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.wire.base import Endpoint
 from interlock.testing.process import FakeProcess
 
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]}

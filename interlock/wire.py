@@ -22,10 +22,15 @@ RESERVED_HEADERS = frozenset(
         "cache-control",
         "x-accel-buffering",
         "retry-after",
+        "retry-after-ms",
         "allow",
+        "x-request-id",
         "x-interlock-alias",
         "x-interlock-plan",
         "x-interlock-worker",
+        "x-interlock-skipped",
+        "x-interlock-preflight",
+        "x-interlock-dropped",
     )
 )
 """Response headers the gateway sets itself, which ``server.resolved_header`` may not be (lowercase)."""

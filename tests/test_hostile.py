@@ -419,6 +419,27 @@ def test_the_compiler_refuses_every_header_the_runtime_would_refuse_at_plan_load
         assert [(d.code, d.path) for d in ctx.sink.items] == [("IL013", f"aliases.{visible(name)}")]
 
 
+def test_every_header_the_runtime_sets_on_an_answer_is_one_the_plan_may_not_name() -> None:
+    """``server.resolved_header: X-Request-Id`` would send two request ids: every ``x-`` and
+    ``retry-after`` header named in the runtime's code is reserved (or means something to browsers),
+    but the request headers it only reads."""
+    import ast
+
+    from interlock.wire import MEANINGFUL_HEADERS, RESERVED_HEADERS, header_name_problem
+
+    read_only = {"x-api-key"}  # a caller's key, read (access.KEY_HEADERS), never sent back
+    named: set[str] = set()
+    for path in (ROOT / "interlock" / "runtime").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+                value = node.value.decode() if isinstance(node.value, bytes) else node.value
+                if value.startswith(("x-", "retry-after")) and value.replace("-", "").isalpha():
+                    named.add(value)
+    assert {"x-request-id", "x-interlock-dropped", "retry-after-ms"} <= named
+    assert named - read_only - RESERVED_HEADERS - MEANINGFUL_HEADERS == set()
+    assert header_name_problem("X-Request-Id") == "is a header the gateway sets itself"
+
+
 def test_the_json_report_of_a_hostile_file_stays_valid(tmp_path: Path) -> None:
     main_path = config(
         tmp_path, "[]", PROVIDERS + 'aliases:\n  "a\\r\\nb": {chain: [groq/a, openrouter/b]}\n'

@@ -6,7 +6,7 @@ from typing import get_args
 
 from interlock.kinds import KINDS, PROVIDER_KINDS, KindName
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.fields import DROPS
+from interlock.runtime.wire.fields import DROPS
 from interlock.schema.config import PROVIDER_KINDS as CONFIG_KINDS
 
 

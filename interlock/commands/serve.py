@@ -137,7 +137,7 @@ class PlanLoader:
 
     def read(self) -> dict[str, Any]:
         """The plan's JSON data: the file read, or the configuration compiled (a reload runs this in a
-        child process: ``runtime.serving.reload``)."""
+        child process: ``runtime.reload``)."""
         return self.compile(None) if self.is_config else read_plan_file(self.path)
 
     def load(self, data: dict[str, Any]) -> RuntimePlan:
@@ -204,7 +204,7 @@ class PlanKeeper:
 
     def reload(self) -> bool:
         """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
-        from interlock.runtime.serving.reload import read_in_child
+        from interlock.runtime.reload import read_in_child
 
         try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
             data = asyncio.run(read_in_child(self.loader.read))
@@ -262,8 +262,8 @@ def is_config(path: str) -> bool:
 
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.commands.gateway import build_gateway
+    from interlock.runtime.server import ServeOptions, bind, configure_logging, run, url_of
     from interlock.runtime.serving.fds import raise_open_file_limit
-    from interlock.runtime.serving.server import ServeOptions, bind, configure_logging, run, url_of
 
     configure_logging(args.log_level)
     raise_open_file_limit()  # before the plan loads: an unset max_connections is derived from it
@@ -371,7 +371,7 @@ def supervise(
     state_url: str | None,
 ) -> int:
     """``--workers N``: a private directory for the accepted plan and the slot server, then the workers."""
-    from interlock.runtime.serving.server import Supervisor
+    from interlock.runtime.server import Supervisor
     from interlock.runtime.state.embedded import SlotServer
 
     directory = Path(tempfile.mkdtemp(prefix="interlock-"))  # mode 0700: this user's only
@@ -404,7 +404,7 @@ def _count(n: int, noun: str) -> str:
 def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_url: str | None) -> None:
     """One worker process: its own plan tables, health state and upstream client; the host's slots."""
     from interlock.commands.gateway import build_gateway
-    from interlock.runtime.serving.server import configure_logging, run
+    from interlock.runtime.server import configure_logging, run
     from interlock.runtime.state import open_backend
 
     configure_logging(options.log_level)

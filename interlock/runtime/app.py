@@ -3,7 +3,7 @@ reloads, and is the ASGI application.
 
 What it hands down is two objects (``services``): ``RequestServices`` to every handler of the request
 path and ``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints
-(the rows of ``surfaces.table``) are dispatched by one dictionary lookup straight to their raw ASGI
+(the rows of ``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI
 handlers (``lifecycle``, which authenticates first); everything else goes to the FastAPI app of
 ``ops.admin``, after ``lifecycle.admitted`` when the path needs a key. The plan is swapped as a whole on
 reload (``Current``); a request reads it once and finishes on that plan.
@@ -48,17 +48,17 @@ from interlock.runtime.journal import Journal
 from interlock.runtime.lifecycle import Handler, admitted
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin
-from interlock.runtime.ops.samples import Samples
 from interlock.runtime.plan import PlanError, RuntimePlan
+from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
+from interlock.runtime.route_table import route_table
 from interlock.runtime.router import Router
+from interlock.runtime.samples import Samples
 from interlock.runtime.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.serving import gc_policy
-from interlock.runtime.serving.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.surfaces.base import Failure
 from interlock.runtime.surfaces.openai import ChatCompletions
-from interlock.runtime.surfaces.table import route_table
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -12,9 +12,6 @@ from interlock.runtime.errors import (
     BodyTooLarge,
     InvalidRequest,
 )
-
-if TYPE_CHECKING:
-    from interlock.runtime.serving.connections import Disconnect
 
 Scope = MutableMapping[str, Any]
 
@@ -105,11 +102,29 @@ async def send_json(send: Send, status: int, payload: bytes, headers: list[Heade
     await send({"type": "http.response.body", "body": payload})
 
 
+class Disconnect:
+    """Says that a request's client went away, to whoever watches the request (``callback``, set and
+    cleared by ``asgi.DisconnectWatch``): the protocol fires it when the connection is lost or closed
+    with the answer unfinished. One per request, offered as the scope extension
+    ``serving.connections.DISCONNECT``."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self) -> None:
+        self.callback: Callable[[], None] | None = None
+
+    def fire(self) -> None:
+        callback = self.callback
+        if callback is not None:
+            self.callback = None
+            callback()
+
+
 class DisconnectWatch:
     """Cancels the handling task when the client goes away; ``stop`` before the last byte is sent.
 
     Under ``interlock serve`` the server says when a client goes (``hook``: the request's
-    ``serving.connections.Disconnect``, a scope extension), so watching costs a callback and no task.
+    ``Disconnect``, a scope extension), so watching costs a callback and no task.
     Under another ASGI server (or a test's transport) a task waits on ``receive`` for
     ``http.disconnect`` and is cancelled by ``stop``: a cancelled task leaves a reference cycle (its
     ``CancelledError``, traceback and frames) that only the cyclic collector frees, about 30 objects a

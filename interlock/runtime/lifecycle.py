@@ -66,8 +66,6 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.upstream.base import ChatStream, Native, Relayed
-from interlock.runtime.upstream.fields import DROPS, RELAY_DROPS
 from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
     answer_text,
@@ -77,6 +75,8 @@ from interlock.runtime.usage.metering import (
     output_tokens,
     reported,
 )
+from interlock.runtime.wire.base import ChatStream, Native, Relayed
+from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices

@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
-    from interlock.runtime.usage.ledger import Ledger
     from interlock.schema.plan import PlanAccess
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -124,6 +123,35 @@ class HistogramVec:
         return family
 
 
+class LedgerCounts(Protocol):
+    """What the usage families read of ``usage.ledger.Ledger``: a Protocol, so that the metrics stand
+    below the usage ledger (whose credits guard reads what a request needs, beside the guards that count
+    into the metrics)."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def flushes(self) -> int: ...
+
+    @property
+    def failures(self) -> int: ...
+
+    def spent(self, account: tuple[str, str]) -> SpentTally:
+        """What the key ``(tenant, key id)`` used in the current window."""
+        ...
+
+
+class SpentTally(Protocol):
+    """What the credits gauge reads of ``usage.base.Tally``."""
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def cost_micros(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StateView:
     """What the scrape-time gauges read: always the gateway's current plan and live state."""
@@ -134,7 +162,7 @@ class StateView:
     telemetry: TelemetryBook | None = None
     audit: AuditLog | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
-    ledger: Ledger | None = None
+    ledger: LedgerCounts | None = None
 
 
 class Metrics:
@@ -328,7 +356,7 @@ class _StateCollector(Collector):
         yield from usage_families(self.view.ledger, plan.source.access)
 
 
-def usage_families(ledger: Ledger | None, access: PlanAccess) -> Iterator[Metric]:
+def usage_families(ledger: LedgerCounts | None, access: PlanAccess) -> Iterator[Metric]:
     """The usage ledger's writer: debits waiting for a commit, commits, and store failures; the share of
     its monthly credits each key with credits has used (families without samples when there is no
     ledger)."""

@@ -49,7 +49,7 @@ from interlock.runtime.tables import (
     WorkerLimits,
     worker_label,
 )
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, RoutingPlan
 from interlock.wire import header_name_problem, header_value_problem

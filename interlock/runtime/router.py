@@ -55,7 +55,8 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.record import Answered, CandidateRefused
 from interlock.runtime.tables import Candidate, Route, Target
-from interlock.runtime.upstream.base import Adapter, Call, ChatStream, Endpoint, Native
+from interlock.runtime.upstream.base import Adapter, Call
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 if TYPE_CHECKING:
     from interlock.runtime.tracing.otel import Tracing

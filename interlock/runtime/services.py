@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from interlock.runtime.health import HealthBook
     from interlock.runtime.journal import Journal
     from interlock.runtime.metrics import Metrics
-    from interlock.runtime.ops.samples import Samples
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.router import Router
+    from interlock.runtime.samples import Samples
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.telemetry.collector import TelemetryBook

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from interlock.patterns import matching_row
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.wire.base import Endpoint
 from interlock.schema.plan import PlanPattern
 
 

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from interlock.runtime.errors import CannotServe
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native
+from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 Outcome = dict[str, Any] | Exception | list[dict[str, Any] | Exception] | float
 

@@ -15,7 +15,7 @@ import pytest
 
 from interlock.runtime.app import Gateway
 from interlock.runtime.errors import ClientError, ContextOverflow
-from interlock.runtime.upstream.failures import error_for_object, error_for_status
+from interlock.runtime.wire.error_bodies import error_for_object, error_for_status
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import OVERFLOWS, Fault

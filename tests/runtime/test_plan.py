@@ -19,7 +19,7 @@ from interlock.runtime.serving.fds import (
     raise_open_file_limit,
 )
 from interlock.runtime.tables import Route
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import canonical_json, content_hash
 from tests.runtime.conftest import BASIC, build
 

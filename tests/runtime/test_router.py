@@ -40,7 +40,7 @@ from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Router, _unservable
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook
-from interlock.runtime.upstream.base import ChatStream
+from interlock.runtime.wire.base import ChatStream
 from tests.runtime.conftest import BASIC, build
 from tests.runtime.scripted import ScriptedAdapter
 

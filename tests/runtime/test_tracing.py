@@ -24,9 +24,10 @@ from interlock.runtime.resolve import resolve
 from interlock.runtime.router import Router
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tracing import open_tracing
-from interlock.runtime.tracing.base import UPSTREAM_HEADERS, TracingUnavailable
+from interlock.runtime.tracing.base import TracingUnavailable
 from interlock.runtime.tracing.otel import Tracing
-from interlock.runtime.upstream.base import Endpoint, Native
+from interlock.runtime.upstream.base import UPSTREAM_HEADERS
+from interlock.runtime.wire.base import Endpoint, Native
 from tests.runtime.conftest import in_fresh_process
 from tests.runtime.scripted import ScriptedAdapter
 

@@ -30,8 +30,8 @@ from interlock.runtime.errors import (
 from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.ollama import OllamaAdapter
+from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock.metadata")
 UNREACHABLE: Any = object()  # a fetch that reached nobody: the worker's other fetches this round are skipped

@@ -50,9 +50,9 @@ from interlock.placement import Packing, Want, pack
 from interlock.runtime.errors import UpstreamError
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
-from interlock.runtime.fleet.periodic import Periodic
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.tables import PlacedModel, worker_label
 from interlock.runtime.telemetry.collector import TelemetryBook

@@ -22,12 +22,13 @@ from collections.abc import Callable, Mapping
 
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.fleet.metadata import MetadataFetcher
-from interlock.runtime.fleet.periodic import Periodic
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.upstream.base import Adapter, Endpoint
+from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock.probes")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interlock.runtime.surfaces import contract
+from interlock.runtime.ops import contract
 from interlock.runtime.surfaces.contract import Doc
 
 READ = ("GET", "HEAD")  # HEAD answers like GET without the body (uvicorn drops it)

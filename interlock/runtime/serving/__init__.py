@@ -1,2 +1,3 @@
-"""Serving: the HTTP/1.1 server, its connection handling and corked writes, CORS, the collector's policy
-in a serving process, and reading a new plan for a reload. Nothing here knows a wire format."""
+"""Serving: the HTTP/1.1 connection handling and corked writes, CORS, the open-file limit, the collector's
+policy in a serving process. Nothing here knows a wire format or the app: running the gateway is
+``runtime.server``, reading a new plan for a reload ``runtime.reload``, both beside ``runtime.app``."""

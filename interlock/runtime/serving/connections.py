@@ -40,15 +40,15 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from interlock.runtime.asgi import Disconnect
 from interlock.runtime.serving.cork import CorkedTransport
 
 if TYPE_CHECKING:
-    from interlock.runtime.metrics import Metrics
     from interlock.runtime.tables import ServerSettings
 
 log = logging.getLogger("interlock.connections")
@@ -76,13 +76,36 @@ WEBSOCKET_REFUSED = _canned(
 )
 
 
+class _Gauge(Protocol):
+    def set(self, value: float) -> None: ...
+
+
+class _Count(Protocol):
+    def inc(self, amount: float = 1.0) -> None: ...
+
+
+class _Counts(Protocol):
+    def labels(self, *values: str) -> _Count: ...
+
+
+class ConnectionMetrics(Protocol):
+    """What a ``ConnectionBook`` counts into: ``metrics.Metrics``'s two connection families. A Protocol,
+    so that serving/ stays below the metrics (which read the plan, which reads ``serving.cors``)."""
+
+    @property
+    def connections_open(self) -> _Gauge: ...
+
+    @property
+    def connections_closed(self) -> _Counts: ...
+
+
 class ConnectionBook:
     """The open client connections of one process, the idle ones oldest first, and the cap's log."""
 
     def __init__(
         self,
         settings: Callable[[], ServerSettings],
-        metrics: Metrics,
+        metrics: ConnectionMetrics,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -167,23 +190,6 @@ class StreamBody:
         cycle = self._cycle()
         if cycle is not None:
             await cycle.flow.drain()
-
-
-class Disconnect:
-    """Says that a request's client went away, to whoever watches the request (``callback``, set and
-    cleared by ``asgi.DisconnectWatch``): the protocol fires it when the connection is lost or closed
-    with the answer unfinished. One per request, offered as the scope extension ``DISCONNECT``."""
-
-    __slots__ = ("callback",)
-
-    def __init__(self) -> None:
-        self.callback: Callable[[], None] | None = None
-
-    def fire(self) -> None:
-        callback = self.callback
-        if callback is not None:
-            self.callback = None
-            callback()
 
 
 class GuardedProtocol(HttpToolsProtocol):

@@ -50,8 +50,8 @@ from interlock.runtime.surfaces.base import (
     failure_of,
 )
 from interlock.runtime.surfaces.openai import SSE_HEADERS
-from interlock.runtime.upstream.base import Relayed, RelayedChunk
 from interlock.runtime.wire import anthropic as wire
+from interlock.runtime.wire.base import Relayed, RelayedChunk
 from interlock.runtime.wire.openai_chat import reasoning
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import CandidateRefused
-from interlock.runtime.upstream.base import Native
+from interlock.runtime.wire.base import Native
 from interlock.runtime.wire.openai_chat import NO_EXTRAS
 
 _UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
@@ -36,7 +36,7 @@ class Parsed:
 
     ``operation`` is the router's (``chat`` | ``embeddings``) and the metrics' endpoint label; ``body``
     is Chat-shaped (what the guards, the router and the adapters read; the fields each adapter takes
-    are ``upstream/fields.py``'s table); ``echo`` is the model name answers give back (the caller's; the
+    are ``wire/fields.py``'s table); ``echo`` is the model name answers give back (the caller's; the
     lifecycle puts the default alias's name there when the caller named none); ``dropped`` names what
     the caller sent that the internal form cannot carry (said in ``X-Interlock-Dropped``); ``native``
     is the request in the caller's own format, for a candidate of that format (a same-format relay).

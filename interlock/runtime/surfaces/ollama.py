@@ -46,8 +46,8 @@ from interlock.runtime.surfaces.base import (
     check_model,
 )
 from interlock.runtime.tables import Alias, Candidate
-from interlock.runtime.upstream.base import Native, Relayed, RelayedChunk
 from interlock.runtime.wire import ollama as wire
+from interlock.runtime.wire.base import Native, Relayed, RelayedChunk
 from interlock.runtime.wire.openai_chat import first_choice, reasoning
 
 if TYPE_CHECKING:

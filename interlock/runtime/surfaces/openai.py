@@ -26,7 +26,7 @@ from interlock.runtime.surfaces.base import (
     check_stream,
     failure_of,
 )
-from interlock.runtime.upstream.base import Native
+from interlock.runtime.wire.base import Native
 
 SSE_HEADERS: tuple[Header, ...] = (
     (b"content-type", b"text/event-stream; charset=utf-8"),

@@ -42,8 +42,8 @@ from interlock.runtime.surfaces.openai import (
     SSE_HEADERS,
     error_body,
 )
-from interlock.runtime.upstream.base import Relayed, RelayedChunk
 from interlock.runtime.wire import openai_responses as wire
+from interlock.runtime.wire.base import Relayed, RelayedChunk
 from interlock.runtime.wire.openai_chat import reasoning
 
 

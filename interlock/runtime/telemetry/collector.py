@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 
 from interlock.runtime.clock import Clock, iso_utc
-from interlock.runtime.fleet.periodic import Periodic
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.telemetry import document
 from interlock.runtime.telemetry.errors import (

@@ -11,8 +11,8 @@ What a trace holds (attributes only, never a prompt, an answer, a header value o
 - one CLIENT span per candidate called (``attempt provider/model``): alias, candidate, provider, worker,
   outcome (``ok``, ``failed``, ``refused``, ``cannot_serve``) and the error class; candidates skipped
   without a call (a guard, an open circuit, an adapter's refusal) are events on the request span;
-- the attempt's ``traceparent`` is sent to the upstream (``UPSTREAM_HEADERS``, read by
-  ``upstream.exchange``), so an upstream that traces continues the same trace.
+- the attempt's ``traceparent`` is sent to the upstream (``upstream.base.UPSTREAM_HEADERS``, read
+  by ``upstream.exchange``), so an upstream that traces continues the same trace.
 
 Exporter, endpoint, sampler, service name: the standard ``OTEL_*`` variables (docs/observability.md).
 

@@ -1,16 +1,7 @@
-"""What the tracing package shares without OpenTelemetry: the upstream headers of a traced attempt,
-and the error of an ``--otel`` that cannot run."""
+"""What the tracing package shares without OpenTelemetry: the error of an ``--otel`` that cannot run.
+(The upstream headers of a traced attempt, ``UPSTREAM_HEADERS``, are the exchange's: ``upstream.base``.)"""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from contextvars import ContextVar
-
-UPSTREAM_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
-    "interlock_upstream_headers", default=None
-)
-"""Headers for the upstream request being sent in this task (``traceparent``), set only while a
-traced attempt is calling its upstream."""
 
 
 class TracingUnavailable(Exception):

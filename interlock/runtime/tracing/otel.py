@@ -28,7 +28,8 @@ from interlock.runtime.errors import (
     UpstreamError,
 )
 from interlock.runtime.record import error_class, usage_of
-from interlock.runtime.tracing.base import UPSTREAM_HEADERS, TracingUnavailable
+from interlock.runtime.tracing.base import TracingUnavailable
+from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 
 if TYPE_CHECKING:
     from interlock.runtime.record import RequestRecord

@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import CannotServe, MalformedResponse
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed, with_headers
+from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.wire import anthropic as wire
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, with_headers
 
 
 class AnthropicAdapter(Adapter):

@@ -36,16 +36,12 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
-from interlock.runtime.tracing.base import UPSTREAM_HEADERS
-from interlock.runtime.upstream.base import ChatStream, Endpoint
+from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 from interlock.runtime.upstream.client import UpstreamClient
-from interlock.runtime.upstream.failures import (
-    CLIENT_EXCEPTIONS,
-    credentials,
-    error_for_status,
-    map_exception,
-)
+from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, map_exception
 from interlock.runtime.upstream.http1 import FIRST_BYTE, BodyTooLarge, Response, Timeout
+from interlock.runtime.wire.base import ChatStream, Endpoint
+from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
 MAX_ERROR_BODY = 64 * 1024
 

@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import CannotServe, MalformedResponse
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed
+from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.wire import ollama as wire
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed
 
 SpeedSink = Callable[[str, str, Mapping[str, Any]], None]
 """``(endpoint label, model as Ollama names it, Ollama's final message)`` of a finished chat."""

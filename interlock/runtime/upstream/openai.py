@@ -32,13 +32,14 @@ from typing import Any
 import orjson
 
 from interlock.runtime.errors import ContextOverflow, MalformedResponse, ProtocolFailure, UpstreamError
-from interlock.runtime.upstream.base import Adapter, ChatStream, Endpoint, Native, Relayed, with_headers
+from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream
-from interlock.runtime.upstream.failures import credentials, error_for_object
-from interlock.runtime.upstream.fields import OPENAI_OPTIONS, OPENAI_STRIPPED
-from interlock.runtime.upstream.sse import SSEEvents
 from interlock.runtime.wire import openai_responses
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, with_headers
+from interlock.runtime.wire.error_bodies import credentials, error_for_object
+from interlock.runtime.wire.fields import OPENAI_OPTIONS, OPENAI_STRIPPED
+from interlock.runtime.wire.sse import SSEEvents
 
 _DONE = b"[DONE]"
 

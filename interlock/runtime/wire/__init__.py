@@ -12,8 +12,11 @@ Each holds its surface's client side (a request into the internal form, an answe
 and its adapter's upstream side (the internal form into the upstream's request, the upstream's answer
 and stream back into OpenAI's shape, the same-format relay's request). Why this boundary: the same
 format is read and written on both sides of the gateway (an Ollama client's ``images`` and an Ollama
-worker's), and a rule kept in two places drifts. A module here imports ``errors``, ``asgi.json_type``
-and the provider border's ``upstream.base`` / ``failures`` / ``sse``, never a surface or an adapter;
-they import it. A surface keeps its request checks and its stream renderer (the event sequence's
+worker's), and a rule kept in two places drifts. The provider border's core types live here too, at the
+runtime's bottom: ``base`` (``Endpoint``, ``Native``, ``Relayed``, ``RelayedChunk``, ``ChatStream``),
+``sse`` (the SSE reader), ``fields`` (what each adapter does with each request field) and
+``error_bodies`` (what an upstream's status or error object says went wrong). A module here imports
+``errors`` and ``asgi.json_type``, never a surface, an adapter or anything else of the runtime; they
+import it. A surface keeps its request checks and its stream renderer (the event sequence's
 state), an adapter only sends.
 """

@@ -41,9 +41,9 @@ import orjson
 
 from interlock.runtime.asgi import json_type
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
-from interlock.runtime.upstream.base import RelayedChunk
-from interlock.runtime.upstream.failures import credentials, error_for_object
-from interlock.runtime.upstream.fields import OLLAMA_OPTION_FIELDS
+from interlock.runtime.wire.base import RelayedChunk
+from interlock.runtime.wire.error_bodies import credentials, error_for_object
+from interlock.runtime.wire.fields import OLLAMA_OPTION_FIELDS
 from interlock.runtime.wire.openai_chat import call_arguments, completion_id
 
 # the first base64 characters of each image type Ollama models read (JPEG, PNG, GIF, WebP)

@@ -18,9 +18,8 @@ import orjson
 
 from interlock.runtime.asgi import json_type
 from interlock.runtime.errors import InvalidRequest, MalformedResponse, ProtocolFailure
-from interlock.runtime.upstream.base import Endpoint, RelayedChunk
-from interlock.runtime.upstream.failures import credentials, error_for_object
-from interlock.runtime.upstream.sse import SSEEvents
+from interlock.runtime.wire.base import Endpoint, RelayedChunk
+from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.openai_chat import (
     NO_EXTRAS,
     cached_tokens,
@@ -28,6 +27,7 @@ from interlock.runtime.wire.openai_chat import (
     first_choice,
     reasoning,
 )
+from interlock.runtime.wire.sse import SSEEvents
 
 
 def new_id(prefix: str) -> str:

@@ -20,13 +20,11 @@ from interlock.runtime.errors import (
     UpstreamError,
 )
 from interlock.runtime.upstream import http1
-from interlock.runtime.upstream.failures import (
-    CLIENT_EXCEPTIONS,
-    EXCEPTION_MAP,
+from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, EXCEPTION_MAP, map_exception
+from interlock.runtime.wire.error_bodies import (
     credentials,
     error_for_object,
     error_for_status,
-    map_exception,
     retry_after,
     upstream_text,
 )

@@ -16,7 +16,8 @@ from openai.types import embedding_create_params
 from openai.types.chat import completion_create_params
 
 from interlock.runtime.errors import CannotServe
-from interlock.runtime.upstream.fields import (
+from interlock.runtime.wire import ollama as ollama_wire
+from interlock.runtime.wire.fields import (
     CHAT_FIELDS,
     DROPS,
     EMBEDDING_FIELDS,
@@ -25,7 +26,6 @@ from interlock.runtime.upstream.fields import (
     Field,
     Handling,
 )
-from interlock.runtime.wire import ollama as ollama_wire
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 

@@ -15,7 +15,7 @@ import pytest
 
 from interlock.kinds import KINDS
 from interlock.runtime.errors import ProtocolFailure
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.wire.base import Endpoint
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI

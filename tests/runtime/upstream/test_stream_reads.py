@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from interlock.runtime.errors import ServerError, UpstreamError
-from interlock.runtime.upstream.base import Adapter, Endpoint
+from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.wire.base import Endpoint
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault

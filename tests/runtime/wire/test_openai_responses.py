@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from interlock.runtime.errors import ProtocolFailure, ServerError
-from interlock.runtime.upstream.base import RelayedChunk
 from interlock.runtime.wire import openai_responses
+from interlock.runtime.wire.base import RelayedChunk
 from tests.runtime.upstream.helpers import endpoint
 
 ANSWERS = Path(__file__).resolve().parents[2] / "fixtures" / "clients" / "answers"

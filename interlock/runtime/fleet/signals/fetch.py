@@ -23,8 +23,8 @@ from interlock.runtime.fleet.signals import SERVERS
 from interlock.runtime.fleet.signals.base import ServerKind
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.upstream.base import Endpoint
 from interlock.runtime.upstream.openai import OpenAIAdapter
+from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock.signals")
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.clock import iso_utc
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
-from interlock.runtime.ops.samples import Sample, share
+from interlock.runtime.samples import Sample, share
 from interlock.runtime.state.base import SlotReport
 from interlock.runtime.tables import Candidate, worker_label
 

@@ -11,7 +11,7 @@ from collections import deque
 from typing import Any
 
 from interlock.runtime.errors import ProtocolFailure
-from interlock.runtime.upstream.base import Endpoint
+from interlock.runtime.wire.base import Endpoint
 
 
 class SSEEvents:

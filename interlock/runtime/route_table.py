@@ -1,10 +1,11 @@
-"""The surfaces' route table: one table of ``(method, path) -> handler``, built once, looked up per request.
+"""The route table: one table of ``(method, path) -> handler``, built once, looked up per request.
 
 A row whose handler runs the request lifecycle is made by ``served`` (``lifecycle.handler(surface)``:
 counted in ``interlock_requests_total`` under the surface's operation and logged); a few rows are plain
 handlers (Ollama's ``/api/tags``, ``/api/version``, ...), neither counted nor logged, whose surface only
 gives the error shape. Each row names the surface whose error shape a wrong method (or a refused key) on
-its path is answered in. Adding a wire format is one module plus its rows here.
+its path is answered in. Adding a wire format is one module plus its rows here. It composes the surfaces
+and the lifecycle, so it stands above both (the surfaces never import the lifecycle's handler).
 """
 
 from __future__ import annotations

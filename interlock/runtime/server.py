@@ -1,6 +1,6 @@
 """Running the gateway: uvicorn (uvloop + httptools) on a bound socket, SIGHUP reload, worker processes.
 
-Client connections go through ``connections.GuardedProtocol`` (header/body timeouts, the cap on open
+Client connections go through ``serving.connections.GuardedProtocol`` (header/body timeouts, the cap on open
 connections, WebSocket upgrades refused).
 
 One worker serves in this process. ``N`` workers are spawned processes sharing the listening socket;
