@@ -13,6 +13,10 @@ the difference is worker scoring (``runtime.fleet.scoring``) and the guards' per
 their server (vLLM, SGLang, llama.cpp), each with a load reading in place as the probe round leaves it
 (``runtime.fleet.signals.choice``); compare it with "openai worker (slots)", one such worker.
 
+The lines after the table: worker choice alone (the slot guard: scoring, signals, prefix affinity,
+the slot taken and given back) for four OpenAI-compatible servers, fair queuing off and on
+(``worker_choice``; ``--only "worker choice"`` runs just that and the first case).
+
 "3 workers, 4 KB shared prefix" sends one four-turn conversation (a 2.9 KB system prompt) to them
 again and again: prefix affinity's whole cost (the prompt's block hashes, a lookup per worker, the
 index refreshed on every send), always a hit; the line after the table is that alone (``prefix_cost``).
@@ -75,12 +79,20 @@ providers:
       - {name: s1, url: "http://127.0.0.6:9/v1", max_concurrent: 64, server: vllm}
       - {name: s2, url: "http://127.0.0.7:9/v1", max_concurrent: 64, server: sglang}
       - {name: s3, url: "http://127.0.0.8:9/v1", max_concurrent: 64, server: llama.cpp}
+  quad:
+    kind: openai
+    workers:
+      - {name: q1, url: "http://127.0.1.1:9/v1", max_concurrent: 64, server: vllm}
+      - {name: q2, url: "http://127.0.1.2:9/v1", max_concurrent: 64, server: sglang}
+      - {name: q3, url: "http://127.0.1.3:9/v1", max_concurrent: 64, server: llama.cpp}
+      - {name: q4, url: "http://127.0.1.4:9/v1", max_concurrent: 64, server: vllm}
 aliases:
   bench/chat: {description: bench, chain: [cloud/fast, local/llama3.2:3b]}
   bench/local: {description: bench, chain: [local/llama3.2:3b, cloud/fast]}
   bench/fleet: {description: bench, chain: [fleet/llama3.2:3b, cloud/fast]}
   bench/server: {description: bench, chain: [server/m, cloud/fast]}
   bench/servers: {description: bench, chain: [servers/m, cloud/fast]}
+  bench/quad: {description: bench, chain: [quad/m, cloud/fast], on_saturation: queue}
 """
 ANSWER = {
     "id": "chatcmpl-1",
@@ -248,6 +260,50 @@ def prefix_cost(raw: bytes, requests: int) -> str:
     return f"{'prefix affinity alone':28} {min(runs) * 1e6:6.1f} µs CPU per request (the case above's prompt)"
 
 
+async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
+    """The slot guard alone (worker choice and slot admission) for four OpenAI-compatible servers with
+    load signals, prefix affinity on a 4 KB shared prefix, fair queuing off (every request one share:
+    no tenant) and on (a tenant's turn, weight 3, and a batch one): the least of five runs, each on
+    freshly parsed bodies. Nobody waits here, which is the common case fair queuing must not slow."""
+    from interlock.runtime.access import ANONYMOUS, COMMON, Turn
+    from interlock.runtime.guards import Admission
+    from interlock.runtime.guards.needs import needs_of
+    from interlock.runtime.guards.preflight import Preflight
+    from interlock.runtime.guards.slots import SlotGuard
+    from interlock.runtime.resolve import resolve
+
+    plan = gateway.plan
+    guard = next(g for g in gateway.router.guards if isinstance(g, SlotGuard))
+    target = resolve(plan, "bench/quad", ANONYMOUS)
+    candidate = target.candidates[0]
+    needs = needs_of(orjson.loads(raw), "chat", plan.preflight)
+    variants = {
+        "fair queuing off": COMMON,
+        "fair queuing on": Turn("team", 3.0),
+        "fair queuing on, batch": Turn("team", 3.0, batch=True),
+    }
+    runs: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(5):  # the variants interleaved, so a busy machine's drift hits each alike
+        for name, turn in variants.items():
+            bodies = [orjson.loads(raw) for _ in range(requests)]
+            started = time.process_time()
+            for body in bodies:
+                preflight = Preflight(needs, plan.preflight.mode)
+                preflight.turn = turn
+                async with Admission(
+                    candidate, candidate.routes, preflight, spill=target.spill[0], has_next=True
+                ) as admission:
+                    assert await guard.admit(admission, body) is None
+            runs[name].append((time.process_time() - started) / requests)
+    off = min(runs["fair queuing off"])
+    lines = [
+        f"{'4 servers: ' + name:36} {min(times) * 1e6:6.1f} µs CPU per worker choice"
+        f"  {min(times) / off:4.2f}x off"
+        for name, times in runs.items()
+    ]
+    return "\n".join(lines)
+
+
 def load(config_text: str) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "bench.yaml"
@@ -264,7 +320,7 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         )
     )
 
-    async def instant() -> tuple[Mapping[str, Adapter], Any]:
+    async def instant(_metrics: Any) -> tuple[Mapping[str, Adapter], Any]:
         async def close() -> None:
             return None
 
@@ -283,6 +339,10 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         ("servers@s1", ServerLoad(running=3, waiting=1, kv_used=0.4)),
         ("servers@s2", ServerLoad(running=1, waiting=0, kv_used=0.2, cached_tokens=900)),
         ("servers@s3", ServerLoad(running=1, waiting=2, slots=4, kv_used=0.5)),
+        ("quad@q1", ServerLoad(running=3, waiting=1, kv_used=0.4)),
+        ("quad@q2", ServerLoad(running=1, waiting=0, kv_used=0.2, cached_tokens=900)),
+        ("quad@q3", ServerLoad(running=1, waiting=2, slots=4, kv_used=0.5)),
+        ("quad@q4", ServerLoad(running=2, waiting=0, kv_used=0.3)),
     ):
         gateway.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
     with_auth = build_gateway(auth_plan, open_adapters=instant, probes=False)
@@ -417,6 +477,9 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         )
     if not only or any(part in "3 workers, 4 KB shared prefix" for part in only):
         print(prefix_cost(cases["3 workers, 4 KB shared prefix"][1], requests))
+    if not only or any(part in "worker choice, fair queuing" for part in only):
+        shared = orjson.loads(cases["3 workers, 4 KB shared prefix"][1])
+        print(await worker_choice(gateway, orjson.dumps({**shared, "model": "bench/quad"}), requests))
     await gateway.shutdown()
     await with_cors.shutdown()
     await with_auth.shutdown()

@@ -1,12 +1,12 @@
-"""The stale keep-alive resend under fire: requests while the upstream closes pooled connections.
+"""No replay under fire: requests while the upstream drops connections after reading a request.
 
 The fake OpenAI upstream runs in its own process. Rounds alternate between a clean one and one where the
-fake's ``disconnect`` fault closes a connection right after reading a request, ``--stale`` times a round,
-spread over it (what an idle close the gateway has not read yet looks like); every such request was on
-a pooled connection, so the client resends it on a fresh one (runtime/upstream/client.py). Printed: the
-errors (0 expected), the resends the fake saw, and the client's CPU per request, median and minimum of
-the rounds (a stale round's includes the fault's control calls). The resend itself is a
-``try``/``except`` around the pooled attempt: a clean round pays nothing for it.
+fake's ``disconnect`` fault closes a connection right after reading a request in full, ``--stale`` times a
+round, spread over it. The upstream may have run such a request, so the client reports it and never
+sends it again (runtime/upstream/client.py: only a request of which not a byte went out is resent).
+Printed: the errors (a stale round: one per close expected), the replays the fake saw (POSTs received
+less POSTs sent: 0 expected), and the client's CPU per request, median and minimum of the rounds (a
+stale round's includes the fault's control calls and the fresh connections).
 
     .venv/bin/python bench/stale_resend.py [--requests 1000] [--rounds 8] [--concurrency 1 16] [--stale 20]
 """
@@ -85,7 +85,7 @@ async def _compare(fake: FakeProcess, concurrency: int, requests: int, rounds: i
         print(
             f"concurrency {concurrency:3d}  {name:5s}  errors {errors[name]:3d}"
             f"  client CPU median {statistics.median(values):7.1f} µs/req  min {min(values):7.1f}"
-            + (f"  resends {resends} ({stale} closes a round)" if name == "stale" else "")
+            + (f"  replays {resends} ({stale} closes a round)" if name == "stale" else "")
         )
 
 

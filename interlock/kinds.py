@@ -45,6 +45,10 @@ class ProviderKind:
     # the wire formats besides its own that a provider of this kind may declare it speaks (``responses:
     # true``: the OpenAI Responses API beside Chat Completions), for a caller of that format's relay
     also_speaks: frozenset[str] = frozenset()
+    # whether a POST upstream carries an ``Idempotency-Key`` (the IETF httpapi draft's header; the same
+    # value on the client's resend): for kinds that reach APIs billed per request, where a vendor or a
+    # gateway in between may deduplicate by it; a server that does not know the header ignores it
+    idempotency_key: bool = False
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""
@@ -61,6 +65,7 @@ KINDS: Mapping[str, ProviderKind] = {
         auth=_x_api_key,
         adapter="interlock.runtime.upstream.anthropic:AnthropicAdapter",
         fixed_headers={"anthropic-version": "2023-06-01"},
+        idempotency_key=True,  # a cloud API billed per request
     ),
     "ollama": ProviderKind(
         name="ollama",
@@ -71,6 +76,8 @@ KINDS: Mapping[str, ProviderKind] = {
         adapter="interlock.runtime.upstream.ollama:OllamaAdapter",
         key_expected=False,
         live_facts=True,
+        # not sent: the operator's own box, which bills nothing and deduplicates nothing (its Go server
+        # ignores the header), so it would be bytes for nobody on every request
     ),
     "openai": ProviderKind(
         name="openai",
@@ -81,6 +88,7 @@ KINDS: Mapping[str, ProviderKind] = {
         adapter="interlock.runtime.upstream.openai:OpenAIAdapter",
         workers_allowed=True,
         also_speaks=frozenset({"responses"}),
+        idempotency_key=True,  # OpenAI, the hosted APIs and gateways copying it (local servers ignore it)
     ),
 }
 PROVIDER_KINDS: tuple[str, ...] = tuple(KINDS)

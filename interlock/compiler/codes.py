@@ -237,6 +237,7 @@ CODES: dict[str, CodeInfo] = _codes(
         "error",
         "A `server.key_env_prefixes` entry is malformed or admits process or other systems' variables.",
     ),
+    ("IL831", "bad-queue-weight", "error", "A tenant's fair-queuing `weight` is not from 0.01 to 1000."),
     # Routing
     ("IL901", "negative-routing-weight", "error", "A `routing.weights` value is negative."),
     (

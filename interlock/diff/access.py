@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from interlock.diff.change import Change, changed_fields, show
 from interlock.patterns import parse_match
-from interlock.schema.plan import PlanAccess, PlanLimits, RoutingPlan
+from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanTenant, RoutingPlan
 
 _STRICTNESS = {"off": 0, "optional": 1, "required": 2}
 _ACL = ("allowed", "denied")
+_QUEUE = ("weight", "priority", "priority_header")
 
 
 def access(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
@@ -55,6 +56,23 @@ def _callers(section: str, old: PlanAccess, new: PlanAccess) -> list[Change]:
         if section == "keys":
             out.extend(_key(subject, name, a.tenant, b.tenant, (a.key_env, a.hash), (b.key_env, b.hash)))
         out.extend(_limits(subject, what, name, a.limits, b.limits))
+        out.extend(_queue(subject, what, name, a, b))
+    return out
+
+
+def _queue(
+    subject: str, what: str, name: str, old: PlanTenant | PlanKey, new: PlanTenant | PlanKey
+) -> list[Change]:
+    """Where the caller's requests wait when a model is full: the tenant's weight, the priority class,
+    whether a key may choose it per request."""
+    out: list[Change] = []
+    for setting in _QUEUE:
+        if setting not in type(old).model_fields:
+            continue
+        before, after = getattr(old, setting), getattr(new, setting)
+        if before != after:
+            summary = f"{what} `{name}` `{setting}`: {show(before, None)} → {show(after, None)}"
+            out.append(Change("caller-queue-changed", subject, before, after, summary, field=setting))
     return out
 
 

@@ -154,6 +154,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("operator-granted", _Y, _R, "operator granted"),
     ("operator-revoked", _Y, _B, "operator routes refused"),
     ("caller-limit-changed", _Y, _C, "rate, concurrency or credits"),
+    ("caller-queue-changed", _Y, _C, "fair-queuing weight or priority"),
     ("caller-description-changed", _Y, _X, "description"),
     ("price-changed", _Y, _C, "price"),
 )

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from interlock.apikeys import key_id_of, parse_hash, verify
 from interlock.patterns import allows, matches
 from interlock.runtime.errors import (
+    InvalidRequest,
     ModelNotAllowed,
     ModelNotFound,
     OperatorOnly,
@@ -98,6 +99,31 @@ class Refusal:
 
 
 @dataclass(frozen=True, slots=True)
+class Turn:
+    """Where a request waits when a model's slots are full (``runtime/state/fair.py``): its priority
+    class (``batch`` only takes a slot no ``interactive`` waiter can use) and its tenant's fair share."""
+
+    tenant: str = ""
+    weight: float = 1.0
+    batch: bool = False
+
+    @property
+    def rank(self) -> int:
+        return 1 if self.batch else 0
+
+    @property
+    def label(self) -> str:
+        return "batch" if self.batch else "interactive"
+
+
+COMMON = Turn()
+"""Every request's turn while no tenant is configured (anonymous callers): one share, interactive."""
+
+PRIORITY_HEADER = b"x-interlock-priority"
+"""What a key with ``priority_header: true`` may send, per request: ``interactive`` or ``batch``."""
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
     """One request's caller: ids safe to log, the compiled limits of its key and tenant, and its ACL."""
 
@@ -115,6 +141,30 @@ class Caller:
     """The key is ``operator: true``: it may read the operator routes (``OPERATOR_PATHS``)."""
     offered: str = ""
     """The aliases this caller may call, as a 404 lists them (worked out at load)."""
+    turn: Turn = COMMON
+    """Where its requests wait for a slot (its key's or tenant's priority, its tenant's weight)."""
+    turns: tuple[Turn, Turn] | None = None
+    """``(interactive, batch)`` when the key may choose per request (``priority_header``); else None."""
+
+    def turn_for(self, headers: Iterable[Header]) -> Turn:
+        """This request's turn: ``X-Interlock-Priority`` where the key may send it (read only then),
+        else the key's; a value other than ``interactive`` or ``batch`` is ``InvalidRequest`` (400)."""
+        turns = self.turns
+        if turns is None:
+            return self.turn
+        for name, value in headers:
+            if name == PRIORITY_HEADER:
+                chosen = value.strip().lower()
+                if chosen == b"interactive":
+                    return turns[0]
+                if chosen == b"batch":
+                    return turns[1]
+                raise InvalidRequest(
+                    f"`X-Interlock-Priority` is `{shown(value.decode('latin-1'))}`; "
+                    "send `interactive` or `batch`",
+                    param="X-Interlock-Priority",
+                )
+        return self.turn
 
     @property
     def anonymous(self) -> bool:
@@ -183,6 +233,9 @@ class KeyBook:
                 decided[name] = all(allows(level, name) for level in levels) and (
                     kept is None or bool(kept.candidates)
                 )
+            weight = access.tenants[key.tenant].weight
+            priority = key.priority or access.tenants[key.tenant].priority
+            interactive, batch = Turn(key.tenant, weight, False), Turn(key.tenant, weight, True)
             caller = Caller(
                 key_id=key_id,
                 tenant=key.tenant,
@@ -193,6 +246,8 @@ class KeyBook:
                 targets={name: t for name, t in targets.items() if t.candidates},
                 operator=key.operator,
                 offered=", ".join(sorted(name for name in aliases if decided[name])),
+                turn=batch if priority == "batch" else interactive,
+                turns=(interactive, batch) if key.priority_header else None,
             )
             if key.key_env is not None:
                 by_digest[hashlib.sha256(env[key.key_env].encode()).digest()] = caller

@@ -84,19 +84,22 @@ PlanSource = Callable[[], RuntimePlan]
 """Reads the plan again (file, or config compiled anew) with the credentials read at start. One that is
 also a ``reload.StagedSource`` reads in a child process on reload (``interlock serve``'s loader is)."""
 
-AdapterOpener = Callable[[], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
-"""Opens the upstream client: ``(adapters by kind, close)``; called once, at startup."""
+AdapterOpener = Callable[[Metrics], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
+"""Opens the upstream client (counting into the gateway's metrics): ``(adapters by kind, close)``;
+called once, at startup."""
 
 SPEEDS_SAVE_INTERVAL_S = 30.0
 """How often learned speeds are written to the state file (when they changed); also at shutdown."""
 
 
-async def open_default_adapters() -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
+async def open_default_adapters(
+    metrics: Metrics,
+) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
     """One shared upstream client (runtime/upstream/client.py) behind every kind's adapter."""
     from interlock.kinds import PROVIDER_KINDS
     from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 
-    client = UpstreamClient.create()
+    client = UpstreamClient.create(resends=metrics.upstream_resends.labels)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
 
@@ -166,7 +169,9 @@ class Gateway:
             CapabilityGuard(self.facts, self.metrics),
             ContextGuard(self.facts, self.metrics),
             HealthGuard(self.health),
-            SlotGuard(self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet),
+            SlotGuard(
+                self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet, self.metrics
+            ),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
         self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
@@ -329,7 +334,7 @@ class Gateway:
         if self.audit is not None:
             self.audit.start()
         await self.slots.start()
-        adapters, close = await self._open_adapters()
+        adapters, close = await self._open_adapters(self.metrics)
         self.adapters.update(adapters)
         self._close_adapters = close
         ollama = self._ollama_adapter()

@@ -215,6 +215,7 @@ async def _handle(
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
             caller = record.caller = caller_of(scope)  # authenticated by `admitted`, above
+            preflight.turn = caller.turn if caller.turns is None else caller.turn_for(scope["headers"])
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use

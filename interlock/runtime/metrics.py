@@ -94,6 +94,16 @@ class Gauge:
         return GaugeMetricFamily(self.name, self.documentation, value=self.value)
 
 
+class GaugeVec(CounterVec):
+    """A labelled gauge the event loop moves (``labels(...).inc(-1)`` goes down)."""
+
+    def family(self) -> Metric:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in list(self.children.items()):
+            family.add_metric(list(values), child.value)
+        return family
+
+
 class HistogramVec:
     def __init__(
         self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
@@ -205,6 +215,12 @@ class Metrics:
             ["reason"],
         )
         self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
+        self.upstream_resends = CounterVec(
+            "interlock_upstream_resends",
+            "Upstream requests sent a second time, by endpoint: not a byte had gone out on the first "
+            "connection (found closed at the write). A written request is never sent again.",
+            ["endpoint"],
+        )
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
@@ -250,6 +266,24 @@ class Metrics:
             ["worker"],
             LATENCY_BUCKETS,
         )
+        self.queue_wait_seconds = HistogramVec(
+            "interlock_queue_wait_seconds",
+            "Time requests waited for a slot (worker queue or fleet line), by tenant (`-`: none) and "
+            "priority class (requests that waited and were handed one).",
+            ["tenant", "class"],
+            LATENCY_BUCKETS,
+        )
+        self.queue_waiting = GaugeVec(
+            "interlock_queue_waiting",
+            "Requests of this process waiting for a slot now, by tenant (`-`: none) and priority class.",
+            ["tenant", "class"],
+        )
+        self.queue_turned_away = CounterVec(
+            "interlock_queue_turned_away",
+            "Requests refused with 429 after or instead of waiting for a slot (queue full, or past "
+            "max_wait), by tenant (`-`: none) and priority class.",
+            ["tenant", "class"],
+        )
         self.registry = CollectorRegistry()
         self.registry.register(_StateCollector(view, self))
 
@@ -264,6 +298,7 @@ class Metrics:
             self.plan_reloads,
             self.connections_closed,
             self.connections_open,
+            self.upstream_resends,
             self.probes,
             self.metadata_fetches,
             self.warmups,
@@ -272,6 +307,9 @@ class Metrics:
             self.upstream_seconds,
             self.overhead_seconds,
             self.slot_wait_seconds,
+            self.queue_wait_seconds,
+            self.queue_waiting,
+            self.queue_turned_away,
         ):
             yield vec.family()
 

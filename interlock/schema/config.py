@@ -367,10 +367,23 @@ class Limits(_Section):
     )
 
 
+Priority = Literal["interactive", "batch"]
+
+
 class TenantSection(Limits):
     """A team or customer: the limits and model ACL every one of its keys shares."""
 
     description: str = ""
+    weight: float = Field(
+        1.0,
+        description="Its share of a full model's slots against the other tenants waiting there (weighted "
+        "fair queuing): 2 is twice a weight-1 tenant's share; from 0.01 to 1000.",
+    )
+    priority: Priority = Field(
+        "interactive",
+        description="`interactive` (the default) or `batch`: a batch request takes a slot only when no "
+        "interactive one waits for it.",
+    )
 
 
 class KeySection(Limits):
@@ -388,6 +401,14 @@ class KeySection(Limits):
         "once one key is an operator, every other key gets 403 there.",
     )
     description: str = ""
+    priority: Priority | None = Field(
+        None, description="`interactive` or `batch` for this key's requests; unset: its tenant's."
+    )
+    priority_header: bool = Field(
+        False,
+        description="May choose per request with `X-Interlock-Priority: interactive|batch` (otherwise the "
+        "header is ignored).",
+    )
 
 
 class PriceSection(_Section):

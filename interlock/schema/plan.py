@@ -279,6 +279,8 @@ class PlanTenant(_Frozen):
     name: str
     description: str
     limits: PlanLimits
+    weight: float = Field(1.0, gt=0, description="Its share of a full model's slots (fair queuing).")
+    priority: Literal["interactive", "batch"] = "interactive"
 
 
 class PlanKey(_Frozen):
@@ -293,6 +295,8 @@ class PlanKey(_Frozen):
         False, description="May read the fleet's state (the operator routes); see docs/access.md."
     )
     limits: PlanLimits
+    priority: Literal["interactive", "batch"] | None = Field(None, description="Null: its tenant's.")
+    priority_header: bool = Field(False, description="May choose per request (`X-Interlock-Priority`).")
 
 
 class PlanPrice(_Frozen):

@@ -390,6 +390,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("operator-revoked", _key("operator", False), _k("operator-revoked"), _operator),
     Scenario("caller-limit", _tenant("requests_per_minute", 120), _k("caller-limit-changed"), _access),
+    Scenario("caller-queue", _tenant("weight", 3), _k("caller-queue-changed"), _access),
+    Scenario("caller-priority", _key("priority", "batch"), _k("caller-queue-changed"), _access),
     Scenario("caller-description", _tenant("description", "Acme"), _k("caller-description-changed"), _access),
     Scenario(
         "price",

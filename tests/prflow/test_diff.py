@@ -321,6 +321,7 @@ FILL: dict[str, object] = {
     "allowed": [{"pattern": "zzz", "match": "exact", "prefix": "zzz"}],
     "key_env": "OTHER_KEY",
     "hash": "hmac-sha256$" + "2" * 32 + "$" + "3" * 64,
+    "priority": "batch",  # a key's priority, unset (its tenant's) -> set
 }
 
 ITEM: dict[str, object] = {
@@ -338,6 +339,7 @@ REPLACE: dict[str, object] = {
     "on_saturation": {"fallback": "queue", "queue": "fallback"},
     "auth": {"off": "optional", "optional": "required", "required": "off"},
     "credits_unit": {"tokens": "money", "money": "tokens"},
+    "priority": {"interactive": "batch", "batch": "interactive"},
 }
 
 

@@ -11,15 +11,17 @@ from interlock.apikeys import hash_key, new_key
 from interlock.patterns import parse_match
 from interlock.runtime.access import (
     ANONYMOUS,
+    COMMON,
     OPERATOR_PATHS,
     Budget,
     KeyBook,
     Refusal,
+    Turn,
     operator_route,
     presented_key,
     refusal_message,
 )
-from interlock.runtime.errors import ModelNotAllowed, OperatorOnly, TwoKeys, Unauthenticated
+from interlock.runtime.errors import InvalidRequest, ModelNotAllowed, OperatorOnly, TwoKeys, Unauthenticated
 from interlock.runtime.state.counters import MemoryCounters
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanTenant
 
@@ -241,3 +243,50 @@ def test_every_route_is_open_per_caller_or_for_operators() -> None:
     }
     assert served - operator - open_ == PER_CALLER
     assert operator <= {*OPERATOR_PATHS, "/ui/{section}"}
+
+
+def test_a_callers_turn_is_its_tenants_weight_and_its_keys_or_tenants_priority() -> None:
+    """Built at load; the header is read only for a key that may set it, and only its two values."""
+    access = PlanAccess(
+        tenants={
+            "lab": PlanTenant(name="lab", description="", limits=_limits(), weight=3.0, priority="batch"),
+            "app": PlanTenant(name="app", description="", limits=_limits()),
+        },
+        keys={
+            "eval": PlanKey(
+                id="eval", tenant="lab", description="", key_env="E", hash=None, limits=_limits()
+            ),
+            "chat": PlanKey(
+                id="chat",
+                tenant="lab",
+                description="",
+                key_env="C",
+                hash=None,
+                limits=_limits(),
+                priority="interactive",
+                priority_header=True,
+            ),
+            "web": PlanKey(id="web", tenant="app", description="", key_env="W", hash=None, limits=_limits()),
+        },
+    )
+    keys = KeyBook.of(
+        access, "required", {"E": "eval-secret", "C": "chat-secret", "W": "web-secret"}, {}, NAMES
+    )
+    evaluator, chat, web = (keys.caller(s) for s in ("eval-secret", "chat-secret", "web-secret"))
+    assert evaluator is not None
+    assert chat is not None
+    assert web is not None
+    assert evaluator.turn == Turn("lab", 3.0, batch=True)  # the tenant's priority
+    assert chat.turn == Turn("lab", 3.0, batch=False)  # the key's own wins
+    assert web.turn == Turn("app", 1.0)
+    assert ANONYMOUS.turn is COMMON
+    batch = [(b"x-interlock-priority", b"Batch ")]
+    assert evaluator.turn_for(batch) is evaluator.turn  # may not choose: the header is not read
+    assert evaluator.turn_for([(b"x-interlock-priority", b"interactive")]) == Turn("lab", 3.0, batch=True)
+    assert chat.turn_for(batch) == Turn("lab", 3.0, batch=True)
+    assert chat.turn_for([(b"x-interlock-priority", b"interactive")]) == chat.turn
+    assert chat.turn_for([]) == chat.turn
+    with pytest.raises(
+        InvalidRequest, match=r"^`X-Interlock-Priority` is `urgent`; send `interactive` or `batch`$"
+    ):
+        chat.turn_for([(b"x-interlock-priority", b"urgent")])

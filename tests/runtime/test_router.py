@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from interlock.runtime.access import Turn
 from interlock.runtime.errors import (
     AllCandidatesFailed,
     CannotServe,
@@ -43,6 +44,7 @@ from interlock.runtime.telemetry.collector import TelemetryBook
 from interlock.runtime.wire.base import ChatStream
 from tests.runtime.conftest import BASIC, build
 from tests.runtime.scripted import ScriptedAdapter
+from tests.waiting import until
 
 OK = {"object": "chat.completion", "model": "upstream-name", "choices": []}
 BODY = {"model": "t/chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 42}
@@ -59,7 +61,10 @@ class Rig:
         scorer = Scorer(
             FactsTable(), TelemetryBook(), SpeedBook(), backend_occupancy(self.slots, lambda: plan.workers)
         )
-        guards = (HealthGuard(self.health), SlotGuard(self.slots, scorer, lambda: plan.routing))
+        guards = (
+            HealthGuard(self.health),
+            SlotGuard(self.slots, scorer, lambda: plan.routing, metrics=self.metrics),
+        )
         self.router = Router(
             self.health, guards, {"openai": self.adapter, "ollama": self.adapter}, self.metrics
         )
@@ -474,3 +479,43 @@ def test_refusals_and_preflight_misfits_together_are_a_400_naming_each(basic_pla
     assert _unservable(target, [], preflight) is None  # local/m1 was not a misfit: it may have failed
     preflight.misfits.insert(0, Misfit("local/m1", "capability", "lacks_vision", "lacks vision"))
     assert type(_unservable(target, [], preflight)).__name__ == "CapabilityMissing"  # the preflight's own
+
+
+def test_who_waited_is_counted_by_tenant_and_class(plan_data: Callable[..., dict[str, Any]]) -> None:
+    """A batch request of tenant `lab` waits (counted waiting), then is handed the slot (its wait
+    observed); another waits past max_wait (turned away, its wait not observed); a request that finds
+    a slot counts nowhere."""
+    queued = BASIC.replace(
+        "chain: [local/m1, cloud/c1, free/f1]",
+        "chain: [local/m1, cloud/c1, free/f1]\n    on_saturation: queue",
+    )
+    plan = build(plan_data(queued))
+    rig = Rig(plan, {"m1": OK})
+    labels = {"tenant": "lab", "class": "batch"}
+
+    def asked() -> Preflight:
+        preflight = Preflight(needs_of(dict(BODY), "chat", plan.preflight), plan.preflight.mode)
+        preflight.turn = Turn("lab", 2.0, batch=True)
+        return preflight
+
+    async def scenario() -> None:
+        pool = rig.slots.pools["box1"]
+        held = pool.try_acquire("m1", 1)
+        assert held is not None
+        walk = asyncio.create_task(rig.router.chat(resolve(plan, "t/chat"), BODY, asked()))
+        await until(lambda: rig.sample("interlock_queue_waiting", **labels) == 1, pause_s=0)
+        held.release()
+        assert (await walk).candidate.id == "local/m1"
+        assert rig.sample("interlock_queue_waiting", **labels) == 0
+        assert rig.sample("interlock_queue_wait_seconds_count", **labels) == 1
+        held = pool.try_acquire("m1", 1)
+        assert held is not None
+        pool.max_wait_s = 0.01  # the wait runs out (a state the test waits on, not a time it asserts)
+        with pytest.raises(SlotUnavailable):
+            await rig.router.chat(resolve(plan, "t/chat"), BODY, asked())
+        held.release()
+        assert rig.sample("interlock_queue_turned_away_total", **labels) == 1
+        await rig.router.chat(resolve(plan, "t/chat"), BODY, asked())  # a free slot: not counted
+        assert rig.sample("interlock_queue_wait_seconds_count", **labels) == 1  # the 429's is not a wait
+
+    asyncio.run(scenario())

@@ -8,6 +8,7 @@ a name is allowed when the tenant's and the key's ``allowed`` (unset: everything
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from interlock.apikeys import KEY_ID, parse_hash
@@ -16,10 +17,11 @@ from interlock.compiler.loader import Entry
 from interlock.compiler.passes.providers import ENV_NAME, credential_variable
 from interlock.compiler.secrets import looks_like_secret
 from interlock.patterns import allows, matches, matching_row, order, parse_match
-from interlock.schema.config import Limits
+from interlock.schema.config import Limits, TenantSection
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanPrice, PlanTenant
 
 ACL_LISTS = ("allowed", "denied")
+MIN_WEIGHT, MAX_WEIGHT = 0.01, 1000.0  # fair-queuing weights: tags stay exact in Redis's scores
 
 
 def access(ctx: CompileContext) -> None:
@@ -28,8 +30,15 @@ def access(ctx: CompileContext) -> None:
     tenants: dict[str, PlanTenant] = {}
     for name, tenant in ctx.tenants.items():
         limits = _limits(ctx, tenant.section, tenant.entry, f"tenants.{name}", known)
-        if limits is not None:
-            tenants[name] = PlanTenant(name=name, description=tenant.section.description, limits=limits)
+        weight = _weight(ctx, tenant.section, tenant.entry, name)
+        if limits is not None and weight is not None:
+            tenants[name] = PlanTenant(
+                name=name,
+                description=tenant.section.description,
+                limits=limits,
+                weight=weight,
+                priority=tenant.section.priority,
+            )
     keys: dict[str, PlanKey] = {}
     for key in ctx.keys.values():
         compiled = _key(ctx, key, known)
@@ -155,7 +164,26 @@ def _key(ctx: CompileContext, key: ApiKey, known: list[str]) -> PlanKey | None:
         hash=section.hash,
         operator=section.operator,
         limits=limits,
+        priority=section.priority,
+        priority_header=section.priority_header,
     )
+
+
+def _weight(ctx: CompileContext, section: TenantSection, entry: Entry, name: str) -> float | None:
+    """A tenant's fair-queuing weight, or None when it is out of range (reported)."""
+    weight = section.weight
+    if math.isfinite(weight) and MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        return weight
+    ctx.sink.add(
+        "IL831",
+        ctx.span_of(entry, "weight"),
+        f"`tenants.{name}.weight` is {weight:g}; a weight is from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}",
+        path=f"tenants.{name}.weight",
+        value=f"{weight:g}",
+        hint="a weight is a share against the other tenants waiting for the same model (2: twice a "
+        "weight-1 tenant's); leave it out for 1",
+    )
+    return None
 
 
 def _secret(ctx: CompileContext, key: ApiKey) -> bool:

@@ -2,14 +2,15 @@
 
 Without it, a request whose best worker is full is bound to that worker's queue on arrival and stays
 there, even when a slot frees elsewhere first or the wait there turns out longer than a load elsewhere.
-With it, the request waits unbound in one line per candidate (arrival order) and the line is walked
-again whenever something changes that could start a waiter:
+With it, the request waits unbound in one line per candidate (in fair order, ``runtime.state.fair``:
+interactive before batch, then each tenant's weighted share; with no tenant, arrival order) and the
+line is walked again whenever something changes that could start a waiter:
 
 - a slot taken through the slot guard is given back (``FleetLease.release``), on any worker;
 - a request joins the line;
 - a waiter's hold-out ends (below): a timer.
 
-A walk goes through the line in arrival order. Each waiter with a free slot on one of its routes has
+A walk goes through the line in that order. Each waiter with a free slot on one of its routes has
 its routes ordered by ``Scorer.order`` with the waiters before it counted as queued ahead of it on
 every full worker (``ahead``): the first waiters hold out for the worker where the model is loaded
 (its next slot is expected sooner than a load elsewhere), and the first waiter whose wait there would
@@ -19,7 +20,8 @@ estimate was wrong and it takes its best free slot. A slot is taken with
 ``SlotBackend.acquire(wait=False)``: the backend stays the authority on every limit.
 
 Bounds as the per-worker queue's: a request joins only while the line is shorter than its first
-choice's ``max_waiting`` and waits at most that worker's ``max_wait``; past either it gets
+choice's ``max_waiting`` (or when its fair place comes before the last waiter's, which is pushed out
+with the 429 instead) and waits at most that worker's ``max_wait``; past either it gets
 ``SlotUnavailable`` (429 + ``Retry-After``). A waiter that goes (client disconnect) leaves the line; a
 slot handed to it meanwhile is given back.
 
@@ -35,17 +37,21 @@ change during a walk makes it walk again).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from interlock.runtime.access import COMMON, Turn
 from interlock.runtime.clock import Clock
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.fleet.prefix import Prefix
 from interlock.runtime.fleet.scoring import Scorer
 from interlock.runtime.state.base import Lease, SlotBackend
+from interlock.runtime.state.fair import FairClock, Place
 from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
 
 
@@ -54,8 +60,13 @@ class _Waiter:
     candidate: Candidate
     routes: tuple[Route, ...]
     future: asyncio.Future[tuple[Route, Lease]]
+    place: Place  # in the line's fair order
     hold_until: float | None = None  # holding out for a full worker until then (monotonic)
     prefix: Prefix | None = None  # the prompt's blocks (prefix affinity)
+
+
+def _place(waiter: _Waiter) -> Place:
+    return waiter.place
 
 
 class FleetLease(Lease):
@@ -98,7 +109,9 @@ class FleetLine:
         self.settings = settings
         self.limits = limits
         self.clock = clock
-        self.lines: dict[str, list[_Waiter]] = {}  # candidate id -> waiters in arrival order
+        self.lines: dict[str, list[_Waiter]] = {}  # candidate id -> waiters in fair order
+        self.clocks: dict[str, FairClock] = {}  # candidate id -> its line's fair clock
+        self._arrivals = itertools.count(1)
         self.dispatched = 0  # waiters started by a walk (all time)
         self._walking: set[str] = set()
         self._again: set[str] = set()
@@ -121,24 +134,35 @@ class FleetLine:
         return FleetLease(lease, self)
 
     async def wait(
-        self, candidate: Candidate, routes: tuple[Route, ...], first: Route, prefix: Prefix | None = None
+        self,
+        candidate: Candidate,
+        routes: tuple[Route, ...],
+        first: Route,
+        prefix: Prefix | None = None,
+        turn: Turn = COMMON,
     ) -> tuple[Route, Lease]:
-        """Join ``candidate``'s line; the route and slot it is dispatched to. ``first`` (the choice on
-        arrival) gives the bounds; ``SlotUnavailable`` past them."""
+        """Join ``candidate``'s line in ``turn``'s place; the route and slot it is dispatched to.
+        ``first`` (the choice on arrival) gives the bounds; ``SlotUnavailable`` past them."""
         assert first.worker is not None
         limits = self.limits().get(first.worker)
         max_waiting = limits.max_waiting if limits is not None else 0
         max_wait_s = limits.max_wait_s if limits is not None else 0.0
         retry_after = max(1, math.ceil(max_wait_s))
         waiting = self.waiting(candidate.id)
-        if waiting >= max_waiting or max_wait_s <= 0:
+        clock = self.clocks.get(candidate.id) or FairClock()
+        place = clock.peek(turn, next(self._arrivals))
+        if max_wait_s <= 0 or (
+            waiting >= max_waiting and not self._push_out(candidate.id, place, retry_after)
+        ):
             raise SlotUnavailable(
                 f"no worker of {candidate.id} has a free slot and its line is full ({waiting} waiting)",
                 retry_after=retry_after,
             )
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(candidate, routes, loop.create_future(), prefix=prefix)
-        self.lines.setdefault(candidate.id, []).append(waiter)
+        self.clocks[candidate.id] = clock
+        clock.take(turn, place)
+        waiter = _Waiter(candidate, routes, loop.create_future(), place, prefix=prefix)
+        bisect.insort(self.lines.setdefault(candidate.id, []), waiter, key=_place)
         timer = loop.call_later(max_wait_s, self._expire, waiter, max_wait_s, retry_after)
         self._walk_soon(candidate.id)
         try:
@@ -223,6 +247,9 @@ class FleetLine:
                 await lease.release()
                 self._leave(waiter)
                 continue
+            clock = self.clocks.get(cid)
+            if clock is not None:
+                clock.started(waiter.place)
             self._leave(waiter)
             self.scorer.sent(candidate, best, waiter.prefix)
             self.dispatched += 1
@@ -242,6 +269,23 @@ class FleetLine:
             delay = max(at - self.clock(), 0.0)
             self._timers[cid] = asyncio.get_running_loop().call_later(delay, self._walk_soon, cid)
 
+    def _push_out(self, cid: str, place: Place, retry_after: int) -> bool:
+        """The line is full: its last waiter makes room for a newcomer whose ``place`` comes before it
+        (and gets the 429 instead); False when none does."""
+        line = self.lines.get(cid)
+        if not line or line[-1].place <= place:
+            return False
+        last = line.pop()
+        if not last.future.done():
+            last.future.set_exception(
+                SlotUnavailable(
+                    f"no worker of {cid} has a free slot and its line is full ({len(line) + 1} waiting): "
+                    "a request of a tenant with less waiting took this one's place",
+                    retry_after=retry_after,
+                )
+            )
+        return True
+
     def _leave(self, waiter: _Waiter) -> None:
         line = self.lines.get(waiter.candidate.id)
         if line is not None:
@@ -249,6 +293,7 @@ class FleetLine:
                 line.remove(waiter)
             if not line:
                 del self.lines[waiter.candidate.id]
+                self.clocks.pop(waiter.candidate.id, None)  # an empty line starts its clock again
 
     def _expire(self, waiter: _Waiter, max_wait_s: float, retry_after: int) -> None:
         if waiter.future.done():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from interlock.runtime.access import COMMON
 from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, RequestDoesNotFit
 from interlock.runtime.guards.needs import Needs
 
@@ -32,7 +33,7 @@ class Misfit:
 class Preflight:
     """Built per request: a plain class (a dataclass with list factories costs more to build)."""
 
-    __slots__ = ("misfits", "mode", "needs", "notes", "session", "skipped")
+    __slots__ = ("misfits", "mode", "needs", "notes", "session", "skipped", "turn")
 
     def __init__(self, needs: Needs, mode: str) -> None:
         self.needs = needs
@@ -41,6 +42,7 @@ class Preflight:
         self.skipped: list[str] = []
         self.notes: list[str] = []
         self.session: bytes | None = None  # the session header's value, when sticky sessions are on
+        self.turn = COMMON  # where it waits for a slot (``runtime.state.fair``): its caller's
 
     @property
     def enforcing(self) -> bool:

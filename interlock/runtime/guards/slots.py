@@ -14,7 +14,9 @@ it queues); otherwise the request waits: in the candidate's fleet line (``runtim
 dispatched to whichever worker can start it soonest, re-chosen whenever a slot frees) when the
 candidate has several workers, the session is not pinned and the slots are this process's; else in that
 worker's queue (bound on arrival). A request under ``queue`` does not overtake the fleet line: while
-the line has waiters, a newcomer joins it. A full queue or line, or a wait past
+the line has waiters, a newcomer joins it. Queue and line hand a freed slot over in fair order
+(``runtime.state.fair``: interactive before batch, then each tenant's weighted share; the request's
+``Turn`` is its caller's, set on the ``Preflight``). A full queue or line, or a wait past
 ``max_wait``, ends the request with 429 + ``Retry-After`` (a busy worker under ``queue`` is
 back-pressure, not a failure). OpenAI-compatible providers listed with ``workers`` (llama.cpp, vLLM,
 ... servers) get the same slots, queues and choice; those with a ``base_url`` have no slot limit and
@@ -28,11 +30,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from interlock.runtime.access import COMMON, Turn
+from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.prefix import Prefix, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer
 from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.metrics import Metrics
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.tables import Candidate, Route, RoutingSettings
 
@@ -45,7 +50,9 @@ class SlotGuard(Guard):
         settings: Callable[[], RoutingSettings],
         sticky: StickyTable | None = None,
         fleet: FleetLine | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics  # who waits, by tenant and class (None: not counted)
         self.slots = slots
         self.scorer = scorer
         self.settings = settings
@@ -80,9 +87,10 @@ class SlotGuard(Guard):
         elif own == "fallback":
             spill = 0.0 if admission.has_next else None
         model, slots = candidate.model, self.slots
+        turn = admission.preflight.turn if admission.preflight is not None else COMMON
         lease = None
         if fleet is None or spill == 0 or not fleet.waiting(candidate.id):  # never overtake the line
-            lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False)
+            lease = await slots.acquire(route.worker, model, route.slot_limit, wait=False, turn=turn)
         if lease is None:
             if spill == 0:
                 return "saturated"
@@ -90,30 +98,46 @@ class SlotGuard(Guard):
                 return "expected_wait"
             admission.route = route
             started = time.perf_counter()
+            counted = self._waits(turn, +1)
             try:
                 if fleet is not None:
-                    await self._line_up(admission, fleet, key, prefix)
+                    await self._line_up(admission, fleet, key, prefix, turn)
                     return None
                 self.scorer.queue(route.worker, model, +1)
                 try:
-                    lease = await slots.acquire(route.worker, model, route.slot_limit, wait=True)
+                    lease = await slots.acquire(route.worker, model, route.slot_limit, wait=True, turn=turn)
                 finally:
                     self.scorer.queue(route.worker, model, -1)
+            except SlotUnavailable:
+                if counted is not None:
+                    counted.queue_turned_away.labels(*_labels(turn)).inc()
+                raise
             finally:
                 admission.queued_s = time.perf_counter() - started
+                if counted is not None:
+                    self._waits(turn, -1)
+                    if lease is not None or admission.lease is not None:  # handed a slot
+                        counted.queue_wait_seconds.labels(*_labels(turn)).observe(admission.queued_s)
         admission.route = route
         assert lease is not None
         admission.lease = self.fleet.wrap(lease) if self.fleet is not None else lease
         self.scorer.sent(candidate, route, prefix)
         return None
 
+    def _waits(self, turn: Turn, step: int) -> Metrics | None:
+        """Count a request starting (+1) or ending (-1) a wait; the metrics, when counted."""
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.queue_waiting.labels(*_labels(turn)).inc(step)
+        return metrics
+
     async def _line_up(
-        self, admission: Admission, fleet: FleetLine, key: bytes | None, prefix: Prefix | None
+        self, admission: Admission, fleet: FleetLine, key: bytes | None, prefix: Prefix | None, turn: Turn
     ) -> None:
         """Wait in the candidate's fleet line; the route and slot it is dispatched to (the line has
         noted the choice with the scorer and wrapped the lease); the session pinned there."""
         assert admission.route is not None
-        route, lease = await fleet.wait(admission.candidate, admission.routes, admission.route, prefix)
+        route, lease = await fleet.wait(admission.candidate, admission.routes, admission.route, prefix, turn)
         admission.route, admission.lease = route, lease
         sticky = self.settings().sticky
         if key is not None and sticky is not None and route.worker is not None:
@@ -131,3 +155,7 @@ class SlotGuard(Guard):
         if fleet is not None:
             waiting += fleet.waiting(candidate.id)
         return (waiting + 1) * service / (route.slot_limit or 1)
+
+
+def _labels(turn: Turn) -> tuple[str, str]:
+    return (turn.tenant or "-", turn.label)

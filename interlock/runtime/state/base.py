@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from interlock.runtime.access import COMMON, Turn
 from interlock.runtime.tables import WorkerLimits
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class Lease(abc.ABC):
 
 
 class SlotBackend(abc.ABC):
-    """Slots (per worker and per model) with the bounded FIFO queue; one instance per gateway process."""
+    """Slots (per worker and per model) with the bounded fair queue; one instance per gateway process."""
 
     scope: str = "process"  # what the limits span: "process" or "host"
     fallbacks: int = 0  # times the store was lost or unreachable (each starts per-process limits)
@@ -49,8 +50,11 @@ class SlotBackend(abc.ABC):
         """The current plan's bounds; known workers keep their held slots."""
 
     @abc.abstractmethod
-    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
-        """A slot now; else (``wait``) after queueing, ``SlotUnavailable`` past the queue; else None."""
+    async def acquire(
+        self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn = COMMON
+    ) -> Lease | None:
+        """A slot now; else (``wait``) after queueing in ``turn``'s place (``fair.py``),
+        ``SlotUnavailable`` past the queue; else None."""
 
     @abc.abstractmethod
     def waiting(self, worker: str) -> int:

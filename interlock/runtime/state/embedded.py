@@ -1,14 +1,17 @@
 """The embedded backend for ``--workers N``: the supervisor owns the slot table, workers lease over a socket.
 
 ``SlotServer`` runs in the supervisor process (an event loop on a thread of its own) and holds the one
-``SlotTable`` of the host: the same FIFO queue, timeouts and ``Retry-After`` as one process has.
+``SlotTable`` of the host: the same fair queue (``fair.py``), timeouts and ``Retry-After`` as one
+process has.
 ``EmbeddedSlots`` is the worker's side: one Unix-socket connection per worker process, requests
 multiplexed by id, one line of JSON each way.
 
 Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurrent, max_waiting,
-max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire), ``["r", id]`` (release,
-or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker ``[id, "ok"]``,
-``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``, ``[id, report]``.
+max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire; a waiting request
+with a tenant or a priority class adds ``tenant, weight, batch``: its place in the fair queue),
+``["r", id]`` (release, or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker
+``[id, "ok"]``, ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``,
+``[id, report]``.
 Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
 ``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
 (done, no answer). Credits reservations: ``["q", id, [[name, room, asked, hold], ...]]`` (claim),
@@ -41,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
 from interlock.runtime.state.counters import CallerCounters, Claim, Held, MemoryCounters, Short, Spare
@@ -120,9 +123,9 @@ class SlotServer:
             if not writer.is_closing():
                 writer.write(orjson.dumps(message) + b"\n")
 
-        async def wait_for_slot(ident: int, pool: SlotPool, model: str, limit: int) -> None:
+        async def wait_for_slot(ident: int, pool: SlotPool, model: str, limit: int, turn: Turn) -> None:
             try:
-                lease = await pool.acquire(model, limit)
+                lease = await pool.acquire(model, limit, turn)
             except SlotUnavailable as exc:
                 send([ident, "busy", exc.retry_after, exc.message])
                 return
@@ -136,7 +139,7 @@ class SlotServer:
                 message = orjson.loads(line)
                 op = message[0]
                 if op == "a":
-                    _, ident, worker, model, limit, wait = message
+                    _, ident, worker, model, limit, wait, *place = message
                     pool = self.table.pools.get(worker)
                     if pool is None:  # bounds not sent yet: cannot happen with a well-behaved worker
                         send([ident, "busy", 1, f"worker {worker} is not configured in the slot server"])
@@ -148,8 +151,9 @@ class SlotServer:
                     elif not wait:
                         send([ident, "no"])
                     else:
+                        turn = Turn(str(place[0]), float(place[1]), bool(place[2])) if place else COMMON
                         task = asyncio.get_running_loop().create_task(
-                            wait_for_slot(ident, pool, model, limit)
+                            wait_for_slot(ident, pool, model, limit, turn)
                         )
                         waiting[ident] = task
                 elif op == "r":
@@ -314,19 +318,24 @@ class EmbeddedSlots(SlotBackend):
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await self._reader_task
 
-    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
+    async def acquire(
+        self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn = COMMON
+    ) -> Lease | None:
         if self._writer is None and not await self._reconnect():
-            return await self.fallback.acquire(worker, model, limit, wait=wait)
+            return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
         ident = next(self._ids)
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._replies[ident] = future
         share = self._shares[worker]
         share.waiting += 1
-        self._send(["a", ident, worker, model, limit, wait])
+        if turn is COMMON or not wait:
+            self._send(["a", ident, worker, model, limit, wait])
+        else:
+            self._send(["a", ident, worker, model, limit, wait, turn.tenant, turn.weight, turn.batch])
         try:
             reply = await future
         except StateUnreachable:
-            return await self.fallback.acquire(worker, model, limit, wait=wait)
+            return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
         except BaseException:  # cancelled (client gone): give back whatever the server settles on
             self._replies.pop(ident, None)
             self._send(["r", ident])

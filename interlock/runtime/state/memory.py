@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from interlock.runtime.access import COMMON, Turn
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
 from interlock.runtime.tables import WorkerLimits
@@ -34,13 +35,15 @@ class MemorySlots(SlotBackend):
     def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
         self.table.configure(workers)
 
-    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
+    async def acquire(
+        self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn = COMMON
+    ) -> Lease | None:
         pool = self.table.pools[worker]
         held = pool.try_acquire(model, limit)
         if held is None:
             if not wait:
                 return None
-            held = await pool.acquire(model, limit)
+            held = await pool.acquire(model, limit, turn)
         return MemoryLease(held)
 
     def waiting(self, worker: str) -> int:

@@ -1,31 +1,42 @@
-"""Concurrency slots per worker: a per-model limit, the worker's ``max_concurrent``, a bounded FIFO queue.
+"""Concurrency slots per worker: a per-model limit, the worker's ``max_concurrent``, a bounded fair queue.
 
 A request takes a slot before it calls the worker and gives it back when the call is over, whatever way
 it ends (success, error, cancellation, client disconnect): ``SlotLease.release`` is idempotent and every
 caller releases in ``finally``. When no slot is free the request waits in the worker's queue, at most
 ``max_waiting`` deep and ``max_wait`` long; past either bound it gets ``SlotUnavailable`` (429 with
-``Retry-After``). A freed slot is handed directly to the first waiter that can use it, so a newcomer never
-overtakes a waiter that could have run, and a waiter for a busy model does not block one for an idle model.
+``Retry-After``). A full queue turns away whoever would be served last: a newcomer whose fair place
+comes before the last waiter's takes its place, and that waiter gets the 429. A freed slot is handed
+directly to the first waiter that can use it, so a newcomer never overtakes a waiter that could have
+run, and a waiter for a busy model does not block one for an idle model.
+"First" is the queue's fair order (``fair.py``): interactive before batch, then each tenant's fair
+share; with no tenant configured, arrival order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import math
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from interlock.runtime.access import COMMON, Turn
 from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.state.fair import FairClock, Place
 from interlock.runtime.tables import WorkerLimits
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Waiter:
     model: str
     limit: int
     future: asyncio.Future[None]
+    place: Place
+
+
+def _place(waiter: _Waiter) -> Place:
+    return waiter.place
 
 
 @dataclass(slots=True, eq=False)
@@ -52,8 +63,10 @@ class SlotPool:
     max_wait_s: float
     in_use: int = 0
     per_model: dict[str, int] = field(default_factory=dict)
-    waiters: deque[_Waiter] = field(default_factory=deque)
+    waiters: list[_Waiter] = field(default_factory=list)  # in fair order (``fair.py``)
     rejected: int = 0
+    fair: FairClock = field(default_factory=FairClock)
+    arrivals: int = 0
 
     def configure(self, max_concurrent: int, max_waiting: int, max_wait_s: float) -> None:
         self.max_concurrent = max_concurrent
@@ -68,12 +81,14 @@ class SlotPool:
             return SlotLease(self, model)
         return None
 
-    async def acquire(self, model: str, limit: int) -> SlotLease:
-        """A slot now, or after waiting in the queue; ``SlotUnavailable`` past the queue's bounds."""
+    async def acquire(self, model: str, limit: int, turn: Turn = COMMON) -> SlotLease:
+        """A slot now, or after waiting in the queue in ``turn``'s place; ``SlotUnavailable`` past the
+        queue's bounds."""
         lease = self.try_acquire(model, limit)
         if lease is not None:
             return lease
-        if len(self.waiters) >= self.max_waiting or self.max_wait_s <= 0:
+        place = self.fair.peek(turn, self.arrivals + 1)
+        if self.max_wait_s <= 0 or (len(self.waiters) >= self.max_waiting and not self._push_out(place)):
             self.rejected += 1
             raise SlotUnavailable(
                 f"worker {self.name} has no free slot for {model} and its queue is full "
@@ -81,8 +96,10 @@ class SlotPool:
                 retry_after=self.retry_after(),
             )
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(model, limit, loop.create_future())
-        self.waiters.append(waiter)
+        self.arrivals += 1
+        self.fair.take(turn, place)
+        waiter = _Waiter(model, limit, loop.create_future(), place)
+        bisect.insort(self.waiters, waiter, key=_place)
         timer = loop.call_later(self.max_wait_s, self._expire, waiter)
         try:
             await waiter.future
@@ -117,20 +134,43 @@ class SlotPool:
             self._wake()
 
     def _wake(self) -> None:
-        """Hand free slots to the first waiters that can use them, in arrival order."""
+        """Hand free slots to the first waiters that can use them, in the queue's fair order."""
         if not self.waiters or self.in_use >= self.max_concurrent:
             return
-        kept: deque[_Waiter] = deque()
-        while self.waiters:
-            waiter = self.waiters.popleft()
+        kept: list[_Waiter] = []
+        for waiter in self.waiters:
             if waiter.future.done():
                 continue
             if self.in_use < self.max_concurrent and self.per_model.get(waiter.model, 0) < waiter.limit:
                 self._take(waiter.model)
+                self.fair.started(waiter.place)
                 waiter.future.set_result(None)
             else:
                 kept.append(waiter)
         self.waiters = kept
+        if not kept:
+            self.fair.idle()
+
+    def _push_out(self, place: Place) -> bool:
+        """The queue is full: the waiter that would be served last makes room for a newcomer whose
+        ``place`` comes before it (and gets the 429 the newcomer would have had); False when none does."""
+        if not self.waiters or self.max_waiting <= 0:
+            return False
+        last = self.waiters[-1]
+        if last.place <= place:
+            return False
+        self.waiters.pop()
+        self.rejected += 1
+        if not last.future.done():
+            last.future.set_exception(
+                SlotUnavailable(
+                    f"worker {self.name} has no free slot for {last.model} and its queue is full "
+                    f"({len(self.waiters) + 1} waiting): a request of a tenant with less waiting took "
+                    "this one's place",
+                    retry_after=self.retry_after(),
+                )
+            )
+        return True
 
     def _expire(self, waiter: _Waiter) -> None:
         if waiter.future.done():
@@ -148,6 +188,8 @@ class SlotPool:
     def _forget(self, waiter: _Waiter) -> None:
         with contextlib.suppress(ValueError):
             self.waiters.remove(waiter)
+        if not self.waiters:
+            self.fair.idle()
 
 
 class SlotTable:

@@ -1,17 +1,21 @@
 """The shared backend for several replicas: slots, queues and circuits in one Redis (or Valkey).
 
 Per worker, under ``interlock:w:<worker>``: ``held`` (lease id -> expiry, ms of the server's clock),
-``m:<model>`` (the same, per model), ``lmodel`` (lease id -> model), ``queue`` (waiter id -> arrival
-number), ``qexp`` (waiter id -> alive-until), ``qmodel`` (waiter id -> "limit model"), ``rejected``.
+``m:<model>`` (the same, per model), ``lmodel`` (lease id -> model), ``queue`` (waiter id -> its place
+in the fair order), ``vt`` and ``tfin`` (the fair queue's clock and tags), ``qexp`` (waiter id ->
+alive-until), ``qmodel`` (waiter id -> "limit model"), ``rejected``.
 Every change is one Lua script, so it is atomic; times come from the server (``TIME``), so replicas'
 clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 
 - Leases expire ``lease_ttl`` after their last renewal; each replica renews its own every third of
   that while the request runs, so a replica that dies (SIGKILL, power) frees its slots within the TTL.
-- FIFO-ish: a request is granted a slot only if no waiter that arrived before it could use one now (the
-  same rule as one process, applied across replicas); waiters poll, and are woken early by a message
-  on ``interlock:w:<worker>:freed``. A waiter that stops polling (its replica died) leaves the queue
-  within 2 s.
+- Fair order (``fair.py``, the same rule as one process, applied across replicas): a request is granted
+  a slot only if no waiter ahead of it in the queue could use one now; ``queue`` scores a waiter
+  ``rank * CLASS_SPAN + finish``, ``vt`` is the queue's virtual clock, ``tfin`` each tenant's last
+  finish tag (both dropped when the queue empties). A full queue pushes out its last waiter for a
+  newcomer with an earlier place (``out``: told on its next poll, then 429). Waiters poll, and are
+  woken early by a message on ``interlock:w:<worker>:freed``. A waiter that stops polling (its
+  replica died) leaves the queue within 2 s.
 - Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
@@ -37,10 +41,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
 from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare
+from interlock.runtime.state.fair import CLASS_SPAN
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tables import WorkerLimits
 
@@ -53,8 +58,12 @@ PREFIX = "interlock"
 RECONNECT_EVERY_S = 1.0
 POLL_S = 0.05  # a waiter asks again at least this often (a release wakes it sooner)
 SOCKET_TIMEOUT_S = 0.5
+_SPAN = repr(CLASS_SPAN)  # as the scripts read it
 
 _PURGE = """
+local function idle(p)
+  if redis.call('ZCARD', p .. ':queue') == 0 then redis.call('DEL', p .. ':vt', p .. ':tfin') end
+end
 local function purge(p, now)
   local dead = redis.call('ZRANGEBYSCORE', p .. ':held', '-inf', now)
   for _, lid in ipairs(dead) do
@@ -69,36 +78,57 @@ local function purge(p, now)
     redis.call('HDEL', p .. ':qmodel', wid)
   end
   redis.call('ZREMRANGEBYSCORE', p .. ':qexp', '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', p .. ':out', '-inf', now)
+  if #gone > 0 then idle(p) end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
-# KEYS[1] worker prefix; ARGV id, max_concurrent, limit, max_waiting, wait, ttl_ms, alive_ms, model
-# -> {1, in_use} granted, {0, waiting} none free (not waiting), {2, waiting} queued, {3, waiting} full
+# KEYS[1] worker prefix; ARGV id, max_concurrent, limit, max_waiting, wait, ttl_ms, alive_ms, model,
+# tenant, weight, rank, span (the fair queue: ``fair.py``; a waiter's score is rank * span + finish
+# tag), polling ('1': this id queued before)
+# -> {1, in_use} granted, {0, waiting} none free (not waiting), {2, waiting} queued, {3, waiting} full,
+# {4, waiting} pushed out of the full queue by a newcomer with an earlier place (told on its next poll)
 ACQUIRE = (
     _PURGE
     + """
 local p, id, model = KEYS[1], ARGV[1], ARGV[8]
 local maxc, limit, maxw = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local wait, ttl, alive = ARGV[5] == '1', tonumber(ARGV[6]), tonumber(ARGV[7])
+local tenant, weight, rank, span = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 purge(p, now)
 local in_use = redis.call('ZCARD', p .. ':held')
 local function used(m) return redis.call('ZCARD', p .. ':m:' .. m) end
+local score = redis.call('ZSCORE', p .. ':queue', id)
+if ARGV[13] == '1' and not score and redis.call('ZREM', p .. ':out', id) == 1 then
+  return {4, redis.call('ZCARD', p .. ':queue')}  -- pushed out of a full queue since its last poll
+end
+local finish = nil
+local function place()  -- a newcomer's score: read only when someone waits (ties: they go first)
+  if not finish then
+    local vt = tonumber(redis.call('GET', p .. ':vt') or '0')
+    finish = math.max(vt, tonumber(redis.call('HGET', p .. ':tfin', tenant) or '0')) + 1 / weight
+  end
+  return rank * span + finish
+end
 if in_use < maxc and used(model) < limit then
-  local rank = redis.call('ZRANK', p .. ':queue', id)
-  if rank == false then rank = redis.call('ZCARD', p .. ':queue') end
+  local before = {}
+  if score then
+    local at = redis.call('ZRANK', p .. ':queue', id)
+    if at > 0 then before = redis.call('ZRANGE', p .. ':queue', 0, at - 1) end
+  elseif redis.call('ZCARD', p .. ':queue') > 0 then
+    before = redis.call('ZRANGEBYSCORE', p .. ':queue', '-inf', place())
+  end
   local ahead, ahead_same = 0, 0
-  if rank > 0 then
-    for _, wid in ipairs(redis.call('ZRANGE', p .. ':queue', 0, rank - 1)) do
-      local spec = redis.call('HGET', p .. ':qmodel', wid)
-      if spec then
-        local sp = string.find(spec, ' ')
-        local m = string.sub(spec, sp + 1)
-        if used(m) < tonumber(string.sub(spec, 1, sp - 1)) then
-          ahead = ahead + 1
-          if m == model then ahead_same = ahead_same + 1 end
-        end
+  for _, wid in ipairs(before) do
+    local spec = redis.call('HGET', p .. ':qmodel', wid)
+    if spec then
+      local sp = string.find(spec, ' ')
+      local m = string.sub(spec, sp + 1)
+      if used(m) < tonumber(string.sub(spec, 1, sp - 1)) then
+        ahead = ahead + 1
+        if m == model then ahead_same = ahead_same + 1 end
       end
     end
   end
@@ -106,23 +136,36 @@ if in_use < maxc and used(model) < limit then
     redis.call('ZADD', p .. ':held', now + ttl, id)
     redis.call('ZADD', p .. ':m:' .. model, now + ttl, id)
     redis.call('HSET', p .. ':lmodel', id, model)
-    redis.call('ZREM', p .. ':queue', id)
-    redis.call('ZREM', p .. ':qexp', id)
-    redis.call('HDEL', p .. ':qmodel', id)
+    if score then  -- a waiter handed its slot: the clock moves to its finish tag
+      local tag = tonumber(score) % span
+      if tag > tonumber(redis.call('GET', p .. ':vt') or '0') then redis.call('SET', p .. ':vt', tag) end
+      redis.call('ZREM', p .. ':queue', id)
+      redis.call('ZREM', p .. ':qexp', id)
+      redis.call('HDEL', p .. ':qmodel', id)
+      idle(p)
+    end
     return {1, in_use + 1}
   end
 end
 local waiting = redis.call('ZCARD', p .. ':queue')
-if redis.call('ZSCORE', p .. ':queue', id) then
+if score then
   redis.call('ZADD', p .. ':qexp', now + alive, id)
   return {2, waiting}
 end
 if not wait then return {0, waiting} end
-if waiting >= maxw then
+if waiting >= maxw then  -- full: the waiter that would be served last makes room, or the newcomer goes
+  local last = redis.call('ZRANGE', p .. ':queue', -1, -1, 'WITHSCORES')
   redis.call('INCR', p .. ':rejected')
-  return {3, waiting}
+  if maxw <= 0 or #last < 2 or tonumber(last[2]) <= place() then return {3, waiting} end
+  redis.call('ZREM', p .. ':queue', last[1])
+  redis.call('ZREM', p .. ':qexp', last[1])
+  redis.call('HDEL', p .. ':qmodel', last[1])
+  redis.call('ZADD', p .. ':out', now + alive, last[1])
+  waiting = waiting - 1
 end
-redis.call('ZADD', p .. ':queue', redis.call('INCR', p .. ':seq'), id)
+local at = place()
+redis.call('HSET', p .. ':tfin', tenant, finish)
+redis.call('ZADD', p .. ':queue', at, id)
 redis.call('ZADD', p .. ':qexp', now + alive, id)
 redis.call('HSET', p .. ':qmodel', id, limit .. ' ' .. model)
 return {2, waiting + 1}
@@ -136,14 +179,15 @@ local m = redis.call('HGET', p .. ':lmodel', id)
 if m then redis.call('ZREM', p .. ':m:' .. m, id) end
 redis.call('HDEL', p .. ':lmodel', id)
 local freed = redis.call('ZREM', p .. ':held', id)
-redis.call('ZREM', p .. ':queue', id)
+local left = redis.call('ZREM', p .. ':queue', id)
 redis.call('ZREM', p .. ':qexp', id)
 redis.call('HDEL', p .. ':qmodel', id)
+local waiting = redis.call('ZCARD', p .. ':queue')
+if left == 1 and waiting == 0 then redis.call('DEL', p .. ':vt', p .. ':tfin') end
 if ARGV[2] == '1' then
   redis.call('INCR', p .. ':rejected')
-  return {redis.call('ZCARD', p .. ':queue')}
+  return {waiting}
 end
-local waiting = redis.call('ZCARD', p .. ':queue')
 if freed == 1 and waiting > 0 then redis.call('PUBLISH', p .. ':freed', '') end
 return {waiting}
 """
@@ -305,15 +349,18 @@ class RedisSlots(SlotBackend):
 
     # -- slots --------------------------------------------------------------------------------------
 
-    async def acquire(self, worker: str, model: str, limit: int, *, wait: bool) -> Lease | None:
+    async def acquire(
+        self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn = COMMON
+    ) -> Lease | None:
         if not self._usable():
-            return await self.fallback.acquire(worker, model, limit, wait=wait)
+            return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
         bounds = self._bounds[worker]
         ident = f"{self.replica}:{next(self._ids)}"
         key = f"{self.options.prefix}:w:{worker}"
         ttl_ms = int(self.options.lease_ttl_s * 1000)
         alive_ms = max(2000, int(POLL_S * 8000))
         args = [ident, bounds.max_concurrent, limit, bounds.max_waiting, int(wait), ttl_ms, alive_ms, model]
+        args += [turn.tenant, repr(turn.weight), turn.rank, _SPAN, "0"]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + bounds.max_wait_s
         queued = False
@@ -323,21 +370,27 @@ class RedisSlots(SlotBackend):
                     status, count = await self._scripts["acquire"](keys=[key], args=args)
                 except Exception as exc:  # any client error: per-process limits
                     self._down(exc)
-                    return await self.fallback.acquire(worker, model, limit, wait=wait)
+                    return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
                 self._up()
                 if status == 1:
                     return self._granted(worker, model, ident)
                 if status == 0:
                     return None
-                if status == 3:
+                if status == 3 or status == 4:
                     self._rejected[worker] += 1
                     raise SlotUnavailable(
                         f"worker {worker} has no free slot for {model} and its queue is full "
-                        f"({count} waiting)",
+                        f"({count} waiting)"
+                        + (
+                            ": a request of a tenant with less waiting took this one's place"
+                            if status == 4
+                            else ""
+                        ),
                         retry_after=_retry_after(bounds),
                     )
                 if not queued:
                     queued = True
+                    args[-1] = "1"  # from now on a poll (told if pushed out meanwhile)
                     self._waiting[worker] += 1
                 left = deadline - loop.time()
                 if left <= 0 or bounds.max_wait_s <= 0:

@@ -1,4 +1,4 @@
-"""The shared upstream HTTP client: a keep-alive pool per origin of lean HTTP/1.1 connections (http1.py).
+"""The shared upstream HTTP client: a keep-alive pool per provider of lean HTTP/1.1 connections (http1.py).
 
 It replaced aiohttp by measurement (bench/client_floor.py, docs/upstream-client.md). The runtime creates
 one ``UpstreamClient`` at app startup, hands it to ``adapter_for`` and closes it at shutdown. Redirects
@@ -6,35 +6,44 @@ are never followed, no proxy settings are read from the environment, answers are
 (``Accept-Encoding: identity``). TLS is the standard library's ``ssl``: the system's trusted CAs and host
 name checks (``ssl.create_default_context()``) unless ``create(ssl_context=...)`` gives another.
 
-The pool: each origin (scheme, host, port) keeps its idle connections last-in first-out, so the busy
-ones stay warm and the rest age out: one idle longer than ``keepalive_s`` is closed when met, and the
-oldest is checked on every request. ``max_connections`` caps open connections, all origins together:
-past it a new connection waits for one to close (an idle one of any origin is closed for it).
+The pools: one per provider (``pool``: the endpoint's label, one per provider or worker, and with it one
+credential) and origin (scheme, host, port); two providers behind one host:port never share a
+connection, so nothing one of them sends can reach the other's callers. Each keeps its idle connections
+last-in first-out, so the busy ones stay warm and the rest age out: one idle longer than ``keepalive_s``
+is closed when met, and the oldest is checked on every request. ``max_connections`` caps open
+connections, all pools together: past it a new connection waits for one to close (an idle one of any
+pool is closed for it).
 
-Stale keep-alive connections: an upstream may close an idle pooled connection (Ollama's Go server
-does after its idle timeout; a restarted box drops them all) while the gateway has not yet read the
-close. A request sent on it fails before any answer arrives. That is not the upstream's fault, so the
-request is sent once more on a fresh connection (as Go's ``http.Transport`` and urllib3 do), when:
-- the failed connection came from the pool (a fresh one that fails is the upstream's failure);
-- not a byte of the answer had arrived (``http1.Stale``: a connection cut inside an answer's head or
-  body is ``CutShort``, never resent);
-- the failure is a close, a reset or a broken pipe, never a connect error or a timeout; the body is in
-  memory, so resending it is safe.
-The resend takes a fresh connection, and the origin's other idle connections are closed (they are as
-old as the one that failed). A second failure is reported as it is.
+Reuse: a connection goes back to its pool only when its exchange ended cleanly (the whole answer read,
+or drained, keep-alive allowed); a failed, cut, abandoned or timed-out exchange drops it. Before reuse it
+is checked for anything unread (``Connection.unread``: bytes, a close or a reset in the kernel's buffer
+that the loop has not handed over yet); one that shows anything is dropped, and bytes arriving while it
+sits idle drop it at once (http1.py). What no HTTP/1.1 client can see: bytes still on the wire when the
+next request is written are read as its answer (docs/upstream-client.md, "One answer per request").
+
+No replay of a written request: a request is sent again, once, on a fresh connection only when not a
+byte of it went out (``http1.NotSent``: the connection was found closed before the write, or the write
+itself failed at once). A connection closed or reset after the write (the upstream may have read the
+request, and billed it) is reported as it is, never resent: Go's ``http.Transport`` does the same for
+a request that is not idempotent. Resends are counted (``interlock_upstream_resends_total``). A POST
+to a kind that says so (``interlock.kinds``: ``idempotency_key``) carries an ``Idempotency-Key``: a
+prefix drawn at random per pool and the pool's request count, the same bytes on a resend.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
+import select
 import socket
 import ssl
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 from urllib.parse import urlsplit
 
+from interlock.kinds import KINDS, listed
 from interlock.runtime.upstream.http1 import (
     FIRST_BYTE,
     CertificateError,
@@ -45,8 +54,8 @@ from interlock.runtime.upstream.http1 import (
     DNSError,
     InvalidHeader,
     InvalidURL,
+    NotSent,
     Response,
-    Stale,
     Timeout,
     TLSError,
 )
@@ -58,26 +67,59 @@ USER_AGENT = "interlock/0.1"
 _JSON = "Content-Type: application/json\r\n"
 
 
-class Origin:
-    """One scheme://host:port: its idle connections (most recently used last) and how to open more."""
+class Counter(Protocol):
+    """Where resends are counted (a metrics counter child)."""
 
-    __slots__ = ("client", "dead", "fixed", "host", "idle", "port", "ssl")
+    def inc(self, amount: float = 1.0) -> None: ...
 
-    def __init__(self, client: UpstreamClient, host: str, port: int, tls: ssl.SSLContext | None) -> None:
+
+class Tally:
+    """A counter of the client's own, when no metrics are given."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+
+class Pool:
+    """One provider's connections to one scheme://host:port: the idle ones (most recently used last)
+    and how to open more."""
+
+    __slots__ = ("client", "dead", "fixed", "host", "idle", "key", "label", "port", "resent", "sent", "ssl")
+
+    def __init__(
+        self,
+        client: UpstreamClient,
+        label: str,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None,
+        idempotency_key: bool,
+    ) -> None:
         self.client = client
+        self.label = label
         self.host = host
         self.port = port
         self.ssl = tls
         self.idle: list[Connection] = []
         self.dead = 0  # connections in ``idle`` that the upstream closed meanwhile (skipped when met)
+        self.resent = client.count_resends(label)
+        # Idempotency-Key: a random prefix of this pool's own (nothing of a credential, nothing shared
+        # with another provider's pool) and a count of its POSTs; None for a kind that does not send it
+        self.key = f"{secrets.token_hex(8)}-" if idempotency_key else None
+        self.sent = 0
         default = 443 if tls is not None else 80
         netloc = f"[{host}]" if ":" in host else host
         authority = netloc if port == default else f"{netloc}:{port}"
         # the headers every request to this origin starts with, built once
         self.fixed = f"Host: {authority}\r\nUser-Agent: {USER_AGENT}\r\nAccept-Encoding: identity\r\n"
 
-    def take(self, now: float) -> Connection | None:
-        """An idle connection young enough to use, or None."""
+    def take(self, now: float, poller: select.poll) -> Connection | None:
+        """An idle connection young enough to use with nothing unread on it, or None."""
         idle, keepalive_s = self.idle, self.client.keepalive_s
         if idle and now - idle[0].idle_since > keepalive_s:  # the oldest, on every request: ages out
             oldest = idle.pop(0)
@@ -89,8 +131,8 @@ class Origin:
             if conn.closed:
                 self.dead = max(0, self.dead - 1)
                 continue
-            if now - conn.idle_since > keepalive_s:
-                conn.abort()
+            if now - conn.idle_since > keepalive_s or conn.unread(poller):
+                conn.abort()  # aged out; or a close, a reset or bytes nobody asked for wait on it
                 continue
             return conn
         return None
@@ -128,16 +170,24 @@ class UpstreamClient:
     """Owns the pools; adapters borrow it. Build it with ``create()``; close it with ``aclose()``."""
 
     def __init__(
-        self, *, max_connections: int, keepalive_s: float, ssl_context: ssl.SSLContext | None
+        self,
+        *,
+        max_connections: int,
+        keepalive_s: float,
+        ssl_context: ssl.SSLContext | None,
+        resends: Callable[[str], Counter] | None,
     ) -> None:
         self.max_connections = max_connections
         self.keepalive_s = keepalive_s
         self.closed = False
         self._ssl = ssl_context
-        self._origins: dict[tuple[str, str, int], Origin] = {}
-        self._bases: dict[str, tuple[Origin, str]] = {}  # base URL -> its origin and path prefix
+        self._resends = resends
+        self._tallies: dict[str, Tally] = {}  # resends by pool, when no metrics were given
+        self._pools: dict[tuple[str, str, int, str], Pool] = {}  # (scheme, host, port, label) -> pool
+        self._bases: dict[str, dict[str, tuple[Pool, str]]] = {}  # label -> base URL -> pool, path prefix
         self._open = 0  # connections made and not yet lost
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._poller = select.poll()  # ``Connection.unread``: one fd registered at a time, for one call
 
     @classmethod
     def create(
@@ -146,10 +196,28 @@ class UpstreamClient:
         max_connections: int = 4096,
         keepalive_s: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        resends: Callable[[str], Counter] | None = None,
     ) -> UpstreamClient:
-        """A client keeping up to ``max_connections`` connections (all origins together) open; TLS with
-        ``ssl_context`` (default: the system's trusted CAs, host names checked)."""
-        return cls(max_connections=max_connections, keepalive_s=keepalive_s, ssl_context=ssl_context)
+        """A client keeping up to ``max_connections`` connections (all pools together) open; TLS with
+        ``ssl_context`` (default: the system's trusted CAs, host names checked); ``resends``: a pool's
+        label -> the counter of its resends (the gateway's ``interlock_upstream_resends_total``)."""
+        return cls(
+            max_connections=max_connections,
+            keepalive_s=keepalive_s,
+            ssl_context=ssl_context,
+            resends=resends,
+        )
+
+    def count_resends(self, label: str) -> Counter:
+        """The counter of a pool's resends: the metrics' child, or a tally of the client's own."""
+        if self._resends is not None:
+            return self._resends(label)
+        return self._tallies.setdefault(label, Tally())
+
+    def resent(self, label: str) -> float:
+        """Resends of the pool ``label`` counted by the client itself (no metrics given)."""
+        tally = self._tallies.get(label)
+        return tally.value if tally is not None else 0.0
 
     @property
     def waiting(self) -> int:
@@ -161,7 +229,7 @@ class UpstreamClient:
         return self._open
 
     def idle_connections(self) -> int:
-        return sum(1 for origin in self._origins.values() for conn in origin.idle if not conn.closed)
+        return sum(1 for pool in self._pools.values() for conn in pool.idle if not conn.closed)
 
     async def request(
         self,
@@ -175,15 +243,20 @@ class UpstreamClient:
         first_byte_at: float,
         total_at: float,
         json: bool = True,
+        pool: str = "",
+        kind: str | None = None,
     ) -> Response:
         """Send ``method`` ``base_url`` + ``path``; return once the answer's headers have arrived.
 
         Deadlines are loop times: connecting must end within ``connect_s`` (and before
         ``first_byte_at``), the headers arrive before ``first_byte_at`` (``Response.answered()`` then
-        moves the exchange on to ``total_at``). ``json``: the body is JSON (its Content-Type is sent)."""
-        found = self._bases.get(base_url)
-        origin, prefix = found if found is not None else self._base(base_url)
-        lines = [method, " ", prefix, path, " HTTP/1.1\r\n", origin.fixed]
+        moves the exchange on to ``total_at``). ``json``: the body is JSON (its Content-Type is sent).
+        ``pool``: the provider's label (its connections are its own); ``kind``: its provider kind, read
+        when its pool is made (whether a POST carries an ``Idempotency-Key``)."""
+        urls = self._bases.get(pool)
+        found = urls.get(base_url) if urls is not None else None
+        target, prefix = found if found is not None else self._base(base_url, pool, kind)
+        lines = [method, " ", prefix, path, " HTTP/1.1\r\n", target.fixed]
         for name, value in headers.items():
             if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
                 raise InvalidHeader("line break in a request header")
@@ -191,6 +264,10 @@ class UpstreamClient:
         if body is not None:
             if json:
                 lines.append(_JSON)
+            key = target.key
+            if key is not None:
+                target.sent = sent = target.sent + 1
+                lines += ("Idempotency-Key: ", key, str(sent), "\r\n")
             lines += ("Content-Length: ", str(len(body)), "\r\n")
         lines.append("\r\n")
         try:
@@ -198,16 +275,17 @@ class UpstreamClient:
         except UnicodeEncodeError:
             raise InvalidHeader("request header not Latin-1") from None
         loop = asyncio.get_running_loop()
-        conn = origin.take(loop.time())
-        if conn is not None:
-            try:
-                return await _exchange(conn, head, body, first_byte_at, total_at)
-            except Stale:
-                origin.drop_idle()  # closed or reset before a byte came back: resend on a fresh one
-        conn = await self._connect(origin, connect_s, first_byte_at)
+        conn = target.take(loop.time(), self._poller)
+        if conn is None:
+            conn = await self._connect(target, connect_s, first_byte_at)
+        try:
+            return await _exchange(conn, head, body, first_byte_at, total_at)
+        except NotSent:
+            target.resent.inc()  # not a byte went out: once more, on a fresh connection
+        conn = await self._connect(target, connect_s, first_byte_at)
         return await _exchange(conn, head, body, first_byte_at, total_at)
 
-    def _base(self, base_url: str) -> tuple[Origin, str]:
+    def _base(self, base_url: str, label: str, kind: str | None) -> tuple[Pool, str]:
         parts = urlsplit(base_url)
         scheme = parts.scheme.lower()
         try:
@@ -218,20 +296,22 @@ class UpstreamClient:
             raise InvalidURL("upstream URL is not http(s)")
         host = parts.hostname
         port = port or (443 if scheme == "https" else 80)
-        key = (scheme, host, port)
-        origin = self._origins.get(key)
-        if origin is None:
+        key = (scheme, host, port, label)
+        pool = self._pools.get(key)
+        if pool is None:
             tls = None
             if scheme == "https":
                 tls = self._ssl if self._ssl is not None else _default_context()
-            origin = self._origins[key] = Origin(self, host, port, tls)
+            row = KINDS.get(kind) if kind is not None else None
+            idempotency_key = row is not None and row.idempotency_key
+            pool = self._pools[key] = Pool(self, label, host, port, tls, idempotency_key)
         prefix = parts.path.rstrip("/")
         if parts.query:
             raise InvalidURL("upstream URL has a query")
-        found = self._bases[base_url] = (origin, prefix)
+        found = self._bases.setdefault(label, {})[base_url] = (pool, prefix)
         return found
 
-    async def _connect(self, origin: Origin, connect_s: float, first_byte_at: float) -> Connection:
+    async def _connect(self, pool: Pool, connect_s: float, first_byte_at: float) -> Connection:
         if self.closed:
             raise ClientClosed("client closed")
         loop = asyncio.get_running_loop()
@@ -251,11 +331,11 @@ class UpstreamClient:
         try:
             async with asyncio.timeout_at(min(connect_at, first_byte_at)):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(origin, self._lost),
-                    origin.host,
-                    origin.port,
-                    ssl=origin.ssl,
-                    server_hostname=origin.host if origin.ssl is not None else None,
+                    lambda: Connection(pool, self._lost),
+                    pool.host,
+                    pool.port,
+                    ssl=pool.ssl,
+                    server_hostname=pool.host if pool.ssl is not None else None,
                 )
         except BaseException as exc:
             self._open -= 1
@@ -290,9 +370,9 @@ class UpstreamClient:
 
     def _close_oldest_idle(self) -> None:
         oldest: Connection | None = None
-        for origin in self._origins.values():
-            if origin.idle and (oldest is None or origin.idle[0].idle_since < oldest.idle_since):
-                oldest = origin.idle[0]
+        for pool in self._pools.values():
+            if pool.idle and (oldest is None or pool.idle[0].idle_since < oldest.idle_since):
+                oldest = pool.idle[0]
         if oldest is not None:
             oldest.origin.idle.remove(oldest)
             oldest.pooled = False
@@ -301,8 +381,8 @@ class UpstreamClient:
     async def aclose(self) -> None:
         """Close every idle connection, and every busy one as its exchange ends; wake waiters."""
         self.closed = True
-        for origin in self._origins.values():
-            origin.drop_idle()
+        for pool in self._pools.values():
+            pool.drop_idle()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -342,8 +422,6 @@ def _default_context() -> ssl.SSLContext:
 
 def adapter_for(kind: str, client: UpstreamClient) -> Adapter:
     """The adapter for a provider kind (a row of ``interlock.kinds.KINDS``), sharing ``client``."""
-    from interlock.kinds import KINDS, listed
-
     row = KINDS.get(kind)
     if row is None:
         raise ValueError(f"unknown upstream kind {kind!r}; expected {listed()}")

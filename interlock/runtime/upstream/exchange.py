@@ -138,6 +138,8 @@ async def _start(
         connect_s=endpoint.connect_s,
         first_byte_at=first_byte_at,
         total_at=total_at,
+        pool=endpoint.label,  # a provider's connections are its own
+        kind=endpoint.kind,
     )
     if 200 <= response.status < 300:
         return response

@@ -42,6 +42,7 @@ EXCEPTION_MAP: Mapping[type[BaseException], tuple[type[UpstreamError], str]] = {
     http1.Timeout: (TotalTimeout, "timed out"),
     asyncio.TimeoutError: (TotalTimeout, "timed out"),
     http1.Disconnected: (ProtocolFailure, "server disconnected"),
+    http1.NotSent: (ProtocolFailure, "connection reset"),  # the resend failed the same way too
     http1.Reset: (ProtocolFailure, "connection reset"),
     http1.Stale: (ProtocolFailure, "server disconnected"),
     http1.Lost: (ProtocolFailure, "connection failed mid-exchange"),

@@ -1,7 +1,7 @@
 """The upstream connection: HTTP/1.1 on an asyncio Protocol with httptools' parser (llhttp), no more.
 
 One ``Connection`` carries one exchange at a time (no pipelining); ``UpstreamClient``
-(runtime/upstream/client.py) keeps them in a keep-alive pool per origin. A ``Response`` is handed over
+(runtime/upstream/client.py) keeps them in a keep-alive pool per provider. A ``Response`` is handed over
 once its headers are parsed; its body is read with ``read`` (what has arrived, ``b""`` at the end) or
 ``read_all``, then ``release`` returns the connection to the pool (or, when the body is not over yet,
 lets the connection discard the rest in the background and return then) and ``close`` drops it.
@@ -17,7 +17,14 @@ reader cost bounded memory; the caps on bodies and stream lines are the exchange
 Failures are this module's exception classes (``HTTPError`` and its subclasses), each raised with a
 fixed message, so ``failures.EXCEPTION_MAP`` can map every one and tests can prove it. What counts as a
 stale keep-alive connection (``Stale``) is decided here, where it is known for certain: the connection
-was closed or reset before a single byte of the answer arrived.
+was closed or reset before a single byte of the answer arrived; and whether the request went out at
+all (``NotSent``): only a request that did not may be sent again.
+
+One answer per request: a connection that shows a byte nobody asked for is dropped, never handed to
+the next request. Bytes while it is idle (``data_received`` with no exchange, or ``unread`` finding
+them in the kernel's buffer before reuse), a second message after the answer (in the same read or a
+later one), or anything unparseable after a complete answer: the connection is aborted and the answer
+already complete is kept (its framing said where it ends).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import errno
+import select
 from collections.abc import Callable
 from typing import Any
 
@@ -82,7 +90,8 @@ class Timeout(HTTPError):
 
 class Stale(HTTPError):
     """The connection was closed or reset before any byte of the answer arrived. On a pooled connection
-    that is what an upstream's idle close looks like (the client resends); on a fresh one, a failure."""
+    that may be an upstream's idle close, or an upstream that read the request and dropped it: the
+    client cannot tell, so it reports it (only ``NotSent`` is sent again)."""
 
 
 class Disconnected(Stale):
@@ -91,6 +100,11 @@ class Disconnected(Stale):
 
 class Reset(Stale):
     """The connection was reset (or the pipe broke) before any byte of the answer."""
+
+
+class NotSent(Reset):
+    """Not a byte of the request went out: the connection was found closed before the write, or the
+    write itself failed at once. The one failure after which a request may be sent again."""
 
 
 class Lost(HTTPError):
@@ -140,20 +154,45 @@ def lost_error(exc: Exception | None) -> HTTPError:
 class Connection(asyncio.Protocol):
     """One keep-alive connection to one origin; ``response`` is the exchange in flight (or draining)."""
 
-    __slots__ = ("closed", "idle_since", "on_lost", "origin", "parser", "pooled", "response", "transport")
+    __slots__ = (
+        "closed",
+        "fd",
+        "idle_since",
+        "on_lost",
+        "origin",
+        "parser",
+        "pooled",
+        "response",
+        "transport",
+    )
 
     def __init__(self, origin: Any, on_lost: Callable[[Connection], None]) -> None:
-        self.origin = origin  # the pool's key object (client.py's Origin)
+        self.origin = origin  # the pool's key object (client.py's Pool)
         self.on_lost = on_lost
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.response: Response | None = None
         self.closed = False
-        self.pooled = False  # in its origin's idle list
+        self.pooled = False  # in its pool's idle list
         self.idle_since = 0.0
+        self.fd = -1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport
+        sock = transport.get_extra_info("socket")
+        self.fd = sock.fileno() if sock is not None else -1
+
+    def unread(self, poller: select.poll) -> bool:
+        """Whether anything waits on this idle connection that the loop has not handed over yet: bytes,
+        a close or a reset already in the kernel's buffer (one ``poll`` system call, no wait)."""
+        fd = self.fd
+        if fd < 0:
+            return False
+        poller.register(fd, select.POLLIN)
+        try:
+            return bool(poller.poll(0))
+        finally:
+            poller.unregister(fd)
 
     def send(self, data: bytes, body: bytes | None, first_byte_at: float, total_at: float) -> Response:
         """Write one request; the returned Response's ``head()`` waits for the answer's headers."""
@@ -161,7 +200,7 @@ class Connection(asyncio.Protocol):
         self.response = response
         transport = self.transport
         if transport is None or transport.is_closing():
-            response.fail(Reset("connection reset"))
+            response.fail(NotSent("connection reset"))
             return response
         if body is None:
             transport.write(data)
@@ -169,6 +208,8 @@ class Connection(asyncio.Protocol):
             transport.write(data + body)
         else:
             transport.writelines((data, body))
+        if transport.is_closing():  # the write failed at once (asyncio's own loop sends in ``write``)
+            response.fail(NotSent("connection reset"))
         return response
 
     def data_received(self, data: bytes) -> None:
@@ -185,7 +226,10 @@ class Connection(asyncio.Protocol):
             response.fail(BadResponse("unexpected protocol upgrade"))
             return
         except httptools.HttpParserError:
-            response.fail(BadResponse("broken HTTP response"))
+            if response.done:  # bytes past a whole answer: the answer stands, the connection is done
+                self.abort()
+            else:
+                response.fail(BadResponse("broken HTTP response"))
             return
         if not response.headed:  # the bytes so far (httptools holds a partial header line meanwhile)
             response.head_read += len(data)
@@ -193,6 +237,12 @@ class Connection(asyncio.Protocol):
                 response.fail(HeadTooLarge("response head too large"))
 
     # httptools callbacks
+    def on_message_begin(self) -> None:
+        response = self.response
+        if response is None or response.done:  # a second answer to one request: nobody asked for it
+            self.abort()
+            raise httptools.HttpParserCallbackError("unasked-for response")  # stop parsing
+
     def on_header(self, name: bytes, value: bytes) -> None:
         response = self.response
         if response is not None:

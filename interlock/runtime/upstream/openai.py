@@ -86,15 +86,17 @@ class SSEDecoder(SSEEvents):
     """OpenAI's event stream to chunk dicts; complete after a chunk with a finish reason (``[DONE]``
     without one is a cut stream)."""
 
-    __slots__ = ("_finished", "done", "empty")
+    __slots__ = ("_finished", "done", "empty", "ended")
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
         self._finished = False  # a chunk with a finish_reason has arrived
         self.done = False
         self.empty = True  # no event at all so far
+        self.ended = False  # a 2xx answer's body ended (not: the connection failed before an answer)
 
     def end(self, out: deque[dict[str, Any]]) -> None:
+        self.ended = True
         self.flush(out)
         if not self.done and not self._finished:
             raise ProtocolFailure("stream ended before its last chunk")
@@ -170,7 +172,9 @@ class OpenAIAdapter(Adapter):
                 self._client, endpoint, "/chat/completions", orjson.dumps(payload), decoder
             )
         except ProtocolFailure:
-            if decoder.empty:  # llama-cpp-python's server answers a prompt over its context so
+            # an empty 200 stream: llama-cpp-python's answer to a prompt over its context (a connection
+            # dropped before any answer is not asked again: the upstream may have run the request)
+            if decoder.empty and decoder.ended:
                 await self._overflowed(endpoint, payload)
             raise
 

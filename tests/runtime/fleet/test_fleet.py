@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from interlock.runtime.access import COMMON, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
@@ -29,16 +30,18 @@ providers:
   local:
     kind: ollama
     workers:
-      - {{name: a, url: "http://127.0.0.1:9", max_concurrent: 1, queue: {{max_waiting: 2, max_wait: {wait}}}}}
-      - {{name: b, url: "http://127.0.0.2:9", max_concurrent: 1, queue: {{max_waiting: 2, max_wait: {wait}}}}}
+      - {{name: a, url: "http://127.0.0.1:9", max_concurrent: 1, queue: {queue}}}
+      - {{name: b, url: "http://127.0.0.2:9", max_concurrent: 1, queue: {queue}}}
 aliases:
   t/chat: {{chain: [local/m]}}
 """
 
 
 class Rig:
-    def __init__(self, tmp: Path, wait: str = "30s") -> None:
-        self.plan: RuntimePlan = load_plan(compile_text(tmp, CONFIG.format(wait=wait)), {})
+    def __init__(self, tmp: Path, wait: str = "30s", depth: int = 2) -> None:
+        self.plan: RuntimePlan = load_plan(
+            compile_text(tmp, CONFIG.format(queue=f"{{max_waiting: {depth}, max_wait: {wait}}}")), {}
+        )
         self.now = 100.0
         self.facts = FactsTable()
         telemetry = TelemetryBook()
@@ -64,9 +67,9 @@ class Rig:
         assert lease is not None
         return self.line.wrap(lease)
 
-    def join(self) -> asyncio.Task[tuple[str | None, Lease]]:
+    def join(self, turn: Turn = COMMON) -> asyncio.Task[tuple[str | None, Lease]]:
         async def wait() -> tuple[str | None, Lease]:
-            route, lease = await self.line.wait(self.candidate, self.routes, self.routes[0])
+            route, lease = await self.line.wait(self.candidate, self.routes, self.routes[0], turn=turn)
             return route.worker, lease
 
         return asyncio.get_running_loop().create_task(wait())
@@ -76,8 +79,8 @@ class Rig:
         await until(predicate, "the line to get there", pause_s=0)
 
 
-def run(test: Callable[[Rig], Awaitable[None]], tmp: Path, wait: str = "30s") -> None:
-    asyncio.run(test(Rig(tmp, wait)))
+def run(test: Callable[[Rig], Awaitable[None]], tmp: Path, wait: str = "30s", depth: int = 2) -> None:
+    asyncio.run(test(Rig(tmp, wait, depth)))
 
 
 def test_a_waiter_takes_the_first_slot_that_frees_on_any_worker_in_arrival_order(tmp_path: Path) -> None:
@@ -159,5 +162,52 @@ def test_a_waiter_holds_out_for_the_loaded_worker_until_the_wait_it_expected_has
         assert rig.line.dispatched == 1
         await lease.release()
         await held.release()
+
+    run(test, tmp_path)
+
+
+def test_the_line_hands_slots_over_in_fair_order_batch_last(tmp_path: Path) -> None:
+    """Six waiters of a flooding tenant, one batch waiter, then two of a quiet tenant, both workers
+    full: the quiet tenant's i-th waiter starts among the first 2i (its share; the line's ties go by
+    arrival, so the flooder's first), the batch waiter last, the flooder keeps every other slot."""
+    flood, quiet, bulk = Turn("flood"), Turn("quiet"), Turn("bulk", batch=True)
+
+    async def test(rig: Rig) -> None:
+        held = [await rig.hold("a"), await rig.hold("b")]
+        names: dict[asyncio.Task[tuple[str | None, Lease]], str] = {}
+        arrivals = [(flood, f"f{i}") for i in range(6)] + [(bulk, "b0"), (quiet, "q0"), (quiet, "q1")]
+        for count, (turn, name) in enumerate(arrivals, 1):
+            names[rig.join(turn)] = name
+            await rig.until(lambda count=count: rig.line.waiting("local/m") == count)
+        order: list[str] = []
+        while names:
+            await held.pop(0).release()
+            await rig.until(lambda: any(task.done() for task in names))
+            task = next(task for task in names if task.done())
+            order.append(names.pop(task))
+            held.append((await task)[1])
+        assert order == ["f0", "q0", "f1", "q1", "f2", "f3", "f4", "f5", "b0"]
+        for lease in held:
+            await lease.release()
+
+    run(test, tmp_path, depth=16)
+
+
+def test_a_full_line_pushes_out_its_last_waiter_for_an_earlier_place(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.hold("a")
+        await rig.hold("b")
+        kept, last = rig.join(Turn("flood")), rig.join(Turn("flood"))
+        await rig.until(lambda: rig.line.waiting("local/m") == 2)
+        quiet = rig.join(Turn("quiet"))
+        with pytest.raises(SlotUnavailable, match=r"a request of a tenant with less waiting took"):
+            await last
+        await rig.until(lambda: rig.line.waiting("local/m") == 2)
+        with pytest.raises(SlotUnavailable, match=r"its line is full \(2 waiting\)$"):
+            await rig.line.wait(rig.candidate, rig.routes, rig.routes[0], turn=Turn("flood"))
+        assert not kept.done()
+        assert not quiet.done()
+        kept.cancel()
+        quiet.cancel()
 
     run(test, tmp_path)

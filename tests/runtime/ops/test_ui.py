@@ -109,3 +109,22 @@ def test_a_reload_records_what_changed_once(
     assert [c["summary"] for c in last["changes"]] == ["new alias `t/extra` answers with free/f2"]
     page = get(gateway, "/ui/plan").text
     assert f"{last['changes_total']} changes (the first 1 shown, most severe first)" in page
+
+
+def test_the_workers_section_shows_who_waited_by_tenant_and_class(basic_plan: RuntimePlan) -> None:
+    """The table reads the slot guard's counts (``interlock_queue_*``); nothing waited: no table."""
+    gateway = build_gateway(basic_plan, probes=False)
+    assert "Waiting for slots" not in get(gateway, "/ui/workers").text
+    metrics = gateway.metrics
+    metrics.queue_waiting.labels("lab", "batch").inc()
+    metrics.queue_wait_seconds.labels("app", "interactive").observe(1.5)
+    metrics.queue_wait_seconds.labels("app", "interactive").observe(0.5)
+    metrics.queue_turned_away.labels("app", "interactive").inc()
+    text = get(gateway, "/ui/workers").text
+    assert "Waiting for slots, by tenant" in text
+    table = text[text.index("Waiting for slots") :]
+    rows = [line.strip() for line in table.splitlines() if line.strip().startswith('<tr><th scope="row">')]
+    assert rows[:2] == [
+        '<tr><th scope="row">app</th><td>interactive</td><td>0</td><td>2</td><td>1.00 s</td><td>1</td></tr>',
+        '<tr><th scope="row">lab</th><td>batch</td><td>1</td><td>0</td><td>—</td><td>0</td></tr>',
+    ]

@@ -23,7 +23,7 @@ from tests.waiting import until
 ENV = {"CLOUD_KEY": "sk-cloud-secret"}
 
 
-async def no_adapters() -> tuple[dict[str, Any], Callable[[], Any]]:
+async def no_adapters(_metrics: Any) -> tuple[dict[str, Any], Callable[[], Any]]:
     async def close() -> None:
         return None
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state import BACKENDS, open_backend
 from interlock.runtime.state.base import Lease, SlotBackend
@@ -51,12 +51,14 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @asynccontextmanager
-async def holders(url: str) -> AsyncIterator[tuple[SlotBackend, SlotBackend]]:
+async def holders(
+    url: str, limits: dict[str, WorkerLimits] = LIMITS
+) -> AsyncIterator[tuple[SlotBackend, SlotBackend]]:
     """Two holders of one store, started; closed at the end."""
     first = open_backend(url)
     second = first if url == "memory:" else open_backend(url)
     for backend in {id(first): first, id(second): second}.values():
-        backend.configure(LIMITS)
+        backend.configure(limits)
         await backend.start()
     try:
         yield first, second
@@ -202,5 +204,123 @@ def test_credits_holds_are_one_count_for_every_holder_and_a_short_level_holds_no
                 return isinstance(await ca.claim([Claim("t:lab:tokens", 10, 10, 0)]), Held)
 
             await until(free, "every hold to come back")
+
+    asyncio.run(scenario())
+
+
+# --- the fair queue (runtime/state/fair.py): who is handed the slot that frees ---------------------
+
+ONE_SLOT = {"box": WorkerLimits("box", "local", None, {}, 1, {}, (), max_waiting=64, max_wait_s=60.0)}
+
+
+async def admitted(a: SlotBackend, arrivals: list[tuple[SlotBackend, Turn, str]]) -> list[str]:
+    """With the one slot held, queue ``arrivals`` in that order (each seen queued before the next
+    comes), then give the slot back again and again: the names in the order the slot was handed."""
+    held = await a.acquire("box", "m", 1, wait=True)
+    assert held is not None
+    pending: dict[asyncio.Task[Lease | None], str] = {}
+    for count, (holder, turn, name) in enumerate(arrivals, 1):
+        pending[asyncio.create_task(holder.acquire("box", "m", 1, wait=True, turn=turn))] = name
+
+        async def queued(count: int = count) -> bool:
+            return await waiting(a) == count
+
+        await until(queued, f"{name} to queue")
+    order: list[str] = []
+    while pending:
+        await held.release()
+        done, _ = await asyncio.wait(pending, timeout=PATIENCE_S, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1, f"{len(done)} waiters started on one slot"
+        task = done.pop()
+        order.append(pending.pop(task))
+        held = task.result()
+        assert held is not None
+    await held.release()
+    return order
+
+
+def test_a_quiet_tenant_is_not_queued_behind_a_flooder_and_the_flooder_keeps_every_free_slot(
+    store_url: str,
+) -> None:
+    """Ten waiters of one tenant, then two of another: the quiet tenant's i-th request is handed a
+    slot among the first 2i (its equal share; ties between tenants go either way), not after the
+    ten; and every slot that frees once it has none waiting goes to the flooder (work-conserving).
+    With no tenant (one share for all) the same arrivals are first come, first served."""
+    flood, quiet = Turn("flood", 1.0), Turn("quiet", 1.0)
+
+    async def scenario() -> None:
+        async with holders(store_url, ONE_SLOT) as (a, b):
+            arrivals = [(a, flood, f"f{i}") for i in range(10)] + [(b, quiet, "q0"), (b, quiet, "q1")]
+            order = await admitted(a, arrivals)
+            assert order.index("q0") < 2, order
+            assert order.index("q1") < 4, order
+            assert sorted(order) == sorted(name for _, _, name in arrivals)
+            assert [n for n in order if n.startswith("f")] == [f"f{i}" for i in range(10)]  # its own FIFO
+            fifo = await admitted(a, [(holder, COMMON, name) for holder, _, name in arrivals])
+            assert fifo == [name for _, _, name in arrivals]
+
+    asyncio.run(scenario())
+
+
+def test_tenants_that_both_wait_share_the_slots_by_weight(store_url: str) -> None:
+    light, heavy = Turn("light", 1.0), Turn("heavy", 3.0)
+
+    async def scenario() -> None:
+        async with holders(store_url, ONE_SLOT) as (a, b):
+            arrivals = [(a, light, f"l{i}") for i in range(8)] + [(b, heavy, f"h{i}") for i in range(8)]
+            order = await admitted(a, arrivals)
+            first = [name[0] for name in order[:8]]
+            assert (first.count("h"), first.count("l")) == (6, 2), order  # 3:1 while both wait
+
+    asyncio.run(scenario())
+
+
+def test_batch_takes_a_slot_only_when_no_interactive_request_waits(store_url: str) -> None:
+    """Batch waiters queued first, interactive ones after: each freed slot goes to an interactive
+    waiter while one waits (so an interactive request waits at most for the slot that frees first),
+    then batch gets every slot (it fills idle capacity)."""
+    bulk, chat = Turn("bulk", 1.0, batch=True), Turn("chat", 1.0)
+
+    async def scenario() -> None:
+        async with holders(store_url, ONE_SLOT) as (a, b):
+            arrivals = [(a, bulk, f"b{i}") for i in range(4)] + [(b, chat, "i0"), (a, chat, "i1")]
+            assert await admitted(a, arrivals) == ["i0", "i1", "b0", "b1", "b2", "b3"]
+
+    asyncio.run(scenario())
+
+
+def test_a_full_queue_turns_away_whoever_would_be_served_last(store_url: str) -> None:
+    """Two places, both a flooder's: a quiet tenant's newcomer takes the last one (its holder gets the
+    429), the flooder's next newcomer is refused. (With no tenant every newcomer would be last: a full
+    queue refuses it, as ``test_a_full_queue_says_when_to_come_back`` shows.)"""
+    flood, quiet = Turn("flood"), Turn("quiet")
+    two = {"box": WorkerLimits("box", "local", None, {}, 1, {}, (), max_waiting=2, max_wait_s=60.0)}
+
+    async def scenario() -> None:
+        async with holders(store_url, two) as (a, b):
+            held = await a.acquire("box", "m", 1, wait=True)
+            assert held is not None
+            first = asyncio.create_task(a.acquire("box", "m", 1, wait=True, turn=flood))
+            await until(lambda: waiting(a), "f0 to queue")
+            last = asyncio.create_task(a.acquire("box", "m", 1, wait=True, turn=flood))
+
+            async def full() -> bool:
+                return await waiting(a) == 2
+
+            await until(full, "f1 to queue")
+            quiet_one = asyncio.create_task(b.acquire("box", "m", 1, wait=True, turn=quiet))
+            with pytest.raises(SlotUnavailable, match=r"a request of a tenant with less waiting took"):
+                await asyncio.wait_for(last, PATIENCE_S)
+            await until(full, "q0 to queue in f1's place")
+            with pytest.raises(SlotUnavailable, match=r"its queue is full \(2 waiting\)$"):
+                await a.acquire("box", "m", 1, wait=True, turn=flood)  # it would be last: refused
+            await held.release()
+            handed = await asyncio.wait_for(first, PATIENCE_S)
+            assert handed is not None
+            assert not quiet_one.done()
+            await handed.release()
+            after = await asyncio.wait_for(quiet_one, PATIENCE_S)
+            assert after is not None
+            await after.release()
 
     asyncio.run(scenario())

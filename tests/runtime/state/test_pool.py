@@ -1,4 +1,4 @@
-"""Slots: per-model limits, max_concurrent, the bounded FIFO queue, and release on every ending."""
+"""Slots: per-model limits, max_concurrent, the bounded fair queue, and release on every ending."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from interlock.runtime.access import Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.pool import SlotPool
 
@@ -136,5 +137,37 @@ def test_raising_max_concurrent_on_reload_wakes_waiters() -> None:
         lease = await asyncio.wait_for(waiting, 60)  # a failure bound: the wake is immediate
         assert p.in_use == 2
         lease.release()
+
+    asyncio.run(scenario())
+
+
+def test_batch_waits_at_most_max_wait_while_interactive_work_keeps_the_slot() -> None:
+    """The rule that bounds batch: it is never handed a slot while an interactive waiter can use
+    it, so under interactive work that never lets up it is refused at ``max_wait`` (429 +
+    ``Retry-After``) like any waiter, not starved silently; the interactive requests all ran."""
+    batch, chat = Turn("jobs", batch=True), Turn("app")
+
+    async def scenario() -> None:
+        p = pool(max_concurrent=1, max_waiting=4, max_wait_s=0.2)
+        held = p.try_acquire("m", 1)
+        assert held is not None
+        waiting = asyncio.create_task(p.acquire("m", 1, batch))
+        await settle()
+        served = 0
+        while not waiting.done():  # every release finds an interactive waiter first
+            nxt = asyncio.create_task(p.acquire("m", 1, chat))
+            await settle()
+            held.release()
+            held = await nxt
+            served += 1
+        with pytest.raises(
+            SlotUnavailable, match=r"^worker box had no free slot for m within 0.2s"
+        ) as refused:
+            await waiting
+        assert refused.value.retry_after == 1
+        assert served > 0
+        assert p.waiters == []
+        held.release()
+        assert p.in_use == 0
 
     asyncio.run(scenario())

@@ -328,12 +328,12 @@ def test_an_idle_connection_past_keepalive_is_closed_not_reused() -> None:
         ):
             url = f"http://127.0.0.1:{port}"
             await get(client, url)
-            origin, _ = client._base(url)
+            pool, _ = client._base(url, "", None)
             now = asyncio.get_running_loop().time()
-            young = origin.take(now + 29)
+            young = pool.take(now + 29, client._poller)
             assert young is not None
-            origin.put(young)
-            old = origin.take(young.idle_since + 31)
+            pool.put(young)
+            old = pool.take(young.idle_since + 31, client._poller)
             await until(lambda: client.open_connections == 0, "the old connection to close")
             await get(client, url)  # a new one
             return young.closed, old is None, server.connections

@@ -247,7 +247,36 @@ def workers(at: Moment) -> dict[str, Any]:
                 {"name": name, "kind": provider.kind, "probe": provider.probe}
                 | endpoint_state(live, endpoint.label, now)
             )
-    return {"workers": rows, "providers": providers, "window_s": round(current.at - points[0].at, 1)}
+    return {
+        "workers": rows,
+        "providers": providers,
+        "queue": queue_state(live),
+        "window_s": round(current.at - points[0].at, 1),
+    }
+
+
+def queue_state(live: LiveState) -> list[dict[str, Any]]:
+    """Who waited for a slot in this process, by tenant and priority class (``runtime.state.fair``):
+    waiting now, handed a slot after waiting, their mean wait, turned away; only those that waited."""
+    metrics = live.metrics
+    waited = metrics.queue_wait_seconds.children
+    waiting = metrics.queue_waiting.children
+    away = metrics.queue_turned_away.children
+    rows = []
+    for labels in sorted(waited.keys() | waiting.keys() | away.keys()):
+        seen = waited.get(labels)
+        count = sum(seen.counts) if seen is not None else 0
+        rows.append(
+            {
+                "tenant": labels[0],
+                "class": labels[1],
+                "waiting": int(waiting[labels].value) if labels in waiting else 0,
+                "waited": count,
+                "mean_wait_s": seen.total / count if seen is not None and count else None,
+                "turned_away": int(away[labels].value) if labels in away else 0,
+            }
+        )
+    return rows
 
 
 def models(at: Moment) -> dict[str, Any]:
