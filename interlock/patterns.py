@@ -56,10 +56,16 @@ def ollama_name(model: str) -> str:
 
 
 def matches(row: PlanMatch, name: str) -> bool:
-    """Whether ``row`` covers ``name`` (an exact row `m` covers `m:latest`, and the reverse)."""
+    """Whether ``row`` covers ``name`` (an exact row `m` covers `m:latest`, and the reverse; a prefix
+    covers an untagged `m` when it covers `m:latest`: `m:*` is every tag of `m`, the implicit one too)."""
     if row.match == "exact":
         return row.prefix == name or untagged(row.prefix) == untagged(name)
-    return name.startswith(row.prefix)  # `*` has the empty prefix
+    prefix = row.prefix  # `*` has the empty prefix
+    if name.startswith(prefix):
+        return True
+    return (
+        len(prefix) > len(name) and ":" not in name.rpartition("/")[2] and (name + LATEST).startswith(prefix)
+    )
 
 
 def covers(general: PlanPattern, specific: PlanPattern) -> bool:

@@ -89,6 +89,9 @@ class PostgresServer:
             cwd=self.folder,
             **self._as_user(),
         )
+        return self._launch()
+
+    def _launch(self) -> PostgresServer:
         self.proc = subprocess.Popen(
             [
                 self.postgres,
@@ -119,6 +122,17 @@ class PostgresServer:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("postgres did not start") from None
                 time.sleep(0.05)
+
+    def pause(self) -> None:
+        """Stop the server (fast shutdown: its clients are cut off) and keep its data and port."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(10)
+        self.proc = None
+
+    def resume(self) -> PostgresServer:
+        """Start the paused server again, on the same port and data."""
+        return self._launch()
 
     def new_database(self) -> str:
         """A fresh, empty database's URL (one per test, so tests never see each other's rows)."""

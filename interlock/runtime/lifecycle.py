@@ -32,6 +32,7 @@ from interlock.runtime.access import (
     CALLER,
     KEY_HEADERS,
     Caller,
+    Refusal,
     caller_of,
     needs_key,
     operator_route,
@@ -64,9 +65,15 @@ from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.state.counters import Held
-from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
+from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.usage.credits import account_of, has_budget, release_credits, reserve_credits
+from interlock.runtime.usage.credits import (
+    LEAST_OUTPUT_TOKENS,
+    account_of,
+    has_budget,
+    release_credits,
+    reserve_credits,
+)
 from interlock.runtime.usage.metering import (
     answer_text,
     delta_chars,
@@ -219,16 +226,28 @@ async def _handle(
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
+            cut: tuple[int, bytes] | None = None  # the output ceiling its budgets cover, and which
             if has_budget(caller):  # before the rates: a refused request takes none of them
                 held = await reserve_credits(
                     services.counters, services.ledger, caller, preflight.needs, plan, target
                 )
+                if held.output is not None and held.output < preflight.needs.output_tokens:
+                    cut = (held.output, b"credits")
             if caller.budgets:
-                estimate = preflight.needs.prompt_tokens + preflight.needs.output_tokens
-                refusal = await services.counters.take(caller.budgets, estimate)
-                if refusal is not None:
-                    raise CallerLimited(refusal_message(caller, refusal), retry_after=refusal.retry_after_s)
-                counted = True
+                prompt = preflight.needs.prompt_tokens
+                output = preflight.needs.output_tokens if cut is None else cut[0]
+                answer = await services.counters.reserve(
+                    caller.budgets, prompt + output, prompt + LEAST_OUTPUT_TOKENS
+                )
+                if isinstance(answer, Refusal):
+                    raise CallerLimited(refusal_message(caller, answer), retry_after=answer.retry_after_s)
+                counted, estimate = True, answer  # what the minute's tokens hold for it
+                if answer - prompt < output:
+                    cut = (answer - prompt, b"tokens_per_minute")
+            if cut is not None:  # cut to what its budgets cover, in its own format too
+                parsed = capped(parsed, cut[0], surface.limits)
+                preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
+                headers.append((b"x-interlock-max-tokens", b"%d; clamped-by=%b" % cut))
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499

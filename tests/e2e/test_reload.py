@@ -130,3 +130,64 @@ def test_several_workers_serve_and_all_reload(tmp_path: Path, plans: tuple[Path,
         wait_until(all_reloaded, 60, "both workers to reload")
     finally:
         gateway.stop()
+
+
+PROBED = """\
+version: 1
+server: {{alias_namespace: p/, direct_models: allow}}
+providers:
+  flaky: {{kind: openai, base_url: "{flaky}/v1", probe: {probe}, timeouts: {{connect: 1s, total: 10s}}}}
+  steady: {{kind: openai, base_url: "{steady}/v1", timeouts: {{connect: 1s, total: 10s}}}}
+health: {{probe_interval: 200ms, probe_timeout: 150ms, failure_threshold: 1, open_for: 60s}}
+aliases:
+  p/chat: {{description: flaky first, chain: [flaky/p-one, steady/p-two]}}
+"""
+
+
+def test_a_reload_to_probe_false_and_back_through_sighup(tmp_path: Path) -> None:
+    """A provider found down by its probe, then reloaded (SIGHUP, the YAML compiled in a child) with
+    ``probe: false``: it is tried again at once (nothing would ever probe it back) and no longer
+    probed; reloaded with ``probe: true``, it is probed again and, found down, skipped again."""
+    from interlock.testing.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(name="flaky") as flaky, FakeOpenAI(name="steady") as steady:
+        config = tmp_path / "interlock.yaml"
+
+        def write(probe: str) -> None:
+            config.write_text(PROBED.format(flaky=flaky.url, steady=steady.url, probe=probe))
+
+        def probes(endpoint: str = "flaky") -> float:
+            return sum(
+                gateway.metric("interlock_probes_total", endpoint=endpoint, result=r)
+                for r in ("ok", "connect")
+            )
+
+        def down() -> bool:
+            return not gateway.health()["providers"]["flaky"]["healthy"]
+
+        def answered_by() -> str:
+            return ask(gateway, "p/chat").headers["x-interlock-resolved"]
+
+        write("true")
+        gateway = Served(config, {}, tmp_path / "serve.log")
+        try:
+            assert answered_by() == "flaky/p-one"
+            flaky.refuse_connections()
+            wait_until(down, 30, "the probe to find it down")
+            assert answered_by() == "steady/p-two"  # skipped without a try
+            flaky.accept_connections()
+            write("false")
+            gateway.sighup()
+            wait_until(lambda: reloaded(gateway, "loaded"), 60, "the reload")
+            seen = probes()
+            assert answered_by() == "flaky/p-one"  # what its last probe said no longer holds
+            rounds = probes("steady")
+            wait_until(lambda: probes("steady") >= rounds + 3, 30, "three more probe rounds")
+            assert probes() <= seen + 1  # at most a round under way at the reload: then none
+            flaky.refuse_connections()
+            write("true")
+            gateway.sighup()
+            wait_until(lambda: probes() > seen + 1 and down(), 60, "the reload, and a probe to find it down")
+            assert answered_by() == "steady/p-two"
+        finally:
+            gateway.stop()

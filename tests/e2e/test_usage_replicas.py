@@ -87,3 +87,50 @@ def test_the_workers_of_one_host_share_the_sqlite_file(config: Path, tmp_path: P
     with sqlite3.connect(state / "usage.db") as db:
         (requests,) = db.execute("SELECT SUM(requests) FROM interlock_usage").fetchone()
     assert requests == 20
+
+
+def test_what_replicas_admit_before_they_see_each_others_debits_is_at_most_a_budget_each(
+    config: Path, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """The bound of the ledger's lag, at its worst: two replicas sharing PostgreSQL and Redis, whose
+    refresh never comes in this test. Requests one after the other, alternating: reservations are
+    released when each ends, and neither replica sees the other's debits, so each spends the budget
+    on its own view, never more (each answer is cut to what that view leaves): at most 2 x 40."""
+    from tests.redis_server import RedisServer
+
+    redis = RedisServer(tmp_path).start()
+    url = postgres_server.new_database()
+    flags = ("--usage-url", url, "--usage-flush-ms", "50", "--usage-refresh-ms", "600000")
+    flags += ("--state-url", redis.url)
+    one = Served(config, ENV, tmp_path / "one.log", *flags)
+    two = Served(config, ENV, tmp_path / "two.log", *flags)
+    try:
+        refused: set[int] = set()
+        admitted = 0
+        for n in range(40):
+            if len(refused) == 2:
+                break
+            if n % 2 in refused:
+                continue
+            answer = chat((one, two)[n % 2], "LAB_KEY")
+            assert answer.status_code in (200, 402), answer.text
+            if answer.status_code == 402:
+                refused.add(n % 2)
+            else:
+                admitted += 1
+        assert refused == {0, 1}
+
+        def committed() -> tuple[int, int]:
+            import psycopg
+
+            with psycopg.connect(url) as db:
+                sql = "SELECT SUM(requests), SUM(prompt_tokens + completion_tokens) FROM interlock_usage"
+                row = db.execute(sql).fetchone()
+            return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+
+        wait_until(lambda: committed()[0] == admitted, 30, "both replicas' debits to be committed")
+        assert 40 < committed()[1] <= 2 * 40, (admitted, committed())
+    finally:
+        one.stop()
+        two.stop()
+        redis.stop()

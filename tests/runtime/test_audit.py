@@ -22,6 +22,7 @@ from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.state.memory import MemorySlots
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -282,3 +283,55 @@ def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path: Path) -> None
     asyncio.run(sink.close())
     lines = path.read_bytes().splitlines()
     assert [orjson.loads(line)["status"] for line in lines] == [200, 203]
+
+
+KILLED_WRITER = """
+import sys
+from interlock.runtime.audit.sinks import JsonLinesFile
+sink = JsonLinesFile(sys.argv[1])
+data = b'{"event":"request","status":200,"pad":"' + b"x" * 1000 + b'"}\\n'
+data *= 16384  # 16 MiB a batch: nearly all the time of this loop is inside a write
+print("writing", flush=True)
+while True:
+    sink._append(data)
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_one_torn_line_the_next_batch_steps_over(tmp_path: Path) -> None:
+    """A real SIGKILL during a write: the kernel stops a write between pages once a fatal signal is
+    pending, so the file ends in a torn line no writer can cut back off. The next writer's batch starts
+    on a line of its own: every line but the torn one is whole JSON."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "audit.jsonl"
+    for _attempt in range(5):  # the kill may land between two writes: then try again
+        path.unlink(missing_ok=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, env=dict(os.environ)
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"writing\n"
+        wait_until(lambda: path.exists() and path.stat().st_size > 1_000_000, 30, "a write under way")
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        if not path.read_bytes().endswith(b"\n"):
+            break
+    else:
+        pytest.fail("five kills all landed between two writes")
+    sink = JsonLinesFile(str(path))  # the gateway started again
+    asyncio.run(sink.write([{"event": "request", "status": 201}]))
+    asyncio.run(sink.close())
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    parsed, torn = [], []
+    for line in lines[:-1]:
+        try:
+            parsed.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            torn.append(line)
+    assert len(torn) == 1, [t[:60] for t in torn]
+    assert torn[0].startswith(b'{"event":"request"')
+    assert parsed[-1] == {"event": "request", "status": 201}
+    assert lines.index(torn[0]) == len(lines) - 3  # the torn line is the last one before the new batch

@@ -58,8 +58,13 @@ class JsonLinesFile(Sink):
 
     def __init__(self, path: str) -> None:
         self.path = path
+        flags = os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self._readable = True  # to read its last byte (``_append``); a write-only file goes without
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                self._fd = os.open(path, os.O_RDWR | flags, 0o600)
+            except PermissionError:
+                self._fd, self._readable = os.open(path, os.O_WRONLY | flags, 0o600), False
         except OSError as exc:
             raise SinkError(f"cannot open the audit log {path}: {exc.strerror or exc}") from None
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
@@ -79,8 +84,16 @@ class JsonLinesFile(Sink):
     def _append(self, data: bytes) -> None:
         """Write ``data`` whole or not at all: a write that fails part way (a full disk, a file size
         limit) is cut back off, so the file never holds a torn line for the next batch to run into
-        (unless another process appended meanwhile: then its lines are left alone)."""
+        (unless another process appended meanwhile: then its lines are left alone).
+
+        A process killed in the middle of a write (SIGKILL, the OOM killer: the kernel stops a write
+        to a file between pages once a fatal signal is pending) cannot cut its part back off: the file
+        then ends in a torn line. So a batch that finds the file not ending in a newline starts with
+        one: the torn line stays one line of its own, which a reader skips, and never swallows the
+        next whole line (at worst, when another writer was mid-write, an empty line is added)."""
         start = os.lseek(self._fd, 0, os.SEEK_END)
+        if start and self._readable and os.pread(self._fd, 1, start - 1) != b"\n":
+            data = b"\n" + data
         view = memoryview(data)
         written = 0
         try:

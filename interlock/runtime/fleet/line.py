@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from interlock.patterns import untagged
 from interlock.runtime.access import COMMON, Turn
 from interlock.runtime.clock import Clock
 from interlock.runtime.errors import SlotUnavailable
@@ -239,7 +240,9 @@ class FleetLine:
                 ]
             assert best.worker is not None
             assert best.slot_limit is not None
-            lease = await self.slots.acquire(best.worker, candidate.model, best.slot_limit, wait=False)
+            lease = await self.slots.acquire(
+                best.worker, untagged(candidate.model), best.slot_limit, wait=False
+            )
             if lease is None:  # taken meanwhile (another request, another process)
                 ahead += 1
                 continue
@@ -259,7 +262,7 @@ class FleetLine:
     def _free(self, candidate: Candidate, route: Route) -> bool:
         if route.worker is None:
             return True
-        return self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)[0] > 0
+        return self.scorer.occupancy(route.worker, untagged(candidate.model), route.slot_limit or 1)[0] > 0
 
     def _wake_at(self, cid: str, at: float) -> None:
         old = self._timers.pop(cid, None)

@@ -23,7 +23,11 @@ evicted later is not loaded back: that would evict what those requests needed, r
 (measured: ``bench/fleet.py --workload interactive`` went from 15 loads to 104 when every round
 reloaded missing homes). One load at a time per worker (loads compete for the same memory and disk),
 workers in parallel; a worker that did not answer ``/api/ps`` is left for a later round, and a model is
-loaded again only once a newer ``/api/ps`` still misses it. The load is Ollama's own
+loaded again only once a newer ``/api/ps`` still misses it. A worker that restarts again within
+``RESTART_WINDOW_S`` of its last restart is crash-looping (perhaps on the very load): its next warm-up
+waits twice as long each time (``probe_interval`` x 2, x 4, ... at most ``MAX_WARM_HOLD_S``), so a
+worker that flaps every second is loaded a few times, not once a flap; one that stays up for the
+window starts afresh. The load is Ollama's own
 (``OllamaAdapter.load``: ``POST /api/generate`` without a prompt) with the plan's ``keep_alive`` and the
 ``num_ctx`` the gateway's requests would send there (``fit.effective_context``), so the first real
 request does not reload it. Embedding-only models are not warmed (``/api/generate`` refuses them; they
@@ -249,6 +253,12 @@ class PlacementBook:
         }
 
 
+RESTART_WINDOW_S = 300.0
+"""Restarts of a worker closer together than this are one crash loop: its warm-ups back off."""
+MAX_WARM_HOLD_S = 600.0
+"""The longest a crash-looping worker's warm-up waits."""
+
+
 class Warmer(Periodic):
     """Loads every home's model the worker does not hold (see the module docstring)."""
 
@@ -276,6 +286,8 @@ class Warmer(Periodic):
         self._pending: dict[str, set[str]] = {}  # label -> homes (as /api/ps names them) still to load
         self._listed: dict[str, int] = {}  # label -> models its last /api/ps listed; absent: never seen up
         self._down: set[str] = set()  # labels seen down since they were last warmed
+        self._restarts: dict[str, tuple[float, int]] = {}  # label -> (last restart, restarts in a row)
+        self._hold: dict[str, float] = {}  # label -> no warm-up load before this (a crash loop)
 
     def pause_s(self) -> float:
         return self.plan().health.probe_interval_s
@@ -309,15 +321,31 @@ class Warmer(Periodic):
         listed, before = len(facts.loaded), self._listed.get(label)
         if before is None or label in self._down or (listed == 0 and before > 0):  # start or restart
             self._pending[label] = {plan.candidates[h.candidate].facts_key for h in homes}
+            if before is not None:
+                self._restarted(label, plan.health.probe_interval_s)
         self._listed[label] = listed
         self._down.discard(label)
         pending = self._pending.setdefault(label, set())
+        held = self._hold.get(label, 0.0) > self.clock()
         for home in homes:
             state = self._decide(plan, label, home, pending)
+            if state is None and held:
+                state = f"held back (the worker restarted {self._restarts[label][1] + 1} times in a row)"
             if state is not None:
                 self.book.note(worker, home.candidate, state)
                 continue
             await self._load(plan, adapter, worker, label, home)
+
+    def _restarted(self, label: str, pause_s: float) -> None:
+        """A restart seen: within ``RESTART_WINDOW_S`` of the last one, the next warm-up waits longer."""
+        now = self.clock()
+        last = self._restarts.get(label)
+        streak = last[1] + 1 if last is not None and now - last[0] < RESTART_WINDOW_S else 0
+        self._restarts[label] = (now, streak)
+        if streak:
+            self._hold[label] = now + min(MAX_WARM_HOLD_S, pause_s * 2**streak)
+        else:
+            self._hold.pop(label, None)
 
     def _decide(self, plan: RuntimePlan, label: str, home: Home, pending: set[str]) -> str | None:
         """The state to report without loading, or None: load it now. Only what the worker's start or

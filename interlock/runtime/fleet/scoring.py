@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interlock.patterns import ollama_name
+from interlock.patterns import ollama_name, untagged
 from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.prefix import Prefix, PrefixIndex
@@ -302,7 +302,9 @@ class Scorer:
                 loaded = sent is not None and sent > facts.loaded_at
                 loading_since = sent if loaded else None
         installed = facts.installed is not None and model in facts.installed
-        free, waiting, running, busy = self.occupancy(worker, candidate.model, route.slot_limit or 1)
+        free, waiting, running, busy = self.occupancy(
+            worker, untagged(candidate.model), route.slot_limit or 1
+        )
         ahead = waiting + (1 if free == 0 else 0)  # this request would wait too
         if not loaded:
             ahead += running  # a load may have to wait for the running requests to make room
@@ -337,8 +339,8 @@ class Scorer:
         slots = route.slot_limit or 1
         expected = 0.0
         if not free:  # behind the model's own queue when its slots are full, else the worker's
-            model_full = busy.get(candidate.model, 0) >= slots
-            ahead_n = self._queued.get((worker, candidate.model), 0) if model_full else waiting
+            model_full = busy.get(untagged(candidate.model), 0) >= slots
+            ahead_n = self._queued.get((worker, untagged(candidate.model)), 0) if model_full else waiting
             if line_ahead is not None:
                 ahead_n = line_ahead
             expected = (ahead_n + 1) * service / slots
@@ -382,7 +384,7 @@ class Scorer:
     ) -> tuple[bool, float, float]:
         """The sort key of an OpenAI-compatible worker's route (``rate_server``), kept in ``last``."""
         label, model = route.endpoint.label, candidate.facts_key
-        free, waiting, running, _ = self.occupancy(worker, candidate.model, route.slot_limit or 1)
+        free, waiting, running, _ = self.occupancy(worker, untagged(candidate.model), route.slot_limit or 1)
         util = 0.0
         state = self.telemetry.workers.get(worker)
         gpu = state.gpu if state is not None else None

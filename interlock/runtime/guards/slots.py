@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from interlock.patterns import untagged
 from interlock.runtime.access import COMMON, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.fleet.line import FleetLine
@@ -86,7 +87,7 @@ class SlotGuard(Guard):
             spill = None
         elif own == "fallback":
             spill = 0.0 if admission.has_next else None
-        model, slots = candidate.model, self.slots
+        model, slots = untagged(candidate.model), self.slots  # `m` and `m:latest`: one model, one count
         turn = admission.preflight.turn if admission.preflight is not None else COMMON
         lease = None
         if fleet is None or spill == 0 or not fleet.waiting(candidate.id):  # never overtake the line
@@ -151,7 +152,9 @@ class SlotGuard(Guard):
         service = self.scorer.speeds.service(route.endpoint.label, candidate.facts_key)
         if service is None:
             return 0.0
-        _, waiting, _, _ = self.scorer.occupancy(route.worker, candidate.model, route.slot_limit or 1)
+        _, waiting, _, _ = self.scorer.occupancy(
+            route.worker, untagged(candidate.model), route.slot_limit or 1
+        )
         if fleet is not None:
             waiting += fleet.waiting(candidate.id)
         return (waiting + 1) * service / (route.slot_limit or 1)

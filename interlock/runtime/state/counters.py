@@ -6,18 +6,23 @@ shared store. A counter is named by who it counts (``k:<key id>`` or ``t:<tenant
 
 Windows are fixed, aligned minutes (``floor(now / 60)``): a budget of N per minute admits at most N in
 each, so up to 2N may pass within any 60 s that straddles a boundary. ``Retry-After`` is the time to
-the next window. A request is admitted while its counters are below their limits. Tokens are
-**reserved** at admission: ``take`` holds the request's estimate (prompt + requested output) as tokens
-in flight, which count against ``tokens_per_minute`` with the window's until ``done`` settles them (the
-estimate is dropped, the answer's usage added to the window). So concurrent requests cannot all be
-admitted against the same remaining tokens: at most the last one admitted passes the budget, by what it
-used beyond its own estimate. ``take`` checks every limit first and counts nothing unless all pass.
+the next window. A request is admitted while its counters are below their limits (for tokens: while
+the window leaves what it must have, ``least``: its prompt and the least answer). Tokens are
+**reserved** at admission: ``reserve`` holds the request's estimate (prompt + requested output), or
+what the window leaves of it (the caller then cuts the request's output to that), as tokens in flight,
+which count against ``tokens_per_minute`` with the window's until ``done`` settles them (the hold is
+dropped, the answer's usage added to the window). So concurrent requests cannot all be admitted against
+the same remaining tokens, and none goes upstream with a ceiling the window cannot cover. ``reserve``
+checks every limit first and counts nothing unless all pass.
 
 Credits reservations (``usage/credits.py``) are kept beside them, in the same table or store, so every
 process sees every other's: a ``Claim`` per level with a budget (``k:<key id>:<unit>``,
 ``t:<tenant>:<unit>``) is admitted while what that level's requests in flight hold, plus what this one
 asks now, is within the room the ledger leaves (budget less spent); then its estimate is held until
-``unclaim``. ``claim`` checks every level first and holds nothing unless all pass.
+``unclaim``, or as much of it as the room still leaves (``Held.claims`` says what each level granted:
+the caller caps the request's output to it). ``claim`` checks every level first and holds nothing
+unless all pass; check and hold are one step in every backend (one Lua script, one message to the
+supervisor), so requests admitted at once never hold more than the room between them.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import abc
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from interlock.runtime.access import Budget, Refusal
 
@@ -39,8 +44,9 @@ class Claim:
 
     name: str  # ``k:<key id>:<unit>`` or ``t:<tenant>:<unit>``
     room: int  # the budget less what the ledger says was spent (may be negative: spent past it)
-    asked: int  # what admission needs free now (the prompt)
-    hold: int  # what stays reserved until the request ends (prompt + requested output)
+    asked: int  # what admission needs free now (the prompt and the least answer)
+    hold: int  # what it would reserve until the request ends (prompt + requested output); granted:
+    # as much of it as the room leaves, never less than ``asked``
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,13 @@ class Held:
     ident: int = 0  # the supervisor's name for it (``--workers N``): it settles by this
     spare: bool = False  # held in this process's own table while the store was out
     released: bool = False
+    output: int | None = None  # the most output tokens the holds cover (``usage/credits.py`` sets it)
+
+
+def granted(claims: Sequence[Claim], holds: Sequence[int]) -> tuple[Claim, ...]:
+    """``claims`` with the holds a backend granted them."""
+    pairs = zip(claims, holds, strict=True)
+    return tuple(c if c.hold == hold else replace(c, hold=hold) for c, hold in pairs)
 
 
 class CallerCounters(abc.ABC):
@@ -66,10 +79,18 @@ class CallerCounters(abc.ABC):
 
     scope = "process"
 
-    @abc.abstractmethod
     async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
         """Admit one request against every budget: None (then counted: one request, one in flight,
-        ``hold`` tokens reserved), or the first refusal (nothing counted)."""
+        ``hold`` tokens reserved, or what the tokens per minute leave of them), or the first refusal
+        (nothing counted)."""
+        answer = await self.reserve(budgets, hold)
+        return answer if isinstance(answer, Refusal) else None
+
+    @abc.abstractmethod
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
+        """``take``, answering the tokens reserved: ``hold``, or what the tightest ``tokens_per_minute``
+        leaves of it (the caller cuts the request's output to it); refused unless every budget leaves
+        at least ``least`` (and at least one token). Check and reservation are one step."""
 
     @abc.abstractmethod
     async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
@@ -78,8 +99,9 @@ class CallerCounters(abc.ABC):
 
     @abc.abstractmethod
     async def claim(self, claims: Sequence[Claim]) -> Held | Short:
-        """Reserve every claim's ``hold`` if each level's held plus ``asked`` is within its ``room``:
-        what is held, or the first level short (nothing held)."""
+        """Reserve every claim's ``hold`` (or what its ``room`` leaves of it, at least ``asked``) if each
+        level's held plus ``asked`` is within its ``room``: what is held, each claim with the hold it
+        was granted, or the first level short (nothing held)."""
 
     @abc.abstractmethod
     async def unclaim(self, held: Held) -> None:
@@ -108,23 +130,26 @@ class MemoryCounters(CallerCounters):
             self.tokens.clear()
         return now
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
         now = self._roll()
         wait = (self.window + 1) * WINDOW_S - now
+        grant = hold
         for b in budgets:
             if b.requests_per_minute and self.requests.get(b.name, 0) >= b.requests_per_minute:
                 return Refusal(b.name, "requests_per_minute", b.requests_per_minute, wait)
             used = self.tokens.get(b.name, 0) + self.held.get(b.name, 0)
-            if b.tokens_per_minute and used >= b.tokens_per_minute:
-                return Refusal(b.name, "tokens_per_minute", b.tokens_per_minute, wait)
+            if b.tokens_per_minute:
+                if used + max(1, least) > b.tokens_per_minute:
+                    return Refusal(b.name, "tokens_per_minute", b.tokens_per_minute, wait)
+                grant = min(grant, b.tokens_per_minute - used)
             if b.max_concurrent and self.in_flight.get(b.name, 0) >= b.max_concurrent:
                 return Refusal(b.name, "max_concurrent", b.max_concurrent, 1.0)
         for b in budgets:
             self.requests[b.name] = self.requests.get(b.name, 0) + 1
             self.in_flight[b.name] = self.in_flight.get(b.name, 0) + 1
-            if hold:
-                self.held[b.name] = self.held.get(b.name, 0) + hold
-        return None
+            if grant:
+                self.held[b.name] = self.held.get(b.name, 0) + grant
+        return grant
 
     async def done(self, budgets: Sequence[Budget], tokens: int, held: int = 0) -> None:
         self._roll()
@@ -141,9 +166,13 @@ class MemoryCounters(CallerCounters):
             held = claimed.get(c.name, 0)
             if held + c.asked > c.room:
                 return Short(index, held)
+        holds = []
         for c in claims:
-            claimed[c.name] = claimed.get(c.name, 0) + c.hold
-        return Held(tuple(claims))
+            held = claimed.get(c.name, 0)
+            hold = max(0, min(c.hold, c.room - held))
+            claimed[c.name] = held + hold
+            holds.append(hold)
+        return Held(granted(claims, holds))
 
     async def unclaim(self, held: Held) -> None:
         claimed = self.claimed
@@ -163,12 +192,12 @@ class Spare:
         self.counters = MemoryCounters()
         self.taken: dict[str, int] = {}  # budgets taken here, still in flight
 
-    async def take(self, budgets: Sequence[Budget], hold: int) -> Refusal | None:
-        refusal = await self.counters.take(budgets, hold)
-        if refusal is None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int, least: int) -> Refusal | int:
+        answer = await self.counters.reserve(budgets, hold, least)
+        if not isinstance(answer, Refusal):
             for b in budgets:
                 self.taken[b.name] = self.taken.get(b.name, 0) + 1
-        return refusal
+        return answer
 
     async def done(self, budgets: Sequence[Budget], tokens: int, held: int) -> bool:
         """True when ``budgets`` were taken here (then settled here)."""

@@ -12,12 +12,13 @@ with a tenant or a priority class adds ``tenant, weight, batch``: its place in t
 ``["r", id]`` (release, or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker
 ``[id, "ok"]``, ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``,
 ``[id, report]``.
-Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...]]`` (take), answered
-``[id, null]`` (admitted) or ``[id, [name, limit, value, retry_after]]``; ``["d", tokens, [names]]``
+Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...], hold, least]``
+(reserve), answered ``[id, null, tokens reserved]`` (admitted) or ``[id, [name, limit, value,
+retry_after]]``; ``["d", tokens, [names]]``
 (done, no answer). Credits reservations: ``["q", id, [[name, room, asked, hold], ...]]`` (claim),
-answered ``[id, null]`` (held) or ``[id, [index, held]]``; ``["u", id]`` (unclaim what that claim
-holds, if anything; no answer). A connection that ends gives back the requests it still had in
-flight, and their holds.
+answered ``[id, null, [granted hold, ...]]`` (held) or ``[id, [index, held]]``; ``["u", id]``
+(unclaim what that claim holds, if anything; no answer). A connection that ends gives back the
+requests it still had in flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
@@ -47,7 +48,15 @@ import orjson
 from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
-from interlock.runtime.state.counters import CallerCounters, Claim, Held, MemoryCounters, Short, Spare
+from interlock.runtime.state.counters import (
+    CallerCounters,
+    Claim,
+    Held,
+    MemoryCounters,
+    Short,
+    Spare,
+    granted,
+)
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
 from interlock.runtime.tables import WorkerLimits
@@ -172,15 +181,14 @@ class SlotServer:
                     send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
                 elif op == "k":
                     budgets = [Budget(str(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in message[2]]
-                    hold = int(message[3])
-                    refusal = await self.counters.take(budgets, hold)
-                    if refusal is None:
+                    given = await self.counters.reserve(budgets, int(message[3]), int(message[4]))
+                    if not isinstance(given, Refusal):
                         for b in budgets:
                             in_flight[b.name] = in_flight.get(b.name, 0) + 1
-                            holding[b.name] = holding.get(b.name, 0) + hold
-                        send([message[1], None])
+                            holding[b.name] = holding.get(b.name, 0) + given
+                        send([message[1], None, given])
                     else:
-                        r = refusal
+                        r = given
                         send([message[1], [r.budget, r.limit, r.value, r.retry_after_s]])
                 elif op == "d":
                     names = [str(n) for n in message[2] if in_flight.get(str(n), 0) > 0]
@@ -195,7 +203,7 @@ class SlotServer:
                     answer = await self.counters.claim(claims)
                     if isinstance(answer, Held):
                         claimed[int(message[1])] = answer
-                        send([message[1], None])
+                        send([message[1], None, [c.hold for c in answer.claims]])
                     else:
                         send([message[1], [answer.index, answer.held]])
                 elif op == "u":  # a claim refused, or not this connection's, has nothing to give back
@@ -479,13 +487,13 @@ class EmbeddedCounters(CallerCounters):
             backend._send(undo)
             raise
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
         rows = [[b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent] for b in budgets]
-        reply = await self._ask(["k", 0, rows, hold], ["d", 0, [b.name for b in budgets], hold])
+        reply = await self._ask(["k", 0, rows, hold, least], ["d", 0, [b.name for b in budgets], hold])
         if reply is None:
-            return await self.spare.take(budgets, hold)
+            return await self.spare.reserve(budgets, hold, least)
         if reply[1] is None:
-            return None
+            return int(reply[2])
         name, limit, value, wait = reply[1]
         return Refusal(str(name), str(limit), int(value), float(wait))
 
@@ -499,7 +507,7 @@ class EmbeddedCounters(CallerCounters):
         if reply is None:
             return await self.spare.claim(claims)
         if reply[1] is None:
-            return Held(tuple(claims), int(reply[0]))
+            return Held(granted(claims, [int(hold) for hold in reply[2]]), int(reply[0]))
         return Short(int(reply[1][0]), int(reply[1][1]))
 
     async def unclaim(self, held: Held) -> None:

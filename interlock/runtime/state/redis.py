@@ -1,21 +1,27 @@
 """The shared backend for several replicas: slots, queues and circuits in one Redis (or Valkey).
 
 Per worker, under ``interlock:w:<worker>``: ``held`` (lease id -> expiry, ms of the server's clock),
-``m:<model>`` (the same, per model), ``lmodel`` (lease id -> model), ``queue`` (waiter id -> its place
-in the fair order), ``vt`` and ``tfin`` (the fair queue's clock and tags), ``qexp`` (waiter id ->
-alive-until), ``qmodel`` (waiter id -> "limit model"), ``rejected``.
+``m:<model>`` (the same, per model), ``lmodel`` (lease id -> model), ``queue`` (its members
+"<arrival> <waiter id>", scored by their place in the fair order), ``qm`` (waiter id -> its member),
+``arrivals`` (the count that numbers them), ``vt`` and ``tfin`` (the fair queue's clock and tags),
+``qexp`` (waiter id -> alive-until), ``qmodel`` (waiter id -> "limit model"), ``rejected``.
 Every change is one Lua script, so it is atomic; times come from the server (``TIME``), so replicas'
 clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 
 - Leases expire ``lease_ttl`` after their last renewal; each replica renews its own every third of
   that while the request runs, so a replica that dies (SIGKILL, power) frees its slots within the TTL.
+  A renewal holds a lease again where the store lost it (a Redis restarted empty, or a replica stalled
+  past the TTL): the request still runs, so the store counts it again within a third of the TTL (in
+  that gap, other replicas may be granted those slots once more).
 - Fair order (``fair.py``, the same rule as one process, applied across replicas): a request is granted
   a slot only if no waiter ahead of it in the queue could use one now; ``queue`` scores a waiter
-  ``rank * CLASS_SPAN + finish``, ``vt`` is the queue's virtual clock, ``tfin`` each tenant's last
-  finish tag (both dropped when the queue empties). A full queue pushes out its last waiter for a
-  newcomer with an earlier place (``out``: told on its next poll, then 429). Waiters poll, and are
-  woken early by a message on ``interlock:w:<worker>:freed``. A waiter that stops polling (its
-  replica died) leaves the queue within 2 s.
+  ``rank * CLASS_SPAN + finish``, and Redis orders equal scores by member, so each member starts
+  with its zero-padded arrival number: ``(rank, finish, arrival)`` as in ``fair.py`` (by bare waiter
+  id, two tenants' equal tags would go by replica id, not by who came first); ``vt`` is the queue's
+  virtual clock, ``tfin`` each tenant's last finish tag (both dropped when the queue empties). A full
+  queue pushes out its last waiter for a newcomer with an earlier place (``out``: told on its next
+  poll, then 429). Waiters poll, and are woken early by a message on ``interlock:w:<worker>:freed``.
+  A waiter that stops polling (its replica died) leaves the queue within 2 s.
 - Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
@@ -44,7 +50,7 @@ import orjson
 from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
-from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare, granted
 from interlock.runtime.state.fair import CLASS_SPAN
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tables import WorkerLimits
@@ -61,6 +67,7 @@ SOCKET_TIMEOUT_S = 0.5
 _SPAN = repr(CLASS_SPAN)  # as the scripts read it
 
 _PURGE = """
+local ARRIVAL_WIDTH = 15  -- a queue member is its arrival number, this wide, a space, the waiter's id
 local function idle(p)
   if redis.call('ZCARD', p .. ':queue') == 0 then redis.call('DEL', p .. ':vt', p .. ':tfin') end
 end
@@ -74,13 +81,16 @@ local function purge(p, now)
   redis.call('ZREMRANGEBYSCORE', p .. ':held', '-inf', now)
   local gone = redis.call('ZRANGEBYSCORE', p .. ':qexp', '-inf', now)
   for _, wid in ipairs(gone) do
-    redis.call('ZREM', p .. ':queue', wid)
+    local member = redis.call('HGET', p .. ':qm', wid)
+    if member then redis.call('ZREM', p .. ':queue', member) end
+    redis.call('HDEL', p .. ':qm', wid)
     redis.call('HDEL', p .. ':qmodel', wid)
   end
   redis.call('ZREMRANGEBYSCORE', p .. ':qexp', '-inf', now)
   redis.call('ZREMRANGEBYSCORE', p .. ':out', '-inf', now)
   if #gone > 0 then idle(p) end
 end
+local function waiter(member) return string.sub(member, ARRIVAL_WIDTH + 2) end  -- its id
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
@@ -100,7 +110,8 @@ local tenant, weight, rank, span = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11
 purge(p, now)
 local in_use = redis.call('ZCARD', p .. ':held')
 local function used(m) return redis.call('ZCARD', p .. ':m:' .. m) end
-local score = redis.call('ZSCORE', p .. ':queue', id)
+local member = redis.call('HGET', p .. ':qm', id)
+local score = member and redis.call('ZSCORE', p .. ':queue', member)
 if ARGV[13] == '1' and not score and redis.call('ZREM', p .. ':out', id) == 1 then
   return {4, redis.call('ZCARD', p .. ':queue')}  -- pushed out of a full queue since its last poll
 end
@@ -115,14 +126,14 @@ end
 if in_use < maxc and used(model) < limit then
   local before = {}
   if score then
-    local at = redis.call('ZRANK', p .. ':queue', id)
+    local at = redis.call('ZRANK', p .. ':queue', member)
     if at > 0 then before = redis.call('ZRANGE', p .. ':queue', 0, at - 1) end
   elseif redis.call('ZCARD', p .. ':queue') > 0 then
     before = redis.call('ZRANGEBYSCORE', p .. ':queue', '-inf', place())
   end
   local ahead, ahead_same = 0, 0
-  for _, wid in ipairs(before) do
-    local spec = redis.call('HGET', p .. ':qmodel', wid)
+  for _, queued in ipairs(before) do
+    local spec = redis.call('HGET', p .. ':qmodel', waiter(queued))
     if spec then
       local sp = string.find(spec, ' ')
       local m = string.sub(spec, sp + 1)
@@ -139,8 +150,9 @@ if in_use < maxc and used(model) < limit then
     if score then  -- a waiter handed its slot: the clock moves to its finish tag
       local tag = tonumber(score) % span
       if tag > tonumber(redis.call('GET', p .. ':vt') or '0') then redis.call('SET', p .. ':vt', tag) end
-      redis.call('ZREM', p .. ':queue', id)
+      redis.call('ZREM', p .. ':queue', member)
       redis.call('ZREM', p .. ':qexp', id)
+      redis.call('HDEL', p .. ':qm', id)
       redis.call('HDEL', p .. ':qmodel', id)
       idle(p)
     end
@@ -157,15 +169,19 @@ if waiting >= maxw then  -- full: the waiter that would be served last makes roo
   local last = redis.call('ZRANGE', p .. ':queue', -1, -1, 'WITHSCORES')
   redis.call('INCR', p .. ':rejected')
   if maxw <= 0 or #last < 2 or tonumber(last[2]) <= place() then return {3, waiting} end
+  local lid = waiter(last[1])
   redis.call('ZREM', p .. ':queue', last[1])
-  redis.call('ZREM', p .. ':qexp', last[1])
-  redis.call('HDEL', p .. ':qmodel', last[1])
-  redis.call('ZADD', p .. ':out', now + alive, last[1])
+  redis.call('ZREM', p .. ':qexp', lid)
+  redis.call('HDEL', p .. ':qm', lid)
+  redis.call('HDEL', p .. ':qmodel', lid)
+  redis.call('ZADD', p .. ':out', now + alive, lid)
   waiting = waiting - 1
 end
 local at = place()
 redis.call('HSET', p .. ':tfin', tenant, finish)
-redis.call('ZADD', p .. ':queue', at, id)
+member = string.format('%0' .. ARRIVAL_WIDTH .. 'd', redis.call('INCR', p .. ':arrivals')) .. ' ' .. id
+redis.call('HSET', p .. ':qm', id, member)
+redis.call('ZADD', p .. ':queue', at, member)
 redis.call('ZADD', p .. ':qexp', now + alive, id)
 redis.call('HSET', p .. ':qmodel', id, limit .. ' ' .. model)
 return {2, waiting + 1}
@@ -179,8 +195,10 @@ local m = redis.call('HGET', p .. ':lmodel', id)
 if m then redis.call('ZREM', p .. ':m:' .. m, id) end
 redis.call('HDEL', p .. ':lmodel', id)
 local freed = redis.call('ZREM', p .. ':held', id)
-local left = redis.call('ZREM', p .. ':queue', id)
+local member = redis.call('HGET', p .. ':qm', id)
+local left = member and redis.call('ZREM', p .. ':queue', member) or 0
 redis.call('ZREM', p .. ':qexp', id)
+redis.call('HDEL', p .. ':qm', id)
 redis.call('HDEL', p .. ':qmodel', id)
 local waiting = redis.call('ZCARD', p .. ':queue')
 if left == 1 and waiting == 0 then redis.call('DEL', p .. ':vt', p .. ':tfin') end
@@ -192,18 +210,17 @@ if freed == 1 and waiting > 0 then redis.call('PUBLISH', p .. ':freed', '') end
 return {waiting}
 """
 
-# KEYS[1] worker prefix; ARGV ttl_ms, ids...: push the expiry of the leases still held
+# KEYS[1] worker prefix; ARGV ttl_ms, then id, model pairs: push the expiry of the leases still held,
+# and hold again a lease the store forgot (it restarted empty) while its request still runs
 RENEW = (
     _PURGE
     + """
 local p, ttl = KEYS[1], tonumber(ARGV[1])
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  if redis.call('ZSCORE', p .. ':held', id) then
-    redis.call('ZADD', p .. ':held', now + ttl, id)
-    local m = redis.call('HGET', p .. ':lmodel', id)
-    if m then redis.call('ZADD', p .. ':m:' .. m, now + ttl, id) end
-  end
+for i = 2, #ARGV, 2 do
+  local id, m = ARGV[i], ARGV[i + 1]
+  redis.call('ZADD', p .. ':held', now + ttl, id)
+  redis.call('ZADD', p .. ':m:' .. m, now + ttl, id)
+  redis.call('HSET', p .. ':lmodel', id, m)
 end
 return 1
 """
@@ -505,11 +522,14 @@ class RedisSlots(SlotBackend):
                     self._up()
             by_worker: dict[str, list[str]] = {}
             for lease in self._held.values():
-                by_worker.setdefault(lease.worker, []).append(lease.ident)
+                by_worker.setdefault(lease.worker, []).extend((lease.ident, lease.model))
             try:
-                for worker, ids in by_worker.items():
+                for worker, pairs in by_worker.items():
                     key = f"{self.options.prefix}:w:{worker}"
-                    await self._scripts["renew"](keys=[key], args=[ttl_ms, *ids])
+                    await self._scripts["renew"](keys=[key], args=[ttl_ms, *pairs])
+                    for ident in pairs[::2]:  # released meanwhile: its release may have run first
+                        if ident not in self._held:
+                            await self._leave(key, ident, rejected=False)
             except Exception as exc:
                 self._down(exc)
 
@@ -583,14 +603,17 @@ def _text(value: Any) -> str:
 
 # -- caller limits ---------------------------------------------------------------------------------
 
-# ARGV prefix, n, hold, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent
-# -> 0 admitted (counted, `hold` tokens reserved in `:h`), or {budget, limit, value, retry_after_s as text}
+# ARGV prefix, n, hold, then per budget: name, requests_per_minute, tokens_per_minute, max_concurrent,
+# then least -> the tokens reserved (admitted, counted: `hold`, or what the tightest tokens_per_minute
+# leaves of it, in `:h`), or {budget, limit, value, retry_after_s as text}
 TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local window = math.floor(now / 60)
 local wait = (window + 1) * 60 - now
 local p, n, hold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local least = math.max(1, tonumber(ARGV[4 + n * 4] or '0'))
+local grant = hold
 for i = 0, n - 1 do
   local name = ARGV[4 + i * 4]
   local rpm, tpm, conc = tonumber(ARGV[5 + i * 4]), tonumber(ARGV[6 + i * 4]), tonumber(ARGV[7 + i * 4])
@@ -600,8 +623,11 @@ for i = 0, n - 1 do
   end
   local used = tonumber(redis.call('GET', c .. ':t:' .. window) or '0')
   used = used + tonumber(redis.call('GET', c .. ':h') or '0')
-  if tpm > 0 and used >= tpm then
-    return {name, 'tokens_per_minute', tpm, tostring(wait)}
+  if tpm > 0 then
+    if used + least > tpm then
+      return {name, 'tokens_per_minute', tpm, tostring(wait)}
+    end
+    grant = math.min(grant, tpm - used)
   end
   if conc > 0 and tonumber(redis.call('GET', c .. ':f') or '0') >= conc then
     return {name, 'max_concurrent', conc, '1'}
@@ -613,12 +639,12 @@ for i = 0, n - 1 do
   redis.call('EXPIRE', c .. ':r:' .. window, 120)
   redis.call('INCR', c .. ':f')
   redis.call('EXPIRE', c .. ':f', IN_FLIGHT_TTL)
-  if hold > 0 then
-    redis.call('INCRBY', c .. ':h', hold)
+  if grant > 0 then
+    redis.call('INCRBY', c .. ':h', grant)
     redis.call('EXPIRE', c .. ':h', IN_FLIGHT_TTL)
   end
 end
-return 0
+return grant
 """
 
 # ARGV prefix, tokens, held, names... -> nothing
@@ -639,21 +665,26 @@ return 0
 """
 
 # ARGV prefix, n, then per claim: name, room, asked, hold
-# -> 0 held (each `hold` added to `:q:<name>`), or {index, held} of the first level without room
+# -> {-1, granted...} held (each granted hold, what the room leaves of `hold`, added to `:q:<name>`),
+# or {index, held} of the first level without room
 CLAIM = """
 local p, n = ARGV[1], tonumber(ARGV[2])
 for i = 0, n - 1 do
   local held = tonumber(redis.call('GET', p .. ':q:' .. ARGV[3 + i * 4]) or '0')
   if held + tonumber(ARGV[5 + i * 4]) > tonumber(ARGV[4 + i * 4]) then return {i, held} end
 end
+local granted = {-1}
 for i = 0, n - 1 do
-  local q, hold = p .. ':q:' .. ARGV[3 + i * 4], tonumber(ARGV[6 + i * 4])
+  local q = p .. ':q:' .. ARGV[3 + i * 4]
+  local held = tonumber(redis.call('GET', q) or '0')
+  local hold = math.max(0, math.min(tonumber(ARGV[6 + i * 4]), tonumber(ARGV[4 + i * 4]) - held))
   if hold > 0 then
     redis.call('INCRBY', q, hold)
     redis.call('EXPIRE', q, IN_FLIGHT_TTL)
   end
+  granted[i + 2] = hold
 end
-return 0
+return granted
 """
 
 # ARGV prefix, then name, hold pairs -> nothing
@@ -698,15 +729,16 @@ class RedisCounters(CallerCounters):
         backend._up()
         return True, answer
 
-    async def take(self, budgets: Sequence[Budget], hold: int = 0) -> Refusal | None:
+    async def reserve(self, budgets: Sequence[Budget], hold: int = 0, least: int = 0) -> Refusal | int:
         args: list[Any] = [self.backend.options.prefix, len(budgets), hold]
         for b in budgets:
             args += [b.name, b.requests_per_minute, b.tokens_per_minute, b.max_concurrent]
+        args.append(least)
         reached, answer = await self._run(self._take, args)
         if not reached:
-            return await self.spare.take(budgets, hold)
+            return await self.spare.reserve(budgets, hold, least)
         if not isinstance(answer, list):
-            return None
+            return int(answer)
         name, limit, value, wait = answer
         return Refusal(_text(name), _text(limit), int(value), float(_text(wait)))
 
@@ -723,7 +755,9 @@ class RedisCounters(CallerCounters):
         reached, answer = await self._run(self._claim, args)
         if not reached:
             return await self.spare.claim(claims)
-        return Short(int(answer[0]), int(answer[1])) if isinstance(answer, list) else Held(tuple(claims))
+        if int(answer[0]) >= 0:
+            return Short(int(answer[0]), int(answer[1]))
+        return Held(granted(claims, [int(hold) for hold in answer[1:]]))
 
     async def unclaim(self, held: Held) -> None:
         if held.spare:

@@ -198,6 +198,7 @@ class Messages(Translated):
 
     forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
     relays = "anthropic"
+    limits = (("max_tokens",),)
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)

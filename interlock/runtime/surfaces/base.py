@@ -7,7 +7,7 @@ import abc
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from interlock.runtime.asgi import Header, json_type
@@ -85,6 +85,74 @@ def check_model(body: Mapping[str, Any]) -> str | None:
     raise InvalidRequest(f"`model` must be a string, not {json_type(model)}", param="model")
 
 
+MAX_OUTPUT_TOKENS = 2**31 - 1
+"""The largest output ceiling a caller may ask for: the int32 range every engine's parser takes
+(llama.cpp's ``n_predict``), so a bigger one is the caller's 400 here, not an upstream's overflow."""
+
+Field = tuple[str, ...]  # a field of a request body: ``("max_tokens",)``, ``("options", "num_predict")``
+
+
+def check_output_limits(body: Mapping[str, Any], fields: Sequence[Field], unbounded: frozenset[int]) -> None:
+    """400 naming the field when an output ceiling the caller sent (any of ``fields``; null counts as
+    not sent) is not an integer from 1 to ``MAX_OUTPUT_TOKENS`` (booleans and floats are not integers);
+    ``unbounded``: the values the format gives the meaning "no ceiling" (Ollama's -1 and -2)."""
+    for field_ in fields:
+        value: Any = body
+        for key in field_:
+            value = value.get(key) if type(value) is dict else None
+        if value is None or (type(value) is int and (0 < value <= MAX_OUTPUT_TOKENS or value in unbounded)):
+            continue
+        name = ".".join(field_)
+        shown = json_type(value) if type(value) is not int and type(value) is not float else repr(value)
+        raise InvalidRequest(
+            f"`{name}` must be a positive integer of at most {MAX_OUTPUT_TOKENS}, not {shown[:40]}",
+            param=name,
+        )
+
+
+CHAT_LIMITS: tuple[Field, ...] = (
+    ("max_tokens",),
+    ("max_completion_tokens",),
+    ("num_predict",),  # at the top level, as LiteLLM sends it
+    ("options", "num_predict"),
+)
+"""The output ceilings of a Chat request, the internal form's too (the adapters read each)."""
+
+
+def capped(parsed: Parsed, ceiling: int, fields: Sequence[Field]) -> Parsed:
+    """``parsed`` with its output ceiling at most ``ceiling``, in the internal form and in the caller's
+    own request (``fields``: its format's ceilings) for a same-format relay; where none was set, the
+    format's first is. Only on the rare path where credits cut a ceiling."""
+    _cap(parsed.body, CHAT_LIMITS, ceiling)
+    native = parsed.native
+    if native is None or native.body is parsed.body:
+        return parsed
+    body = dict(native.body)
+    _cap(body, fields, ceiling)
+    return replace(parsed, native=Native(native.format, body, native.headers))
+
+
+def _cap(body: dict[str, Any], fields: Sequence[Field], ceiling: int) -> None:
+    found = False
+    for field_ in fields:
+        holder: Any = body
+        for key in field_[:-1]:
+            holder = holder.get(key) if type(holder) is dict else None
+        value = holder.get(field_[-1]) if type(holder) is dict else None
+        if value is not None:
+            found = True
+            if not (type(value) is int and 0 < value <= ceiling):  # Ollama's -1 and -2 too
+                holder[field_[-1]] = ceiling
+    if not found and fields:
+        *path, last = fields[0]
+        holder = body
+        for key in path:
+            inner = holder.get(key)
+            holder[key] = inner = dict(inner) if type(inner) is dict else {}
+            holder = inner
+        holder[last] = ceiling
+
+
 def check_stream(body: Mapping[str, Any]) -> bool:
     stream = body.get("stream")
     if stream is None:
@@ -135,6 +203,9 @@ class Surface(abc.ABC):
     """One wire format's edge: parse into the internal form; render answers, streams and errors."""
 
     operation = "chat"  # the metrics' endpoint label for a request that ends before it is parsed
+    # the fields a caller sets its output ceiling with, in this format (``check_output_limits``)
+    limits: tuple[Field, ...] = ()
+    unbounded: frozenset[int] = frozenset()  # ceiling values that mean "none" in this format
     forwards: frozenset[bytes] = frozenset()  # request headers a relayed request goes upstream with
 
     @abc.abstractmethod
@@ -165,6 +236,7 @@ class Translated(Surface):
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
         stream = check_stream(body)
+        check_output_limits(body, self.limits, self.unbounded)
         internal, dropped, extras = self.translate(body)
         native = Native(self.relays, body) if self.relays is not None else None
         return chat_request(model, stream, internal, dropped, extras, native)

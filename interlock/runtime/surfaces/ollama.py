@@ -44,6 +44,7 @@ from interlock.runtime.surfaces.base import (
     Surface,
     chat_request,
     check_model,
+    check_output_limits,
 )
 from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.wire import ollama as wire
@@ -159,12 +160,16 @@ class _Native(Surface):
 class Chat(_Native):
     """``POST /api/chat``."""
 
+    limits = (("options", "num_predict"),)
+    unbounded = frozenset({-1, -2})  # Ollama's "no limit" and "fill the context"
+
     def parse(self, body: dict[str, Any]) -> Parsed:
         # to a worker: as it came (``wire.ollama.relayed_request``)
         return self._chat(body, Native("ollama", body))
 
     def _chat(self, body: dict[str, Any], native: Native | None) -> Parsed:
         model = check_model(body)
+        check_output_limits(body, self.limits, self.unbounded)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise InvalidRequest("`messages` must be a non-empty array")

@@ -18,11 +18,13 @@ from interlock.runtime.asgi import Header, json_type
 from interlock.runtime.errors import InvalidRequest
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
+    CHAT_LIMITS,
     Failure,
     Parsed,
     StreamRender,
     Surface,
     check_model,
+    check_output_limits,
     check_stream,
     failure_of,
 )
@@ -121,9 +123,11 @@ class ChatCompletions(Surface):
     with the ``OpenAI-Beta`` header it came with (its ``Native`` form carries the header)."""
 
     forwards = frozenset({b"openai-beta"})
+    limits = CHAT_LIMITS
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model, stream = check_chat(body)
+        check_output_limits(body, self.limits, self.unbounded)
         native = Native("openai", body)
         if not stream:
             return Parsed("chat", model, stream, body, model, native=native)

@@ -238,6 +238,7 @@ class Responses(Translated):
 
     forwards = frozenset({b"openai-beta"})
     relays = "responses"
+    limits = (("max_output_tokens",),)
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)

@@ -5,12 +5,17 @@ covers the ledger's window, the calendar month in UTC. Before the walk, each lev
 claimed (``CallerCounters.claim``, one ``Claim`` per level): the request is refused with
 ``CreditsExhausted`` (402) when what the ledger says was used (``Ledger.spent`` / ``tenant_spent``: in
 memory, no I/O), plus what requests in flight reserved, plus this request's prompt (the preflight's
-estimate, priced at the first candidate's input price for money), is more than the budget. Otherwise it
-**reserves** its estimate, prompt plus requested output (``max_tokens`` and kin, else the preflight's
-default), at every level at once, until it ends (answered, failed, cancelled, its client gone:
-``release_credits``), when what it really used is debited instead. So requests admitted at once cannot
-all spend the same remaining credits: at most the last one admitted passes the budget, by what its
-answer used beyond its estimate.
+estimate, priced at the first candidate's input price for money) and the least answer
+(``LEAST_OUTPUT_TOKENS``), is more than the budget. Otherwise it **reserves** its estimate, prompt plus
+requested output (``max_tokens`` and kin, else the preflight's default), at every level at once, or
+as much of it as the budget still leaves, until it ends (answered, failed, cancelled, its client gone:
+``release_credits``), when what it really used is debited instead. Where less than the estimate was
+left, the request's output ceiling is cut to what the reservation covers (``Held.output``; the
+lifecycle forwards it as the request's ``max_tokens`` and says so in ``X-Interlock-Max-Tokens``). So
+requests admitted at once cannot all spend the same remaining credits, and none is sent upstream with
+a ceiling its credits cannot pay for: together they pass the budget only by what the prompts used
+beyond the preflight's estimate, or an answer beyond its ceiling (an upstream that ignores it), or,
+where the caller set no ceiling and the budget covered the default, what its answer used beyond it.
 
 Reservations live where the caller counters do, so they span what the counters span: this process
 (``memory:``), every worker of ``--workers N`` (the supervisor's table; a dead worker's come back when
@@ -36,8 +41,12 @@ from interlock.runtime.state.counters import CallerCounters, Claim, Held
 from interlock.runtime.tables import Target
 from interlock.runtime.usage.base import ANONYMOUS, Account, Tally
 from interlock.runtime.usage.ledger import Ledger, next_window
-from interlock.runtime.usage.metering import price_of, tally_of
+from interlock.runtime.usage.metering import Price, price_of, tally_of
 from interlock.schema.plan import PlanAccess, PlanLimits
+
+LEAST_OUTPUT_TOKENS = 1
+"""The least answer a request must be able to pay for beside its prompt to be admitted (then its
+output ceiling is cut to what its credits cover)."""
 
 
 def account_of(caller: Caller) -> Account:
@@ -65,7 +74,8 @@ async def reserve_credits(
     ``release_credits`` when the request ends."""
     price = price_of(plan, target.candidates[0].id)
     estimate = tally_of((needs.prompt_tokens, needs.output_tokens), needs, 0, price)
-    asked = tally_of((needs.prompt_tokens, 0), needs, 0, price)
+    asked = tally_of((needs.prompt_tokens, LEAST_OUTPUT_TOKENS), needs, 0, price)
+    prompt = tally_of((needs.prompt_tokens, 0), needs, 0, price)
     levels: list[tuple[PlanLimits, Tally, str, str]] = []
     key, tenant = caller.key_limits, caller.tenant_limits
     if key is not None and key.credits > 0:
@@ -77,6 +87,7 @@ async def reserve_credits(
         [_claim(limits, spent, asked, estimate, name) for limits, spent, name, _ in levels]
     )
     if isinstance(answer, Held):
+        answer.output = _covered(answer, [limits for limits, _, _, _ in levels], prompt, price)
         return answer
     limits, spent, _, who = levels[answer.index]
     _refuse(limits, spent, answer.held, plan.source.access.currency, ledger, who)
@@ -88,6 +99,21 @@ async def release_credits(counters: CallerCounters, held: Held) -> None:
     if not held.released:
         held.released = True
         await counters.unclaim(held)
+
+
+def _covered(held: Held, levels: list[PlanLimits], prompt: Tally, price: Price | None) -> int | None:
+    """The most output tokens every level's granted hold covers beside the prompt (None: no level
+    bounds it, a money budget with no output price); at least ``LEAST_OUTPUT_TOKENS``."""
+    output: int | None = None
+    for limits, claim in zip(levels, held.claims, strict=True):
+        if limits.credits_unit == "tokens":
+            covered = claim.hold - prompt.tokens
+        elif price is not None and price[1] > 0:
+            covered = math.floor((claim.hold - prompt.cost_micros) / price[1])
+        else:
+            continue
+        output = covered if output is None else min(output, covered)
+    return None if output is None else max(LEAST_OUTPUT_TOKENS, output)
 
 
 def _claim(limits: PlanLimits, spent: Tally, asked: Tally, estimate: Tally, name: str) -> Claim:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from interlock.runtime.app import Gateway
-from interlock.runtime.fleet.placement import HALF_LIFE_S, traffic_class
+from interlock.runtime.fleet.placement import HALF_LIFE_S, MAX_WARM_HOLD_S, traffic_class
 from interlock.testing.fake_fleet import FakeGpuBox, sim_model
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.faults import Fault
@@ -399,3 +399,53 @@ def test_a_home_that_worker_choice_evicted_is_not_loaded_back(
     assert [(h["model"], h["state"]) for h in homes] == [("gemma3:12b", "not loaded")]
     assert len(loads(a)) == 2  # the warm-up's, and the unload above: nothing after
     assert list(a.loaded()) == ["qwen3:8b"]
+
+
+@pytest.mark.parametrize("restarts", [False, True])
+def test_a_worker_that_flaps_every_round_is_loaded_a_bounded_number_of_times(
+    plan_data: Callable[[str], dict[str, Any]], workers: tuple[FakeOllama, FakeOllama], restarts: bool
+) -> None:
+    """Twenty flaps, one a second (the warmer's clock is injected): the worker refuses connections,
+    then answers again, either as it was (its models still loaded: nothing to load) or restarted empty.
+    A crash-looping worker was loaded once a restart (21 loads); its warm-ups now back off (2 s, 4 s,
+    8 s, ...), each restart within the hold starting a longer one: the start's load and the first
+    restart's, then none while it flaps. Once it stays up past its hold, its home is loaded again."""
+    a, b = workers
+    gw = gateway(plan_data, a, b)
+    now = [1000.0]
+    gw.warmer.clock = lambda: now[0]
+
+    async def tick() -> None:
+        now[0] += 1.0
+        await rounds(gw)
+
+    async def scenario(http: httpx.AsyncClient) -> Any:
+        await rounds(gw, 2)
+        fake = a
+        for _ in range(20):
+            await asyncio.to_thread(fake.stop if restarts else fake.refuse_connections)
+            await tick()
+            if restarts:  # a fresh Ollama on the same port: nothing loaded
+                fake = FakeOllama(name="a", models=MODELS, port=a.port)
+                fake._recorded = a._recorded  # one record of every load, whichever process took it
+                await asyncio.to_thread(fake.start)
+            else:
+                await asyncio.to_thread(fake.accept_connections)
+            await tick()
+        flapping = len(loads(a))
+        held = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
+        now[0] += MAX_WARM_HOLD_S  # it stays up: the longest hold runs out
+        await rounds(gw, 2)
+        settled = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
+        if restarts:
+            await asyncio.to_thread(fake.stop)
+        return flapping, held, settled
+
+    flapping, held, settled = run(gw, scenario)
+    if not restarts:
+        assert flapping == 1  # the start's: the model stayed loaded through every flap
+        assert [h["state"] for h in held] == ["loaded"]
+    else:
+        assert flapping == 2, flapping  # the start's and the first restart's
+        assert [h["state"] for h in held] == ["held back (the worker restarted 20 times in a row)"]
+    assert [h["state"] for h in settled] == ["loaded"]

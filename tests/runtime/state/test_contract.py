@@ -262,6 +262,38 @@ def test_a_quiet_tenant_is_not_queued_behind_a_flooder_and_the_flooder_keeps_eve
     asyncio.run(scenario())
 
 
+def test_a_claim_is_granted_what_the_room_leaves_of_its_hold_in_one_step(store_url: str) -> None:
+    """100 tokens of room, each request asks 10 and would hold 40: the third is granted the 20 left (its
+    output is capped to them), the fourth is short; giving the 20 back frees exactly 20."""
+    claim = Claim("k:cap:tokens", 100, 10, 40)
+
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            ca = a.caller_counters()
+            cb = ca if a is b else b.caller_counters()
+            first, second, third = await ca.claim([claim]), await cb.claim([claim]), await ca.claim([claim])
+            assert isinstance(first, Held)
+            assert isinstance(second, Held)
+            assert isinstance(third, Held)
+            assert [held.claims[0].hold for held in (first, second, third)] == [40, 40, 20]
+            assert await cb.claim([claim]) == Short(0, 100)
+            await ca.unclaim(third)
+
+            async def twenty() -> bool:  # the unclaim may reach the store a moment later
+                taken = await cb.claim([Claim("k:cap:tokens", 100, 20, 40)])
+                if isinstance(taken, Held):
+                    assert taken.claims[0].hold == 20
+                    await cb.unclaim(taken)
+                return isinstance(taken, Held)
+
+            await until(twenty, "the 20 to come back")
+            assert await ca.claim([Claim("k:cap:tokens", 100, 21, 40)]) == Short(0, 80)
+            await ca.unclaim(first)
+            await cb.unclaim(second)
+
+    asyncio.run(scenario())
+
+
 def test_tenants_that_both_wait_share_the_slots_by_weight(store_url: str) -> None:
     light, heavy = Turn("light", 1.0), Turn("heavy", 3.0)
 
@@ -322,5 +354,36 @@ def test_a_full_queue_turns_away_whoever_would_be_served_last(store_url: str) ->
             after = await asyncio.wait_for(quiet_one, PATIENCE_S)
             assert after is not None
             await after.release()
+
+    asyncio.run(scenario())
+
+
+def test_a_reservation_is_what_the_minutes_tokens_leave_of_its_hold_in_one_step(store_url: str) -> None:
+    """100 tokens a minute, each request would hold 60 and needs 11 (its prompt and one token): the
+    second is given the 40 left (its output is cut to them), the third is refused; what ends gives back
+    only what it was given."""
+    rate = Budget("k:rate", 0, 100, 0)
+
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            ca = a.caller_counters()
+            cb = ca if a is b else b.caller_counters()
+            assert await ca.reserve([rate], 60, 11) == 60
+            assert await cb.reserve([rate], 60, 11) == 40
+            refused = await ca.reserve([rate], 60, 11)
+            assert isinstance(refused, Refusal)
+            assert refused.limit == "tokens_per_minute"
+            await cb.done([rate], 0, 40)
+
+            async def forty() -> bool:  # the done may reach the store a moment later
+                answer = await ca.reserve([rate], 60, 40)
+                if isinstance(answer, int):
+                    assert answer == 40  # 60 still held
+                return isinstance(answer, int)
+
+            await until(forty, "the 40 to come back")
+            assert isinstance(await cb.reserve([rate], 60, 1), Refusal)  # all 100 held
+            await ca.done([rate], 0, 40)
+            await ca.done([rate], 0, 60)
 
     asyncio.run(scenario())

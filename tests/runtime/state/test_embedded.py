@@ -183,12 +183,12 @@ def test_tokens_held_by_requests_in_flight_count_for_the_host_until_done_or_thei
     async def scenario() -> None:
         a, b = await client(server), await client(server)
         ca, cb = a.caller_counters(), b.caller_counters()
-        assert await ca.take([tokens], 60) is None
-        assert await cb.take([tokens], 60) is None  # 60 held: still under 100
-        refused = await ca.take([tokens], 60)  # 120 held
+        assert await ca.reserve([tokens], 60) == 60
+        assert await cb.reserve([tokens], 60) == 40  # 60 held: b is given what the 100 leave
+        refused = await ca.take([tokens], 60)  # all 100 held
         assert refused is not None
         assert refused.limit == "tokens_per_minute"
-        await cb.done([tokens], 10, 60)  # b's request used 10 of its 60
+        await cb.done([tokens], 10, 40)  # b's request used 10 of its 40
         await until(lambda: server.counters.held["k:t"] == 60, "b's hold to be settled")
         assert server.counters.tokens["k:t"] == 10
         await a.close()  # a dies with its 60 held: they are released

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from interlock.runtime.access import Budget, Refusal
+from interlock.runtime.access import Budget, Refusal, Turn
 from interlock.runtime.errors import ConnectFailed
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
@@ -67,6 +67,45 @@ def test_a_held_lease_is_renewed_while_the_request_runs(redis_server: RedisServe
             assert await store.zscore("interlock:w:box:held", held.ident) is None
         finally:
             await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_two_tenants_at_the_same_place_are_served_in_arrival_order_whatever_their_replica(
+    redis_server: RedisServer,
+) -> None:
+    """Equal finish tags (each tenant's first waiter) go by who came first, as in one process: Redis
+    orders equal scores by member: were a member the bare waiter id, the replica whose random id
+    sorts first would go ahead. Here the later arrival's replica id sorts first."""
+    one = {"box": WorkerLimits("box", "local", None, {}, 1, {}, (), max_waiting=2, max_wait_s=60.0)}
+
+    async def scenario() -> None:
+        early, late = await replica(redis_server.url), await replica(redis_server.url)
+        for backend, name in ((early, "zzzzzzzzzzzz"), (late, "aaaaaaaaaaaa")):
+            backend.configure(one)
+            backend.replica = name
+        try:
+            held = await early.acquire("box", "m", 1, wait=True)
+            assert held is not None
+            first = asyncio.create_task(early.acquire("box", "m", 1, wait=True, turn=Turn("x")))
+
+            async def queued(n: int) -> bool:
+                return (await early.report())["box"].waiting == n
+
+            await until(lambda: queued(1), "x to queue")
+            second = asyncio.create_task(late.acquire("box", "m", 1, wait=True, turn=Turn("y")))
+            await until(lambda: queued(2), "y to queue")
+            await held.release()
+            handed = await asyncio.wait_for(first, PATIENCE_S)
+            assert handed is not None
+            assert not second.done()
+            await handed.release()
+            after = await asyncio.wait_for(second, PATIENCE_S)
+            assert after is not None
+            await after.release()
+        finally:
+            await early.close()
+            await late.close()
 
     asyncio.run(scenario())
 
@@ -277,5 +316,89 @@ def test_a_credits_hold_expires_unless_touched_and_a_lost_store_holds_per_proces
         assert ca.spare.counters.claimed == {}
         await ca.unclaim(stored)  # the store's: not reachable, the TTL lets go of it; never raises
         await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_after_a_restart_stale_connections_recover_and_old_releases_free_nothing_twice(
+    redis_server: RedisServer,
+) -> None:
+    """Leases, caller counts and credits holds taken before a restart (the store forgets them all) and
+    given back after it, over the replicas' stale pooled connections: every call works at once (no
+    per-process fallback), and what the old ones give back frees nothing the new ones hold (the
+    counters never go below zero), so exactly the limits are admitted again."""
+    two = Budget("k:stale", 0, 0, 2)
+    claim = Claim("k:stale:tokens", 100, 10, 40)
+
+    async def scenario() -> None:
+        a, b = await replica(redis_server.url), await replica(redis_server.url)
+        ca, cb = a.caller_counters(), b.caller_counters()
+        old_leases = [await a.acquire("box", "m", 2, wait=False), await b.acquire("box", "m", 2, wait=False)]
+        assert await ca.take([two]) is None
+        assert await cb.take([two]) is None
+        old_holds = [await ca.claim([claim]), await cb.claim([claim])]
+        redis_server.stop()
+        redis_server.start()
+        new_leases = [await a.acquire("box", "m", 2, wait=False), await b.acquire("box", "m", 2, wait=False)]
+        assert all(lease is not None for lease in new_leases)  # the store forgot the old two
+        for lease in old_leases:  # given back after the restart: must not free the new ones
+            assert lease is not None
+            await asyncio.wait_for(lease.release(), PATIENCE_S)
+        await asyncio.wait_for(ca.done([two], 0), PATIENCE_S)
+        await asyncio.wait_for(cb.done([two], 0), PATIENCE_S)
+        for held in old_holds:
+            assert isinstance(held, Held)
+            await asyncio.wait_for(ca.unclaim(held), PATIENCE_S)
+        assert await a.acquire("box", "m", 2, wait=False) is None  # still 2 of 2: the new ones
+        assert [await ca.take([two]), await cb.take([two])] == [None, None]
+        assert await ca.take([two]) == Refusal("k:stale", "max_concurrent", 2, 1.0)
+        holds = [await ca.claim([claim]), await cb.claim([claim]), await ca.claim([claim])]
+        assert [h.claims[0].hold if isinstance(h, Held) else h for h in holds] == [40, 40, 20]
+        assert not a.degraded
+        assert not b.degraded
+        assert (a.fallbacks, b.fallbacks) == (0, 0)
+        for lease in new_leases:
+            assert lease is not None
+            await lease.release()
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_leases_held_across_a_restart_are_held_again_by_their_renewal(redis_server: RedisServer) -> None:
+    """The store restarted empty while two requests still run on a's slots: a's next renewal holds
+    them again, so b is not granted the worker's two slots a second time (before: it was, for as long
+    as the requests ran); a lease released while a renewal is under way is not held again."""
+
+    async def scenario() -> None:
+        url = redis_server.url + "?lease_ttl=0.6"  # renewals every 0.2 s
+        a, b = await replica(url), await replica(url)
+        running = [await a.acquire("box", "m", 2, wait=False) for _ in range(2)]
+        assert all(lease is not None for lease in running)
+        redis_server.stop()
+        redis_server.start()
+
+        async def held_again() -> bool:
+            return await b.client.zcard("interlock:w:box:held") == 2
+
+        await until(held_again, "a's renewal to hold its two leases again")
+        assert await b.acquire("box", "m", 2, wait=False) is None
+        for lease in running:
+            assert lease is not None
+            await lease.release()
+
+        async def freed() -> bool:
+            return await b.client.zcard("interlock:w:box:held") == 0
+
+        await until(freed, "the releases")
+        for _ in range(3):  # renewals go on: nothing released comes back
+            await asyncio.sleep(0.2)
+            assert await b.client.zcard("interlock:w:box:held") == 0
+        granted = await b.acquire("box", "m", 2, wait=False)
+        assert granted is not None
+        await granted.release()
+        await a.close()
+        await b.close()
 
     asyncio.run(scenario())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -282,6 +283,56 @@ def test_the_postgres_store_adds_batches_from_two_replicas(postgres_server: Post
         await two.close()
 
     run(scenario())
+
+
+def test_a_postgres_that_goes_down_and_comes_back_loses_nothing_and_holds_rows_not_debits() -> None:
+    """A real PostgreSQL stopped under the writer (its connection cut), 3,000 debits while it is down,
+    then started again on the same port and data: the writer backs off (each wait twice the last, so
+    far fewer tries than debits), keeps one tally per row whatever the number of debits (memory bounded
+    by accounts x models x days), reconnects by itself and commits every debit once."""
+    server = PostgresServer().start()
+    accounts = [ALICE, ("team-a", "key-2"), ("team-b", "key-9")]
+    models = ["cloud/gpt", "local/llama"]
+
+    async def until(check: Callable[[], bool], what: str) -> None:
+        for _ in range(3000):  # waiting on the writer's state, 30 s at most
+            if check():
+                return
+            await asyncio.sleep(0.01)
+        pytest.fail(f"timed out waiting for {what}")
+
+    async def scenario() -> None:
+        ledger = Ledger(
+            open_store(server.new_database()), LedgerSettings(flush_s=0.05, flush_debits=16, refresh_s=3600)
+        )
+        await ledger.start()
+        for n in range(6):
+            ledger.debit(accounts[n % 3], models[n % 2], ONE)
+        await until(lambda: ledger.flushes == 1, "the first batch to be committed")
+        server.pause()
+        for n in range(3000):
+            ledger.debit(accounts[n % 3], models[n % 2], ONE)
+            if n % 100 == 0:
+                await asyncio.sleep(0)
+        await until(lambda: ledger.failures >= 4, "four failed tries")
+        assert ledger.waiting == 3000
+        assert len(ledger._pending) == 6  # one tally per (day, tenant, key, model), not per debit
+        assert ledger.failures < 3000 // 16  # not a try per full batch: it backs off
+        assert ledger.last_error is not None
+        assert ledger.last_error.startswith(f"{ledger.store.shown}: ")
+        server.resume()
+        await until(lambda: ledger.flushes == 2, "the writer to commit after the store came back")
+        assert ledger.waiting == 0
+        assert ledger.last_error is None
+        rows = dict(await ledger.store.rows(None, None))
+        assert sum(t.requests for t in rows.values()) == 3006
+        assert sum(t.prompt_tokens for t in rows.values()) == 3006 * 10
+        await ledger.close()
+
+    try:
+        run(scenario())
+    finally:
+        server.stop()
 
 
 def test_an_unreachable_postgres_is_an_error_naming_the_store_without_its_password() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from interlock.patterns import untagged
 from interlock.runtime.clock import iso_utc
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.samples import Sample, share
@@ -100,6 +101,11 @@ def endpoint_state(live: LiveState, label: str, now: float) -> dict[str, Any]:
     }
 
 
+def _in_use(per_model: dict[str, int], model: str) -> int:
+    """A model's slots in use, counted untagged (`m` for `m:latest`: one model, one count)."""
+    return per_model.get(untagged(model), 0)
+
+
 def slot_state(at: Moment, worker: str) -> dict[str, Any]:
     limits = at.live.plan.workers[worker]
     pool = at.slots.get(worker) or SlotReport()
@@ -111,7 +117,7 @@ def slot_state(at: Moment, worker: str) -> dict[str, Any]:
         "max_waiting": limits.max_waiting,
         "rejected": pool.rejected,
         "models": [
-            {"model": model, "in_use": per_model.get(model, 0), "limit": limit}
+            {"model": model, "in_use": _in_use(per_model, model), "limit": limit}
             for model, limit in sorted(limits.slots.items())
         ],
     }
