@@ -273,7 +273,7 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     from interlock.runtime.resolve import resolve
 
     plan = gateway.plan
-    guard = next(g for g in gateway.router.guards if isinstance(g, SlotGuard))
+    guard = next(g for g in gateway.services.router.guards if isinstance(g, SlotGuard))
     target = resolve(plan, "bench/quad", ANONYMOUS)
     candidate = target.candidates[0]
     needs = needs_of(orjson.loads(raw), "chat", plan.preflight)
@@ -344,7 +344,7 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         ("quad@q3", ServerLoad(running=1, waiting=2, slots=4, kv_used=0.5)),
         ("quad@q4", ServerLoad(running=2, waiting=0, kv_used=0.3)),
     ):
-        gateway.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
+        gateway.live.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
     with_auth = build_gateway(auth_plan, open_adapters=instant, probes=False)
     await with_auth.startup()
     with_cors = build_gateway(cors_plan, open_adapters=instant, probes=False)

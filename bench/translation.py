@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from interlock.runtime.upstream import openai
 from interlock.runtime.wire import ollama as ollama_wire
+from interlock.runtime.wire import openai_chat
 
 ROOT = Path(__file__).resolve().parents[1]
 HI = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there, how are you?"}]
@@ -57,10 +57,13 @@ def _ollama(body: Mapping[str, Any]) -> dict[str, Any]:
     return ollama_wire.chat_request(body, "llama3.2:3b", False)
 
 
-def _openai_payload(module: types.ModuleType) -> Callable[[Mapping[str, Any], str], dict[str, Any]]:
-    payload = getattr(module, "_payload", None)
-    if payload is not None:
-        return payload  # type: ignore[no-any-return]
+def _openai_payload(*modules: types.ModuleType | None) -> Callable[[Mapping[str, Any], str], dict[str, Any]]:
+    """The revision's OpenAI request builder: ``wire.openai_chat.upstream_request``, before that the
+    adapter's ``_payload``."""
+    for module, name in zip(modules, ("upstream_request", "_payload"), strict=True):
+        payload = getattr(module, name, None)
+        if payload is not None:
+            return payload  # type: ignore[no-any-return]
 
     def copy(body: Mapping[str, Any], model: str) -> dict[str, Any]:  # before _payload existed
         out = dict(body)
@@ -89,13 +92,14 @@ def main() -> None:
     parser.add_argument("--against", default="main")
     parser.add_argument("--calls", type=int, default=50_000)
     args = parser.parse_args()
-    ref_wire, ref_openai = (
+    ref_wire, ref_chat, ref_openai = (
         _reference(args.against, "upstream/ollama_wire", "wire/ollama"),  # ollama_wire until it moved
+        _reference(args.against, "wire/openai_chat"),
         _reference(args.against, "upstream/openai"),
     )
     if ref_wire is None or ref_openai is None:
         sys.exit(f"cannot read the adapters at {args.against!r}")
-    ref_payload = _openai_payload(ref_openai)
+    ref_payload = _openai_payload(ref_chat, ref_openai)
     print(f"{'body':<10} {'upstream':<8} {'this µs':>9} {args.against + ' µs':>12} {'ratio':>6}")
     for name, body in BODIES.items():
         for kind, here, there in (
@@ -106,7 +110,7 @@ def main() -> None:
             ),
             (
                 "openai",
-                lambda b=body: openai._payload(b, "gpt-4o-mini"),
+                lambda b=body: openai_chat.upstream_request(b, "gpt-4o-mini"),
                 lambda b=body: ref_payload(b, "gpt-4o-mini"),
             ),
         ):

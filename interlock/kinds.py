@@ -45,6 +45,10 @@ class ProviderKind:
     # the wire formats besides its own that a provider of this kind may declare it speaks (``responses:
     # true``: the OpenAI Responses API beside Chat Completions), for a caller of that format's relay
     also_speaks: frozenset[str] = frozenset()
+    # its servers answer an error when a prompt is over their context (llama-server, vLLM, SGLang, the
+    # clouds): the context estimate only orders its candidates; False: it truncates silently (Ollama),
+    # and the estimate is what refuses
+    says_overflow: bool = True
     # whether a POST upstream carries an ``Idempotency-Key`` (the IETF httpapi draft's header; the same
     # value on the client's resend): for kinds that reach APIs billed per request, where a vendor or a
     # gateway in between may deduplicate by it; a server that does not know the header ignores it
@@ -76,6 +80,7 @@ KINDS: Mapping[str, ProviderKind] = {
         adapter="interlock.runtime.upstream.ollama:OllamaAdapter",
         key_expected=False,
         live_facts=True,
+        says_overflow=False,
         # not sent: the operator's own box, which bills nothing and deduplicates nothing (its Go server
         # ignores the header), so it would be bytes for nobody on every request
     ),

@@ -31,6 +31,7 @@ RESERVED_HEADERS = frozenset(
         "x-interlock-skipped",
         "x-interlock-preflight",
         "x-interlock-dropped",
+        "x-interlock-max-tokens",
     )
 )
 """Response headers the gateway sets itself, which ``server.resolved_header`` may not be (lowercase)."""

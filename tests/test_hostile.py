@@ -427,7 +427,10 @@ def test_every_header_the_runtime_sets_on_an_answer_is_one_the_plan_may_not_name
 
     from interlock.wire import MEANINGFUL_HEADERS, RESERVED_HEADERS, header_name_problem
 
-    read_only = {"x-api-key"}  # a caller's key, read (access.KEY_HEADERS), never sent back
+    read_only = {
+        "x-api-key",
+        "x-interlock-priority",
+    }  # read from a request (a caller's key, its class), never sent back
     named: set[str] = set()
     for path in (ROOT / "interlock" / "runtime").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -114,6 +114,7 @@ def _preflight(ctx: CompileContext) -> dict[str, Any]:
         "image_reserve_tokens": section.image_reserve_tokens,
         "margin_percent": section.margin_percent,
         "caller_num_ctx": section.caller_num_ctx == "allow",
+        "max_tokens": section.max_tokens,
     }
 
 

@@ -38,6 +38,7 @@ from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
+from interlock.runtime.guards.calibration import CountBook
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.context import ContextGuard
 from interlock.runtime.guards.health import HealthGuard
@@ -45,9 +46,11 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.journal import Journal
+from interlock.runtime.learned import Learned
 from interlock.runtime.lifecycle import Handler, admitted
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin
+from interlock.runtime.periodic import Periodic
 from interlock.runtime.plan import PlanError, RuntimePlan
 from interlock.runtime.reload import READ_TIMEOUT_S, StagedSource, read_in_child
 from interlock.runtime.route_table import route_table
@@ -165,16 +168,20 @@ class Gateway:
             self.slots, self.scorer, lambda: self.plan.routing, lambda: self.plan.workers, clock=clock
         )  # requests waiting for any of a candidate's workers (one process's slots only)
         self.placement = PlacementBook(self.facts, self.metrics, clock, self.telemetry)  # what stays loaded
+        # prompt counts and speeds per endpoint and model, from answers (Ollama's speeds: its adapter)
+        self.learned = Learned(CountBook(), self.scorer.prefixes.prefill)
         guards: tuple[Guard, ...] = (
             CapabilityGuard(self.facts, self.metrics),
-            ContextGuard(self.facts, self.metrics),
+            ContextGuard(self.facts, self.metrics, self.learned.counts),
             HealthGuard(self.health),
             SlotGuard(
                 self.slots, self.scorer, lambda: self.plan.routing, self.sticky, self.fleet, self.metrics
             ),
             OllamaOptionsGuard(self.facts, self.placement.keep_alive),
         )
-        self.router = Router(self.health, guards, self.adapters, self.metrics, tracing, self.facts)
+        self.router = Router(
+            self.health, guards, self.adapters, self.metrics, tracing, self.facts, self.learned
+        )
         self.metadata = MetadataFetcher(self.facts, self._ollama_adapter, self.metrics, clock)
         self.signals = SignalFetcher(self.facts, self._openai_adapter, self.metrics, clock)
         self.probe_loop = ProbeLoop(
@@ -212,6 +219,7 @@ class Gateway:
             self.samples,
             wall,
             placement=self.placement,
+            learned=self.learned,
         )
         self.services = RequestServices(
             self.current,
@@ -223,8 +231,12 @@ class Gateway:
             tracing,
             audit,
             self.live,
+            self.learned,
         )
         self.admin = build_admin(self.live)
+        # the background loops: started together after the adapters (with probes on), stopped together
+        # (all of them: a test may have run a round of one by hand)
+        self._loops: tuple[Periodic, ...] = (self.probe_loop, self.telemetry_loop, self.warmer, self.samples)
         self._probes = probes
         self._open_adapters = open_adapters
         self._close_adapters: Callable[[], Awaitable[None]] | None = None
@@ -272,15 +284,6 @@ class Gateway:
     def plan(self) -> RuntimePlan:
         """The plan being served now."""
         return self.current.plan
-
-    @property
-    def ready(self) -> bool:
-        """Started, and (with probes on) the first probe round is done."""
-        return self.status.ready
-
-    @property
-    def last_reload(self) -> dict[str, Any] | None:
-        return self.status.last_reload
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -351,18 +354,14 @@ class Gateway:
             await asyncio.to_thread(read_state, self.speeds, path)
             self._spawn(self._keep_speeds())
         if self._probes:
-            self.probe_loop.start()
-            self.telemetry_loop.start()
-            self.warmer.start()
-            self.samples.start()
+            for loop in self._loops:
+                loop.start()
         self.status.started = True
 
     async def shutdown(self) -> None:
         self.status.started = False
-        await self.probe_loop.stop()
-        await self.telemetry_loop.stop()
-        await self.warmer.stop()
-        await self.samples.stop()
+        for loop in self._loops:
+            await loop.stop()
         for task in list(self._background):
             task.cancel()
         await self.save_speeds()

@@ -6,6 +6,9 @@ the candidate's circuit for ``open_for``; connect failures also count towards th
 upstream's ``Retry-After``, apart from the failure streak. Any success closes both at once; an expired
 open period closes without a call (the streak stays, so the next failure re-opens at once: half-open).
 Active: probes mark an endpoint unhealthy on failure and healthy on success.
+A timeout on an endpoint that answered another call or a probe while the timed-out call ran is slow,
+not dead (a long prefill, a queue in the server's own slots): it is noted, and does not count towards
+the failure streak; only ``SLOW_FACTOR`` times ``failure_threshold`` of them in a row open the circuit.
 
 The state survives plan reloads (keys are ids, not plan objects). Reports hold labels, times, status
 codes and short error classes only: never bodies, messages or credentials.
@@ -19,13 +22,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlock.runtime.clock import Clock, iso_utc
-from interlock.runtime.errors import ConnectFailed, ConnectTimeout, RateLimited, TransientError, UpstreamError
+from interlock.runtime.errors import (
+    ConnectFailed,
+    ConnectTimeout,
+    FirstByteTimeout,
+    RateLimited,
+    TotalTimeout,
+    TransientError,
+    UpstreamError,
+)
 from interlock.runtime.tables import HealthSettings
 
 Listener = Callable[[str, float], None]
 """Told when an endpoint is found down (seconds to hold it open) or back (0): a shared store's hook."""
 
 MAX_RETRY_AFTER_S = 3600.0  # an upstream's Retry-After is honoured up to an hour
+SLOW_FACTOR = 3  # slow timeouts in a row open the circuit only at this many times the threshold
 MAX_AD_HOC_STATES = 1024  # raw provider/model names come from callers: keep their state bounded
 
 
@@ -38,6 +50,8 @@ class CandidateState:
     last_error_at: float | None = None
     last_error_status: int | None = None
     last_error_class: str | None = None
+    slow_timeouts: int = 0  # timeouts while its endpoint was answering others: slow, not dead
+    slow_streak: int = 0  # of those, since the last success
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +158,7 @@ class HealthBook:
     def record_success(self, cid: str, label: str, *, in_plan: bool = True) -> None:
         """The candidate answered: it is the one selected, and both its circuits close."""
         state = self.candidate(cid, in_plan=in_plan)
-        state.failures = 0
+        state.failures = state.slow_streak = 0
         state.open_until = 0.0
         state.rate_limited_until = 0.0
         state.last_success_at = self.wall()
@@ -157,8 +171,19 @@ class HealthBook:
         if was_down and self.listener is not None:
             self.listener(label, 0.0)
 
-    def record_failure(self, cid: str, label: str, error: UpstreamError, *, in_plan: bool = True) -> None:
-        """Deterministic errors are noted but do not count: the upstream answered."""
+    def record_failure(
+        self,
+        cid: str,
+        label: str,
+        error: UpstreamError,
+        *,
+        in_plan: bool = True,
+        spent_s: float | None = None,
+    ) -> None:
+        """Deterministic errors are noted but do not count: the upstream answered. A timeout of a call
+        that took ``spent_s``, on an endpoint that answered a call or a probe meanwhile, is slow, not
+        dead: noted (``slow_timeouts``), and only ``SLOW_FACTOR`` times the threshold of them in a row
+        opens the circuit (a model that hangs while its server answers probes)."""
         state = self.candidate(cid, in_plan=in_plan)
         now, wall = self.clock(), self.wall()
         state.last_error_at = wall
@@ -169,6 +194,13 @@ class HealthBook:
             state.rate_limited_until = now + min(max(hold, 0.0), MAX_RETRY_AFTER_S)
             return
         if not isinstance(error, TransientError):
+            return
+        timeout = isinstance(error, FirstByteTimeout | TotalTimeout)
+        if timeout and spent_s is not None and self._working(label, wall - spent_s):
+            state.slow_timeouts += 1
+            state.slow_streak += 1
+            if state.slow_streak >= self.settings.failure_threshold * SLOW_FACTOR:
+                state.open_until = now + self.settings.open_for_s  # slow every time: a hung model
             return
         state.failures += 1
         if state.failures >= self.settings.failure_threshold:
@@ -183,6 +215,15 @@ class HealthBook:
                 ep.open_until = now + self.settings.open_for_s
                 if opening and self.listener is not None:
                     self.listener(label, self.settings.open_for_s)
+
+    def _working(self, label: str, since: float) -> bool:
+        """Whether the endpoint answered a call, or a probe, at or after ``since`` (wall clock)."""
+        ep = self._endpoints.get(label)
+        if ep is None:
+            return False
+        answered = ep.last_success_at is not None and ep.last_success_at >= since
+        probed = ep.probe_ok and ep.last_probe_at is not None and ep.last_probe_at >= since
+        return answered or probed
 
     # -- active updates -----------------------------------------------------------------------------
 
@@ -234,6 +275,7 @@ class HealthBook:
             "last_error_status": state.last_error_status,
             "last_error_class": state.last_error_class,
             "consecutive_failures": state.failures,
+            "slow_timeouts": state.slow_timeouts,
         }
 
     def endpoint_report(self, label: str) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.needs import needs_of
-from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
@@ -217,7 +217,9 @@ async def _handle(
         target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
             parsed = replace(parsed, echo=target.label)
-        preflight = Preflight(needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode)
+        preflight = Preflight(
+            needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
+        )
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
@@ -247,7 +249,7 @@ async def _handle(
             if cut is not None:  # cut to what its budgets cover, in its own format too
                 parsed = capped(parsed, cut[0], surface.limits)
                 preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
-                headers.append((b"x-interlock-max-tokens", b"%d; clamped-by=%b" % cut))
+                headers.append((CEILING_HEADER, b"%d; clamped-by=%b" % cut))
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -281,6 +283,8 @@ async def _handle(
     finally:
         watch.stop()
         tally = metered(record, preflight.needs, plan)  # None: no upstream answered
+        if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
+            services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
             services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
         if held is not None:  # after the debit: in this process the credits never look free
@@ -367,7 +371,7 @@ class Exchange:
             return await self._refused(exc)
         self.record.answered = answered
         headers = self.headers
-        headers.extend(self.preflight.headers())
+        _extend(headers, self.preflight.headers(answered.candidate.id))
         result = answered.result
         if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
             estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
@@ -414,7 +418,7 @@ class Exchange:
         router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
         cid = answered.candidate.id
         render = self.surface.stream(parsed, cid)
-        headers.extend(self.preflight.headers())
+        _extend(headers, self.preflight.headers(cid))
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
@@ -434,6 +438,7 @@ class Exchange:
                     usage = chunk.get("usage")
                     if usage:  # the last chunk, asked for with `include_usage`
                         record.usage = usage
+                        record.timings = chunk.get("timings")  # llama-server's prompt timings
                     else:
                         record.output_chars += delta_chars(chunk)
                 data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
@@ -470,6 +475,14 @@ class Exchange:
         self.services.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
+
+
+def _extend(headers: list[Header], preflight: list[Header]) -> None:
+    """The preflight's headers after the rest; its ``X-Interlock-Max-Tokens`` (the context's ceiling, the
+    lower) replaces one the credits or rates cut earlier: one header says what was sent."""
+    if preflight and preflight[0][0] == CEILING_HEADER:
+        headers[:] = [h for h in headers if h[0] != CEILING_HEADER]
+    headers.extend(preflight)
 
 
 def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:

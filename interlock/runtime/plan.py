@@ -183,6 +183,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         image_reserve_tokens=pre.image_reserve_tokens,
         margin_percent=pre.margin_percent,
         caller_num_ctx=pre.caller_num_ctx,
+        max_tokens_ceiling=pre.max_tokens == "ceiling",
     )
     secrets: list[str] = []
     workers = {
@@ -538,6 +539,7 @@ def _candidate(
         metric_label=cid if in_plan else f"{provider.name}/*",
         resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
         relays=provider.relays,
+        says_overflow=KINDS[provider.kind].says_overflow,
     )
 
 

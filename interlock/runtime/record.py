@@ -36,6 +36,7 @@ class RequestRecord:
         "status",
         "stream",
         "target",
+        "timings",
         "trace",
         "usage",
         "wall",
@@ -53,6 +54,7 @@ class RequestRecord:
         self.error: BaseException | None = None
         self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
         self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
+        self.timings: Any = None  # a stream's `timings` beside its usage (llama-server), when sent
         self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
         self.trace: Span | None = None  # the request's span, when tracing is on
 

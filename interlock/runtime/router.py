@@ -24,6 +24,9 @@ rate limit or an open circuit keeps the error class that put it there, and when 
 could serve is on hold the caller is told when the first comes back (``Retry-After``; 429 when they
 are all rate limited).
 A stream counts as answered once its first chunk has arrived: after that nothing falls back.
+A guard that answers ``DEFER`` (the context guard, for a candidate the request fits only with a lowered
+output limit, or only by its server's own count) puts the candidate after the rest of the chain: the
+walk comes back to it once, when no later candidate answered.
 
 Each candidate's ``Admission`` is an ``async with`` block here: a slot the guards took is given back when
 the block ends, after the call, or (streams) after the caller's ``deliver`` has written the stream out,
@@ -49,9 +52,11 @@ from interlock.runtime.errors import (
     UpstreamError,
 )
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.guards import DEFER, Admission, Guard
+from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.health import HealthBook
+from interlock.runtime.learned import Learned
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.record import Answered, CandidateRefused
 from interlock.runtime.tables import Candidate, Route, Target
@@ -93,6 +98,7 @@ class Router:
         metrics: Metrics,
         tracing: Tracing | None = None,
         facts: FactsTable | None = None,
+        learned: Learned | None = None,
     ) -> None:
         self.health = health
         self.guards = guards
@@ -100,6 +106,7 @@ class Router:
         self.metrics = metrics
         self.tracing = tracing  # spans per attempt (``--otel``), else None
         self.facts = facts if facts is not None else FactsTable()  # learned windows are written here
+        self.learned = learned if learned is not None else Learned()  # prompt speeds: the deadlines
 
     async def chat(
         self,
@@ -157,7 +164,9 @@ class Router:
         outcomes: list[CandidateOutcome] = []
         refusals: list[tuple[Candidate, CannotServe]] = []
         upstream_s = queued_s = 0.0
-        for index, candidate in enumerate(candidates):
+        order = list(range(len(candidates)))  # a deferred candidate goes again at the end
+        for position, index in enumerate(order):
+            candidate = candidates[index]
             refusal = self.adapters[candidate.kind].refusal(operation, body)
             if refusal is not None:  # before the guards: no slot is queued for
                 self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
@@ -167,7 +176,7 @@ class Router:
                 candidate.routes,
                 preflight,
                 spill=target.spill[index],
-                has_next=index + 1 < len(candidates),
+                has_next=position + 1 < len(order),
             ) as admission:  # the slot's owner
                 reason: str | None = None
                 try:
@@ -180,6 +189,9 @@ class Router:
                         queued_s += admission.queued_s
                         worker = admission.route.worker if admission.route else None
                         metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
+                if reason is DEFER:  # the rest of the chain first; no skip, nothing counted
+                    order.append(index)
+                    continue
                 if reason is not None:
                     if self.tracing is not None:
                         self.tracing.skipped(candidate, reason)
@@ -194,12 +206,14 @@ class Router:
                 started = time.perf_counter()
                 try:
                     sent = body if admission.body is None else admission.body
+                    relayed = native if native is not None and native.format in candidate.relays else None
+                    if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
+                        relayed = ceiling_of(relayed, admission.ceiling)
+                    endpoint = route.endpoint
+                    if preflight is not None:  # first_byte covers the prefill, at the speed learned there
+                        endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
                     result = await invoke(
-                        self.adapters[candidate.kind],
-                        route.endpoint,
-                        candidate.model,
-                        sent,
-                        native if native is not None and native.format in candidate.relays else None,
+                        self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
                     )
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
@@ -216,7 +230,7 @@ class Router:
                     spent = time.perf_counter() - started
                     upstream_s += spent
                     metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
+                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent)
                     metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                     outcomes.append(self._outcome(candidate, exc.error_class, exc))
                     self._fell_back(candidates, index, exc.error_class)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from interlock.runtime.fleet.sticky import StickyTable
     from interlock.runtime.health import HealthBook
     from interlock.runtime.journal import Journal
+    from interlock.runtime.learned import Learned
     from interlock.runtime.metrics import Metrics
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.router import Router
@@ -86,6 +87,7 @@ class LiveState:
     samples: Samples  # the status page's pictures
     wall: Clock
     placement: PlacementBook | None = None  # which models stay loaded where, and their warm-up
+    learned: Learned | None = None  # prompt counts and prompt speeds, learned from answers
 
     @property
     def plan(self) -> RuntimePlan:
@@ -117,6 +119,7 @@ class RequestServices:
     tracing: Tracing | None  # OpenTelemetry spans (``--otel``), when on
     audit: AuditLog | None  # the audit log (``--audit-log``), when on: refused keys are audited
     live: LiveState  # for the routes that list what is served (Ollama's /api/tags, /api/ps, ...)
+    learned: Learned  # what each answer teaches: prompt counts and prompt speeds per endpoint and model
 
     @property
     def plan(self) -> RuntimePlan:

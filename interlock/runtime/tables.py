@@ -56,6 +56,8 @@ class Candidate:
     # the wire formats whose callers' requests it takes as they came (a same-format relay): its kind's,
     # and ``responses`` for an OpenAI-compatible provider declared to serve the Responses API
     relays: frozenset[str] = frozenset()
+    # its upstream answers an error for a prompt over its context (``kinds.ProviderKind.says_overflow``)
+    says_overflow: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,7 @@ class PreflightSettings:
     image_reserve_tokens: int
     margin_percent: int
     caller_num_ctx: bool
+    max_tokens_ceiling: bool = True  # `preflight.max_tokens: ceiling` (False: `strict`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -255,6 +255,12 @@ class PreflightSection(_Section):
     caller_num_ctx: Literal["allow", "deny"] = Field(
         "allow", description="Whether a caller may set `options.num_ctx` for Ollama candidates."
     )
+    max_tokens: Literal["ceiling", "strict"] = Field(
+        "ceiling",
+        description="`ceiling`: a request's `max_tokens` (`max_output_tokens`, `num_predict`) is the most "
+        "it may get: where its prompt fits and the output does not, the largest that fits is sent "
+        "(said in `X-Interlock-Max-Tokens`); `strict`: the whole `max_tokens` must fit.",
+    )
 
 
 class AliasSection(_Section):

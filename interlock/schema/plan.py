@@ -80,6 +80,9 @@ class PlanPreflight(_Frozen):
     image_reserve_tokens: int = Field(ge=0)
     margin_percent: int = Field(ge=0, le=100)
     caller_num_ctx: bool = Field(description="Whether a caller's `options.num_ctx` is accepted.")
+    max_tokens: Literal["ceiling", "strict"] = Field(
+        "ceiling", description="`ceiling`: an output limit is lowered to fit; `strict`: it must fit."
+    )
 
 
 class PlanTimeouts(_Frozen):

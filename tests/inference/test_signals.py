@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
 from tests.inference.conftest import Real
 from tests.runtime.conftest import build, compile_text
 
@@ -46,13 +46,13 @@ def test_llama_cpp_pythons_server_serves_no_load_of_its_own(real: Real, path: st
 
 
 def test_a_server_without_load_signals_is_unknown_and_still_chosen(real: Real, tmp_path: Path) -> None:
-    gateway = Gateway(build(compile_text(tmp_path, CONFIG.format(chat=real.chat.url))), probes=False)
+    gateway = build_gateway(build(compile_text(tmp_path, CONFIG.format(chat=real.chat.url))), probes=False)
 
     async def scenario() -> tuple[object, str, httpx.Response]:
         await gateway.startup()
         try:
             await gateway.probe_loop.probe_all()
-            load = gateway.facts.load("llama@llama1")
+            load = gateway.live.facts.load("llama@llama1")
             transport = httpx.ASGITransport(app=gateway)
             async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=300) as http:
                 body = {

@@ -339,6 +339,7 @@ REPLACE: dict[str, object] = {
     "on_saturation": {"fallback": "queue", "queue": "fallback"},
     "auth": {"off": "optional", "optional": "required", "required": "off"},
     "credits_unit": {"tokens": "money", "money": "tokens"},
+    "max_tokens": {"ceiling": "strict", "strict": "ceiling"},
     "priority": {"interactive": "batch", "batch": "interactive"},
 }
 

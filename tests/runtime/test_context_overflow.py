@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
 from interlock.runtime.errors import ClientError, ContextOverflow
 from interlock.runtime.wire.error_bodies import error_for_object, error_for_status
@@ -67,7 +68,9 @@ def fakes() -> Iterator[tuple[FakeOpenAI, FakeOpenAI, FakeAnthropic]]:
 def _gateway(
     plan_data: Callable[[str], dict[str, Any]], small: FakeOpenAI, big: FakeOpenAI, claude: FakeAnthropic
 ) -> Gateway:
-    return Gateway(build(plan_data(CONFIG.format(small=small.base_url, big=big.base_url, claude=claude.url))))
+    return build_gateway(
+        build(plan_data(CONFIG.format(small=small.base_url, big=big.base_url, claude=claude.url)))
+    )
 
 
 def _ask(
@@ -97,7 +100,7 @@ def test_an_overflow_moves_on_is_said_and_is_learned(
 ) -> None:
     small, big, claude = fakes
     small.set_fault(Fault.context_overflow("llama-cpp-python", 512, 1010), model="s1")
-    gateway = Gateway(
+    gateway = build_gateway(
         build(plan_data(CONFIG.format(small=small.base_url, big=big.base_url, claude=claude.url)))
     )
     first, second = _ask(gateway, [{"model": "t/chat", "messages": LONG, "stream": stream}] * 2)
@@ -114,7 +117,7 @@ def test_a_short_prompt_still_goes_to_the_smaller_context(
 ) -> None:
     small, big, claude = fakes
     small.set_fault(Fault.context_overflow("vllm", 4096, 5010), model="s1", times=1)
-    gateway = Gateway(
+    gateway = build_gateway(
         build(plan_data(CONFIG.format(small=small.base_url, big=big.base_url, claude=claude.url)))
     )
     long, short = _ask(gateway, [{"model": "t/chat", "messages": LONG}, {"model": "t/chat", "messages": HI}])
@@ -128,7 +131,7 @@ def test_anthropic_words_move_on_too(
 ) -> None:
     small, big, claude = fakes
     claude.set_fault(Fault.context_overflow("anthropic", 200, 1010), model="c1")
-    gateway = Gateway(
+    gateway = build_gateway(
         build(plan_data(CONFIG.format(small=small.base_url, big=big.base_url, claude=claude.url)))
     )
     (answer,) = _ask(gateway, [{"model": "t/claude", "messages": LONG, "stream": True}])
@@ -141,7 +144,7 @@ def test_with_no_larger_context_left_the_caller_gets_context_length_exceeded(
 ) -> None:
     small, big, claude = fakes
     small.set_fault(Fault.context_overflow("openai", 512, 1010), model="s2")
-    gateway = Gateway(
+    gateway = build_gateway(
         build(plan_data(CONFIG.format(small=small.base_url, big=big.base_url, claude=claude.url)))
     )
     for response in _ask(
@@ -179,4 +182,4 @@ def test_an_empty_200_stream_for_another_reason_stays_a_protocol_failure(
     (answer,) = _ask(gateway, [{"model": "t/chat", "messages": HI, "stream": True}])
     assert answer.headers["x-interlock-resolved"] == "big/b1"
     assert "x-interlock-skipped" not in answer.headers
-    assert gateway.health.candidate("small/s1").last_error_class == "protocol"
+    assert gateway.live.health.candidate("small/s1").last_error_class == "protocol"

@@ -128,6 +128,7 @@ def test_reports_hold_times_statuses_and_classes_only(book: HealthBook) -> None:
         "last_error_status": 503,
         "last_error_class": "server_error",
         "consecutive_failures": 2,
+        "slow_timeouts": 0,
     }
     assert "secret" not in repr(report)
 
@@ -136,3 +137,40 @@ def test_raw_model_states_are_bounded(book: HealthBook) -> None:
     for n in range(1100):
         book.record_failure(f"p/x{n}", "p", ServerError("boom", status=500), in_plan=False)
     assert len(book._ad_hoc) == 1024
+
+
+def test_a_timeout_while_the_endpoint_answered_another_call_is_slow_not_dead(
+    book: HealthBook, clock: Clock
+) -> None:
+    """A long prefill on a busy server: the call timed out, but the server answered another meanwhile."""
+    clock.now += 100
+    book.record_success("p/other", "p")  # another model on the same endpoint answered at 1100
+    clock.now += 30
+    for _ in range(SETTINGS.failure_threshold * 3 - 1):  # each call ran 40 s: from before that answer
+        book.record_failure("p/m", "p", FirstByteTimeout("slow"), spent_s=40.0)
+    assert book.candidate_block("p/m") is None
+    report = book.candidate_report("p/m")
+    assert (report["consecutive_failures"], report["slow_timeouts"]) == (0, 5)
+    book.record_failure("p/m", "p", FirstByteTimeout("slow"), spent_s=40.0)
+    assert book.candidate_block("p/m") == "circuit_open"  # slow every time, three times the threshold
+
+
+def test_a_timeout_with_no_sign_of_life_in_its_window_counts_as_before(
+    book: HealthBook, clock: Clock
+) -> None:
+    book.record_success("p/other", "p")
+    clock.now += 100  # that answer came before the timed-out calls began
+    for _ in range(SETTINGS.failure_threshold):
+        book.record_failure("p/m", "p", FirstByteTimeout("slow"), spent_s=40.0)
+    assert book.candidate_block("p/m") == "circuit_open"
+    assert book.candidate_report("p/m")["slow_timeouts"] == 0
+
+
+def test_a_probe_that_answered_in_the_window_is_a_sign_of_life(book: HealthBook, clock: Clock) -> None:
+    clock.now += 10
+    book.record_probe("p", None)
+    clock.now += 5
+    for _ in range(SETTINGS.failure_threshold):
+        book.record_failure("p/m", "p", FirstByteTimeout("slow"), spent_s=20.0)
+    assert book.candidate_block("p/m") is None
+    assert book.candidate_report("p/m")["slow_timeouts"] == 2

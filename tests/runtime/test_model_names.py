@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.patterns import matches, order, parse_match, parse_pattern, slot_limit
-from interlock.runtime.app import Gateway
 from interlock.runtime.errors import ModelNotAllowed
 from interlock.runtime.plan import load_plan
 from interlock.runtime.resolve import resolve
@@ -142,7 +142,7 @@ def test_both_spellings_share_one_models_slots(plan_data: Callable[[str], dict[s
     hi = [{"role": "user", "content": "hi"}]
     with FakeOllama(name="box1", models=[ModelSpec("llama3.2", ("completion",))]) as box:
         box.set_fault(Fault.hold(gate), model="llama3.2", times=1)
-        gateway = Gateway(build(plan_data(SLOTS.format(url=box.url))), probes=False)
+        gateway = build_gateway(build(plan_data(SLOTS.format(url=box.url))), probes=False)
 
         async def scenario() -> tuple[int, int, dict[str, Any]]:
             await gateway.startup()

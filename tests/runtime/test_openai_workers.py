@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
+from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
-from interlock.runtime.app import Gateway
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from tests.runtime.conftest import build
@@ -70,7 +70,9 @@ def test_requests_fill_both_boxes_then_wait_in_line_then_get_429(
     with FakeOpenAI(name="one") as one, FakeOpenAI(name="two") as two:
         for fake in (one, two):
             fake.set_fault(Fault.hold(gate))
-        gateway = Gateway(build(plan_data(CONFIG.format(one=one.base_url, two=two.base_url))), probes=False)
+        gateway = build_gateway(
+            build(plan_data(CONFIG.format(one=one.base_url, two=two.base_url))), probes=False
+        )
 
         async def scenario() -> tuple[list[httpx.Response], httpx.Response]:
             await gateway.startup()
@@ -81,7 +83,9 @@ def test_requests_fill_both_boxes_then_wait_in_line_then_get_429(
                     running = [asyncio.create_task(http.post(ask, json=HI)) for _ in range(2)]
                     await _until(lambda: one.in_flight + two.in_flight == 2)  # one on each box
                     queued = [asyncio.create_task(http.post("/v1/chat/completions", json=HI))]
-                    await _until(lambda: gateway.fleet.waiting("llama/small") == 1)  # the line: 1 waiting
+                    await _until(
+                        lambda: gateway.live.fleet.waiting("llama/small") == 1
+                    )  # the line: 1 waiting
                     refused = await http.post("/v1/chat/completions", json=HI)  # the line is full
                     gate.set()
                     return list(await asyncio.gather(*running, *queued)), refused

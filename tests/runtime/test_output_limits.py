@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
@@ -39,7 +39,7 @@ tenants:
 keys:
   rich-key: {{tenant: lab, key_env: RICH_KEY}}
   poor-key: {{tenant: lab, key_env: POOR_KEY, credits: 40}}
-  broke-key: {{tenant: lab, key_env: BROKE_KEY, credits: 15}}
+  broke-key: {{tenant: lab, key_env: BROKE_KEY, credits: 13}}
   rate-key: {{tenant: lab, key_env: RATE_KEY, tokens_per_minute: 40}}
 """
 ENV = {
@@ -49,7 +49,7 @@ ENV = {
     "BROKE_KEY": "sk-broke-2c7e9a4f6d",
     "RATE_KEY": "sk-rate-5b8d1f3a9e",
 }
-HI = [{"role": "user", "content": "hello there, how are you today?"}]  # 15 tokens by the estimate
+HI = [{"role": "user", "content": "hello there, how are you today?"}]  # 13 tokens by the estimate
 # each surface's path, a request without a ceiling, and the caller's ceiling field
 SURFACES: list[tuple[str, dict[str, Any], str]] = [
     ("/v1/chat/completions", {"model": "t/plain", "messages": HI}, "max_tokens"),
@@ -89,7 +89,7 @@ def rig(plan_data: Callable[[str], dict[str, Any]]) -> Iterator[Rig]:
         FakeOllama(name="local", models=[ModelSpec("llama3.2:3b", ("completion",))]) as local,
     ):
         data = plan_data(CONFIG.format(plain=plain.base_url, claude=claude.url, local=local.url))
-        gateway = Gateway(build(data, ENV), probes=False)
+        gateway = build_gateway(build(data, ENV), probes=False)
         loop = asyncio.new_event_loop()
         loop.run_until_complete(gateway.startup())
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://t")
@@ -165,17 +165,17 @@ def ceiling_sent(path: str, body: dict[str, Any]) -> Any:
 def test_the_ceiling_sent_is_cut_to_what_the_credits_cover(
     rig: Rig, path: str, body: dict[str, Any], field: str
 ) -> None:
-    """40 tokens of credits, a prompt of 15: a ceiling of 2**31 - 1 goes upstream as 25, and says so."""
+    """40 tokens of credits, a prompt of 13: a ceiling of 2**31 - 1 goes upstream as 27, and says so."""
     answer = rig.ask("POOR_KEY", path, with_ceiling(body, field, 2**31 - 1))
     assert answer.status_code == 200, answer.text
-    assert answer.headers["x-interlock-max-tokens"] == "25; clamped-by=credits"
+    assert answer.headers["x-interlock-max-tokens"] == "27; clamped-by=credits"
     (sent,) = rig.sent()
-    assert ceiling_sent(path, sent) == 25, sent
+    assert ceiling_sent(path, sent) == 27, sent
     if path == "/v1/chat/completions":  # the field the caller set is cut, none added beside it
         names = ("max_tokens", "max_completion_tokens", "num_predict")
         named = {name: sent[name] for name in names if name in sent}
         lifted = "max_tokens" if field.endswith("num_predict") else field  # the adapter lifts num_predict
-        assert named == {lifted: 25}, sent
+        assert named == {lifted: 27}, sent
 
 
 def test_a_ceiling_within_the_credits_is_sent_as_it_came(rig: Rig) -> None:
@@ -190,38 +190,38 @@ def test_a_ceiling_within_the_credits_is_sent_as_it_came(rig: Rig) -> None:
 def test_without_a_ceiling_one_is_set_when_the_default_is_more_than_the_credits_cover(
     rig: Rig, path: str
 ) -> None:
-    """The preflight's default output (256) is above the 25 the credits cover: a ceiling is added, in the
+    """The preflight's default output (256) is above the 27 the credits cover: a ceiling is added, in the
     Ollama worker's own request too (``options.num_predict``), and its ``-1`` ("no limit") is cut."""
     body = {"model": "t/local", "messages": HI, "stream": False, "options": {"num_predict": -1}}
     answer = rig.ask("POOR_KEY", path, body if path == "/api/chat" else {**body, "options": {}})
     assert answer.status_code == 200, answer.text
-    assert answer.headers["x-interlock-max-tokens"] == "25; clamped-by=credits"
+    assert answer.headers["x-interlock-max-tokens"] == "27; clamped-by=credits"
     (sent,) = rig.sent()
-    assert sent["options"]["num_predict"] == 25
+    assert sent["options"]["num_predict"] == 27
 
 
 def test_a_prompt_the_credits_cannot_answer_at_all_is_refused_with_402(rig: Rig) -> None:
-    """15 tokens of credits, a prompt of 15: not even one token of answer is covered."""
+    """13 tokens of credits, a prompt of 13: not even one token of answer is covered."""
     for path, body, _ in SURFACES:
         answer = rig.ask("BROKE_KEY", path, {**body, "max_tokens": 1})
         assert answer.status_code == 402, (path, answer.text)
     assert rig.sent() == []
     short = [{"role": "user", "content": "hi"}]
     answer = rig.ask("BROKE_KEY", "/v1/chat/completions", {"model": "t/plain", "messages": short})
-    assert answer.status_code == 200  # a prompt of 5: 10 tokens of answer are covered
-    assert answer.headers["x-interlock-max-tokens"] == "10; clamped-by=credits"
-    assert orjson.loads(answer.content)["usage"]["completion_tokens"] <= 10
+    assert answer.status_code == 200  # a prompt of 5: 8 tokens of answer are covered
+    assert answer.headers["x-interlock-max-tokens"] == "8; clamped-by=credits"
+    assert orjson.loads(answer.content)["usage"]["completion_tokens"] <= 8
 
 
 def test_the_ceiling_sent_is_cut_to_what_the_tokens_per_minute_leave(rig: Rig) -> None:
-    """40 tokens a minute, a prompt of 15: the ceiling goes upstream as 25; a prompt that the minute can
+    """40 tokens a minute, a prompt of 13: the ceiling goes upstream as 27; a prompt that the minute can
     never answer is a 429 (nothing sent)."""
     body = {"model": "t/plain", "messages": HI, "max_tokens": 2**31 - 1}
     answer = rig.ask("RATE_KEY", "/v1/chat/completions", body)
     assert answer.status_code == 200, answer.text
-    assert answer.headers["x-interlock-max-tokens"] == "25; clamped-by=tokens_per_minute"
-    assert [sent["max_tokens"] for sent in rig.sent()] == [25]
-    long = [{"role": "user", "content": "word " * 30}]  # 4 + 50 tokens by the estimate
+    assert answer.headers["x-interlock-max-tokens"] == "27; clamped-by=tokens_per_minute"
+    assert [sent["max_tokens"] for sent in rig.sent()] == [27]
+    long = [{"role": "user", "content": "word " * 30}]  # 4 + 43 tokens by the estimate
     refused = rig.ask("RATE_KEY", "/v1/chat/completions", {"model": "t/plain", "messages": long})
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"]["message"].startswith("key `rate-key`")

@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from interlock.runtime.app import Gateway
+from interlock.commands.gateway import build_gateway
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
@@ -42,7 +42,7 @@ def _ask(plan_data: Callable[[str], dict[str, Any]], asks: list[tuple[str, dict[
         FakeOpenAI(name="plain", reply=Reply(usage=False)) as plain,
         FakeAnthropic(name="claude", api_key="sk-cloud-secret") as claude,
     ):
-        gateway = Gateway(
+        gateway = build_gateway(
             build(plan_data(CONFIG.format(plain=plain.base_url, claude=claude.url))), probes=False
         )
 

@@ -88,7 +88,8 @@ def _text(value: Any) -> str:
 
 
 class PrefillBook:
-    """Learned prompt tokens/s per (endpoint label, model), from Ollama's own prompt timings."""
+    """Learned prompt tokens/s per (endpoint label, model): Ollama's own prompt timings, and the other
+    kinds' answers (``runtime.learned``: llama-server's ``timings``, else usage over the time taken)."""
 
     def __init__(self, smoothing: float = 0.3) -> None:
         self.smoothing = smoothing
@@ -114,6 +115,10 @@ class PrefillBook:
             self._rates.popitem(last=False)
         if len(self._models) > MAX_RATES:
             del self._models[next(iter(self._models))]
+
+    def learned(self, label: str, model: str) -> float | None:
+        """The rate learned of ``model`` on that endpoint, None before its first sample there."""
+        return self._rates.get((label, model))
 
     def tokens_per_s(self, label: str, model: str) -> float:
         rate = self._rates.get((label, model))

@@ -7,6 +7,9 @@ In order: ``CapabilityGuard`` and ``ContextGuard`` (what the request needs again
 can do: a skip here is a *misfit*, recorded in the request's ``Preflight``), ``HealthGuard`` (circuits,
 endpoint health), ``SlotGuard`` (worker choice, slot admission), then ``OllamaOptionsGuard``, which
 never skips and only settles what the chosen Ollama worker is sent (``num_ctx``, ``think``).
+A guard may also answer ``DEFER``: the router comes back to the candidate after the rest of the chain
+(the context guard's, for a candidate the request fits only with a lowered output limit or by its
+server's own count).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.state.base import Lease
 from interlock.runtime.tables import Candidate, Route
+
+DEFER = "defer"  # a guard's answer: try this candidate again after the rest of the chain (not a skip)
 
 
 @dataclass(slots=True)
@@ -40,6 +45,7 @@ class Admission:
     spill: float | None = None  # worker full: skip to the next candidate when the expected wait (s)
     # exceeds this (0: at once); None: queue
     has_next: bool = False  # a later candidate exists (a worker's own `fallback` needs one)
+    ceiling: int | None = None  # the output limit this candidate is sent, lowered to fit its window
 
     async def __aenter__(self) -> Admission:
         return self
@@ -57,4 +63,5 @@ class Guard(abc.ABC):
 
     @abc.abstractmethod
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
-        """None to go on; else a short, stable reason to skip the candidate (a metric label)."""
+        """None to go on; ``DEFER`` to be asked again after the rest of the chain; else a short,
+        stable reason to skip the candidate (a metric label)."""

@@ -1,8 +1,30 @@
-"""Skip a candidate (or narrow to its workers) whose effective context is too small for the estimate.
+"""Which routes of a candidate the request's context fits: by the estimate, counted as the server counts.
 
 The effective context per route comes from ``fit.effective_context`` (loaded > Modelfile > worker
-default > plan default, capped). A caller's own ``options.num_ctx`` above a route's limit (worker
-limit, gateway cap, model maximum) makes that route unusable too. Unknown context passes.
+default > plan default, capped; a cloud's declared window; a window its upstream named). A caller's
+own ``options.num_ctx`` above a route's limit (worker limit, gateway cap, model maximum) makes that
+route unusable too. Unknown context passes.
+
+The prompt's size on a route is the estimate as its server would count it (``CountBook.prompt``: what
+the answers of that endpoint and model taught), at least what an upstream already counted for this
+request (its overflow error). Each route is then one of, best first:
+
+- ``fits``: the whole request (prompt, images, the caller's output limit, margin) fits;
+- ``ceiling``: the prompt fits and the output limit does not: usable with the largest limit that fits
+  (``guards.ceiling``);
+- ``doubtful``: the estimate says it does not fit, but the candidate's upstream says so itself when a
+  prompt is over its context (``Candidate.says_overflow``: llama-server, vLLM, SGLang, the clouds),
+  and the estimate is not clearly over (``CLEARLY_UNLEARNED``, or the margin once learned): the server
+  decides, and its overflow answer moves the walk on. Its output limit is lowered to what fits the
+  fewest tokens the prompt may be (vLLM refuses a prompt plus ``max_tokens`` over its window);
+- ``too small``: an upstream that truncates silently (Ollama) and the estimate does not fit, or one
+  clearly too small: skipped, a misfit.
+
+With ``preflight.max_tokens: strict`` (the seeds' conservative admission) a route is ``fits`` or
+``too small``, nothing between. The candidate keeps only its routes of the best kind. When that is
+not ``fits`` and a later candidate exists, it is deferred once (``DEFER``): the router tries it after
+the rest of the chain, so a candidate the whole request fits is preferred; come back to, it is used
+as it is.
 """
 
 from __future__ import annotations
@@ -11,25 +33,45 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import effective_context, limit_on
-from interlock.runtime.guards import Admission
+from interlock.runtime.guards import DEFER, Admission
+from interlock.runtime.guards.calibration import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
+from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit
+from interlock.runtime.metrics import Metrics
 
 log = logging.getLogger("interlock.preflight")
 
+FITS, CEILING, DOUBTFUL, TOO_SMALL = 0, 1, 2, 3
+CLEARLY_UNLEARNED = 4.0  # before any answer, "clearly too small": the estimate over 4x the window
+# (a template may drop the tool schemas whole); once answers taught the counts, over the margin
+
 
 class ContextGuard(MisfitGuard):
+    def __init__(self, facts: FactsTable, metrics: Metrics, counts: CountBook | None = None) -> None:
+        super().__init__(facts, metrics)
+        self.counts = counts if counts is not None else CountBook()
+
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         preflight = admission.preflight
         if preflight is None or preflight.mode == "off":
             return None
         needs = preflight.needs
         candidate = admission.candidate
-        keep = []
+        settings = preflight.settings
+        margin = settings.margin_percent
+        reserve = needs.images * settings.image_reserve_tokens
+        text, schema = needs.prompt_tokens - needs.schema_tokens, needs.schema_tokens
+        floor = REPORTING_FLOOR if candidate.says_overflow else TRUNCATING_FLOOR
+        output = needs.output_tokens
+        best, kept = TOO_SMALL, []
+        ceiling: int | None = None
         largest: int | None = None
         details: list[str] = []
         reason = "context_too_small"
+        needed = 0
         for route in admission.routes:
             if needs.num_ctx is not None and route.live_facts:
                 limit = limit_on(route, candidate, self.facts)
@@ -40,20 +82,71 @@ class ContextGuard(MisfitGuard):
                     )
                     continue
             window, source = effective_context(route, candidate, self.facts, needs.num_ctx)
-            if window is None and route.live_facts:  # Ollama's own default applies: say so
-                preflight.note(f"context of {candidate.id} on {route.endpoint.label} unknown")
-            if window is None or window >= needs.tokens:
-                keep.append(route)
-                continue
-            largest = window if largest is None else max(largest, window)
-            details.append(f"context {window} ({source}) on {route.endpoint.label}")
-        if len(keep) == len(admission.routes):
+            if window is None:
+                if route.live_facts:  # Ollama's own default applies: say so
+                    preflight.note(f"context of {candidate.id} on {route.endpoint.label} unknown")
+                kind, room = FITS, None
+            else:
+                label = route.endpoint.label
+                learned = self.counts.get(label, candidate.facts_key)
+                prompt = self.counts.prompt(label, candidate.facts_key, text, schema, floor)
+                prompt = max(prompt, needs.counted - output) + reserve  # an upstream's count: a floor
+                whole = max(-(-(prompt + output) * (100 + margin) // 100), needs.counted)
+                needed = max(needed, whole)
+                room = None if whole <= window else fitting(window, prompt, margin)
+                if whole <= window:
+                    kind = FITS
+                elif room is not None and settings.max_tokens_ceiling:
+                    kind = CEILING
+                elif (
+                    settings.max_tokens_ceiling  # strict: the whole request fits, or the candidate does not
+                    and candidate.says_overflow
+                    and not _clearly(prompt, window, learned is not None, margin)
+                ):
+                    kind = DOUBTFUL  # the server decides; the limit sent fits its least plausible count
+                    room = fitting(window, _least(prompt, learned is not None, margin), margin)
+                else:
+                    kind = TOO_SMALL
+                if kind != FITS:
+                    largest = window if largest is None else max(largest, window)
+                    counted = "as learned" if learned is not None else "not yet learned"
+                    details.append(f"context {window} ({source}) on {label}, prompt ~{prompt} ({counted})")
+            if kind < best:
+                best, kept, ceiling = kind, [route], room
+            elif kind == best and kind != TOO_SMALL:
+                kept.append(route)
+                if room is not None and (ceiling is None or room < ceiling):
+                    ceiling = room
+        if best == FITS and len(kept) == len(admission.routes):
             return None
         detail = "; ".join(details)
         if not preflight.enforcing:
-            self.metrics.preflight.labels(candidate.metric_label, reason, "observed").inc()
-            preflight.note(f"observe: {candidate.id} too small ({detail} < {needs.tokens})")
-            log.info("preflight (observe): %s: %s < %d tokens", candidate.id, detail, needs.tokens)
+            if best != FITS:
+                self.metrics.preflight.labels(candidate.metric_label, reason, "observed").inc()
+                preflight.note(f"observe: {candidate.id} too small ({detail} < {needed})")
+                log.info("preflight (observe): %s: %s < %d tokens", candidate.id, detail, needed)
             return None
-        misfit = Misfit(candidate.id, "context", reason, detail, largest)
-        return self.enforce(admission, preflight, keep, misfit)
+        if best == TOO_SMALL:
+            misfit = Misfit(candidate.id, "context", reason, detail, largest, needed)
+            return self.enforce(admission, preflight, [], misfit)
+        admission.routes = tuple(kept)
+        if best != FITS and admission.has_next and preflight.defer(candidate.id):
+            return DEFER  # tried after the candidates the whole request fits
+        if best in (CEILING, DOUBTFUL) and ceiling is not None:
+            sent = lowered(body if admission.body is None else admission.body, ceiling)
+            if sent is not None:  # the caller's limit is above what fits: the ceiling goes instead
+                admission.body, admission.ceiling = sent, ceiling
+                preflight.lowered(candidate.id, ceiling)
+        return None
+
+
+def _least(prompt: int, learned: bool, margin: int) -> int:
+    """The fewest tokens ``prompt`` (the estimate) may be by the server's count, short of clearly over."""
+    return prompt * 100 // (100 + margin) if learned else int(prompt / CLEARLY_UNLEARNED)
+
+
+def _clearly(prompt: int, window: int, learned: bool, margin: int) -> bool:
+    """Whether ``prompt`` (the estimate, as learned or not) is clearly over ``window``."""
+    if learned:
+        return prompt * 100 > window * (100 + margin)
+    return prompt > window * CLEARLY_UNLEARNED

@@ -6,13 +6,17 @@ non-empty ``tools``/``functions`` (unless ``tool_choice`` is ``none``), ``vision
 low/medium/high). ``reasoning_effort: minimal`` only *prefers* thinking: it is sent where a model thinks
 and dropped (and said so) elsewhere.
 
-The estimate is not a tokenizer. It counts UTF-8 bytes / 3 for text (English runs near 4 characters a
-token, code and JSON nearer 3), plus a sixth of the extra bytes of non-ASCII characters (CJK: 3 bytes
-and often more than one token a character), 4 tokens per message, tool schemas as their JSON,
-``instructions``/``suffix``/``prompt`` where a surface has them, a fixed reserve per image, the requested
-output (``max_completion_tokens``, ``max_tokens``, ``max_output_tokens``, a top-level ``num_predict`` as
-LiteLLM sends it, ``options.num_predict``, else the plan's default), then the plan's margin on top.
-``bench/context_estimate.py`` measures how far it is from a real tokenizer.
+The estimate is not a tokenizer. It counts two parts of the prompt, which a server's count follows
+each in its own way (``guards.calibration`` learns how, per endpoint and model): the *text* (messages,
+``instructions``/``suffix``/``prompt`` where a surface has them) at UTF-8 bytes / 3.5 (real tokenizers
+run 3.2 to 4.1 bytes a token on prose, Markdown and code), plus a sixth of the extra bytes of non-ASCII
+characters (CJK: 3 bytes and often more than one token a character), and 4 tokens per message; and the
+*structure* (tool schemas, tool calls, other JSON parts) as its JSON at bytes / 4 (3.8 to 4.3 bytes a
+token measured), which a chat template may render in full, wrap in instructions, or drop. Then a fixed
+reserve per image, and the requested output (``OUTPUT_KEYS``: ``max_completion_tokens``, ``max_tokens``,
+``max_output_tokens``, a top-level ``num_predict`` as LiteLLM sends it, ``options.num_predict``, else the
+plan's default), the plan's margin on top. ``bench/context_estimate.py`` measures how far it is from a
+real server's count.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Needs:
     output_tokens: int
     num_ctx: int | None  # the caller's own `options.num_ctx` (checked: a positive int within the cap)
     thinking: str  # "none" | "optional" | "required"
+    schema_tokens: int = 0  # of the prompt's, the structure: tool schemas, tool calls, JSON parts
+    counted: int = 0  # the request's tokens as an upstream counted them (its overflow error), when known
 
 
 COMPLETION = frozenset({"completion"})
@@ -51,11 +57,11 @@ EMBEDDING = frozenset({"embedding"})
 
 
 def text_tokens(text: str) -> int:
-    """UTF-8 bytes / 3, plus a sixth of the bytes beyond the first of each non-ASCII character."""
+    """UTF-8 bytes / 3.5, plus a sixth of the bytes beyond the first of each non-ASCII character."""
     if text.isascii():
-        return (len(text) + 2) // 3
+        return (2 * len(text) + 6) // 7
     size = len(text.encode())
-    return (size + 2) // 3 + (size - len(text) + 5) // 6
+    return (2 * size + 6) // 7 + (size - len(text) + 5) // 6
 
 
 def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -> Needs:
@@ -74,7 +80,7 @@ def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -
     if endpoint == "embeddings":
         tokens = _input_tokens(body.get("input"))
         return Needs(EMBEDDING, -(-tokens * margin // 100), tokens, 0, 0, num_ctx, "none")
-    prompt = 0
+    prompt = schema = 0
     images = 0
     messages = body.get("messages")
     for message in messages if type(messages) is list else ():
@@ -93,9 +99,9 @@ def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -
                 elif kind in IMAGE_PARTS:
                     images += 1
                 elif part is not None:
-                    prompt += _json_tokens(part)
+                    schema += _json_tokens(part)
         if message.get("tool_calls"):
-            prompt += _json_tokens(message["tool_calls"])
+            schema += _json_tokens(message["tool_calls"])
     capabilities = COMPLETION
     thinking = "none"
     output = settings.default_output_tokens
@@ -108,7 +114,7 @@ def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -
         tools = body.get("tools") or body.get("functions")
         if tools and body.get("tool_choice") != "none":
             extra.add("tools")
-            prompt += _json_tokens(tools)
+            schema += _json_tokens(tools)
         thinking = _thinking(body)
         if thinking == "required":
             extra.add("thinking")
@@ -117,13 +123,14 @@ def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -
             capabilities = capabilities | extra
     if images:
         capabilities = capabilities | {"vision"}
+    prompt += schema
     total = prompt + images * settings.image_reserve_tokens + output
-    return Needs(capabilities, -(-total * margin // 100), prompt, images, output, num_ctx, thinking)
+    return Needs(capabilities, -(-total * margin // 100), prompt, images, output, num_ctx, thinking, schema)
 
 
 def _json_tokens(value: Any) -> int:
     try:
-        return (len(orjson.dumps(value)) + 2) // 3
+        return (len(orjson.dumps(value)) + 3) // 4
     except TypeError:
         return 0
 

@@ -9,7 +9,8 @@
   a model without the capability). A caller who *requires* thinking never gets here with such a model
   in enforce mode: the capability guard skipped it.
 
-The caller's body is never changed: a changed copy goes into ``admission.body``. Never skips.
+The caller's body is never changed: a changed copy goes into ``admission.body`` (on top of the context
+guard's, when it lowered the output limit). Never skips.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class OllamaOptionsGuard(Guard):
         if candidate.kind != "ollama" or route is None or preflight is None:
             return None
         needs = preflight.needs
+        if admission.body is not None:  # an earlier guard's copy (a lowered output limit): built on
+            body = admission.body
         out: dict[str, Any] | None = None
         if needs.num_ctx is None and "embedding" not in needs.capabilities:
             window, _ = effective_context(route, candidate, self.facts)

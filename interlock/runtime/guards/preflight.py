@@ -14,9 +14,21 @@ from dataclasses import dataclass
 from interlock.runtime.access import COMMON
 from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, RequestDoesNotFit
 from interlock.runtime.guards.needs import Needs
+from interlock.runtime.tables import PreflightSettings
 
 Header = tuple[bytes, bytes]
 MAX_HEADER_ITEMS = 8  # a long chain must not make headers unbounded
+CEILING_HEADER = b"x-interlock-max-tokens"  # the output limit sent, when lower than the caller's
+DEFAULT_SETTINGS = PreflightSettings("enforce", 600, None, None, 1024, 2048, 15, True)
+# what to change, by where the largest window came from (``fit.effective_context``'s source)
+HINTS = {
+    "declared": "declare the model's real window (`context_tokens`) if the server has more",
+    "default": "set the worker's `default_context_tokens` (or `context_limits`) if the model can take more",
+    "loaded": "load the model with a larger `num_ctx` (the worker's `default_context_tokens`, its Modelfile)",
+    "modelfile": "raise the Modelfile's `num_ctx` or the worker's `default_context_tokens`",
+    "caller": "send a larger `options.num_ctx`",
+    "upstream said": "give the server a larger context (llama-server `--ctx-size`, vLLM `--max-model-len`)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,25 +40,56 @@ class Misfit:
     reason: str  # the short metric label, e.g. ``lacks_vision``, ``context_too_small``
     detail: str  # for people: "lacks vision", "context 8192 < 41234 (loaded)"
     window: int | None = None  # context misfits: the largest window this candidate offered
+    tokens: int | None = None  # context misfits: what the estimate needed there
 
 
 class Preflight:
     """Built per request: a plain class (a dataclass with list factories costs more to build)."""
 
-    __slots__ = ("misfits", "mode", "needs", "notes", "session", "skipped", "turn")
+    __slots__ = (
+        "ceilings",
+        "deferred",
+        "misfits",
+        "mode",
+        "needs",
+        "notes",
+        "session",
+        "settings",
+        "skipped",
+        "turn",
+    )
 
-    def __init__(self, needs: Needs, mode: str) -> None:
+    def __init__(self, needs: Needs, mode: str, settings: PreflightSettings = DEFAULT_SETTINGS) -> None:
         self.needs = needs
         self.mode = mode  # "enforce" | "observe" | "off"
+        self.settings = settings
         self.misfits: list[Misfit] = []
         self.skipped: list[str] = []
         self.notes: list[str] = []
         self.session: bytes | None = None  # the session header's value, when sticky sessions are on
+        self.deferred: set[str] | None = None  # candidates a guard put after the rest of the chain
+        self.ceilings: dict[str, bytes] | None = None  # candidate -> X-Interlock-Max-Tokens, when lowered
         self.turn = COMMON  # where it waits for a slot (``runtime.state.fair``): its caller's
 
     @property
     def enforcing(self) -> bool:
         return self.mode == "enforce"
+
+    def defer(self, candidate: str) -> bool:
+        """Whether ``candidate`` may be put after the rest of the chain: the first time only."""
+        if self.deferred is None:
+            self.deferred = set()
+        elif candidate in self.deferred:
+            return False
+        self.deferred.add(candidate)
+        return True
+
+    def lowered(self, candidate: str, ceiling: int) -> None:
+        """``candidate`` is sent ``ceiling`` as its output limit: lower than the caller's (or than what its
+        credits or tokens per minute cut it to, which the context's ceiling then replaces)."""
+        if self.ceilings is None:
+            self.ceilings = {}
+        self.ceilings[candidate] = b"%d; clamped-by=context" % ceiling  # the credits' header's shape
 
     def note(self, text: str) -> None:
         if text not in self.notes and len(self.notes) < MAX_HEADER_ITEMS:
@@ -61,12 +104,15 @@ class Preflight:
         )
         self.misfits.append(Misfit(candidate, "context", "context_too_small", f"{said} on {label}", window))
         self.skipped.append(f"{candidate} (context_too_small)")
-        floor = max(tokens or 0, window + 1 if window is not None else 0)
-        if floor > self.needs.tokens:
-            self.needs.tokens = floor  # the one write to a built ``Needs``: the upstream counted better
+        floor = max(tokens or 0, window + 1 if window is not None else 0)  # of the whole request: an
+        if floor > self.needs.counted:  # upstream's count may hold the completion too (vLLM's does)
+            self.needs.counted = floor  # the one write to a built ``Needs``: the upstream counted better
 
-    def headers(self) -> list[Header]:
+    def headers(self, answered: str | None = None) -> list[Header]:
+        """The preflight's response headers; ``answered``: the candidate that answered, if any."""
         out: list[Header] = []
+        if answered is not None and self.ceilings is not None and answered in self.ceilings:
+            out.append((CEILING_HEADER, self.ceilings[answered]))
         if self.skipped:
             out.append((b"x-interlock-skipped", _ascii(", ".join(self.skipped[:MAX_HEADER_ITEMS]))))
         if self.notes:
@@ -85,15 +131,27 @@ class Preflight:
                 f"no candidate of {target} supports what this request needs ({needed}): {listed}",
                 param="model",
             )
-        windows = [m.window for m in self.misfits if m.window is not None]
-        largest = f"the largest context available is {max(windows)} tokens" if windows else "no window fits"
+        context = [m for m in self.misfits if m.window is not None]
+        widest = max(context, key=lambda m: m.window or 0) if context else None
         needs = self.needs
+        tokens = widest.tokens if widest is not None and widest.tokens else needs.tokens
+        largest = f"the largest context available is {widest.window} tokens" if widest else "no window fits"
+        hint = _hint(widest.detail if widest is not None else "")
+        strict = "" if self.settings.max_tokens_ceiling else ", or set `preflight.max_tokens: ceiling`"
         return ContextTooLarge(
-            f"this request needs about {needs.tokens} tokens of context (estimate: {needs.prompt_tokens} "
-            f"prompt, {needs.images} image(s), {needs.output_tokens} output, plus margin); {largest} "
-            f"in {target}: {listed}",
+            f"this request needs about {tokens} tokens of context (an estimate, not the server's count: "
+            f"{needs.prompt_tokens} prompt before calibration, {needs.images} image(s), "
+            f"{needs.output_tokens} output, plus {self.settings.margin_percent}% margin); {largest} "
+            f"in {target}: {listed}. To change it: {hint}; or send less (a shorter history, fewer "
+            f"tools, a lower max_tokens){strict}; `preflight.mode: observe` lets every server decide",
             param="messages",
         )
+
+
+def _hint(detail: str) -> str:
+    """What would make the window larger, by the source a misfit's detail names (``context N (source)``)."""
+    source = detail.partition("(")[2].partition(")")[0].removesuffix(", capped")
+    return HINTS.get(source, "declare a larger window for the model")
 
 
 def _ascii(text: str) -> bytes:

@@ -28,14 +28,12 @@ from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.base import SlotReport
-from interlock.runtime.surfaces.openai import error_body
 from interlock.runtime.tables import Candidate, worker_label
+from interlock.runtime.wire.openai_chat import error_body, error_type
 
 if TYPE_CHECKING:
     from interlock.runtime.services import LiveState
     from interlock.runtime.usage.ledger import Ledger
-
-_STATUS_TYPES = {404: "not_found_error", 405: "invalid_request_error"}
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -145,7 +143,7 @@ def build_admin(live: LiveState) -> FastAPI:
         assert isinstance(exc, HTTPException)  # the only class this handler is registered for
         status = exc.status_code
         message = f"{request.method} {shown(request.url.path)}: {exc.detail}"
-        body = error_body(message, _STATUS_TYPES.get(status, "invalid_request_error"), code=str(status))
+        body = error_body(message, error_type(status), code=str(status))
         return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
     async def models(request: Request) -> Response:
@@ -376,6 +374,9 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
     }
     if live.placement is not None and live.placement.shown(plan):  # only where placement can place
         report["placement"] = live.placement.report(plan)
+    learned = live.learned.report() if live.learned is not None else {}
+    if learned:  # per endpoint and model: prompt speed and counts, once an answer taught them
+        report["learned"] = learned
     if len(live.scorer.prefixes):  # prefix affinity, once a prompt long enough was seen
         report["prefix_affinity"] = live.scorer.prefixes.report()
     if plan.routing.sticky is not None:  # only when sticky sessions are on

@@ -42,11 +42,11 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from interlock.runtime.asgi import Disconnect
 from interlock.runtime.serving.cork import CorkedTransport
+from interlock.runtime.wire.openai_chat import error_body
 
 if TYPE_CHECKING:
     from interlock.runtime.tables import ServerSettings
@@ -62,8 +62,7 @@ LINGER_S = 2.0  # a refused connection's request is read and dropped for at most
 
 def _canned(status: str, message: str, code: str, extra: bytes = b"") -> bytes:
     """A whole HTTP/1.1 answer that closes the connection, with an OpenAI-shaped error body."""
-    error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
-    body = orjson.dumps({"error": error})
+    body = error_body(message, "invalid_request_error", code=code)
     head = b"HTTP/1.1 %b\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n"
     return head % (status.encode(), len(body)) + extra + b"\r\n" + body
 

@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from interlock.runtime.wire.openai_chat import error_body
 from interlock.schema.plan import PlanCors
 
 Header = tuple[bytes, bytes]
@@ -119,16 +118,10 @@ async def answer_preflight(
     if answer is None:
         shown = origin.decode("latin-1")
         shown = shown if len(shown) <= MAX_SHOWN else shown[: MAX_SHOWN - 1] + "…"
-        payload = orjson.dumps(
-            {
-                "error": {
-                    "message": f"origin `{shown}` is not allowed by this gateway's CORS policy "
-                    "(server.cors.allow_origins)",
-                    "type": "permission_error",
-                    "param": None,
-                    "code": "cors_origin_denied",
-                }
-            }
+        payload = error_body(
+            f"origin `{shown}` is not allowed by this gateway's CORS policy (server.cors.allow_origins)",
+            "permission_error",
+            code="cors_origin_denied",
         )
         headers = [
             plan_header,

@@ -22,10 +22,8 @@ from interlock.runtime.errors import (
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import CandidateRefused
 from interlock.runtime.wire.base import Native
-from interlock.runtime.wire.openai_chat import NO_EXTRAS
-
-_UPSTREAM_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
-
+from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
+from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_type
 
 log = logging.getLogger("interlock.requests")
 
@@ -178,27 +176,6 @@ class Failure:
     headers: list[Header] = field(default_factory=list)
 
 
-class StreamRender(abc.ABC):
-    """One stream's events in a surface's wire format; built per stream (it may keep state)."""
-
-    headers: tuple[Header, ...]
-    # the prompt's tokens when the stream starts (the upstream's own count, else interlock's estimate),
-    # set by the lifecycle before the first chunk: for a surface whose first event states it
-    prompt_tokens: int = 0
-
-    @abc.abstractmethod
-    def chunk(self, chunk: dict[str, Any]) -> bytes:
-        """The bytes for one OpenAI ``chat.completion.chunk`` (may be empty)."""
-
-    @abc.abstractmethod
-    def end(self) -> bytes:
-        """The terminal success event(s)."""
-
-    @abc.abstractmethod
-    def error(self, message: str) -> bytes:
-        """The event that ends a stream broken after it started: no success terminator follows."""
-
-
 class Surface(abc.ABC):
     """One wire format's edge: parse into the internal form; render answers, streams and errors."""
 
@@ -261,8 +238,7 @@ def failure_of(exc: BaseException, plan: RuntimePlan) -> Failure:
                 message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
             else:
                 message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
-            type_ = _UPSTREAM_TYPES.get(status, "invalid_request_error")
-            return Failure(status, message, type_, None, "upstream_error", headers)
+            return Failure(status, message, error_type(status), None, "upstream_error", headers)
         return Failure(
             502,
             f"upstream {cid} sent an answer that could not be read ({error.error_class})",

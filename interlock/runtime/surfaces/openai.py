@@ -1,4 +1,5 @@
-"""The OpenAI Chat Completions and Embeddings surface: request checks, answers, SSE, errors.
+"""The OpenAI Chat Completions and Embeddings surface: request checks; answers, streams and errors in
+``wire.openai_chat``'s shapes.
 
 Only what routing needs is checked (model, stream, messages/input and their types); the dict is the
 internal form already and passes on unchanged. Every error uses OpenAI's shape
@@ -21,26 +22,16 @@ from interlock.runtime.surfaces.base import (
     CHAT_LIMITS,
     Failure,
     Parsed,
-    StreamRender,
     Surface,
     check_model,
     check_output_limits,
     check_stream,
     failure_of,
 )
-from interlock.runtime.wire.base import Native
+from interlock.runtime.wire.base import Native, StreamRender
+from interlock.runtime.wire.openai_chat import ChunkEvents, error_body
 
-SSE_HEADERS: tuple[Header, ...] = (
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-)
-DONE = b"data: [DONE]\n\n"
 _USAGE_ASKED = MappingProxyType({"usage_asked": True})  # a Chat stream's ``extras``
-
-
-def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> bytes:
-    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
 
 
 def describe_error(exc: BaseException, plan: RuntimePlan) -> tuple[int, bytes, list[Header]]:
@@ -97,27 +88,6 @@ def check_embeddings(body: Mapping[str, Any]) -> str | None:
 # -- the surfaces ----------------------------------------------------------------------------------
 
 
-class _SSE(StreamRender):
-    __slots__ = ("_cid", "_usage")
-    headers = SSE_HEADERS
-
-    def __init__(self, cid: str, usage: bool) -> None:
-        self._cid = cid
-        self._usage = usage  # the caller asked for the usage chunk
-
-    def chunk(self, chunk: dict[str, Any]) -> bytes:
-        if not self._usage and "usage" in chunk and not chunk.get("choices"):
-            return b""  # asked for by the gateway (the usage ledger), not by the caller
-        chunk["model"] = self._cid
-        return b"data: %b\n\n" % orjson.dumps(chunk)
-
-    def end(self) -> bytes:
-        return DONE
-
-    def error(self, message: str) -> bytes:
-        return b"data: %b\n\n" % error_body(message, "server_error", code="stream_aborted")
-
-
 class ChatCompletions(Surface):
     """``POST /v1/chat/completions``: the internal form itself; to an OpenAI-compatible upstream it goes
     with the ``OpenAI-Beta`` header it came with (its ``Native`` form carries the header)."""
@@ -146,7 +116,7 @@ class ChatCompletions(Surface):
         return orjson.dumps(result)
 
     def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
-        return _SSE(candidate, parsed.extras.get("usage_asked") is True)
+        return ChunkEvents(candidate, parsed.extras.get("usage_asked") is True)
 
     def error(self, failure: Failure) -> bytes:
         return _error(failure)

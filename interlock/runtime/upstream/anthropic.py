@@ -21,7 +21,7 @@ from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.wire import anthropic as wire
-from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, with_headers
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, relayed_body, with_headers
 
 
 class AnthropicAdapter(Adapter):
@@ -37,7 +37,7 @@ class AnthropicAdapter(Adapter):
             payload = orjson.dumps(wire.messages_request(body, model, stream=False))
             answer = await request_json(self._client, endpoint, "POST", "/v1/messages", payload)
             return wire.chat_completion(answer, model)
-        payload = orjson.dumps(wire.relayed_request(native.body, model, stream=False))
+        payload = orjson.dumps(relayed_body(native.body, model, stream=False))
         answer = await request_json(
             self._client, with_headers(endpoint, native), "POST", "/v1/messages", payload
         )
@@ -51,7 +51,7 @@ class AnthropicAdapter(Adapter):
         if native is None:
             payload = orjson.dumps(wire.messages_request(body, model, stream=True))
         else:
-            payload = orjson.dumps(wire.relayed_request(native.body, model, stream=True))
+            payload = orjson.dumps(relayed_body(native.body, model, stream=True))
             endpoint = with_headers(endpoint, native)
         decoder = wire.EventDecoder(model, endpoint, include_usage, relay=native is not None)
         return await request_stream(self._client, endpoint, "/v1/messages", payload, decoder)

@@ -17,6 +17,12 @@ Answers: text blocks joined into ``content``, ``tool_use`` -> ``tool_calls``, ``
 tool_calls; usage from ``input_tokens``/``output_tokens``. A stream is complete only at
 ``message_stop``; an ``error`` event raises the matching UpstreamError (``overloaded_error`` is a
 transient 529).
+
+For the surface, answers go out as ``content`` blocks and streams as Anthropic's event sequence
+(``Events``: ``message_start``, ``content_block_start``/``_delta``/``_stop`` per block, ``message_delta``
+with the stop reason and output tokens, ``message_stop``; a stream broken after it started ends with an
+``error`` event). Errors are ``{"type":"error","error":{"type","message"}}``, the type by status
+(``ERROR_TYPES``: the one table, read the other way for an upstream's error event).
 """
 
 from __future__ import annotations
@@ -28,19 +34,21 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import json_type
+from interlock.runtime.asgi import Header, json_type
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk
-from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.openai_chat import (
     NO_EXTRAS,
+    TranslatedEvents,
     cached_tokens,
     call_arguments,
+    chunk_head,
     completion_id,
+    delta_chunk,
     first_choice,
     reasoning,
 )
-from interlock.runtime.wire.sse import SSEEvents
+from interlock.runtime.wire.sse import SSE_HEADERS, SSEEvents, frame
 
 DEFAULT_MAX_TOKENS = 4096
 FINISH_REASONS = {  # Anthropic's stop_reason -> OpenAI's finish_reason (STOP_REASONS: the other way)
@@ -49,7 +57,27 @@ FINISH_REASONS = {  # Anthropic's stop_reason -> OpenAI's finish_reason (STOP_RE
     "max_tokens": "length",
     "tool_use": "tool_calls",
 }
-_STATUSES = {"overloaded_error": 529, "api_error": 500, "not_found_error": 404, "permission_error": 403}
+ERROR_TYPES = {  # an HTTP status -> Anthropic's error type (an unlisted one: by its class, _error_type)
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+# the other way, for an upstream's error event (overloaded_error: 529, the later row)
+_STATUSES = {kind: status for status, kind in ERROR_TYPES.items()} | {"api_error": 500}
+
+
+def _error_type(status: int) -> str:
+    return ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+
+
+def error_body(status: int, message: str) -> bytes:
+    """Anthropic's error body for an answer of ``status``."""
+    return orjson.dumps({"type": "error", "error": {"type": _error_type(status), "message": message}})
 
 
 def source_url(source: Any) -> str | None:
@@ -351,6 +379,105 @@ def answer_of(result: Mapping[str, Any], model: Any) -> dict[str, Any]:
     }
 
 
+# -- the client side's stream: OpenAI chunks as Anthropic's events ---------------------------------
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return frame(name, orjson.dumps(data))
+
+
+class Events(TranslatedEvents):
+    """Anthropic's event sequence from OpenAI chunks: one open block at a time (thinking, text, a tool);
+    or, from a Messages upstream that got the caller's own request, its events as they came (the model
+    named in ``message_start`` replaced by the caller's)."""
+
+    __slots__ = ("_block", "_index")
+    headers: tuple[Header, ...] = SSE_HEADERS
+
+    def __init__(self, model: str | None) -> None:
+        super().__init__(model)
+        self._block: tuple[str, int] | None = None  # (kind, the OpenAI tool-call index) of the open block
+        self._index = -1
+
+    def _open(self, kind: str, call: int, block: dict[str, Any], out: list[bytes]) -> None:
+        if self._block == (kind, call):
+            return
+        self._close(out)
+        self._index += 1
+        self._block = (kind, call)
+        out.append(
+            _event(
+                "content_block_start",
+                {"type": "content_block_start", "index": self._index, "content_block": block},
+            )
+        )
+
+    def _close(self, out: list[bytes]) -> None:
+        if self._block is not None:
+            out.append(_event("content_block_stop", {"type": "content_block_stop", "index": self._index}))
+            self._block = None
+
+    def _delta(self, delta: dict[str, Any], out: list[bytes]) -> None:
+        out.append(
+            _event(
+                "content_block_delta", {"type": "content_block_delta", "index": self._index, "delta": delta}
+            )
+        )
+
+    def _relay(self, event: dict[str, Any], raw: bytes) -> bytes:
+        kind = event.get("type")
+        if kind == "message_start" and isinstance(message := event.get("message"), dict):
+            raw = orjson.dumps({**event, "message": {**message, "model": self._model}})
+        return frame(str(kind), raw)
+
+    def _start(self, out: list[bytes]) -> None:
+        message: dict[str, Any] = {
+            "id": message_id(),
+            "type": "message",
+            "role": "assistant",
+            "model": self._model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
+        }
+        out.append(_event("message_start", {"type": "message_start", "message": message}))
+
+    def _translate(self, delta: dict[str, Any], out: list[bytes]) -> None:
+        thinking = reasoning(delta)
+        if thinking:
+            self._open("thinking", -1, {"type": "thinking", "thinking": "", "signature": ""}, out)
+            self._delta({"type": "thinking_delta", "thinking": thinking}, out)
+        if delta.get("content"):
+            self._open("text", -1, {"type": "text", "text": ""}, out)
+            self._delta({"type": "text_delta", "text": delta["content"]}, out)
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            number = call.get("index", 0)
+            if self._block != ("tool", number):
+                block: dict[str, Any] = {
+                    "type": "tool_use",
+                    "id": call.get("id") or f"toolu_{number}",
+                    "name": function.get("name") or "",
+                    "input": {},
+                }
+                self._open("tool", number, block, out)
+            if function.get("arguments"):
+                self._delta({"type": "input_json_delta", "partial_json": function["arguments"]}, out)
+
+    def _end(self, out: list[bytes]) -> None:
+        usage = usage_of(self._usage)
+        delta = {
+            "stop_reason": STOP_REASONS.get(self._finish or "stop", "end_turn"),
+            "stop_sequence": None,
+        }
+        out.append(_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+        out.append(_event("message_stop", {"type": "message_stop"}))
+
+    def error(self, message: str) -> bytes:
+        return _event("error", {"type": "error", "error": {"type": "api_error", "message": message}})
+
+
 # -- the upstream side: an internal request as a Messages request, its answer and events as OpenAI's --
 
 
@@ -504,17 +631,6 @@ def _thinking(body: Mapping[str, Any], max_tokens: int) -> dict[str, Any] | None
     return {"type": "enabled", "budget_tokens": budget} if budget >= MIN_THINKING_BUDGET else None
 
 
-def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
-    """A Messages caller's own request for a Messages upstream: as it came, ``model`` replaced."""
-    request = dict(native)
-    request["model"] = model
-    if stream:
-        request["stream"] = True
-    else:
-        request.pop("stream", None)
-    return request
-
-
 def _usage(usage: Any) -> dict[str, Any]:
     """OpenAI's usage for Anthropic's: ``prompt_tokens`` counts the cached input too (Anthropic's
     ``input_tokens`` does not), ``prompt_tokens_details.cached_tokens`` what was read from the cache."""
@@ -586,7 +702,7 @@ class EventDecoder(SSEEvents):
         super().__init__(endpoint)
         self._relay = relay
         self._include_usage = include_usage
-        self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
+        self._head = chunk_head(model)
         self._blocks: dict[int, int] = {}  # content block index -> tool call index
         self._calls = 0
         self._usage: dict[str, Any] = {}
@@ -595,7 +711,7 @@ class EventDecoder(SSEEvents):
         self.prompt_tokens: int | None = None  # message_start's input_tokens
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return delta_chunk(self._head, delta, finish)
 
     def end(self, out: deque[dict[str, Any]]) -> None:
         self.flush(out)
@@ -603,12 +719,7 @@ class EventDecoder(SSEEvents):
             raise ProtocolFailure("stream ended before message_stop")
 
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedResponse("stream event is not valid JSON") from exc
-        if not isinstance(event, dict):
-            raise MalformedResponse("stream event is not a JSON object")
+        event = self._object(data)
         if not self._relay:
             self._decode(event, out)
             return
@@ -661,4 +772,4 @@ class EventDecoder(SSEEvents):
             status = _STATUSES.get(str(error.get("type")))
             if status is not None:
                 error["code"] = status
-            raise error_for_object(error, credentials(self._endpoint.headers))
+            self._refused(error)

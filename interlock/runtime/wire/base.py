@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from interlock.runtime.asgi import Header
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 
@@ -32,6 +33,18 @@ class Native:
     format: str
     body: Mapping[str, Any]
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def relayed_body(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    """A caller's own request for an upstream of its format: as it came, ``model`` replaced and
+    ``stream`` set (hosted tools, unknown fields: all as sent)."""
+    request = dict(native)
+    request["model"] = model
+    if stream:
+        request["stream"] = True
+    else:
+        request.pop("stream", None)
+    return request
 
 
 class Relayed(dict[str, Any]):
@@ -109,3 +122,25 @@ def with_headers(endpoint: Endpoint, native: Native) -> Endpoint:
     if not native.headers:
         return endpoint
     return dataclasses.replace(endpoint, headers={**endpoint.headers, **native.headers})
+
+
+class StreamRender(abc.ABC):
+    """One stream's events in a caller's wire format, from OpenAI chunks; built per stream (it may keep
+    state). Each wire module holds its format's; a surface picks one per request."""
+
+    headers: tuple[Header, ...]
+    # the prompt's tokens when the stream starts (the upstream's own count, else interlock's estimate),
+    # set by the lifecycle before the first chunk: for a format whose first event states it
+    prompt_tokens: int = 0
+
+    @abc.abstractmethod
+    def chunk(self, chunk: dict[str, Any]) -> bytes:
+        """The bytes for one OpenAI ``chat.completion.chunk`` (may be empty)."""
+
+    @abc.abstractmethod
+    def end(self) -> bytes:
+        """The terminal success event(s)."""
+
+    @abc.abstractmethod
+    def error(self, message: str) -> bytes:
+        """The event that ends a stream broken after it started: no success terminator follows."""

@@ -1,9 +1,9 @@
 """OpenAI Responses, both sides. The client side: a Responses request as the internal (Chat-shaped)
-form, and a ``chat.completion`` as a ``response`` object with its output items (the surface's stream
-events build the same items); what each field becomes is in ``surfaces/responses``' docstring and
-docs/surfaces.md. The upstream side, for an OpenAI-compatible provider declared ``responses: true``: the
-caller's own request relayed to ``{base_url}/responses`` as it came, its answer and events read for
-metering (``completion_of``, ``EventDecoder``) and given back whole.
+form, a ``chat.completion`` as a ``response`` object with its output items, and the stream's typed
+events (``Events``, which build the same items); what each field becomes is in ``surfaces/responses``'
+docstring and docs/surfaces.md. The upstream side, for an OpenAI-compatible provider declared
+``responses: true``: the caller's own request relayed to ``{base_url}/responses`` as it came, its
+answer and events read for metering (``completion_of``, ``EventDecoder``) and given back whole.
 """
 
 from __future__ import annotations
@@ -16,18 +16,20 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import json_type
+from interlock.runtime.asgi import Header, json_type
 from interlock.runtime.errors import InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk
-from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.openai_chat import (
     NO_EXTRAS,
+    TranslatedEvents,
     cached_tokens,
+    chunk_head,
     completion_id,
+    delta_chunk,
     first_choice,
     reasoning,
 )
-from interlock.runtime.wire.sse import SSEEvents
+from interlock.runtime.wire.sse import SSE_HEADERS, SSEEvents, frame
 
 
 def new_id(prefix: str) -> str:
@@ -354,18 +356,6 @@ def answer_of(result: Mapping[str, Any], model: Any, namespaces: Mapping[str, st
 # -- the upstream side: a Responses caller's own request for an upstream that serves /responses ------
 
 
-def relayed_request(native: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
-    """A Responses caller's own request for a Responses upstream: as it came, ``model`` replaced and
-    ``stream`` set (hosted tools, ``include``, ``store``, unknown fields: all as sent)."""
-    request = dict(native)
-    request["model"] = model
-    if stream:
-        request["stream"] = True
-    else:
-        request.pop("stream", None)
-    return request
-
-
 def chat_usage(usage: Any) -> dict[str, Any] | None:
     """A Responses ``usage`` as Chat's (``_usage``: the other way; the cached input is in both); None when
     the upstream gave none (the gateway's estimate is metered then, not zeros)."""
@@ -422,6 +412,156 @@ def completion_of(answer: Any, model: str) -> dict[str, Any]:
     return completion
 
 
+class Events(TranslatedEvents):
+    """The surface's stream: typed Responses events from OpenAI chunks, one open output item at a time;
+    or, from a Responses upstream that got the caller's own request, its events as they came."""
+
+    __slots__ = ("_call", "_id", "_item", "_namespaces", "_output", "_seq", "_text")
+    headers: tuple[Header, ...] = SSE_HEADERS
+
+    def __init__(self, model: str | None, namespaces: dict[str, str]) -> None:
+        super().__init__(model)
+        self._namespaces = namespaces
+        self._id = new_id("resp")
+        self._seq = 0
+        self._output: list[dict[str, Any]] = []
+        self._item: dict[str, Any] | None = None  # the open item: a message or a function call
+        self._text = ""  # the open message's text so far
+        self._call: int | None = None  # the open function call's index in the chunks
+
+    def _event(self, kind: str, out: list[bytes], **data: Any) -> None:
+        data = {"type": kind, "sequence_number": self._seq, **data}
+        self._seq += 1
+        out.append(frame(kind, orjson.dumps(data)))
+
+    def _open(self, item: dict[str, Any], out: list[bytes], call: int | None = None) -> None:
+        self._close(out)
+        self._item, self._text, self._call = item, "", call
+        self._event("response.output_item.added", out, output_index=len(self._output), item=item)
+        if item["type"] == "reasoning":
+            part: dict[str, Any] = {"type": "summary_text", "text": ""}
+            self._event(
+                "response.reasoning_summary_part.added",
+                out,
+                item_id=item["id"],
+                output_index=len(self._output),
+                summary_index=0,
+                part=part,
+            )
+        elif item["type"] == "message":
+            part = {"type": "output_text", "text": "", "annotations": []}
+            self._event(
+                "response.content_part.added",
+                out,
+                item_id=item["id"],
+                output_index=len(self._output),
+                content_index=0,
+                part=part,
+            )
+
+    def _close(self, out: list[bytes]) -> None:
+        item, self._item = self._item, None
+        if item is None:
+            return
+        index = len(self._output)
+        if item["type"] == "reasoning":
+            text = self._text
+            where = {"item_id": item["id"], "output_index": index, "summary_index": 0}
+            self._event("response.reasoning_summary_text.done", out, **where, text=text)
+            part: dict[str, Any] = {"type": "summary_text", "text": text}
+            self._event("response.reasoning_summary_part.done", out, **where, part=part)
+            item = reasoning_item(item["id"], text)
+        elif item["type"] == "message":
+            text = self._text
+            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            self._event("response.output_text.done", out, **where, text=text, logprobs=[])
+            part = {"type": "output_text", "text": text, "annotations": []}
+            self._event("response.content_part.done", out, **where, part=part)
+            item = message_item(item["id"], text, "completed")
+        else:
+            item["status"] = "completed"
+            self._event(
+                "response.function_call_arguments.done",
+                out,
+                item_id=item["id"],
+                output_index=index,
+                arguments=item["arguments"],
+            )
+        self._event("response.output_item.done", out, output_index=index, item=item)
+        self._output.append(item)
+
+    def _relay(self, event: dict[str, Any], raw: bytes) -> bytes:
+        """A Responses upstream's event as it came; those that hold the ``response`` (created,
+        in_progress, completed, ...) name the caller's model."""
+        response = event.get("response")
+        if isinstance(response, dict) and "model" in response:
+            raw = orjson.dumps({**event, "response": {**response, "model": self._model}})
+        return frame(str(event.get("type")), raw)
+
+    def _start(self, out: list[bytes]) -> None:
+        started = response(self._id, self._model, [], "in_progress", None, None)
+        self._event("response.created", out, response=started)
+        self._event("response.in_progress", out, response=started)
+
+    def _translate(self, delta: dict[str, Any], out: list[bytes]) -> None:
+        thinking = reasoning(delta)
+        if thinking:
+            if self._item is None or self._item["type"] != "reasoning":
+                self._open(reasoning_item(new_id("rs"), None), out)
+            assert self._item is not None
+            self._text += thinking
+            self._event(
+                "response.reasoning_summary_text.delta",
+                out,
+                item_id=self._item["id"],
+                output_index=len(self._output),
+                summary_index=0,
+                delta=thinking,
+            )
+        text = delta.get("content")
+        if text:
+            if self._item is None or self._item["type"] != "message":
+                self._open(message_item(new_id("msg"), "", "in_progress"), out)
+            assert self._item is not None
+            self._text += text
+            self._event(
+                "response.output_text.delta",
+                out,
+                item_id=self._item["id"],
+                output_index=len(self._output),
+                content_index=0,
+                delta=text,
+                logprobs=[],
+            )
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            number = call.get("index", 0)
+            if self._item is None or self._call != number:
+                call_id = call.get("id") or new_id("call")
+                name = function.get("name") or ""
+                item = call_item(new_id("fc"), call_id, name, "", "in_progress", self._namespaces)
+                self._open(item, out, number)
+            assert self._item is not None
+            if function.get("arguments"):
+                self._item["arguments"] += function["arguments"]
+                self._event(
+                    "response.function_call_arguments.delta",
+                    out,
+                    item_id=self._item["id"],
+                    output_index=len(self._output),
+                    delta=function["arguments"],
+                )
+
+    def _end(self, out: list[bytes]) -> None:
+        done = response(self._id, self._model, self._output, "completed", self._finish, self._usage)
+        self._event("response.completed", out, response=done)
+
+    def error(self, message: str) -> bytes:
+        out: list[bytes] = []
+        self._event("error", out, code="stream_aborted", message=message, param=None)
+        return b"".join(out)
+
+
 _ENDS = frozenset({"response.completed", "response.incomplete"})
 
 
@@ -435,7 +575,7 @@ class EventDecoder(SSEEvents):
 
     def __init__(self, model: str, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
-        self._head = {"id": completion_id(), "object": "chat.completion.chunk", "created": 0, "model": model}
+        self._head = chunk_head(model)
         self._calls: dict[str, int] = {}  # a function call item's id -> its tool call index
         self.done = False
 
@@ -445,15 +585,10 @@ class EventDecoder(SSEEvents):
             raise ProtocolFailure("stream ended before response.completed")
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return delta_chunk(self._head, delta, finish)
 
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedResponse("stream event is not valid JSON") from exc
-        if not isinstance(event, dict):
-            raise MalformedResponse("stream event is not a JSON object")
+        event = self._object(data)
         kind = event.get("type")
         chunk: dict[str, Any] = {**self._head, "choices": []}
         if kind == "response.created":
@@ -489,9 +624,7 @@ class EventDecoder(SSEEvents):
         elif kind == "response.failed":
             response = event.get("response")
             error = response.get("error") if isinstance(response, dict) else None
-            raise error_for_object(
-                error or {"message": "response.failed"}, credentials(self._endpoint.headers)
-            )
+            self._refused(error or {"message": "response.failed"})
         elif kind == "error":
-            raise error_for_object(event, credentials(self._endpoint.headers))
+            self._refused(event)
         out.append(RelayedChunk(chunk, event, data))

@@ -1,4 +1,5 @@
-"""Server-sent-event framing shared by the upstream decoders that read SSE (OpenAI's, Anthropic's).
+"""Server-sent-event framing, both ways: the reader the upstream decoders of SSE formats share (OpenAI's,
+Anthropic's, Responses'), and the headers and event frame the renderers of those formats write.
 
 Only ``data:`` fields matter; comments and other fields pass. The data of one event is bounded like one
 line (``endpoint.max_line_bytes``): an upstream that sends endless short ``data:`` lines and never the
@@ -8,10 +9,25 @@ blank line that ends the event is a ProtocolFailure, not a growing buffer.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, NoReturn
 
-from interlock.runtime.errors import ProtocolFailure
+import orjson
+
+from interlock.runtime.asgi import Header
+from interlock.runtime.errors import MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint
+from interlock.runtime.wire.error_bodies import credentials, error_for_object
+
+SSE_HEADERS: tuple[Header, ...] = (
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+)
+
+
+def frame(name: str, data: bytes) -> bytes:
+    """One named event (Anthropic's and Responses' streams name theirs) holding ``data`` (JSON)."""
+    return b"event: %b\ndata: %b\n\n" % (name.encode(), data)
 
 
 class SSEEvents:
@@ -52,3 +68,18 @@ class SSEEvents:
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
         """One finished event's data: append its chunks to ``out``; raise UpstreamError."""
         raise NotImplementedError
+
+    @staticmethod
+    def _object(data: bytes, what: str = "stream event") -> dict[str, Any]:
+        """An event's data as the JSON object it must be (else MalformedResponse, naming ``what``)."""
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedResponse(f"{what} is not valid JSON") from exc
+        if not isinstance(parsed, dict):
+            raise MalformedResponse(f"{what} is not a JSON object")
+        return parsed
+
+    def _refused(self, error: Any) -> NoReturn:
+        """Raise the UpstreamError an error object in the stream stands for (credentials masked)."""
+        raise error_for_object(error, credentials(self._endpoint.headers))

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
 from interlock.runtime.fleet.placement import HALF_LIFE_S, MAX_WARM_HOLD_S, traffic_class
 from interlock.testing.fake_fleet import FakeGpuBox, sim_model
@@ -73,7 +74,7 @@ def gateway(
         b=b.url,
         extra=extra,
     )
-    return Gateway(build(plan_data(text)), probes=False)
+    return build_gateway(build(plan_data(text)), probes=False)
 
 
 def run(gw: Gateway, scenario: Callable[[httpx.AsyncClient], Awaitable[Any]]) -> Any:
@@ -139,7 +140,7 @@ def test_the_compiled_homes_are_what_the_runtime_keeps_without_traffic(
         CONFIG.format(warm="true", keep_alive="30m", memory=16, models=SIZES, a=a.url, b=b.url, extra="")
     )
     compiled = data["placement"]["homes"]
-    gw = Gateway(build(data), probes=False)
+    gw = build_gateway(build(data), probes=False)
 
     async def scenario(http: httpx.AsyncClient) -> Any:
         await rounds(gw)
@@ -274,7 +275,7 @@ def test_a_failed_load_is_reported_counted_and_tried_again_later(
         failed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
         await rounds(gw, 2)
         healed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
-        return failed, healed, gw.metrics.exposition().decode()
+        return failed, healed, gw.live.metrics.exposition().decode()
 
     failed, healed, metrics = run(gw, scenario)
     assert [(h["model"], h["state"]) for h in failed] == [("gemma3:12b", "failed (server_error)")]
@@ -310,20 +311,20 @@ def test_a_model_used_every_minute_outranks_one_used_daily(
     ahead; one, about as much traffic as gemma3's, leaves the plan's order."""
     a, _ = workers
     now = [0.0]
-    gw = Gateway(build(plan_data(ONE.format(a=a.url))), probes=False, clock=lambda: now[0])
+    gw = build_gateway(build(plan_data(ONE.format(a=a.url))), probes=False, clock=lambda: now[0])
     hi = [{"role": "user", "content": "hi"}]
 
     async def scenario(http: httpx.AsyncClient) -> Any:
-        gw.placement.refresh(gw.plan)
-        first = [h.candidate for h in gw.placement.homes["a"]]
+        gw.live.placement.refresh(gw.plan)
+        first = [h.candidate for h in gw.live.placement.homes["a"]]
         await http.post("/v1/chat/completions", json={"model": "t/vision", "messages": hi})
         for minute in range(60):
             now[0] += 60
             if minute % (60 // fast_per_hour) == 0:
                 await http.post("/v1/chat/completions", json={"model": "t/fast", "messages": hi})
             if minute % 10 == 9:
-                gw.placement.refresh(gw.plan)
-        return first, [h.candidate for h in gw.placement.homes["a"]], dict(gw.placement.traffic)
+                gw.live.placement.refresh(gw.plan)
+        return first, [h.candidate for h in gw.live.placement.homes["a"]], dict(gw.live.placement.traffic)
 
     first, last, traffic = run(gw, scenario)
     assert first == ["local/gemma3:12b"]
@@ -361,7 +362,7 @@ def test_a_worker_of_unknown_memory_is_placed_once_its_telemetry_says(
     """No memory in the plan (IL214 at compile time); the box's sidecar reports 8 GiB of VRAM: 7.2 GiB of
     it is placement's, qwen3 (6 GiB) gets its home there and is warmed."""
     with FakeGpuBox(name="gpu", models=[sim_model("qwen3:8b", 6, load_s=0.01)], vram_bytes=8 * GIB) as box:
-        gw = Gateway(build(plan_data(TELEMETRY.format(url=box.url))), probes=False)
+        gw = build_gateway(build(plan_data(TELEMETRY.format(url=box.url))), probes=False)
         assert gw.plan.placement.budgets_gib == {}
 
         async def scenario(http: httpx.AsyncClient) -> Any:

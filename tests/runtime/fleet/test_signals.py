@@ -14,8 +14,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from interlock.commands.gateway import build_gateway
 from interlock.kinds import SERVER_KINDS
-from interlock.runtime.app import Gateway
 from interlock.runtime.fleet.signals import SERVERS, llamacpp, sglang, vllm
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.signals.choice import KV_FULL, rate_server
@@ -165,7 +165,7 @@ def test_worker_choice_follows_each_servers_own_load_read_in_the_probe_round(
         v.reported.running, v.reported.waiting = 4, 6  # busy with other clients' requests
         s.reported.running, s.reported.kv_used = 4, 0.97
         ll.reported.slots, ll.reported.running = 4, 1  # one of its four slots busy: the least loaded
-        gateway = Gateway(build(plan_data(CONFIG.format(**urls))), probes=False)
+        gateway = build_gateway(build(plan_data(CONFIG.format(**urls))), probes=False)
 
         async def scenario() -> list[str]:
             await gateway.startup()
@@ -213,17 +213,17 @@ def test_a_server_that_stops_answering_is_unknown_not_idle(
         lines = CONFIG.splitlines(keepends=True)
         kept = [line for line in lines if "sglang1" not in line and "llama1" not in line]
         config = "".join(kept).format(vllm=v.base_url, plain=plain.base_url)
-        gateway = Gateway(build(plan_data(config)), probes=False)
+        gateway = build_gateway(build(plan_data(config)), probes=False)
         v.reported.running = 3
 
         async def scenario() -> tuple[ServerLoad | None, ServerLoad | None]:
             await gateway.startup()
             try:
                 await gateway.probe_loop.probe_all()
-                first = gateway.facts.load("local@vllm1")
+                first = gateway.live.facts.load("local@vllm1")
                 v.refuse_connections()
                 await gateway.probe_loop.probe_all()
-                return first, gateway.facts.load("local@vllm1")
+                return first, gateway.live.facts.load("local@vllm1")
             finally:
                 await gateway.shutdown()
 

@@ -30,18 +30,18 @@ SETTINGS = PreflightSettings(
 IMAGE_PART = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 30000}}
 
 
-def test_text_is_estimated_at_three_utf8_bytes_a_token() -> None:
-    assert text_tokens("abcdef") == 2
-    assert text_tokens("abcdefg") == 3  # rounded up
+def test_text_is_estimated_at_three_and_a_half_utf8_bytes_a_token() -> None:
+    assert text_tokens("abcdefg") == 2
+    assert text_tokens("abcdefgh") == 3  # rounded up
     assert text_tokens("日本語") == 4  # 9 bytes + a sixth of the 6 extra: CJK runs over a token a character
 
 
 def test_a_plain_chat_needs_completion_and_its_estimate_adds_output_and_margin() -> None:
     needs = needs_of({"messages": [{"role": "user", "content": "x" * 300}]}, "chat", SETTINGS)
     assert needs.capabilities == {"completion"}
-    assert needs.prompt_tokens == 4 + 100
+    assert needs.prompt_tokens == 4 + 86  # 300 bytes / 3.5, rounded up
     assert needs.output_tokens == 1000
-    assert needs.tokens == 1215  # (104 + 1000) * 1.10, rounded up
+    assert needs.tokens == 1199  # (90 + 1000) * 1.10, rounded up
     assert needs.thinking == "none"
 
 

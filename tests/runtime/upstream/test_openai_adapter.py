@@ -411,7 +411,7 @@ def test_an_endless_stream_line_fails_before_or_after_the_first_chunk(openai_fak
 def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
     from collections import deque
 
-    from interlock.runtime.upstream.openai import SSEDecoder
+    from interlock.runtime.wire.openai_chat import SSEDecoder
 
     decoder = SSEDecoder(endpoint("openai", "http://127.0.0.1:9", max_line_bytes=1000))
     out: deque[dict[str, object]] = deque()
@@ -429,7 +429,7 @@ def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
 def test_per_token_embeddings_are_pooled_by_their_mean() -> None:
     """llama.cpp's server answers some models with one vector per token (issue 22)."""
     from interlock.runtime.errors import MalformedResponse as Malformed
-    from interlock.runtime.upstream.openai import pooled
+    from interlock.runtime.wire.openai_chat import pooled
 
     answer = {"data": [{"embedding": [[1.0, 2.0], [3.0, 6.0]]}, {"embedding": [0.5, 0.5]}]}
     assert pooled(answer)["data"] == [{"embedding": [2.0, 4.0]}, {"embedding": [0.5, 0.5]}]

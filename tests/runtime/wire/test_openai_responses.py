@@ -11,7 +11,7 @@ import pytest
 
 from interlock.runtime.errors import ProtocolFailure, ServerError
 from interlock.runtime.wire import openai_responses
-from interlock.runtime.wire.base import RelayedChunk
+from interlock.runtime.wire.base import RelayedChunk, relayed_body
 from tests.runtime.upstream.helpers import endpoint
 
 ANSWERS = Path(__file__).resolve().parents[2] / "fixtures" / "clients" / "answers"
@@ -73,7 +73,7 @@ def test_a_whole_answer_is_read_as_a_completion() -> None:
 
 def test_the_relayed_request_is_the_caller_s_but_for_model_and_stream() -> None:
     body = {"model": "cl/x", "input": "hi", "tools": [{"type": "web_search"}], "stream": True, "future": 1}
-    assert openai_responses.relayed_request(body, "gpt-4o", stream=False) == {
+    assert relayed_body(body, "gpt-4o", stream=False) == {
         "model": "gpt-4o",
         "input": "hi",
         "tools": [{"type": "web_search"}],

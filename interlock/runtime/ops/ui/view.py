@@ -152,10 +152,14 @@ def placed_models(live: LiveState, worker: str) -> dict[str, Any] | None:
 
 
 def model_facts(live: LiveState, candidate: Candidate) -> list[dict[str, Any]]:
-    """Per route of a candidate: capabilities and context, live where a worker said, else declared."""
-    facts = live.facts
+    """Per route of a candidate: capabilities and context, live where a worker said, else declared; the
+    prompt speed and prompt counts its answers taught."""
+    facts, learned = live.facts, live.learned
     rows = []
     for route in candidate.routes:
+        label, key = route.endpoint.label, candidate.facts_key
+        rate = learned.prefill.learned(label, key) if learned is not None else None
+        counted = learned.counts.get(label, key) if learned is not None else None
         caps = capabilities_on(route, candidate, facts)
         window, source = effective_context(route, candidate, facts)
         info = facts.model(route.endpoint.label, candidate.facts_key) if route.worker else None
@@ -172,6 +176,11 @@ def model_facts(live: LiveState, candidate: Candidate) -> list[dict[str, Any]]:
                 else None,
                 "context_tokens": window,
                 "context_source": source,
+                # learned from answers (``runtime.learned``): what first-byte deadlines stretch by, and
+                # how the server counts prompts against the estimate
+                "prompt_tokens_per_s": round(rate, 1) if rate is not None else None,
+                "counted_ratio": round(counted.last_ratio, 2) if counted is not None else None,
+                "counted_samples": counted.samples if counted is not None else 0,
             }
         )
     return rows
