@@ -5,10 +5,12 @@ A renderer is given what the gateway says about the alias (``AliasFacts``: its c
 ``config.toml`` part, Open WebUI's connection settings, a LiteLLM ``model_list`` entry. The caller key
 is never printed: only the variable that holds it.
 
-The output ceiling: a plan declares no per-model output limit, and a client that asks for more output
-than the window leaves after its prompt is refused by the gateway's preflight (``context_too_small``).
-So where a client has a setting for it, its ceiling is its own default capped at a quarter of the
-window (``output_ceiling``): a prompt of three quarters of the window still fits.
+The output ceiling: a plan declares no per-model output limit. The gateway lowers a limit that does
+not fit after the prompt (``preflight.max_tokens: ceiling``, the default) or refuses it (``strict``:
+``context_too_small``); either way a client that plans its output and its compaction on 32,000 tokens
+in an 8,192-token window is wrong about what it gets. So where a client has a setting for it, its
+ceiling is its own default capped at a quarter of the window (``output_ceiling``): a prompt of three
+quarters of the window still fits it.
 """
 
 from __future__ import annotations
