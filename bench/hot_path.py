@@ -19,7 +19,9 @@ the slot taken and given back) for four OpenAI-compatible servers, fair queuing 
 
 "3 workers, 4 KB shared prefix" sends one four-turn conversation (a 2.9 KB system prompt) to them
 again and again: prefix affinity's whole cost (the prompt's block hashes, a lookup per worker, the
-index refreshed on every send), always a hit; the line after the table is that alone (``prefix_cost``).
+index refreshed on every send), always a hit; the line after the table is that alone (``prefix_cost``),
+and the next one worker choice alone among four llama.cpp servers with prefix affinity and load
+signals (``choice_cost``: the issue-32 budget is 25 µs).
 
 The CORS cases run the same request through a plan with ``server.cors`` on: without an ``Origin``
 (an SDK outside a browser) and from a listed origin (the response gains the CORS headers). The last two
@@ -260,6 +262,64 @@ def prefix_cost(raw: bytes, requests: int) -> str:
     return f"{'prefix affinity alone':28} {min(runs) * 1e6:6.1f} µs CPU per request (the case above's prompt)"
 
 
+CHOICE = """\
+version: 1
+providers:
+  llama:
+    kind: openai
+    probe: false
+    workers:
+      - {name: s1, url: "http://127.0.0.1:9/v1", server: llama.cpp, max_concurrent: 2}
+      - {name: s2, url: "http://127.0.0.2:9/v1", server: llama.cpp, max_concurrent: 2}
+      - {name: s3, url: "http://127.0.0.3:9/v1", server: llama.cpp, max_concurrent: 2}
+      - {name: s4, url: "http://127.0.0.4:9/v1", server: llama.cpp, max_concurrent: 2}
+aliases:
+  bench/agents: {chain: [llama/smollm2]}
+"""
+
+
+def choice_cost(raw: bytes, requests: int) -> str:
+    """Worker choice alone among 4 llama.cpp servers with prefix affinity and load signals on: the
+    prompt's blocks from a freshly parsed body, the four workers' costs (wait from the server's
+    reading, cached and evicted prefill at the learned prompt speed), the send noted in each one's
+    modelled cache (2 slots). Sessions rotate over 8 system prompts, so hits, misses and evictions all
+    occur. The least of five runs."""
+    from interlock.runtime.fleet.facts import FactsTable
+    from interlock.runtime.fleet.prefix import prompt_prefix
+    from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
+    from interlock.runtime.fleet.speeds import SpeedBook
+    from interlock.runtime.state.memory import MemorySlots
+    from interlock.runtime.telemetry.collector import TelemetryBook
+
+    plan = load(CHOICE)
+    facts, slots = FactsTable(), MemorySlots()
+    slots.configure(plan.workers)
+    scorer = Scorer(facts, TelemetryBook(), SpeedBook(), backend_occupancy(slots, lambda: plan.workers))
+    candidate = plan.candidates["llama/smollm2"]
+    for n, route in enumerate(candidate.routes):
+        label = route.endpoint.label
+        facts.put_load(label, ServerLoad(running=n % 3, waiting=0, slots=2, at=time.monotonic()))
+        scorer.prefixes.prefill.record(label, "smollm2", 93.0)
+        scorer.speeds.record(label, "smollm2", 20, 10**9, service_ns=5 * 10**9)
+    base = orjson.loads(raw)
+    variants = []
+    for n in range(8):
+        body = dict(base)
+        body["messages"] = [{"role": "system", "content": f"Agent {n}. " + base["messages"][0]["content"]}]
+        body["messages"] += base["messages"][1:]
+        variants.append(orjson.dumps(body))
+    routes, settings, runs = candidate.routes, plan.routing, []
+    for _ in range(5):
+        bodies = [orjson.loads(variants[i % 8]) for i in range(requests)]  # new strings: no hash cached
+        started = time.process_time()
+        for body in bodies:
+            prefix = prompt_prefix(body)
+            best = scorer.order(candidate, routes, settings, prefix=prefix)[0]
+            scorer.sent(candidate, best, prefix)
+        runs.append((time.process_time() - started) / requests)
+    return f"{'worker choice, 4 servers':28} {min(runs) * 1e6:6.1f} µs CPU per request (prefix + signals)"
+
+
 async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     """The slot guard alone (worker choice and slot admission) for four OpenAI-compatible servers with
     load signals, prefix affinity on a 4 KB shared prefix, fair queuing off (every request one share:
@@ -477,6 +537,7 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         )
     if not only or any(part in "3 workers, 4 KB shared prefix" for part in only):
         print(prefix_cost(cases["3 workers, 4 KB shared prefix"][1], requests))
+        print(choice_cost(cases["3 workers, 4 KB shared prefix"][1], requests))
     if not only or any(part in "worker choice, fair queuing" for part in only):
         shared = orjson.loads(cases["3 workers, 4 KB shared prefix"][1])
         print(await worker_choice(gateway, orjson.dumps({**shared, "model": "bench/quad"}), requests))

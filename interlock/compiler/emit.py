@@ -133,6 +133,13 @@ def _routing(ctx: CompileContext) -> dict[str, Any]:
             "max_sessions": section.sticky.max_sessions,
             "idle_ttl_ms": section.sticky.idle_ttl,
         },
+        "prefix": {
+            "enabled": section.prefix.enabled,
+            "miss": section.prefix.miss,
+            "evict": section.prefix.evict,
+            "spare_prompts": section.prefix.spare_prompts,
+            "idle_ttl_ms": section.prefix.idle_ttl,
+        },
     }
 
 

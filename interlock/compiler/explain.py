@@ -90,6 +90,8 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
             lines.append(f"  placement: {_placement(ctx, worker, candidate)}")
         if worker.server is not None:
             lines.append(f"  load signals read each probe round from it: server {worker.server}")
+    if served_by_workers:
+        lines.append(f"worker choice: {_affinity(ctx, live=kind.live_facts)}")
     if not kind.live_facts:
         return lines
     lines.append(
@@ -97,6 +99,22 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
         "context replace or cap these"
     )
     return lines
+
+
+def _affinity(ctx: CompileContext, *, live: bool) -> str:
+    """How prefix affinity and sticky sessions choose among workers (``routing.prefix``, ``.sticky``)."""
+    prefix, sticky = ctx.routing.prefix, ctx.routing.sticky.enabled
+    if not prefix.enabled:
+        pin = "; a sticky session goes to its pinned worker" if sticky else ""
+        return f"by load (routing.prefix: off){pin}"
+    cache = "one prompt a slot" + (f" + {prefix.spare_prompts} spare" if prefix.spare_prompts else "")
+    text = (
+        f"wait + {prefix.miss:g} x uncached prefill + {prefix.evict:g} x the prefill an arrival evicts "
+        f"(routing.prefix), at each worker's learned prompt speed; cache: {cache}"
+    )
+    if live:
+        text = "by load, less the prefill a cached prefix saves (routing.prefix)"
+    return text + ("; a sticky pin decides only for a prompt without blocks" if sticky else "")
 
 
 def _context(ctx: CompileContext, worker: Worker, model: str, declared: int | None) -> str:

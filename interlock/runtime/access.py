@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 
 Header = tuple[bytes, bytes]
 
+UNKEYED = "-"
+"""The tenant and key id the usage ledger writes for a request made without a key (``server.auth`` off
+or optional)."""
+
 CALLER = "interlock.caller"
 KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (read for the audit line)
 """The ASGI scope key under which ``lifecycle.admitted`` leaves the request's ``Caller`` for the
@@ -141,6 +145,10 @@ class Caller:
     """The key is ``operator: true``: it may read the operator routes (``OPERATOR_PATHS``)."""
     offered: str = ""
     """The aliases this caller may call, as a 404 lists them (worked out at load)."""
+    account: tuple[str, str] = (UNKEYED, UNKEYED)
+    """The usage ledger's (tenant, key id) of this caller (``usage.base.Account``): worked out at load."""
+    credits: bool = False
+    """Some level (the key's, its tenant's) has a budget, claimed per request (``usage.credits``)."""
     turn: Turn = COMMON
     """Where its requests wait for a slot (its key's or tenant's priority, its tenant's weight)."""
     turns: tuple[Turn, Turn] | None = None
@@ -245,6 +253,8 @@ class KeyBook:
                 budgets=_budgets(f"k:{key_id}", key.limits) + _budgets(f"t:{key.tenant}", tenant),
                 targets={name: t for name, t in targets.items() if t.candidates},
                 operator=key.operator,
+                account=(key.tenant, key_id),
+                credits=key.limits.credits > 0 or tenant.credits > 0,
                 offered=", ".join(sorted(name for name in aliases if decided[name])),
                 turn=batch if priority == "batch" else interactive,
                 turns=(interactive, batch) if key.priority_header else None,

@@ -67,13 +67,7 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.tables import Target
-from interlock.runtime.usage.credits import (
-    LEAST_OUTPUT_TOKENS,
-    account_of,
-    has_budget,
-    release_credits,
-    reserve_credits,
-)
+from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
     answer_text,
     delta_chars,
@@ -212,7 +206,9 @@ async def _handle(
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
         parsed = surface.parse(parse_object(raw))
         if parsed.native is not None and surface.forwards:
-            parsed = replace(parsed, native=forwarded(parsed.native, scope, surface.forwards))
+            native = forwarded(parsed.native, scope, surface.forwards)
+            if native is not parsed.native:  # a header to forward: else no copy of the request
+                parsed = replace(parsed, native=native)
         endpoint = record.endpoint = parsed.operation
         target = resolve(plan, parsed.model, caller_of(scope))
         if parsed.echo is None:  # no model named: answers name the default alias
@@ -229,7 +225,7 @@ async def _handle(
             caller.check(target.label)
             target = caller.targets.get(target.label, target)  # its chain without what it may not use
             cut: tuple[int, bytes] | None = None  # the output ceiling its budgets cover, and which
-            if has_budget(caller):  # before the rates: a refused request takes none of them
+            if caller.credits:  # before the rates: a refused request takes none of them
                 held = await reserve_credits(
                     services.counters, services.ledger, caller, preflight.needs, plan, target
                 )
@@ -286,7 +282,7 @@ async def _handle(
         if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
             services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
-            services.ledger.debit(account_of(record.caller), record.answered.candidate.id, tally)
+            services.ledger.debit(record.caller.account, record.answered.candidate.id, tally)
         if held is not None:  # after the debit: in this process the credits never look free
             await release_credits(services.counters, held)
         if counted:

@@ -35,9 +35,11 @@ from interlock.runtime.serving.fds import max_connections
 from interlock.runtime.tables import (
     Alias,
     Candidate,
+    Check,
     HealthSettings,
     PlacedModel,
     PlacementSettings,
+    PrefixSettings,
     PreflightSettings,
     Provider,
     RedactedHeaders,
@@ -247,6 +249,14 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         if r.sticky.enabled
         else None,
         worker_saturation={n: w.on_saturation for n, w in plan.workers.items() if w.on_saturation},
+        prefix=PrefixSettings(
+            miss=r.prefix.miss,
+            evict=r.prefix.evict,
+            spare_prompts=r.prefix.spare_prompts,
+            idle_s=r.prefix.idle_ttl_ms / 1000,
+        )
+        if r.prefix.enabled
+        else None,
     )
     return RuntimePlan(
         source=plan,
@@ -540,7 +550,25 @@ def _candidate(
         resolved_header=(server.resolved_header.lower().encode(), cid.encode()),
         relays=provider.relays,
         says_overflow=KINDS[provider.kind].says_overflow,
+        checks=checks_of(provider.kind, routes, preflight),
     )
+
+
+def checks_of(kind: str, routes: tuple[Route, ...], preflight: PreflightSettings) -> Check:
+    """The guards that can apply to a candidate (``tables.Check``): each one that can do anything for it.
+
+    The preflight's, unless it is off (both guards would return at once); worker choice and slots only
+    for a candidate served by workers (a ``base_url`` has one route, no worker, no slot limit: the
+    guard would take it as it is); what an Ollama worker is sent only for an Ollama candidate.
+    """
+    checks = Check.EVERY
+    if preflight.mode != "off":
+        checks |= Check.PREFLIGHT
+    if any(route.worker is not None for route in routes):
+        checks |= Check.WORKERS
+    if kind == "ollama":
+        checks |= Check.OLLAMA
+    return checks
 
 
 def _context_default(

@@ -28,9 +28,12 @@ A guard that answers ``DEFER`` (the context guard, for a candidate the request f
 output limit, or only by its server's own count) puts the candidate after the rest of the chain: the
 walk comes back to it once, when no later candidate answered.
 
-Each candidate's ``Admission`` is an ``async with`` block here: a slot the guards took is given back when
-the block ends, after the call, or (streams) after the caller's ``deliver`` has written the stream out,
-also on cancellation and client disconnect. No lease leaves this module.
+The guards a candidate goes through are its chain, compiled once (``guards.compiled``) and picked by the
+candidate's ``checks`` (settled at plan load): only those that can apply to it, in order.
+
+Each candidate's ``Admission`` is released in a ``finally`` here: a slot the guards took is given back
+after the call, or (streams) after the caller's ``deliver`` has written the stream out, also on
+cancellation and client disconnect. No lease leaves this module.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from interlock.runtime.errors import (
     UpstreamError,
 )
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.guards import DEFER, Admission, Guard
+from interlock.runtime.guards import DEFER, Admission, Guard, compiled
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.health import HealthBook
@@ -101,7 +104,7 @@ class Router:
         learned: Learned | None = None,
     ) -> None:
         self.health = health
-        self.guards = guards
+        self.chains = compiled(guards)  # indexed by ``Candidate.checks``: the guards that apply to it
         self.adapters = adapters
         self.metrics = metrics
         self.tracing = tracing  # spans per attempt (``--otel``), else None
@@ -134,6 +137,10 @@ class Router:
     ) -> Answered[dict[str, Any]]:
         return await self._walk(target, body, _embed, "embeddings", preflight, _as_is)
 
+    def chain(self, candidate: Candidate) -> tuple[Guard, ...]:
+        """The guards ``candidate`` goes through, in order."""
+        return self.chains[candidate.checks]
+
     def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
         """A stream broke after its first byte reached the client: count it; return its error class."""
         candidate = answered.candidate
@@ -159,7 +166,7 @@ class Router:
         deliver: Callable[[Answered[T]], Awaitable[R]],
         native: Native | None = None,
     ) -> R:
-        health, metrics = self.health, self.metrics
+        health, metrics, chains = self.health, self.metrics, self.chains
         candidates = target.candidates
         outcomes: list[CandidateOutcome] = []
         refusals: list[tuple[Candidate, CannotServe]] = []
@@ -171,16 +178,17 @@ class Router:
             if refusal is not None:  # before the guards: no slot is queued for
                 self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
                 continue
-            async with Admission(
+            admission = Admission(
                 candidate,
                 candidate.routes,
                 preflight,
                 spill=target.spill[index],
                 has_next=position + 1 < len(order),
-            ) as admission:  # the slot's owner
+            )
+            try:  # the slot's owner: given back however this ends
                 reason: str | None = None
                 try:
-                    for guard in self.guards:
+                    for guard in chains[candidate.checks]:
                         reason = await guard.admit(admission, body)
                         if reason is not None:
                             break
@@ -249,6 +257,9 @@ class Router:
                 metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
                 answered = Answered(candidate, route, result, upstream_s, queued_s, tuple(outcomes))
                 return await deliver(answered)
+            finally:
+                if admission.lease is not None:
+                    await admission.release()
         if refusals or (preflight is not None and preflight.misfits):
             unservable = _unservable(target, refusals, preflight)
             if unservable is not None:

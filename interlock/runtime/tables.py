@@ -3,6 +3,7 @@ runtime reads; built once per plan by ``plan.build_tables``, looked up per reque
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -38,6 +39,20 @@ class Route:
     live_facts: bool = False  # an Ollama worker: live metadata (/api/show, /api/ps) applies to it
 
 
+class Check(enum.IntFlag):
+    """What a guard checks, by what must hold of a candidate for the guard to apply to it at all.
+
+    ``Candidate.checks`` holds those that hold of it, settled at plan load (``plan.checks_of``); each
+    guard says which it is (``Guard.check``), and the router runs per candidate only the guards its
+    checks name, in their order (``guards.compiled``): one tuple indexed by ``checks`` per request.
+    """
+
+    EVERY = enum.auto()  # circuits and endpoint health: any candidate
+    PREFLIGHT = enum.auto()  # what the request needs against what it can do: unless preflight is off
+    WORKERS = enum.auto()  # worker choice and slots: a candidate served by workers
+    OLLAMA = enum.auto()  # what an Ollama worker is sent (num_ctx, keep_alive, think): an Ollama candidate
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A concrete ``provider/model`` with everything needed to call it."""
@@ -58,6 +73,8 @@ class Candidate:
     relays: frozenset[str] = frozenset()
     # its upstream answers an error for a prompt over its context (``kinds.ProviderKind.says_overflow``)
     says_overflow: bool = True
+    checks: Check = Check.EVERY | Check.PREFLIGHT | Check.WORKERS | Check.OLLAMA  # the guards that can
+    # apply to it (settled at plan load; by default every one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +187,16 @@ class StickySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PrefixSettings:
+    """Prefix affinity (``routing.prefix``): the weights of the cost rule in ``runtime.fleet.scoring``."""
+
+    miss: float  # x the prefill seconds of the prompt's part not cached on the worker
+    evict: float  # x the prefill seconds of the held prompt serving this one there would evict
+    spare_prompts: int  # prompts a server keeps beyond its slots (llama-server's --cache-ram)
+    idle_s: float  # a held prompt served longer ago than this costs nothing to evict
+
+
+@dataclass(frozen=True, slots=True)
 class RoutingSettings:
     """Worker scoring (``runtime.fleet.scoring``), where learned speeds are kept, sticky sessions (None:
     off)."""
@@ -180,6 +207,7 @@ class RoutingSettings:
     state_file: str | None
     sticky: StickySettings | None
     worker_saturation: Mapping[str, str]  # a worker's own on_saturation, where it sets one
+    prefix: PrefixSettings | None = None  # None: prefix affinity off
 
 
 @dataclass(frozen=True, slots=True)

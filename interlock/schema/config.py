@@ -7,9 +7,9 @@ Defaults that a user may leave out live here, so the JSON Schema documents them.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from interlock.kinds import PROVIDER_KINDS as PROVIDER_KINDS
 from interlock.schema.durations import Duration
@@ -307,6 +307,42 @@ class StickySection(_Section):
     idle_ttl: Duration = Field(1_800_000, description="A session unused this long is forgotten.")
 
 
+class PrefixSection(_Section):
+    """Prefix affinity: a request goes where its prompt's prefix is cached, valued in prefill seconds at
+    the server's learned prompt speed, against the wait there and what its arrival would evict.
+    `routing.prefix: on` / `off` is short for `{enabled: ...}`."""
+
+    enabled: bool = Field(True, description="On by default; `off` scores workers on their load alone.")
+    miss: float = Field(
+        1.0, ge=0, description="Weight of the prefill seconds of the prompt's part not cached on a worker."
+    )
+    evict: float = Field(
+        0.5,
+        ge=0,
+        description="Weight of the prefill seconds a held prompt (another session's later turns) loses "
+        "when this request takes its place in a full cache.",
+    )
+    spare_prompts: int = Field(
+        0,
+        ge=0,
+        description="Prompts a server keeps beyond one per slot (llama-server's `--cache-ram` keeps "
+        "evicted slots' prompts in memory); 0: a slot's cache is replaced by the next prompt it serves.",
+    )
+    idle_ttl: Duration = Field(
+        600_000, description="A held prompt served longer ago than this costs nothing to evict."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, data: Any) -> Any:
+        """`on`/`off` (or true/false) alone: the default weights, enabled or not."""
+        if isinstance(data, bool):
+            return {"enabled": data}
+        if data in ("on", "off"):
+            return {"enabled": data == "on"}
+        return data
+
+
 class PlacementSection(_Section):
     """Which models stay loaded where (compiled from workers' memory and models' sizes), and warm-up."""
 
@@ -346,6 +382,7 @@ class RoutingSection(_Section):
         None, description="Where learned speeds are kept across restarts (`serve --state-dir` overrides)."
     )
     sticky: StickySection = Field(default_factory=StickySection)
+    prefix: PrefixSection = Field(default_factory=PrefixSection)
     placement: PlacementSection = Field(default_factory=PlacementSection)
 
 

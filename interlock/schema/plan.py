@@ -225,6 +225,14 @@ class PlanSticky(_Frozen):
     idle_ttl_ms: int = Field(1_800_000, ge=1)
 
 
+class PlanPrefix(_Frozen):
+    enabled: bool = True
+    miss: float = Field(1.0, ge=0)
+    evict: float = Field(0.5, ge=0)
+    spare_prompts: int = Field(0, ge=0)
+    idle_ttl_ms: int = Field(600_000, ge=1)
+
+
 class PlanRouting(_Frozen):
     """Worker scoring weights and the saturation policy (see docs/runtime.md, "Choosing a worker")."""
 
@@ -234,6 +242,7 @@ class PlanRouting(_Frozen):
     on_saturation: Literal["fallback", "queue"] = "fallback"
     state_file: str | None = Field(None, description="Learned speeds are kept here; null: not kept.")
     sticky: PlanSticky = Field(default_factory=PlanSticky)
+    prefix: PlanPrefix = Field(default_factory=PlanPrefix)
 
 
 class PlanPlacedModel(_Frozen):

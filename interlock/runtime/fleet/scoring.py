@@ -61,7 +61,7 @@ from typing import Any
 from interlock.patterns import ollama_name, untagged
 from interlock.runtime.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.prefix import Prefix, PrefixIndex
+from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, Prefix, PrefixIndex
 from interlock.runtime.fleet.signals.choice import rate_server
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.state.base import SlotBackend
@@ -93,9 +93,11 @@ def backend_occupancy(slots: SlotBackend, workers: Callable[[], Mapping[str, Wor
     return occupancy
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Scored:
-    """One worker's last score for one model, with its parts (in ``PARTS`` order) and when (wall)."""
+    """One worker's last score for one model, with its parts (in ``PARTS`` order) and when (wall).
+    Written once per choice and never changed after (not frozen: a frozen dataclass's ``__init__``
+    costs a microsecond more, and one is made per worker per request)."""
 
     model: str
     score: float
@@ -107,6 +109,9 @@ class Scored:
     room_s: float = 0.0  # how long that load would wait for room (busy models, loads sent before)
     evicts_s: float = 0.0  # loads of models it would evict that no other worker holds (their next load)
     prefix_s: float = 0.0  # prefill seconds the prompt's cached prefix there would save
+    miss_s: float = 0.0  # prefill seconds of the prompt's part not cached there (OpenAI-compatible servers)
+    victim_s: float = 0.0  # prefill seconds the held prompt it would evict there cost its session
+    capacity: int | None = None  # prompts the worker's cache holds (its slots + spare), where modelled
 
     def report(self) -> dict[str, Any]:
         return {
@@ -114,6 +119,9 @@ class Scored:
             "expected_s": round(self.expected_s, 3),
             "evicts_s": round(self.evicts_s, 3),
             "prefix_s": round(self.prefix_s, 3),
+            "miss_s": round(self.miss_s, 3),
+            "victim_s": round(self.victim_s, 3),
+            "cache_prompts": self.capacity,
             "last_resort": self.last_resort,
             "score": round(self.score, 2),
             "parts": {name: round(value, 2) for name, value in zip(PARTS, self.parts, strict=True)},
@@ -187,8 +195,10 @@ class Scorer:
             key = (route.endpoint.label, candidate.facts_key)
             scored = self.last.get(route.worker)
             if prefix is not None:
-                hit = scored is not None and scored.model == key[1] and scored.prefix_s > 0
-                self.prefixes.served(key[0], key[1], prefix, hit=hit)
+                same = scored is not None and scored.model == key[1]
+                hit = same and scored is not None and scored.prefix_s > 0
+                capacity = scored.capacity if same and scored is not None else None
+                self.prefixes.served(key[0], key[1], prefix, hit=hit, capacity=capacity, now=now)
             self._sent.pop(key, None)
             self._sent[key] = now
             if len(self._sent) > MAX_SENT:
@@ -289,7 +299,7 @@ class Scorer:
         if worker is None:
             return (False, 0.0, 0.0)
         if not route.live_facts:  # an OpenAI-compatible server: see fleet.signals.choice
-            return self._rate_server(route, worker, candidate, settings, fleet_service, line_ahead)
+            return self._rate_server(route, worker, candidate, settings, fleet_service, line_ahead, prefix)
         w = settings.weights
         label, model = route.endpoint.label, candidate.facts_key
         facts = self.facts.worker(label)
@@ -357,7 +367,8 @@ class Scorer:
             expected = max(expected, ahead_s)
         last_resort = avoid > 0 or (facts.installed is not None and not installed)
         prefix_s = 0.0
-        if prefix is not None and (loaded or facts.loaded is None):  # unloaded: its cache is gone
+        if prefix is not None and settings.prefix is not None and (loaded or facts.loaded is None):
+            # unloaded: its cache is gone
             prefix_s = self.prefixes.saved_s(label, model, prefix)
         self.last[worker] = Scored(
             model,
@@ -381,19 +392,24 @@ class Scorer:
         settings: RoutingSettings,
         fleet_service: float,
         line_ahead: int | None,
+        prefix: Prefix | None = None,
     ) -> tuple[bool, float, float]:
-        """The sort key of an OpenAI-compatible worker's route (``rate_server``), kept in ``last``."""
+        """The sort key of an OpenAI-compatible worker's route (``rate_server``), kept in ``last``; with
+        a prompt and prefix affinity on, the wait plus what the prompt's prefill there costs
+        (``affinity``)."""
         label, model = route.endpoint.label, candidate.facts_key
-        free, waiting, running, _ = self.occupancy(worker, untagged(candidate.model), route.slot_limit or 1)
+        slot_limit = route.slot_limit or 1
+        free, waiting, running, _ = self.occupancy(worker, untagged(candidate.model), slot_limit)
         util = 0.0
         state = self.telemetry.workers.get(worker)
         gpu = state.gpu if state is not None else None
         if gpu is not None and gpu.utilization_percent is not None:
             util = gpu.utilization_percent / 100
+        load = self.facts.load(label)
         expected, parts = rate_server(
-            self.facts.load(label),
+            load,
             (free, waiting, running),
-            route.slot_limit or 1,
+            slot_limit,
             self.speeds.service(label, model) or fleet_service,
             line_ahead,
             settings.weights,
@@ -401,8 +417,19 @@ class Scorer:
             util,
         )
         points = sum(parts)
-        self.last[worker] = Scored(model, points, parts, self.wall(), expected)
-        return (False, expected, -points)
+        affinity = settings.prefix
+        if prefix is None or affinity is None:
+            self.last[worker] = Scored(model, points, parts, self.wall(), expected)
+            return (False, expected, -points)
+        capacity = (load.slots if load is not None and load.slots else slot_limit) + affinity.spare_prompts
+        chars, victim = self.prefixes.look(label, model, prefix, capacity, self.clock(), affinity.idle_s)
+        per_char = 1.0 / (CHARS_PER_TOKEN * self.prefixes.prefill.tokens_per_s(label, model))
+        hit_s, miss_s, victim_s = chars * per_char, (prefix.ends[-1] - chars) * per_char, victim * per_char
+        at = self.wall()
+        self.last[worker] = Scored(
+            model, points, parts, at, expected, False, 0.0, 0.0, 0.0, hit_s, miss_s, victim_s, capacity
+        )
+        return (False, expected + affinity.miss * miss_s + affinity.evict * victim_s, -points)
 
     def report(self) -> Mapping[str, dict[str, Any]]:
         return {worker: scored.report() for worker, scored in sorted(self.last.items())}

@@ -10,6 +10,12 @@ never skips and only settles what the chosen Ollama worker is sent (``num_ctx``,
 A guard may also answer ``DEFER``: the router comes back to the candidate after the rest of the chain
 (the context guard's, for a candidate the request fits only with a lowered output limit or by its
 server's own count).
+
+The chain is compiled: each guard names what must hold of a candidate for it to apply at all
+(``check``, a ``tables.Check``), the plan settles per candidate which hold (``Candidate.checks``, at
+plan load), and ``compiled`` makes, once, the chain of guards for each combination. The router runs a
+candidate's chain by one tuple index: a cloud candidate's holds neither the slot guard (no worker to
+choose, no slot) nor the Ollama options guard, and with preflight off none of the preflight's.
 """
 
 from __future__ import annotations
@@ -17,22 +23,22 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.state.base import Lease
-from interlock.runtime.tables import Candidate, Route
+from interlock.runtime.tables import Candidate, Check, Route
 
 DEFER = "defer"  # a guard's answer: try this candidate again after the rest of the chain (not a skip)
 
 
 @dataclass(slots=True)
 class Admission:
-    """What the guards settled for one candidate of one request; ``async with`` it to own its slot.
+    """What the guards settled for one candidate of one request, and the slot it holds.
 
-    The router enters it before the guards run and leaves it once the call (and, for a stream, the
-    writing of it) is over, however that ends: the one place a held slot is given back.
+    The router makes it before the guards run and calls ``release`` once the call (and, for a stream,
+    the writing of it) is over, however that ends (a ``finally``): the one place a held slot is given
+    back.
     """
 
     candidate: Candidate
@@ -47,12 +53,8 @@ class Admission:
     has_next: bool = False  # a later candidate exists (a worker's own `fallback` needs one)
     ceiling: int | None = None  # the output limit this candidate is sent, lowered to fit its window
 
-    async def __aenter__(self) -> Admission:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def release(self) -> None:
+        """Give the held slot back, if any (idempotent)."""
         lease, self.lease = self.lease, None
         if lease is not None:
             await lease.release()
@@ -61,7 +63,21 @@ class Admission:
 class Guard(abc.ABC):
     """One check before a candidate is called."""
 
+    check: ClassVar[Check] = Check.EVERY  # what must hold of a candidate for it to apply (``Check``)
+
     @abc.abstractmethod
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         """None to go on; ``DEFER`` to be asked again after the rest of the chain; else a short,
         stable reason to skip the candidate (a metric label)."""
+
+
+Chains = tuple[tuple[Guard, ...], ...]
+"""Indexed by a candidate's ``checks``: the guards of its chain, in order."""
+
+
+def compiled(guards: tuple[Guard, ...]) -> Chains:
+    """The chain of ``guards`` (in their order) for every combination of checks: those whose check holds."""
+    every = Check(0)
+    for check in Check:
+        every |= check
+    return tuple(tuple(g for g in guards if g.check & checks) for checks in range(int(every) + 1))

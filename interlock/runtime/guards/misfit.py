@@ -11,11 +11,13 @@ from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.tables import Route
+from interlock.runtime.tables import Check, Route
 
 
 class MisfitGuard(Guard):
     """A guard that compares a request's needs with what is known of each route of the candidate."""
+
+    check = Check.PREFLIGHT  # off: both would return at once
 
     def __init__(self, facts: FactsTable, metrics: Metrics) -> None:
         self.facts = facts

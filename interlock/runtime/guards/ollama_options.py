@@ -21,6 +21,7 @@ from typing import Any
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.tables import Check
 
 THINK_KEYS = ("think", "reasoning_effort")
 
@@ -30,13 +31,15 @@ KeepAlive = Callable[[str, str], int | None]
 
 
 class OllamaOptionsGuard(Guard):
+    check = Check.OLLAMA
+
     def __init__(self, facts: FactsTable, keep_alive: KeepAlive | None = None) -> None:
         self.facts = facts
         self.keep_alive = keep_alive
 
     async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         candidate, route, preflight = admission.candidate, admission.route, admission.preflight
-        if candidate.kind != "ollama" or route is None or preflight is None:
+        if route is None or preflight is None:  # only an Ollama candidate's chain holds this guard
             return None
         needs = preflight.needs
         if admission.body is not None:  # an earlier guard's copy (a lowered output limit): built on

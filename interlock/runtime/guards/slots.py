@@ -1,7 +1,11 @@
 """Choose the worker and hold a slot there: the best-scored worker; when it is full, spill or queue.
 
-With sticky sessions on, a session pinned to a worker still eligible for the request goes there
-(``runtime.fleet.sticky``); otherwise it is scored as usual and (re)pinned to the worker chosen.
+Sticky sessions and prefix affinity are one rule: where the session's cache is. With ``routing.prefix``
+on, a request whose prompt has blocks (``fleet.prefix``) is scored by what its prefill costs on each
+worker (the blocks say where its prefix is cached, so a pin adds nothing) and its session is
+(re)pinned to the worker chosen; a pin decides only for a request the blocks cannot place (no
+messages, or a prompt too short: a Responses call by ``previous_response_id``, say). With it off, a
+session pinned to a worker still eligible for the request goes there (``runtime.fleet.sticky``).
 
 The worker is the first in the order ``runtime.fleet.scoring`` gives (loaded model, free slots, queue, learned
 speed, VRAM, ...); a full worker already scores lower by the requests it would make this one wait for,
@@ -40,10 +44,12 @@ from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.state.base import SlotBackend
-from interlock.runtime.tables import Candidate, Route, RoutingSettings
+from interlock.runtime.tables import Candidate, Check, Route, RoutingSettings
 
 
 class SlotGuard(Guard):
+    check = Check.WORKERS  # a base_url's one route has no worker and no slot limit: taken as it is
+
     def __init__(
         self,
         slots: SlotBackend,
@@ -65,12 +71,13 @@ class SlotGuard(Guard):
         settings = self.settings()
         sticky, key = settings.sticky, None
         route = pinned_route = None
-        if sticky is not None and len(candidate.routes) > 1 and admission.preflight is not None:
+        several = len(candidate.routes) > 1
+        prefix = prompt_prefix(body) if several and settings.prefix is not None else None
+        if sticky is not None and several and admission.preflight is not None:
             key = session_key(candidate.id, admission.preflight.session, body, sticky.prefix_bytes)
-            pinned = self.sticky.worker(key, sticky) if key is not None else None
+            pinned = self.sticky.worker(key, sticky) if key is not None and prefix is None else None
             route = next((r for r in admission.routes if r.worker == pinned), None) if pinned else None
             pinned_route = route
-        prefix = prompt_prefix(body) if len(candidate.routes) > 1 else None  # prefix affinity
         if route is None:
             route = self.scorer.order(candidate, admission.routes, settings, prefix=prefix)[0]
         if key is not None and sticky is not None and route.worker is not None:

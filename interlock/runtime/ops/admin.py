@@ -35,6 +35,13 @@ if TYPE_CHECKING:
     from interlock.runtime.services import LiveState
     from interlock.runtime.usage.ledger import Ledger
 
+PREFIX_RULE = (
+    "a server worker's cost = expected_s (its wait) + miss x miss_s (prefill of the prompt's part not "
+    "cached there, at its learned prompt speed) + evict x victim_s (prefill the held prompt it would "
+    "evict costs that session's later turns); lowest first; a sticky pin decides only for a prompt "
+    "without blocks"
+)
+
 
 def json_response(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
@@ -377,8 +384,15 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
     learned = live.learned.report() if live.learned is not None else {}
     if learned:  # per endpoint and model: prompt speed and counts, once an answer taught them
         report["learned"] = learned
-    if len(live.scorer.prefixes):  # prefix affinity, once a prompt long enough was seen
-        report["prefix_affinity"] = live.scorer.prefixes.report()
+    affinity = plan.routing.prefix
+    if len(live.scorer.prefixes) or affinity is not None:  # the rule, and what it has seen
+        report["prefix_affinity"] = {
+            "rule": PREFIX_RULE if affinity is not None else "off: workers are scored on their load alone",
+            "weights": None
+            if affinity is None
+            else {"miss": affinity.miss, "evict": affinity.evict, "spare_prompts": affinity.spare_prompts},
+            **live.scorer.prefixes.report(),
+        }
     if plan.routing.sticky is not None:  # only when sticky sessions are on
         report["sticky_sessions"] = {"sessions": len(live.sticky), "repinned": live.sticky.repinned}
     return report

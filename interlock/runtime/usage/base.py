@@ -15,10 +15,6 @@ RowKey = tuple[str, str, str, str]
 """(day ``YYYY-MM-DD`` UTC, tenant, key id, model): one counter row of the ledger."""
 
 
-ANONYMOUS = "-"
-"""Tenant and key id of a request made without a key (``server.auth`` off or optional)."""
-
-
 class UsageStoreError(Exception):
     """The store could not be opened, written or read; the message names the store, never a password."""
 

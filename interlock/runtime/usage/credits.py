@@ -24,8 +24,9 @@ they go unused for ``IN_FLIGHT_TTL_S``: more refused, never more admitted). What
 process's ledger, which sees the others' debits at its next refresh: a request that ended gives its
 reservation back at once, so in the next ``refresh_s + flush_s`` other processes may admit against
 credits it just spent, and together pass a budget by what they admit in that time. A lost store
-reserves per process (each process, on its own view, by at most one answer). When no caller has
-credits, none of this runs (``has_budget``: a field test or two per request).
+reserves per process (each process, on its own view, by at most one answer). A caller without
+credits never reaches this module (``Caller.credits``, settled at plan load: one field test per
+request).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from interlock.runtime.guards.needs import Needs
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.counters import CallerCounters, Claim, Held
 from interlock.runtime.tables import Target
-from interlock.runtime.usage.base import ANONYMOUS, Account, Tally
+from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.ledger import Ledger, next_window
 from interlock.runtime.usage.metering import Price, price_of, tally_of
 from interlock.schema.plan import PlanAccess, PlanLimits
@@ -47,17 +48,6 @@ from interlock.schema.plan import PlanAccess, PlanLimits
 LEAST_OUTPUT_TOKENS = 1
 """The least answer a request must be able to pay for beside its prompt to be admitted (then its
 output ceiling is cut to what its credits cover)."""
-
-
-def account_of(caller: Caller) -> Account:
-    """The ledger's (tenant, key id) of a caller; ``-`` for one without a key."""
-    return (caller.tenant or ANONYMOUS, caller.key_id or ANONYMOUS)
-
-
-def has_budget(caller: Caller) -> bool:
-    """Whether any level of the caller has credits to check (most callers: a field test or two)."""
-    key, tenant = caller.key_limits, caller.tenant_limits
-    return (key is not None and key.credits > 0) or (tenant is not None and tenant.credits > 0)
 
 
 def any_budget(access: PlanAccess) -> bool:
@@ -79,9 +69,9 @@ async def reserve_credits(
     levels: list[tuple[PlanLimits, Tally, str, str]] = []
     key, tenant = caller.key_limits, caller.tenant_limits
     if key is not None and key.credits > 0:
-        levels.append((key, ledger.spent(account_of(caller)), f"k:{caller.key_id}", f"key `{caller.key_id}`"))
+        levels.append((key, ledger.spent(caller.account), f"k:{caller.key_id}", f"key `{caller.key_id}`"))
     if tenant is not None and tenant.credits > 0:
-        name = caller.tenant or ANONYMOUS
+        name = caller.account[0]
         levels.append((tenant, ledger.tenant_spent(name), f"t:{name}", f"tenant `{caller.tenant}`"))
     answer = await counters.claim(
         [_claim(limits, spent, asked, estimate, name) for limits, spent, name, _ in levels]

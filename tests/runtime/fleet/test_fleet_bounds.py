@@ -79,3 +79,22 @@ def test_the_shipped_workloads_are_what_their_names_say(fleet: ModuleType) -> No
     """The utilisation each workload is documented with (docs/benchmarks.md)."""
     busy = {name: fleet.busy(fleet.workload(11, 300, shape), 3) for name, shape in fleet.WORKLOADS.items()}
     assert busy == pytest.approx({"heavy": 0.632, "moderate": 0.316, "interactive": 0.30}, abs=0.01)
+
+
+def test_the_clairvoyant_reference_evicts_the_model_needed_furthest(fleet: ModuleType) -> None:
+    """One box of 12 GiB holding two 6 GiB models; a third comes: the one not needed again is evicted
+    (LRU would evict the one needed next), so the schedule needs one load, not two."""
+    from reference import Spec, clairvoyant
+
+    specs = {"a": Spec(6.0, 1.0, 100.0), "b": Spec(6.0, 1.0, 100.0), "c": Spec(6.0, 1.0, 100.0)}
+    jobs = [
+        fleet.Job(at_s=0.0, model="b", prompt_words=0, answer_tokens=1),  # b used last...
+        fleet.Job(at_s=1.0, model="c", prompt_words=0, answer_tokens=1),  # c must load: evict a or b?
+        fleet.Job(at_s=5.0, model="b", prompt_words=0, answer_tokens=1),  # b is needed again; a never
+    ]
+    common = {"vram_gib": 12.0, "parallel": 2, "prompt_tokens_per_s": 1000.0, "answer_cap": 10, "gain": 0.0}
+    ref = clairvoyant(jobs, 1, specs, ("a", "b"), **common)
+    assert (ref.loads, ref.evictions) == (1, 1)
+    assert ref.ttft_s == pytest.approx([0.01, 1.01, 0.01])  # c waits for its load; b is still there
+    too_small = clairvoyant(jobs, 1, specs, ("a", "b"), **{**common, "vram_gib": 6.0})
+    assert too_small.loads >= 2  # VRAM counts: with room for one model, b must come back

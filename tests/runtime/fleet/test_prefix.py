@@ -90,7 +90,7 @@ def test_the_index_finds_the_longest_run_served_per_worker_and_keeps_only_intege
     index.served("local@a", "m:latest", p2)
     assert index.matched("local@a", "m:latest", p2) == p2.ends[-1]
     assert (index.sent, index.hits) == (2, 0)  # hits are the scorer's to say (test below)
-    assert all(type(key) is int for key in index._blocks)  # hashes only: nothing of the prompt
+    assert all(type(key) is int for cache in index._caches.values() for key in cache.held)  # hashes only
     assert SYSTEM not in repr(index.report())
 
 

@@ -7,6 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from interlock.testing.fake_fleet import GIB, FakeGpuBox, sim_model
 from tests.runtime.fleet.test_serve import MODEL, REPLY, Fleet, fleets, loaded_on
 from tests.waiting import wait_until
@@ -58,3 +60,39 @@ def test_the_next_turn_of_a_conversation_goes_where_its_prefix_is_cached(
     assert report["hits"] >= 1
     assert report["prefill_tokens_per_s"]  # learned from the boxes' prompt timings
     assert "shop's orders" not in str(report)
+
+
+def test_a_cached_prefix_costs_what_llama_server_measured() -> None:
+    """Calibrated on the real server (SmolLM2-135M, one thread): 4,219 prompt tokens cold at 93 tokens/s,
+    then the same prompt plus a short turn with 4,212 of them cached: 0.15 ms a cached token. The box
+    reports its own prompt time (``prompt_eval_duration``), sped up 1000x here."""
+    import asyncio
+
+    import httpx
+
+    model = sim_model(MODEL, 0.2, prompt_tokens_per_s=93_000.0, cached_token_s=0.148e-6, tokens_per_s=1e5)
+    box = FakeGpuBox(name="llama", models=[model], vram_bytes=GIB, reply=REPLY, prefix_cache_tokens=10_000)
+    box.preload(MODEL)
+    system = {"role": "system", "content": " ".join(["w"] * 4_212)}
+
+    async def durations() -> list[float]:
+        await box.astart()
+        out = []
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                for turn in ("a b c d e f g", "a b c d e f g h"):  # 7 words, then 8: the first 4,212 cached
+                    body = {
+                        "model": MODEL,
+                        "messages": [system, {"role": "user", "content": turn}],
+                        "stream": False,
+                    }
+                    answer = (await http.post(f"{box.url}/api/chat", json=body)).json()
+                    out.append(answer["prompt_eval_duration"] / 1e9)
+        finally:
+            await box.aclose()
+        return out
+
+    cold, warm = asyncio.run(durations())
+    assert cold == pytest.approx(4_219 / 93_000.0, rel=0.01)  # 45.4 ms: 45.4 s at real speed
+    assert warm == pytest.approx(4_212 * 0.148e-6 + 8 / 93_000.0, rel=0.01)  # 0.71 ms: 0.71 s real
+    assert box.cached_tokens == 4_212
