@@ -6,9 +6,10 @@ the candidate's circuit for ``open_for``; connect failures also count towards th
 upstream's ``Retry-After``, apart from the failure streak. Any success closes both at once; an expired
 open period closes without a call (the streak stays, so the next failure re-opens at once: half-open).
 Active: probes mark an endpoint unhealthy on failure and healthy on success.
-A timeout on an endpoint that answered another call or a probe while the timed-out call ran is slow,
-not dead (a long prefill, a queue in the server's own slots): it is noted, and does not count towards
-the failure streak; only ``SLOW_FACTOR`` times ``failure_threshold`` of them in a row open the circuit.
+A timeout on an endpoint that answered another call while the timed-out call ran is slow, not dead (a
+long prefill, a queue in the server's own slots): it is noted, and does not count towards the failure
+streak; only ``SLOW_FACTOR`` times ``failure_threshold`` of them in a row open the circuit. A probe that
+answered is no such sign: a server answers its model list while one model hangs.
 
 The state survives plan reloads (keys are ids, not plan objects). Reports hold labels, times, status
 codes and short error classes only: never bodies, messages or credentials.
@@ -181,7 +182,7 @@ class HealthBook:
         spent_s: float | None = None,
     ) -> None:
         """Deterministic errors are noted but do not count: the upstream answered. A timeout of a call
-        that took ``spent_s``, on an endpoint that answered a call or a probe meanwhile, is slow, not
+        that took ``spent_s``, on an endpoint that answered another call meanwhile, is slow, not
         dead: noted (``slow_timeouts``), and only ``SLOW_FACTOR`` times the threshold of them in a row
         opens the circuit (a model that hangs while its server answers probes)."""
         state = self.candidate(cid, in_plan=in_plan)
@@ -217,13 +218,10 @@ class HealthBook:
                     self.listener(label, self.settings.open_for_s)
 
     def _working(self, label: str, since: float) -> bool:
-        """Whether the endpoint answered a call, or a probe, at or after ``since`` (wall clock)."""
+        """Whether the endpoint answered a call at or after ``since`` (wall clock); a probe does not
+        count: a server whose model hangs still answers its model list."""
         ep = self._endpoints.get(label)
-        if ep is None:
-            return False
-        answered = ep.last_success_at is not None and ep.last_success_at >= since
-        probed = ep.probe_ok and ep.last_probe_at is not None and ep.last_probe_at >= since
-        return answered or probed
+        return ep is not None and ep.last_success_at is not None and ep.last_success_at >= since
 
     # -- active updates -----------------------------------------------------------------------------
 

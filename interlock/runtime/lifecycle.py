@@ -58,7 +58,7 @@ from interlock.runtime.errors import (
     untangle,
 )
 from interlock.runtime.fleet.sticky import session_header
-from interlock.runtime.guards.needs import needs_of
+from interlock.runtime.guards.needs import chars_tokens, needs_of
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
@@ -459,7 +459,7 @@ class Exchange:
         self.watch.stop()
         end = b""
         if record.usage is None:  # the upstream sent no usage: the estimate, never zeros
-            estimate = estimated_usage(self.preflight.needs, (record.output_chars + 2) // 3)
+            estimate = estimated_usage(self.preflight.needs, chars_tokens(record.output_chars))
             usage = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created")}
             end = render_chunk({**usage, "model": cid, "choices": [], "usage": estimate})
         end += render.end()

@@ -166,11 +166,12 @@ def test_a_timeout_with_no_sign_of_life_in_its_window_counts_as_before(
     assert book.candidate_report("p/m")["slow_timeouts"] == 0
 
 
-def test_a_probe_that_answered_in_the_window_is_a_sign_of_life(book: HealthBook, clock: Clock) -> None:
+def test_a_probe_that_answered_in_the_window_is_no_sign_of_life(book: HealthBook, clock: Clock) -> None:
+    """A server answers its model list while one model hangs: only another call answering counts."""
     clock.now += 10
     book.record_probe("p", None)
     clock.now += 5
     for _ in range(SETTINGS.failure_threshold):
         book.record_failure("p/m", "p", FirstByteTimeout("slow"), spent_s=20.0)
-    assert book.candidate_block("p/m") is None
-    assert book.candidate_report("p/m")["slow_timeouts"] == 2
+    assert book.candidate_block("p/m") == "circuit_open"
+    assert book.candidate_report("p/m")["slow_timeouts"] == 0

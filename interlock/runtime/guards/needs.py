@@ -56,12 +56,17 @@ COMPLETION = frozenset({"completion"})
 EMBEDDING = frozenset({"embedding"})
 
 
+def chars_tokens(size: int) -> int:
+    """``size`` UTF-8 bytes (or characters, where only they are counted) / 3.5, rounded up."""
+    return (2 * size + 6) // 7
+
+
 def text_tokens(text: str) -> int:
     """UTF-8 bytes / 3.5, plus a sixth of the bytes beyond the first of each non-ASCII character."""
     if text.isascii():
-        return (2 * len(text) + 6) // 7
+        return chars_tokens(len(text))
     size = len(text.encode())
-    return (2 * size + 6) // 7 + (size - len(text) + 5) // 6
+    return chars_tokens(size) + (size - len(text) + 5) // 6
 
 
 def needs_of(body: dict[str, Any], endpoint: str, settings: PreflightSettings) -> Needs:

@@ -2,7 +2,7 @@
 
 The answer's ``usage`` (a stream's final usage chunk: every surface asks for one) is taken as reported.
 When the upstream reported no usage, the prompt is the preflight's estimate (``needs``: text, messages,
-tool schemas) and the completion is the answer's text by the same rule (UTF-8 bytes / 3); the row then
+tool schemas) and the completion is the answer's text by the same rule (UTF-8 bytes / 3.5); the row then
 counts the request as ``estimated``. Money is tokens times the plan's price per million tokens of the
 answering model, kept in millionths of the currency (an integer).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.guards.needs import Needs, text_tokens
+from interlock.runtime.guards.needs import Needs, chars_tokens, text_tokens
 from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def request_tally(record: RequestRecord, needs: Needs, price: Price | None) -> T
     """The tally of one answered request: a stream's usage chunk or text, or the answer's."""
     if record.stream:
         counted = reported(record.usage)
-        estimate = (record.output_chars + 2) // 3 if counted is None else 0
+        estimate = chars_tokens(record.output_chars) if counted is None else 0  # the same rule
     else:
         result = record.answered.result if record.answered is not None else None
         result = result if isinstance(result, dict) else {}
