@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 COMMANDS: Mapping[str, str] = {  # each subcommand -> the module that registers it (in --help's order)
+    "init": "interlock.commands.init",
     "compile": "interlock.commands.build",
     "lint": "interlock.commands.build",
     "explain": "interlock.commands.build",
@@ -26,6 +27,7 @@ COMMANDS: Mapping[str, str] = {  # each subcommand -> the module that registers 
     "simulate": "interlock.commands.whatif",
     "demo": "interlock.commands.demo",
     "deploy": "interlock.commands.deploy",
+    "connect": "interlock.commands.connect",
     "telemetry-sidecar": "interlock.commands.telemetry",
     "keys": "interlock.commands.keys",
     "usage": "interlock.commands.usage",

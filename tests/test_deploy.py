@@ -27,7 +27,7 @@ def deploy(out: Path, *args: str, source: Path = CONFIG) -> dict[str, Any]:
 
 
 def test_every_target_is_registered() -> None:
-    assert set(TARGETS) == {"k8s"}
+    assert set(TARGETS) == {"k8s", "prometheus-rules"}
 
 
 def test_the_manifests_are_valid_kubernetes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

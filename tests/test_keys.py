@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -64,3 +65,74 @@ def test_keys_add_operator_prints_an_operator_entry(
     assert "IL820" not in [d.code for d in ctx.sink.items]  # an operator is declared
     assert ctx.plan is not None
     assert ctx.plan.access.keys["oncall"].operator
+
+
+COMMENTED = """\
+# A team's gateway: every comment here must survive an edit.
+version: 1
+server:
+  auth: required   # callers need a key
+  alias_namespace: "t/"
+providers:
+  cloud: {kind: openai, base_url: "https://api.example.com/v1", api_key_env: CLOUD_KEY}
+tenants:
+  research:
+    description: the research team   # who
+keys:
+  # the notebook's key
+  notebook: {tenant: research, key_env: NOTEBOOK_KEY}
+aliases:
+  t/chat:
+    description: 'chat'
+    chain: [cloud/a, cloud/b]   # order matters
+"""
+
+
+def test_keys_add_write_twice_keeps_the_file_and_adds_only_the_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "interlock.yaml"
+    config.write_text(COMMENTED)
+    assert main(["keys", "add", "--tenant", "research", "--id", "ci", "--write", str(config)]) == 0
+    first = capsys.readouterr()
+    assert first.out == f"added key `ci` (tenant `research`) to {config}\n"
+    key = re.fullmatch(r"key for ci \(shown once, store it now\): (il-ci\.[A-Za-z0-9_-]{43})\n", first.err)
+    assert key is not None
+    assert key.group(1) not in config.read_text()
+    assert (
+        main(["keys", "add", "--tenant", "ops", "--id", "oncall", "--operator", "--write", str(config)]) == 0
+    )
+    capsys.readouterr()
+    after = config.read_text()
+    hashes = re.findall(r'hash: "(hmac-sha256\$[0-9a-f]{32}\$[0-9a-f]{64})"', after)
+    assert len(hashes) == 2
+    added = [
+        "  ops: {}",
+        "  ci:",
+        "    tenant: research",
+        f'    hash: "{hashes[0]}"',
+        "  oncall:",
+        "    tenant: ops",
+        f'    hash: "{hashes[1]}"',
+        "    operator: true",
+    ]
+    diff = [line for line in difflib.ndiff(COMMENTED.splitlines(), after.splitlines()) if line[:2] != "  "]
+    assert diff == [f"+ {line}" for line in added]  # nothing removed, nothing changed, in these places:
+    lines = after.splitlines()
+    assert lines.index("  ops: {}") == lines.index("    description: the research team   # who") + 1
+    assert lines.index("  ci:") == lines.index("  notebook: {tenant: research, key_env: NOTEBOOK_KEY}") + 1
+    parsed = parse_hash(hashes[0])
+    assert parsed is not None
+    assert verify(key.group(1), *parsed)
+    ctx = compile_text(tmp_path, after)
+    assert [d.code for d in ctx.sink.errors] == []
+
+
+def test_keys_add_write_refuses_an_id_already_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "interlock.yaml"
+    config.write_text(COMMENTED)
+    assert main(["keys", "add", "--tenant", "research", "--id", "notebook", "--write", str(config)]) == 1
+    assert capsys.readouterr().err == f"interlock keys add: {config} already has a key `notebook`\n"
+    assert config.read_text() == COMMENTED

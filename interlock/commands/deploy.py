@@ -1,4 +1,5 @@
-"""`deploy`: write deployment manifests for a plan (or a configuration, compiled first); nothing applied."""
+"""`deploy`: write deployment files for a plan (or a configuration, compiled first): Kubernetes manifests,
+Prometheus alerting rules; nothing is applied."""
 
 from __future__ import annotations
 
@@ -17,15 +18,26 @@ from interlock.deploy.base import DeployOptions
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "deploy",
-        help="write deployment manifests for a plan (Kubernetes); nothing is applied",
+        help="write deployment files for a plan (Kubernetes, Prometheus rules); nothing is applied",
         description=(
-            "Writes one file per resource into DIR. A new plan gets a new ConfigMap (its name carries "
-            "the plan's hash), so applying the files rolls the Deployment out."
+            "k8s writes one file per resource into DIR: a new plan gets a new ConfigMap (its name carries "
+            "the plan's hash), so applying the files rolls the Deployment out. prometheus-rules writes one "
+            "rule file, FILE: alerts per alias, worker and key with credits, compiled from the plan."
         ),
     )
-    p.add_argument("target", choices=tuple(TARGETS), help="what to write for (k8s: Kubernetes)")
+    p.add_argument(
+        "target",
+        choices=tuple(TARGETS),
+        help="what to write for (k8s: Kubernetes; prometheus-rules: Prometheus alerting rules)",
+    )
     p.add_argument("source", metavar="PLAN_OR_CONFIG", help="a compiled plan (.json) or a configuration")
-    p.add_argument("-o", "--output", metavar="DIR", required=True, help="the directory to write into")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR_OR_FILE",
+        required=True,
+        help="k8s: the directory; prometheus-rules: the file",
+    )
     p.add_argument(
         "--name", default="interlock", help="resource name and instance label (default: interlock)"
     )
@@ -52,6 +64,9 @@ def register(subparsers: Any) -> None:
 def run_deploy(args: argparse.Namespace) -> int:
     if args.replicas < 1 or args.workers < 1:
         args.parser.error("--replicas and --workers must be at least 1")
+    target = TARGETS[args.target]
+    if target.one_file:
+        return _write_one(args)
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         print(f"interlock deploy: {args.output} exists and is not a directory", file=sys.stderr)
         return 2
@@ -75,7 +90,7 @@ def run_deploy(args: argparse.Namespace) -> int:
         state_url_in_secret=args.state_url_in_secret,
         credentials_secret=args.credentials_secret,
     )
-    files = TARGETS[args.target](plan, options)
+    files = target.write(plan, options)
     try:
         if not os.path.isdir(args.output):
             os.mkdir(args.output)  # DIR itself, as asked; never its missing parents
@@ -94,4 +109,21 @@ def run_deploy(args: argparse.Namespace) -> int:
             "slot limits on its own, so a GPU may get up to that many times its limit",
             file=sys.stderr,
         )
+    return 0
+
+
+def _write_one(args: argparse.Namespace) -> int:
+    if os.path.isdir(args.output):
+        print(f"interlock deploy: {args.output} is a directory; give the file to write", file=sys.stderr)
+        return 2
+    plan = read_plan("deploy", args.source, args)
+    if plan is None:
+        return 1
+    (text,) = TARGETS[args.target].write(plan, DeployOptions()).values()
+    try:
+        write_atomically(args.output, text)
+    except OutputError as exc:
+        print(f"interlock deploy: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.output} (plan {plan.content_hash})")
     return 0

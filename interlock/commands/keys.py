@@ -28,6 +28,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="the key may read the whole fleet's state (`/ui`, `/v1/health`; docs/access.md, Routes)",
     )
+    add.add_argument(
+        "--write",
+        metavar="CONFIG",
+        help="add the entry to CONFIG's `keys:` (and the tenant to `tenants:` if it is missing) instead "
+        "of printing it; the file's comments, order and style are kept",
+    )
     add.set_defaults(handler=run_add, parser=add)
 
 
@@ -39,6 +45,8 @@ def run_add(args: argparse.Namespace) -> int:
         )
     if not args.tenant.strip():
         args.parser.error("--tenant: give the tenant's name")
+    if args.write is not None:
+        return _write(args)
     key = new_key(args.key_id)
     print(f"key for {args.key_id} (shown once, store it now): {key}", file=sys.stderr)
     print(f"  {args.key_id}:")
@@ -46,4 +54,50 @@ def run_add(args: argparse.Namespace) -> int:
     print(f'    hash: "{hash_key(key)}"')
     if args.operator:
         print("    operator: true")
+    return 0
+
+
+def _write(args: argparse.Namespace) -> int:
+    """Add the key's entry to the configuration file itself, in a round trip (nothing else changes)."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    from interlock.commands.files import OutputError, write_atomically
+    from interlock.commands.yamlfile import ConfigEditError, dump, load
+
+    path: str = args.write
+    try:
+        with open(path, encoding="utf-8") as handle:
+            yaml, data = load(handle.read())
+    except OSError as exc:
+        print(f"interlock keys add: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except ConfigEditError as exc:
+        print(f"interlock keys add: {path}: {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(data, CommentedMap):
+        print(f"interlock keys add: {path} is not a configuration (a mapping at the top)", file=sys.stderr)
+        return 1
+    for section in ("tenants", "keys"):
+        if data.get(section) is None:
+            data[section] = CommentedMap()
+    if args.key_id in data["keys"]:
+        print(f"interlock keys add: {path} already has a key `{args.key_id}`", file=sys.stderr)
+        return 1
+    if args.tenant not in data["tenants"]:
+        data["tenants"][args.tenant] = CommentedMap()
+    key = new_key(args.key_id)
+    entry = CommentedMap()
+    entry["tenant"] = args.tenant
+    entry["hash"] = DoubleQuotedScalarString(hash_key(key))
+    if args.operator:
+        entry["operator"] = True
+    data["keys"][args.key_id] = entry
+    try:
+        write_atomically(path, dump(yaml, data))
+    except OutputError as exc:
+        print(f"interlock keys add: {exc}", file=sys.stderr)
+        return 1
+    print(f"key for {args.key_id} (shown once, store it now): {key}", file=sys.stderr)
+    print(f"added key `{args.key_id}` (tenant `{args.tenant}`) to {path}")
     return 0

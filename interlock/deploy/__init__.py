@@ -1,7 +1,8 @@
-"""Deployment manifests for a plan: one module per target, one table of targets.
+"""Deployment files for a plan: one module per target, one table of targets.
 
 A target turns a ``RoutingPlan`` and ``DeployOptions`` into files (name -> text); it never talks to a
-cluster. Credentials appear only as variable names, read from a secret the operator creates.
+cluster or a Prometheus. Credentials appear only as variable names, read from a secret the operator
+creates.
 """
 
 from __future__ import annotations
@@ -18,4 +19,13 @@ def _k8s(plan: RoutingPlan, options: DeployOptions) -> Mapping[str, str]:
     return manifests(plan, options)
 
 
-TARGETS: Mapping[str, Target] = {"k8s": _k8s}
+def _prometheus_rules(plan: RoutingPlan, options: DeployOptions) -> Mapping[str, str]:
+    from interlock.deploy.prometheus import targets
+
+    return targets(plan)
+
+
+TARGETS: Mapping[str, Target] = {
+    "k8s": Target(_k8s, one_file=False),
+    "prometheus-rules": Target(_prometheus_rules, one_file=True),
+}

@@ -21,4 +21,11 @@ class DeployOptions:
     credentials_secret: str | None = None  # default: "<name>-credentials"
 
 
-Target = Callable[[RoutingPlan, DeployOptions], Mapping[str, str]]
+Write = Callable[[RoutingPlan, DeployOptions], Mapping[str, str]]
+"""A plan and the options -> file name -> text."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    write: Write
+    one_file: bool  # `-o` names the one file written, not a directory of them

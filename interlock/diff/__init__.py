@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from interlock.diff.access import access
+from interlock.diff.alerts import alerts
 from interlock.diff.aliases import aliases
 from interlock.diff.change import KINDS, Change, Classification, Section
 from interlock.diff.credentials import credentials
@@ -38,6 +39,7 @@ SECTIONS: tuple[SectionDiff, ...] = (
     placement,
     models,
     access,
+    alerts,
 )
 
 

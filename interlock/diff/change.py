@@ -136,6 +136,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("worker-saturation-changed", _W, _R, "when slots are full"),
     ("worker-server-changed", _W, _R, "server load signals"),
     ("health-changed", _H, _C, "health"),
+    ("alerts-changed", _H, _X, "Prometheus alerts"),
     ("preflight-mode-changed", _F, _R, "preflight mode"),
     ("preflight-changed", _F, _C, "preflight setting"),
     ("routing-changed", _G, _R, "worker choice"),

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
+    from interlock.schema.plan import PlanAccess
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -145,6 +146,20 @@ class LedgerCounts(Protocol):
 
     @property
     def failures(self) -> int: ...
+
+    def spent(self, account: tuple[str, str]) -> SpentTally:
+        """What the key ``(tenant, key id)`` used in the current window."""
+        ...
+
+
+class SpentTally(Protocol):
+    """What the credits gauge reads of ``usage.base.Tally``."""
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def cost_micros(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,12 +391,13 @@ class _StateCollector(Collector):
         yield from (degraded, fallbacks, info)
         yield from _audit_families(self.view.audit)
         yield from telemetry_families(self.view.telemetry)
-        yield from usage_families(self.view.ledger)
+        yield from usage_families(self.view.ledger, plan.source.access)
 
 
-def usage_families(ledger: LedgerCounts | None) -> Iterator[Metric]:
-    """The usage ledger's writer: debits waiting for a commit, commits, and store failures (families
-    without samples when there is no ledger)."""
+def usage_families(ledger: LedgerCounts | None, access: PlanAccess) -> Iterator[Metric]:
+    """The usage ledger's writer: debits waiting for a commit, commits, and store failures; the share of
+    its monthly credits each key with credits has used (families without samples when there is no
+    ledger)."""
     waiting = GaugeMetricFamily(
         "interlock_usage_waiting_debits",
         "Debits of this process not yet committed to the usage ledger (what a SIGKILL would lose).",
@@ -393,11 +409,22 @@ def usage_families(ledger: LedgerCounts | None) -> Iterator[Metric]:
         "interlock_usage_store_failures",
         "Usage ledger commits and balance refreshes that failed (the debits are kept for the next commit).",
     )
+    credits = GaugeMetricFamily(
+        "interlock_key_credits_used_ratio",
+        "Share of its monthly credits the key has used (keys with credits only; 1 or more: refused).",
+        labels=["key"],
+    )
     if ledger is not None:
         waiting.add_metric([], float(ledger.waiting))
         commits.add_metric([], float(ledger.flushes))
         failures.add_metric([], float(ledger.failures))
-    yield from (waiting, commits, failures)
+        for key_id, key in access.keys.items():
+            limits = key.limits
+            if limits.credits > 0:
+                spent = ledger.spent((key.tenant, key_id))
+                used = spent.cost_micros / 1_000_000 if limits.credits_unit == "money" else spent.tokens
+                credits.add_metric([key_id], used / limits.credits)
+    yield from (waiting, commits, failures, credits)
 
 
 def _audit_families(audit: AuditLog | None) -> tuple[Metric, ...]:

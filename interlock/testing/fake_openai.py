@@ -38,7 +38,7 @@ from interlock.testing.server import (
     Route,
     StreamAnswer,
 )
-from interlock.testing.server_load import PROMETHEUS, Reported, metrics, slots
+from interlock.testing.server_load import PROMETHEUS, Reported, llama_models, metrics, props, slots
 
 _SSE = "text/event-stream"
 
@@ -76,6 +76,7 @@ class FakeOpenAI(FakeServer):
             self._control[("GET", "/metrics")] = self._metrics
             if server == "llama.cpp":
                 self._control[("GET", "/slots")] = self._slots
+                self._control[("GET", "/props")] = self._props
 
     @property
     def base_url(self) -> str:
@@ -111,6 +112,10 @@ class FakeOpenAI(FakeServer):
     def _slots(self, incoming: Incoming) -> Answer:
         return JsonAnswer(orjson.loads(slots(self.reported)))
 
+    def _props(self, incoming: Incoming) -> Answer:
+        model = self.models[0] if self.models else "fake-model"
+        return JsonAnswer(orjson.loads(props(self.reported, model)))
+
     def _refused(self, incoming: Incoming) -> ErrorAnswer | None:
         if self.api_key is None:
             return None
@@ -132,6 +137,8 @@ class FakeOpenAI(FakeServer):
         if refused is not None:
             return refused
         names = self.models if self.models is not None else ("fake-model",)
+        if self.server == "llama.cpp":  # the server's own shape: one model, its context in `meta`
+            return JsonAnswer(llama_models(names[0]))
         data = [{"id": n, "object": "model", "created": 1700000000, "owned_by": self.name} for n in names]
         return JsonAnswer({"object": "list", "data": data})
 

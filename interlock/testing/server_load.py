@@ -78,15 +78,59 @@ def metrics(server: str, load: Reported, model: str) -> bytes:
 
 
 def slots(load: Reported, n_ctx: int = 4096) -> bytes:
-    """llama.cpp's ``/slots``: one object per slot (the fields the README shows that matter here)."""
+    """llama.cpp's ``/slots``: one object per slot, the fields the real server answers with while idle
+    (``tests/fixtures/discover/llama-server/slots.json``), ``is_processing`` for the first ``running``."""
     return orjson.dumps(
         [
-            {
-                "id": i,
-                "id_task": i if i < load.running else -1,
-                "n_ctx": n_ctx,
-                "is_processing": i < load.running,
-            }
+            {"id": i, "n_ctx": n_ctx, "speculative": False, "is_processing": i < load.running}
             for i in range(load.slots)
         ]
     )
+
+
+def props(load: Reported, model: str, n_ctx: int = 4096, tools: bool = False) -> bytes:
+    """llama.cpp's ``/props``: the fields of the real server's answer that say what it serves
+    (``tests/fixtures/discover/llama-server/props.json``): the context per slot, the slots, the model,
+    what its chat template can do; the sampling defaults, the chat template and its tokens left out."""
+    caps = dict.fromkeys(_TEMPLATE_CAPS, False) | {
+        "supports_string_content": True,
+        "supports_system_role": True,
+    }
+    caps.update(supports_tools=tools, supports_tool_calls=tools)
+    return orjson.dumps(
+        {
+            "default_generation_settings": {"params": {"n_predict": -1}, "n_ctx": n_ctx},
+            "total_slots": load.slots,
+            "model_alias": model,
+            "model_ftype": "Q4_1",
+            "model_path": f"/models/{model}.gguf",
+            "modalities": {"vision": False, "video": False, "audio": False},
+            "endpoint_slots": True,
+            "endpoint_props": False,
+            "endpoint_metrics": True,
+            "chat_template_caps": caps,
+            "build_info": "b0-unknown",
+            "is_sleeping": False,
+        }
+    )
+
+
+_TEMPLATE_CAPS = (
+    "supports_object_arguments",
+    "supports_parallel_tool_calls",
+    "supports_preserve_reasoning",
+    "supports_reasoning_effort",
+    "supports_string_content",
+    "supports_system_role",
+    "supports_tool_calls",
+    "supports_tools",
+    "supports_typed_content",
+)
+
+
+def llama_models(model: str, n_ctx: int = 4096) -> dict[str, object]:
+    """llama.cpp's ``/v1/models``: OpenAI's list, each entry with the server's ``meta`` (its ``n_ctx``)
+    (``tests/fixtures/discover/llama-server/v1_models.json``; its Ollama-style ``models`` list left out)."""
+    meta = {"vocab_type": 2, "n_ctx": n_ctx, "n_ctx_train": 8192, "n_params": 134515008, "ftype": "Q4_1"}
+    entry = {"id": model, "aliases": [model], "tags": [], "object": "model", "owned_by": "llamacpp"}
+    return {"object": "list", "data": [{**entry, "created": 1796162644, "meta": meta}]}

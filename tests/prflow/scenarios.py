@@ -216,10 +216,14 @@ def _k(*kinds: str) -> frozenset[str]:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("alias-added", _add_alias, _k("alias-added")),
-    Scenario("alias-removed", _remove_alias, _k("alias-removed")),
-    Scenario("first-choice", _swap_first_two, _k("first-choice-changed", "chain-reordered")),
-    Scenario("candidate-replaced", _replace_last, _k("candidate-added", "candidate-removed")),
+    Scenario("alias-added", _add_alias, _k("alias-added", "alerts-changed")),
+    Scenario("alias-removed", _remove_alias, _k("alias-removed", "alerts-changed")),
+    Scenario(
+        "first-choice", _swap_first_two, _k("first-choice-changed", "chain-reordered", "alerts-changed")
+    ),
+    Scenario(
+        "candidate-replaced", _replace_last, _k("candidate-added", "candidate-removed", "alerts-changed")
+    ),
     Scenario("requires-dropped", _alias("acme/vision", "requires", None), _k("requires-dropped")),
     Scenario("requires-added", _alias("acme/chat", "requires", ["tools"]), _k("requires-added")),
     Scenario(
@@ -271,6 +275,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             "credential-changed",
             "worker-removed",
             "credential-sent",
+            "alerts-changed",
         ),
     ),
     Scenario(
@@ -307,11 +312,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         _k("timeout-changed"),
     ),
     Scenario("worker-order", _swap_workers, _k("worker-order-changed")),
-    Scenario("worker-added", _add_worker, _k("worker-added")),
-    Scenario("worker-removed", _remove_worker, _k("worker-removed")),
-    Scenario("worker-moved", _move_worker, _k("worker-moved", "slots-changed")),
+    Scenario("worker-added", _add_worker, _k("worker-added", "alerts-changed")),
+    Scenario("worker-removed", _remove_worker, _k("worker-removed", "alerts-changed")),
+    Scenario("worker-moved", _move_worker, _k("worker-moved", "slots-changed", "alerts-changed")),
     Scenario("worker-url", _worker_set("gpu-b", "url", "http://10.0.0.20:11434"), _k("worker-url-changed")),
-    Scenario("profile", _worker_set("gpu-a", "profile", "rtx4090"), _k("profile-changed", "queue-changed")),
+    Scenario(
+        "profile",
+        _worker_set("gpu-a", "profile", "rtx4090"),
+        _k("profile-changed", "queue-changed", "alerts-changed"),
+    ),
     Scenario("hardware", _profile_vram, _k("hardware-changed", "placement-changed")),  # the budget too
     Scenario(
         "max-concurrent",
@@ -324,9 +333,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         "context-limit", _worker_set("gpu-a", "default_context_tokens", 4096), _k("context-limit-changed")
     ),
     Scenario(
-        "queue", _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}), _k("queue-changed")
+        "queue",
+        _worker_set("gpu-b", "queue", {"max_waiting": 4, "max_wait": "5s"}),
+        _k("queue-changed", "alerts-changed"),
     ),
-    Scenario("telemetry", _worker_set("gpu-b", "telemetry", {"nvidia_smi": True}), _k("telemetry-changed")),
+    Scenario(
+        "telemetry",
+        _worker_set("gpu-b", "telemetry", {"nvidia_smi": True}),
+        _k("telemetry-changed", "alerts-changed"),
+    ),
     Scenario(
         "worker-saturation", _worker_set("gpu-b", "on_saturation", "queue"), _k("worker-saturation-changed")
     ),
@@ -335,7 +350,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("preflight-mode", _set(("preflight", "mode"), "observe"), _k("preflight-mode-changed")),
     Scenario("preflight", _set(("preflight", "margin_percent"), 25), _k("preflight-changed")),
     Scenario(
-        "routing", _set(("routing", "avoid_vram_percent"), 80), _k("routing-changed", "placement-changed")
+        "routing",
+        _set(("routing", "avoid_vram_percent"), 80),
+        _k("routing-changed", "placement-changed", "alerts-changed"),
     ),  # placement's budgets are that share of each worker's memory
     Scenario("placement", _set(("routing", "placement"), {"warm": True}), _k("placement-changed")),
     Scenario(

@@ -75,20 +75,20 @@ BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 @pytest.mark.parametrize(
     ("name", "classes"),
     [
-        ("alias-removed", {Classification.BREAKING}),
+        ("alias-removed", {Classification.BREAKING, Classification.COSMETIC}),  # and its alerts
         ("default-alias", {Classification.BREAKING}),
         ("requires-dropped", {Classification.BREAKING}),
         ("direct-denied", {Classification.BREAKING}),
-        ("first-choice", {Classification.ROUTING}),
-        ("candidate-replaced", {Classification.ROUTING}),
-        ("alias-added", {Classification.ROUTING}),
+        ("first-choice", {Classification.ROUTING, Classification.COSMETIC}),
+        ("candidate-replaced", {Classification.ROUTING, Classification.COSMETIC}),
+        ("alias-added", {Classification.ROUTING, Classification.COSMETIC}),
         ("base-url", {Classification.ROUTING, Classification.CREDENTIALS}),
         ("base-url-same-host", {Classification.ROUTING}),
         ("key-variable", {Classification.CREDENTIALS}),
         ("slot-limit", {Classification.CAPACITY}),
         ("provider-timeout", {Classification.CAPACITY}),
         ("health", {Classification.CAPACITY}),
-        ("queue", {Classification.CAPACITY}),
+        ("queue", {Classification.CAPACITY, Classification.COSMETIC}),
         ("description", {Classification.COSMETIC}),
     ],
 )
@@ -448,6 +448,7 @@ def test_a_removed_alias_with_the_chain_of_an_added_one_looks_like_a_rename(tree
     assert [(c.kind, c.subject) for c in changes] == [
         ("alias-removed", "acme/agent"),
         ("alias-added", "acme/tools"),
+        ("alerts-changed", "prometheus-rules"),  # the alerts are named by alias
     ]
     assert changes[0].summary == (
         "alias `acme/agent` is removed: callers that still send it will get an error; "

@@ -55,6 +55,7 @@ EXPECTED = [
     ("chain-reordered", None),
     ("hardware-changed", "vram_gib"),
     ("placement-changed", "budget_gib"),  # placement's budget is a share of that memory
+    ("alerts-changed", None),  # the chain's first choice is in its fallback-rate alert
 ]
 
 
@@ -66,8 +67,9 @@ def test_the_working_tree_is_head_and_refs_ignore_it(repo: ConfigTree, capsys) -
     repo.aliases["acme/vision"]["description"] = "uncommitted"
     repo.save()
     assert diff(capsys, "--base-ref", "HEAD~1", "config.yaml")[1] == [
-        *EXPECTED,
-        ("description-changed", None),
+        *EXPECTED[:-1],
+        ("description-changed", None),  # cosmetic too, in the aliases' section: before the alerts
+        EXPECTED[-1],
     ]
     assert diff(capsys, "--base-ref", "HEAD~1", "--head-ref", "HEAD", "config.yaml")[1] == EXPECTED
     assert diff(capsys, "--base-ref", "HEAD", "config.yaml")[1] == [("description-changed", None)]
@@ -76,7 +78,7 @@ def test_the_working_tree_is_head_and_refs_ignore_it(repo: ConfigTree, capsys) -
 def test_the_text_names_the_ref(repo: ConfigTree, capsys) -> None:
     assert main(["diff", "--base-ref", "HEAD~1", "config.yaml"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first == "4 changes from config.yaml@HEAD~1 to config.yaml (2 routing, 2 capacity)"
+    assert first == "5 changes from config.yaml@HEAD~1 to config.yaml (2 routing, 2 capacity, 1 cosmetic)"
 
 
 def test_a_renamed_config_is_diffed_against_its_old_name(repo: ConfigTree, capsys) -> None:

@@ -1,0 +1,84 @@
+"""`connect`: print what a client (Claude Code, Codex, Open WebUI, an SDK, LiteLLM) needs to use an alias
+of a running gateway, with the alias's context window as the gateway reports it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from interlock.connect import CLIENTS, AliasFacts
+
+
+class Unanswered(Exception):
+    """The gateway could not say what the alias is; ``str()`` says why, ready to print."""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "connect",
+        help="print the settings a client needs to use an alias of a running gateway",
+        description=(
+            "Asks the gateway at URL about ALIAS (POST /api/show: its context window) and prints what "
+            "CLIENT needs: environment lines, a Codex config.toml part, Open WebUI's connections, a "
+            "LiteLLM model_list entry. The caller key is never printed, only the variable holding it."
+        ),
+    )
+    p.add_argument("client", choices=tuple(CLIENTS), metavar="CLIENT", help=", ".join(CLIENTS))
+    p.add_argument(
+        "--url", default="http://127.0.0.1:8080", help="the gateway (default: http://127.0.0.1:8080)"
+    )
+    p.add_argument("--alias", required=True, help="the alias the client sends as its model")
+    p.add_argument(
+        "--api-key-env",
+        default="INTERLOCK_API_KEY",
+        metavar="VARIABLE",
+        help="the variable holding your caller key (default: INTERLOCK_API_KEY; sent only when set)",
+    )
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the gateway (default: 5)")
+    p.set_defaults(handler=run_connect)
+
+
+def run_connect(args: argparse.Namespace) -> int:
+    url = args.url.rstrip("/")
+    key = os.environ.get(args.api_key_env) or None
+    try:
+        window = context_window(url, args.alias, key, args.timeout)
+    except Unanswered as exc:
+        print(f"interlock connect: {exc}", file=sys.stderr)
+        return 1
+    facts = AliasFacts(url, args.alias, window, args.api_key_env if key else None)
+    sys.stdout.write(CLIENTS[args.client](facts))
+    return 0
+
+
+def context_window(url: str, alias: str, key: str | None, timeout_s: float) -> int | None:
+    """The alias's context window (``model_info["interlock.context_length"]`` of ``POST /api/show``)."""
+    import httpx
+
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    try:
+        with httpx.Client(base_url=url, timeout=timeout_s, trust_env=False, headers=headers) as http:
+            response = http.post("/api/show", json={"model": alias})
+    except httpx.HTTPError as exc:
+        raise Unanswered(f"cannot reach {url}: {exc or type(exc).__name__}") from None
+    if response.status_code == 401:
+        raise Unanswered(
+            f"{url} answered 401: the gateway needs a caller key; put one in INTERLOCK_API_KEY "
+            "(or the variable named by --api-key-env)"
+        )
+    if response.status_code == 404:
+        raise Unanswered(
+            f"{url} has no alias `{alias}` (that this key may use); GET {url}/v1/models lists them"
+        )
+    if response.status_code != 200:
+        raise Unanswered(f"{url}/api/show answered {response.status_code}")
+    try:
+        info = response.json()["model_info"]
+    except (ValueError, KeyError, TypeError):
+        raise Unanswered(
+            f"{url}/api/show did not answer as interlock does; is this an interlock gateway?"
+        ) from None
+    window = info.get("interlock.context_length") if isinstance(info, dict) else None
+    return window if isinstance(window, int) and window > 0 else None

@@ -1,0 +1,205 @@
+"""A commented starting configuration from what ``discover`` found, as ruamel.yaml data (comments kept).
+
+One provider per server found (its workers with the slots it reports), the facts of models no worker
+reports live, and one alias per model class that can be inferred (``CLASSES``: chat, tools, vision,
+thinking, embeddings). Credentials appear only as variable names. The file is meant to pass
+``interlock lint --strict`` as written, except where the fleet cannot give an alias a second candidate
+(IL502), which the header then says.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from interlock.discover.base import Found, FoundModel
+
+NAMESPACE = "local/"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelClass:
+    alias: str
+    capability: str  # what its models must have
+    description: str
+
+
+CLASSES: tuple[ModelClass, ...] = (
+    ModelClass("chat", "completion", "Chat and completions: every chat model found"),
+    ModelClass("tools", "tools", "Tool calls (agents)"),
+    ModelClass("vision", "vision", "Images and text"),
+    ModelClass("thinking", "thinking", "Reasoning models (thinking)"),
+    ModelClass("embed", "embedding", "Embeddings"),
+)
+
+PROVIDER_NAMES = {  # server -> the provider name it gets (a number is added for the second and later)
+    "ollama": "ollama",
+    "llama.cpp": "llamacpp",
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "openai": "compat",  # not `openai`: the server is not OpenAI's
+    "anthropic": "anthropic",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    id: str  # provider/model
+    model: FoundModel
+
+
+def starter(found: Sequence[Found], command: str) -> tuple[CommentedMap, list[str]]:
+    """The configuration and the variables it reads (to be set before `interlock serve`)."""
+    config = CommentedMap()
+    config["version"] = 1
+    providers = CommentedMap()
+    facts = CommentedMap()
+    candidates: list[Candidate] = []
+    variables: list[str] = []
+    commented: list[str] = []
+    names: dict[str, int] = {}
+    for server in found:
+        base = PROVIDER_NAMES[server.signals or server.kind]
+        names[base] = names.get(base, 0) + 1
+        name = base if names[base] == 1 else f"{base}{names[base]}"
+        if server.kind == "anthropic":
+            commented.append(_anthropic_note(server, name))
+            continue
+        providers[name] = _provider(server, name, variables)
+        providers.yaml_set_comment_before_after_key(name, before=f"{server.server} at {server.url}", indent=2)
+        for model in server.models:
+            cid = f"{name}/{model.name}"
+            candidates.append(Candidate(cid, model))
+            if server.kind != "ollama" and (model.context_tokens or model.capabilities):
+                facts[cid] = _facts(model)
+    aliases, single, alone = _aliases(candidates)
+    header = [
+        "Written by `interlock init` as a starting point: change any value below.",
+        f"  {command}",
+        "Check it:  interlock lint <this file> --strict",
+        "Serve it:  interlock serve <this file>",
+        "Connect:   interlock connect claude-code --url http://127.0.0.1:8080 --alias local/chat",
+    ]
+    if variables:
+        header.append("Set first: " + ", ".join(f"export {v}=..." for v in variables))
+    if single:
+        header.append(f"Aliases with one candidate ({', '.join(single)}) warn in `lint --strict` (IL502):")
+        header.append("  add a second one, e.g. a cloud provider, to fall back to.")
+    header += alone
+    for note in commented:
+        header += ["", *note.splitlines()]
+    config.yaml_set_start_comment("\n".join(header))
+    if aliases:
+        settings = CommentedMap()
+        settings["default_alias"] = (
+            f"{NAMESPACE}chat" if f"{NAMESPACE}chat" in aliases else next(iter(aliases))
+        )
+        settings["alias_namespace"] = NAMESPACE
+        config["server"] = settings
+    config["providers"] = providers
+    if facts:
+        config["models"] = facts
+        config.yaml_set_comment_before_after_key(
+            "models",
+            before="What the OpenAI-compatible servers said of their models (Ollama's are read live).",
+            indent=0,
+        )
+    config["aliases"] = aliases if aliases else CommentedMap()
+    config.yaml_set_comment_before_after_key(
+        "aliases",
+        before="One alias per model class found; a chain is tried in order, the first healthy answers.",
+        indent=0,
+    )
+    return config, variables
+
+
+def _provider(server: Found, name: str, variables: list[str]) -> CommentedMap:
+    provider = CommentedMap()
+    provider["kind"] = server.kind
+    if server.kind == "openai":
+        variable = f"{name.upper()}_KEY"  # never a vendor's variable (OPENAI_API_KEY, ...): IL117
+        variables.append(variable)
+        provider["api_key_env"] = variable
+        why = "the server's --api-key" if server.needs_key else "it asked for none: set it to any value"
+        provider.yaml_add_eol_comment(f"{why}; only the variable's name is written here", "api_key_env")
+    worker = CommentedMap()
+    worker["name"] = f"{name}-1"
+    worker["url"] = server.worker_url
+    if server.signals is not None:
+        worker["server"] = server.signals
+        worker.yaml_add_eol_comment("its own load is read each probe round", "server")
+    if server.profile is not None:
+        worker["profile"] = server.profile
+        worker.yaml_add_eol_comment(f"{'; '.join(server.notes) or 'inferred from its answers'}", "profile")
+    if server.slots is not None:
+        worker["max_concurrent"] = server.slots
+        worker.yaml_add_eol_comment("the slots it reports", "max_concurrent")
+    elif server.kind == "ollama":
+        worker["max_concurrent"] = 1
+        worker.yaml_add_eol_comment("OLLAMA_NUM_PARALLEL, if you raised it", "max_concurrent")
+    workers = CommentedSeq([worker])
+    provider["workers"] = workers
+    return provider
+
+
+def _facts(model: FoundModel) -> CommentedMap:
+    out = CommentedMap()
+    if model.capabilities:
+        out["capabilities"] = _flow(list(model.capabilities))
+    if model.context_tokens:
+        out["context_tokens"] = model.context_tokens
+    out.fa.set_flow_style()
+    return out
+
+
+def _flow(items: list[str]) -> CommentedSeq:
+    seq = CommentedSeq(items)
+    seq.fa.set_flow_style()
+    return seq
+
+
+def _has(model: FoundModel, capability: str) -> bool:
+    caps = model.capabilities
+    if caps is None:  # the server does not say: a chat model, nothing more is assumed
+        return capability == "completion"
+    return capability in caps
+
+
+def _aliases(candidates: list[Candidate]) -> tuple[CommentedMap, list[str], list[str]]:
+    """One alias per class: loaded models first, then the larger windows. A class other than chat gets
+    an alias once two models have it (one alone has nothing to fall back to: it is named instead).
+    Returns the aliases, those with one candidate, and the lines naming the lone models."""
+    ordered = sorted(candidates, key=lambda c: (not c.model.loaded, -(c.model.context_tokens or 0), c.id))
+    aliases = CommentedMap()
+    single: list[str] = []
+    alone: list[str] = []
+    for cls in CLASSES:
+        chain = [c for c in ordered if _has(c.model, cls.capability)]
+        if not chain:
+            continue
+        if len(chain) == 1 and cls.alias != "chat":
+            alone.append(f"{cls.description}: only {chain[0].id}; an alias for it wants a second model")
+            continue
+        alias = CommentedMap()
+        alias["description"] = cls.description
+        alias["chain"] = CommentedSeq([c.id for c in chain])
+        name = NAMESPACE + cls.alias
+        aliases[name] = alias
+        if len(chain) == 1:
+            single.append(name)
+    return aliases, single, alone
+
+
+def _anthropic_note(server: Found, name: str) -> str:
+    lines = [
+        f"{server.server} at {server.url}: uncomment once you know its models (it lists none without a key)",
+        "providers:",
+        f"  {name}:",
+        "    kind: anthropic",
+        f"    base_url: {server.url}",
+        f"    api_key_env: {re.sub(r'[^A-Z0-9]', '_', name.upper())}_COMPAT_KEY",
+    ]
+    return "\n".join(lines)

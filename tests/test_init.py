@@ -1,0 +1,181 @@
+"""`interlock init --discover`: the fakes' answers become a commented configuration that lints clean
+with `--strict` and serves; nothing is sent but to the URLs given, and no credential is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from interlock.cli import main
+from interlock.discover import PROBES, discover, root_of
+from interlock.testing.fake_anthropic import FakeAnthropic
+from interlock.testing.fake_ollama import FakeOllama
+from interlock.testing.fake_openai import FakeOpenAI
+from tests.e2e.harness import Served
+
+DEAD = "http://127.0.0.1:9"  # the discard port: nothing listens there
+
+
+@dataclass
+class Fleet:
+    ollama: FakeOllama
+    llama: FakeOpenAI  # as llama-server: /props, /slots, /v1/models in its shapes
+    other: FakeOpenAI  # any OpenAI-compatible server
+    claude: FakeAnthropic
+
+    def urls(self) -> list[str]:
+        return [self.ollama.url, self.llama.base_url, self.other.url, self.claude.url]
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Fleet]:
+    ollama = FakeOllama(name="box").start()
+    llama = FakeOpenAI(name="llama", server="llama.cpp", models=["smollm2"]).start()
+    llama.reported.slots = 2
+    other = FakeOpenAI(name="studio", models=["qwen2.5-7b-instruct", "phi-4"]).start()
+    claude = FakeAnthropic(name="claude", api_key="sk-ant-upstream").start()
+    try:
+        yield Fleet(ollama, llama, other, claude)
+    finally:
+        for server in (ollama, llama, other, claude):
+            server.stop()
+
+
+def init(tmp_path: Path, urls: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
+    out = tmp_path / "interlock.yaml"
+    argv = ["init", *(part for url in urls for part in ("--discover", url)), "-o", str(out)]
+    assert main(argv) == 0
+    return out, capsys.readouterr().err
+
+
+def test_every_kind_of_server_is_recognised(fleet: Fleet) -> None:
+    found = discover([*fleet.urls(), DEAD], timeout_s=5)
+    assert [getattr(f, "server", f) for f in found] == [
+        "Ollama 0.12.6",
+        "llama-server b0-unknown",
+        "an OpenAI-compatible server",
+        "an Anthropic-compatible Messages API",
+        f"{DEAD}: does not answer",
+    ]
+    ollama, llama, other, claude = found[:4]
+    assert {m.name: (m.context_tokens, m.capabilities) for m in ollama.models} == {  # type: ignore[union-attr]
+        "llama3.2:3b": (8192, ("completion", "tools")),
+        "gemma3:12b": (131072, ("completion", "vision")),
+        "nomic-embed-text:latest": (2048, ("embedding",)),
+    }
+    assert (llama.slots, llama.signals, llama.worker_url) == (2, "llama.cpp", f"{fleet.llama.url}/v1")  # type: ignore[union-attr]
+    assert [(m.name, m.context_tokens) for m in llama.models] == [("smollm2", 4096)]  # type: ignore[union-attr]
+    assert [m.name for m in other.models] == ["qwen2.5-7b-instruct", "phi-4"]  # type: ignore[union-attr]
+    assert claude.needs_key  # type: ignore[union-attr]
+    assert len(PROBES) == 4
+
+
+def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
+    fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, err = init(tmp_path, fleet.urls(), capsys)
+    assert err.splitlines()[:6] == [
+        f"{fleet.ollama.url}: Ollama 0.12.6",
+        "  llama3.2:3b: 8192 tokens; completion, tools",
+        "  gemma3:12b: 131072 tokens; completion, vision",
+        "  nomic-embed-text:latest: 2048 tokens; embedding",
+        f"{fleet.llama.url}: llama-server b0-unknown, 2 slots",
+        "  smollm2: 4096 tokens; completion; loaded",
+    ]
+    text = out.read_text()
+    config = YAML().load(text)
+    assert list(config["providers"]) == ["ollama", "llamacpp", "compat"]  # the Anthropic one: commented
+    llama = config["providers"]["llamacpp"]
+    assert llama["api_key_env"] == "LLAMACPP_KEY"
+    assert dict(llama["workers"][0]) == {
+        "name": "llamacpp-1",
+        "url": f"{fleet.llama.url}/v1",
+        "server": "llama.cpp",
+        "max_concurrent": 2,
+    }
+    assert dict(config["models"]["llamacpp/smollm2"]) == {
+        "capabilities": ["completion"],
+        "context_tokens": 4096,
+    }
+    assert list(config["aliases"]["local/chat"]["chain"]) == [
+        "llamacpp/smollm2",  # in memory first (llama-server's one model always is), then the larger window
+        "ollama/gemma3:12b",
+        "ollama/llama3.2:3b",
+        "compat/phi-4",
+        "compat/qwen2.5-7b-instruct",
+    ]
+    assert f"# Ollama 0.12.6 at {fleet.ollama.url}\n" in text
+    assert "#     kind: anthropic\n" in text
+    assert "sk-ant-upstream" not in text
+    assert main(["lint", str(out), "--strict"]) == 0
+    assert capsys.readouterr().out == f"{out}: ok (0 errors, 0 warnings)\n"
+
+
+def test_the_written_config_serves(fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, _ = init(tmp_path, [fleet.ollama.url, fleet.other.url], capsys)
+    env = {"COMPAT_KEY": "none"}
+    served = Served(out, env, tmp_path / "serve.log")
+    try:
+        answer = served.http.post(
+            "/v1/chat/completions",
+            json={"model": "local/chat", "messages": [{"role": "user", "content": "hi"}]},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] == "Hello from box, model gemma3:12b."
+        assert answer.headers["x-interlock-resolved"] == "ollama/gemma3:12b"
+    finally:
+        served.stop()
+
+
+def test_nothing_is_sent_but_to_the_urls_given(
+    fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeOpenAI(name="proxy") as proxy:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            monkeypatch.setenv(name, proxy.url)  # a client that honoured them would go through it
+        monkeypatch.setenv("NO_PROXY", "")
+        for fake in (fleet.ollama, fleet.llama, fleet.other, fleet.claude):
+            fake.clear_requests()
+        init(tmp_path, fleet.urls(), capsys)
+        assert proxy.requests == []
+    sent = [r for fake in (fleet.ollama, fleet.llama, fleet.other, fleet.claude) for r in fake.requests]
+    assert sent
+    for request in sent:
+        assert not {"authorization", "x-api-key"} & set(request.headers)
+
+
+def test_an_existing_file_is_kept_and_no_server_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "interlock.yaml"
+    out.write_text("# mine\n")
+    assert main(["init", "--discover", DEAD, "-o", str(out)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"interlock init: {out} exists; give another -o, or --force to replace it\n"
+    )
+    assert out.read_text() == "# mine\n"
+    assert main(["init", "--discover", DEAD, "-o", str(tmp_path / "new.yaml")]) == 1
+    assert capsys.readouterr().err == (
+        f"{DEAD}: does not answer\ninterlock init: no server found; nothing written\n"
+    )
+    assert not (tmp_path / "new.yaml").exists()
+
+
+def test_a_base_url_given_with_v1_is_the_same_server() -> None:
+    assert root_of("http://10.0.0.5:8080/v1/") == root_of("http://10.0.0.5:8080") == "http://10.0.0.5:8080"
+
+
+def test_a_fleet_of_one_model_says_that_its_alias_has_nothing_to_fall_back_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeOpenAI(name="llama", server="llama.cpp", models=["smollm2"]) as llama:
+        out, _ = init(tmp_path, [llama.url], capsys)
+    text = out.read_text()
+    assert "# Aliases with one candidate (local/chat) warn in `lint --strict` (IL502)" in text
+    assert main(["lint", str(out)]) == 0  # without --strict: a warning only
+    assert "IL502" in capsys.readouterr().out
