@@ -1,4 +1,7 @@
-"""``max_tokens`` is a ceiling: the one place a request's output limit is lowered to fit a window.
+"""``max_tokens`` is a ceiling: where a request's output limit is lowered to fit a window.
+
+(The cut to what a caller's credits or token rate cover is ``surfaces.base.capped``: a second writer of
+the same limits, which also sets one where the caller sent none. Folding the two into one is owed.)
 
 A caller's output limit says the most it wants, not what it needs (Claude Code sends ``max_tokens:
 32000`` with every request, "say hi" included). Where the prompt fits a candidate's window and that
