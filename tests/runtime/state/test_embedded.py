@@ -59,10 +59,11 @@ def test_a_lost_connection_frees_its_slots_and_queue_places(server: SlotServer) 
         # only now a's second request: started before b's, it could reach the server first and take the
         # last slot, leaving b to wait out max_wait
         queued = asyncio.create_task(a.acquire("box", "x", 2, wait=True))
+        await until(lambda: "box" in server.table.pools, "the server to hear the bounds")
         await until(lambda: len(server.table.pools["box"].waiters) == 1, "a's second request to queue")
         await a.close()  # as a killed worker's socket closes
         queued.cancel()
-        await until(lambda: server.table.pools["box"].in_use == 1, "a's slot to come back")
+        await until(lambda: server.table.pools["box"].held()[0] == 1, "a's slot to come back")
         assert len(server.table.pools["box"].waiters) == 0
         assert (await b.report())["box"].per_model == {"y": 1}
         await other.release()
@@ -95,7 +96,7 @@ def test_a_server_that_goes_away_fails_waiters_over_to_the_local_table(tmp_path:
         held = await a.acquire("box", "m", 1, wait=True)
         assert held is not None
         waiting = asyncio.create_task(a.acquire("box", "m", 1, wait=True))
-        await until(lambda: slots.table.pools["box"].waiters, "the queue")
+        await until(lambda: "box" in slots.table.pools and slots.table.pools["box"].waiters, "the queue")
         slots.stop()
         lease = await asyncio.wait_for(waiting, PATIENCE_S)  # never hangs: the local table answers
         assert lease is not None
