@@ -1,15 +1,20 @@
-"""The embedded backend for ``--workers N``: the supervisor owns the slot table, workers lease over a socket.
+"""The embedded backend for ``--workers N``: the supervisor owns the queue, workers take free slots in a file.
 
-``SlotServer`` runs in the supervisor process (an event loop on a thread of its own) and holds the one
-``SlotTable`` of the host: the same fair queue (``fair.py``), timeouts and ``Retry-After`` as one
-process has.
-``EmbeddedSlots`` is the worker's side: one Unix-socket connection per worker process, requests
-multiplexed by id, one line of JSON each way.
+``SlotServer`` runs in the supervisor process (an event loop on a thread of its own) and holds the host's
+``SlotTable``: the same fair queue (``fair.py``), timeouts and ``Retry-After`` as one process has, its
+pools (``shared.SharedPool``) counting every process's slots in the slot file (``shared.py``) it
+creates beside its socket. ``EmbeddedSlots`` is the worker's side: a row of that file, where it takes a
+free slot and gives it back with no message (the common case: one byte-range lock, no round trip), and
+one Unix-socket connection, requests multiplexed by id, one line of JSON each way, for the rest: a
+request that finds its worker full (or others already waiting) queues with the server, which hands it
+a slot in fair order when one comes back.
 
-Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurrent, max_waiting,
-max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire; a waiting request
-with a tenant or a priority class adds ``tenant, weight, batch``: its place in the fair queue),
-``["r", id]`` (release, or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker
+Wire (one JSON array a line): worker -> supervisor ``["w", row]`` (its row of the file, once
+connected), ``["c", {worker: [max_concurrent, max_waiting, max_wait_s]}]`` (bounds), ``["a", id,
+worker, model, limit, wait]`` (acquire; a waiting request with a tenant or a priority class adds
+``tenant, weight, batch``: its place in the fair queue), ``["r", id]`` (release a slot the server
+handed out, or give up waiting; no answer), ``["f", worker]`` (a slot given back in the file while the
+worker's queue had waiters: hand it over; no answer), ``["s", id]`` (report); supervisor -> worker
 ``[id, "ok"]``, ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``,
 ``[id, report]``.
 Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...], hold, least]``
@@ -22,11 +27,10 @@ requests it still had in flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
-Why a socket and not shared memory: a slot held by a process that dies must come back. The kernel closes
-a dead process's socket, the server sees end-of-file and frees everything that connection held (and drops
-its queued requests) at once; a lock in shared memory held by a killed process would need the robust-
-mutex dance, and its counts would need a sweeper. The cost is one round trip on the loopback of the
-kernel per acquire (the release is written without waiting): ``bench/state_backends.py`` measures it.
+A worker that dies gives everything back: what the server handed it and its queue places when the
+kernel closes its socket, its row of the file when the kernel drops the row's lock (``shared.py``: the
+server sees the lock free and zeroes the row). Caller limits and credits still go by the socket, one
+round trip each where a caller has them (``bench/state_backends.py`` measures both).
 
 If the connection is lost (the supervisor is gone), the worker falls back to its own in-process table,
 says so in the log and in ``interlock_state_degraded``, and tries to reconnect at most once a second.
