@@ -10,7 +10,8 @@ Redis. ``--slots 0`` lists the providers by ``base_url`` instead (no slots, noth
 ``N`` in ``--workers`` it starts `interlock serve --workers N`, warms it up, and drives it with wrk
 (``--threads`` threads, ``--concurrency`` keep-alive connections, requests rotated over the aliases).
 It prints requests/s, p50 and p99 (as measured: wrk's correction undone), the gateway's CPU per request
-(every process of it, from /proc), and each figure's ratio to the first row's of the same tree (the
+(every process of it, from /proc; "of which supervisor": its own process, where the slot server runs),
+and each figure's ratio to the first row's of the same tree (the
 issue's target: with ``--workers 2`` and slots on, CPU per request at most 1.15x one worker's).
 ``--against DIR`` runs another source tree (a detached worktree of the commit before, say) beside this
 one, row by row, ``--rounds`` times over: before and after share the machine's noise alike.
@@ -39,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare import nginx_program, upstream_server
-from gateway import start_gateway, tree_cpu_seconds
+from gateway import cpu_seconds, start_gateway, tree_cpu_seconds
 from load import chat_body, run_wrk
 
 
@@ -122,7 +123,8 @@ def main() -> int:
         head = (
             f"{'tree':>{width}} | {'workers':>7} | {'req/s':>8} | {'speed-up':>8} | {'per worker':>10} | "
             f"{'p50':>8} | "
-            f"{'p99':>8} | {'CPU µs/request':>14} | {'CPU vs 1st':>10} | load average"
+            f"{'p99':>8} | {'CPU µs/request':>14} | {'CPU vs 1st':>10} | {'of which supervisor':>19} | "
+            "load average"
         )
         print(head)
         print("-" * len(head))
@@ -141,11 +143,12 @@ def main() -> int:
                     bodies=bodies,
                     threads=args.threads,
                 )
-                before = tree_cpu_seconds(gateway.pid)
+                before, own = tree_cpu_seconds(gateway.pid), cpu_seconds(gateway.pid)
                 result = run_wrk(
                     target, bodies[0], args.concurrency, seconds, bodies=bodies, threads=args.threads
                 )
                 cpu = tree_cpu_seconds(gateway.pid) - before
+                supervisor = cpu_seconds(gateway.pid) - own
             finally:
                 gateway.terminate()
                 gateway.wait(10)
@@ -153,6 +156,7 @@ def main() -> int:
             bad = result.requests - answered + sum(result.errors.values())
             rate = answered / result.seconds
             per_request = cpu / answered * 1e6 if answered else float("nan")
+            own_per_request = supervisor / answered * 1e6 if answered and workers > 1 else 0.0  # 1: none
             first = firsts.setdefault(name, (workers, rate, per_request))
             speedup = rate / first[1] if first[1] else float("nan")
             print(
@@ -160,6 +164,7 @@ def main() -> int:
                 f"{speedup * first[0] / workers:>9.2f}x | "
                 f"{result.percentile_ms(0.5):>5.2f} ms | {result.percentile_ms(0.99):>5.2f} ms | "
                 f"{per_request:>14.0f} | {per_request / first[2]:>9.2f}x | "
+                f"{own_per_request:>16.0f} µs | "
                 f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}" + (f"   ({bad} failed)" if bad else ""),
                 flush=True,
             )
