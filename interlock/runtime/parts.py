@@ -15,7 +15,7 @@ The lifespan, in order (each step stopped in reverse at shutdown):
     audit       the writer task                      what is queued written, the sink closed
     ledger      the store opened, balances read      the last debits committed (budgets need it first)
     slots       the slot store (``--workers``...)    closed
-    adapters    the upstream client opened           closed
+    upstream    the client opened, the adapters set  closed
     speeds      the state file read, kept on a timer written a last time
     reloads                                          reloads in flight cancelled
     loops       probes, telemetry, warm-up, samples  stopped (all: a test may have run a round by hand)
@@ -162,16 +162,7 @@ def build_parts(
     telemetry = TelemetryBook(wall=wall)
 
     # the fleet: what is known of the workers, and choosing one
-    adapters: dict[str, Adapter] = {}  # by kind: opened at startup (``lifespan``)
-
-    def ollama_adapter() -> OllamaAdapter | None:
-        adapter = adapters.get("ollama")
-        return adapter if isinstance(adapter, OllamaAdapter) else None
-
-    def openai_adapter() -> OpenAIAdapter | None:
-        adapter = adapters.get("openai")
-        return adapter if isinstance(adapter, OpenAIAdapter) else None
-
+    upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
     facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
     speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
     sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
@@ -195,13 +186,13 @@ def build_parts(
     learned = Learned(CountBook(), scorer.prefixes.prefill)
 
     # the background loops
-    metadata = MetadataFetcher(facts, ollama_adapter, metrics, clock)
-    signals = SignalFetcher(facts, openai_adapter, metrics, clock)
-    probe_loop = ProbeLoop(served, health, adapters, metrics, metadata, signals=signals, clock=clock)
+    metadata = MetadataFetcher(facts, upstream.ollama, metrics, clock)
+    signals = SignalFetcher(facts, upstream.openai, metrics, clock)
+    probe_loop = ProbeLoop(served, health, upstream.adapters, metrics, metadata, signals=signals, clock=clock)
     loops = Loops(
         probe_loop,
         TelemetryLoop(served, telemetry),
-        Warmer(served, placement, health, ollama_adapter, probe_loop.first_round, clock),
+        Warmer(served, placement, health, upstream.ollama, probe_loop.first_round, clock),
         Samples(slots, metrics, wall=wall),
     )
 
@@ -213,7 +204,7 @@ def build_parts(
         SlotGuard(slots, scorer, lambda: current.plan.routing, sticky, fleet, metrics, busy=probe_loop.busy),
         OllamaOptionsGuard(facts, placement.keep_alive),
     )
-    router = Router(health, guards, adapters, metrics, tracing, facts, learned)
+    router = Router(health, guards, upstream.adapters, metrics, tracing, facts, learned)
     path = getattr(source, "path", None)
     status = Status(iso_utc(wall()), str(path) if path is not None else None)
     if probes:
@@ -262,35 +253,43 @@ def build_parts(
         timeout_s=reload_timeout_s,
     )
 
+    kept = KeptSpeeds(speeds, lambda: speeds_file(state_dir, current.plan))
+    lifespan = lifespan_of(live, services, loops, reloads, upstream, kept, probes=probes)
+    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
+
+
+def lifespan_of(
+    live: LiveState,
+    services: RequestServices,
+    loops: Loops,
+    reloads: Reloads,
+    upstream: Upstream,
+    kept: KeptSpeeds,
+    *,
+    probes: bool,
+) -> Lifespan:
+    """What runs beside the requests, in the order it starts (the module docstring's table)."""
+    audit, tracing, status, ledger = services.audit, services.tracing, live.status, live.ledger
+
     async def start_ledger() -> None:
         await ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
-        if ledger.store.kind == "memory" and any_budget(current.plan.source.access):
+        if ledger.store.kind == "memory" and any_budget(live.plan.source.access):
             log.warning(
                 "usage is kept in memory only: credits hold per process and start again at every start "
                 "(give --state-dir DIR or --usage-url URL to keep them)"
             )
 
-    closing: list[Callable[[], Awaitable[None]]] = []
-
     async def open_upstream() -> None:
-        opened, close = await open_adapters(metrics)
-        adapters.update(opened)
-        closing.append(close)
-        ollama = ollama_adapter()
+        await upstream.start(services.metrics)
+        ollama = upstream.ollama()
         if ollama is not None:
-            observe_speed, observe_prefill = speeds.observe, scorer.prefixes.prefill.observe
+            observe_speed, observe_prefill = live.speeds.observe, live.scorer.prefixes.prefill.observe
 
             def observe(label: str, model: str, final: Mapping[str, Any]) -> None:
                 observe_speed(label, model, final)
                 observe_prefill(label, model, final)  # prompt timings: what a prefix-cache hit is worth
 
             ollama.speeds = observe
-
-    async def close_upstream() -> None:
-        while closing:
-            await closing.pop()()
-
-    kept = KeptSpeeds(speeds, lambda: speeds_file(state_dir, current.plan))
 
     async def start_loops() -> None:
         if probes:
@@ -319,20 +318,48 @@ def build_parts(
         if tracing is not None:
             await tracing.close()
 
-    lifespan = Lifespan(
+    return Lifespan(
         (
             Step("tracing", stop=close_tracing),
             Step("audit log", start_audit, close_audit),
             Step("usage ledger", start_ledger, ledger.close),
-            Step("slots", slots.start, slots.close),
-            Step("upstream client", open_upstream, close_upstream),
+            Step("slots", live.slots.start, live.slots.close),
+            Step("upstream client", open_upstream, upstream.stop),
             Step("learned speeds", kept.start, kept.stop),
             Step("reloads", stop=reloads.stop),
             Step("background loops", start_loops, stop_loops),
             Step("status", start_status, stop_status),
         )
     )
-    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
+
+
+class Upstream:
+    """The upstream adapters by kind (the one dictionary the router and the probes hold): empty until
+    ``start`` opens the client (``AdapterOpener``); ``stop`` closes it."""
+
+    __slots__ = ("_close", "_open", "adapters")
+
+    def __init__(self, open_adapters: AdapterOpener) -> None:
+        self.adapters: dict[str, Adapter] = {}
+        self._open = open_adapters
+        self._close: Callable[[], Awaitable[None]] | None = None
+
+    async def start(self, metrics: Metrics) -> None:
+        opened, self._close = await self._open(metrics)
+        self.adapters.update(opened)
+
+    async def stop(self) -> None:
+        close, self._close = self._close, None
+        if close is not None:
+            await close()
+
+    def ollama(self) -> OllamaAdapter | None:
+        adapter = self.adapters.get("ollama")
+        return adapter if isinstance(adapter, OllamaAdapter) else None
+
+    def openai(self) -> OpenAIAdapter | None:
+        adapter = self.adapters.get("openai")
+        return adapter if isinstance(adapter, OpenAIAdapter) else None
 
 
 def speeds_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:
