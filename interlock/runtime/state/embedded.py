@@ -366,7 +366,7 @@ class EmbeddedSlots(SlotBackend):
         self._health: HealthBook | None = None
         self._file: SlotFile | None = None  # the server's slot file, this process's row in it
         self._opened = False  # tried to open it (once: a row is this process's for its life)
-        self._entries: dict[str, int] = {}  # configured workers' entries in the file
+        self._entries: dict[str, int | None] = {}  # configured workers' entries (None: no room)
         self._cells: dict[tuple[str, str], tuple[int, int] | None] = {}  # (worker, model) entries
 
     @property
@@ -391,6 +391,9 @@ class EmbeddedSlots(SlotBackend):
             if index is not None:
                 file.bound(index, int(max_concurrent))
                 self._entries[name] = index
+            elif name not in self._entries:
+                self._entries[name] = None
+                log.warning("slot file: no room for worker %s: its slots go by the socket", name)
 
     def share_health(self, book: HealthBook) -> None:
         """Tell the other workers (through the supervisor) when an endpoint is found down or back."""
@@ -462,11 +465,14 @@ class EmbeddedSlots(SlotBackend):
 
     def _cell(self, file: SlotFile, worker: str, model: str) -> tuple[int, int] | None:
         """The file's entries for ``model`` on ``worker`` (added if new); None: the server's to count."""
-        pool = self._entries.get(worker)
+        if worker not in self._entries:  # not configured: asked of the server, which says so
+            return None
+        pool = self._entries[worker]
         index = file.model(pool, model) if pool is not None else None
         cell = (pool, index) if pool is not None and index is not None else None
-        if pool is not None:  # an unconfigured worker is asked of the server, which says so
-            self._cells[(worker, model)] = cell
+        if pool is not None and index is None:
+            log.warning("slot file: no room for model %s on %s: its slots go by the socket", model, worker)
+        self._cells[(worker, model)] = cell
         return cell
 
     def waiting(self, worker: str) -> int:

@@ -199,3 +199,30 @@ def test_tokens_held_by_requests_in_flight_count_for_the_host_until_done_or_thei
         await b.close()
 
     asyncio.run(scenario())
+
+
+def test_a_model_the_slot_file_has_no_room_for_goes_by_the_socket_under_the_same_limits(
+    server: SlotServer,
+) -> None:
+    long = "hf.co/" + "q" * 120  # past what an entry of the file holds
+    worker_limit = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        for backend in (a, b):
+            backend.configure(worker_limit)
+        by_socket = await a.acquire("box", long, 1, wait=False)  # the server counts it, in its own row
+        assert by_socket is not None
+        assert await b.acquire("box", long, 1, wait=False) is None  # its model limit holds for b
+        in_file = await b.acquire("box", "m", 2, wait=False)  # a short name: taken in the file
+        assert in_file is not None
+        assert await a.acquire("box", "x", 2, wait=False) is None  # 2 of 2: both kinds count
+        report = (await a.report())["box"]
+        assert (report.in_use, dict(report.per_model)) == (2, {long: 1, "m": 1})
+        await by_socket.release()
+        await in_file.release()
+        await until(lambda: server.table.pools["box"].held() == (0, {}), "both back")
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
