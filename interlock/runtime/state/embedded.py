@@ -318,13 +318,8 @@ class EmbeddedLease(Lease):
         cell: tuple[int, int] | None = None,
         file: SlotFile | None = None,
     ) -> None:
-        self.backend = backend
-        self.ident = ident
-        self.share = share
-        self.worker = worker
-        self.model = model
-        self.cell = cell
-        self.file = file
+        self.backend, self.share, self.worker, self.model = backend, share, worker, model
+        self.ident, self.cell, self.file = ident, cell, file
         self.released = False
         share.in_use += 1
         share.per_model[model] = share.per_model.get(model, 0) + 1

@@ -23,7 +23,7 @@ Invariants (what makes a count that several processes write trustworthy):
   process caches their indexes. A table that is full, a name too long or a platform without OFD locks
   leaves that worker or model to the server's socket (``embedded.py``'s round trip: slower, as safe).
 
-Layout (native 8-byte integers): a header, the worker entries (``POOL_ENTRY`` cells: name length, the
+Layout (native 8-byte integers): a header, the worker entries (``ENTRY`` cells: name length, the
 worker's ``max_concurrent``, its queue's length, the name), the model entries (name length, worker
 index, the name), a claimed flag per row, then the rows (a cell per worker, then a cell per model).
 """
@@ -45,18 +45,17 @@ from interlock.runtime.state.pool import SlotLease, SlotPool, Waiter
 ROWS = 64  # processes that can take slots here at once (the supervisor and its workers)
 POOLS = 512  # workers
 MODELS = 4096  # (worker, model) pairs
-POOL_ENTRY = 16  # cells: length, max_concurrent, waiting, 13 cells of name
-MODEL_ENTRY = 16  # cells: length, worker index, 14 cells of name
+ENTRY = 16  # cells: a worker's: length, max_concurrent, waiting, the name; a model's: length, worker, name
 MAGIC, VERSION = 0x534C4F54, 1  # "SLOT"
 RECLAIM_EVERY_S = 1.0  # the server's look for rows of dead processes (also when a connection ends)
 
 TAKEN, FULL, QUEUE = 1, 0, -1  # ``take``: a slot held; none free; waiters are ahead (ask the server)
 
 _HEADER = 16  # cells: magic, version, rows, pools, models, pools used, models used, rows in use
-_POOLS_USED, _MODELS_USED, _HIGH = 5, 6, 7
+_HIGH = 7
 _POOL_DIR = _HEADER
-_MODEL_DIR = _POOL_DIR + POOLS * POOL_ENTRY
-_CLAIMED = _MODEL_DIR + MODELS * MODEL_ENTRY
+_MODEL_DIR = _POOL_DIR + POOLS * ENTRY
+_CLAIMED = _MODEL_DIR + MODELS * ENTRY
 _COUNTS = _CLAIMED + ROWS
 _STRIDE = POOLS + MODELS
 _CELLS = _COUNTS + ROWS * _STRIDE
@@ -65,6 +64,22 @@ _LOCK_ROW = 1 << 21  # its index; the directory's and each row's lie past every 
 
 _OFD = hasattr(fcntl, "F_OFD_SETLKW")
 _FLOCK = "hhqqi4x"  # struct flock: type, whence, start, len, pid (0: an OFD lock), padding
+
+
+@dataclass(frozen=True, slots=True)
+class _Directory:
+    """One kind of entry: its first cell, the cells before a name, how many fit, the header cell that
+    counts them, the entry's cell naming its worker (0: none, a worker's own entry)."""
+
+    at: int
+    head: int
+    capacity: int
+    used: int
+    owner: int
+
+
+_WORKERS = _Directory(_POOL_DIR, 3, POOLS, 5, 0)
+_MODELS = _Directory(_MODEL_DIR, 2, MODELS, 6, 1)
 
 
 def _flock(kind: int, byte: int) -> bytes:
@@ -90,10 +105,8 @@ class SlotFile:
         self.cells = memoryview(self.map).cast("q")
         self.row = -1  # the row this process owns (``claim``)
         self.closed = False
-        self.pools: dict[str, int] = {}  # indexes of the entries this process has seen, by name
-        self.models: dict[tuple[int, str], int] = {}
-        self._seen_pools = 0
-        self._seen_models = 0
+        self._known: dict[_Directory, dict[tuple[int, str], int]] = {_WORKERS: {}, _MODELS: {}}
+        self._seen = {_WORKERS: 0, _MODELS: 0}  # entries read, of each kind
         self._lock = [_flock(fcntl.F_WRLCK, p) for p in range(POOLS)]
         self._unlock = [_flock(fcntl.F_UNLCK, p) for p in range(POOLS)]
 
@@ -147,76 +160,56 @@ class SlotFile:
 
     def pool(self, name: str) -> int | None:
         """The index of worker ``name``'s entry, added if new; None when the table has no room for it."""
-        index = self.pools.get(name)
-        if index is not None:
-            return index
-        data = name.encode()
-        if len(data) > (POOL_ENTRY - 3) * 8:
-            return None
-        with self._locked(_LOCK_DIRECTORY):
-            self._read_pools()
-            index = self.pools.get(name)
-            if index is None and self._seen_pools < POOLS:
-                index = self._add(_POOL_DIR + self._seen_pools * POOL_ENTRY, 3, data, -1, _POOLS_USED)
-                self.pools[name] = index
-                self._seen_pools += 1
-        return index
+        return self._entry(_WORKERS, -1, name)
 
     def model(self, pool: int, name: str) -> int | None:
         """The index of ``name``'s entry on worker ``pool``, added if new; None when there is no room."""
-        key = (pool, name)
-        index = self.models.get(key)
-        if index is not None:
-            return index
-        data = name.encode()
-        if len(data) > (MODEL_ENTRY - 2) * 8:
-            return None
-        with self._locked(_LOCK_DIRECTORY):
-            self._read_models()
-            index = self.models.get(key)
-            if index is None and self._seen_models < MODELS:
-                index = self._add(_MODEL_DIR + self._seen_models * MODEL_ENTRY, 2, data, pool, _MODELS_USED)
-                self.models[key] = index
-                self._seen_models += 1
-        return index
+        return self._entry(_MODELS, pool, name)
 
     def model_names(self, pool: int) -> dict[int, str]:
         """Every model entry of worker ``pool``, by index."""
         with self._locked(_LOCK_DIRECTORY):
-            self._read_models()
-        return {index: name for (p, name), index in self.models.items() if p == pool}
+            self._read(_MODELS)
+        return {index: name for (owner, name), index in self._known[_MODELS].items() if owner == pool}
 
-    def _add(self, at: int, head: int, data: bytes, pool: int, used: int) -> int:
-        """Write an entry at cell ``at`` (the directory lock held); its index."""
-        start = (at + head) * 8
-        self.map[start : start + len(data)] = data
-        if pool >= 0:
-            self.cells[at + 1] = pool
-        self.cells[at] = len(data)  # last: an entry with a length is whole
-        index = self.cells[used]
-        self.cells[used] = index + 1
+    def _entry(self, kind: _Directory, owner: int, name: str) -> int | None:
+        known, key = self._known[kind], (owner, name)
+        index = known.get(key)
+        if index is not None:
+            return index
+        data = name.encode()
+        if len(data) > (ENTRY - kind.head) * 8:
+            return None
+        with self._locked(_LOCK_DIRECTORY):
+            self._read(kind)
+            index, seen = known.get(key), self._seen[kind]
+            if index is None and seen < kind.capacity:
+                at = kind.at + seen * ENTRY
+                start = (at + kind.head) * 8
+                self.map[start : start + len(data)] = data
+                if kind.owner:
+                    self.cells[at + kind.owner] = owner
+                self.cells[at] = len(data)  # last but the count: an entry with a length is whole
+                self.cells[kind.used] = seen + 1
+                known[key] = index = seen
+                self._seen[kind] = seen + 1
         return index
 
-    def _read_pools(self) -> None:
-        for index in range(self._seen_pools, self.cells[_POOLS_USED]):
-            self.pools[self._name(_POOL_DIR + index * POOL_ENTRY, 3)] = index
-        self._seen_pools = self.cells[_POOLS_USED]
-
-    def _read_models(self) -> None:
-        for index in range(self._seen_models, self.cells[_MODELS_USED]):
-            at = _MODEL_DIR + index * MODEL_ENTRY
-            self.models[(self.cells[at + 1], self._name(at, 2))] = index
-        self._seen_models = self.cells[_MODELS_USED]
-
-    def _name(self, at: int, head: int) -> str:
-        start = (at + head) * 8
-        return bytes(self.map[start : start + self.cells[at]]).decode()
+    def _read(self, kind: _Directory) -> None:
+        """The entries other processes added since this one last looked (the directory lock held)."""
+        known = self._known[kind]
+        for index in range(self._seen[kind], self.cells[kind.used]):
+            at = kind.at + index * ENTRY
+            start = (at + kind.head) * 8
+            owner = self.cells[at + kind.owner] if kind.owner else -1
+            known[(owner, bytes(self.map[start : start + self.cells[at]]).decode())] = index
+        self._seen[kind] = self.cells[kind.used]
 
     # -- counts -------------------------------------------------------------------------------------
 
     def bound(self, pool: int, max_concurrent: int) -> None:
         """Worker ``pool``'s ``max_concurrent`` (the latest plan's: whoever configures last)."""
-        self.cells[_POOL_DIR + pool * POOL_ENTRY + 1] = max_concurrent
+        self.cells[_POOL_DIR + pool * ENTRY + 1] = max_concurrent
 
     def take(self, pool: int, model: int, limit: int) -> int:
         """``TAKEN`` (one of worker ``pool``'s slots for ``model``, under ``limit``, is now this
@@ -224,7 +217,7 @@ class SlotFile:
         cells, fd = self.cells, self.fd
         fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, self._lock[pool])
         try:
-            entry = _POOL_DIR + pool * POOL_ENTRY
+            entry = _POOL_DIR + pool * ENTRY
             if cells[entry + 2]:
                 return QUEUE
             at, on = _COUNTS + pool, _COUNTS + POOLS + model
@@ -248,7 +241,7 @@ class SlotFile:
             mine = _COUNTS + self.row * _STRIDE
             cells[mine + pool] -= 1
             cells[mine + POOLS + model] -= 1
-            return cells[_POOL_DIR + pool * POOL_ENTRY + 2] > 0
+            return cells[_POOL_DIR + pool * ENTRY + 2] > 0
         finally:
             fcntl.fcntl(fd, fcntl.F_OFD_SETLK, self._unlock[pool])
 
@@ -262,7 +255,7 @@ class SlotFile:
         return sum(self.cells[at : at + self.cells[_HIGH] * _STRIDE : _STRIDE])
 
     def max_concurrent(self, pool: int) -> int:
-        return self.cells[_POOL_DIR + pool * POOL_ENTRY + 1]
+        return self.cells[_POOL_DIR + pool * ENTRY + 1]
 
     # -- the server's part ---------------------------------------------------------------------------
 
@@ -275,7 +268,7 @@ class SlotFile:
 
     def publish(self, pool: int, waiting: int) -> None:
         """The length of worker ``pool``'s queue (the lock held)."""
-        self.cells[_POOL_DIR + pool * POOL_ENTRY + 2] = waiting
+        self.cells[_POOL_DIR + pool * ENTRY + 2] = waiting
 
     def lock(self, pool: int) -> None:
         fcntl.fcntl(self.fd, fcntl.F_OFD_SETLKW, self._lock[pool])
