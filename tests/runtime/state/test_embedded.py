@@ -219,6 +219,7 @@ def test_a_model_the_slot_file_has_no_room_for_goes_by_the_socket_under_the_same
         assert await a.acquire("box", "x", 2, wait=False) is None  # 2 of 2: both kinds count
         report = (await a.report())["box"]
         assert (report.in_use, dict(report.per_model)) == (2, {long: 1, "m": 1})
+        assert (a.local("box").in_use, dict(b.local("box").per_model)) == (1, {"m": 1})  # the metrics' shares
         await by_socket.release()
         await in_file.release()
         await until(lambda: server.table.pools["box"].held() == (0, {}), "both back")
