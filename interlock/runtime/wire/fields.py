@@ -264,27 +264,37 @@ def limited(
     out: dict[str, Any] | None = None
     found = False
     for path in fields:
-        holder: Any = body
-        for key in path[:-1]:
-            holder = holder.get(key) if isinstance(holder, Mapping) else None
-        value = holder.get(path[-1]) if isinstance(holder, Mapping) else None
+        if len(path) == 1:  # most are top-level: one lookup
+            value = body.get(path[0])
+        else:
+            holder = body.get(path[0])
+            for key in path[1:-1]:
+                holder = holder.get(key) if isinstance(holder, dict) else None
+            value = holder.get(path[-1]) if isinstance(holder, dict) else None
         if value is None:
             continue
         found = True
-        counted = type(value) is int
-        if (counted and value > ceiling) or (clamp and not (counted and value > 0)):
-            out = _put(dict(body) if out is None else out, path, ceiling)
+        if type(value) is int:
+            if value <= ceiling and (value > 0 or not clamp):
+                continue
+        elif not clamp:
+            continue
+        out = dict(body) if out is None else out
+        if len(path) == 1:
+            out[path[0]] = ceiling
+        else:
+            _put(out, path, ceiling)
     if clamp and not found and fields:
-        out = _put(dict(body) if out is None else out, fields[0], ceiling)
+        out = dict(body)  # nothing was found, so nothing was written yet
+        _put(out, fields[0], ceiling)
     return out
 
 
-def _put(body: dict[str, Any], path: Limit, value: int) -> dict[str, Any]:
-    """``body`` with ``path`` set to ``value``, each object on the way copied (or made)."""
+def _put(body: dict[str, Any], path: Limit, value: int) -> None:
+    """``path`` of ``body`` set to ``value``, each object on the way copied (or made)."""
     holder = body
     for key in path[:-1]:
         inner = holder.get(key)
-        holder[key] = inner = dict(inner) if isinstance(inner, Mapping) else {}
+        holder[key] = inner = dict(inner) if isinstance(inner, dict) else {}
         holder = inner
     holder[path[-1]] = value
-    return body
