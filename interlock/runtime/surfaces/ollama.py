@@ -331,7 +331,7 @@ async def tags(services: RequestServices, scope: Scope, receive: Receive, send: 
         {
             "name": name,
             "model": name,
-            "modified_at": services.live.loaded_at,
+            "modified_at": services.status.loaded_at,
             "size": 0,
             "digest": "",
             "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
@@ -367,7 +367,7 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         window
         for candidate in candidates
         for route in candidate.routes
-        if (window := effective_context(route, candidate, services.live.facts)[0]) is not None
+        if (window := effective_context(route, candidate, services.facts)[0]) is not None
     ]
     requires = list(entry.requires) if isinstance(entry, Alias) else []
     declared = set.intersection(*(set(c.capabilities or ()) for c in candidates)) if candidates else set()
@@ -387,7 +387,7 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
             "interlock.requires": requires,
         },
         "capabilities": capabilities,
-        "modified_at": services.live.loaded_at,
+        "modified_at": services.status.loaded_at,
     }
     await send_json(send, 200, orjson.dumps(answer), headers)
 
@@ -400,7 +400,7 @@ async def ps(services: RequestServices, scope: Scope, receive: Receive, send: Se
         for route in candidate.routes:
             if route.worker is None:
                 continue
-            loaded = services.live.facts.worker(route.endpoint.label).loaded or {}
+            loaded = services.facts.worker(route.endpoint.label).loaded or {}
             if candidate.facts_key in loaded:
                 models.append(
                     {
