@@ -49,6 +49,7 @@ from interlock.runtime.surfaces.base import (
 from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.wire import ollama as wire
 from interlock.runtime.wire.base import Native, Relayed, RelayedChunk
+from interlock.runtime.wire.fields import OUTPUT_LIMITS
 from interlock.runtime.wire.openai_chat import first_choice, reasoning
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class _Native(Surface):
 class Chat(_Native):
     """``POST /api/chat``."""
 
-    limits = (("options", "num_predict"),)
+    limits = OUTPUT_LIMITS["ollama"]
     unbounded = frozenset({-1, -2})  # Ollama's "no limit" and "fill the context"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
