@@ -1,6 +1,7 @@
-"""Running the gateway: uvicorn (uvloop + httptools) on a bound socket, SIGHUP reload, worker processes.
+"""Running the gateway: uvicorn (uvloop) on a bound socket, SIGHUP reload, worker processes.
 
-Client connections go through ``serving.connections.GuardedProtocol`` (header/body timeouts, the cap on open
+uvicorn runs the process (lifespan, signals, the graceful drain); each client connection is a
+``serving.connections.GuardedProtocol`` (HTTP/1.1 on httptools, header/body timeouts, the cap on open
 connections, WebSocket upgrades refused).
 
 One worker serves in this process. ``N`` workers are spawned processes sharing the listening socket;
@@ -99,7 +100,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     config = uvicorn.Config(
         gateway,
         loop="uvloop",
-        http=guarded_protocol(book),  # httptools, with header/body timeouts and the connection cap
+        http=guarded_protocol(book),  # our protocol on httptools: timeouts, the connection cap
         ws="none",  # a WebSocket upgrade is refused by the protocol; no WebSocket library is loaded
         lifespan="on",
         access_log=options.access_log == "text",
