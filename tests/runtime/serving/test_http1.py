@@ -6,6 +6,7 @@ what the app saw of each request (its scope and body) the same."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from typing import Any
 
@@ -189,3 +190,25 @@ def test_a_stopping_server_lets_the_answer_in_progress_finish(basic_plan: Runtim
     answer = asyncio.run(main())
     assert answer.endswith(b"\r\n\r\ndone")
     assert b"connection: close\r\n" in answer
+
+
+def test_the_access_log_line_is_uvicorns(basic_plan: RuntimePlan, caplog: pytest.LogCaptureFixture) -> None:
+    """``--access-log text``: one ``uvicorn.access`` line per request, as uvicorn wrote it."""
+    asked = (
+        request("GET", "/a%20b?x=1") + request("POST", "/b", b"{}") + request("GET", "/ten", version="1.0")
+    )
+
+    def lines(http: type[asyncio.Protocol] | str) -> list[str]:
+        caplog.clear()
+
+        async def main() -> None:
+            async with served(app, http, access_log=True) as port:
+                await exchange(port, asked)
+
+        with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+            asyncio.run(main())
+        return [r.getMessage().split(" - ", 1)[1] for r in caplog.records if r.name == "uvicorn.access"]
+
+    theirs = lines("httptools")
+    assert theirs == ['"GET /a%20b?x=1 HTTP/1.1" 200', '"POST /b HTTP/1.1" 200', '"GET /ten HTTP/1.0" 200']
+    assert lines(gateway_protocol(basic_plan)) == theirs
