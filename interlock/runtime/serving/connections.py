@@ -53,7 +53,7 @@ import re
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httptools
@@ -396,9 +396,27 @@ class Request(Disconnect):
         if self.head and not self.disconnected:
             self._write(b"")
 
-    async def send_500(self) -> None:
-        await self.send({"type": "http.response.start", "status": 500, "headers": SERVER_ERROR_HEADERS})
-        await self.send({"type": "http.response.body", "body": b"Internal Server Error"})
+    def done(self, task: asyncio.Task[None]) -> None:
+        """The app's task ended: what uvicorn does when it failed or did not answer."""
+        conn = self.conn
+        conn.server_state.tasks.discard(task)
+        failure = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if failure is not None:
+            server_log.error("Exception in ASGI application\n", exc_info=failure)
+            if self.started:
+                conn.transport.close()
+                return
+        elif self.disconnected or self.complete:
+            return
+        elif self.started:
+            server_log.error("ASGI callable returned without completing response.")
+            conn.transport.close()
+            return
+        else:
+            server_log.error("ASGI callable returned without starting response.")
+        if not self.disconnected:
+            self._start(500, SERVER_ERROR_HEADERS)
+            self._body(b"Internal Server Error", False)
 
     # -- StreamBody --------------------------------------------------------------------------------
 
@@ -440,7 +458,7 @@ class GuardedProtocol(asyncio.Protocol):
     ) -> None:
         if not config.loaded:
             config.load()
-        self.app: Callable[[Scope, Receive, Send], Awaitable[None]] = config.loaded_app
+        self.app: Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]] = config.loaded_app
         self.loop = _loop or asyncio.get_event_loop()
         self.server_state = server_state
         self.app_state = app_state
@@ -743,29 +761,11 @@ class GuardedProtocol(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------------------
 
     def _start(self, request: Request, scope: Scope) -> None:
+        """The app's task for ``request`` (uvicorn waits for these when it stops)."""
         self.answering = request
-        task = self.loop.create_task(self._run(request, scope))
-        tasks = self.server_state.tasks
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    async def _run(self, request: Request, scope: Scope) -> None:
-        """The app on one request; what uvicorn does when it fails or does not answer."""
-        try:
-            await self.app(scope, request.receive, request.send)
-        except BaseException as exc:
-            server_log.error("Exception in ASGI application\n", exc_info=exc)
-            if not request.started:
-                await request.send_500()
-            else:
-                self.transport.close()
-        else:
-            if not request.started and not request.disconnected:
-                server_log.error("ASGI callable returned without starting response.")
-                await request.send_500()
-            elif not request.complete and not request.disconnected:
-                server_log.error("ASGI callable returned without completing response.")
-                self.transport.close()
+        task = self.loop.create_task(self.app(scope, request.receive, request.send))
+        self.server_state.tasks.add(task)
+        task.add_done_callback(request.done)
 
     def on_response_complete(self, request: Request) -> None:
         """``request``'s answer is written: the next pipelined request starts, or the wait for one."""
