@@ -589,13 +589,10 @@ class GuardedProtocol(asyncio.Protocol):
         self.write_paused = True
 
     def resume_writing(self) -> None:
-        if self.write_paused:
-            self.write_paused = False
-            writable = self._writable
-            if writable is not None:
-                self._writable = None
-                if not writable.done():
-                    writable.set_result(None)
+        self.write_paused = False
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
 
     async def drain(self) -> None:
         """Return once the transport's buffer is under its low-water mark (or the client is gone)."""
