@@ -333,9 +333,9 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     from interlock.runtime.resolve import resolve
 
     plan = gateway.plan
-    guard = next(g for g in gateway.services.router.guards if isinstance(g, SlotGuard))
     target = resolve(plan, "bench/quad", ANONYMOUS)
     candidate = target.candidates[0]
+    guard = next(g for g in gateway.services.router.chain(candidate) if isinstance(g, SlotGuard))
     needs = needs_of(orjson.loads(raw), "chat", plan.preflight)
     variants = {
         "fair queuing off": COMMON,
@@ -350,10 +350,13 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
             for body in bodies:
                 preflight = Preflight(needs, plan.preflight.mode)
                 preflight.turn = turn
-                async with Admission(
+                admission = Admission(
                     candidate, candidate.routes, preflight, spill=target.spill[0], has_next=True
-                ) as admission:
+                )
+                try:  # as the router holds it: the slot given back in a ``finally``
                     assert await guard.admit(admission, body) is None
+                finally:
+                    await admission.release()
             runs[name].append((time.process_time() - started) / requests)
     off = min(runs["fair queuing off"])
     lines = [
