@@ -53,8 +53,10 @@ from interlock.apikeys import hash_key, new_key
 from interlock.commands.gateway import build_gateway
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
+from interlock.runtime.asgi import Disconnect
 from interlock.runtime.audit import AuditLog, open_sink
 from interlock.runtime.fleet.signals.base import ServerLoad
+from interlock.runtime.serving.connections import DISCONNECT
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
@@ -187,8 +189,10 @@ async def drive(
     turn_every: int = 0,
 ) -> float:
     """Seconds of CPU per request through ``gateway``'s ASGI callable; ``turn_every`` N requests, the
-    event loop gets a turn (for background work the case includes, such as the audit log's writer)."""
-    scope = {
+    event loop gets a turn (for background work the case includes, such as the audit log's writer).
+    Each request's scope holds a ``Disconnect``, as under ``interlock serve`` (its connections offer
+    one), so the disconnect watch is a callback, not a task per request."""
+    scope: dict[str, Any] = {
         "type": "http",
         "method": "POST",
         "path": "/v1/chat/completions",
@@ -216,6 +220,7 @@ async def drive(
     started = time.process_time()
     for n in range(requests):
         receive.sent = False  # type: ignore[attr-defined]
+        scope["extensions"] = {DISCONNECT: Disconnect()}  # as `interlock serve` offers one per request
         await gateway(scope, receive, send)
         if turn_every and n % turn_every == 0:
             await asyncio.sleep(0)
