@@ -28,9 +28,10 @@ from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_type
 log = logging.getLogger("interlock.requests")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Parsed:
-    """A request in the internal form, as a surface's wire module made it.
+    """A request in the internal form, as a surface's wire module made it; read-only once made (not
+    frozen: a frozen dataclass costs a microsecond per request to build; a change is a ``replace``).
 
     ``operation`` is the router's (``chat`` | ``embeddings``) and the metrics' endpoint label; ``body``
     is Chat-shaped (what the guards, the router and the adapters read; the fields each adapter takes
