@@ -96,8 +96,10 @@ def check_output_limits(body: Mapping[str, Any], fields: Sequence[Field], unboun
     not sent) is not an integer from 1 to ``MAX_OUTPUT_TOKENS`` (booleans and floats are not integers);
     ``unbounded``: the values the format gives the meaning "no ceiling" (Ollama's -1 and -2)."""
     for field_ in fields:
-        value: Any = body
-        for key in field_:
+        value: Any = body.get(field_[0])  # most requests set none: one lookup each
+        if value is None:
+            continue
+        for key in field_[1:]:
             value = value.get(key) if type(value) is dict else None
         if value is None or (type(value) is int and (0 < value <= MAX_OUTPUT_TOKENS or value in unbounded)):
             continue
