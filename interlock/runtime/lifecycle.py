@@ -484,10 +484,13 @@ def _extend(headers: list[Header], preflight: list[Header]) -> None:
 
 def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
     """``native`` with the request headers named in ``names`` (a surface's ``forwards``)."""
-    headers = {
-        name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"] if name in names
-    }
-    return Native(native.format, native.body, headers) if headers else native
+    headers: dict[str, str] | None = None  # a loop, not a comprehension: most requests have none
+    for name, value in scope["headers"]:
+        if name in names:
+            if headers is None:
+                headers = {}
+            headers[name.decode("latin-1")] = value.decode("latin-1")
+    return native if headers is None else Native(native.format, native.body, headers)
 
 
 def say_dropped(

@@ -23,9 +23,10 @@ from interlock.runtime.asgi import Header
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Native:
-    """The caller's request in its own wire format, for an upstream that speaks it (a same-format relay).
+    """The caller's request in its own wire format, for an upstream that speaks it (a same-format relay);
+    read-only once made (not frozen: one is built per request, and a frozen one costs more to build).
 
     ``format`` is a provider kind (``anthropic``, ``ollama``); ``headers`` are the provider-defined
     ones the request came with (``anthropic-beta``, ``anthropic-version``), forwarded as they are."""

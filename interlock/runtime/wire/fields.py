@@ -173,10 +173,11 @@ class Drops:
     def of(self, body: Mapping[str, Any]) -> list[str]:
         if self.carried is not None:
             out = [key for key, value in body.items() if key not in self.carried and value is not None]
+        elif self.dropped.isdisjoint(body):  # the common case: one pass in C, no list built
+            out = []
         else:
             out = [key for key, value in body.items() if key in self.dropped and value is not None]
-        options = body.get("options")
-        if self.options_kept is not None and isinstance(options, Mapping):
+        if self.options_kept is not None and isinstance(options := body.get("options"), Mapping):
             out.extend(f"options.{key}" for key in options if key not in self.options_kept)
         return out
 
