@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import orjson
@@ -44,6 +45,7 @@ from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
 MAX_ERROR_BODY = 64 * 1024
+_NONE: Mapping[str, str] = MappingProxyType({})  # no headers beyond the endpoint's encoded ones
 
 
 class LineDecoder(Protocol):
@@ -120,12 +122,14 @@ async def _start(
     method: str,
     path: str,
     payload: bytes | None,
-    first_byte_at: float,
-    total_at: float,
 ) -> Response:
-    """Send the request to ``path`` under the endpoint's URL; return a 2xx response or raise the
-    mapped error for any other status."""
-    headers: Mapping[str, str] = endpoint.headers
+    """Send the request to ``path`` under the endpoint's URL, its deadlines counted from now; return a
+    2xx response or raise the mapped error for any other status."""
+    now = asyncio.get_running_loop().time()
+    total_at = now + endpoint.total_s
+    first_byte_at = min(now + endpoint.first_byte_s, total_at)
+    lines = endpoint.lines  # None: a header that cannot be sent, which the client refuses by name
+    headers: Mapping[str, str] = _NONE if lines is not None else endpoint.headers
     traced = UPSTREAM_HEADERS.get()  # a traced attempt's traceparent; None unless --otel
     if traced is not None:
         headers = {**headers, **traced}
@@ -140,6 +144,8 @@ async def _start(
         total_at=total_at,
         pool=endpoint.label,  # a provider's connections are its own
         kind=endpoint.kind,
+        lines=lines or b"",
+        now=now,
     )
     if 200 <= response.status < 300:
         return response
@@ -177,12 +183,8 @@ async def request_bytes(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
     """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say)."""
-    sent = asyncio.get_running_loop().time()
-    total_at = sent + endpoint.total_s
     try:
-        response = await _start(
-            client, endpoint, method, path, payload, min(sent + endpoint.first_byte_s, total_at), total_at
-        )
+        response = await _start(client, endpoint, method, path, payload)
         response.answered()
         data = await _read_body(response, endpoint.max_body_bytes)
     except UpstreamError:
@@ -196,13 +198,9 @@ async def request_stream(
     client: UpstreamClient, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
 ) -> LineStream:
     """Start a streaming exchange; return once the first chunk has been decoded."""
-    sent = asyncio.get_running_loop().time()
-    total_at = sent + endpoint.total_s
     stream: LineStream | None = None
     try:
-        response = await _start(
-            client, endpoint, "POST", path, payload, min(sent + endpoint.first_byte_s, total_at), total_at
-        )
+        response = await _start(client, endpoint, "POST", path, payload)
         stream = LineStream(response, decoder, endpoint)
         await stream.prime()
     except BaseException as exc:
@@ -250,20 +248,32 @@ class LineStream(ChatStream):
 
     async def read(self) -> deque[dict[str, Any]]:
         """Every chunk decoded from the reads so far (the first one's chunks, later one read's), or an
-        empty deque at the end: one await per upstream read, not one per chunk."""
-        if not self._pending:
+        empty deque at the end: one await per upstream read, not one per chunk.
+
+        (``fill`` inline, waiting on the response's future itself: this runs once per stream chunk.)"""
+        pending = self._pending
+        if not pending:
             if self._closed and self._error is None:
-                return self._pending
-            try:  # (``_fill_or_close`` inline: this runs once per stream chunk)
-                await self.fill()
+                return pending
+            response = self._response
+            try:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                while True:
+                    data = response.take()
+                    if data is None:
+                        await response.arrival()
+                    elif self._decode(data, False):
+                        break
             except UpstreamError:
                 await self.aclose()
                 raise
             except CLIENT_EXCEPTIONS as exc:
                 await self.aclose()
                 raise _mapped(exc, self._endpoint) from exc
-        chunks, self._pending = self._pending, deque()
-        return chunks
+        self._pending = deque()
+        return pending
 
     async def _fill_or_close(self) -> None:
         """One more upstream read; a failure closes the stream and leaves as an ``UpstreamError``."""
@@ -303,36 +313,51 @@ class LineStream(ChatStream):
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        decoder, pending, response = self._decoder, self._pending, self._response
-        cap = self._endpoint.max_line_bytes
+        pending, response = self._pending, self._response
+        if self._decoder.done:
+            self._release()
+            return
+        if any(map(substantive, pending)) if priming else pending:
+            return
+        while not self._decode(await response.read(), priming):
+            pass
+
+    def _decode(self, data: bytes, priming: bool) -> bool:
+        """Decode one upstream read (``b""``: the body's end) into ``_pending``; whether to stop reading:
+        a chunk is pending (``priming``: a substantive one), the stream is over (the connection then
+        released), or an error waits behind the chunks pending."""
+        decoder, pending = self._decoder, self._pending
         try:
-            while not decoder.done and (not any(map(substantive, pending)) if priming else not pending):
-                data = await response.read()
-                if not data:
-                    if self._tail:
-                        decoder.feed(self._tail, pending)
-                        self._tail = b""
-                    decoder.end(pending)
-                    break
+            if not data:
                 if self._tail:
-                    data = self._tail + data
-                lines = data.split(b"\n")
-                self._tail = tail = lines.pop()
-                for line in lines:
-                    if len(line) > cap:
-                        raise _line_too_long(cap)
-                    decoder.feed(line, pending)
-                    if self._decoder.done:  # (not `decoder`: mypy would keep the loop's narrowing)
-                        break
-                if len(tail) > cap and not self._decoder.done:
+                    decoder.feed(self._tail, pending)
+                    self._tail = b""
+                decoder.end(pending)
+                if decoder.done or not pending:
+                    self._release()
+                return True
+            if self._tail:
+                data = self._tail + data
+            lines = data.split(b"\n")
+            self._tail = tail = lines.pop()
+            cap = self._endpoint.max_line_bytes
+            for line in lines:
+                if len(line) > cap:
                     raise _line_too_long(cap)
+                decoder.feed(line, pending)
+                if decoder.done:
+                    break
+            if len(tail) > cap and not decoder.done:
+                raise _line_too_long(cap)
         except UpstreamError as exc:
             if not pending:
                 raise
             self._error = exc
-            return
-        if decoder.done or not pending:
+            return True
+        if decoder.done:
             self._release()
+            return True
+        return any(map(substantive, pending)) if priming else bool(pending)
 
     def _release(self) -> None:
         """Back to the pool: now when the body is fully read, else once its end arrives (the response

@@ -70,9 +70,25 @@ class RelayedChunk(dict[str, Any]):
         self.raw = raw
 
 
+def header_lines(headers: Mapping[str, str]) -> bytes | None:
+    """``headers`` as HTTP/1.1 header lines (``Name: value\\r\\n`` each), or None when one holds a line
+    break or a character Latin-1 cannot carry (such a header is never sent)."""
+    lines = []
+    for name, value in headers.items():
+        if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
+            return None
+        lines.append(f"{name}: {value}\r\n")
+    try:
+        return "".join(lines).encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One place to send requests: an OpenAI-compatible base URL, or one Ollama worker."""
+    """One place to send requests: an OpenAI-compatible base URL, or one Ollama worker.
+
+    ``lines`` is ``headers`` encoded once, when the endpoint is built (``header_lines``)."""
 
     provider: str
     kind: str  # "openai" | "ollama"
@@ -86,6 +102,10 @@ class Endpoint:
     # the plan's server.max_upstream_body_bytes / max_stream_line_bytes: past them, ProtocolFailure
     max_body_bytes: int = DEFAULT_MAX_UPSTREAM_BODY_BYTES
     max_line_bytes: int = DEFAULT_MAX_STREAM_LINE_BYTES
+    lines: bytes | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lines", header_lines(self.headers))
 
 
 class ChatStream(abc.ABC):
