@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -222,7 +222,18 @@ class LineStream(ChatStream):
     timeout per read: when it fires, the next read raises TotalTimeout.
     """
 
-    __slots__ = ("_closed", "_decoder", "_endpoint", "_error", "_pending", "_response", "_tail")
+    __slots__ = (
+        "_broken",
+        "_closed",
+        "_decoder",
+        "_endpoint",
+        "_error",
+        "_full",
+        "_pending",
+        "_response",
+        "_sink",
+        "_tail",
+    )
 
     def __init__(self, response: Response, decoder: LineDecoder, endpoint: Endpoint) -> None:
         self._response = response
@@ -232,6 +243,9 @@ class LineStream(ChatStream):
         self._tail = b""
         self._error: UpstreamError | None = None
         self._closed = False
+        self._sink: Callable[[deque[dict[str, Any]]], bool] | None = None  # while ``relay`` runs
+        self._full = False  # the sink said its caller's connection is full
+        self._broken: Exception | None = None  # the sink failed (a bug): ``relay`` raises it
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self
@@ -274,6 +288,72 @@ class LineStream(ChatStream):
                 raise _mapped(exc, self._endpoint) from exc
         self._pending = deque()
         return pending
+
+    async def relay(
+        self, sink: Callable[[deque[dict[str, Any]]], bool], drain: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Hand every chunk to ``sink`` until the stream is over; its failures are ``read``'s.
+
+        Once what has arrived is handed over, the connection hands each later read to this stream in
+        its own read callback, decoded and passed to ``sink`` there: no task switch per chunk. The
+        task waits only for the end, a failure, or a full caller (``sink`` returned True): then the
+        upstream is not read until ``drain()`` returns."""
+        response = self._response
+        try:
+            while True:
+                pending = self._pending
+                if pending:
+                    self._pending = deque()
+                    if sink(pending):
+                        await drain()
+                    continue
+                if self._broken is not None:
+                    raise self._broken
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                if self._closed:
+                    return
+                data = response.take()
+                if data is not None:
+                    self._decode(data, False)
+                    continue
+                self._sink, response.sink = sink, self._pushed
+                try:
+                    await response.arrival()
+                finally:
+                    self._sink = response.sink = None
+                if self._full:
+                    self._full = False
+                    await drain()
+                    response.resume()
+        except UpstreamError:
+            await self.aclose()
+            raise
+        except CLIENT_EXCEPTIONS as exc:
+            await self.aclose()
+            raise _mapped(exc, self._endpoint) from exc
+
+    def _pushed(self, data: bytes) -> None:
+        """Body bytes, in the connection's read callback while ``relay`` waits: decoded, the chunks
+        handed to the sink at once. The end, a failure, a full sink: the relay's task is woken."""
+        response, sink = self._response, self._sink
+        assert sink is not None
+        try:
+            self._decode(data, False)
+            pending = self._pending
+            if pending:
+                self._pending = deque()
+                self._full = sink(pending)
+        except UpstreamError as exc:
+            self._error = exc
+        except Exception as exc:  # the sink's own failure (a bug): raised by the relay's task
+            self._broken = exc
+        if self._full or self._closed or self._error is not None or self._broken is not None:
+            response.sink = None  # what arrives now is buffered, for the task to read
+            if self._full:
+                response.pause()
+            response.wake()
 
     async def _fill_or_close(self) -> None:
         """One more upstream read; a failure closes the stream and leaves as an ``UpstreamError``."""

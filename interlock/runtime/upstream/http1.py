@@ -291,6 +291,10 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
+        sink = response.sink
+        if sink is not None:  # a stream being relayed: its reader takes the bytes here and now
+            sink(body)
+            return
         buffered = response._buffered + len(body)
         if response._draining or buffered > HIGH_WATER:
             response.feed(body)
@@ -353,6 +357,7 @@ class Response:
         "open_ended",
         "raw_headers",
         "received",
+        "sink",
         "status",
     )
 
@@ -364,6 +369,9 @@ class Response:
         self.keep_alive = False
         self.open_ended = False  # no length and not chunked: the body ends when the connection does
         self.received = False  # any byte of the answer
+        # set by a reader that takes body bytes as they arrive, in the connection's read callback
+        # (a stream's relay): nothing is buffered then, and only the end or a failure wakes the reader
+        self.sink: Callable[[bytes], None] | None = None
         self.headed = False
         self.interim = False
         self.done = False  # the whole message has arrived
@@ -450,6 +458,17 @@ class Response:
         self._buffer = []
         self._buffered = 0
         return buffer[0] if len(buffer) == 1 else b"".join(buffer)
+
+    def pause(self) -> None:
+        """Stop reading the connection until the next ``take`` or ``resume`` (the reader's own
+        back-pressure: whoever it relays to is full)."""
+        if not self._paused and self.conn is not None and self.conn.transport is not None:
+            self._paused = True
+            self.conn.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._paused:
+            self._resume()
 
     def error(self) -> HTTPError:
         """A copy of the exchange's failure to raise: the one kept here never gets a traceback, which

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +113,8 @@ class ChatStream(abc.ABC):
 
     Iterating yields OpenAI ``chat.completion.chunk`` dicts, the first one included, and ends after the
     upstream's last chunk (no ``[DONE]`` sentinel). ``read`` gives the same chunks, those that arrived
-    together at once (the relay writes them in one piece); use one or the other on a stream. A failure
+    together at once (the relay writes them in one piece), and ``relay`` hands them to a callback; use
+    one of them on a stream. A failure
     mid-stream raises an ``UpstreamError`` (after the chunks that arrived before it). ``aclose`` releases
     the connection; it is safe to call at any time and more than once.
     """
@@ -126,6 +127,16 @@ class ChatStream(abc.ABC):
     @abc.abstractmethod
     async def read(self) -> Sequence[dict[str, Any]]:
         """The next chunks, as many as have arrived (at least one); empty once the stream is over."""
+
+    async def relay(
+        self, sink: Callable[[Sequence[dict[str, Any]]], bool], drain: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Hand the chunks to ``sink`` (those that arrived together at once) until the stream is over,
+        awaiting ``drain()`` whenever ``sink`` returns True (its caller is full); failures as ``read``'s.
+        A stream that reads its upstream in a callback hands them over there (no task switch each)."""
+        while chunks := await self.read():
+            if sink(chunks):
+                await drain()
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...
