@@ -2,9 +2,12 @@
 
 One ``Connection`` carries one exchange at a time (no pipelining); ``UpstreamClient``
 (runtime/upstream/client.py) keeps them in a keep-alive pool per provider. A ``Response`` is handed over
-once its headers are parsed; its body is read with ``read`` (what has arrived, ``b""`` at the end) or
-``read_all``, then ``release`` returns the connection to the pool (or, when the body is not over yet,
-lets the connection discard the rest in the background and return then) and ``close`` drops it.
+once its headers are parsed; its body is read with ``read`` (what has arrived, ``b""`` at the end; or
+``take``, the same without the wait, and ``arrival``) or ``read_all``, or taken as it arrives by a
+``sink`` (a stream's relay, in the read callback), then ``release`` returns the connection to the pool
+(or, when the body is not over yet, lets the connection discard the rest in the background and return
+then) and ``close`` drops it. The answer's headers are kept as they came (``raw_headers``; only the
+framing ones are read here; ``headers``, the dict, is built when asked for).
 
 Deadlines are one timer per exchange (``loop.call_at``), never a task or an ``asyncio.timeout``: the
 first-byte deadline until the caller calls ``answered()``, then the total one. When one fires, the
