@@ -58,6 +58,7 @@ from interlock.runtime.errors import (
     untangle,
 )
 from interlock.runtime.fleet.sticky import session_header
+from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.needs import chars_tokens, needs_of
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
 from interlock.runtime.plan import RuntimePlan
@@ -245,7 +246,7 @@ async def _handle(
             if cut is not None:  # cut to what its budgets cover, in its own format too
                 parsed = capped(parsed, cut[0], surface.limits)
                 preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
-                headers.append((CEILING_HEADER, b"%d; clamped-by=%b" % cut))
+                headers.append((CEILING_HEADER, said(*cut)))
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499

@@ -52,6 +52,7 @@ from interlock.runtime.surfaces.base import (
 )
 from interlock.runtime.wire import anthropic as wire
 from interlock.runtime.wire.base import Relayed, StreamRender
+from interlock.runtime.wire.fields import OUTPUT_LIMITS
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -63,7 +64,7 @@ class Messages(Translated):
 
     forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
     relays = "anthropic"
-    limits = (("max_tokens",),)
+    limits = OUTPUT_LIMITS["anthropic"]
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)

@@ -36,6 +36,7 @@ import orjson
 from interlock.runtime.surfaces.base import Failure, Parsed, Translated, Translation
 from interlock.runtime.wire import openai_responses as wire
 from interlock.runtime.wire.base import Relayed, StreamRender
+from interlock.runtime.wire.fields import OUTPUT_LIMITS
 from interlock.runtime.wire.openai_chat import error_body
 
 
@@ -45,7 +46,7 @@ class Responses(Translated):
 
     forwards = frozenset({b"openai-beta"})
     relays = "responses"
-    limits = (("max_output_tokens",),)
+    limits = OUTPUT_LIMITS["responses"]
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)
