@@ -24,7 +24,7 @@ import functools
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -424,29 +424,42 @@ class Exchange:
         render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
-        read, render_chunk = answered.result.read, render.chunk
+        render_chunk = render.chunk
         first = True
         record = self.record
         last: dict[str, Any] = {}
+
+        def rendered(chunks: Sequence[dict[str, Any]]) -> bytes:
+            """The chunks of one upstream read, metered, as the caller's bytes (one write)."""
+            nonlocal first, last
+            last = chunks[-1]
+            for chunk in chunks:
+                usage = chunk.get("usage")
+                if usage:  # the last chunk, asked for with `include_usage`
+                    record.usage = usage
+                    record.timings = chunk.get("timings")  # llama-server's prompt timings
+                else:
+                    record.output_chars += delta_chars(chunk)
+            data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
+            if first:
+                first = False
+                self._observe_overhead(answered)
+            return data
+
         try:
-            while chunks := await read():  # the chunks of one upstream read: one write
-                last = chunks[-1]
-                for chunk in chunks:
-                    usage = chunk.get("usage")
-                    if usage:  # the last chunk, asked for with `include_usage`
-                        record.usage = usage
-                        record.timings = chunk.get("timings")  # llama-server's prompt timings
-                    else:
-                        record.output_chars += delta_chars(chunk)
-                data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
-                if data:
-                    if body is None:
+            if body is not None:  # straight to the connection, in the upstream's read callback
+                stream_body = body
+
+                def relayed(chunks: Sequence[dict[str, Any]]) -> bool:
+                    data = rendered(chunks)
+                    return bool(data) and stream_body.write(data)  # True: the client reads slower
+
+                await answered.result.relay(relayed, body.drain)
+            else:
+                while chunks := await answered.result.read():
+                    data = rendered(chunks)
+                    if data:
                         await send({"type": "http.response.body", "body": data, "more_body": True})
-                    elif body.write(data):
-                        await body.drain()  # the client reads slower than the upstream writes
-                if first:
-                    first = False
-                    self._observe_overhead(answered)
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
             self.record.error = exc
