@@ -20,7 +20,10 @@ N, it starts the fake in its own process (each stream trickles M chunks, R a sec
    one read and one write per chunk and nothing else, the least a Python relay pays per chunk here.
 
 The N clients are one lean asyncio client (httptools, one connection per stream, no keep-alive), started
-over ``--ramp-s`` seconds; TTFT is the time from writing the request to the first body byte. "Added" is
+over ``--ramp-s`` seconds; TTFT is the time from writing the request to the first body piece that
+carries content (``"content":"`` and a character: the first token, in SSE and in Ollama's NDJSON alike;
+not the first body byte, which a role-only chunk carries directly while the gateway sends its head with
+the first chunk that carries content, the point after which a stream no longer falls back). "Added" is
 the gateway's percentile less the direct run's.
 
     .venv/bin/python bench/streams.py                       # N = 100 and 1000, both kinds (~2 min)
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import resource
 import signal
 import statistics
@@ -92,11 +96,15 @@ model_list:
 # -- the client ------------------------------------------------------------------------------------
 
 
+CONTENT = re.compile(rb'"content":"[^"]')  # a chunk with a token in it (SSE or NDJSON)
+
+
 @dataclass
 class Outcome:
     """One stream as the client saw it."""
 
-    ttft_s: float | None = None
+    first_byte_s: float | None = None
+    ttft_s: float | None = None  # the first content
     events: int = 0
     status: int = 0
     error: str | None = None
@@ -135,8 +143,10 @@ class StreamClient(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         outcome = self._outcome
-        if outcome.ttft_s is None:
+        if outcome.ttft_s is None and CONTENT.search(body) is not None:
             outcome.ttft_s = time.perf_counter() - self._sent
+        if outcome.first_byte_s is None:
+            outcome.first_byte_s = time.perf_counter() - self._sent
             if not self.first.done():
                 self.first.set_result(None)
             if self._leave and self._transport is not None:
