@@ -44,6 +44,7 @@ from interlock.runtime.guards.needs import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.surfaces.base import (
     Failure,
+    Field,
     Parsed,
     Translated,
     Translation,
@@ -62,8 +63,8 @@ class Messages(Translated):
     ``anthropic-beta``/``anthropic-version`` headers, and the answer comes back as it came."""
 
     forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
-    relays = "anthropic"
-    limits = (("max_tokens",),)
+    relays: str | None = "anthropic"  # (the base's types: mypyc checks overrides exactly)
+    limits: tuple[Field, ...] = (("max_tokens",),)
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)

@@ -39,6 +39,7 @@ from interlock.runtime.errors import GatewayError, InvalidRequest, shown
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
     Failure,
+    Field,
     Parsed,
     StreamRender,
     Surface,
@@ -163,7 +164,7 @@ class _Native(Surface):
 class Chat(_Native):
     """``POST /api/chat``."""
 
-    limits = (("options", "num_predict"),)
+    limits: tuple[Field, ...] = (("options", "num_predict"),)  # (the base's type: mypyc checks it)
     unbounded = frozenset({-1, -2})  # Ollama's "no limit" and "fill the context"
 
     def parse(self, body: dict[str, Any]) -> Parsed:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.runtime.asgi import Header
+from interlock.runtime.compiled import mypyc_attr
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 
@@ -88,6 +89,7 @@ class Endpoint:
     max_line_bytes: int = DEFAULT_MAX_STREAM_LINE_BYTES
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
 class ChatStream(abc.ABC):
     """An upstream stream whose first chunk has already arrived.
 
