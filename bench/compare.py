@@ -26,6 +26,7 @@ and each figure's ratio to interlock's:
 
     bench/peers.sh                                  # once: wrk, nginx, Envoy, Portkey, LiteLLM
     .venv/bin/python bench/compare.py [--seconds 5] [--rounds 3] [--no-failover]
+    .venv/bin/python bench/compare.py --base /tmp/base   # also a checkout of an earlier commit, as "before"
 
 A peer that is not installed is skipped with a message saying how to install it. Figures from one
 machine only compare with each other: on two cores wrk, the upstream and the target share the CPU (the
@@ -453,9 +454,16 @@ def portkey_gateway(package: Path, folder: Path, upstream_url: str) -> Iterator[
 
 @contextmanager
 def interlock_gateway(
-    folder: Path, upstream_url: str, hang_url: str, dead_url: str, args: argparse.Namespace
+    folder: Path,
+    upstream_url: str,
+    hang_url: str,
+    dead_url: str,
+    args: argparse.Namespace,
+    source: Path | None = None,
 ) -> Iterator[Target]:
-    config = folder / "interlock.yaml"
+    """``interlock serve`` of this checkout, or (``source``: ``--base``) of another one, as "before"."""
+    name = "interlock" if source is None else "before"
+    config = folder / f"{name}.yaml"
     config.write_text(
         INTERLOCK_CONFIG.format(
             url=upstream_url,
@@ -466,11 +474,11 @@ def interlock_gateway(
             hang_model=HANG_MODEL,
         )
     )
-    proc, url = start_gateway(config, 1)
+    proc, url = start_gateway(config, 1, source)
     try:
         connect, hang = f"connect {args.connect_s:g} s", f"first_byte {args.hang_s:g} s"
         yield Target(
-            "interlock",
+            name,
             f"{url}/v1/chat/completions",
             "bench/chat",
             proc.pid,
@@ -829,6 +837,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--portkey", type=Path, default=DEFAULT_PORTKEY, help="the @portkey-ai/gateway package"
     )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="another checkout (e.g. a worktree of an earlier commit) served too, as 'before'",
+    )
     parser.add_argument("--connect-s", type=float, default=2.0, help="interlock's connect timeout")
     parser.add_argument(
         "--hang-s", type=float, default=2.0, help="both gateways' timeout for a hanging primary"
@@ -924,6 +937,12 @@ def main(argv: list[str] | None = None) -> int:
         if "interlock" in wanted:
             targets.append(
                 stack.enter_context(interlock_gateway(folder, upstream_url, fake.base_url, dead_url, args))
+            )
+        if args.base is not None:  # the tree before, served beside this one in every round
+            targets.append(
+                stack.enter_context(
+                    interlock_gateway(folder, upstream_url, fake.base_url, dead_url, args, args.base)
+                )
             )
         if args.no_failover:
             targets = [Target(t.name, t.url, t.model, t.pid, headers=t.headers) for t in targets]

@@ -6,6 +6,11 @@ bench/load.py at each concurrency. Prints req/s, latency percentiles, the p50 ad
 the gateway's own CPU time per request (from /proc: the cost that matters when cores are scarce).
 
     .venv/bin/python bench/gateway.py [--seconds 5] [--concurrency 1 16] [--workers 1] [--stream] [--wrk]
+                                      [--base DIR] [--rounds 1]
+
+``--base DIR`` also serves the gateway from another checkout (e.g. ``git worktree add --detach DIR
+main``) beside this one, the two taking turns at each concurrency for ``--rounds`` rounds, so a
+before/after comes from one run; the medians close the report.
 
 On a 2-core machine the load generator, the fake and the gateway share the cores: compare figures
 taken on the same machine only.
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,6 +110,8 @@ def main() -> None:
     parser.add_argument(
         "--wrk", action="store_true", help="drive the load with wrk (far cheaper than aiohttp)"
     )
+    parser.add_argument("--base", type=Path, default=None, help="also serve from this checkout")
+    parser.add_argument("--rounds", type=int, default=1, help="turns of each gateway per concurrency")
     args = parser.parse_args()
 
     def load(url: str, model: str, concurrency: int, warmup_s: float = 0.5) -> LoadResult:
@@ -115,23 +123,43 @@ def main() -> None:
     with FakeProcess("openai", "--no-record") as fake, tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "bench.yaml"
         config.write_text(CONFIG.format(url=fake.base_url))
-        gateway, url = start_gateway(config, args.workers)
+        gateways = {"this": start_gateway(config, args.workers)}
+        if args.base is not None:
+            gateways["base"] = start_gateway(config, args.workers, args.base)
+        figures: dict[tuple[str, int], list[tuple[float, float]]] = {}
         try:
             workers = f"{args.workers} worker(s)"
-            print(f"fake upstream {fake.base_url}   gateway {url} ({workers})   stream={args.stream}")
+            urls = "   ".join(f"{name} {url}" for name, (_, url) in gateways.items())
+            print(f"fake upstream {fake.base_url}   gateway {urls} ({workers})   stream={args.stream}")
             for concurrency in args.concurrency:
-                direct = load(f"{fake.base_url}/chat/completions", "bench-model", concurrency)
-                before = tree_cpu_seconds(gateway.pid)
-                through = load(f"{url}/v1/chat/completions", "bench/chat", concurrency, warmup_s=0)
-                cpu = tree_cpu_seconds(gateway.pid) - before
-                print(f"  direct   {direct.line()}")
-                print(f"  gateway  {through.line()}")
-                added = through.percentile_ms(0.5) - direct.percentile_ms(0.5)
-                per_request = cpu / through.requests * 1e6 if through.requests else float("nan")
-                print(f"           p50 added: {added:.2f} ms; gateway CPU {per_request:.0f} µs/request")
+                for round_ in range(args.rounds):
+                    direct = load(f"{fake.base_url}/chat/completions", "bench-model", concurrency)
+                    print(f"  direct   {direct.line()}")
+                    turns = list(gateways.items())
+                    for name, (gateway, url) in turns if round_ % 2 == 0 else turns[::-1]:
+                        before = tree_cpu_seconds(gateway.pid)
+                        through = load(f"{url}/v1/chat/completions", "bench/chat", concurrency, warmup_s=0)
+                        cpu = tree_cpu_seconds(gateway.pid) - before
+                        added = through.percentile_ms(0.5) - direct.percentile_ms(0.5)
+                        per_request = cpu / through.requests * 1e6 if through.requests else float("nan")
+                        figures.setdefault((name, concurrency), []).append((through.rps, per_request))
+                        print(f"  {name:8} {through.line()}")
+                        print(
+                            f"           p50 added: {added:.2f} ms; gateway CPU {per_request:.0f} µs/request"
+                        )
+            if args.rounds > 1 or len(gateways) > 1:
+                print("medians:")
+                for (name, concurrency), rows in figures.items():
+                    rps = statistics.median(r for r, _ in rows)
+                    cpu_us = statistics.median(c for _, c in rows)
+                    print(
+                        f"  {name:8} c={concurrency:<3} {rps:9.1f} req/s   "
+                        f"gateway CPU {cpu_us:.0f} µs/request"
+                    )
         finally:
-            gateway.terminate()
-            gateway.wait(10)
+            for gateway, _ in gateways.values():
+                gateway.terminate()
+                gateway.wait(10)
 
 
 if __name__ == "__main__":

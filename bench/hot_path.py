@@ -53,8 +53,10 @@ from interlock.apikeys import hash_key, new_key
 from interlock.commands.gateway import build_gateway
 from interlock.commands.serve import PlanLoader
 from interlock.runtime.app import Gateway
+from interlock.runtime.asgi import Disconnect
 from interlock.runtime.audit import AuditLog, open_sink
 from interlock.runtime.fleet.signals.base import ServerLoad
+from interlock.runtime.serving.connections import DISCONNECT
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
@@ -187,8 +189,10 @@ async def drive(
     turn_every: int = 0,
 ) -> float:
     """Seconds of CPU per request through ``gateway``'s ASGI callable; ``turn_every`` N requests, the
-    event loop gets a turn (for background work the case includes, such as the audit log's writer)."""
-    scope = {
+    event loop gets a turn (for background work the case includes, such as the audit log's writer).
+    Each request's scope holds a ``Disconnect``, as under ``interlock serve`` (its connections offer
+    one), so the disconnect watch is a callback, not a task per request."""
+    scope: dict[str, Any] = {
         "type": "http",
         "method": "POST",
         "path": "/v1/chat/completions",
@@ -216,6 +220,7 @@ async def drive(
     started = time.process_time()
     for n in range(requests):
         receive.sent = False  # type: ignore[attr-defined]
+        scope["extensions"] = {DISCONNECT: Disconnect()}  # as `interlock serve` offers one per request
         await gateway(scope, receive, send)
         if turn_every and n % turn_every == 0:
             await asyncio.sleep(0)
@@ -333,9 +338,9 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     from interlock.runtime.resolve import resolve
 
     plan = gateway.plan
-    guard = next(g for g in gateway.services.router.guards if isinstance(g, SlotGuard))
     target = resolve(plan, "bench/quad", ANONYMOUS)
     candidate = target.candidates[0]
+    guard = next(g for g in gateway.parts.services.router.chain(candidate) if isinstance(g, SlotGuard))
     needs = needs_of(orjson.loads(raw), "chat", plan.preflight)
     variants = {
         "fair queuing off": COMMON,
@@ -350,10 +355,13 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
             for body in bodies:
                 preflight = Preflight(needs, plan.preflight.mode)
                 preflight.turn = turn
-                async with Admission(
+                admission = Admission(
                     candidate, candidate.routes, preflight, spill=target.spill[0], has_next=True
-                ) as admission:
+                )
+                try:  # as the router holds it: the slot given back in a ``finally``
                     assert await guard.admit(admission, body) is None
+                finally:
+                    await admission.release()
             runs[name].append((time.process_time() - started) / requests)
     off = min(runs["fair queuing off"])
     lines = [
@@ -404,7 +412,7 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         ("quad@q3", ServerLoad(running=1, waiting=2, slots=4, kv_used=0.5)),
         ("quad@q4", ServerLoad(running=2, waiting=0, kv_used=0.3)),
     ):
-        gateway.live.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
+        gateway.parts.live.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
     with_auth = build_gateway(auth_plan, open_adapters=instant, probes=False)
     await with_auth.startup()
     with_cors = build_gateway(cors_plan, open_adapters=instant, probes=False)
@@ -413,9 +421,8 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
     logged = build_gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
     await logged.startup()
     audit_file = tempfile.NamedTemporaryFile(suffix=".jsonl")  # noqa: SIM115 (closed below)
-    audited = build_gateway(
-        plan, open_adapters=instant, probes=False, audit=AuditLog(open_sink(audit_file.name))
-    )
+    audit = AuditLog(open_sink(audit_file.name))
+    audited = build_gateway(plan, open_adapters=instant, probes=False, audit=audit)
     await audited.startup()
     traced = build_gateway(plan, open_adapters=instant, probes=False, tracing=discarding_tracer())
     await traced.startup()
@@ -522,12 +529,18 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
             continue
         turn = 16 if target is audited else 0  # the writer task runs between requests, as it would
         await drive(target, body, 500, extra, turn)  # warm up
-        if profile:
-            from pyinstrument import Profiler
+        if profile:  # cProfile (the standard library's): its call counts per request are exact
+            import cProfile
+            import pstats
 
-            with Profiler(interval=0.0001) as profiler:
-                per = await drive(target, body, requests, extra, turn)
-            profiler.print(show_all=False)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            per = await drive(target, body, requests, extra, turn)
+            profiler.disable()
+            stats = pstats.Stats(profiler)
+            calls = stats.total_calls  # type: ignore[attr-defined]
+            print(f"{name}: {calls / requests:.0f} function calls per request")
+            stats.sort_stats("tottime").print_stats(30)
         else:
             per = await drive(target, body, requests, extra, turn)
         baseline = baseline or per
@@ -546,8 +559,7 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
     await with_auth.shutdown()
     await logged.shutdown()
     log_file.close()
-    assert audited.audit is not None
-    assert audited.audit.written > 0 or only  # (its case skipped by --only)
+    assert audit.written > 0 or only  # (its case skipped by --only)
     await audited.shutdown()
     audit_file.close()
     await traced.shutdown()
@@ -558,7 +570,9 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=20000)
-    parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile per case")
+    parser.add_argument(
+        "--profile", action="store_true", help="print a cProfile profile per case (with its own cost)"
+    )
     parser.add_argument(
         "--only", action="append", help="run only the cases whose name has this (and the first case)"
     )

@@ -5,10 +5,10 @@ at once) and ``release`` it. Measured from one event loop, as a worker process w
 
 - ``memory``: this process's table (``--workers 1``);
 - ``embedded``: the supervisor's ``SlotServer`` (here on a thread of this process, as in the supervisor)
-  over a Unix socket (``--workers N``);
+  and its slot file, where a free slot is taken with no message (``--workers N``);
 - ``redis``: a real ``redis-server`` started on a free port for the run (``--state-url redis://``);
-- ``shm+lock`` (a floor, not a backend): a counter in shared memory behind a ``multiprocessing.Lock``,
-  what the shared-memory design would cost at best (no queue, no crash recovery).
+- ``shm+lock`` (a floor, not a backend): a counter in shared memory behind a ``multiprocessing.Lock``
+  (a futex: no system call when nobody contends; no queue, no crash recovery).
 
 Printed: microseconds of wall time per request, one at a time and with 16 at once, and the ratio to
 ``memory``. Figures are from one run on whatever machine runs it; compare ratios, not absolutes.

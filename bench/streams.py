@@ -38,6 +38,7 @@ import asyncio
 import os
 import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gateway import cpu_seconds, start_gateway
+from gateway import start_gateway
 
 from interlock.testing.process import FakeProcess
 
@@ -178,6 +179,7 @@ class StreamClient(asyncio.Protocol):
 class Run:
     outcomes: list[Outcome] = field(default_factory=list)
     cpu_s: float = 0.0  # the measured process's CPU during the run
+    sys_s: float = 0.0  # of which in the kernel (stime)
     rss_added: int = 0  # bytes, all streams open, less before
     client_cpu_s: float = 0.0
     seconds: float = 0.0
@@ -205,6 +207,14 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run with uvloop (as the gateway does), so the client costs as little CPU as it can."""
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coro)
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """``pid``'s user and system CPU seconds (utime, stime from /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def rss_bytes(pid: int) -> int:
@@ -240,7 +250,7 @@ async def drive(
     run = Run(outcomes=[Outcome() for _ in range(n)])
     clients: list[StreamClient] = []
     rss0 = rss_bytes(pid) if pid else 0
-    cpu0 = cpu_seconds(pid) if pid else 0.0
+    user0, sys0 = cpu_times(pid) if pid else (0.0, 0.0)
     own0 = time.process_time()
     started = time.perf_counter()
     gap = ramp_s / n if n else 0.0
@@ -270,7 +280,10 @@ async def drive(
         run.rss_added = rss_bytes(pid) - rss0
     await asyncio.gather(*(c.finished for c in clients))
     run.seconds = time.perf_counter() - started
-    run.cpu_s = (cpu_seconds(pid) - cpu0) if pid else 0.0
+    if pid:
+        user1, sys1 = cpu_times(pid)
+        run.sys_s = sys1 - sys0
+        run.cpu_s = user1 - user0 + run.sys_s
     run.client_cpu_s = time.process_time() - own0
     return run
 
@@ -347,7 +360,11 @@ def wait_for(check: object, timeout_s: float) -> float | None:
     return None
 
 
-def line(label: str, run: Run, reference: Run | None, n: int) -> str:
+def per_chunk_us(run: Run) -> float:
+    return run.cpu_s / run.events * 1e6 if run.events else float("nan")
+
+
+def line(label: str, run: Run, reference: Run | None, n: int, floor: Run | None = None) -> str:
     errors = run.errors
     text = f"  {label:<10} errors {sum(errors.values()):>4}"
     text += f"   TTFT p50 {run.ttft_ms(0.5):7.2f} ms  p99 {run.ttft_ms(0.99):7.2f} ms"
@@ -357,7 +374,10 @@ def line(label: str, run: Run, reference: Run | None, n: int) -> str:
             f"  p99 {run.ttft_ms(0.99) - reference.ttft_ms(0.99):+6.2f} ms"
         )
         if run.events:
-            text += f"   CPU {run.cpu_s / run.events * 1e6:5.1f} µs/chunk ({run.events} chunks)"
+            text += f"   CPU {per_chunk_us(run):5.1f} µs/chunk"
+            text += f" (sys {run.sys_s / run.events * 1e6:4.1f}; {run.events} chunks)"
+            if floor is not None and floor.events:
+                text += f" = {per_chunk_us(run) / per_chunk_us(floor):.2f}x the floor"
         text += f"   RSS {run.rss_added / n / 1024:6.1f} KiB/stream"
     text += f"   client CPU {run.client_cpu_s:.1f} s"
     if errors:
@@ -392,39 +412,36 @@ def measure(kind: Kind, n: int, args: argparse.Namespace, folder: Path) -> None:
             fake_cpu_direct = direct.cpu_s
             print(f"{kind.name} N={n}  ({args.chunks} chunks at {args.rate:g}/s each)", flush=True)
             print(line("direct", direct, None, n) + f"   fake CPU {fake_cpu_direct:.1f} s", flush=True)
-            body = {"model": kind.alias, "messages": [{"role": "user", "content": "Say hello."}]}
+            body: dict[str, object] = {
+                "model": kind.alias,
+                "messages": [{"role": "user", "content": "Say hello."}],
+            }
             body["stream"] = True
             rows: list[tuple[str, Path | None]] = [("interlock", None)]
             if args.before is not None:  # the same run from another tree, next to this one
                 rows.append(("before", args.before))
                 if args.before_first:
                     rows.reverse()
-            for label, source in rows:
-                proc, url = start_gateway(config, 1, source=source)
-                try:
-                    native = args.surface == "native"  # the client speaks the upstream's own format
-                    path = kind.direct_path if native else "/v1/chat/completions"
-                    sep, end = (kind.direct_sep, kind.direct_end) if native else (b"\n\n", b"[DONE]")
-                    address, request = http_request(url, path, body)
-                    run_async(drive(address, request, sep, end, min(n, 20), 0.2, None))  # warm-up
-                    profile = args.py_spy is not None and source is None
-                    spy = py_spy(args.py_spy, proc.pid, f"{kind.name}-{n}") if profile else None
-                    through = run_async(drive(address, request, sep, end, n, args.ramp_s, proc.pid))
-                    if spy is not None:
-                        spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
-                        spy.wait(30)
-                    print(line(label, through, direct, n), flush=True)
-                    if args.disconnect and source is None:
-                        disconnects(fake, url, address, request, n, args, proc.pid, kind)
-                finally:
-                    proc.terminate()
-                    proc.wait(10)
-            if args.floor:
-                with tcp_relay(fake.url) as (relay_address, relay_pid):
-                    _, request = http_request(fake.url, kind.direct_path, kind.direct_body())
-                    sep, end = kind.direct_sep, kind.direct_end
-                    piped = run_async(drive(relay_address, request, sep, end, n, args.ramp_s, relay_pid))
-                    print(line("tcp relay", piped, direct, n), flush=True)
+            per_chunk: dict[str, list[float]] = {}
+            ratios: dict[str, list[float]] = {}
+            for round_ in range(args.rounds):  # interleaved: drift on the machine hits every row alike
+                if args.rounds > 1:
+                    print(f"  round {round_ + 1} (load average {os.getloadavg()[0]:.2f})", flush=True)
+                floor = None
+                if args.floor:  # first, so each row of the round is set against it
+                    floor = relayed(fake, kind, n, args, direct)
+                    per_chunk.setdefault("tcp relay", []).append(per_chunk_us(floor))
+                for label, source in rows:
+                    through = gateway_run(config, source, kind, body, n, args, fake, direct, floor, label)
+                    per_chunk.setdefault(label, []).append(per_chunk_us(through))
+                    if floor is not None:
+                        ratios.setdefault(label, []).append(per_chunk_us(through) / per_chunk_us(floor))
+            if args.rounds > 1:
+                for label, values in per_chunk.items():
+                    text = f"  median {label:<10} CPU {statistics.median(values):5.1f} µs/chunk"
+                    if label in ratios:
+                        text += f" = {statistics.median(ratios[label]):.2f}x the floor (median of rounds)"
+                    print(text, flush=True)
             if args.litellm and kind.name == "openai":
                 with litellm_proxy(args.litellm, folder, fake.base_url) as (lite_url, lite_pid):
                     body = {"model": "fast", "messages": [{"role": "user", "content": "Say hello."}]}
@@ -435,6 +452,51 @@ def measure(kind: Kind, n: int, args: argparse.Namespace, folder: Path) -> None:
                     print(line("LiteLLM", lite, direct, n), flush=True)
         finally:
             other.stop()
+
+
+def relayed(fake: FakeProcess, kind: Kind, n: int, args: argparse.Namespace, direct: Run) -> Run:
+    """The floor: N streams through bench/tcp_relay.py, a byte pipe in front of the fake."""
+    with tcp_relay(fake.url) as (relay_address, relay_pid):
+        _, request = http_request(fake.url, kind.direct_path, kind.direct_body())
+        sep, end = kind.direct_sep, kind.direct_end
+        piped = run_async(drive(relay_address, request, sep, end, n, args.ramp_s, relay_pid))
+    print(line("tcp relay", piped, direct, n), flush=True)
+    return piped
+
+
+def gateway_run(
+    config: Path,
+    source: Path | None,
+    kind: Kind,
+    body: dict[str, object],
+    n: int,
+    args: argparse.Namespace,
+    fake: FakeProcess,
+    direct: Run,
+    floor: Run | None,
+    label: str,
+) -> Run:
+    """N streams through a fresh `interlock serve` (from ``source``, else this tree)."""
+    proc, url = start_gateway(config, 1, source=source)
+    try:
+        native = args.surface == "native"  # the client speaks the upstream's own format
+        path = kind.direct_path if native else "/v1/chat/completions"
+        sep, end = (kind.direct_sep, kind.direct_end) if native else (b"\n\n", b"[DONE]")
+        address, request = http_request(url, path, body)
+        run_async(drive(address, request, sep, end, min(n, 20), 0.2, None))  # warm-up
+        profile = args.py_spy is not None and source is None
+        spy = py_spy(args.py_spy, proc.pid, f"{kind.name}-{n}") if profile else None
+        through = run_async(drive(address, request, sep, end, n, args.ramp_s, proc.pid))
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+            spy.wait(30)
+        print(line(label, through, direct, n, floor), flush=True)
+        if args.disconnect and source is None:
+            disconnects(fake, url, address, request, n, args, proc.pid, kind)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return through
 
 
 def disconnects(
@@ -496,7 +558,17 @@ def main() -> None:
         "--before", type=Path, default=None, help="also serve from this source tree (a `before` row)"
     )
     parser.add_argument("--before-first", action="store_true", help="run the `before` row first")
-    parser.add_argument("--floor", action="store_true", help="also: bench/tcp_relay.py, a byte pipe")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also: bench/tcp_relay.py, a byte pipe; each row's CPU per chunk is then shown as a ratio to it",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="interleaved rounds (floor, interlock, before): medians",
+    )
     parser.add_argument(
         "--surface",
         choices=("openai", "native"),

@@ -79,7 +79,7 @@ class Timed:
 
     @property
     def metrics(self) -> Any:
-        return self.gateway.live.metrics
+        return self.gateway.parts.live.metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.on or scope["type"] != "http":

@@ -10,10 +10,15 @@ Redis. ``--slots 0`` lists the providers by ``base_url`` instead (no slots, noth
 ``N`` in ``--workers`` it starts `interlock serve --workers N`, warms it up, and drives it with wrk
 (``--threads`` threads, ``--concurrency`` keep-alive connections, requests rotated over the aliases).
 It prints requests/s, p50 and p99 (as measured: wrk's correction undone), the gateway's CPU per request
-(every process of it, from /proc), and each figure's ratio to the first row's.
+(every process of it, from /proc; "of which supervisor": its own process, where the slot server runs),
+and each figure's ratio to the first row's of the same tree (the
+issue's target: with ``--workers 2`` and slots on, CPU per request at most 1.15x one worker's).
+``--against DIR`` runs another source tree (a detached worktree of the commit before, say) beside this
+one, row by row, ``--rounds`` times over: before and after share the machine's noise alike.
 
     .venv/bin/python bench/workers.py                       # 1 2 (4 8: as the CPUs allow), 16 connections
     .venv/bin/python bench/workers.py --workers 1 2 4 8 --concurrency 64 --threads 4
+    .venv/bin/python bench/workers.py --workers 1 2 --against ../base --rounds 3
 
 Everything runs on one machine: wrk and the upstream take cores from the gateway's workers, so a
 machine with fewer cores than workers plus wrk's threads plus the upstream cannot show the scaling (on
@@ -35,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare import nginx_program, upstream_server
-from gateway import start_gateway, tree_cpu_seconds
+from gateway import cpu_seconds, start_gateway, tree_cpu_seconds
 from load import chat_body, run_wrk
 
 
@@ -84,6 +89,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup-s", type=float, default=2.0)
     parser.add_argument("--state-url", default=None, help="redis://... : slots in Redis (default: embedded)")
+    parser.add_argument("--against", type=Path, default=None, help="another source tree, row by row beside")
+    parser.add_argument("--rounds", type=int, default=1, help="times over every row (default: 1)")
     args = parser.parse_args()
     program = nginx_program()
     if program is None or not shutil.which("wrk"):
@@ -109,15 +116,22 @@ def main() -> int:
         url, _ = stack.enter_context(upstream_server(program, Path(folder)))
         config = Path(folder) / "bench.yaml"
         config.write_text(plan_text(url, args.upstreams, args.slots))
+        trees: list[tuple[str, Path | None]] = [("this", None)]
+        if args.against is not None:
+            trees.insert(0, (args.against.name, args.against))
+        width = max(len(name) for name, _ in trees)
         head = (
-            f"{'workers':>7} | {'req/s':>8} | {'speed-up':>8} | {'per worker':>10} | {'p50':>8} | "
-            f"{'p99':>8} | {'CPU µs/request':>14} | {'CPU vs 1st':>10} | load average"
+            f"{'tree':>{width}} | {'workers':>7} | {'req/s':>8} | {'speed-up':>8} | {'per worker':>10} | "
+            f"{'p50':>8} | "
+            f"{'p99':>8} | {'CPU µs/request':>14} | {'CPU vs 1st':>10} | {'of which supervisor':>19} | "
+            "load average"
         )
         print(head)
         print("-" * len(head))
-        first: tuple[int, float, float] | None = None
-        for workers in args.workers:
-            gateway, gateway_url = start_gateway(config, workers)
+        firsts: dict[str, tuple[int, float, float]] = {}
+        rows = [(workers, tree) for _ in range(args.rounds) for workers in args.workers for tree in trees]
+        for workers, (name, source) in rows:
+            gateway, gateway_url = start_gateway(config, workers, source)
             target = f"{gateway_url}/v1/chat/completions"
             try:
                 time.sleep(0.5)  # every worker accepting
@@ -129,11 +143,12 @@ def main() -> int:
                     bodies=bodies,
                     threads=args.threads,
                 )
-                before = tree_cpu_seconds(gateway.pid)
+                before, own = tree_cpu_seconds(gateway.pid), cpu_seconds(gateway.pid)
                 result = run_wrk(
                     target, bodies[0], args.concurrency, seconds, bodies=bodies, threads=args.threads
                 )
                 cpu = tree_cpu_seconds(gateway.pid) - before
+                supervisor = cpu_seconds(gateway.pid) - own
             finally:
                 gateway.terminate()
                 gateway.wait(10)
@@ -141,16 +156,22 @@ def main() -> int:
             bad = result.requests - answered + sum(result.errors.values())
             rate = answered / result.seconds
             per_request = cpu / answered * 1e6 if answered else float("nan")
-            first = first or (workers, rate, per_request)
+            own_per_request = supervisor / answered * 1e6 if answered and workers > 1 else 0.0  # 1: none
+            first = firsts.setdefault(name, (workers, rate, per_request))
             speedup = rate / first[1] if first[1] else float("nan")
             print(
-                f"{workers:>7} | {rate:>8.0f} | {speedup:>7.2f}x | {speedup * first[0] / workers:>9.2f}x | "
+                f"{name:>{width}} | {workers:>7} | {rate:>8.0f} | {speedup:>7.2f}x | "
+                f"{speedup * first[0] / workers:>9.2f}x | "
                 f"{result.percentile_ms(0.5):>5.2f} ms | {result.percentile_ms(0.99):>5.2f} ms | "
                 f"{per_request:>14.0f} | {per_request / first[2]:>9.2f}x | "
+                f"{own_per_request:>16.0f} µs | "
                 f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}" + (f"   ({bad} failed)" if bad else ""),
                 flush=True,
             )
-    print("speed-up: req/s over the first row's; per worker: the speed-up per worker added (1.00x: linear)")
+    print(
+        "speed-up: req/s over the tree's first row's; per worker: the speed-up per worker added (1.00x: "
+        "linear); CPU vs 1st: CPU per request over the tree's first row's"
+    )
     return 0
 
 

@@ -32,7 +32,7 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
-from interlock.runtime.tables import HealthSettings
+from interlock.runtime.tables import HealthSettings, Route
 
 Listener = Callable[[str, float], None]
 """Told when an endpoint is found down (seconds to hold it open) or back (0): a shared store's hook."""
@@ -117,13 +117,8 @@ class HealthBook:
 
     def candidate_block(self, cid: str, *, in_plan: bool = True) -> str | None:
         """Why the candidate must be skipped now (``circuit_open``/``rate_limited``), else None."""
-        state = self.candidate(cid, in_plan=in_plan)
-        now = self.clock()
-        if state.open_until > now:
-            return "circuit_open"
-        if state.rate_limited_until > now:
-            return "rate_limited"
-        return None
+        reason = self.usable(cid, (), in_plan=in_plan)
+        return reason if isinstance(reason, str) else None
 
     def hold(self, cid: str, labels: Iterable[str], *, in_plan: bool = True) -> Hold | None:
         """When a candidate that cannot be used now becomes usable again, and what put it on hold.
@@ -149,6 +144,29 @@ class HealthBook:
         if earliest is None:
             return None
         return Hold("circuit_open", earliest.open_until - now, earliest.last_error_class, None)
+
+    def usable(self, cid: str, routes: tuple[Route, ...], *, in_plan: bool = True) -> str | tuple[Route, ...]:
+        """Why the candidate must be skipped now (``candidate_block``'s reasons, or ``unhealthy`` when
+        none of its endpoints is usable), else the routes usable now (``routes`` itself when all are):
+        the health guard's one call, one clock reading."""
+        state = self._candidates.get(cid)
+        if state is None and not in_plan:
+            state = self._ad_hoc.get(cid)
+        now = self.clock()
+        if state is not None:  # none yet: nothing failed, nothing is open
+            if state.open_until > now:
+                return "circuit_open"
+            if state.rate_limited_until > now:
+                return "rate_limited"
+        endpoints = self._endpoints
+        for route in routes:
+            ep = endpoints.get(route.endpoint.label)
+            if ep is not None and not (ep.probe_ok and ep.open_until <= now):
+                break
+        else:
+            return routes
+        kept = tuple(r for r in routes if self.endpoint_usable(r.endpoint.label))
+        return kept if kept else "unhealthy"
 
     def endpoint_usable(self, label: str) -> bool:
         state = self._endpoints.get(label)

@@ -18,7 +18,6 @@ Learning costs a few dictionary writes and multiplications, after the answer wen
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +92,7 @@ class Learned:
 
 
 def _cached(usage: Any) -> int:
-    """The prompt tokens an OpenAI-shaped ``usage`` says were read from a cache."""
-    details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    """The prompt tokens an OpenAI-shaped ``usage`` (parsed JSON: plain dicts) says were read from a cache."""
+    details = usage.get("prompt_tokens_details") if type(usage) is dict else None
+    cached = details.get("cached_tokens") if type(details) is dict else None
     return cached if type(cached) is int and cached > 0 else 0

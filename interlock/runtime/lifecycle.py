@@ -24,7 +24,7 @@ import functools
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ from interlock.runtime.errors import (
     untangle,
 )
 from interlock.runtime.fleet.sticky import session_header
+from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.needs import chars_tokens, needs_of
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
 from interlock.runtime.plan import RuntimePlan
@@ -245,7 +246,7 @@ async def _handle(
             if cut is not None:  # cut to what its budgets cover, in its own format too
                 parsed = capped(parsed, cut[0], surface.limits)
                 preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
-                headers.append((CEILING_HEADER, b"%d; clamped-by=%b" % cut))
+                headers.append((CEILING_HEADER, said(*cut)))
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
@@ -423,29 +424,42 @@ class Exchange:
         render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
-        read, render_chunk = answered.result.read, render.chunk
+        render_chunk = render.chunk
         first = True
         record = self.record
         last: dict[str, Any] = {}
+
+        def rendered(chunks: Sequence[dict[str, Any]]) -> bytes:
+            """The chunks of one upstream read, metered, as the caller's bytes (one write)."""
+            nonlocal first, last
+            last = chunks[-1]
+            for chunk in chunks:
+                usage = chunk.get("usage")
+                if usage:  # the last chunk, asked for with `include_usage`
+                    record.usage = usage
+                    record.timings = chunk.get("timings")  # llama-server's prompt timings
+                else:
+                    record.output_chars += delta_chars(chunk)
+            data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
+            if first:
+                first = False
+                self._observe_overhead(answered)
+            return data
+
         try:
-            while chunks := await read():  # the chunks of one upstream read: one write
-                last = chunks[-1]
-                for chunk in chunks:
-                    usage = chunk.get("usage")
-                    if usage:  # the last chunk, asked for with `include_usage`
-                        record.usage = usage
-                        record.timings = chunk.get("timings")  # llama-server's prompt timings
-                    else:
-                        record.output_chars += delta_chars(chunk)
-                data = render_chunk(chunks[0]) if len(chunks) == 1 else b"".join(map(render_chunk, chunks))
-                if data:
-                    if body is None:
+            if body is not None:  # straight to the connection, in the upstream's read callback
+                stream_body = body
+
+                def relayed(chunks: Sequence[dict[str, Any]]) -> bool:
+                    data = rendered(chunks)
+                    return bool(data) and stream_body.write(data)  # True: the client reads slower
+
+                await answered.result.relay(relayed, body.drain)
+            else:
+                while chunks := await answered.result.read():
+                    data = rendered(chunks)
+                    if data:
                         await send({"type": "http.response.body", "body": data, "more_body": True})
-                    elif body.write(data):
-                        await body.drain()  # the client reads slower than the upstream writes
-                if first:
-                    first = False
-                    self._observe_overhead(answered)
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
             self.record.error = exc
@@ -483,10 +497,13 @@ def _extend(headers: list[Header], preflight: list[Header]) -> None:
 
 def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
     """``native`` with the request headers named in ``names`` (a surface's ``forwards``)."""
-    headers = {
-        name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"] if name in names
-    }
-    return Native(native.format, native.body, headers) if headers else native
+    headers: dict[str, str] | None = None  # a loop, not a comprehension: most requests have none
+    for name, value in scope["headers"]:
+        if name in names:
+            if headers is None:
+                headers = {}
+            headers[name.decode("latin-1")] = value.decode("latin-1")
+    return native if headers is None else Native(native.format, native.body, headers)
 
 
 def say_dropped(

@@ -551,6 +551,7 @@ def _candidate(
         relays=provider.relays,
         says_overflow=KINDS[provider.kind].says_overflow,
         checks=checks_of(provider.kind, routes, preflight),
+        live_facts=any(route.live_facts for route in routes),
     )
 
 

@@ -29,7 +29,8 @@ output limit, or only by its server's own count) puts the candidate after the re
 walk comes back to it once, when no later candidate answered.
 
 The guards a candidate goes through are its chain, compiled once (``guards.compiled``) and picked by the
-candidate's ``checks`` (settled at plan load): only those that can apply to it, in order.
+candidate's ``checks`` (settled at plan load): only those that can apply to it, in order; an instant
+guard's ``verdict`` is called as it is, the slot guard's ``admit`` awaited (``guards.steps``).
 
 Each candidate's ``Admission`` is released in a ``finally`` here: a slot the guards took is given back
 after the call, or (streams) after the caller's ``deliver`` has written the stream out, also on
@@ -55,7 +56,7 @@ from interlock.runtime.errors import (
     UpstreamError,
 )
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.guards import DEFER, Admission, Guard, compiled
+from interlock.runtime.guards import DEFER, Admission, Guard, compiled, steps
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.health import HealthBook
@@ -105,6 +106,7 @@ class Router:
     ) -> None:
         self.health = health
         self.chains = compiled(guards)  # indexed by ``Candidate.checks``: the guards that apply to it
+        self.steps = tuple(steps(chain) for chain in self.chains)  # the same, as the walk runs them
         self.adapters = adapters
         self.metrics = metrics
         self.tracing = tracing  # spans per attempt (``--otel``), else None
@@ -166,7 +168,7 @@ class Router:
         deliver: Callable[[Answered[T]], Awaitable[R]],
         native: Native | None = None,
     ) -> R:
-        health, metrics, chains = self.health, self.metrics, self.chains
+        health, metrics, chains = self.health, self.metrics, self.steps
         candidates = target.candidates
         outcomes: list[CandidateOutcome] = []
         refusals: list[tuple[Candidate, CannotServe]] = []
@@ -188,8 +190,8 @@ class Router:
             try:  # the slot's owner: given back however this ends
                 reason: str | None = None
                 try:
-                    for guard in chains[candidate.checks]:
-                        reason = await guard.admit(admission, body)
+                    for verdict, waits in chains[candidate.checks]:
+                        reason = await verdict(admission, body) if waits else verdict(admission, body)
                         if reason is not None:
                             break
                 finally:

@@ -1,6 +1,7 @@
-"""Running the gateway: uvicorn (uvloop + httptools) on a bound socket, SIGHUP reload, worker processes.
+"""Running the gateway: uvicorn (uvloop) on a bound socket, SIGHUP reload, worker processes.
 
-Client connections go through ``serving.connections.GuardedProtocol`` (header/body timeouts, the cap on open
+uvicorn runs the process (lifespan, signals, the graceful drain); each client connection is a
+``serving.connections.GuardedProtocol`` (HTTP/1.1 on httptools, header/body timeouts, the cap on open
 connections, WebSocket upgrades refused).
 
 One worker serves in this process. ``N`` workers are spawned processes sharing the listening socket;
@@ -21,7 +22,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.process import BaseProcess
+from operator import attrgetter
 from types import FrameType
 from typing import Any
 
@@ -94,12 +97,13 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
 
     from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 
-    book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
+    settings = partial(attrgetter("plan.server"), gateway)  # read at each connection, no frame of ours
+    book = ConnectionBook(settings, gateway.metrics)
     log_limits(gateway)
     config = uvicorn.Config(
         gateway,
         loop="uvloop",
-        http=guarded_protocol(book),  # httptools, with header/body timeouts and the connection cap
+        http=guarded_protocol(book),  # our protocol on httptools: timeouts, the connection cap
         ws="none",  # a WebSocket upgrade is refused by the protocol; no WebSocket library is loaded
         lifespan="on",
         access_log=options.access_log == "text",
@@ -115,14 +119,12 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     server = uvicorn.Server(config)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler is in place: never die of it
 
-    async def main() -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, gateway.request_reload)
-        await server.serve(sockets=[sock])
-
     gc_policy.settle()  # the plan is loaded: freeze it, collect young objects less often
     loop_factory = config.get_loop_factory()
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(main())
+        # uvicorn's serve() straight on the loop: no frame of this module wakes at its 0.1 s tick
+        runner.get_loop().add_signal_handler(signal.SIGHUP, gateway.request_reload)
+        runner.run(server.serve(sockets=[sock]))
 
 
 def log_limits(gateway: Gateway) -> None:

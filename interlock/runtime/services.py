@@ -1,12 +1,13 @@
 """What the layers below the composition root are handed: the request path's services, and a read-only
 view of the live state.
 
-Why this boundary: ``app.Gateway`` builds everything and owns the lifespan and reloads; nothing it builds
-may reach back into it. The lifecycle and the surfaces get a ``RequestServices`` (the plan of the moment,
-the router, the journal, the metrics, the callers' counters, the ledger, tracing and the audit log); the
-ops routes, the status page and the Ollama listing routes get a ``LiveState`` (what they show, read-only
-by convention: they call no method that changes it). Both are built once per gateway and never replaced;
-a reload swaps the plan inside ``Current``, which every holder reads when a request starts.
+Why this boundary: ``parts.build_parts`` builds everything and ``app.Gateway`` dispatches to it; nothing
+it builds may reach back into either. The lifecycle and the surfaces get a ``RequestServices`` (the plan
+of the moment, the router, the journal, the metrics, the callers' counters, the ledger, tracing, the
+audit log, and of the live state only what the Ollama listing routes show: the gateway's ``Status`` and
+the ``FactsTable``); the ops routes and the status page get a ``LiveState`` (what they show, read-only
+by convention: they call no method that changes it). Both are built once per gateway and never
+replaced; a reload swaps the plan inside ``Current``, which every holder reads when a request starts.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 
 class Current:
-    """The plan being served; swapped whole on reload (``app.Gateway.apply``). A request reads it once,
+    """The plan being served; swapped whole on reload (``reload.Reloads.apply``). A request reads it once,
     when it starts, and finishes on that plan."""
 
     __slots__ = ("plan",)
@@ -49,7 +50,8 @@ class Current:
 
 
 class Status:
-    """The gateway's own state as the ops routes show it; written only by ``app.Gateway``."""
+    """The gateway's own state as the ops routes show it; written only by its lifespan and its reloads
+    (``parts.build_parts``, ``reload.Reloads``)."""
 
     __slots__ = ("last_reload", "loaded_at", "probed", "source_path", "started")
 
@@ -68,8 +70,7 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class LiveState:
-    """What the ops routes, the status page and the Ollama listing routes read: the live state, as the
-    gateway keeps it."""
+    """What the ops routes and the status page read: the live state, as the gateway keeps it."""
 
     current: Current
     status: Status
@@ -118,7 +119,8 @@ class RequestServices:
     ledger: Ledger  # credits checked before, usage debited after
     tracing: Tracing | None  # OpenTelemetry spans (``--otel``), when on
     audit: AuditLog | None  # the audit log (``--audit-log``), when on: refused keys are audited
-    live: LiveState  # for the routes that list what is served (Ollama's /api/tags, /api/ps, ...)
+    status: Status  # when the plan was loaded, for the routes that list what is served (Ollama's /api/tags)
+    facts: FactsTable  # live Ollama metadata, for the routes that show it (Ollama's /api/show, /api/ps)
     learned: Learned  # what each answer teaches: prompt counts and prompt speeds per endpoint and model
 
     @property

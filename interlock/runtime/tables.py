@@ -75,6 +75,8 @@ class Candidate:
     says_overflow: bool = True
     checks: Check = Check.EVERY | Check.PREFLIGHT | Check.WORKERS | Check.OLLAMA  # the guards that can
     # apply to it (settled at plan load; by default every one)
+    live_facts: bool = True  # a route of it has live facts (an Ollama worker); False: what the plan
+    # declares is all that is known of it, the same on every route (the preflight guards' short way)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.replies import Reply
 from tests.e2e.conftest import Fakes
 from tests.e2e.harness import Served
+from tests.waiting import wait_until
 
 HI = [{"role": "user", "content": "hi"}]
 WEATHER = {
@@ -227,6 +228,15 @@ def test_top_level_ollama_options_reach_ollama_and_never_a_cloud_fallback(
         "keep_alive": "10m",
         "options": {"mirostat": 1},
     }
+
+    def context_known() -> bool:  # the box's Modelfile sets none: known once /api/ps shows it loaded
+        routes = gateway.http.get("/v1/metadata").json()["candidates"]["box/llama3.2:3b"]
+        return all(route["context_tokens"] is not None for route in routes.values())
+
+    if not context_known():  # alone (no earlier test loaded the model): load it, and wait for the probe
+        client(gateway).chat.completions.create(model="e2e/local", messages=HI)
+        wait_until(context_known, 30, "the worker's context to be known")
+        box.clear_requests()
     client(gateway).chat.completions.create(model="e2e/local", messages=HI, extra_body=native)
     (sent,) = chats(box)
     context = sent["options"].pop("num_ctx")  # the worker's effective context, set by the preflight

@@ -1,4 +1,4 @@
-"""``--workers N``: limits hold across the processes (the supervisor owns the slot table), a worker that
+"""``--workers N``: limits hold across the processes (one slot file, the supervisor's queue), a worker that
 dies gives its slots back, and replacements load the plan the supervisor accepted last (not the file)."""
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def test_a_killed_worker_gives_its_slot_back(served: Served, gpu: FakeOllama) ->
                 continue
             break
         assert isinstance(holder.exception(), httpx.TransportError)
-    # the slot server freed it when the dead process's socket closed; no request is needed to notice
+    # the slot server freed it when the dead process's row lock went; no request is needed to notice
     wait_until(lambda: in_use(served) == 0, 60, "the dead worker's slot to come back")
     gpu.set_fault(Fault.slow_first_byte(0.1), model="slow-a", times=1)
     assert chat(served, "w/slow").status_code == 200

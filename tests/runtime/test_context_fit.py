@@ -232,7 +232,7 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
     assert second.headers["x-interlock-max-tokens"] == f"{after}; clamped-by=context"
     learned = report["learned"]["llama"]["smol"]
     assert learned["prompt_counts"]["samples"] == 1  # the second answer was predicted: not solved again
-    counted = gateway.learned.counts.prompt("llama", "smol", *_parts(gateway, body), 0.0)
+    counted = gateway.parts.services.learned.counts.prompt("llama", "smol", *_parts(gateway, body), 0.0)
     assert abs(counted / CLAUDE_CHAT["usage"]["prompt_tokens"] - 1) <= 0.15
     speed = CLAUDE_CHAT["timings"]["prompt_n"] / (CLAUDE_CHAT["timings"]["prompt_ms"] / 1000)
     assert learned["prompt_tokens_per_s"] == pytest.approx(speed, rel=0.01)
@@ -319,7 +319,7 @@ def test_a_stream_teaches_the_prompt_speed_from_the_timings_beside_its_usage(
     assert streamed.status_code == 200
     assert '"finish_reason":"length"' in streamed.text.replace(" ", "")
     timings = orjson.loads(recorded.split(b"data: ")[-2])["timings"]
-    learned = gateway.learned.report()["llama"]["smol"]
+    learned = gateway.parts.services.learned.report()["llama"]["smol"]
     assert learned["prompt_tokens_per_s"] == pytest.approx(
         timings["prompt_n"] / timings["prompt_ms"] * 1000, rel=0.01
     )

@@ -182,4 +182,4 @@ def test_an_empty_200_stream_for_another_reason_stays_a_protocol_failure(
     (answer,) = _ask(gateway, [{"model": "t/chat", "messages": HI, "stream": True}])
     assert answer.headers["x-interlock-resolved"] == "big/b1"
     assert "x-interlock-skipped" not in answer.headers
-    assert gateway.live.health.candidate("small/s1").last_error_class == "protocol"
+    assert gateway.parts.live.health.candidate("small/s1").last_error_class == "protocol"

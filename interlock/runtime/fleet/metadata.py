@@ -14,21 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from interlock.patterns import ollama_name
-from interlock.runtime.clock import Clock
 from interlock.runtime.errors import (
     ConnectFailed,
     ConnectTimeout,
     FirstByteTimeout,
     TotalTimeout,
-    UpstreamError,
 )
-from interlock.runtime.fleet.facts import FactsTable, ModelInfo
-from interlock.runtime.metrics import Metrics
+from interlock.runtime.fleet.facts import ModelInfo
+from interlock.runtime.fleet.fetcher import Failed, Fetcher
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.upstream.ollama import OllamaAdapter
 from interlock.runtime.wire.base import Endpoint
@@ -115,24 +112,15 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-class MetadataFetcher:
+class MetadataFetcher(Fetcher[OllamaAdapter]):
     """Fills a ``FactsTable`` from every Ollama worker of the current plan."""
 
-    def __init__(
-        self,
-        facts: FactsTable,
-        adapter: Callable[[], OllamaAdapter | None],
-        metrics: Metrics,
-        clock: Clock = time.monotonic,
-    ) -> None:
-        self.facts = facts
-        self._adapter = adapter
-        self.metrics = metrics
-        self.clock = clock
+    log = log
+    name = "metadata"
 
     async def refresh(self, plan: RuntimePlan) -> None:
         """One round over every Ollama worker: /api/ps always; /api/tags and /api/show when stale."""
-        adapter = self._adapter()
+        adapter = self.adapter()
         if adapter is None:
             return
         timeout_s = plan.health.probe_timeout_s
@@ -182,16 +170,8 @@ class MetadataFetcher:
     ) -> Any:
         """The JSON answer, or None (counted, logged) when the worker could not say, or ``UNREACHABLE``
         when it could not be reached at all (refused, or no answer in time)."""
-        try:
-            answer = await asyncio.wait_for(
-                adapter.metadata(endpoint, path, model, timeout_s), timeout_s + 1.0
-            )
-        except (UpstreamError, TimeoutError) as exc:
-            result = exc.error_class if isinstance(exc, UpstreamError) else "timeout"
-            self.metrics.metadata_fetches.labels(endpoint.label, path, result).inc()
-            log.debug(
-                "metadata: %s %s%s failed (%s)", endpoint.label, path, f" {model}" if model else "", result
-            )
-            return UNREACHABLE if isinstance(exc, _NO_ANSWER) else None
-        self.metrics.metadata_fetches.labels(endpoint.label, path, "ok").inc()
+        call = adapter.metadata(endpoint, path, model, timeout_s)
+        answer = await self.fetched(call, endpoint, path, timeout_s, f" {model}" if model else "")
+        if isinstance(answer, Failed):
+            return UNREACHABLE if isinstance(answer, _NO_ANSWER) else None
         return answer

@@ -27,7 +27,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from interlock.runtime.clock import Clock
@@ -99,25 +99,11 @@ class ProbeLoop(Periodic):
             del self.rechecks[label]  # no longer probed (a reload)
         jobs = [self._probe(e, timeout_s) for e in endpoints]
         if self.metadata is not None:
-            jobs.append(self._metadata(plan))
+            jobs.append(_aside(self.metadata.refresh(plan), "metadata round failed"))
         if self.signals is not None:
-            jobs.append(self._signals(plan))
+            jobs.append(_aside(self.signals.refresh(plan), "load signal round failed"))
         await asyncio.gather(*jobs)
         self.first_round.set()
-
-    async def _metadata(self, plan: RuntimePlan) -> None:
-        assert self.metadata is not None
-        try:
-            await self.metadata.refresh(plan)
-        except Exception:  # metadata is a help, never a reason to stop probing
-            log.exception("metadata round failed")
-
-    async def _signals(self, plan: RuntimePlan) -> None:
-        assert self.signals is not None
-        try:
-            await self.signals.refresh(plan)
-        except Exception:  # load signals are a help, never a reason to stop probing
-            log.exception("load signal round failed")
 
     async def round(self) -> None:
         """A full round when one is due, else the down endpoints whose own probe is due."""
@@ -181,3 +167,11 @@ class ProbeLoop(Periodic):
         last = self.rechecks.get(endpoint.label)
         backoff = RECHECK_FIRST_S if last is None else min(last.backoff_s * 2.0, ceiling)
         self.rechecks[endpoint.label] = _Recheck(endpoint, now + backoff, backoff, now)
+
+
+async def _aside(refresh: Awaitable[None], failed: str) -> None:
+    """A fetcher's round beside the probes: a help, never a reason to stop probing (a failure is logged)."""
+    try:
+        await refresh
+    except Exception:
+        log.exception(failed)

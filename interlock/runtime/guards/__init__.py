@@ -15,13 +15,15 @@ The chain is compiled: each guard names what must hold of a candidate for it to 
 (``check``, a ``tables.Check``), the plan settles per candidate which hold (``Candidate.checks``, at
 plan load), and ``compiled`` makes, once, the chain of guards for each combination. The router runs a
 candidate's chain by one tuple index: a cloud candidate's holds neither the slot guard (no worker to
-choose, no slot) nor the Ollama options guard, and with preflight off none of the preflight's.
+choose, no slot) nor the Ollama options guard, and with preflight off none of the preflight's. Every
+guard but the slot guard is an ``InstantGuard`` (it never waits): the router calls its ``verdict``
+as it is (``steps``), with no coroutine made for it.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,6 +73,21 @@ class Guard(abc.ABC):
         stable reason to skip the candidate (a metric label)."""
 
 
+class InstantGuard(Guard):
+    """A guard that never waits (it reads tables, it holds nothing): the router calls its ``verdict``
+    directly, so it costs no coroutine per request; ``admit`` is the same answer, awaited."""
+
+    @abc.abstractmethod
+    def verdict(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+        """As ``admit``."""
+
+    async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+        return self.verdict(admission, body)
+
+
+Step = tuple[Callable[[Admission, Mapping[str, Any]], Any], bool]
+"""One guard of a compiled chain: what to call, and whether to await it (a guard that may wait)."""
+
 Chains = tuple[tuple[Guard, ...], ...]
 """Indexed by a candidate's ``checks``: the guards of its chain, in order."""
 
@@ -81,3 +98,9 @@ def compiled(guards: tuple[Guard, ...]) -> Chains:
     for check in Check:
         every |= check
     return tuple(tuple(g for g in guards if g.check & checks) for checks in range(int(every) + 1))
+
+
+def steps(chain: tuple[Guard, ...]) -> tuple[Step, ...]:
+    """``chain`` as the router runs it: an instant guard's ``verdict`` called, any other's ``admit``
+    awaited."""
+    return tuple((g.verdict, False) if isinstance(g, InstantGuard) else (g.admit, True) for g in chain)

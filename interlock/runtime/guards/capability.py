@@ -23,12 +23,20 @@ PLAIN = (COMPLETION, EMBEDDING)
 
 
 class CapabilityGuard(MisfitGuard):
-    async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+    def verdict(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         preflight = admission.preflight
         if preflight is None or preflight.mode == "off":
             return None
         needed = preflight.needs.capabilities
         candidate = admission.candidate
+        if not candidate.live_facts:  # the plan's declaration alone, on every route: one answer
+            declared = candidate.capabilities
+            if declared is None:
+                if needed not in PLAIN:
+                    preflight.note(f"capabilities of {candidate.id} unknown")
+                return None
+            if needed <= declared:
+                return None
         routes = admission.routes
         keep = []
         lacking: set[str] = set()

@@ -57,12 +57,19 @@ class ContextGuard(MisfitGuard):
         super().__init__(facts, metrics)
         self.counts = counts if counts is not None else CountBook()
 
-    async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+    def verdict(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         preflight = admission.preflight
         if preflight is None or preflight.mode == "off":
             return None
         needs = preflight.needs
         candidate = admission.candidate
+        if not candidate.live_facts:  # a window is known only when declared, or named by an upstream
+            facts, key = self.facts, candidate.facts_key
+            for route in admission.routes:
+                if route.context_default is not None or facts.window(route.endpoint.label, key):
+                    break
+            else:  # none known: it fits wherever it goes (as the loop below would find)
+                return None
         settings = preflight.settings
         margin = settings.margin_percent
         reserve = needs.images * settings.image_reserve_tokens

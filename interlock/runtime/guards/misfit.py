@@ -8,13 +8,13 @@ the routes that fit, or, when none does, skips the candidate with a ``Misfit`` t
 from __future__ import annotations
 
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.guards import Admission, InstantGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.tables import Check, Route
 
 
-class MisfitGuard(Guard):
+class MisfitGuard(InstantGuard):
     """A guard that compares a request's needs with what is known of each route of the candidate."""
 
     check = Check.PREFLIGHT  # off: both would return at once

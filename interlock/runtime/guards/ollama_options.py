@@ -20,7 +20,7 @@ from typing import Any
 
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
-from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.guards import Admission, InstantGuard
 from interlock.runtime.tables import Check
 
 THINK_KEYS = ("think", "reasoning_effort")
@@ -30,14 +30,14 @@ KeepAlive = Callable[[str, str], int | None]
 """``(worker label, model as /api/ps names it) -> keep_alive seconds``; None: not a home."""
 
 
-class OllamaOptionsGuard(Guard):
+class OllamaOptionsGuard(InstantGuard):
     check = Check.OLLAMA
 
     def __init__(self, facts: FactsTable, keep_alive: KeepAlive | None = None) -> None:
         self.facts = facts
         self.keep_alive = keep_alive
 
-    async def admit(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+    def verdict(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         candidate, route, preflight = admission.candidate, admission.route, admission.preflight
         if route is None or preflight is None:  # only an Ollama candidate's chain holds this guard
             return None

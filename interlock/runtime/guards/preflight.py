@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from interlock.runtime.access import COMMON
 from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, RequestDoesNotFit
+from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.needs import Needs
 from interlock.runtime.tables import PreflightSettings
 
@@ -89,7 +90,7 @@ class Preflight:
         credits or tokens per minute cut it to, which the context's ceiling then replaces)."""
         if self.ceilings is None:
             self.ceilings = {}
-        self.ceilings[candidate] = b"%d; clamped-by=context" % ceiling  # the credits' header's shape
+        self.ceilings[candidate] = said(ceiling, b"context")
 
     def note(self, text: str) -> None:
         if text not in self.notes and len(self.notes) < MAX_HEADER_ITEMS:

@@ -204,11 +204,7 @@ def build_admin(live: LiveState) -> FastAPI:
     async def ui_static(request: Request) -> Response:
         from interlock.runtime.ops.ui.page import static
 
-        name: str = request.path_params["name"]
-        media_type = STATIC.get(name)
-        if media_type is None:
-            raise HTTPException(404, "Not Found")
-        return Response(static(name), media_type=media_type, headers=UI_HEADERS)
+        return shipped(STATIC, request.path_params["name"], static, UI_HEADERS)
 
     async def ui_section(request: Request) -> Response:
         from interlock.runtime.ops.ui.page import render_section
@@ -232,11 +228,7 @@ def build_admin(live: LiveState) -> FastAPI:
         return Response(page.body, media_type="text/html; charset=utf-8", headers=DOCS_HEADERS)
 
     async def docs_static(request: Request) -> Response:
-        asset: str = request.path_params["asset"]
-        media_type = DOCS_STATIC.get(asset)
-        if media_type is None:
-            raise HTTPException(404, "Not Found")
-        return Response(docs_asset(asset), media_type=media_type, headers=DOCS_HEADERS)
+        return shipped(DOCS_STATIC, request.path_params["asset"], docs_asset, DOCS_HEADERS)
 
     endpoints: dict[str, Callable[[Request], Awaitable[Response]]] = {
         "/v1/models": models,
@@ -281,6 +273,16 @@ DOCS_HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
+
+
+def shipped(
+    files: Mapping[str, str], name: str, read: Callable[[str], bytes], headers: Mapping[str, str]
+) -> Response:
+    """A file shipped with the gateway, by name (``files``: name -> media type; any other name is 404)."""
+    media_type = files.get(name)
+    if media_type is None:
+        raise HTTPException(404, "Not Found")
+    return Response(read(name), media_type=media_type, headers=headers)
 
 
 def docs_asset(name: str) -> bytes:

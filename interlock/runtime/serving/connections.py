@@ -1,9 +1,19 @@
-"""Client connections: a header-read timeout, a body-read idle timeout and a cap on open connections.
+"""Client connections: HTTP/1.1 on httptools, with a header-read timeout, a body-read idle timeout and a
+cap on open connections.
 
-uvicorn alone never times out a connection that sends nothing, half its headers or part of a body
-(its keep-alive timer starts only after a first answer), and it has no cap that frees a file
-descriptor: 20,000 idle sockets exhausted the process. This module is the boundary where the gateway
-takes that over, as a subclass of uvicorn's httptools protocol (one instance per connection):
+uvicorn runs the process (the listening socket, lifespan, signals, the graceful drain on SIGTERM);
+each client connection is a ``GuardedProtocol`` of this module, built by uvicorn with its own
+arguments (``guarded_protocol``). It parses with httptools and calls the ASGI app with one ``Request``
+per request (its ``receive``, its ``send``, its body, its answer's framing): what uvicorn's
+``HttpToolsProtocol`` and ``RequestResponseCycle`` do for the requests this gateway serves, without
+their per-request event, flow-control and cycle objects (bench/server_layer.py measures the two).
+Kept from uvicorn, byte for byte where a client can see it: keep-alive (HTTP/1.1 unless
+``Connection: close``; HTTP/1.0 closes), pipelining (a request parsed while one is answered waits,
+reading paused, and starts when the answer ends), chunked request bodies, ``100 Continue``, the
+framing of answers (``connection: close``, chunked encoding without a Content-Length, nothing for
+HEAD, 204 and 304), the 400 for a request httptools cannot parse, the 500 when the app fails before
+answering, ``uvicorn.access``'s line per request (``--access-log text``) and the idle keep-alive close
+after uvicorn's ``timeout_keep_alive``. The gateway adds:
 
 - waiting for a request's headers (from connecting, or from the end of the previous answer) is
   bounded by ``server.header_timeout``: past it the connection is closed, with a 408 when part of a
@@ -16,11 +26,12 @@ takes that over, as a subclass of uvicorn's httptools protocol (one instance per
   the client reads the 503 instead of a reset (a socket closed with unread data sends an RST);
 - a WebSocket upgrade is refused with a 400 (this gateway speaks plain HTTP), never a 500;
 - a streamed answer's body can be written straight to the transport (``StreamBody``, offered to the app
-  as the ASGI scope extension ``interlock.stream_body``): one framed write per piece, with uvicorn's own
-  flow control, instead of a message dict and a coroutine through ASGI ``send`` per relayed chunk.
-  It reads uvicorn's ``RequestResponseCycle`` (``response_started``, ``chunked_encoding``,
-  ``response_complete``, ``disconnected``, ``transport``, ``flow``): tests/runtime/test_stream_body.py
-  fails if a uvicorn upgrade changes them.
+  as the ASGI scope extension ``interlock.stream_body``): one framed write per piece, under the
+  connection's flow control, instead of a message dict and a coroutine through ASGI ``send``;
+- the client going away is said to the request at once (``asgi.Disconnect``, the scope extension
+  ``interlock.disconnect``): watching for it costs no task;
+- an answer's head is written with the first piece of its body: one ``send()`` for a small answer
+  (a stream's head is held no longer than the loop step that started it).
 
 A deadline counts the bytes that reached the gateway by then, read or not: a timer that finds its
 deadline passed lets the loop read the socket once more before it closes the connection. uvloop runs
@@ -36,28 +47,56 @@ Every close is counted in ``interlock_connections_closed_total{reason}``; reachi
 from __future__ import annotations
 
 import asyncio
+import http
 import logging
+import re
 import time
-import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+import urllib.parse
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+import httptools
 
-from interlock.runtime.asgi import Disconnect
-from interlock.runtime.serving.cork import CorkedTransport
+from interlock.runtime.asgi import Disconnect, Header, Message, Receive, Scope, Send
 from interlock.runtime.wire.openai_chat import error_body
 
 if TYPE_CHECKING:
+    from uvicorn import Config
+    from uvicorn.server import ServerState
+
     from interlock.runtime.tables import ServerSettings
 
 log = logging.getLogger("interlock.connections")
+server_log = logging.getLogger("uvicorn.error")  # what uvicorn's protocol logged, logged where it did
+access_log = logging.getLogger("uvicorn.access")
 
 STREAM_BODY = "interlock.stream_body"  # the ASGI scope extension that holds a request's StreamBody
 DISCONNECT = "interlock.disconnect"  # the ASGI scope extension that holds a request's Disconnect
 WARN_EVERY_S = 10.0  # the cap's warning is repeated at most this often (with a count of what it missed)
 READ_FIRST_S = 0.001  # past a deadline, the close waits this long: one poll of the sockets comes first
 LINGER_S = 2.0  # a refused connection's request is read and dropped for at most this long
+HIGH_WATER = 65536  # request body bytes buffered before reading pauses (uvicorn's limit)
+BIG_WRITE = 65536  # a body this long is written after its head, not copied onto it
+HEADER_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')  # uvicorn's checks of answer headers
+HEADER_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+SERVER_ERROR_HEADERS = [
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"content-length", b"21"),
+    (b"connection", b"close"),
+]
+METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH")}
+
+
+def _status_line(status: int) -> bytes:
+    try:
+        phrase = http.HTTPStatus(status).phrase.encode()
+    except ValueError:
+        phrase = b""
+    return b"HTTP/1.1 %d %b\r\n" % (status, phrase)
+
+
+STATUS_LINE = {status: _status_line(status) for status in range(100, 600)}
 
 
 def _canned(status: str, message: str, code: str, extra: bytes = b"") -> bytes:
@@ -72,6 +111,10 @@ WEBSOCKET_REFUSED = _canned(
     "400 Bad Request",
     "WebSocket is not supported: this gateway answers plain HTTP (stream with `stream: true`)",
     "websocket_unsupported",
+)
+INVALID_REQUEST = (  # uvicorn's answer to what httptools cannot parse
+    b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 30\r\n"
+    b"connection: close\r\n\r\nInvalid HTTP request received."
 )
 
 
@@ -147,53 +190,254 @@ class ConnectionBook:
         self._warned[what] = (now, 0)
 
 
-class StreamBody:
-    """The body of one request's chunked answer, written straight to its connection's transport.
+class StreamBody(Protocol):
+    """The body of one request's chunked answer, written straight to its connection's transport
+    (offered as the scope extension ``STREAM_BODY``; the request's ``Request`` is one).
 
-    What uvicorn's ``send`` does for each ``http.response.body`` message of a chunked answer, less what
-    only the first message needs: one framed write per piece. The ASGI ``send`` still starts the
-    answer (its headers, CORS's among them) and ends it (the last piece, the terminating chunk and the
-    keep-alive bookkeeping); only the pieces between go this way, and only once ``ready`` says the
-    answer is started and chunked. Flow control is uvicorn's: ``write`` returns True when the
-    transport's buffer is over its high-water mark, and the caller awaits ``drain`` (resumed when the
-    buffer drains or the client goes). A gone client's pieces are dropped, as ``send`` drops them.
+    What ``send`` does for each ``http.response.body`` message of a chunked answer, less what only the
+    first message needs: one framed write per piece. The ASGI ``send`` still starts the answer (its
+    headers, CORS's among them) and ends it (the last piece, the terminating chunk and the keep-alive
+    bookkeeping); only the pieces between go this way, and only once ``ready`` says the answer is
+    started and chunked. ``write`` returns True when the transport's buffer is over its high-water
+    mark: the caller awaits ``drain`` (resumed when the buffer drains or the client goes). A gone
+    client's pieces are dropped, as ``send`` drops them.
     """
 
-    __slots__ = ("_cycle",)
+    def ready(self) -> bool: ...
 
-    def __init__(self, cycle: RequestResponseCycle) -> None:
-        # A weak reference: the cycle holds the scope, which holds this; a strong one would make every
-        # request a reference cycle (about a dozen objects) that only the cyclic collector frees.
-        self._cycle = weakref.ref(cycle)
+    def write(self, data: bytes) -> bool: ...
+
+    async def drain(self) -> None: ...
+
+
+class Request(Disconnect):
+    """One request on a connection: the ASGI ``receive`` and ``send`` of it, its body as it arrives,
+    its answer's framing. It is also the request's ``Disconnect`` (fired when the client goes with the
+    answer unfinished) and its ``StreamBody``, so a request costs one object beside its scope.
+
+    It holds no reference to its scope (the scope's extensions hold it): nothing per request is a
+    reference cycle. ``send`` frames what uvicorn's would, byte for byte, for the answers this gateway
+    gives: the status line, the headers (names lowercased, checked for forbidden bytes), ``connection:
+    close`` when the connection will close, chunked framing when no Content-Length is given.
+    """
+
+    __slots__ = (
+        "body",
+        "chunked",
+        "complete",
+        "conn",
+        "continue_",
+        "disconnected",
+        "head",
+        "is_head",
+        "keep_alive",
+        "last_read",
+        "left",
+        "line",
+        "method",
+        "more_body",
+        "started",
+        "waiter",
+    )
+
+    def __init__(self, conn: GuardedProtocol, method: str, keep_alive: bool, expect_continue: bool) -> None:
+        self.callback = None
+        self.conn = conn
+        self.method = method
+        self.is_head = method == "HEAD"
+        self.keep_alive = keep_alive
+        self.continue_ = expect_continue  # `Expect: 100-continue`: say so at the first receive
+        self.body: list[bytes] = []  # arrived, not yet received
+        self.more_body = True
+        self.last_read = False  # the last http.request message was handed over
+        self.waiter: asyncio.Future[None] | None = None
+        self.disconnected = False
+        self.started = False
+        self.complete = False
+        self.chunked: bool | None = None
+        self.left = 0  # body bytes still owed by a Content-Length answer
+        self.head = b""  # the answer's status line and headers, held to be written with its body
+        self.line = ""  # the access log's "METHOD path HTTP/version" (only with --access-log text)
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- ASGI ------------------------------------------------------------------------------------
+
+    async def receive(self) -> Message:
+        conn = self.conn
+        if self.continue_:
+            self.continue_ = False
+            if not conn.transport.is_closing():
+                conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if (
+            not self.disconnected
+            and not self.complete
+            and (self.last_read or not (self.body or not self.more_body))
+        ):
+            conn.resume_reading()
+            self.waiter = waiter = conn.loop.create_future()
+            try:
+                await waiter
+            finally:
+                self.waiter = None
+        if self.disconnected or self.complete:
+            return {"type": "http.disconnect"}
+        parts = self.body
+        body = b"".join(parts)
+        parts.clear()
+        if not self.more_body:
+            self.last_read = True
+        return {"type": "http.request", "body": body, "more_body": self.more_body}
+
+    async def send(self, message: Message) -> None:
+        conn = self.conn
+        if conn.write_paused and not self.disconnected:
+            await conn.drain()
+        if self.disconnected:
+            return
+        kind = message["type"]
+        if not self.started:
+            if kind != "http.response.start":
+                raise RuntimeError(f"Expected ASGI message 'http.response.start', but got '{kind}'.")
+            self._start(message["status"], message.get("headers", ()))
+        elif not self.complete:
+            if kind != "http.response.body":
+                raise RuntimeError(f"Expected ASGI message 'http.response.body', but got '{kind}'.")
+            self._body(message.get("body", b""), message.get("more_body", False))
+        else:
+            raise RuntimeError(f"Unexpected ASGI message '{kind}' sent, after response already completed.")
+
+    def _start(self, status: int, headers: Iterable[Header]) -> None:
+        conn = self.conn
+        self.started = True
+        self.continue_ = False
+        if conn.access_log:
+            conn.log_access(self, status)
+        default = conn.server_state.default_headers
+        if default:
+            headers = [*default, *headers]
+        lines = [STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status]
+        names = []
+        values = []
+        close = False
+        for name, value in headers:
+            names.append(name)
+            values.append(value)
+            name = name.lower()
+            if name == b"content-length":
+                if self.chunked is None:
+                    self.left = int(value)
+                    self.chunked = False
+            elif name == b"transfer-encoding":
+                if value.lower() == b"chunked":
+                    self.left = 0
+                    self.chunked = True
+            elif name == b"connection" and b"close" in [t.strip() for t in value.lower().split(b",")]:
+                self.keep_alive = False
+                close = True
+            lines.append(b"%b: %b\r\n" % (name, value))
+        if HEADER_NAME.search(b"".join(names)) or HEADER_VALUE.search(b"\t".join(values)):
+            raise RuntimeError("Invalid HTTP header name or value.")
+        if not self.keep_alive and not close:
+            lines.append(b"connection: close\r\n")
+        if self.chunked is None and not self.is_head and status not in (204, 304):
+            self.chunked = True
+            lines.append(b"transfer-encoding: chunked\r\n")
+        lines.append(b"\r\n")
+        head = b"".join(lines)
+        if self.is_head or not (self.chunked or self.left):
+            conn.transport.write(head)  # no body follows
+        else:
+            self.head = head  # written with the first piece of the body: one send() for both
+            if self.chunked:
+                conn.loop.call_soon(self.flush)  # a stream's head goes out by the end of this step
+
+    def _body(self, body: bytes, more_body: bool) -> None:
+        if self.is_head:
+            self.left = 0
+            data = b""
+        elif self.chunked:
+            data = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
+            if not more_body:
+                data += b"0\r\n\r\n"
+        else:
+            size = len(body)
+            if size > self.left:
+                raise RuntimeError("Response content longer than Content-Length")
+            self.left -= size
+            data = body
+        self._write(data)
+        if not more_body:
+            if self.left:
+                raise RuntimeError("Response content shorter than Content-Length")
+            self.complete = True
+            self.wake()
+            if not self.keep_alive:
+                self.conn.transport.close()
+            self.conn.on_response_complete(self)
+
+    def _write(self, data: bytes) -> None:
+        """Write ``data``, after the held head if any (joined to it unless ``data`` is large)."""
+        head = self.head
+        if head:
+            self.head = b""
+            if len(data) < BIG_WRITE:
+                data = head + data
+            else:
+                self.conn.transport.write(head)
+        if data:
+            self.conn.transport.write(data)
+
+    def flush(self) -> None:
+        """Write the held head, if nothing has taken it along yet."""
+        if self.head and not self.disconnected:
+            self._write(b"")
+
+    def done(self, task: asyncio.Task[None]) -> None:
+        """The app's task ended: what uvicorn does when it failed or did not answer."""
+        conn = self.conn
+        conn.server_state.tasks.discard(task)
+        failure = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if failure is not None:
+            server_log.error("Exception in ASGI application\n", exc_info=failure)
+            if self.started:
+                conn.transport.close()
+                return
+        elif self.disconnected or self.complete:
+            return
+        elif self.started:
+            server_log.error("ASGI callable returned without completing response.")
+            conn.transport.close()
+            return
+        else:
+            server_log.error("ASGI callable returned without starting response.")
+        if not self.disconnected:
+            self._start(500, SERVER_ERROR_HEADERS)
+            self._body(b"Internal Server Error", False)
+
+    # -- StreamBody --------------------------------------------------------------------------------
 
     def ready(self) -> bool:
         """The answer is started, chunked, not finished, and has a body (not HEAD)."""
-        cycle = self._cycle()
-        return (
-            cycle is not None
-            and cycle.response_started
-            and cycle.chunked_encoding is True
-            and not cycle.response_complete
-            and cycle.scope["method"] != "HEAD"
-        )
+        return self.started and self.chunked is True and not self.complete and not self.is_head
 
     def write(self, data: bytes) -> bool:
         """Write ``data`` (not empty) as one chunk; True: await ``drain`` before writing more."""
-        cycle = self._cycle()
-        if cycle is None or cycle.disconnected:
+        if self.disconnected:
             return False
-        cycle.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
-        return cycle.flow.write_paused
+        self._write(b"%x\r\n%b\r\n" % (len(data), data))
+        return self.conn.write_paused
 
     async def drain(self) -> None:
-        cycle = self._cycle()
-        if cycle is not None:
-            await cycle.flow.drain()
+        await self.conn.drain()
 
 
-class GuardedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the timeouts and the cap above; ``book`` is set by
-    ``guarded_protocol`` on a subclass, so uvicorn can build instances with its own arguments.
+class GuardedProtocol(asyncio.Protocol):
+    """One client connection (HTTP/1.1 on httptools) with the timeouts and the cap above; ``book`` is
+    set by ``guarded_protocol`` on a subclass, so uvicorn can build instances with its own arguments.
 
     One timer per connection, re-armed lazily: a request moves the deadlines (plain assignments), and
     the timer, when it fires, closes the connection or re-arms itself for the deadline now in force.
@@ -202,25 +446,60 @@ class GuardedProtocol(HttpToolsProtocol):
     """
 
     book: ConnectionBook
+    transport: asyncio.Transport
     _limits: ServerSettings  # the plan's, when the connection was made
-    _timer: asyncio.TimerHandle | None = None
-    _state = "new"  # "headers": waiting for a request's headers; "body": reading one; "busy"; "closed";
-    # "draining": refused over the cap, its request read and dropped
-    _began = False  # a byte of the awaited request has arrived
-    _headers_by = 0.0  # loop time: the headers must be complete by then
-    _last_body = 0.0  # loop time of the last body bytes
-    _read_past = -1.0  # the deadline past which the socket was given one more read (see _expired)
-    _disconnect: Disconnect | None = None  # the current request's, until its answer is complete
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        if not config.loaded:
+            config.load()
+        self.app: Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]] = config.loaded_app
+        self.loop = _loop or asyncio.get_event_loop()
+        self.server_state = server_state
+        self.app_state = app_state
+        self.root_path = config.root_path
+        self.keep_alive_s = float(config.timeout_keep_alive)
+        self.access_log = bool(config.access_log) and access_log.hasHandlers()
+        self.parser = httptools.HttpRequestParser(self)
+        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # answer a pipelined first
+        self.server: tuple[str, int | None] | None = None
+        self.client: tuple[str, int] | None = None
+        self.reading: Request | None = None  # the request whose body is being read (the newest)
+        self.answering: Request | None = None  # the request whose app runs (the oldest unanswered)
+        self.pipeline: deque[tuple[Request, Scope]] = deque()  # parsed, waiting for the one answering
+        self.write_paused = False
+        self.read_paused = False
+        self._writable: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._state = "new"  # "headers": waiting for a request's headers; "body": reading one; "busy";
+        # "closed"; "draining": refused over the cap, its request read and dropped
+        self._began = False  # a byte of the awaited request has arrived
+        self._headers_by = 0.0  # loop time: the headers must be complete by then
+        self._idle_by = 0.0  # loop time: a keep-alive pause with nothing sent closes then (uvicorn's)
+        self._last_body = 0.0  # loop time of the last body bytes
+        self._read_past = -1.0  # the deadline past which the socket was given one more read (see _expired)
+        self._url = b""
+        self._headers: list[Header] = []
+        self._continue = False
+        self._upgrade = False  # a WebSocket upgrade: refused once the parser stops at it
 
     # -- connection ------------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CorkedTransport(transport, self.loop))  # a small answer: one send()
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast("asyncio.Transport", transport)  # (uvloop's is not a subclass)
+        self.server_state.connections.add(self)  # type: ignore[arg-type]  # uvicorn drains these when it stops
+        self.server = _address(transport.get_extra_info("sockname"))
+        self.client = _address(transport.get_extra_info("peername"))
         self._limits = self.book.settings()
         if not self.book.admit(self):
             self._refuse()
             return
-        self._await_headers()
+        self._await_headers(self._limits.header_timeout_s)
 
     def _refuse(self) -> None:
         """The 503 of a connection over the cap: the answer and our end of the stream at once, then
@@ -236,37 +515,64 @@ class GuardedProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._state == "draining":
             return  # the refused connection's request: read, and dropped
-        super().data_received(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._upgrade:
+                log.debug("refused a WebSocket upgrade")
+                self.close_for("websocket", WEBSOCKET_REFUSED)
+            else:
+                server_log.warning("Unsupported upgrade request.")
+        except httptools.HttpParserError:
+            server_log.warning("Invalid HTTP request received.")
+            self.close_for("invalid", INVALID_REQUEST, count=False)
+
+    def eof_received(self) -> None:
+        pass  # the client may half-close after its request: its answer still goes out
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self.book.forget(self)
-        super().connection_lost(exc)
+        self.server_state.connections.discard(self)
         self._client_gone()
+        self.resume_writing()
+        self.parser = None  # type: ignore[assignment]  # it holds this protocol: no cycle is left
+        if exc is None:
+            self.transport.close()
 
     def _client_gone(self) -> None:
-        """Tell the request being answered, if any, that its client is gone."""
-        disconnect = self._disconnect
-        if disconnect is not None:
-            self._disconnect = None
-            disconnect.fire()
+        """Tell the requests not answered yet that their client is gone."""
+        gone = [self.answering, self.reading, *(request for request, _ in self.pipeline)]
+        self.answering = self.reading = None
+        self.pipeline.clear()
+        for request in gone:
+            if request is not None and not request.complete and not request.disconnected:
+                request.disconnected = True
+                request.wake()
+                request.fire()
 
-    def close_for(self, reason: str, answer: bytes = b"") -> None:
+    def close_for(self, reason: str, answer: bytes = b"", *, count: bool = True) -> None:
         """Close this connection now (writing ``answer`` first), counted under ``reason``."""
         self._disarm()
         self.book.forget(self)
         self._state = "closed"
-        if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.disconnected = True  # the app's receive() sees http.disconnect; send() is dropped
-            self.cycle.message_event.set()
-            self._client_gone()
-        self.book.metrics.connections_closed.labels(reason).inc()
+        self._client_gone()
+        if count:
+            self.book.metrics.connections_closed.labels(reason).inc()
         if not self.transport.is_closing():
             if answer:
                 self.transport.write(answer)
                 self.transport.close()
             else:
                 self.transport.abort()  # nothing to say: free the descriptor at once
+
+    def shutdown(self) -> None:
+        """uvicorn's graceful stop: close an idle connection now, a busy one after its answer."""
+        answering = self.answering
+        if answering is None:
+            self.transport.close()
+        else:
+            answering.keep_alive = False
 
     def _over_limit_answer(self) -> bytes:
         return _canned(
@@ -277,15 +583,47 @@ class GuardedProtocol(HttpToolsProtocol):
             b"retry-after: 1\r\n",
         )
 
+    # -- flow control ----------------------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    async def drain(self) -> None:
+        """Return once the transport's buffer is under its low-water mark (or the client is gone)."""
+        if self.write_paused:
+            if self._writable is None:
+                self._writable = self.loop.create_future()
+            await asyncio.shield(self._writable)
+
+    def pause_reading(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+
     # -- states and the timer --------------------------------------------------------------------
 
-    def _await_headers(self) -> None:
+    def _await_headers(self, idle_s: float) -> None:
+        """Wait for the next request's headers: for ``header_timeout``, and when nothing at all comes,
+        for ``idle_s`` (the keep-alive timeout after an answer)."""
         self._state = "headers"
         idle = self.book.idle
         idle.pop(self, None)
         idle[self] = None  # (re)inserted: now the newest idle connection
-        self._headers_by = deadline = self.loop.time() + self._limits.header_timeout_s
-        self._fire_by(deadline)
+        now = self.loop.time()
+        self._headers_by = now + self._limits.header_timeout_s
+        self._idle_by = now + idle_s
+        self._fire_by(min(self._headers_by, self._idle_by))
 
     def _fire_by(self, deadline: float) -> None:
         """Make sure the timer fires no later than ``deadline`` (an earlier one is kept)."""
@@ -304,7 +642,7 @@ class GuardedProtocol(HttpToolsProtocol):
     def _expired(self) -> None:
         self._timer = None
         if self._state == "headers":
-            deadline = self._headers_by
+            deadline = self._headers_by if self._began else min(self._headers_by, self._idle_by)
         elif self._state == "body":
             deadline = self._last_body + self._limits.body_timeout_s
         else:
@@ -317,55 +655,150 @@ class GuardedProtocol(HttpToolsProtocol):
             self._timer = self.loop.call_later(READ_FIRST_S, self._expired)
             return
         if self._state == "headers":
+            if not self._began and deadline == self._idle_by < self._headers_by:
+                self.close_for("keep_alive", count=False)  # uvicorn's keep-alive timeout: not counted
+                return
             log.debug("closing a connection: no complete request headers within server.header_timeout")
             self.close_for("header_timeout", REQUEST_TIMEOUT if self._began else b"")
         else:
             log.debug("closing a connection: its request body stalled for server.body_timeout")
-            started = self.cycle is not None and self.cycle.response_started
+            request = self.reading
+            started = request is not None and request.started
             self.close_for("body_timeout", b"" if started else REQUEST_TIMEOUT)
 
     # -- parser callbacks ------------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        super().on_message_begin()
         self._began = True
+        self._url = b""
+        self._headers = []
+        self._continue = False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self._continue = True
+        self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self.book.idle.pop(self, None)
         self._state, self._began = "body", False  # "body" until on_message_complete (often at once)
         self._last_body = now = self.loop.time()
         self._fire_by(now + self._limits.body_timeout_s)
-        super().on_headers_complete()
-        cycle = self.cycle
-        if cycle is not None and cycle.scope is self.scope:  # (an upgrade has no cycle of its own)
-            extensions: dict[str, object] = self.scope.setdefault("extensions", {})  # type: ignore[assignment]
-            extensions[STREAM_BODY] = StreamBody(cycle)
-            extensions[DISCONNECT] = self._disconnect = Disconnect()
+        parser = self.parser
+        headers = self._headers
+        if parser.should_upgrade() and _upgrade_of(headers) == b"websocket":
+            self._upgrade = True  # the parser stops here: data_received refuses it
+            return
+        raw_method = parser.get_method()
+        method = METHODS.get(raw_method) or raw_method.decode("ascii")
+        version = parser.get_http_version()
+        url = self._url
+        if url[:1] == b"/" and b"?" not in url and b"#" not in url:
+            raw_path, query = url, b""  # the common case: httptools.parse_url would say the same
+        else:
+            parsed = httptools.parse_url(url)
+            raw_path, query = parsed.path, parsed.query or b""
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        root = self.root_path
+        request = Request(self, method, version != "1.0" and parser.should_keep_alive(), self._continue)
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": version,
+            "server": self.server,
+            "client": self.client,
+            "scheme": "http",
+            "method": method,
+            "root_path": root,
+            "path": root + path if root else path,
+            "raw_path": root.encode("ascii") + raw_path if root else raw_path,
+            "query_string": query,
+            "headers": headers,
+            "state": self.app_state.copy(),
+            "extensions": {STREAM_BODY: request, DISCONNECT: request},
+        }
+        if self.access_log:
+            target = urllib.parse.quote(scope["path"]) + ("?" + query.decode("ascii") if query else "")
+            request.line = f"{method} {target} HTTP/{version}"
+        self.reading = request
+        if self.answering is None:
+            self._start(request, scope)
+        else:  # pipelined: it waits for the answer in progress, and reading pauses meanwhile
+            self.pause_reading()
+            self.pipeline.append((request, scope))
 
     def on_body(self, body: bytes) -> None:
+        request = self.reading
         self._last_body = self.loop.time()
-        super().on_body(body)
+        if request is None or request.complete or self._upgrade:
+            return
+        request.body.append(body)
+        if sum(map(len, request.body)) > HIGH_WATER:
+            self.pause_reading()
+        request.wake()
 
     def on_message_complete(self) -> None:
-        super().on_message_complete()
         if self._state == "body":
             self._state = "busy"
+        request = self.reading
+        if request is None or self._upgrade:
+            return
+        if request.complete:
+            self.reading = None
+            return
+        request.more_body = False
+        request.wake()
 
-    def on_response_complete(self) -> None:
-        self._disconnect = None  # answered: the client may go now
-        pipelined = bool(self.pipeline)
-        super().on_response_complete()
-        if not pipelined and self._state != "closed" and not self.transport.is_closing():
-            self._await_headers()
+    # -- requests --------------------------------------------------------------------------------
 
-    # -- WebSocket: refused here, without the app or a WebSocket library ---------------------------
+    def _start(self, request: Request, scope: Scope) -> None:
+        """The app's task for ``request`` (uvicorn waits for these when it stops)."""
+        self.answering = request
+        task = self.loop.create_task(self.app(scope, request.receive, request.send))
+        self.server_state.tasks.add(task)
+        task.add_done_callback(request.done)
 
-    def _should_upgrade_to_ws(self) -> bool:
-        return True  # every `Upgrade: websocket` reaches handle_websocket_upgrade below
+    def on_response_complete(self, request: Request) -> None:
+        """``request``'s answer is written: the next pipelined request starts, or the wait for one."""
+        self.server_state.total_requests += 1
+        if self.answering is request:
+            self.answering = None
+        if self.reading is request and not request.more_body:
+            self.reading = None
+        if self.transport.is_closing():
+            return
+        self.resume_reading()
+        if self.pipeline:
+            self._start(*self.pipeline.popleft())
+        elif self._state != "closed":
+            self._await_headers(self.keep_alive_s)
 
-    def handle_websocket_upgrade(self) -> None:
-        log.debug("refused a WebSocket upgrade")
-        self.close_for("websocket", WEBSOCKET_REFUSED)
+    def log_access(self, request: Request, status: int) -> None:
+        """uvicorn's access line: ``client - "METHOD path HTTP/version" status``."""
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else ""
+        access_log.info('%s - "%s" %d', client, request.line, status)
+
+
+def _address(info: Any) -> tuple[str, int] | None:
+    return (str(info[0]), int(info[1])) if isinstance(info, tuple | list) and len(info) >= 2 else None
+
+
+def _upgrade_of(headers: list[Header]) -> bytes | None:
+    """The ``Upgrade`` asked for when ``Connection`` says upgrade (uvicorn's test)."""
+    connection: list[bytes] = []
+    upgrade = None
+    for name, value in headers:
+        if name == b"connection":
+            connection = [token.lower().strip() for token in value.split(b",")]
+        elif name == b"upgrade":
+            upgrade = value.lower()
+    return upgrade if b"upgrade" in connection else None
 
 
 def guarded_protocol(book: ConnectionBook) -> type[GuardedProtocol]:

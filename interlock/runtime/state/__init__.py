@@ -5,9 +5,10 @@ The request path asks a ``SlotBackend`` for a slot on a worker (``acquire``) and
 The backend is chosen once, at start, from a state URL:
 
 - ``memory:`` (the default for ``--workers 1``): the slot table of this process (``memory.py``);
-- ``unix:PATH`` (what ``--workers N`` uses): the supervisor process owns the one table of the host and
-  each worker leases over a Unix socket (``embedded.py``); a worker that dies loses its connection and
-  with it every slot it held;
+- ``unix:PATH`` (what ``--workers N`` uses): the supervisor process owns the host's queue, each worker
+  takes free slots in a shared file beside its socket (``embedded.py``, ``shared.py``: no round trip)
+  and queues over the socket; a worker that dies gives back every slot it held (its connection ends,
+  the kernel drops its row's lock);
 - ``redis://HOST:PORT/DB`` (``--state-url``, several replicas): slots, queues and endpoint circuits in
   one Redis or Valkey (``redis.py``), leases with a TTL renewed while a request runs.
 

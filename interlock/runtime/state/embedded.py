@@ -1,15 +1,20 @@
-"""The embedded backend for ``--workers N``: the supervisor owns the slot table, workers lease over a socket.
+"""The embedded backend for ``--workers N``: the supervisor owns the queue, workers take free slots in a file.
 
-``SlotServer`` runs in the supervisor process (an event loop on a thread of its own) and holds the one
-``SlotTable`` of the host: the same fair queue (``fair.py``), timeouts and ``Retry-After`` as one
-process has.
-``EmbeddedSlots`` is the worker's side: one Unix-socket connection per worker process, requests
-multiplexed by id, one line of JSON each way.
+``SlotServer`` runs in the supervisor process (an event loop on a thread of its own) and holds the host's
+``SlotTable``: the same fair queue (``fair.py``), timeouts and ``Retry-After`` as one process has, its
+pools (``shared.SharedPool``) counting every process's slots in the slot file (``shared.py``) it
+creates beside its socket. ``EmbeddedSlots`` is the worker's side: a row of that file, where it takes a
+free slot and gives it back with no message (the common case: one byte-range lock, no round trip), and
+one Unix-socket connection, requests multiplexed by id, one line of JSON each way, for the rest: a
+request that finds its worker full (or others already waiting) queues with the server, which hands it
+a slot in fair order when one comes back.
 
-Wire (one JSON array a line): worker -> supervisor ``["c", {worker: [max_concurrent, max_waiting,
-max_wait_s]}]`` (bounds), ``["a", id, worker, model, limit, wait]`` (acquire; a waiting request
-with a tenant or a priority class adds ``tenant, weight, batch``: its place in the fair queue),
-``["r", id]`` (release, or give up waiting; no answer), ``["s", id]`` (report); supervisor -> worker
+Wire (one JSON array a line): worker -> supervisor ``["w", row]`` (its row of the file, once
+connected), ``["c", {worker: [max_concurrent, max_waiting, max_wait_s]}]`` (bounds), ``["a", id,
+worker, model, limit, wait]`` (acquire; a waiting request with a tenant or a priority class adds
+``tenant, weight, batch``: its place in the fair queue), ``["r", id]`` (release a slot the server
+handed out, or give up waiting; no answer), ``["f", worker]`` (a slot given back in the file while the
+worker's queue had waiters: hand it over; no answer), ``["s", id]`` (report); supervisor -> worker
 ``[id, "ok"]``, ``[id, "no"]`` (none free, not waiting), ``[id, "busy", retry_after, message]``,
 ``[id, report]``.
 Caller limits (``counters.py``): ``["k", id, [[name, rpm, tpm, concurrent], ...], hold, least]``
@@ -22,11 +27,10 @@ requests it still had in flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
 passes it on to the other workers, so one worker's discovery that a box died spares the others.
 
-Why a socket and not shared memory: a slot held by a process that dies must come back. The kernel closes
-a dead process's socket, the server sees end-of-file and frees everything that connection held (and drops
-its queued requests) at once; a lock in shared memory held by a killed process would need the robust-
-mutex dance, and its counts would need a sweeper. The cost is one round trip on the loopback of the
-kernel per acquire (the release is written without waiting): ``bench/state_backends.py`` measures it.
+A worker that dies gives everything back: what the server handed it and its queue places when the
+kernel closes its socket, its row of the file when the kernel drops the row's lock (``shared.py``: the
+server sees the lock free and zeroes the row). Caller limits and credits still go by the socket, one
+round trip each where a caller has them (``bench/state_backends.py`` measures both).
 
 If the connection is lost (the supervisor is gone), the worker falls back to its own in-process table,
 says so in the log and in ``interlock_state_degraded``, and tries to reconnect at most once a second.
@@ -59,6 +63,15 @@ from interlock.runtime.state.counters import (
 )
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
+from interlock.runtime.state.shared import (
+    QUEUE,
+    RECLAIM_EVERY_S,
+    TAKEN,
+    SharedPool,
+    SlotFile,
+    supported,
+    table_path,
+)
 from interlock.runtime.tables import WorkerLimits
 
 if TYPE_CHECKING:
@@ -77,7 +90,8 @@ class SlotServer:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.table = SlotTable()
+        self.table = SlotTable(self._pool)
+        self.file: SlotFile | None = None  # the slot counts workers take without a message (``shared.py``)
         self.counters = MemoryCounters()  # the host's caller limits (keys' and tenants' rates)
         self.connections = 0  # open worker connections
         self._writers: set[asyncio.StreamWriter] = set()
@@ -94,14 +108,18 @@ class SlotServer:
                 self._loop = asyncio.get_running_loop()
                 self._stopping = asyncio.Event()
                 try:
+                    if supported():
+                        self.file = SlotFile.create(table_path(self.path))
                     server = await asyncio.start_unix_server(self._serve, path=self.path)
                 except OSError as exc:
                     failed.append(exc)
                     ready.set()
                     return
                 ready.set()
+                reaper = self._loop.create_task(self._reap())
                 async with server:
                     await self._stopping.wait()
+                reaper.cancel()
 
             asyncio.run(serve())
 
@@ -117,6 +135,27 @@ class SlotServer:
                 self._loop.call_soon_threadsafe(self._stopping.set)
         if self._thread is not None:
             self._thread.join(5)
+        if self.file is not None:
+            self.file.close()
+
+    def _pool(self, name: str, max_concurrent: int, max_waiting: int, max_wait_s: float) -> SlotPool:
+        return SharedPool(name, max_concurrent, max_waiting, max_wait_s, shared=self.file)
+
+    async def _reap(self) -> None:
+        """Give back the slots of workers that died (their rows in the file), however they died."""
+        while True:
+            await asyncio.sleep(RECLAIM_EVERY_S)
+            self._reclaim(None)
+
+    def _reclaim(self, row: int | None) -> None:
+        """Zero the rows of dead processes (``row``: that one), then hand what came back to waiters."""
+        if self.file is not None and self.file.reclaim(row):
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        for pool in self.table.pools.values():
+            if isinstance(pool, SharedPool):
+                pool.wake()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One worker process: everything it holds or waits for goes when its connection does."""
@@ -125,6 +164,7 @@ class SlotServer:
         in_flight: dict[str, int] = {}  # caller budgets this connection holds, by name
         holding: dict[str, int] = {}  # tokens its requests in flight reserved, by budget name
         claimed: dict[int, Held] = {}  # credits its requests in flight hold, by claim id
+        row = 0  # its row in the slot file (0: none)
         self.connections += 1
         self._writers.add(writer)
 
@@ -174,9 +214,16 @@ class SlotServer:
                         pending = waiting.pop(ident, None)
                         if pending is not None:
                             pending.cancel()
+                elif op == "f":  # a worker gave a slot back in the file while its queue had waiters
+                    pool = self.table.pools.get(message[1])
+                    if isinstance(pool, SharedPool):
+                        pool.wake()
                 elif op == "c":
                     for worker, (max_concurrent, max_waiting, max_wait_s) in message[1].items():
                         self.table.bound(worker, max_concurrent, max_waiting, max_wait_s)
+                elif op == "w":  # its row: claiming it zeroed whatever a dead owner had left there
+                    row = int(message[1])
+                    self._wake_all()
                 elif op == "s":
                     send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
                 elif op == "k":
@@ -231,11 +278,14 @@ class SlotServer:
                     await self.counters.done([Budget(name, 0, 0, 0)], 0, tokens)
             for taken in claimed.values():
                 await self.counters.unclaim(taken)
+            if row:
+                self._reclaim(row)  # found dead now, or else by ``_reap`` once its process is gone
             writer.close()
 
 
 def _report(pool: SlotPool) -> list[Any]:
-    return [pool.in_use, dict(pool.per_model), len(pool.waiters), pool.rejected]
+    in_use, per_model = pool.held()
+    return [in_use, per_model, len(pool.waiters), pool.rejected]
 
 
 # -- the worker's side -----------------------------------------------------------------------------
@@ -252,14 +302,27 @@ class _Share:
 
 
 class EmbeddedLease(Lease):
-    __slots__ = ("backend", "ident", "model", "released", "share")
+    """A slot taken in the slot file (``cell``: the worker's and the model's entries there), or handed
+    out by the server (``ident``: its name for it there)."""
 
-    def __init__(self, backend: EmbeddedSlots, ident: int, share: _Share, model: str) -> None:
-        self.backend = backend
-        self.ident = ident
-        self.share = share
-        self.model = model
+    __slots__ = ("backend", "cell", "file", "ident", "model", "released", "share", "worker")
+
+    def __init__(
+        self,
+        backend: EmbeddedSlots,
+        share: _Share,
+        worker: str,
+        model: str,
+        *,
+        ident: int = 0,
+        cell: tuple[int, int] | None = None,
+        file: SlotFile | None = None,
+    ) -> None:
+        self.backend, self.share, self.worker, self.model = backend, share, worker, model
+        self.ident, self.cell, self.file = ident, cell, file
         self.released = False
+        share.in_use += 1
+        share.per_model[model] = share.per_model.get(model, 0) + 1
 
     async def release(self) -> None:
         if self.released:
@@ -272,7 +335,10 @@ class EmbeddedLease(Lease):
             share.per_model[self.model] = left
         else:
             del share.per_model[self.model]
-        self.backend._send(["r", self.ident])
+        if self.cell is None:
+            self.backend._send(["r", self.ident])
+        elif self.file is not None and self.file.give(*self.cell):  # waiters: the server hands it over
+            self.backend._send(["f", self.worker])
 
 
 class EmbeddedSlots(SlotBackend):
@@ -293,6 +359,10 @@ class EmbeddedSlots(SlotBackend):
         self._retry_at = 0.0
         self._closing = False
         self._health: HealthBook | None = None
+        self._file: SlotFile | None = None  # the server's slot file, this process's row in it
+        self._opened = False  # tried to open it (once: a row is this process's for its life)
+        self._entries: dict[str, int | None] = {}  # configured workers' entries (None: no room)
+        self._cells: dict[tuple[str, str], tuple[int, int] | None] = {}  # (worker, model) entries
 
     @property
     def degraded(self) -> bool:
@@ -303,7 +373,22 @@ class EmbeddedSlots(SlotBackend):
         for name, w in workers.items():
             self._bounds[name] = [w.max_concurrent, w.max_waiting, w.max_wait_s]
             self._shares.setdefault(name, _Share())
+        self._bound()
         self._send(["c", self._bounds])
+
+    def _bound(self) -> None:
+        """The workers' ``max_concurrent`` in the file (the server hears them too, for its queues)."""
+        file = self._file
+        if file is None:
+            return
+        for name, (max_concurrent, _, _) in self._bounds.items():
+            index = file.pool(name)
+            if index is not None:
+                file.bound(index, int(max_concurrent))
+                self._entries[name] = index
+            elif name not in self._entries:
+                self._entries[name] = None
+                log.warning("slot file: no room for worker %s: its slots go by the socket", name)
 
     def share_health(self, book: HealthBook) -> None:
         """Tell the other workers (through the supervisor) when an endpoint is found down or back."""
@@ -318,6 +403,9 @@ class EmbeddedSlots(SlotBackend):
 
     async def close(self) -> None:
         self._closing = True
+        file, self._file = self._file, None
+        if file is not None:  # first: the server reclaims the row when it sees the connection end
+            file.close()
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
@@ -329,6 +417,18 @@ class EmbeddedSlots(SlotBackend):
     async def acquire(
         self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn = COMMON
     ) -> Lease | None:
+        file = self._file
+        if file is not None and self._writer is not None:  # the file, unless the server is gone
+            try:
+                cell = self._cells[(worker, model)]
+            except KeyError:
+                cell = self._cell(file, worker, model)
+            if cell is not None:
+                taken = file.take(cell[0], cell[1], limit)
+                if taken == TAKEN:
+                    return EmbeddedLease(self, self._shares[worker], worker, model, cell=cell, file=file)
+                if not wait and taken != QUEUE:
+                    return None  # full; with waiters ahead, the server says (a slot may fit this model)
         if self._writer is None and not await self._reconnect():
             return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
         ident = next(self._ids)
@@ -352,13 +452,23 @@ class EmbeddedSlots(SlotBackend):
             share.waiting -= 1
         status = reply[1]
         if status == "ok":
-            share.in_use += 1
-            share.per_model[model] = share.per_model.get(model, 0) + 1
-            return EmbeddedLease(self, ident, share, model)
+            return EmbeddedLease(self, share, worker, model, ident=ident)
         if status == "no":
             return None
         share.rejected += 1
         raise SlotUnavailable(str(reply[3]), retry_after=int(reply[2]))
+
+    def _cell(self, file: SlotFile, worker: str, model: str) -> tuple[int, int] | None:
+        """The file's entries for ``model`` on ``worker`` (added if new); None: the server's to count."""
+        if worker not in self._entries:  # not configured: asked of the server, which says so
+            return None
+        pool = self._entries[worker]
+        index = file.model(pool, model) if pool is not None else None
+        cell = (pool, index) if pool is not None and index is not None else None
+        if pool is not None and index is None:
+            log.warning("slot file: no room for model %s on %s: its slots go by the socket", model, worker)
+        self._cells[(worker, model)] = cell
+        return cell
 
     def waiting(self, worker: str) -> int:
         share = self._shares.get(worker)
@@ -418,6 +528,12 @@ class EmbeddedSlots(SlotBackend):
             )
             return False
         self._writer = writer
+        if not self._opened:
+            self._opened = True
+            self._file = SlotFile.open(table_path(self.path))
+            self._bound()
+        if self._file is not None:
+            self._send(["w", self._file.row])
         self._send(["c", self._bounds])
         self._reader_task = loop.create_task(self._read(reader, writer))
         if self.fallbacks:

@@ -18,7 +18,7 @@ import asyncio
 import bisect
 import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from interlock.runtime.access import COMMON, Turn
@@ -28,14 +28,14 @@ from interlock.runtime.tables import WorkerLimits
 
 
 @dataclass(slots=True, eq=False)
-class _Waiter:
+class Waiter:
     model: str
     limit: int
     future: asyncio.Future[None]
     place: Place
 
 
-def _place(waiter: _Waiter) -> Place:
+def _place(waiter: Waiter) -> Place:
     return waiter.place
 
 
@@ -63,7 +63,7 @@ class SlotPool:
     max_wait_s: float
     in_use: int = 0
     per_model: dict[str, int] = field(default_factory=dict)
-    waiters: list[_Waiter] = field(default_factory=list)  # in fair order (``fair.py``)
+    waiters: list[Waiter] = field(default_factory=list)  # in fair order (``fair.py``)
     rejected: int = 0
     fair: FairClock = field(default_factory=FairClock)
     arrivals: int = 0
@@ -76,7 +76,7 @@ class SlotPool:
 
     def try_acquire(self, model: str, limit: int) -> SlotLease | None:
         """A slot now, or None."""
-        if self.in_use < self.max_concurrent and self.per_model.get(model, 0) < limit:
+        if self._fits(model, limit):
             self._take(model)
             return SlotLease(self, model)
         return None
@@ -87,20 +87,7 @@ class SlotPool:
         lease = self.try_acquire(model, limit)
         if lease is not None:
             return lease
-        place = self.fair.peek(turn, self.arrivals + 1)
-        if self.max_wait_s <= 0 or (len(self.waiters) >= self.max_waiting and not self._push_out(place)):
-            self.rejected += 1
-            raise SlotUnavailable(
-                f"worker {self.name} has no free slot for {model} and its queue is full "
-                f"({len(self.waiters)} waiting)",
-                retry_after=self.retry_after(),
-            )
-        loop = asyncio.get_running_loop()
-        self.arrivals += 1
-        self.fair.take(turn, place)
-        waiter = _Waiter(model, limit, loop.create_future(), place)
-        bisect.insort(self.waiters, waiter, key=_place)
-        timer = loop.call_later(self.max_wait_s, self._expire, waiter)
+        waiter, timer = self._join(model, limit, turn)
         try:
             await waiter.future
         except SlotUnavailable:
@@ -116,8 +103,33 @@ class SlotPool:
             timer.cancel()
         return SlotLease(self, model)
 
+    def _join(self, model: str, limit: int, turn: Turn) -> tuple[Waiter, asyncio.TimerHandle]:
+        """Queue a waiter in ``turn``'s place (and its expiry); ``SlotUnavailable`` past the bounds."""
+        place = self.fair.peek(turn, self.arrivals + 1)
+        if self.max_wait_s <= 0 or (len(self.waiters) >= self.max_waiting and not self._push_out(place)):
+            self.rejected += 1
+            raise SlotUnavailable(
+                f"worker {self.name} has no free slot for {model} and its queue is full "
+                f"({len(self.waiters)} waiting)",
+                retry_after=self.retry_after(),
+            )
+        loop = asyncio.get_running_loop()
+        self.arrivals += 1
+        self.fair.take(turn, place)
+        waiter = Waiter(model, limit, loop.create_future(), place)
+        bisect.insort(self.waiters, waiter, key=_place)
+        return waiter, loop.call_later(self.max_wait_s, self._expire, waiter)
+
+    def held(self) -> tuple[int, dict[str, int]]:
+        """Slots in use, in all and by model (a copy)."""
+        return self.in_use, dict(self.per_model)
+
     def retry_after(self) -> int:
         return max(1, math.ceil(self.max_wait_s))
+
+    def _fits(self, model: str, limit: int) -> bool:
+        """A slot is free for ``model`` (under its ``limit``) now."""
+        return self.in_use < self.max_concurrent and self.per_model.get(model, 0) < limit
 
     def _take(self, model: str) -> None:
         self.in_use += 1
@@ -137,11 +149,11 @@ class SlotPool:
         """Hand free slots to the first waiters that can use them, in the queue's fair order."""
         if not self.waiters or self.in_use >= self.max_concurrent:
             return
-        kept: list[_Waiter] = []
+        kept: list[Waiter] = []
         for waiter in self.waiters:
             if waiter.future.done():
                 continue
-            if self.in_use < self.max_concurrent and self.per_model.get(waiter.model, 0) < waiter.limit:
+            if self._fits(waiter.model, waiter.limit):
                 self._take(waiter.model)
                 self.fair.started(waiter.place)
                 waiter.future.set_result(None)
@@ -172,7 +184,7 @@ class SlotPool:
             )
         return True
 
-    def _expire(self, waiter: _Waiter) -> None:
+    def _expire(self, waiter: Waiter) -> None:
         if waiter.future.done():
             return
         self._forget(waiter)
@@ -185,7 +197,7 @@ class SlotPool:
             )
         )
 
-    def _forget(self, waiter: _Waiter) -> None:
+    def _forget(self, waiter: Waiter) -> None:
         with contextlib.suppress(ValueError):
             self.waiters.remove(waiter)
         if not self.waiters:
@@ -195,8 +207,9 @@ class SlotPool:
 class SlotTable:
     """Every worker's pool, by worker name; pools outlive plan reloads so in-flight leases stay counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, make: Callable[[str, int, int, float], SlotPool] = SlotPool) -> None:
         self.pools: dict[str, SlotPool] = {}
+        self.make = make  # a new worker's pool (the supervisor's count in shared memory: ``shared.py``)
 
     def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
         """The current plan's bounds: new workers get a pool, known ones keep theirs, updated."""
@@ -207,6 +220,6 @@ class SlotTable:
         """One worker's bounds: a new pool, or the known one updated in place."""
         pool = self.pools.get(name)
         if pool is None:
-            self.pools[name] = SlotPool(name, max_concurrent, max_waiting, max_wait_s)
+            self.pools[name] = self.make(name, max_concurrent, max_waiting, max_wait_s)
         else:
             pool.configure(max_concurrent, max_waiting, max_wait_s)

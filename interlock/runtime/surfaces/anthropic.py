@@ -44,7 +44,6 @@ from interlock.runtime.guards.needs import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.surfaces.base import (
     Failure,
-    Field,
     Parsed,
     Translated,
     Translation,
@@ -53,6 +52,7 @@ from interlock.runtime.surfaces.base import (
 )
 from interlock.runtime.wire import anthropic as wire
 from interlock.runtime.wire.base import Relayed, StreamRender
+from interlock.runtime.wire.fields import OUTPUT_LIMITS
 
 if TYPE_CHECKING:
     from interlock.runtime.services import RequestServices
@@ -63,8 +63,8 @@ class Messages(Translated):
     ``anthropic-beta``/``anthropic-version`` headers, and the answer comes back as it came."""
 
     forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
-    relays: str | None = "anthropic"  # (the base's types: mypyc checks overrides exactly)
-    limits: tuple[Field, ...] = (("max_tokens",),)
+    relays: str | None = "anthropic"  # (the base's type: mypyc refuses an override that narrows it)
+    limits = OUTPUT_LIMITS["anthropic"]
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)

@@ -23,14 +23,16 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import CandidateRefused
 from interlock.runtime.wire.base import Native
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
+from interlock.runtime.wire.fields import OUTPUT_LIMITS, Limit, limited
 from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_type
 
 log = logging.getLogger("interlock.requests")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Parsed:
-    """A request in the internal form, as a surface's wire module made it.
+    """A request in the internal form, as a surface's wire module made it; read-only once made (not
+    frozen: a frozen dataclass costs a microsecond per request to build; a change is a ``replace``).
 
     ``operation`` is the router's (``chat`` | ``embeddings``) and the metrics' endpoint label; ``body``
     is Chat-shaped (what the guards, the router and the adapters read; the fields each adapter takes
@@ -87,7 +89,7 @@ MAX_OUTPUT_TOKENS = 2**31 - 1
 """The largest output ceiling a caller may ask for: the int32 range every engine's parser takes
 (llama.cpp's ``n_predict``), so a bigger one is the caller's 400 here, not an upstream's overflow."""
 
-Field = tuple[str, ...]  # a field of a request body: ``("max_tokens",)``, ``("options", "num_predict")``
+Field = Limit  # a field of a request body: ``("max_tokens",)``, ``("options", "num_predict")``
 
 
 def check_output_limits(body: Mapping[str, Any], fields: Sequence[Field], unbounded: frozenset[int]) -> None:
@@ -95,8 +97,10 @@ def check_output_limits(body: Mapping[str, Any], fields: Sequence[Field], unboun
     not sent) is not an integer from 1 to ``MAX_OUTPUT_TOKENS`` (booleans and floats are not integers);
     ``unbounded``: the values the format gives the meaning "no ceiling" (Ollama's -1 and -2)."""
     for field_ in fields:
-        value: Any = body
-        for key in field_:
+        value: Any = body.get(field_[0])  # most requests set none: one lookup each
+        if value is None:
+            continue
+        for key in field_[1:]:
             value = value.get(key) if type(value) is dict else None
         if value is None or (type(value) is int and (0 < value <= MAX_OUTPUT_TOKENS or value in unbounded)):
             continue
@@ -108,47 +112,24 @@ def check_output_limits(body: Mapping[str, Any], fields: Sequence[Field], unboun
         )
 
 
-CHAT_LIMITS: tuple[Field, ...] = (
-    ("max_tokens",),
-    ("max_completion_tokens",),
-    ("num_predict",),  # at the top level, as LiteLLM sends it
-    ("options", "num_predict"),
-)
+CHAT_LIMITS = OUTPUT_LIMITS["openai"]
 """The output ceilings of a Chat request, the internal form's too (the adapters read each)."""
 
 
 def capped(parsed: Parsed, ceiling: int, fields: Sequence[Field]) -> Parsed:
     """``parsed`` with its output ceiling at most ``ceiling``, in the internal form and in the caller's
     own request (``fields``: its format's ceilings) for a same-format relay; where none was set, the
-    format's first is. Only on the rare path where credits cut a ceiling."""
-    _cap(parsed.body, CHAT_LIMITS, ceiling)
+    format's first is (``wire.fields.limited``, clamping). Only on the rare path where credits cut a
+    ceiling."""
+    body = limited(parsed.body, CHAT_LIMITS, ceiling, clamp=True)
     native = parsed.native
-    if native is None or native.body is parsed.body:
+    if native is not None:
+        relayed = body if native.body is parsed.body else limited(native.body, fields, ceiling, clamp=True)
+        if relayed is not None:
+            native = Native(native.format, relayed, native.headers)
+    if body is None and native is parsed.native:
         return parsed
-    body = dict(native.body)
-    _cap(body, fields, ceiling)
-    return replace(parsed, native=Native(native.format, body, native.headers))
-
-
-def _cap(body: dict[str, Any], fields: Sequence[Field], ceiling: int) -> None:
-    found = False
-    for field_ in fields:
-        holder: Any = body
-        for key in field_[:-1]:
-            holder = holder.get(key) if type(holder) is dict else None
-        value = holder.get(field_[-1]) if type(holder) is dict else None
-        if value is not None:
-            found = True
-            if not (type(value) is int and 0 < value <= ceiling):  # Ollama's -1 and -2 too
-                holder[field_[-1]] = ceiling
-    if not found and fields:
-        *path, last = fields[0]
-        holder = body
-        for key in path:
-            inner = holder.get(key)
-            holder[key] = inner = dict(inner) if type(inner) is dict else {}
-            holder = inner
-        holder[last] = ceiling
+    return replace(parsed, body=parsed.body if body is None else body, native=native)
 
 
 def check_stream(body: Mapping[str, Any]) -> bool:

@@ -39,7 +39,6 @@ from interlock.runtime.errors import GatewayError, InvalidRequest, shown
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
     Failure,
-    Field,
     Parsed,
     StreamRender,
     Surface,
@@ -50,6 +49,7 @@ from interlock.runtime.surfaces.base import (
 from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.wire import ollama as wire
 from interlock.runtime.wire.base import Native, Relayed, RelayedChunk
+from interlock.runtime.wire.fields import OUTPUT_LIMITS
 from interlock.runtime.wire.openai_chat import first_choice, reasoning
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class _Native(Surface):
 class Chat(_Native):
     """``POST /api/chat``."""
 
-    limits: tuple[Field, ...] = (("options", "num_predict"),)  # (the base's type: mypyc checks it)
+    limits = OUTPUT_LIMITS["ollama"]
     unbounded = frozenset({-1, -2})  # Ollama's "no limit" and "fill the context"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
@@ -331,7 +331,7 @@ async def tags(services: RequestServices, scope: Scope, receive: Receive, send: 
         {
             "name": name,
             "model": name,
-            "modified_at": services.live.loaded_at,
+            "modified_at": services.status.loaded_at,
             "size": 0,
             "digest": "",
             "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
@@ -367,7 +367,7 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         window
         for candidate in candidates
         for route in candidate.routes
-        if (window := effective_context(route, candidate, services.live.facts)[0]) is not None
+        if (window := effective_context(route, candidate, services.facts)[0]) is not None
     ]
     requires = list(entry.requires) if isinstance(entry, Alias) else []
     declared = set.intersection(*(set(c.capabilities or ()) for c in candidates)) if candidates else set()
@@ -387,7 +387,7 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
             "interlock.requires": requires,
         },
         "capabilities": capabilities,
-        "modified_at": services.live.loaded_at,
+        "modified_at": services.status.loaded_at,
     }
     await send_json(send, 200, orjson.dumps(answer), headers)
 
@@ -400,7 +400,7 @@ async def ps(services: RequestServices, scope: Scope, receive: Receive, send: Se
         for route in candidate.routes:
             if route.worker is None:
                 continue
-            loaded = services.live.facts.worker(route.endpoint.label).loaded or {}
+            loaded = services.facts.worker(route.endpoint.label).loaded or {}
             if candidate.facts_key in loaded:
                 models.append(
                     {

@@ -29,7 +29,7 @@ from interlock.runtime.surfaces.base import (
     failure_of,
 )
 from interlock.runtime.wire.base import Native, StreamRender
-from interlock.runtime.wire.openai_chat import ChunkEvents, error_body
+from interlock.runtime.wire.openai_chat import NO_EXTRAS, ChunkEvents, error_body
 
 _USAGE_ASKED = MappingProxyType({"usage_asked": True})  # a Chat stream's ``extras``
 
@@ -99,8 +99,8 @@ class ChatCompletions(Surface):
         model, stream = check_chat(body)
         check_output_limits(body, self.limits, self.unbounded)
         native = Native("openai", body)
-        if not stream:
-            return Parsed("chat", model, stream, body, model, native=native)
+        if not stream:  # ``extras`` given: its default's factory is a call per request
+            return Parsed("chat", model, stream, body, model, extras=NO_EXTRAS, native=native)
         options = body.get("stream_options")
         if options is None:
             options = {}

@@ -33,9 +33,10 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.surfaces.base import Failure, Field, Parsed, Translated, Translation
+from interlock.runtime.surfaces.base import Failure, Parsed, Translated, Translation
 from interlock.runtime.wire import openai_responses as wire
 from interlock.runtime.wire.base import Relayed, StreamRender
+from interlock.runtime.wire.fields import OUTPUT_LIMITS
 from interlock.runtime.wire.openai_chat import error_body
 
 
@@ -44,8 +45,8 @@ class Responses(Translated):
     (``Native``, with its ``OpenAI-Beta`` header), and the answer and events come back as they came."""
 
     forwards = frozenset({b"openai-beta"})
-    relays: str | None = "responses"  # (the base's types: mypyc checks overrides exactly)
-    limits: tuple[Field, ...] = (("max_output_tokens",),)
+    relays: str | None = "responses"  # (the base's type: mypyc refuses an override that narrows it)
+    limits = OUTPUT_LIMITS["responses"]
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)

@@ -59,12 +59,14 @@ from interlock.runtime.upstream.http1 import (
     Timeout,
     TLSError,
 )
+from interlock.runtime.wire.base import header_lines
 
 if TYPE_CHECKING:
     from interlock.runtime.upstream.base import Adapter
 
 USER_AGENT = "interlock/0.1"
-_JSON = "Content-Type: application/json\r\n"
+_JSON = b"Content-Type: application/json\r\n"
+_MAX_HEADS = 4096  # request heads kept (label, base URL, method, path); past it, built per request
 
 
 class Counter(Protocol):
@@ -110,7 +112,7 @@ class Pool:
         self.resent = client.count_resends(label)
         # Idempotency-Key: a random prefix of this pool's own (nothing of a credential, nothing shared
         # with another provider's pool) and a count of its POSTs; None for a kind that does not send it
-        self.key = f"{secrets.token_hex(8)}-" if idempotency_key else None
+        self.key = f"{secrets.token_hex(8)}-".encode() if idempotency_key else None
         self.sent = 0
         default = 443 if tls is not None else 80
         netloc = f"[{host}]" if ":" in host else host
@@ -145,7 +147,7 @@ class Pool:
         if client.closed or client.waiting:  # someone waits for a connection slot: give it up
             conn.abort()
             return
-        conn.idle_since = asyncio.get_running_loop().time()
+        conn.idle_since = conn.loop.time()
         conn.pooled = True
         self.idle.append(conn)
 
@@ -185,6 +187,7 @@ class UpstreamClient:
         self._tallies: dict[str, Tally] = {}  # resends by pool, when no metrics were given
         self._pools: dict[tuple[str, str, int, str], Pool] = {}  # (scheme, host, port, label) -> pool
         self._bases: dict[str, dict[str, tuple[Pool, str]]] = {}  # label -> base URL -> pool, path prefix
+        self._heads: dict[tuple[str, str, str, str], tuple[Pool, bytes]] = {}  # (label, URL, method, path)
         self._open = 0  # connections made and not yet lost
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._poller = select.poll()  # ``Connection.unread``: one fd registered at a time, for one call
@@ -245,6 +248,8 @@ class UpstreamClient:
         json: bool = True,
         pool: str = "",
         kind: str | None = None,
+        lines: bytes = b"",
+        now: float | None = None,
     ) -> Response:
         """Send ``method`` ``base_url`` + ``path``; return once the answer's headers have arrived.
 
@@ -252,38 +257,63 @@ class UpstreamClient:
         ``first_byte_at``), the headers arrive before ``first_byte_at`` (``Response.answered()`` then
         moves the exchange on to ``total_at``). ``json``: the body is JSON (its Content-Type is sent).
         ``pool``: the provider's label (its connections are its own); ``kind``: its provider kind, read
-        when its pool is made (whether a POST carries an ``Idempotency-Key``)."""
-        urls = self._bases.get(pool)
-        found = urls.get(base_url) if urls is not None else None
-        target, prefix = found if found is not None else self._base(base_url, pool, kind)
-        lines = [method, " ", prefix, path, " HTTP/1.1\r\n", target.fixed]
-        for name, value in headers.items():
-            if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
-                raise InvalidHeader("line break in a request header")
-            lines += (name, ": ", value, "\r\n")
+        when its pool is made (whether a POST carries an ``Idempotency-Key``). ``lines``: headers
+        already encoded (``Endpoint.lines``, built with the plan), sent before ``headers``; ``now``: the
+        loop's time, when the caller has just read it."""
+        found = self._heads.get((pool, base_url, method, path))
+        target, start = found if found is not None else self._head(method, base_url, path, pool, kind)
+        parts = [start, lines]
+        if headers:
+            more = header_lines(headers)
+            if more is None:
+                raise InvalidHeader("a request header holds a line break or is not Latin-1")
+            parts.append(more)
         if body is not None:
             if json:
-                lines.append(_JSON)
+                parts.append(_JSON)
             key = target.key
             if key is not None:
                 target.sent = sent = target.sent + 1
-                lines += ("Idempotency-Key: ", key, str(sent), "\r\n")
-            lines += ("Content-Length: ", str(len(body)), "\r\n")
-        lines.append("\r\n")
-        try:
-            head = "".join(lines).encode("latin-1")
-        except UnicodeEncodeError:
-            raise InvalidHeader("request header not Latin-1") from None
-        loop = asyncio.get_running_loop()
-        conn = target.take(loop.time(), self._poller)
+                parts.append(b"Idempotency-Key: %b%d\r\n" % (key, sent))
+            parts.append(b"Content-Length: %d\r\n\r\n" % len(body))
+        else:
+            parts.append(b"\r\n")
+        head = b"".join(parts)
+        conn = target.take(asyncio.get_running_loop().time() if now is None else now, self._poller)
         if conn is None:
             conn = await self._connect(target, connect_s, first_byte_at)
-        try:
-            return await _exchange(conn, head, body, first_byte_at, total_at)
-        except NotSent:
+        resend = True
+        while True:
+            response = conn.send(head, body, first_byte_at, total_at)
+            try:
+                await response.head()
+                return response
+            except NotSent:
+                response.close()
+                if not resend:
+                    raise
+            except BaseException:
+                response.close()
+                raise
+            resend = False
             target.resent.inc()  # not a byte went out: once more, on a fresh connection
-        conn = await self._connect(target, connect_s, first_byte_at)
-        return await _exchange(conn, head, body, first_byte_at, total_at)
+            conn = await self._connect(target, connect_s, first_byte_at)
+
+    def _head(
+        self, method: str, base_url: str, path: str, label: str, kind: str | None
+    ) -> tuple[Pool, bytes]:
+        """The pool and the request's first lines (request line, the origin's fixed headers) for one
+        method and path of one provider's base URL, built once."""
+        urls = self._bases.get(label)
+        found = urls.get(base_url) if urls is not None else None
+        target, prefix = found if found is not None else self._base(base_url, label, kind)
+        try:
+            start = f"{method} {prefix}{path} HTTP/1.1\r\n{target.fixed}".encode("latin-1")
+        except UnicodeEncodeError:
+            raise InvalidHeader("a request header holds a line break or is not Latin-1") from None
+        if len(self._heads) < _MAX_HEADS:  # (paths are the adapters' own: a few per provider)
+            self._heads[label, base_url, method, path] = (target, start)
+        return target, start
 
     def _base(self, base_url: str, label: str, kind: str | None) -> tuple[Pool, str]:
         parts = urlsplit(base_url)
@@ -331,7 +361,7 @@ class UpstreamClient:
         try:
             async with asyncio.timeout_at(min(connect_at, first_byte_at)):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(pool, self._lost),
+                    lambda: Connection(pool, self._lost, loop),
                     pool.host,
                     pool.port,
                     ssl=pool.ssl,
@@ -396,18 +426,6 @@ class UpstreamClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
-
-
-async def _exchange(
-    conn: Connection, head: bytes, body: bytes | None, first_byte_at: float, total_at: float
-) -> Response:
-    response = conn.send(head, body, first_byte_at, total_at)
-    try:
-        await response.head()
-    except BaseException:
-        response.close()
-        raise
-    return response
 
 
 _CONTEXT: list[ssl.SSLContext] = []

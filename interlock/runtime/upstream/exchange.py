@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import orjson
@@ -44,6 +45,7 @@ from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
 MAX_ERROR_BODY = 64 * 1024
+_NONE: Mapping[str, str] = MappingProxyType({})  # no headers beyond the endpoint's encoded ones
 
 
 class LineDecoder(Protocol):
@@ -120,12 +122,14 @@ async def _start(
     method: str,
     path: str,
     payload: bytes | None,
-    first_byte_at: float,
-    total_at: float,
 ) -> Response:
-    """Send the request to ``path`` under the endpoint's URL; return a 2xx response or raise the
-    mapped error for any other status."""
-    headers: Mapping[str, str] = endpoint.headers
+    """Send the request to ``path`` under the endpoint's URL, its deadlines counted from now; return a
+    2xx response or raise the mapped error for any other status."""
+    now = asyncio.get_running_loop().time()
+    total_at = now + endpoint.total_s
+    first_byte_at = min(now + endpoint.first_byte_s, total_at)
+    lines = endpoint.lines  # None: a header that cannot be sent, which the client refuses by name
+    headers: Mapping[str, str] = _NONE if lines is not None else endpoint.headers
     traced = UPSTREAM_HEADERS.get()  # a traced attempt's traceparent; None unless --otel
     if traced is not None:
         headers = {**headers, **traced}
@@ -140,6 +144,8 @@ async def _start(
         total_at=total_at,
         pool=endpoint.label,  # a provider's connections are its own
         kind=endpoint.kind,
+        lines=lines or b"",
+        now=now,
     )
     if 200 <= response.status < 300:
         return response
@@ -177,12 +183,8 @@ async def request_bytes(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
     """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say)."""
-    sent = asyncio.get_running_loop().time()
-    total_at = sent + endpoint.total_s
     try:
-        response = await _start(
-            client, endpoint, method, path, payload, min(sent + endpoint.first_byte_s, total_at), total_at
-        )
+        response = await _start(client, endpoint, method, path, payload)
         response.answered()
         data = await _read_body(response, endpoint.max_body_bytes)
     except UpstreamError:
@@ -196,13 +198,9 @@ async def request_stream(
     client: UpstreamClient, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
 ) -> LineStream:
     """Start a streaming exchange; return once the first chunk has been decoded."""
-    sent = asyncio.get_running_loop().time()
-    total_at = sent + endpoint.total_s
     stream: LineStream | None = None
     try:
-        response = await _start(
-            client, endpoint, "POST", path, payload, min(sent + endpoint.first_byte_s, total_at), total_at
-        )
+        response = await _start(client, endpoint, "POST", path, payload)
         stream = LineStream(response, decoder, endpoint)
         await stream.prime()
     except BaseException as exc:
@@ -224,7 +222,18 @@ class LineStream(ChatStream):
     timeout per read: when it fires, the next read raises TotalTimeout.
     """
 
-    __slots__ = ("_closed", "_decoder", "_endpoint", "_error", "_pending", "_response", "_tail")
+    __slots__ = (
+        "_broken",
+        "_closed",
+        "_decoder",
+        "_endpoint",
+        "_error",
+        "_full",
+        "_pending",
+        "_response",
+        "_sink",
+        "_tail",
+    )
 
     def __init__(self, response: Response, decoder: LineDecoder, endpoint: Endpoint) -> None:
         self._response = response
@@ -234,6 +243,9 @@ class LineStream(ChatStream):
         self._tail = b""
         self._error: UpstreamError | None = None
         self._closed = False
+        self._sink: Callable[[deque[dict[str, Any]]], bool] | None = None  # while ``relay`` runs
+        self._full = False  # the sink said its caller's connection is full
+        self._broken: Exception | None = None  # the sink failed (a bug): ``relay`` raises it
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self
@@ -250,20 +262,98 @@ class LineStream(ChatStream):
 
     async def read(self) -> deque[dict[str, Any]]:
         """Every chunk decoded from the reads so far (the first one's chunks, later one read's), or an
-        empty deque at the end: one await per upstream read, not one per chunk."""
-        if not self._pending:
+        empty deque at the end: one await per upstream read, not one per chunk.
+
+        (``fill`` inline, waiting on the response's future itself: this runs once per stream chunk.)"""
+        pending = self._pending
+        if not pending:
             if self._closed and self._error is None:
-                return self._pending
-            try:  # (``_fill_or_close`` inline: this runs once per stream chunk)
-                await self.fill()
+                return pending
+            response = self._response
+            try:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                while True:
+                    data = response.take()
+                    if data is None:
+                        await response.arrival()
+                    elif self._decode(data, False):
+                        break
             except UpstreamError:
                 await self.aclose()
                 raise
             except CLIENT_EXCEPTIONS as exc:
                 await self.aclose()
                 raise _mapped(exc, self._endpoint) from exc
-        chunks, self._pending = self._pending, deque()
-        return chunks
+        self._pending = deque()
+        return pending
+
+    async def relay(
+        self, sink: Callable[[deque[dict[str, Any]]], bool], drain: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Hand every chunk to ``sink`` until the stream is over; its failures are ``read``'s.
+
+        Once what has arrived is handed over, the connection hands each later read to this stream in
+        its own read callback, decoded and passed to ``sink`` there: no task switch per chunk. The
+        task waits only for the end, a failure, or a full caller (``sink`` returned True): then the
+        upstream is not read until ``drain()`` returns."""
+        response = self._response
+        try:
+            while True:
+                pending = self._pending
+                if pending:
+                    self._pending = deque()
+                    if sink(pending):
+                        await drain()
+                    continue
+                if self._broken is not None:
+                    raise self._broken
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                if self._closed:
+                    return
+                data = response.take()
+                if data is not None:
+                    self._decode(data, False)
+                    continue
+                self._sink, response.sink = sink, self._pushed
+                try:
+                    await response.arrival()
+                finally:
+                    self._sink = response.sink = None
+                if self._full:
+                    self._full = False
+                    await drain()
+                    response.resume()
+        except UpstreamError:
+            await self.aclose()
+            raise
+        except CLIENT_EXCEPTIONS as exc:
+            await self.aclose()
+            raise _mapped(exc, self._endpoint) from exc
+
+    def _pushed(self, data: bytes) -> None:
+        """Body bytes, in the connection's read callback while ``relay`` waits: decoded, the chunks
+        handed to the sink at once. The end, a failure, a full sink: the relay's task is woken."""
+        response, sink = self._response, self._sink
+        assert sink is not None
+        try:
+            self._decode(data, False)
+            pending = self._pending
+            if pending:
+                self._pending = deque()
+                self._full = sink(pending)
+        except UpstreamError as exc:
+            self._error = exc
+        except Exception as exc:  # the sink's own failure (a bug): raised by the relay's task
+            self._broken = exc
+        if self._full or self._closed or self._error is not None or self._broken is not None:
+            response.sink = None  # what arrives now is buffered, for the task to read
+            if self._full:
+                response.pause()
+            response.wake()
 
     async def _fill_or_close(self) -> None:
         """One more upstream read; a failure closes the stream and leaves as an ``UpstreamError``."""
@@ -303,36 +393,51 @@ class LineStream(ChatStream):
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        decoder, pending, response = self._decoder, self._pending, self._response
-        cap = self._endpoint.max_line_bytes
+        pending, response = self._pending, self._response
+        if self._decoder.done:
+            self._release()
+            return
+        if any(map(substantive, pending)) if priming else pending:
+            return
+        while not self._decode(await response.read(), priming):
+            pass
+
+    def _decode(self, data: bytes, priming: bool) -> bool:
+        """Decode one upstream read (``b""``: the body's end) into ``_pending``; whether to stop reading:
+        a chunk is pending (``priming``: a substantive one), the stream is over (the connection then
+        released), or an error waits behind the chunks pending."""
+        decoder, pending = self._decoder, self._pending
         try:
-            while not decoder.done and (not any(map(substantive, pending)) if priming else not pending):
-                data = await response.read()
-                if not data:
-                    if self._tail:
-                        decoder.feed(self._tail, pending)
-                        self._tail = b""
-                    decoder.end(pending)
-                    break
+            if not data:
                 if self._tail:
-                    data = self._tail + data
-                lines = data.split(b"\n")
-                self._tail = tail = lines.pop()
-                for line in lines:
-                    if len(line) > cap:
-                        raise _line_too_long(cap)
-                    decoder.feed(line, pending)
-                    if self._decoder.done:  # (not `decoder`: mypy would keep the loop's narrowing)
-                        break
-                if len(tail) > cap and not self._decoder.done:
+                    decoder.feed(self._tail, pending)
+                    self._tail = b""
+                decoder.end(pending)
+                if decoder.done or not pending:
+                    self._release()
+                return True
+            if self._tail:
+                data = self._tail + data
+            lines = data.split(b"\n")
+            self._tail = tail = lines.pop()
+            cap = self._endpoint.max_line_bytes
+            for line in lines:
+                if len(line) > cap:
                     raise _line_too_long(cap)
+                decoder.feed(line, pending)
+                if decoder.done:
+                    break
+            if len(tail) > cap and not decoder.done:
+                raise _line_too_long(cap)
         except UpstreamError as exc:
             if not pending:
                 raise
             self._error = exc
-            return
-        if decoder.done or not pending:
+            return True
+        if decoder.done:
             self._release()
+            return True
+        return any(map(substantive, pending)) if priming else bool(pending)
 
     def _release(self) -> None:
         """Back to the pool: now when the body is fully read, else once its end arrives (the response

@@ -2,9 +2,12 @@
 
 One ``Connection`` carries one exchange at a time (no pipelining); ``UpstreamClient``
 (runtime/upstream/client.py) keeps them in a keep-alive pool per provider. A ``Response`` is handed over
-once its headers are parsed; its body is read with ``read`` (what has arrived, ``b""`` at the end) or
-``read_all``, then ``release`` returns the connection to the pool (or, when the body is not over yet,
-lets the connection discard the rest in the background and return then) and ``close`` drops it.
+once its headers are parsed; its body is read with ``read`` (what has arrived, ``b""`` at the end; or
+``take``, the same without the wait, and ``arrival``) or ``read_all``, or taken as it arrives by a
+``sink`` (a stream's relay, in the read callback), then ``release`` returns the connection to the pool
+(or, when the body is not over yet, lets the connection discard the rest in the background and return
+then) and ``close`` drops it. The answer's headers are kept as they came (``raw_headers``; only the
+framing ones are read here; ``headers``, the dict, is built when asked for).
 
 Deadlines are one timer per exchange (``loop.call_at``), never a task or an ``asyncio.timeout``: the
 first-byte deadline until the caller calls ``answered()``, then the total one. When one fires, the
@@ -46,6 +49,7 @@ FIRST_BYTE = "first_byte"
 TOTAL = "total"
 _TOTAL_ARMED = "total, armed"
 _NO_BODY = (204, 304)
+_FRAMING_LENGTHS = (len(b"content-length"), len(b"transfer-encoding"), len(b"content-encoding"))
 
 
 class HTTPError(Exception):
@@ -158,6 +162,7 @@ class Connection(asyncio.Protocol):
         "closed",
         "fd",
         "idle_since",
+        "loop",
         "on_lost",
         "origin",
         "parser",
@@ -166,9 +171,12 @@ class Connection(asyncio.Protocol):
         "transport",
     )
 
-    def __init__(self, origin: Any, on_lost: Callable[[Connection], None]) -> None:
+    def __init__(
+        self, origin: Any, on_lost: Callable[[Connection], None], loop: asyncio.AbstractEventLoop
+    ) -> None:
         self.origin = origin  # the pool's key object (client.py's Pool)
         self.on_lost = on_lost
+        self.loop = loop  # (asked once: ``asyncio.get_running_loop`` costs a system call on 3.11)
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.response: Response | None = None
@@ -245,12 +253,9 @@ class Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         response = self.response
-        if response is not None:
+        if response is not None:  # kept as they came: only an error's answer reads them (``headers``)
             response.head_bytes += len(name) + len(value) + 4
-            key = name.decode("latin-1").lower()
-            text = value.decode("latin-1")
-            headers = response.headers
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+            response.raw_headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         response = self.response
@@ -258,7 +263,7 @@ class Connection(asyncio.Protocol):
             return
         status = self.parser.get_status_code()
         if status < 200:  # an interim answer (100 Continue): its message ends; the real one follows
-            response.headers = {}
+            response.raw_headers = []
             response.interim = True
             return
         if response.head_bytes > MAX_HEAD_BYTES:
@@ -266,13 +271,20 @@ class Connection(asyncio.Protocol):
             raise httptools.HttpParserCallbackError("head too large")  # stop parsing
         response.status = status
         response.keep_alive = self.parser.should_keep_alive()
-        headers = response.headers
-        length = headers.get("content-length")
+        length = chunked = encoding = None
+        for name, value in response.raw_headers:  # only the framing's: no dict of them all
+            if len(name) in _FRAMING_LENGTHS:
+                key = name.lower()
+                if key == b"content-length":
+                    length = value if length is None else b"%b, %b" % (length, value)
+                elif key == b"transfer-encoding":
+                    chunked = value
+                elif key == b"content-encoding":
+                    encoding = value if encoding is None else b"%b, %b" % (encoding, value)
         if length is not None and length.isdigit():
             response.content_length = int(length)
-        response.open_ended = length is None and "transfer-encoding" not in headers and status not in _NO_BODY
-        encoding = headers.get("content-encoding")
-        if encoding is not None and encoding.strip().lower() not in ("", "identity"):
+        response.open_ended = length is None and chunked is None and status not in _NO_BODY
+        if encoding is not None and encoding.strip().lower() not in (b"", b"identity"):
             response.fail(UnsupportedEncoding("compressed response"))
             raise httptools.HttpParserCallbackError("compressed")  # stop parsing
         response.headed = True
@@ -280,8 +292,23 @@ class Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         response = self.response
-        if response is not None:
+        if response is None:
+            return
+        sink = response.sink
+        if sink is not None:  # a stream being relayed: its reader takes the bytes here and now
+            sink(body)
+            return
+        buffered = response._buffered + len(body)
+        if response._draining or buffered > HIGH_WATER:
             response.feed(body)
+            return
+        response._buffer.append(body)  # (``feed`` inline: this runs once per stream chunk)
+        response._buffered = buffered
+        waiter = response._waiter
+        if waiter is not None:
+            response._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def on_message_complete(self) -> None:
         response = self.response
@@ -328,22 +355,26 @@ class Response:
         "head_bytes",
         "head_read",
         "headed",
-        "headers",
         "interim",
         "keep_alive",
         "open_ended",
+        "raw_headers",
         "received",
+        "sink",
         "status",
     )
 
     def __init__(self, conn: Connection, first_byte_at: float, total_at: float) -> None:
         self.conn: Connection | None = conn
         self.status = 0
-        self.headers: dict[str, str] = {}
+        self.raw_headers: list[tuple[bytes, bytes]] = []  # as they came; ``headers`` reads them
         self.content_length: int | None = None
         self.keep_alive = False
         self.open_ended = False  # no length and not chunked: the body ends when the connection does
         self.received = False  # any byte of the answer
+        # set by a reader that takes body bytes as they arrive, in the connection's read callback
+        # (a stream's relay): nothing is buffered then, and only the end or a failure wakes the reader
+        self.sink: Callable[[bytes], None] | None = None
         self.headed = False
         self.interim = False
         self.done = False  # the whole message has arrived
@@ -357,8 +388,18 @@ class Response:
         self._waiter: asyncio.Future[None] | None = None
         self._total_at = total_at
         self._phase = FIRST_BYTE
-        self._loop = loop = asyncio.get_running_loop()
+        self._loop = loop = conn.loop
         self._timer: asyncio.TimerHandle | None = loop.call_at(first_byte_at, self._expire)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers, names lowercased, repeated ones joined with ``", "`` (built when asked for)."""
+        headers: dict[str, str] = {}
+        for name, value in self.raw_headers:
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        return headers
 
     # the reader's side
     async def head(self) -> None:
@@ -366,7 +407,7 @@ class Response:
         while not self.headed:
             if self._error is not None:
                 raise self.error()
-            await self._wait()
+            await self.arrival()
 
     def answered(self) -> None:
         """The first-byte phase is over: from now on only the total deadline counts (its timer is armed
@@ -376,23 +417,32 @@ class Response:
 
     async def read(self) -> bytes:
         """The body bytes that have arrived since the last read, waiting for some; ``b""`` at its end."""
-        while not self._buffer:
-            if self._error is not None:
-                raise self.error()
-            if self.done:
-                return b""
-            waiter = self._waiter = self._loop.create_future()  # (inline: one read per stream chunk)
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-        buffer = self._buffer
-        data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
-        self._buffer = []
-        self._buffered = 0
-        if self._paused:
-            self._resume()
+        while (data := self.take()) is None:
+            await self.arrival()
         return data
+
+    def take(self) -> bytes | None:
+        """``read`` without the wait: the bytes that have arrived (``b""`` at the end), the failure
+        raised, or None when there is nothing yet (then await ``arrival()``). What arrived before a
+        failure is taken first."""
+        buffer = self._buffer
+        if buffer:
+            data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
+            self._buffer = []
+            self._buffered = 0
+            if self._paused:
+                self._resume()
+            return data
+        if self._error is not None:
+            raise self.error()
+        return b"" if self.done else None
+
+    def arrival(self) -> asyncio.Future[None]:
+        """A future done when more of the answer (or its end, or a failure) arrives; one reader at a
+        time. Whoever completes it clears ``_waiter`` first; one a cancelled reader leaves behind is
+        done already, and every waker skips a done one."""
+        waiter = self._waiter = self._loop.create_future()
+        return waiter
 
     async def read_all(self, cap: int) -> bytes:
         """The whole body; ``BodyTooLarge`` (the connection dropped) once it is past ``cap`` bytes."""
@@ -403,7 +453,7 @@ class Response:
                 break
             if self._paused:
                 self._resume()
-            await self._wait()
+            await self.arrival()
         if self._buffered > cap:
             self.close()
             raise BodyTooLarge(cap)
@@ -411,6 +461,17 @@ class Response:
         self._buffer = []
         self._buffered = 0
         return buffer[0] if len(buffer) == 1 else b"".join(buffer)
+
+    def pause(self) -> None:
+        """Stop reading the connection until the next ``take`` or ``resume`` (the reader's own
+        back-pressure: whoever it relays to is full)."""
+        if not self._paused and self.conn is not None and self.conn.transport is not None:
+            self._paused = True
+            self.conn.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._paused:
+            self._resume()
 
     def error(self) -> HTTPError:
         """A copy of the exchange's failure to raise: the one kept here never gets a traceback, which
@@ -518,13 +579,6 @@ class Response:
             self._waiter = None
             if not waiter.done():
                 waiter.set_result(None)
-
-    async def _wait(self) -> None:
-        waiter = self._waiter = self._loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
 
     def _resume(self) -> None:
         self._paused = False

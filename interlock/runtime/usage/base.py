@@ -1,11 +1,12 @@
-"""The usage store seam's types: the counters, the ``Store`` a backend implements, and the SQL both SQL
-stores share."""
+"""The usage store seam's types: the counters, the ``Store`` a backend implements, and what both SQL
+stores share (``SqlStore``: the table, its statements, the reading of its rows)."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from interlock.runtime.compiled import mypyc_attr
 
@@ -128,3 +129,37 @@ def rows_sql(mark: str, since: bool, tenant: bool) -> str:
 
 def row_values(key: RowKey, tally: Tally) -> tuple[str | int, ...]:
     return (*key, *(getattr(tally, name) for name in COUNTERS))
+
+
+class SqlStore(Store):
+    """The ledger in one SQL table: the statements and the reading of rows; a driver runs them (``write``,
+    ``query``) with its placeholder, ``mark``."""
+
+    mark: ClassVar[str]  # ``?`` (sqlite3), ``%s`` (psycopg)
+    upsert: ClassVar[str]
+    spent_by_account: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.upsert, cls.spent_by_account = upsert_sql(cls.mark), spent_sql(cls.mark)
+
+    @abc.abstractmethod
+    async def write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
+        """Run ``sql`` once for each of ``values``, all in one transaction."""
+
+    @abc.abstractmethod
+    async def query(self, sql: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        """The rows ``sql`` selects."""
+
+    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+        await self.write(self.upsert, [row_values(key, tally) for key, tally in rows.items()])
+
+    async def spent(self, since_day: str) -> dict[Account, Tally]:
+        found = await self.query(self.spent_by_account, (since_day,))
+        return {(r[0], r[1]): Tally(*(int(v or 0) for v in r[2:])) for r in found}
+
+    async def rows(self, since_day: str | None, tenant: str | None) -> list[tuple[RowKey, Tally]]:
+        sql = rows_sql(self.mark, since_day is not None, tenant is not None)
+        args = tuple(v for v in (since_day, tenant) if v is not None)
+        found = await self.query(sql, args)
+        return [((r[0], r[1], r[2], r[3]), Tally(*(int(v) for v in r[4:]))) for r in found]

@@ -8,28 +8,14 @@ the next call. The URL's password never appears in a log or an error (``shown`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from interlock.runtime.usage.base import (
-    CREATE_TABLE,
-    Account,
-    RowKey,
-    Store,
-    Tally,
-    UsageStoreError,
-    row_values,
-    rows_sql,
-    spent_sql,
-    upsert_sql,
-)
+from interlock.runtime.usage.base import CREATE_TABLE, SqlStore, UsageStoreError
 
 CONNECT_TIMEOUT_S = 5
-UPSERT = upsert_sql("%s")
-SPENT = spent_sql("%s")
 
 
 def shown_url(url: str) -> str:
@@ -42,7 +28,9 @@ def shown_url(url: str) -> str:
     return f"postgresql://{host}:{parts.get('port') or 5432}/{parts.get('dbname') or ''}"
 
 
-class PostgresStore(Store):
+class PostgresStore(SqlStore):
+    mark = "%s"
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.shown = shown_url(url)
@@ -72,26 +60,15 @@ class PostgresStore(Store):
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return UsageStoreError(f"{self.shown}: {what}: {reason}")
 
-    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
-        values = [row_values(key, tally) for key, tally in rows.items()]
+    async def write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
         db = await self._conn()
         try:
             async with db.transaction(), db.cursor() as cur:
-                await cur.executemany(UPSERT, values)
+                await cur.executemany(sql, values)
         except psycopg.Error as exc:
             raise self._error("cannot write the usage ledger", exc) from exc
 
-    async def spent(self, since_day: str) -> dict[Account, Tally]:
-        found = await self._query(SPENT, (since_day,))
-        return {(r[0], r[1]): Tally(*(int(v or 0) for v in r[2:])) for r in found}
-
-    async def rows(self, since_day: str | None, tenant: str | None) -> list[tuple[RowKey, Tally]]:
-        sql = rows_sql("%s", since_day is not None, tenant is not None)
-        args = tuple(v for v in (since_day, tenant) if v is not None)
-        found = await self._query(sql, args)
-        return [((r[0], r[1], r[2], r[3]), Tally(*(int(v) for v in r[4:]))) for r in found]
-
-    async def _query(self, sql: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    async def query(self, sql: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
         db = await self._conn()
         try:
             async with db.transaction(), db.cursor() as cur:

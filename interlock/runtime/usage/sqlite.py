@@ -11,29 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interlock.runtime.usage.base import (
-    CREATE_TABLE,
-    Account,
-    RowKey,
-    Store,
-    Tally,
-    UsageStoreError,
-    row_values,
-    rows_sql,
-    spent_sql,
-    upsert_sql,
-)
+from interlock.runtime.usage.base import CREATE_TABLE, SqlStore, UsageStoreError
 
 BUSY_TIMEOUT_MS = 5000
-UPSERT = upsert_sql("?")
-SPENT = spent_sql("?")
 
 
-class SqliteStore(Store):
+class SqliteStore(SqlStore):
+    mark = "?"
+
     def __init__(self, path: str) -> None:
         self.path = Path(path)
         self.shown = f"sqlite:{path}"
@@ -65,16 +53,15 @@ class SqliteStore(Store):
             raise UsageStoreError(f"{self.shown}: the usage ledger is not open")
         return self._db
 
-    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
-        values = [row_values(key, tally) for key, tally in rows.items()]
-        await asyncio.to_thread(self._add, values)
+    async def write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
+        await asyncio.to_thread(self._write, sql, values)
 
-    def _add(self, values: list[tuple[str | int, ...]]) -> None:
+    def _write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany(UPSERT, values)
+                db.executemany(sql, values)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -82,15 +69,8 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise UsageStoreError(f"{self.shown}: cannot write the usage ledger: {exc}") from exc
 
-    async def spent(self, since_day: str) -> dict[Account, Tally]:
-        rows = await asyncio.to_thread(self._query, SPENT, (since_day,))
-        return {(row[0], row[1]): Tally(*(int(v or 0) for v in row[2:])) for row in rows}
-
-    async def rows(self, since_day: str | None, tenant: str | None) -> list[tuple[RowKey, Tally]]:
-        sql = rows_sql("?", since_day is not None, tenant is not None)
-        args = tuple(v for v in (since_day, tenant) if v is not None)
-        found = await asyncio.to_thread(self._query, sql, args)
-        return [((r[0], r[1], r[2], r[3]), Tally(*(int(v) for v in r[4:]))) for r in found]
+    async def query(self, sql: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        return await asyncio.to_thread(self._query, sql, args)
 
     def _query(self, sql: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
         try:

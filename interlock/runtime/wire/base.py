@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +24,10 @@ from interlock.runtime.compiled import mypyc_attr
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Native:
-    """The caller's request in its own wire format, for an upstream that speaks it (a same-format relay).
+    """The caller's request in its own wire format, for an upstream that speaks it (a same-format relay);
+    read-only once made (not frozen: one is built per request, and a frozen one costs more to build).
 
     ``format`` is a provider kind (``anthropic``, ``ollama``); ``headers`` are the provider-defined
     ones the request came with (``anthropic-beta``, ``anthropic-version``), forwarded as they are."""
@@ -71,9 +72,25 @@ class RelayedChunk(dict[str, Any]):
         self.raw = raw
 
 
+def header_lines(headers: Mapping[str, str]) -> bytes | None:
+    """``headers`` as HTTP/1.1 header lines (``Name: value\\r\\n`` each), or None when one holds a line
+    break or a character Latin-1 cannot carry (such a header is never sent)."""
+    lines = []
+    for name, value in headers.items():
+        if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
+            return None
+        lines.append(f"{name}: {value}\r\n")
+    try:
+        return "".join(lines).encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One place to send requests: an OpenAI-compatible base URL, or one Ollama worker."""
+    """One place to send requests: an OpenAI-compatible base URL, or one Ollama worker.
+
+    ``lines`` is ``headers`` encoded once, when the endpoint is built (``header_lines``)."""
 
     provider: str
     kind: str  # "openai" | "ollama"
@@ -87,6 +104,10 @@ class Endpoint:
     # the plan's server.max_upstream_body_bytes / max_stream_line_bytes: past them, ProtocolFailure
     max_body_bytes: int = DEFAULT_MAX_UPSTREAM_BODY_BYTES
     max_line_bytes: int = DEFAULT_MAX_STREAM_LINE_BYTES
+    lines: bytes | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lines", header_lines(self.headers))
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
@@ -95,7 +116,8 @@ class ChatStream(abc.ABC):
 
     Iterating yields OpenAI ``chat.completion.chunk`` dicts, the first one included, and ends after the
     upstream's last chunk (no ``[DONE]`` sentinel). ``read`` gives the same chunks, those that arrived
-    together at once (the relay writes them in one piece); use one or the other on a stream. A failure
+    together at once (the relay writes them in one piece), and ``relay`` hands them to a callback; use
+    one of them on a stream. A failure
     mid-stream raises an ``UpstreamError`` (after the chunks that arrived before it). ``aclose`` releases
     the connection; it is safe to call at any time and more than once.
     """
@@ -108,6 +130,16 @@ class ChatStream(abc.ABC):
     @abc.abstractmethod
     async def read(self) -> Sequence[dict[str, Any]]:
         """The next chunks, as many as have arrived (at least one); empty once the stream is over."""
+
+    async def relay(
+        self, sink: Callable[[Sequence[dict[str, Any]]], bool], drain: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Hand the chunks to ``sink`` (those that arrived together at once) until the stream is over,
+        awaiting ``drain()`` whenever ``sink`` returns True (its caller is full); failures as ``read``'s.
+        A stream that reads its upstream in a callback hands them over there (no task switch each)."""
+        while chunks := await self.read():
+            if sink(chunks):
+                await drain()
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...

@@ -19,7 +19,7 @@ Handling (how a field reaches an upstream of that kind):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -173,10 +173,11 @@ class Drops:
     def of(self, body: Mapping[str, Any]) -> list[str]:
         if self.carried is not None:
             out = [key for key, value in body.items() if key not in self.carried and value is not None]
+        elif self.dropped.isdisjoint(body):  # the common case: one pass in C, no list built
+            out = []
         else:
             out = [key for key, value in body.items() if key in self.dropped and value is not None]
-        options = body.get("options")
-        if self.options_kept is not None and isinstance(options, Mapping):
+        if self.options_kept is not None and isinstance(options := body.get("options"), Mapping):
             out.extend(f"options.{key}" for key in options if key not in self.options_kept)
         return out
 
@@ -232,3 +233,69 @@ RELAY_DROPS: dict[str, Drops | None] = {
     "ollama": None,
     "responses": None,
 }
+
+
+Limit = tuple[str, ...]
+"""A field that sets a request's output ceiling: ``("max_tokens",)``, ``("options", "num_predict")``."""
+
+OUTPUT_LIMITS: dict[str, tuple[Limit, ...]] = {
+    # the internal form's too; a top-level ``num_predict`` as LiteLLM sends it
+    "openai": (("max_tokens",), ("max_completion_tokens",), ("num_predict",), ("options", "num_predict")),
+    "anthropic": (("max_tokens",),),
+    "ollama": (("options", "num_predict"),),
+    "responses": (("max_output_tokens",),),
+}
+"""Each wire format's output ceilings (a surface checks them, ``limited`` writes them); the first is the
+one set where a request sets none."""
+
+ANY_LIMIT: tuple[Limit, ...] = tuple(dict.fromkeys(f for limits in OUTPUT_LIMITS.values() for f in limits))
+"""Every format's output ceilings: what a body of any format may hold."""
+
+
+def limited(
+    body: Mapping[str, Any], fields: Sequence[Limit], ceiling: int, *, clamp: bool = False
+) -> dict[str, Any] | None:
+    """The one writer of output ceilings: ``body`` with each of ``fields`` it sets above ``ceiling`` set
+    to it, as a copy (``body`` stays as it is); None when there is nothing to write.
+
+    Above: an integer over ``ceiling`` (what fits a window: ``guards.ceiling``). With ``clamp`` (only
+    ``ceiling`` is paid for: the credits' and rates' cut), also any value that is not a count from 1 up
+    (Ollama's -1 and -2, "no limit"), and where ``body`` sets none of ``fields``, the first is set.
+    """
+    out: dict[str, Any] | None = None
+    found = False
+    for path in fields:
+        if len(path) == 1:  # most are top-level: one lookup
+            value = body.get(path[0])
+        else:
+            holder = body.get(path[0])
+            for key in path[1:-1]:
+                holder = holder.get(key) if isinstance(holder, dict) else None
+            value = holder.get(path[-1]) if isinstance(holder, dict) else None
+        if value is None:
+            continue
+        found = True
+        if type(value) is int:
+            if value <= ceiling and (value > 0 or not clamp):
+                continue
+        elif not clamp:
+            continue
+        out = dict(body) if out is None else out
+        if len(path) == 1:
+            out[path[0]] = ceiling
+        else:
+            _put(out, path, ceiling)
+    if clamp and not found and fields:
+        out = dict(body)  # nothing was found, so nothing was written yet
+        _put(out, fields[0], ceiling)
+    return out
+
+
+def _put(body: dict[str, Any], path: Limit, value: int) -> None:
+    """``path`` of ``body`` set to ``value``, each object on the way copied (or made)."""
+    holder = body
+    for key in path[:-1]:
+        inner = holder.get(key)
+        holder[key] = inner = dict(inner) if isinstance(inner, dict) else {}
+        holder = inner
+    holder[path[-1]] = value

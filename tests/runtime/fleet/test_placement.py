@@ -93,8 +93,8 @@ def run(gw: Gateway, scenario: Callable[[httpx.AsyncClient], Awaitable[Any]]) ->
 async def rounds(gw: Gateway, count: int = 1) -> None:
     """``count`` times: a probe round (/api/ps, /api/tags), then a warm-up round."""
     for _ in range(count):
-        await gw.probe_loop.probe_all()
-        await gw.warmer.warm_all()
+        await gw.parts.loops.probes.probe_all()
+        await gw.parts.loops.warmer.warm_all()
 
 
 def loads(fake: FakeOllama) -> list[dict[str, Any]]:
@@ -269,13 +269,13 @@ def test_a_failed_load_is_reported_counted_and_tried_again_later(
     gw = gateway(plan_data, a, b)
 
     async def scenario(http: httpx.AsyncClient) -> Any:
-        await gw.probe_loop.probe_all()
+        await gw.parts.loops.probes.probe_all()
         a.set_fault(Fault.http_status(500, "out of memory"), model="gemma3:12b", times=1)
-        await gw.warmer.warm_all()
+        await gw.parts.loops.warmer.warm_all()
         failed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
         await rounds(gw, 2)
         healed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
-        return failed, healed, gw.live.metrics.exposition().decode()
+        return failed, healed, gw.parts.live.metrics.exposition().decode()
 
     failed, healed, metrics = run(gw, scenario)
     assert [(h["model"], h["state"]) for h in failed] == [("gemma3:12b", "failed (server_error)")]
@@ -315,16 +315,20 @@ def test_a_model_used_every_minute_outranks_one_used_daily(
     hi = [{"role": "user", "content": "hi"}]
 
     async def scenario(http: httpx.AsyncClient) -> Any:
-        gw.live.placement.refresh(gw.plan)
-        first = [h.candidate for h in gw.live.placement.homes["a"]]
+        gw.parts.live.placement.refresh(gw.plan)
+        first = [h.candidate for h in gw.parts.live.placement.homes["a"]]
         await http.post("/v1/chat/completions", json={"model": "t/vision", "messages": hi})
         for minute in range(60):
             now[0] += 60
             if minute % (60 // fast_per_hour) == 0:
                 await http.post("/v1/chat/completions", json={"model": "t/fast", "messages": hi})
             if minute % 10 == 9:
-                gw.live.placement.refresh(gw.plan)
-        return first, [h.candidate for h in gw.live.placement.homes["a"]], dict(gw.live.placement.traffic)
+                gw.parts.live.placement.refresh(gw.plan)
+        return (
+            first,
+            [h.candidate for h in gw.parts.live.placement.homes["a"]],
+            dict(gw.parts.live.placement.traffic),
+        )
 
     first, last, traffic = run(gw, scenario)
     assert first == ["local/gemma3:12b"]
@@ -366,9 +370,9 @@ def test_a_worker_of_unknown_memory_is_placed_once_its_telemetry_says(
         assert gw.plan.placement.budgets_gib == {}
 
         async def scenario(http: httpx.AsyncClient) -> Any:
-            await gw.warmer.warm_all()
+            await gw.parts.loops.warmer.warm_all()
             before = (await http.get("/v1/health")).json()["placement"]
-            await gw.telemetry_loop.collect_all()
+            await gw.parts.loops.telemetry.collect_all()
             await rounds(gw, 2)
             return before, (await http.get("/v1/health")).json()["placement"]
 
@@ -414,7 +418,7 @@ def test_a_worker_that_flaps_every_round_is_loaded_a_bounded_number_of_times(
     a, b = workers
     gw = gateway(plan_data, a, b)
     now = [1000.0]
-    gw.warmer.clock = lambda: now[0]
+    gw.parts.loops.warmer.clock = lambda: now[0]
 
     async def tick() -> None:
         now[0] += 1.0

@@ -66,7 +66,7 @@ def test_a_down_worker_is_probed_again_on_a_doubling_back_off_and_seen_when_it_c
     up, down = workers
     clock = Clock()
     gw = gateway(tmp_path, up, down, clock)
-    loop = gw.probe_loop
+    loop, live = gw.parts.loops.probes, gw.parts.live
 
     async def scenario() -> list[tuple[float, int, int, bool]]:
         seen = []
@@ -74,7 +74,7 @@ def test_a_down_worker_is_probed_again_on_a_doubling_back_off_and_seen_when_it_c
         try:
             await loop.round()  # the first round: every worker
             seen.append(
-                (loop.pause_s(), probes_of(up), len(loop.rechecks), gw.health.endpoint_usable("local@down"))
+                (loop.pause_s(), probes_of(up), len(loop.rechecks), live.health.endpoint_usable("local@down"))
             )
             for _ in range(5):  # still down: probed alone, each back-off twice the last, to the ceiling
                 clock.now += loop.pause_s()
@@ -84,7 +84,7 @@ def test_a_down_worker_is_probed_again_on_a_doubling_back_off_and_seen_when_it_c
             clock.now += loop.pause_s()
             await loop.round()
             seen.append(
-                (loop.pause_s(), probes_of(up), len(loop.rechecks), gw.health.endpoint_usable("local@down"))
+                (loop.pause_s(), probes_of(up), len(loop.rechecks), live.health.endpoint_usable("local@down"))
             )
         finally:
             await gw.shutdown()
@@ -106,7 +106,7 @@ def test_a_request_that_finds_its_worker_full_brings_the_down_workers_probe_forw
     up, down = workers
     clock = Clock()
     gw = gateway(tmp_path, up, down, clock)
-    loop = gw.probe_loop
+    loop, live = gw.parts.loops.probes, gw.parts.live
 
     async def scenario() -> tuple[float, float, int, float, bool]:
         await gw.startup()
@@ -117,7 +117,7 @@ def test_a_request_that_finds_its_worker_full_brings_the_down_workers_probe_forw
                 await loop.round()
             before = loop.pause_s()
             clock.now += 0.25  # the probe that found it down was 0.25 s ago
-            held = await gw.slots.acquire("up", "llama3.2:3b", 1, wait=False)  # the up worker is full
+            held = await live.slots.acquire("up", "llama3.2:3b", 1, wait=False)  # the up worker is full
             assert held is not None
             transport = httpx.ASGITransport(app=gw)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
@@ -128,7 +128,7 @@ def test_a_request_that_finds_its_worker_full_brings_the_down_workers_probe_forw
             clock.now += after
             await loop.round()
             await held.release()
-            return before, after, refused.status_code, clock.now, gw.health.endpoint_usable("local@down")
+            return before, after, refused.status_code, clock.now, live.health.endpoint_usable("local@down")
         finally:
             await gw.shutdown()
 
@@ -146,7 +146,7 @@ def test_a_woken_loop_runs_its_round_before_the_pause_ends(
     up, down = workers
     clock = Clock()
     gw = gateway(tmp_path, up, down, clock)
-    loop = gw.probe_loop
+    loop = gw.parts.loops.probes
 
     async def scenario() -> int:
         await gw.startup()

@@ -210,13 +210,13 @@ def test_worker_choice_follows_each_servers_own_load_read_in_the_probe_round(
                         if plain.in_flight == 1:  # the first request: nothing read yet, the plan's order
                             break
                         await asyncio.sleep(0.005)
-                    await gateway.probe_loop.probe_all()
+                    await gateway.parts.loops.probes.probe_all()
                     for _ in range(2):
                         answer = await http.post("/v1/chat/completions", json=HI)
                         chosen.append(answer.headers.get("x-interlock-worker", answer.text))
                     ll.reported.running, ll.reported.waiting = 4, 3  # now the busiest
                     s.reported.running, s.reported.kv_used = 0, 0.1  # and this one idle
-                    await gateway.probe_loop.probe_all()
+                    await gateway.parts.loops.probes.probe_all()
                     answer = await http.post("/v1/chat/completions", json=HI)
                     chosen.append(answer.headers.get("x-interlock-worker", answer.text))
                     health = (await http.get("/v1/health")).json()["workers"]
@@ -251,11 +251,11 @@ def test_a_server_that_stops_answering_is_unknown_not_idle(
         async def scenario() -> tuple[ServerLoad | None, ServerLoad | None]:
             await gateway.startup()
             try:
-                await gateway.probe_loop.probe_all()
-                first = gateway.live.facts.load("local@vllm1")
+                await gateway.parts.loops.probes.probe_all()
+                first = gateway.parts.live.facts.load("local@vllm1")
                 v.refuse_connections()
-                await gateway.probe_loop.probe_all()
-                return first, gateway.live.facts.load("local@vllm1")
+                await gateway.parts.loops.probes.probe_all()
+                return first, gateway.parts.live.facts.load("local@vllm1")
             finally:
                 await gateway.shutdown()
 

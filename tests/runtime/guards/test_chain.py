@@ -40,7 +40,7 @@ def kinds(chain: tuple[Guard, ...]) -> list[type[Guard]]:
 
 def chains(plan: RuntimePlan, ids: list[str]) -> dict[str, list[type[Guard]]]:
     gateway = build_gateway(plan, probes=False)
-    router = gateway.services.router
+    router = gateway.parts.services.router
     return {cid: kinds(router.chain(plan.candidates[cid])) for cid in ids}
 
 
@@ -81,7 +81,7 @@ def test_a_reload_rebuilds_the_chains(plan_data: Callable[[str], dict[str, Any]]
     assert moved != BASIC
     new = build(plan_data(moved))
     gateway = build_gateway(old, source=lambda: new, probes=False)
-    router = gateway.services.router
+    router = gateway.parts.services.router
     assert kinds(router.chain(gateway.plan.candidates["cloud/c1"])) == PREFLIGHT_AND_HEALTH
     assert asyncio.run(gateway.reload())
     assert gateway.plan is new

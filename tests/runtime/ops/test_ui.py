@@ -98,7 +98,7 @@ def test_a_reload_records_what_changed_once(
     gateway = build_gateway(basic_plan, source=lambda: new_plan, probes=False)
     monkeypatch.setattr("interlock.commands.gateway.MAX_RELOAD_CHANGES", 1)
     assert asyncio.run(gateway.reload())
-    last = gateway.live.last_reload
+    last = gateway.parts.live.last_reload
     assert last is not None
     assert (last["result"], last["from"], last["to"]) == (
         "loaded",
@@ -115,7 +115,7 @@ def test_the_workers_section_shows_who_waited_by_tenant_and_class(basic_plan: Ru
     """The table reads the slot guard's counts (``interlock_queue_*``); nothing waited: no table."""
     gateway = build_gateway(basic_plan, probes=False)
     assert "Waiting for slots" not in get(gateway, "/ui/workers").text
-    metrics = gateway.live.metrics
+    metrics = gateway.parts.live.metrics
     metrics.queue_waiting.labels("lab", "batch").inc()
     metrics.queue_wait_seconds.labels("app", "interactive").observe(1.5)
     metrics.queue_wait_seconds.labels("app", "interactive").observe(0.5)

@@ -85,8 +85,11 @@ def test_a_reload_that_reads_past_its_deadline_is_refused_and_its_process_stoppe
 
     gateway = asyncio.run(scenario())
     assert gateway.plan is first
-    assert gateway.live.last_reload is not None
-    assert gateway.live.last_reload["error"] == "reading the new plan took longer than 0.5 s; it was stopped"
+    assert gateway.parts.live.last_reload is not None
+    assert (
+        gateway.parts.live.last_reload["error"]
+        == "reading the new plan took longer than 0.5 s; it was stopped"
+    )
     if (tmp_path / "started").exists():
         pid = int((tmp_path / "started").read_text())
         try:
@@ -145,12 +148,12 @@ def test_a_reload_that_turns_a_providers_probe_off_forgets_what_its_probe_said(
 
     async def scenario() -> None:
         gateway = build_gateway(first, probes=False, open_adapters=no_adapters)
-        gateway.live.health.record_probe(label, ConnectFailed("refused"))
-        assert not gateway.live.health.endpoint_usable(label)
+        gateway.parts.live.health.record_probe(label, ConnectFailed("refused"))
+        assert not gateway.parts.live.health.endpoint_usable(label)
         gateway.apply(first)  # still probed: what the probe said holds
-        assert not gateway.live.health.endpoint_usable(label)
+        assert not gateway.parts.live.health.endpoint_usable(label)
         gateway.apply(second)
-        assert gateway.live.health.endpoint_usable(label)
-        assert gateway.live.health.endpoint(label).last_probe_error is None
+        assert gateway.parts.live.health.endpoint_usable(label)
+        assert gateway.parts.live.health.endpoint(label).last_probe_error is None
 
     asyncio.run(scenario())

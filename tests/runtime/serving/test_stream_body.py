@@ -1,44 +1,27 @@
-"""``StreamBody``: a chunked answer's body written straight to the transport, under uvicorn's own flow
+"""``StreamBody``: a chunked answer's body written straight to the transport, under the connection's flow
 control, behind the real guarded protocol on a loopback socket (an in-process uvicorn, a real client)."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from interlock.runtime.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.serving.connections import STREAM_BODY, ConnectionBook, StreamBody, guarded_protocol
-from interlock.runtime.state.memory import MemorySlots
-from tests.waiting import until
+from interlock.runtime.serving.connections import STREAM_BODY, StreamBody
+from tests.runtime.serving.inproc import App, gateway_protocol, served
 
-App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 PIECE = b"x" * 65536
 MOST = 1024  # pieces (64 MiB): the transport's buffer is over its high-water mark long before
 
 
 async def serving(plan: RuntimePlan, app: App, client: Callable[[str], Awaitable[None]]) -> None:
     """Serve ``app`` with the gateway's protocol on a loopback port while ``client(url)`` runs."""
-    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots()))
-    book = ConnectionBook(lambda: plan.server, metrics)
-    config = uvicorn.Config(app, http=guarded_protocol(book), lifespan="off", log_config=None)
-    server = uvicorn.Server(config)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        await until(lambda: server.started, "uvicorn to start")  # it offers no event for it
-        await client(f"http://127.0.0.1:{sock.getsockname()[1]}")
-    finally:
-        server.should_exit = True
-        await task
+    async with served(app, gateway_protocol(plan)) as port:
+        await client(f"http://127.0.0.1:{port}")
 
 
 def test_a_client_that_does_not_read_pauses_the_writer_until_it_reads(basic_plan: RuntimePlan) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,39 @@ def test_one_limit_one_queue_and_the_freed_slot_goes_to_the_waiter(store_url: st
                 return (await b.report())["box"].in_use == 0
 
             await until(free, "every slot back")
+
+    asyncio.run(scenario())
+
+
+def test_a_reload_that_changes_the_slot_count_holds_for_every_holder(store_url: str) -> None:
+    """Two slots held, a request queued; the plan drops to one slot (as each process reloads it): a slot
+    given back leaves the one held at the new bound, so the waiter waits on; raised to three, it runs."""
+    fewer = {"box": replace(LIMITS["box"], max_concurrent=1)}
+    more = {"box": replace(LIMITS["box"], max_concurrent=3)}
+
+    async def scenario() -> None:
+        async with holders(store_url) as (a, b):
+            first = await a.acquire("box", "m", 2, wait=True)
+            second = await a.acquire("box", "x", 2, wait=True)
+            assert first is not None
+            assert second is not None
+            queued = asyncio.create_task(b.acquire("box", "y", 2, wait=True))
+            await until(lambda: waiting(a), "b to queue")
+            for holder in {id(a): a, id(b): b}.values():
+                holder.configure(fewer)
+            await first.release()
+            report = (await a.report())["box"]  # read after the release (one connection, in order)
+            assert (report.in_use, report.waiting) == (1, 1)
+            assert await a.acquire("box", "z", 2, wait=False) is None
+            for holder in {id(a): a, id(b): b}.values():
+                holder.configure(more)
+            handed = await asyncio.wait_for(queued, PATIENCE_S)
+            assert handed is not None
+            third = await a.acquire("box", "z", 2, wait=False)  # 3 of 3
+            assert third is not None
+            assert await b.acquire("box", "w", 2, wait=False) is None
+            for lease in (second, handed, third):
+                await lease.release()
 
     asyncio.run(scenario())
 

@@ -59,10 +59,11 @@ def test_a_lost_connection_frees_its_slots_and_queue_places(server: SlotServer) 
         # only now a's second request: started before b's, it could reach the server first and take the
         # last slot, leaving b to wait out max_wait
         queued = asyncio.create_task(a.acquire("box", "x", 2, wait=True))
+        await until(lambda: "box" in server.table.pools, "the server to hear the bounds")
         await until(lambda: len(server.table.pools["box"].waiters) == 1, "a's second request to queue")
         await a.close()  # as a killed worker's socket closes
         queued.cancel()
-        await until(lambda: server.table.pools["box"].in_use == 1, "a's slot to come back")
+        await until(lambda: server.table.pools["box"].held()[0] == 1, "a's slot to come back")
         assert len(server.table.pools["box"].waiters) == 0
         assert (await b.report())["box"].per_model == {"y": 1}
         await other.release()
@@ -95,7 +96,7 @@ def test_a_server_that_goes_away_fails_waiters_over_to_the_local_table(tmp_path:
         held = await a.acquire("box", "m", 1, wait=True)
         assert held is not None
         waiting = asyncio.create_task(a.acquire("box", "m", 1, wait=True))
-        await until(lambda: slots.table.pools["box"].waiters, "the queue")
+        await until(lambda: "box" in slots.table.pools and slots.table.pools["box"].waiters, "the queue")
         slots.stop()
         lease = await asyncio.wait_for(waiting, PATIENCE_S)  # never hangs: the local table answers
         assert lease is not None
@@ -195,6 +196,34 @@ def test_tokens_held_by_requests_in_flight_count_for_the_host_until_done_or_thei
         await until(lambda: server.counters.held["k:t"] == 0, "a's hold to come back")
         assert await cb.take([tokens], 60) is None
         await cb.done([tokens], 0, 60)
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_model_the_slot_file_has_no_room_for_goes_by_the_socket_under_the_same_limits(
+    server: SlotServer,
+) -> None:
+    long = "hf.co/" + "q" * 120  # past what an entry of the file holds
+    worker_limit = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
+
+    async def scenario() -> None:
+        a, b = await client(server), await client(server)
+        for backend in (a, b):
+            backend.configure(worker_limit)
+        by_socket = await a.acquire("box", long, 1, wait=False)  # the server counts it, in its own row
+        assert by_socket is not None
+        assert await b.acquire("box", long, 1, wait=False) is None  # its model limit holds for b
+        in_file = await b.acquire("box", "m", 2, wait=False)  # a short name: taken in the file
+        assert in_file is not None
+        assert await a.acquire("box", "x", 2, wait=False) is None  # 2 of 2: both kinds count
+        report = (await a.report())["box"]
+        assert (report.in_use, dict(report.per_model)) == (2, {long: 1, "m": 1})
+        assert (a.local("box").in_use, dict(b.local("box").per_model)) == (1, {"m": 1})  # the metrics' shares
+        await by_socket.release()
+        await in_file.release()
+        await until(lambda: server.table.pools["box"].held() == (0, {}), "both back")
+        await a.close()
         await b.close()
 
     asyncio.run(scenario())

@@ -1,19 +1,24 @@
 """``ChatStream.read``: the chunks of one upstream read at once (the relay writes them as one piece),
-the same chunks as iterating, and an error only after the chunks that arrived before it."""
+the same chunks as iterating, and an error only after the chunks that arrived before it; ``relay``: the
+same chunks handed to a callback as they arrive, the upstream not read while that callback is full."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
-from interlock.runtime.errors import ServerError, UpstreamError
+from interlock.runtime.errors import ServerError, TotalTimeout, UpstreamError
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.wire.base import Endpoint
+from interlock.runtime.upstream.exchange import LineStream
+from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
+from interlock.testing.replies import Reply
+from tests.waiting import until
 
 from .helpers import _with_adapter, endpoint, run, stream
 
@@ -70,3 +75,123 @@ def test_an_error_event_comes_after_the_chunks_read_before_it(openai_fake: FakeO
     assert sum(len(chunks) for chunks in batches) == 3
     assert isinstance(error, ServerError)
     assert error.message == "upstream reported an error in its response"
+
+
+# -- relay: the chunks handed to a callback in the connection's read callback ----------------------
+
+
+async def relayed(
+    upstream: ChatStream, full_after: int | None = None, gate: asyncio.Event | None = None
+) -> tuple[Batches, list[bool]]:
+    """Every batch ``relay`` handed over; with ``full_after``, the sink says "full" on that batch and
+    ``drain`` waits for ``gate``, noting meanwhile whether the upstream connection was still read."""
+    batches: Batches = []
+    reading_while_full: list[bool] = []
+
+    def sink(chunks: Sequence[dict[str, Any]]) -> bool:
+        batches.append(list(chunks))
+        return full_after is not None and len(batches) == full_after
+
+    async def drain() -> None:
+        assert isinstance(upstream, LineStream)
+        conn = upstream._response.conn  # the upstream connection, paused by the relay while full
+        reading_while_full.append(
+            conn is not None and conn.transport is not None and conn.transport.is_reading()
+        )
+        assert gate is not None
+        await gate.wait()
+
+    await upstream.relay(sink, drain)
+    return batches, reading_while_full
+
+
+def plain(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in chunk.items() if k not in ("created", "id")} for chunk in chunks]
+
+
+@pytest.mark.parametrize("kind", ["openai", "ollama"])
+def test_relay_hands_over_what_iterating_gives_a_chunk_at_a_time(kind: str) -> None:
+    reply = Reply(text="one two three four five six", chunk_delay_s=0.01)
+    with FakeOpenAI(reply=reply) as openai, FakeOllama(reply=reply) as ollama:
+        ep = endpoint(kind, openai.base_url if kind == "openai" else ollama.url, key=None)
+        model = "m1" if kind == "openai" else CHAT_MODEL
+
+        async def go(adapter: Adapter) -> Batches:
+            upstream = await adapter.chat_stream(ep, model, USAGE)
+            try:
+                batches, _ = await relayed(upstream)
+            finally:
+                await upstream.aclose()
+            assert list(await upstream.read()) == []  # and stays over
+            return batches
+
+        batches: Batches = run(_with_adapter(kind, go))
+        iterated, _ = stream(ep, model, USAGE)
+    assert plain([chunk for chunks in batches for chunk in chunks]) == plain(iterated)
+    assert len(batches) > 3  # trickled: handed over as they came, not in one piece at the end
+
+
+def test_a_full_sink_stops_the_upstream_reads_until_it_drains() -> None:
+    with FakeOpenAI(reply=Reply(text="one two three four five six", chunk_delay_s=0.01)) as fake:
+        ep = endpoint("openai", fake.base_url, key=None)
+
+        async def go(adapter: Adapter) -> tuple[Batches, list[bool]]:
+            gate = asyncio.Event()
+            upstream = await adapter.chat_stream(ep, "m1", HI)
+            try:
+                relay = asyncio.create_task(relayed(upstream, full_after=2, gate=gate))
+                await until(lambda: fake.streams.finished == 1, "the fake to write its whole stream")
+                assert not relay.done()  # still draining: the rest was not handed over meanwhile
+                gate.set()
+                return await relay
+            finally:
+                await upstream.aclose()
+
+        batches, reading = run(_with_adapter("openai", go))
+        iterated, _ = stream(ep, "m1", HI)
+    assert reading == [False]  # the connection was not read while the sink was full
+    assert plain([chunk for chunks in batches for chunk in chunks]) == plain(iterated)
+
+
+def test_relay_raises_an_error_event_after_the_chunks_before_it(openai_fake: FakeOpenAI) -> None:
+    openai_fake.set_fault(Fault.stream_error("model crashed", after_chunks=3))
+
+    async def go(adapter: Adapter) -> tuple[Batches, UpstreamError]:
+        batches: Batches = []
+        upstream = await adapter.chat_stream(endpoint("openai", openai_fake.base_url), "m1", HI)
+        try:
+            with pytest.raises(UpstreamError) as info:
+                await upstream.relay(lambda chunks: bool(batches.append(list(chunks))), asyncio.sleep)
+        finally:
+            await upstream.aclose()
+        return batches, info.value
+
+    batches, error = run(_with_adapter("openai", go))
+    assert sum(len(chunks) for chunks in batches) == 3
+    assert isinstance(error, ServerError)
+
+
+def test_the_total_deadline_ends_a_relay_that_waits() -> None:
+    words = " ".join(["word"] * 600)  # 90 s of chunks: the 1 s deadline falls well inside the stream
+    with FakeOpenAI(reply=Reply(text=words, chunk_delay_s=0.15)) as fake:
+        ep = endpoint("openai", fake.base_url, key=None, first_byte_s=1, total_s=1)
+
+        async def go(adapter: Adapter) -> tuple[int, UpstreamError]:
+            count = 0
+
+            def sink(chunks: Sequence[dict[str, Any]]) -> bool:
+                nonlocal count
+                count += len(chunks)
+                return False
+
+            upstream = await adapter.chat_stream(ep, "m1", HI)
+            try:
+                with pytest.raises(TotalTimeout) as info:
+                    await upstream.relay(sink, asyncio.sleep)
+            finally:
+                await upstream.aclose()
+            return count, info.value
+
+        count, error = run(_with_adapter("openai", go))
+    assert error.message == "exchange exceeded 1 s"
+    assert 1 <= count < 600

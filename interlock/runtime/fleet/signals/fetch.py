@@ -13,15 +13,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
-from collections.abc import Callable
 
-from interlock.runtime.clock import Clock
-from interlock.runtime.errors import UpstreamError
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.fetcher import Failed, Fetcher
 from interlock.runtime.fleet.signals import SERVERS
 from interlock.runtime.fleet.signals.base import ServerKind
-from interlock.runtime.metrics import Metrics
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.upstream.openai import OpenAIAdapter
 from interlock.runtime.wire.base import Endpoint
@@ -29,20 +24,11 @@ from interlock.runtime.wire.base import Endpoint
 log = logging.getLogger("interlock.signals")
 
 
-class SignalFetcher:
+class SignalFetcher(Fetcher[OpenAIAdapter]):
     """Fills the ``FactsTable``'s load table from every OpenAI-compatible worker with a ``server``."""
 
-    def __init__(
-        self,
-        facts: FactsTable,
-        adapter: Callable[[], OpenAIAdapter | None],
-        metrics: Metrics,
-        clock: Clock = time.monotonic,
-    ) -> None:
-        self.facts = facts
-        self._adapter = adapter
-        self.metrics = metrics
-        self.clock = clock
+    log = log
+    name = "signals"
 
     def servers(self, plan: RuntimePlan) -> list[tuple[Endpoint, ServerKind]]:
         """Every endpoint of the plan whose worker names a server kind, with that kind."""
@@ -58,7 +44,7 @@ class SignalFetcher:
     async def refresh(self, plan: RuntimePlan) -> None:
         """One round over every such worker."""
         servers = self.servers(plan)
-        adapter = self._adapter()
+        adapter = self.adapter()
         if adapter is not None and servers:
             timeout_s = plan.health.probe_timeout_s
             await asyncio.gather(*(self._server(adapter, e, kind, timeout_s) for e, kind in servers))
@@ -81,12 +67,5 @@ class SignalFetcher:
     async def _fetch(
         self, adapter: OpenAIAdapter, endpoint: Endpoint, path: str, timeout_s: float
     ) -> bytes | None:
-        try:
-            body = await asyncio.wait_for(adapter.signal(endpoint, path, timeout_s), timeout_s + 1.0)
-        except (UpstreamError, TimeoutError) as exc:
-            result = exc.error_class if isinstance(exc, UpstreamError) else "timeout"
-            self.metrics.metadata_fetches.labels(endpoint.label, path, result).inc()
-            log.debug("signals: %s %s failed (%s)", endpoint.label, path, result)
-            return None
-        self.metrics.metadata_fetches.labels(endpoint.label, path, "ok").inc()
-        return body
+        body = await self.fetched(adapter.signal(endpoint, path, timeout_s), endpoint, path, timeout_s)
+        return None if isinstance(body, Failed) else body

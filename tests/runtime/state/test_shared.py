@@ -1,0 +1,139 @@
+"""The slot file of ``--workers N`` (``runtime/state/shared.py``) with real processes: spawned worker
+processes take slots in it beside the supervisor's ``SlotServer`` (a thread of this process), as
+``interlock serve --workers N`` runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterator
+from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
+from multiprocessing.synchronize import Event
+from pathlib import Path
+
+import pytest
+
+from interlock.runtime.state.base import Lease
+from interlock.runtime.state.embedded import EmbeddedSlots, SlotServer
+from interlock.runtime.state.shared import supported
+from interlock.runtime.tables import WorkerLimits
+from tests.waiting import PATIENCE_S, until, wait_until
+
+pytestmark = pytest.mark.skipif(not supported(), reason="the slot file needs open-file-description locks")
+
+SPAWN = multiprocessing.get_context("spawn")  # as the supervisor starts its workers
+# max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
+THREE = {"box": WorkerLimits("box", "local", None, {}, 3, {}, (), max_waiting=64, max_wait_s=60.0)}
+TWO = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=64, max_wait_s=60.0)}
+PER_MODEL = {"a": 2, "b": 2}  # on a worker of 3: either model alone cannot fill it
+SEEN = ("in use", "a", "b", "most in use", "most a", "most b", "leases", "in the file")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[SlotServer]:
+    slots = SlotServer(str(tmp_path / "slots.sock"))
+    slots.start()
+    try:
+        yield slots
+    finally:
+        slots.stop()
+
+
+def hammer(path: str, tasks: int, rounds: int, seen: SynchronizedArray[int]) -> None:
+    """One worker process: ``tasks`` requests at a time, each taking a slot ``rounds`` times (waiting
+    for it, or not), counting in ``seen`` what is held while it holds it."""
+
+    async def requests(task: int, backend: EmbeddedSlots) -> None:
+        for i in range(rounds):
+            model = "ab"[(task + i) % 2]
+            lease = await backend.acquire("box", model, PER_MODEL[model], wait=i % 3 != 0)
+            if lease is None:
+                continue
+            count(model, +1)
+            await asyncio.sleep(0.001)  # hold it a moment, so holders overlap
+            count(model, -1)
+            await lease.release()
+
+    def count(model: str, step: int) -> None:
+        with seen.get_lock():
+            seen[0] += step
+            seen[1 + "ab".index(model)] += step
+            for i in range(3):
+                seen[3 + i] = max(seen[3 + i], seen[i])
+            seen[6] += step > 0
+
+    async def main() -> None:
+        backend = EmbeddedSlots(path)
+        backend.configure(THREE)
+        await backend.start()
+        if backend._file is not None:
+            with seen.get_lock():
+                seen[7] += 1
+        await asyncio.gather(*(requests(task, backend) for task in range(tasks)))
+        await backend.close()
+
+    asyncio.run(main())
+
+
+def test_processes_hammering_the_table_never_exceed_a_limit(server: SlotServer) -> None:
+    seen = SPAWN.Array("i", len(SEEN))
+    workers = [SPAWN.Process(target=hammer, args=(server.path, 4, 60, seen)) for _ in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(PATIENCE_S)
+    assert [process.exitcode for process in workers] == [0, 0, 0, 0]
+    counts = dict(zip(SEEN, seen[:], strict=True))
+    assert counts["in the file"] == 4  # every process took its slots in the file (and queued past it)
+    assert counts["leases"] > 0
+    most = (counts["most in use"], counts["most a"], counts["most b"])
+    assert most == (3, 2, 2), counts  # full at times, never over
+    assert (counts["in use"], counts["a"], counts["b"]) == (0, 0, 0)
+    wait_until(lambda: server.table.pools["box"].held() == (0, {}), what="every slot back")
+
+
+def hold_two(path: str, held: Event, pid: Synchronized[int]) -> None:
+    """A worker process that takes two slots and hangs on to them until it is killed."""
+
+    async def main() -> None:
+        backend = EmbeddedSlots(path)
+        backend.configure(TWO)
+        await backend.start()
+        leases = [await backend.acquire("box", model, 2, wait=False) for model in ("m", "x")]
+        assert all(isinstance(lease, Lease) for lease in leases)
+        assert backend._file is not None  # taken in the file, not by the server
+        pid.value = os.getpid()
+        held.set()
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def test_a_killed_process_gives_its_slots_back_to_the_waiting(server: SlotServer) -> None:
+    held, pid = SPAWN.Event(), SPAWN.Value("i", 0)
+    doomed = SPAWN.Process(target=hold_two, args=(server.path, held, pid))
+    doomed.start()
+    try:
+        assert held.wait(PATIENCE_S)
+
+        async def scenario() -> None:
+            other = EmbeddedSlots(server.path)
+            other.configure(TWO)
+            await other.start()
+            assert await other.acquire("box", "y", 2, wait=False) is None  # its two count here
+            queued = asyncio.create_task(other.acquire("box", "y", 2, wait=True))
+            await until(lambda: server.table.pools["box"].waiters, "the queue")
+            os.kill(pid.value, signal.SIGKILL)
+            lease = await asyncio.wait_for(queued, PATIENCE_S)  # handed one of the dead process's slots
+            assert lease is not None
+            assert (await other.report())["box"].per_model == {"y": 1}
+            await lease.release()
+            await until(lambda: server.table.pools["box"].held() == (0, {}), "every slot back")
+            await other.close()
+
+        asyncio.run(scenario())
+    finally:
+        doomed.kill()
+        doomed.join(PATIENCE_S)
