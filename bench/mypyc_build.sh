@@ -7,6 +7,7 @@
 #
 # Copies the working tree (tracked and untracked files, not .git) to DIR and compiles MODULES there in
 # place (a .so beside each .py: Python imports the extension first). The checkout itself is untouched.
+# On the tree of 2026-12-02's merges the compiled server refused every request (docs/benchmarks.md).
 # Needs a C compiler, the Python headers and mypy (the dev extra's); a module that is gone is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,10 +25,15 @@ modules="access app asgi fleet/facts fleet/fit fleet/prefix guards/calibration g
   wire/base wire/fields wire/openai_chat wire/openai_responses wire/sse"
 rm -rf "$out" && mkdir -p "$out"
 git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$out"
-cd "$out"
+# mypyc builds in a folder holding only the package (setuptools refuses a flat layout of several
+# top-level folders), then the extensions go beside their .py files in DIR
+mkdir "$out/.mypyc" && cp -r "$out/interlock" "$out/pyproject.toml" "$out/.mypyc/"
+cd "$out/.mypyc"
 files=()
 for m in $modules; do
   if [ -f "interlock/runtime/$m.py" ]; then files+=("interlock/runtime/$m.py"); else echo "gone: $m" >&2; fi
 done
 mypyc "${files[@]}"
+find . -name '*.so' -not -path './build/*' | tar -T - -cf - | tar -xf - -C "$out"
+cd "$out" && rm -rf .mypyc
 echo "compiled ${#files[@]} modules in $out"
