@@ -102,7 +102,7 @@ class PrefillBook:
     def observe(self, label: str, model: str, final: Mapping[str, Any]) -> None:
         """Ollama's final message of a finished chat: its prompt tokens and the time they took."""
         count, duration = final.get("prompt_eval_count"), final.get("prompt_eval_duration")
-        if not isinstance(count, int) or not isinstance(duration, int) or isinstance(count, bool):
+        if isinstance(count, bool) or not isinstance(count, int) or not isinstance(duration, int):
             return
         if count < MIN_PROMPT_TOKENS or duration <= 0:
             return

@@ -13,10 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from interlock.runtime.compiled import mypyc_attr
 from interlock.runtime.errors import CannotServe
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
 class Adapter(abc.ABC):
     """Speaks one wire format. Stateless apart from the shared HTTP client it is given."""
 

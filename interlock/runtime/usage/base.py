@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from interlock.runtime.compiled import mypyc_attr
+
 Account = tuple[str, str]
 """(tenant, key id): who a budget belongs to."""
 
@@ -47,6 +49,7 @@ class Tally:
         )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
 class Store(abc.ABC):
     """Where debits are persisted. Used by one writer task at a time (no call overlaps another)."""
 

@@ -288,7 +288,7 @@ def internal_request(
     for index, message in enumerate(messages):
         internal["messages"].extend(_turn(index, message))
     max_tokens = body.get("max_tokens")
-    if not counting and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+    if not counting and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise InvalidRequest("`max_tokens` is required: a positive integer")
     if max_tokens is not None:
         internal["max_tokens"] = max_tokens

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.runtime.asgi import Header
+from interlock.runtime.compiled import mypyc_attr
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 
@@ -109,6 +110,7 @@ class Endpoint:
         object.__setattr__(self, "lines", header_lines(self.headers))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
 class ChatStream(abc.ABC):
     """An upstream stream whose first chunk has already arrived.
 

@@ -297,4 +297,4 @@ def cached_tokens(usage: Mapping[str, Any]) -> int:
     """How much of an OpenAI usage's prompt was read from the provider's cache (0 when unsaid)."""
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    return cached if isinstance(cached, int) and not isinstance(cached, bool) else 0
+    return cached if not isinstance(cached, bool) and isinstance(cached, int) else 0
