@@ -16,15 +16,8 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
+from tests.runtime.test_health import Clock
 from tests.runtime.test_router import OK, Rig
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def rig_with_clock(plan: RuntimePlan, script: dict[str, object]) -> tuple[Rig, Clock]:

@@ -19,6 +19,7 @@ from interlock.runtime.app import Gateway
 from interlock.runtime.fleet.probes import RECHECK_FIRST_S, RECHECK_MAX_S
 from interlock.testing.fake_ollama import FakeOllama
 from tests.runtime.conftest import build, compile_text
+from tests.runtime.test_health import Clock
 
 CONFIG = """\
 version: 1
@@ -34,14 +35,6 @@ providers:
 aliases:
   t/chat: {{description: two workers, chain: [local/llama3.2:3b]}}
 """
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
