@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from interlock.commands.files import OutputError, read_committed, write_atomically
+from interlock.commands.files import OutputError, read_committed, write_atomically, written
 from interlock.commands.options import add_source_options, compile_options, read_plan
 from interlock.commands.serve import is_config
 from interlock.commands.whatif import add_scenario_options
@@ -99,10 +99,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.check:
         return _check_plan(args.check, args.config, text, ctx.plan.content_hash, quiet=args.format == "json")
     if args.output:
-        try:
-            write_atomically(args.output, text)
-        except OutputError as exc:
-            print(f"interlock: {exc}", file=sys.stderr)
+        if not written(args.output, text):
             return 2
         _status(args, f"wrote {args.output} ({ctx.plan.content_hash})")
     else:

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from interlock.codegen import LANGUAGES, CodegenError, generate, valid_name
-from interlock.commands.files import OutputError, read_committed, write_atomically
+from interlock.commands.files import OutputError, read_committed, written
 from interlock.commands.options import add_source_options, compile_options
 from interlock.diff.inputs import InputError, load_plan
 
@@ -45,10 +45,7 @@ def run_codegen(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, text)
     if args.output:
-        try:
-            write_atomically(args.output, text, make_folders=True)
-        except OutputError as exc:
-            print(f"interlock: {exc}", file=sys.stderr)
+        if not written(args.output, text, make_folders=True):
             return 2
         print(f"wrote {args.output} ({len(plan.aliases)} aliases)", file=sys.stderr)
     else:

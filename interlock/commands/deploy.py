@@ -9,7 +9,7 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from interlock.commands.files import OutputError, write_atomically
+from interlock.commands.files import OutputError, write_atomically, written
 from interlock.commands.options import add_source_options, read_plan
 from interlock.deploy import TARGETS
 from interlock.deploy.base import DeployOptions
@@ -120,10 +120,7 @@ def _write_one(args: argparse.Namespace) -> int:
     if plan is None:
         return 1
     (text,) = TARGETS[args.target].write(plan, DeployOptions()).values()
-    try:
-        write_atomically(args.output, text)
-    except OutputError as exc:
-        print(f"interlock deploy: {exc}", file=sys.stderr)
+    if not written(args.output, text, "interlock deploy"):
         return 1
     print(f"wrote {args.output} (plan {plan.content_hash})")
     return 0

@@ -17,6 +17,7 @@ import contextlib
 import os
 import secrets
 import stat
+import sys
 
 from interlock.compiler.reading import file_kind, source_problem
 
@@ -54,6 +55,17 @@ def write_atomically(path: str, text: str, *, make_folders: bool = False) -> Non
     except BaseException:
         _remove(tmp)
         raise
+
+
+def written(path: str, text: str, prog: str = "interlock", *, make_folders: bool = False) -> bool:
+    """``write_atomically`` for a command's ``-o``: False when refused, the reason printed on stderr as
+    ``prog: reason`` (the command chooses its exit code)."""
+    try:
+        write_atomically(path, text, make_folders=make_folders)
+    except OutputError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def read_committed(path: str) -> str | None:

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from interlock.commands.files import OutputError, write_atomically
+from interlock.commands.files import written
 from interlock.commands.yamlfile import dump, round_trip
 from interlock.discover import Found, discover
 from interlock.discover.starter import starter
@@ -61,10 +61,7 @@ def run_init(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    try:
-        write_atomically(args.output, text)
-    except OutputError as exc:
-        print(f"interlock init: {exc}", file=sys.stderr)
+    if not written(args.output, text, "interlock init"):
         return 1
     aliases = ", ".join(config["aliases"]) or "none"
     print(f"wrote {args.output} (aliases: {aliases})", file=sys.stderr)

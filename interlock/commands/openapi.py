@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from interlock.commands.files import OutputError, read_committed, write_atomically
+from interlock.commands.files import OutputError, read_committed, written
 from interlock.schema.canonical import canonical_json
 
 
@@ -40,10 +40,7 @@ def run_openapi(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    try:
-        write_atomically(args.output, text)
-    except OutputError as exc:
-        print(f"interlock: {exc}", file=sys.stderr)
+    if not written(args.output, text):
         return 2
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
