@@ -4,7 +4,6 @@ every backend does is in ``test_contract.py``; this module holds what only this 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,6 @@ from tests.waiting import PATIENCE_S, until
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait
 LIMITS = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=1, max_wait_s=60.0)}
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[SlotServer]:
-    slots = SlotServer(str(tmp_path / "slots.sock"))
-    slots.start()
-    try:
-        yield slots
-    finally:
-        slots.stop()
 
 
 async def client(server: SlotServer) -> EmbeddedSlots:

@@ -8,10 +8,8 @@ import asyncio
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterator
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from multiprocessing.synchronize import Event
-from pathlib import Path
 
 import pytest
 
@@ -29,16 +27,6 @@ THREE = {"box": WorkerLimits("box", "local", None, {}, 3, {}, (), max_waiting=64
 TWO = {"box": WorkerLimits("box", "local", None, {}, 2, {}, (), max_waiting=64, max_wait_s=60.0)}
 PER_MODEL = {"a": 2, "b": 2}  # on a worker of 3: either model alone cannot fill it
 SEEN = ("in use", "a", "b", "most in use", "most a", "most b", "leases", "in the file")
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[SlotServer]:
-    slots = SlotServer(str(tmp_path / "slots.sock"))
-    slots.start()
-    try:
-        yield slots
-    finally:
-        slots.stop()
 
 
 def hammer(path: str, tasks: int, rounds: int, seen: SynchronizedArray[int]) -> None:
