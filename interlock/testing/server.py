@@ -123,6 +123,7 @@ class FakeServer:
         self.peak_in_flight = 0  # the most there ever were at once (``clear_requests`` resets it)
         self._listener: asyncio.AbstractServer | None = None
         self._relisten: asyncio.Task[None] | None = None
+        self._held: socket.socket | None = None  # while refusing: the port, bound but not listening
         self._thread: threading.Thread | None = None
 
     # ----- what subclasses provide -----
@@ -200,6 +201,7 @@ class FakeServer:
         if self._relisten is not None:
             await asyncio.gather(self._relisten, return_exceptions=True)
         self._refuse()
+        self._release()
         await asyncio.sleep(0)  # let the aborted connections' handlers see connection_lost
         self._loop = None
 
@@ -287,12 +289,20 @@ class FakeServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+            if self._stopping is None or not self._stopping.is_set():
+                self._held = _held_port(self._host, self._port)
         for conn in list(self._connections):
             conn.abort()
+
+    def _release(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def _accept(self) -> None:
         if self._listener is not None or self._loop is None:
             return
+        self._release()
         sock = _listening_socket(self._host, self._port)  # listening now; accepted once registered
         self._relisten = self._loop.create_task(self._register(sock))
 
@@ -519,6 +529,20 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     sock.bind((host, port))
     sock.listen(1024)
     sock.setblocking(False)
+    return sock
+
+
+def _held_port(host: str, port: int) -> socket.socket | None:
+    """The port bound but not listening: connecting is refused (a reset), as with nothing there, and no
+    other server of the test run can be given the port meanwhile (a port freed while "dead" was once
+    handed to a gateway's ``--port 0``, which then answered as the dead box)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:  # already taken (no worse than before): refusing goes on without the hold
+        sock.close()
+        return None
     return sock
 
 
