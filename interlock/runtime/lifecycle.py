@@ -47,8 +47,7 @@ from interlock.runtime.asgi import (
     Send,
     closing,
     has_body,
-    parse_object,
-    read_body,
+    read_object,
     send_json,
 )
 from interlock.runtime.errors import (
@@ -204,8 +203,7 @@ async def _handle(
     held: Held | None = None  # credits reserved: `release_credits` must follow (`_finish` does)
     estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
-        raw = await read_body(scope, receive, plan.server.max_body_bytes)
-        parsed = surface.parse(parse_object(raw))
+        parsed = surface.parse(await read_object(scope, receive, plan.server.max_body_bytes))
         if parsed.native is not None and surface.forwards:
             native = forwarded(parsed.native, scope, surface.forwards)
             if native is not parsed.native:  # a header to forward: else no copy of the request

@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import json_type
+from interlock.runtime.asgi import json_object, json_type
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import RelayedChunk
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
@@ -630,12 +630,7 @@ class NDJSONDecoder:
     def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
         if self.done or not line.strip():
             return
-        try:
-            native = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedResponse("stream line is not valid JSON") from exc
-        if not isinstance(native, dict):
-            raise MalformedResponse("stream line is not a JSON object")
+        native = json_object(line, MalformedResponse, "stream line")
         if "error" in native:
             raise error_for_object(native["error"], credentials(self._headers))
         message = native.get("message")

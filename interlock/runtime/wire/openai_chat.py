@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header
+from interlock.runtime.asgi import Header, json_object
 from interlock.runtime.errors import MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk, StreamRender
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
@@ -240,7 +240,7 @@ class SSEDecoder(SSEEvents):
                 raise ProtocolFailure("stream ended at [DONE] without a finish reason")
             self.done = True
             return
-        chunk = self._object(data, "stream chunk")
+        chunk = json_object(data, MalformedResponse, "stream chunk")
         if "error" in chunk and not chunk.get("choices"):
             self._refused(chunk["error"])
         choices = chunk.get("choices")
