@@ -25,7 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.access import (
@@ -306,47 +306,22 @@ async def _finish(services: RequestServices, record: RequestRecord, held: Held |
         untangle(record.error)
 
 
+@dataclass(slots=True, eq=False)
 class Exchange:
     """One admitted request on its way through the router: everything that travels together."""
 
-    __slots__ = (
-        "body",
-        "headers",
-        "parsed",
-        "plan",
-        "preflight",
-        "record",
-        "send",
-        "services",
-        "surface",
-        "target",
-        "watch",
-    )
-
-    def __init__(
-        self,
-        services: RequestServices,
-        plan: RuntimePlan,
-        surface: Surface,
-        parsed: Parsed,
-        target: Target,
-        preflight: Preflight,
-        headers: list[Header],
-        send: Send,
-        watch: DisconnectWatch,
-        record: RequestRecord,
-    ) -> None:
-        self.services = services
-        self.plan = plan
-        self.surface = surface
-        self.parsed = parsed
-        self.target = target
-        self.preflight = preflight
-        self.headers = headers
-        self.send = send
-        self.watch = watch
-        self.record = record  # the journal's: what answered, what it ended with
-        self.body: StreamBody | None = None  # the server's direct writer for a stream's body, if any
+    services: RequestServices
+    plan: RuntimePlan
+    surface: Surface
+    parsed: Parsed
+    target: Target
+    preflight: Preflight
+    headers: list[Header]
+    send: Send
+    watch: DisconnectWatch
+    record: RequestRecord  # the journal's: what answered, what it ended with
+    # the server's direct writer for a stream's body, if any
+    body: StreamBody | None = field(default=None, init=False)
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc
