@@ -306,7 +306,7 @@ async def _finish(services: RequestServices, record: RequestRecord, held: Held |
         untangle(record.error)
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class Exchange:
     """One admitted request on its way through the router: everything that travels together."""
 

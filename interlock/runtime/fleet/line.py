@@ -93,7 +93,7 @@ class _Released(Lease):
         return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FleetLine:
     """This process's waiters per candidate, dispatched to the worker that can start them soonest."""
 
