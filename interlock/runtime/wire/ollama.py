@@ -530,11 +530,9 @@ def _openai_calls(calls: Any, first_index: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-def chat_completion(answer: Any, model: str, one_call: bool = False) -> dict[str, Any]:
-    """An Ollama /api/chat answer (``stream: false``) as an OpenAI ``chat.completion``; ``one_call``
-    (``parallel_tool_calls: false``) keeps only its first tool call."""
-    if not isinstance(answer, Mapping):
-        raise MalformedResponse("response is not a JSON object")
+def chat_completion(answer: Mapping[str, Any], model: str, one_call: bool = False) -> dict[str, Any]:
+    """An Ollama /api/chat answer (``stream: false``, a JSON object: ``asgi.json_object``) as an OpenAI
+    ``chat.completion``; ``one_call`` (``parallel_tool_calls: false``) keeps only its first tool call."""
     native = answer.get("message")
     if not isinstance(native, Mapping):
         raise MalformedResponse("response has no message")

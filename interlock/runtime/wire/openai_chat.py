@@ -182,11 +182,10 @@ def _translate_native(payload: dict[str, Any]) -> None:
             }
 
 
-def checked(answer: Any, key: str, headers: Mapping[str, str]) -> dict[str, Any]:
-    """An upstream's answer holding ``key`` (``choices``, ``data``); an ``error`` object in it raises
-    the matching UpstreamError (``headers``' credentials masked), anything else MalformedResponse."""
-    if not isinstance(answer, dict):
-        raise MalformedResponse("response is not a JSON object")
+def checked(answer: dict[str, Any], key: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    """An upstream's answer (a JSON object: ``asgi.json_object``) holding ``key`` (``choices``,
+    ``data``); an ``error`` object in it raises the matching UpstreamError (``headers``' credentials
+    masked), anything else MalformedResponse."""
     if key not in answer:
         if "error" in answer:
             raise error_for_object(answer["error"], credentials(headers))

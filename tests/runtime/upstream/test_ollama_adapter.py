@@ -228,7 +228,7 @@ def test_cut_stream_and_malformed_line(ollama_fake: FakeOllama) -> None:
     ollama_fake.set_fault(Fault.malformed())
     with pytest.raises(MalformedResponse, match=r"^stream line is not valid JSON \(.+\)$"):
         stream(ep, TOOL_MODEL, HI)
-    with pytest.raises(MalformedResponse, match=r"^response is not valid JSON$"):
+    with pytest.raises(MalformedResponse, match=r"^response is not valid JSON \(.+\)$"):
         chat(ep, TOOL_MODEL, HI)
 
 
