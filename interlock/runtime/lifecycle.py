@@ -29,11 +29,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.access import (
+    ANONYMOUS,
     CALLER,
     KEY_HEADERS,
     Caller,
     Refusal,
-    caller_of,
     needs_key,
     operator_route,
     refusal_message,
@@ -118,14 +118,14 @@ def handler(surface: Surface) -> Handler:
 
 async def admitted(
     services: RequestServices, scope: Scope, send: Send, surface: Surface, *, route: bool, metered: bool
-) -> bool:
+) -> Caller | None:
     """The first step of every request that needs a key (the caller's ``keys`` are in the plan):
-    authenticate the caller (kept in the scope for the steps after) and admit it to the path (the
-    operator routes). A refusal is answered here, 401 or 403 in ``surface``'s shape, without reading the
-    body, and audited as ``auth_refused``; on a ``metered`` route (one that runs the lifecycle) it is
-    counted and logged like the route's other answers. ``route``: the path is a surface route (else
-    the audit line names it only when it is an operator route)."""
-    keys = services.plan.keys
+    authenticate the caller (returned, and kept in the scope for the handlers after) and admit it to
+    the path (the operator routes). A refusal is answered here, 401 or 403 in ``surface``'s shape,
+    without reading the body, and audited as ``auth_refused``; then None. On a ``metered`` route (one
+    that runs the lifecycle) it is counted and logged like the route's other answers. ``route``: the
+    path is a surface route (else the audit line names it only when it is an operator route)."""
+    keys = services.current.plan.keys
     assert keys is not None
     caller = None
     try:
@@ -133,8 +133,8 @@ async def admitted(
         keys.admit(caller, scope["path"])  # the operator routes (a test of `caller.operator`)
     except (Unauthenticated, OperatorOnly) as exc:
         await _refuse(services, scope, send, surface, exc, caller, route=route, metered=metered)
-        return False
-    return True
+        return None
+    return caller
 
 
 async def _refuse(
@@ -150,7 +150,7 @@ async def _refuse(
 ) -> None:
     """401 (no valid key) or 403 (an operator route, and a key that is not an operator). ``caller``: the
     authenticated caller, None when the key was missing or wrong."""
-    plan = services.plan
+    plan = services.current.plan
     path = scope["path"]
     failure = failure_of(exc, plan)
     status = failure.status
@@ -186,13 +186,13 @@ async def _refuse(
 async def _handle(
     surface: Surface, services: RequestServices, scope: Scope, receive: Receive, send: Send
 ) -> None:
-    plan = services.plan  # in-flight requests finish on the plan they started with
-    if (
-        plan.keys is not None  # `auth: off` skips this at once
-        and needs_key(scope["path"])
-        and not await admitted(services, scope, send, surface, route=True, metered=True)
-    ):
-        return
+    plan = services.current.plan  # in-flight requests finish on the plan they started with
+    caller = ANONYMOUS
+    if plan.keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
+        authenticated = await admitted(services, scope, send, surface, route=True, metered=True)
+        if authenticated is None:  # refused, and answered
+            return
+        caller = authenticated
     endpoint = surface.operation
     record = RequestRecord(endpoint, services.journal.request_id(scope["headers"]))
     if services.tracing is not None:
@@ -211,7 +211,9 @@ async def _handle(
             if native is not parsed.native:  # a header to forward: else no copy of the request
                 parsed = replace(parsed, native=native)
         endpoint = record.endpoint = parsed.operation
-        target = resolve(plan, parsed.model, caller_of(scope))
+        model = parsed.model  # an alias is one lookup, here; `resolve` words every other outcome
+        alias = plan.aliases.get(model) if model is not None else None
+        target = alias if alias is not None else resolve(plan, model, caller)
         if parsed.echo is None:  # no model named: answers name the default alias
             parsed = replace(parsed, echo=target.label)
         preflight = Preflight(
@@ -220,7 +222,7 @@ async def _handle(
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
-            caller = record.caller = caller_of(scope)  # authenticated by `admitted`, above
+            record.caller = caller  # authenticated by `admitted`, above
             preflight.turn = caller.turn if caller.turns is None else caller.turn_for(scope["headers"])
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
