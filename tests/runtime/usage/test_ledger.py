@@ -314,6 +314,7 @@ def test_a_postgres_that_goes_down_and_comes_back_loses_nothing_and_holds_rows_n
             ledger.debit(accounts[n % 3], models[n % 2], ONE)
             if n % 100 == 0:
                 await asyncio.sleep(0)
+            assert len(ledger._debits) < 16  # not folded yet: never a batch, whatever the writer does
         await until(lambda: ledger.failures >= 4, "four failed tries")
         assert ledger.waiting == 3000
         assert len(ledger._pending) == 6  # one tally per (day, tenant, key, model), not per debit
