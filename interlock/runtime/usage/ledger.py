@@ -10,18 +10,20 @@ Invariants:
   pays for no update of a balance nobody reads before the writer's next round. The list never holds
   more than ``flush_debits`` (the debit that reaches it folds, as when the writer backs off), so the
   memory held while the store is down is one tally per row, not per debit.
-- A flush happens every ``flush_s`` seconds, or as soon as ``flush_debits`` debits are waiting,
-  whichever comes first; each flush is one transaction. **The crash window**: a process killed outright
-  (SIGKILL, OOM) loses the debits not yet committed, which is at most the last ``flush_s`` seconds of
-  them (and fewer than ``flush_debits``), plus the ones in a commit that had not finished. A clean stop
-  (SIGTERM, SIGINT) flushes everything first.
+- A flush happens ``flush_s`` seconds after the first debit it commits, or as soon as ``flush_debits``
+  debits are waiting, whichever comes first; each flush is one transaction. The writer sleeps while
+  no debit waits (an idle gateway's writer wakes only to refresh, below). **The crash window**: a
+  process killed outright (SIGKILL, OOM) loses the debits not yet committed, which is at most the last
+  ``flush_s`` seconds of them (and fewer than ``flush_debits``), plus the ones in a commit that had not
+  finished. A clean stop (SIGTERM, SIGINT) flushes everything first.
 - A flush that fails keeps its debits for the next one (logged once per failing streak, counted), and
   the writer backs off: the next try is ``flush_s`` later, then twice as long after each failure, at most
   ``MAX_BACKOFF_S`` (a full batch does not wake it sooner), so a store that is down is not retried on
   every debit.
 - Every ``refresh_s`` seconds the writer reads the window's sums back from the store and adds the debits
   it has not persisted yet: so the balances include other replicas' (PostgreSQL) or other workers'
-  (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late.
+  (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late. A store no other process
+  writes (``Store.shared`` false: ``memory:``) is never read back.
 - Balances cover the budget window, the calendar month in UTC: at the first debit of a new month they
   start again from zero. Rows are per day, so ``interlock usage --since`` works by day.
 """
@@ -126,6 +128,8 @@ class Ledger:
                 self._fold()
             if self._retry_at is None or now >= self._retry_at:
                 self._full.set()
+        elif self._pending_debits == 1:  # the writer sleeps while nothing waits: its flush is due in flush_s
+            self._full.set()
 
     def _fold(self) -> None:
         """The debits appended since the last fold, into the day's rows and the window's balances."""
@@ -186,23 +190,34 @@ class Ledger:
 
     async def _run(self) -> None:
         settings = self.settings
+        refreshes = self.store.shared
         next_refresh = self._wall() + settings.refresh_s
         while not self._closing:
-            retry_at = self._retry_at
-            wait = settings.flush_s if retry_at is None else max(0.0, retry_at - self._wall())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._full.wait(), wait)
-            self._full.clear()
-            if self._retry_at is not None and self._wall() < self._retry_at and not self._closing:
-                continue  # backing off (woken early by a clean stop only)
+            if not self._pending_debits:  # idle: until the first debit (or the next refresh)
+                idle = max(0.0, next_refresh - self._wall()) if refreshes else None
+                await self._woken(idle)
+            if self._pending_debits and not self._closing:
+                retry_at = self._retry_at
+                if retry_at is not None:  # backing off: a full batch does not wake it sooner
+                    await self._woken(max(0.0, retry_at - self._wall()))
+                    if self._wall() < retry_at and not self._closing:
+                        continue  # woken early by a clean stop only
+                elif self._pending_debits < settings.flush_debits:
+                    await self._woken(settings.flush_s)  # flush_s after the first waiting debit
             try:
                 await self.flush()
-                if self._wall() >= next_refresh and not self._closing:
+                if refreshes and self._wall() >= next_refresh and not self._closing:
                     await self.refresh()
                     next_refresh = self._wall() + settings.refresh_s
             except Exception:  # a bug in one round never ends the writer (the debits stay waiting)
                 log.exception("usage ledger: the writer's round failed")
         await self.flush()
+
+    async def _woken(self, seconds: float | None) -> None:
+        """Until ``debit`` or ``close`` wakes the writer, or ``seconds`` pass (None: no limit)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._full.wait(), seconds)
+        self._full.clear()
 
     async def flush(self) -> bool:
         """Commit the waiting debits in one transaction; on failure keep them for the next flush."""
