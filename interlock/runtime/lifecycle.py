@@ -68,14 +68,14 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.tables import Target
+from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
-    answer_text,
     delta_chars,
     estimated_usage,
     metered,
-    output_tokens,
-    reported,
+    price_of,
+    request_tally,
 )
 from interlock.runtime.wire.base import ChatStream, Native, Relayed
 from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
@@ -281,7 +281,9 @@ async def _handle(
         status = 499
     finally:
         watch.stop()
-        tally = metered(record, preflight.needs, plan)  # None: no upstream answered
+        # an answer's usage was metered before it went out; a stream's (cut short or not) is now; None:
+        # no upstream answered
+        tally = exchange.tally or metered(record, preflight.needs, plan)
         if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
             services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
@@ -323,6 +325,7 @@ class Exchange:
         "send",
         "services",
         "surface",
+        "tally",
         "target",
         "watch",
     )
@@ -351,6 +354,7 @@ class Exchange:
         self.watch = watch
         self.record = record  # the journal's: what answered, what it ended with
         self.body: StreamBody | None = None  # the server's direct writer for a stream's body, if any
+        self.tally: Tally | None = None  # an answer's usage, metered once before it goes out
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc
@@ -372,8 +376,10 @@ class Exchange:
         headers = self.headers
         _extend(headers, self.preflight.headers(answered.candidate.id))
         result = answered.result
-        if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
-            estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
+        needs = self.preflight.needs  # the usage worked out once: what the answer shows, the ledger counts
+        tally = self.tally = request_tally(self.record, needs, price_of(self.plan, answered.candidate.id))
+        if tally.estimated and parsed.operation == "chat":  # never zeros: the estimate
+            estimate = estimated_usage(needs, tally.completion_tokens)
             estimated = {
                 **result,
                 "usage": estimate,

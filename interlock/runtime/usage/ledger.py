@@ -81,6 +81,7 @@ class Ledger:
     def __init__(self, store: Store, settings: LedgerSettings | None = None, *, wall: Clock = time.time):
         self.store = store
         self.settings = settings or LedgerSettings()
+        self._batch = self.settings.flush_debits
         self._wall = wall
         self._spent: dict[Account, Tally] = {}
         self._tenants: dict[str, Tally] = {}
@@ -122,13 +123,13 @@ class Ledger:
             self._fold()
             self._roll(now)
         self._debits.append((account, model, usage))
-        self._pending_debits += 1
-        if self._pending_debits >= self.settings.flush_debits:
-            if len(self._debits) >= self.settings.flush_debits:  # the writer backs off: hold rows, not debits
+        waiting = self._pending_debits = self._pending_debits + 1
+        if waiting >= self._batch:
+            if len(self._debits) >= self._batch:  # the writer backs off: hold rows, not debits
                 self._fold()
             if self._retry_at is None or now >= self._retry_at:
                 self._full.set()
-        elif self._pending_debits == 1:  # the writer sleeps while nothing waits: its flush is due in flush_s
+        elif waiting == 1:  # the writer sleeps while nothing waits: its flush is due in flush_s
             self._full.set()
 
     def _fold(self) -> None:
