@@ -415,3 +415,6 @@ def test_a_reported_usage_is_taken_and_a_missing_one_is_estimated() -> None:
     assert answer_text({"choices": []}) == ""
     assert delta_chars({"choices": [{"delta": {"content": "héllo"}}]}) == 5
     assert delta_chars({"choices": [], "usage": {}}) == 0
+    assert delta_chars({"choices": [{"delta": {"content": "ab", "reasoning_content": "cde"}}]}) == 5
+    assert delta_chars({"choices": [{"delta": {"reasoning": "xy", "content": None}}]}) == 2
+    assert delta_chars({"choices": [{"delta": {"role": "assistant", "tool_calls": []}}]}) == 0
