@@ -34,7 +34,6 @@ from interlock.runtime.access import (
     KEY_HEADERS,
     Caller,
     Refusal,
-    needs_key,
     operator_route,
     refusal_message,
 )
@@ -188,7 +187,7 @@ async def _handle(
 ) -> None:
     plan = services.current.plan  # in-flight requests finish on the plan they started with
     caller = ANONYMOUS
-    if plan.keys is not None and needs_key(scope["path"]):  # `auth: off` skips this at once
+    if plan.keys is not None:  # `auth: off` skips this at once; every lifecycle route needs a key
         authenticated = await admitted(services, scope, send, surface, route=True, metered=True)
         if authenticated is None:  # refused, and answered
             return
