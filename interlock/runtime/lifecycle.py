@@ -200,7 +200,7 @@ async def _handle(
     metrics = services.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     counted = False  # admitted against the caller's rates: `counters.done` must follow
-    held: Held | None = None  # credits reserved: `release_credits` must follow (`_finish` does)
+    held: Held | None = None  # credits reserved: `release_credits` must follow, before `_finish`
     estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
         raw = await read_body(scope, receive, plan.server.max_body_bytes)
@@ -251,13 +251,17 @@ async def _handle(
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
-        await _finish(services, record, held)
+        if held is not None:
+            await release_credits(services.counters, held)
+        _finish(services, record)
         return
     except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
-        await _finish(services, record, held)
+        if held is not None:
+            await release_credits(services.counters, held)
+        _finish(services, record)
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
@@ -295,15 +299,13 @@ async def _handle(
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
-    await _finish(services, record)
+    _finish(services, record)
 
 
-async def _finish(services: RequestServices, record: RequestRecord, held: Held | None = None) -> None:
-    """The one end of every request: its credits reservation released (idempotent), the journal
-    (access log, events, audit), then the span; then its error lets go of the frames it went through
-    (``errors.untangle``)."""
-    if held is not None:
-        await release_credits(services.counters, held)
+def _finish(services: RequestServices, record: RequestRecord) -> None:
+    """The one end of every request, its credits reservation released before: the journal (access log,
+    events, audit), then the span; then its error lets go of the frames it went through
+    (``errors.untangle``). Not a coroutine: a request makes none for it."""
     services.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)
