@@ -39,10 +39,10 @@ from typing import Any
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on
 from interlock.runtime.guards import DEFER, Admission
-from interlock.runtime.guards.calibration import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit
+from interlock.runtime.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.metrics import Metrics
 
 log = logging.getLogger("interlock.preflight")
