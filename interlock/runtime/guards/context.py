@@ -64,9 +64,9 @@ class ContextGuard(MisfitGuard):
         needs = preflight.needs
         candidate = admission.candidate
         if not candidate.live_facts:  # a window is known only when declared, or named by an upstream
-            facts, key = self.facts, candidate.facts_key
+            windows, key = self.facts.windows, candidate.facts_key
             for route in admission.routes:
-                if route.context_default is not None or facts.window(route.endpoint.label, key):
+                if route.context_default is not None or (windows and (route.endpoint.label, key) in windows):
                     break
             else:  # none known: it fits wherever it goes (as the loop below would find)
                 return None
