@@ -59,8 +59,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.ceiling import said
-from interlock.runtime.guards.needs import chars_tokens, needs_of
-from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
+from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight, chars_tokens, needs_of
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve

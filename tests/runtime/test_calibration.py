@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from interlock.runtime.guards.needs import Needs, needs_of
+from interlock.runtime.guards.preflight import Needs, needs_of
 from interlock.runtime.learned import (
     REPORTING_FLOOR,
     TRUNCATING_FLOOR,
