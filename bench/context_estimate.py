@@ -7,8 +7,8 @@ SmolLM2-135M) answered for each, recorded in ``tests/fixtures/clients/answers/ll
 Per request and per way it was sent (the chat request interlock forwards to an ``openai`` provider, and
 the client's own format where the server speaks it), this prints:
 
-- ``estimate``: the prompt estimate before any answer (``guards.needs``: text at 3.5 bytes a token,
-  tool schemas and JSON at 4);
+- ``estimate``: the prompt estimate before any answer (``guards.preflight.needs_of``: text at 3.5 bytes
+  a token, tool schemas and JSON at 4);
 - ``before``: the estimate over the server's count;
 - ``after 1``: the same, once the calibration book (``learned.CountBook``) has learned from one answer
   of that request on that endpoint (the issue's bar: within 15 %);
