@@ -64,10 +64,10 @@ class FactsTable:
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
         self._holders: dict[str, frozenset[str]] = {}  # model -> workers whose /api/ps lists it
         self._windows: dict[tuple[str, str], int] = {}  # (label, model) -> context an overflow named
+        # the learned windows, read-only and live: ``windows.get((label, model))`` is the context the
+        # route's upstream said it has, in a context-length error (absent: never said); a reader on the
+        # request path looks it up here (a dictionary lookup, no call), ``lower_window`` writes it
         self.windows: Mapping[tuple[str, str], int] = MappingProxyType(self._windows)
-        """The learned windows, read-only and live: ``windows.get((label, model))`` is the context the
-        route's upstream said it has, in a context-length error; absent: never said. A reader on the
-        request path looks it up here (a dictionary lookup, no call); ``lower_window`` writes it."""
         self._loads: dict[str, ServerLoad] = {}  # label -> an OpenAI-compatible server's own load
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
