@@ -14,7 +14,9 @@ learn, keyed by the answering route's endpoint label and the model as ``FactsTab
   ``prompt_eval_duration``).
 
 Learning costs a few dictionary writes and multiplications, after the answer went out; reading (the
-context guard's ``CountBook.prompt``, the router's ``deadline``) one lookup each. Both books live in
+context guard's ``CountBook.prompt``, the router's ``deadline``) one lookup each: a stretched deadline
+is rounded up to a step of a geometric grid, so its copy of the endpoint is made once per step, not per
+request. Both books live in
 this module, below the guards and the fleet that read them: it imports only ``record`` and ``wire``,
 and reads a request's estimate through ``Estimate`` (``guards.preflight.Needs`` is one).
 
@@ -46,6 +48,7 @@ count there may say nothing about the tokenizer; below ``TRUNCATING_FLOOR`` the 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,6 +71,8 @@ MIN_PREFILL_TOKENS = 32  # shorter prompt evaluations say more about overhead th
 MAX_RATES = 4096
 MAX_PREFILL_S = 3600.0  # a deadline is never stretched further than this
 MIN_PREFILL_S = 0.25  # a shorter prefill leaves the deadline as it is (no copy of the endpoint)
+STRETCH_STEP = 1.0625  # a stretch is rounded up to the next power of this (times MIN_PREFILL_S)
+MAX_STRETCHED = 4096  # stretched endpoints kept, all endpoints together (oldest dropped first)
 
 
 class Estimate(Protocol):
@@ -245,6 +250,10 @@ class Learned:
 
     counts: CountBook = field(default_factory=CountBook)
     prefill: PrefillBook = field(default_factory=PrefillBook)
+    # (id of an endpoint, step of its stretch) -> (that endpoint, its copy with the stretched deadline)
+    stretched: dict[tuple[int, int], tuple[Endpoint, Endpoint]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def observe(self, record: RequestRecord, needs: Estimate, prompt: int) -> None:
         """One answered request: the upstream counted ``prompt`` tokens of it."""
@@ -275,7 +284,11 @@ class Learned:
     def deadline(self, endpoint: Endpoint, model: str, needs: Estimate) -> Endpoint:
         """``endpoint`` with its first-byte deadline stretched by the expected prefill of the prompt
         (its tokens as that server counts them, at the prompt speed learned there); as it is before
-        any speed is learned, or when the prefill is short."""
+        any speed is learned, or when the prefill is short.
+
+        The stretch is rounded up to the next step of a geometric grid (``STRETCH_STEP``: at most
+        6.25 % longer, never shorter), so an endpoint has some 160 stretched copies at most, each built
+        once (its header lines encoded once) and looked up by the next call of that size."""
         rate = self.prefill.learned(endpoint.label, model)
         if rate is None:
             return endpoint
@@ -284,7 +297,17 @@ class Learned:
         extra = min(prompt / rate, MAX_PREFILL_S)
         if extra < MIN_PREFILL_S:
             return endpoint
-        return dataclasses.replace(endpoint, first_byte_s=endpoint.first_byte_s + extra)
+        step = math.ceil(math.log(extra / MIN_PREFILL_S, STRETCH_STEP))
+        key = (id(endpoint), step)
+        known = self.stretched.get(key)
+        if known is not None and known[0] is endpoint:  # (the endpoint it holds keeps its id unique)
+            return known[1]
+        extra = min(MIN_PREFILL_S * STRETCH_STEP**step, MAX_PREFILL_S)
+        longer = dataclasses.replace(endpoint, first_byte_s=endpoint.first_byte_s + extra)
+        if len(self.stretched) >= MAX_STRETCHED:
+            del self.stretched[next(iter(self.stretched))]
+        self.stretched[key] = (endpoint, longer)
+        return longer
 
     def report(self) -> dict[str, Any]:
         """For /v1/health and the status page: per endpoint label and model, the prompt speed and
