@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from interlock.runtime.guards.needs import Needs
+from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.record import RequestRecord
 from interlock.runtime.usage import open_store
 from interlock.runtime.usage.base import RowKey, Store, Tally

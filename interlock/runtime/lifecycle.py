@@ -25,7 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.access import (
@@ -46,8 +46,7 @@ from interlock.runtime.asgi import (
     Send,
     closing,
     has_body,
-    parse_object,
-    read_body,
+    read_object,
     send_json,
 )
 from interlock.runtime.errors import (
@@ -58,8 +57,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.ceiling import said
-from interlock.runtime.guards.needs import chars_tokens, needs_of
-from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
+from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight, chars_tokens, needs_of
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
@@ -203,8 +201,7 @@ async def _handle(
     held: Held | None = None  # credits reserved: `release_credits` must follow, before `_finish`
     estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
-        raw = await read_body(scope, receive, plan.server.max_body_bytes)
-        parsed = surface.parse(parse_object(raw))
+        parsed = surface.parse(await read_object(scope, receive, plan.server.max_body_bytes))
         if parsed.native is not None and surface.forwards:
             native = forwarded(parsed.native, scope, surface.forwards)
             if native is not parsed.native:  # a header to forward: else no copy of the request
@@ -313,49 +310,24 @@ def _finish(services: RequestServices, record: RequestRecord) -> None:
         untangle(record.error)
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Exchange:
     """One admitted request on its way through the router: everything that travels together."""
 
-    __slots__ = (
-        "body",
-        "headers",
-        "parsed",
-        "plan",
-        "preflight",
-        "record",
-        "send",
-        "services",
-        "surface",
-        "tally",
-        "target",
-        "watch",
-    )
-
-    def __init__(
-        self,
-        services: RequestServices,
-        plan: RuntimePlan,
-        surface: Surface,
-        parsed: Parsed,
-        target: Target,
-        preflight: Preflight,
-        headers: list[Header],
-        send: Send,
-        watch: DisconnectWatch,
-        record: RequestRecord,
-    ) -> None:
-        self.services = services
-        self.plan = plan
-        self.surface = surface
-        self.parsed = parsed
-        self.target = target
-        self.preflight = preflight
-        self.headers = headers
-        self.send = send
-        self.watch = watch
-        self.record = record  # the journal's: what answered, what it ended with
-        self.body: StreamBody | None = None  # the server's direct writer for a stream's body, if any
-        self.tally: Tally | None = None  # an answer's usage, metered once before it goes out
+    services: RequestServices
+    plan: RuntimePlan
+    surface: Surface
+    parsed: Parsed
+    target: Target
+    preflight: Preflight
+    headers: list[Header]
+    send: Send
+    watch: DisconnectWatch
+    record: RequestRecord  # the journal's: what answered, what it ended with
+    # the server's direct writer for a stream's body, if any
+    body: StreamBody | None = field(default=None, init=False)
+    # an answer's usage, metered once before it goes out
+    tally: Tally | None = field(default=None, init=False)
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc

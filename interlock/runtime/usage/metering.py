@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.guards.needs import Needs, chars_tokens, text_tokens
+from interlock.runtime.guards.preflight import Needs, chars_tokens, text_tokens
 from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.guards.needs import Needs
+from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.usage import STORES, open_store, store_url
 from interlock.runtime.usage.base import Store, Tally, UsageStoreError
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
