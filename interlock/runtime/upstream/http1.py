@@ -445,7 +445,8 @@ class Response:
         return waiter
 
     async def read_all(self, cap: int) -> bytes:
-        """The whole body; ``BodyTooLarge`` (the connection dropped) once it is past ``cap`` bytes."""
+        """The whole body; ``BodyTooLarge`` (the connection dropped) once it is past ``cap`` bytes. A
+        deadline that passed before the reader got here fails the read, the answer whole or not."""
         while not self.done:
             if self._error is not None:
                 raise self.error()
@@ -454,6 +455,8 @@ class Response:
             if self._paused:
                 self._resume()
             await self.arrival()
+        if self._error is not None:  # the timer fired after the answer came: it emptied the buffer
+            raise self.error()
         if self._buffered > cap:
             self.close()
             raise BodyTooLarge(cap)

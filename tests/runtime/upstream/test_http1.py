@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from interlock.runtime.errors import ConnectFailed, ConnectTimeout, ProtocolFailure
+from interlock.runtime.errors import ConnectFailed, ConnectTimeout, FirstByteTimeout, ProtocolFailure
 from interlock.runtime.upstream import http1
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 from tests.waiting import until
@@ -307,6 +307,41 @@ def test_a_first_byte_deadline_names_its_phase() -> None:
             assert client.open_connections == 0 or client.idle_connections() == 0
 
     run(go)
+
+
+class MovedOn(asyncio.SelectorEventLoop):
+    """A loop whose clock a test moves on (``ahead``): a deadline passes without waiting for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.ahead
+
+
+def test_an_answer_whose_deadline_passes_before_it_is_read_is_a_timeout_not_an_empty_body() -> None:
+    """A loaded loop late by more than the deadline: the answer arrives whole (the read callback runs
+    first) and the timer fires before the reader resumes. The late read is the deadline's, as ``read``
+    says; the body the timer discarded was once returned as the whole answer, ``b""``, and a healthy
+    worker's probe failed as "response is not valid JSON (Input is a zero-length, empty document...)"."""
+
+    async def go() -> tuple[type[BaseException], str, int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, MovedOn)
+
+        def late(_: bytes) -> bytes:
+            loop.ahead += 60  # the answer goes out, and the client's loop runs next 60 s on
+            return ok(b'{"models": []}')
+
+        async with loopback(late) as (_, port), UpstreamClient.create() as client:
+            adapter = adapter_for("ollama", client)
+            with pytest.raises(FirstByteTimeout) as info:
+                await adapter.probe(endpoint("ollama", f"http://127.0.0.1:{port}"), 5.0)
+            return type(info.value), str(info.value), client.idle_connections()
+
+    with asyncio.Runner(loop_factory=MovedOn) as runner:
+        assert runner.run(go()) == (FirstByteTimeout, "no answer within 5 s", 0)
 
 
 def test_a_url_that_is_not_http_is_refused() -> None:
