@@ -39,7 +39,7 @@ from interlock.runtime.asgi import (
     read_object,
     send_json,
 )
-from interlock.runtime.guards.needs import needs_of
+from interlock.runtime.guards.preflight import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.surfaces.base import (
     Failure,
