@@ -9,9 +9,14 @@ once its headers are parsed; its body is read with ``read`` (what has arrived, `
 then) and ``close`` drops it. The answer's headers are kept as they came (``raw_headers``; only the
 framing ones are read here; ``headers``, the dict, is built when asked for).
 
-Deadlines are one timer per exchange (``loop.call_at``), never a task or an ``asyncio.timeout``: the
-first-byte deadline until the caller calls ``answered()``, then the total one. When one fires, the
-connection is dropped and the next read raises ``Timeout`` with the phase it was in.
+Deadlines are one timer per connection (``loop.call_at``), never a task or an ``asyncio.timeout``: the
+exchange's first-byte deadline until the caller calls ``answered()``, then the total one. The timer is
+moved lazily, as the client connections' own (serving/connections.py): a later exchange's deadline
+leaves an earlier timer armed, and the timer, when it fires for a deadline that is no longer the one in
+force, re-arms itself for it; an exchange's deadline is always met at the moment a timer of its own
+would have fired, and a kept-alive connection schedules a timer about once per deadline's length, not
+once per request. When a deadline passes, the connection is dropped and the next read raises
+``Timeout`` with the phase it was in.
 
 Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``BadResponse``; the body is read with back-pressure
 (the transport stops reading past ``HIGH_WATER`` bytes not yet read), so a fast upstream and a slow
@@ -168,6 +173,8 @@ class Connection(asyncio.Protocol):
         "parser",
         "pooled",
         "response",
+        "timer",
+        "timer_at",
         "transport",
     )
 
@@ -184,6 +191,8 @@ class Connection(asyncio.Protocol):
         self.pooled = False  # in its pool's idle list
         self.idle_since = 0.0
         self.fd = -1
+        self.timer: asyncio.TimerHandle | None = None  # fires by the exchange's deadline (``arm``)
+        self.timer_at = 0.0  # the deadline it was armed for
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport
@@ -219,6 +228,26 @@ class Connection(asyncio.Protocol):
         if transport.is_closing():  # the write failed at once (asyncio's own loop sends in ``write``)
             response.fail(NotSent("connection reset"))
         return response
+
+    def arm(self, deadline: float) -> None:
+        """Make sure the timer fires by ``deadline`` (a timer armed for an earlier one is kept)."""
+        timer = self.timer
+        if timer is not None:
+            if self.timer_at <= deadline:
+                return
+            timer.cancel()
+        self.timer_at = deadline
+        self.timer = self.loop.call_at(deadline, self._fired)
+
+    def _fired(self) -> None:
+        self.timer = None
+        response = self.response
+        if response is None or response._draining:  # idle, or a released body on its own timer
+            return
+        if response._deadline != self.timer_at:  # armed for an earlier exchange: wait for this one's
+            self.arm(response._deadline)
+            return
+        response._expire()
 
     def data_received(self, data: bytes) -> None:
         response = self.response
@@ -321,6 +350,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         response, self.response = self.response, None
         self.on_lost(self)
         if response is not None:
@@ -341,6 +373,7 @@ class Response:
     __slots__ = (
         "_buffer",
         "_buffered",
+        "_deadline",
         "_draining",
         "_error",
         "_loop",
@@ -388,8 +421,10 @@ class Response:
         self._waiter: asyncio.Future[None] | None = None
         self._total_at = total_at
         self._phase = FIRST_BYTE
-        self._loop = loop = conn.loop
-        self._timer: asyncio.TimerHandle | None = loop.call_at(first_byte_at, self._expire)
+        self._loop = conn.loop
+        self._timer: asyncio.TimerHandle | None = None  # a released body's drain (deadlines: conn.arm)
+        self._deadline = first_byte_at  # the deadline in force: the connection's timer reads it
+        conn.arm(first_byte_at)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -410,8 +445,8 @@ class Response:
             await self.arrival()
 
     def answered(self) -> None:
-        """The first-byte phase is over: from now on only the total deadline counts (its timer is armed
-        when the first-byte one would have fired, so an exchange that ends before costs one timer)."""
+        """The first-byte phase is over: from now on only the total deadline counts (the timer is moved
+        to it when the first-byte one would have fired, so an exchange that ends before moves no timer)."""
         if self._phase == FIRST_BYTE:
             self._phase = TOTAL
 
@@ -587,13 +622,14 @@ class Response:
             conn.transport.resume_reading()
 
     def _expire(self) -> None:
-        self._timer = None
+        """The deadline in force has passed (the connection's timer says so)."""
         phase = self._phase
-        if phase == TOTAL:  # the first-byte deadline, after ``answered()``: arm the total one
+        conn = self.conn
+        if phase == TOTAL and conn is not None:  # the first-byte deadline, after ``answered()``: the total
             self._phase = _TOTAL_ARMED
-            loop = self._loop
-            if self._total_at > loop.time():
-                self._timer = loop.call_at(self._total_at, self._expire)
+            if self._total_at > self._loop.time():
+                self._deadline = self._total_at
+                conn.arm(self._total_at)
                 return
         self._buffer = []  # what arrived is not read past the deadline
         self._buffered = 0

@@ -339,3 +339,81 @@ def test_an_idle_connection_past_keepalive_is_closed_not_reused() -> None:
             return young.closed, old is None, server.connections
 
     assert run(go) == (True, True, 2)
+
+
+def test_a_kept_alive_connection_moves_one_deadline_timer_not_one_per_exchange() -> None:
+    """Twenty exchanges on one connection schedule one deadline timer (its deadline moved lazily)."""
+
+    async def go() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        scheduled = 0
+        call_at = loop.call_at
+
+        def counting(when: float, callback: Callable[..., object], *args: object, **kw: Any) -> Any:
+            nonlocal scheduled
+            if isinstance(getattr(callback, "__self__", None), http1.Connection | http1.Response):
+                scheduled += 1
+            return call_at(when, callback, *args, **kw)
+
+        loop.call_at = counting  # type: ignore[method-assign]
+        async with loopback(lambda _: ok(b"{}")) as (server, port), UpstreamClient.create() as client:
+            for _ in range(20):
+                assert await get(client, f"http://127.0.0.1:{port}") == (200, b"{}")
+            return scheduled, server.connections
+
+    assert run(go) == (1, 1)
+
+
+def test_a_later_exchange_with_an_earlier_deadline_times_out_on_time() -> None:
+    """The connection's timer, armed for a first exchange's 30 s, is moved for the next one's 0.2 s."""
+
+    async def go() -> tuple[str, float, int]:
+        answers = iter([ok(b"{}"), None])  # the second request is never answered
+        async with loopback(lambda _: next(answers)) as (server, port), UpstreamClient.create() as client:
+            url = f"http://127.0.0.1:{port}"
+            await get(client, url, wait_s=30)
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(http1.Timeout) as info:
+                await get(client, url, wait_s=0.2)
+            return info.value.phase, asyncio.get_running_loop().time() - started, server.connections
+
+    phase, waited, connections = run(go)
+    assert phase == http1.FIRST_BYTE
+    assert 0.2 <= waited < 1.5
+    assert connections == 1
+
+
+def test_a_later_exchange_is_not_cut_by_the_timer_of_an_earlier_one() -> None:
+    """A first exchange's 0.2 s deadline, still armed on the connection when it is reused, does not cut
+    the next exchange, whose answer comes after 0.5 s of its 5 s; that one's own deadline still holds."""
+
+    async def go() -> tuple[int, bytes, str]:
+        served = 0
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal served
+            try:
+                while True:
+                    await reader.readuntil(b"\r\n\r\n")
+                    served += 1
+                    if served == 2:
+                        await asyncio.sleep(0.5)
+                    if served == 3:
+                        await asyncio.Event().wait()  # never answered
+                    writer.write(ok(b'{"n": %d}' % served))
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        try:
+            async with UpstreamClient.create() as client:
+                await get(client, url, wait_s=0.2)
+                status, body = await get(client, url, wait_s=5)
+                with pytest.raises(http1.Timeout) as info:
+                    await get(client, url, wait_s=0.3)
+                return status, body, info.value.phase
+        finally:
+            server.close()
+
+    assert run(go) == (200, b'{"n": 2}', http1.FIRST_BYTE)
