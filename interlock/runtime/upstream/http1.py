@@ -6,8 +6,10 @@ once its headers are parsed; its body is read with ``read`` (what has arrived, `
 ``take``, the same without the wait, and ``arrival``) or ``read_all``, or taken as it arrives by a
 ``sink`` (a stream's relay, in the read callback), then ``release`` returns the connection to the pool
 (or, when the body is not over yet, lets the connection discard the rest in the background and return
-then) and ``close`` drops it. The answer's headers are kept as they came (``raw_headers``; only the
-framing ones are read here; ``headers``, the dict, is built when asked for).
+then) and ``close`` drops it. The answer's head is kept as it came (the bytes httptools validated: CRLF
+line ends, no folding, no space before a colon); the framing headers are found in it with a few byte
+searches, and the other headers are split out only when asked for (``raw_headers``, ``headers``: an
+error's answer), so no parser callback runs per header.
 
 Deadlines are one timer per connection (``loop.call_at``), never a task or an ``asyncio.timeout``: the
 exchange's first-byte deadline until the caller calls ``answered()``, then the total one. The timer is
@@ -54,7 +56,6 @@ FIRST_BYTE = "first_byte"
 TOTAL = "total"
 _TOTAL_ARMED = "total, armed"
 _NO_BODY = (204, 304)
-_FRAMING_LENGTHS = (len(b"content-length"), len(b"transfer-encoding"), len(b"content-encoding"))
 
 
 class HTTPError(Exception):
@@ -160,6 +161,22 @@ def lost_error(exc: Exception | None) -> HTTPError:
     return Lost("connection failed mid-exchange")
 
 
+def _value(low: bytes, key: bytes) -> bytes | None:
+    """The value of the header ``key`` (CR LF, the name, a colon) in ``low`` (the head lowercased), None
+    without one; a repeated one's values joined with ``", "``; each as httptools gives it (leading
+    blanks dropped). (``partition`` only: ``bytes.find`` parses its arguments the slow way, and ``in``
+    tries the needle as an integer first, formatting a TypeError each time.)"""
+    _, found, rest = low.partition(key)
+    values = []
+    while found:
+        value, end, rest = rest.partition(b"\r\n")
+        values.append(value.lstrip(b" \t"))
+        _, found, rest = (end + rest).partition(key)  # (the line's CR LF starts the next one)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else b", ".join(values)
+
+
 class Connection(asyncio.Protocol):
     """One keep-alive connection to one origin; ``response`` is the exchange in flight (or draining)."""
 
@@ -255,6 +272,8 @@ class Connection(asyncio.Protocol):
             self.abort()
             return
         response.received = True
+        if not response.headed:  # the head's bytes, read by on_headers_complete
+            response.unparsed = response.unparsed + data if response.unparsed else data
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
@@ -268,10 +287,8 @@ class Connection(asyncio.Protocol):
             else:
                 response.fail(BadResponse("broken HTTP response"))
             return
-        if not response.headed:  # the bytes so far (httptools holds a partial header line meanwhile)
-            response.head_read += len(data)
-            if response.head_read > MAX_HEAD_BYTES:
-                response.fail(HeadTooLarge("response head too large"))
+        if not response.headed and len(response.unparsed) > MAX_HEAD_BYTES:  # (a partial head line too)
+            response.fail(HeadTooLarge("response head too large"))
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -280,39 +297,31 @@ class Connection(asyncio.Protocol):
             self.abort()
             raise httptools.HttpParserCallbackError("unasked-for response")  # stop parsing
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        response = self.response
-        if response is not None:  # kept as they came: only an error's answer reads them (``headers``)
-            response.head_bytes += len(name) + len(value) + 4
-            response.raw_headers.append((name, value))
-
     def on_headers_complete(self) -> None:
         response = self.response
         if response is None:
             return
+        read = response.unparsed
+        end = read.find(b"\r\n\r\n")  # httptools found the head's end: the first blank line
         status = self.parser.get_status_code()
         if status < 200:  # an interim answer (100 Continue): its message ends; the real one follows
-            response.raw_headers = []
+            response.unparsed = read[end + 4 :]  # (an interim answer has no body)
             response.interim = True
             return
-        if response.head_bytes > MAX_HEAD_BYTES:
+        if end > MAX_HEAD_BYTES:
             response.fail(HeadTooLarge("response head too large"))
             raise httptools.HttpParserCallbackError("head too large")  # stop parsing
+        head = response.raw_head = read[:end]
+        response.unparsed = b""
         response.status = status
         response.keep_alive = self.parser.should_keep_alive()
-        length = chunked = encoding = None
-        for name, value in response.raw_headers:  # only the framing's: no dict of them all
-            if len(name) in _FRAMING_LENGTHS:
-                key = name.lower()
-                if key == b"content-length":
-                    length = value if length is None else b"%b, %b" % (length, value)
-                elif key == b"transfer-encoding":
-                    chunked = value
-                elif key == b"content-encoding":
-                    encoding = value if encoding is None else b"%b, %b" % (encoding, value)
+        low = head.lower()  # only the framing headers are read: no list or dict of them all
+        length = _value(low, b"\r\ncontent-length:")
+        encoding = _value(low, b"\r\ncontent-encoding:")
+        chunked = low.partition(b"\r\ntransfer-encoding:")[1]
         if length is not None and length.isdigit():
             response.content_length = int(length)
-        response.open_ended = length is None and chunked is None and status not in _NO_BODY
+        response.open_ended = length is None and not chunked and status not in _NO_BODY
         if encoding is not None and encoding.strip().lower() not in (b"", b"identity"):
             response.fail(UnsupportedEncoding("compressed response"))
             raise httptools.HttpParserCallbackError("compressed")  # stop parsing
@@ -385,22 +394,22 @@ class Response:
         "conn",
         "content_length",
         "done",
-        "head_bytes",
-        "head_read",
         "headed",
         "interim",
         "keep_alive",
         "open_ended",
-        "raw_headers",
+        "raw_head",
         "received",
         "sink",
         "status",
+        "unparsed",
     )
 
     def __init__(self, conn: Connection, first_byte_at: float, total_at: float) -> None:
         self.conn: Connection | None = conn
         self.status = 0
-        self.raw_headers: list[tuple[bytes, bytes]] = []  # as they came; ``headers`` reads them
+        self.raw_head = b""  # the status line and headers as they came (no blank line); ``headers`` reads it
+        self.unparsed = b""  # what arrived while the head was not complete (on_headers_complete reads it)
         self.content_length: int | None = None
         self.keep_alive = False
         self.open_ended = False  # no length and not chunked: the body ends when the connection does
@@ -411,8 +420,6 @@ class Response:
         self.headed = False
         self.interim = False
         self.done = False  # the whole message has arrived
-        self.head_bytes = 0  # the headers parsed (names, values, separators)
-        self.head_read = 0  # bytes read while the head was not complete
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._paused = False
@@ -425,6 +432,15 @@ class Response:
         self._timer: asyncio.TimerHandle | None = None  # a released body's drain (deadlines: conn.arm)
         self._deadline = first_byte_at  # the deadline in force: the connection's timer reads it
         conn.arm(first_byte_at)
+
+    @property
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        """The headers as they came: names as sent, values less leading blanks (what httptools says)."""
+        pairs = []
+        for line in self.raw_head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            pairs.append((name, value.lstrip(b" \t")))
+        return pairs
 
     @property
     def headers(self) -> dict[str, str]:

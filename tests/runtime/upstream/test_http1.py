@@ -253,6 +253,39 @@ def test_a_compressed_answer_is_refused() -> None:
         run(go)
 
 
+def test_a_compressed_answer_is_refused_whatever_the_spelling_and_repeats() -> None:
+    async def go() -> None:
+        answer = ok(b"{}", "CONTENT-ENCODING:  identity", "content-encoding: gzip")
+        async with loopback(lambda _: answer) as (_, port), UpstreamClient.create() as client:
+            with pytest.raises(http1.UnsupportedEncoding):
+                await get(client, f"http://127.0.0.1:{port}")
+
+    run(go)
+
+
+def test_the_answer_head_is_read_as_it_came_after_an_interim_answer() -> None:
+    """The head is kept as bytes; its headers are what httptools would have said of each line."""
+    answer = (
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-A:  one \r\nx-a: two\r\n"
+        b"CONTENT-LENGTH: 2\r\n\r\n{}"
+    )
+
+    async def go() -> tuple[Any, ...]:
+        async with loopback(lambda _: answer) as (_, port), UpstreamClient.create() as client:
+            at = asyncio.get_running_loop().time() + 5
+            response = await client.request(
+                "GET", f"http://127.0.0.1:{port}", "/x", {}, None, connect_s=5, first_byte_at=at, total_at=at
+            )
+            body = await response.read_all(100)
+            response.release()
+            return response.status, response.content_length, response.raw_headers, response.headers, body
+
+    status, length, raw, headers, body = run(go)
+    assert (status, length, body) == (200, 2, b"{}")
+    assert raw == [(b"X-A", b"one "), (b"x-a", b"two"), (b"CONTENT-LENGTH", b"2")]
+    assert headers == {"x-a": "one , two", "content-length": "2"}
+
+
 def test_a_body_without_a_length_ends_with_the_connection() -> None:
     async def go() -> tuple[int, bytes]:
         answer = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + COMPLETION
