@@ -2,8 +2,9 @@
 move with the machine's load, for deciding a cut before timing it.
 
 Starts the nginx upstream of bench/compare.py (one fixed chat completion), then ``interlock serve`` (one
-worker) under ``valgrind --tool=callgrind --instr-atstart=no``; sends ``--warmup`` requests, switches
-instrumentation on (``callgrind_control -i on``), sends ``--requests`` more over ``--concurrency``
+worker, one provider, not probed) under ``valgrind --tool=callgrind --instr-atstart=no``; sends
+``--warmup`` requests, switches instrumentation on (``callgrind_control -i on``), sends ``--requests``
+more over ``--concurrency``
 keep-alive connections (a small client of raw sockets in this process), dumps the counts and prints
 the instructions per request: everything the gateway process ran in user space (the interpreter,
 uvloop, httptools, orjson, libc), not the kernel. With ``--base DIR`` the same is done for another
@@ -31,10 +32,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare import INTERLOCK_CONFIG, nginx_program, upstream_server
+from compare import nginx_program, upstream_server
 from load import chat_body
 
-ROOT = Path(__file__).resolve().parent.parent
+# one healthy provider, not probed: a probe (every 30 s) landing in the counted window would add
+# thousands of instructions per request to one run and not to another
+CONFIG = """\
+version: 1
+server: {{default_alias: bench/chat, alias_namespace: bench/}}
+providers:
+  fake: {{kind: openai, base_url: "{url}", api_key_env: BENCH_KEY, probe: false}}
+aliases:
+  bench/chat: {{description: one healthy candidate, chain: [fake/bench-model]}}
+"""
 
 
 def request_bytes(host: str, port: int) -> bytes:
@@ -193,12 +203,7 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         with upstream_server(program, folder) as (url, _):
             config = folder / "bench.yaml"
-            dead = "http://127.0.0.1:9/v1"
-            config.write_text(
-                INTERLOCK_CONFIG.format(
-                    url=url, hang_url=url, dead_url=dead, connect_s=2, hang_s=2, hang_model="hang-model"
-                )
-            )
+            config.write_text(CONFIG.format(url=url))
             figures = {"this": measure("this", config, None, args, folder)}
             if args.base is not None:
                 figures["base"] = measure("base", config, args.base, args, folder)
