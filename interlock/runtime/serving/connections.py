@@ -85,6 +85,8 @@ NAME_TABLE = bytes(0 if b in _NAME_FORBIDDEN else 1 for b in range(256))
 VALUE_TABLE = bytes(0 if b in _VALUE_FORBIDDEN else 1 for b in range(256))
 # ``b"?" in url`` first tries ``b"?"`` as an integer and formats a TypeError (~0.6 µs); an int is a memchr
 QUESTION, HASH = ord("?"), ord("#")
+NAMES: set[bytes] = set()  # answer header names found valid (a few dozen: the app's own)
+MAX_NAMES = 1024
 FRAMING = frozenset((b"content-length", b"transfer-encoding", b"connection"))  # answer headers read here
 SERVER_ERROR_HEADERS = [
     (b"content-type", b"text/plain; charset=utf-8"),
@@ -325,12 +327,15 @@ class Request(Disconnect):
         default = conn.server_state.default_headers
         if default:
             headers = [*default, *headers]
-        elif type(headers) is not list:
-            headers = list(headers)  # read twice below
         lines = [STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status]
         close = False
         for name, value in headers:
             name = name.lower()
+            if name not in NAMES:  # a name not seen before: checked once (and kept, up to MAX_NAMES)
+                if 0 in name.translate(NAME_TABLE):
+                    raise RuntimeError("Invalid HTTP header name.")
+                if len(NAMES) < MAX_NAMES:
+                    NAMES.add(name)
             if name in FRAMING:
                 if name == b"content-length":
                     if self.chunked is None:
@@ -344,10 +349,6 @@ class Request(Disconnect):
                     self.keep_alive = False
                     close = True
             lines.append(b"%b: %b\r\n" % (name, value))
-        if 0 in b"".join([name for name, _ in headers]).translate(NAME_TABLE) or 0 in b"".join(
-            [value for _, value in headers]
-        ).translate(VALUE_TABLE):
-            raise RuntimeError("Invalid HTTP header name or value.")
         if not self.keep_alive and not close:
             lines.append(b"connection: close\r\n")
         if self.chunked is None and not self.is_head and status not in (204, 304):
@@ -355,6 +356,9 @@ class Request(Disconnect):
             lines.append(b"transfer-encoding: chunked\r\n")
         lines.append(b"\r\n")
         head = b"".join(lines)
+        # the values, in one pass over the head: each line's CR LF are its only bytes a value may not hold
+        if head.translate(VALUE_TABLE).count(0) != 2 * len(lines):
+            raise RuntimeError("Invalid HTTP header value.")
         if self.is_head or not (self.chunked or self.left):
             conn.transport.write(head)  # no body follows
         else:
