@@ -250,6 +250,7 @@ class Request(Disconnect):
 
     def __init__(self, conn: GuardedProtocol, method: str, keep_alive: bool, expect_continue: bool) -> None:
         self.callback = None
+        self.loop = conn.loop
         self.conn = conn
         self.method = method
         self.is_head = method == "HEAD"
