@@ -97,21 +97,6 @@ def _mapped(exc: BaseException, endpoint: Endpoint) -> UpstreamError:
     return map_exception(exc)
 
 
-async def _read_body(response: Response, cap: int) -> bytes:
-    """The whole answer, or ProtocolFailure (connection dropped) once it is past ``cap`` bytes."""
-    declared = response.content_length
-    if declared is not None and declared > cap:
-        response.close()
-        raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
-    try:
-        data = await response.read_all(cap)
-    except BaseException:
-        response.close()
-        raise
-    response.release()
-    return data
-
-
 def _line_too_long(cap: int) -> ProtocolFailure:
     return ProtocolFailure(f"stream line is over the {cap}-byte limit")
 
@@ -182,11 +167,22 @@ async def request_json(
 async def request_bytes(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
-    """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say)."""
+    """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say); past
+    ``endpoint.max_body_bytes`` a ProtocolFailure (the connection dropped)."""
     try:
         response = await _start(client, endpoint, method, path, payload)
         response.answered()
-        data = await _read_body(response, endpoint.max_body_bytes)
+        cap = endpoint.max_body_bytes
+        declared = response.content_length
+        if declared is not None and declared > cap:
+            response.close()
+            raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
+        try:
+            data = await response.read_all(cap)
+        except BaseException:
+            response.close()
+            raise
+        response.release()
     except UpstreamError:
         raise
     except CLIENT_EXCEPTIONS as exc:
