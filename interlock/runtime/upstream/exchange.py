@@ -28,8 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-import orjson
-
+from interlock.runtime.asgi import json_object
 from interlock.runtime.errors import (
     FirstByteTimeout,
     MalformedResponse,
@@ -150,18 +149,13 @@ def probe_endpoint(endpoint: Endpoint, timeout_s: float) -> Endpoint:
     )
 
 
-def parse_json(data: bytes) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedResponse("response is not valid JSON") from exc
-
-
 async def request_json(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
-) -> Any:
-    """A non-streaming exchange: the parsed JSON of a 2xx answer."""
-    return parse_json(await request_bytes(client, endpoint, method, path, payload))
+) -> dict[str, Any]:
+    """A non-streaming exchange: the JSON object a 2xx answer must be (else ``MalformedResponse``)."""
+    return json_object(
+        await request_bytes(client, endpoint, method, path, payload), MalformedResponse, "response"
+    )
 
 
 async def request_bytes(
