@@ -21,7 +21,6 @@ an endless body or line costs at most that much memory, never the gateway.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -109,7 +108,7 @@ async def _start(
 ) -> Response:
     """Send the request to ``path`` under the endpoint's URL, its deadlines counted from now; return a
     2xx response or raise the mapped error for any other status."""
-    now = asyncio.get_running_loop().time()
+    now = client.time()
     total_at = now + endpoint.total_s
     first_byte_at = min(now + endpoint.first_byte_s, total_at)
     lines = endpoint.lines  # None: a header that cannot be sent, which the client refuses by name

@@ -450,3 +450,17 @@ def test_a_later_exchange_is_not_cut_by_the_timer_of_an_earlier_one() -> None:
             server.close()
 
     assert run(go) == (200, b'{"n": 2}', http1.FIRST_BYTE)
+
+
+def test_a_client_made_on_a_loop_reads_that_loops_time() -> None:
+    """Made on the running loop, the client keeps it (its deadlines are read from it without asking
+    asyncio for the running loop per request); made outside one, it asks."""
+
+    async def go() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        async with UpstreamClient.create() as client:
+            return client.loop is loop, abs(client.time() - loop.time()) < 1.0
+
+    assert run(go) == (True, True)
+    outside = UpstreamClient.create()
+    assert outside.loop is None
