@@ -110,12 +110,14 @@ class Disconnect:
     """Says that a request's client went away, to whoever watches the request (``callback``, set and
     cleared by ``asgi.DisconnectWatch``): the protocol fires it when the connection is lost or closed
     with the answer unfinished. One per request, offered as the scope extension
-    ``serving.connections.DISCONNECT``."""
+    ``serving.connections.DISCONNECT``. ``loop``: the request's event loop, when the server knows it (the
+    watch then finds its task without ``asyncio.get_running_loop``, a ``getpid`` system call on 3.11)."""
 
-    __slots__ = ("callback",)
+    __slots__ = ("callback", "loop")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.callback: Callable[[], None] | None = None
+        self.loop = loop
 
     def fire(self) -> None:
         callback = self.callback
@@ -138,7 +140,7 @@ class DisconnectWatch:
     __slots__ = ("_hook", "_watcher", "done", "fired", "task")
 
     def __init__(self, receive: Receive, hook: Disconnect | None = None) -> None:
-        task = asyncio.current_task()
+        task = asyncio.current_task(hook.loop if hook is not None else None)
         assert task is not None
         self.task = task
         self.done = False

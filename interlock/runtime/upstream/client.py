@@ -180,7 +180,9 @@ class UpstreamClient:
         keepalive_s: float,
         ssl_context: ssl.SSLContext | None,
         resends: Callable[[str], Counter] | None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        self.loop = loop  # the loop it was made on (its connections are that loop's), None made outside one
         self.max_connections = max_connections
         self.keepalive_s = keepalive_s
         self.closed = False
@@ -205,12 +207,23 @@ class UpstreamClient:
         """A client keeping up to ``max_connections`` connections (all pools together) open; TLS with
         ``ssl_context`` (default: the system's trusted CAs, host names checked); ``resends``: a pool's
         label -> the counter of its resends (the gateway's ``interlock_upstream_resends_total``)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         return cls(
             max_connections=max_connections,
             keepalive_s=keepalive_s,
             ssl_context=ssl_context,
             resends=resends,
+            loop=loop,
         )
+
+    def time(self) -> float:
+        """The loop's time, read without ``asyncio.get_running_loop`` (a ``getpid`` system call on 3.11)
+        when the client was made on the running loop."""
+        loop = self.loop
+        return (loop if loop is not None else asyncio.get_running_loop()).time()
 
     def count_resends(self, label: str) -> Counter | None:
         """The gateway's counter of a pool's resends (its metrics' child), or None when none was given."""
@@ -277,7 +290,7 @@ class UpstreamClient:
         else:
             parts.append(b"\r\n")
         head = b"".join(parts)
-        conn = target.take(asyncio.get_running_loop().time() if now is None else now, self._poller)
+        conn = target.take(self.time() if now is None else now, self._poller)
         if conn is None:
             conn = await self._connect(target, connect_s, first_byte_at)
         resend = True

@@ -21,7 +21,6 @@ an endless body or line costs at most that much memory, never the gateway.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -96,21 +95,6 @@ def _mapped(exc: BaseException, endpoint: Endpoint) -> UpstreamError:
     return map_exception(exc)
 
 
-async def _read_body(response: Response, cap: int) -> bytes:
-    """The whole answer, or ProtocolFailure (connection dropped) once it is past ``cap`` bytes."""
-    declared = response.content_length
-    if declared is not None and declared > cap:
-        response.close()
-        raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
-    try:
-        data = await response.read_all(cap)
-    except BaseException:
-        response.close()
-        raise
-    response.release()
-    return data
-
-
 def _line_too_long(cap: int) -> ProtocolFailure:
     return ProtocolFailure(f"stream line is over the {cap}-byte limit")
 
@@ -124,7 +108,7 @@ async def _start(
 ) -> Response:
     """Send the request to ``path`` under the endpoint's URL, its deadlines counted from now; return a
     2xx response or raise the mapped error for any other status."""
-    now = asyncio.get_running_loop().time()
+    now = client.time()
     total_at = now + endpoint.total_s
     first_byte_at = min(now + endpoint.first_byte_s, total_at)
     lines = endpoint.lines  # None: a header that cannot be sent, which the client refuses by name
@@ -176,11 +160,22 @@ async def request_json(
 async def request_bytes(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
-    """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say)."""
+    """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say); past
+    ``endpoint.max_body_bytes`` a ProtocolFailure (the connection dropped)."""
     try:
         response = await _start(client, endpoint, method, path, payload)
         response.answered()
-        data = await _read_body(response, endpoint.max_body_bytes)
+        cap = endpoint.max_body_bytes
+        declared = response.content_length
+        if declared is not None and declared > cap:
+            response.close()
+            raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
+        try:
+            data = await response.read_all(cap)
+        except BaseException:
+            response.close()
+            raise
+        response.release()
     except UpstreamError:
         raise
     except CLIENT_EXCEPTIONS as exc:
