@@ -56,6 +56,11 @@ class LineDecoder(Protocol):
     def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
         """Decode one line (without its ``\\n``); append finished chunks to ``out``; raise UpstreamError."""
 
+    def whole(self, data: bytes, out: deque[dict[str, Any]]) -> bool:
+        """A read that is one whole record of the format on its own (the usual read of a stream that
+        trickles), nothing of an earlier one pending: decoded as ``feed`` would, in one step. False
+        for any other read (nothing done: it is fed line by line)."""
+
     def end(self, out: deque[dict[str, Any]]) -> None:
         """The body ended: flush what is pending, or raise ProtocolFailure if the stream was cut."""
 
@@ -416,19 +421,22 @@ class LineStream(ChatStream):
                 if decoder.done or not pending:
                     self._release()
                 return True
+            cap = self._endpoint.max_line_bytes
             if self._tail:
                 data = self._tail + data
-            lines = data.split(b"\n")
-            self._tail = tail = lines.pop()
-            cap = self._endpoint.max_line_bytes
-            for line in lines:
-                if len(line) > cap:
+            elif len(data) <= cap and decoder.whole(data, pending):
+                data = b""  # decoded: no lines left
+            if data:
+                lines = data.split(b"\n")
+                self._tail = tail = lines.pop()
+                for line in lines:
+                    if len(line) > cap:
+                        raise _line_too_long(cap)
+                    decoder.feed(line, pending)
+                    if decoder.done:
+                        break
+                if len(tail) > cap and not decoder.done:
                     raise _line_too_long(cap)
-                decoder.feed(line, pending)
-                if decoder.done:
-                    break
-            if len(tail) > cap and not decoder.done:
-                raise _line_too_long(cap)
         except UpstreamError as exc:
             if not pending:
                 raise
