@@ -342,19 +342,21 @@ class LineStream(ChatStream):
     def _pushed(self, data: bytes) -> None:
         """Body bytes, in the connection's read callback while ``relay`` waits: decoded, the chunks
         handed to the sink at once. The end, a failure, a full sink: the relay's task is woken."""
-        response, sink = self._response, self._sink
+        sink, pending = self._sink, self._pending
         assert sink is not None
         try:
             self._decode(data, False)
-            pending = self._pending
             if pending:
-                self._pending = deque()
-                self._full = sink(pending)
+                try:
+                    self._full = sink(pending)
+                finally:
+                    pending.clear()  # the sink's only during the call: no deque per read
         except UpstreamError as exc:
             self._error = exc
         except Exception as exc:  # the sink's own failure (a bug): raised by the relay's task
             self._broken = exc
         if self._full or self._closed or self._error is not None or self._broken is not None:
+            response = self._response
             response.sink = None  # what arrives now is buffered, for the task to read
             if self._full:
                 response.pause()
