@@ -80,11 +80,13 @@ def delta_chars(chunk: Mapping[str, Any]) -> int:
     delta = choices[0].get("delta")
     if type(delta) is not dict:
         return 0
-    size = 0
-    for name in ("content", "reasoning", "reasoning_content"):
-        part = delta.get(name)
-        if type(part) is str:
-            size += len(part)
+    content = delta.get("content")
+    size = len(content) if type(content) is str else 0
+    if len(delta) > (content is not None):  # more than the content (this runs once per chunk)
+        for name in ("reasoning", "reasoning_content"):
+            part = delta.get(name)
+            if type(part) is str:
+                size += len(part)
     return size
 
 

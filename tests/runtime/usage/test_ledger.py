@@ -8,6 +8,7 @@ import asyncio
 import calendar
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -360,3 +361,21 @@ def test_a_reported_usage_is_taken_and_a_missing_one_is_estimated() -> None:
     assert answer_text({"choices": []}) == ""
     assert delta_chars({"choices": [{"delta": {"content": "héllo"}}]}) == 5
     assert delta_chars({"choices": [], "usage": {}}) == 0
+
+
+@pytest.mark.parametrize(
+    ("delta", "chars"),
+    [
+        ({"content": "abc"}, 3),
+        ({"role": "assistant", "content": ""}, 0),
+        ({"content": "abc", "reasoning": "de"}, 5),
+        ({"reasoning_content": "de"}, 2),
+        ({"content": None, "reasoning": "de", "reasoning_content": "f"}, 3),
+        ({"content": 7, "reasoning": "de"}, 2),
+        ({"tool_calls": [{"function": {"arguments": "{}"}}]}, 0),
+        ({}, 0),
+        ("abc", 0),
+    ],
+)
+def test_a_stream_chunk_counts_the_text_and_reasoning_of_its_first_choice(delta: Any, chars: int) -> None:
+    assert delta_chars({"choices": [{"index": 0, "delta": delta}, {"delta": {"content": "xyz"}}]}) == chars
