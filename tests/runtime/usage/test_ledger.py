@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
 from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.usage import STORES, open_store, store_url
-from interlock.runtime.usage.base import Store, Tally, UsageStoreError
+from interlock.runtime.usage.base import RowKey, Store, Tally, UsageStoreError
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
 from interlock.runtime.usage.memory import MemoryStore
 from interlock.runtime.usage.metering import answer_text, delta_chars, reported, tally_of
@@ -249,6 +249,43 @@ def test_the_first_debit_wakes_a_sleeping_writer_which_commits_it_flush_s_later(
                 break
             await asyncio.sleep(0.01)
         assert (ledger.waiting, ledger.flushes) == (0, 1)
+        assert [tally.requests for _, tally in await store.rows(None, None)] == [1]
+        await ledger.close()
+
+    run(scenario())
+
+
+class Held(MemoryStore):
+    """A store whose commits wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+        self.entered.set()
+        await self.go.wait()
+        await super().add(rows)
+
+
+def test_a_flush_called_while_the_writer_commits_returns_once_that_commit_is_in() -> None:
+    """The writer's commit is in flight when the caller flushes (no debit is left to hand over): the
+    caller's flush waits for it, so what was debited before the call is in the store when it returns
+    (it returned at once, and a replica reading the store then missed those debits)."""
+
+    async def scenario() -> None:
+        store = Held()
+        ledger = Ledger(store, LedgerSettings(flush_s=0.0, flush_debits=100))
+        await ledger.start()
+        ledger.debit(ALICE, "cloud/gpt", ONE)
+        await store.entered.wait()  # the writer's flush holds the debit, its commit not done
+        flushed = asyncio.ensure_future(ledger.flush())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not flushed.done()
+        store.go.set()
+        assert await flushed
         assert [tally.requests for _, tally in await store.rows(None, None)] == [1]
         await ledger.close()
 
