@@ -7,10 +7,10 @@ SmolLM2-135M) answered for each, recorded in ``tests/fixtures/clients/answers/ll
 Per request and per way it was sent (the chat request interlock forwards to an ``openai`` provider, and
 the client's own format where the server speaks it), this prints:
 
-- ``estimate``: the prompt estimate before any answer (``guards.needs``: text at 3.5 bytes a token,
-  tool schemas and JSON at 4);
+- ``estimate``: the prompt estimate before any answer (``guards.preflight.needs_of``: text at 3.5 bytes
+  a token, tool schemas and JSON at 4);
 - ``before``: the estimate over the server's count;
-- ``after 1``: the same, once the calibration book (``guards.calibration``) has learned from one answer
+- ``after 1``: the same, once the calibration book (``learned.CountBook``) has learned from one answer
   of that request on that endpoint (the issue's bar: within 15 %);
 - ``running``: a book that learned from every row above it first (another client's traffic on the same
   server), before this row's own answer: what a mixed stream of clients sees.
@@ -34,8 +34,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.guards.calibration import REPORTING_FLOOR, CountBook
-from interlock.runtime.guards.needs import MESSAGE_OVERHEAD, Needs, needs_of
+from interlock.runtime.guards.preflight import MESSAGE_OVERHEAD, Needs, needs_of
+from interlock.runtime.learned import REPORTING_FLOOR, CountBook
 from interlock.runtime.route_table import rows
 from interlock.runtime.tables import PreflightSettings
 

@@ -1,7 +1,8 @@
 """What the usage ledger costs: per request on the request path, and per commit in the writer.
 
 - request path: ``request_tally`` + ``Ledger.debit`` for one answered request (what the lifecycle adds
-  to every request), beside a plain dictionary increment as the floor;
+  to every request), with its share of the fold (``Ledger._fold``, one per ``flush_debits`` debits,
+  the default 256: the writer's or the next reader's), beside a plain dictionary increment as the floor;
 - writer: one commit of a batch of debits (``--batch`` rows, spread over 20 accounts and 3 models) to a
   SQLite file (WAL) and to a real PostgreSQL started for the run (tests/postgres_server.py), in ms.
 
@@ -23,7 +24,7 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from interlock.runtime.guards.needs import Needs
+from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.record import RequestRecord
 from interlock.runtime.usage import open_store
 from interlock.runtime.usage.base import RowKey, Store, Tally
@@ -43,13 +44,14 @@ class _Answered:  # the one attribute request_tally reads
 
 def request_path(requests: int) -> tuple[float, float]:
     """µs of CPU per request: the ledger's work, and a dictionary increment (the floor)."""
-    ledger = Ledger(MemoryStore(), LedgerSettings(flush_debits=10**9))
+    ledger = Ledger(MemoryStore(), LedgerSettings())  # no writer: a full batch folds at its last debit
     record = RequestRecord("chat", b"x")
     record.answered = _Answered()  # type: ignore[assignment]
     accounts = [(f"team-{i % 5}", f"key-{i}") for i in range(20)]
     started = time.process_time()
     for i in range(requests):
         ledger.debit(accounts[i % 20], "cloud/gpt-4o-mini", request_tally(record, NEEDS, (0.15, 0.6)))
+    ledger.spent(accounts[0])  # the last debits folded too
     ledger_us = (time.process_time() - started) / requests * 1e6
     counts: dict[tuple[str, str], int] = {}
     started = time.process_time()

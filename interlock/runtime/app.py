@@ -78,7 +78,7 @@ class Gateway:
             if plan.keys is not None and needs_key(path):  # `auth: off` skips this at once
                 surface = row[1] if row is not None else self._admin_errors
                 known = row is not None
-                if not await admitted(self.services, scope, send, surface, route=known, metered=False):
+                if await admitted(self.services, scope, send, surface, route=known, metered=False) is None:
                     return
             if handler is not None:
                 await handler(self.services, scope, receive, send)

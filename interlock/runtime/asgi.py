@@ -35,8 +35,9 @@ class ClientGone(Exception):
     """The client disconnected before the request body was read."""
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole body, refusing more than ``limit`` bytes (by Content-Length, else while reading)."""
+async def read_object(scope: Scope, receive: Receive, limit: int) -> dict[str, Any]:
+    """The request body as the JSON object it must be (``json_object``), refusing more than ``limit``
+    bytes (by Content-Length, else while reading)."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
@@ -52,33 +53,36 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     if message["type"] != "http.request":
         raise ClientGone
     body: bytes = message.get("body", b"")
-    if not message.get("more_body", False):
-        if len(body) > limit:
-            raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
-        return body
-    parts = [body]
-    size = len(body)
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
+    if message.get("more_body", False):
+        parts = [body]
+        size = len(body)
+        while message.get("more_body", False):
+            message = await receive()
+            if message["type"] != "http.request":
+                raise ClientGone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
+            parts.append(chunk)
+        body = b"".join(parts)
+    elif len(body) > limit:
+        raise BodyTooLarge(f"the request body is over {limit} bytes, the most this gateway accepts")
+    return json_object(body, InvalidRequest, "the request body")
 
 
-def parse_object(raw: bytes) -> dict[str, Any]:
+def json_object(raw: bytes | str, refuse: Callable[[str], Exception], what: str) -> dict[str, Any]:
+    """``raw`` as the JSON object it must be, at each border that reads one (a request body, an upstream's
+    stream event or line, the plan file); else ``refuse`` of the one wording: "<what> is not valid JSON
+    (<the parser's complaint>)" or "<what> must be a JSON object, not <its kind>". The parser's error is
+    not chained: its message is said, and it holds the whole document, which a kept error would keep."""
     try:
-        body = orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"the request body is not valid JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest(f"the request body must be a JSON object, not {json_type(body)}")
-    return body
+        raise refuse(f"{what} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise refuse(f"{what} must be a JSON object, not {json_type(value)}")
+    return value
 
 
 def json_type(value: object) -> str:
@@ -106,12 +110,14 @@ class Disconnect:
     """Says that a request's client went away, to whoever watches the request (``callback``, set and
     cleared by ``asgi.DisconnectWatch``): the protocol fires it when the connection is lost or closed
     with the answer unfinished. One per request, offered as the scope extension
-    ``serving.connections.DISCONNECT``."""
+    ``serving.connections.DISCONNECT``. ``loop``: the request's event loop, when the server knows it (the
+    watch then finds its task without ``asyncio.get_running_loop``, a ``getpid`` system call on 3.11)."""
 
-    __slots__ = ("callback",)
+    __slots__ = ("callback", "loop")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.callback: Callable[[], None] | None = None
+        self.loop = loop
 
     def fire(self) -> None:
         callback = self.callback
@@ -134,7 +140,7 @@ class DisconnectWatch:
     __slots__ = ("_hook", "_watcher", "done", "fired", "task")
 
     def __init__(self, receive: Receive, hook: Disconnect | None = None) -> None:
-        task = asyncio.current_task()
+        task = asyncio.current_task(hook.loop if hook is not None else None)
         assert task is not None
         self.task = task
         self.done = False

@@ -3,32 +3,245 @@
 At the end of every request an upstream answered with its own token counts (``lifecycle``), two books
 learn, keyed by the answering route's endpoint label and the model as ``FactsTable`` names it:
 
-- ``counts`` (``guards.calibration.CountBook``): the server's prompt tokens against the estimate's
-  parts, so that the context guard counts the next prompt as that server will;
-- ``prefill`` (``fleet.prefix.PrefillBook``): prompt tokens per second, which the first-byte deadline
-  of the next call there stretches by (``deadline``) and the scorer weighs prefix-cache hits with.
-  Its samples: llama-server's ``timings`` (``prompt_n`` tokens in ``prompt_ms``), else the prompt's
-  tokens not read from a cache over the seconds the upstream took to answer (a stream: to its first
-  chunk; a whole answer: to its end, which makes the speed lower than it is: the safe side). Ollama's
-  own prompt timings are fed by its adapter (``prompt_eval_count`` in ``prompt_eval_duration``).
+- ``counts`` (``CountBook``): the server's prompt tokens against the estimate's parts, so that the
+  context guard counts the next prompt as that server will;
+- ``prefill`` (``PrefillBook``): prompt tokens per second, which the first-byte deadline of the next
+  call there stretches by (``deadline``) and the scorer weighs prefix-cache hits with
+  (``fleet.prefix``). Its samples: llama-server's ``timings`` (``prompt_n`` tokens in ``prompt_ms``),
+  else the prompt's tokens not read from a cache over the seconds the upstream took to answer (a
+  stream: to its first chunk; a whole answer: to its end, which makes the speed lower than it is: the
+  safe side). Ollama's own prompt timings are fed by its adapter (``prompt_eval_count`` in
+  ``prompt_eval_duration``).
 
-Learning costs a few dictionary writes and multiplications, after the answer went out.
+Learning costs a few dictionary writes and multiplications, after the answer went out; reading (the
+context guard's ``CountBook.prompt``, the router's ``deadline``) one lookup each: a stretched deadline
+is rounded up to a step of a geometric grid, so its copy of the endpoint is made once per step, not per
+request. Both books live in
+this module, below the guards and the fleet that read them: it imports only ``record`` and ``wire``,
+and reads a request's estimate through ``Estimate`` (``guards.preflight.Needs`` is one).
+
+How a prompt is counted (``CountBook``). The estimate (``guards.preflight.needs_of``) counts a prompt
+in two parts: its text (messages, instructions, with their per-message overhead) and its structure
+(tool schemas, tool calls and other JSON parts). A server's count differs from each part in its own
+way: its tokenizer runs nearer 4 bytes a token or nearer 3, and its chat template may render the tool
+schemas in full, with instructions around them, or not at all (SmolLM2's drops them), and adds text of
+its own to every request (SmolLM2's adds a default system prompt of about 20 tokens when there is
+none). So the book learns, per (endpoint label, model), the template's tokens per request and one
+coefficient per part, from every answer that reports the prompt's tokens (``usage``: OpenAI's
+``prompt_tokens``, Anthropic's input plus its cache reads and writes, Ollama's ``prompt_eval_count``)
+and from every context-overflow error that names the count.
+
+The fit is ridge regression towards the prior (no template part, both coefficients 1), the newest
+answer weighted most (``FORGET``): after one answer the same traffic is predicted as the server counted
+it, and the error is put on the part that dominated the prompt (the template's for a short one), so a
+later prompt of another shape is moved only as far as that answer showed. A request costs one
+dictionary lookup and three multiplications (``prompt``); learning, at the end of a request, the same,
+and a 3x3 solve only when the answer is more than ``SETTLED`` from what the book predicted (``learn``).
+The books are bounded (``MAX_ENTRIES``, ``MAX_RATES``; least recently updated dropped first) and live
+in this process only: a restart learns again from the first answer.
+
+A floor keeps the coefficients of an upstream that truncates silently (Ollama) from collapsing: its
+``prompt_eval_count`` leaves out a cached prefix and stops at the window it truncated to, so a low
+count there may say nothing about the tokenizer; below ``TRUNCATING_FLOOR`` the book does not go.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from interlock.runtime.fleet.prefix import MIN_PROMPT_TOKENS, PrefillBook
-from interlock.runtime.guards.calibration import REPORTING_FLOOR, CountBook
-from interlock.runtime.guards.needs import Needs
 from interlock.runtime.record import RequestRecord
 from interlock.runtime.wire.base import Endpoint
 
+MAX_ENTRIES = 4096
+FORGET = 0.5  # the weight the older answers keep at each new one
+PRIOR_WEIGHT = 1.0  # the prior, in squared tokens: one answer of any size outweighs it
+TEMPLATE_UNIT = 32  # tokens: the scale of the per-request part (a chat template's own text)
+PRIOR = (0.0, 1.0, 1.0)  # before any answer: no template part, text and structure as estimated
+REPORTING_FLOOR = 0.0  # a server that says "too long" itself: its template may drop a part entirely
+TRUNCATING_FLOOR = 0.5  # Ollama: never below half the estimate (see the module docstring)
+SETTLED = 0.02  # an answer the book already predicts this closely is not solved for again
+MIN_COUNTED_TOKENS = 4  # a server's count below this says nothing
+DEFAULT_PREFILL_TOKENS_PER_S = 1_000.0  # before any prompt timing is learned (a small GPU, a fast CPU)
+MIN_PREFILL_TOKENS = 32  # shorter prompt evaluations say more about overhead than speed
+MAX_RATES = 4096
 MAX_PREFILL_S = 3600.0  # a deadline is never stretched further than this
 MIN_PREFILL_S = 0.25  # a shorter prefill leaves the deadline as it is (no copy of the endpoint)
+STRETCH_STEP = 1.0625  # a stretch is rounded up to the next power of this (times MIN_PREFILL_S)
+MAX_STRETCHED = 4096  # stretched endpoints kept, all endpoints together (oldest dropped first)
+
+
+class Estimate(Protocol):
+    """What the books read of a request's estimate (``guards.preflight.Needs``)."""
+
+    prompt_tokens: int  # text, messages and tool schemas
+    schema_tokens: int  # of those, the structure
+    counted: int  # the request's tokens as an upstream counted them (its overflow error), 0 when not
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """What is learned for one (endpoint, model): the template's tokens per request, a coefficient per
+    part of the estimate, and how many answers taught it."""
+
+    template: float  # tokens a request gets from the chat template beyond its text (a default system
+    # prompt, role markers); below 0 where the estimate's per-message overhead is more than it adds
+    text: float
+    schema: float
+    samples: int
+    last_ratio: float  # the server's count over the estimate, at the newest answer
+
+
+class _Fit:
+    """The ridge sums: ``a`` the 3x3 moment matrix (row-major), ``b`` the moment vector."""
+
+    __slots__ = ("a", "b", "samples")
+
+    def __init__(self) -> None:
+        self.a = [PRIOR_WEIGHT if i % 4 == 0 else 0.0 for i in range(9)]
+        self.b = [PRIOR_WEIGHT * c for c in PRIOR]
+        self.samples = 0
+
+    def add(self, x: tuple[float, float, float], y: float) -> tuple[float, float, float] | None:
+        """One answer (older ones fade, the prior stays); the coefficients solved anew."""
+        a, b = self.a, self.b
+        if self.samples:
+            for i in range(9):
+                prior = PRIOR_WEIGHT if i % 4 == 0 else 0.0
+                a[i] = prior + FORGET * (a[i] - prior)
+            for i in range(3):
+                b[i] = PRIOR_WEIGHT * PRIOR[i] + FORGET * (b[i] - PRIOR_WEIGHT * PRIOR[i])
+        for i in range(3):
+            b[i] += x[i] * y
+            for j in range(3):
+                a[3 * i + j] += x[i] * x[j]
+        self.samples += 1
+        return _solve(a, b)
+
+
+def _solve(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
+    """``a x = b`` for a symmetric positive 3x3 ``a`` (Cramer's rule); None when it is singular."""
+    a11, a12, a13, a21, a22, a23, a31, a32, a33 = a
+    det = a11 * (a22 * a33 - a23 * a32) - a12 * (a21 * a33 - a23 * a31) + a13 * (a21 * a32 - a22 * a31)
+    if det <= 0:
+        return None
+    b1, b2, b3 = b
+    x1 = b1 * (a22 * a33 - a23 * a32) - a12 * (b2 * a33 - a23 * b3) + a13 * (b2 * a32 - a22 * b3)
+    x2 = a11 * (b2 * a33 - a23 * b3) - b1 * (a21 * a33 - a23 * a31) + a13 * (a21 * b3 - b2 * a31)
+    x3 = a11 * (a22 * b3 - b2 * a32) - a12 * (a21 * b3 - b2 * a31) + b1 * (a21 * a32 - a22 * a31)
+    return x1 / det, x2 / det, x3 / det
+
+
+class CountBook:
+    """Learned counts per (endpoint label, model); ``prompt`` is the per-request read."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._learned: OrderedDict[tuple[str, str], Counted] = OrderedDict()
+        self._fits: dict[tuple[str, str], _Fit] = {}
+
+    def get(self, label: str, model: str) -> Counted | None:
+        return self._learned.get((label, model))
+
+    def prompt(self, label: str, model: str, text: int, schema: int, floor: float) -> int:
+        """The prompt's tokens as the server there would count them: the template's part plus the
+        estimate's parts (``text``, ``schema``) times what was learned, each coefficient at least
+        ``floor``; the estimate as it is before any answer."""
+        learned = self._learned.get((label, model))
+        if learned is None:
+            return text + schema
+        counted = learned.template + text * max(learned.text, floor) + schema * max(learned.schema, floor)
+        return max(int(counted + 0.5), 0)
+
+    def learn(self, label: str, model: str, text: int, schema: int, counted: int) -> None:
+        """One answer: the estimate's parts and the server's count of the same prompt."""
+        if counted < MIN_COUNTED_TOKENS:
+            return
+        key = (label, model)
+        learned = self._learned.get(key)
+        if learned is not None:  # already counted as the server counts: nothing to solve
+            predicted = learned.template + text * learned.text + schema * learned.schema
+            if abs(predicted - counted) <= counted * SETTLED:
+                return
+        fit = self._fits.get(key)
+        if fit is None:
+            fit = self._fits[key] = _Fit()
+        solved = fit.add((float(TEMPLATE_UNIT), float(text), float(schema)), float(counted))
+        if solved is None:
+            return
+        template, c_text, c_schema = solved
+        self._learned.pop(key, None)
+        self._learned[key] = Counted(
+            template * TEMPLATE_UNIT, c_text, c_schema, fit.samples, counted / max(text + schema, 1)
+        )
+        while len(self._learned) > self.max_entries:
+            old, _ = self._learned.popitem(last=False)
+            self._fits.pop(old, None)
+
+    def snapshot(self) -> dict[str, dict[str, dict[str, float | int]]]:
+        """``{label: {model: {template, text, schema, samples, last_ratio}}}`` for /v1/health."""
+        out: dict[str, dict[str, dict[str, float | int]]] = {}
+        for (label, model), learned in sorted(self._learned.items()):
+            out.setdefault(label, {})[model] = {
+                "template_tokens": round(learned.template, 1),
+                "text": round(learned.text, 3),
+                "schema": round(learned.schema, 3),
+                "samples": learned.samples,
+                "last_ratio": round(learned.last_ratio, 3),
+            }
+        return out
+
+
+class PrefillBook:
+    """Learned prompt tokens/s per (endpoint label, model): Ollama's own prompt timings, and the other
+    kinds' answers (``Learned.observe``: llama-server's ``timings``, else usage over the time taken);
+    the prefix scoring (``fleet.prefix``) weighs a cache hit with it, the router's deadline stretches
+    by it."""
+
+    def __init__(self, smoothing: float = 0.3) -> None:
+        self.smoothing = smoothing
+        self._rates: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._models: dict[str, float] = {}  # model -> the last learned rate on any worker
+
+    def observe(self, label: str, model: str, final: Mapping[str, Any]) -> None:
+        """Ollama's final message of a finished chat: its prompt tokens and the time they took."""
+        count, duration = final.get("prompt_eval_count"), final.get("prompt_eval_duration")
+        if isinstance(count, bool) or not isinstance(count, int) or not isinstance(duration, int):
+            return
+        if count < MIN_PREFILL_TOKENS or duration <= 0:
+            return
+        self.record(label, model, count / (duration / 1e9))
+
+    def record(self, label: str, model: str, tokens_per_s: float) -> None:
+        key = (label, model)
+        old = self._rates.pop(key, None)
+        rate = tokens_per_s if old is None else self.smoothing * tokens_per_s + (1 - self.smoothing) * old
+        self._rates[key] = rate
+        self._models[model] = rate
+        while len(self._rates) > MAX_RATES:
+            self._rates.popitem(last=False)
+        if len(self._models) > MAX_RATES:
+            del self._models[next(iter(self._models))]
+
+    def learned(self, label: str, model: str) -> float | None:
+        """The rate learned of ``model`` on that endpoint, None before its first sample there."""
+        return self._rates.get((label, model))
+
+    def tokens_per_s(self, label: str, model: str) -> float:
+        rate = self._rates.get((label, model))
+        if rate is None:
+            rate = self._models.get(model, DEFAULT_PREFILL_TOKENS_PER_S)
+        return rate
+
+    def snapshot(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for (label, model), rate in sorted(self._rates.items()):
+            out.setdefault(label, {})[model] = round(rate, 1)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +250,12 @@ class Learned:
 
     counts: CountBook = field(default_factory=CountBook)
     prefill: PrefillBook = field(default_factory=PrefillBook)
+    # (id of an endpoint, step of its stretch) -> (that endpoint, its copy with the stretched deadline)
+    stretched: dict[tuple[int, int], tuple[Endpoint, Endpoint]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
-    def observe(self, record: RequestRecord, needs: Needs, prompt: int) -> None:
+    def observe(self, record: RequestRecord, needs: Estimate, prompt: int) -> None:
         """One answered request: the upstream counted ``prompt`` tokens of it."""
         answered = record.answered
         if answered is None or prompt <= 0:
@@ -54,20 +271,24 @@ class Learned:
         timings = record.timings if record.stream else result.get("timings") if type(result) is dict else None
         if type(timings) is dict:
             count, ms = timings.get("prompt_n"), timings.get("prompt_ms")
-            if type(count) is int and isinstance(ms, int | float) and count >= MIN_PROMPT_TOKENS and ms > 0:
+            if type(count) is int and isinstance(ms, int | float) and count >= MIN_PREFILL_TOKENS and ms > 0:
                 self.prefill.record(label, model, count / (ms / 1000))
             return
         if answered.attempts:  # the seconds include earlier candidates' calls
             return
         usage = record.usage if record.stream else result.get("usage") if type(result) is dict else None
         fresh = prompt - _cached(usage)
-        if fresh >= MIN_PROMPT_TOKENS and answered.upstream_s > 0:
+        if fresh >= MIN_PREFILL_TOKENS and answered.upstream_s > 0:
             self.prefill.record(label, model, fresh / answered.upstream_s)
 
-    def deadline(self, endpoint: Endpoint, model: str, needs: Needs) -> Endpoint:
+    def deadline(self, endpoint: Endpoint, model: str, needs: Estimate) -> Endpoint:
         """``endpoint`` with its first-byte deadline stretched by the expected prefill of the prompt
         (its tokens as that server counts them, at the prompt speed learned there); as it is before
-        any speed is learned, or when the prefill is short."""
+        any speed is learned, or when the prefill is short.
+
+        The stretch is rounded up to the next step of a geometric grid (``STRETCH_STEP``: at most
+        6.25 % longer, never shorter), so an endpoint has some 160 stretched copies at most, each built
+        once (its header lines encoded once) and looked up by the next call of that size."""
         rate = self.prefill.learned(endpoint.label, model)
         if rate is None:
             return endpoint
@@ -76,7 +297,17 @@ class Learned:
         extra = min(prompt / rate, MAX_PREFILL_S)
         if extra < MIN_PREFILL_S:
             return endpoint
-        return dataclasses.replace(endpoint, first_byte_s=endpoint.first_byte_s + extra)
+        step = math.ceil(math.log(extra / MIN_PREFILL_S, STRETCH_STEP))
+        key = (id(endpoint), step)
+        known = self.stretched.get(key)
+        if known is not None and known[0] is endpoint:  # (the endpoint it holds keeps its id unique)
+            return known[1]
+        extra = min(MIN_PREFILL_S * STRETCH_STEP**step, MAX_PREFILL_S)
+        longer = dataclasses.replace(endpoint, first_byte_s=endpoint.first_byte_s + extra)
+        if len(self.stretched) >= MAX_STRETCHED:
+            del self.stretched[next(iter(self.stretched))]
+        self.stretched[key] = (endpoint, longer)
+        return longer
 
     def report(self) -> dict[str, Any]:
         """For /v1/health and the status page: per endpoint label and model, the prompt speed and

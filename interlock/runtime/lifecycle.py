@@ -25,16 +25,15 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.access import (
+    ANONYMOUS,
     CALLER,
     KEY_HEADERS,
     Caller,
     Refusal,
-    caller_of,
-    needs_key,
     operator_route,
     refusal_message,
 )
@@ -47,8 +46,7 @@ from interlock.runtime.asgi import (
     Send,
     closing,
     has_body,
-    parse_object,
-    read_body,
+    read_object,
     send_json,
 )
 from interlock.runtime.errors import (
@@ -59,8 +57,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.ceiling import said
-from interlock.runtime.guards.needs import chars_tokens, needs_of
-from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
+from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight, chars_tokens, needs_of
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
@@ -68,14 +65,14 @@ from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, Strea
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.tables import Target
+from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
-    answer_text,
     delta_chars,
     estimated_usage,
     metered,
-    output_tokens,
-    reported,
+    price_of,
+    request_tally,
 )
 from interlock.runtime.wire.base import ChatStream, Native, Relayed
 from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
@@ -118,14 +115,14 @@ def handler(surface: Surface) -> Handler:
 
 async def admitted(
     services: RequestServices, scope: Scope, send: Send, surface: Surface, *, route: bool, metered: bool
-) -> bool:
+) -> Caller | None:
     """The first step of every request that needs a key (the caller's ``keys`` are in the plan):
-    authenticate the caller (kept in the scope for the steps after) and admit it to the path (the
-    operator routes). A refusal is answered here, 401 or 403 in ``surface``'s shape, without reading the
-    body, and audited as ``auth_refused``; on a ``metered`` route (one that runs the lifecycle) it is
-    counted and logged like the route's other answers. ``route``: the path is a surface route (else
-    the audit line names it only when it is an operator route)."""
-    keys = services.plan.keys
+    authenticate the caller (returned, and kept in the scope for the handlers after) and admit it to
+    the path (the operator routes). A refusal is answered here, 401 or 403 in ``surface``'s shape,
+    without reading the body, and audited as ``auth_refused``; then None. On a ``metered`` route (one
+    that runs the lifecycle) it is counted and logged like the route's other answers. ``route``: the
+    path is a surface route (else the audit line names it only when it is an operator route)."""
+    keys = services.current.plan.keys
     assert keys is not None
     caller = None
     try:
@@ -133,8 +130,8 @@ async def admitted(
         keys.admit(caller, scope["path"])  # the operator routes (a test of `caller.operator`)
     except (Unauthenticated, OperatorOnly) as exc:
         await _refuse(services, scope, send, surface, exc, caller, route=route, metered=metered)
-        return False
-    return True
+        return None
+    return caller
 
 
 async def _refuse(
@@ -150,7 +147,7 @@ async def _refuse(
 ) -> None:
     """401 (no valid key) or 403 (an operator route, and a key that is not an operator). ``caller``: the
     authenticated caller, None when the key was missing or wrong."""
-    plan = services.plan
+    plan = services.current.plan
     path = scope["path"]
     failure = failure_of(exc, plan)
     status = failure.status
@@ -186,13 +183,13 @@ async def _refuse(
 async def _handle(
     surface: Surface, services: RequestServices, scope: Scope, receive: Receive, send: Send
 ) -> None:
-    plan = services.plan  # in-flight requests finish on the plan they started with
-    if (
-        plan.keys is not None  # `auth: off` skips this at once
-        and needs_key(scope["path"])
-        and not await admitted(services, scope, send, surface, route=True, metered=True)
-    ):
-        return
+    plan = services.current.plan  # in-flight requests finish on the plan they started with
+    caller = ANONYMOUS
+    if plan.keys is not None:  # `auth: off` skips this at once; every lifecycle route needs a key
+        authenticated = await admitted(services, scope, send, surface, route=True, metered=True)
+        if authenticated is None:  # refused, and answered
+            return
+        caller = authenticated
     endpoint = surface.operation
     record = RequestRecord(endpoint, services.journal.request_id(scope["headers"]))
     if services.tracing is not None:
@@ -201,17 +198,18 @@ async def _handle(
     metrics = services.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     counted = False  # admitted against the caller's rates: `counters.done` must follow
-    held: Held | None = None  # credits reserved: `release_credits` must follow (`_finish` does)
+    held: Held | None = None  # credits reserved: `release_credits` must follow, before `_finish`
     estimate = 0  # tokens reserved against the caller's tokens per minute
     try:
-        raw = await read_body(scope, receive, plan.server.max_body_bytes)
-        parsed = surface.parse(parse_object(raw))
+        parsed = surface.parse(await read_object(scope, receive, plan.server.max_body_bytes))
         if parsed.native is not None and surface.forwards:
             native = forwarded(parsed.native, scope, surface.forwards)
             if native is not parsed.native:  # a header to forward: else no copy of the request
                 parsed = replace(parsed, native=native)
         endpoint = record.endpoint = parsed.operation
-        target = resolve(plan, parsed.model, caller_of(scope))
+        model = parsed.model  # an alias is one lookup, here; `resolve` words every other outcome
+        alias = plan.aliases.get(model) if model is not None else None
+        target = alias if alias is not None else resolve(plan, model, caller)
         if parsed.echo is None:  # no model named: answers name the default alias
             parsed = replace(parsed, echo=target.label)
         preflight = Preflight(
@@ -220,7 +218,7 @@ async def _handle(
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
-            caller = record.caller = caller_of(scope)  # authenticated by `admitted`, above
+            record.caller = caller  # authenticated by `admitted`, above
             preflight.turn = caller.turn if caller.turns is None else caller.turn_for(scope["headers"])
             record.target = target  # a refusal below is logged and audited with what was asked for
             caller.check(target.label)
@@ -250,13 +248,17 @@ async def _handle(
     except ClientGone:
         metrics.client_disconnects.labels(endpoint).inc()
         record.status = 499
-        await _finish(services, record, held)
+        if held is not None:
+            await release_credits(services.counters, held)
+        _finish(services, record)
         return
     except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
         status = record.status = await send_error(send, exc, plan, headers, surface)
         record.error = exc
         metrics.requests.labels(endpoint, str(status)).inc()
-        await _finish(services, record, held)
+        if held is not None:
+            await release_credits(services.counters, held)
+        _finish(services, record)
         return
     headers.append(target.header)
     record.target, record.stream = target, parsed.stream
@@ -279,7 +281,9 @@ async def _handle(
         status = 499
     finally:
         watch.stop()
-        tally = metered(record, preflight.needs, plan)  # None: no upstream answered
+        # an answer's usage was metered before it went out; a stream's (cut short or not) is now; None:
+        # no upstream answered
+        tally = exchange.tally or metered(record, preflight.needs, plan)
         if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
             services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
@@ -292,15 +296,13 @@ async def _handle(
     metrics.requests.labels(endpoint, str(status)).inc()
     metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
     record.status = status
-    await _finish(services, record)
+    _finish(services, record)
 
 
-async def _finish(services: RequestServices, record: RequestRecord, held: Held | None = None) -> None:
-    """The one end of every request: its credits reservation released (idempotent), the journal
-    (access log, events, audit), then the span; then its error lets go of the frames it went through
-    (``errors.untangle``)."""
-    if held is not None:
-        await release_credits(services.counters, held)
+def _finish(services: RequestServices, record: RequestRecord) -> None:
+    """The one end of every request, its credits reservation released before: the journal (access log,
+    events, audit), then the span; then its error lets go of the frames it went through
+    (``errors.untangle``). Not a coroutine: a request makes none for it."""
     services.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)
@@ -308,47 +310,24 @@ async def _finish(services: RequestServices, record: RequestRecord, held: Held |
         untangle(record.error)
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Exchange:
     """One admitted request on its way through the router: everything that travels together."""
 
-    __slots__ = (
-        "body",
-        "headers",
-        "parsed",
-        "plan",
-        "preflight",
-        "record",
-        "send",
-        "services",
-        "surface",
-        "target",
-        "watch",
-    )
-
-    def __init__(
-        self,
-        services: RequestServices,
-        plan: RuntimePlan,
-        surface: Surface,
-        parsed: Parsed,
-        target: Target,
-        preflight: Preflight,
-        headers: list[Header],
-        send: Send,
-        watch: DisconnectWatch,
-        record: RequestRecord,
-    ) -> None:
-        self.services = services
-        self.plan = plan
-        self.surface = surface
-        self.parsed = parsed
-        self.target = target
-        self.preflight = preflight
-        self.headers = headers
-        self.send = send
-        self.watch = watch
-        self.record = record  # the journal's: what answered, what it ended with
-        self.body: StreamBody | None = None  # the server's direct writer for a stream's body, if any
+    services: RequestServices
+    plan: RuntimePlan
+    surface: Surface
+    parsed: Parsed
+    target: Target
+    preflight: Preflight
+    headers: list[Header]
+    send: Send
+    watch: DisconnectWatch
+    record: RequestRecord  # the journal's: what answered, what it ended with
+    # the server's direct writer for a stream's body, if any
+    body: StreamBody | None = field(default=None, init=False)
+    # an answer's usage, metered once before it goes out
+    tally: Tally | None = field(default=None, init=False)
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc
@@ -370,8 +349,10 @@ class Exchange:
         headers = self.headers
         _extend(headers, self.preflight.headers(answered.candidate.id))
         result = answered.result
-        if parsed.operation == "chat" and reported(result.get("usage")) is None:  # never zeros: the estimate
-            estimate = estimated_usage(self.preflight.needs, output_tokens(answer_text(result)))
+        needs = self.preflight.needs  # the usage worked out once: what the answer shows, the ledger counts
+        tally = self.tally = request_tally(self.record, needs, price_of(self.plan, answered.candidate.id))
+        if tally.estimated and parsed.operation == "chat":  # never zeros: the estimate
+            estimate = estimated_usage(needs, tally.completion_tokens)
             estimated = {
                 **result,
                 "usage": estimate,

@@ -44,7 +44,6 @@ from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
-from interlock.runtime.guards.calibration import CountBook
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.context import ContextGuard
 from interlock.runtime.guards.health import HealthGuard
@@ -52,7 +51,7 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.journal import Journal
-from interlock.runtime.learned import Learned
+from interlock.runtime.learned import CountBook, Learned
 from interlock.runtime.lifespan import Lifespan, Step
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin

@@ -28,6 +28,7 @@ from interlock.collector import collector_paused
 from interlock.kinds import KINDS, has_workers
 from interlock.patterns import ollama_name, untagged
 from interlock.runtime.access import KeyBook
+from interlock.runtime.asgi import json_object
 from interlock.runtime.credentials import credential_problems, weak_key_values
 from interlock.runtime.errors import InterlockError
 from interlock.runtime.serving.cors import CorsPolicy
@@ -121,14 +122,8 @@ def read_plan_file(path: str | Path) -> dict[str, Any]:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise PlanError(f"{path}: cannot read the plan: {exc.strerror or exc}") from exc
-    try:
-        with collector_paused():  # a big plan is hundreds of thousands of objects, all kept
-            data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise PlanError(f"{path}: the plan is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise PlanError(f"{path}: the plan must be a JSON object, got {type(data).__name__}")
-    return data
+    with collector_paused():  # a big plan is hundreds of thousands of objects, all kept
+        return json_object(raw, PlanError, f"{path}: the plan")
 
 
 def load_plan(data: Mapping[str, Any], env: Mapping[str, str], *, origin: str = "plan") -> RuntimePlan:

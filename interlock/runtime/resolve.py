@@ -21,8 +21,10 @@ MAX_DIRECT_NAME = 256  # a raw model name ends up in response headers: keep it s
 
 
 def resolve(plan: RuntimePlan, model: str | None, caller: Caller = ANONYMOUS) -> Target:
-    """Per request: an alias is one lookup (it is its own target); only a raw model is built here. A
-    name not found is worded for ``caller``: a key is told only what it may use (``Caller.not_found``)."""
+    """An alias is one lookup (it is its own target); only a raw model is built here. A name not found
+    is worded for ``caller``: a key is told only what it may use (``Caller.not_found``). The lifecycle
+    does the alias lookup itself and calls this for every other outcome (no model, a raw model, a
+    name not found), so a request that names an alias runs nothing here."""
     server = plan.server
     if model is None:
         if server.default_alias is None:

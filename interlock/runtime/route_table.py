@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from interlock.runtime.access import needs_key
 from interlock.runtime.lifecycle import Handler, handler
 from interlock.runtime.surfaces import anthropic, contract, ollama, openai, responses
 from interlock.runtime.surfaces.base import Surface
@@ -30,7 +31,11 @@ class Row:
 
 
 def served(method: str, path: str, surface: Surface, doc: Doc) -> Row:
-    """A row whose handler runs the request lifecycle for ``surface``."""
+    """A row whose handler runs the request lifecycle for ``surface``; its path is behind the caller
+    keys (``access.needs_key``), which the lifecycle takes as settled: it authenticates every request
+    whenever the plan has keys."""
+    if not needs_key(path):
+        raise ValueError(f"{path}: a lifecycle route must be behind the caller keys (access.OPEN_PATHS)")
     return Row(method, path, handler(surface), surface, doc, metered=True)
 
 

@@ -21,8 +21,9 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
+from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
 from operator import attrgetter
 from types import FrameType
@@ -174,6 +175,7 @@ class Backoff:
         return delay
 
 
+@dataclass(eq=False, repr=False)
 class Supervisor:
     """Keeps ``workers`` processes running ``target(*args)``; SIGHUP reloads, SIGINT/SIGTERM stop.
 
@@ -182,28 +184,21 @@ class Supervisor:
     while replacements keep dying soon after their start (``Backoff``).
     """
 
-    def __init__(
-        self,
-        workers: int,
-        target: Callable[..., None],
-        args: tuple[Any, ...],
-        *,
-        reload: Callable[[], bool] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.workers = workers
-        self.target = target
-        self.args = args
-        self.reload = reload
-        self.clock = clock
-        self.context = multiprocessing.get_context("spawn")
-        self.processes: list[BaseProcess] = []
-        self.started_at: list[float] = []
-        self.due: list[float | None] = []  # when a dead worker's replacement starts
-        self.backoff: list[Backoff] = []
-        self.stopping = False
-        self.reloads = 0
-        self._reload_wanted = False
+    workers: int
+    target: Callable[..., None]
+    args: tuple[Any, ...]
+    _: KW_ONLY
+    reload: Callable[[], bool] | None = None
+    clock: Callable[[], float] = time.monotonic
+    context: SpawnContext = field(default_factory=lambda: multiprocessing.get_context("spawn"), init=False)
+    # per worker: its process, when it started, when a dead one's replacement starts, its backoff
+    processes: list[BaseProcess] = field(default_factory=list, init=False)
+    started_at: list[float] = field(default_factory=list, init=False)
+    due: list[float | None] = field(default_factory=list, init=False)
+    backoff: list[Backoff] = field(default_factory=list, init=False)
+    stopping: bool = field(default=False, init=False)
+    reloads: int = field(default=0, init=False)
+    _reload_wanted: bool = field(default=False, init=False)
 
     def run(self) -> int:
         handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

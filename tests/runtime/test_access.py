@@ -221,6 +221,17 @@ PER_CALLER = {
 """Routes behind a key that show only the caller's own part of the gateway, reviewed one by one."""
 
 
+def test_a_lifecycle_route_is_never_open() -> None:
+    """The lifecycle authenticates every request when the plan has keys, without asking the path."""
+    from interlock.runtime.access import needs_key
+    from interlock.runtime.route_table import rows, served
+    from interlock.runtime.surfaces import contract, openai
+
+    assert all(needs_key(row.path) for row in rows() if row.metered)
+    with pytest.raises(ValueError, match=r"^/healthz: a lifecycle route must be behind the caller keys"):
+        served("GET", "/healthz", openai.ChatCompletions(), contract.CHAT)
+
+
 def test_every_route_is_open_per_caller_or_for_operators() -> None:
     """A new route must be put in one of the three: a route that shows fleet-wide or cross-tenant
     state belongs in ``OPERATOR_PATHS``."""

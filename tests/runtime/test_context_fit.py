@@ -241,7 +241,7 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
 
 
 def _parts(gateway: Gateway, body: dict[str, Any]) -> tuple[int, int]:
-    from interlock.runtime.guards.needs import needs_of
+    from interlock.runtime.guards.preflight import needs_of
     from interlock.runtime.surfaces.anthropic import Messages
 
     needs = needs_of(Messages().parse(copy.deepcopy(body)).body, "chat", gateway.plan.preflight)

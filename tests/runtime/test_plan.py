@@ -168,14 +168,14 @@ def test_plan_files_are_read_as_json_objects(tmp_path: Path, plan_data: PlanData
     bad.write_text("{not json")
     with pytest.raises(
         PlanError,
-        match=rf"^{re.escape(str(bad))}: the plan is not valid JSON: "
-        r"unexpected character, expected a string key: line 1 column 2 \(char 1\)$",
+        match=rf"^{re.escape(str(bad))}: the plan is not valid JSON "
+        r"\(unexpected character, expected a string key: line 1 column 2 \(char 1\)\)$",
     ):
         read_plan_file(bad)
     array = tmp_path / "array.json"
     array.write_text(json.dumps([1]))
     with pytest.raises(
-        PlanError, match=rf"^{re.escape(str(array))}: the plan must be a JSON object, got list$"
+        PlanError, match=rf"^{re.escape(str(array))}: the plan must be a JSON object, not an array$"
     ):
         read_plan_file(array)
     missing = tmp_path / "missing.json"

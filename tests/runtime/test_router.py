@@ -30,8 +30,7 @@ from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards.health import HealthGuard
-from interlock.runtime.guards.needs import needs_of
-from interlock.runtime.guards.preflight import Misfit, Preflight
+from interlock.runtime.guards.preflight import Misfit, Preflight, needs_of
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView

@@ -27,6 +27,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.audit.events import ACTIONS, Scalar, action_event, request_event
@@ -45,29 +46,22 @@ LINGER_S = 0.05  # after the first event, the writer waits this long for more: o
 DROP_REASONS = ("queue_full", "sink_error", "closed")
 
 
+@dataclass(eq=False, repr=False)
 class AuditLog:
     """A bounded queue of audit events and the one task that writes them to ``sink``."""
 
-    def __init__(
-        self,
-        sink: Sink,
-        *,
-        capacity: int = QUEUE_EVENTS,
-        batch: int = BATCH_EVENTS,
-        linger_s: float = LINGER_S,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        self.sink = sink
-        self.capacity = capacity
-        self.batch = batch
-        self.linger_s = linger_s
-        self.wall = wall
-        self.queue: deque[dict[str, Any]] = deque()
-        self.dropped = dict.fromkeys(DROP_REASONS, 0)
-        self.written = 0
-        self._wake = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
-        self._closing = False
+    sink: Sink
+    _: KW_ONLY
+    capacity: int = QUEUE_EVENTS
+    batch: int = BATCH_EVENTS
+    linger_s: float = LINGER_S
+    wall: Callable[[], float] = time.time
+    queue: deque[dict[str, Any]] = field(default_factory=deque, init=False)
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0), init=False)
+    written: int = field(default=0, init=False)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _writer: asyncio.Task[None] | None = field(default=None, init=False)
+    _closing: bool = field(default=False, init=False)
 
     # -- the producers' side: O(1), never awaits ------------------------------------------------------
 

@@ -11,7 +11,9 @@ once a reading failed (unknown, never the last one seen), dropped for workers th
 
 One more writer, for one table: the router lowers a route's *learned window* when its upstream
 refuses a prompt as over its context (``lower_window``: OpenAI-compatible servers, Anthropic and Ollama
-alike). It only ever goes down, and the context guard takes it as the most that route can hold.
+alike). It only ever goes down, and the context guard takes it as the most that route can hold: it
+looks it up in ``windows`` (a read-only view), so a candidate with no live facts runs nothing of this
+module per request.
 
 Invariants: an entry present is what the worker last said; an entry absent is *unknown* (never "lacks").
 A failed ``/api/ps`` makes the loaded set unknown (``None``) rather than keeping a stale one, since
@@ -62,6 +64,10 @@ class FactsTable:
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
         self._holders: dict[str, frozenset[str]] = {}  # model -> workers whose /api/ps lists it
         self._windows: dict[tuple[str, str], int] = {}  # (label, model) -> context an overflow named
+        # the learned windows, read-only and live: ``windows.get((label, model))`` is the context the
+        # route's upstream said it has, in a context-length error (absent: never said); a reader on the
+        # request path looks it up here (a dictionary lookup, no call), ``lower_window`` writes it
+        self.windows: Mapping[tuple[str, str], int] = MappingProxyType(self._windows)
         self._loads: dict[str, ServerLoad] = {}  # label -> an OpenAI-compatible server's own load
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
@@ -95,10 +101,6 @@ class FactsTable:
     def loads(self) -> dict[str, dict[str, int | float | None]]:
         """Every server load known, JSON-ready, by worker label (for /v1/health and people)."""
         return {label: load.report() for label, load in sorted(self._loads.items())}
-
-    def window(self, label: str, model: str) -> int | None:
-        """The context the route's upstream said it has, in a context-length error; None: never said."""
-        return self._windows.get((label, model)) if self._windows else None
 
     def lower_window(self, label: str, model: str, tokens: int) -> None:
         """An upstream refused a prompt as over its context of ``tokens`` (the router only)."""

@@ -39,9 +39,9 @@ def effective_context(
     route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None = None
 ) -> tuple[int | None, str]:
     """``(tokens, source)``; tokens None when nothing is known (then nothing is blocked). A window the
-    route's upstream named in a context-length error (``FactsTable.window``) caps whatever else is known."""
+    route's upstream named in a context-length error (``FactsTable.windows``) caps whatever else is known."""
     tokens, source = _effective(route, candidate, facts, num_ctx)
-    learned = facts.window(route.endpoint.label, candidate.facts_key)
+    learned = facts.windows.get((route.endpoint.label, candidate.facts_key))
     if learned is not None and (tokens is None or learned < tokens):
         return learned, UPSTREAM_SAID
     return tokens, source

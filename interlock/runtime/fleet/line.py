@@ -42,8 +42,8 @@ import contextlib
 import itertools
 import math
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 
 from interlock.patterns import untagged
 from interlock.runtime.access import COMMON, Turn
@@ -93,31 +93,25 @@ class _Released(Lease):
         return None
 
 
+@dataclass(eq=False, repr=False)
 class FleetLine:
     """This process's waiters per candidate, dispatched to the worker that can start them soonest."""
 
-    def __init__(
-        self,
-        slots: SlotBackend,
-        scorer: Scorer,
-        settings: Callable[[], RoutingSettings],
-        limits: Callable[[], Mapping[str, WorkerLimits]],
-        *,
-        clock: Clock = time.monotonic,
-    ) -> None:
-        self.slots = slots
-        self.scorer = scorer
-        self.settings = settings
-        self.limits = limits
-        self.clock = clock
-        self.lines: dict[str, list[_Waiter]] = {}  # candidate id -> waiters in fair order
-        self.clocks: dict[str, FairClock] = {}  # candidate id -> its line's fair clock
-        self._arrivals = itertools.count(1)
-        self.dispatched = 0  # waiters started by a walk (all time)
-        self._walking: set[str] = set()
-        self._again: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+    slots: SlotBackend
+    scorer: Scorer
+    settings: Callable[[], RoutingSettings]
+    limits: Callable[[], Mapping[str, WorkerLimits]]
+    _: KW_ONLY
+    clock: Clock = time.monotonic
+    # candidate id -> its waiters in fair order, and its line's fair clock
+    lines: dict[str, list[_Waiter]] = field(default_factory=dict, init=False)
+    clocks: dict[str, FairClock] = field(default_factory=dict, init=False)
+    dispatched: int = field(default=0, init=False)  # waiters started by a walk (all time)
+    _arrivals: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
+    _walking: set[str] = field(default_factory=set, init=False)
+    _again: set[str] = field(default_factory=set, init=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict, init=False)
 
     @property
     def usable(self) -> bool:

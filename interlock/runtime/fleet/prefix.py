@@ -18,9 +18,9 @@ server worker, a slot's cache replaced by the next prompt it serves), is bounded
 all workers together) and lives in this process only.
 
 What a hit is worth: the prefill seconds it saves, the hit's characters / ``CHARS_PER_TOKEN`` over the
-worker's learned prompt speed (``PrefillBook``: llama-server's ``timings``, usage over the time taken,
-Ollama's ``prompt_eval_count`` / ``prompt_eval_duration``; an EWMA per (worker, model), else the
-model's on any worker, else ``DEFAULT_PREFILL_TOKENS_PER_S``). Scoring (``runtime.fleet.scoring``)
+worker's learned prompt speed (``learned.PrefillBook``: llama-server's ``timings``, usage over the time
+taken, Ollama's ``prompt_eval_count`` / ``prompt_eval_duration``; an EWMA per (worker, model), else the
+model's on any worker, else ``learned.DEFAULT_PREFILL_TOKENS_PER_S``). Scoring (``runtime.fleet.scoring``)
 weighs it with the wait there and with what the prompt's arrival would evict.
 """
 
@@ -33,12 +33,12 @@ from typing import Any
 
 import orjson
 
+from interlock.runtime.learned import PrefillBook
+
 MAX_BLOCKS = 65_536  # index keys, all workers and models together (about 6 MB)
 MIN_PREFIX_CHARS = 256  # shorter prompts: nothing worth routing for (a few ms of prefill at most)
 CHARS_PER_TOKEN = 4.0  # the usual estimate for English text and JSON
-DEFAULT_PREFILL_TOKENS_PER_S = 1_000.0  # before any prompt timing is learned (a small GPU, a fast CPU)
-MIN_PROMPT_TOKENS = 32  # shorter prompt evaluations say more about overhead than speed
-MAX_RATES = 4096
+MAX_CACHES = 4096  # (worker, model) caches modelled, least recently served dropped first
 SIMILARITY = 0.1  # llama-server's slot_prompt_similarity: a prompt this like a slot's reuses that slot
 
 
@@ -88,52 +88,6 @@ def _text(value: Any) -> str:
         return orjson.dumps(value).decode()
     except TypeError:
         return repr(type(value))
-
-
-class PrefillBook:
-    """Learned prompt tokens/s per (endpoint label, model): Ollama's own prompt timings, and the other
-    kinds' answers (``runtime.learned``: llama-server's ``timings``, else usage over the time taken)."""
-
-    def __init__(self, smoothing: float = 0.3) -> None:
-        self.smoothing = smoothing
-        self._rates: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._models: dict[str, float] = {}  # model -> the last learned rate on any worker
-
-    def observe(self, label: str, model: str, final: Mapping[str, Any]) -> None:
-        """Ollama's final message of a finished chat: its prompt tokens and the time they took."""
-        count, duration = final.get("prompt_eval_count"), final.get("prompt_eval_duration")
-        if isinstance(count, bool) or not isinstance(count, int) or not isinstance(duration, int):
-            return
-        if count < MIN_PROMPT_TOKENS or duration <= 0:
-            return
-        self.record(label, model, count / (duration / 1e9))
-
-    def record(self, label: str, model: str, tokens_per_s: float) -> None:
-        key = (label, model)
-        old = self._rates.pop(key, None)
-        rate = tokens_per_s if old is None else self.smoothing * tokens_per_s + (1 - self.smoothing) * old
-        self._rates[key] = rate
-        self._models[model] = rate
-        while len(self._rates) > MAX_RATES:
-            self._rates.popitem(last=False)
-        if len(self._models) > MAX_RATES:
-            del self._models[next(iter(self._models))]
-
-    def learned(self, label: str, model: str) -> float | None:
-        """The rate learned of ``model`` on that endpoint, None before its first sample there."""
-        return self._rates.get((label, model))
-
-    def tokens_per_s(self, label: str, model: str) -> float:
-        rate = self._rates.get((label, model))
-        if rate is None:
-            rate = self._models.get(model, DEFAULT_PREFILL_TOKENS_PER_S)
-        return rate
-
-    def snapshot(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        for (label, model), rate in sorted(self._rates.items()):
-            out.setdefault(label, {})[model] = round(rate, 1)
-        return out
 
 
 class _Cache:
@@ -245,7 +199,7 @@ class PrefixIndex:
         cache = self._caches.pop(key, None)
         if cache is None:
             cache = _Cache()
-            if len(self._caches) >= MAX_RATES:
+            if len(self._caches) >= MAX_CACHES:
                 _, old = self._caches.popitem(last=False)
                 self._blocks -= len(old.held)
         self._caches[key] = cache

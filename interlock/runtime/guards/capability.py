@@ -14,8 +14,7 @@ from typing import Any
 from interlock.runtime.fleet.fit import capabilities_on
 from interlock.runtime.guards import Admission
 from interlock.runtime.guards.misfit import MisfitGuard
-from interlock.runtime.guards.needs import COMPLETION, EMBEDDING
-from interlock.runtime.guards.preflight import Misfit
+from interlock.runtime.guards.preflight import COMPLETION, EMBEDDING, Misfit
 
 log = logging.getLogger("interlock.preflight")
 PLAIN = (COMPLETION, EMBEDDING)

@@ -39,10 +39,10 @@ from typing import Any
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on
 from interlock.runtime.guards import DEFER, Admission
-from interlock.runtime.guards.calibration import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit
+from interlock.runtime.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.metrics import Metrics
 
 log = logging.getLogger("interlock.preflight")
@@ -64,9 +64,9 @@ class ContextGuard(MisfitGuard):
         needs = preflight.needs
         candidate = admission.candidate
         if not candidate.live_facts:  # a window is known only when declared, or named by an upstream
-            facts, key = self.facts, candidate.facts_key
+            windows, key = self.facts.windows, candidate.facts_key
             for route in admission.routes:
-                if route.context_default is not None or facts.window(route.endpoint.label, key):
+                if route.context_default is not None or (windows and (route.endpoint.label, key) in windows):
                     break
             else:  # none known: it fits wherever it goes (as the loop below would find)
                 return None

@@ -67,6 +67,7 @@ from interlock.runtime.state.shared import (
     QUEUE,
     RECLAIM_EVERY_S,
     TAKEN,
+    Cell,
     SharedPool,
     SlotFile,
     supported,
@@ -302,23 +303,21 @@ class _Share:
 
 
 class EmbeddedLease(Lease):
-    """A slot taken in the slot file (``cell``: the worker's and the model's entries there), or handed
-    out by the server (``ident``: its name for it there)."""
+    """A slot taken in the slot file (``cell``: where, in ``file``), or handed out by the server
+    (``ident``: its name for it there)."""
 
-    __slots__ = ("backend", "cell", "file", "ident", "model", "released", "share", "worker")
+    __slots__ = ("backend", "cell", "file", "ident", "model", "released", "share")
 
     def __init__(
         self,
         backend: EmbeddedSlots,
         share: _Share,
-        worker: str,
         model: str,
-        *,
-        ident: int = 0,
-        cell: tuple[int, int] | None = None,
-        file: SlotFile | None = None,
+        ident: int,
+        cell: Cell | None,
+        file: SlotFile | None,
     ) -> None:
-        self.backend, self.share, self.worker, self.model = backend, share, worker, model
+        self.backend, self.share, self.model = backend, share, model
         self.ident, self.cell, self.file = ident, cell, file
         self.released = False
         share.in_use += 1
@@ -335,10 +334,11 @@ class EmbeddedLease(Lease):
             share.per_model[self.model] = left
         else:
             del share.per_model[self.model]
-        if self.cell is None:
+        cell = self.cell
+        if cell is None:
             self.backend._send(["r", self.ident])
-        elif self.file is not None and self.file.give(*self.cell):  # waiters: the server hands it over
-            self.backend._send(["f", self.worker])
+        elif self.file is not None and self.file.give(cell):  # waiters: the server hands it over
+            self.backend._send(["f", cell.worker])
 
 
 class EmbeddedSlots(SlotBackend):
@@ -362,7 +362,7 @@ class EmbeddedSlots(SlotBackend):
         self._file: SlotFile | None = None  # the server's slot file, this process's row in it
         self._opened = False  # tried to open it (once: a row is this process's for its life)
         self._entries: dict[str, int | None] = {}  # configured workers' entries (None: no room)
-        self._cells: dict[tuple[str, str], tuple[int, int] | None] = {}  # (worker, model) entries
+        self._cells: dict[tuple[str, str], Cell | None] = {}  # (worker, model): where in the file
 
     @property
     def degraded(self) -> bool:
@@ -424,9 +424,9 @@ class EmbeddedSlots(SlotBackend):
             except KeyError:
                 cell = self._cell(file, worker, model)
             if cell is not None:
-                taken = file.take(cell[0], cell[1], limit)
+                taken = file.take(cell, limit)
                 if taken == TAKEN:
-                    return EmbeddedLease(self, self._shares[worker], worker, model, cell=cell, file=file)
+                    return EmbeddedLease(self, self._shares[worker], model, 0, cell, file)
                 if not wait and taken != QUEUE:
                     return None  # full; with waiters ahead, the server says (a slot may fit this model)
         if self._writer is None and not await self._reconnect():
@@ -452,19 +452,20 @@ class EmbeddedSlots(SlotBackend):
             share.waiting -= 1
         status = reply[1]
         if status == "ok":
-            return EmbeddedLease(self, share, worker, model, ident=ident)
+            return EmbeddedLease(self, share, model, ident, None, None)
         if status == "no":
             return None
         share.rejected += 1
         raise SlotUnavailable(str(reply[3]), retry_after=int(reply[2]))
 
-    def _cell(self, file: SlotFile, worker: str, model: str) -> tuple[int, int] | None:
-        """The file's entries for ``model`` on ``worker`` (added if new); None: the server's to count."""
+    def _cell(self, file: SlotFile, worker: str, model: str) -> Cell | None:
+        """Where ``model``'s slots on ``worker`` are in the file (entries added if new); None: the
+        server's to count."""
         if worker not in self._entries:  # not configured: asked of the server, which says so
             return None
         pool = self._entries[worker]
         index = file.model(pool, model) if pool is not None else None
-        cell = (pool, index) if pool is not None and index is not None else None
+        cell = file.cell(worker, pool, index) if pool is not None and index is not None else None
         if pool is not None and index is None:
             log.warning("slot file: no room for model %s on %s: its slots go by the socket", model, worker)
         self._cells[(worker, model)] = cell

@@ -12,8 +12,14 @@ Invariants (what makes a count that several processes write trustworthy):
   leaves its row as it was: each store is one aligned 8-byte write, so the row is never half-written.
 - **Check and take are one step**: under the worker's lock (an open-file-description lock,
   ``F_OFD_SETLKW``, on one byte named by the worker's index), so no two processes both take the last
-  slot. Giving back takes the lock too, so a release never misses a waiter that joined meanwhile (the
-  server publishes its queue's length under the same lock; a release that sees waiters tells it).
+  slot. **Giving back takes no lock**: the process lowers its own row and reads the worker's queue
+  length. A count that is falling can only be read too high, so a check that reads it meanwhile
+  refuses at worst (its request queues with the server), never admits past the limit.
+- **A waiter is never left beside a free slot**: the server publishes its queue's length before it
+  looks at the counts, and a give lowers its row before it reads that length, so the give tells the
+  server (it saw the waiter) or the server's look sees the slot free. The two take no lock in common,
+  so a processor may let each read before the other's write lands: while anyone waits, the server
+  looks again every ``RECHECK_S``, which catches such a slot.
 - **A dead process's slots come back**: a row is owned by an OFD lock on its own byte, which the kernel
   drops when the process dies (however it dies: no robust-mutex dance, no lease to time out). The
   server finds such rows (when a worker's connection ends, and every ``RECLAIM_EVERY_S``) by taking
@@ -48,6 +54,7 @@ MODELS = 4096  # (worker, model) pairs
 ENTRY = 16  # cells: a worker's: length, max_concurrent, waiting, the name; a model's: length, worker, name
 MAGIC, VERSION = 0x534C4F54, 1  # "SLOT"
 RECLAIM_EVERY_S = 1.0  # the server's look for rows of dead processes (also when a connection ends)
+RECHECK_S = 0.01  # the server's look for slots given back, while its queue has waiters
 
 TAKEN, FULL, QUEUE = 1, 0, -1  # ``take``: a slot held; none free; waiters are ahead (ask the server)
 
@@ -84,6 +91,23 @@ _MODELS = _Directory(_MODEL_DIR, 2, MODELS, 6, 1)
 
 def _flock(kind: int, byte: int) -> bytes:
     return struct.pack(_FLOCK, kind, os.SEEK_SET, byte, 1, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """Where one process takes and gives back one model's slots on one worker: the worker's lock, its
+    entry's cells (``max_concurrent``, the queue's length), the worker's and the model's columns of
+    counts, and this process's own cells in them. Settled once per pair (``SlotFile.cell``)."""
+
+    worker: str
+    lock: bytes
+    unlock: bytes
+    bound: int
+    waiting: int
+    at: int
+    on: int
+    mine: int
+    mine_on: int
 
 
 def supported() -> bool:
@@ -207,43 +231,45 @@ class SlotFile:
 
     # -- counts -------------------------------------------------------------------------------------
 
+    def cell(self, worker: str, pool: int, model: int) -> Cell:
+        """Model entry ``model`` on worker entry ``pool`` (named ``worker``), for ``take`` and ``give``."""
+        entry, at, on = _POOL_DIR + pool * ENTRY, _COUNTS + pool, _COUNTS + POOLS + model
+        mine = self.row * _STRIDE
+        return Cell(
+            worker, self._lock[pool], self._unlock[pool], entry + 1, entry + 2, at, on, at + mine, on + mine
+        )
+
     def bound(self, pool: int, max_concurrent: int) -> None:
         """Worker ``pool``'s ``max_concurrent`` (the latest plan's: whoever configures last)."""
         self.cells[_POOL_DIR + pool * ENTRY + 1] = max_concurrent
 
-    def take(self, pool: int, model: int, limit: int) -> int:
-        """``TAKEN`` (one of worker ``pool``'s slots for ``model``, under ``limit``, is now this
-        process's), ``FULL``, or ``QUEUE`` (its queue has waiters: the server decides)."""
+    def take(self, cell: Cell, limit: int) -> int:
+        """``TAKEN`` (one of the worker's slots for the model, under ``limit``, is now this process's),
+        ``FULL``, or ``QUEUE`` (its queue has waiters: the server decides)."""
         cells, fd = self.cells, self.fd
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, self._lock[pool])
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, cell.lock)
         try:
-            entry = _POOL_DIR + pool * ENTRY
-            if cells[entry + 2]:
+            if cells[cell.waiting]:
                 return QUEUE
-            at, on = _COUNTS + pool, _COUNTS + POOLS + model
+            at, on = cell.at, cell.on
             end = at + cells[_HIGH] * _STRIDE
-            if sum(cells[at:end:_STRIDE]) >= cells[entry + 1] or sum(cells[on:end:_STRIDE]) >= limit:
+            if sum(cells[at:end:_STRIDE]) >= cells[cell.bound] or sum(cells[on:end:_STRIDE]) >= limit:
                 return FULL
-            mine = self.row * _STRIDE
-            cells[at + mine] += 1
-            cells[on + mine] += 1
+            cells[cell.mine] += 1
+            cells[cell.mine_on] += 1
             return TAKEN
         finally:
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, self._unlock[pool])
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, cell.unlock)
 
-    def give(self, pool: int, model: int) -> bool:
-        """Give back a slot ``take`` took; True when the worker's queue has waiters (tell the server)."""
+    def give(self, cell: Cell) -> bool:
+        """Give back a slot ``take`` took (no lock: this row is this process's alone); True when the
+        worker's queue has waiters (tell the server)."""
         if self.closed:  # the row is the server's to zero now
             return False
-        cells, fd = self.cells, self.fd
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, self._lock[pool])
-        try:
-            mine = _COUNTS + self.row * _STRIDE
-            cells[mine + pool] -= 1
-            cells[mine + POOLS + model] -= 1
-            return cells[_POOL_DIR + pool * ENTRY + 2] > 0
-        finally:
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, self._unlock[pool])
+        cells = self.cells
+        cells[cell.mine] -= 1
+        cells[cell.mine_on] -= 1
+        return cells[cell.waiting] > 0
 
     def in_use(self, pool: int) -> int:
         """Worker ``pool``'s slots held, every process's together."""
@@ -335,6 +361,7 @@ class SharedPool(SlotPool):
     index: int | None = None  # the worker's entry in ``shared``
     cells: dict[str, int | None] = field(default_factory=dict)  # model entries (None: counted here only)
     depth: int = 0  # ``_held`` nesting: the lock is taken once, let go (queue length published) once
+    watch: asyncio.TimerHandle | None = None  # the next look for slots given back, while waiters wait
 
     def __post_init__(self) -> None:
         if self.shared is not None:
@@ -371,10 +398,27 @@ class SharedPool(SlotPool):
             return super().try_acquire(model, limit)
 
     def _join(self, model: str, limit: int, turn: Turn) -> tuple[Waiter, asyncio.TimerHandle]:
-        with self._held():  # published before the lock goes: a release from now on tells the server
+        with self._held():
             joined = super()._join(model, limit, turn)
+            self._publish()  # before the counts are read: a give from now on tells the server
             self._wake()  # a slot given back between try_acquire and now (it could not tell us)
+            self._watch()
             return joined
+
+    def _watch(self) -> None:
+        """While waiters wait, look again in ``RECHECK_S`` for a slot whose give read the queue's
+        length before this process's store of it landed (and whose own store this look missed)."""
+        if self.watch is None and self.waiters and self.index is not None:
+            self.watch = asyncio.get_running_loop().call_later(RECHECK_S, self._look)
+
+    def _look(self) -> None:
+        self.watch = None
+        self.wake()
+        self._watch()
+
+    def _publish(self) -> None:
+        if self.shared is not None and self.index is not None:
+            self.shared.publish(self.index, len(self.waiters))
 
     def _fits(self, model: str, limit: int) -> bool:
         shared, index = self.shared, self.index
@@ -422,5 +466,5 @@ class SharedPool(SlotPool):
         finally:
             self.depth -= 1
             if not self.depth:
-                shared.publish(index, len(self.waiters))
+                self._publish()
                 shared.unlock(index)

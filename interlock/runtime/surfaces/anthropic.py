@@ -36,11 +36,10 @@ from interlock.runtime.asgi import (
     Receive,
     Scope,
     Send,
-    parse_object,
-    read_body,
+    read_object,
     send_json,
 )
-from interlock.runtime.guards.needs import needs_of
+from interlock.runtime.guards.preflight import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.surfaces.base import (
     Failure,
@@ -86,7 +85,7 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
     plan = services.plan
     headers = [plan.plan_header]
     try:
-        body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
+        body = await read_object(scope, receive, plan.server.max_body_bytes)
         caller = caller_of(scope)
         caller.check(resolve(plan, check_model(body), caller).label)
         internal, _, _ = wire.internal_request(body, counting=True)

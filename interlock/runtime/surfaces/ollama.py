@@ -31,8 +31,7 @@ from interlock.runtime.asgi import (
     Scope,
     Send,
     json_type,
-    parse_object,
-    read_body,
+    read_object,
     send_json,
 )
 from interlock.runtime.errors import GatewayError, InvalidRequest, shown
@@ -349,7 +348,7 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
     plan = services.plan
     headers = [plan.plan_header]
     try:
-        body = parse_object(await read_body(scope, receive, plan.server.max_body_bytes))
+        body = await read_object(scope, receive, plan.server.max_body_bytes)
         name = body.get("model") or body.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequest("`model` must be a non-empty string")

@@ -75,23 +75,24 @@ class Counter(Protocol):
     def inc(self, amount: float = 1.0) -> None: ...
 
 
-class Tally:
-    """A counter of the client's own, when no metrics are given."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0.0
-
-    def inc(self, amount: float = 1.0) -> None:
-        self.value += amount
-
-
 class Pool:
     """One provider's connections to one scheme://host:port: the idle ones (most recently used last)
     and how to open more."""
 
-    __slots__ = ("client", "dead", "fixed", "host", "idle", "key", "label", "port", "resent", "sent", "ssl")
+    __slots__ = (
+        "client",
+        "counted",
+        "dead",
+        "fixed",
+        "host",
+        "idle",
+        "key",
+        "label",
+        "port",
+        "resent",
+        "sent",
+        "ssl",
+    )
 
     def __init__(
         self,
@@ -109,7 +110,8 @@ class Pool:
         self.ssl = tls
         self.idle: list[Connection] = []
         self.dead = 0  # connections in ``idle`` that the upstream closed meanwhile (skipped when met)
-        self.resent = client.count_resends(label)
+        self.resent = 0  # requests sent again (not a byte had gone out on the first connection)
+        self.counted = client.count_resends(label)  # and the gateway's counter of them, if given
         # Idempotency-Key: a random prefix of this pool's own (nothing of a credential, nothing shared
         # with another provider's pool) and a count of its POSTs; None for a kind that does not send it
         self.key = f"{secrets.token_hex(8)}-".encode() if idempotency_key else None
@@ -178,13 +180,14 @@ class UpstreamClient:
         keepalive_s: float,
         ssl_context: ssl.SSLContext | None,
         resends: Callable[[str], Counter] | None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        self.loop = loop  # the loop it was made on (its connections are that loop's), None made outside one
         self.max_connections = max_connections
         self.keepalive_s = keepalive_s
         self.closed = False
         self._ssl = ssl_context
         self._resends = resends
-        self._tallies: dict[str, Tally] = {}  # resends by pool, when no metrics were given
         self._pools: dict[tuple[str, str, int, str], Pool] = {}  # (scheme, host, port, label) -> pool
         self._bases: dict[str, dict[str, tuple[Pool, str]]] = {}  # label -> base URL -> pool, path prefix
         self._heads: dict[tuple[str, str, str, str], tuple[Pool, bytes]] = {}  # (label, URL, method, path)
@@ -204,23 +207,31 @@ class UpstreamClient:
         """A client keeping up to ``max_connections`` connections (all pools together) open; TLS with
         ``ssl_context`` (default: the system's trusted CAs, host names checked); ``resends``: a pool's
         label -> the counter of its resends (the gateway's ``interlock_upstream_resends_total``)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         return cls(
             max_connections=max_connections,
             keepalive_s=keepalive_s,
             ssl_context=ssl_context,
             resends=resends,
+            loop=loop,
         )
 
-    def count_resends(self, label: str) -> Counter:
-        """The counter of a pool's resends: the metrics' child, or a tally of the client's own."""
-        if self._resends is not None:
-            return self._resends(label)
-        return self._tallies.setdefault(label, Tally())
+    def time(self) -> float:
+        """The loop's time, read without ``asyncio.get_running_loop`` (a ``getpid`` system call on 3.11)
+        when the client was made on the running loop."""
+        loop = self.loop
+        return (loop if loop is not None else asyncio.get_running_loop()).time()
 
-    def resent(self, label: str) -> float:
-        """Resends of the pool ``label`` counted by the client itself (no metrics given)."""
-        tally = self._tallies.get(label)
-        return tally.value if tally is not None else 0.0
+    def count_resends(self, label: str) -> Counter | None:
+        """The gateway's counter of a pool's resends (its metrics' child), or None when none was given."""
+        return self._resends(label) if self._resends is not None else None
+
+    def resent(self, label: str) -> int:
+        """Resends of the pool ``label``, all its origins together, as its pools counted them."""
+        return sum(pool.resent for key, pool in self._pools.items() if key[3] == label)
 
     @property
     def waiting(self) -> int:
@@ -279,7 +290,7 @@ class UpstreamClient:
         else:
             parts.append(b"\r\n")
         head = b"".join(parts)
-        conn = target.take(asyncio.get_running_loop().time() if now is None else now, self._poller)
+        conn = target.take(self.time() if now is None else now, self._poller)
         if conn is None:
             conn = await self._connect(target, connect_s, first_byte_at)
         resend = True
@@ -296,7 +307,9 @@ class UpstreamClient:
                 response.close()
                 raise
             resend = False
-            target.resent.inc()  # not a byte went out: once more, on a fresh connection
+            target.resent += 1  # not a byte went out: once more, on a fresh connection
+            if target.counted is not None:
+                target.counted.inc()
             conn = await self._connect(target, connect_s, first_byte_at)
 
     def _head(

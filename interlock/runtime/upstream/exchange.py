@@ -21,15 +21,13 @@ an endless body or line costs at most that much memory, never the gateway.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-import orjson
-
+from interlock.runtime.asgi import json_object
 from interlock.runtime.errors import (
     FirstByteTimeout,
     MalformedResponse,
@@ -102,21 +100,6 @@ def _mapped(exc: BaseException, endpoint: Endpoint) -> UpstreamError:
     return map_exception(exc)
 
 
-async def _read_body(response: Response, cap: int) -> bytes:
-    """The whole answer, or ProtocolFailure (connection dropped) once it is past ``cap`` bytes."""
-    declared = response.content_length
-    if declared is not None and declared > cap:
-        response.close()
-        raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
-    try:
-        data = await response.read_all(cap)
-    except BaseException:
-        response.close()
-        raise
-    response.release()
-    return data
-
-
 def _line_too_long(cap: int) -> ProtocolFailure:
     return ProtocolFailure(f"stream line is over the {cap}-byte limit")
 
@@ -130,7 +113,7 @@ async def _start(
 ) -> Response:
     """Send the request to ``path`` under the endpoint's URL, its deadlines counted from now; return a
     2xx response or raise the mapped error for any other status."""
-    now = asyncio.get_running_loop().time()
+    now = client.time()
     total_at = now + endpoint.total_s
     first_byte_at = min(now + endpoint.first_byte_s, total_at)
     lines = endpoint.lines  # None: a header that cannot be sent, which the client refuses by name
@@ -170,28 +153,34 @@ def probe_endpoint(endpoint: Endpoint, timeout_s: float) -> Endpoint:
     )
 
 
-def parse_json(data: bytes) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedResponse("response is not valid JSON") from exc
-
-
 async def request_json(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
-) -> Any:
-    """A non-streaming exchange: the parsed JSON of a 2xx answer."""
-    return parse_json(await request_bytes(client, endpoint, method, path, payload))
+) -> dict[str, Any]:
+    """A non-streaming exchange: the JSON object a 2xx answer must be (else ``MalformedResponse``)."""
+    return json_object(
+        await request_bytes(client, endpoint, method, path, payload), MalformedResponse, "response"
+    )
 
 
 async def request_bytes(
     client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
-    """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say)."""
+    """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say); past
+    ``endpoint.max_body_bytes`` a ProtocolFailure (the connection dropped)."""
     try:
         response = await _start(client, endpoint, method, path, payload)
         response.answered()
-        data = await _read_body(response, endpoint.max_body_bytes)
+        cap = endpoint.max_body_bytes
+        declared = response.content_length
+        if declared is not None and declared > cap:
+            response.close()
+            raise ProtocolFailure(f"answer of {declared} bytes is over the {cap}-byte limit")
+        try:
+            data = await response.read_all(cap)
+        except BaseException:
+            response.close()
+            raise
+        response.release()
     except UpstreamError:
         raise
     except CLIENT_EXCEPTIONS as exc:

@@ -6,12 +6,19 @@ once its headers are parsed; its body is read with ``read`` (what has arrived, `
 ``take``, the same without the wait, and ``arrival``) or ``read_all``, or taken as it arrives by a
 ``sink`` (a stream's relay, in the read callback), then ``release`` returns the connection to the pool
 (or, when the body is not over yet, lets the connection discard the rest in the background and return
-then) and ``close`` drops it. The answer's headers are kept as they came (``raw_headers``; only the
-framing ones are read here; ``headers``, the dict, is built when asked for).
+then) and ``close`` drops it. The answer's head is kept as it came (the bytes httptools validated: CRLF
+line ends, no folding, no space before a colon); the framing headers are found in it with a few byte
+searches, and the other headers are split out only when asked for (``raw_headers``, ``headers``: an
+error's answer), so no parser callback runs per header.
 
-Deadlines are one timer per exchange (``loop.call_at``), never a task or an ``asyncio.timeout``: the
-first-byte deadline until the caller calls ``answered()``, then the total one. When one fires, the
-connection is dropped and the next read raises ``Timeout`` with the phase it was in.
+Deadlines are one timer per connection (``loop.call_at``), never a task or an ``asyncio.timeout``: the
+exchange's first-byte deadline until the caller calls ``answered()``, then the total one. The timer is
+moved lazily, as the client connections' own (serving/connections.py): a later exchange's deadline
+leaves an earlier timer armed, and the timer, when it fires for a deadline that is no longer the one in
+force, re-arms itself for it; an exchange's deadline is always met at the moment a timer of its own
+would have fired, and a kept-alive connection schedules a timer about once per deadline's length, not
+once per request. When a deadline passes, the connection is dropped and the next read raises
+``Timeout`` with the phase it was in.
 
 Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``BadResponse``; the body is read with back-pressure
 (the transport stops reading past ``HIGH_WATER`` bytes not yet read), so a fast upstream and a slow
@@ -49,7 +56,6 @@ FIRST_BYTE = "first_byte"
 TOTAL = "total"
 _TOTAL_ARMED = "total, armed"
 _NO_BODY = (204, 304)
-_FRAMING_LENGTHS = (len(b"content-length"), len(b"transfer-encoding"), len(b"content-encoding"))
 
 
 class HTTPError(Exception):
@@ -155,6 +161,22 @@ def lost_error(exc: Exception | None) -> HTTPError:
     return Lost("connection failed mid-exchange")
 
 
+def _value(low: bytes, key: bytes) -> bytes | None:
+    """The value of the header ``key`` (CR LF, the name, a colon) in ``low`` (the head lowercased), None
+    without one; a repeated one's values joined with ``", "``; each as httptools gives it (leading
+    blanks dropped). (``partition`` only: ``bytes.find`` parses its arguments the slow way, and ``in``
+    tries the needle as an integer first, formatting a TypeError each time.)"""
+    _, found, rest = low.partition(key)
+    values = []
+    while found:
+        value, end, rest = rest.partition(b"\r\n")
+        values.append(value.lstrip(b" \t"))
+        _, found, rest = (end + rest).partition(key)  # (the line's CR LF starts the next one)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else b", ".join(values)
+
+
 class Connection(asyncio.Protocol):
     """One keep-alive connection to one origin; ``response`` is the exchange in flight (or draining)."""
 
@@ -168,6 +190,8 @@ class Connection(asyncio.Protocol):
         "parser",
         "pooled",
         "response",
+        "timer",
+        "timer_at",
         "transport",
     )
 
@@ -184,6 +208,8 @@ class Connection(asyncio.Protocol):
         self.pooled = False  # in its pool's idle list
         self.idle_since = 0.0
         self.fd = -1
+        self.timer: asyncio.TimerHandle | None = None  # fires by the exchange's deadline (``arm``)
+        self.timer_at = 0.0  # the deadline it was armed for
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport
@@ -220,12 +246,34 @@ class Connection(asyncio.Protocol):
             response.fail(NotSent("connection reset"))
         return response
 
+    def arm(self, deadline: float) -> None:
+        """Make sure the timer fires by ``deadline`` (a timer armed for an earlier one is kept)."""
+        timer = self.timer
+        if timer is not None:
+            if self.timer_at <= deadline:
+                return
+            timer.cancel()
+        self.timer_at = deadline
+        self.timer = self.loop.call_at(deadline, self._fired)
+
+    def _fired(self) -> None:
+        self.timer = None
+        response = self.response
+        if response is None or response._draining:  # idle, or a released body on its own timer
+            return
+        if response._deadline != self.timer_at:  # armed for an earlier exchange: wait for this one's
+            self.arm(response._deadline)
+            return
+        response._expire()
+
     def data_received(self, data: bytes) -> None:
         response = self.response
         if response is None:  # bytes while idle: the upstream is confused; this connection is done
             self.abort()
             return
         response.received = True
+        if not response.headed:  # the head's bytes, read by on_headers_complete
+            response.unparsed = response.unparsed + data if response.unparsed else data
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
@@ -239,10 +287,8 @@ class Connection(asyncio.Protocol):
             else:
                 response.fail(BadResponse("broken HTTP response"))
             return
-        if not response.headed:  # the bytes so far (httptools holds a partial header line meanwhile)
-            response.head_read += len(data)
-            if response.head_read > MAX_HEAD_BYTES:
-                response.fail(HeadTooLarge("response head too large"))
+        if not response.headed and len(response.unparsed) > MAX_HEAD_BYTES:  # (a partial head line too)
+            response.fail(HeadTooLarge("response head too large"))
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -251,39 +297,31 @@ class Connection(asyncio.Protocol):
             self.abort()
             raise httptools.HttpParserCallbackError("unasked-for response")  # stop parsing
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        response = self.response
-        if response is not None:  # kept as they came: only an error's answer reads them (``headers``)
-            response.head_bytes += len(name) + len(value) + 4
-            response.raw_headers.append((name, value))
-
     def on_headers_complete(self) -> None:
         response = self.response
         if response is None:
             return
+        read = response.unparsed
+        end = read.find(b"\r\n\r\n")  # httptools found the head's end: the first blank line
         status = self.parser.get_status_code()
         if status < 200:  # an interim answer (100 Continue): its message ends; the real one follows
-            response.raw_headers = []
+            response.unparsed = read[end + 4 :]  # (an interim answer has no body)
             response.interim = True
             return
-        if response.head_bytes > MAX_HEAD_BYTES:
+        if end > MAX_HEAD_BYTES:
             response.fail(HeadTooLarge("response head too large"))
             raise httptools.HttpParserCallbackError("head too large")  # stop parsing
+        head = response.raw_head = read[:end]
+        response.unparsed = b""
         response.status = status
         response.keep_alive = self.parser.should_keep_alive()
-        length = chunked = encoding = None
-        for name, value in response.raw_headers:  # only the framing's: no dict of them all
-            if len(name) in _FRAMING_LENGTHS:
-                key = name.lower()
-                if key == b"content-length":
-                    length = value if length is None else b"%b, %b" % (length, value)
-                elif key == b"transfer-encoding":
-                    chunked = value
-                elif key == b"content-encoding":
-                    encoding = value if encoding is None else b"%b, %b" % (encoding, value)
+        low = head.lower()  # only the framing headers are read: no list or dict of them all
+        length = _value(low, b"\r\ncontent-length:")
+        encoding = _value(low, b"\r\ncontent-encoding:")
+        chunked = low.partition(b"\r\ntransfer-encoding:")[1]
         if length is not None and length.isdigit():
             response.content_length = int(length)
-        response.open_ended = length is None and chunked is None and status not in _NO_BODY
+        response.open_ended = length is None and not chunked and status not in _NO_BODY
         if encoding is not None and encoding.strip().lower() not in (b"", b"identity"):
             response.fail(UnsupportedEncoding("compressed response"))
             raise httptools.HttpParserCallbackError("compressed")  # stop parsing
@@ -321,6 +359,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         response, self.response = self.response, None
         self.on_lost(self)
         if response is not None:
@@ -341,6 +382,7 @@ class Response:
     __slots__ = (
         "_buffer",
         "_buffered",
+        "_deadline",
         "_draining",
         "_error",
         "_loop",
@@ -352,22 +394,22 @@ class Response:
         "conn",
         "content_length",
         "done",
-        "head_bytes",
-        "head_read",
         "headed",
         "interim",
         "keep_alive",
         "open_ended",
-        "raw_headers",
+        "raw_head",
         "received",
         "sink",
         "status",
+        "unparsed",
     )
 
     def __init__(self, conn: Connection, first_byte_at: float, total_at: float) -> None:
         self.conn: Connection | None = conn
         self.status = 0
-        self.raw_headers: list[tuple[bytes, bytes]] = []  # as they came; ``headers`` reads them
+        self.raw_head = b""  # the status line and headers as they came (no blank line); ``headers`` reads it
+        self.unparsed = b""  # what arrived while the head was not complete (on_headers_complete reads it)
         self.content_length: int | None = None
         self.keep_alive = False
         self.open_ended = False  # no length and not chunked: the body ends when the connection does
@@ -378,8 +420,6 @@ class Response:
         self.headed = False
         self.interim = False
         self.done = False  # the whole message has arrived
-        self.head_bytes = 0  # the headers parsed (names, values, separators)
-        self.head_read = 0  # bytes read while the head was not complete
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._paused = False
@@ -388,8 +428,19 @@ class Response:
         self._waiter: asyncio.Future[None] | None = None
         self._total_at = total_at
         self._phase = FIRST_BYTE
-        self._loop = loop = conn.loop
-        self._timer: asyncio.TimerHandle | None = loop.call_at(first_byte_at, self._expire)
+        self._loop = conn.loop
+        self._timer: asyncio.TimerHandle | None = None  # a released body's drain (deadlines: conn.arm)
+        self._deadline = first_byte_at  # the deadline in force: the connection's timer reads it
+        conn.arm(first_byte_at)
+
+    @property
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        """The headers as they came: names as sent, values less leading blanks (what httptools says)."""
+        pairs = []
+        for line in self.raw_head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            pairs.append((name, value.lstrip(b" \t")))
+        return pairs
 
     @property
     def headers(self) -> dict[str, str]:
@@ -410,8 +461,8 @@ class Response:
             await self.arrival()
 
     def answered(self) -> None:
-        """The first-byte phase is over: from now on only the total deadline counts (its timer is armed
-        when the first-byte one would have fired, so an exchange that ends before costs one timer)."""
+        """The first-byte phase is over: from now on only the total deadline counts (the timer is moved
+        to it when the first-byte one would have fired, so an exchange that ends before moves no timer)."""
         if self._phase == FIRST_BYTE:
             self._phase = TOTAL
 
@@ -587,13 +638,14 @@ class Response:
             conn.transport.resume_reading()
 
     def _expire(self) -> None:
-        self._timer = None
+        """The deadline in force has passed (the connection's timer says so)."""
         phase = self._phase
-        if phase == TOTAL:  # the first-byte deadline, after ``answered()``: arm the total one
+        conn = self.conn
+        if phase == TOTAL and conn is not None:  # the first-byte deadline, after ``answered()``: the total
             self._phase = _TOTAL_ARMED
-            loop = self._loop
-            if self._total_at > loop.time():
-                self._timer = loop.call_at(self._total_at, self._expire)
+            if self._total_at > self._loop.time():
+                self._deadline = self._total_at
+                conn.arm(self._total_at)
                 return
         self._buffer = []  # what arrived is not read past the deadline
         self._buffered = 0

@@ -84,7 +84,7 @@ class OllamaAdapter(Adapter):
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)
         answer = await request_json(self._client, probe, "GET", "/api/tags", None)
-        if not isinstance(answer, dict) or not isinstance(answer.get("models"), list):
+        if not isinstance(answer.get("models"), list):
             raise MalformedResponse("/api/tags has no model list")
 
     async def metadata(self, endpoint: Endpoint, path: str, model: str | None, timeout_s: float) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import ContextOverflow, MalformedResponse, ProtocolFailure, UpstreamError
+from interlock.runtime.errors import ContextOverflow, ProtocolFailure, UpstreamError
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream
@@ -102,9 +102,7 @@ class OpenAIAdapter(Adapter):
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)
-        answer = await request_json(self._client, probe, "GET", "/models", None)
-        if not isinstance(answer, dict):
-            raise MalformedResponse("model list is not a JSON object")
+        await request_json(self._client, probe, "GET", "/models", None)  # a JSON object, else refused
 
     async def signal(self, endpoint: Endpoint, path: str, timeout_s: float) -> bytes:
         """The body of ``GET <server root><path>`` (``/metrics``, llama.cpp's ``/slots``): the root is the

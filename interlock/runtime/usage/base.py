@@ -54,6 +54,8 @@ class Store(abc.ABC):
     """Where debits are persisted. Used by one writer task at a time (no call overlaps another)."""
 
     shown: str  # the store as logs and errors name it: no password
+    shared: ClassVar[bool] = True
+    """Other processes may add to it (workers, replicas): the ledger reads its sums back periodically."""
 
     @property
     def kind(self) -> str:

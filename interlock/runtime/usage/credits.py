@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
-from interlock.runtime.guards.needs import Needs
+from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.counters import CallerCounters, Claim, Held
 from interlock.runtime.tables import Target

@@ -1,20 +1,29 @@
 """Balances in memory, debits persisted in batches by one writer task: the request path never waits.
 
 Invariants:
-- ``debit`` and ``spent`` are plain dictionary work (no I/O, no await): a request checks its balance and
+- ``debit`` and ``spent`` are plain in-memory work (no I/O, no await): a request checks its balance and
   is debited in memory; the writer task hands the debits gathered since its last flush to the store.
-- A flush happens every ``flush_s`` seconds, or as soon as ``flush_debits`` debits are waiting,
-  whichever comes first; each flush is one transaction. **The crash window**: a process killed outright
-  (SIGKILL, OOM) loses the debits not yet committed, which is at most the last ``flush_s`` seconds of
-  them (and fewer than ``flush_debits``), plus the ones in a commit that had not finished. A clean stop
-  (SIGTERM, SIGINT) flushes everything first.
+- A debit is one append to a list (``_debits``, of the current day); the first reader after it
+  (``spent``, ``tenant_spent``, a flush, a refresh, a new day) folds the list into the day's rows and
+  the balances first, summing the debits of one (account, model) before touching the three tables.
+  So every read sees every debit made before it, as if each had been added at once, and a request
+  pays for no update of a balance nobody reads before the writer's next round. The list never holds
+  more than ``flush_debits`` (the debit that reaches it folds, as when the writer backs off), so the
+  memory held while the store is down is one tally per row, not per debit.
+- A flush happens ``flush_s`` seconds after the first debit it commits, or as soon as ``flush_debits``
+  debits are waiting, whichever comes first; each flush is one transaction. The writer sleeps while
+  no debit waits (an idle gateway's writer wakes only to refresh, below). **The crash window**: a
+  process killed outright (SIGKILL, OOM) loses the debits not yet committed, which is at most the last
+  ``flush_s`` seconds of them (and fewer than ``flush_debits``), plus the ones in a commit that had not
+  finished. A clean stop (SIGTERM, SIGINT) flushes everything first.
 - A flush that fails keeps its debits for the next one (logged once per failing streak, counted), and
   the writer backs off: the next try is ``flush_s`` later, then twice as long after each failure, at most
   ``MAX_BACKOFF_S`` (a full batch does not wake it sooner), so a store that is down is not retried on
   every debit.
 - Every ``refresh_s`` seconds the writer reads the window's sums back from the store and adds the debits
   it has not persisted yet: so the balances include other replicas' (PostgreSQL) or other workers'
-  (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late.
+  (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late. A store no other process
+  writes (``Store.shared`` false: ``memory:``) is never read back.
 - Balances cover the budget window, the calendar month in UTC: at the first debit of a new month they
   start again from zero. Rows are per day, so ``interlock usage --since`` works by day.
 """
@@ -26,14 +35,16 @@ import calendar
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from interlock.runtime.usage.base import Account, RowKey, Store, Tally, UsageStoreError
 
 log = logging.getLogger("interlock.usage")
 
 Clock = Callable[[], float]
+K = TypeVar("K", bound=Hashable)
 
 ZERO = Tally()  # returned for an account with no debits: read only
 
@@ -70,11 +81,13 @@ class Ledger:
     def __init__(self, store: Store, settings: LedgerSettings | None = None, *, wall: Clock = time.time):
         self.store = store
         self.settings = settings or LedgerSettings()
+        self._batch = self.settings.flush_debits
         self._wall = wall
         self._spent: dict[Account, Tally] = {}
         self._tenants: dict[str, Tally] = {}
         self._pending: dict[RowKey, Tally] = {}
-        self._pending_debits = 0
+        self._debits: list[tuple[Account, str, Tally]] = []  # not folded yet: (account, model, usage)
+        self._pending_debits = 0  # folded or not
         self._day = ""
         self._day_ends = 0.0
         self.window = ""  # the first day of the current budget window
@@ -82,6 +95,7 @@ class Ledger:
         self.failures = 0  # flushes and refreshes that failed
         self.last_error: str | None = None
         self._full = asyncio.Event()
+        self._flushing = asyncio.Lock()  # one commit at a time (see flush)
         self._retry_at: float | None = None  # wall clock; None: no failing streak, flush when due
         self._streak = 0  # failures in a row
         self._closing = False
@@ -92,42 +106,52 @@ class Ledger:
 
     def spent(self, account: Account) -> Tally:
         """What ``account`` (tenant, key id) used in the current window (read only)."""
+        if self._debits:
+            self._fold()
         return self._spent.get(account, ZERO)
 
     def tenant_spent(self, tenant: str) -> Tally:
         """What every key of ``tenant`` used in the current window together (read only)."""
+        if self._debits:
+            self._fold()
         return self._tenants.get(tenant, ZERO)
 
     def debit(self, account: Account, model: str, usage: Tally) -> None:
-        """Count one request's ``usage`` (``requests`` set to 1 by the caller) against ``account``."""
+        """Count one request's ``usage`` (``requests`` set to 1 by the caller) against ``account``: one
+        append, folded by the next reader (the ledger keeps ``usage`` unchanged: it copies on folding)."""
         now = self._wall()
-        if now >= self._day_ends:
+        if now >= self._day_ends:  # the debits so far belong to the day that ended
+            self._fold()
             self._roll(now)
-        tenant, key_id = account
-        row = (self._day, tenant, key_id, model)
-        pending = self._pending.get(row)
-        if pending is None:
-            self._pending[row] = usage.copy()
-        else:
-            pending.add(usage)
-        spent = self._spent.get(account)
-        if spent is None:
-            self._spent[account] = usage.copy()
-        else:
-            spent.add(usage)
-        total = self._tenants.get(tenant)
-        if total is None:
-            self._tenants[tenant] = usage.copy()
-        else:
-            total.add(usage)
-        self._pending_debits += 1
-        if self._pending_debits >= self.settings.flush_debits and (
-            self._retry_at is None or now >= self._retry_at
-        ):
+        self._debits.append((account, model, usage))
+        waiting = self._pending_debits = self._pending_debits + 1
+        if waiting >= self._batch:
+            if len(self._debits) >= self._batch:  # the writer backs off: hold rows, not debits
+                self._fold()
+            if self._retry_at is None or now >= self._retry_at:
+                self._full.set()
+        elif waiting == 1:  # the writer sleeps while nothing waits: its flush is due in flush_s
             self._full.set()
 
+    def _fold(self) -> None:
+        """The debits appended since the last fold, into the day's rows and the window's balances."""
+        debits, self._debits = self._debits, []
+        summed: dict[tuple[Account, str], Tally] = {}
+        for account, model, usage in debits:
+            got = summed.get((account, model))
+            if got is None:
+                summed[account, model] = usage.copy()
+            else:
+                got.add(usage)
+        day = self._day
+        for (account, model), usage in summed.items():
+            tenant, key_id = account
+            _added(self._pending, (day, tenant, key_id, model), usage)
+            _added(self._spent, account, usage)
+            _added(self._tenants, tenant, usage)
+
     def _roll(self, now: float) -> None:
-        """A new day: its row key; a new month: balances start again from zero."""
+        """A new day: its row key; a new month: balances start again from zero (the caller folded)."""
         day = day_of(now)
         year, month, mday = (int(part) for part in day.split("-"))
         self._day = day
@@ -151,6 +175,7 @@ class Ledger:
         await self.store.open()
         await self.refresh(strict=True)
         self._full = asyncio.Event()  # this event loop's
+        self._flushing = asyncio.Lock()
         self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-usage")
 
@@ -168,26 +193,45 @@ class Ledger:
 
     async def _run(self) -> None:
         settings = self.settings
+        refreshes = self.store.shared
         next_refresh = self._wall() + settings.refresh_s
         while not self._closing:
-            retry_at = self._retry_at
-            wait = settings.flush_s if retry_at is None else max(0.0, retry_at - self._wall())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._full.wait(), wait)
-            self._full.clear()
-            if self._retry_at is not None and self._wall() < self._retry_at and not self._closing:
-                continue  # backing off (woken early by a clean stop only)
+            if not self._pending_debits:  # idle: until the first debit (or the next refresh)
+                idle = max(0.0, next_refresh - self._wall()) if refreshes else None
+                await self._woken(idle)
+            if self._pending_debits and not self._closing:
+                retry_at = self._retry_at
+                if retry_at is not None:  # backing off: a full batch does not wake it sooner
+                    await self._woken(max(0.0, retry_at - self._wall()))
+                    if self._wall() < retry_at and not self._closing:
+                        continue  # woken early by a clean stop only
+                elif self._pending_debits < settings.flush_debits:
+                    await self._woken(settings.flush_s)  # flush_s after the first waiting debit
             try:
                 await self.flush()
-                if self._wall() >= next_refresh and not self._closing:
+                if refreshes and self._wall() >= next_refresh and not self._closing:
                     await self.refresh()
                     next_refresh = self._wall() + settings.refresh_s
             except Exception:  # a bug in one round never ends the writer (the debits stay waiting)
                 log.exception("usage ledger: the writer's round failed")
         await self.flush()
 
+    async def _woken(self, seconds: float | None) -> None:
+        """Until ``debit`` or ``close`` wakes the writer, or ``seconds`` pass (None: no limit)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._full.wait(), seconds)
+        self._full.clear()
+
     async def flush(self) -> bool:
-        """Commit the waiting debits in one transaction; on failure keep them for the next flush."""
+        """Commit the waiting debits in one transaction; on failure keep them for the next flush. A flush
+        called while another is committing waits for it first, so every debit made before the call is
+        committed (or kept, on failure) when it returns, whoever's transaction carried it."""
+        async with self._flushing:
+            return await self._commit()
+
+    async def _commit(self) -> bool:
+        if self._debits:
+            self._fold()
         if not self._pending:
             return True
         batch, count = self._pending, self._pending_debits
@@ -212,6 +256,8 @@ class Ledger:
 
     async def refresh(self, *, strict: bool = False) -> None:
         """Balances = the store's sums for the window + the debits not committed yet."""
+        if self._debits:
+            self._fold()
         window = self.window
         try:
             sums = await self.store.spent(window)
@@ -222,6 +268,8 @@ class Ledger:
             return
         if window != self.window:  # the month turned while reading: the next refresh reads the new one
             return
+        if self._debits:  # debited while the store was read
+            self._fold()
         for (day, tenant, key_id, _model), tally in self._pending.items():
             if day >= window:
                 sums.setdefault((tenant, key_id), Tally()).add(tally)
@@ -238,3 +286,12 @@ class Ledger:
         if self.last_error is None:
             log.error("usage ledger: %s (debits are kept in memory and written when it works again)", exc)
         self.last_error = str(exc)
+
+
+def _added(table: dict[K, Tally], key: K, usage: Tally) -> None:
+    """``usage`` added to ``table[key]`` (a copy of it when the key is new)."""
+    total = table.get(key)
+    if total is None:
+        table[key] = usage.copy()
+    else:
+        total.add(usage)

@@ -9,6 +9,7 @@ from interlock.runtime.usage.base import Account, RowKey, Store, Tally
 
 class MemoryStore(Store):
     shown = "memory:"
+    shared = False  # this process's alone: nothing to read back
 
     def __init__(self) -> None:
         self._rows: dict[RowKey, Tally] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.guards.needs import Needs, chars_tokens, text_tokens
+from interlock.runtime.guards.preflight import Needs, chars_tokens, text_tokens
 from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ def output_tokens(text: str) -> int:
 
 
 def delta_chars(chunk: Mapping[str, Any]) -> int:
-    """The length of a stream chunk's text (content and reasoning of its first choice's delta)."""
+    """The length of a stream chunk's text (content and reasoning of its first choice's delta). Runs for
+    every chunk: the content read at once, the reasoning fields only when the delta has one."""
     choices = chunk.get("choices")
     if not choices or type(choices) is not list or type(choices[0]) is not dict:
         return 0
@@ -82,12 +83,16 @@ def delta_chars(chunk: Mapping[str, Any]) -> int:
         return 0
     content = delta.get("content")
     size = len(content) if type(content) is str else 0
-    if len(delta) > (content is not None):  # more than the content (this runs once per chunk)
-        for name in ("reasoning", "reasoning_content"):
+    if "reasoning" in delta or "reasoning_content" in delta:
+        for name in REASONING:
             part = delta.get(name)
             if type(part) is str:
                 size += len(part)
     return size
+
+
+REASONING = ("reasoning", "reasoning_content")
+"""The delta fields a reasoning model's thinking comes in (llama-server, vLLM, Ollama's OpenAI API)."""
 
 
 def request_tally(record: RequestRecord, needs: Needs, price: Price | None) -> Tally:

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_type
+from interlock.runtime.asgi import Header, json_object, json_type
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk
 from interlock.runtime.wire.openai_chat import (
@@ -719,7 +719,7 @@ class EventDecoder(SSEEvents):
             raise ProtocolFailure("stream ended before message_stop")
 
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
-        event = self._object(data)
+        event = json_object(data, MalformedResponse, "stream event")
         if not self._relay:
             self._decode(event, out)
             return

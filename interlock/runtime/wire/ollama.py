@@ -530,11 +530,9 @@ def _openai_calls(calls: Any, first_index: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-def chat_completion(answer: Any, model: str, one_call: bool = False) -> dict[str, Any]:
-    """An Ollama /api/chat answer (``stream: false``) as an OpenAI ``chat.completion``; ``one_call``
-    (``parallel_tool_calls: false``) keeps only its first tool call."""
-    if not isinstance(answer, Mapping):
-        raise MalformedResponse("response is not a JSON object")
+def chat_completion(answer: Mapping[str, Any], model: str, one_call: bool = False) -> dict[str, Any]:
+    """An Ollama /api/chat answer (``stream: false``, a JSON object: ``asgi.json_object``) as an OpenAI
+    ``chat.completion``; ``one_call`` (``parallel_tool_calls: false``) keeps only its first tool call."""
     native = answer.get("message")
     if not isinstance(native, Mapping):
         raise MalformedResponse("response has no message")
@@ -630,12 +628,12 @@ class NDJSONDecoder:
     def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
         if self.done or not line.strip():
             return
-        try:
+        try:  # (``asgi.json_object`` inline, its wording: this runs once per stream line)
             native = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise MalformedResponse("stream line is not valid JSON") from exc
+            raise MalformedResponse(f"stream line is not valid JSON ({exc})") from None
         if not isinstance(native, dict):
-            raise MalformedResponse("stream line is not a JSON object")
+            raise MalformedResponse(f"stream line must be a JSON object, not {json_type(native)}")
         if "error" in native:
             raise error_for_object(native["error"], credentials(self._headers))
         message = native.get("message")

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header
+from interlock.runtime.asgi import Header, json_object
 from interlock.runtime.errors import MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk, StreamRender
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
@@ -182,11 +182,10 @@ def _translate_native(payload: dict[str, Any]) -> None:
             }
 
 
-def checked(answer: Any, key: str, headers: Mapping[str, str]) -> dict[str, Any]:
-    """An upstream's answer holding ``key`` (``choices``, ``data``); an ``error`` object in it raises
-    the matching UpstreamError (``headers``' credentials masked), anything else MalformedResponse."""
-    if not isinstance(answer, dict):
-        raise MalformedResponse("response is not a JSON object")
+def checked(answer: dict[str, Any], key: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    """An upstream's answer (a JSON object: ``asgi.json_object``) holding ``key`` (``choices``,
+    ``data``); an ``error`` object in it raises the matching UpstreamError (``headers``' credentials
+    masked), anything else MalformedResponse."""
     if key not in answer:
         if "error" in answer:
             raise error_for_object(answer["error"], credentials(headers))
@@ -240,7 +239,7 @@ class SSEDecoder(SSEEvents):
                 raise ProtocolFailure("stream ended at [DONE] without a finish reason")
             self.done = True
             return
-        chunk = self._object(data, "stream chunk")
+        chunk = json_object(data, MalformedResponse, "stream chunk")
         choices = chunk.get("choices")
         if not choices:
             if "error" in chunk:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_type
+from interlock.runtime.asgi import Header, json_object, json_type
 from interlock.runtime.errors import InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk
 from interlock.runtime.wire.openai_chat import (
@@ -588,7 +588,7 @@ class EventDecoder(SSEEvents):
         return delta_chunk(self._head, delta, finish)
 
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
-        event = self._object(data)
+        event = json_object(data, MalformedResponse, "stream event")
         kind = event.get("type")
         chunk: dict[str, Any] = {**self._head, "choices": []}
         if kind == "response.created":

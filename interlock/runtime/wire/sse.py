@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, NoReturn
 
-import orjson
-
 from interlock.runtime.asgi import Header
-from interlock.runtime.errors import MalformedResponse, ProtocolFailure
+from interlock.runtime.errors import ProtocolFailure
 from interlock.runtime.wire.base import Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
 
@@ -83,17 +81,6 @@ class SSEEvents:
     def _dispatch(self, data: bytes, out: deque[dict[str, Any]]) -> None:
         """One finished event's data: append its chunks to ``out``; raise UpstreamError."""
         raise NotImplementedError
-
-    @staticmethod
-    def _object(data: bytes, what: str = "stream event") -> dict[str, Any]:
-        """An event's data as the JSON object it must be (else MalformedResponse, naming ``what``)."""
-        try:
-            parsed = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedResponse(f"{what} is not valid JSON") from exc
-        if not isinstance(parsed, dict):
-            raise MalformedResponse(f"{what} is not a JSON object")
-        return parsed
 
     def _refused(self, error: Any) -> NoReturn:
         """Raise the UpstreamError an error object in the stream stands for (credentials masked)."""

@@ -1,12 +1,15 @@
 """Placement at runtime: a gateway in process in front of fake Ollama workers (real HTTP on loopback).
 
 Rounds are run directly (``probe_all``, ``warm_all``), never waited for: the loops are off
-(``probes=False``), so what a round did is all there is to see.
+(``probes=False``), so what a round did is all there is to see. The probe timeout (the deadline of
+/api/tags and /api/ps too) is far longer than a loaded machine keeps a loopback fake waiting, so every
+round sees the fakes as they are (at 900 ms, a round on a busy 2-core machine missed a restart).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -15,6 +18,7 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
+from interlock.runtime.clock import Clock
 from interlock.runtime.fleet.placement import HALF_LIFE_S, MAX_WARM_HOLD_S, traffic_class
 from interlock.testing.fake_fleet import FakeGpuBox, sim_model
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
@@ -30,7 +34,7 @@ MODELS = (
 CONFIG = """\
 version: 1
 server: {{alias_namespace: t/}}
-health: {{probe_interval: 1s, probe_timeout: 900ms}}
+health: {{probe_interval: 1m, probe_timeout: 30s}}
 routing:
   placement: {{warm: {warm}, keep_alive: {keep_alive}}}
 models:
@@ -64,6 +68,7 @@ def gateway(
     memory: float = 16,
     models: str = SIZES,
     extra: str = "",
+    clock: Clock = time.monotonic,
 ) -> Gateway:
     text = CONFIG.format(
         warm=str(warm).lower(),
@@ -74,7 +79,7 @@ def gateway(
         b=b.url,
         extra=extra,
     )
-    return build_gateway(build(plan_data(text)), probes=False)
+    return build_gateway(build(plan_data(text)), probes=False, clock=clock)
 
 
 def run(gw: Gateway, scenario: Callable[[httpx.AsyncClient], Awaitable[Any]]) -> Any:
@@ -410,15 +415,15 @@ def test_a_home_that_worker_choice_evicted_is_not_loaded_back(
 def test_a_worker_that_flaps_every_round_is_loaded_a_bounded_number_of_times(
     plan_data: Callable[[str], dict[str, Any]], workers: tuple[FakeOllama, FakeOllama], restarts: bool
 ) -> None:
-    """Twenty flaps, one a second (the warmer's clock is injected): the worker refuses connections,
+    """Twenty flaps, one a second (the gateway's clock is injected: the warmer compares its loads'
+    times with /api/ps's, so both read it): the worker refuses connections,
     then answers again, either as it was (its models still loaded: nothing to load) or restarted empty.
-    A crash-looping worker was loaded once a restart (21 loads); its warm-ups now back off (2 s, 4 s,
-    8 s, ...), each restart within the hold starting a longer one: the start's load and the first
+    A crash-looping worker was loaded once a restart (21 loads); its warm-ups now back off (probe_interval
+    x 2, x 4, ...), each restart within the hold starting a longer one: the start's load and the first
     restart's, then none while it flaps. Once it stays up past its hold, its home is loaded again."""
     a, b = workers
-    gw = gateway(plan_data, a, b)
     now = [1000.0]
-    gw.parts.loops.warmer.clock = lambda: now[0]
+    gw = gateway(plan_data, a, b, clock=lambda: now[0])
 
     async def tick() -> None:
         now[0] += 1.0

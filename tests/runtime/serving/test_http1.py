@@ -46,6 +46,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         raise RuntimeError("a failing app")
     if path == "/silent":
         return
+    if path.startswith("/bad-"):  # a header uvicorn refuses: the app fails after starting its answer
+        bad = (b"x bad", b"1") if path == "/bad-name" else (b"x-bad", b"a\r\nset-cookie: b=1")
+        await send({"type": "http.response.start", "status": 200, "headers": [bad]})
+        return
     if path == "/empty":
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
@@ -118,6 +122,16 @@ def test_the_answers_are_uvicorns_byte_for_byte(basic_plan: RuntimePlan, case: s
     theirs, ours = asyncio.run(both(basic_plan, CASES[case]))
     assert theirs  # (something was answered at all)
     assert ours == theirs
+
+
+@pytest.mark.parametrize("path", ["/bad-name", "/bad-value"])
+def test_a_header_with_a_forbidden_byte_is_refused_as_uvicorn_refuses_it(
+    basic_plan: RuntimePlan, path: str
+) -> None:
+    """A name with a space, a value with a line break (a header injected): nothing of the answer is
+    written, the connection is closed, as uvicorn does."""
+    theirs, ours = asyncio.run(both(basic_plan, request("GET", path)))
+    assert ours == theirs == b""
 
 
 def test_100_continue_is_sent_before_the_body_is(basic_plan: RuntimePlan) -> None:

@@ -5,17 +5,19 @@ processes take slots in it beside the supervisor's ``SlotServer`` (a thread of t
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import multiprocessing
 import os
 import signal
+import threading
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from multiprocessing.synchronize import Event
 
 import pytest
 
 from interlock.runtime.state.base import Lease
-from interlock.runtime.state.embedded import EmbeddedSlots, SlotServer
-from interlock.runtime.state.shared import supported
+from interlock.runtime.state.embedded import EmbeddedLease, EmbeddedSlots, SlotServer
+from interlock.runtime.state.shared import supported, table_path
 from interlock.runtime.tables import WorkerLimits
 from tests.waiting import PATIENCE_S, until, wait_until
 
@@ -125,3 +127,60 @@ def test_a_killed_process_gives_its_slots_back_to_the_waiting(server: SlotServer
     finally:
         doomed.kill()
         doomed.join(PATIENCE_S)
+
+
+async def taker(server: SlotServer) -> EmbeddedSlots:
+    backend = EmbeddedSlots(server.path)
+    backend.configure(TWO)
+    await backend.start()
+    await until(lambda: "box" in server.table.pools, "the server to hear the bounds")
+    return backend
+
+
+def test_a_give_goes_through_while_another_process_holds_the_workers_lock(server: SlotServer) -> None:
+    async def scenario() -> None:
+        holder = await taker(server)
+        lease = await holder.acquire("box", "m", 2, wait=False)
+        assert isinstance(lease, EmbeddedLease)
+        assert lease.cell is not None  # taken in the file
+        # another process inside its take (or stopped there): it holds the worker's lock
+        other = os.open(table_path(server.path), os.O_RDWR)
+        try:
+            fcntl.fcntl(other, fcntl.F_OFD_SETLK, lease.cell.lock)
+            done = threading.Event()
+            giving = threading.Thread(target=lambda: (asyncio.run(lease.release()), done.set()), daemon=True)
+            giving.start()
+            assert done.wait(PATIENCE_S)  # a give takes no lock: it never waits behind a taker
+        finally:
+            os.close(other)  # the lock goes with the file description
+        assert holder.local("box").in_use == 0
+        await until(lambda: server.table.pools["box"].held() == (0, {}), "the slot back")
+        await holder.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_slot_given_back_unseen_still_goes_to_the_waiter(server: SlotServer) -> None:
+    async def scenario() -> None:
+        holder, other = await taker(server), await taker(server)
+        leases = [await holder.acquire("box", "m", 2, wait=False) for _ in range(2)]
+        assert all(isinstance(lease, EmbeddedLease) and lease.cell for lease in leases)
+        queued = asyncio.create_task(other.acquire("box", "m", 2, wait=True))
+        await until(lambda: server.table.pools["box"].waiters, "the queue")
+        # a give whose read of the queue's length came before the join's store landed: it lowers
+        # the row and does not tell the server; the server's next look hands the slot over
+        given = leases[0]
+        assert isinstance(given, EmbeddedLease)
+        assert given.file is not None
+        assert given.cell is not None
+        given.file.give(given.cell)
+        lease = await asyncio.wait_for(queued, PATIENCE_S)
+        assert lease is not None
+        assert server.table.pools["box"].held() == (2, {"m": 2})
+        await lease.release()
+        await leases[1].release()
+        await until(lambda: server.table.pools["box"].held() == (0, {}), "every slot back")
+        await holder.close()
+        await other.close()
+
+    asyncio.run(scenario())

@@ -253,6 +253,39 @@ def test_a_compressed_answer_is_refused() -> None:
         run(go)
 
 
+def test_a_compressed_answer_is_refused_whatever_the_spelling_and_repeats() -> None:
+    async def go() -> None:
+        answer = ok(b"{}", "CONTENT-ENCODING:  identity", "content-encoding: gzip")
+        async with loopback(lambda _: answer) as (_, port), UpstreamClient.create() as client:
+            with pytest.raises(http1.UnsupportedEncoding):
+                await get(client, f"http://127.0.0.1:{port}")
+
+    run(go)
+
+
+def test_the_answer_head_is_read_as_it_came_after_an_interim_answer() -> None:
+    """The head is kept as bytes; its headers are what httptools would have said of each line."""
+    answer = (
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-A:  one \r\nx-a: two\r\n"
+        b"CONTENT-LENGTH: 2\r\n\r\n{}"
+    )
+
+    async def go() -> tuple[Any, ...]:
+        async with loopback(lambda _: answer) as (_, port), UpstreamClient.create() as client:
+            at = asyncio.get_running_loop().time() + 5
+            response = await client.request(
+                "GET", f"http://127.0.0.1:{port}", "/x", {}, None, connect_s=5, first_byte_at=at, total_at=at
+            )
+            body = await response.read_all(100)
+            response.release()
+            return response.status, response.content_length, response.raw_headers, response.headers, body
+
+    status, length, raw, headers, body = run(go)
+    assert (status, length, body) == (200, 2, b"{}")
+    assert raw == [(b"X-A", b"one "), (b"x-a", b"two"), (b"CONTENT-LENGTH", b"2")]
+    assert headers == {"x-a": "one , two", "content-length": "2"}
+
+
 def test_a_body_without_a_length_ends_with_the_connection() -> None:
     async def go() -> tuple[int, bytes]:
         answer = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + COMPLETION
@@ -339,3 +372,95 @@ def test_an_idle_connection_past_keepalive_is_closed_not_reused() -> None:
             return young.closed, old is None, server.connections
 
     assert run(go) == (True, True, 2)
+
+
+def test_a_kept_alive_connection_moves_one_deadline_timer_not_one_per_exchange() -> None:
+    """Twenty exchanges on one connection schedule one deadline timer (its deadline moved lazily)."""
+
+    async def go() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        scheduled = 0
+        call_at = loop.call_at
+
+        def counting(when: float, callback: Callable[..., object], *args: object, **kw: Any) -> Any:
+            nonlocal scheduled
+            if isinstance(getattr(callback, "__self__", None), http1.Connection | http1.Response):
+                scheduled += 1
+            return call_at(when, callback, *args, **kw)
+
+        loop.call_at = counting  # type: ignore[method-assign]
+        async with loopback(lambda _: ok(b"{}")) as (server, port), UpstreamClient.create() as client:
+            for _ in range(20):
+                assert await get(client, f"http://127.0.0.1:{port}") == (200, b"{}")
+            return scheduled, server.connections
+
+    assert run(go) == (1, 1)
+
+
+def test_a_later_exchange_with_an_earlier_deadline_times_out_on_time() -> None:
+    """The connection's timer, armed for a first exchange's 30 s, is moved for the next one's 0.2 s."""
+
+    async def go() -> tuple[str, float, int]:
+        answers = iter([ok(b"{}"), None])  # the second request is never answered
+        async with loopback(lambda _: next(answers)) as (server, port), UpstreamClient.create() as client:
+            url = f"http://127.0.0.1:{port}"
+            await get(client, url, wait_s=30)
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(http1.Timeout) as info:
+                await get(client, url, wait_s=0.2)
+            return info.value.phase, asyncio.get_running_loop().time() - started, server.connections
+
+    phase, waited, connections = run(go)
+    assert phase == http1.FIRST_BYTE
+    assert 0.2 <= waited < 1.5
+    assert connections == 1
+
+
+def test_a_later_exchange_is_not_cut_by_the_timer_of_an_earlier_one() -> None:
+    """A first exchange's 0.2 s deadline, still armed on the connection when it is reused, does not cut
+    the next exchange, whose answer comes after 0.5 s of its 5 s; that one's own deadline still holds."""
+
+    async def go() -> tuple[int, bytes, str]:
+        served = 0
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal served
+            try:
+                while True:
+                    await reader.readuntil(b"\r\n\r\n")
+                    served += 1
+                    if served == 2:
+                        await asyncio.sleep(0.5)
+                    if served == 3:
+                        await asyncio.Event().wait()  # never answered
+                    writer.write(ok(b'{"n": %d}' % served))
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        try:
+            async with UpstreamClient.create() as client:
+                await get(client, url, wait_s=0.2)
+                status, body = await get(client, url, wait_s=5)
+                with pytest.raises(http1.Timeout) as info:
+                    await get(client, url, wait_s=0.3)
+                return status, body, info.value.phase
+        finally:
+            server.close()
+
+    assert run(go) == (200, b'{"n": 2}', http1.FIRST_BYTE)
+
+
+def test_a_client_made_on_a_loop_reads_that_loops_time() -> None:
+    """Made on the running loop, the client keeps it (its deadlines are read from it without asking
+    asyncio for the running loop per request); made outside one, it asks."""
+
+    async def go() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        async with UpstreamClient.create() as client:
+            return client.loop is loop, abs(client.time() - loop.time()) < 1.0
+
+    assert run(go) == (True, True)
+    outside = UpstreamClient.create()
+    assert outside.loop is None

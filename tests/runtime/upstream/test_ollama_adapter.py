@@ -226,9 +226,9 @@ def test_cut_stream_and_malformed_line(ollama_fake: FakeOllama) -> None:
     assert len(chunks) == 1
     assert isinstance(error, ProtocolFailure)
     ollama_fake.set_fault(Fault.malformed())
-    with pytest.raises(MalformedResponse, match=r"^stream line is not valid JSON$"):
+    with pytest.raises(MalformedResponse, match=r"^stream line is not valid JSON \(.+\)$"):
         stream(ep, TOOL_MODEL, HI)
-    with pytest.raises(MalformedResponse, match=r"^response is not valid JSON$"):
+    with pytest.raises(MalformedResponse, match=r"^response is not valid JSON \(.+\)$"):
         chat(ep, TOOL_MODEL, HI)
 
 

@@ -247,14 +247,25 @@ def test_disconnect_without_answer_is_protocol_failure(openai_fake: FakeOpenAI) 
 def test_malformed_body_and_malformed_chunk(openai_fake: FakeOpenAI) -> None:
     ep = endpoint("openai", openai_fake.base_url)
     openai_fake.set_fault(Fault.malformed())
-    with pytest.raises(MalformedResponse, match=r"^response is not valid JSON$"):
+    with pytest.raises(MalformedResponse, match=r"^response is not valid JSON \(.+\)$"):
         chat(ep, "m1", HI)
-    with pytest.raises(MalformedResponse, match=r"^stream chunk is not valid JSON$"):
+    with pytest.raises(MalformedResponse, match=r"^stream chunk is not valid JSON \(.+\)$"):
         stream(ep, "m1", HI)
     openai_fake.set_fault(Fault.malformed(after_chunks=2))
     chunks, error = stream(ep, "m1", HI)
     assert len(chunks) == 2
     assert isinstance(error, MalformedResponse)
+
+
+@pytest.mark.parametrize("call", ["chat", "probe"])
+def test_a_2xx_answer_that_is_json_but_no_object_is_refused_in_the_one_wording(
+    openai_fake: FakeOpenAI, call: str
+) -> None:
+    ep = endpoint("openai", openai_fake.base_url)
+    openai_fake.set_fault(Fault.http_status(200, body=b"[1, 2]"))
+    ask = (lambda: chat(ep, "m1", HI)) if call == "chat" else (lambda: probe(ep))
+    with pytest.raises(MalformedResponse, match=r"^response must be a JSON object, not an array$"):
+        ask()
 
 
 def test_error_event_in_stream_after_chunks(openai_fake: FakeOpenAI) -> None:

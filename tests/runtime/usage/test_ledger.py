@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from interlock.runtime.guards.needs import Needs
+from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.usage import STORES, open_store, store_url
-from interlock.runtime.usage.base import Store, Tally, UsageStoreError
+from interlock.runtime.usage.base import RowKey, Store, Tally, UsageStoreError
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
+from interlock.runtime.usage.memory import MemoryStore
 from interlock.runtime.usage.metering import answer_text, delta_chars, reported, tally_of
 from interlock.runtime.usage.postgres import PostgresStore, shown_url
 from tests.postgres_server import PostgresServer
@@ -202,6 +203,96 @@ def test_the_writer_backs_off_while_the_store_fails_instead_of_retrying_every_de
     run(scenario())
 
 
+class Reads(MemoryStore):
+    """A ``memory:`` store that counts the ledger's reads of its sums."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def spent(self, since_day: str) -> dict[tuple[str, str], Tally]:
+        self.reads += 1
+        return await super().spent(since_day)
+
+
+class SharedReads(Reads):
+    shared = True  # as a SQLite file or PostgreSQL: other processes may add to it
+
+
+def test_an_idle_writer_reads_back_a_shared_store_only() -> None:
+    async def scenario() -> None:
+        alone, shared = Reads(), SharedReads()
+        settings = LedgerSettings(flush_s=0.01, refresh_s=0.02)
+        ledgers = [Ledger(alone, settings), Ledger(shared, settings)]
+        for ledger in ledgers:
+            await ledger.start()  # one read: the window's balances
+        await asyncio.sleep(0.3)
+        assert alone.reads == 1  # no other process adds to it: nothing to read back
+        assert shared.reads >= 4  # other processes' debits, read back while this one is idle
+        for ledger in ledgers:
+            await ledger.close()
+
+    run(scenario())
+
+
+def test_the_first_debit_wakes_a_sleeping_writer_which_commits_it_flush_s_later() -> None:
+    async def scenario() -> None:
+        store = Reads()
+        ledger = Ledger(store, LedgerSettings(flush_s=0.5, flush_debits=100))
+        await ledger.start()
+        await asyncio.sleep(0.1)  # nothing waits: the writer sleeps, with no timeout
+        ledger.debit(ALICE, "cloud/gpt", ONE)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert (ledger.waiting, ledger.flushes) == (1, 0)  # not at once: flush_s after it
+        for _ in range(400):
+            if ledger.flushes:
+                break
+            await asyncio.sleep(0.01)
+        assert (ledger.waiting, ledger.flushes) == (0, 1)
+        assert [tally.requests for _, tally in await store.rows(None, None)] == [1]
+        await ledger.close()
+
+    run(scenario())
+
+
+class Held(MemoryStore):
+    """A store whose commits wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+        self.entered.set()
+        await self.go.wait()
+        await super().add(rows)
+
+
+def test_a_flush_called_while_the_writer_commits_returns_once_that_commit_is_in() -> None:
+    """The writer's commit is in flight when the caller flushes (no debit is left to hand over): the
+    caller's flush waits for it, so what was debited before the call is in the store when it returns
+    (it returned at once, and a replica reading the store then missed those debits)."""
+
+    async def scenario() -> None:
+        store = Held()
+        ledger = Ledger(store, LedgerSettings(flush_s=0.0, flush_debits=100))
+        await ledger.start()
+        ledger.debit(ALICE, "cloud/gpt", ONE)
+        await store.entered.wait()  # the writer's flush holds the debit, its commit not done
+        flushed = asyncio.ensure_future(ledger.flush())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not flushed.done()
+        store.go.set()
+        assert await flushed
+        assert [tally.requests for _, tally in await store.rows(None, None)] == [1]
+        await ledger.close()
+
+    run(scenario())
+
+
 def test_a_store_that_cannot_be_opened_stops_the_start(tmp_path: Path) -> None:
     folder = tmp_path / "not-a-folder"
     folder.write_text("")
@@ -315,6 +406,7 @@ def test_a_postgres_that_goes_down_and_comes_back_loses_nothing_and_holds_rows_n
             ledger.debit(accounts[n % 3], models[n % 2], ONE)
             if n % 100 == 0:
                 await asyncio.sleep(0)
+            assert len(ledger._debits) < 16  # not folded yet: never a batch, whatever the writer does
         await until(lambda: ledger.failures >= 4, "four failed tries")
         assert ledger.waiting == 3000
         assert len(ledger._pending) == 6  # one tally per (day, tenant, key, model), not per debit
@@ -361,6 +453,9 @@ def test_a_reported_usage_is_taken_and_a_missing_one_is_estimated() -> None:
     assert answer_text({"choices": []}) == ""
     assert delta_chars({"choices": [{"delta": {"content": "héllo"}}]}) == 5
     assert delta_chars({"choices": [], "usage": {}}) == 0
+    assert delta_chars({"choices": [{"delta": {"content": "ab", "reasoning_content": "cde"}}]}) == 5
+    assert delta_chars({"choices": [{"delta": {"reasoning": "xy", "content": None}}]}) == 2
+    assert delta_chars({"choices": [{"delta": {"role": "assistant", "tool_calls": []}}]}) == 0
 
 
 @pytest.mark.parametrize(

@@ -14,16 +14,16 @@ from typing import Any
 import orjson
 import pytest
 
-from interlock.runtime.guards.calibration import (
+from interlock.runtime.guards.preflight import Needs, needs_of
+from interlock.runtime.learned import (
     REPORTING_FLOOR,
     TRUNCATING_FLOOR,
     CountBook,
 )
-from interlock.runtime.guards.needs import Needs, needs_of
 from interlock.runtime.route_table import rows
 from interlock.runtime.tables import PreflightSettings
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "clients"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
 SETTINGS = PreflightSettings("enforce", 600, None, None, 0, 0, 0, True)
 ANSWERS: list[dict[str, Any]] = orjson.loads(
     (FIXTURES / "answers" / "llama_server_counts.json").read_bytes()
