@@ -409,9 +409,18 @@ class Exchange:
         first = True
         record = self.record
         last: dict[str, Any] = {}
+        held: list[bytes] = []  # without a StreamBody: one read's bytes, for `send`
+        if body is not None:  # straight to the connection, in the upstream's read callback
+            write = body.write
+        else:
 
-        def rendered(chunks: Sequence[dict[str, Any]]) -> bytes:
-            """The chunks of one upstream read, metered, as the caller's bytes (one write)."""
+            def write(data: bytes) -> bool:
+                held.append(data)
+                return False
+
+        def relayed(chunks: Sequence[dict[str, Any]]) -> bool:
+            """The chunks of one upstream read, metered, written as the caller's bytes in one piece;
+            True: the caller reads slower than the upstream sends (await the drain)."""
             nonlocal first, last
             last = chunks[-1]
             for chunk in chunks:
@@ -425,22 +434,16 @@ class Exchange:
             if first:
                 first = False
                 self._observe_overhead(answered)
-            return data
+            return bool(data) and write(data)
 
         try:
-            if body is not None:  # straight to the connection, in the upstream's read callback
-                stream_body = body
-
-                def relayed(chunks: Sequence[dict[str, Any]]) -> bool:
-                    data = rendered(chunks)
-                    return bool(data) and stream_body.write(data)  # True: the client reads slower
-
+            if body is not None:
                 await answered.result.relay(relayed, body.drain)
             else:
                 while chunks := await answered.result.read():
-                    data = rendered(chunks)
-                    if data:
-                        await send({"type": "http.response.body", "body": data, "more_body": True})
+                    relayed(chunks)
+                    if held:
+                        await send({"type": "http.response.body", "body": held.pop(), "more_body": True})
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
             self.record.error = exc

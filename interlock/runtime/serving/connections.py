@@ -440,8 +440,12 @@ class Request(Disconnect):
         """Write ``data`` (not empty) as one chunk; True: await ``drain`` before writing more."""
         if self.disconnected:
             return False
-        self._write(b"%x\r\n%b\r\n" % (len(data), data))
-        return self.conn.write_paused
+        conn, piece = self.conn, b"%x\r\n%b\r\n" % (len(data), data)
+        if self.head:  # the first piece takes the held head along
+            self._write(piece)
+        else:
+            conn.transport.write(piece)
+        return conn.write_paused
 
     async def drain(self) -> None:
         await self.conn.drain()

@@ -54,6 +54,11 @@ class LineDecoder(Protocol):
     def feed(self, line: bytes, out: deque[dict[str, Any]]) -> None:
         """Decode one line (without its ``\\n``); append finished chunks to ``out``; raise UpstreamError."""
 
+    def whole(self, data: bytes, out: deque[dict[str, Any]]) -> bool:
+        """A read that is one whole record of the format on its own (the usual read of a stream that
+        trickles), nothing of an earlier one pending: decoded as ``feed`` would, in one step. False
+        for any other read (nothing done: it is fed line by line)."""
+
     def end(self, out: deque[dict[str, Any]]) -> None:
         """The body ended: flush what is pending, or raise ProtocolFailure if the stream was cut."""
 
@@ -326,19 +331,21 @@ class LineStream(ChatStream):
     def _pushed(self, data: bytes) -> None:
         """Body bytes, in the connection's read callback while ``relay`` waits: decoded, the chunks
         handed to the sink at once. The end, a failure, a full sink: the relay's task is woken."""
-        response, sink = self._response, self._sink
+        sink, pending = self._sink, self._pending
         assert sink is not None
         try:
             self._decode(data, False)
-            pending = self._pending
             if pending:
-                self._pending = deque()
-                self._full = sink(pending)
+                try:
+                    self._full = sink(pending)
+                finally:
+                    pending.clear()  # the sink's only during the call: no deque per read
         except UpstreamError as exc:
             self._error = exc
         except Exception as exc:  # the sink's own failure (a bug): raised by the relay's task
             self._broken = exc
         if self._full or self._closed or self._error is not None or self._broken is not None:
+            response = self._response
             response.sink = None  # what arrives now is buffered, for the task to read
             if self._full:
                 response.pause()
@@ -405,19 +412,22 @@ class LineStream(ChatStream):
                 if decoder.done or not pending:
                     self._release()
                 return True
+            cap = self._endpoint.max_line_bytes
             if self._tail:
                 data = self._tail + data
-            lines = data.split(b"\n")
-            self._tail = tail = lines.pop()
-            cap = self._endpoint.max_line_bytes
-            for line in lines:
-                if len(line) > cap:
+            elif len(data) <= cap and decoder.whole(data, pending):
+                data = b""  # decoded: no lines left
+            if data:
+                lines = data.split(b"\n")
+                self._tail = tail = lines.pop()
+                for line in lines:
+                    if len(line) > cap:
+                        raise _line_too_long(cap)
+                    decoder.feed(line, pending)
+                    if decoder.done:
+                        break
+                if len(tail) > cap and not decoder.done:
                     raise _line_too_long(cap)
-                decoder.feed(line, pending)
-                if decoder.done:
-                    break
-            if len(tail) > cap and not decoder.done:
-                raise _line_too_long(cap)
         except UpstreamError as exc:
             if not pending:
                 raise

@@ -95,6 +95,7 @@ class Ledger:
         self.failures = 0  # flushes and refreshes that failed
         self.last_error: str | None = None
         self._full = asyncio.Event()
+        self._flushing = asyncio.Lock()  # one commit at a time (see flush)
         self._retry_at: float | None = None  # wall clock; None: no failing streak, flush when due
         self._streak = 0  # failures in a row
         self._closing = False
@@ -174,6 +175,7 @@ class Ledger:
         await self.store.open()
         await self.refresh(strict=True)
         self._full = asyncio.Event()  # this event loop's
+        self._flushing = asyncio.Lock()
         self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name="interlock-usage")
 
@@ -221,7 +223,13 @@ class Ledger:
         self._full.clear()
 
     async def flush(self) -> bool:
-        """Commit the waiting debits in one transaction; on failure keep them for the next flush."""
+        """Commit the waiting debits in one transaction; on failure keep them for the next flush. A flush
+        called while another is committing waits for it first, so every debit made before the call is
+        committed (or kept, on failure) when it returns, whoever's transaction carried it."""
+        async with self._flushing:
+            return await self._commit()
+
+    async def _commit(self) -> bool:
         if self._debits:
             self._fold()
         if not self._pending:

@@ -136,7 +136,8 @@ class ChatStream(abc.ABC):
     ) -> None:
         """Hand the chunks to ``sink`` (those that arrived together at once) until the stream is over,
         awaiting ``drain()`` whenever ``sink`` returns True (its caller is full); failures as ``read``'s.
-        A stream that reads its upstream in a callback hands them over there (no task switch each)."""
+        A stream that reads its upstream in a callback hands them over there (no task switch each).
+        The sequence is the sink's for the call only (a stream may reuse it for the next read)."""
         while chunks := await self.read():
             if sink(chunks):
                 await drain()

@@ -672,6 +672,13 @@ class NDJSONDecoder:
         elif delta:
             out.append({**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
 
+    def whole(self, data: bytes, out: deque[dict[str, Any]]) -> bool:
+        """A read that is one whole line: fed at once (False for any other read)."""
+        if data.find(b"\n") != len(data) - 1:
+            return False
+        self.feed(data[:-1], out)
+        return True
+
     def end(self, out: deque[dict[str, Any]]) -> None:
         if not self.done:
             raise ProtocolFailure("stream ended before its last chunk")

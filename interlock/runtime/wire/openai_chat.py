@@ -240,15 +240,11 @@ class SSEDecoder(SSEEvents):
             self.done = True
             return
         chunk = json_object(data, MalformedResponse, "stream chunk")
-        if "error" in chunk and not chunk.get("choices"):
-            self._refused(chunk["error"])
         choices = chunk.get("choices")
-        if (
-            choices
-            and isinstance(choices, list)
-            and isinstance(choices[0], dict)
-            and choices[0].get("finish_reason")
-        ):
+        if not choices:
+            if "error" in chunk:
+                self._refused(chunk["error"])
+        elif type(choices) is list and type(choices[0]) is dict and choices[0].get("finish_reason"):
             self._finished = True
         out.append(chunk)
 

@@ -52,6 +52,21 @@ class SSEEvents:
                 raise ProtocolFailure(f"stream event is over the {self._endpoint.max_line_bytes}-byte limit")
             self._data.append(value)
 
+    def whole(self, data: bytes, out: deque[dict[str, Any]]) -> bool:
+        """A read that is one whole event (one ``data:`` line, an ``event:`` line before it or not, and
+        the blank line), nothing of an earlier event pending: dispatched at once, as ``feed`` line by
+        line would; False for any other read (nothing done: a comment, ``\\r\\n``, more lines, part
+        of an event)."""
+        if self._data:
+            return False
+        line, _, rest = data.partition(b"\n")
+        if line[:6] == b"event:":  # Anthropic's and Responses' events name themselves first
+            line, _, rest = rest.partition(b"\n")
+        if rest != b"\n" or line[:5] != b"data:" or line[-1] == 13:  # 13: a line that ends "\r\n"
+            return False
+        self._dispatch(line[6:] if line[5:6] == b" " else line[5:], out)
+        return True
+
     def flush(self, out: deque[dict[str, Any]]) -> None:
         """The body ended: an event still being read counts as finished."""
         if self._data:

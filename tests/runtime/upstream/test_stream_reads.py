@@ -5,6 +5,7 @@ same chunks handed to a callback as they arrive, the upstream not read while tha
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from interlock.runtime.errors import ServerError, TotalTimeout, UpstreamError
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.exchange import LineStream
+from interlock.runtime.wire import anthropic, ollama, openai_chat, openai_responses
 from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
@@ -195,3 +197,100 @@ def test_the_total_deadline_ends_a_relay_that_waits() -> None:
         count, error = run(_with_adapter("openai", go))
     assert error.message == "exchange exceeded 1 s"
     assert 1 <= count < 600
+
+
+# -- whole: a read that is one whole event, decoded in one step --------------------------------------
+
+CHUNK = b'{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}'
+LAST = b'{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
+TEXT = b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}'
+SSE_READS = {  # read -> whether it is one whole event
+    b"data: " + CHUNK + b"\n\n": True,
+    b"data:" + CHUNK + b"\n\n": True,
+    b"data: " + LAST + b"\n\n": True,
+    b"data: [DONE]\n\n": True,
+    b'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n': True,
+    b"data: [1]\n\n": True,
+    b"data: {\n\n": True,
+    b"event: content_block_delta\ndata: " + TEXT + b"\n\n": True,
+    b"event: content_block_delta\r\ndata: " + TEXT + b"\n\n": True,
+    b"data: " + CHUNK + b"\r\n\r\n": False,
+    b"data: " + CHUNK + b"\r\n\n": False,
+    b"data: " + CHUNK + b"\n\ndata: " + LAST + b"\n\n": False,
+    b"data: " + CHUNK + b"\n": False,
+    b"data: " + CHUNK: False,
+    b": keep-alive\n\n": False,
+    b"event: ping\n\n": False,
+    b"id: 7\ndata: " + CHUNK + b"\n\n": False,
+    b"\n": False,
+}
+NDJSON_READS = {
+    b'{"model":"m","message":{"role":"assistant","content":"hi"},"done":false}\n': True,
+    b'{"model":"m","message":{"content":""},"done":true,"done_reason":"stop"}\n': True,
+    b'{"error":"model not found"}\n': True,
+    b"\n": True,
+    b'{"model":"m","done":false}\n{"model":"m","done":false}\n': False,
+    b'{"model":"m","done":false}': False,
+}
+
+
+def decoders(kind: str) -> list[Any]:
+    """Two fresh decoders of ``kind``'s stream (one decodes whole reads, the other line by line)."""
+    ep = endpoint("openai", "http://127.0.0.1:9/v1")
+    make = {
+        "openai": lambda: openai_chat.SSEDecoder(ep),
+        "anthropic": lambda: anthropic.EventDecoder("m", ep, True),
+        "anthropic relay": lambda: anthropic.EventDecoder("m", ep, True, relay=True),
+        "responses": lambda: openai_responses.EventDecoder("m", ep),
+        "ollama": lambda: ollama.NDJSONDecoder("m", True, {}),
+        "ollama relay": lambda: ollama.NDJSONDecoder("m", True, {}, relay=True),
+    }[kind]
+    return [make(), make()]
+
+
+def decoded(decoder: Any, read: bytes, whole: bool) -> tuple[list[Any], str | None, bool]:
+    """What ``decoder`` made of ``read`` (``whole``: through ``whole``, else line by line, as
+    ``LineStream`` feeds lines), the error it raised, whether it says it is done."""
+    out: deque[dict[str, Any]] = deque()
+    error = None
+    try:
+        if whole:
+            assert decoder.whole(read, out)
+        else:
+            for line in read.split(b"\n")[:-1]:
+                decoder.feed(line, out)
+    except UpstreamError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    seen = [(plain([chunk])[0], getattr(chunk, "native", None), getattr(chunk, "raw", None)) for chunk in out]
+    return seen, error, decoder.done
+
+
+@pytest.mark.parametrize(
+    ("kind", "reads"),
+    [
+        ("openai", SSE_READS),
+        ("anthropic", SSE_READS),
+        ("anthropic relay", SSE_READS),
+        ("responses", SSE_READS),
+        ("ollama", NDJSON_READS),
+        ("ollama relay", NDJSON_READS),
+    ],
+)
+def test_a_whole_event_in_one_read_decodes_as_its_lines_do(kind: str, reads: dict[bytes, bool]) -> None:
+    for read, whole in reads.items():
+        one, other = decoders(kind)
+        if not whole:  # anything else is left to the lines: nothing done, nothing kept
+            out: deque[dict[str, Any]] = deque()
+            assert not one.whole(read, out), read
+            assert not out
+            assert decoded(one, read, False) == decoded(other, read, False), read
+            continue
+        assert decoded(one, read, True) == decoded(other, read, False), read
+
+
+def test_part_of_an_event_pending_leaves_the_next_read_to_the_lines() -> None:
+    one, _ = decoders("openai")
+    out: deque[dict[str, Any]] = deque()
+    one.feed(b"data: " + CHUNK, out)  # an event begun (its blank line not yet read)
+    assert not one.whole(b"data: " + LAST + b"\n\n", out)
+    assert not out

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.usage import STORES, open_store, store_url
-from interlock.runtime.usage.base import Store, Tally, UsageStoreError
+from interlock.runtime.usage.base import RowKey, Store, Tally, UsageStoreError
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
 from interlock.runtime.usage.memory import MemoryStore
 from interlock.runtime.usage.metering import answer_text, delta_chars, reported, tally_of
@@ -255,6 +256,43 @@ def test_the_first_debit_wakes_a_sleeping_writer_which_commits_it_flush_s_later(
     run(scenario())
 
 
+class Held(MemoryStore):
+    """A store whose commits wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+        self.entered.set()
+        await self.go.wait()
+        await super().add(rows)
+
+
+def test_a_flush_called_while_the_writer_commits_returns_once_that_commit_is_in() -> None:
+    """The writer's commit is in flight when the caller flushes (no debit is left to hand over): the
+    caller's flush waits for it, so what was debited before the call is in the store when it returns
+    (it returned at once, and a replica reading the store then missed those debits)."""
+
+    async def scenario() -> None:
+        store = Held()
+        ledger = Ledger(store, LedgerSettings(flush_s=0.0, flush_debits=100))
+        await ledger.start()
+        ledger.debit(ALICE, "cloud/gpt", ONE)
+        await store.entered.wait()  # the writer's flush holds the debit, its commit not done
+        flushed = asyncio.ensure_future(ledger.flush())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not flushed.done()
+        store.go.set()
+        assert await flushed
+        assert [tally.requests for _, tally in await store.rows(None, None)] == [1]
+        await ledger.close()
+
+    run(scenario())
+
+
 def test_a_store_that_cannot_be_opened_stops_the_start(tmp_path: Path) -> None:
     folder = tmp_path / "not-a-folder"
     folder.write_text("")
@@ -418,3 +456,21 @@ def test_a_reported_usage_is_taken_and_a_missing_one_is_estimated() -> None:
     assert delta_chars({"choices": [{"delta": {"content": "ab", "reasoning_content": "cde"}}]}) == 5
     assert delta_chars({"choices": [{"delta": {"reasoning": "xy", "content": None}}]}) == 2
     assert delta_chars({"choices": [{"delta": {"role": "assistant", "tool_calls": []}}]}) == 0
+
+
+@pytest.mark.parametrize(
+    ("delta", "chars"),
+    [
+        ({"content": "abc"}, 3),
+        ({"role": "assistant", "content": ""}, 0),
+        ({"content": "abc", "reasoning": "de"}, 5),
+        ({"reasoning_content": "de"}, 2),
+        ({"content": None, "reasoning": "de", "reasoning_content": "f"}, 3),
+        ({"content": 7, "reasoning": "de"}, 2),
+        ({"tool_calls": [{"function": {"arguments": "{}"}}]}, 0),
+        ({}, 0),
+        ("abc", 0),
+    ],
+)
+def test_a_stream_chunk_counts_the_text_and_reasoning_of_its_first_choice(delta: Any, chars: int) -> None:
+    assert delta_chars({"choices": [{"index": 0, "delta": delta}, {"delta": {"content": "xyz"}}]}) == chars
