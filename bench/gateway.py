@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -60,35 +61,41 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def start_gateway(
-    config: Path, workers: int, source: Path | None = None
-) -> tuple[subprocess.Popen[bytes], str]:
-    """`interlock serve` with one line of output read; ``source``: run it from that source tree (a
-    `git archive` of another commit) instead of the installed one."""
+def serve_command(
+    config: Path, source: Path | None = None, *extra: str
+) -> tuple[list[str], dict[str, str], Path | None]:
+    """The command, environment and working folder of `interlock serve CONFIG --port 0 EXTRA...`, of
+    this checkout or, ``source``, of that source tree (a worktree or `git archive` of another commit)."""
     env = {**os.environ, "BENCH_KEY": "sk-bench"}
     cwd = None
     if source is not None:
         env["PYTHONPATH"] = str(source.resolve())
         cwd = source.resolve()  # not this checkout, whose interlock/ `-m` would import first
-    command = [
-        sys.executable,
-        "-m",
-        "interlock",
-        "serve",
-        str(config),
-        "--port",
-        "0",
-        "--workers",
-        str(workers),
-    ]
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - the gateway's stderr, kept open while it runs
+    return [sys.executable, "-m", "interlock", "serve", str(config), "--port", "0", *extra], env, cwd
+
+
+def launched(
+    command: list[str], env: dict[str, str], cwd: Path | None, wait_s: float = 10
+) -> tuple[subprocess.Popen[bytes], list[str], IO[bytes]]:
+    """``command`` started, its first line of output read and split (a server says where it listens);
+    its stderr kept in a temporary file, returned open (RuntimeError with it when that line is short)."""
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - the server's stderr, kept open while it runs
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd)
     assert proc.stdout is not None
     first = proc.stdout.readline().decode().split()
     if len(first) < 3:
-        proc.wait(timeout=10)
+        proc.wait(timeout=wait_s)
         log.seek(0)
-        raise RuntimeError(f"interlock serve did not start:\n{log.read().decode(errors='replace')}")
+        raise RuntimeError(f"{command} did not start:\n{log.read().decode(errors='replace')}")
+    return proc, first, log
+
+
+def start_gateway(
+    config: Path, workers: int, source: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`interlock serve` with one line of output read; ``source``: run it from that source tree (a
+    `git archive` of another commit) instead of the installed one."""
+    proc, first, log = launched(*serve_command(config, source, "--workers", str(workers)))
     url = first[2]
     if not wait_ready(url, 30, alive=lambda: proc.poll() is None):
         proc.kill()

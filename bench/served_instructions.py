@@ -19,7 +19,6 @@ Needs valgrind and nginx (bench/peers.sh installs nginx).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import selectors
 import signal
@@ -33,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare import nginx_program, upstream_server
+from gateway import serve_command
 from load import chat_body
 
 # one healthy provider, not probed: a probe (every 30 s) landing in the counted window would add
@@ -128,25 +128,10 @@ def top(path: Path, n: int) -> str:
 def measure(
     name: str, config: Path, source: Path | None, args: argparse.Namespace, folder: Path
 ) -> dict[int, int]:
-    env = {**os.environ, "BENCH_KEY": "sk-bench", "PYTHONHASHSEED": "0"}
-    cwd = None
-    if source is not None:
-        env["PYTHONPATH"] = str(source.resolve())
-        cwd = source.resolve()
+    serve, env, cwd = serve_command(config, source)
+    env["PYTHONHASHSEED"] = "0"
     out = folder / f"{name}.callgrind"
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        f"--callgrind-out-file={out}.%p",
-        sys.executable,
-        "-m",
-        "interlock",
-        "serve",
-        str(config),
-        "--port",
-        "0",
-    ]
+    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}.%p", *serve]
     log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - kept open while it runs
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd)
     assert proc.stdout is not None

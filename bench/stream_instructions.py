@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gateway import launched, serve_command
 from streams import HERE, MODEL, drive, http_request, run_async
 
 from interlock.testing.process import FakeProcess
@@ -58,24 +59,15 @@ def served(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`interlock serve` under callgrind, returned once it answers its health route; with no
     ``config``, bench/tcp_relay.py in front of ``upstream`` (the floor)."""
-    env = {**os.environ, "BENCH_KEY": "sk-bench", "PYTHONHASHSEED": "0"}
-    cwd = None
-    if source is not None:
-        env["PYTHONPATH"] = str(source.resolve())
-        cwd = source.resolve()
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/callgrind.out.%p"]
     if config is None:
+        env, cwd = {**os.environ}, None
         command += [sys.executable, str(HERE / "tcp_relay.py"), upstream]
     else:
-        command += [sys.executable, "-m", "interlock", "serve", str(config), "--port", "0"]
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - valgrind's and the gateway's stderr
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd)
-    assert proc.stdout is not None
-    first = proc.stdout.readline().decode().split()
-    if len(first) < 3:
-        proc.wait(timeout=30)
-        log.seek(0)
-        raise RuntimeError(f"{command[3:]} did not start:\n{log.read().decode(errors='replace')}")
+        serve, env, cwd = serve_command(config, source)
+        command += serve
+    env["PYTHONHASHSEED"] = "0"
+    proc, first, _log = launched(command, env, cwd, wait_s=30)
     if config is None:  # "relaying on PORT": listening already
         return proc, f"http://127.0.0.1:{first[2]}"
     url = first[2]
