@@ -138,7 +138,7 @@ server: {{alias_namespace: p/, direct_models: allow}}
 providers:
   flaky: {{kind: openai, base_url: "{flaky}/v1", probe: {probe}, timeouts: {{connect: 1s, total: 10s}}}}
   steady: {{kind: openai, base_url: "{steady}/v1", timeouts: {{connect: 1s, total: 10s}}}}
-health: {{probe_interval: 200ms, probe_timeout: 150ms, failure_threshold: 1, open_for: 60s}}
+health: {{probe_interval: 2s, probe_timeout: 1500ms, failure_threshold: 1, open_for: 60s}}
 aliases:
   p/chat: {{description: flaky first, chain: [flaky/p-one, steady/p-two]}}
 """
