@@ -85,8 +85,7 @@ NAME_TABLE = bytes(0 if b in _NAME_FORBIDDEN else 1 for b in range(256))
 VALUE_TABLE = bytes(0 if b in _VALUE_FORBIDDEN else 1 for b in range(256))
 # ``b"?" in url`` first tries ``b"?"`` as an integer and formats a TypeError (~0.6 µs); an int is a memchr
 QUESTION, HASH = ord("?"), ord("#")
-NAMES: set[bytes] = set()  # answer header names found valid (a few dozen: the app's own)
-MAX_NAMES = 1024
+MAX_NAMES = 1024  # answer header names a process keeps as checked (a few dozen in use: the app's own)
 FRAMING = frozenset((b"content-length", b"transfer-encoding", b"connection"))  # answer headers read here
 SERVER_ERROR_HEADERS = [
     (b"content-type", b"text/plain; charset=utf-8"),
@@ -165,6 +164,7 @@ class ConnectionBook:
         self.open: set[GuardedProtocol] = set()
         self.idle: dict[GuardedProtocol, None] = {}  # insertion order: the oldest idle one first
         self._warned: dict[str, tuple[float, int]] = {}  # outcome -> (last warned at, missed since)
+        self.names: set[bytes] = set()  # answer header names found valid, at most MAX_NAMES (``Request``)
 
     def admit(self, conn: GuardedProtocol) -> bool:
         """Count a new connection; at the cap, close the oldest idle one. False: refuse ``conn``."""
@@ -330,13 +330,14 @@ class Request(Disconnect):
             headers = [*default, *headers]
         lines = [STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status]
         close = False
+        names = conn.book.names
         for name, value in headers:
             name = name.lower()
-            if name not in NAMES:  # a name not seen before: checked once (and kept, up to MAX_NAMES)
+            if name not in names:  # a name not seen before: checked once (and kept, up to MAX_NAMES)
                 if 0 in name.translate(NAME_TABLE):
                     raise RuntimeError("Invalid HTTP header name.")
-                if len(NAMES) < MAX_NAMES:
-                    NAMES.add(name)
+                if len(names) < MAX_NAMES:
+                    names.add(name)
             if name in FRAMING:
                 if name == b"content-length":
                     if self.chunked is None:
