@@ -290,7 +290,7 @@ class PrefillBook:
     def record(self, label: str, model: str, tokens_per_s: float) -> None:
         """One sample, bounded where it enters (``MIN_PREFILL_TOKENS_PER_S``, ``MAX_PREFILL_TOKENS_PER_S``;
         not a number: ignored), so no answer can make a deadline arbitrarily long."""
-        if not tokens_per_s == tokens_per_s:  # NaN
+        if math.isnan(tokens_per_s):
             return
         tokens_per_s = min(max(tokens_per_s, MIN_PREFILL_TOKENS_PER_S), MAX_PREFILL_TOKENS_PER_S)
         key = (label, model)

@@ -122,7 +122,8 @@ def test_the_coefficients_never_go_negative() -> None:
     book.learn("e", "m", 500, 3000, 400)
     learned = book.get("e", "m")
     assert learned is not None
-    assert learned.text >= 0 and learned.schema >= 0
+    assert learned.text >= 0
+    assert learned.schema >= 0
     assert book.prompt("e", "m", 500, 6000, REPORTING_FLOOR) >= book.prompt(
         "e", "m", 500, 3000, REPORTING_FLOOR
     )

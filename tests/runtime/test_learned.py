@@ -63,6 +63,7 @@ def test_a_learned_prompt_speed_is_bounded_where_it_enters(claimed: float) -> No
     learned = Learned()
     learned.prefill.record("llama", "smol", claimed)
     rate = learned.prefill.learned("llama", "smol")
-    assert rate is not None and MIN_PREFILL_TOKENS_PER_S <= rate <= MAX_PREFILL_TOKENS_PER_S
+    assert rate is not None
+    assert MIN_PREFILL_TOKENS_PER_S <= rate <= MAX_PREFILL_TOKENS_PER_S
     learned.prefill.record("llama", "nan", float("nan"))
     assert learned.prefill.learned("llama", "nan") is None
