@@ -73,6 +73,12 @@ MAX_PREFILL_S = 3600.0  # a deadline is never stretched further than this
 MIN_PREFILL_S = 0.25  # a shorter prefill leaves the deadline as it is (no copy of the endpoint)
 STRETCH_STEP = 1.0625  # a stretch is rounded up to the next power of this (times MIN_PREFILL_S)
 MAX_STRETCHED = 4096  # stretched endpoints kept, all endpoints together (oldest dropped first)
+# the border (issue 39): what an answer may teach, however absurd the numbers it reports
+MAX_COUNT_RATIO = 4.0  # a server's count is at most this times the estimate ...
+MAX_TEMPLATE_TOKENS = 2048  # ... plus this (a template's own text, a default system prompt)
+TRIAL_EVERY_S = 60.0  # a candidate skipped only because of what was learned is tried once this often
+MIN_PREFILL_TOKENS_PER_S = 1.0  # a learned prompt speed is never below this ...
+MAX_PREFILL_TOKENS_PER_S = 1e7  # ... nor above this
 
 
 class Estimate(Protocol):
@@ -120,7 +126,7 @@ class _Fit:
             for j in range(3):
                 a[3 * i + j] += x[i] * x[j]
         self.samples += 1
-        return _solve(a, b)
+        return _solve_coefficients(a, b)
 
 
 def _solve(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
@@ -136,6 +142,56 @@ def _solve(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
     return x1 / det, x2 / det, x3 / det
 
 
+def _solve_coefficients(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
+    """The fit with its two coefficients never negative: where the unconstrained solve puts one below
+    0 (two answers of different shapes can: ``schema: -0.587``), it is held at 0 and the others are
+    solved again without it (the least-squares optimum on that face); the template's part is free."""
+    solved = _solve(a, b)
+    if solved is None or (solved[1] >= 0 and solved[2] >= 0):
+        return solved
+    best: tuple[float, float, float] | None = None
+    for free in ((0, 1), (0, 2), (0,)):
+        x = _solve_on(a, b, free)
+        if x is None or any(x[i] < 0 for i in (1, 2)):
+            continue
+        residual = _objective(a, b, x)
+        if best is None or residual < _objective(a, b, best):
+            best = x
+    return best
+
+
+def _solve_on(a: list[float], b: list[float], free: tuple[int, ...]) -> tuple[float, float, float] | None:
+    """``a x = b`` restricted to the coefficients ``free`` (the others 0): Gaussian elimination."""
+    n = len(free)
+    m = [[a[3 * i + j] for j in free] + [b[i]] for i in free]
+    for col in range(n):
+        pivot = m[col][col]
+        if pivot <= 1e-12:
+            return None
+        for row in range(col + 1, n):
+            f = m[row][col] / pivot
+            for k in range(col, n + 1):
+                m[row][k] -= f * m[col][k]
+    values = [0.0] * n
+    for row in range(n - 1, -1, -1):
+        values[row] = (m[row][n] - sum(m[row][k] * values[k] for k in range(row + 1, n))) / m[row][row]
+    x = [0.0, 0.0, 0.0]
+    for i, v in zip(free, values, strict=True):
+        x[i] = v
+    return x[0], x[1], x[2]
+
+
+def _objective(a: list[float], b: list[float], x: tuple[float, float, float]) -> float:
+    """The ridge objective up to a constant: ``x' a x - 2 b' x``."""
+    quad = sum(x[i] * a[3 * i + j] * x[j] for i in range(3) for j in range(3))
+    return quad - 2 * sum(b[i] * x[i] for i in range(3))
+
+
+def ceiling(estimate: int) -> int:
+    """The most tokens a server may count of a prompt the estimate puts at ``estimate``."""
+    return int(estimate * MAX_COUNT_RATIO) + MAX_TEMPLATE_TOKENS
+
+
 class CountBook:
     """Learned counts per (endpoint label, model); ``prompt`` is the per-request read."""
 
@@ -143,6 +199,7 @@ class CountBook:
         self.max_entries = max_entries
         self._learned: OrderedDict[tuple[str, str], Counted] = OrderedDict()
         self._fits: dict[tuple[str, str], _Fit] = {}
+        self._trials: dict[tuple[str, str], float] = {}  # (label, model) -> when one was last let through
 
     def get(self, label: str, model: str) -> Counted | None:
         return self._learned.get((label, model))
@@ -150,16 +207,30 @@ class CountBook:
     def prompt(self, label: str, model: str, text: int, schema: int, floor: float) -> int:
         """The prompt's tokens as the server there would count them: the template's part plus the
         estimate's parts (``text``, ``schema``) times what was learned, each coefficient at least
-        ``floor``; the estimate as it is before any answer."""
+        ``floor``, never more than ``ceiling`` of the estimate; the estimate as it is before any answer."""
         learned = self._learned.get((label, model))
         if learned is None:
             return text + schema
         counted = learned.template + text * max(learned.text, floor) + schema * max(learned.schema, floor)
-        return max(int(counted + 0.5), 0)
+        return min(max(int(counted + 0.5), 0), ceiling(text + schema))
+
+    def trial(self, label: str, model: str, now: float) -> bool:
+        """Whether a candidate that only what was learned here skips may be tried anyway (once every
+        ``TRIAL_EVERY_S``): its answer teaches the book again, so nothing learned locks it out."""
+        key = (label, model)
+        last = self._trials.get(key)
+        if last is not None and now - last < TRIAL_EVERY_S:
+            return False
+        self._trials.pop(key, None)
+        self._trials[key] = now
+        while len(self._trials) > self.max_entries:
+            del self._trials[next(iter(self._trials))]
+        return True
 
     def learn(self, label: str, model: str, text: int, schema: int, counted: int) -> None:
-        """One answer: the estimate's parts and the server's count of the same prompt."""
-        if counted < MIN_COUNTED_TOKENS:
+        """One answer: the estimate's parts and the server's count of the same prompt (refused when
+        over ``ceiling`` of the estimate: no chat template adds that much)."""
+        if counted < MIN_COUNTED_TOKENS or counted > ceiling(text + schema):
             return
         key = (label, model)
         learned = self._learned.get(key)
@@ -217,6 +288,11 @@ class PrefillBook:
         self.record(label, model, count / (duration / 1e9))
 
     def record(self, label: str, model: str, tokens_per_s: float) -> None:
+        """One sample, bounded where it enters (``MIN_PREFILL_TOKENS_PER_S``, ``MAX_PREFILL_TOKENS_PER_S``;
+        not a number: ignored), so no answer can make a deadline arbitrarily long."""
+        if math.isnan(tokens_per_s):
+            return
+        tokens_per_s = min(max(tokens_per_s, MIN_PREFILL_TOKENS_PER_S), MAX_PREFILL_TOKENS_PER_S)
         key = (label, model)
         old = self._rates.pop(key, None)
         rate = tokens_per_s if old is None else self.smoothing * tokens_per_s + (1 - self.smoothing) * old
@@ -272,7 +348,9 @@ class Learned:
         if type(timings) is dict:
             count, ms = timings.get("prompt_n"), timings.get("prompt_ms")
             if type(count) is int and isinstance(ms, int | float) and count >= MIN_PREFILL_TOKENS and ms > 0:
-                self.prefill.record(label, model, count / (ms / 1000))
+                # a prefill longer than the call may take could not have been answered: 1e308 ms is that
+                seconds = min(ms / 1000, answered.route.endpoint.total_s)
+                self.prefill.record(label, model, count / seconds)
             return
         if answered.attempts:  # the seconds include earlier candidates' calls
             return
