@@ -22,7 +22,8 @@ class Reply:
     ``tool_arguments`` itself for a tool without properties. ``tool_calls`` scripts the calls instead:
     ``(name, arguments)`` pairs, those whose tool the request offers are called, in order.
     ``usage=False``: the OpenAI fake's answers carry no ``usage`` (no usage chunk when streaming);
-    ``claims`` overrides counts of the ``usage`` it sends (a hostile upstream: ``{"prompt_tokens": 2**64 - 1}``).
+    ``claims`` overrides counts of the ``usage`` it sends (a hostile upstream:
+    ``{"prompt_tokens": 2**64 - 1}``).
     """
 
     text: str = "Hello from {server}, model {model}."

@@ -68,7 +68,8 @@ def test_a_row_the_store_refuses_costs_its_own_debits_and_never_blocks_the_other
         ledger.debit(OTHER, "cloud/gpt", ONE)
         assert await ledger.flush()  # what could be committed was
         assert (ledger.dropped_rows, ledger.failures, ledger.waiting) == (1, 1, 0)
-        assert ledger.last_error is not None and "refused" in ledger.last_error
+        assert ledger.last_error is not None
+        assert "refused" in ledger.last_error
         rows = {key[1]: tally for key, tally in await ledger.store.rows(None, None)}
         assert rows == {"good": ONE, "other": ONE}
         for _ in range(3):  # later debits commit as before, in one batch
@@ -82,7 +83,8 @@ def test_a_row_the_store_refuses_costs_its_own_debits_and_never_blocks_the_other
 
     asyncio.run(scenario())
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
-    assert len(dropped) == 1 and "2 requests of evil on 2026-12-01" in dropped[0]
+    assert len(dropped) == 1
+    assert "2 requests of evil on 2026-12-01" in dropped[0]
 
 
 async def reopened(url: str) -> list[tuple[tuple[str, str, str, str], Tally]]:
@@ -173,7 +175,8 @@ def test_a_commit_whose_reply_is_lost_is_counted_once(lossy: tuple[CommitReplyLo
             ledger.debit(GOOD if n % 2 else OTHER, "cloud/gpt", ONE)
         proxy.armed.set()
         assert not await ledger.flush()  # the COMMIT went in; its answer never came back
-        assert ledger.waiting == 20 and ledger.failures == 1
+        assert ledger.waiting == 20
+        assert ledger.failures == 1
         ledger.debit(GOOD, "cloud/gpt", ONE)  # made while the batch is in doubt
         ledger._retry_at = None  # no back-off wait in a test: flush now
         assert await ledger.flush()
