@@ -96,12 +96,13 @@ def _gateway(
     *,
     max_tokens: str = "ceiling",
     first_byte: str = "30s",
+    state_dir: str | None = None,
 ) -> Gateway:
     llama, big, box = fakes
     text = CONFIG.format(
         llama=llama.base_url, big=big.base_url, box=box.url, max_tokens=max_tokens, first_byte=first_byte
     )
-    return build_gateway(build(plan_data(text)))
+    return build_gateway(build(plan_data(text)), state_dir=state_dir)
 
 
 Step = Callable[[httpx.AsyncClient], Any]
@@ -300,6 +301,35 @@ def test_the_first_byte_deadline_covers_the_prefill_at_the_speed_learned_there(
     untaught, lesson, answered = _run(_gateway(plan_data, fakes, first_byte="300ms"), [held, taught, held])
     assert untaught.status_code == 503, untaught.text  # timed out: nothing learned yet
     assert lesson.status_code == 200
+    assert answered.status_code == 200, answered.text
+
+
+def test_a_restarted_gateway_waits_for_a_prefill_the_speed_it_learned_before_covers(
+    plan_data: Callable[[str], dict[str, Any]],
+    fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama],
+    tmp_path: Path,
+) -> None:
+    """Issue 38: the same prompt answered before a restart timed out after it (the speed lived in the
+    process only). With ``--state-dir``, what the first gateway learned is what the second starts with."""
+    llama, _, _ = fakes
+    prompt = {"model": "t/agent", "messages": [{"role": "user", "content": "lorem ipsum dolor " * 400}]}
+    llama.set_fault(Fault.recorded(_answer(CLAUDE_CHAT["usage"], CLAUDE_CHAT["timings"])), times=1)
+    (lesson,) = _run(_gateway(plan_data, fakes, first_byte="300ms", state_dir=str(tmp_path)), [_post(prompt)])
+    assert lesson.status_code == 200
+    assert (tmp_path / "learned.json").exists()
+
+    async def held(http: httpx.AsyncClient) -> httpx.Response:
+        gate = threading.Event()
+        llama.set_fault(Fault.hold(gate), times=1)
+        seen = len(llama.requests)
+        call = asyncio.ensure_future(http.post("/v1/chat/completions", json=prompt))
+        await until(lambda: len(llama.requests) > seen, "the fake to hold the call")
+        await asyncio.sleep(0.9)
+        gate.set()
+        return await call
+
+    restarted = _gateway(plan_data, fakes, first_byte="300ms", state_dir=str(tmp_path))
+    (answered,) = _run(restarted, [held])
     assert answered.status_code == 200, answered.text
 
 
