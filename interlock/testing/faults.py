@@ -30,6 +30,7 @@ class FaultKind(StrEnum):
     STALL = "stall"  # a stream that sends `after_chunks` chunks, then nothing (connection open) until
     # `delay_s` passed or the test sets `gate` (neither: until the client closes), then the rest
     RECORDED = "recorded"  # a 200 with exactly `body` as `content_type`: a recorded real answer or stream
+    TRICKLE = "trickle"  # the answer's body one byte at a time, `delay_s` apart: every read is in time
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,12 @@ class Fault:
         not a byte until ``delay_s`` has passed or ``gate`` is set (neither: until the client closes
         it), then the rest of the stream as usual."""
         return cls(FaultKind.STALL, after_chunks=after_chunks, delay_s=delay_s, gate=gate)
+
+    @classmethod
+    def trickle(cls, delay_s: float) -> Fault:
+        """A 200 whose body comes one byte every ``delay_s``: no read ever waits long, and the whole
+        answer takes its length times ``delay_s`` (a client that bounds only each read waits for all)."""
+        return cls(FaultKind.TRICKLE, delay_s=delay_s)
 
     @classmethod
     def recorded(cls, body: bytes, content_type: str = "application/json") -> Fault:
