@@ -187,6 +187,8 @@ class FakeOpenAI(FakeServer):
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if reply.claims:
+            usage.update(reply.claims)
         completion_id = f"chatcmpl-{random.getrandbits(64):016x}"
         created = int(time.time())
         if body.get("stream") is True:
