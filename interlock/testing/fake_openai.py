@@ -85,6 +85,7 @@ class FakeOpenAI(FakeServer):
                 self._control[("GET", "/slots")] = self._slots
                 self._control[("GET", "/props")] = self._props
                 self._control[("POST", "/apply-template")] = self._apply_template
+        self.template_tools = False  # llama.cpp: whether its chat template writes a request's tools
 
     @property
     def base_url(self) -> str:
@@ -122,12 +123,17 @@ class FakeOpenAI(FakeServer):
 
     def _props(self, incoming: Incoming) -> Answer:
         model = self.models[0] if self.models else "fake-model"
-        return JsonAnswer(orjson.loads(props(self.reported, model)))
+        return JsonAnswer(orjson.loads(props(self.reported, model, tools=self.template_tools)))
 
     def _apply_template(self, incoming: Incoming) -> Answer:
+        """llama.cpp's ``POST /apply-template``: the prompt a chat request becomes, nothing generated.
+        ChatML, as SmolLM2's template writes it; the tools only with ``template_tools`` (SmolLM2's and
+        Gemma's templates leave them out: tests/fixtures/discover/llama-server/apply_template.json)."""
         self.tokenized += 1
         body = incoming.body if isinstance(incoming.body, dict) else {}
-        return JsonAnswer({"prompt": chatml(body.get("messages"), body.get("tools"))})
+        return JsonAnswer(
+            {"prompt": chatml(body.get("messages"), body.get("tools") if self.template_tools else None)}
+        )
 
     def _tokenize(self, incoming: Incoming) -> Answer:
         self.tokenized += 1
@@ -211,6 +217,8 @@ class FakeOpenAI(FakeServer):
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if reply.claims:
+            usage.update(reply.claims)
         completion_id = f"chatcmpl-{random.getrandbits(64):016x}"
         created = int(time.time())
         if body.get("stream") is True:
@@ -496,10 +504,10 @@ if __name__ == "__main__":
 
 
 def chatml(messages: Any, tools: Any) -> str:
-    """The fake's chat template: ChatML, the tools' JSON in a system turn first (as Qwen's does)."""
+    """The fake's chat template: ChatML, the tools' JSON (when written) in a system turn first."""
     out = []
     if tools:
-        out.append(f"<|im_start|>system\n# Tools\n{orjson.dumps(tools).decode()}<|im_end|>\n")
+        out.append(f"<|im_start|>system\n{orjson.dumps(tools).decode()}<|im_end|>\n")
     for message in messages if isinstance(messages, list) else ():
         if isinstance(message, dict):
             content = message.get("content")
