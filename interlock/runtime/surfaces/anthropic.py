@@ -50,6 +50,7 @@ from interlock.runtime.surfaces.base import (
     failure_of,
 )
 from interlock.runtime.wire import anthropic as wire
+from interlock.runtime.wire.anthropic_request import internal_request
 from interlock.runtime.wire.base import Relayed, StreamRender
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
 
@@ -66,7 +67,7 @@ class Messages(Translated):
     limits = OUTPUT_LIMITS["anthropic"]
 
     def translate(self, body: dict[str, Any]) -> Translation:
-        return wire.internal_request(body)
+        return internal_request(body)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:
@@ -88,7 +89,7 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
         body = await read_object(scope, receive, plan.server.max_body_bytes)
         caller = caller_of(scope)
         caller.check(resolve(plan, check_model(body), caller).label)
-        internal, _, _ = wire.internal_request(body, counting=True)
+        internal, _, _ = internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
     except ClientGone:
         return
