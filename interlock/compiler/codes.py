@@ -63,7 +63,13 @@ CODES: dict[str, CodeInfo] = _codes(
     ),
     ("IL108", "no-credential", "warning", "An `openai` provider has no `api_key_env`."),
     ("IL109", "bad-provider-name", "error", "A provider name is empty or holds `/` or whitespace."),
-    ("IL110", "shared-credential", "warning", "Providers on different hosts share one credential variable."),
+    (
+        "IL110",
+        "shared-credential",
+        "warning",
+        "Providers on different servers (host and port, of a base URL or a worker) share one credential "
+        "variable.",
+    ),
     (
         "IL111",
         "not-a-credential-variable",

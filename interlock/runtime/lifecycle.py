@@ -285,6 +285,8 @@ async def _handle(
         # an answer's usage was metered before it went out; a stream's (cut short or not) is now; None:
         # no upstream answered
         tally = exchange.tally or metered(record, preflight.needs, plan)
+        if record.clamped and record.answered is not None:  # the upstream claimed absurd usage: cut
+            metrics.usage_clamped.labels(record.answered.candidate.id).inc()
         if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
             services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it

@@ -227,6 +227,12 @@ class Metrics:
             "connection (found closed at the write). A written request is never sent again.",
             ["endpoint"],
         )
+        self.usage_clamped = CounterVec(
+            "interlock_upstream_usage_clamped",
+            "Answers whose usage claimed more tokens than one answer can hold (100 million), by candidate: "
+            "cut to that bound before the ledger, the tokens per minute and the learned estimates saw it.",
+            ["candidate"],
+        )
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
@@ -306,6 +312,7 @@ class Metrics:
             self.connections_closed,
             self.connections_open,
             self.upstream_resends,
+            self.usage_clamped,
             self.probes,
             self.metadata_fetches,
             self.warmups,

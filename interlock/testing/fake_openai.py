@@ -77,6 +77,8 @@ class FakeOpenAI(FakeServer):
             if server == "llama.cpp":
                 self._control[("GET", "/slots")] = self._slots
                 self._control[("GET", "/props")] = self._props
+                self._control[("POST", "/apply-template")] = self._apply_template
+        self.template_tools = False  # llama.cpp: whether its chat template writes a request's tools
 
     @property
     def base_url(self) -> str:
@@ -114,7 +116,19 @@ class FakeOpenAI(FakeServer):
 
     def _props(self, incoming: Incoming) -> Answer:
         model = self.models[0] if self.models else "fake-model"
-        return JsonAnswer(orjson.loads(props(self.reported, model)))
+        return JsonAnswer(orjson.loads(props(self.reported, model, tools=self.template_tools)))
+
+    def _apply_template(self, incoming: Incoming) -> Answer:
+        """llama.cpp's ``POST /apply-template``: the prompt a chat request becomes, nothing generated.
+        ChatML, as SmolLM2's template writes it; the tools only with ``template_tools`` (SmolLM2's and
+        Gemma's templates leave them out: tests/fixtures/discover/llama-server/apply_template.json)."""
+        body = incoming.body if isinstance(incoming.body, dict) else {}
+        messages = body.get("messages")
+        turns = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+        prompt = "".join(f"<|im_start|>{m.get('role')}\n{m.get('content')}<|im_end|>\n" for m in turns)
+        if self.template_tools and body.get("tools"):
+            prompt = f"<|im_start|>system\n{orjson.dumps(body['tools']).decode()}<|im_end|>\n" + prompt
+        return JsonAnswer({"prompt": prompt + "<|im_start|>assistant\n"})
 
     def _refused(self, incoming: Incoming) -> ErrorAnswer | None:
         if self.api_key is None:
@@ -187,6 +201,8 @@ class FakeOpenAI(FakeServer):
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if reply.claims:
+            usage.update(reply.claims)
         completion_id = f"chatcmpl-{random.getrandbits(64):016x}"
         created = int(time.time())
         if body.get("stream") is True:

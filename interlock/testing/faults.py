@@ -28,6 +28,7 @@ class FaultKind(StrEnum):
     STREAM_ERROR = "stream_error"  # an error event/line in a 200 stream after `after_chunks` chunks
     ENDLESS = "endless"  # a JSON body (or, in a stream, the line after `after_chunks`) that never ends
     RECORDED = "recorded"  # a 200 with exactly `body` as `content_type`: a recorded real answer or stream
+    TRICKLE = "trickle"  # the answer's body one byte at a time, `delay_s` apart: every read is in time
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,12 @@ class Fault:
         """A 200 whose JSON body, or stream line after ``after_chunks`` chunks, never ends: bytes keep
         coming (as fast as the client reads) until the client closes the connection."""
         return cls(FaultKind.ENDLESS, after_chunks=after_chunks)
+
+    @classmethod
+    def trickle(cls, delay_s: float) -> Fault:
+        """A 200 whose body comes one byte every ``delay_s``: no read ever waits long, and the whole
+        answer takes its length times ``delay_s`` (a client that bounds only each read waits for all)."""
+        return cls(FaultKind.TRICKLE, delay_s=delay_s)
 
     @classmethod
     def recorded(cls, body: bytes, content_type: str = "application/json") -> Fault:

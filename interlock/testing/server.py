@@ -383,6 +383,8 @@ class FakeServer:
         elif kind is FaultKind.RECORDED:
             assert fault.body is not None
             conn.respond(200, fault.body, fault.content_type)
+        elif kind is FaultKind.TRICKLE:
+            await self._trickle(conn, route(incoming), fault.delay_s)
         else:
             if kind is FaultKind.SLOW_FIRST_BYTE:
                 await asyncio.sleep(fault.delay_s)
@@ -409,6 +411,25 @@ class FakeServer:
             conn.write_chunk(filler)
             await _drained(conn, 4 * len(filler))
         conn.abort()
+
+    async def _trickle(self, conn: Connection, answer: Answer, delay_s: float) -> None:
+        """The answer's body a byte at a time, ``delay_s`` apart, until it ends or the client leaves."""
+        if isinstance(answer, ErrorAnswer):
+            await self._finish(self._send(conn, answer, None))
+            return
+        assert self._stopping is not None
+        if isinstance(answer, JsonAnswer):
+            content_type, data = _JSON, orjson.dumps(answer.obj)
+        else:
+            content_type, data = answer.content_type, b"".join([*answer.frames, answer.trailer])
+        conn.start_chunked(200, content_type)
+        for index in range(len(data)):
+            if not conn.open or self._stopping.is_set():
+                conn.abort()
+                return
+            conn.write_chunk(data[index : index + 1])
+            await asyncio.sleep(delay_s)
+        conn.end_chunked()
 
     @staticmethod
     async def _finish(pending: Coroutine[Any, Any, None] | None) -> None:

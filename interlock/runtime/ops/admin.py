@@ -410,6 +410,7 @@ def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
         "waiting_debits": ledger.waiting,
         "commits": ledger.flushes,
         "failures": ledger.failures,
+        "dropped_rows": ledger.dropped_rows,
         "last_error": ledger.last_error,
         **budget_report(ledger, plan.source.access),
     }
