@@ -10,6 +10,7 @@ from interlock.compiler.diagnostics import DiagnosticSink, Span
 from interlock.compiler.loader import Entry, LoadLimits, Reader, Sources
 from interlock.compiler.placed import Placed
 from interlock.compiler.reading import read_file
+from interlock.kinds import default_first_byte_ms
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
@@ -243,12 +244,18 @@ class CompileContext:
         return self.broken.at_or_below(path)
 
     def timeouts_of(self, provider: str) -> dict[str, int]:
-        """``connect``/``first_byte``/``total`` (ms) of ``provider``: its own where set, else `timeouts`."""
-        own = self.providers[provider].section.timeouts
+        """``connect``/``first_byte``/``total`` (ms) of ``provider``: its own where set, else `timeouts`,
+        else (``first_byte``) its kind's default (``kinds.default_first_byte_ms``)."""
+        section = self.providers[provider].section
+        own = section.timeouts
         values: dict[str, int] = {}
         for key in TimeoutsSection.model_fields:
             value = None if own is None else getattr(own, key)
-            values[key] = getattr(self.timeouts, key) if value is None else value
+            if value is None:
+                value = getattr(self.timeouts, key)
+            if value is None and key == "first_byte":  # said nowhere: its kind's
+                value = default_first_byte_ms(section.kind, section.workers)
+            values[key] = value
         return values
 
     def declared_providers(self) -> KeysView[str]:

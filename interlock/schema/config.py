@@ -112,10 +112,16 @@ class HealthSection(_Section):
 
 
 class TimeoutsSection(_Section):
-    """Upstream timeouts. `first_byte` must leave room for a cold model load."""
+    """Upstream timeouts. `first_byte`, unless set here, is each provider's kind's: 12s for a hosted API
+    at one `base_url` (`openai`, `anthropic`), 60s for servers of the operator's own (`ollama`, any
+    provider with `workers`: a cold model load)."""
 
     connect: Duration = Field(2_000, description="TCP/TLS connect.")
-    first_byte: Duration = Field(60_000, description="From sending the request to the response headers.")
+    first_byte: Duration | None = Field(
+        None,
+        description="From sending the request to the answer's headers (a stream: its first chunk that says "
+        "something); unset: each provider's kind's default (12s for a hosted API, 60s for workers).",
+    )
     total: Duration = Field(600_000, description="The whole upstream exchange, stream included.")
 
 

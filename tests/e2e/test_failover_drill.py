@@ -17,7 +17,6 @@ import pytest
 from tests.e2e.drill import SCENARIOS, Drill, Result, table
 
 SCALE = 0.2
-FIRST_TOKEN = pytest.mark.xfail(strict=True, reason="issue 40.4: first_byte is 60 s for every kind")
 CODE_KEPT = pytest.mark.xfail(strict=True, reason="issue 40.6: the upstream's code becomes upstream_error")
 
 pytestmark = pytest.mark.timeout(240)
@@ -91,7 +90,6 @@ def test_a_failing_primary_is_rescued_by_the_fallback(
     )
 
 
-@FIRST_TOKEN
 def test_a_first_token_20s_late_is_answered_by_the_fallback(drill: dict[str, Result]) -> None:
     """A cloud's default time to first token is well under 20 s: the fallback answers."""
     result = drill["first-token-20s"]
