@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+DEFAULT_IDLE_MS = 120_000  # a kind that names no idle timeout of its own
+
 KindName = Literal["anthropic", "ollama", "openai"]  # the plan schema's enum: a test ties it to KINDS
 
 
@@ -56,6 +58,11 @@ class ProviderKind:
     # `timeouts.first_byte` (ms) of a provider of this kind reached at one `base_url` (a hosted API),
     # when neither it nor `timeouts:` says; a provider with `workers` gets ``WORKERS_FIRST_BYTE_MS``
     first_byte_ms: int = 60_000
+    # the longest silence allowed inside a stream once it has said something (``timeouts.idle`` unless
+    # the config sets one): past it the stream is a stalled one, ended with the caller's error event and
+    # counted against the circuit. Local kinds keep room for a server's own pauses (a slot swap, a
+    # prefill of another slot, a tool call held back): figures in docs/configuration.md
+    idle_ms: int = DEFAULT_IDLE_MS
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""

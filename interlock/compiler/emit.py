@@ -172,6 +172,7 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
         "timeouts": {
             "connect_ms": timeouts["connect"],
             "first_byte_ms": timeouts["first_byte"],
+            "idle_ms": timeouts["idle"],
             "total_ms": timeouts["total"],
         },
         "retry": _retry(section.retry, RETRY_DEFAULTS),

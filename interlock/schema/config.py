@@ -122,6 +122,10 @@ class TimeoutsSection(_Section):
         description="From sending the request to the answer's headers (a stream: its first chunk that says "
         "something); unset: each provider's kind's default (12s for a hosted API, 60s for workers).",
     )
+    idle: Duration | None = Field(
+        None,
+        description="Longest silence inside a stream after its first content; unset: by provider kind.",
+    )
     total: Duration = Field(600_000, description="The whole upstream exchange, stream included.")
 
 
@@ -130,6 +134,7 @@ class ProviderTimeouts(_Section):
 
     connect: Duration | None = None
     first_byte: Duration | None = None
+    idle: Duration | None = None
     total: Duration | None = None
 
 

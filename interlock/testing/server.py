@@ -489,11 +489,15 @@ class FakeServer:
         delay = self.reply.chunk_delay_s
         for index, frame in enumerate(answer.frames):
             if index == cut_at:
-                break
+                if fault is None or fault.kind is not FaultKind.STALL:
+                    break
+                await self._stall(conn, fault)
+                if not conn.open:
+                    return
             if delay and index:
                 await asyncio.sleep(delay)
             conn.write_chunk(frame)
-        if fault is None or cut_at < 0:
+        if fault is None or cut_at < 0 or fault.kind is FaultKind.STALL:
             conn.write_chunk(answer.trailer)
         elif fault.kind is FaultKind.CUT_STREAM:
             await _flushed_abort(conn)
@@ -505,6 +509,20 @@ class FakeServer:
         elif fault.kind is FaultKind.UNFINISHED:
             conn.write_chunk(answer.trailer)
         conn.end_chunked()
+
+    async def _stall(self, conn: Connection, fault: Fault) -> None:
+        """Say nothing, the connection open, until ``fault.delay_s`` passed or its ``gate`` is set (neither
+        given: until the client closes the connection or the server stops)."""
+        assert self._stopping is not None
+        conn.watch()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + fault.delay_s if fault.delay_s else None
+        while conn.open and not self._stopping.is_set():
+            if fault.gate is not None and fault.gate.is_set():
+                return
+            if until is not None and loop.time() >= until:
+                return
+            await asyncio.sleep(0.01)
 
     # ----- control routes -----
 

@@ -10,7 +10,7 @@ from interlock.compiler.loader import Entry
 from interlock.schema.durations import format_duration
 
 SpanOf = Callable[[str], Span]
-TIMEOUT_KEYS = ("connect", "first_byte", "total")
+TIMEOUT_KEYS = ("connect", "first_byte", "idle", "total")
 COLD_LOAD_MS = 30_000
 """Below this, `first_byte` of an Ollama provider rarely covers a cold model load (IL404)."""
 
@@ -44,7 +44,7 @@ def health(ctx: CompileContext) -> None:
         )
     given = {key: value for key in TIMEOUT_KEYS if (value := getattr(ctx.timeouts, key)) is not None}
     tspan = _spans(ctx, ctx.sources.singletons.get("timeouts"))
-    _timeouts(ctx, "timeouts", tspan, {"first_byte": 0, **given}, set(given))
+    _timeouts(ctx, "timeouts", tspan, {"first_byte": 0, **given}, set(given))  # unset: by kind
     for name, provider in ctx.providers.items():
         own = provider.section.timeouts
         if provider.section.kind == "ollama":
@@ -107,7 +107,7 @@ def _timeouts(
                 f"`{where}.{key}` must be positive, not `{format_duration(values[key])}`",
                 path=f"{where}.{key}",
                 value=format_duration(values[key]),
-                hint="e.g. `2s` for connect, `60s` for first_byte, `10m` for total",
+                hint="e.g. `2s` for connect, `60s` for first_byte, `2m` for idle, `10m` for total",
             )
     total = values["total"]
     for key in ("connect", "first_byte"):
