@@ -196,6 +196,12 @@ class Metrics:
             "Failed upstream calls, by candidate and error class.",
             ["candidate", "error_class"],
         )
+        self.upstream_retries = CounterVec(
+            "interlock_upstream_retries",
+            "Calls made again on the same candidate after a failure safe to repeat, by candidate and the "
+            "error class that was retried.",
+            ["candidate", "error_class"],
+        )
         self.stream_aborted = CounterVec(
             "interlock_stream_aborted",
             "Streams that ended with an error event after the first byte had reached the client.",
@@ -307,6 +313,7 @@ class Metrics:
             self.alias_resolved,
             self.fallback,
             self.upstream_errors,
+            self.upstream_retries,
             self.stream_aborted,
             self.client_disconnects,
             self.plan_reloads,
