@@ -472,6 +472,7 @@ def _provider(
 ) -> Provider:
     t = p.timeouts
     relays = frozenset({p.kind, *(("responses",) if p.responses else ())})
+    check = p.recovery_check or ("probe" if p.probe else "off")
     timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
@@ -485,13 +486,20 @@ def _provider(
             provider=p.name, kind=p.kind, url=p.base_url.rstrip("/"), label=p.name, headers=headers, **timing
         )
         return Provider(
-            name=p.name, kind=p.kind, probe=p.probe, endpoints=(endpoint,), workers=(None,), relays=relays
+            name=p.name,
+            kind=p.kind,
+            probe=p.probe,
+            endpoints=(endpoint,),
+            workers=(None,),
+            relays=relays,
+            recovery_check=check,
         )
     return Provider(
         name=p.name,
         kind=p.kind,
         probe=p.probe,
         relays=relays,
+        recovery_check=check,
         endpoints=tuple(
             Endpoint(
                 provider=p.name,
