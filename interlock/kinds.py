@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+DEFAULT_IDLE_MS = 120_000  # a kind that names no idle timeout of its own
+
 KindName = Literal["anthropic", "ollama", "openai"]  # the plan schema's enum: a test ties it to KINDS
 
 
@@ -53,6 +55,11 @@ class ProviderKind:
     # value on the client's resend): for kinds that reach APIs billed per request, where a vendor or a
     # gateway in between may deduplicate by it; a server that does not know the header ignores it
     idempotency_key: bool = False
+    # the longest silence allowed inside a stream once it has said something (``timeouts.idle`` unless
+    # the config sets one): past it the stream is a stalled one, ended with the caller's error event and
+    # counted against the circuit. Local kinds keep room for a server's own pauses (a slot swap, a
+    # prefill of another slot, a tool call held back): figures in docs/configuration.md
+    idle_ms: int = DEFAULT_IDLE_MS
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""

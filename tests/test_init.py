@@ -11,7 +11,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from interlock.cli import main
-from interlock.discover import PROBES, discover, root_of
+from interlock.discover import PROBES, Found, discover, root_of
+from interlock.discover.starter import serve_port, starter
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
@@ -84,7 +85,7 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
         "  gemma3:12b: 131072 tokens; completion, vision",
         "  nomic-embed-text:latest: 2048 tokens; embedding",
         f"{fleet.llama.url}: llama-server b0-unknown, 2 slots",
-        "  smollm2: 4096 tokens; completion; loaded",
+        "  smollm2: 4096 tokens; completion, tools; loaded",
     ]
     text = out.read_text()
     config = YAML().load(text)
@@ -98,7 +99,7 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
         "max_concurrent": 2,
     }
     assert dict(config["models"]["llamacpp/smollm2"]) == {
-        "capabilities": ["completion"],
+        "capabilities": ["completion", "tools"],  # llama-server accepts tools whatever its template says
         "context_tokens": 4096,
     }
     assert list(config["aliases"]["local/chat"]["chain"]) == [
@@ -109,6 +110,15 @@ def test_the_written_config_names_what_was_found_and_lints_clean_with_strict(
         "compat/qwen2.5-7b-instruct",
     ]
     assert f"# Ollama 0.12.6 at {fleet.ollama.url}\n" in text
+    assert (
+        "    capabilities: [completion, tools]  # tools: llama-server accepts them, but its chat template "
+        "leaves them out of the prompt (/apply-template): the model never sees the tools and answers in "
+        "text\n"
+    ) in text
+    assert (
+        "    context_tokens: 4096 # a slot's, of 2: llama-server splits --ctx-size over --parallel (not with "
+        "--kv-unified)\n"
+    ) in text
     assert "#     kind: anthropic\n" in text
     assert "sk-ant-upstream" not in text
     assert main(["lint", str(out), "--strict"]) == 0
@@ -179,3 +189,51 @@ def test_a_fleet_of_one_model_says_that_its_alias_has_nothing_to_fall_back_to(
     assert "# Aliases with one candidate (local/chat) warn in `lint --strict` (IL502)" in text
     assert main(["lint", str(out)]) == 0  # without --strict: a warning only
     assert "IL502" in capsys.readouterr().out
+
+
+def test_an_agent_s_request_with_tools_is_served_by_llama_server_whatever_its_template_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """llama-server's /props says `supports_tools: false` for SmolLM2's and Gemma's templates, and the
+    server accepts `tools` all the same: a config with `capabilities: [completion]` answered every
+    Claude Code request 400 ("lacks tools")."""
+    with FakeOpenAI(name="llama", server="llama.cpp", models=["smollm2"]) as llama:
+        out, _ = init(tmp_path, [llama.url], capsys)
+        served = Served(out, {"LLAMACPP_KEY": "none"}, tmp_path / "serve.log")
+        try:
+            tool = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+            hi = [{"role": "user", "content": "hi"}]
+            answer = served.http.post(
+                "/v1/chat/completions", json={"model": "local/chat", "messages": hi, "tools": [tool]}
+            )
+        finally:
+            served.stop()
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-interlock-resolved"] == "llamacpp/smollm2"
+
+
+def test_a_model_named_by_its_file_gets_the_file_s_name() -> None:
+    path = "/root/.cache/interlock/models/SmolLM2-135M-Instruct.Q4_1.gguf"  # llama-server without --alias
+    with FakeOpenAI(name="llama", server="llama.cpp", models=[path]) as llama:
+        (found,) = discover([llama.url], timeout_s=5)
+    assert isinstance(found, Found)
+    assert [m.name for m in found.models] == ["SmolLM2-135M-Instruct.Q4_1"]
+    assert (
+        f"it names its model by its file ({path}) and answers any name: `SmolLM2-135M-Instruct.Q4_1` is "
+        "written (`--alias NAME` names it)"
+    ) in found.notes
+
+
+def test_interlock_is_served_on_another_port_than_a_server_found_on_this_machine() -> None:
+    def at(url: str) -> Found:
+        return Found(url=url, server="llama-server", kind="openai", worker_url=f"{url}/v1")
+
+    assert serve_port([at("http://127.0.0.1:8080")]) == 4000  # llama-server's default port is interlock's
+    assert serve_port([at("http://localhost:8080"), at("http://[::1]:4000")]) == 8081
+    assert serve_port([at("http://10.0.0.5:8080"), at("http://127.0.0.1:11434")]) == 8080
+    config, _ = starter([at("http://127.0.0.1:8080")], "interlock init --discover http://127.0.0.1:8080")
+    header = config.ca.comment[1]
+    lines = [token.value for token in header]
+    assert "# Serve it:  interlock serve <this file> --port 4000\n" in lines
+    connect = "interlock connect claude-code --url http://127.0.0.1:4000 --alias local/chat"
+    assert f"# Connect:   {connect}\n" in lines

@@ -63,6 +63,7 @@ def test_example_plan_holds_what_the_runtime_needs() -> None:
     assert plan["providers"]["ollama"]["timeouts"] == {
         "connect_ms": 2000,
         "first_byte_ms": 120000,
+        "idle_ms": 120000,  # unset: the kind's own
         "total_ms": 600000,
     }
     worker = plan["workers"]["rtx4090"]

@@ -12,9 +12,11 @@ import sys
 from typing import Any
 
 from interlock.commands.files import written
-from interlock.commands.yamlfile import dump, round_trip
 from interlock.discover import Found, discover
+from interlock.discover.base import said
 from interlock.discover.starter import starter
+from interlock.discover.written import UnprovenConfig
+from interlock.discover.written import written as proven_text
 
 
 def register(subparsers: Any) -> None:
@@ -37,7 +39,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write the configuration here (default: stdout)")
     p.add_argument("--force", action="store_true", help="replace FILE if it exists")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each answer (default: 5)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        help="seconds each answer may take, from connecting to its last byte; a server that takes longer "
+        "once is asked nothing more (default: 5)",
+    )
     p.set_defaults(handler=run_init, parser=p)
 
 
@@ -57,7 +65,14 @@ def run_init(args: argparse.Namespace) -> int:
         return 1
     command = "interlock init " + " ".join(f"--discover {url}" for url in args.discover)
     config, variables = starter(found, command)
-    text = dump(round_trip(), config)
+    try:
+        text = proven_text(config)
+    except UnprovenConfig as exc:  # a server's text that escaping missed: nothing is written
+        print(
+            f"interlock init: the configuration does not read back as meant ({exc}); nothing written",
+            file=sys.stderr,
+        )
+        return 1
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -72,7 +87,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 def describe(found: Found) -> str:
     """One server in a few lines: what it is, its models (window, capabilities), slots, profile."""
-    lines = [f"{found.url}: {found.server}"]
+    lines = [f"{said(found.url, 2048)}: {said(found.server)}"]
     if found.slots is not None:
         lines[0] += f", {found.slots} slots"
     if found.profile is not None:
@@ -88,6 +103,6 @@ def describe(found: Found) -> str:
                 "loaded"
                 + ("" if model.on_gpu is None else " on the GPU" if model.on_gpu else " in system memory")
             )
-        lines.append(f"  {model.name}: {'; '.join(facts)}")
-    lines += [f"  note: {note}" for note in found.notes]
+        lines.append(f"  {said(model.name)}: {'; '.join(facts)}")
+    lines += [f"  note: {said(note, 500)}" for note in found.notes]
     return "\n".join(lines)

@@ -53,7 +53,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL103", "inline-credential", "error", "A credential value is written in the config."),
     ("IL104", "bad-env-name", "error", "`api_key_env` is not a valid environment variable name."),
     ("IL105", "env-unset", "error", "With `--require-env`: a referenced credential variable is unset."),
-    ("IL106", "bad-url", "error", "A URL without `http`/`https` scheme or host."),
+    (
+        "IL106",
+        "bad-url",
+        "error",
+        "A URL without `http`/`https` scheme or host, or holding a space or control character.",
+    ),
     (
         "IL107",
         "bad-provider-shape",
@@ -63,7 +68,13 @@ CODES: dict[str, CodeInfo] = _codes(
     ),
     ("IL108", "no-credential", "warning", "An `openai` provider has no `api_key_env`."),
     ("IL109", "bad-provider-name", "error", "A provider name is empty or holds `/` or whitespace."),
-    ("IL110", "shared-credential", "warning", "Providers on different hosts share one credential variable."),
+    (
+        "IL110",
+        "shared-credential",
+        "warning",
+        "Providers on different servers (host and port, of a base URL or a worker) share one credential "
+        "variable.",
+    ),
     (
         "IL111",
         "not-a-credential-variable",

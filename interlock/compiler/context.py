@@ -10,6 +10,7 @@ from interlock.compiler.diagnostics import DiagnosticSink, Span
 from interlock.compiler.loader import Entry, LoadLimits, Reader, Sources
 from interlock.compiler.placed import Placed
 from interlock.compiler.reading import read_file
+from interlock.kinds import DEFAULT_IDLE_MS, KINDS
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
@@ -243,12 +244,19 @@ class CompileContext:
         return self.broken.at_or_below(path)
 
     def timeouts_of(self, provider: str) -> dict[str, int]:
-        """``connect``/``first_byte``/``total`` (ms) of ``provider``: its own where set, else `timeouts`."""
-        own = self.providers[provider].section.timeouts
+        """``connect``/``first_byte``/``idle``/``total`` (ms) of ``provider``: its own where set, else
+        `timeouts`, else (``idle``) its kind's default."""
+        section = self.providers[provider].section
+        own = section.timeouts
         values: dict[str, int] = {}
         for key in TimeoutsSection.model_fields:
             value = None if own is None else getattr(own, key)
-            values[key] = getattr(self.timeouts, key) if value is None else value
+            if value is None:
+                value = getattr(self.timeouts, key)
+            if value is None:  # `idle`, unset in both: the kind's
+                kind = KINDS.get(section.kind)
+                value = kind.idle_ms if kind is not None else DEFAULT_IDLE_MS
+            values[key] = value
         return values
 
     def declared_providers(self) -> KeysView[str]:

@@ -169,6 +169,7 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
         "timeouts": {
             "connect_ms": timeouts["connect"],
             "first_byte_ms": timeouts["first_byte"],
+            "idle_ms": timeouts["idle"],
             "total_ms": timeouts["total"],
         },
         "workers": workers,

@@ -8,9 +8,13 @@ their own richer routes are asked first. Nothing is sent anywhere but the URLs g
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from interlock.discover import anthropic, llamacpp, ollama, openai
-from interlock.discover.base import Found, FoundModel, Http, Probe
+from interlock.discover.base import Found, FoundModel, Http, Probe, said
+
+MAX_URL_CHARS = 2048
+"""A URL given is shown (escaped) up to this length."""
 
 __all__ = ["PROBES", "Found", "FoundModel", "discover", "root_of"]
 
@@ -37,7 +41,7 @@ def discover(urls: Sequence[str], timeout_s: float = 5.0) -> list[Found | str]:
                     if reached
                     else "does not answer"
                 )
-                out.append(f"{given}: {why}")
+                out.append(f"{said(given, MAX_URL_CHARS)}: {why}" + "".join(f"; {r}" for r in http.refused))
             else:
-                out.append(found)
+                out.append(replace(found, notes=(*found.notes, *http.refused)))
     return out

@@ -4,7 +4,7 @@ when it lets a caller without a key see them."""
 
 from __future__ import annotations
 
-from interlock.discover.base import Found, FoundModel, Http, ok
+from interlock.discover.base import MAX_MODELS, Found, FoundModel, Http, model_name, ok
 
 VERSION = {"anthropic-version": "2023-06-01"}
 
@@ -18,9 +18,8 @@ def probe(http: Http, url: str) -> Found | None:
         return None
     listed = ok(http.get("/v1/models", headers=VERSION))
     data = listed.get("data") if isinstance(listed, dict) else None
-    models = tuple(
-        FoundModel(m["id"]) for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)
-    )
+    names = [model_name(m.get("id")) for m in data or [] if isinstance(m, dict)]
+    models = tuple(FoundModel(name) for name in names[:MAX_MODELS] if name is not None)
     return Found(
         url=url,
         server="an Anthropic-compatible Messages API",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-from interlock.discover.base import Found, FoundModel, Http, ok
+from interlock.bounds import window, window_text
+from interlock.discover.base import MAX_MODELS, Found, FoundModel, Http, model_name, ok, said
 
-NUM_CTX = re.compile(r"^num_ctx\s+(\d+)\s*$", re.MULTILINE)
+NUM_CTX = re.compile(r"^num_ctx[ \t]+(\S+)[ \t]*$", re.MULTILINE)
 
 
 def probe(http: Http, url: str) -> Found | None:
@@ -15,24 +16,22 @@ def probe(http: Http, url: str) -> Found | None:
     if not isinstance(tags, dict) or not isinstance(tags.get("models"), list):
         return None
     ps = ok(http.get("/api/ps"))
-    loaded = {
-        m.get("name"): m.get("size_vram")
-        for m in (ps.get("models") if isinstance(ps, dict) else None) or []
-        if isinstance(m, dict)
-    }
-    models = []
-    for entry in tags["models"]:
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if isinstance(name, str) and name:
-            models.append(_model(http, name, loaded))
-    version = ok(http.get("/api/version"))
-    server = "Ollama" + (
-        f" {version['version']}" if isinstance(version, dict) and "version" in version else ""
-    )
-    on_cpu = [m for m in models if m.on_gpu is False]
+    running = ps.get("models") if isinstance(ps, dict) else None
+    loaded = {m.get("name"): _on_gpu(m.get("size_vram")) for m in running or [] if isinstance(m, dict)}
+    entries = [e.get("name") if isinstance(e, dict) else None for e in tags["models"]]
+    names = [n for n in map(model_name, entries) if n is not None]
     notes = []
+    if len(names) < len(entries):
+        notes.append(f"{len(entries) - len(names)} model(s) left out: no name usable in a configuration")
+    if len(names) > MAX_MODELS:
+        notes.append(f"{len(names) - MAX_MODELS} model(s) left out: only the first {MAX_MODELS} are read")
+    models = [_model(http, name, loaded) for name in names[:MAX_MODELS]]
+    version = ok(http.get("/api/version"))
+    number = version.get("version") if isinstance(version, dict) else None
+    server = "Ollama" + (f" {said(number)}" if isinstance(number, str) else "")
+    on_cpu = [m for m in models if m.on_gpu is False]
     if on_cpu:
-        notes.append(f"{on_cpu[0].name} is loaded in system memory, not on a GPU")
+        notes.append(f"{said(on_cpu[0].name)} is loaded in system memory, not on a GPU")
     return Found(
         url=url,
         server=server,
@@ -44,28 +43,34 @@ def probe(http: Http, url: str) -> Found | None:
     )
 
 
-def _model(http: Http, name: str, loaded: dict[object, object]) -> FoundModel:
+def _on_gpu(size_vram: object) -> bool | None:
+    """``/api/ps``' ``size_vram``: above 0, the model is on a GPU; None where the server does not say."""
+    if isinstance(size_vram, int) and not isinstance(size_vram, bool):
+        return size_vram > 0
+    return None
+
+
+def _model(http: Http, name: str, loaded: dict[object, bool | None]) -> FoundModel:
     show = ok(http.post("/api/show", {"model": name}))
     capabilities: tuple[str, ...] | None = None
     context: int | None = None
     if isinstance(show, dict):
         caps = show.get("capabilities")
         if isinstance(caps, list):
-            capabilities = tuple(c for c in caps if isinstance(c, str))
+            capabilities = tuple(c for c in caps if isinstance(c, str) and model_name(c) is not None)
         parameters = show.get("parameters")
         match = NUM_CTX.search(parameters) if isinstance(parameters, str) else None
         info = show.get("model_info")
         trained = (
-            next((v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)), None)
+            next((window(v) for k, v in info.items() if str(k).endswith(".context_length")), None)
             if isinstance(info, dict)
             else None
         )
-        context = int(match.group(1)) if match else trained
-    vram = loaded.get(name)
+        context = (window_text(match.group(1).strip('"')) if match else None) or trained
     return FoundModel(
         name=name,
         context_tokens=context,
         capabilities=capabilities,
         loaded=name in loaded,
-        on_gpu=(vram > 0) if isinstance(vram, int) else None,
+        on_gpu=loaded.get(name),
     )

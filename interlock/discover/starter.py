@@ -12,12 +12,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from interlock.discover.base import Found, FoundModel
+from interlock.discover.base import Found, FoundModel, said
 
 NAMESPACE = "local/"
+SERVE_PORTS = (8080, 4000, 8081, 8090)  # interlock's default first; the others where a server found is
+LOCAL_HOSTS = frozenset(("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"))
+MAX_COMMENT_CHARS = 200  # a comment beside a value: the server's text in it escaped and cut (``said``)
+MAX_HEADER_CHARS = 2000  # a line of the header (it holds the command, with the URLs given)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,29 +74,19 @@ def starter(found: Sequence[Found], command: str) -> tuple[CommentedMap, list[st
             commented.append(_anthropic_note(server, name))
             continue
         providers[name] = _provider(server, name, variables)
-        providers.yaml_set_comment_before_after_key(name, before=f"{server.server} at {server.url}", indent=2)
+        providers.yaml_set_comment_before_after_key(
+            name, before=said(f"{server.server} at {server.url}", MAX_COMMENT_CHARS), indent=2
+        )
         for model in server.models:
             cid = f"{name}/{model.name}"
             candidates.append(Candidate(cid, model))
             if server.kind != "ollama" and (model.context_tokens or model.capabilities):
                 facts[cid] = _facts(model)
     aliases, single, alone = _aliases(candidates)
-    header = [
-        "Written by `interlock init` as a starting point: change any value below.",
-        f"  {command}",
-        "Check it:  interlock lint <this file> --strict",
-        "Serve it:  interlock serve <this file>",
-        "Connect:   interlock connect claude-code --url http://127.0.0.1:8080 --alias local/chat",
-    ]
-    if variables:
-        header.append("Set first: " + ", ".join(f"export {v}=..." for v in variables))
-    if single:
-        header.append(f"Aliases with one candidate ({', '.join(single)}) warn in `lint --strict` (IL502):")
-        header.append("  add a second one, e.g. a cloud provider, to fall back to.")
-    header += alone
+    header = _header(command, serve_port(found), variables, single, alone)
     for note in commented:
         header += ["", *note.splitlines()]
-    config.yaml_set_start_comment("\n".join(header))
+    config.yaml_set_start_comment("\n".join(said(line, MAX_HEADER_CHARS) for line in header))
     if aliases:
         settings = CommentedMap()
         settings["default_alias"] = (
@@ -116,6 +111,38 @@ def starter(found: Sequence[Found], command: str) -> tuple[CommentedMap, list[st
     return config, variables
 
 
+def _header(command: str, port: int, variables: list[str], single: list[str], alone: list[str]) -> list[str]:
+    header = [
+        "Written by `interlock init` as a starting point: change any value below.",
+        f"  {command}",
+        "Check it:  interlock lint <this file> --strict",
+        f"Serve it:  interlock serve <this file> --port {port}",
+        f"Connect:   interlock connect claude-code --url http://127.0.0.1:{port} --alias local/chat",
+    ]
+    if variables:
+        header.append("Set first: " + ", ".join(f"export {v}=..." for v in variables))
+    if single:
+        header.append(f"Aliases with one candidate ({', '.join(single)}) warn in `lint --strict` (IL502):")
+        header.append("  add a second one, e.g. a cloud provider, to fall back to.")
+    return header + alone
+
+
+def serve_port(found: Sequence[Found]) -> int:
+    """The first of ``SERVE_PORTS`` that no server found on this machine listens on (llama-server's
+    default port is interlock's, 8080)."""
+    taken = {_local_port(server.url) for server in found}
+    return next(port for port in SERVE_PORTS if port not in taken)
+
+
+def _local_port(url: str) -> int | None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return port if (parts.hostname or "") in LOCAL_HOSTS else None
+
+
 def _provider(server: Found, name: str, variables: list[str]) -> CommentedMap:
     provider = CommentedMap()
     provider["kind"] = server.kind
@@ -133,7 +160,9 @@ def _provider(server: Found, name: str, variables: list[str]) -> CommentedMap:
         worker.yaml_add_eol_comment("its own load is read each probe round", "server")
     if server.profile is not None:
         worker["profile"] = server.profile
-        worker.yaml_add_eol_comment(f"{'; '.join(server.notes) or 'inferred from its answers'}", "profile")
+        worker.yaml_add_eol_comment(
+            said("; ".join(server.notes) or "inferred from its answers", 300), "profile"
+        )
     if server.slots is not None:
         worker["max_concurrent"] = server.slots
         worker.yaml_add_eol_comment("the slots it reports", "max_concurrent")
@@ -146,12 +175,19 @@ def _provider(server: Found, name: str, variables: list[str]) -> CommentedMap:
 
 
 def _facts(model: FoundModel) -> CommentedMap:
+    """A model's facts on one line, or one a line with the remarks beside them."""
     out = CommentedMap()
     if model.capabilities:
         out["capabilities"] = _flow(list(model.capabilities))
     if model.context_tokens:
         out["context_tokens"] = model.context_tokens
-    out.fa.set_flow_style()
+    if model.remarks:
+        out.fa.set_block_style()
+    else:
+        out.fa.set_flow_style()
+    for key, why in model.remarks:
+        if key in out:
+            out.yaml_add_eol_comment(said(why, MAX_COMMENT_CHARS), key)
     return out
 
 
@@ -181,7 +217,7 @@ def _aliases(candidates: list[Candidate]) -> tuple[CommentedMap, list[str], list
         if not chain:
             continue
         if len(chain) == 1 and cls.alias != "chat":
-            alone.append(f"{cls.description}: only {chain[0].id}; an alias for it wants a second model")
+            alone.append(f"{cls.description}: only {said(chain[0].id)}; an alias for it wants a second model")
             continue
         alias = CommentedMap()
         alias["description"] = cls.description
@@ -195,11 +231,12 @@ def _aliases(candidates: list[Candidate]) -> tuple[CommentedMap, list[str], list
 
 def _anthropic_note(server: Found, name: str) -> str:
     lines = [
-        f"{server.server} at {server.url}: uncomment once you know its models (it lists none without a key)",
+        f"{said(server.server)} at {said(server.url)}: uncomment once you know its models (it lists none "
+        "without a key)",
         "providers:",
         f"  {name}:",
         "    kind: anthropic",
-        f"    base_url: {server.url}",
+        f"    base_url: {said(server.url)}",
         f"    api_key_env: {re.sub(r'[^A-Z0-9]', '_', name.upper())}_COMPAT_KEY",
     ]
     return "\n".join(lines)

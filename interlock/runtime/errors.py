@@ -11,6 +11,7 @@ upstream body, a header or a credential.
     │   │   ├── ConnectFailed            refused, DNS, unreachable
     │   │   ├── ConnectTimeout
     │   │   ├── FirstByteTimeout         connected, nothing came back in time
+    │   │   ├── IdleTimeout              a stream fell silent past `idle` after it had started
     │   │   ├── TotalTimeout             the whole exchange ran past `total`
     │   │   ├── ProtocolFailure          server disconnected, broken HTTP, cut stream
     │   │   ├── ServerError              HTTP 5xx (52x included)
@@ -93,6 +94,12 @@ class ConnectTimeout(TransientError):
 
 class FirstByteTimeout(TransientError):
     error_class = "first_byte_timeout"
+
+
+class IdleTimeout(TransientError):
+    """A stream said nothing for longer than its provider's ``idle`` after its first content: stalled."""
+
+    error_class = "idle_timeout"
 
 
 class TotalTimeout(TransientError):

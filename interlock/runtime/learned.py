@@ -37,8 +37,12 @@ it, and the error is put on the part that dominated the prompt (the template's f
 later prompt of another shape is moved only as far as that answer showed. A request costs one
 dictionary lookup and three multiplications (``prompt``); learning, at the end of a request, the same,
 and a 3x3 solve only when the answer is more than ``SETTLED`` from what the book predicted (``learn``).
-The books are bounded (``MAX_ENTRIES``, ``MAX_RATES``; least recently updated dropped first) and live
-in this process only: a restart learns again from the first answer.
+The books are bounded (``MAX_ENTRIES``, ``MAX_RATES``; least recently updated dropped first), keyed by
+the server an endpoint label is on (``configure``: scheme, host and port), so the endpoints on one
+server learn together, and kept across restarts and shared by replicas by ``learned_kept`` (``rows``
+out, ``restore`` in, checked as an answer is). They age: an older value weighs less against the next
+answer (``COUNT_HALF_LIFE_S``, ``PREFILL_HALF_LIFE_S``), and one older than ``MAX_AGE_S`` is not
+restored.
 
 A floor keeps the coefficients of an upstream that truncates silently (Ollama) from collapsing: its
 ``prompt_eval_count`` leaves out a cached prefix and stops at the window it truncated to, so a low
@@ -49,10 +53,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
+from urllib.parse import urlsplit
 
 from interlock.runtime.record import RequestRecord
 from interlock.runtime.wire.base import Endpoint
@@ -73,6 +79,20 @@ MAX_PREFILL_S = 3600.0  # a deadline is never stretched further than this
 MIN_PREFILL_S = 0.25  # a shorter prefill leaves the deadline as it is (no copy of the endpoint)
 STRETCH_STEP = 1.0625  # a stretch is rounded up to the next power of this (times MIN_PREFILL_S)
 MAX_STRETCHED = 4096  # stretched endpoints kept, all endpoints together (oldest dropped first)
+# the border (issue 39): what an answer may teach, however absurd the numbers it reports
+MAX_COUNT_RATIO = 4.0  # a server's count is at most this times the estimate ...
+MAX_TEMPLATE_TOKENS = 2048  # ... plus this (a template's own text, a default system prompt)
+TRIAL_EVERY_S = 60.0  # a candidate skipped only because of what was learned is tried once this often
+MIN_PREFILL_TOKENS_PER_S = 1.0  # a learned prompt speed is never below this ...
+MAX_PREFILL_TOKENS_PER_S = 1e7  # ... nor above this
+# ageing: an older value weighs less against the next answer, and one too old is not restored
+COUNT_HALF_LIFE_S = 7 * 86400.0  # how a server counts changes with its model or template, rarely
+PREFILL_HALF_LIFE_S = 86400.0  # a prompt speed changes with the server's load and hardware
+MAX_AGE_S = 30 * 86400.0  # older than this: not restored (the state file, the shared store)
+MAX_MOMENT = 1e24  # a restored fit's sums (tokens squared) are at most this
+
+
+Coefficients = tuple[float, float, float]  # the template's (in TEMPLATE_UNIT tokens), text, schema
 
 
 class Estimate(Protocol):
@@ -99,28 +119,32 @@ class Counted:
 class _Fit:
     """The ridge sums: ``a`` the 3x3 moment matrix (row-major), ``b`` the moment vector."""
 
-    __slots__ = ("a", "b", "samples")
+    __slots__ = ("a", "at", "b", "samples")
 
     def __init__(self) -> None:
         self.a = [PRIOR_WEIGHT if i % 4 == 0 else 0.0 for i in range(9)]
         self.b = [PRIOR_WEIGHT * c for c in PRIOR]
         self.samples = 0
+        self.at = 0.0  # wall-clock seconds of the newest answer
 
-    def add(self, x: tuple[float, float, float], y: float) -> tuple[float, float, float] | None:
-        """One answer (older ones fade, the prior stays); the coefficients solved anew."""
+    def add(self, x: tuple[float, float, float], y: float, now: float) -> tuple[float, float, float] | None:
+        """One answer at ``now`` (older ones fade, the more the older they are; the prior stays); the
+        coefficients solved anew."""
         a, b = self.a, self.b
         if self.samples:
+            keep = FORGET * 0.5 ** (max(now - self.at, 0.0) / COUNT_HALF_LIFE_S)
             for i in range(9):
                 prior = PRIOR_WEIGHT if i % 4 == 0 else 0.0
-                a[i] = prior + FORGET * (a[i] - prior)
+                a[i] = prior + keep * (a[i] - prior)
             for i in range(3):
-                b[i] = PRIOR_WEIGHT * PRIOR[i] + FORGET * (b[i] - PRIOR_WEIGHT * PRIOR[i])
+                b[i] = PRIOR_WEIGHT * PRIOR[i] + keep * (b[i] - PRIOR_WEIGHT * PRIOR[i])
+        self.at = now
         for i in range(3):
             b[i] += x[i] * y
             for j in range(3):
                 a[3 * i + j] += x[i] * x[j]
         self.samples += 1
-        return _solve(a, b)
+        return _solve_coefficients(a, b)
 
 
 def _solve(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
@@ -136,32 +160,131 @@ def _solve(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
     return x1 / det, x2 / det, x3 / det
 
 
-class CountBook:
-    """Learned counts per (endpoint label, model); ``prompt`` is the per-request read."""
+def _solve_coefficients(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
+    """The fit with its two coefficients never negative: where the unconstrained solve puts one below
+    0 (two answers of different shapes can: ``schema: -0.587``), it is held at 0 and the others are
+    solved again without it (the least-squares optimum on that face); the template's part is free."""
+    solved = _solve(a, b)
+    if solved is None or (solved[1] >= 0 and solved[2] >= 0):
+        return solved
+    best: tuple[float, float, float] | None = None
+    for free in ((0, 1), (0, 2), (0,)):
+        x = _solve_on(a, b, free)
+        if x is None or any(x[i] < 0 for i in (1, 2)):
+            continue
+        residual = _objective(a, b, x)
+        if best is None or residual < _objective(a, b, best):
+            best = x
+    return best
 
-    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+
+def _solve_on(a: list[float], b: list[float], free: tuple[int, ...]) -> tuple[float, float, float] | None:
+    """``a x = b`` restricted to the coefficients ``free`` (the others 0): Gaussian elimination."""
+    n = len(free)
+    m = [[a[3 * i + j] for j in free] + [b[i]] for i in free]
+    for col in range(n):
+        pivot = m[col][col]
+        if pivot <= 1e-12:
+            return None
+        for row in range(col + 1, n):
+            f = m[row][col] / pivot
+            for k in range(col, n + 1):
+                m[row][k] -= f * m[col][k]
+    values = [0.0] * n
+    for row in range(n - 1, -1, -1):
+        values[row] = (m[row][n] - sum(m[row][k] * values[k] for k in range(row + 1, n))) / m[row][row]
+    x = [0.0, 0.0, 0.0]
+    for i, v in zip(free, values, strict=True):
+        x[i] = v
+    return x[0], x[1], x[2]
+
+
+def _objective(a: list[float], b: list[float], x: tuple[float, float, float]) -> float:
+    """The ridge objective up to a constant: ``x' a x - 2 b' x``."""
+    quad = sum(x[i] * a[3 * i + j] * x[j] for i in range(3) for j in range(3))
+    return quad - 2 * sum(b[i] * x[i] for i in range(3))
+
+
+def _fit_of(row: Any, now: float) -> tuple[tuple[str, str], _Fit, tuple[float, float, float], float] | None:
+    """A kept fit, checked: its names, finite sums within ``MAX_MOMENT``, a time not in the future nor
+    older than ``MAX_AGE_S``, coefficients that solve within the border; None when it is not one."""
+    if type(row) is not dict:
+        return None
+    server, model, a, b, samples, at, ratio = (
+        row.get(k) for k in ("server", "model", "a", "b", "samples", "at", "last_ratio")
+    )
+    if not (type(server) is str and type(model) is str and 0 < len(server) + len(model) <= 1024):
+        return None
+    if not (_numbers(a, 9) and _numbers(b, 3) and type(samples) is int and samples > 0):
+        return None
+    if not (_number(at) and _number(ratio) and now - MAX_AGE_S <= at <= now + 60):
+        return None
+    fit = _Fit()
+    fit.a, fit.b, fit.samples, fit.at = [float(v) for v in a], [float(v) for v in b], samples, min(at, now)
+    solved = _solve_coefficients(fit.a, fit.b)
+    if solved is None or not all(abs(c) <= MAX_COUNT_RATIO * MAX_TEMPLATE_TOKENS for c in solved):
+        return None
+    return (server, model), fit, solved, float(ratio)
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return type(value) in (int, float) and math.isfinite(value) and abs(value) <= MAX_MOMENT
+
+
+def _numbers(values: Any, n: int) -> TypeGuard[list[float]]:
+    return type(values) is list and len(values) == n and all(_number(v) for v in values)
+
+
+def ceiling(estimate: int) -> int:
+    """The most tokens a server may count of a prompt the estimate puts at ``estimate``."""
+    return int(estimate * MAX_COUNT_RATIO) + MAX_TEMPLATE_TOKENS
+
+
+class CountBook:
+    """Learned counts per (server, model), read and taught by endpoint label (``servers``: each label's
+    server, so the endpoints on one server learn together); ``prompt`` is the per-request read."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, wall: Callable[[], float] = time.time) -> None:
         self.max_entries = max_entries
+        self.wall = wall
+        self.servers: dict[str, str] = {}  # endpoint label -> its server (``Learned.configure``)
+        self.version = 0  # counts what was learned or restored: the state file is written when it moved
         self._learned: OrderedDict[tuple[str, str], Counted] = OrderedDict()
         self._fits: dict[tuple[str, str], _Fit] = {}
+        self._trials: dict[tuple[str, str], float] = {}  # (label, model) -> when one was last let through
 
     def get(self, label: str, model: str) -> Counted | None:
-        return self._learned.get((label, model))
+        return self._learned.get((self.servers.get(label, label), model))
 
     def prompt(self, label: str, model: str, text: int, schema: int, floor: float) -> int:
         """The prompt's tokens as the server there would count them: the template's part plus the
         estimate's parts (``text``, ``schema``) times what was learned, each coefficient at least
-        ``floor``; the estimate as it is before any answer."""
-        learned = self._learned.get((label, model))
+        ``floor``, never more than ``ceiling`` of the estimate; the estimate as it is before any answer."""
+        learned = self._learned.get((self.servers.get(label, label), model))
         if learned is None:
             return text + schema
         counted = learned.template + text * max(learned.text, floor) + schema * max(learned.schema, floor)
-        return max(int(counted + 0.5), 0)
+        return min(max(int(counted + 0.5), 0), ceiling(text + schema))
+
+    def trial(self, label: str, model: str, now: float) -> bool:
+        """Whether a candidate that only what was learned here skips may be tried anyway (once every
+        ``TRIAL_EVERY_S``): its answer teaches the book again, so nothing learned locks it out."""
+        key = (label, model)
+        last = self._trials.get(key)
+        if last is not None and now - last < TRIAL_EVERY_S:
+            return False
+        self._trials.pop(key, None)
+        self._trials[key] = now
+        while len(self._trials) > self.max_entries:
+            del self._trials[next(iter(self._trials))]
+        return True
 
     def learn(self, label: str, model: str, text: int, schema: int, counted: int) -> None:
-        """One answer: the estimate's parts and the server's count of the same prompt."""
-        if counted < MIN_COUNTED_TOKENS:
+        """One answer: the estimate's parts and the server's count of the same prompt (refused when
+        over ``ceiling`` of the estimate: no chat template adds that much)."""
+        if counted < MIN_COUNTED_TOKENS or counted > ceiling(text + schema):
             return
-        key = (label, model)
+        key = (self.servers.get(label, label), model)
         learned = self._learned.get(key)
         if learned is not None:  # already counted as the server counts: nothing to solve
             predicted = learned.template + text * learned.text + schema * learned.schema
@@ -170,29 +293,61 @@ class CountBook:
         fit = self._fits.get(key)
         if fit is None:
             fit = self._fits[key] = _Fit()
-        solved = fit.add((float(TEMPLATE_UNIT), float(text), float(schema)), float(counted))
-        if solved is None:
-            return
+        solved = fit.add((float(TEMPLATE_UNIT), float(text), float(schema)), float(counted), self.wall())
+        if solved is not None:
+            self._keep(key, fit, solved, counted / max(text + schema, 1))
+
+    def _keep(self, key: tuple[str, str], fit: _Fit, solved: Coefficients, ratio: float) -> None:
         template, c_text, c_schema = solved
         self._learned.pop(key, None)
-        self._learned[key] = Counted(
-            template * TEMPLATE_UNIT, c_text, c_schema, fit.samples, counted / max(text + schema, 1)
-        )
+        self._learned[key] = Counted(template * TEMPLATE_UNIT, c_text, c_schema, fit.samples, ratio)
+        self.version += 1
         while len(self._learned) > self.max_entries:
             old, _ = self._learned.popitem(last=False)
             self._fits.pop(old, None)
 
+    def rows(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """What is kept (the state file, the shared store): each fit's sums, taught after ``since``."""
+        out = []
+        for (server, model), fit in self._fits.items():
+            learned = self._learned.get((server, model))
+            if learned is not None and fit.at > since:
+                row = {"server": server, "model": model, "a": fit.a, "b": fit.b, "samples": fit.samples}
+                out.append({**row, "at": fit.at, "last_ratio": learned.last_ratio})
+        return out
+
+    def restore(self, rows: Any, *, newer: bool = False) -> int:
+        """Fits from ``rows`` (another process's, or this one's before a restart), each checked as an
+        answer is (a row that is not one is skipped), those older than ``MAX_AGE_S`` left out; with
+        ``newer``, only those taught after this book's own. Returns how many were taken."""
+        now, taken = self.wall(), 0
+        for row in rows if isinstance(rows, list) else ():
+            kept = _fit_of(row, now)
+            if kept is None:
+                continue
+            key, fit, solved, ratio = kept
+            own = self._fits.get(key)
+            if own is not None and newer and own.at >= fit.at:
+                continue
+            self._fits[key] = fit
+            self._keep(key, fit, solved, ratio)
+            taken += 1
+        return taken
+
     def snapshot(self) -> dict[str, dict[str, dict[str, float | int]]]:
-        """``{label: {model: {template, text, schema, samples, last_ratio}}}`` for /v1/health."""
+        """``{server: {model: {template, text, schema, samples, last_ratio}}}`` for /v1/health."""
         out: dict[str, dict[str, dict[str, float | int]]] = {}
-        for (label, model), learned in sorted(self._learned.items()):
-            out.setdefault(label, {})[model] = {
+        labels = _labels(self.servers)
+        for (server, model), learned in sorted(self._learned.items()):
+            entry: dict[str, float | int] = {
                 "template_tokens": round(learned.template, 1),
                 "text": round(learned.text, 3),
                 "schema": round(learned.schema, 3),
                 "samples": learned.samples,
                 "last_ratio": round(learned.last_ratio, 3),
             }
+            for label in labels.get(server, (server,)):
+                out.setdefault(label, {})[model] = entry
         return out
 
 
@@ -202,9 +357,13 @@ class PrefillBook:
     the prefix scoring (``fleet.prefix``) weighs a cache hit with it, the router's deadline stretches
     by it."""
 
-    def __init__(self, smoothing: float = 0.3) -> None:
+    def __init__(self, smoothing: float = 0.3, wall: Callable[[], float] = time.time) -> None:
         self.smoothing = smoothing
+        self.wall = wall
+        self.servers: dict[str, str] = {}  # endpoint label -> its server (``Learned.configure``)
+        self.version = 0  # counts what was learned or restored
         self._rates: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._at: dict[tuple[str, str], float] = {}  # wall-clock seconds of each rate's newest sample
         self._models: dict[str, float] = {}  # model -> the last learned rate on any worker
 
     def observe(self, label: str, model: str, final: Mapping[str, Any]) -> None:
@@ -217,31 +376,119 @@ class PrefillBook:
         self.record(label, model, count / (duration / 1e9))
 
     def record(self, label: str, model: str, tokens_per_s: float) -> None:
-        key = (label, model)
-        old = self._rates.pop(key, None)
-        rate = tokens_per_s if old is None else self.smoothing * tokens_per_s + (1 - self.smoothing) * old
-        self._rates[key] = rate
-        self._models[model] = rate
+        """One sample, bounded where it enters (``MIN_PREFILL_TOKENS_PER_S``, ``MAX_PREFILL_TOKENS_PER_S``;
+        not a number: ignored), so no answer can make a deadline arbitrarily long."""
+        if math.isnan(tokens_per_s):
+            return
+        tokens_per_s = min(max(tokens_per_s, MIN_PREFILL_TOKENS_PER_S), MAX_PREFILL_TOKENS_PER_S)
+        key, now = (self.servers.get(label, label), model), self.wall()
+        old = self._rates.get(key)
+        if old is not None:  # the older the rate, the more the new sample weighs
+            stale = 1 - 0.5 ** (max(now - self._at.get(key, now), 0.0) / PREFILL_HALF_LIFE_S)
+            weight = max(self.smoothing, stale)
+            tokens_per_s = weight * tokens_per_s + (1 - weight) * old
+        self._set(key, tokens_per_s, now)
+
+    def _set(self, key: tuple[str, str], rate: float, at: float) -> None:
+        self._rates.pop(key, None)
+        self._rates[key], self._at[key] = rate, at
+        self._models[key[1]] = rate
+        self.version += 1
         while len(self._rates) > MAX_RATES:
-            self._rates.popitem(last=False)
+            old, _ = self._rates.popitem(last=False)
+            self._at.pop(old, None)
         if len(self._models) > MAX_RATES:
             del self._models[next(iter(self._models))]
 
     def learned(self, label: str, model: str) -> float | None:
-        """The rate learned of ``model`` on that endpoint, None before its first sample there."""
-        return self._rates.get((label, model))
+        """The rate learned of ``model`` on that endpoint's server, None before its first sample there."""
+        return self._rates.get((self.servers.get(label, label), model))
 
     def tokens_per_s(self, label: str, model: str) -> float:
-        rate = self._rates.get((label, model))
+        rate = self._rates.get((self.servers.get(label, label), model))
         if rate is None:
             rate = self._models.get(model, DEFAULT_PREFILL_TOKENS_PER_S)
         return rate
 
+    def rows(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """What is kept (the state file, the shared store): each rate learned after ``since``."""
+        at = self._at
+        return [
+            {"server": server, "model": model, "tokens_per_s": rate, "at": at[(server, model)]}
+            for (server, model), rate in self._rates.items()
+            if at.get((server, model), 0.0) > since
+        ]
+
+    def restore(self, rows: Any, *, newer: bool = False) -> int:
+        """Rates from ``rows``, bounded as a sample is (a row that is not one is skipped), those older
+        than ``MAX_AGE_S`` left out; with ``newer``, only those learned after this book's own."""
+        now, taken = self.wall(), 0
+        for row in rows if isinstance(rows, list) else ():
+            if type(row) is not dict:
+                continue
+            server, model, rate, at = (row.get(k) for k in ("server", "model", "tokens_per_s", "at"))
+            if not (type(server) is str and type(model) is str and 0 < len(server) + len(model) <= 1024):
+                continue
+            if not (_number(rate) and _number(at) and now - MAX_AGE_S <= at <= now + 60):
+                continue
+            if not MIN_PREFILL_TOKENS_PER_S <= rate <= MAX_PREFILL_TOKENS_PER_S:
+                continue
+            key = (server, model)
+            if newer and self._at.get(key, -math.inf) >= at:
+                continue
+            self._set(key, float(rate), min(at, now))
+            taken += 1
+        return taken
+
     def snapshot(self) -> dict[str, dict[str, float]]:
+        """``{label: {model: tokens/s}}``: each endpoint on a server shows what that server taught."""
         out: dict[str, dict[str, float]] = {}
-        for (label, model), rate in sorted(self._rates.items()):
-            out.setdefault(label, {})[model] = round(rate, 1)
+        labels = _labels(self.servers)
+        for (server, model), rate in sorted(self._rates.items()):
+            for label in labels.get(server, (server,)):
+                out.setdefault(label, {})[model] = round(rate, 1)
         return out
+
+
+def server_of(url: str) -> str:
+    """The server an endpoint's URL names (scheme, host and port): an ``anthropic`` provider and an
+    ``openai`` worker on one llama-server are one server, and learn together."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return url
+    host = (parts.hostname or "").lower()
+    if not host:
+        return url
+    return f"{parts.scheme}://[{host}]:{port}" if ":" in host else f"{parts.scheme}://{host}:{port}"
+
+
+def _labels(servers: Mapping[str, str]) -> dict[str, list[str]]:
+    """server -> the endpoint labels on it, sorted."""
+    out: dict[str, list[str]] = {}
+    for label, server in sorted(servers.items()):
+        out.setdefault(server, []).append(label)
+    return out
+
+
+class Told:
+    """Server counts of whole prompts (``counting``: ``count_tokens`` asked the server's tokenizer), by
+    (server, model, the prompt's digest); bounded, oldest first out."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[tuple[str, str, bytes], int] = OrderedDict()
+
+    def get(self, key: tuple[str, str, bytes]) -> int | None:
+        return self._counts.get(key)
+
+    def put(self, key: tuple[str, str, bytes], tokens: int) -> None:
+        self._counts.pop(key, None)
+        self._counts[key] = tokens
+        while len(self._counts) > MAX_ENTRIES:
+            self._counts.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,10 +497,16 @@ class Learned:
 
     counts: CountBook = field(default_factory=CountBook)
     prefill: PrefillBook = field(default_factory=PrefillBook)
+    told: Told = field(default_factory=Told, init=False, repr=False)  # what count_tokens asked servers
     # (id of an endpoint, step of its stretch) -> (that endpoint, its copy with the stretched deadline)
     stretched: dict[tuple[int, int], tuple[Endpoint, Endpoint]] = field(
         default_factory=dict, init=False, repr=False
     )
+
+    def configure(self, endpoints: Iterable[Endpoint]) -> None:
+        """Which server each endpoint label is on (at start and at every reload): the books key by it."""
+        servers = {endpoint.label: server_of(endpoint.url) for endpoint in endpoints}
+        self.counts.servers = self.prefill.servers = servers
 
     def observe(self, record: RequestRecord, needs: Estimate, prompt: int) -> None:
         """One answered request: the upstream counted ``prompt`` tokens of it."""
@@ -272,7 +525,9 @@ class Learned:
         if type(timings) is dict:
             count, ms = timings.get("prompt_n"), timings.get("prompt_ms")
             if type(count) is int and isinstance(ms, int | float) and count >= MIN_PREFILL_TOKENS and ms > 0:
-                self.prefill.record(label, model, count / (ms / 1000))
+                # a prefill longer than the call may take could not have been answered: 1e308 ms is that
+                seconds = min(ms / 1000, answered.route.endpoint.total_s)
+                self.prefill.record(label, model, count / seconds)
             return
         if answered.attempts:  # the seconds include earlier candidates' calls
             return
@@ -280,6 +535,12 @@ class Learned:
         fresh = prompt - _cached(usage)
         if fresh >= MIN_PREFILL_TOKENS and answered.upstream_s > 0:
             self.prefill.record(label, model, fresh / answered.upstream_s)
+
+    def prompt_of(self, label: str, model: str, needs: Estimate, floor: float = REPORTING_FLOOR) -> int:
+        """A request's prompt tokens as the server behind ``label`` counts them (the estimate as learned
+        there): what a translated stream's ``message_start`` reports before the server's own usage."""
+        text, schema = needs.prompt_tokens - needs.schema_tokens, needs.schema_tokens
+        return self.counts.prompt(label, model, text, schema, floor)
 
     def deadline(self, endpoint: Endpoint, model: str, needs: Estimate) -> Endpoint:
         """``endpoint`` with its first-byte deadline stretched by the expected prefill of the prompt

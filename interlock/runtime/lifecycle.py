@@ -85,6 +85,9 @@ Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]
 log = logging.getLogger("interlock.requests")
 
 MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
+# forwarded headers that ask a provider for behaviour (betas): a translated request goes without them,
+# so they are named in X-Interlock-Dropped (``anthropic-version`` is not: the surface speaks it itself)
+RELAY_ONLY_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -284,6 +287,8 @@ async def _handle(
         # an answer's usage was metered before it went out; a stream's (cut short or not) is now; None:
         # no upstream answered
         tally = exchange.tally or metered(record, preflight.needs, plan)
+        if record.clamped and record.answered is not None:  # the upstream claimed absurd usage: cut
+            metrics.usage_clamped.labels(record.answered.candidate.id).inc()
         if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
             services.learned.observe(record, preflight.needs, tally.prompt_tokens)
         if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
@@ -402,7 +407,9 @@ class Exchange:
             headers.append(answered.route.worker_header)
         say_dropped(headers, answered, "chat", parsed)
         headers.extend(render.headers)
-        render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
+        render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
+            answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
+        )  # the upstream's own count, else the estimate as learned from that server's answers
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
         render_chunk = render.chunk
@@ -504,6 +511,8 @@ def say_dropped(
         dropped = DROPS[answered.candidate.kind, endpoint].of(parsed.body)
         if parsed.dropped:
             dropped = [*parsed.dropped, *dropped]
+        if parsed.native is not None and parsed.native.headers:  # betas only a relay takes along
+            dropped = [*dropped, *(name for name in parsed.native.headers if name in RELAY_ONLY_HEADERS)]
     if dropped:
         # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
         shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]

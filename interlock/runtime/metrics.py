@@ -211,7 +211,8 @@ class Metrics:
         self.connections_closed = CounterVec(
             "interlock_connections_closed",
             "Client connections the gateway closed itself, by reason: header_timeout, body_timeout, "
-            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused).",
+            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused), "
+            "headers_too_large (431), invalid_host (400).",
             ["reason"],
         )
         self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
@@ -220,6 +221,12 @@ class Metrics:
             "Upstream requests sent a second time, by endpoint: not a byte had gone out on the first "
             "connection (found closed at the write). A written request is never sent again.",
             ["endpoint"],
+        )
+        self.usage_clamped = CounterVec(
+            "interlock_upstream_usage_clamped",
+            "Answers whose usage claimed more tokens than one answer can hold (100 million), by candidate: "
+            "cut to that bound before the ledger, the tokens per minute and the learned estimates saw it.",
+            ["candidate"],
         )
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
@@ -305,6 +312,7 @@ class Metrics:
             self.connections_closed,
             self.connections_open,
             self.upstream_resends,
+            self.usage_clamped,
             self.probes,
             self.circuit_checks,
             self.metadata_fetches,

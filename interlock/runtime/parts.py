@@ -17,6 +17,8 @@ The lifespan, in order (each step stopped in reverse at shutdown):
     slots       the slot store (``--workers``...)    closed
     upstream    the client opened, the adapters set  closed
     speeds      the state file read, kept on a timer written a last time
+    learned     counts and prompt speeds read (file,   pushed and written a last time
+                shared store), kept on a timer
     reloads                                          reloads in flight cancelled
     loops       probes, telemetry, warm-up, samples  stopped (all: a test may have run a round by hand)
     status      started: /v1/health may say ready     no longer started
@@ -53,6 +55,7 @@ from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.journal import Journal
 from interlock.runtime.learned import CountBook, Learned
+from interlock.runtime.learned_kept import KeptLearned
 from interlock.runtime.lifespan import Lifespan, Step
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.ops.admin import build_admin
@@ -78,6 +81,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock")
 
@@ -183,7 +187,9 @@ def build_parts(
     journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
     placement = PlacementBook(facts, metrics, clock, telemetry)  # what stays loaded
     # prompt counts and speeds per endpoint and model, from answers (Ollama's speeds: its adapter)
-    learned = Learned(CountBook(), scorer.prefixes.prefill)
+    learned = Learned(CountBook(wall=wall), scorer.prefixes.prefill)
+    learned.prefill.wall = wall
+    learned.configure(endpoints_of(plan))  # endpoints on one server learn together
 
     # the background loops
     metadata = MetadataFetcher(facts, upstream.ollama, metrics, clock)
@@ -203,7 +209,7 @@ def build_parts(
     # the request path
     guards: tuple[Guard, ...] = (
         CapabilityGuard(facts, metrics),
-        ContextGuard(facts, metrics, learned.counts),
+        ContextGuard(facts, metrics, learned.counts, clock),
         HealthGuard(health),
         SlotGuard(slots, scorer, lambda: current.plan.routing, sticky, fleet, metrics, busy=probe_loop.busy),
         OllamaOptionsGuard(facts, placement.keep_alive),
@@ -242,6 +248,7 @@ def build_parts(
         health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
         slots.configure(plan.workers)
         speeds.smoothing = plan.routing.speed_smoothing
+        learned.configure(endpoints_of(plan))
         current.plan = plan
         gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
@@ -258,7 +265,8 @@ def build_parts(
     )
 
     kept = KeptSpeeds(speeds, lambda: speeds_file(state_dir, current.plan))
-    lifespan = lifespan_of(live, services, loops, reloads, upstream, kept, probes=probes)
+    taught = KeptLearned(learned, lambda: learned_file(state_dir, current.plan), slots.shared_learning())
+    lifespan = lifespan_of(live, services, loops, reloads, upstream, (kept, taught), probes=probes)
     return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
 
 
@@ -268,11 +276,12 @@ def lifespan_of(
     loops: Loops,
     reloads: Reloads,
     upstream: Upstream,
-    kept: KeptSpeeds,
+    kept: tuple[KeptSpeeds, KeptLearned],
     *,
     probes: bool,
 ) -> Lifespan:
     """What runs beside the requests, in the order it starts (the module docstring's table)."""
+    speeds, taught = kept
     audit, tracing, status, ledger = services.audit, services.tracing, live.status, live.ledger
 
     async def start_ledger() -> None:
@@ -329,7 +338,8 @@ def lifespan_of(
             Step("usage ledger", start_ledger, ledger.close),
             Step("slots", live.slots.start, live.slots.close),
             Step("upstream client", open_upstream, upstream.stop),
-            Step("learned speeds", kept.start, kept.stop),
+            Step("learned speeds", speeds.start, speeds.stop),
+            Step("learned counts and prompt speeds", taught.start, taught.stop),
             Step("reloads", stop=reloads.stop),
             Step("background loops", start_loops, stop_loops),
             Step("status", start_status, stop_status),
@@ -364,6 +374,19 @@ class Upstream:
     def openai(self) -> OpenAIAdapter | None:
         adapter = self.adapters.get("openai")
         return adapter if isinstance(adapter, OpenAIAdapter) else None
+
+
+def endpoints_of(plan: RuntimePlan) -> list[Endpoint]:
+    return [endpoint for provider in plan.providers.values() for endpoint in provider.endpoints]
+
+
+def learned_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:
+    """Where what answers taught is kept: ``--state-dir``'s ``learned.json``, else beside the plan's
+    ``routing.state_file`` (``speeds.json`` -> ``speeds.learned.json``)."""
+    if state_dir is not None:
+        return Path(state_dir) / "learned.json"
+    named = plan.routing.state_file
+    return Path(named).with_suffix(".learned.json") if named else None
 
 
 def speeds_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:

@@ -477,6 +477,7 @@ def _provider(
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
         "total_s": t.total_ms / 1000,
+        "idle_s": t.idle_ms / 1000,
         "max_body_bytes": server.max_upstream_body_bytes,
         "max_line_bytes": server.max_stream_line_bytes,
     }

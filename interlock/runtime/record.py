@@ -28,6 +28,7 @@ class RequestRecord:
     __slots__ = (
         "answered",
         "caller",
+        "clamped",
         "endpoint",
         "error",
         "id",
@@ -56,6 +57,7 @@ class RequestRecord:
         self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
         self.timings: Any = None  # a stream's `timings` beside its usage (llama-server), when sent
         self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
+        self.clamped = False  # the upstream's usage claimed more than metering's bound (it was cut)
         self.trace: Span | None = None  # the request's span, when tracing is on
 
 

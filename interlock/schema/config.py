@@ -116,6 +116,10 @@ class TimeoutsSection(_Section):
 
     connect: Duration = Field(2_000, description="TCP/TLS connect.")
     first_byte: Duration = Field(60_000, description="From sending the request to the response headers.")
+    idle: Duration | None = Field(
+        None,
+        description="Longest silence inside a stream after its first content; unset: by provider kind.",
+    )
     total: Duration = Field(600_000, description="The whole upstream exchange, stream included.")
 
 
@@ -124,6 +128,7 @@ class ProviderTimeouts(_Section):
 
     connect: Duration | None = None
     first_byte: Duration | None = None
+    idle: Duration | None = None
     total: Duration | None = None
 
 

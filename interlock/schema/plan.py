@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from interlock.kinds import KindName
+from interlock.kinds import DEFAULT_IDLE_MS, KindName
 
 PLAN_FORMAT_VERSION = 1
 DEFAULT_MAX_UPSTREAM_BODY_BYTES = 32 * 1024 * 1024
@@ -88,6 +88,9 @@ class PlanPreflight(_Frozen):
 class PlanTimeouts(_Frozen):
     connect_ms: int = Field(ge=1)
     first_byte_ms: int = Field(ge=1)
+    idle_ms: int = Field(  # a default: a plan written before it was read as the kinds' own default
+        DEFAULT_IDLE_MS, ge=1, description="Longest silence inside a stream after its first content."
+    )
     total_ms: int = Field(ge=1)
 
 

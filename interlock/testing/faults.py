@@ -27,7 +27,10 @@ class FaultKind(StrEnum):
     MALFORMED = "malformed"  # a body (or, in a stream, the chunk after `after_chunks`) that is not JSON
     STREAM_ERROR = "stream_error"  # an error event/line in a 200 stream after `after_chunks` chunks
     ENDLESS = "endless"  # a JSON body (or, in a stream, the line after `after_chunks`) that never ends
+    STALL = "stall"  # a stream that sends `after_chunks` chunks, then nothing (connection open) until
+    # `delay_s` passed or the test sets `gate` (neither: until the client closes), then the rest
     RECORDED = "recorded"  # a 200 with exactly `body` as `content_type`: a recorded real answer or stream
+    TRICKLE = "trickle"  # the answer's body one byte at a time, `delay_s` apart: every read is in time
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,19 @@ class Fault:
         """A 200 whose JSON body, or stream line after ``after_chunks`` chunks, never ends: bytes keep
         coming (as fast as the client reads) until the client closes the connection."""
         return cls(FaultKind.ENDLESS, after_chunks=after_chunks)
+
+    @classmethod
+    def stall(cls, after_chunks: int, *, delay_s: float = 0.0, gate: threading.Event | None = None) -> Fault:
+        """A stream that falls silent mid-answer with its connection open: ``after_chunks`` chunks, then
+        not a byte until ``delay_s`` has passed or ``gate`` is set (neither: until the client closes
+        it), then the rest of the stream as usual."""
+        return cls(FaultKind.STALL, after_chunks=after_chunks, delay_s=delay_s, gate=gate)
+
+    @classmethod
+    def trickle(cls, delay_s: float) -> Fault:
+        """A 200 whose body comes one byte every ``delay_s``: no read ever waits long, and the whole
+        answer takes its length times ``delay_s`` (a client that bounds only each read waits for all)."""
+        return cls(FaultKind.TRICKLE, delay_s=delay_s)
 
     @classmethod
     def recorded(cls, body: bytes, content_type: str = "application/json") -> Fault:

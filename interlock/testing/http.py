@@ -107,6 +107,12 @@ class Connection(asyncio.Protocol):
         elif self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
 
+    def watch(self) -> None:
+        """Read again while an answer is pending, so a client that closes the connection is seen (a
+        stalled answer's wait ends then); reading is paused while a handler runs, which hides a close."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
     # ----- writing answers -----
 
     @property

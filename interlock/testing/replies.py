@@ -21,7 +21,9 @@ class Reply:
     property, from ``tool_arguments`` where it names it, else a placeholder of the property's type), or
     ``tool_arguments`` itself for a tool without properties. ``tool_calls`` scripts the calls instead:
     ``(name, arguments)`` pairs, those whose tool the request offers are called, in order.
-    ``usage=False``: the OpenAI fake's answers carry no ``usage`` (no usage chunk when streaming).
+    ``usage=False``: the OpenAI fake's answers carry no ``usage`` (no usage chunk when streaming);
+    ``claims`` overrides counts of the ``usage`` it sends (a hostile upstream:
+    ``{"prompt_tokens": 2**64 - 1}``).
     """
 
     text: str = "Hello from {server}, model {model}."
@@ -30,6 +32,7 @@ class Reply:
     tool_arguments: Mapping[str, Any] = field(default_factory=lambda: {"city": "Paris"})
     tool_calls: tuple[tuple[str, Mapping[str, Any]], ...] | None = None
     usage: bool = True  # False: the OpenAI fake reports no usage (as some compatible servers do)
+    claims: Mapping[str, int] | None = None  # counts sent in place of the counted ones
 
     def render(self, server: str, model: str) -> str:
         return self.text.replace("{server}", server).replace("{model}", model)

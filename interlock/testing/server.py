@@ -383,6 +383,8 @@ class FakeServer:
         elif kind is FaultKind.RECORDED:
             assert fault.body is not None
             conn.respond(200, fault.body, fault.content_type)
+        elif kind is FaultKind.TRICKLE:
+            await self._trickle(conn, route(incoming), fault.delay_s)
         else:
             if kind is FaultKind.SLOW_FIRST_BYTE:
                 await asyncio.sleep(fault.delay_s)
@@ -409,6 +411,25 @@ class FakeServer:
             conn.write_chunk(filler)
             await _drained(conn, 4 * len(filler))
         conn.abort()
+
+    async def _trickle(self, conn: Connection, answer: Answer, delay_s: float) -> None:
+        """The answer's body a byte at a time, ``delay_s`` apart, until it ends or the client leaves."""
+        if isinstance(answer, ErrorAnswer):
+            await self._finish(self._send(conn, answer, None))
+            return
+        assert self._stopping is not None
+        if isinstance(answer, JsonAnswer):
+            content_type, data = _JSON, orjson.dumps(answer.obj)
+        else:
+            content_type, data = answer.content_type, b"".join([*answer.frames, answer.trailer])
+        conn.start_chunked(200, content_type)
+        for index in range(len(data)):
+            if not conn.open or self._stopping.is_set():
+                conn.abort()
+                return
+            conn.write_chunk(data[index : index + 1])
+            await asyncio.sleep(delay_s)
+        conn.end_chunked()
 
     @staticmethod
     async def _finish(pending: Coroutine[Any, Any, None] | None) -> None:
@@ -468,11 +489,15 @@ class FakeServer:
         delay = self.reply.chunk_delay_s
         for index, frame in enumerate(answer.frames):
             if index == cut_at:
-                break
+                if fault is None or fault.kind is not FaultKind.STALL:
+                    break
+                await self._stall(conn, fault)
+                if not conn.open:
+                    return
             if delay and index:
                 await asyncio.sleep(delay)
             conn.write_chunk(frame)
-        if fault is None or cut_at < 0:
+        if fault is None or cut_at < 0 or fault.kind is FaultKind.STALL:
             conn.write_chunk(answer.trailer)
         elif fault.kind is FaultKind.CUT_STREAM:
             await _flushed_abort(conn)
@@ -484,6 +509,20 @@ class FakeServer:
         elif fault.kind is FaultKind.UNFINISHED:
             conn.write_chunk(answer.trailer)
         conn.end_chunked()
+
+    async def _stall(self, conn: Connection, fault: Fault) -> None:
+        """Say nothing, the connection open, until ``fault.delay_s`` passed or its ``gate`` is set (neither
+        given: until the client closes the connection or the server stops)."""
+        assert self._stopping is not None
+        conn.watch()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + fault.delay_s if fault.delay_s else None
+        while conn.open and not self._stopping.is_set():
+            if fault.gate is not None and fault.gate.is_set():
+                return
+            if until is not None and loop.time() >= until:
+                return
+            await asyncio.sleep(0.01)
 
     # ----- control routes -----
 

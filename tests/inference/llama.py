@@ -86,6 +86,7 @@ class LlamaServer:
         parallel: int = 1,
         threads: int = THREADS,
         embedding: bool = False,
+        alias: str = ALIAS,
     ) -> None:
         self.model = model
         self.log_path = log
@@ -95,6 +96,7 @@ class LlamaServer:
         self.parallel = parallel
         self.args = ["--ctx", str(n_ctx), "--parallel", str(parallel), "--threads", str(threads)]
         self.args += ["--embedding"] if embedding else []
+        self.args += ["--alias", alias]  # "": none, as llama-server's default (the model named by its file)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Self:
@@ -170,10 +172,12 @@ def serve(argv: list[str]) -> None:
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--embedding", action="store_true")
+    parser.add_argument("--alias", default=ALIAS, help="the model's name; empty: its file's path")
     args = parser.parse_args(argv)
     params = xllamacpp.CommonParams()
     params.model.path = args.model
-    params.model_alias = {ALIAS}
+    if args.alias:
+        params.model_alias = {args.alias}
     params.n_ctx = args.ctx * args.parallel  # split evenly between the slots (kv_unified off)
     params.n_parallel = args.parallel
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = args.threads

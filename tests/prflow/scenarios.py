@@ -316,6 +316,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         _set(("providers", "local", "timeouts"), {"first_byte": "90s"}),
         _k("timeout-changed"),
     ),
+    Scenario(
+        "provider-idle",  # the stall bound of a stream: from the kind's default to the provider's own
+        _set(("providers", "groq", "timeouts"), {"idle": "30s"}),
+        _k("timeout-changed"),
+    ),
     Scenario("worker-order", _swap_workers, _k("worker-order-changed")),
     Scenario("worker-added", _add_worker, _k("worker-added", "alerts-changed")),
     Scenario("worker-removed", _remove_worker, _k("worker-removed", "alerts-changed")),

@@ -17,8 +17,10 @@ import pytest
 from interlock.runtime.guards.preflight import Needs, needs_of
 from interlock.runtime.learned import (
     REPORTING_FLOOR,
+    TRIAL_EVERY_S,
     TRUNCATING_FLOOR,
     CountBook,
+    ceiling,
 )
 from interlock.runtime.route_table import rows
 from interlock.runtime.tables import PreflightSettings
@@ -110,3 +112,43 @@ def test_the_book_is_bounded() -> None:
         book.learn("e", model, 100, 0, 120)
     assert book.get("e", "a") is None
     assert book.snapshot()["e"].keys() == {"b", "c"}
+
+
+def test_the_coefficients_never_go_negative() -> None:
+    """Two answers of different shapes put the unconstrained fit at ``schema: -0.10`` (issue 38 saw
+    -0.587): a negative coefficient counts a longer prompt as shorter. Held at 0, the rest solved again."""
+    book = CountBook()
+    book.learn("e", "m", 500, 50, 700)
+    book.learn("e", "m", 500, 3000, 400)
+    learned = book.get("e", "m")
+    assert learned is not None
+    assert learned.text >= 0
+    assert learned.schema >= 0
+    assert book.prompt("e", "m", 500, 6000, REPORTING_FLOOR) >= book.prompt(
+        "e", "m", 500, 3000, REPORTING_FLOOR
+    )
+
+
+def test_a_count_no_template_could_make_is_refused_where_it_enters() -> None:
+    """Issue 39 defect 5: 100,000 tokens for a 20-token prompt."""
+    book = CountBook()
+    book.learn("e", "m", 20, 0, 100_000)
+    assert book.get("e", "m") is None
+    book.learn("e", "m", 20, 0, ceiling(20))  # the most a server may add is still learned
+    assert book.get("e", "m") is not None
+
+
+def test_what_is_learned_counts_a_prompt_at_most_its_ceiling() -> None:
+    """One answer at the border ("say hi" counted 2,000) fits a large text coefficient; a long prompt is
+    still counted no higher than the border allows."""
+    book = CountBook()
+    book.learn("e", "m", 6, 0, 2_000)
+    assert book.prompt("e", "m", 5_000, 0, REPORTING_FLOOR) == ceiling(5_000)
+
+
+def test_a_candidate_locked_out_by_what_was_learned_is_tried_once_a_minute() -> None:
+    book = CountBook()
+    assert book.trial("e", "m", 100.0)
+    assert not book.trial("e", "m", 100.0 + TRIAL_EVERY_S - 1)
+    assert book.trial("e", "m", 100.0 + TRIAL_EVERY_S)
+    assert book.trial("other", "m", 101.0)

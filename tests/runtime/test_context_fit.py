@@ -21,6 +21,8 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
+from interlock.runtime.guards.preflight import Needs
+from interlock.runtime.learned import STRETCH_STEP
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
@@ -94,12 +96,13 @@ def _gateway(
     *,
     max_tokens: str = "ceiling",
     first_byte: str = "30s",
+    state_dir: str | None = None,
 ) -> Gateway:
     llama, big, box = fakes
     text = CONFIG.format(
         llama=llama.base_url, big=big.base_url, box=box.url, max_tokens=max_tokens, first_byte=first_byte
     )
-    return build_gateway(build(plan_data(text)))
+    return build_gateway(build(plan_data(text)), state_dir=state_dir)
 
 
 Step = Callable[[httpx.AsyncClient], Any]
@@ -301,6 +304,35 @@ def test_the_first_byte_deadline_covers_the_prefill_at_the_speed_learned_there(
     assert answered.status_code == 200, answered.text
 
 
+def test_a_restarted_gateway_waits_for_a_prefill_the_speed_it_learned_before_covers(
+    plan_data: Callable[[str], dict[str, Any]],
+    fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama],
+    tmp_path: Path,
+) -> None:
+    """Issue 38: the same prompt answered before a restart timed out after it (the speed lived in the
+    process only). With ``--state-dir``, what the first gateway learned is what the second starts with."""
+    llama, _, _ = fakes
+    prompt = {"model": "t/agent", "messages": [{"role": "user", "content": "lorem ipsum dolor " * 400}]}
+    llama.set_fault(Fault.recorded(_answer(CLAUDE_CHAT["usage"], CLAUDE_CHAT["timings"])), times=1)
+    (lesson,) = _run(_gateway(plan_data, fakes, first_byte="300ms", state_dir=str(tmp_path)), [_post(prompt)])
+    assert lesson.status_code == 200
+    assert (tmp_path / "learned.json").exists()
+
+    async def held(http: httpx.AsyncClient) -> httpx.Response:
+        gate = threading.Event()
+        llama.set_fault(Fault.hold(gate), times=1)
+        seen = len(llama.requests)
+        call = asyncio.ensure_future(http.post("/v1/chat/completions", json=prompt))
+        await until(lambda: len(llama.requests) > seen, "the fake to hold the call")
+        await asyncio.sleep(0.9)
+        gate.set()
+        return await call
+
+    restarted = _gateway(plan_data, fakes, first_byte="300ms", state_dir=str(tmp_path))
+    (answered,) = _run(restarted, [held])
+    assert answered.status_code == 200, answered.text
+
+
 def test_a_stream_teaches_the_prompt_speed_from_the_timings_beside_its_usage(
     plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
 ) -> None:
@@ -347,3 +379,76 @@ def test_a_calibration_learned_on_other_traffic_never_refuses_the_last_candidate
     assert hi.status_code == 200, hi.text
     assert agent.status_code == 200, agent.text
     assert len(_sent(llama, "smol")) == 2  # asked: the server, not the estimate, decides
+
+
+def _counting(prompt_tokens: int, timings: dict[str, Any] | None = None) -> Fault:
+    return Fault.recorded(
+        _answer(
+            {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1},
+            timings,
+        )
+    )
+
+
+def test_one_answer_s_absurd_count_never_takes_the_candidate_out_of_service(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
+) -> None:
+    """Issue 39 defect 5: an answer claiming 100,000 prompt tokens for "say hi" was learned, and every
+    later request skipped the candidate as ``context_too_small`` until a restart. Refused where it
+    enters: no template adds that much."""
+    llama, big, _ = fakes
+    llama.set_fault(_counting(100_000), times=1)
+    gateway = _gateway(plan_data, fakes)
+    say_hi = {"model": "t/either", "messages": [{"role": "user", "content": "say hi"}]}
+    first, second = _run(gateway, [_post(say_hi), _post(say_hi)])
+    assert first.headers["x-interlock-resolved"] == "llama/smol"
+    assert second.headers["x-interlock-resolved"] == "llama/smol", second.headers.get("x-interlock-skipped")
+    assert "prompt_counts" not in gateway.parts.services.learned.report().get("llama", {}).get("smol", {})
+    assert not _sent(big, "large")
+
+
+def test_a_candidate_skipped_only_as_learned_is_tried_and_its_answer_teaches_the_book_again(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
+) -> None:
+    """A count within the border can still mislead: "say hi" counted 2,000 (a template's text, as
+    learned) puts a 5,000-token prompt far over 8,192 (the fit's text part grows too). The estimate
+    itself says it fits: the skip rests on what was learned alone, so the candidate is tried (once a
+    minute at most); its answer (the prompt as the server counted it) teaches the book again, and the
+    next such prompt goes there as learned, with no trial."""
+    llama, big, _ = fakes
+    llama.set_fault(_counting(2_000), times=1)
+    gateway = _gateway(plan_data, fakes)
+    say_hi = {"model": "t/either", "messages": [{"role": "user", "content": "say hi"}]}
+    long = {"model": "t/either", "messages": [{"role": "user", "content": "lorem ipsum dolor " * 970}]}
+
+    def answered_as_counted(http: httpx.AsyncClient) -> Any:
+        llama.set_fault(_counting(5_000), times=1)
+        return http.post("/v1/chat/completions", json=long)
+
+    taught, tried, again = _run(gateway, [_post(say_hi), answered_as_counted, answered_as_counted])
+    assert taught.headers["x-interlock-resolved"] == "llama/smol"
+    assert tried.headers["x-interlock-resolved"] == "llama/smol", tried.headers.get("x-interlock-skipped")
+    assert again.headers["x-interlock-resolved"] == "llama/smol", again.headers.get("x-interlock-skipped")
+    assert len(_sent(llama, "smol")) == 3
+    assert not _sent(big, "large")
+
+
+def test_a_prompt_speed_an_answer_claims_is_bounded_by_the_call_s_total(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
+) -> None:
+    """Issue 39 defect 11: ``timings.prompt_ms: 1e308`` taught a speed of ~0 tokens/s, and the next
+    first-byte deadline became an hour (past the call's total). A prefill longer than the call's total
+    could not have been answered: the speed learned is at least the prompt over that, so the next call
+    of that size waits for its first byte at most that much longer."""
+    llama, _, _ = fakes
+    llama.set_fault(_counting(3_027, {"prompt_n": 3_027, "prompt_ms": 1e308}), times=1)
+    gateway = _gateway(plan_data, fakes)
+    (answer,) = _run(gateway, [_post({"model": "t/agent", "messages": [{"role": "user", "content": "hi"}]})])
+    assert answer.status_code == 200
+    learned = gateway.parts.services.learned
+    assert learned.report()["llama"]["smol"]["prompt_tokens_per_s"] >= 25  # 3,027 tokens in at most 120 s
+    (route,) = gateway.parts.live.plan.candidates["llama/smol"].routes
+    prompt = Needs(frozenset({"completion"}), 3_016, 3_000, 0, 16, None, "none")
+    stretched = learned.deadline(route.endpoint, "smol", prompt)
+    stretch = stretched.first_byte_s - route.endpoint.first_byte_s
+    assert stretch <= route.endpoint.total_s * STRETCH_STEP  # not the hour it was

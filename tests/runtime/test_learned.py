@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from interlock.runtime.guards.preflight import Needs
-from interlock.runtime.learned import MAX_PREFILL_S, MIN_PREFILL_S, STRETCH_STEP, Learned
+from interlock.runtime.learned import (
+    MAX_PREFILL_S,
+    MAX_PREFILL_TOKENS_PER_S,
+    MIN_PREFILL_S,
+    MIN_PREFILL_TOKENS_PER_S,
+    STRETCH_STEP,
+    Learned,
+)
 from interlock.runtime.wire.base import Endpoint
 
 ENDPOINT = Endpoint(
@@ -49,3 +56,14 @@ def test_calls_whose_prefill_falls_in_one_step_share_one_copy_of_the_endpoint() 
     again = learned.deadline(other, "smol", needs(2_900))  # a reload's endpoint: its own copy
     assert again is not first
     assert again.headers == {"Authorization": "Bearer k2"}
+
+
+@pytest.mark.parametrize("claimed", [0.0, 1e-300, float("inf"), 1e300])
+def test_a_learned_prompt_speed_is_bounded_where_it_enters(claimed: float) -> None:
+    learned = Learned()
+    learned.prefill.record("llama", "smol", claimed)
+    rate = learned.prefill.learned("llama", "smol")
+    assert rate is not None
+    assert MIN_PREFILL_TOKENS_PER_S <= rate <= MAX_PREFILL_TOKENS_PER_S
+    learned.prefill.record("llama", "nan", float("nan"))
+    assert learned.prefill.learned("llama", "nan") is None

@@ -325,6 +325,8 @@ def test_every_fault_kind_has_a_constructor() -> None:
         Fault.stream_error().kind,
         Fault.endless().kind,
         Fault.recorded(b"{}").kind,
+        Fault.stall(1).kind,
+        Fault.trickle(0.01).kind,
     }
     assert built == set(FaultKind)
 

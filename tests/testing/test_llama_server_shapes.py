@@ -52,3 +52,19 @@ def test_the_real_answers_say_what_init_reads() -> None:
     models = json.loads((RECORDED / "v1_models.json").read_text())
     assert models["data"][0]["id"] == "smollm2"
     assert [s["n_ctx"] for s in json.loads((RECORDED / "slots.json").read_text())] == [2048, 2048]
+
+
+def test_the_fake_applies_its_template_as_the_real_server_does() -> None:
+    """``POST /apply-template`` with a tool: a prompt without it, as SmolLM2's template writes it."""
+    real = json.loads((RECORDED / "apply_template.json").read_text())
+    tool = {"type": "function", "function": {"name": "interlock_init_probe", "parameters": {}}}
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": [tool]}
+    with FakeOpenAI(name="llama", server="llama.cpp", models=["smollm2"]) as fake:
+        answer = httpx.post(fake.url + "/apply-template", json=body, timeout=10).json()
+        fake.template_tools = True
+        with_tools = httpx.post(fake.url + "/apply-template", json=body, timeout=10).json()
+    assert _shape_within(answer, real) == []
+    assert answer["prompt"].endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    assert "interlock_init_probe" not in answer["prompt"]
+    assert "interlock_init_probe" not in real["prompt"]
+    assert "interlock_init_probe" in with_tools["prompt"]

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from urllib.parse import urlsplit
 
 from interlock.compiler.context import CompileContext, Provider
-from interlock.compiler.passes.providers import accepted
-from interlock.kinds import KINDS, has_workers
+from interlock.compiler.passes.providers import accepted, called_urls
 from interlock.vendors import host_of, listed_host, stray_hosts, vendor_of
 
 HOST_NAME = re.compile(
@@ -32,30 +30,10 @@ def destinations(ctx: CompileContext) -> None:
         variable = provider.section.api_key_env
         if listed is None or variable is None or not accepted(variable):
             continue
-        urls = _urls(provider)
+        urls = called_urls(provider)
         if urls:  # none: IL101, IL102, IL106 or IL107 said why; "never calls" would only repeat it
             _unused(ctx, name, provider, listed, urls)
             _bound(ctx, name, provider, variable, listed, urls)
-
-
-def _urls(provider: Provider) -> list[str]:
-    """The URLs the provider sends its key to that parse as http(s) with a host (IL106 reports the rest);
-    none for a provider of an unknown kind or with both a base URL and workers (IL101, IL107)."""
-    section = provider.section
-    kind = KINDS.get(section.kind)
-    if kind is None or (section.base_url and section.workers):
-        return []
-    urls = [section.base_url] if section.base_url and kind.shape == "base_url" else []
-    urls += [worker.url for worker in section.workers or [] if has_workers(kind.name, section.workers)]
-    return [url for url in urls if _called(url)]
-
-
-def _called(url: str) -> bool:
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _listed(ctx: CompileContext, name: str, provider: Provider) -> list[str] | None:

@@ -10,7 +10,7 @@ from interlock.compiler.loader import Entry
 from interlock.schema.durations import format_duration
 
 SpanOf = Callable[[str], Span]
-TIMEOUT_KEYS = ("connect", "first_byte", "total")
+TIMEOUT_KEYS = ("connect", "first_byte", "idle", "total")
 COLD_LOAD_MS = 30_000
 """Below this, `first_byte` of an Ollama provider rarely covers a cold model load (IL404)."""
 
@@ -42,7 +42,8 @@ def health(ctx: CompileContext) -> None:
             value=format_duration(h.probe_timeout),
             hint="otherwise probes overlap; e.g. probe_interval: 30s, probe_timeout: 3s",
         )
-    defaults = {key: getattr(ctx.timeouts, key) for key in TIMEOUT_KEYS}
+    given = ((key, getattr(ctx.timeouts, key)) for key in TIMEOUT_KEYS)
+    defaults: dict[str, int] = {key: value for key, value in given if value is not None}  # `idle`: by kind
     _timeouts(ctx, "timeouts", _spans(ctx, ctx.sources.singletons.get("timeouts")), defaults, set(defaults))
     for name, provider in ctx.providers.items():
         own = provider.section.timeouts
@@ -103,7 +104,7 @@ def _timeouts(
                 f"`{where}.{key}` must be positive, not `{format_duration(values[key])}`",
                 path=f"{where}.{key}",
                 value=format_duration(values[key]),
-                hint="e.g. `2s` for connect, `60s` for first_byte, `10m` for total",
+                hint="e.g. `2s` for connect, `60s` for first_byte, `2m` for idle, `10m` for total",
             )
     total = values["total"]
     for key in ("connect", "first_byte"):

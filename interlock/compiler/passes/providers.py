@@ -11,10 +11,11 @@ from interlock.compiler.hosts import host_class
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
 from interlock.envnames import not_a_credential
-from interlock.kinds import KINDS, PROVIDER_KINDS, listed
+from interlock.kinds import KINDS, PROVIDER_KINDS, has_workers, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVIDER_NAME = re.compile(r"^[^/\s]+$")
+_SPACE = re.compile(r"\s")
 
 
 def providers(ctx: CompileContext) -> None:
@@ -206,33 +207,57 @@ def credential_variable(ctx: CompileContext, span: Span, where: str, variable: s
 
 
 def _shared_credentials(ctx: CompileContext) -> None:
-    """One variable sent to two different hosts hands one vendor's key to another."""
-    hosts: dict[str, tuple[str, str]] = {}
+    """One variable sent to two providers at different places (host and port, of a base URL or of a
+    worker) hands one's key to the other: each provider is compared with the first that sends it."""
+    first: dict[str, tuple[str, dict[str, str]]] = {}
     for name, provider in ctx.providers.items():
-        section = provider.section
-        if section.api_key_env is None or section.base_url is None:
+        variable = provider.section.api_key_env
+        places = _places(provider)
+        if variable is None or not places:
             continue
-        host = _host(section.base_url)
-        if host is None:
+        owner, owned = first.setdefault(variable, (name, places))
+        stray = [shown for place, shown in places.items() if place not in owned]
+        if owner == name or not stray:
             continue
-        first = hosts.setdefault(section.api_key_env, (name, host))
-        if first[1] != host:
-            ctx.sink.add(
-                "IL110",
-                ctx.span_of(provider.entry, "api_key_env"),
-                f"providers `{first[0]}` ({first[1]}) and `{name}` ({host}) both send "
-                f"`{section.api_key_env}`; each host would receive the other's credential",
-                path=f"providers.{name}.api_key_env",
-                value=section.api_key_env,
-                hint="give each provider its own variable",
-            )
+        ctx.sink.add(
+            "IL110",
+            ctx.span_of(provider.entry, "api_key_env"),
+            f"providers `{owner}` ({', '.join(owned.values())}) and `{name}` ({stray[0]}) both send "
+            f"`{variable}`; each would receive the other's credential",
+            path=f"providers.{name}.api_key_env",
+            value=variable,
+            hint="give each provider its own variable",
+        )
 
 
-def _host(url: str) -> str | None:
+def called_urls(provider: Provider) -> list[str]:
+    """The URLs a provider sends its key to that parse as http(s) with a host (IL106 reports the rest):
+    its ``base_url`` or its workers' ``url``; none for an unknown kind or both at once (IL101, IL107)."""
+    section = provider.section
+    kind = KINDS.get(section.kind)
+    if kind is None or (section.base_url and section.workers):
+        return []
+    urls = [section.base_url] if section.base_url and kind.shape == "base_url" else []
+    urls += [worker.url for worker in section.workers or [] if has_workers(kind.name, section.workers)]
+    return [url for url in urls if _place(url) is not None]
+
+
+def _places(provider: Provider) -> dict[str, str]:
+    """``host:port`` (the port the scheme implies when none is written) -> as written, per URL called."""
+    places = (_place(url) for url in called_urls(provider))
+    return {place[0]: place[1] for place in places if place is not None}
+
+
+def _place(url: str) -> tuple[str, str] | None:
     try:
-        return urlsplit(url).hostname
+        parts = urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     except ValueError:
         return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    shown = parts.netloc.rpartition("@")[2]
+    return f"{parts.hostname.rstrip('.')}:{port}", shown
 
 
 def _reach(ctx: CompileContext, span: Span, where: str, url: str, key: str | None) -> None:
@@ -285,6 +310,17 @@ def check_url(
             path=where,
             value=url,
             hint="a URL is one line of printable text: remove line breaks, tabs and other control characters",
+        )
+        return False
+    space = _SPACE.search(url.strip())
+    if space is not None:  # `urlsplit` keeps it; the request line would be split at it
+        ctx.sink.add(
+            "IL106",
+            span,
+            f"`{where}` holds a space (U+{ord(space.group()):04X}) at character {space.start() + 1}: `{url}`",
+            path=where,
+            value=url,
+            hint="a URL has no spaces: remove it, or write it as `%20` where the server expects one",
         )
         return False
     try:

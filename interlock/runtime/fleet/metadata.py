@@ -7,7 +7,8 @@ time) is asked nothing else that round. Results go into the ``FactsTable`` as wh
 failed fetch is counted and logged and leaves the facts unknown (or, for /api/show and /api/tags, as
 last seen): unknown never blocks a request. Parsing follows Ollama's wire format: capabilities from
 ``capabilities``, the model's maximum from ``model_info["<general.architecture>.context_length"]``, the
-Modelfile's ``num_ctx`` from ``parameters`` (one ``key value`` per line, keys padded with spaces).
+Modelfile's ``num_ctx`` from ``parameters`` (one ``key value`` per line, keys padded with spaces). Every
+number is bounded where it is read here (``interlock.bounds``): a window or a size out of bounds is unknown.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from interlock.bounds import MAX_MODEL_BYTES, bounded, window, window_text
 from interlock.patterns import ollama_name
 from interlock.runtime.errors import (
     ConnectFailed,
@@ -57,7 +59,7 @@ def _max_context(info: Any) -> int | None:
         value = next(
             (v for k, v in info.items() if isinstance(k, str) and k.endswith(".context_length")), None
         )
-    return value if _positive(value) else None
+    return window(value)
 
 
 def _num_ctx(parameters: Any) -> int | None:
@@ -66,8 +68,7 @@ def _num_ctx(parameters: Any) -> int | None:
     for line in parameters.splitlines():
         key, _, value = line.strip().partition(" ")
         if key == "num_ctx":
-            text = value.strip().strip('"')
-            return int(text) if text.isdigit() and int(text) > 0 else None
+            return window_text(value.strip().strip('"'))
     return None
 
 
@@ -80,8 +81,7 @@ def parse_ps(answer: Any) -> dict[str, int | None] | None:
     for entry in models:
         name = entry.get("name") or entry.get("model") if isinstance(entry, Mapping) else None
         if isinstance(name, str):
-            ctx = entry.get("context_length")
-            loaded[ollama_name(name)] = ctx if _positive(ctx) else None
+            loaded[ollama_name(name)] = window(entry.get("context_length"))
     return loaded
 
 
@@ -102,14 +102,14 @@ def parse_sizes(answer: Any) -> dict[str, int]:
         if not isinstance(entry, Mapping):
             continue
         name = entry.get("name") or entry.get("model")
-        size: Any = entry.get("size_vram") if _positive(entry.get("size_vram")) else entry.get("size")
-        if isinstance(name, str) and _positive(size):
-            sizes[ollama_name(name)] = int(size)
+        size = _bytes(entry.get("size_vram")) or _bytes(entry.get("size"))
+        if isinstance(name, str) and size is not None:
+            sizes[ollama_name(name)] = size
     return sizes
 
 
-def _positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+def _bytes(value: Any) -> int | None:
+    return bounded(value, MAX_MODEL_BYTES)
 
 
 class MetadataFetcher(Fetcher[OllamaAdapter]):

@@ -33,7 +33,9 @@ as it is.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from interlock.runtime.fleet.facts import FactsTable
@@ -53,9 +55,16 @@ CLEARLY_UNLEARNED = 4.0  # before any answer, "clearly too small": the estimate 
 
 
 class ContextGuard(MisfitGuard):
-    def __init__(self, facts: FactsTable, metrics: Metrics, counts: CountBook | None = None) -> None:
+    def __init__(
+        self,
+        facts: FactsTable,
+        metrics: Metrics,
+        counts: CountBook | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(facts, metrics)
         self.counts = counts if counts is not None else CountBook()
+        self.clock = clock  # when a candidate locked out by what was learned was last tried
 
     def verdict(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         preflight = admission.preflight
@@ -100,31 +109,19 @@ class ContextGuard(MisfitGuard):
                 label = route.endpoint.label
                 learned = self.counts.get(label, candidate.facts_key)
                 prompt = self.counts.prompt(label, candidate.facts_key, text, schema, floor)
-                prompt = max(prompt, needs.counted - output) + reserve  # an upstream's count: a floor
-                whole = max(-(-(prompt + output) * (100 + margin) // 100), needs.counted)
-                needed = max(needed, whole)
-                room = None if whole <= window else fitting(window, prompt, margin)
-                if whole <= window:
-                    kind = FITS
-                elif room is not None and settings.max_tokens_ceiling:
-                    kind = CEILING
-                elif (
-                    settings.max_tokens_ceiling  # strict: the whole request fits, or the candidate does not
-                    and candidate.says_overflow
-                    and not _clearly(prompt, window, learned is not None, margin)
-                ):
-                    kind = DOUBTFUL  # the server decides; the limit sent fits its least plausible count
-                    room = fitting(window, _least(prompt, learned is not None, margin), margin)
-                elif (
-                    settings.max_tokens_ceiling
-                    and candidate.says_overflow
-                    and not admission.has_next
-                    and source != UPSTREAM_SAID  # its server has not already answered this window
-                ):
-                    kind = DOUBTFUL  # clearly over, but the last candidate: the estimate alone never refuses
-                    room = fitting(window, _least(prompt, learned is not None, margin), margin)
-                else:
-                    kind = TOO_SMALL
+                floor_tokens = needs.counted - output  # an upstream's count of this request: a floor
+                prompt = max(prompt, floor_tokens) + reserve
+                fit = Fit(window, output, margin, needs.counted, settings.max_tokens_ceiling)
+                last = not admission.has_next and source != UPSTREAM_SAID  # not refused on the estimate
+                kind, room = fit.kind(prompt, learned is not None, candidate.says_overflow, last)
+                if kind == TOO_SMALL and learned is not None and preflight.enforcing:
+                    raw = max(text + schema, floor_tokens) + reserve  # without what was learned
+                    raw_kind, raw_room = fit.kind(raw, False, candidate.says_overflow, last)
+                    if raw_kind != TOO_SMALL and self.counts.trial(label, candidate.facts_key, self.clock()):
+                        kind, room, prompt = raw_kind, raw_room, raw  # its answer teaches the book again
+                        preflight.note(f"{candidate.id} on {label} tried: too small only as learned")
+                        learned = None
+                needed = max(needed, fit.whole(prompt))
                 if kind != FITS:
                     largest = window if largest is None else max(largest, window)
                     counted = "as learned" if learned is not None else "not yet learned"
@@ -156,6 +153,36 @@ class ContextGuard(MisfitGuard):
                 admission.body, admission.ceiling = sent, ceiling
                 preflight.lowered(candidate.id, ceiling)
         return None
+
+
+@dataclass(slots=True)
+class Fit:
+    """One route's window against a request: which kind of fit a prompt size makes (best first)."""
+
+    window: int
+    output: int
+    margin: int
+    counted: int  # the request's tokens as an upstream counted them (its overflow error), 0 when not
+    ceiling: bool  # ``preflight.max_tokens: ceiling`` (else strict: fits or too small)
+
+    def whole(self, prompt: int) -> int:
+        """The whole request's tokens, margin included, at least what an upstream counted."""
+        return max(-(-(prompt + self.output) * (100 + self.margin) // 100), self.counted)
+
+    def kind(self, prompt: int, learned: bool, says_overflow: bool, last: bool) -> tuple[int, int | None]:
+        """``FITS``, ``CEILING``, ``DOUBTFUL`` or ``TOO_SMALL`` for a prompt of ``prompt`` tokens (as
+        learned there or not), with the output limit that fits where it is not ``FITS``; ``last``: the
+        chain's last candidate, on a window its server has not named (never refused on the estimate)."""
+        window, margin = self.window, self.margin
+        if self.whole(prompt) <= window:
+            return FITS, None
+        room = fitting(window, prompt, margin)
+        if room is not None and self.ceiling:
+            return CEILING, room
+        if self.ceiling and says_overflow and (last or not _clearly(prompt, window, learned, margin)):
+            # the server decides; the limit sent fits its least plausible count
+            return DOUBTFUL, fitting(window, _least(prompt, learned, margin), margin)
+        return TOO_SMALL, room
 
 
 def _least(prompt: int, learned: bool, margin: int) -> int:

@@ -336,10 +336,17 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
             {"endpoint": e.label, "worker": w, **health.endpoint_report(e.label)}
             for e, w in zip(provider.endpoints, provider.workers, strict=True)
         ]
+        timing = provider.endpoints[0]  # every endpoint of a provider has its timeouts
         providers[name] = {
             "kind": provider.kind,
             "probe": provider.probe,
             "healthy": any(e["healthy"] for e in endpoints),
+            "timeouts": {
+                "connect_s": timing.connect_s,
+                "first_byte_s": timing.first_byte_s,
+                "idle_s": timing.idle_s,
+                "total_s": timing.total_s,
+            },
             "endpoints": endpoints,
         }
     workers: dict[str, Any] = {}
@@ -410,6 +417,7 @@ def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
         "waiting_debits": ledger.waiting,
         "commits": ledger.flushes,
         "failures": ledger.failures,
+        "dropped_rows": ledger.dropped_rows,
         "last_error": ledger.last_error,
         **budget_report(ledger, plan.source.access),
     }

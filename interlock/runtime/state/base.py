@@ -39,6 +39,19 @@ class Lease(abc.ABC):
     async def release(self) -> None: ...
 
 
+class SharedLearning(abc.ABC):
+    """What answers taught, shared by replicas through the store: rows in, rows out (JSON-ready dicts,
+    checked by the books that read them); never raises (an unreachable store: nothing shared)."""
+
+    @abc.abstractmethod
+    async def push(self, rows: Mapping[str, Mapping[str, object]]) -> None:
+        """This replica's newer rows, by a name each (the same name replaces the row)."""
+
+    @abc.abstractmethod
+    async def pull(self) -> dict[str, object]:
+        """Every replica's rows by name (decoded; malformed ones left out)."""
+
+
 class SlotBackend(abc.ABC):
     """Slots (per worker and per model) with the bounded fair queue; one instance per gateway process."""
 
@@ -74,6 +87,11 @@ class SlotBackend(abc.ABC):
         from interlock.runtime.state.counters import MemoryCounters
 
         return MemoryCounters()
+
+    def shared_learning(self) -> SharedLearning | None:
+        """Where replicas share what answers taught them (``runtime.learned_kept``): None without a
+        shared store."""
+        return None
 
     def share_health(self, book: HealthBook) -> None:  # noqa: B027 (only a shared store shares circuits)
         """Publish ``book``'s endpoint circuits to the other replicas and apply theirs."""

@@ -51,7 +51,7 @@ import orjson
 
 from interlock.runtime.access import COMMON, Budget, Refusal, Turn
 from interlock.runtime.errors import SlotUnavailable
-from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
+from interlock.runtime.state.base import Lease, SharedLearning, SlotBackend, SlotReport
 from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare, granted
 from interlock.runtime.state.fair import CLASS_SPAN
 from interlock.runtime.state.memory import MemorySlots
@@ -366,6 +366,11 @@ class RedisSlots(SlotBackend):
 
     def caller_counters(self) -> CallerCounters:
         return RedisCounters(self)
+
+    def shared_learning(self) -> SharedLearning:
+        from interlock.runtime.state.redis_learned import RedisLearning
+
+        return RedisLearning(self.client, self.options.prefix)
 
     # -- slots --------------------------------------------------------------------------------------
 

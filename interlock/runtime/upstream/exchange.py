@@ -4,6 +4,8 @@ Deadlines, all counted from the moment the request is sent:
 - ``connect_s``: the TCP connect and TLS handshake of a new connection (ConnectTimeout);
 - ``first_byte_s``: until the answer's headers (non-stream) or its first parsed chunk (stream)
   (FirstByteTimeout) - a primary that accepts and never answers fails here, it does not hang;
+- ``idle_s`` (streams, once the first chunk is handed over): the longest silence between two upstream
+  reads (IdleTimeout) - a stream that stalls mid-answer ends then, not at ``total_s``;
 - ``total_s``: the whole exchange, every later stream chunk included (TotalTimeout).
 A first-byte deadline past the total one is cut to it (and then reported as TotalTimeout).
 
@@ -30,6 +32,7 @@ from typing import Any, Protocol
 from interlock.runtime.asgi import json_object
 from interlock.runtime.errors import (
     FirstByteTimeout,
+    IdleTimeout,
     MalformedResponse,
     ProtocolFailure,
     TotalTimeout,
@@ -38,7 +41,7 @@ from interlock.runtime.errors import (
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, map_exception
-from interlock.runtime.upstream.http1 import FIRST_BYTE, BodyTooLarge, Response, Timeout
+from interlock.runtime.upstream.http1 import FIRST_BYTE, IDLE, BodyTooLarge, Response, Timeout
 from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
@@ -85,16 +88,18 @@ def substantive(chunk: Mapping[str, Any]) -> bool:
     return False
 
 
-def _timed_out(first_byte: bool, endpoint: Endpoint) -> UpstreamError:
-    if first_byte and endpoint.first_byte_s <= endpoint.total_s:
+def _timed_out(phase: str, endpoint: Endpoint) -> UpstreamError:
+    if phase == FIRST_BYTE and endpoint.first_byte_s <= endpoint.total_s:
         return FirstByteTimeout(f"no answer within {endpoint.first_byte_s:g} s")
+    if phase == IDLE:
+        return IdleTimeout(f"the stream said nothing for {endpoint.idle_s:g} s")
     return TotalTimeout(f"exchange exceeded {endpoint.total_s:g} s")
 
 
 def _mapped(exc: BaseException, endpoint: Endpoint) -> UpstreamError:
     """The UpstreamError for a client failure: a deadline names its own seconds."""
     if isinstance(exc, Timeout):
-        return _timed_out(exc.phase == FIRST_BYTE, endpoint)
+        return _timed_out(exc.phase, endpoint)
     if isinstance(exc, BodyTooLarge):
         return ProtocolFailure(f"answer is over the {exc.cap}-byte limit")
     return map_exception(exc)
@@ -205,15 +210,15 @@ async def request_stream(
         if isinstance(exc, CLIENT_EXCEPTIONS):
             raise _mapped(exc, endpoint) from exc
         raise
-    response.answered()
+    response.answered(endpoint.idle_s)
     return stream
 
 
 class LineStream(ChatStream):
     """A streamed answer read line by line; its first chunk is decoded before the caller gets it.
 
-    After the first chunk, the total deadline is the response's one timer for the whole stream, not a
-    timeout per read: when it fires, the next read raises TotalTimeout.
+    After the first chunk, the idle and total deadlines are the response's one timer for the whole
+    stream, not a timeout per read: when one passes, the next read raises IdleTimeout or TotalTimeout.
     """
 
     __slots__ = (

@@ -12,15 +12,22 @@ searches, and the other headers are split out only when asked for (``raw_headers
 error's answer), so no parser callback runs per header.
 
 Deadlines are one timer per connection (``loop.call_at``), never a task or an ``asyncio.timeout``: the
-exchange's first-byte deadline until the caller calls ``answered()``, then the total one. The timer is
-moved lazily, as the client connections' own (serving/connections.py): a later exchange's deadline
-leaves an earlier timer armed, and the timer, when it fires for a deadline that is no longer the one in
-force, re-arms itself for it; an exchange's deadline is always met at the moment a timer of its own
-would have fired, and a kept-alive connection schedules a timer about once per deadline's length, not
-once per request. When a deadline passes, the connection is dropped and the next read raises
-``Timeout`` with the phase it was in.
+exchange's first-byte deadline until the caller calls ``answered()``, then the total one, and for a
+stream answered with an idle limit (``answered(idle_s)``) also ``idle_s`` after the last read (each read
+notes its time; the timer, when it fires, moves itself to the last read's time plus ``idle_s``, so a
+stream that trickles schedules about one timer per ``idle_s``, not one per read). While the reader has
+paused the connection (its caller is slow), the upstream's silence is the gateway's own: it never counts.
+The timer is moved lazily, as the client connections' own (serving/connections.py): a later
+exchange's deadline leaves an earlier timer armed, and the timer, when it fires for a deadline that is
+no longer the one in force, re-arms itself for it; an exchange's deadline is always met at the moment
+a timer of its own would have fired, and a kept-alive connection schedules a timer about once per
+deadline's length, not once per request. When a deadline passes, the connection is dropped and the
+next read raises ``Timeout`` with the phase it was in.
 
-Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``BadResponse``; the body is read with back-pressure
+Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``HeadTooLarge`` (the bytes of the interim
+answers before it count: the bound is on everything read before the body), more than ``MAX_INTERIM``
+interim answers (a flood of ``102 Processing``) a ``BadResponse``; the head's bytes are gathered once
+(no copy per read or per interim answer); the body is read with back-pressure
 (the transport stops reading past ``HIGH_WATER`` bytes not yet read), so a fast upstream and a slow
 reader cost bounded memory; the caps on bodies and stream lines are the exchange's (exchange.py).
 
@@ -48,11 +55,13 @@ from typing import Any
 
 import httptools
 
-MAX_HEAD_BYTES = 64 * 1024  # status line and headers together
+MAX_HEAD_BYTES = 64 * 1024  # status lines and headers together, interim answers' (1xx) included
+MAX_INTERIM = 5  # interim answers (100 Continue, 102 Processing, 103 Early Hints) before the real one (Go's)
 HIGH_WATER = 256 * 1024  # unread body bytes past which the transport stops reading
 DRAIN_MAX_S = 1.0  # how long a released body's rest may take before the connection is dropped
 DRAIN_MAX_BYTES = 64 * 1024
 FIRST_BYTE = "first_byte"
+IDLE = "idle"
 TOTAL = "total"
 _TOTAL_ARMED = "total, armed"
 _NO_BODY = (204, 304)
@@ -91,7 +100,7 @@ class ConnectTimeout(HTTPError):
 
 
 class Timeout(HTTPError):
-    """A deadline of the exchange passed; ``phase`` is FIRST_BYTE or TOTAL."""
+    """A deadline of the exchange passed; ``phase`` is FIRST_BYTE, IDLE or TOTAL."""
 
     def __init__(self, phase: str) -> None:
         super().__init__(phase)
@@ -272,8 +281,15 @@ class Connection(asyncio.Protocol):
             self.abort()
             return
         response.received = True
+        response.last_at = self.loop.time()
         if not response.headed:  # the head's bytes, read by on_headers_complete
-            response.unparsed = response.unparsed + data if response.unparsed else data
+            unparsed = response.unparsed
+            if not unparsed:
+                response.unparsed = data  # (most heads come in one read: no copy)
+            elif type(unparsed) is bytearray:
+                unparsed += data  # in place: linear in what arrives
+            else:
+                response.unparsed = bytearray(unparsed) + data
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
@@ -301,17 +317,20 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        read = response.unparsed
-        end = read.find(b"\r\n\r\n")  # httptools found the head's end: the first blank line
+        read, start = response.unparsed, response.head_at
+        end = read.find(b"\r\n\r\n", start)  # httptools found the head's end: the first blank line
         status = self.parser.get_status_code()
         if status < 200:  # an interim answer (100 Continue): its message ends; the real one follows
-            response.unparsed = read[end + 4 :]  # (an interim answer has no body)
-            response.interim = True
+            response.head_at = end + 4  # (an interim answer has no body; its bytes still count)
+            response.interim += 1
+            if response.interim > MAX_INTERIM:
+                response.fail(BadResponse("too many interim responses"))
+                raise httptools.HttpParserCallbackError("too many interim responses")  # stop parsing
             return
         if end > MAX_HEAD_BYTES:
             response.fail(HeadTooLarge("response head too large"))
             raise httptools.HttpParserCallbackError("head too large")  # stop parsing
-        head = response.raw_head = read[:end]
+        head = response.raw_head = read[start:end] if type(read) is bytes else bytes(read[start:end])
         response.unparsed = b""
         response.status = status
         response.keep_alive = self.parser.should_keep_alive()
@@ -352,8 +371,7 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        if response.interim:
-            response.interim = False
+        if not response.headed:  # an interim answer's end
             return
         response.complete()
 
@@ -385,6 +403,7 @@ class Response:
         "_deadline",
         "_draining",
         "_error",
+        "_idle",
         "_loop",
         "_paused",
         "_phase",
@@ -394,9 +413,11 @@ class Response:
         "conn",
         "content_length",
         "done",
+        "head_at",
         "headed",
         "interim",
         "keep_alive",
+        "last_at",
         "open_ended",
         "raw_head",
         "received",
@@ -409,16 +430,19 @@ class Response:
         self.conn: Connection | None = conn
         self.status = 0
         self.raw_head = b""  # the status line and headers as they came (no blank line); ``headers`` reads it
-        self.unparsed = b""  # what arrived while the head was not complete (on_headers_complete reads it)
+        # what arrived while the head was not complete (on_headers_complete reads it)
+        self.unparsed: bytes | bytearray = b""
         self.content_length: int | None = None
         self.keep_alive = False
         self.open_ended = False  # no length and not chunked: the body ends when the connection does
         self.received = False  # any byte of the answer
+        self.last_at = 0.0  # when the last one arrived (the loop's clock): the idle deadline reads it
         # set by a reader that takes body bytes as they arrive, in the connection's read callback
         # (a stream's relay): nothing is buffered then, and only the end or a failure wakes the reader
         self.sink: Callable[[bytes], None] | None = None
         self.headed = False
-        self.interim = False
+        self.interim = 0  # interim answers (1xx) read so far
+        self.head_at = 0  # where in ``unparsed`` the head being read starts (after the interim ones)
         self.done = False  # the whole message has arrived
         self._buffer: list[bytes] = []
         self._buffered = 0
@@ -428,6 +452,7 @@ class Response:
         self._waiter: asyncio.Future[None] | None = None
         self._total_at = total_at
         self._phase = FIRST_BYTE
+        self._idle = 0.0  # the longest silence after ``answered(idle_s)``; 0: none
         self._loop = conn.loop
         self._timer: asyncio.TimerHandle | None = None  # a released body's drain (deadlines: conn.arm)
         self._deadline = first_byte_at  # the deadline in force: the connection's timer reads it
@@ -460,11 +485,22 @@ class Response:
                 raise self.error()
             await self.arrival()
 
-    def answered(self) -> None:
+    def answered(self, idle_s: float = 0.0) -> None:
         """The first-byte phase is over: from now on only the total deadline counts (the timer is moved
-        to it when the first-byte one would have fired, so an exchange that ends before moves no timer)."""
-        if self._phase == FIRST_BYTE:
+        to it when the first-byte one would have fired, so an exchange that ends before moves no timer),
+        and with ``idle_s`` the idle one: no more than ``idle_s`` between two reads."""
+        if self._phase != FIRST_BYTE:
+            return
+        if idle_s <= 0:
             self._phase = TOTAL
+            return
+        self._phase = IDLE
+        self._idle = idle_s
+        self.last_at = now = self._loop.time()
+        self._deadline = deadline = min(now + idle_s, self._total_at)
+        conn = self.conn
+        if conn is not None:
+            conn.arm(deadline)  # an earlier first-byte timer is kept: it moves itself here when it fires
 
     async def read(self) -> bytes:
         """The body bytes that have arrived since the last read, waiting for some; ``b""`` at its end."""
@@ -636,6 +672,7 @@ class Response:
 
     def _resume(self) -> None:
         self._paused = False
+        self.last_at = self._loop.time()  # the silence while paused was the reader's
         conn = self.conn
         if conn is not None and conn.transport is not None:
             conn.transport.resume_reading()
@@ -644,6 +681,19 @@ class Response:
         """The deadline in force has passed (the connection's timer says so)."""
         phase = self._phase
         conn = self.conn
+        if phase == IDLE and conn is not None:
+            now = self._loop.time()
+            if self._paused:  # the reader's own back-pressure: not the upstream's silence
+                self.last_at = now
+            due = self._total_at if self.done else min(self.last_at + self._idle, self._total_at)
+            if due > now:
+                self._deadline = due
+                conn.arm(due)
+                return
+            self._buffer = []  # what arrived is not read past the deadline
+            self._buffered = 0
+            self.fail(Timeout(IDLE if due < self._total_at else TOTAL))
+            return
         if phase == TOTAL and conn is not None:  # the first-byte deadline, after ``answered()``: the total
             self._phase = _TOTAL_ARMED
             if self._total_at > self._loop.time():

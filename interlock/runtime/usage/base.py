@@ -4,6 +4,8 @@ stores share (``SqlStore``: the table, its statements, the reading of its rows).
 from __future__ import annotations
 
 import abc
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -19,7 +21,13 @@ RowKey = tuple[str, str, str, str]
 
 
 class UsageStoreError(Exception):
-    """The store could not be opened, written or read; the message names the store, never a password."""
+    """The store could not be opened, written or read; the message names the store, never a password.
+    Whether a write that raised it took effect is not known (its reply may be what was lost)."""
+
+
+class UsageRowsRefused(UsageStoreError):
+    """The store works but refused the values of a batch (a number out of its range): the batch is
+    known not to be in (its transaction was rolled back), and sending it again will not help."""
 
 
 @dataclass(slots=True)
@@ -71,8 +79,10 @@ class Store(abc.ABC):
         """Connect, and create the table when it is missing."""
 
     @abc.abstractmethod
-    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
-        """Add each tally to its row (created at zero when missing), all in one transaction."""
+    async def add(self, rows: Mapping[RowKey, Tally], batch: str | None = None) -> None:
+        """Add each tally to its row (created at zero when missing), all in one transaction. A ``batch``
+        id makes it idempotent: a batch whose id the store has already recorded is not added again (the
+        id is recorded in the same transaction), so a commit whose reply was lost can be sent again."""
 
     @abc.abstractmethod
     async def spent(self, since_day: str) -> dict[Account, Tally]:
@@ -88,6 +98,23 @@ class Store(abc.ABC):
 
 
 TABLE = "interlock_usage"
+BATCHES = "interlock_usage_batches"
+"""The ids of the batches committed in the last ``BATCHES_KEPT_S`` (time-ordered: ``batch_id``)."""
+
+BATCHES_KEPT_S = 7 * 86400
+"""How long a committed batch's id is kept: a replay of a batch older than this would count it twice
+(a writer retries an unanswered commit as soon as the store answers again)."""
+
+
+def batch_id(now: float) -> str:
+    """A new batch's id: its UTC time first (so ids sort by age and old ones are pruned by a range of
+    the primary key), then 128 random bits."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + "/" + uuid.uuid4().hex
+
+
+def batches_cutoff(now: float) -> str:
+    """Batch ids below this are older than ``BATCHES_KEPT_S``: pruned."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - BATCHES_KEPT_S))
 
 
 COUNTERS = ("requests", "prompt_tokens", "completion_tokens", "cost_micros", "estimated")
@@ -101,6 +128,18 @@ CREATE_TABLE = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     {", ".join(f"{name} BIGINT NOT NULL DEFAULT 0" for name in COUNTERS)},
     PRIMARY KEY (day, tenant, key_id, model)
 )"""
+
+
+CREATE_BATCHES = f"CREATE TABLE IF NOT EXISTS {BATCHES} (id TEXT PRIMARY KEY)"
+
+
+def claim_sql(mark: str) -> str:
+    """Record a batch's id; no row inserted: the batch is in already."""
+    return f"INSERT INTO {BATCHES} (id) VALUES ({mark}) ON CONFLICT (id) DO NOTHING"
+
+
+def prune_sql(mark: str) -> str:
+    return f"DELETE FROM {BATCHES} WHERE id < {mark}"
 
 
 def upsert_sql(mark: str) -> str:
@@ -140,21 +179,25 @@ class SqlStore(Store):
     mark: ClassVar[str]  # ``?`` (sqlite3), ``%s`` (psycopg)
     upsert: ClassVar[str]
     spent_by_account: ClassVar[str]
+    claim: ClassVar[str]
+    prune: ClassVar[str]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.upsert, cls.spent_by_account = upsert_sql(cls.mark), spent_sql(cls.mark)
+        cls.claim, cls.prune = claim_sql(cls.mark), prune_sql(cls.mark)
 
     @abc.abstractmethod
-    async def write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
-        """Run ``sql`` once for each of ``values``, all in one transaction."""
+    async def write(self, values: list[tuple[str | int, ...]], batch: str | None) -> None:
+        """In one transaction: record ``batch`` (``claim``; when it was recorded already, nothing more),
+        run ``upsert`` once for each of ``values``, prune the batch ids older than ``batches_cutoff``."""
 
     @abc.abstractmethod
     async def query(self, sql: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
         """The rows ``sql`` selects."""
 
-    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
-        await self.write(self.upsert, [row_values(key, tally) for key, tally in rows.items()])
+    async def add(self, rows: Mapping[RowKey, Tally], batch: str | None = None) -> None:
+        await self.write([row_values(key, tally) for key, tally in rows.items()], batch)
 
     async def spent(self, since_day: str) -> dict[Account, Tally]:
         found = await self.query(self.spent_by_account, (since_day,))

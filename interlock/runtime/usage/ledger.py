@@ -16,10 +16,18 @@ Invariants:
   process killed outright (SIGKILL, OOM) loses the debits not yet committed, which is at most the last
   ``flush_s`` seconds of them (and fewer than ``flush_debits``), plus the ones in a commit that had not
   finished. A clean stop (SIGTERM, SIGINT) flushes everything first.
-- A flush that fails keeps its debits for the next one (logged once per failing streak, counted), and
-  the writer backs off: the next try is ``flush_s`` later, then twice as long after each failure, at most
-  ``MAX_BACKOFF_S`` (a full batch does not wake it sooner), so a store that is down is not retried on
-  every debit.
+- A flush that fails keeps its debits for the next one (logged once per failing streak, counted,
+  whatever the exception), and the writer backs off: the next try is ``flush_s`` later, then twice as
+  long after each failure, at most ``MAX_BACKOFF_S`` (a full batch does not wake it sooner), so a store
+  that is down is not retried on every debit.
+- **A commit is idempotent across a lost reply.** Each batch has an id (``base.batch_id``) the store
+  records in the batch's own transaction. A batch whose commit failed is kept as it was, its id with it
+  (``_doubt``: it may be in, its reply lost), and sent again, alone and first, before the debits made
+  since: a store that recorded its id adds nothing the second time. So a debit is counted at most once.
+- **A batch the store refuses does not block the others.** When the store answers that it cannot take
+  a batch's values (``UsageRowsRefused``: rolled back, so known not to be in), the rows go one per
+  transaction: each that commits is in, each the store refuses alone is dropped, logged and counted
+  (``dropped_rows``, and a failure), so one poisoned row costs its own debits, never another tenant's.
 - Every ``refresh_s`` seconds the writer reads the window's sums back from the store and adds the debits
   it has not persisted yet: so the balances include other replicas' (PostgreSQL) or other workers'
   (SQLite, ``--workers N``) debits, at most ``refresh_s + flush_s`` late. A store no other process
@@ -39,7 +47,15 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from interlock.runtime.usage.base import Account, RowKey, Store, Tally, UsageStoreError
+from interlock.runtime.usage.base import (
+    Account,
+    RowKey,
+    Store,
+    Tally,
+    UsageRowsRefused,
+    UsageStoreError,
+    batch_id,
+)
 
 log = logging.getLogger("interlock.usage")
 
@@ -57,6 +73,15 @@ class LedgerSettings:
     flush_s: float = 0.5
     flush_debits: int = 256
     refresh_s: float = 5.0
+
+
+@dataclass(slots=True)
+class Batch:
+    """Rows handed to the store in one transaction, under one id, and how many debits they hold."""
+
+    id: str
+    rows: dict[RowKey, Tally]
+    debits: int
 
 
 def day_of(epoch: float) -> str:
@@ -88,6 +113,8 @@ class Ledger:
         self._pending: dict[RowKey, Tally] = {}
         self._debits: list[tuple[Account, str, Tally]] = []  # not folded yet: (account, model, usage)
         self._pending_debits = 0  # folded or not
+        self._doubt: Batch | None = None  # a batch whose commit failed: maybe in (sent again as is)
+        self.dropped_rows = 0  # rows the store refused alone (their debits are lost)
         self._day = ""
         self._day_ends = 0.0
         self.window = ""  # the first day of the current budget window
@@ -167,7 +194,8 @@ class Ledger:
     @property
     def waiting(self) -> int:
         """Debits not yet committed."""
-        return self._pending_debits
+        doubt = self._doubt
+        return self._pending_debits + (doubt.debits if doubt is not None else 0)
 
     async def start(self) -> None:
         """Open the store and read the window's balances (``UsageStoreError`` when it cannot), then
@@ -196,10 +224,10 @@ class Ledger:
         refreshes = self.store.shared
         next_refresh = self._wall() + settings.refresh_s
         while not self._closing:
-            if not self._pending_debits:  # idle: until the first debit (or the next refresh)
+            if not self.waiting:  # idle: until the first debit (or the next refresh)
                 idle = max(0.0, next_refresh - self._wall()) if refreshes else None
                 await self._woken(idle)
-            if self._pending_debits and not self._closing:
+            if self.waiting and not self._closing:
                 retry_at = self._retry_at
                 if retry_at is not None:  # backing off: a full batch does not wake it sooner
                     await self._woken(max(0.0, retry_at - self._wall()))
@@ -230,28 +258,63 @@ class Ledger:
             return await self._commit()
 
     async def _commit(self) -> bool:
-        if self._debits:
-            self._fold()
-        if not self._pending:
-            return True
-        batch, count = self._pending, self._pending_debits
-        self._pending, self._pending_debits = {}, 0
-        try:
-            await self.store.add(batch)
-        except Exception as exc:  # the store's error, or a bug: either way the debits are kept
-            for row, tally in batch.items():
-                pending = self._pending.setdefault(row, Tally())
-                pending.add(tally)
-            self._pending_debits += count
-            if not isinstance(exc, UsageStoreError):
-                raise
-            self._failed(exc)
-            return False
-        if self.last_error is not None:
+        """The batch in doubt first (as it was, under its id), then the debits waiting: two commits at
+        most, so a flush under a steady stream of debits ends."""
+        clean = True  # no batch refused in this flush
+        for _ in range(2):
+            batch = self._doubt
+            if batch is None:
+                if self._debits:
+                    self._fold()
+                if not self._pending:
+                    break
+                batch = self._doubt = Batch(batch_id(self._wall()), self._pending, self._pending_debits)
+                self._pending, self._pending_debits = {}, 0
+            try:
+                await self.store.add(batch.rows, batch.id)
+            except UsageRowsRefused as exc:  # rolled back: not in; the rows one by one
+                self._doubt, clean = None, False
+                self._refused(exc)
+                if not await self._one_by_one(batch):
+                    return False
+            except Exception as exc:  # the store's error, or a bug: either way the batch is kept
+                self._failed(exc)
+                return False
+            else:
+                self._doubt = None
+                self.flushes += 1
+        if self.last_error is not None and clean:
             log.warning("usage ledger %s: writing again", self.store.shown)
             self.last_error = None
         self._retry_at, self._streak = None, 0
-        self.flushes += 1
+        return True
+
+    async def _one_by_one(self, batch: Batch) -> bool:
+        """A refused batch's rows, one transaction each: a row the store refuses alone is dropped (logged,
+        counted); when the store fails otherwise, that row is in doubt and the rest wait again."""
+        rows = list(batch.rows.items())
+        for n, (key, tally) in enumerate(rows):
+            single = Batch(batch_id(self._wall()), {key: tally}, tally.requests)
+            try:
+                await self.store.add(single.rows, single.id)
+            except UsageRowsRefused as exc:
+                self.dropped_rows += 1
+                log.error(
+                    "usage ledger: a row the store refuses is dropped (%d requests of %s on %s): %s",
+                    tally.requests,
+                    key[1],
+                    key[0],
+                    exc,
+                )
+            except Exception as exc:
+                self._doubt = single
+                for later, more in rows[n + 1 :]:
+                    _added(self._pending, later, more)
+                    self._pending_debits += more.requests
+                self._failed(exc)
+                return False
+            else:
+                self.flushes += 1
         return True
 
     async def refresh(self, *, strict: bool = False) -> None:
@@ -270,21 +333,34 @@ class Ledger:
             return
         if self._debits:  # debited while the store was read
             self._fold()
-        for (day, tenant, key_id, _model), tally in self._pending.items():
-            if day >= window:
-                sums.setdefault((tenant, key_id), Tally()).add(tally)
+        doubt = self._doubt.rows if self._doubt is not None else {}
+        for rows in (self._pending, doubt):  # a batch in doubt counts: a balance is never too low
+            for (day, tenant, key_id, _model), tally in rows.items():
+                if day >= window:
+                    sums.setdefault((tenant, key_id), Tally()).add(tally)
         tenants: dict[str, Tally] = {}
         for (tenant, _key), tally in sums.items():
             tenants.setdefault(tenant, Tally()).add(tally)
         self._spent, self._tenants = sums, tenants
 
-    def _failed(self, exc: UsageStoreError) -> None:
+    def _failed(self, exc: Exception) -> None:
+        """A failed commit or refresh: counted, logged once per streak (a bug with its traceback), and
+        the next try backed off."""
         self.failures += 1
         self._streak += 1
         backoff = min(MAX_BACKOFF_S, self.settings.flush_s * 2 ** (self._streak - 1))
         self._retry_at = self._wall() + backoff
         if self.last_error is None:
-            log.error("usage ledger: %s (debits are kept in memory and written when it works again)", exc)
+            log.error(
+                "usage ledger: %s (debits are kept in memory and written when it works again)",
+                exc,
+                exc_info=None if isinstance(exc, UsageStoreError) else exc,
+            )
+        self.last_error = str(exc) if isinstance(exc, UsageStoreError) else f"internal: {type(exc).__name__}"
+
+    def _refused(self, exc: UsageRowsRefused) -> None:
+        """The store refused a batch's values: counted as a failure, no back-off (the store works)."""
+        self.failures += 1
         self.last_error = str(exc)
 
 

@@ -6,6 +6,9 @@ from collections.abc import Mapping
 
 from interlock.runtime.usage.base import Account, RowKey, Store, Tally
 
+MAX_BATCHES = 4096
+"""Batch ids remembered (a replay comes right after the try it repeats): then forgotten at once."""
+
 
 class MemoryStore(Store):
     shown = "memory:"
@@ -13,11 +16,18 @@ class MemoryStore(Store):
 
     def __init__(self) -> None:
         self._rows: dict[RowKey, Tally] = {}
+        self._batches: set[str] = set()  # this process's only: a reply is never lost (bounded below)
 
     async def open(self) -> None:
         pass
 
-    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+    async def add(self, rows: Mapping[RowKey, Tally], batch: str | None = None) -> None:
+        if batch is not None:
+            if batch in self._batches:
+                return
+            if len(self._batches) >= MAX_BATCHES:
+                self._batches.clear()
+            self._batches.add(batch)
         for key, tally in rows.items():
             self._rows.setdefault(key, Tally()).add(tally)
 

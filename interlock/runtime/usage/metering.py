@@ -1,6 +1,9 @@
 """One answered request's usage: the upstream's token counts, or the gateway's estimate when it sent none.
 
-The answer's ``usage`` (a stream's final usage chunk: every surface asks for one) is taken as reported.
+The answer's ``usage`` (a stream's final usage chunk: every surface asks for one) is taken as reported,
+each count cut to ``MAX_REPORTED_TOKENS`` (``reported``: the one place an upstream's token counts enter the
+ledger, the callers' tokens per minute and the learned estimates; a cut is counted in
+``interlock_upstream_usage_clamped_total``), so no store, book or metric ever sees an absurd number.
 When the upstream reported no usage, the prompt is the preflight's estimate (``needs``: text, messages,
 tool schemas) and the completion is the answer's text by the same rule (UTF-8 bytes / 3.5); the row then
 counts the request as ``estimated``. Money is tokens times the plan's price per million tokens of the
@@ -10,7 +13,7 @@ answering model, kept in millionths of the currency (an integer).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlock.runtime.guards.preflight import Needs, chars_tokens, text_tokens
 from interlock.runtime.usage.base import Tally
@@ -19,21 +22,36 @@ if TYPE_CHECKING:
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.record import RequestRecord
 
+MAX_REPORTED_TOKENS = 100_000_000
+"""The most tokens one answer may claim for its prompt or its completion: ten times the largest context
+window served today. An upstream claiming more (2^64 - 1, say) is cut to it: a month of such answers
+stays far inside the stores' 64-bit columns."""
+
 Price = tuple[float, float]
 """(input, output) price per million tokens, in the plan's currency."""
 
 
-def reported(usage: Any) -> tuple[int, int] | None:
-    """(prompt, completion) tokens of an OpenAI-shaped ``usage`` object, when it holds any."""
+class Counted(NamedTuple):
+    """An upstream's token counts, bounded; ``clamped``: one of them claimed more than the bound."""
+
+    prompt: int
+    completion: int
+    clamped: bool = False
+
+
+def reported(usage: Any) -> Counted | None:
+    """(prompt, completion) tokens of an OpenAI-shaped ``usage`` object, when it holds any: a count that
+    is not a positive int is 0, one past ``MAX_REPORTED_TOKENS`` is cut to it (and said: ``clamped``)."""
     if type(usage) is not dict:
         return None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if type(prompt) is not int and type(completion) is not int:
         return None
-    return (
-        prompt if type(prompt) is int and prompt > 0 else 0,
-        completion if type(completion) is int and completion > 0 else 0,
-    )
+    prompt = prompt if type(prompt) is int and prompt > 0 else 0
+    completion = completion if type(completion) is int and completion > 0 else 0
+    if prompt <= MAX_REPORTED_TOKENS and completion <= MAX_REPORTED_TOKENS:
+        return Counted(prompt, completion)
+    return Counted(min(prompt, MAX_REPORTED_TOKENS), min(completion, MAX_REPORTED_TOKENS), True)
 
 
 def answer_text(result: Mapping[str, Any]) -> str:
@@ -47,12 +65,14 @@ def answer_text(result: Mapping[str, Any]) -> str:
     return "".join(part for part in parts if type(part) is str)
 
 
-def tally_of(counted: tuple[int, int] | None, needs: Needs, output_tokens: int, price: Price | None) -> Tally:
+def tally_of(
+    counted: tuple[int, int] | Counted | None, needs: Needs, output_tokens: int, price: Price | None
+) -> Tally:
     """One request's tally: ``counted`` when the upstream reported it, else the estimate."""
     if counted is None:
         prompt, completion, estimated = needs.prompt_tokens, output_tokens, 1
     else:
-        (prompt, completion), estimated = counted, 0
+        prompt, completion, estimated = counted[0], counted[1], 0
     cost = 0 if price is None else round(prompt * price[0] + completion * price[1])
     return Tally(1, prompt, completion, cost, estimated)
 
@@ -96,7 +116,8 @@ REASONING = ("reasoning", "reasoning_content")
 
 
 def request_tally(record: RequestRecord, needs: Needs, price: Price | None) -> Tally:
-    """The tally of one answered request: a stream's usage chunk or text, or the answer's."""
+    """The tally of one answered request: a stream's usage chunk or text, or the answer's (a count the
+    bound cut sets ``record.clamped``, for the lifecycle's metric)."""
     if record.stream:
         counted = reported(record.usage)
         estimate = chars_tokens(record.output_chars) if counted is None else 0  # the same rule
@@ -105,6 +126,8 @@ def request_tally(record: RequestRecord, needs: Needs, price: Price | None) -> T
         result = result if isinstance(result, dict) else {}
         counted = reported(result.get("usage"))
         estimate = output_tokens(answer_text(result)) if counted is None else 0
+    if counted is not None and counted.clamped:
+        record.clamped = True
     return tally_of(counted, needs, estimate, price)
 
 

@@ -8,12 +8,20 @@ the next call. The URL's password never appears in a log or an error (``shown`` 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from interlock.runtime.usage.base import CREATE_TABLE, SqlStore, UsageStoreError
+from interlock.runtime.usage.base import (
+    CREATE_BATCHES,
+    CREATE_TABLE,
+    SqlStore,
+    UsageRowsRefused,
+    UsageStoreError,
+    batches_cutoff,
+)
 
 CONNECT_TIMEOUT_S = 5
 
@@ -41,6 +49,7 @@ class PostgresStore(SqlStore):
         try:
             async with db.transaction():
                 await db.execute(CREATE_TABLE)
+                await db.execute(CREATE_BATCHES)
         except psycopg.Error as exc:
             raise self._error("cannot create the usage table", exc) from exc
 
@@ -60,11 +69,20 @@ class PostgresStore(SqlStore):
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return UsageStoreError(f"{self.shown}: {what}: {reason}")
 
-    async def write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
+    async def write(self, values: list[tuple[str | int, ...]], batch: str | None) -> None:
         db = await self._conn()
         try:
             async with db.transaction(), db.cursor() as cur:
-                await cur.executemany(sql, values)
+                if batch is not None:
+                    await cur.execute(self.claim, (batch,))
+                    if not cur.rowcount:  # committed already: a replay of a commit whose reply was lost
+                        return
+                await cur.executemany(self.upsert, values)
+                if batch is not None:
+                    await cur.execute(self.prune, (batches_cutoff(time.time()),))
+        except (psycopg.DataError, psycopg.IntegrityError) as exc:  # the server answered: rolled back
+            reason = self._error("the usage ledger refused a batch", exc)
+            raise UsageRowsRefused(str(reason)) from exc
         except psycopg.Error as exc:
             raise self._error("cannot write the usage ledger", exc) from exc
 

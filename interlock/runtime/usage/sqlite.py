@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
-from interlock.runtime.usage.base import CREATE_TABLE, SqlStore, UsageStoreError
+from interlock.runtime.usage.base import (
+    CREATE_BATCHES,
+    CREATE_TABLE,
+    SqlStore,
+    UsageRowsRefused,
+    UsageStoreError,
+    batches_cutoff,
+)
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -41,6 +49,7 @@ class SqliteStore(SqlStore):
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(CREATE_TABLE)
+            db.execute(CREATE_BATCHES)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise UsageStoreError(f"{self.shown}: cannot open the usage ledger: {reason}") from exc
@@ -53,19 +62,24 @@ class SqliteStore(SqlStore):
             raise UsageStoreError(f"{self.shown}: the usage ledger is not open")
         return self._db
 
-    async def write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
-        await asyncio.to_thread(self._write, sql, values)
+    async def write(self, values: list[tuple[str | int, ...]], batch: str | None) -> None:
+        await asyncio.to_thread(self._write, values, batch)
 
-    def _write(self, sql: str, values: list[tuple[str | int, ...]]) -> None:
+    def _write(self, values: list[tuple[str | int, ...]], batch: str | None) -> None:
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany(sql, values)
+                if batch is None or db.execute(self.claim, (batch,)).rowcount:  # 0: in already
+                    db.executemany(self.upsert, values)
+                    if batch is not None:
+                        db.execute(self.prune, (batches_cutoff(time.time()),))
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+        except (OverflowError, sqlite3.IntegrityError, sqlite3.DataError) as exc:  # rolled back
+            raise UsageRowsRefused(f"{self.shown}: the usage ledger refused a batch: {exc}") from exc
         except sqlite3.Error as exc:
             raise UsageStoreError(f"{self.shown}: cannot write the usage ledger: {exc}") from exc
 

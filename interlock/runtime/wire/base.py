@@ -101,6 +101,8 @@ class Endpoint:
     connect_s: float
     first_byte_s: float
     total_s: float
+    # a stream's longest silence after its first content (``timeouts.idle``); 0: none (the total only)
+    idle_s: float = 0.0
     # the plan's server.max_upstream_body_bytes / max_stream_line_bytes: past them, ProtocolFailure
     max_body_bytes: int = DEFAULT_MAX_UPSTREAM_BODY_BYTES
     max_line_bytes: int = DEFAULT_MAX_STREAM_LINE_BYTES

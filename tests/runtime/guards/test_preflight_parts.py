@@ -11,7 +11,7 @@ import pytest
 from interlock.runtime.errors import InvalidRequest
 from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
-from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_tags
+from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_sizes, parse_tags
 from interlock.runtime.guards.preflight import needs_of, text_tokens
 from interlock.runtime.tables import PreflightSettings
 from tests.runtime.conftest import build, compile_text
@@ -131,6 +131,19 @@ def test_api_show_is_parsed_as_ollama_writes_it() -> None:
     assert parse_show(answer, 5.0) == ModelInfo(frozenset({"completion", "vision"}), 131072, 32768, 5.0)
     assert parse_show({"parameters": "temperature 0.7"}, 1.0) == ModelInfo(None, None, None, 1.0)
     assert parse_show("nonsense", 1.0) == ModelInfo(None, None, None, 1.0)
+
+
+def test_absurd_numbers_from_ollama_are_unknown_not_a_crash() -> None:
+    """A 5,000-digit `num_ctx` raised in `int()` and ended the worker's metadata round; a window of
+    2^62, `True` or other digits than ASCII are no windows either (``interlock.bounds``)."""
+    for parameters in ("num_ctx " + "9" * 5000, "num_ctx ²", "num_ctx ٣", "num_ctx 0", "num_ctx -5"):
+        assert parse_show({"parameters": parameters}, 1.0) == ModelInfo(None, None, None, 1.0)
+    for trained in (2**62, True, -1, 8192.5, "8192"):
+        info = {"general.architecture": "llama", "llama.context_length": trained}
+        assert parse_show({"model_info": info}, 1.0).max_context is None
+    ps = {"models": [{"name": "a", "context_length": 2**62, "size_vram": 2**62}, {"name": "b", "size": True}]}
+    assert parse_ps(ps) == {"a:latest": None, "b:latest": None}
+    assert parse_sizes(ps) == {}
 
 
 def test_api_ps_and_tags_name_models_with_their_tag() -> None:

@@ -22,6 +22,7 @@ def endpoint(
     connect_s: float = 2.0,
     first_byte_s: float = 5.0,
     total_s: float = 10.0,
+    idle_s: float = 0.0,
     max_body_bytes: int = 32 << 20,
     max_line_bytes: int = 1 << 20,
 ) -> Endpoint:
@@ -36,6 +37,7 @@ def endpoint(
         connect_s=connect_s,
         first_byte_s=first_byte_s,
         total_s=total_s,
+        idle_s=idle_s,
         max_body_bytes=max_body_bytes,
         max_line_bytes=max_line_bytes,
     )

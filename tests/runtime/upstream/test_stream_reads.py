@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.errors import ServerError, TotalTimeout, UpstreamError
+from interlock.runtime.errors import IdleTimeout, ServerError, TotalTimeout, UpstreamError
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.exchange import LineStream
 from interlock.runtime.wire import anthropic, ollama, openai_chat, openai_responses
@@ -20,7 +20,7 @@ from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from interlock.testing.replies import Reply
-from tests.waiting import until
+from tests.waiting import until, wait_until
 
 from .helpers import _with_adapter, endpoint, run, stream
 
@@ -197,6 +197,81 @@ def test_the_total_deadline_ends_a_relay_that_waits() -> None:
         count, error = run(_with_adapter("openai", go))
     assert error.message == "exchange exceeded 1 s"
     assert 1 <= count < 600
+
+
+def _count_relayed(adapter: Adapter, ep: Endpoint, model: str) -> Any:
+    """Relay a stream from ``adapter`` to a sink that counts chunks; (count, the error or None)."""
+
+    async def go() -> tuple[int, UpstreamError | None]:
+        count = 0
+
+        def sink(chunks: Sequence[dict[str, Any]]) -> bool:
+            nonlocal count
+            count += len(chunks)
+            return False
+
+        upstream = await adapter.chat_stream(ep, model, HI)
+        try:
+            await upstream.relay(sink, asyncio.sleep)
+        except UpstreamError as exc:
+            return count, exc
+        finally:
+            await upstream.aclose()
+        return count, None
+
+    return go()
+
+
+@pytest.mark.parametrize("kind", ["openai", "ollama"])
+def test_the_idle_deadline_ends_a_stream_that_stalls_after_its_first_chunks(kind: str) -> None:
+    """A stream that falls silent with its connection open: ended at `idle`, long before `total`."""
+    stall = Fault.stall(after_chunks=3)  # silent until the client closes
+    with FakeOpenAI() as openai, FakeOllama() as ollama:
+        fake = openai if kind == "openai" else ollama
+        fake.set_fault(stall)
+        ep = endpoint(kind, openai.base_url if kind == "openai" else ollama.url, idle_s=0.2, total_s=120)
+        model = "m1" if kind == "openai" else CHAT_MODEL
+        count, error = run(_with_adapter(kind, lambda adapter: _count_relayed(adapter, ep, model)))
+        wait_until(lambda: fake.streams.cut == 1, 10, "the fake to see its stream closed")
+    assert isinstance(error, IdleTimeout)
+    assert error.message == "the stream said nothing for 0.2 s"
+    assert error.error_class == "idle_timeout"
+    assert 1 <= count <= 3
+
+
+def test_a_stream_longer_than_idle_whose_pauses_are_shorter_is_whole() -> None:
+    """The idle deadline moves with every read: a stream lasting several `idle`s, each pause shorter
+    (50 ms chunks, a 1 s `idle`), is answered whole."""
+    words = " ".join(["word"] * 60)  # about 3 s of chunks
+    with FakeOpenAI(reply=Reply(text=words, chunk_delay_s=0.05)) as fake:
+        ep = endpoint("openai", fake.base_url, key=None, idle_s=1, total_s=60)
+        count, error = run(_with_adapter("openai", lambda adapter: _count_relayed(adapter, ep, "m1")))
+    assert error is None
+    assert count >= 60
+
+
+def test_a_reader_that_holds_the_stream_back_is_not_an_idle_upstream() -> None:
+    """The caller reads slowly (the sink is full): the upstream is not read, and its silence meanwhile
+    is the gateway's own: no idle timeout, however long the caller takes."""
+    with FakeOpenAI(reply=Reply(text="one two three four five six", chunk_delay_s=0.01)) as fake:
+        ep = endpoint("openai", fake.base_url, key=None, idle_s=0.1, total_s=60)
+
+        async def go(adapter: Adapter) -> tuple[Batches, list[bool]]:
+            gate = asyncio.Event()
+            upstream = await adapter.chat_stream(ep, "m1", HI)
+            try:
+                relay = asyncio.create_task(relayed(upstream, full_after=2, gate=gate))
+                await until(lambda: fake.streams.finished == 1, "the fake to write its whole stream")
+                await asyncio.sleep(0.5)  # five idle deadlines while the caller is full
+                assert not relay.done()
+                gate.set()
+                return await relay
+            finally:
+                await upstream.aclose()
+
+        batches, _ = run(_with_adapter("openai", go))
+        iterated, _ = stream(ep, "m1", HI)
+    assert plain([chunk for chunks in batches for chunk in chunks]) == plain(iterated)
 
 
 # -- whole: a read that is one whole event, decoded in one step --------------------------------------

@@ -17,7 +17,7 @@ from interlock.runtime.usage import STORES, open_store, store_url
 from interlock.runtime.usage.base import RowKey, Store, Tally, UsageStoreError
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
 from interlock.runtime.usage.memory import MemoryStore
-from interlock.runtime.usage.metering import answer_text, delta_chars, reported, tally_of
+from interlock.runtime.usage.metering import Counted, answer_text, delta_chars, reported, tally_of
 from interlock.runtime.usage.postgres import PostgresStore, shown_url
 from tests.postgres_server import PostgresServer
 
@@ -150,7 +150,7 @@ class DownStore(Store):
     async def close(self) -> None:
         return None
 
-    async def add(self, batch: object) -> None:
+    async def add(self, rows: object, batch: str | None = None) -> None:
         self.tries += 1
         raise UsageStoreError("down: the database is away")
 
@@ -264,10 +264,10 @@ class Held(MemoryStore):
         self.entered = asyncio.Event()
         self.go = asyncio.Event()
 
-    async def add(self, rows: Mapping[RowKey, Tally]) -> None:
+    async def add(self, rows: Mapping[RowKey, Tally], batch: str | None = None) -> None:
         self.entered.set()
         await self.go.wait()
-        await super().add(rows)
+        await super().add(rows, batch)
 
 
 def test_a_flush_called_while_the_writer_commits_returns_once_that_commit_is_in() -> None:
@@ -414,7 +414,7 @@ def test_a_postgres_that_goes_down_and_comes_back_loses_nothing_and_holds_rows_n
         assert ledger.last_error is not None
         assert ledger.last_error.startswith(f"{ledger.store.shown}: ")
         server.resume()
-        await until(lambda: ledger.flushes == 2, "the writer to commit after the store came back")
+        await until(lambda: ledger.waiting == 0, "the writer to commit after the store came back")
         assert ledger.waiting == 0
         assert ledger.last_error is None
         rows = dict(await ledger.store.rows(None, None))
@@ -442,8 +442,8 @@ NEEDS = Needs(frozenset({"completion"}), 40, 12, 0, 20, None, "none")
 
 
 def test_a_reported_usage_is_taken_and_a_missing_one_is_estimated() -> None:
-    assert reported({"prompt_tokens": 7, "completion_tokens": 3}) == (7, 3)
-    assert reported({"prompt_tokens": 7}) == (7, 0)  # an embedding
+    assert reported({"prompt_tokens": 7, "completion_tokens": 3}) == Counted(7, 3, False)
+    assert reported({"prompt_tokens": 7}) == Counted(7, 0, False)  # an embedding
     assert reported({"total_tokens": 9}) is None
     assert reported(None) is None
     assert tally_of((7, 3), NEEDS, 99, (2.0, 10.0)) == Tally(1, 7, 3, 44, 0)
