@@ -218,6 +218,7 @@ async def _handle(
         preflight = Preflight(
             needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
         )
+        preflight.request_headers, preflight.started = scope["headers"], started  # the caller's deadline
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
