@@ -153,6 +153,9 @@ class _NDJSON(StreamRender):
 
 
 class _Native(Surface):
+    name = "ollama"
+    route = "api/chat"
+
     def error(self, failure: Failure) -> bytes:
         return error_body(failure.message)
 
@@ -216,6 +219,8 @@ GENERATE_ONLY = frozenset(("prompt", "system", "images", "raw", "template", "con
 class Generate(Chat):
     """``POST /api/generate``: ``system`` + ``prompt`` (+ ``images``) as a two-message chat."""
 
+    route = "api/generate"
+
     def parse(self, body: dict[str, Any]) -> Parsed:
         check_model(body)
         for key in ("raw", "template", "context", "suffix"):
@@ -259,6 +264,7 @@ class Embed(_Native):
     """``POST /api/embed``: ``input`` a string or strings -> ``embeddings``."""
 
     operation = "embeddings"
+    route = "api/embed"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
@@ -289,6 +295,8 @@ def _index(item: Any) -> int:
 
 class LegacyEmbeddings(Embed):
     """``POST /api/embeddings``: one ``prompt`` -> one ``embedding``."""
+
+    route = "api/embeddings"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         prompt = body.get("prompt")
