@@ -177,6 +177,7 @@ class StateView:
 
 class Metrics:
     def __init__(self, view: StateView) -> None:
+        self.view = view  # the live state its gauges read (the upstream client's strays are said there)
         self.requests = CounterVec(
             "interlock_requests", "Requests answered, by endpoint and HTTP status.", ["endpoint", "status"]
         )
@@ -226,6 +227,12 @@ class Metrics:
             "interlock_upstream_resends",
             "Upstream requests sent a second time, by endpoint: not a byte had gone out on the first "
             "connection (found closed at the write). A written request is never sent again.",
+            ["endpoint"],
+        )
+        self.upstream_strays = CounterVec(
+            "interlock_upstream_strays",
+            "Times an upstream was caught sending bytes nobody asked for (a second answer, bytes on an idle "
+            "connection), by endpoint: its connections then serve one exchange each for 5 minutes.",
             ["endpoint"],
         )
         self.usage_clamped = CounterVec(
@@ -313,6 +320,7 @@ class Metrics:
             self.connections_closed,
             self.connections_open,
             self.upstream_resends,
+            self.upstream_strays,
             self.usage_clamped,
             self.probes,
             self.metadata_fetches,
