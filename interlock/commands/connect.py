@@ -1,5 +1,5 @@
 """`connect`: print what a client (Claude Code, Codex, Open WebUI, an SDK, LiteLLM) needs to use an alias
-of a running gateway, with the alias's context window as the gateway reports it."""
+of a running gateway, with the alias's guaranteed window as the gateway reports it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import os
 import sys
 from typing import Any
 
-from interlock.connect import CLIENTS, AliasFacts
+from interlock.connect import CLIENTS, AliasFacts, Refused
+from interlock.connect.grammar import env_name, visible
+
+MAX_WINDOW = 100_000_000  # above any model's window: a larger number is not believed
 
 
 class Unanswered(Exception):
@@ -20,9 +23,11 @@ def register(subparsers: Any) -> None:
         "connect",
         help="print the settings a client needs to use an alias of a running gateway",
         description=(
-            "Asks the gateway at URL about ALIAS (POST /api/show: its context window) and prints what "
-            "CLIENT needs: environment lines, a Codex config.toml part, Open WebUI's connections, a "
-            "LiteLLM model_list entry. The caller key is never printed, only the variable holding it."
+            "Asks the gateway at URL about ALIAS (POST /api/show: its guaranteed window, the smallest of "
+            "its chain) and prints what CLIENT needs: environment lines, a Codex config.toml part, Open "
+            "WebUI's connections, a LiteLLM model_list entry; a window too small for a coding agent's own "
+            "prompt is refused with the numbers. The caller key is never printed, only the variable "
+            "holding it."
         ),
     )
     p.add_argument("client", choices=tuple(CLIENTS), metavar="CLIENT", help=", ".join(CLIENTS))
@@ -33,6 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--api-key-env",
         default="INTERLOCK_API_KEY",
+        type=_variable,
         metavar="VARIABLE",
         help="the variable holding your caller key (default: INTERLOCK_API_KEY; sent only when set)",
     )
@@ -49,8 +55,20 @@ def run_connect(args: argparse.Namespace) -> int:
         print(f"interlock connect: {exc}", file=sys.stderr)
         return 1
     facts = AliasFacts(url, args.alias, window, args.api_key_env if key else None)
-    sys.stdout.write(CLIENTS[args.client](facts))
+    try:
+        text = CLIENTS[args.client](facts)
+    except Refused as exc:
+        print(f"interlock connect: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(text)
     return 0
+
+
+def _variable(name: str) -> str:
+    try:
+        return env_name(name)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def context_window(url: str, alias: str, key: str | None, timeout_s: float) -> int | None:
@@ -70,7 +88,7 @@ def context_window(url: str, alias: str, key: str | None, timeout_s: float) -> i
         )
     if response.status_code == 404:
         raise Unanswered(
-            f"{url} has no alias `{alias}` (that this key may use); GET {url}/v1/models lists them"
+            f"{url} has no alias `{visible(alias)}` (that this key may use); GET {url}/v1/models lists them"
         )
     if response.status_code != 200:
         raise Unanswered(f"{url}/api/show answered {response.status_code}")
@@ -81,4 +99,5 @@ def context_window(url: str, alias: str, key: str | None, timeout_s: float) -> i
             f"{url}/api/show did not answer as interlock does; is this an interlock gateway?"
         ) from None
     window = info.get("interlock.context_length") if isinstance(info, dict) else None
-    return window if isinstance(window, int) and window > 0 else None
+    known = isinstance(window, int) and not isinstance(window, bool) and 0 < window <= MAX_WINDOW
+    return window if known else None  # a number from the network: bounded where it enters

@@ -427,7 +427,9 @@ class Exchange:
             headers.append(answered.route.worker_header)
         say_dropped(headers, answered, "chat", parsed)
         headers.extend(render.headers)
-        render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
+        render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
+            answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
+        )  # the upstream's own count, else the estimate as learned from that server's answers
         if not started:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None

@@ -211,7 +211,8 @@ class Metrics:
         self.connections_closed = CounterVec(
             "interlock_connections_closed",
             "Client connections the gateway closed itself, by reason: header_timeout, body_timeout, "
-            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused).",
+            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused), "
+            "headers_too_large (431), invalid_host (400).",
             ["reason"],
         )
         self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")

@@ -1,4 +1,5 @@
-"""A fake Anthropic upstream: /v1/models and /v1/messages (JSON and the SSE event sequence).
+"""A fake Anthropic upstream: /v1/models, /v1/messages (JSON and the SSE event sequence) and
+/v1/messages/count_tokens (``input_tokens``: ``fake_openai.tokenize`` of the system, messages and tools).
 
 It demands ``anthropic-version`` on every request (400 without it) and, with ``api_key`` set, exactly
 ``x-api-key: <api_key>`` (401 otherwise, echoing what it got, as a careless upstream might). A request
@@ -20,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from interlock.testing.fake_openai import tokenize
 from interlock.testing.replies import Reply, answers_a_tool_use, count_words, planned_calls, split_text
 from interlock.testing.server import (
     Answer,
@@ -81,7 +83,11 @@ class FakeAnthropic(FakeServer):
         return self.url
 
     def routes(self) -> dict[tuple[str, str], Route]:
-        return {("GET", "/v1/models"): self._models, ("POST", "/v1/messages"): self._messages}
+        return {
+            ("GET", "/v1/models"): self._models,
+            ("POST", "/v1/messages"): self._messages,
+            ("POST", "/v1/messages/count_tokens"): self._count_tokens,
+        }
 
     def error_body(self, status: int, message: str) -> bytes:
         kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
@@ -102,6 +108,14 @@ class FakeAnthropic(FakeServer):
         if sent == self.api_key:
             return None
         return ErrorAnswer(401, f"invalid x-api-key: {sent or '(none)'}")
+
+    def _count_tokens(self, incoming: Incoming) -> Answer:
+        refused = self._refused(incoming)
+        if refused is not None:
+            return refused
+        body = incoming.body if isinstance(incoming.body, dict) else {}
+        counted = [body.get(k) for k in ("system", "messages", "tools")]
+        return JsonAnswer({"input_tokens": tokenize(orjson.dumps(counted).decode())})
 
     def _models(self, incoming: Incoming) -> Answer:
         refused = self._refused(incoming)

@@ -237,6 +237,7 @@ class Misfit:
     detail: str  # for people: "lacks vision", "context 8192 < 41234 (loaded)"
     window: int | None = None  # context misfits: the largest window this candidate offered
     tokens: int | None = None  # context misfits: what the estimate needed there
+    counted: int | None = None  # a context its server refused: the request's tokens by the server's count
 
 
 class Preflight:
@@ -298,8 +299,9 @@ class Preflight:
         said = (
             f"context {window} (upstream said)" if window is not None else "context too small (upstream said)"
         )
-        self.misfits.append(Misfit(candidate, "context", "context_too_small", f"{said} on {label}", window))
-        self.skipped.append(f"{candidate} (context_too_small)")
+        detail = f"{said} on {label}" + (f", {tokens} tokens by its count" if tokens else "")
+        self.misfits.append(Misfit(candidate, "context", "context_too_small", detail, window, counted=tokens))
+        self.skipped.append(f"{candidate} (context_too_small, called)")  # called, not skipped
         floor = max(tokens or 0, window + 1 if window is not None else 0)  # of the whole request: an
         if floor > self.needs.counted:  # upstream's count may hold the completion too (vLLM's does)
             self.needs.counted = floor  # the one write to a built ``Needs``: the upstream counted better
@@ -334,10 +336,17 @@ class Preflight:
         largest = f"the largest context available is {widest.window} tokens" if widest else "no window fits"
         hint = _hint(widest.detail if widest is not None else "")
         strict = "" if self.settings.max_tokens_ceiling else ", or set `preflight.max_tokens: ceiling`"
+        refused = max((m for m in context if m.counted), key=lambda m: m.counted or 0, default=None)
+        if refused is not None:  # a server counted it, and refused it: its count, not the estimate
+            size = f"this request is {refused.counted} tokens by {refused.candidate}'s server's own count"
+        else:
+            size = (
+                f"this request needs about {tokens} tokens of context (an estimate, not the server's "
+                f"count: {needs.prompt_tokens} prompt before calibration, {needs.images} image(s), "
+                f"{needs.output_tokens} output, plus {self.settings.margin_percent}% margin)"
+            )
         return ContextTooLarge(
-            f"this request needs about {tokens} tokens of context (an estimate, not the server's count: "
-            f"{needs.prompt_tokens} prompt before calibration, {needs.images} image(s), "
-            f"{needs.output_tokens} output, plus {self.settings.margin_percent}% margin); {largest} "
+            f"{size}; {largest} "
             f"in {target}: {listed}. To change it: {hint}; or send less (a shorter history, fewer "
             f"tools, a lower max_tokens){strict}; `preflight.mode: observe` lets every server decide",
             param="messages",

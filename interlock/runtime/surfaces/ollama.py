@@ -386,7 +386,7 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         "model_info": {
             "general.architecture": "interlock",
             "general.description": description or " -> ".join(c.id for c in candidates),
-            "interlock.context_length": max(windows) if windows else None,
+            "interlock.context_length": min(windows) if windows else None,
             "interlock.candidates": [c.id for c in candidates],
             "interlock.requires": requires,
         },

@@ -24,7 +24,10 @@ a timer of its own would have fired, and a kept-alive connection schedules a tim
 deadline's length, not once per request. When a deadline passes, the connection is dropped and the
 next read raises ``Timeout`` with the phase it was in.
 
-Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``BadResponse``; the body is read with back-pressure
+Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``HeadTooLarge`` (the bytes of the interim
+answers before it count: the bound is on everything read before the body), more than ``MAX_INTERIM``
+interim answers (a flood of ``102 Processing``) a ``BadResponse``; the head's bytes are gathered once
+(no copy per read or per interim answer); the body is read with back-pressure
 (the transport stops reading past ``HIGH_WATER`` bytes not yet read), so a fast upstream and a slow
 reader cost bounded memory; the caps on bodies and stream lines are the exchange's (exchange.py).
 
@@ -52,7 +55,8 @@ from typing import Any
 
 import httptools
 
-MAX_HEAD_BYTES = 64 * 1024  # status line and headers together
+MAX_HEAD_BYTES = 64 * 1024  # status lines and headers together, interim answers' (1xx) included
+MAX_INTERIM = 5  # interim answers (100 Continue, 102 Processing, 103 Early Hints) before the real one (Go's)
 HIGH_WATER = 256 * 1024  # unread body bytes past which the transport stops reading
 DRAIN_MAX_S = 1.0  # how long a released body's rest may take before the connection is dropped
 DRAIN_MAX_BYTES = 64 * 1024
@@ -279,7 +283,13 @@ class Connection(asyncio.Protocol):
         response.received = True
         response.last_at = self.loop.time()
         if not response.headed:  # the head's bytes, read by on_headers_complete
-            response.unparsed = response.unparsed + data if response.unparsed else data
+            unparsed = response.unparsed
+            if not unparsed:
+                response.unparsed = data  # (most heads come in one read: no copy)
+            elif type(unparsed) is bytearray:
+                unparsed += data  # in place: linear in what arrives
+            else:
+                response.unparsed = bytearray(unparsed) + data
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
@@ -307,17 +317,20 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        read = response.unparsed
-        end = read.find(b"\r\n\r\n")  # httptools found the head's end: the first blank line
+        read, start = response.unparsed, response.head_at
+        end = read.find(b"\r\n\r\n", start)  # httptools found the head's end: the first blank line
         status = self.parser.get_status_code()
         if status < 200:  # an interim answer (100 Continue): its message ends; the real one follows
-            response.unparsed = read[end + 4 :]  # (an interim answer has no body)
-            response.interim = True
+            response.head_at = end + 4  # (an interim answer has no body; its bytes still count)
+            response.interim += 1
+            if response.interim > MAX_INTERIM:
+                response.fail(BadResponse("too many interim responses"))
+                raise httptools.HttpParserCallbackError("too many interim responses")  # stop parsing
             return
         if end > MAX_HEAD_BYTES:
             response.fail(HeadTooLarge("response head too large"))
             raise httptools.HttpParserCallbackError("head too large")  # stop parsing
-        head = response.raw_head = read[:end]
+        head = response.raw_head = read[start:end] if type(read) is bytes else bytes(read[start:end])
         response.unparsed = b""
         response.status = status
         response.keep_alive = self.parser.should_keep_alive()
@@ -358,8 +371,7 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        if response.interim:
-            response.interim = False
+        if not response.headed:  # an interim answer's end
             return
         response.complete()
 
@@ -401,6 +413,7 @@ class Response:
         "conn",
         "content_length",
         "done",
+        "head_at",
         "headed",
         "interim",
         "keep_alive",
@@ -417,7 +430,8 @@ class Response:
         self.conn: Connection | None = conn
         self.status = 0
         self.raw_head = b""  # the status line and headers as they came (no blank line); ``headers`` reads it
-        self.unparsed = b""  # what arrived while the head was not complete (on_headers_complete reads it)
+        # what arrived while the head was not complete (on_headers_complete reads it)
+        self.unparsed: bytes | bytearray = b""
         self.content_length: int | None = None
         self.keep_alive = False
         self.open_ended = False  # no length and not chunked: the body ends when the connection does
@@ -427,7 +441,8 @@ class Response:
         # (a stream's relay): nothing is buffered then, and only the end or a failure wakes the reader
         self.sink: Callable[[bytes], None] | None = None
         self.headed = False
-        self.interim = False
+        self.interim = 0  # interim answers (1xx) read so far
+        self.head_at = 0  # where in ``unparsed`` the head being read starts (after the interim ones)
         self.done = False  # the whole message has arrived
         self._buffer: list[bytes] = []
         self._buffered = 0
