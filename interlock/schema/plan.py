@@ -95,6 +95,20 @@ class PlanTimeouts(_Frozen):
     total_ms: int = Field(ge=1)
 
 
+class PlanRetry(_Frozen):
+    """Retries of one candidate before the walk moves on (effective: the provider's keys over the
+    defaults; an alias's `retry` holds only the keys it overrides)."""
+
+    count: int | None = Field(None, ge=0, le=5)
+    backoff_ms: int | None = Field(None, ge=0)
+    retry_after_max_ms: int | None = Field(None, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
+
+
 class PlanProvider(_Frozen):
     name: str
     kind: KindName
@@ -111,6 +125,9 @@ class PlanProvider(_Frozen):
         False, description="The upstream also serves the OpenAI Responses API (a Responses caller's relay)."
     )
     timeouts: PlanTimeouts
+    retry: PlanRetry = Field(
+        default_factory=PlanRetry, description="Effective: every key set (the defaults where unsaid)."
+    )
     workers: list[str] = Field(description="Names of this provider's workers, in declaration order.")
 
     @model_serializer(mode="wrap")
@@ -208,6 +225,17 @@ class PlanAlias(_Frozen):
     fallback_after_ms: int | None = Field(
         None, ge=1, description="Effective: under `queue`, spill when the expected wait exceeds it."
     )
+    retry: PlanRetry | None = Field(
+        None, description="The `retry` keys it overrides for its candidates; written only when set."
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_no_retry(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``retry`` is written only when the alias sets it: other plans keep their bytes and hashes."""
+        data: dict[str, Any] = handler(self)
+        if data.get("retry") is None:
+            data.pop("retry", None)
+        return data
 
 
 class PlanRoutingWeights(_Frozen):

@@ -4,8 +4,11 @@
 It demands ``anthropic-version`` on every request (400 without it) and, with ``api_key`` set, exactly
 ``x-api-key: <api_key>`` (401 otherwise, echoing what it got, as a careless upstream might). A request
 without ``max_tokens`` answers 400, as Anthropic does; so does a ``role: "system"`` turn inside
-``messages`` unless ``anthropic-beta`` names ``mid-conversation-system-2026-04-07`` (with Anthropic's own
-wording, ``Unexpected role "system"``, which Claude Code reads to retry without such turns). When the
+``messages`` unless ``anthropic-beta`` names a beta that allows them, with Anthropic's own wording
+(``Unexpected role "system"``, which Claude Code reads to retry without such turns).
+``MID_CONVERSATION_BETAS``: the one each Claude Code sends with such turns (2.1.197:
+``mid-conversation-system-2026-04-07``; 2.1.337: ``mid-conversation-tool-changes-2026-07-01``, which it
+leaves out, with the turns, when it retries). When the
 request offers tools and the last user turn is not a tool result, it calls them as ``replies.planned_calls``
 says (several at once when ``Reply.tool_calls`` scripts them). Faults come from ``FakeServer``
 (``Fault.http_status(529)`` is Anthropic's overloaded answer).
@@ -34,7 +37,10 @@ from interlock.testing.server import (
 )
 
 _SSE = "text/event-stream"
-MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `messages` hold them
+# the betas that let `messages` hold system turns (the one each Claude Code version sends with them)
+MID_CONVERSATION_BETAS = frozenset(
+    {"mid-conversation-system-2026-04-07", "mid-conversation-tool-changes-2026-07-01"}
+)
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -49,7 +55,7 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
 
 
 def _misplaced_system(messages: list[Any], betas: str) -> ErrorAnswer | None:
-    if MID_CONVERSATION_SYSTEM in betas.replace(" ", "").split(","):
+    if not MID_CONVERSATION_BETAS.isdisjoint(betas.replace(" ", "").split(",")):
         return None
     for number, message in enumerate(messages):
         if isinstance(message, dict) and message.get("role") == "system":

@@ -240,6 +240,9 @@ class Misfit:
     counted: int | None = None  # a context its server refused: the request's tokens by the server's count
 
 
+MAX_CALLER_TIMEOUT_S = 86_400.0  # a caller's timeout above a day says nothing
+
+
 class Preflight:
     """Built per request: a plain class (a dataclass with list factories costs more to build)."""
 
@@ -250,9 +253,11 @@ class Preflight:
         "mode",
         "needs",
         "notes",
+        "request_headers",
         "session",
         "settings",
         "skipped",
+        "started",
         "turn",
     )
 
@@ -267,6 +272,21 @@ class Preflight:
         self.deferred: set[str] | None = None  # candidates a guard put after the rest of the chain
         self.ceilings: dict[str, bytes] | None = None  # candidate -> X-Interlock-Max-Tokens, when lowered
         self.turn = COMMON  # where it waits for a slot (``runtime.state.fair``): its caller's
+        self.request_headers: list[tuple[bytes, bytes]] = []  # read only by ``deadline``
+        self.started = 0.0  # when the request arrived (``time.perf_counter()``)
+
+    def deadline(self) -> float | None:
+        """When the caller stops waiting (``time.perf_counter()``), from the timeout its SDK sends with
+        every request (``X-Stainless-Timeout``, seconds: the OpenAI and Anthropic SDKs); None when it
+        sent none. Read only when a retry is weighed, never on a request that needs none."""
+        for name, value in self.request_headers:
+            if name == b"x-stainless-timeout":
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    return None
+                return self.started + seconds if 0 < seconds < MAX_CALLER_TIMEOUT_S else None
+        return None
 
     @property
     def enforcing(self) -> bool:

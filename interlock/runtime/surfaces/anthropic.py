@@ -51,6 +51,7 @@ from interlock.runtime.surfaces.base import (
     failure_of,
 )
 from interlock.runtime.wire import anthropic as wire
+from interlock.runtime.wire.anthropic_request import internal_request
 from interlock.runtime.wire.base import Native, Relayed, StreamRender
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
 
@@ -67,7 +68,7 @@ class Messages(Translated):
     limits = OUTPUT_LIMITS["anthropic"]
 
     def translate(self, body: dict[str, Any]) -> Translation:
-        return wire.internal_request(body)
+        return internal_request(body)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:
@@ -92,7 +93,7 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
         caller = caller_of(scope)
         target = resolve(plan, check_model(body), caller)
         caller.check(target.label)
-        internal, _, _ = wire.internal_request(body, counting=True)
+        internal, _, _ = internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
         sent = {
             k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in Messages.forwards

@@ -49,7 +49,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import errno
+import os
 import select
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -170,6 +172,16 @@ def lost_error(exc: Exception | None) -> HTTPError:
     return Lost("connection failed mid-exchange")
 
 
+def _bytes_waiting(fd: int) -> bool:
+    """Whether the socket ``fd`` holds unread bytes (not only a close or a reset): peeked at, not read
+    (only when ``poll`` said it is readable, so an idle connection the upstream closed costs no more)."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except OSError:  # a reset, or nothing after all
+        return False
+
+
 def _value(low: bytes, key: bytes) -> bytes | None:
     """The value of the header ``key`` (CR LF, the name, a colon) in ``low`` (the head lowercased), None
     without one; a repeated one's values joined with ``", "``; each as httptools gives it (leading
@@ -227,15 +239,20 @@ class Connection(asyncio.Protocol):
 
     def unread(self, poller: select.poll) -> bool:
         """Whether anything waits on this idle connection that the loop has not handed over yet: bytes,
-        a close or a reset already in the kernel's buffer (one ``poll`` system call, no wait)."""
+        a close or a reset already in the kernel's buffer (one ``poll`` system call, no wait). Bytes (not
+        a close) are unsolicited: ``stray`` says so to the pool."""
         fd = self.fd
         if fd < 0:
             return False
         poller.register(fd, select.POLLIN)
         try:
-            return bool(poller.poll(0))
+            if not poller.poll(0):
+                return False
         finally:
             poller.unregister(fd)
+        if self.origin.ssl is None and _bytes_waiting(fd):  # (TLS: a close_notify is bytes too)
+            self.origin.strayed()
+        return True
 
     def send(self, data: bytes, body: bytes | None, first_byte_at: float, total_at: float) -> Response:
         """Write one request; the returned Response's ``head()`` waits for the answer's headers."""
@@ -275,10 +292,16 @@ class Connection(asyncio.Protocol):
             return
         response._expire()
 
+    def stray(self) -> None:
+        """Bytes nobody asked for arrived: the connection is dropped and its pool told (``Pool.strayed``:
+        the provider's connections are not reused for a while)."""
+        self.abort()
+        self.origin.strayed()
+
     def data_received(self, data: bytes) -> None:
         response = self.response
         if response is None:  # bytes while idle: the upstream is confused; this connection is done
-            self.abort()
+            self.stray()
             return
         response.received = True
         response.last_at = self.loop.time()
@@ -299,7 +322,7 @@ class Connection(asyncio.Protocol):
             return
         except httptools.HttpParserError:
             if response.done:  # bytes past a whole answer: the answer stands, the connection is done
-                self.abort()
+                self.stray()
             else:
                 response.fail(BadResponse("broken HTTP response"))
             return
@@ -310,7 +333,7 @@ class Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         response = self.response
         if response is None or response.done:  # a second answer to one request: nobody asked for it
-            self.abort()
+            self.stray()
             raise httptools.HttpParserCallbackError("unasked-for response")  # stop parsing
 
     def on_headers_complete(self) -> None:
