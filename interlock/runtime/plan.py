@@ -225,6 +225,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             spill=_spill(len(a.candidates), a.on_saturation, a.fallback_after_ms),
             description=a.description,
             requires=tuple(a.requires),
+            contract=a.contract,
         )
         for name, a in sorted(plan.aliases.items())
     }
