@@ -18,6 +18,14 @@ the client's own format where the server speaks it), this prints:
     python bench/context_estimate.py                # the table, from the recorded counts
     python bench/context_estimate.py --record URL   # ask a live llama-server again (slow: real prefill)
     python bench/context_estimate.py --tokenizers   # OpenAI's cl100k/o200k (pip install -e ".[bench]")
+    python bench/context_estimate.py --count URL    # count_tokens against a live llama-server
+
+``--count`` is ``count_tokens`` before any answer, per recorded request: ``before`` the estimate (what
+``count_tokens`` answered until issue 38), ``after`` the server's own tokenizer asked as ``count_tokens``
+asks it (``OpenAIAdapter.count``: ``/apply-template`` then ``/tokenize``), each over the server's count of
+the chat request interlock forwards (the recorded ``usage``; the short ones also answered live, to show
+the tokenizer's count is the chat request's), and what the two calls cost (the reason the preflight of a
+chat request reads the count book instead).
 
 ``--record`` sends each request with ``max_tokens: 1`` (no streaming) and rewrites the fixture; start the
 server as ``tests/fixtures/clients/answers/README.md`` says.
@@ -108,7 +116,7 @@ def record(url: str) -> int:
     """Ask a live llama-server for its count of every recorded request; rewrite the fixture."""
     import httpx
 
-    from interlock.runtime.upstream.openai import _payload
+    from interlock.runtime.wire.openai_chat import upstream_request as _payload
 
     data = orjson.loads(COUNTS.read_bytes())
     answers = []
@@ -170,11 +178,71 @@ def tokenizers() -> int:
     return 0
 
 
+def count(url: str) -> int:
+    """count_tokens before (the estimate) and after (the server's tokenizer) against the server's count."""
+    import asyncio
+
+    return asyncio.run(_count(url))
+
+
+async def _count(url: str) -> int:
+    import httpx
+
+    from interlock.runtime.upstream.client import UpstreamClient
+    from interlock.runtime.upstream.openai import OpenAIAdapter
+    from interlock.runtime.wire.base import Endpoint
+
+    client = UpstreamClient.create()
+    adapter = OpenAIAdapter(client)
+    endpoint = Endpoint("llama", "openai", url.rstrip("/") + "/v1", "llama", {}, 5, 600, 600)
+    answers = [a for a in orjson.loads(COUNTS.read_bytes())["answers"] if a["sent"] == "/v1/chat/completions"]
+    print(f"{'request':58} {'server':>7} {'before':>7} {'ratio':>6} {'after':>7} {'ratio':>6} {'ms':>6}")
+    worst_before = worst_after = 0.0
+    costs = []
+    try:
+        async with httpx.AsyncClient(timeout=600) as http:
+            for answer in answers:
+                record, needs = parsed_needs(answer["recording"])
+                surfaces = {row.path: row.surface for row in rows() if row.metered}
+                internal = surfaces[record["path"]].parse(copy.deepcopy(record["body"])).body
+                before = needs.prompt_tokens + needs.images * SETTINGS.image_reserve_tokens
+                started = time.perf_counter()
+                after = await adapter.count(endpoint, "model", internal, None, 60)
+                costs.append((time.perf_counter() - started) * 1000)
+                server = server_count(answer["usage"])
+                if server < 200:  # short: answered live too (the recorded count may be another build's)
+                    chat = dict(internal, model="model", max_tokens=1, stream=False)
+                    live = (await http.post(url.rstrip("/") + "/v1/chat/completions", json=chat)).json()
+                    server = live["usage"]["prompt_tokens"]
+                if after is None:
+                    print(f"{answer['recording']}: the server did not count it", file=sys.stderr)
+                    return 2
+                worst_before = max(worst_before, abs(before / server - 1))
+                worst_after = max(worst_after, abs(after / server - 1))
+                print(
+                    f"{answer['recording'].removesuffix('.json'):58} {server:7d} {before:7d} "
+                    f"{before / server:6.2f} {after:7d} {after / server:6.2f} {costs[-1]:6.1f}"
+                )
+    finally:
+        await client.aclose()
+    costs.sort()
+    print(
+        f"count_tokens before any answer: at most {worst_before:.1%} from the server's count before, "
+        f"{worst_after:.1%} after (the bar: 15 %); the server's two calls: median "
+        f"{costs[len(costs) // 2]:.1f} "
+        f"ms, max {costs[-1]:.1f} ms"
+    )
+    return 0 if worst_after <= 0.15 else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", metavar="URL", help="a live llama-server to ask again")
     parser.add_argument("--tokenizers", action="store_true", help="against OpenAI's encodings instead")
+    parser.add_argument("--count", metavar="URL", help="count_tokens against a live llama-server")
     args = parser.parse_args()
+    if args.count:
+        return count(args.count)
     if args.record:
         return record(args.record)
     if args.tokenizers:

@@ -32,6 +32,7 @@ RESERVED_HEADERS = frozenset(
         "x-interlock-preflight",
         "x-interlock-dropped",
         "x-interlock-max-tokens",
+        "x-interlock-counted",
     )
 )
 """Response headers the gateway sets itself, which ``server.resolved_header`` may not be (lowercase)."""

@@ -66,7 +66,7 @@ def test_the_guaranteed_window_is_the_smallest_route_of_the_smallest_candidate(t
     # worker a: its 32,768 default capped by its limit (12,288) and the gateway's cap; b: 8,192
     assert (chat.window_tokens, chat.largest_window_tokens, chat.unknown_windows) == (8192, 200000, [])
     assert chat.output_tokens == 64000  # the only declared one
-    assert chat.prefill_ms == 60000  # groq and claude keep the default first_byte; box has 120 s
+    assert chat.prefill_ms == 12000  # groq and claude keep a hosted API's default first_byte; box has 120 s
     llama = ctx.contracts["co/llama"]
     # an OpenAI-compatible worker takes the declared (per-slot) window, on every worker
     assert llama.window_tokens == 8192

@@ -29,6 +29,14 @@ from interlock.compiler.hosts import host_class
         ("64:ff9b::7f00:1", "loopback"),
         ("2001:db8::1", None),
         ("64:ff9b::808:808", None),  # 8.8.8.8 through NAT64: somewhere else
+        ("64:ff9b:1::a9fe:a9fe", "metadata"),  # the local-use NAT64 /48 (RFC 8215), a /96 inside it
+        ("64:ff9b:1:a9fe:a9:fe00::", "metadata"),  # ... with the /48 itself: bits 64-71 skipped
+        ("64:ff9b:1:a9:fe:a9fe::", "metadata"),  # ... a /56
+        ("64:ff9b:1:0:a9:fea9:fe00:0", "metadata"),  # ... a /64
+        ("64:ff9b:1::7f00:1", "loopback"),
+        ("64:ff9b:1::a9fe:1", "link-local"),
+        ("64:ff9b:1::808:808", None),
+        ("64:ff9b:1::", None),  # zeros at every length: no address
         ("api.groq.com", None),
     ],
 )

@@ -9,6 +9,7 @@ on those series; an alert that names a metric or label the gateway does not expo
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from interlock.cli import main
 from interlock.commands.gateway import build_gateway
 from interlock.deploy import TARGETS
+from interlock.deploy.gotemplate import TemplateError, literal, rendered
 from interlock.deploy.prometheus import alert_ids, rules
 from interlock.runtime.plan import load_plan
 from interlock.testing.fake_fleet import GIB, FakeGpuBox, sim_model
@@ -297,3 +299,71 @@ def test_ci_fails_rather_than_skips_without_promtool(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("INTERLOCK_REQUIRE_PROMTOOL", "1")  # as .ci/run sets it
     with pytest.raises(pytest.fail.Exception, match=r"^promtool is required here"):
         promtool()
+
+
+HOSTILE_ALIASES = ("h/{{", "h/}}", "h/chat{{with query `up`}}{{.|first|value}}{{end}}", 'h/"{x}\\')
+"""Alias names anyone may write: on main the first two made promtool refuse the file, the third ran its
+PromQL query at alert time (its result sent to every receiver)."""
+
+
+def test_names_render_literally_in_labels_and_annotations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aliases = "".join(f"  {json.dumps(name)}: {{chain: [cloud/m1]}}\n" for name in HOSTILE_ALIASES)
+    config = tmp_path / "hostile.yaml"
+    config.write_text(
+        "version: 1\nproviders:\n"
+        '  cloud: {kind: openai, base_url: "https://api.groq.com/openai/v1", api_key_env: GROQ_API_KEY}\n'
+        f"aliases:\n{aliases}"
+    )
+    out = tmp_path / "rules.yaml"
+    assert main(["deploy", "prometheus-rules", str(config), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert "SUCCESS" in check("check", "rules", str(out))
+    data = yaml.safe_load(out.read_text())
+    fired = {
+        rule["labels"]["alias"]: rule
+        for group in data["groups"]
+        for rule in group["rules"]
+        if rule["alert"] == "InterlockAliasNoHealthyCandidate"
+    }
+    assert sorted(rendered(name) for name in fired) == sorted(HOSTILE_ALIASES)
+    down = 'interlock_circuit_open{candidate="cloud/m1",instance="gateway:8080"}'
+    expected = [
+        {
+            "exp_labels": {**{k: rendered(v) for k, v in rule["labels"].items()}, "instance": INSTANCE},
+            "exp_annotations": {k: rendered(v) for k, v in rule["annotations"].items()},
+        }
+        for rule in fired.values()
+    ]
+    assert any("h/chat{{with query `up`}}" in e["exp_annotations"]["summary"] for e in expected)
+    tests = {
+        "rule_files": [out.name],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": down, "values": "1x5"},
+                    {"series": 'up{job="x"}', "values": "7x5"},
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "4m",
+                        "alertname": "InterlockAliasNoHealthyCandidate",
+                        "exp_alerts": expected,
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    assert "SUCCESS" in check("test", "rules", str(tmp_path / "tests.yaml"))
+
+
+def test_the_generator_proves_every_label_and_annotation_renders_as_meant() -> None:
+    assert literal("h/{{x}}") == 'h/{{"{"}}{{"{"}}x{{"}"}}{{"}"}}'
+    assert rendered(literal("h/chat{{with query `up`}}{{end}}")) == "h/chat{{with query `up`}}{{end}}"
+    unprinted = r"^a `\{` outside an action that prints it: 'h/\{\{ \$labels\.x \}\}'$"
+    with pytest.raises(TemplateError, match=unprinted):
+        rendered("h/{{ $labels.x }}")

@@ -53,7 +53,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL103", "inline-credential", "error", "A credential value is written in the config."),
     ("IL104", "bad-env-name", "error", "`api_key_env` is not a valid environment variable name."),
     ("IL105", "env-unset", "error", "With `--require-env`: a referenced credential variable is unset."),
-    ("IL106", "bad-url", "error", "A URL without `http`/`https` scheme or host."),
+    (
+        "IL106",
+        "bad-url",
+        "error",
+        "A URL without `http`/`https` scheme or host, or holding a space or control character.",
+    ),
     (
         "IL107",
         "bad-provider-shape",

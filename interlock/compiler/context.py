@@ -10,7 +10,7 @@ from interlock.compiler.diagnostics import DiagnosticSink, Span
 from interlock.compiler.loader import Entry, LoadLimits, Reader, Sources
 from interlock.compiler.placed import Placed
 from interlock.compiler.reading import read_file
-from interlock.kinds import DEFAULT_IDLE_MS, KINDS
+from interlock.kinds import DEFAULT_IDLE_MS, KINDS, default_first_byte_ms
 from interlock.schema.config import (
     AliasSection,
     HealthSection,
@@ -247,7 +247,7 @@ class CompileContext:
 
     def timeouts_of(self, provider: str) -> dict[str, int]:
         """``connect``/``first_byte``/``idle``/``total`` (ms) of ``provider``: its own where set, else
-        `timeouts`, else (``idle``) its kind's default."""
+        `timeouts`, else its kind's default (``first_byte``: ``kinds.default_first_byte_ms``; ``idle``)."""
         section = self.providers[provider].section
         own = section.timeouts
         values: dict[str, int] = {}
@@ -255,6 +255,8 @@ class CompileContext:
             value = None if own is None else getattr(own, key)
             if value is None:
                 value = getattr(self.timeouts, key)
+            if value is None and key == "first_byte":  # said nowhere: its kind's
+                value = default_first_byte_ms(section.kind, section.workers)
             if value is None:  # `idle`, unset in both: the kind's
                 kind = KINDS.get(section.kind)
                 value = kind.idle_ms if kind is not None else DEFAULT_IDLE_MS

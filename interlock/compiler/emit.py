@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from interlock.compiler.context import CompileContext, Worker
 from interlock.compiler.placement import FOREVER
 from interlock.patterns import slot_limit
 from interlock.schema.canonical import content_hash
-from interlock.schema.config import TelemetrySection
+from interlock.schema.config import RETRY_DEFAULTS, RetrySection, TelemetrySection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPlacement, RoutingPlan
 from interlock.vendors import listed_host
 
@@ -68,6 +69,8 @@ def emit(ctx: CompileContext) -> RoutingPlan:
                 "on_saturation": alias.section.on_saturation or ctx.routing.on_saturation,
                 "fallback_after_ms": alias.section.fallback_after or ctx.routing.fallback_after,
                 **_contract(ctx, name),
+                # written only when set: other plans keep their bytes and hashes
+                **({"retry": _retry(alias.section.retry)} if alias.section.retry is not None else {}),
             }
             for name, alias in ctx.aliases.items()
         },
@@ -183,11 +186,22 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
             "idle_ms": timeouts["idle"],
             "total_ms": timeouts["total"],
         },
+        "retry": _retry(section.retry, RETRY_DEFAULTS),
         "workers": workers,
     }
     if section.api_key_hosts:  # written only when set: other plans keep their bytes and hashes
         out["api_key_hosts"] = [listed_host(host) for host in section.api_key_hosts]
     return out
+
+
+def _retry(section: RetrySection | None, defaults: Mapping[str, int] | None = None) -> dict[str, int]:
+    """A `retry` section as the plan holds it: its keys set (``defaults`` filling the rest, when given)."""
+    keys = ("count", "backoff", "retry_after_max")
+    given = {key: getattr(section, key) if section is not None else None for key in keys}
+    if defaults is not None:
+        given = {key: defaults[key] if value is None else value for key, value in given.items()}
+    names = {"count": "count", "backoff": "backoff_ms", "retry_after_max": "retry_after_max_ms"}
+    return {names[key]: value for key, value in given.items() if value is not None}
 
 
 def _worker(worker: Worker, models: set[str]) -> dict[str, Any]:

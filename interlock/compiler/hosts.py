@@ -6,8 +6,9 @@ pointed at ``169.254.169.254`` it reads the cloud's instance credentials, pointe
 services that trust local callers. Resolvers accept many spellings of one address (``2852039166``,
 ``0xa9fea9fe``, ``0251.0376.0251.0376``, ``169.254.43518``, ``::ffff:169.254.169.254``), so the host is
 read the way ``inet_aton`` reads it before it is classified; an IPv6 address that carries an IPv4 one
-(mapped ``::ffff:0:0/96``, NAT64 ``64:ff9b::/96``, IPv4-compatible ``::/96``, 6to4 ``2002::/16``) is
-classified as that IPv4 address, since a NAT64 gateway or a dual stack delivers it there. Names are not
+(mapped ``::ffff:0:0/96``, NAT64 ``64:ff9b::/96`` and the local-use ``64:ff9b:1::/48``, IPv4-compatible
+``::/96``, 6to4 ``2002::/16``) is classified as that IPv4 address, since a NAT64 gateway or a dual stack
+delivers it there. Names are not
 resolved: the compiler has no network, and DNS can answer differently at run time.
 """
 
@@ -37,6 +38,10 @@ METADATA_ADDRESSES = frozenset(
 
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 """The well-known NAT64 prefix (RFC 6052): the last 32 bits are the IPv4 address reached."""
+LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""The local-use NAT64 prefix (RFC 8215): a network translates with a prefix of 48 to 96 bits inside it,
+so the IPv4 address sits where RFC 6052 puts it for that length; every such reading is classified."""
+RFC6052_LENGTHS = (48, 56, 64, 96)
 COMPATIBLE = ipaddress.IPv6Network("::/96")
 """IPv4-compatible addresses (RFC 4291, deprecated): ``::a9fe:a9fe`` is 169.254.169.254 on many stacks."""
 
@@ -54,8 +59,16 @@ def host_class(host: str) -> HostClass | None:
     address = _address(name)
     if address is None:
         return None
-    if isinstance(address, ipaddress.IPv6Address):
-        address = _embedded(address)
+    reached = _embedded(address) if isinstance(address, ipaddress.IPv6Address) else [address]
+    found = {_class(one) for one in reached}
+    return next((kind for kind in CLASSES if kind in found), None)
+
+
+CLASSES: tuple[HostClass, ...] = ("metadata", "link-local", "loopback")
+"""The classes in the order a host that may reach several addresses is given one: the worst."""
+
+
+def _class(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> HostClass | None:
     if address in METADATA_ADDRESSES:
         return "metadata"
     if address.is_link_local:
@@ -65,13 +78,30 @@ def host_class(host: str) -> HostClass | None:
     return None
 
 
-def _embedded(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """The IPv4 address an IPv6 one carries (mapped, NAT64, IPv4-compatible, 6to4), else itself; ``::``
-    and ``::1`` stay themselves (unspecified and loopback, not 0.0.0.0 and 0.0.0.1)."""
+def _embedded(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The IPv4 addresses an IPv6 one may carry (mapped, NAT64, IPv4-compatible, 6to4), else itself;
+    ``::`` and ``::1`` stay themselves (unspecified and loopback, not 0.0.0.0 and 0.0.0.1)."""
+    if address in LOCAL_NAT64:  # zeros read at another length than the network's say nothing
+        readings = (_rfc6052(address, length) for length in RFC6052_LENGTHS)
+        return [reading for reading in readings if not reading.is_unspecified]
     embedded = address.ipv4_mapped or address.sixtofour
     if embedded is None and (address in NAT64 or (address in COMPATIBLE and int(address) > 1)):
         embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return embedded if embedded is not None else address
+    return [embedded if embedded is not None else address]
+
+
+def _rfc6052(address: ipaddress.IPv6Address, length: int) -> ipaddress.IPv4Address:
+    """The IPv4 address in ``address`` under a NAT64 prefix of ``length`` bits (RFC 6052, 2.2): it
+    follows the prefix, skipping bits 64 to 71."""
+    bits = int(address)
+    if length == 96:
+        return ipaddress.IPv4Address(bits & 0xFFFFFFFF)
+    if length == 64:
+        return ipaddress.IPv4Address((bits >> 24) & 0xFFFFFFFF)
+    before = 64 - length  # bits of the IPv4 address between the prefix and bit 64
+    high = (bits >> 64) & ((1 << before) - 1)
+    low = (bits >> (128 - 72 - (32 - before))) & ((1 << (32 - before)) - 1)
+    return ipaddress.IPv4Address(high << (32 - before) | low)
 
 
 def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

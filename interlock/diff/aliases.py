@@ -1,9 +1,10 @@
-"""Aliases: added or removed, which model answers first, chain membership and order, guarantees."""
+"""Aliases: added or removed, which model answers first, chain membership and order, guarantees,
+retries."""
 
 from __future__ import annotations
 
-from interlock.diff.change import Change, show
-from interlock.schema.plan import PlanAlias, RoutingPlan
+from interlock.diff.change import Change, changed_fields, show
+from interlock.schema.plan import PlanAlias, PlanRetry, RoutingPlan
 
 SATURATION = {
     "fallback": "(skips to the next candidate at once)",
@@ -49,6 +50,7 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
                 out.append(
                     Change("saturation-policy-changed", name, before, after, summary, "fallback_after", "ms")
                 )
+            out.extend(_retry(name, old, new))
             if old.description != new.description:
                 summary = f"`{name}` description: {old.description!r} → {new.description!r}"
                 out.append(Change("description-changed", name, old.description, new.description, summary))
@@ -87,6 +89,19 @@ def reordered(old: list[str], new: list[str]) -> bool:
     """Whether the members both lists share appear in a different relative order."""
     kept = set(old) & set(new)
     return [item for item in old if item in kept] != [item for item in new if item in kept]
+
+
+def _retry(name: str, old: PlanAlias, new: PlanAlias) -> list[Change]:
+    """The `retry` keys an alias overrides for its candidates: set, dropped (its providers' own), changed."""
+    before, after = old.retry or PlanRetry(), new.retry or PlanRetry()
+    out: list[Change] = []
+    for setting, was, now, unit in changed_fields(before, after):
+        summary = (
+            f"`{name}` retry `{setting}` for its candidates: {show(was, unit)} → {show(now, unit)}"
+            " (none: its providers' own)"
+        )
+        out.append(Change("alias-retry-changed", name, was, now, summary, f"retry.{setting}", unit))
+    return out
 
 
 def _requires(old: PlanAlias, new: PlanAlias) -> list[Change]:

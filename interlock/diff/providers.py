@@ -1,5 +1,5 @@
 """Providers: added or removed, kind, base URL, credential variable name, probe, Responses API, timeouts,
-workers."""
+retries, workers."""
 
 from __future__ import annotations
 
@@ -76,6 +76,9 @@ def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
     for setting, before, after, unit in changed_fields(old.timeouts, new.timeouts):
         summary = f"provider `{name}` timeout `{setting}`: {show(before, unit)} → {show(after, unit)}"
         out.append(Change("timeout-changed", name, before, after, summary, field=setting, unit=unit))
+    for setting, before, after, unit in changed_fields(old.retry, new.retry):
+        summary = f"provider `{name}` retry `{setting}`: {show(before, unit)} → {show(after, unit)}"
+        out.append(Change("retry-changed", name, before, after, summary, field=f"retry.{setting}", unit=unit))
     if reordered(old.workers, new.workers):
         summary = f"provider `{name}` now lists its workers as {show(new.workers, 'list')}"
         out.append(Change("worker-order-changed", name, old.workers, new.workers, summary, unit="list"))

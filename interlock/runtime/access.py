@@ -336,7 +336,10 @@ def _without_denied(aliases: Mapping[str, Target], levels: tuple[PlanLimits, ...
         if spill:
             spill[-1] = None
         out[name] = dataclasses.replace(
-            alias, candidates=tuple(alias.candidates[i] for i in kept), spill=tuple(spill)
+            alias,
+            candidates=tuple(alias.candidates[i] for i in kept),
+            spill=tuple(spill),
+            retry=tuple(alias.retry[i] for i in kept) if alias.retry else (),
         )
     return out
 

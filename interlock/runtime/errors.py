@@ -112,6 +112,7 @@ class ProtocolFailure(TransientError):
 
 class ServerError(TransientError):
     error_class = "server_error"
+    retry_after: float | None = None  # seconds, when a 503 said (``Retry-After``)
 
 
 class RateLimited(TransientError):
@@ -295,9 +296,12 @@ class CandidateOutcome:
     hold: str | None = None  # `rate_limited` / `circuit_open` while on hold
     hold_s: float | None = None
     cannot_serve: bool = False  # its adapter refused the request (CannotServe): no retry helps it
+    retry: int = 0  # the call's place among the calls of this candidate in one walk (1: its first retry)
 
     def describe(self) -> str:
         text = self.error_class if self.status is None else f"{self.error_class} [{self.status}]"
+        if self.retry:
+            text += f" after {self.retry} {'retry' if self.retry == 1 else 'retries'}"
         if self.hold_s is None:
             return text if self.called else f"skipped ({text})"
         wait = whole_seconds(self.hold_s)
@@ -320,13 +324,14 @@ class AllCandidatesFailed(GatewayError):
     code = "all_candidates_failed"
 
     def __init__(self, target: str, outcomes: Sequence[CandidateOutcome]) -> None:
-        attempted = sum(1 for o in outcomes if o.called)
+        latest = {o.candidate: o for o in outcomes}.values()  # a retried candidate: its last call
+        attempted = sum(1 for o in latest if o.called)
         super().__init__(
-            f"no candidate of {target} could answer ({attempted} of {len(outcomes)} attempted): "
-            + "; ".join(f"{o.candidate}: {o.describe()}" for o in outcomes)
+            f"no candidate of {target} could answer ({attempted} of {len(latest)} attempted): "
+            + "; ".join(f"{o.candidate}: {o.describe()}" for o in latest)
         )
-        self.outcomes = tuple(outcomes)
-        able = [o for o in outcomes if not o.cannot_serve]  # a retry can only ever reach these
+        self.outcomes = tuple(outcomes)  # every call, retries included (the access log's attempts)
+        able = [o for o in latest if not o.cannot_serve]  # a retry can only ever reach these
         holds = [o.hold_s for o in able if o.hold_s is not None]
         if able and len(holds) == len(able):
             self.retry_after = min(holds)

@@ -75,6 +75,7 @@ class EndpointState:
     last_success_at: float | None = None
     last_error_at: float | None = None
     last_error_class: str | None = None
+    reuse_off_until: float = 0.0  # its upstream sent bytes nobody asked for: connections not reused
 
 
 class HealthBook:
@@ -307,7 +308,16 @@ class HealthBook:
             "last_error_at": iso_utc(state.last_error_at),
             "last_error_class": state.last_error_class,
             "consecutive_connect_failures": state.failures,
+            # caught sending bytes nobody asked for: one connection per exchange until then
+            "connection_reuse_off_until": (
+                self._wall_at(state.reuse_off_until) if state.reuse_off_until > now else None
+            ),
         }
+
+    def reuse_off(self, label: str, seconds: float) -> None:
+        """The upstream client stopped reusing ``label``'s connections for ``seconds`` (it was caught
+        sending bytes nobody asked for): said in ``endpoint_report``. The endpoint stays usable."""
+        self.endpoint(label).reuse_off_until = self.clock() + seconds
 
     def _wall_at(self, monotonic: float) -> str | None:
         return iso_utc(self.wall() + (monotonic - self.clock()))

@@ -153,6 +153,7 @@ class Journal:
                     "error_class": o.error_class,
                     "status": o.status,
                     "called": o.called,
+                    "retry": o.retry,
                 }
                 for o in attempts
             ],

@@ -472,12 +472,32 @@ def _labels(servers: Mapping[str, str]) -> dict[str, list[str]]:
     return out
 
 
+class Told:
+    """Server counts of whole prompts (``counting``: ``count_tokens`` asked the server's tokenizer), by
+    (server, model, the prompt's digest); bounded, oldest first out."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[tuple[str, str, bytes], int] = OrderedDict()
+
+    def get(self, key: tuple[str, str, bytes]) -> int | None:
+        return self._counts.get(key)
+
+    def put(self, key: tuple[str, str, bytes], tokens: int) -> None:
+        self._counts.pop(key, None)
+        self._counts[key] = tokens
+        while len(self._counts) > MAX_ENTRIES:
+            self._counts.popitem(last=False)
+
+
 @dataclass(frozen=True, slots=True)
 class Learned:
     """The two books; the context guard reads ``counts``, the router ``prefill_s``."""
 
     counts: CountBook = field(default_factory=CountBook)
     prefill: PrefillBook = field(default_factory=PrefillBook)
+    told: Told = field(default_factory=Told, init=False, repr=False)  # what count_tokens asked servers
     # (id of an endpoint, step of its stretch) -> (that endpoint, its copy with the stretched deadline)
     stretched: dict[tuple[int, int], tuple[Endpoint, Endpoint]] = field(
         default_factory=dict, init=False, repr=False
@@ -515,6 +535,12 @@ class Learned:
         fresh = prompt - _cached(usage)
         if fresh >= MIN_PREFILL_TOKENS and answered.upstream_s > 0:
             self.prefill.record(label, model, fresh / answered.upstream_s)
+
+    def prompt_of(self, label: str, model: str, needs: Estimate, floor: float = REPORTING_FLOOR) -> int:
+        """A request's prompt tokens as the server behind ``label`` counts them (the estimate as learned
+        there): what a translated stream's ``message_start`` reports before the server's own usage."""
+        text, schema = needs.prompt_tokens - needs.schema_tokens, needs.schema_tokens
+        return self.counts.prompt(label, model, text, schema, floor)
 
     def deadline(self, endpoint: Endpoint, model: str, needs: Estimate) -> Endpoint:
         """``endpoint`` with its first-byte deadline stretched by the expected prefill of the prompt

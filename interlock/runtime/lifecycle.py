@@ -85,6 +85,9 @@ Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]
 log = logging.getLogger("interlock.requests")
 
 MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
+# forwarded headers that ask a provider for behaviour (betas): a translated request goes without them,
+# so they are named in X-Interlock-Dropped (``anthropic-version`` is not: the surface speaks it itself)
+RELAY_ONLY_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -215,6 +218,7 @@ async def _handle(
         preflight = Preflight(
             needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
         )
+        preflight.request_headers, preflight.started = scope["headers"], started  # the caller's deadline
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
@@ -404,7 +408,9 @@ class Exchange:
             headers.append(answered.route.worker_header)
         say_dropped(headers, answered, "chat", parsed)
         headers.extend(render.headers)
-        render.prompt_tokens = answered.result.prompt_tokens or self.preflight.needs.prompt_tokens
+        render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
+            answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
+        )  # the upstream's own count, else the estimate as learned from that server's answers
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
         render_chunk = render.chunk
@@ -506,6 +512,8 @@ def say_dropped(
         dropped = DROPS[answered.candidate.kind, endpoint].of(parsed.body)
         if parsed.dropped:
             dropped = [*parsed.dropped, *dropped]
+        if parsed.native is not None and parsed.native.headers:  # betas only a relay takes along
+            dropped = [*dropped, *(name for name in parsed.native.headers if name in RELAY_ONLY_HEADERS)]
     if dropped:
         # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
         shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]

@@ -177,6 +177,7 @@ class StateView:
 
 class Metrics:
     def __init__(self, view: StateView) -> None:
+        self.view = view  # the live state its gauges read (the upstream client's strays are said there)
         self.requests = CounterVec(
             "interlock_requests", "Requests answered, by endpoint and HTTP status.", ["endpoint", "status"]
         )
@@ -195,6 +196,12 @@ class Metrics:
             "Failed upstream calls, by candidate and error class.",
             ["candidate", "error_class"],
         )
+        self.upstream_retries = CounterVec(
+            "interlock_upstream_retries",
+            "Calls made again on the same candidate after a failure safe to repeat, by candidate and the "
+            "error class that was retried.",
+            ["candidate", "error_class"],
+        )
         self.stream_aborted = CounterVec(
             "interlock_stream_aborted",
             "Streams that ended with an error event after the first byte had reached the client.",
@@ -211,7 +218,8 @@ class Metrics:
         self.connections_closed = CounterVec(
             "interlock_connections_closed",
             "Client connections the gateway closed itself, by reason: header_timeout, body_timeout, "
-            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused).",
+            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused), "
+            "headers_too_large (431), invalid_host (400).",
             ["reason"],
         )
         self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
@@ -219,6 +227,12 @@ class Metrics:
             "interlock_upstream_resends",
             "Upstream requests sent a second time, by endpoint: not a byte had gone out on the first "
             "connection (found closed at the write). A written request is never sent again.",
+            ["endpoint"],
+        )
+        self.upstream_strays = CounterVec(
+            "interlock_upstream_strays",
+            "Times an upstream was caught sending bytes nobody asked for (a second answer, bytes on an idle "
+            "connection), by endpoint: its connections then serve one exchange each for 5 minutes.",
             ["endpoint"],
         )
         self.usage_clamped = CounterVec(
@@ -299,12 +313,14 @@ class Metrics:
             self.alias_resolved,
             self.fallback,
             self.upstream_errors,
+            self.upstream_retries,
             self.stream_aborted,
             self.client_disconnects,
             self.plan_reloads,
             self.connections_closed,
             self.connections_open,
             self.upstream_resends,
+            self.upstream_strays,
             self.usage_clamped,
             self.probes,
             self.metadata_fetches,

@@ -99,7 +99,13 @@ async def open_default_adapters(
     from interlock.kinds import PROVIDER_KINDS
     from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 
-    client = UpstreamClient.create(resends=metrics.upstream_resends.labels)
+    strays, health = metrics.upstream_strays, metrics.view.health
+
+    def on_stray(label: str, seconds: float) -> None:  # counted, and said in /v1/health
+        strays.labels(label).inc()
+        health.reuse_off(label, seconds)
+
+    client = UpstreamClient.create(resends=metrics.upstream_resends.labels, on_stray=on_stray)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
 

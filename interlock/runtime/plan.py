@@ -44,6 +44,7 @@ from interlock.runtime.tables import (
     PreflightSettings,
     Provider,
     RedactedHeaders,
+    RetryPolicy,
     Route,
     RoutingSettings,
     RoutingWeights,
@@ -54,8 +55,13 @@ from interlock.runtime.tables import (
 )
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
-from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, RoutingPlan
+from interlock.schema.config import RETRY_DEFAULTS
+from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, PlanRetry, RoutingPlan
 from interlock.wire import header_name_problem, header_value_problem
+
+DEFAULT_RETRY = RetryPolicy(
+    RETRY_DEFAULTS["count"], RETRY_DEFAULTS["backoff"] / 1000, RETRY_DEFAULTS["retry_after_max"] / 1000
+)  # a plan's provider without `retry` (one compiled before it existed)
 
 
 class PlanError(InterlockError):
@@ -223,6 +229,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             candidates=tuple(candidates[cid] for cid in a.candidates),
             header=(b"x-interlock-alias", name.encode()),
             spill=_spill(len(a.candidates), a.on_saturation, a.fallback_after_ms),
+            retry=_alias_retry(a.retry, tuple(candidates[cid] for cid in a.candidates)),
             description=a.description,
             requires=tuple(a.requires),
             contract=a.contract,
@@ -320,6 +327,24 @@ def _validated(data: Mapping[str, Any], origin: str) -> RoutingPlan:
         raise PlanError(
             f"{origin}: the plan is not a valid routing plan: " + "; ".join(shown) + more
         ) from None
+
+
+def _retry(section: PlanRetry, base: RetryPolicy = DEFAULT_RETRY) -> RetryPolicy:
+    """``section``'s keys over ``base`` (a provider's over the defaults, an alias's over a provider's)."""
+    return RetryPolicy(
+        count=base.count if section.count is None else section.count,
+        backoff_s=base.backoff_s if section.backoff_ms is None else section.backoff_ms / 1000,
+        retry_after_max_s=base.retry_after_max_s
+        if section.retry_after_max_ms is None
+        else section.retry_after_max_ms / 1000,
+    )
+
+
+def _alias_retry(section: PlanRetry | None, candidates: tuple[Candidate, ...]) -> tuple[RetryPolicy, ...]:
+    """Per candidate, the alias's ``retry`` keys over its provider's; empty when the alias sets none."""
+    if section is None:
+        return ()
+    return tuple(_retry(section, candidate.retry) for candidate in candidates)
 
 
 def _spill(count: int, on_saturation: str, fallback_after_ms: int | None) -> tuple[float | None, ...]:
@@ -487,13 +512,20 @@ def _provider(
             provider=p.name, kind=p.kind, url=p.base_url.rstrip("/"), label=p.name, headers=headers, **timing
         )
         return Provider(
-            name=p.name, kind=p.kind, probe=p.probe, endpoints=(endpoint,), workers=(None,), relays=relays
+            name=p.name,
+            kind=p.kind,
+            probe=p.probe,
+            endpoints=(endpoint,),
+            workers=(None,),
+            relays=relays,
+            retry=_retry(p.retry),
         )
     return Provider(
         name=p.name,
         kind=p.kind,
         probe=p.probe,
         relays=relays,
+        retry=_retry(p.retry),
         endpoints=tuple(
             Endpoint(
                 provider=p.name,
@@ -549,6 +581,7 @@ def _candidate(
         says_overflow=KINDS[provider.kind].says_overflow,
         checks=checks_of(provider.kind, routes, preflight),
         live_facts=any(route.live_facts for route in routes),
+        retry=provider.retry,
     )
 
 

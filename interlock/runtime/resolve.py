@@ -62,7 +62,7 @@ def resolve(plan: RuntimePlan, model: str | None, caller: Caller = ANONYMOUS) ->
                 f"`model` must be printable ASCII of at most {MAX_DIRECT_NAME} characters", param="model"
             )
         candidate = plan.direct_candidate(provider, provider_model)
-    return Target(model, DIRECT_LABEL, (candidate,), (b"x-interlock-alias", model.encode()), (None,))
+    return Target(model, DIRECT_LABEL, (candidate,), (b"x-interlock-alias", model.encode()), (None,), ())
 
 
 def _listed(names: Iterable[str]) -> str:

@@ -39,7 +39,9 @@ cancellation and client disconnect. No lease leaves this module.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -51,6 +53,7 @@ from interlock.runtime.errors import (
     ContextOverflow,
     DeterministicError,
     NoCandidateCanServe,
+    RateLimited,
     RequestDoesNotFit,
     TransientError,
     UpstreamError,
@@ -63,7 +66,8 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.learned import Learned
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.record import Answered, CandidateRefused
-from interlock.runtime.tables import Candidate, Route, Target
+from interlock.runtime.retry import wait_before_retry
+from interlock.runtime.tables import Candidate, RetryPolicy, Route, Target
 from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
@@ -112,6 +116,8 @@ class Router:
         self.tracing = tracing  # spans per attempt (``--otel``), else None
         self.facts = facts if facts is not None else FactsTable()  # learned windows are written here
         self.learned = learned if learned is not None else Learned()  # prompt speeds: the deadlines
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a retry's wait (tests: their own)
+        self.rng = random.Random()  # a retry's jitter
 
     async def chat(
         self,
@@ -213,7 +219,7 @@ class Router:
                 route = admission.route or admission.routes[0]
                 label = route.endpoint.label
                 invoke = call if self.tracing is None else self.tracing.traced(call, target, candidate, route)
-                started = time.perf_counter()
+                retries = 0  # calls of this candidate made again (``runtime.retry``)
                 try:
                     sent = body if admission.body is None else admission.body
                     relayed = native if native is not None and native.format in candidate.relays else None
@@ -222,9 +228,31 @@ class Router:
                     endpoint = route.endpoint
                     if preflight is not None:  # first_byte covers the prefill, at the speed learned there
                         endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
-                    result = await invoke(
-                        self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
-                    )
+                    while True:
+                        started = time.perf_counter()
+                        try:
+                            result = await invoke(
+                                self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
+                            )
+                            break
+                        except TransientError as exc:  # counted; then tried again, or moved on from
+                            spent = time.perf_counter() - started
+                            upstream_s += spent
+                            metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                            health.record_failure(
+                                candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent
+                            )
+                            metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+                            policy = target.retry[index] if target.retry else candidate.retry
+                            wait = self._retry_wait(policy, exc, retries, admission, preflight)
+                            if wait is None:
+                                raise
+                            metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
+                            outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
+                            waited = time.perf_counter()
+                            await self.sleep(wait)
+                            upstream_s += time.perf_counter() - waited  # the upstream asked for it, or may
+                            retries += 1
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
                     continue
@@ -236,13 +264,8 @@ class Router:
                     self._overflowed(candidate, route, exc, outcomes, preflight)
                     self._fell_back(candidates, index, "context_too_small")
                     continue
-                except TransientError as exc:
-                    spent = time.perf_counter() - started
-                    upstream_s += spent
-                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent)
-                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                    outcomes.append(self._outcome(candidate, exc.error_class, exc))
+                except TransientError as exc:  # counted above, and not to be tried again
+                    outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
                     self._fell_back(candidates, index, exc.error_class)
                     continue
                 except DeterministicError as exc:
@@ -268,17 +291,42 @@ class Router:
                 raise unservable
         raise AllCandidatesFailed(target.label, outcomes)
 
-    def _outcome(self, candidate: Candidate, reason: str, error: UpstreamError | None) -> CandidateOutcome:
-        """A skip (``error`` None: ``reason`` is the guard's) or a failed call, with its hold if any."""
+    def _outcome(
+        self, candidate: Candidate, reason: str, error: UpstreamError | None, retry: int = 0
+    ) -> CandidateOutcome:
+        """A skip (``error`` None: ``reason`` is the guard's) or a failed call (``retry``: its place
+        among the calls of the candidate, 0 the first), with its hold if any."""
         labels = (r.endpoint.label for r in candidate.routes)
         hold = self.health.hold(candidate.id, labels, in_plan=candidate.in_plan)
         called = error is not None
         status = error.status if error is not None else None
         if hold is None:
-            return CandidateOutcome(candidate.id, reason, status, called)
+            return CandidateOutcome(candidate.id, reason, status, called, retry=retry)
         if not called and hold.error_class is not None:  # skipped: the failure that put it on hold
             reason, status = hold.error_class, hold.status
-        return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds)
+        return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds, retry=retry)
+
+    def _retry_wait(
+        self,
+        policy: RetryPolicy,
+        error: TransientError,
+        retries: int,
+        admission: Admission,
+        preflight: Preflight | None,
+    ) -> float | None:
+        """Seconds to wait before calling the candidate again after ``error`` (``runtime.retry``);
+        None: move on. Not when the failure opened its circuit, nor past the caller's deadline."""
+        wait = wait_before_retry(policy, error, retries, last=not admission.has_next, rng=self.rng)
+        if wait is None:
+            return None
+        candidate = admission.candidate
+        hold = self.health.hold(candidate.id, (), in_plan=candidate.in_plan)
+        if hold is not None and hold.reason == "circuit_open" and not isinstance(error, RateLimited):
+            return None
+        deadline = preflight.deadline() if preflight is not None else None
+        if deadline is not None and time.perf_counter() + wait >= deadline:
+            return None
+        return wait
 
     def _overflowed(
         self,

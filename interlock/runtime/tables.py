@@ -54,6 +54,17 @@ class Check(enum.IntFlag):
 
 
 @dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Retries of one candidate before the walk moves on (``runtime.retry``): ``count`` after the first
+    attempt, the first after ``backoff_s`` (doubled for each later one, with jitter), a ``Retry-After``
+    waited for up to ``retry_after_max_s``."""
+
+    count: int = 1
+    backoff_s: float = 0.5
+    retry_after_max_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A concrete ``provider/model`` with everything needed to call it."""
 
@@ -77,6 +88,7 @@ class Candidate:
     # apply to it (settled at plan load; by default every one)
     live_facts: bool = True  # a route of it has live facts (an Ollama worker); False: what the plan
     # declares is all that is known of it, the same on every route (the preflight guards' short way)
+    retry: RetryPolicy = RetryPolicy()  # its provider's
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +100,8 @@ class Target:
     candidates: tuple[Candidate, ...]
     header: tuple[bytes, bytes]  # X-Interlock-Alias
     spill: tuple[float | None, ...]  # per candidate, when its worker is full: skip to the next candidate
+    # per candidate, where the alias overrides its provider's retries; empty: each candidate's own
+    retry: tuple[RetryPolicy, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +145,7 @@ class Provider:
     endpoints: tuple[Endpoint, ...]
     workers: tuple[str | None, ...]  # parallel to endpoints: the worker name, None for openai
     relays: frozenset[str] = frozenset()  # the wire formats it relays as they came (``Candidate.relays``)
+    retry: RetryPolicy = RetryPolicy()  # its candidates' retries (``Candidate.retry``)
 
 
 @dataclass(frozen=True, slots=True)

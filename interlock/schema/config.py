@@ -112,10 +112,16 @@ class HealthSection(_Section):
 
 
 class TimeoutsSection(_Section):
-    """Upstream timeouts. `first_byte` must leave room for a cold model load."""
+    """Upstream timeouts. `first_byte`, unless set here, is each provider's kind's: 12s for a hosted API
+    at one `base_url` (`openai`, `anthropic`), 60s for servers of the operator's own (`ollama`, any
+    provider with `workers`: a cold model load)."""
 
     connect: Duration = Field(2_000, description="TCP/TLS connect.")
-    first_byte: Duration = Field(60_000, description="From sending the request to the response headers.")
+    first_byte: Duration | None = Field(
+        None,
+        description="From sending the request to the answer's headers (a stream: its first chunk that says "
+        "something); unset: each provider's kind's default (12s for a hosted API, 60s for workers).",
+    )
     idle: Duration | None = Field(
         None,
         description="Longest silence inside a stream after its first content; unset: by provider kind.",
@@ -130,6 +136,32 @@ class ProviderTimeouts(_Section):
     first_byte: Duration | None = None
     idle: Duration | None = None
     total: Duration | None = None
+
+
+RETRY_DEFAULTS = {"count": 1, "backoff": 500, "retry_after_max": 5_000}
+"""A candidate's retries when neither its provider nor the alias says (docs/runtime.md#retries): one
+retry, half a second's backoff (doubled for each later one, with jitter), a `Retry-After` up to 5 s
+waited for. Measured: `bench/failover.py` (docs/benchmarks.md#the-failover-drill-benchfailoverpy)."""
+
+
+class RetrySection(_Section):
+    """Retries of one candidate before the walk moves on to the next: only before any byte reached the
+    caller, and only for failures that are safe to repeat. Unset keys keep the defaults (for an alias:
+    its providers' own)."""
+
+    count: int | None = Field(
+        None, ge=0, le=5, description="Retries after the first attempt (0: none). Default 1."
+    )
+    backoff: Duration | None = Field(
+        None,
+        description="The wait before the first retry, doubled for each later one, each 50-100 % of it "
+        "(jitter). Default `500ms`.",
+    )
+    retry_after_max: Duration | None = Field(
+        None,
+        description="The longest `Retry-After` (or `retry-after-ms`) waited for before a retry of a 429 or "
+        "503; a longer one moves on at once. Default `5s`.",
+    )
 
 
 class QueueSection(_Section):
@@ -213,6 +245,9 @@ class ProviderSection(_Section):
         "(`POST {base_url}/responses`); a Responses caller's request goes there as it came.",
     )
     timeouts: ProviderTimeouts | None = None
+    retry: RetrySection | None = Field(
+        None, description="Retries of its candidates (docs/runtime.md#retries)."
+    )
     workers: list[WorkerSection] | None = Field(
         None,
         description="Required for `kind: ollama`; for `kind: openai`, instead of `base_url`: one per server, "
@@ -282,6 +317,9 @@ class AliasSection(_Section):
     )
     fallback_after: Duration | None = Field(
         None, description="Overrides `routing.fallback_after` for this alias."
+    )
+    retry: RetrySection | None = Field(
+        None, description="Overrides its candidates' providers' `retry` keys for this alias."
     )
 
 

@@ -94,6 +94,20 @@ class PlanTimeouts(_Frozen):
     total_ms: int = Field(ge=1)
 
 
+class PlanRetry(_Frozen):
+    """Retries of one candidate before the walk moves on (effective: the provider's keys over the
+    defaults; an alias's `retry` holds only the keys it overrides)."""
+
+    count: int | None = Field(None, ge=0, le=5)
+    backoff_ms: int | None = Field(None, ge=0)
+    retry_after_max_ms: int | None = Field(None, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
+
+
 class PlanProvider(_Frozen):
     name: str
     kind: KindName
@@ -110,6 +124,9 @@ class PlanProvider(_Frozen):
         False, description="The upstream also serves the OpenAI Responses API (a Responses caller's relay)."
     )
     timeouts: PlanTimeouts
+    retry: PlanRetry = Field(
+        default_factory=PlanRetry, description="Effective: every key set (the defaults where unsaid)."
+    )
     workers: list[str] = Field(description="Names of this provider's workers, in declaration order.")
 
     @model_serializer(mode="wrap")
@@ -258,16 +275,21 @@ class PlanAlias(_Frozen):
     fallback_after_ms: int | None = Field(
         None, ge=1, description="Effective: under `queue`, spill when the expected wait exceeds it."
     )
+    retry: PlanRetry | None = Field(
+        None, description="The `retry` keys it overrides for its candidates; written only when set."
+    )
     contract: PlanContract | None = Field(
         None, description="The agent contract, compiled; absent in plans compiled before it existed."
     )
 
     @model_serializer(mode="wrap")
-    def _drop_no_contract(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``contract`` is written only when set: older plans keep their bytes and hashes."""
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``retry`` (set only when the alias sets it) and ``contract`` (absent from older plans) are
+        written only when set: other plans keep their bytes and hashes."""
         data: dict[str, Any] = handler(self)
-        if data.get("contract") is None:
-            data.pop("contract", None)
+        for key in ("retry", "contract"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 

@@ -1,10 +1,14 @@
-"""A fake Anthropic upstream: /v1/models and /v1/messages (JSON and the SSE event sequence).
+"""A fake Anthropic upstream: /v1/models, /v1/messages (JSON and the SSE event sequence) and
+/v1/messages/count_tokens (``input_tokens``: ``fake_openai.tokenize`` of the system, messages and tools).
 
 It demands ``anthropic-version`` on every request (400 without it) and, with ``api_key`` set, exactly
 ``x-api-key: <api_key>`` (401 otherwise, echoing what it got, as a careless upstream might). A request
 without ``max_tokens`` answers 400, as Anthropic does; so does a ``role: "system"`` turn inside
-``messages`` unless ``anthropic-beta`` names ``mid-conversation-system-2026-04-07`` (with Anthropic's own
-wording, ``Unexpected role "system"``, which Claude Code reads to retry without such turns). When the
+``messages`` unless ``anthropic-beta`` names a beta that allows them, with Anthropic's own wording
+(``Unexpected role "system"``, which Claude Code reads to retry without such turns).
+``MID_CONVERSATION_BETAS``: the one each Claude Code sends with such turns (2.1.197:
+``mid-conversation-system-2026-04-07``; 2.1.337: ``mid-conversation-tool-changes-2026-07-01``, which it
+leaves out, with the turns, when it retries). When the
 request offers tools and the last user turn is not a tool result, it calls them as ``replies.planned_calls``
 says (several at once when ``Reply.tool_calls`` scripts them). Faults come from ``FakeServer``
 (``Fault.http_status(529)`` is Anthropic's overloaded answer).
@@ -20,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from interlock.testing.fake_openai import tokenize
 from interlock.testing.replies import Reply, answers_a_tool_use, count_words, planned_calls, split_text
 from interlock.testing.server import (
     Answer,
@@ -32,7 +37,10 @@ from interlock.testing.server import (
 )
 
 _SSE = "text/event-stream"
-MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `messages` hold them
+# the betas that let `messages` hold system turns (the one each Claude Code version sends with them)
+MID_CONVERSATION_BETAS = frozenset(
+    {"mid-conversation-system-2026-04-07", "mid-conversation-tool-changes-2026-07-01"}
+)
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -47,7 +55,7 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
 
 
 def _misplaced_system(messages: list[Any], betas: str) -> ErrorAnswer | None:
-    if MID_CONVERSATION_SYSTEM in betas.replace(" ", "").split(","):
+    if not MID_CONVERSATION_BETAS.isdisjoint(betas.replace(" ", "").split(",")):
         return None
     for number, message in enumerate(messages):
         if isinstance(message, dict) and message.get("role") == "system":
@@ -81,7 +89,11 @@ class FakeAnthropic(FakeServer):
         return self.url
 
     def routes(self) -> dict[tuple[str, str], Route]:
-        return {("GET", "/v1/models"): self._models, ("POST", "/v1/messages"): self._messages}
+        return {
+            ("GET", "/v1/models"): self._models,
+            ("POST", "/v1/messages"): self._messages,
+            ("POST", "/v1/messages/count_tokens"): self._count_tokens,
+        }
 
     def error_body(self, status: int, message: str) -> bytes:
         kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
@@ -102,6 +114,14 @@ class FakeAnthropic(FakeServer):
         if sent == self.api_key:
             return None
         return ErrorAnswer(401, f"invalid x-api-key: {sent or '(none)'}")
+
+    def _count_tokens(self, incoming: Incoming) -> Answer:
+        refused = self._refused(incoming)
+        if refused is not None:
+            return refused
+        body = incoming.body if isinstance(incoming.body, dict) else {}
+        counted = [body.get(k) for k in ("system", "messages", "tools")]
+        return JsonAnswer({"input_tokens": tokenize(orjson.dumps(counted).decode())})
 
     def _models(self, incoming: Incoming) -> Answer:
         refused = self._refused(incoming)

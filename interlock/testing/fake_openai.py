@@ -6,7 +6,11 @@ Shapes follow docs/wire-formats.md. With ``api_key`` set, every route demands ex
 as a careless upstream might, so tests can prove the gateway never passes such text on unredacted.
 
 With ``server`` (``vllm``, ``sglang``, ``llama.cpp``) it also serves that server's ``GET /metrics`` (and
-llama.cpp's ``GET /slots``) from ``reported`` (``testing.server_load``), outside faults and the log.
+llama.cpp's ``GET /slots``) from ``reported`` (``testing.server_load``), outside faults and the log,
+and its tokenizer: llama.cpp's ``POST /apply-template`` (a ChatML rendering of the messages and tools)
+and ``POST /tokenize`` (``{"content"}`` -> ``{"tokens"}``), vLLM's and SGLang's ``POST /tokenize``
+(``{"messages"}`` -> ``{"count"}``), counted by ``tokenize`` (words and punctuation, and each special
+marker one token); ``tokenized`` counts the calls.
 
 Run it out of process: ``python -m interlock.testing.fake_openai --port 0`` prints its URL first.
 """
@@ -14,6 +18,7 @@ Run it out of process: ``python -m interlock.testing.fake_openai --port 0`` prin
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -71,9 +76,11 @@ class FakeOpenAI(FakeServer):
         self._known = _known_fields() if strict else None
         self.server = server
         self.reported = Reported()  # what /metrics and /slots say, with ``server``
+        self.tokenized = 0  # calls to the tokenizer routes
         if server is not None:
             metrics(server, self.reported, "m")  # an unknown kind fails here, not on the first fetch
             self._control[("GET", "/metrics")] = self._metrics
+            self._control[("POST", "/tokenize")] = self._tokenize
             if server == "llama.cpp":
                 self._control[("GET", "/slots")] = self._slots
                 self._control[("GET", "/props")] = self._props
@@ -122,13 +129,22 @@ class FakeOpenAI(FakeServer):
         """llama.cpp's ``POST /apply-template``: the prompt a chat request becomes, nothing generated.
         ChatML, as SmolLM2's template writes it; the tools only with ``template_tools`` (SmolLM2's and
         Gemma's templates leave them out: tests/fixtures/discover/llama-server/apply_template.json)."""
+        self.tokenized += 1
         body = incoming.body if isinstance(incoming.body, dict) else {}
-        messages = body.get("messages")
-        turns = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
-        prompt = "".join(f"<|im_start|>{m.get('role')}\n{m.get('content')}<|im_end|>\n" for m in turns)
-        if self.template_tools and body.get("tools"):
-            prompt = f"<|im_start|>system\n{orjson.dumps(body['tools']).decode()}<|im_end|>\n" + prompt
-        return JsonAnswer({"prompt": prompt + "<|im_start|>assistant\n"})
+        return JsonAnswer(
+            {"prompt": chatml(body.get("messages"), body.get("tools") if self.template_tools else None)}
+        )
+
+    def _tokenize(self, incoming: Incoming) -> Answer:
+        self.tokenized += 1
+        body = incoming.body if isinstance(incoming.body, dict) else {}
+        if self.server == "llama.cpp":
+            content = body.get("content")
+            if not isinstance(content, str):
+                return ErrorAnswer(400, "content must be a string")
+            return JsonAnswer({"tokens": list(range(tokenize(content)))})
+        count = tokenize(chatml(body.get("messages"), body.get("tools")))
+        return JsonAnswer({"count": count, "max_model_len": 8192, "tokens": list(range(count))})
 
     def _refused(self, incoming: Incoming) -> ErrorAnswer | None:
         if self.api_key is None:
@@ -485,3 +501,25 @@ def _extra_args(parser: Any) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def chatml(messages: Any, tools: Any) -> str:
+    """The fake's chat template: ChatML, the tools' JSON (when written) in a system turn first."""
+    out = []
+    if tools:
+        out.append(f"<|im_start|>system\n{orjson.dumps(tools).decode()}<|im_end|>\n")
+    for message in messages if isinstance(messages, list) else ():
+        if isinstance(message, dict):
+            content = message.get("content")
+            text = content if isinstance(content, str) else orjson.dumps(content).decode()
+            out.append(f"<|im_start|>{message.get('role')}\n{text}<|im_end|>\n")
+    return "".join(out) + "<|im_start|>assistant\n"
+
+
+def tokenize(text: str) -> int:
+    """The fake's tokenizer: a word, a run of digits or one other character is a token; a special
+    marker (``<|im_start|>``) is one."""
+    return len(_TOKEN.findall(text))
+
+
+_TOKEN = re.compile(r"<\|[a-z_]+\|>|[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]")

@@ -1,11 +1,15 @@
 """The real Claude Code and Codex CLIs, run headless against a gateway on loopback.
 
-Both come from npm into a folder the tests own, ``$INTERLOCK_NODE_PREFIX`` (default
-``~/.cache/interlock/node``), the way ``.ci/run`` installs them::
+Both come from npm at the versions ``.ci/run`` pins (its ``AGENT_CLIS`` line, read here: one place to
+change them), into a prefix of their own, ``$INTERLOCK_NODE_PREFIX`` (default
+``~/.cache/interlock/node/claude-code-2.1.337+codex-0.171.0``, one per pinned set), with node 22 from
+npm where the machine's is older, the way ``.ci/run`` installs them::
 
-    npm install --prefix ~/.cache/interlock/node @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
+    bash .ci/clis.sh @anthropic-ai/claude-code@2.1.337 @openai/codex@0.171.0
 
-A missing CLI skips its tests, unless ``INTERLOCK_REQUIRE_CLIS`` is set (CI): there they fail.
+Each run has the prefix's ``node_modules/.bin`` first on its ``PATH``, so a CLI that runs on node
+finds that node 22. A missing CLI skips its tests, unless ``INTERLOCK_REQUIRE_CLIS`` is set (CI): there
+they fail.
 
 Each run gets an empty home of its own and only the environment named here: the base URL and a key
 for the gateway, and every switch the CLIs have against traffic of their own (telemetry, error
@@ -15,13 +19,29 @@ reports, update checks, feedback), so nothing but the gateway on 127.0.0.1 is ev
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PACKAGES = {"claude": "@anthropic-ai/claude-code@2.1.197", "codex": "@openai/codex@0.171.0"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pinned() -> dict[str, str]:
+    """The CLIs ``.ci/run`` installs, by command: ``{"claude": "@anthropic-ai/claude-code@2.1.337", ...}``."""
+    line = re.search(r'^AGENT_CLIS="([^"]+)"$', (ROOT / ".ci" / "run").read_text(), re.MULTILINE)
+    assert line is not None, ".ci/run has no AGENT_CLIS line"
+    specs = line.group(1).split()
+    return {
+        "claude": next(s for s in specs if s.startswith("@anthropic-ai/claude-code@")),
+        "codex": next(s for s in specs if s.startswith("@openai/codex@")),
+    }
+
+
+PACKAGES = pinned()
+VERSIONS = {name: spec.rpartition("@")[2] for name, spec in PACKAGES.items()}
 RUN_S = 120  # a bound on one CLI run (a failure bound, not a speed check)
 
 # Claude Code: no telemetry, error reports, auto-update, feedback survey or other nonessential calls
@@ -54,14 +74,22 @@ stream_max_retries = {stream_retries}
 
 
 def node_prefix() -> Path:
-    return Path(os.environ.get("INTERLOCK_NODE_PREFIX", Path.home() / ".cache" / "interlock" / "node"))
+    """Where ``.ci/clis.sh`` installs the pinned set (the same name from the same pins)."""
+    named = os.environ.get("INTERLOCK_NODE_PREFIX")
+    if named:
+        return Path(named)
+    key = "+".join(
+        f"{spec.rpartition('@')[0].rpartition('/')[2]}-{VERSIONS[n]}" for n, spec in PACKAGES.items()
+    )
+    cache = Path(os.environ.get("INTERLOCK_CACHE", Path.home() / ".cache" / "interlock"))
+    return cache / "node" / key
 
 
 def cli_path(name: str) -> Path:
     """The installed CLI ``name`` (claude | codex); skipped (or, in CI, failed) when it is missing."""
     path = node_prefix() / "node_modules" / ".bin" / name
     if not path.exists():
-        hint = f"npm install --prefix {node_prefix()} {PACKAGES[name]}"
+        hint = f"bash .ci/clis.sh {' '.join(PACKAGES.values())}"
         if os.environ.get("INTERLOCK_REQUIRE_CLIS"):
             pytest.fail(f"no `{name}` CLI at {path}, and INTERLOCK_REQUIRE_CLIS is set ({hint})")
         pytest.skip(f"no `{name}` CLI at {path} ({hint})")
@@ -78,8 +106,9 @@ class Ran:
         return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr[-4000:]}"
 
 
-def _run(command: list[str], env: dict[str, str], cwd: Path, run_s: float = RUN_S) -> Ran:
-    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TERM": "dumb"}
+def run(command: list[str], env: dict[str, str], cwd: Path, run_s: float = RUN_S) -> Ran:
+    path = f"{node_prefix() / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
+    base = {"PATH": path, "LANG": "C.UTF-8", "TERM": "dumb"}
     done = subprocess.run(
         command,
         env={**base, **env},
@@ -118,7 +147,7 @@ def claude(
     if max_output_tokens is not None:
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(max_output_tokens)
     command = [str(cli_path("claude")), "-p", prompt, "--model", model, *args]
-    return _run(command, env, home, run_s)
+    return run(command, env, home, run_s)
 
 
 def codex(
@@ -141,4 +170,4 @@ def codex(
     (codex_home / "config.toml").write_text(config)
     env = {"HOME": str(home), "CODEX_HOME": str(codex_home), "INTERLOCK_KEY": "sk-caller"}
     command = [str(cli_path("codex")), "exec", "--skip-git-repo-check", prompt]
-    return _run(command, env, home, run_s)
+    return run(command, env, home, run_s)

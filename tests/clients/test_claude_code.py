@@ -41,7 +41,7 @@ def test_an_anthropic_upstream_gets_the_request_as_claude_code_sent_it(
     ran = claude(gateway.url, "cl/claude", "say hi", tmp_path)
     assert ran.returncode == 0, ran.explain()
     (sent,) = [r for r in fakes.claude.requests if r.model == "claude-fake"]
-    assert "mid-conversation-system-2026-04-07" in sent.headers["anthropic-beta"]
+    assert "mid-conversation-tool-changes-2026-07-01" in sent.headers["anthropic-beta"]  # 2.1.337's
     assert "system" in [m["role"] for m in sent.body["messages"]]  # where Claude Code put it
     assert {"metadata", "thinking", "context_management", "output_config"} <= set(sent.body)
     assert any("cache_control" in block for block in sent.body["system"])

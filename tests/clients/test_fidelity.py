@@ -193,6 +193,28 @@ def test_openai_to_openai_streams_every_chunk_as_it_came(gateway: Served, fakes:
     assert response.text.endswith("data: [DONE]\n\n")
 
 
+def test_a_stream_without_include_usage_keeps_llama_server_s_timings(gateway: Served, fakes: Fakes) -> None:
+    """The gateway asks for the usage chunk (the ledger counts by it) and keeps it from a caller who did
+    not: llama-server puts its ``timings`` on that chunk when asked, else on the finish chunk; the caller
+    gets them where the server would have put them for its own request, on the finish chunk."""
+    recorded = answer("llama_server_stream.sse")
+    fakes.alpha.set_fault(Fault.recorded(recorded, "text/event-stream"), model="gpt-fake", times=1)
+    events = sse_events(recorded.decode())
+    finish, usage = events[-2], events[-1]
+    assert finish["choices"][0]["finish_reason"] == "length"
+    assert "timings" in usage
+    response = post(gateway, "/v1/chat/completions", {**OPENAI_CHAT, "stream": True})
+    assert response.status_code == 200, response.text
+    got = sse_events(response.text)
+    assert got[:-1] == [{**chunk, "model": "alpha/gpt-fake"} for chunk in events[:-2]]
+    assert got[-1] == {**finish, "model": "alpha/gpt-fake", "timings": usage["timings"]}
+    assert response.text.endswith("data: [DONE]\n\n")
+    asked = {**OPENAI_CHAT, "stream": True, "stream_options": {"include_usage": True}}
+    fakes.alpha.set_fault(Fault.recorded(recorded, "text/event-stream"), model="gpt-fake", times=1)
+    response = post(gateway, "/v1/chat/completions", asked)  # asked for: as it came
+    assert sse_events(response.text) == [{**chunk, "model": "alpha/gpt-fake"} for chunk in events]
+
+
 def test_openai_to_openai_forwards_the_openai_beta_header(gateway: Served, fakes: Fakes) -> None:
     fakes.alpha.clear_requests()
     response = post(gateway, "/v1/chat/completions", OPENAI_CHAT, {"OpenAI-Beta": "assistants=v2"})
@@ -312,6 +334,7 @@ def test_an_anthropic_client_to_a_worker_names_what_it_cannot_carry(gateway: Ser
         "metadata",
         "future_request_field",
         "cache_control",
+        "anthropic-beta",  # the betas it asked for: only an Anthropic upstream takes them
     }
     (sent,) = [r.body for r in fakes.box.requests if r.path == "/api/chat"]
     roles = [m["role"] for m in sent["messages"]]

@@ -58,6 +58,70 @@ def test_without_the_beta_a_misplaced_system_turn_is_refused_in_anthropic_s_word
     assert 'Unexpected role "system"' in response.json()["error"]["message"]
 
 
+CLAUDE_CODE = (  # Claude Code 2.1.337 (`claude -p`, its defaults), recorded by tests/clients/record.py
+    "claude-code-2.1.337_v1_messages.json",  # its first request: 12 tools, one deferred
+    "claude-code-2.1.337_v1_messages_tool-result.json",  # the turn after its Read tool ran
+)
+# what a chat upstream has no place for in those requests: every one named, none lost silently
+CLAUDE_CODE_DROPPED = {
+    "thinking.display",  # {type: adaptive, display: omitted}: adaptive leaves it to the model
+    "metadata",
+    "context_management",
+    "output_config",
+    "cache_control",
+    "anthropic-beta",  # the betas it asked for: only an Anthropic upstream takes them
+}
+
+
+@pytest.mark.parametrize("model", TARGETS)
+@pytest.mark.parametrize("name", CLAUDE_CODE)
+def test_claude_code_s_newest_requests(gateway: Served, fakes: Fakes, name: str, model: str) -> None:
+    """To an Anthropic upstream as they came (``defer_loading`` too); to a chat upstream, translated:
+    the deferred tool stays out of the prompt (as Anthropic keeps it out of the model's), the rest of
+    the tools go (``ToolSearch`` among them), and what cannot go is named, exactly."""
+    record = recorded(name)
+    upstream = {"cl/claude": fakes.claude, "cl/openai": fakes.alpha, "cl/local": fakes.box}[model]
+    upstream.clear_requests()
+    response = replay(gateway, record, model, stream=False)
+    assert response.status_code == 200, response.text
+    assert response.json()["type"] == "message"
+    (sent,) = [r.body for r in upstream.requests if r.path in CHAT_PATHS]
+    tools = record["body"]["tools"]
+    deferred = [tool["name"] for tool in tools if tool.get("defer_loading")]
+    assert deferred == ["DeferredToolPlaceholder"]
+    if model == "cl/claude":
+        assert dropped(response) == []
+        assert {**sent, "stream": False} == {**record["body"], "model": "claude-fake", "stream": False}
+        return
+    assert set(dropped(response)) == CLAUDE_CODE_DROPPED
+    offered = [name for name, _ in tool_schemas(sent)]
+    assert offered == [tool["name"] for tool in tools if not tool.get("defer_loading")]
+    assert "ToolSearch" in offered
+
+
+CODEX = (  # Codex 0.171.0 (`codex exec`, its defaults), recorded by tests/clients/record.py
+    "codex-0.171.0_v1_responses.json",  # its first request: 9 tools, a namespace and web_search among them
+    "codex-0.171.0_v1_responses_tool-result.json",  # the turn after its exec_command ran
+)
+CODEX_DROPPED = {
+    "tools.web_search",  # a hosted tool: the provider runs it
+    "tools.namespace.description",  # multi_agent_v1's own words (its functions go, flattened)
+    "include",  # reasoning.encrypted_content: only OpenAI writes it
+    "prompt_cache_key",
+    "client_metadata",
+}
+
+
+@pytest.mark.parametrize("model", TARGETS)
+@pytest.mark.parametrize("name", CODEX)
+def test_codex_s_newest_requests(gateway: Served, fakes: Fakes, name: str, model: str) -> None:
+    record = recorded(name)
+    response = replay(gateway, record, model, stream=False)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "completed"
+    assert set(dropped(response)) == CODEX_DROPPED
+
+
 CODEX_DEFAULT_TOOLS = [  # what Codex 0.171 adds with its defaults (the recording had them turned off)
     {
         "type": "namespace",

@@ -17,8 +17,6 @@ import pytest
 from tests.e2e.drill import SCENARIOS, Drill, Result, table
 
 SCALE = 0.2
-RETRY = pytest.mark.xfail(strict=True, reason="issue 40.3: no retry on the same candidate")
-FIRST_TOKEN = pytest.mark.xfail(strict=True, reason="issue 40.4: first_byte is 60 s for every kind")
 CODE_KEPT = pytest.mark.xfail(strict=True, reason="issue 40.6: the upstream's code becomes upstream_error")
 
 pytestmark = pytest.mark.timeout(240)
@@ -41,7 +39,6 @@ def test_no_request_hangs_and_no_truncated_answer_passes_as_complete(drill: dict
     assert {name: r.outcome for name, r in drill.items() if r.outcome in ("hang", "truncated")} == {}
 
 
-@RETRY
 @pytest.mark.parametrize("name", ["500-once", "500-once-alone"])
 def test_a_500_once_is_retried_on_the_same_candidate(drill: dict[str, Result], name: str) -> None:
     result = drill[name]
@@ -57,7 +54,6 @@ def test_a_500_once_is_retried_on_the_same_candidate(drill: dict[str, Result], n
     ]
 
 
-@RETRY
 @pytest.mark.parametrize("name", ["429-retry-after", "429-retry-after-alone"])
 def test_a_429_with_retry_after_is_retried_after_its_wait(drill: dict[str, Result], name: str) -> None:
     result = drill[name]
@@ -72,12 +68,12 @@ def test_a_429_with_retry_after_is_retried_after_its_wait(drill: dict[str, Resul
 @pytest.mark.parametrize(
     ("name", "primary"),
     [
-        pytest.param("429", 2, marks=RETRY),
-        pytest.param("503", 2, marks=RETRY),
+        ("429", 2),
+        ("503", 2),
         ("reset", 1),
         ("silent", 1),
         ("context-400", 1),
-        pytest.param("accounting", 2, marks=RETRY),
+        ("accounting", 2),
     ],
 )
 def test_a_failing_primary_is_rescued_by_the_fallback(
@@ -94,7 +90,6 @@ def test_a_failing_primary_is_rescued_by_the_fallback(
     )
 
 
-@FIRST_TOKEN
 def test_a_first_token_20s_late_is_answered_by_the_fallback(drill: dict[str, Result]) -> None:
     """A cloud's default time to first token is well under 20 s: the fallback answers."""
     result = drill["first-token-20s"]

@@ -308,6 +308,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("probe", _set(("providers", "openrouter", "probe"), True), _k("probe-changed")),
     Scenario("responses", _set(("providers", "openrouter", "responses"), True), _k("responses-changed")),
+    Scenario("provider-retry", _set(("providers", "groq", "retry"), {"count": 2}), _k("retry-changed")),
+    Scenario(
+        "alias-retry",
+        _alias("acme/chat", "retry", {"retry_after_max": "30s"}),
+        _k("alias-retry-changed"),
+    ),
     Scenario(
         "provider-timeout",
         _set(("providers", "local", "timeouts"), {"first_byte": "90s"}),

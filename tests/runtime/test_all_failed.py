@@ -51,8 +51,8 @@ def test_every_candidate_rate_limited_is_a_429_with_the_earliest_retry_after(bas
     )
     assert first.message == (
         "no candidate of t/chat could answer (3 of 3 attempted): local/m1: rate_limited [429], holding 20 s; "
-        "cloud/c1: rate_limited [429], holding 7 s; free/f1: rate_limited [429], holding 5 s"
-    )
+        "cloud/c1: rate_limited [429], holding 7 s; free/f1: rate_limited [429] after 1 retry, holding 5 s"
+    )  # a Retry-After over the retry's 5 s moves on at once; none: one retry after its backoff
     clock.now += 2.5
     rig.adapter.calls.clear()
     second = failed(rig)  # nothing is called: every candidate is still held, and keeps its 429
@@ -71,17 +71,16 @@ def test_rate_limits_and_open_circuits_together_are_a_503_with_retry_after(basic
         basic_plan,
         {"m1": ServerError("down", status=500), "c1": RateLimited("slow down", retry_after=40), "f1": OK},
     )
-    rig.chat()
-    rig.chat()  # failure_threshold 2: local/m1's circuit opens for 30s; cloud/c1 is held 40s
+    rig.chat()  # local/m1 fails, and its retry (failure_threshold 2): its circuit opens for 30 s;
+    # cloud/c1 is held 40 s (a Retry-After over the retry's 5 s: not waited for)
     rig.adapter.script["f1"] = ServerError("down", status=502)
-    failed(rig, "t/cloud")  # free/f1: one failure, still closed
     clock.now += 10
-    error = failed(rig)  # free/f1's second failure opens its circuit too
+    error = failed(rig)  # free/f1 fails twice too (a retry): its circuit opens
     assert (error.status, error.code, error.retry_after) == (503, "all_candidates_failed", 20.0)
     assert error.message == (
         "no candidate of t/chat could answer (1 of 3 attempted): "
         "local/m1: server_error [500], circuit open for 20 s; cloud/c1: rate_limited [429], holding 30 s; "
-        "free/f1: server_error [502], circuit open for 30 s"
+        "free/f1: server_error [502] after 1 retry, circuit open for 30 s"
     )
     status, payload, headers = describe_error(error, basic_plan)
     assert status == 503
@@ -98,7 +97,7 @@ def test_a_candidate_down_for_an_unknown_time_means_no_retry_after(basic_plan: R
     assert (error.status, error.retry_after) == (503, None)
     assert error.message == (
         "no candidate of t/chat could answer (2 of 3 attempted): local/m1: skipped (unhealthy); "
-        "cloud/c1: rate_limited [429], holding 7 s; free/f1: connect"
+        "cloud/c1: rate_limited [429], holding 7 s; free/f1: connect after 1 retry, circuit open for 30 s"
     )
     assert describe_error(error, basic_plan)[2] == []
 

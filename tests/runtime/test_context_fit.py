@@ -53,7 +53,7 @@ models:
   big/large: {{context_tokens: 131072}}
 health: {{failure_threshold: 3, open_for: 60s}}
 aliases:
-  t/agent: {{description: the local model alone, chain: [llama/smol]}}
+  t/agent: {{description: the local model alone, chain: [llama/smol], retry: {{count: 0}}}}  # timeouts tested
   t/either: {{description: small first, chain: [llama/smol, big/large]}}
   t/ollama: {{description: a silently truncating worker, chain: [box/qwen3:8b]}}
 """

@@ -107,7 +107,9 @@ def test_an_overflow_moves_on_is_said_and_is_learned(
     for response in (first, second):
         assert response.status_code == 200, response.text
         assert response.headers["x-interlock-resolved"] == "big/b1"
-        assert response.headers["x-interlock-skipped"] == "small/s1 (context_too_small)"
+        assert response.headers["x-interlock-skipped"] == (
+            "small/s1 (context_too_small, called)" if response is first else "small/s1 (context_too_small)"
+        )
     assert _calls(small, "s1") == 1  # the second request skipped it: its context is known now
     assert _calls(big, "b1") == 2
 
@@ -136,7 +138,7 @@ def test_anthropic_words_move_on_too(
     )
     (answer,) = _ask(gateway, [{"model": "t/claude", "messages": LONG, "stream": True}])
     assert answer.headers["x-interlock-resolved"] == "big/b2"
-    assert answer.headers["x-interlock-skipped"] == "claude/c1 (context_too_small)"
+    assert answer.headers["x-interlock-skipped"] == "claude/c1 (context_too_small, called)"
 
 
 def test_with_no_larger_context_left_the_caller_gets_context_length_exceeded(
@@ -147,14 +149,18 @@ def test_with_no_larger_context_left_the_caller_gets_context_length_exceeded(
     gateway = build_gateway(
         build(plan_data(CONFIG.format(small=small.base_url, big=big.base_url, claude=claude.url)))
     )
-    for response in _ask(
-        gateway, [{"model": "t/only", "messages": LONG, "stream": s} for s in (False, True)]
-    ):
+    answers = _ask(gateway, [{"model": "t/only", "messages": LONG, "stream": s} for s in (False, True)])
+    for response in answers:
         assert response.status_code == 400
         error = response.json()["error"]
         assert error["code"] == "context_length_exceeded"
         assert "small/s2: context 512 (upstream said) on small" in error["message"]
     assert _calls(small, "s2") == 1  # the second was refused without a call
+    # the one the server refused: its count (issue 38: the 400 quoted the gateway's 17,507 where the
+    # server counted 6,466), and called, not skipped
+    called = answers[0].json()["error"]["message"]
+    assert called.startswith("this request is 1010 tokens by small/s2's server's own count; ")
+    assert answers[0].headers["x-interlock-skipped"] == "small/s2 (context_too_small, called)"
 
 
 def test_an_empty_200_stream_of_a_prompt_over_the_context_is_an_overflow_too(
@@ -168,7 +174,7 @@ def test_an_empty_200_stream_of_a_prompt_over_the_context_is_an_overflow_too(
     gateway = _gateway(plan_data, small, big, claude)
     (answer,) = _ask(gateway, [{"model": "t/chat", "messages": LONG, "stream": True}])
     assert answer.headers["x-interlock-resolved"] == "big/b1"
-    assert answer.headers["x-interlock-skipped"] == "small/s1 (context_too_small)"
+    assert answer.headers["x-interlock-skipped"] == "small/s1 (context_too_small, called)"
     asked = [r.body for r in small.requests if isinstance(r.body, dict)]
     assert [(body.get("stream"), body.get("max_tokens")) for body in asked] == [(True, None), (None, 1)]
 

@@ -37,6 +37,7 @@ from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, CandidateRefused
 from interlock.runtime.resolve import resolve
+from interlock.runtime.retry import FAST
 from interlock.runtime.router import Router, _unservable
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook
@@ -67,6 +68,11 @@ class Rig:
         self.router = Router(
             self.health, guards, {"openai": self.adapter, "ollama": self.adapter}, self.metrics
         )
+        self.waits: list[float] = []  # each retry's wait, not waited (``runtime.retry``)
+        self.router.sleep = self._no_wait
+
+    async def _no_wait(self, seconds: float) -> None:
+        self.waits.append(seconds)
 
     def chat(self, model: str = "t/chat") -> Any:
         return asyncio.run(self.router.chat(resolve(self.plan, model), BODY))
@@ -104,11 +110,14 @@ TRANSIENT = [
 def test_transient_errors_move_on_with_the_unchanged_request(
     basic_plan: RuntimePlan, error: TransientError
 ) -> None:
+    """A failure safe to repeat that fails fast is tried once more first (``runtime.retry.FAST``)."""
     rig = Rig(basic_plan, {"m1": error, "c1": OK})
     answered = rig.chat()
     assert answered.candidate.id == "cloud/c1"
-    assert rig.called() == ["m1", "c1"]
-    assert rig.adapter.calls[0][2] == rig.adapter.calls[1][2] == BODY
+    retried = isinstance(error, FAST)
+    assert rig.called() == (["m1", "m1", "c1"] if retried else ["m1", "c1"])
+    assert all(call[2] == BODY for call in rig.adapter.calls)
+    assert len(rig.waits) == retried
     assert (
         rig.sample(
             "interlock_fallback_total",
@@ -136,8 +145,7 @@ def test_deterministic_errors_return_at_once(basic_plan: RuntimePlan, error: Ups
 
 def test_an_open_circuit_is_skipped_without_a_call(basic_plan: RuntimePlan) -> None:
     rig = Rig(basic_plan, {"m1": ServerError("down", status=503), "c1": OK})
-    rig.chat()
-    rig.chat()  # failure_threshold is 2: the circuit of local/m1 is open now
+    rig.chat()  # a failure and its retry: failure_threshold is 2, the circuit of local/m1 is open now
     rig.adapter.calls.clear()
     assert rig.chat().candidate.id == "cloud/c1"
     assert rig.called() == ["c1"]
@@ -168,7 +176,8 @@ def test_all_failed_or_skipped_gives_a_bounded_summary(basic_plan: RuntimePlan) 
     with pytest.raises(
         AllCandidatesFailed,
         match=r"^no candidate of t/chat could answer \(2 of 3 attempted\): local/m1: skipped \(unhealthy\); "
-        r"cloud/c1: server_error \[503\]; free/f1: connect$",
+        r"cloud/c1: server_error \[503\] after 1 retry, circuit open for 30 s; "
+        r"free/f1: connect after 1 retry, circuit open for 30 s$",
     ):
         rig.chat()
     assert (
@@ -432,7 +441,8 @@ def test_refusals_beside_failures_are_a_503_whose_summary_says_why(basic_plan: R
     with pytest.raises(
         AllCandidatesFailed,
         match=r"^no candidate of t/chat could answer \(1 of 3 attempted\): local/m1: skipped "
-        r"\(unsupported_messages\); cloud/c1: server_error \[503\]; free/f1: skipped \(unsupported_n\)$",
+        r"\(unsupported_messages\); cloud/c1: server_error \[503\] after 1 retry, circuit open for 30 s; "
+        r"free/f1: skipped \(unsupported_n\)$",
     ):
         rig.chat()
     reason = "unsupported_messages"

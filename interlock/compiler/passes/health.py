@@ -42,13 +42,13 @@ def health(ctx: CompileContext) -> None:
             value=format_duration(h.probe_timeout),
             hint="otherwise probes overlap; e.g. probe_interval: 30s, probe_timeout: 3s",
         )
-    given = ((key, getattr(ctx.timeouts, key)) for key in TIMEOUT_KEYS)
-    defaults: dict[str, int] = {key: value for key, value in given if value is not None}  # `idle`: by kind
-    _timeouts(ctx, "timeouts", _spans(ctx, ctx.sources.singletons.get("timeouts")), defaults, set(defaults))
+    given = {key: value for key in TIMEOUT_KEYS if (value := getattr(ctx.timeouts, key)) is not None}
+    tspan = _spans(ctx, ctx.sources.singletons.get("timeouts"))
+    _timeouts(ctx, "timeouts", tspan, {"first_byte": 0, **given}, set(given))  # unset: by kind
     for name, provider in ctx.providers.items():
         own = provider.section.timeouts
         if provider.section.kind == "ollama":
-            _cold_load(ctx, name, provider.entry, own.first_byte if own else None, defaults["first_byte"])
+            _cold_load(ctx, name, provider.entry, own.first_byte if own else None, ctx.timeouts_of(name))
         if own is None:
             continue
         values = ctx.timeouts_of(name)
@@ -60,10 +60,13 @@ def health(ctx: CompileContext) -> None:
         _timeouts(ctx, f"providers.{name}.timeouts", pspan, values, written)
 
 
-def _cold_load(ctx: CompileContext, name: str, entry: Entry, own: int | None, default: int) -> None:
+def _cold_load(ctx: CompileContext, name: str, entry: Entry, own: int | None, values: dict[str, int]) -> None:
     """Loading a model into an Ollama worker takes tens of seconds; a shorter first-byte timeout
-    turns every cold start into a failure, and the circuit then marks a healthy worker dead."""
-    value = default if own is None else own
+    turns every cold start into a failure, and the circuit then marks a healthy worker dead. Only a
+    value someone wrote (its own, or `timeouts:`): the kind's default is long enough."""
+    value = values["first_byte"]
+    if own is None and ctx.timeouts.first_byte is None:
+        return
     where = f"providers.{name}.timeouts.first_byte" if own is not None else "timeouts.first_byte"
     if ctx.is_broken(where) or not 0 < value < COLD_LOAD_MS:
         return

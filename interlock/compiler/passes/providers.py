@@ -15,6 +15,7 @@ from interlock.kinds import KINDS, PROVIDER_KINDS, has_workers, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVIDER_NAME = re.compile(r"^[^/\s]+$")
+_SPACE = re.compile(r"\s")
 
 
 def providers(ctx: CompileContext) -> None:
@@ -309,6 +310,17 @@ def check_url(
             path=where,
             value=url,
             hint="a URL is one line of printable text: remove line breaks, tabs and other control characters",
+        )
+        return False
+    space = _SPACE.search(url.strip())
+    if space is not None:  # `urlsplit` keeps it; the request line would be split at it
+        ctx.sink.add(
+            "IL106",
+            span,
+            f"`{where}` holds a space (U+{ord(space.group()):04X}) at character {space.start() + 1}: `{url}`",
+            path=where,
+            value=url,
+            hint="a URL has no spaces: remove it, or write it as `%20` where the server expects one",
         )
         return False
     try:

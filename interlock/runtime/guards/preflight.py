@@ -237,6 +237,10 @@ class Misfit:
     detail: str  # for people: "lacks vision", "context 8192 < 41234 (loaded)"
     window: int | None = None  # context misfits: the largest window this candidate offered
     tokens: int | None = None  # context misfits: what the estimate needed there
+    counted: int | None = None  # a context its server refused: the request's tokens by the server's count
+
+
+MAX_CALLER_TIMEOUT_S = 86_400.0  # a caller's timeout above a day says nothing
 
 
 class Preflight:
@@ -249,9 +253,11 @@ class Preflight:
         "mode",
         "needs",
         "notes",
+        "request_headers",
         "session",
         "settings",
         "skipped",
+        "started",
         "turn",
     )
 
@@ -266,6 +272,21 @@ class Preflight:
         self.deferred: set[str] | None = None  # candidates a guard put after the rest of the chain
         self.ceilings: dict[str, bytes] | None = None  # candidate -> X-Interlock-Max-Tokens, when lowered
         self.turn = COMMON  # where it waits for a slot (``runtime.state.fair``): its caller's
+        self.request_headers: list[tuple[bytes, bytes]] = []  # read only by ``deadline``
+        self.started = 0.0  # when the request arrived (``time.perf_counter()``)
+
+    def deadline(self) -> float | None:
+        """When the caller stops waiting (``time.perf_counter()``), from the timeout its SDK sends with
+        every request (``X-Stainless-Timeout``, seconds: the OpenAI and Anthropic SDKs); None when it
+        sent none. Read only when a retry is weighed, never on a request that needs none."""
+        for name, value in self.request_headers:
+            if name == b"x-stainless-timeout":
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    return None
+                return self.started + seconds if 0 < seconds < MAX_CALLER_TIMEOUT_S else None
+        return None
 
     @property
     def enforcing(self) -> bool:
@@ -298,8 +319,9 @@ class Preflight:
         said = (
             f"context {window} (upstream said)" if window is not None else "context too small (upstream said)"
         )
-        self.misfits.append(Misfit(candidate, "context", "context_too_small", f"{said} on {label}", window))
-        self.skipped.append(f"{candidate} (context_too_small)")
+        detail = f"{said} on {label}" + (f", {tokens} tokens by its count" if tokens else "")
+        self.misfits.append(Misfit(candidate, "context", "context_too_small", detail, window, counted=tokens))
+        self.skipped.append(f"{candidate} (context_too_small, called)")  # called, not skipped
         floor = max(tokens or 0, window + 1 if window is not None else 0)  # of the whole request: an
         if floor > self.needs.counted:  # upstream's count may hold the completion too (vLLM's does)
             self.needs.counted = floor  # the one write to a built ``Needs``: the upstream counted better
@@ -334,10 +356,17 @@ class Preflight:
         largest = f"the largest context available is {widest.window} tokens" if widest else "no window fits"
         hint = _hint(widest.detail if widest is not None else "")
         strict = "" if self.settings.max_tokens_ceiling else ", or set `preflight.max_tokens: ceiling`"
+        refused = max((m for m in context if m.counted), key=lambda m: m.counted or 0, default=None)
+        if refused is not None:  # a server counted it, and refused it: its count, not the estimate
+            size = f"this request is {refused.counted} tokens by {refused.candidate}'s server's own count"
+        else:
+            size = (
+                f"this request needs about {tokens} tokens of context (an estimate, not the server's "
+                f"count: {needs.prompt_tokens} prompt before calibration, {needs.images} image(s), "
+                f"{needs.output_tokens} output, plus {self.settings.margin_percent}% margin)"
+            )
         return ContextTooLarge(
-            f"this request needs about {tokens} tokens of context (an estimate, not the server's count: "
-            f"{needs.prompt_tokens} prompt before calibration, {needs.images} image(s), "
-            f"{needs.output_tokens} output, plus {self.settings.margin_percent}% margin); {largest} "
+            f"{size}; {largest} "
             f"in {target}: {listed}. To change it: {hint}; or send less (a shorter history, fewer "
             f"tools, a lower max_tokens){strict}; `preflight.mode: observe` lets every server decide",
             param="messages",

@@ -58,7 +58,14 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import httptools
 
 from interlock.runtime.asgi import Disconnect, Header, Message, Receive, Scope, Send
-from interlock.runtime.wire.openai_chat import error_body
+from interlock.runtime.serving.head import (
+    HEAD_TOO_LARGE,
+    INVALID_HOST,
+    MAX_HEAD_BYTES,
+    MAX_HEADER_FIELDS,
+    HeadRefused,
+    canned,
+)
 
 if TYPE_CHECKING:
     from uvicorn import Config
@@ -106,15 +113,8 @@ def _status_line(status: int) -> bytes:
 STATUS_LINE = {status: _status_line(status) for status in range(100, 600)}
 
 
-def _canned(status: str, message: str, code: str, extra: bytes = b"") -> bytes:
-    """A whole HTTP/1.1 answer that closes the connection, with an OpenAI-shaped error body."""
-    body = error_body(message, "invalid_request_error", code=code)
-    head = b"HTTP/1.1 %b\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n"
-    return head % (status.encode(), len(body)) + extra + b"\r\n" + body
-
-
-REQUEST_TIMEOUT = _canned("408 Request Timeout", "the request did not arrive in time", "request_timeout")
-WEBSOCKET_REFUSED = _canned(
+REQUEST_TIMEOUT = canned("408 Request Timeout", "the request did not arrive in time", "request_timeout")
+WEBSOCKET_REFUSED = canned(
     "400 Bad Request",
     "WebSocket is not supported: this gateway answers plain HTTP (stream with `stream: true`)",
     "websocket_unsupported",
@@ -500,8 +500,13 @@ class GuardedProtocol(asyncio.Protocol):
         self._idle_by = 0.0  # loop time: a keep-alive pause with nothing sent closes then (uvicorn's)
         self._last_body = 0.0  # loop time of the last body bytes
         self._read_past = -1.0  # the deadline past which the socket was given one more read (see _expired)
-        self._url = b""
+        self._url: list[bytes] = []  # the request target's pieces, as the parser hands them over
         self._headers: list[Header] = []
+        self._head_size = 0  # bytes of the request line and header fields parsed so far (head.py)
+        self._head_fed = 0  # bytes read while one head stayed incomplete (what the parser buffers)
+        self._heads = 0  # heads begun on this connection: a read that began one is not counted above
+        self._hosts = 0  # Host fields of the request being parsed
+        self._refusal: tuple[str, bytes] | None = None  # why a callback stopped the parser
         self._continue = False
         self._upgrade = False  # a WebSocket upgrade: refused once the parser stops at it
 
@@ -521,10 +526,17 @@ class GuardedProtocol(asyncio.Protocol):
     def _refuse(self) -> None:
         """The 503 of a connection over the cap: the answer and our end of the stream at once, then
         whatever the client sends is dropped until it closes, at most ``LINGER_S``."""
+        self._answer_and_drain("over_limit", self._over_limit_answer())
+
+    def _answer_and_drain(self, reason: str, answer: bytes) -> None:
+        """Answer, end our side, then read and drop what the client still sends (so it reads the answer,
+        not a reset) until it closes, at most ``LINGER_S``; counted under ``reason``."""
+        self._disarm()
         self.book.forget(self)
+        self._client_gone()
         self._state = "draining"
-        self.book.metrics.connections_closed.labels("over_limit").inc()
-        self.transport.write(self._over_limit_answer())
+        self.book.metrics.connections_closed.labels(reason).inc()
+        self.transport.write(answer)
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._timer = self.loop.call_later(LINGER_S, self.transport.close)
@@ -532,8 +544,15 @@ class GuardedProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._state == "draining":
             return  # the refused connection's request: read, and dropped
+        heads = self._heads
         try:
             self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError:
+            if self._refusal is None:
+                raise
+            log.debug("refused a request's head: %s", self._refusal[0])
+            self._answer_and_drain(*self._refusal)
+            return
         except httptools.HttpParserUpgrade:
             if self._upgrade:
                 log.debug("refused a WebSocket upgrade")
@@ -543,6 +562,11 @@ class GuardedProtocol(asyncio.Protocol):
         except httptools.HttpParserError:
             server_log.warning("Invalid HTTP request received.")
             self.close_for("invalid", INVALID_REQUEST, count=False)
+            return
+        if self._began and heads == self._heads:  # the whole read went to one head, still incomplete
+            self._head_fed += len(data)
+            if self._head_fed > MAX_HEAD_BYTES:
+                self._answer_and_drain("headers_too_large", HEAD_TOO_LARGE)
 
     def eof_received(self) -> None:
         pass  # the client may half-close after its request: its answer still goes out
@@ -592,7 +616,7 @@ class GuardedProtocol(asyncio.Protocol):
             answering.keep_alive = False
 
     def _over_limit_answer(self) -> bytes:
-        return _canned(
+        return canned(
             "503 Service Unavailable",
             "the gateway has too many open connections "
             f"(server.max_connections is {self._limits.max_connections}); retry shortly",
@@ -687,18 +711,33 @@ class GuardedProtocol(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._began = True
-        self._url = b""
+        self._url = []
         self._headers = []
+        self._head_size = self._head_fed = self._hosts = 0
+        self._heads += 1
         self._continue = False
 
     def on_url(self, url: bytes) -> None:
-        self._url += url
+        self._head_size += len(url)
+        if self._head_size > MAX_HEAD_BYTES:
+            self._refuse_head("headers_too_large", HEAD_TOO_LARGE)
+        self._url.append(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value) + 4
+        if self._head_size > MAX_HEAD_BYTES or len(self._headers) >= MAX_HEADER_FIELDS:
+            self._refuse_head("headers_too_large", HEAD_TOO_LARGE)
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self._continue = True
+        elif name == b"host":
+            self._hosts += 1
         self._headers.append((name, value))
+
+    def _refuse_head(self, reason: str, answer: bytes) -> None:
+        """Stop the parser (``data_received`` answers ``answer`` and closes, counted as ``reason``)."""
+        self._refusal = (reason, answer)
+        raise HeadRefused(reason)
 
     def on_headers_complete(self) -> None:
         self.book.idle.pop(self, None)
@@ -707,13 +746,16 @@ class GuardedProtocol(asyncio.Protocol):
         self._fire_by(now + self._limits.body_timeout_s)
         parser = self.parser
         headers = self._headers
+        if self._hosts != 1 and (self._hosts or parser.get_http_version() != "1.0"):
+            self._refuse_head("invalid_host", INVALID_HOST)
         if parser.should_upgrade() and _upgrade_of(headers) == b"websocket":
             self._upgrade = True  # the parser stops here: data_received refuses it
             return
         raw_method = parser.get_method()
         method = METHODS.get(raw_method) or raw_method.decode("ascii")
         version = parser.get_http_version()
-        url = self._url
+        pieces = self._url
+        url = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         if url[:1] == b"/" and QUESTION not in url and HASH not in url:  # (bytes as ints: see QUESTION)
             raw_path, query = url, b""  # the common case: httptools.parse_url would say the same
         else:

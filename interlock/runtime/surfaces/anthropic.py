@@ -39,6 +39,7 @@ from interlock.runtime.asgi import (
     read_object,
     send_json,
 )
+from interlock.runtime.counting import count_prompt
 from interlock.runtime.guards.preflight import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.surfaces.base import (
@@ -50,7 +51,8 @@ from interlock.runtime.surfaces.base import (
     failure_of,
 )
 from interlock.runtime.wire import anthropic as wire
-from interlock.runtime.wire.base import Relayed, StreamRender
+from interlock.runtime.wire.anthropic_request import internal_request
+from interlock.runtime.wire.base import Native, Relayed, StreamRender
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
 
 if TYPE_CHECKING:
@@ -66,7 +68,7 @@ class Messages(Translated):
     limits = OUTPUT_LIMITS["anthropic"]
 
     def translate(self, body: dict[str, Any]) -> Translation:
-        return wire.internal_request(body)
+        return internal_request(body)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:
@@ -81,15 +83,23 @@ class Messages(Translated):
 
 
 async def count_tokens(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
-    """``POST /v1/messages/count_tokens``: the gateway's own estimate (the preflight's), not a tokenizer."""
+    """``POST /v1/messages/count_tokens``: the prompt's tokens as the server that would answer it counts
+    them (its own tokenizer, else the estimate as learned there: ``runtime.counting``);
+    ``X-Interlock-Counted`` says which (``server`` or ``estimate``)."""
     plan = services.plan
     headers = [plan.plan_header]
     try:
         body = await read_object(scope, receive, plan.server.max_body_bytes)
         caller = caller_of(scope)
-        caller.check(resolve(plan, check_model(body), caller).label)
-        internal, _, _ = wire.internal_request(body, counting=True)
+        target = resolve(plan, check_model(body), caller)
+        caller.check(target.label)
+        internal, _, _ = internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
+        sent = {
+            k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in Messages.forwards
+        }
+        native = Native("anthropic", body, sent)
+        tokens, source = await count_prompt(services, target, internal, native, needs)
     except ClientGone:
         return
     except Exception as exc:  # a refusal; anything else is a bug, logged and answered 500
@@ -97,5 +107,6 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
         headers.extend(failure.headers)
         await send_json(send, failure.status, wire.error_body(failure.status, failure.message), headers)
         return
-    tokens = needs.prompt_tokens + needs.images * plan.preflight.image_reserve_tokens
+    tokens += needs.images * plan.preflight.image_reserve_tokens if source == "estimate" else 0
+    headers.append((b"x-interlock-counted", source.encode()))
     await send_json(send, 200, orjson.dumps({"input_tokens": tokens}), headers)

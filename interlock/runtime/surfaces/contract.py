@@ -315,7 +315,8 @@ MESSAGES = Doc(
     LIFECYCLE,
 )
 COUNT_TOKENS = Doc(
-    "Anthropic count_tokens: the gateway's own estimate (the preflight's), not a tokenizer",
+    "Anthropic count_tokens: the server's own count where it has a tokenizer (llama-server, vLLM, SGLang, "
+    "Anthropic), else the estimate as learned there (X-Interlock-Counted: server or estimate)",
     "anthropic",
     {"application/json": _obj(("input_tokens",), input_tokens=INTEGER)},
     COUNT_REQUEST,

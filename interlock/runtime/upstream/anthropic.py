@@ -16,12 +16,14 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import CannotServe
+from interlock.runtime.errors import CannotServe, UpstreamError
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.wire import anthropic as wire
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, relayed_body, with_headers
+
+COUNTED = ("messages", "system", "tools", "tool_choice", "thinking")  # what count_tokens takes
 
 
 class AnthropicAdapter(Adapter):
@@ -63,6 +65,27 @@ class AnthropicAdapter(Adapter):
 
     def refusal(self, operation: str, body: Mapping[str, Any]) -> CannotServe | None:
         return wire.refusal(operation, body)
+
+    async def count(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None, timeout_s: float
+    ) -> int | None:
+        """The Messages API's own count (``POST /v1/messages/count_tokens``) of the caller's own Messages
+        request (``native``); None for a request of another format, or when it did not answer."""
+        if native is None or native.format != "anthropic":
+            return None
+        asked = {k: v for k, v in native.body.items() if k in COUNTED} | {"model": model}
+        try:
+            answer = await request_json(
+                self._client,
+                with_headers(probe_endpoint(endpoint, timeout_s), native),
+                "POST",
+                "/v1/messages/count_tokens",
+                orjson.dumps(asked),
+            )
+        except UpstreamError:
+            return None
+        counted = answer.get("input_tokens")
+        return counted if type(counted) is int and 0 <= counted < 1 << 30 else None
 
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         probe = probe_endpoint(endpoint, timeout_s)

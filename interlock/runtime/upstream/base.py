@@ -49,6 +49,13 @@ class Adapter(abc.ABC):
         never queues for a slot it will not use. ``chat``/``embed`` raise the same ``CannotServe``."""
         return None
 
+    async def count(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None, timeout_s: float
+    ) -> int | None:
+        """The prompt's tokens by the server's own tokenizer (``count_tokens``, never a chat request's
+        path), None where it has none or did not answer; raises nothing."""
+        return None
+
     @abc.abstractmethod
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         """A cheap liveness check (Ollama ``GET /api/tags``, OpenAI ``GET /models``); raises

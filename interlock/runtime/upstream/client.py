@@ -19,7 +19,9 @@ or drained, keep-alive allowed); a failed, cut, abandoned or timed-out exchange 
 is checked for anything unread (``Connection.unread``: bytes, a close or a reset in the kernel's buffer
 that the loop has not handed over yet); one that shows anything is dropped, and bytes arriving while it
 sits idle drop it at once (http1.py). What no HTTP/1.1 client can see: bytes still on the wire when the
-next request is written are read as its answer (docs/upstream-client.md, "One answer per request").
+next request is written are read as its answer (docs/upstream-client.md, "One answer per request"); so
+a provider caught sending bytes nobody asked for (``Pool.strayed``) has its connections used for one
+exchange each, for ``STRAY_COOLDOWN_S``.
 
 No replay of a written request: a request is sent again, once, on a fresh connection only when not a
 byte of it went out (``http1.NotSent``: the connection was found closed before the write, or the write
@@ -67,6 +69,8 @@ if TYPE_CHECKING:
 USER_AGENT = "interlock/0.1"
 _JSON = b"Content-Type: application/json\r\n"
 _MAX_HEADS = 4096  # request heads kept (label, base URL, method, path); past it, built per request
+STRAY_COOLDOWN_S = 300.0
+"""How long a provider caught sending bytes nobody asked for gets a fresh connection per exchange."""
 
 
 class Counter(Protocol):
@@ -90,6 +94,7 @@ class Pool:
         "label",
         "port",
         "resent",
+        "reuse_off_until",
         "sent",
         "ssl",
     )
@@ -111,6 +116,7 @@ class Pool:
         self.idle: list[Connection] = []
         self.dead = 0  # connections in ``idle`` that the upstream closed meanwhile (skipped when met)
         self.resent = 0  # requests sent again (not a byte had gone out on the first connection)
+        self.reuse_off_until = 0.0  # loop time: until then a connection serves one exchange (``strayed``)
         self.counted = client.count_resends(label)  # and the gateway's counter of them, if given
         # Idempotency-Key: a random prefix of this pool's own (nothing of a credential, nothing shared
         # with another provider's pool) and a count of its POSTs; None for a kind that does not send it
@@ -123,8 +129,11 @@ class Pool:
         self.fixed = f"Host: {authority}\r\nUser-Agent: {USER_AGENT}\r\nAccept-Encoding: identity\r\n"
 
     def take(self, now: float, poller: select.poll) -> Connection | None:
-        """An idle connection young enough to use with nothing unread on it, or None."""
+        """An idle connection young enough to use with nothing unread on it, or None (always None while
+        this provider's connections are not reused)."""
         idle, keepalive_s = self.idle, self.client.keepalive_s
+        if now < self.reuse_off_until:
+            return None
         if idle and now - idle[0].idle_since > keepalive_s:  # the oldest, on every request: ages out
             oldest = idle.pop(0)
             oldest.pooled = False
@@ -146,12 +155,25 @@ class Pool:
         client = self.client
         if conn.closed:
             return
-        if client.closed or client.waiting:  # someone waits for a connection slot: give it up
+        now = conn.loop.time()
+        if client.closed or client.waiting or now < self.reuse_off_until:  # (a slot waited for; strays)
             conn.abort()
             return
-        conn.idle_since = conn.loop.time()
+        conn.idle_since = now
         conn.pooled = True
         self.idle.append(conn)
+
+    def strayed(self) -> None:
+        """The upstream sent bytes nobody asked for on one of these connections. HTTP/1.1 cannot tell
+        such bytes still on the wire from the next request's answer, so for ``STRAY_COOLDOWN_S`` each
+        connection serves one exchange and is closed (the idle ones are closed now): such a provider
+        costs at most the one answer it was caught on, not one in every few. Counted and said (the
+        client's ``on_stray``: the metric and ``/v1/health``)."""
+        client = self.client
+        self.reuse_off_until = client.time() + STRAY_COOLDOWN_S
+        self.drop_idle()
+        if client.on_stray is not None:
+            client.on_stray(self.label, STRAY_COOLDOWN_S)
 
     def forget(self, conn: Connection) -> None:
         """An idle connection closed by the upstream: counted, and the list compacted now and then (a
@@ -181,6 +203,7 @@ class UpstreamClient:
         ssl_context: ssl.SSLContext | None,
         resends: Callable[[str], Counter] | None,
         loop: asyncio.AbstractEventLoop | None = None,
+        on_stray: Callable[[str, float], None] | None = None,
     ) -> None:
         self.loop = loop  # the loop it was made on (its connections are that loop's), None made outside one
         self.max_connections = max_connections
@@ -188,6 +211,7 @@ class UpstreamClient:
         self.closed = False
         self._ssl = ssl_context
         self._resends = resends
+        self.on_stray = on_stray  # (a pool's label, seconds its connections are not reused)
         self._pools: dict[tuple[str, str, int, str], Pool] = {}  # (scheme, host, port, label) -> pool
         self._bases: dict[str, dict[str, tuple[Pool, str]]] = {}  # label -> base URL -> pool, path prefix
         self._heads: dict[tuple[str, str, str, str], tuple[Pool, bytes]] = {}  # (label, URL, method, path)
@@ -203,10 +227,13 @@ class UpstreamClient:
         keepalive_s: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         resends: Callable[[str], Counter] | None = None,
+        on_stray: Callable[[str, float], None] | None = None,
     ) -> UpstreamClient:
         """A client keeping up to ``max_connections`` connections (all pools together) open; TLS with
         ``ssl_context`` (default: the system's trusted CAs, host names checked); ``resends``: a pool's
-        label -> the counter of its resends (the gateway's ``interlock_upstream_resends_total``)."""
+        label -> the counter of its resends (the gateway's ``interlock_upstream_resends_total``);
+        ``on_stray``: told a pool's label and for how long its connections are not reused, each time its
+        upstream is caught sending bytes nobody asked for."""
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -217,6 +244,7 @@ class UpstreamClient:
             ssl_context=ssl_context,
             resends=resends,
             loop=loop,
+            on_stray=on_stray,
         )
 
     def time(self) -> float:

@@ -24,7 +24,10 @@ a timer of its own would have fired, and a kept-alive connection schedules a tim
 deadline's length, not once per request. When a deadline passes, the connection is dropped and the
 next read raises ``Timeout`` with the phase it was in.
 
-Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``BadResponse``; the body is read with back-pressure
+Sizes: a response head over ``MAX_HEAD_BYTES`` is a ``HeadTooLarge`` (the bytes of the interim
+answers before it count: the bound is on everything read before the body), more than ``MAX_INTERIM``
+interim answers (a flood of ``102 Processing``) a ``BadResponse``; the head's bytes are gathered once
+(no copy per read or per interim answer); the body is read with back-pressure
 (the transport stops reading past ``HIGH_WATER`` bytes not yet read), so a fast upstream and a slow
 reader cost bounded memory; the caps on bodies and stream lines are the exchange's (exchange.py).
 
@@ -46,13 +49,16 @@ from __future__ import annotations
 import asyncio
 import copy
 import errno
+import os
 import select
+import socket
 from collections.abc import Callable
 from typing import Any
 
 import httptools
 
-MAX_HEAD_BYTES = 64 * 1024  # status line and headers together
+MAX_HEAD_BYTES = 64 * 1024  # status lines and headers together, interim answers' (1xx) included
+MAX_INTERIM = 5  # interim answers (100 Continue, 102 Processing, 103 Early Hints) before the real one (Go's)
 HIGH_WATER = 256 * 1024  # unread body bytes past which the transport stops reading
 DRAIN_MAX_S = 1.0  # how long a released body's rest may take before the connection is dropped
 DRAIN_MAX_BYTES = 64 * 1024
@@ -166,6 +172,16 @@ def lost_error(exc: Exception | None) -> HTTPError:
     return Lost("connection failed mid-exchange")
 
 
+def _bytes_waiting(fd: int) -> bool:
+    """Whether the socket ``fd`` holds unread bytes (not only a close or a reset): peeked at, not read
+    (only when ``poll`` said it is readable, so an idle connection the upstream closed costs no more)."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except OSError:  # a reset, or nothing after all
+        return False
+
+
 def _value(low: bytes, key: bytes) -> bytes | None:
     """The value of the header ``key`` (CR LF, the name, a colon) in ``low`` (the head lowercased), None
     without one; a repeated one's values joined with ``", "``; each as httptools gives it (leading
@@ -223,15 +239,20 @@ class Connection(asyncio.Protocol):
 
     def unread(self, poller: select.poll) -> bool:
         """Whether anything waits on this idle connection that the loop has not handed over yet: bytes,
-        a close or a reset already in the kernel's buffer (one ``poll`` system call, no wait)."""
+        a close or a reset already in the kernel's buffer (one ``poll`` system call, no wait). Bytes (not
+        a close) are unsolicited: ``stray`` says so to the pool."""
         fd = self.fd
         if fd < 0:
             return False
         poller.register(fd, select.POLLIN)
         try:
-            return bool(poller.poll(0))
+            if not poller.poll(0):
+                return False
         finally:
             poller.unregister(fd)
+        if self.origin.ssl is None and _bytes_waiting(fd):  # (TLS: a close_notify is bytes too)
+            self.origin.strayed()
+        return True
 
     def send(self, data: bytes, body: bytes | None, first_byte_at: float, total_at: float) -> Response:
         """Write one request; the returned Response's ``head()`` waits for the answer's headers."""
@@ -271,15 +292,27 @@ class Connection(asyncio.Protocol):
             return
         response._expire()
 
+    def stray(self) -> None:
+        """Bytes nobody asked for arrived: the connection is dropped and its pool told (``Pool.strayed``:
+        the provider's connections are not reused for a while)."""
+        self.abort()
+        self.origin.strayed()
+
     def data_received(self, data: bytes) -> None:
         response = self.response
         if response is None:  # bytes while idle: the upstream is confused; this connection is done
-            self.abort()
+            self.stray()
             return
         response.received = True
         response.last_at = self.loop.time()
         if not response.headed:  # the head's bytes, read by on_headers_complete
-            response.unparsed = response.unparsed + data if response.unparsed else data
+            unparsed = response.unparsed
+            if not unparsed:
+                response.unparsed = data  # (most heads come in one read: no copy)
+            elif type(unparsed) is bytearray:
+                unparsed += data  # in place: linear in what arrives
+            else:
+                response.unparsed = bytearray(unparsed) + data
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
@@ -289,7 +322,7 @@ class Connection(asyncio.Protocol):
             return
         except httptools.HttpParserError:
             if response.done:  # bytes past a whole answer: the answer stands, the connection is done
-                self.abort()
+                self.stray()
             else:
                 response.fail(BadResponse("broken HTTP response"))
             return
@@ -300,24 +333,27 @@ class Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         response = self.response
         if response is None or response.done:  # a second answer to one request: nobody asked for it
-            self.abort()
+            self.stray()
             raise httptools.HttpParserCallbackError("unasked-for response")  # stop parsing
 
     def on_headers_complete(self) -> None:
         response = self.response
         if response is None:
             return
-        read = response.unparsed
-        end = read.find(b"\r\n\r\n")  # httptools found the head's end: the first blank line
+        read, start = response.unparsed, response.head_at
+        end = read.find(b"\r\n\r\n", start)  # httptools found the head's end: the first blank line
         status = self.parser.get_status_code()
         if status < 200:  # an interim answer (100 Continue): its message ends; the real one follows
-            response.unparsed = read[end + 4 :]  # (an interim answer has no body)
-            response.interim = True
+            response.head_at = end + 4  # (an interim answer has no body; its bytes still count)
+            response.interim += 1
+            if response.interim > MAX_INTERIM:
+                response.fail(BadResponse("too many interim responses"))
+                raise httptools.HttpParserCallbackError("too many interim responses")  # stop parsing
             return
         if end > MAX_HEAD_BYTES:
             response.fail(HeadTooLarge("response head too large"))
             raise httptools.HttpParserCallbackError("head too large")  # stop parsing
-        head = response.raw_head = read[:end]
+        head = response.raw_head = read[start:end] if type(read) is bytes else bytes(read[start:end])
         response.unparsed = b""
         response.status = status
         response.keep_alive = self.parser.should_keep_alive()
@@ -358,8 +394,7 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        if response.interim:
-            response.interim = False
+        if not response.headed:  # an interim answer's end
             return
         response.complete()
 
@@ -401,6 +436,7 @@ class Response:
         "conn",
         "content_length",
         "done",
+        "head_at",
         "headed",
         "interim",
         "keep_alive",
@@ -417,7 +453,8 @@ class Response:
         self.conn: Connection | None = conn
         self.status = 0
         self.raw_head = b""  # the status line and headers as they came (no blank line); ``headers`` reads it
-        self.unparsed = b""  # what arrived while the head was not complete (on_headers_complete reads it)
+        # what arrived while the head was not complete (on_headers_complete reads it)
+        self.unparsed: bytes | bytearray = b""
         self.content_length: int | None = None
         self.keep_alive = False
         self.open_ended = False  # no length and not chunked: the body ends when the connection does
@@ -427,7 +464,8 @@ class Response:
         # (a stream's relay): nothing is buffered then, and only the end or a failure wakes the reader
         self.sink: Callable[[bytes], None] | None = None
         self.headed = False
-        self.interim = False
+        self.interim = 0  # interim answers (1xx) read so far
+        self.head_at = 0  # where in ``unparsed`` the head being read starts (after the interim ones)
         self.done = False  # the whole message has arrived
         self._buffer: list[bytes] = []
         self._buffered = 0

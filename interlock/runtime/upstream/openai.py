@@ -26,6 +26,7 @@ from interlock.runtime.errors import ContextOverflow, ProtocolFailure, UpstreamE
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream
+from interlock.runtime.upstream.tokenize import LLAMA, NONE, TOKENIZE, VLLM, Tokenizers
 from interlock.runtime.wire import openai_responses
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, relayed_body, with_headers
 from interlock.runtime.wire.openai_chat import SSEDecoder, checked, pooled, upstream_request
@@ -36,6 +37,7 @@ class OpenAIAdapter(Adapter):
 
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client
+        self.tokenizers = Tokenizers()  # which tokenizer each server speaks (``count``)
 
     async def chat(
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
@@ -104,10 +106,44 @@ class OpenAIAdapter(Adapter):
         probe = probe_endpoint(endpoint, timeout_s)
         await request_json(self._client, probe, "GET", "/models", None)  # a JSON object, else refused
 
+    async def count(
+        self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None, timeout_s: float
+    ) -> int | None:
+        """The chat prompt's tokens by the server's own tokenizer: llama-server's ``/apply-template``
+        then ``/tokenize`` (its chat template rendered, special tokens added, as a chat request is),
+        else vLLM's and SGLang's ``/tokenize`` of the messages (``count``). Which one a server speaks is
+        learned at its first answer; a server with neither (404, 405, 501: a cloud) is not asked again
+        for ``NO_TOKENIZER_S``."""
+        root = _root(endpoint.url)
+        style = self.tokenizers.style(root)
+        if style == NONE:
+            return None
+        probe = dataclasses.replace(probe_endpoint(endpoint, timeout_s), url=root)
+        payload = upstream_request(body, model)
+        for key in ("stream", "stream_options", "max_tokens", "max_completion_tokens"):
+            payload.pop(key, None)
+        for name in (style,) if style else (LLAMA, VLLM):
+            try:
+                counted = await TOKENIZE[name](self._client, probe, payload)
+            except UpstreamError as exc:
+                if exc.status in (404, 405, 501):
+                    continue
+                return None
+            if counted is not None:
+                self.tokenizers.found(root, name)
+                return counted
+        self.tokenizers.found(root, NONE)
+        return None
+
     async def signal(self, endpoint: Endpoint, path: str, timeout_s: float) -> bytes:
         """The body of ``GET <server root><path>`` (``/metrics``, llama.cpp's ``/slots``): the root is the
         worker's URL less a trailing ``/v1``, where those servers serve them."""
-        root = endpoint.url.rstrip("/")
-        root = root[:-3] if root.endswith("/v1") else root
-        probe = dataclasses.replace(probe_endpoint(endpoint, timeout_s), url=root)
+        probe = dataclasses.replace(probe_endpoint(endpoint, timeout_s), url=_root(endpoint.url))
         return await request_bytes(self._client, probe, "GET", path, None)
+
+
+def _root(url: str) -> str:
+    """A server's root: the worker's URL less a trailing ``/v1`` (where llama.cpp, vLLM and SGLang
+    serve ``/metrics``, ``/slots``, ``/tokenize``)."""
+    root = url.rstrip("/")
+    return root[:-3] if root.endswith("/v1") else root

@@ -18,11 +18,12 @@ tool_calls; usage from ``input_tokens``/``output_tokens``. A stream is complete 
 ``message_stop``; an ``error`` event raises the matching UpstreamError (``overloaded_error`` is a
 transient 529).
 
-For the surface, answers go out as ``content`` blocks and streams as Anthropic's event sequence
-(``Events``: ``message_start``, ``content_block_start``/``_delta``/``_stop`` per block, ``message_delta``
-with the stop reason and output tokens, ``message_stop``; a stream broken after it started ends with an
-``error`` event). Errors are ``{"type":"error","error":{"type","message"}}``, the type by status
-(``ERROR_TYPES``: the one table, read the other way for an upstream's error event).
+For the surface (whose request ``anthropic_request`` translates), answers go out as ``content`` blocks and
+streams as Anthropic's event sequence (``Events``: ``message_start``,
+``content_block_start``/``_delta``/``_stop`` per block, ``message_delta`` with the stop reason and output
+tokens, ``message_stop``; a stream broken after it started ends with an ``error`` event). Errors are
+``{"type":"error","error":{"type","message"}}``, the type by status (``ERROR_TYPES``: the one table, read
+the other way for an upstream's error event).
 """
 
 from __future__ import annotations
@@ -34,11 +35,10 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_object, json_type
+from interlock.runtime.asgi import Header, json_object
 from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk
 from interlock.runtime.wire.openai_chat import (
-    NO_EXTRAS,
     TranslatedEvents,
     cached_tokens,
     call_arguments,
@@ -101,7 +101,7 @@ def url_source(url: str) -> dict[str, Any]:
     return {"type": "url", "url": url}
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     """The text of a string or of the ``text`` blocks (or parts) of a list, joined by newlines."""
     if isinstance(content, str):
         return content
@@ -114,7 +114,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _call(block: Mapping[str, Any]) -> dict[str, Any]:
+def openai_call(block: Mapping[str, Any]) -> dict[str, Any]:
     """A ``tool_use`` block as an OpenAI tool call (its ``input`` as a JSON string)."""
     function = {"name": block.get("name", ""), "arguments": orjson.dumps(block.get("input") or {}).decode()}
     return {"id": block.get("id", ""), "type": "function", "function": function}
@@ -132,190 +132,7 @@ def message_id() -> str:
     return f"msg_{random.getrandbits(96):024x}"
 
 
-# -- the client side: a Messages request as the internal form, an answer as a Messages answer ---
-
-# -- requests --------------------------------------------------------------------------------------
-
-
-def _checked_blocks(content: Any, where: str) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise InvalidRequest(f"`{where}` must be a string or an array of content blocks")
-    for number, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise InvalidRequest(f"`{where}[{number}]` must be a content block with a `type`")
-    return content
-
-
-def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
-    url = source_url(block.get("source"))
-    if url is None:
-        raise InvalidRequest(f"`{where}.source` must be a base64 or url image source")
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
-def _turn(index: int, message: Any) -> list[dict[str, Any]]:
-    """One Anthropic message as internal messages (tool results first, as ``tool`` messages)."""
-    where = f"messages[{index}]"
-    if not isinstance(message, dict):
-        raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
-    role = message.get("role")
-    if role == "system":  # mid-conversation system turns (Claude Code's beta): kept where they are
-        return [
-            {"role": "system", "content": _text(_checked_blocks(message.get("content"), f"{where}.content"))}
-        ]
-    if role not in ("user", "assistant"):
-        raise InvalidRequest(f"`{where}.role` must be `user`, `assistant` or `system`")
-    out: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    reasoning: list[str] = []
-    for number, block in enumerate(_checked_blocks(message.get("content"), f"{where}.content")):
-        kind = block["type"]
-        if kind == "text":
-            text = block.get("text", "")
-            if not isinstance(text, str):
-                raise InvalidRequest(f"`{where}.content[{number}].text` must be a string")
-            parts.append({"type": "text", "text": text})
-        elif kind == "image":
-            parts.append(_image(block, f"{where}.content[{number}]"))
-        elif kind == "tool_use" and role == "assistant":
-            calls.append(_call(block))
-        elif kind == "tool_result" and role == "user":
-            text = _text(block.get("content"))
-            if block.get("is_error"):
-                text = f"error: {text}"
-            out.append({"role": "tool", "tool_call_id": block.get("tool_use_id", ""), "content": text})
-        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
-            thinking = block.get("thinking", "")
-            if not isinstance(thinking, str):
-                raise InvalidRequest(f"`{where}.content[{number}].thinking` must be a string")
-            reasoning.append(thinking)
-        else:
-            raise InvalidRequest(f"`{where}.content[{number}]`: a {kind!r} block is not supported here")
-    if parts or calls or not out:
-        text_only = all(p["type"] == "text" for p in parts)
-        content: Any = "\n".join(p["text"] for p in parts) if text_only else parts
-        turn: dict[str, Any] = {"role": role, "content": content}
-        if calls:
-            turn["tool_calls"] = calls
-        if reasoning:
-            turn["reasoning"] = "\n".join(reasoning)
-        out.append(turn)
-    return out
-
-
-def _tools(tools: Any, dropped: list[str]) -> list[dict[str, Any]]:
-    """Function tools for the client tools; server tools (a ``type`` such as ``web_search_20250305``,
-    run by Anthropic) are left out and named in ``dropped`` (``tools.web_search_20250305``)."""
-    if not isinstance(tools, list):
-        raise InvalidRequest("`tools` must be an array")
-    out = []
-    for number, tool in enumerate(tools):
-        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-            raise InvalidRequest(f"`tools[{number}].name` must be a string")
-        kind = tool.get("type")
-        if kind not in (None, "custom"):
-            if f"tools.{kind}" not in dropped:
-                dropped.append(f"tools.{kind}")
-            continue
-        function: dict[str, Any] = {"name": tool["name"], "parameters": tool.get("input_schema") or {}}
-        if tool.get("description"):
-            function["description"] = tool["description"]
-        out.append({"type": "function", "function": function})
-    return out
-
-
-def _openai_tool_choice(choice: Any) -> Any:
-    kind = choice.get("type") if isinstance(choice, dict) else None
-    if kind == "auto":
-        return "auto"
-    if kind == "any":
-        return "required"
-    if kind == "none":
-        return "none"
-    if kind == "tool" and isinstance(choice.get("name"), str):
-        return {"type": "function", "function": {"name": choice["name"]}}
-    raise InvalidRequest("`tool_choice.type` must be auto, any, tool (with a name) or none")
-
-
-# the request fields the internal form carries, as they are or translated
-_READ = frozenset(
-    {
-        "model",
-        "messages",
-        "system",
-        "max_tokens",
-        "stop_sequences",
-        "temperature",
-        "top_p",
-        "top_k",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "stream",
-    }
-)
-
-
-def _cache_marks(body: dict[str, Any]) -> bool:
-    """Whether any system, message or tool block carries ``cache_control`` (a chat upstream has none)."""
-    system = body.get("system")
-    blocks: list[Any] = [*system] if isinstance(system, list) else []
-    tools = body.get("tools")
-    blocks.extend(tools if isinstance(tools, list) else ())
-    for message in body.get("messages") or ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            blocks.extend(content)
-    return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
-
-
-def internal_request(
-    body: dict[str, Any], *, counting: bool = False
-) -> tuple[dict[str, Any], list[str], Mapping[str, Any]]:
-    """The internal (Chat-shaped) form of a Messages request (``counting``: max_tokens optional), the
-    names of what it cannot carry, and its extras (none: a Messages answer needs nothing kept)."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise InvalidRequest("`messages` must be a non-empty array")
-    internal: dict[str, Any] = {"model": body.get("model"), "messages": []}
-    dropped: list[str] = []
-    system = body.get("system")
-    if system:
-        internal["messages"].append({"role": "system", "content": _text(_checked_blocks(system, "system"))})
-    for index, message in enumerate(messages):
-        internal["messages"].extend(_turn(index, message))
-    max_tokens = body.get("max_tokens")
-    if not counting and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise InvalidRequest("`max_tokens` is required: a positive integer")
-    if max_tokens is not None:
-        internal["max_tokens"] = max_tokens
-    if body.get("stop_sequences"):
-        internal["stop"] = body["stop_sequences"]
-    for key in ("temperature", "top_p", "top_k"):
-        if body.get(key) is not None:
-            internal[key] = body[key]
-    if body.get("tools"):
-        tools = _tools(body["tools"], dropped)
-        if tools:
-            internal["tools"] = tools
-            if body.get("tool_choice") is not None:
-                internal["tool_choice"] = _openai_tool_choice(body["tool_choice"])
-    thinking = body.get("thinking")
-    kind = thinking.get("type") if isinstance(thinking, dict) else None
-    if kind == "enabled":
-        internal["think"] = True
-    elif kind == "disabled":
-        internal["think"] = False  # "adaptive": the model decides, as it does when not told
-    for key, value in body.items():
-        if key not in _READ and value is not None:
-            dropped.append(key)
-    if _cache_marks(body):
-        dropped.append("cache_control")
-    return internal, dropped, NO_EXTRAS
-
+# -- the client side: an answer as a Messages answer (the request: ``anthropic_request``) --------
 
 # -- answers ---------------------------------------------------------------------------------------
 
@@ -518,7 +335,7 @@ def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
             raise InvalidRequest("every message must be an object")
         role = message.get("role")
         if role in ("system", "developer"):
-            system.append(_text(message.get("content")))
+            system.append(text_of(message.get("content")))
             continue
         if role == "tool":
             role = "user"
@@ -526,7 +343,7 @@ def _turns(messages: Any) -> tuple[str, list[dict[str, Any]]]:
                 {
                     "type": "tool_result",
                     "tool_use_id": message.get("tool_call_id", ""),
-                    "content": _text(message.get("content")),
+                    "content": text_of(message.get("content")),
                 }
             ]
         else:
@@ -662,7 +479,7 @@ def chat_completion(answer: Any, model: str) -> dict[str, Any]:
         elif kind == "thinking":
             thinking.append(block.get("thinking", ""))
         elif kind == "tool_use":
-            calls.append(_call(block))
+            calls.append(openai_call(block))
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if thinking:
         message["reasoning"] = "".join(thinking)

@@ -53,7 +53,10 @@ def error_for_status(
             return overflowed
         return ClientError(text or f"upstream refused the request (HTTP {status})", status=status)
     if status >= 500:
-        return ServerError(f"upstream server error (HTTP {status})", status=status)
+        error = ServerError(f"upstream server error (HTTP {status})", status=status)
+        if status == 503:  # "come back then": the retry policy waits for it (``runtime.retry``)
+            error.retry_after = retry_after(headers)
+        return error
     return ProtocolFailure(f"unexpected HTTP {status} (redirects are not followed)", status=status)
 
 

@@ -59,26 +59,50 @@ def error_body(message: str, type_: str, *, param: str | None = None, code: str 
 
 class ChunkEvents(StreamRender):
     """Chunks as ``data:`` events, the model named as the caller's candidate; the usage chunk only when
-    the caller asked for it itself (``usage``)."""
+    the caller asked for it itself (``usage``). Where the gateway asked for it (the usage ledger), what
+    else that chunk carries goes to the caller on the chunk before it, as the upstream would have put it
+    there unasked: llama-server's ``timings`` ride on the last chunk, the usage chunk when there is one,
+    else the finish chunk. So the finish chunk waits for the next one (or the end)."""
 
-    __slots__ = ("_cid", "_usage")
+    __slots__ = ("_cid", "_held", "_usage")
     headers: tuple[Header, ...] = SSE_HEADERS
 
     def __init__(self, cid: str, usage: bool) -> None:
         self._cid = cid
         self._usage = usage  # the caller asked for the usage chunk
+        self._held: dict[str, Any] | None = None  # the finish chunk, until the usage chunk's extras
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
-        if not self._usage and "usage" in chunk and not chunk.get("choices"):
-            return b""  # asked for by the gateway (the usage ledger), not by the caller
+        if not self._usage:
+            choices = chunk.get("choices")
+            if not choices and "usage" in chunk:  # asked for by the gateway, not by the caller
+                return self._release(chunk)
+            if choices and choices[0].get("finish_reason") is not None:
+                out = self._release(None)
+                self._held = chunk
+                return out
         chunk["model"] = self._cid
         return b"data: %b\n\n" % orjson.dumps(chunk)
 
+    def _release(self, usage_chunk: dict[str, Any] | None) -> bytes:
+        """The held finish chunk, with what ``usage_chunk`` carries besides its usage and choices."""
+        held = self._held
+        if held is None:
+            return b""
+        self._held = None
+        for key, value in usage_chunk.items() if usage_chunk is not None else ():
+            if key not in held and key not in ("usage", "choices"):
+                held[key] = value
+        held["model"] = self._cid
+        return b"data: %b\n\n" % orjson.dumps(held)
+
     def end(self) -> bytes:
-        return DONE
+        return self._release(None) + DONE
 
     def error(self, message: str) -> bytes:
-        return b"data: %b\n\n" % error_body(message, "server_error", code="stream_aborted")
+        return self._release(None) + b"data: %b\n\n" % error_body(
+            message, "server_error", code="stream_aborted"
+        )
 
 
 class TranslatedEvents(StreamRender):

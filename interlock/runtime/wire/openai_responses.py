@@ -94,6 +94,7 @@ def _messages(items: Any, dropped: list[str]) -> list[dict[str, Any]]:
     if not isinstance(items, list) or not items:
         raise InvalidRequest("`input` must be a string or a non-empty array of items", param="input")
     out: list[dict[str, Any]] = []
+    reasoning: list[str] = []  # the summaries of reasoning items, for the assistant turn they precede
     for n, item in enumerate(items):
         where = f"input[{n}]"
         if not isinstance(item, dict):
@@ -106,6 +107,7 @@ def _messages(items: Any, dropped: list[str]) -> list[dict[str, Any]]:
                     f"`{where}.role` must be user, assistant, system or developer", param=where
                 )
             out.append({"role": role, "content": _content(item.get("content"), f"{where}.content")})
+            _reasoned(out[-1], reasoning, dropped)
         elif kind == "function_call":
             call = {
                 "id": item.get("call_id", ""),
@@ -117,21 +119,64 @@ def _messages(items: Any, dropped: list[str]) -> list[dict[str, Any]]:
                 previous["tool_calls"].append(call)
             else:
                 out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            _reasoned(out[-1], reasoning, dropped)
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else orjson.dumps(output).decode()
             out.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": text})
         elif kind == "reasoning":
-            continue
+            thought = _reasoning_item(item, dropped)
+            if thought:
+                reasoning.append(thought)
         elif kind in _HOSTED_ITEMS:
             if f"input.{kind}" not in dropped:
                 dropped.append(f"input.{kind}")
         else:
             raise InvalidRequest(f"`{where}`: an item of type {kind!r} is not supported", param=where)
+    if reasoning:  # no assistant turn after it to carry it
+        _name("input.reasoning", dropped)
     return out
 
 
-def _function(tool: dict[str, Any]) -> dict[str, Any]:
+def _reasoned(message: dict[str, Any], reasoning: list[str], dropped: list[str]) -> None:
+    """The reasoning items before an assistant turn become its ``reasoning`` (before another turn, they
+    have no place: named ``input.reasoning``)."""
+    if not reasoning:
+        return
+    if message["role"] == "assistant":
+        message["reasoning"] = "\n".join(reasoning)
+    else:
+        _name("input.reasoning", dropped)
+    reasoning.clear()
+
+
+def _reasoning_item(item: dict[str, Any], dropped: list[str]) -> str:
+    """The text of a reasoning item's summary (what this gateway's answers put there): the turn's
+    ``reasoning``, as a chat upstream takes it; its encrypted content only the provider that wrote it
+    reads (named ``input.reasoning.encrypted_content``)."""
+    if item.get("encrypted_content"):
+        _name("input.reasoning.encrypted_content", dropped)
+    summary = item.get("summary")
+    texts = [
+        part["text"]
+        for part in (summary if isinstance(summary, list) else ())
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    ]
+    return "\n".join(texts)
+
+
+def _name(name: str, dropped: list[str]) -> None:
+    if name not in dropped:
+        dropped.append(name)
+
+
+_FUNCTION_READ = frozenset({"type", "name", "description", "parameters", "strict"})
+
+
+def _function(tool: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
+    for key in tool:
+        if key not in _FUNCTION_READ:
+            _name(f"tools.{key}", dropped)
     function = {
         k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
     }
@@ -154,9 +199,11 @@ def _tools(tools: Any, dropped: list[str]) -> tuple[list[dict[str, Any]], dict[s
         if kind == "function":
             if not isinstance(tool.get("name"), str):
                 raise InvalidRequest(f"`tools[{n}]`: a function tool needs a `name`", param="tools")
-            out.append(_function(tool))
+            out.append(_function(tool, dropped))
         elif kind == "namespace" and isinstance(tool.get("tools"), list):
             group = tool.get("name") if isinstance(tool.get("name"), str) else ""
+            if tool.get("description"):  # flattened into its functions: the group's own words go
+                _name("tools.namespace.description", dropped)
             for inner in tool["tools"]:
                 if not isinstance(inner, dict) or inner.get("type") != "function":
                     kind = inner.get("type") if isinstance(inner, dict) else None
@@ -164,7 +211,7 @@ def _tools(tools: Any, dropped: list[str]) -> tuple[list[dict[str, Any]], dict[s
                     if name not in dropped:
                         dropped.append(name)
                 elif isinstance(inner.get("name"), str):
-                    out.append(_function(inner))
+                    out.append(_function(inner, dropped))
                     namespaces[inner["name"]] = group
         elif f"tools.{kind}" not in dropped:
             dropped.append(f"tools.{kind}")
@@ -242,9 +289,17 @@ def internal_request(body: dict[str, Any]) -> tuple[dict[str, Any], list[str], M
             if body.get("tool_choice") is not None:
                 internal["tool_choice"] = _tool_choice(body["tool_choice"])
     reasoning = body.get("reasoning")
-    if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
-        internal["reasoning_effort"] = reasoning["effort"]
-    response_format = _response_format(body.get("text"))
+    if isinstance(reasoning, dict):
+        if reasoning.get("effort") is not None:
+            internal["reasoning_effort"] = reasoning["effort"]
+        for key in reasoning:  # the summary: what the answer's reasoning item holds anyway
+            if key not in ("effort", "summary", "generate_summary"):
+                _name(f"reasoning.{key}", dropped)
+    text = body.get("text")
+    for key in text if isinstance(text, dict) else ():
+        if key != "format":
+            _name(f"text.{key}", dropped)
+    response_format = _response_format(text)
     if response_format is not None:
         internal["response_format"] = response_format
     for key, value in body.items():

@@ -53,9 +53,8 @@ def test_a_fallback_is_logged_with_its_attempts_durations_and_tokens(fleet: Flee
     line = line_for(fleet, "order-42:retry.1")
     assert set(line) == FIELDS
     assert (line["alias"], line["candidate"], line["worker"]) == ("team/chat", "box-a/llama3.2:3b", "gpu-a")
-    assert line["attempts"] == [
-        {"candidate": "box-b/llama3.2:3b", "error_class": "connect", "status": None, "called": True}
-    ]
+    refused = {"candidate": "box-b/llama3.2:3b", "error_class": "connect", "status": None, "called": True}
+    assert line["attempts"] == [{**refused, "retry": 0}]  # its circuit opened (failure_threshold 1): no retry
     assert (line["status"], line["error_class"], line["stream"]) == (200, None, False)
     assert set(line["duration_ms"]) == {"total", "upstream", "queued", "overhead"}
     assert line["duration_ms"]["total"] >= line["duration_ms"]["upstream"] > 0

@@ -1,0 +1,77 @@
+"""A server's own tokenizer, asked how many tokens a chat prompt is (``OpenAIAdapter.count``; only for
+``count_tokens``, never on a chat request's path): one function per way a server offers it, in
+``TOKENIZE``, and ``Tokenizers``, which way each server was found to speak.
+
+- ``llama``: llama-server renders the prompt with its chat template (``POST /apply-template``, the
+  messages and tools as a chat request sends them) and counts it (``POST /tokenize`` with
+  ``add_special`` and ``parse_special``, as its chat endpoint tokenizes): exactly the ``prompt_tokens``
+  its answer to that request reports.
+- ``vllm``: vLLM's ``POST /tokenize`` (SGLang's too) takes the chat ``messages`` (and ``tools``) and
+  answers ``count``.
+
+What comes back is a border: a count that is not a non-negative int under ``MAX_TOKENS`` is no count.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+
+from interlock.runtime.upstream.client import UpstreamClient
+from interlock.runtime.upstream.exchange import request_json
+from interlock.runtime.wire.base import Endpoint
+
+LLAMA, VLLM, NONE = "llama", "vllm", "none"
+NO_TOKENIZER_S = 600.0  # a server that has none is asked again after this
+MAX_SERVERS = 1024
+MAX_TOKENS = 1 << 30  # a count above this is not one
+
+Tokenize = Callable[[UpstreamClient, Endpoint, dict[str, Any]], Awaitable[int | None]]
+
+
+async def llama(client: UpstreamClient, endpoint: Endpoint, payload: dict[str, Any]) -> int | None:
+    rendered = await request_json(client, endpoint, "POST", "/apply-template", orjson.dumps(payload))
+    prompt = rendered.get("prompt")
+    if type(prompt) is not str:
+        return None
+    asked = {"content": prompt, "add_special": True, "parse_special": True}
+    tokens = (await request_json(client, endpoint, "POST", "/tokenize", orjson.dumps(asked))).get("tokens")
+    return len(tokens) if type(tokens) is list and len(tokens) < MAX_TOKENS else None
+
+
+async def vllm(client: UpstreamClient, endpoint: Endpoint, payload: Mapping[str, Any]) -> int | None:
+    asked = {k: payload[k] for k in ("model", "messages", "tools") if k in payload}
+    asked["add_generation_prompt"] = True
+    count = (await request_json(client, endpoint, "POST", "/tokenize", orjson.dumps(asked))).get("count")
+    return count if type(count) is int and 0 <= count < MAX_TOKENS else None
+
+
+TOKENIZE: Mapping[str, Tokenize] = {LLAMA: llama, VLLM: vllm}
+
+
+class Tokenizers:
+    """Which way each server root was found to tokenize (``LLAMA``, ``VLLM``), or that it has none
+    (``NONE``, for ``NO_TOKENIZER_S``); bounded, oldest first out."""
+
+    __slots__ = ("_clock", "_found")
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._found: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def style(self, root: str) -> str | None:
+        """The way ``root`` tokenizes, ``NONE``, or None while it is not known (try them in turn)."""
+        found = self._found.get(root)
+        if found is None or (found[0] == NONE and self._clock() - found[1] > NO_TOKENIZER_S):
+            return None
+        return found[0]
+
+    def found(self, root: str, style: str) -> None:
+        self._found.pop(root, None)
+        self._found[root] = (style, self._clock())
+        while len(self._found) > MAX_SERVERS:
+            self._found.popitem(last=False)
