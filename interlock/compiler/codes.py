@@ -110,6 +110,13 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "An `api_key_hosts` entry names a host the provider never calls.",
     ),
+    (
+        "IL120",
+        "unlisted-key-host",
+        "error",
+        "A variable that is no model vendor's goes to a host off this network that `api_key_hosts` does "
+        "not list.",
+    ),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
     ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),

@@ -72,7 +72,7 @@ def _remove_provider(tree: ConfigTree) -> None:
     del tree.config["providers"]["together"]
 
 
-_spare_to_openai = _openai_provider("spare", "https://spare.example/v1", "SPARE_API_KEY")
+_spare_to_openai = _openai_provider("spare", "https://spare.internal/v1", "SPARE_API_KEY")
 
 
 def _swap_workers(tree: ConfigTree) -> None:
