@@ -37,6 +37,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "max_body_bytes": ctx.server.max_body_bytes,
             "header_timeout_ms": ctx.server.header_timeout,
             "body_timeout_ms": ctx.server.body_timeout,
+            "stream_keepalive_ms": ctx.server.stream_keepalive,
             "max_connections": ctx.server.max_connections,
             "max_upstream_body_bytes": ctx.server.max_upstream_body_bytes,
             "max_stream_line_bytes": ctx.server.max_stream_line_bytes,

@@ -169,6 +169,8 @@ class ServerSettings:
     max_connections: int
     max_upstream_body_bytes: int
     max_stream_line_bytes: int
+    # a stream whose first content is not there this long after the walk began is started anyway
+    stream_keepalive_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

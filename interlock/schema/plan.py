@@ -39,6 +39,7 @@ class PlanServer(_Frozen):
     cors: PlanCors | None = Field(None, description="CORS for browser apps; null: off.")
     header_timeout_ms: int = Field(10_000, ge=1)
     body_timeout_ms: int = Field(30_000, ge=1)
+    stream_keepalive_ms: int = Field(10_000, ge=1)
     max_connections: int | None = Field(
         None, ge=1, description="Null: derived from the open-file limit when the plan loads."
     )

@@ -112,6 +112,11 @@ class _NDJSON(StreamRender):
         line.update(extra)
         return orjson.dumps(line) + b"\n"
 
+    def keepalive(self) -> bytes:
+        """NDJSON has no comment: a line of the answer with nothing in it (``content: ""``, ``done:
+        false``), as Ollama itself sends between tokens that carry no text; its clients append nothing."""
+        return self._line("", None, done=False)
+
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
             self._relayed = True

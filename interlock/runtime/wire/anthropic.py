@@ -51,6 +51,7 @@ from interlock.runtime.wire.openai_chat import (
 from interlock.runtime.wire.sse import SSE_HEADERS, SSEEvents, frame
 
 DEFAULT_MAX_TOKENS = 4096
+PING = frame("ping", b'{"type": "ping"}')  # Anthropic's keepalive event, as its API sends it
 FINISH_REASONS = {  # Anthropic's stop_reason -> OpenAI's finish_reason (STOP_REASONS: the other way)
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -215,6 +216,11 @@ class Events(TranslatedEvents):
         super().__init__(model)
         self._block: tuple[str, int] | None = None  # (kind, the OpenAI tool-call index) of the open block
         self._index = -1
+
+    def keepalive(self) -> bytes:
+        """Anthropic's own ``ping`` event, which its SDKs (and Claude Code) read past; sent before
+        ``message_start`` too, which names the model that answers and is not known yet."""
+        return PING
 
     def _open(self, kind: str, call: int, block: dict[str, Any], out: list[bytes]) -> None:
         if self._block == (kind, call):
