@@ -340,6 +340,7 @@ class Router:
         label = route.endpoint.label
         if error.window is not None:
             self.facts.lower_window(label, candidate.facts_key, error.window)
+            self.learned.counts.mark(label, candidate.facts_key)  # tried again past it after a while
         outcomes.append(CandidateOutcome(candidate.id, error.error_class, error.status, called=True))
         if preflight is not None:
             preflight.overflowed(candidate.id, label, error.window, error.tokens)

@@ -40,16 +40,17 @@ def effective_context(
 ) -> tuple[int | None, str]:
     """``(tokens, source)``; tokens None when nothing is known (then nothing is blocked). A window the
     route's upstream named in a context-length error (``FactsTable.windows``) caps whatever else is known."""
-    tokens, source = _effective(route, candidate, facts, num_ctx)
+    tokens, source = planned_context(route, candidate, facts, num_ctx)
     learned = facts.windows.get((route.endpoint.label, candidate.facts_key))
     if learned is not None and (tokens is None or learned < tokens):
         return learned, UPSTREAM_SAID
     return tokens, source
 
 
-def _effective(
+def planned_context(
     route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None
 ) -> tuple[int | None, str]:
+    """``effective_context`` without a window an upstream named (what the guard's trial goes by)."""
     if not route.live_facts:
         return route.context_default, "declared"
     label, model = route.endpoint.label, candidate.facts_key
