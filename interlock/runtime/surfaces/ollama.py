@@ -158,6 +158,9 @@ class _NDJSON(StreamRender):
 
 
 class _Native(Surface):
+    name = "ollama"
+    route = "api/chat"
+
     def error(self, failure: Failure) -> bytes:
         return error_body(failure.message)
 
@@ -221,6 +224,8 @@ GENERATE_ONLY = frozenset(("prompt", "system", "images", "raw", "template", "con
 class Generate(Chat):
     """``POST /api/generate``: ``system`` + ``prompt`` (+ ``images``) as a two-message chat."""
 
+    route = "api/generate"
+
     def parse(self, body: dict[str, Any]) -> Parsed:
         check_model(body)
         for key in ("raw", "template", "context", "suffix"):
@@ -264,6 +269,7 @@ class Embed(_Native):
     """``POST /api/embed``: ``input`` a string or strings -> ``embeddings``."""
 
     operation = "embeddings"
+    route = "api/embed"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
@@ -294,6 +300,8 @@ def _index(item: Any) -> int:
 
 class LegacyEmbeddings(Embed):
     """``POST /api/embeddings``: one ``prompt`` -> one ``embedding``."""
+
+    route = "api/embeddings"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         prompt = body.get("prompt")
