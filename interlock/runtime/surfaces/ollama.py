@@ -356,7 +356,7 @@ async def tags(services: RequestServices, scope: Scope, receive: Receive, send: 
 
 async def show(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /api/show``: an alias's description, the capabilities it requires, the context it serves."""
-    from interlock.runtime.fleet.fit import effective_context
+    from interlock.runtime.fleet.fit import guaranteed_window
 
     plan = services.plan
     headers = [plan.plan_header]
@@ -375,12 +375,8 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         await send_json(send, 404, error_body(f"model '{shown(name)}' not found"), headers)
         return
     candidates = entry.candidates if isinstance(entry, Alias) else (entry,)
-    windows = [
-        window
-        for candidate in candidates
-        for route in candidate.routes
-        if (window := effective_context(route, candidate, services.facts)[0]) is not None
-    ]
+    window = guaranteed_window(entry, services.facts)  # the smallest of the chain: what a fallback holds
+    contract = entry.contract if isinstance(entry, Alias) else None
     requires = list(entry.requires) if isinstance(entry, Alias) else []
     declared = set.intersection(*(set(c.capabilities or ()) for c in candidates)) if candidates else set()
     capabilities = sorted({"completion", *requires, *declared})
@@ -394,7 +390,8 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         "model_info": {
             "general.architecture": "interlock",
             "general.description": description or " -> ".join(c.id for c in candidates),
-            "interlock.context_length": min(windows) if windows else None,
+            "interlock.context_length": window,
+            "interlock.output_tokens": contract.output_tokens if contract is not None else None,
             "interlock.candidates": [c.id for c in candidates],
             "interlock.requires": requires,
         },
