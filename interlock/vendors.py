@@ -8,6 +8,11 @@ variable goes only to that vendor's hosts (the domain or any name under it), unl
 other host in ``api_key_hosts``: a line a reviewer sees, and ``interlock diff`` reports (IL117 otherwise).
 The same list pins any other variable: once set, every host the provider calls must be in it.
 
+A variable the table does not know is an allow rule, not a deny list (``NOMAD_TOKEN``,
+``CONSUL_HTTP_TOKEN``, ``CI_JOB_JWT``: a list of other systems' secrets always misses some): it goes off
+this network (``interlock.hosts``: not loopback, a private address or a local name) only to a model
+vendor's host or to one the provider lists in ``api_key_hosts`` (IL120 otherwise).
+
 Imported by the compiler (IL117, with a position) and by the runtime when it loads a plan; neither may
 import the other. Names are compared without regard to case, hosts lowercase without a trailing dot.
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from interlock.hosts import host_class
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,4 +107,18 @@ def stray_hosts(variable: str, urls: Iterable[str], allowed: Iterable[str]) -> l
     hosts = {host_of(url) for url in urls}
     return sorted(
         host for host in hosts if host not in permitted and (vendor is None or not vendor.serves(host))
+    )
+
+
+def unlisted_hosts(variable: str, urls: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    """For a variable no vendor's key is kept in, the hosts among ``urls``' off this network that no
+    vendor serves, sorted: where only the configuration can say that the variable holds that host's key.
+    Empty for a vendor's variable, and once ``allowed`` lists any host (``stray_hosts`` binds both)."""
+    if vendor_of(variable) is not None or any(True for _ in allowed):
+        return []
+    hosts = {host_of(url) for url in urls}
+    return sorted(
+        host
+        for host in hosts
+        if host_class(host) is None and not any(vendor.serves(host) for vendor in VENDORS)
     )

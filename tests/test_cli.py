@@ -89,7 +89,7 @@ def test_compile_does_not_create_a_missing_output_folder(
 def test_explain_in_a_configuration_with_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
-        "version: 1\nproviders:\n  g: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "version: 1\nproviders:\n  g: {kind: openai, base_url: 'https://g.internal/v1', api_key_env: G}\n"
         "aliases:\n  a: {chain: [g/x, g/y], retry: 2}\n  b: {chain: g/z}\n"
     )
     code, out, err = run(capsys, "explain", str(config), "a")
@@ -263,7 +263,7 @@ def test_explain_and_capabilities_name_every_nesting_level(
 ) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
-        "version: 1\nproviders:\n  g: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "version: 1\nproviders:\n  g: {kind: openai, base_url: 'https://g.internal/v1', api_key_env: G}\n"
         "aliases:\n"
         "  inner: {chain: [g/x, g/y]}\n"
         "  middle: {chain: [g/z, inner]}\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from interlock.compiler.hosts import host_class
+from interlock.hosts import host_class
 
 
 @pytest.mark.parametrize(

@@ -237,3 +237,17 @@ def test_interlock_is_served_on_another_port_than_a_server_found_on_this_machine
     assert "# Serve it:  interlock serve <this file> --port 4000\n" in lines
     connect = "interlock connect claude-code --url http://127.0.0.1:4000 --alias local/chat"
     assert f"# Connect:   {connect}\n" in lines
+
+
+def test_a_server_off_this_network_is_listed_for_its_variable() -> None:
+    """`LLAMACPP_KEY`-like variables are no vendor's: off this network they go only to a listed host
+    (IL120), so the file lists the host the person discovered, and lints clean."""
+    far = Found(
+        url="https://vllm.example.com", server="vLLM", kind="openai", worker_url="https://vllm.example.com/v1"
+    )
+    near = Found(
+        url="http://10.0.0.5:8000", server="vLLM", kind="openai", worker_url="http://10.0.0.5:8000/v1"
+    )
+    config, _ = starter([far, near], "interlock init")
+    assert list(config["providers"]["compat"]["api_key_hosts"]) == ["vllm.example.com"]
+    assert "api_key_hosts" not in config["providers"]["compat2"]

@@ -74,7 +74,7 @@ server:
   auth: required   # callers need a key
   alias_namespace: "t/"
 providers:
-  cloud: {kind: openai, base_url: "https://api.example.com/v1", api_key_env: CLOUD_KEY}
+  cloud: {kind: openai, base_url: "https://api.internal/v1", api_key_env: CLOUD_KEY}
 tenants:
   research:
     description: the research team   # who

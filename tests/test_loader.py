@@ -76,7 +76,7 @@ def test_syntax_errors_have_a_place_and_a_hint() -> None:
 
 def test_include_twice_loads_once_and_a_name_twice_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(
-        "providers:\n  groq: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "providers:\n  groq: {kind: openai, base_url: 'https://g.internal/v1', api_key_env: G}\n"
     )
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.yaml").write_text(
@@ -111,7 +111,7 @@ def test_included_files_may_omit_version_but_not_contradict_it(tmp_path: Path) -
 def test_a_reader_compiles_sources_that_are_not_files() -> None:
     files = {
         "cfg/main.yaml": "version: 1\ninclude: [more.yaml]\n",
-        "cfg/more.yaml": "providers:\n  g: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "cfg/more.yaml": "providers:\n  g: {kind: openai, base_url: 'https://g.lan/v1', api_key_env: G}\n"
         "aliases:\n  a: {chain: [g/x, g/y]}\n",
     }
     ctx = compile_config("cfg/main.yaml", CompileOptions(reader=files.get, environ={}))

@@ -20,7 +20,7 @@ def codes(ctx: CompileContext) -> list[str]:
 def test_unknown_kind_is_reported_even_when_the_entry_has_an_unknown_key(tmp_path: Path) -> None:
     ctx = lint(
         tmp_path,
-        "providers:\n  groq: {kind: openia, base_url: 'https://g.example/v1', api_key_env: G, retries: 3}\n"
+        "providers:\n  groq: {kind: openia, base_url: 'https://g.internal/v1', api_key_env: G, retries: 3}\n"
         "aliases:\n  a: {chain: [groq/x, groq/y]}\n",
     )
     assert codes(ctx) == ["IL101", "IL003"]
@@ -30,7 +30,7 @@ def test_unknown_kind_is_reported_even_when_the_entry_has_an_unknown_key(tmp_pat
 def test_a_misspelt_key_does_not_also_report_the_key_as_missing(tmp_path: Path) -> None:
     ctx = lint(
         tmp_path,
-        "providers:\n  groq: {kind: openai, base_ulr: 'https://g.example/v1', api_key_evn: G}\n"
+        "providers:\n  groq: {kind: openai, base_ulr: 'https://g.internal/v1', api_key_evn: G}\n"
         "aliases:\n  a: {chain: [groq/x, groq/y]}\n",
     )
     assert codes(ctx) == ["IL003", "IL003"]  # no IL102 missing-base-url, no IL108 no-credential
@@ -68,7 +68,7 @@ def test_a_broken_worker_does_not_hide_its_neighbours(tmp_path: Path) -> None:
 def test_a_bad_chain_entry_keeps_the_positions_of_the_others(tmp_path: Path) -> None:
     ctx = lint(
         tmp_path,
-        "providers:\n  g: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "providers:\n  g: {kind: openai, base_url: 'https://g.internal/v1', api_key_env: G}\n"
         "aliases:\n  a: {chain: [3, g/x, grok/y]}\n",
     )
     assert [(d.code, d.path, str(d.span).split(":", 1)[1]) for d in ctx.sink.sorted()] == [
@@ -81,7 +81,7 @@ def test_references_to_a_broken_provider_or_alias_are_not_reported_again(tmp_pat
     ctx = lint(
         tmp_path,
         "server: {default_alias: b}\n"
-        "providers:\n  g: {base_url: 'https://g.example/v1', api_key_env: G}\n"
+        "providers:\n  g: {base_url: 'https://g.internal/v1', api_key_env: G}\n"
         "aliases:\n  a: {chain: [g/x, b]}\n  b: {chain: g/y}\n",
     )
     assert [(d.code, d.message) for d in ctx.sink.sorted()] == [
@@ -92,8 +92,8 @@ def test_references_to_a_broken_provider_or_alias_are_not_reported_again(tmp_pat
 
 def test_require_env_reports_each_unset_variable(tmp_path: Path) -> None:
     text = (
-        "providers:\n  g: {kind: openai, base_url: 'https://g.example/v1', api_key_env: G_KEY}\n"
-        "  h: {kind: openai, base_url: 'https://h.example/v1', api_key_env: H_KEY}\n"
+        "providers:\n  g: {kind: openai, base_url: 'https://g.internal/v1', api_key_env: G_KEY}\n"
+        "  h: {kind: openai, base_url: 'https://h.internal/v1', api_key_env: H_KEY}\n"
         "aliases:\n  a: {chain: [g/x, h/y]}\n"
     )
     assert codes(lint(tmp_path, text)) == []

@@ -6,7 +6,7 @@ import pytest
 
 from interlock.apikeys import weak_secret
 from interlock.envnames import bad_prefix, not_a_credential, secret_like
-from interlock.vendors import VENDORS, stray_hosts, vendor_of
+from interlock.vendors import VENDORS, stray_hosts, unlisted_hosts, vendor_of
 
 
 def test_every_vendor_variable_is_one_vendors_and_may_be_a_credential() -> None:
@@ -115,3 +115,33 @@ def test_a_declared_prefix_is_one_of_the_operators_own(prefix: str, bad: bool) -
 def test_a_caller_key_value_must_look_like_a_secret(value: str, reason: str | None) -> None:
     env = {"OPS_KEY": value, "LANG": "en_US.UTF-8-and-more", "OTHER_KEY": "il-ops.0123456789abcdefghijklmnop"}
     assert weak_secret("OPS_KEY", env) == reason  # a secret shared with another *_KEY is IL812's concern
+
+
+OTHER_SYSTEMS = (
+    "NOMAD_TOKEN",
+    "CONSUL_HTTP_TOKEN",
+    "BOUNDARY_TOKEN",
+    "TFE_TOKEN",
+    "OP_CONNECT_TOKEN",
+    "CI_JOB_JWT",
+    "BUILDKITE_AGENT_ACCESS_TOKEN",
+    "CIRCLE_TOKEN",
+    "SCW_SECRET_KEY",
+    "OS_TOKEN",
+    "TENCENTCLOUD_SECRET_KEY",
+)
+
+
+@pytest.mark.parametrize("variable", OTHER_SYSTEMS)
+def test_a_variable_no_vendor_s_leaves_this_network_only_for_a_listed_host(variable: str) -> None:
+    """Each linted clean towards an outside host under the deny lists (issue 39, item 14)."""
+    urls = ["https://evil.example/v1", "http://10.0.0.5:8080/v1", "http://gpu-box:8080/v1"]
+    assert unlisted_hosts(variable, urls, []) == ["evil.example"]
+    assert unlisted_hosts(variable, urls, ["evil.example"]) == []  # listed: stray_hosts pins the rest
+    assert unlisted_hosts(variable, ["https://api.groq.com/openai/v1"], []) == []  # a vendor's host
+    assert unlisted_hosts(variable, ["https://134744072/v1"], []) == ["134744072"]  # 8.8.8.8, spelt
+
+
+def test_a_vendor_s_variable_is_bound_by_its_vendor_not_by_the_allow_rule() -> None:
+    assert unlisted_hosts("GROQ_API_KEY", ["https://evil.example/v1"], []) == []
+    assert stray_hosts("GROQ_API_KEY", ["https://evil.example/v1"], []) == ["evil.example"]

@@ -110,6 +110,13 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "An `api_key_hosts` entry names a host the provider never calls.",
     ),
+    (
+        "IL120",
+        "unlisted-key-host",
+        "error",
+        "A variable that is no model vendor's goes to a host off this network that `api_key_hosts` does "
+        "not list.",
+    ),
     # Workers
     ("IL201", "duplicate-worker-name", "error", "Two workers share a name."),
     ("IL202", "duplicate-worker-url", "error", "Two workers share a URL."),
@@ -191,6 +198,18 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),
     ("IL503", "unused-model-facts", "warning", "Facts about a model no alias uses."),
+    (
+        "IL504",
+        "window-spread",
+        "warning",
+        "An agent's alias (it requires tools) whose candidates' windows differ more than 2x.",
+    ),
+    (
+        "IL505",
+        "mixed-reasoning",
+        "warning",
+        "A chain mixes reasoning contracts: a fallback mid-session is refused on the next turn.",
+    ),
     # Drift gate (`lint --scan`)
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),

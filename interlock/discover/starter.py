@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from interlock.discover.base import Found, FoundModel, said
+from interlock.vendors import unlisted_hosts
 
 NAMESPACE = "local/"
 SERVE_PORTS = (8080, 4000, 8081, 8090)  # interlock's default first; the others where a server found is
@@ -152,6 +153,10 @@ def _provider(server: Found, name: str, variables: list[str]) -> CommentedMap:
         provider["api_key_env"] = variable
         why = "the server's --api-key" if server.needs_key else "it asked for none: set it to any value"
         provider.yaml_add_eol_comment(f"{why}; only the variable's name is written here", "api_key_env")
+        off = unlisted_hosts(variable, [server.worker_url], ())
+        if off:  # off this network: the variable goes there only because this line says so (IL120)
+            provider["api_key_hosts"] = _flow(off)
+            provider.yaml_add_eol_comment(f"{variable} is sent off this network only here", "api_key_hosts")
     worker = CommentedMap()
     worker["name"] = f"{name}-1"
     worker["url"] = server.worker_url

@@ -1,6 +1,6 @@
 """Where a plan's credentials are read from and sent to, checked once when the plan loads.
 
-The compiler refuses these with a position (IL111, IL117, IL821, IL823); a plan file can be written by
+The compiler refuses these with a position (IL111, IL117, IL120, IL821, IL823); a plan file can be written by
 hand, so the runtime asks again before it reads a single variable. The value of a caller key's variable
 is checked only here (and by the compiler with ``--require-env``, IL822): only the serving process sees
 the environment it runs in, and a variable whose name says "secret" can still hold a path or ``80``.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from interlock.apikeys import weak_secret
 from interlock.envnames import SECRET_SUFFIXES, bad_prefix, not_a_credential, secret_like
 from interlock.schema.plan import PlanProvider, RoutingPlan
-from interlock.vendors import stray_hosts, vendor_of
+from interlock.vendors import stray_hosts, unlisted_hosts, vendor_of
 
 
 def credential_problems(plan: RoutingPlan) -> list[str]:
@@ -32,8 +32,12 @@ def credential_problems(plan: RoutingPlan) -> list[str]:
             continue
         vendor = vendor_of(held)
         owner = f"{vendor.name}'s key, " if vendor is not None else ""
-        for host in stray_hosts(held, _urls(plan, provider), provider.api_key_hosts):
+        urls = _urls(plan, provider)
+        for host in stray_hosts(held, urls, provider.api_key_hosts):
             where = f"{owner}not listed in its api_key_hosts"
+            problems.append(f"provider {name} sends {held} ({where}) to {host}")
+        for host in unlisted_hosts(held, urls, provider.api_key_hosts):
+            where = "no model vendor's key, to a host off this network not listed in its api_key_hosts"
             problems.append(f"provider {name} sends {held} ({where}) to {host}")
     prefixes = tuple(plan.server.key_env_prefixes)
     for prefix in prefixes:

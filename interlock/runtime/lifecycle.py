@@ -58,6 +58,7 @@ from interlock.runtime.errors import (
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight, chars_tokens, needs_of
+from interlock.runtime.keepalive import Keepalive
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
@@ -74,7 +75,7 @@ from interlock.runtime.usage.metering import (
     price_of,
     request_tally,
 )
-from interlock.runtime.wire.base import ChatStream, Native, Relayed
+from interlock.runtime.wire.base import ChatStream, Native, Relayed, StreamRender
 from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ async def _refuse(
     record = None
     if metered:  # a lifecycle route: counted and logged like its other answers
         record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
+        record.surface = surface
         if caller is not None:
             record.caller = caller
         headers.append((b"x-request-id", record.id))
@@ -195,6 +197,7 @@ async def _handle(
         caller = authenticated
     endpoint = surface.operation
     record = RequestRecord(endpoint, services.journal.request_id(scope["headers"]))
+    record.surface = surface
     if services.tracing is not None:
         record.trace = services.tracing.begin(scope, record)
     started = record.started
@@ -219,6 +222,7 @@ async def _handle(
             needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
         )
         preflight.request_headers, preflight.started = scope["headers"], started  # the caller's deadline
+        record.walk = preflight  # what the access log says of a walk that ends without an answer
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
@@ -378,6 +382,8 @@ class Exchange:
     async def stream(self) -> int:
         router = self.services.router
         began = False  # once the 200 is on its way, nothing may answer again
+        # a walk silent this long starts the answer anyway, and keeps it alive (runtime/keepalive.py)
+        keepalive = Keepalive(self.send, self.plan.server.stream_keepalive_s, self._early_head)
 
         async def deliver(answered: Answered[ChatStream]) -> int:
             """Write the stream out; runs inside the router's hold on the slot."""
@@ -385,8 +391,10 @@ class Exchange:
             began = True
             self.record.answered = answered
             try:
-                return await self._deliver(answered)
+                return await self._deliver(answered, await keepalive.stop())
             finally:
+                if self.record.relay_s < 0:  # the relay after the first chunk: not the gateway's own time
+                    self.record.relay_s += time.perf_counter()
                 await answered.result.aclose()
 
         try:
@@ -396,9 +404,29 @@ class Exchange:
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             if began:
                 raise
+            if await keepalive.stop():  # the head is out: the format's error event ends the stream
+                return await self._failed_in_band(exc, keepalive)
             return await self._refused(exc)
+        finally:
+            keepalive.close()
 
-    async def _deliver(self, answered: Answered[ChatStream]) -> int:
+    def _early_head(self) -> tuple[StreamRender, list[Header]]:
+        """The render and head of a stream started before its first content: the gateway's headers,
+        the format's stream headers (not yet who answers: no candidate has)."""
+        render = self.surface.stream(self.parsed, "")
+        return render, [*self.headers, *render.headers]
+
+    async def _failed_in_band(self, exc: Exception, keepalive: Keepalive) -> int:
+        """The whole walk failed after the head went out: its failure as the format's error event."""
+        self.record.error = exc
+        self.watch.stop()
+        failure = failure_of(exc, self.plan)
+        log.warning("stream of %s failed before its first content (%s)", self.target.label, failure.message)
+        await self.send({"type": "http.response.body", "body": keepalive.error(failure.message)})
+        return 200
+
+    async def _deliver(self, answered: Answered[ChatStream], started: bool = False) -> int:
+        """``started``: the head went out already (a keepalive): only the body is left to write."""
         router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
         cid = answered.candidate.id
         render = self.surface.stream(parsed, cid)
@@ -411,7 +439,8 @@ class Exchange:
         render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
             answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
         )  # the upstream's own count, else the estimate as learned from that server's answers
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if not started:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
         render_chunk = render.chunk
         first = True
@@ -442,6 +471,7 @@ class Exchange:
             if first:
                 first = False
                 self._observe_overhead(answered)
+                record.relay_s = -time.perf_counter()  # until the stream ends (``_relayed``)
             return bool(data) and write(data)
 
         try:

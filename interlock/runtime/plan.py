@@ -173,6 +173,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         max_connections=max_connections(plan.server.max_connections),
         max_upstream_body_bytes=plan.server.max_upstream_body_bytes,
         max_stream_line_bytes=plan.server.max_stream_line_bytes,
+        stream_keepalive_s=plan.server.stream_keepalive_ms / 1000,
     )
     _check_headers(plan, origin)
     _check_credentials(plan, origin)
@@ -232,6 +233,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             retry=_alias_retry(a.retry, tuple(candidates[cid] for cid in a.candidates)),
             description=a.description,
             requires=tuple(a.requires),
+            contract=a.contract,
         )
         for name, a in sorted(plan.aliases.items())
     }

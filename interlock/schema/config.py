@@ -69,6 +69,13 @@ class ServerSection(_Section):
         ge=1,
         description="Longest pause while a request body is arriving; the connection is closed after it.",
     )
+    stream_keepalive: Duration = Field(
+        10_000,
+        ge=1,
+        description="A streamed answer with no upstream byte for this long is started anyway: its head "
+        "is sent and then its format's keepalive, this often, until the first content (the fallback walk "
+        "goes on unseen).",
+    )
     max_connections: int | None = Field(
         None,
         ge=1,
@@ -267,6 +274,9 @@ class ModelFacts(_Section):
 
     capabilities: list[Capability] | None = None
     context_tokens: int | None = Field(None, ge=1, description="The model's largest context window.")
+    max_output_tokens: int | None = Field(
+        None, ge=1, description="The most tokens it writes in one answer (an alias's output ceiling)."
+    )
     size_gib: float | None = Field(
         None, gt=0, description="Weights in memory (GiB), for the compile-time VRAM fit check."
     )

@@ -442,3 +442,23 @@ def test_a_vendors_key_goes_only_to_its_hosts_unless_the_plan_lists_another(plan
         build(rehash(data), env)
     data["providers"]["cloud"]["api_key_hosts"] = ["127.0.0.1"]
     assert build(rehash(data), env).providers["cloud"].name == "cloud"
+
+
+def test_a_variable_no_vendor_s_goes_off_this_network_only_to_a_listed_host(plan_data: PlanData) -> None:
+    """An allow rule, not a deny list: `NOMAD_TOKEN` passed every list of other systems' secret names."""
+    data = plan_data()
+    data["providers"]["cloud"]["api_key_env"] = "NOMAD_TOKEN"
+    data["providers"]["cloud"]["base_url"] = "https://nomad.example.com/v1"
+    env = {"NOMAD_TOKEN": "nomad-0123456789"}
+    with pytest.raises(
+        PlanError,
+        match=r"^plan: the plan reads credentials from the wrong variables: provider cloud sends "
+        r"NOMAD_TOKEN \(no model vendor's key, to a host off this network not listed in its "
+        r"api_key_hosts\) to nomad\.example\.com$",
+    ):
+        build(rehash(data), env)
+    data["providers"]["cloud"]["api_key_hosts"] = ["nomad.example.com"]
+    assert build(rehash(data), env).providers["cloud"].name == "cloud"
+    data["providers"]["cloud"]["api_key_hosts"] = []
+    data["providers"]["cloud"]["base_url"] = "http://10.0.0.5:8080/v1"  # this network
+    assert build(rehash(data), env).providers["cloud"].name == "cloud"

@@ -2,9 +2,11 @@
 
 A vendor's variable (``OPENAI_API_KEY``, ``HF_TOKEN``: ``interlock.vendors``) goes only to that vendor's
 hosts, whatever the provider's ``kind``; another host must be written in the provider's ``api_key_hosts``,
-a line a reviewer sees (``interlock diff`` reports it as its own change). Once a provider lists hosts, the
-list pins any variable: every host the provider calls is its vendor's or listed. A provider whose variable
-or URLs already have a diagnostic is left alone (a derived error would only repeat it).
+a line a reviewer sees (``interlock diff`` reports it as its own change). Any other variable goes off this
+network only to a vendor's host or a listed one (IL120): an allow rule, since no list of other systems'
+secret names is ever complete. Once a provider lists hosts, the list pins any variable: every host the
+provider calls is its vendor's or listed. A provider whose variable or URLs already have a diagnostic is
+left alone (a derived error would only repeat it).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 
 from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.passes.providers import accepted, called_urls
-from interlock.vendors import host_of, listed_host, stray_hosts, vendor_of
+from interlock.vendors import host_of, listed_host, stray_hosts, unlisted_hosts, vendor_of
 
 HOST_NAME = re.compile(
     r"^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$"
@@ -34,6 +36,7 @@ def destinations(ctx: CompileContext) -> None:
         if urls:  # none: IL101, IL102, IL106 or IL107 said why; "never calls" would only repeat it
             _unused(ctx, name, provider, listed, urls)
             _bound(ctx, name, provider, variable, listed, urls)
+            _vouched(ctx, name, provider, variable, listed, urls)
 
 
 def _listed(ctx: CompileContext, name: str, provider: Provider) -> list[str] | None:
@@ -123,4 +126,24 @@ def _bound(
             path=where,
             value=variable,
             hint=hint,
+        )
+
+
+def _vouched(
+    ctx: CompileContext, name: str, provider: Provider, variable: str, listed: list[str], urls: list[str]
+) -> None:
+    """A variable no vendor's table knows leaves this network only for a host the config names (IL120):
+    its name alone never says whose key it holds (``NOMAD_TOKEN``, ``CI_JOB_JWT``, ...)."""
+    where = f"providers.{name}.api_key_env"
+    for host in unlisted_hosts(variable, urls, listed):
+        ctx.sink.add(
+            "IL120",
+            ctx.span_of(provider.entry, "api_key_env"),
+            f"`{where}` is `{variable}`, no model vendor's key, and provider `{name}` sends it to `{host}`, "
+            "a host off this network that `api_key_hosts` does not list",
+            path=where,
+            value=variable,
+            hint=f"if `{variable}` holds the key of the service at `{host}`, say so: "
+            f"`api_key_hosts: [{host}]` (a line a reviewer sees, and `interlock diff` reports); otherwise "
+            "name the variable that holds its key",
         )

@@ -7,10 +7,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span, did_you_mean
-from interlock.compiler.hosts import host_class
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
 from interlock.envnames import not_a_credential
+from interlock.hosts import host_class
 from interlock.kinds import KINDS, PROVIDER_KINDS, has_workers, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -178,6 +178,11 @@ class StreamRender(abc.ABC):
     def end(self) -> bytes:
         """The terminal success event(s)."""
 
+    def keepalive(self) -> bytes:
+        """What the caller's client reads past while the first content is awaited (a silent prefill, a
+        fallback walk): an SSE comment, which every SSE reader skips; a format of its own overrides it."""
+        return b": keepalive\n\n"
+
     @abc.abstractmethod
     def error(self, message: str) -> bytes:
         """The event that ends a stream broken after it started: no success terminator follows."""

@@ -118,10 +118,11 @@ def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
         held = await a.acquire("box", "m", 1, wait=True)
         assert held is not None
         redis_server.stop()
-        local = await asyncio.wait_for(a.acquire("box", "m", 1, wait=True), PATIENCE_S)  # fails open at once
+        local = await asyncio.wait_for(a.acquire("box", "n", 1, wait=True), PATIENCE_S)  # fails open at once
         assert local is not None
         assert (a.degraded, a.fallbacks) == (True, 1)
         assert await a.acquire("box", "m", 1, wait=False) is None  # still limited, in this process
+        assert await a.acquire("box", "o", 1, wait=False) is None  # the store's grant counts: 2 in use
         await local.release()
         await held.release()  # the store is gone: the TTL would free it; no error here
         redis_server.start()

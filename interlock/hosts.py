@@ -1,15 +1,19 @@
-"""What a URL's host is, however it is spelt: a cloud metadata or link-local address, this machine, or
-somewhere else.
+"""What a URL's host is, however it is spelt: a cloud metadata or link-local address, this machine, this
+network, or somewhere else.
 
 A base URL receives the provider's key with every request and probe, from the gateway's network position:
 pointed at ``169.254.169.254`` it reads the cloud's instance credentials, pointed at loopback it reaches
-services that trust local callers. Resolvers accept many spellings of one address (``2852039166``,
-``0xa9fea9fe``, ``0251.0376.0251.0376``, ``169.254.43518``, ``::ffff:169.254.169.254``), so the host is
-read the way ``inet_aton`` reads it before it is classified; an IPv6 address that carries an IPv4 one
-(mapped ``::ffff:0:0/96``, NAT64 ``64:ff9b::/96`` and the local-use ``64:ff9b:1::/48``, IPv4-compatible
+services that trust local callers, and anywhere off this network it hands the key to whoever runs the
+host. Resolvers accept many spellings of one address (``2852039166``, ``0xa9fea9fe``,
+``0251.0376.0251.0376``, ``169.254.43518``, ``::ffff:169.254.169.254``), so the host is read the way
+``inet_aton`` reads it before it is classified; an IPv6 address that carries an IPv4 one (mapped
+``::ffff:0:0/96``, NAT64 ``64:ff9b::/96`` and the local-use ``64:ff9b:1::/48``, IPv4-compatible
 ``::/96``, 6to4 ``2002::/16``) is classified as that IPv4 address, since a NAT64 gateway or a dual stack
-delivers it there. Names are not
-resolved: the compiler has no network, and DNS can answer differently at run time.
+delivers it there. Names are not resolved: the compiler has no network, and DNS can answer differently
+at run time; a name is this network's when it has one label (``gpu-box``, a container's service) or ends
+in a suffix no registry delegates (``LOCAL_SUFFIXES``).
+
+Shared ground: the compiler (IL113, IL114, IL120) and the runtime, when it loads a plan, read hosts here.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import ipaddress
 import re
 from typing import Literal
 
-HostClass = Literal["metadata", "link-local", "loopback"]
+HostClass = Literal["metadata", "link-local", "loopback", "private"]
 
 METADATA_NAMES = frozenset(
     ("metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal")
@@ -36,6 +40,17 @@ METADATA_ADDRESSES = frozenset(
     )
 )
 
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
+"""This network's addresses: RFC 1918, shared address space (RFC 6598: carrier NAT, Tailscale), IPv6
+unique local addresses."""
+
+LOCAL_SUFFIXES = ("local", "internal", "lan", "home", "corp", "localdomain", "home.arpa")
+"""Name suffixes no public registry delegates (mDNS, ICANN's private-use `.internal`, RFC 8375, and
+those ICANN keeps undelegated for the collisions they cause): such a name is resolved on this network."""
+
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 """The well-known NAT64 prefix (RFC 6052): the last 32 bits are the IPv4 address reached."""
 LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
@@ -49,8 +64,8 @@ _PART = re.compile(r"^(0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*)$")
 
 
 def host_class(host: str) -> HostClass | None:
-    """``metadata``, ``link-local`` or ``loopback`` for ``host`` (a URL's hostname, without brackets), or
-    None for any other host."""
+    """``metadata``, ``link-local``, ``loopback`` or ``private`` (this network) for ``host`` (a URL's
+    hostname, without brackets), or None for any other host: one off this network."""
     name = host.lower().rstrip(".")
     if name in METADATA_NAMES:
         return "metadata"
@@ -58,13 +73,14 @@ def host_class(host: str) -> HostClass | None:
         return "loopback"
     address = _address(name)
     if address is None:
-        return None
+        local = "." not in name or name.endswith(tuple(f".{suffix}" for suffix in LOCAL_SUFFIXES))
+        return "private" if local and name else None
     reached = _embedded(address) if isinstance(address, ipaddress.IPv6Address) else [address]
     found = {_class(one) for one in reached}
     return next((kind for kind in CLASSES if kind in found), None)
 
 
-CLASSES: tuple[HostClass, ...] = ("metadata", "link-local", "loopback")
+CLASSES: tuple[HostClass, ...] = ("metadata", "link-local", "loopback", "private")
 """The classes in the order a host that may reach several addresses is given one: the worst."""
 
 
@@ -75,6 +91,8 @@ def _class(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> HostClass 
         return "link-local"
     if address.is_loopback or address.is_unspecified:  # 0.0.0.0 and :: connect to this machine
         return "loopback"
+    if any(address in network for network in PRIVATE_NETWORKS):
+        return "private"
     return None
 
 
