@@ -130,9 +130,14 @@ class DeterministicError(UpstreamError):
 
 
 class ClientError(DeterministicError):
-    """The upstream refused the request itself. ``message`` is the upstream's own error text, cut short."""
+    """The upstream refused the request itself. ``message`` is the upstream's own error text, cut short;
+    ``code`` its own error code (``content_policy_violation``), when it gave a plain one."""
 
     error_class = "client_error"
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message, status=status)
+        self.code = code
 
 
 class MalformedResponse(TransientError):

@@ -192,7 +192,7 @@ def build_parts(
     journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
     placement = PlacementBook(facts, metrics, clock, telemetry)  # what stays loaded
     # prompt counts and speeds per endpoint and model, from answers (Ollama's speeds: its adapter)
-    learned = Learned(CountBook(wall=wall), scorer.prefixes.prefill)
+    learned = Learned(CountBook(wall=wall, clock=clock), scorer.prefixes.prefill, facts)
     learned.prefill.wall = wall
     learned.configure(endpoints_of(plan))  # endpoints on one server learn together
 
@@ -210,7 +210,7 @@ def build_parts(
     # the request path
     guards: tuple[Guard, ...] = (
         CapabilityGuard(facts, metrics),
-        ContextGuard(facts, metrics, learned.counts, clock),
+        ContextGuard(facts, metrics, learned.counts),
         HealthGuard(health),
         SlotGuard(slots, scorer, lambda: current.plan.routing, sticky, fleet, metrics, busy=probe_loop.busy),
         OllamaOptionsGuard(facts, placement.keep_alive),

@@ -233,6 +233,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             retry=_alias_retry(a.retry, tuple(candidates[cid] for cid in a.candidates)),
             description=a.description,
             requires=tuple(a.requires),
+            contract=a.contract,
         )
         for name, a in sorted(plan.aliases.items())
     }

@@ -180,6 +180,8 @@ class Router:
         outcomes: list[CandidateOutcome] = []
         refusals: list[tuple[Candidate, CannotServe]] = []
         upstream_s = queued_s = 0.0
+        if preflight is not None:  # what the access log says of a walk that ends without an answer
+            preflight.attempts = outcomes
         order = list(range(len(candidates)))  # a deferred candidate goes again at the end
         for position, index in enumerate(order):
             candidate = candidates[index]
@@ -231,6 +233,8 @@ class Router:
                         endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
                     while True:
                         started = time.perf_counter()
+                        if preflight is not None:
+                            preflight.calling, preflight.calling_since = candidate.id, started
                         try:
                             result = await invoke(
                                 self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
@@ -250,34 +254,39 @@ class Router:
                                 raise
                             metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
                             outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
+                            _left(preflight, upstream_s)
                             waited = time.perf_counter()
                             await self.sleep(wait)
                             upstream_s += time.perf_counter() - waited  # the upstream asked for it, or may
                             retries += 1
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
+                    _left(preflight, upstream_s)
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
                     continue
                 except ContextOverflow as exc:
                     spent = time.perf_counter() - started
                     upstream_s += spent
+                    _left(preflight, upstream_s)
                     metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                     metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                     self._overflowed(candidate, route, exc, outcomes, preflight)
                     self._fell_back(candidates, index, "context_too_small")
                     continue
                 except TransientError as exc:  # counted above, and not to be tried again
+                    _left(preflight, upstream_s)
                     outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
                     self._fell_back(candidates, index, exc.error_class)
                     continue
                 except DeterministicError as exc:
-                    metrics.upstream_seconds.labels(candidate.metric_label).observe(
-                        time.perf_counter() - started
-                    )
+                    spent = time.perf_counter() - started
+                    _left(preflight, upstream_s + spent)
+                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                     health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
                     metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                     raise CandidateRefused(candidate, exc) from exc
                 spent = time.perf_counter() - started
                 upstream_s += spent
+                _left(preflight, upstream_s)
                 metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                 health.record_success(candidate.id, label, in_plan=candidate.in_plan)
                 metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
@@ -341,6 +350,7 @@ class Router:
         label = route.endpoint.label
         if error.window is not None:
             self.facts.lower_window(label, candidate.facts_key, error.window)
+            self.learned.counts.mark(label, candidate.facts_key)  # tried again past it after a while
         outcomes.append(CandidateOutcome(candidate.id, error.error_class, error.status, called=True))
         if preflight is not None:
             preflight.overflowed(candidate.id, label, error.window, error.tokens)
@@ -391,6 +401,13 @@ def _unservable(
         f"no candidate of {target.label} can serve this request: {reasons}",
         param=params.pop() if len(params) == 1 else None,
     )
+
+
+def _left(preflight: Preflight | None, upstream_s: float) -> None:
+    """No call in flight now; ``upstream_s`` spent on calls so far (for the access log of a walk that
+    ends without an answer: a client gone, every candidate failed)."""
+    if preflight is not None:
+        preflight.calling, preflight.walked_s = None, upstream_s
 
 
 async def _as_is(answered: Answered[T]) -> Answered[T]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from interlock.patterns import matching_row
 from interlock.runtime.wire.base import Endpoint
-from interlock.schema.plan import PlanPattern
+from interlock.schema.plan import PlanContract, PlanPattern
 
 
 class RedactedHeaders(dict[str, str]):
@@ -110,6 +110,7 @@ class Alias(Target):
 
     description: str
     requires: tuple[str, ...]
+    contract: PlanContract | None = None  # the agent contract as compiled (None: an older plan)
 
 
 @dataclass(frozen=True, slots=True)

@@ -267,6 +267,9 @@ class ModelFacts(_Section):
 
     capabilities: list[Capability] | None = None
     context_tokens: int | None = Field(None, ge=1, description="The model's largest context window.")
+    max_output_tokens: int | None = Field(
+        None, ge=1, description="The most tokens it writes in one answer (an alias's output ceiling)."
+    )
     size_gib: float | None = Field(
         None, gt=0, description="Weights in memory (GiB), for the compile-time VRAM fit check."
     )

@@ -110,6 +110,14 @@ class FactsTable:
                 del self._windows[next(iter(self._windows))]
             self._windows[(label, model)] = tokens
 
+    def answered(self, label: str, model: str, prompt_tokens: int) -> None:
+        """An answer to a prompt of ``prompt_tokens`` (the server's count) there: a window learned
+        below that was wrong, or the server's window grew (a restart with a larger ``--ctx-size``), and
+        is forgotten (``learned.Learned.observe``, at a request's end)."""
+        known = self._windows.get((label, model))
+        if known is not None and prompt_tokens > known:
+            del self._windows[(label, model)]
+
     def snapshot(self) -> dict[str, Any]:
         """Everything known, JSON-ready, per worker label (for /v1/health and people)."""
         out: dict[str, Any] = {}

@@ -52,9 +52,20 @@ def error_type(status: int) -> str:
     return _ERROR_TYPES.get(status, "invalid_request_error")
 
 
-def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> bytes:
-    """OpenAI's error body."""
-    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
+def error_body(
+    message: str,
+    type_: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    gateway_code: str | None = None,
+) -> bytes:
+    """OpenAI's error body; ``gateway_code``: interlock's own class beside an upstream's own ``code``
+    (``interlock_code``), when the two differ."""
+    error = {"message": message, "type": type_, "param": param, "code": code}
+    if gateway_code is not None:
+        error["interlock_code"] = gateway_code
+    return orjson.dumps({"error": error})
 
 
 class ChunkEvents(StreamRender):
