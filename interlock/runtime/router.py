@@ -67,7 +67,7 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.learned import Learned
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.record import Answered, CandidateRefused
-from interlock.runtime.retry import wait_before_retry
+from interlock.runtime.retry import SLOW, wait_before_retry
 from interlock.runtime.tables import Candidate, RetryPolicy, Route, Target
 from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
@@ -249,7 +249,7 @@ class Router:
                             )
                             metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                             policy = target.retry[index] if target.retry else candidate.retry
-                            wait = self._retry_wait(policy, exc, retries, admission, preflight)
+                            wait = self._retry_wait(policy, exc, retries, admission, preflight, spent)
                             if wait is None:
                                 raise
                             metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
@@ -323,9 +323,11 @@ class Router:
         retries: int,
         admission: Admission,
         preflight: Preflight | None,
+        spent: float,
     ) -> float | None:
         """Seconds to wait before calling the candidate again after ``error`` (``runtime.retry``);
-        None: move on. Not when the failure opened its circuit, nor past the caller's deadline."""
+        None: move on. Not when the failure opened its circuit, nor past the caller's deadline: the
+        wait, and for a timeout the ``spent`` seconds the next call may take too, must end before it."""
         wait = wait_before_retry(policy, error, retries, last=not admission.has_next, rng=self.rng)
         if wait is None:
             return None
@@ -334,7 +336,8 @@ class Router:
         if hold is not None and hold.reason == "circuit_open" and not isinstance(error, RateLimited):
             return None
         deadline = preflight.deadline() if preflight is not None else None
-        if deadline is not None and time.perf_counter() + wait >= deadline:
+        slow = spent if isinstance(error, SLOW) else 0.0
+        if deadline is not None and time.perf_counter() + wait + slow >= deadline:
             return None
         return wait
 
