@@ -88,18 +88,25 @@ def test_a_400_from_the_primary_is_returned_and_not_retried(gateway: Served, fak
     assert chat_paths(fakes.bravo, "b-400") == 0
 
 
-def test_a_malformed_answer_is_returned_as_502_and_not_retried(gateway: Served, fakes: Fakes) -> None:
+def test_a_malformed_answer_falls_back_and_counts_towards_the_circuit(gateway: Served, fakes: Fakes) -> None:
+    """A 200 that is not JSON is an upstream failure (issue 40 item 5): the fallback answers, the
+    primary is not asked again for it, and the failure counts (failure_threshold 1: its circuit opens)."""
     fakes.alpha.set_fault(Fault.malformed(), model="a-malformed")
-    with pytest.raises(openai.APIStatusError) as info:
-        client(gateway).chat.completions.create(model="e2e/malformed", messages=HI)
-    assert info.value.status_code == 502
-    assert info.value.body == {
-        "message": "upstream alpha/a-malformed sent an answer that could not be read (malformed)",
-        "type": "server_error",
-        "param": None,
-        "code": "upstream_malformed",
-    }
-    assert chat_paths(fakes.bravo, "b-malformed") == 0
+    before = gateway.metric(
+        "interlock_upstream_errors_total", candidate="alpha/a-malformed", error_class="malformed"
+    )
+    raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/malformed", messages=HI)
+    assert raw.headers["x-interlock-resolved"] == "bravo/b-malformed"
+    assert raw.parse().choices[0].message.content == "Hello from bravo, model b-malformed."
+    assert chat_paths(fakes.alpha, "a-malformed") == 1  # not retried: a server answering garbage does again
+    assert chat_paths(fakes.bravo, "b-malformed") == 1
+    after = gateway.metric(
+        "interlock_upstream_errors_total", candidate="alpha/a-malformed", error_class="malformed"
+    )
+    assert after == before + 1
+    report = gateway.health()["candidates"]["alpha/a-malformed"]
+    assert report["last_error_class"] == "malformed"
+    assert report["circuit_open_until"] is not None
 
 
 def test_all_down_is_a_503_summary_without_bodies(gateway: Served, fakes: Fakes) -> None:

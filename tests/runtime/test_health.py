@@ -195,10 +195,18 @@ def test_connect_failures_open_the_endpoint_for_every_model(book: HealthBook, cl
 def test_deterministic_errors_are_noted_but_do_not_count(book: HealthBook) -> None:
     for _ in range(3):
         book.record_failure("p/m", "p", ClientError("bad request", status=400))
-        book.record_failure("p/m", "p", MalformedResponse("not json"))
     assert book.candidate_block("p/m") is None
     report = book.candidate_report("p/m")
-    assert (report["last_error_class"], report["last_error_status"]) == ("malformed", None)
+    assert (report["last_error_class"], report["last_error_status"]) == ("client_error", 400)
+
+
+def test_a_malformed_answer_counts_towards_the_circuit(book: HealthBook) -> None:
+    """A 200 that is no answer is the upstream failing, not the request being wrong (issue 40)."""
+    book.record_failure("p/m", "p", MalformedResponse("response is not valid JSON"))
+    assert book.candidate_block("p/m") is None  # failure_threshold 2
+    book.record_failure("p/m", "p", MalformedResponse("response has no 'choices'"))
+    assert book.candidate_block("p/m") is not None
+    assert book.candidate_report("p/m")["last_error_class"] == "malformed"
 
 
 def test_probes_mark_endpoints_unhealthy_and_healthy(book: HealthBook) -> None:
