@@ -44,6 +44,7 @@ from interlock.runtime.fleet.probes import ProbeLoop
 from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
+from interlock.runtime.fleet.signals.progress import ProgressBook
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
@@ -173,7 +174,7 @@ def build_parts(
 
     # the fleet: what is known of the workers, and choosing one
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
-    facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
+    facts = FactsTable(ProgressBook(clock=clock))  # live metadata, servers' progress: read-only outside
     speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
     sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
     scorer = Scorer(

@@ -53,6 +53,7 @@ from interlock.runtime.errors import (
     CannotServe,
     ContextOverflow,
     DeterministicError,
+    FirstByteTimeout,
     NoCandidateCanServe,
     RateLimited,
     RequestDoesNotFit,
@@ -228,7 +229,8 @@ class Router:
                     relayed = native if native is not None and native.format in candidate.relays else None
                     if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
                         relayed = ceiling_of(relayed, admission.ceiling)
-                    endpoint = route.endpoint
+                    # a server that reports its progress: first_byte is a no-progress deadline there
+                    endpoint = self.facts.progress.watched(route.endpoint)
                     if preflight is not None:  # first_byte covers the prefill, at the speed learned there
                         endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
                     while True:
@@ -244,8 +246,11 @@ class Router:
                             spent = time.perf_counter() - started
                             upstream_s += spent
                             metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                            busy = isinstance(exc, FirstByteTimeout) and self.facts.progress.busy(
+                                label, route.endpoint.first_byte_s
+                            )  # the server reported work in progress: never towards the circuit
                             health.record_failure(
-                                candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent
+                                candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy
                             )
                             metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                             policy = target.retry[index] if target.retry else candidate.retry

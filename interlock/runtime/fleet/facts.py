@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from interlock.runtime.fleet.signals.base import ServerLoad
+from interlock.runtime.fleet.signals.progress import ProgressBook
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,9 @@ MAX_SIZES = 4096
 class FactsTable:
     """The read-only view others query; the fetcher writes through ``put_*``."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: ProgressBook | None = None) -> None:
+        # whether each OpenAI-compatible server makes progress, from the same readings (``put_load``)
+        self.progress = progress if progress is not None else ProgressBook()
         self._models: dict[tuple[str, str], ModelInfo] = {}
         self._workers: dict[str, WorkerFacts] = {}
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
@@ -140,6 +143,7 @@ class FactsTable:
 
     def put_load(self, label: str, load: ServerLoad | None) -> None:
         """The signal fetcher's reading of one server (None: it failed, so the load is unknown)."""
+        self.progress.read(label, load)
         if load is None:
             self._loads.pop(label, None)
         else:
@@ -149,6 +153,7 @@ class FactsTable:
         """Forget the loads of servers no longer read (a reload removed them, or their `server`)."""
         for label in [label for label in self._loads if label not in labels]:
             del self._loads[label]
+        self.progress.keep(labels)
 
     def put_model(self, label: str, model: str, info: ModelInfo) -> None:
         self._models[(label, model)] = info

@@ -385,8 +385,14 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
         if telemetry is not None:  # only for workers that declare telemetry
             workers[name]["telemetry"] = telemetry
         if limits.server is not None:  # an OpenAI-compatible server's own load, as last read (None: unknown)
-            load = live.facts.load(worker_label(limits.provider, name))
-            workers[name]["server"] = {"kind": limits.server, "load": load.report() if load else None}
+            label = worker_label(limits.provider, name)
+            load = live.facts.load(label)
+            workers[name]["server"] = {
+                "kind": limits.server,
+                "load": load.report() if load else None,
+                # whether it makes progress: a call's first byte waits on while it does
+                "progress": live.facts.progress.report(label),
+            }
         workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
         workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
     candidates = {cid: _candidate(live, c) for cid, c in plan.candidates.items()}
