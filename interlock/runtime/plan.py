@@ -500,6 +500,7 @@ def _provider(
 ) -> Provider:
     t = p.timeouts
     relays = frozenset({p.kind, *(("responses",) if p.responses else ())})
+    check = p.recovery_check or ("probe" if p.probe else "off")
     timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
@@ -520,6 +521,7 @@ def _provider(
             endpoints=(endpoint,),
             workers=(None,),
             relays=relays,
+            recovery_check=check,
             retry=_retry(p.retry),
         )
     return Provider(
@@ -527,6 +529,7 @@ def _provider(
         kind=p.kind,
         probe=p.probe,
         relays=relays,
+        recovery_check=check,
         retry=_retry(p.retry),
         endpoints=tuple(
             Endpoint(
