@@ -192,6 +192,8 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
     }
     if section.api_key_hosts:  # written only when set: other plans keep their bytes and hashes
         out["api_key_hosts"] = [listed_host(host) for host in section.api_key_hosts]
+    if section.recovery_check is not None:  # the same
+        out["recovery_check"] = section.recovery_check
     return out
 
 

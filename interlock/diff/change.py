@@ -124,6 +124,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("credential-changed", _P, _R, "credential variable"),
     ("key-host-withdrawn", _P, _R, "key host withdrawn"),
     ("probe-changed", _P, _C, "active probe"),
+    ("recovery-check-changed", _P, _C, "recovery check"),
     ("responses-changed", _P, _R, "Responses API"),
     ("timeout-changed", _P, _C, "timeout"),
     ("retry-changed", _P, _C, "retries"),

@@ -6,8 +6,9 @@ called with the caller's request (or the copy a guard settled for that candidate
 ``num_ctx``) and the outcome is classified by error class alone:
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
-- ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
-- ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once;
+- ``TransientError`` (connect, timeouts, protocol, 5xx, 429, a malformed answer) -> counted, next
+  candidate;
+- ``DeterministicError`` (4xx) -> ``CandidateRefused``, returned to the caller at once;
 - ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
   reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``;
 - ``ContextOverflow`` (the upstream said the prompt is over its context, in any dialect, streamed or

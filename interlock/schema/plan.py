@@ -124,6 +124,9 @@ class PlanProvider(_Frozen):
     responses: bool = Field(
         False, description="The upstream also serves the OpenAI Responses API (a Responses caller's relay)."
     )
+    recovery_check: Literal["probe", "request", "off"] | None = Field(
+        None, description="How an open circuit is checked; null: `probe` where `probe` is on, else `off`."
+    )
     timeouts: PlanTimeouts
     retry: PlanRetry = Field(
         default_factory=PlanRetry, description="Effective: every key set (the defaults where unsaid)."
@@ -132,10 +135,13 @@ class PlanProvider(_Frozen):
 
     @model_serializer(mode="wrap")
     def _drop_no_hosts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``api_key_hosts`` is written only when set: plans without it keep their bytes and hashes."""
+        """``api_key_hosts`` and ``recovery_check`` are written only when set: plans without them keep
+        their bytes and hashes."""
         data: dict[str, Any] = handler(self)
         if not data.get("api_key_hosts"):
             data.pop("api_key_hosts", None)
+        if data.get("recovery_check") is None:
+            data.pop("recovery_check", None)
         return data
 
 

@@ -307,6 +307,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         _k("credential-changed", "credential-sent"),
     ),
     Scenario("probe", _set(("providers", "openrouter", "probe"), True), _k("probe-changed")),
+    Scenario(
+        "recovery-check",
+        _set(("providers", "openrouter", "recovery_check"), "request"),
+        _k("recovery-check-changed"),
+    ),
     Scenario("responses", _set(("providers", "openrouter", "responses"), True), _k("responses-changed")),
     Scenario("provider-retry", _set(("providers", "groq", "retry"), {"count": 2}), _k("retry-changed")),
     Scenario(

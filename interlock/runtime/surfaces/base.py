@@ -213,27 +213,19 @@ def failure_of(exc: BaseException, plan: RuntimePlan) -> Failure:
         if isinstance(exc, BodyTooLarge):
             extra.append((b"connection", b"close"))
         return Failure(exc.status, exc.message, exc.type, exc.param, exc.code, extra)
-    if isinstance(exc, CandidateRefused):
+    if isinstance(exc, CandidateRefused):  # a 4xx (a malformed answer falls back: a TransientError)
         cid, error = exc.candidate.id, exc.error
+        status = error.status or 400
+        if status in (401, 403):
+            provider = exc.candidate.provider
+            message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
+        else:
+            message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
         headers = [exc.candidate.resolved_header]
-        if isinstance(error, ClientError):
-            status = error.status or 400
-            if status in (401, 403):
-                provider = exc.candidate.provider
-                message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
-            else:
-                message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
-            if error.code is None or status in (401, 403):  # the gateway's key, not the caller's
-                return Failure(status, message, error_type(status), None, "upstream_error", headers)
-            return Failure(status, message, error_type(status), None, error.code, headers, "upstream_error")
-        return Failure(
-            502,
-            f"upstream {cid} sent an answer that could not be read ({error.error_class})",
-            "server_error",
-            None,
-            "upstream_malformed",
-            headers,
-        )
+        code = error.code if isinstance(error, ClientError) else None
+        if code is None or status in (401, 403):  # the gateway's key, not the caller's
+            return Failure(status, message, error_type(status), None, "upstream_error", headers)
+        return Failure(status, message, error_type(status), None, code, headers, "upstream_error")
     log.error("unexpected error while answering a request", exc_info=exc)
     return Failure(500, "internal error in the gateway", "server_error", None, "internal_error")
 

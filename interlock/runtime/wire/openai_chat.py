@@ -219,12 +219,18 @@ def _translate_native(payload: dict[str, Any]) -> None:
 
 def checked(answer: dict[str, Any], key: str, headers: Mapping[str, str]) -> dict[str, Any]:
     """An upstream's answer (a JSON object: ``asgi.json_object``) holding ``key`` (``choices``,
-    ``data``); an ``error`` object in it raises the matching UpstreamError (``headers``' credentials
-    masked), anything else MalformedResponse."""
+    ``data``) in its shape: a list of objects, and for ``choices`` at least one, each with a
+    ``message`` object. An ``error`` object in it instead raises the matching UpstreamError
+    (``headers``' credentials masked), anything else MalformedResponse (the walk falls back)."""
     if key not in answer:
         if "error" in answer:
             raise error_for_object(answer["error"], credentials(headers))
         raise MalformedResponse(f"response has no {key!r}")
+    items = answer[key]
+    if type(items) is not list or not all(type(item) is dict for item in items):
+        raise MalformedResponse(f"response's {key!r} is not a list of objects")
+    if key == "choices" and (not items or not all(type(c.get("message")) is dict for c in items)):
+        raise MalformedResponse("response's 'choices' hold no message")
     return answer
 
 
