@@ -198,6 +198,18 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),
     ("IL503", "unused-model-facts", "warning", "Facts about a model no alias uses."),
+    (
+        "IL504",
+        "window-spread",
+        "warning",
+        "An agent's alias (it requires tools) whose candidates' windows differ more than 2x.",
+    ),
+    (
+        "IL505",
+        "mixed-reasoning",
+        "warning",
+        "A chain mixes reasoning contracts: a fallback mid-session is refused on the next turn.",
+    ),
     # Drift gate (`lint --scan`)
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),

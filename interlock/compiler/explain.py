@@ -9,6 +9,7 @@ from interlock.compiler.diagnostics import Span, visible
 from interlock.kinds import KINDS, has_workers
 from interlock.patterns import matching_row
 from interlock.schema.durations import format_duration
+from interlock.schema.plan import PlanContract
 
 
 def explain(ctx: CompileContext, name: str) -> str:
@@ -24,11 +25,40 @@ def explain(ctx: CompileContext, name: str) -> str:
     links = ctx.expanded.get(name, [])
     if not links:
         out.append("  no candidates (see `interlock lint`)")
+    out.extend(_agent(ctx.contracts.get(name)))
     for number, link in enumerate(links, start=1):
         out.append(f"  {number}. {link.candidate}")
         out.append(f"       {_where(link)}")
         out.extend(f"       {line}" for line in _facts(ctx, link.candidate, required))
     return "".join(visible(line) + "\n" for line in out)
+
+
+def _agent(contract: PlanContract | None) -> list[str]:
+    """The agent contract (``passes/contract.py``): what a client can count on whichever candidate answers."""
+    if contract is None:
+        return []
+    window = contract.window_tokens
+    if window is None:
+        shown = "unknown until the workers report it"
+    else:
+        shown = f"{window:,} tokens (the smallest of the chain"
+        if contract.largest_window_tokens is not None and contract.largest_window_tokens > window:
+            shown += f"; the largest {contract.largest_window_tokens:,}"
+        shown += ")"
+    if contract.unknown_windows and window is not None:
+        shown += f"; {', '.join(contract.unknown_windows)}: known at run time"
+    output = contract.output_tokens
+    reasoning = ", ".join(
+        f"{r.candidate} {r.contract}" + (f" ({r.issuer})" if r.issuer else "") for r in contract.reasoning
+    )
+    return [
+        "  agent contract (docs/clients.md):",
+        f"    guaranteed window: {shown}",
+        f"    output ceiling: {f'{output:,} tokens' if output is not None else 'not declared'}",
+        f"    prefill allowance: {format_duration(contract.prefill_ms)} to the first byte on every "
+        "candidate (stretched by the prompt speed learned)",
+        f"    reasoning: {reasoning}",
+    ]
 
 
 def _where(link: Link) -> str:

@@ -174,6 +174,7 @@ async def _refuse(
     record = None
     if metered:  # a lifecycle route: counted and logged like its other answers
         record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
+        record.surface = surface
         if caller is not None:
             record.caller = caller
         headers.append((b"x-request-id", record.id))
@@ -196,6 +197,7 @@ async def _handle(
         caller = authenticated
     endpoint = surface.operation
     record = RequestRecord(endpoint, services.journal.request_id(scope["headers"]))
+    record.surface = surface
     if services.tracing is not None:
         record.trace = services.tracing.begin(scope, record)
     started = record.started
@@ -220,6 +222,7 @@ async def _handle(
             needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
         )
         preflight.request_headers, preflight.started = scope["headers"], started  # the caller's deadline
+        record.walk = preflight  # what the access log says of a walk that ends without an answer
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
@@ -390,6 +393,8 @@ class Exchange:
             try:
                 return await self._deliver(answered, await keepalive.stop())
             finally:
+                if self.record.relay_s < 0:  # the relay after the first chunk: not the gateway's own time
+                    self.record.relay_s += time.perf_counter()
                 await answered.result.aclose()
 
         try:
@@ -466,6 +471,7 @@ class Exchange:
             if first:
                 first = False
                 self._observe_overhead(answered)
+                record.relay_s = -time.perf_counter()  # until the stream ends (``_relayed``)
             return bool(data) and write(data)
 
         try:

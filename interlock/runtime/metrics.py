@@ -244,6 +244,12 @@ class Metrics:
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
+        self.circuit_checks = CounterVec(
+            "interlock_circuit_checks",
+            "Active checks of a candidate while its circuit is open (runtime/fleet/recovery.py), by "
+            "candidate and result (ok or failed).",
+            ["candidate", "result"],
+        )
         self.metadata_fetches = CounterVec(
             "interlock_metadata_fetches",
             "Live metadata fetches (Ollama's /api/ps, /api/tags, /api/show; servers' /metrics, /slots), by "
@@ -323,6 +329,7 @@ class Metrics:
             self.upstream_strays,
             self.usage_clamped,
             self.probes,
+            self.circuit_checks,
             self.metadata_fetches,
             self.warmups,
             self.preflight,

@@ -41,6 +41,7 @@ from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.placement import PlacementBook, Warmer
 from interlock.runtime.fleet.probes import ProbeLoop
+from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
@@ -199,7 +200,11 @@ def build_parts(
     # the background loops
     metadata = MetadataFetcher(facts, upstream.ollama, metrics, clock)
     signals = SignalFetcher(facts, upstream.openai, metrics, clock)
-    probe_loop = ProbeLoop(served, health, upstream.adapters, metrics, metadata, signals=signals, clock=clock)
+    recovery = RecoveryChecks(served, health, upstream.adapters, metrics, clock=clock)  # open circuits
+    probe_loop = ProbeLoop(
+        served, health, upstream.adapters, metrics, metadata, signals=signals, recovery=recovery, clock=clock
+    )
+    health.opened = probe_loop.wake  # a circuit that opens is checked within seconds, not next round
     loops = Loops(
         probe_loop,
         TelemetryLoop(served, telemetry),

@@ -233,6 +233,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             retry=_alias_retry(a.retry, tuple(candidates[cid] for cid in a.candidates)),
             description=a.description,
             requires=tuple(a.requires),
+            contract=a.contract,
         )
         for name, a in sorted(plan.aliases.items())
     }
@@ -498,6 +499,7 @@ def _provider(
 ) -> Provider:
     t = p.timeouts
     relays = frozenset({p.kind, *(("responses",) if p.responses else ())})
+    check = p.recovery_check or ("probe" if p.probe else "off")
     timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
@@ -518,6 +520,7 @@ def _provider(
             endpoints=(endpoint,),
             workers=(None,),
             relays=relays,
+            recovery_check=check,
             retry=_retry(p.retry),
         )
     return Provider(
@@ -525,6 +528,7 @@ def _provider(
         kind=p.kind,
         probe=p.probe,
         relays=relays,
+        recovery_check=check,
         retry=_retry(p.retry),
         endpoints=tuple(
             Endpoint(

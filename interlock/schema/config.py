@@ -246,6 +246,13 @@ class ProviderSection(_Section):
         "host the provider calls must be its vendor's or listed.",
     )
     probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
+    recovery_check: Literal["probe", "request", "off"] | None = Field(
+        None,
+        description="While a candidate's circuit is open, how it is checked so that recovery is seen "
+        "within seconds: `probe` (its endpoint's probe; the default where `probe` is on), `request` (a "
+        "1-token chat request to the model: a billed request on a cloud, a slot on a local server), "
+        "`off` (the circuit's own half-open trials alone; the default where `probe` is off).",
+    )
     responses: bool = Field(
         False,
         description="`kind: openai` only: the upstream also serves the OpenAI Responses API "
@@ -267,6 +274,9 @@ class ModelFacts(_Section):
 
     capabilities: list[Capability] | None = None
     context_tokens: int | None = Field(None, ge=1, description="The model's largest context window.")
+    max_output_tokens: int | None = Field(
+        None, ge=1, description="The most tokens it writes in one answer (an alias's output ceiling)."
+    )
     size_gib: float | None = Field(
         None, gt=0, description="Weights in memory (GiB), for the compile-time VRAM fit check."
     )

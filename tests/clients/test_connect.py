@@ -392,3 +392,19 @@ def test_an_unknown_alias_and_a_missing_key_are_said(
         f"interlock connect: {gateway.url} has no alias `co/nope` (that this key may use); "
         f"GET {gateway.url}/v1/models lists them\n"
     )
+
+
+def test_the_gateway_shows_each_alias_s_contract(gateway: Served) -> None:
+    """`/api/show`, `/v1/aliases` and `/v1/models` carry the compiled contract: the smallest window."""
+    auth = {"authorization": f"Bearer {KEY}"}
+    shown = gateway.http.post("/api/show", json={"model": "co/chain"}, headers=auth).json()
+    assert shown["model_info"]["interlock.context_length"] == WINDOW
+    aliases = {a["name"]: a for a in gateway.http.get("/v1/aliases", headers=auth).json()["data"]}
+    chain = aliases["co/chain"]
+    assert chain["window_tokens"] == WINDOW
+    assert chain["contract"]["window_tokens"] == WINDOW
+    assert chain["contract"]["largest_window_tokens"] == 131_072
+    assert [r["contract"] for r in chain["contract"]["reasoning"]] == ["none", "none"]
+    models = {m["id"]: m for m in gateway.http.get("/v1/models", headers=auth).json()["data"]}
+    assert models["co/chain"]["max_input_tokens"] == WINDOW
+    assert models["co/tiny"]["max_input_tokens"] == 4096

@@ -25,6 +25,8 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 - Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
+  A candidate's circuit too: opened (until its next trial) and half-opened (its trial or a check
+  passed), so replicas share one backoff and the recovery one of them saw.
   The request path reads only its own ``HealthBook``.
 - A call that meets a stale connection (the store restarted) is tried once more on a fresh one.
 - Store unreachable (refused, timed out): fail open to this process's own slot table, log it loudly,
@@ -365,6 +367,7 @@ class RedisSlots(SlotBackend):
         """Publish this replica's circuit openings and apply the others' (call before ``start``)."""
         self._health = book
         book.listener = self._publish_health
+        book.candidate_listener = self._publish_candidate
 
     async def start(self) -> None:
         for name, script in (
@@ -625,6 +628,16 @@ class RedisSlots(SlotBackend):
         self._tasks.append(task)
         task.add_done_callback(self._forget)
 
+    def _publish_candidate(self, cid: str, open_for_s: float) -> None:
+        """From ``HealthBook``: this replica opened ``cid``'s circuit until its trial (``open_for_s``
+        from now), or its trial or a check passed (0): the others take the same state."""
+        if self.degraded:
+            return
+        message = orjson.dumps({"from": self.replica, "candidate": cid, "open_for_s": open_for_s})
+        task = asyncio.get_running_loop().create_task(self._publish(message))
+        self._tasks.append(task)
+        task.add_done_callback(self._forget)
+
     def _forget(self, task: asyncio.Task[None]) -> None:
         with contextlib.suppress(ValueError):
             self._tasks.remove(task)
@@ -642,6 +655,9 @@ class RedisSlots(SlotBackend):
         try:
             event = orjson.loads(data)
             if event["from"] == self.replica:
+                return
+            if "candidate" in event:
+                book.apply_shared_candidate(str(event["candidate"]), float(event["open_for_s"]))
                 return
             book.apply_shared(str(event["endpoint"]), float(event["open_for_s"]))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):

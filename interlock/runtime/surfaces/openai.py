@@ -41,7 +41,13 @@ def describe_error(exc: BaseException, plan: RuntimePlan) -> tuple[int, bytes, l
 
 
 def _error(failure: Failure) -> bytes:
-    return error_body(failure.message, failure.type, param=failure.param, code=failure.code)
+    return error_body(
+        failure.message,
+        failure.type,
+        param=failure.param,
+        code=failure.code,
+        gateway_code=failure.gateway_code,
+    )
 
 
 # -- request checks --------------------------------------------------------------------------------
@@ -126,6 +132,7 @@ class Embeddings(ChatCompletions):
     """``POST /v1/embeddings``."""
 
     operation = "embeddings"
+    route = "embeddings"
     forwards = frozenset()
 
     def parse(self, body: dict[str, Any]) -> Parsed:

@@ -47,6 +47,7 @@ class Responses(Translated):
     forwards = frozenset({b"openai-beta"})
     relays: str | None = "responses"  # (the base's type: mypyc refuses an override that narrows it)
     limits = OUTPUT_LIMITS["responses"]
+    name = route = "responses"
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)
@@ -60,4 +61,10 @@ class Responses(Translated):
         return wire.Events(parsed.echo, parsed.extras.get("namespaces", {}))
 
     def error(self, failure: Failure) -> bytes:
-        return error_body(failure.message, failure.type, param=failure.param, code=failure.code)
+        return error_body(
+            failure.message,
+            failure.type,
+            param=failure.param,
+            code=failure.code,
+            gateway_code=failure.gateway_code,
+        )

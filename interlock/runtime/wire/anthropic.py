@@ -76,9 +76,13 @@ def _error_type(status: int) -> str:
     return ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
 
 
-def error_body(status: int, message: str) -> bytes:
-    """Anthropic's error body for an answer of ``status``."""
-    return orjson.dumps({"type": "error", "error": {"type": _error_type(status), "message": message}})
+def error_body(status: int, message: str, code: str | None = None, gateway_code: str | None = None) -> bytes:
+    """Anthropic's error body for an answer of ``status``; an upstream's own error ``code`` (and interlock's
+    class beside it) as extra keys of its ``error``, which Anthropic's shape has no place for."""
+    error = {"type": _error_type(status), "message": message}
+    if gateway_code is not None and code is not None:
+        error["code"], error["interlock_code"] = code, gateway_code
+    return orjson.dumps({"type": "error", "error": error})
 
 
 def source_url(source: Any) -> str | None:
