@@ -151,7 +151,7 @@ def test_a_rate_limit_beside_an_open_circuit_is_a_503_with_retry_after(served: S
 def test_models_retrieve_an_alias(served: Served) -> None:
     model = sdk(served).models.retrieve("x/limited")  # the SDK sends x%2Flimited
     assert (model.id, model.object, model.owned_by) == ("x/limited", "model", "interlock")
-    assert model.model_extra == {"description": "both rate limited"}
+    assert model.model_extra == {"description": "both rate limited", "display_name": "x/limited"}
     plain = served.http.get("/v1/models/x/mixed").json()  # an unencoded slash works too
     assert plain["description"] == "alias: alpha/x-mix-a -> bravo/x-mix-b"
 
