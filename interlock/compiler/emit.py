@@ -72,6 +72,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
                 **_contract(ctx, name),
                 # written only when set: other plans keep their bytes and hashes
                 **({"retry": _retry(alias.section.retry)} if alias.section.retry is not None else {}),
+                **({"resume": alias.section.resume} if alias.section.resume != "off" else {}),
             }
             for name, alias in ctx.aliases.items()
         },

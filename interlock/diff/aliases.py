@@ -51,6 +51,11 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
                     Change("saturation-policy-changed", name, before, after, summary, "fallback_after", "ms")
                 )
             out.extend(_retry(name, old, new))
+            if old.resume != new.resume:
+                summary = (
+                    f"`{name}` resumes a cut stream on a replica of its model: {old.resume} → {new.resume}"
+                )
+                out.append(Change("alias-resume-changed", name, old.resume, new.resume, summary, "resume"))
             if old.description != new.description:
                 summary = f"`{name}` description: {old.description!r} → {new.description!r}"
                 out.append(Change("description-changed", name, old.description, new.description, summary))

@@ -103,6 +103,7 @@ KINDS: dict[str, Kind] = _kinds(
     ("reasoning-changed", _A, _R, "reasoning contracts"),
     ("saturation-policy-changed", _A, _R, "when slots are full"),
     ("alias-retry-changed", _A, _C, "retries"),
+    ("alias-resume-changed", _A, _R, "cut streams resumed"),
     ("default-alias-changed", _S, _B, "default alias"),
     ("alias-namespace-changed", _S, _B, "alias namespace"),
     ("direct-models-denied", _S, _B, "direct `provider/model` calls"),

@@ -62,10 +62,11 @@ from interlock.runtime.keepalive import Keepalive
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
+from interlock.runtime.resume import ContinuedStream, Said, continued, replicas, resumable
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
-from interlock.runtime.tables import Target
+from interlock.runtime.tables import Alias, Target
 from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
@@ -445,6 +446,7 @@ class Exchange:
         render_chunk = render.chunk
         first = True
         record = self.record
+        said = self._said(answered)  # the text so far, for `resume: same_model`; None: not resumed
         last: dict[str, Any] = {}
         held: list[bytes] = []  # without a StreamBody: one read's bytes, for `send`
         if body is not None:  # straight to the connection, in the upstream's read callback
@@ -460,6 +462,8 @@ class Exchange:
             True: the caller reads slower than the upstream sends (await the drain)."""
             nonlocal first, last
             last = chunks[-1]
+            if said is not None:
+                said.add(chunks)
             for chunk in chunks:
                 usage = chunk.get("usage")
                 if usage:  # the last chunk, asked for with `include_usage`
@@ -474,24 +478,28 @@ class Exchange:
                 record.relay_s = -time.perf_counter()  # until the stream ends (``_relayed``)
             return bool(data) and write(data)
 
-        try:
+        async def pump(stream: ChatStream) -> None:
             if body is not None:
-                await answered.result.relay(relayed, body.drain)
+                await stream.relay(relayed, body.drain)
             else:
-                while chunks := await answered.result.read():
+                while chunks := await stream.read():
                     relayed(chunks)
                     if held:
                         await send({"type": "http.response.body", "body": held.pop(), "more_body": True})
+
+        try:
+            await pump(answered.result)
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
-            self.record.error = exc
             log.warning("stream from %s broke after the first byte (%s)", cid, reason)
-            event = render.error(
-                f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete"
-            )
-            self.watch.stop()
-            await send({"type": "http.response.body", "body": event})
-            return 200
+            if said is None or not resumable(exc, said) or not await self._resume(answered, said, pump):
+                self.record.error = exc
+                event = render.error(
+                    f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete"
+                )
+                self.watch.stop()
+                await send({"type": "http.response.body", "body": event})
+                return 200
         self.watch.stop()
         end = b""
         if record.usage is None:  # the upstream sent no usage: the estimate, never zeros
@@ -501,6 +509,48 @@ class Exchange:
         end += render.end()
         await send({"type": "http.response.body", "body": end})
         return 200
+
+    def _said(self, answered: Answered[ChatStream]) -> Said | None:
+        """A gatherer of the answer's text when the alias resumes a cut stream and this stream is
+        one the gateway renders from chunks (or the Chat Completions relay); else None (no cost)."""
+        target = self.target
+        if not isinstance(target, Alias) or not target.resume:
+            return None
+        native = self.parsed.relayed(answered.candidate.relays)
+        return Said() if native is None or native.format == "openai" else None
+
+    async def _resume(
+        self,
+        answered: Answered[ChatStream],
+        said: Said,
+        pump: Callable[[ChatStream], Awaitable[None]],
+    ) -> bool:
+        """Go on from a replica of the model that broke, the answer so far as its prefill
+        (``runtime/resume.py``); whether the whole rest of the answer was relayed."""
+        target = replicas(self.target, answered.candidate)
+        if target is None:
+            return False
+        router = self.services.router
+
+        async def carry_on(again: Answered[ChatStream]) -> bool:
+            try:
+                await pump(ContinuedStream(again.result))
+            except Exception as exc:  # broken again: the error event, once
+                router.stream_failed(again, exc)
+                return False
+            finally:
+                await again.result.aclose()
+            log.info("stream of %s resumed on %s", answered.candidate.id, again.candidate.id)
+            self.services.metrics.stream_resumed.labels(again.candidate.metric_label).inc()
+            return True
+
+        try:
+            return await router.chat_stream(
+                target, continued(self.parsed.body, said), carry_on, self.preflight
+            )
+        except Exception as exc:  # refused the prefill, or failed before its content: the first error
+            log.warning("stream of %s not resumed (%s)", answered.candidate.id, type(exc).__name__)
+            return False
 
     def _observe_overhead(self, answered: Answered[Any]) -> None:
         """The gateway's own time so far: since ``started``, less the upstream waits and slot queueing."""

@@ -207,6 +207,12 @@ class Metrics:
             "Streams that ended with an error event after the first byte had reached the client.",
             ["reason"],
         )
+        self.stream_resumed = CounterVec(
+            "interlock_stream_resumed",
+            "Streams cut after their first byte that went on from a replica of the same model (an alias's "
+            "`resume: same_model`), by the candidate that carried on.",
+            ["candidate"],
+        )
         self.client_disconnects = CounterVec(
             "interlock_client_disconnects",
             "Requests whose client went away before the answer was complete.",
@@ -321,6 +327,7 @@ class Metrics:
             self.upstream_errors,
             self.upstream_retries,
             self.stream_aborted,
+            self.stream_resumed,
             self.client_disconnects,
             self.plan_reloads,
             self.connections_closed,

@@ -234,6 +234,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             description=a.description,
             requires=tuple(a.requires),
             contract=a.contract,
+            resume=a.resume == "same_model",
         )
         for name, a in sorted(plan.aliases.items())
     }

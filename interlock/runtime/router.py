@@ -181,6 +181,7 @@ class Router:
         outcomes: list[CandidateOutcome] = []
         refusals: list[tuple[Candidate, CannotServe]] = []
         upstream_s = queued_s = 0.0
+        waited_s = 0.0  # the walk's retry waits so far: together within a policy's retry_after_max
         if preflight is not None:  # what the access log says of a walk that ends without an answer
             preflight.attempts = outcomes
         order = list(range(len(candidates)))  # a deferred candidate goes again at the end
@@ -255,8 +256,9 @@ class Router:
                             metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                             policy = target.retry[index] if target.retry else candidate.retry
                             wait = self._retry_wait(policy, exc, retries, admission, preflight, spent)
-                            if wait is None:
+                            if wait is None or waited_s + wait > policy.retry_after_max_s:
                                 raise
+                            waited_s += wait
                             metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
                             outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
                             _left(preflight, upstream_s)

@@ -111,6 +111,7 @@ class Alias(Target):
     description: str
     requires: tuple[str, ...]
     contract: PlanContract | None = None  # the agent contract as compiled (None: an older plan)
+    resume: bool = False  # `resume: same_model`: a cut stream goes on from a replica (runtime/resume.py)
 
 
 @dataclass(frozen=True, slots=True)

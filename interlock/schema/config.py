@@ -335,6 +335,11 @@ class AliasSection(_Section):
     retry: RetrySection | None = Field(
         None, description="Overrides its candidates' providers' `retry` keys for this alias."
     )
+    resume: Literal["off", "same_model"] = Field(
+        "off",
+        description="`same_model`: a stream cut after its first content goes on from another candidate "
+        "of the same model, the answer so far sent as an assistant prefill.",
+    )
 
 
 class RoutingWeights(_Section):

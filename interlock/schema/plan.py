@@ -288,6 +288,9 @@ class PlanAlias(_Frozen):
     contract: PlanContract | None = Field(
         None, description="The agent contract, compiled; absent in plans compiled before it existed."
     )
+    resume: Literal["off", "same_model"] = Field(
+        "off", description="A cut stream resumed on a replica of its model; written only when not off."
+    )
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -297,6 +300,8 @@ class PlanAlias(_Frozen):
         for key in ("retry", "contract"):
             if data.get(key) is None:
                 data.pop(key, None)
+        if data.get("resume") == "off":
+            data.pop("resume", None)
         return data
 
 

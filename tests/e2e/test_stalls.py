@@ -50,6 +50,8 @@ aliases:
   st/prefill-plain: {{chain: [stally/s-prefill-plain, rescue/r-prefill-plain]}}
   st/dies: {{chain: [mute/m-dies, rescue/r-dies]}}
   st/all-die: {{chain: [mute/m-all1, mute/m-all2]}}
+  st/resume: {{chain: [stally/same, rescue/same], resume: same_model}}
+  st/resume-other: {{chain: [stally/one-model, rescue/another-model], resume: same_model}}
 """
 
 HI = [{"role": "user", "content": "one two three four five"}]
@@ -232,3 +234,44 @@ def test_a_non_streamed_request_is_unchanged_by_a_silent_prefill(rig: Rig) -> No
     assert response.status_code == 200
     assert response.headers["x-interlock-resolved"] == "stally/s-prefill-plain"
     assert response.json()["choices"][0]["message"]["content"] == "Hello from stally, model s-prefill-plain."
+
+
+# -- resume: same_model (issue 40 item 7; the real llama-server's proof is tests/inference) ------------
+
+
+def test_a_cut_stream_goes_on_from_a_replica_of_its_model_with_the_answer_so_far_as_prefill(rig: Rig) -> None:
+    rig.stally.set_fault(Fault.cut_stream(after_chunks=4), model="same")  # the role chunk, then 3 words
+    rig.rescue.clear_requests()
+    before = rig.gateway.metric("interlock_stream_resumed_total", candidate="rescue/same")
+    body = {"model": "st/resume", "messages": HI, "stream": True}
+    status, _, lines = lines_of(rig.gateway, "/v1/chat/completions", body)
+    assert status == 200
+    data = [line[len("data: ") :] for line in lines if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    chunks = [orjson.loads(d) for d in data[:-1]]
+    assert all("error" not in c for c in chunks)
+    finishes = [
+        c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]
+    ]
+    assert finishes == ["stop"]  # one answer, one end
+    roles = [c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("role")]
+    assert len(roles) == 1  # the replica's preamble is not a second start
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    (asked,) = [r.body for r in rig.rescue.requests if r.body and r.body.get("model") == "same"]
+    prefill = asked["messages"][-1]
+    assert prefill["role"] == "assistant"
+    assert text.startswith(prefill["content"])  # what was said, then the replica's continuation
+    assert prefill["content"]
+    assert text != prefill["content"]
+    assert rig.gateway.metric("interlock_stream_resumed_total", candidate="rescue/same") == before + 1
+
+
+def test_a_cut_stream_is_never_resumed_on_another_model(rig: Rig) -> None:
+    rig.stally.set_fault(Fault.cut_stream(after_chunks=4), model="one-model")
+    body = {"model": "st/resume-other", "messages": HI, "stream": True}
+    status, _, lines = lines_of(rig.gateway, "/v1/chat/completions", body)
+    assert status == 200
+    data = [line[len("data: ") :] for line in lines if line.startswith("data: ")]
+    assert "[DONE]" not in data
+    assert orjson.loads(data[-1])["error"]["code"] == "stream_aborted"
+    assert not [r for r in rig.rescue.requests if r.body and r.body.get("model") == "another-model"]

@@ -314,6 +314,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("responses", _set(("providers", "openrouter", "responses"), True), _k("responses-changed")),
     Scenario("provider-retry", _set(("providers", "groq", "retry"), {"count": 2}), _k("retry-changed")),
+    Scenario("alias-resume", _alias("acme/chat", "resume", "same_model"), _k("alias-resume-changed")),
     Scenario(
         "alias-retry",
         _alias("acme/chat", "retry", {"retry_after_max": "30s"}),

@@ -215,3 +215,11 @@ def test_a_timeout_is_tried_again_only_when_another_as_long_still_ends_before_th
         else:
             assert _deadline_walk(rig, timeout).candidate.id == "cloud/c1"
         assert rig.called() == calls
+
+
+def test_the_waits_of_one_walk_together_stay_within_the_budget(basic_plan: RuntimePlan) -> None:
+    """Every candidate asks for 3 s: the first is waited for, the second would pass 5 s in all."""
+    limited = RateLimited("slow down", retry_after=3.0)
+    rig = sequenced(basic_plan, {"m1": [limited], "c1": [limited], "f1": [OK]})
+    assert rig.chat().candidate.id == "free/f1"
+    assert (rig.called(), rig.waits) == (["m1", "m1", "c1", "f1"], [3.0])

@@ -67,6 +67,7 @@ def model_objects(plan: RuntimePlan) -> list[dict[str, Any]]:
             "created": 0,
             "owned_by": "interlock",
             "description": a.description or "alias: " + " -> ".join(c.id for c in a.candidates),
+            "display_name": name,
             **_limits(a.contract),
         }
         for name, a in plan.aliases.items()
