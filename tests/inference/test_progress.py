@@ -94,5 +94,9 @@ def test_a_long_prefill_under_load_answers_and_counts_nothing_against_the_circui
         0,
         None,
     )
-    assert health["workers"]["llama1"]["server"]["progress"]["working"] is False  # read after: idle again
+    assert set(health["workers"]["llama1"]["server"]["progress"]) == {
+        "working",
+        "moved_s_ago",
+        "stall_allowance_s",
+    }
     assert "llama@llama1" in health["learned"]  # the speed learned from this answer: the next estimate
