@@ -572,6 +572,21 @@ async def _down_for(drill: Drill, scenario: Scenario, down_s: float = 60.0) -> R
     )
 
 
+def down(seconds: int) -> Scenario:
+    """The primary down for ``seconds`` under steady traffic (``bench/failover.py --down``: other lengths)."""
+
+    async def run(drill: Drill, scenario: Scenario) -> Result:
+        return await _down_for(drill, scenario, float(seconds))
+
+    return Scenario(
+        f"down-{seconds}s",
+        f"a primary down for {seconds} s under steady traffic",
+        good,
+        target="every request rescued; the primary back in use within 30 s of its recovery",
+        run=run,
+    )
+
+
 async def _accounting(drill: Drill, scenario: Scenario) -> Result:
     """A request the fallback answers: the access log must name it, count its tokens, list the primary."""
     result = await drill.one(scenario)
@@ -591,13 +606,7 @@ async def _accounting(drill: Drill, scenario: Scenario) -> Result:
 
 SCENARIOS = (
     *SCENARIOS[:14],
-    Scenario(
-        "down-60s",
-        "a primary down for 60 s under steady traffic",
-        good,
-        target="every request rescued; the primary back in use within 30 s of its recovery",
-        run=_down_for,
-    ),
+    down(60),
     Scenario(
         "accounting",
         "the accounting of a fallback (primary 503)",
