@@ -24,7 +24,7 @@ from interlock.runtime.record import CandidateRefused
 from interlock.runtime.wire.base import Native
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
 from interlock.runtime.wire.fields import OUTPUT_LIMITS, Limit, limited
-from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_type
+from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_body, error_type
 
 log = logging.getLogger("interlock.requests")
 
@@ -157,6 +157,17 @@ class Failure:
     headers: list[Header] = field(default_factory=list)
     # interlock's own class where ``code`` is the upstream's own (a 4xx passed on): both are said
     gateway_code: str | None = None
+
+
+def openai_error(failure: Failure) -> bytes:
+    """``failure`` as the OpenAI error body (Chat Completions and Responses answer errors alike)."""
+    return error_body(
+        failure.message,
+        failure.type,
+        param=failure.param,
+        code=failure.code,
+        gateway_code=failure.gateway_code,
+    )
 
 
 class Surface(abc.ABC):

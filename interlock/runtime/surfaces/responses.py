@@ -33,11 +33,10 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.surfaces.base import Failure, Parsed, Translated, Translation
+from interlock.runtime.surfaces.base import Failure, Parsed, Translated, Translation, openai_error
 from interlock.runtime.wire import openai_responses as wire
 from interlock.runtime.wire.base import Relayed, StreamRender
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
-from interlock.runtime.wire.openai_chat import error_body
 
 
 class Responses(Translated):
@@ -61,10 +60,4 @@ class Responses(Translated):
         return wire.Events(parsed.echo, parsed.extras.get("namespaces", {}))
 
     def error(self, failure: Failure) -> bytes:
-        return error_body(
-            failure.message,
-            failure.type,
-            param=failure.param,
-            code=failure.code,
-            gateway_code=failure.gateway_code,
-        )
+        return openai_error(failure)
