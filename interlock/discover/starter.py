@@ -132,7 +132,8 @@ def serve_port(found: Sequence[Found]) -> int:
     """The first of ``SERVE_PORTS`` that no server found on this machine listens on (llama-server's
     default port is interlock's, 8080), else the first free one above them."""
     taken = {_local_port(server.url) for server in found}
-    return next(port for port in (*SERVE_PORTS, *range(max(SERVE_PORTS) + 1, 65536)) if port not in taken)
+    ports: list[int] = [*SERVE_PORTS, *range(max(SERVE_PORTS) + 1, 65536)]
+    return next(port for port in ports if port not in taken)
 
 
 def _local_port(url: str) -> int | None:
