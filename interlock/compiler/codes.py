@@ -160,6 +160,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ),
     ("IL216", "unknown-server", "error", "A worker's `server` is not `llama.cpp`, `vllm` or `sglang`."),
     ("IL217", "server-on-ollama", "error", "An Ollama worker sets `server` (only `openai` workers may)."),
+    (
+        "IL218",
+        "resume-without-replica",
+        "warning",
+        "An alias resumes cut streams (`resume: same_model`), but its chain holds no model twice.",
+    ),
     # Aliases
     ("IL301", "alias-outside-namespace", "error", "An alias name is not under `alias_namespace`."),
     ("IL302", "empty-chain", "error", "An alias has no candidates."),

@@ -221,8 +221,8 @@ class HealthBook:
         state.rate_limited_until = 0.0
         state.check_failed = state.connect_opened = False
         state.last_success_at = self.wall()
-        if was_open and self.candidate_listener is not None:
-            self.candidate_listener(cid, 0.0)
+        if was_open:
+            self._tell(cid, state, 0.0)
         ep = self.endpoint(label)
         was_down = not ep.probe_ok or ep.open_until > 0.0
         ep.failures = ep.opened = 0
@@ -299,8 +299,7 @@ class HealthBook:
         state.opened += 1
         state.connect_opened = connect
         state.check_failed = False
-        if self.candidate_listener is not None:
-            self.candidate_listener(cid, state.open_until - now)
+        self._tell(cid, state, state.open_until - now)
         if self.opened is not None:
             self.opened()
 
@@ -346,9 +345,14 @@ class HealthBook:
             return False
         state.open_until = now
         state.check_failed = False
-        if self.candidate_listener is not None:
-            self.candidate_listener(cid, 0.0)
+        self._tell(cid, state, 0.0)
         return True
+
+    def _tell(self, cid: str, state: CandidateState, open_for_s: float) -> None:
+        """Tell the other replicas (``candidate_listener``) that a candidate of the plan opened or closed;
+        one a caller named (``_ad_hoc``) stays here: they would keep it unbounded, in their plan table."""
+        if self.candidate_listener is not None and self._candidates.get(cid) is state:
+            self.candidate_listener(cid, open_for_s)
 
     def open_candidates(self) -> list[str]:
         """The candidates of the plan whose circuit is open now (the recovery checks' list)."""

@@ -167,19 +167,20 @@ def _solve(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
 
 
 def _solve_coefficients(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
-    """The fit with its two coefficients never negative: where the unconstrained solve puts one below
-    0 (two answers of different shapes can: ``schema: -0.587``), it is held at 0 and the others are
-    solved again without it (the least-squares optimum on that face); the template's part is free."""
+    """The fit with no part negative: where the unconstrained solve puts one below 0 (two answers of
+    different shapes can: ``schema: -0.587``; a server that counts a short prompt below the estimate
+    puts the template's part below 0, and a negative template counted a two-word prompt as 0 tokens),
+    it is held at 0 and the others are solved again without it: the least-squares optimum over the
+    faces of the non-negative octant, three unknowns, so every face is tried."""
     solved = _solve(a, b)
-    if solved is None or (solved[1] >= 0 and solved[2] >= 0):
+    if solved is None or min(solved) >= 0:
         return solved
     best: tuple[float, float, float] | None = None
-    for free in ((0, 1), (0, 2), (0,)):
+    for free in ((0, 1), (0, 2), (1, 2), (0,), (1,), (2,)):
         x = _solve_on(a, b, free)
-        if x is None or any(x[i] < 0 for i in (1, 2)):
+        if x is None or min(x) < 0:
             continue
-        residual = _objective(a, b, x)
-        if best is None or residual < _objective(a, b, best):
+        if best is None or _objective(a, b, x) < _objective(a, b, best):
             best = x
     return best
 
@@ -276,7 +277,7 @@ class CountBook:
         if learned is None:
             return text + schema
         counted = learned.template + text * max(learned.text, floor) + schema * max(learned.schema, floor)
-        return min(max(int(counted + 0.5), 0), ceiling(text + schema))
+        return min(max(int(counted + 0.5), 1 if text + schema else 0), ceiling(text + schema))
 
     def trial(self, label: str, model: str) -> bool:
         """Whether a candidate that only what was learned here skips may be tried anyway (once every

@@ -154,6 +154,18 @@ def test_a_circuit_another_replica_opened_is_open_here_and_its_close_half_opens(
     assert told[-1] == ("p/m", 0.0)
 
 
+def test_a_circuit_of_a_model_a_caller_named_is_not_shared(book: HealthBook) -> None:
+    """Each replica keeps such states bounded (``_ad_hoc``); told of one, another would keep it in its
+    plan's table, one entry per name a caller makes up."""
+    told: list[tuple[str, float]] = []
+    book.candidate_listener = lambda cid, seconds: told.append((cid, seconds))
+    for _ in range(2):
+        book.record_failure("p/made-up", "p", ServerError("boom", status=500), in_plan=False)
+    assert book.candidate_block("p/made-up", in_plan=False) == "circuit_open"
+    book.record_success("p/made-up", "p", in_plan=False)
+    assert told == []
+
+
 def test_a_success_closes_the_circuit_and_resets_the_streak(book: HealthBook) -> None:
     for _ in range(2):
         book.record_failure("p/m", "p", ServerError("boom", status=500))
