@@ -23,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from interlock.bounds import window as bounded_window
+from interlock.bounds import window_text
 from interlock.runtime.errors import (
     ClientError,
     ContextOverflow,
@@ -172,14 +174,16 @@ def overflow(error: Any, text: str, status: int) -> ContextOverflow | None:
 
 
 def _number(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    """A window or a count from an error object, bounded where it enters (``interlock.bounds``): an
+    absurd one would lock a candidate out as too small, or put every later candidate below the request."""
+    return bounded_window(value)
 
 
 def _first(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
     for pattern in patterns:
         found = pattern.search(text)
         if found is not None:
-            return int(found.group(1))
+            return window_text(found.group(1))  # bounded as ``_number`` (and ``int()`` of few digits)
     return None
 
 
