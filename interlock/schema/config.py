@@ -72,9 +72,9 @@ class ServerSection(_Section):
     stream_keepalive: Duration = Field(
         10_000,
         ge=1,
-        description="A streamed answer with no upstream byte for this long is started anyway: its head "
-        "is sent and then its format's keepalive, this often, until the first content (the fallback walk "
-        "goes on unseen).",
+        description="A streamed answer whose first content has not come this long after its walk began "
+        "is started anyway: its head is sent and then its format's keepalive, this often, until the first "
+        "content (the fallback walk goes on unseen).",
     )
     max_connections: int | None = Field(
         None,
