@@ -136,22 +136,27 @@ def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
     asyncio.run(scenario())
 
 
-def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: RedisServer) -> None:
+async def sharing_health(url: str) -> tuple[RedisSlots, RedisSlots, HealthBook, HealthBook]:
+    """Two replicas on one store, each sharing its health book, both listening to the other's."""
     settings = HealthSettings(
         failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
     )
+    a, b = await replica(url), await replica(url)
+    book_a, book_b = HealthBook(settings), HealthBook(settings)
+    a.share_health(book_a)
+    b.share_health(book_b)
+    channel = f"{a.options.prefix}:health"
 
+    async def both_listening() -> bool:  # a finding published before b subscribes never reaches b
+        return bool((await a.client.pubsub_numsub(channel))[0][1] == 2)
+
+    await until(both_listening, "both replicas to subscribe")
+    return a, b, book_a, book_b
+
+
+def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: RedisServer) -> None:
     async def scenario() -> None:
-        a, b = await replica(redis_server.url), await replica(redis_server.url)
-        book_a, book_b = HealthBook(settings), HealthBook(settings)
-        a.share_health(book_a)
-        b.share_health(book_b)
-        channel = f"{a.options.prefix}:health"
-
-        async def both_listening() -> bool:  # a finding published before b subscribes never reaches b
-            return bool((await a.client.pubsub_numsub(channel))[0][1] == 2)
-
-        await until(both_listening, "both replicas to subscribe")
+        a, b, book_a, book_b = await sharing_health(redis_server.url)
         book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
         await until(lambda: not book_b.endpoint_usable("local@box"), "b to skip the dead box")
         book_a.record_success("local/m", "local@box")
@@ -165,21 +170,9 @@ def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: Redis
 def test_a_candidates_circuit_and_its_recovery_are_shared_by_the_replicas(redis_server: RedisServer) -> None:
     """Replica a's calls fail: b skips the candidate too (until about a's trial); a's check passes:
     b's next call is its trial as well (issue 40, item 2)."""
-    settings = HealthSettings(
-        failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
-    )
 
     async def scenario() -> None:
-        a, b = await replica(redis_server.url), await replica(redis_server.url)
-        book_a, book_b = HealthBook(settings), HealthBook(settings)
-        a.share_health(book_a)
-        b.share_health(book_b)
-        channel = f"{a.options.prefix}:health"
-
-        async def both_listening() -> bool:
-            return bool((await a.client.pubsub_numsub(channel))[0][1] == 2)
-
-        await until(both_listening, "both replicas to subscribe")
+        a, b, book_a, book_b = await sharing_health(redis_server.url)
         book_a.record_failure("cloud/m", "cloud", ServerError("boom", status=503))
         await until(lambda: book_b.candidate_block("cloud/m") == "circuit_open", "b to skip it")
         until_a = book_a.candidate("cloud/m").open_until
