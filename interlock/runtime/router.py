@@ -230,8 +230,9 @@ class Router:
                     relayed = native if native is not None and native.format in candidate.relays else None
                     if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
                         relayed = ceiling_of(relayed, admission.ceiling)
-                    # a server that reports its progress: first_byte is a no-progress deadline there
-                    endpoint = self.facts.progress.watched(route.endpoint)
+                    endpoint = route.endpoint
+                    if endpoint.label in self.facts.progress.servers:  # a server that says its progress:
+                        endpoint = self.facts.progress.watched(endpoint)  # a no-progress first_byte
                     if preflight is not None:  # first_byte covers the prefill, at the speed learned there
                         endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
                     while True:

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
+from interlock.runtime.fleet.recovery import CHECK_MAX_S
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from tests.runtime.conftest import build, compile_text
@@ -28,7 +29,7 @@ from tests.runtime.test_health import Clock
 CONFIG = """\
 version: 1
 server: {{default_alias: t/chat, alias_namespace: t/}}
-health: {{probe_interval: 30s, probe_timeout: 1s, failure_threshold: 2, open_for: 60s}}
+health: {{probe_interval: 30s, probe_timeout: 2s, failure_threshold: 2, open_for: 60s}}
 providers:
   primary:
     kind: openai
@@ -41,6 +42,9 @@ aliases:
 """
 ASK = {"model": "t/chat", "messages": [{"role": "user", "content": "hi"}], "stream": False}
 TARGET_S = 30.0  # issue 40: back in use within 30 s of its recovery
+# checks back off to 8 s at most and a pass brings the trial to now: seen within one check (9 s), two
+# when a check on a loaded machine ran past its probe timeout (real time) while the fake was up
+SOON_S = 2 * CHECK_MAX_S + 1.0
 
 
 @pytest.fixture
@@ -108,7 +112,7 @@ def test_a_primary_down_for_any_length_is_back_in_use_within_seconds_of_its_reco
     primary, backup = upstreams
     late = drill(tmp_path, primary, backup, down_s, how)
     assert late <= TARGET_S
-    assert late <= 9.0  # its checks back off to 8 s at most (jittered), and a pass brings the trial to now
+    assert late <= SOON_S
 
 
 @pytest.mark.parametrize(
@@ -122,7 +126,7 @@ def test_a_model_that_fails_while_its_server_lists_it_is_seen_by_a_1_token_check
 ) -> None:
     primary, backup = upstreams
     late = drill(tmp_path, primary, backup, down_s, "model", extra)
-    assert late <= 9.0
+    assert late <= SOON_S
     chats = [r for r in primary.requests if r.path == "/v1/chat/completions"]
     assert any(r.body.get("max_tokens") == 1 for r in chats)  # the checks: 1-token requests to the model
 

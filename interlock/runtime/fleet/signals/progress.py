@@ -20,15 +20,18 @@ whether a first-byte timeout counts towards the circuit (``busy``): never while 
 progress (it says it is working, and moved within twice the allowance).
 
 Readings come from the probe loop (``fetch.py``), every ``probe_interval``: a reading that failed makes
-the server's work unknown (no patience) until the next one answers. Nothing here runs on the request path
-until a deadline has passed; the lookup is one dictionary read."""
+the server's work unknown (no patience) until the next one answers. The request path tests ``label in
+servers`` (a read-only view: no call into this module for a cloud); a watched endpoint's copy is made
+once and looked up after (``watched``); ``patience`` runs only once a deadline has passed."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from interlock.runtime.clock import Clock
@@ -58,6 +61,9 @@ class ProgressBook:
     def __init__(self, *, clock: Clock = time.monotonic) -> None:
         self.clock = clock
         self._servers: dict[str, _Server] = {}
+        # the labels read, a read-only live view: the router tests ``label in servers`` (no call into
+        # this module per request) before it asks for a watched copy
+        self.servers: Mapping[str, object] = MappingProxyType(self._servers)
         self._watched: dict[int, tuple[Endpoint, Endpoint]] = {}  # id(endpoint) -> (it, its copy)
         self.waited = 0  # first-byte deadlines moved on because the server made progress
         self.every_s = 0.0  # the most between two readings (the probe round's; set by the fetcher)
