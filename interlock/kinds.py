@@ -63,6 +63,11 @@ class ProviderKind:
     # counted against the circuit. Local kinds keep room for a server's own pauses (a slot swap, a
     # prefill of another slot, a tool call held back): figures in docs/configuration.md
     idle_ms: int = DEFAULT_IDLE_MS
+    # its servers continue a final assistant message instead of answering after it (an assistant
+    # prefill): where `resume: same_model` may send a cut stream's answer so far (runtime/resume.py).
+    # llama-server does by default (`--no-prefill-assistant` turns it off), Ollama and Anthropic do;
+    # OpenAI's own API does not (it answers anew): an alias resumes only onto replicas that continue
+    assistant_prefill: bool = True
 
     def load_adapter(self) -> Any:
         """The adapter class (imported here, at gateway start, never at plan load)."""

@@ -231,6 +231,8 @@ def test_interlock_is_served_on_another_port_than_a_server_found_on_this_machine
     assert serve_port([at("http://127.0.0.1:8080")]) == 4000  # llama-server's default port is interlock's
     assert serve_port([at("http://localhost:8080"), at("http://[::1]:4000")]) == 8081
     assert serve_port([at("http://10.0.0.5:8080"), at("http://127.0.0.1:11434")]) == 8080
+    every = [at(f"http://127.0.0.1:{port}") for port in (8080, 4000, 8081, 8090, 8091)]
+    assert serve_port(every) == 8092  # each of its own taken: the next free one, not a StopIteration
     config, _ = starter([at("http://127.0.0.1:8080")], "interlock init --discover http://127.0.0.1:8080")
     header = config.ca.comment[1]
     lines = [token.value for token in header]

@@ -50,11 +50,11 @@ def run_connect(args: argparse.Namespace) -> int:
     url = args.url.rstrip("/")
     key = os.environ.get(args.api_key_env) or None
     try:
-        window = context_window(url, args.alias, key, args.timeout)
+        window, output = alias_limits(url, args.alias, key, args.timeout)
     except Unanswered as exc:
         print(f"interlock connect: {exc}", file=sys.stderr)
         return 1
-    facts = AliasFacts(url, args.alias, window, args.api_key_env if key else None)
+    facts = AliasFacts(url, args.alias, window, args.api_key_env if key else None, output)
     try:
         text = CLIENTS[args.client](facts)
     except Refused as exc:
@@ -71,8 +71,9 @@ def _variable(name: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def context_window(url: str, alias: str, key: str | None, timeout_s: float) -> int | None:
-    """The alias's context window (``model_info["interlock.context_length"]`` of ``POST /api/show``)."""
+def alias_limits(url: str, alias: str, key: str | None, timeout_s: float) -> tuple[int | None, int | None]:
+    """The alias's guaranteed window and output ceiling (``model_info["interlock.context_length"]`` and
+    ``["interlock.output_tokens"]`` of ``POST /api/show``), each None when unknown."""
     import httpx
 
     headers = {"authorization": f"Bearer {key}"} if key else {}
@@ -98,6 +99,12 @@ def context_window(url: str, alias: str, key: str | None, timeout_s: float) -> i
         raise Unanswered(
             f"{url}/api/show did not answer as interlock does; is this an interlock gateway?"
         ) from None
-    window = info.get("interlock.context_length") if isinstance(info, dict) else None
-    known = isinstance(window, int) and not isinstance(window, bool) and 0 < window <= MAX_WINDOW
-    return window if known else None  # a number from the network: bounded where it enters
+    if not isinstance(info, dict):
+        return None, None
+    return _tokens(info.get("interlock.context_length")), _tokens(info.get("interlock.output_tokens"))
+
+
+def _tokens(value: object) -> int | None:
+    """A token count from the network, bounded where it enters: None unless 1 to ``MAX_WINDOW``."""
+    known = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_WINDOW
+    return value if known and isinstance(value, int) else None

@@ -160,6 +160,12 @@ CODES: dict[str, CodeInfo] = _codes(
     ),
     ("IL216", "unknown-server", "error", "A worker's `server` is not `llama.cpp`, `vllm` or `sglang`."),
     ("IL217", "server-on-ollama", "error", "An Ollama worker sets `server` (only `openai` workers may)."),
+    (
+        "IL218",
+        "resume-without-replica",
+        "warning",
+        "An alias resumes cut streams (`resume: same_model`), but its chain holds no model twice.",
+    ),
     # Aliases
     ("IL301", "alias-outside-namespace", "error", "An alias name is not under `alias_namespace`."),
     ("IL302", "empty-chain", "error", "An alias has no candidates."),
@@ -198,6 +204,18 @@ CODES: dict[str, CodeInfo] = _codes(
     ("IL501", "unused-provider", "warning", "No alias uses this provider."),
     ("IL502", "single-candidate", "warning", "An alias has a single candidate: nothing to fall back to."),
     ("IL503", "unused-model-facts", "warning", "Facts about a model no alias uses."),
+    (
+        "IL504",
+        "window-spread",
+        "warning",
+        "An agent's alias (it requires tools) whose candidates' windows differ more than 2x.",
+    ),
+    (
+        "IL505",
+        "mixed-reasoning",
+        "warning",
+        "A chain mixes reasoning contracts: a fallback mid-session is refused on the next turn.",
+    ),
     # Drift gate (`lint --scan`)
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),

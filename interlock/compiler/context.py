@@ -27,7 +27,7 @@ from interlock.schema.config import (
     TenantSection,
     TimeoutsSection,
 )
-from interlock.schema.plan import PlanAccess, PlanCors, PlanPattern, RoutingPlan
+from interlock.schema.plan import PlanAccess, PlanContract, PlanCors, PlanPattern, RoutingPlan
 
 
 @dataclass(frozen=True)
@@ -219,6 +219,8 @@ class CompileContext:
     cors: PlanCors | None = None
     # filled by `aliases`
     expanded: dict[str, list[Link]] = field(default_factory=dict)
+    # filled by `contract`
+    contracts: dict[str, PlanContract] = field(default_factory=dict)
     # filled by `access`
     access: PlanAccess = field(default_factory=PlanAccess)
     # filled by `placement`

@@ -37,6 +37,7 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "max_body_bytes": ctx.server.max_body_bytes,
             "header_timeout_ms": ctx.server.header_timeout,
             "body_timeout_ms": ctx.server.body_timeout,
+            "stream_keepalive_ms": ctx.server.stream_keepalive,
             "max_connections": ctx.server.max_connections,
             "max_upstream_body_bytes": ctx.server.max_upstream_body_bytes,
             "max_stream_line_bytes": ctx.server.max_stream_line_bytes,
@@ -68,8 +69,10 @@ def emit(ctx: CompileContext) -> RoutingPlan:
                 "candidates": [link.candidate for link in ctx.expanded[name]],
                 "on_saturation": alias.section.on_saturation or ctx.routing.on_saturation,
                 "fallback_after_ms": alias.section.fallback_after or ctx.routing.fallback_after,
+                **_contract(ctx, name),
                 # written only when set: other plans keep their bytes and hashes
                 **({"retry": _retry(alias.section.retry)} if alias.section.retry is not None else {}),
+                **({"resume": alias.section.resume} if alias.section.resume != "off" else {}),
             }
             for name, alias in ctx.aliases.items()
         },
@@ -80,6 +83,11 @@ def emit(ctx: CompileContext) -> RoutingPlan:
         data["server"]["key_env_prefixes"] = list(ctx.server.key_env_prefixes)
     data["content_hash"] = content_hash(data)
     return RoutingPlan.model_validate(data)
+
+
+def _contract(ctx: CompileContext, alias: str) -> dict[str, Any]:
+    made = ctx.contracts.get(alias)  # the pass always runs before emit; a context built by hand may lack it
+    return {"contract": made.model_dump(mode="json")} if made is not None else {}
 
 
 def _placement(ctx: CompileContext) -> dict[str, Any]:
@@ -156,6 +164,11 @@ def _candidate(ctx: CompileContext, candidate: str) -> dict[str, Any]:
         "model": model,
         "capabilities": None if capabilities is None else sorted(set(capabilities)),
         "context_tokens": facts.facts.context_tokens if facts else None,
+        **(
+            {"max_output_tokens": facts.facts.max_output_tokens}
+            if facts and facts.facts.max_output_tokens
+            else {}
+        ),
     }
 
 
@@ -180,6 +193,8 @@ def _provider(ctx: CompileContext, name: str, workers: list[str]) -> dict[str, A
     }
     if section.api_key_hosts:  # written only when set: other plans keep their bytes and hashes
         out["api_key_hosts"] = [listed_host(host) for host in section.api_key_hosts]
+    if section.recovery_check is not None:  # the same
+        out["recovery_check"] = section.recovery_check
     return out
 
 

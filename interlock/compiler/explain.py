@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from interlock.compiler.context import CompileContext, Link, Worker
 from interlock.compiler.diagnostics import Span, visible
 from interlock.kinds import KINDS, has_workers
 from interlock.patterns import matching_row
+from interlock.schema.config import RETRY_DEFAULTS, RetrySection
 from interlock.schema.durations import format_duration
+from interlock.schema.plan import PlanContract
 
 
 def explain(ctx: CompileContext, name: str) -> str:
@@ -21,14 +23,45 @@ def explain(ctx: CompileContext, name: str) -> str:
     required = alias.section.requires
     out.append(f"  requires: {', '.join(required) or 'nothing'}")
     out.append(f'  preflight: {ctx.preflight.mode} (see docs/runtime.md, "Preflight")')
+    if alias.section.retry is not None:
+        out.append(f"  retry, over its providers' own: {_retry(alias.section.retry)}")
     links = ctx.expanded.get(name, [])
     if not links:
         out.append("  no candidates (see `interlock lint`)")
+    out.extend(_agent(ctx.contracts.get(name)))
     for number, link in enumerate(links, start=1):
         out.append(f"  {number}. {link.candidate}")
         out.append(f"       {_where(link)}")
         out.extend(f"       {line}" for line in _facts(ctx, link.candidate, required))
     return "".join(visible(line) + "\n" for line in out)
+
+
+def _agent(contract: PlanContract | None) -> list[str]:
+    """The agent contract (``passes/contract.py``): what a client can count on whichever candidate answers."""
+    if contract is None:
+        return []
+    window = contract.window_tokens
+    if window is None:
+        shown = "unknown until the workers report it"
+    else:
+        shown = f"{window:,} tokens (the smallest of the chain"
+        if contract.largest_window_tokens is not None and contract.largest_window_tokens > window:
+            shown += f"; the largest {contract.largest_window_tokens:,}"
+        shown += ")"
+    if contract.unknown_windows and window is not None:
+        shown += f"; {', '.join(contract.unknown_windows)}: known at run time"
+    output = contract.output_tokens
+    reasoning = ", ".join(
+        f"{r.candidate} {r.contract}" + (f" ({r.issuer})" if r.issuer else "") for r in contract.reasoning
+    )
+    return [
+        "  agent contract (docs/clients.md):",
+        f"    guaranteed window: {shown}",
+        f"    output ceiling: {f'{output:,} tokens' if output is not None else 'not declared'}",
+        f"    prefill allowance: {format_duration(contract.prefill_ms)} to the first byte on every "
+        "candidate (stretched by the prompt speed learned)",
+        f"    reasoning: {reasoning}",
+    ]
 
 
 def _where(link: Link) -> str:
@@ -76,6 +109,7 @@ def _facts(ctx: CompileContext, candidate: str, required: Sequence[str]) -> list
     else:
         lines.append(f"provider {provider_name}: {section.kind} on workers, {key}, {probe}")
     lines.append(f"timeouts: {_timeouts(ctx, provider_name)}")
+    lines.append(f"retry: {_retry(section.retry, RETRY_DEFAULTS)}")
     if not kind.live_facts:
         lines.append(f"preflight: declared facts only; context {f'{tokens} tokens' if tokens else 'unknown'}")
     for worker in ctx.workers.values():
@@ -165,6 +199,18 @@ def _placement(ctx: CompileContext, worker: Worker, candidate: str) -> str:
 
 def _keep_alive(seconds: int | None) -> str:
     return "forever" if seconds is None or seconds < 0 else format_duration(seconds * 1000)
+
+
+def _retry(section: RetrySection | None, defaults: Mapping[str, int] | None = None) -> str:
+    """A `retry` section's keys (``defaults`` filling the rest), as a line of explain."""
+    shown = []
+    for key in ("count", "backoff", "retry_after_max"):
+        value = getattr(section, key) if section is not None else None
+        if value is None and defaults is not None:
+            value = defaults[key]
+        if value is not None:
+            shown.append(f"{key} {value if key == 'count' else format_duration(value)}")
+    return ", ".join(shown)
 
 
 def _timeouts(ctx: CompileContext, provider_name: str) -> str:

@@ -50,22 +50,23 @@ def open_webui(facts: AliasFacts) -> str:
     return shell.text()
 
 
-def openai_sdk(facts: AliasFacts) -> str:
-    shell = _head("OpenAI SDK", facts)
-    shell.export("OPENAI_BASE_URL", facts.url + "/v1")
-    shell.export("OPENAI_API_KEY", facts.key)
-    ceiling = facts.output_ceiling(SDK_OUTPUT)
-    shell.comment(f"client.chat.completions.create(model={_py(facts.alias)}, max_tokens={ceiling}, ...)")
+def _sdk(client: str, facts: AliasFacts, base: tuple[str, str], key: str, call: str) -> str:
+    """An SDK's two variables (its base URL and key) and the call to make, capped to the alias."""
+    shell = _head(client, facts)
+    shell.export(*base)
+    shell.export(key, facts.key)
+    shell.comment(f"{call}(model={_py(facts.alias)}, max_tokens={facts.output_ceiling(SDK_OUTPUT)}, ...)")
     return shell.text()
+
+
+def openai_sdk(facts: AliasFacts) -> str:
+    base = ("OPENAI_BASE_URL", facts.url + "/v1")
+    return _sdk("OpenAI SDK", facts, base, "OPENAI_API_KEY", "client.chat.completions.create")
 
 
 def anthropic_sdk(facts: AliasFacts) -> str:
-    shell = _head("Anthropic SDK", facts)
-    shell.export("ANTHROPIC_BASE_URL", facts.url)
-    shell.export("ANTHROPIC_API_KEY", facts.key)
-    ceiling = facts.output_ceiling(SDK_OUTPUT)
-    shell.comment(f"client.messages.create(model={_py(facts.alias)}, max_tokens={ceiling}, ...)")
-    return shell.text()
+    base = ("ANTHROPIC_BASE_URL", facts.url)
+    return _sdk("Anthropic SDK", facts, base, "ANTHROPIC_API_KEY", "client.messages.create")
 
 
 def agents_sdk(facts: AliasFacts) -> str:

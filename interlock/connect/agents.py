@@ -107,7 +107,7 @@ def claude_code(facts: AliasFacts) -> str:
             "its window, and its max_tokens: room for its own prompt (~6,300 tokens) and for compacting"
         )
         shell.export("CLAUDE_CODE_MAX_CONTEXT_TOKENS", facts.context_tokens)
-    shell.export("CLAUDE_CODE_MAX_OUTPUT_TOKENS", claude_code_output(facts.context_tokens))
+    shell.export("CLAUDE_CODE_MAX_OUTPUT_TOKENS", facts.capped(claude_code_output(facts.context_tokens)))
     return shell.text()
 
 

@@ -20,13 +20,19 @@ class AliasFacts:
     alias: str
     context_tokens: int | None  # the alias's guaranteed window (the smallest of its chain); None: unknown
     key_env: str | None  # the variable holding the caller key; None: the gateway needs none
+    output_tokens: int | None = None  # the alias's output ceiling (the smallest declared); None: unknown
 
     def output_ceiling(self, client_default: int) -> int:
-        """The client's own default capped at a quarter of the window: a prompt of three quarters of
-        the window still fits."""
+        """The client's own default capped at a quarter of the window (a prompt of three quarters of
+        the window still fits) and at the alias's output ceiling."""
+        ceiling = self.capped(client_default)
         if self.context_tokens is None:
-            return client_default
-        return max(1, min(client_default, self.context_tokens // 4))
+            return ceiling
+        return max(1, min(ceiling, self.context_tokens // 4))
+
+    def capped(self, tokens: int) -> int:
+        """``tokens`` at most the alias's output ceiling, where one is declared."""
+        return tokens if self.output_tokens is None else min(tokens, self.output_tokens)
 
     @property
     def key(self) -> str | Expansion:

@@ -32,6 +32,7 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
         elif old is not None and new is not None:
             out.extend(_chain(name, old.candidates, new.candidates))
             out.extend(_requires(old, new))
+            out.extend(_contract(old, new))
             if old.on_saturation != new.on_saturation:
                 summary = (
                     f"`{name}` when every slot is full: `{old.on_saturation}` → `{new.on_saturation}` "
@@ -50,6 +51,11 @@ def aliases(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
                     Change("saturation-policy-changed", name, before, after, summary, "fallback_after", "ms")
                 )
             out.extend(_retry(name, old, new))
+            if old.resume != new.resume:
+                summary = (
+                    f"`{name}` resumes a cut stream on a replica of its model: {old.resume} → {new.resume}"
+                )
+                out.append(Change("alias-resume-changed", name, old.resume, new.resume, summary, "resume"))
             if old.description != new.description:
                 summary = f"`{name}` description: {old.description!r} → {new.description!r}"
                 out.append(Change("description-changed", name, old.description, new.description, summary))
@@ -113,3 +119,35 @@ def _requires(old: PlanAlias, new: PlanAlias) -> list[Change]:
         summary = f"`{name}` now guarantees `{capability}` for every candidate"
         out.append(Change("requires-added", name, None, capability, summary))
     return out
+
+
+def _contract(old: PlanAlias, new: PlanAlias) -> list[Change]:
+    """What an agent sees change (``PlanContract``): the guaranteed window, the output ceiling (a drop
+    breaks a client configured for the old value), the candidates' reasoning contracts."""
+    if old.contract is None or new.contract is None:
+        return []  # a plan compiled before the contract: nothing to compare it with
+    name, before, after = old.name, old.contract, new.contract
+    out: list[Change] = []
+    for field, kind, what in (
+        ("window_tokens", "agent-window", "guaranteed window"),
+        ("output_tokens", "output-ceiling", "output ceiling"),
+    ):
+        was, now = getattr(before, field), getattr(after, field)
+        if was == now:
+            continue
+        dropped = now is None or (was is not None and now < was)
+        summary = f"`{name}` {what}: {show(was, None)} → {show(now, None)} tokens"
+        if dropped:
+            summary += " (a client configured for the old value now overflows: `interlock connect` again)"
+        out.append(Change(f"{kind}-{'dropped' if dropped else 'raised'}", name, was, now, summary))
+    was_of = {r.candidate: (r.contract, r.issuer) for r in before.reasoning}
+    now_of = {r.candidate: (r.contract, r.issuer) for r in after.reasoning}
+    for candidate in [c for c in now_of if c in was_of and was_of[c] != now_of[c]]:
+        was, now = (_reasoning(*pair) for pair in (was_of[candidate], now_of[candidate]))
+        summary = f"`{name}`: `{candidate}` answers with reasoning {was} → {now}"
+        out.append(Change("reasoning-changed", name, was, now, summary, field=candidate))
+    return out  # a candidate added, removed or moved: the chain's own changes say so
+
+
+def _reasoning(contract: str, issuer: str | None) -> str:
+    return f"{contract} ({issuer})" if issuer else contract

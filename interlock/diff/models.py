@@ -27,4 +27,10 @@ def models(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
             out.append(
                 Change("context-tokens-changed", name, old.context_tokens, new.context_tokens, summary)
             )
+        if old.max_output_tokens != new.max_output_tokens:
+            before, after = show(old.max_output_tokens, None), show(new.max_output_tokens, None)
+            summary = f"`{name}` most output tokens an answer: {before} → {after}"
+            out.append(
+                Change("max-output-changed", name, old.max_output_tokens, new.max_output_tokens, summary)
+            )
     return out

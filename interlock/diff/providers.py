@@ -65,6 +65,10 @@ def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
     if old.probe != new.probe:
         summary = f"provider `{name}`: active probe turned {show(new.probe, 'bool')}"
         out.append(Change("probe-changed", name, old.probe, new.probe, summary, unit="bool"))
+    if old.recovery_check != new.recovery_check:
+        before, after = _check_of(old), _check_of(new)
+        summary = f"provider `{name}`: an open circuit is checked by `{after}` (was `{before}`)"
+        out.append(Change("recovery-check-changed", name, before, after, summary, field="recovery_check"))
     if old.responses != new.responses:
         summary = (
             f"provider `{name}` "
@@ -83,3 +87,8 @@ def _provider(name: str, old: PlanProvider, new: PlanProvider) -> list[Change]:
         summary = f"provider `{name}` now lists its workers as {show(new.workers, 'list')}"
         out.append(Change("worker-order-changed", name, old.workers, new.workers, summary, unit="list"))
     return out
+
+
+def _check_of(provider: PlanProvider) -> str:
+    """A provider's recovery check as the runtime takes it (unset: by its probe)."""
+    return provider.recovery_check or ("probe" if provider.probe else "off")

@@ -8,7 +8,14 @@ from interlock.schema.plan import PlanCors, RoutingPlan
 ANY = "*"
 
 LIMITS = frozenset(
-    ("header_timeout", "body_timeout", "max_connections", "max_upstream_body_bytes", "max_stream_line_bytes")
+    (
+        "header_timeout",
+        "body_timeout",
+        "stream_keepalive",
+        "max_connections",
+        "max_upstream_body_bytes",
+        "max_stream_line_bytes",
+    )
 )
 """The server's protective limits (``changed_fields`` names a ``*_ms`` field without its suffix)."""
 

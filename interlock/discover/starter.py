@@ -130,9 +130,10 @@ def _header(command: str, port: int, variables: list[str], single: list[str], al
 
 def serve_port(found: Sequence[Found]) -> int:
     """The first of ``SERVE_PORTS`` that no server found on this machine listens on (llama-server's
-    default port is interlock's, 8080)."""
+    default port is interlock's, 8080), else the first free one above them."""
     taken = {_local_port(server.url) for server in found}
-    return next(port for port in SERVE_PORTS if port not in taken)
+    ports: list[int] = [*SERVE_PORTS, *range(max(SERVE_PORTS) + 1, 65536)]
+    return next(port for port in ports if port not in taken)
 
 
 def _local_port(url: str) -> int | None:

@@ -15,10 +15,12 @@ upstream body, a header or a credential.
     │   │   ├── TotalTimeout             the whole exchange ran past `total`
     │   │   ├── ProtocolFailure          server disconnected, broken HTTP, cut stream
     │   │   ├── ServerError              HTTP 5xx (52x included)
-    │   │   └── RateLimited              HTTP 429; `retry_after` seconds when the upstream said
+    │   │   ├── RateLimited              HTTP 429; `retry_after` seconds when the upstream said
+    │   │   └── MalformedResponse        a 2xx we cannot read (not JSON, not the format's shape, a
+    │   │                                stream event that is neither): the upstream failed, not the
+    │   │                                request, so another candidate may answer it
     │   ├── DeterministicError           -> returned to the caller at once, no fallback
-    │   │   ├── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
-    │   │   └── MalformedResponse        the upstream answered something we cannot parse
+    │   │   └── ClientError              HTTP 4xx other than 429 (400, 401, 403, 404, 422, ...)
     │   └── ContextOverflow              the upstream said the prompt is over its context (any
     │                                    dialect): the candidate's context is too small, not the
     │                                    request wrong -> a candidate with a larger context; nothing
@@ -128,12 +130,20 @@ class DeterministicError(UpstreamError):
 
 
 class ClientError(DeterministicError):
-    """The upstream refused the request itself. ``message`` is the upstream's own error text, cut short."""
+    """The upstream refused the request itself. ``message`` is the upstream's own error text, cut short;
+    ``code`` its own error code (``content_policy_violation``), when it gave a plain one."""
 
     error_class = "client_error"
 
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message, status=status)
+        self.code = code
 
-class MalformedResponse(DeterministicError):
+
+class MalformedResponse(TransientError):
+    """A 2xx answer that is not what its format says: the same request elsewhere may be answered well,
+    and a server that answers garbage is failing (it counts towards its circuit)."""
+
     error_class = "malformed"
 
 

@@ -1,11 +1,23 @@
 """Health and circuit breakers, keyed per candidate (``provider/model``) and per endpoint (worker/provider).
 
 Passive: every real call reports its outcome. ``failure_threshold`` consecutive transient failures open
-the candidate's circuit for ``open_for``; connect failures also count towards the endpoint's own circuit
-(a dead box is dead for every model). A 429 opens the candidate for ``rate_limit_open_for`` or the
-upstream's ``Retry-After``, apart from the failure streak. Any success closes both at once; an expired
-open period closes without a call (the streak stays, so the next failure re-opens at once: half-open).
-Active: probes mark an endpoint unhealthy on failure and healthy on success.
+the candidate's circuit; connect failures also count towards the endpoint's own circuit (a dead box is
+dead for every model). A 429 opens the candidate for ``rate_limit_open_for`` or the upstream's
+``Retry-After``, apart from the failure streak. Any success closes both at once.
+
+Half-open trials on a backoff: a circuit opens for an eighth of ``open_for`` at first (``FIRST_TRIAL``;
+7.5 s of the default 60 s), then twice as long each time it opens again without a success in between,
+up to ``open_for`` (7.5, 15, 30, 60, 60 ... s); each period is drawn between
+``1 - JITTER`` and 1 times its step, so replicas (and the candidates of one dead box) do not try in
+step. An expired period lets the next real request through (the trial: the streak stays, so one more
+failure re-opens at once, at the next step); ``next_trial_at`` in the report says when.
+
+Active: probes mark an endpoint unhealthy on failure and healthy on success; a probe that passes on an
+endpoint whose circuit is open (connect failures opened it: the probe connected) brings its trial
+forward to now. While a candidate's circuit is open, ``fleet/recovery.py`` checks it (``record_check``):
+a check that passes brings its trial forward to now when it is evidence that the failure is over: a
+real generation (``strong``), or a lighter check (its endpoint's probe) where the circuit was opened by
+connect failures, or where a check failed since it opened (the server's own state went back to good).
 A timeout on an endpoint that answered another call while the timed-out call ran is slow, not dead (a
 long prefill, a queue in the server's own slots): it is noted, and does not count towards the failure
 streak; only ``SLOW_FACTOR`` times ``failure_threshold`` of them in a row open the circuit. A probe that
@@ -17,6 +29,7 @@ codes and short error classes only: never bodies, messages or credentials.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,10 +49,16 @@ from interlock.runtime.tables import HealthSettings, Route
 
 Listener = Callable[[str, float], None]
 """Told when an endpoint is found down (seconds to hold it open) or back (0): a shared store's hook."""
+CandidateListener = Callable[[str, float], None]
+"""Told when a candidate's circuit opens (seconds until its trial) or closes (0): a shared store's hook."""
 
 MAX_RETRY_AFTER_S = 3600.0  # an upstream's Retry-After is honoured up to an hour
 SLOW_FACTOR = 3  # slow timeouts in a row open the circuit only at this many times the threshold
 MAX_AD_HOC_STATES = 1024  # raw provider/model names come from callers: keep their state bounded
+FIRST_TRIAL = 0.125  # a circuit's first open period, of ``open_for``; each reopening doubles it
+MIN_TRIAL_S = 1.0  # (never shorter than this, nor longer than ``open_for``)
+JITTER = 0.25  # an open period is drawn in [1 - JITTER, 1] times its step
+SHARED_JITTER = 0.2  # a circuit another replica opened: its trial here up to this much later
 
 
 @dataclass(slots=True)
@@ -53,6 +72,13 @@ class CandidateState:
     last_error_class: str | None = None
     slow_timeouts: int = 0  # timeouts while its endpoint was answering others: slow, not dead
     slow_streak: int = 0  # of those, since the last success
+    busy_timeouts: int = 0  # first-byte timeouts while its server reported progress: never counted
+    opened: int = 0  # times its circuit opened since the last success: the backoff's step
+    connect_opened: bool = False  # the failure that last opened it was a connect failure
+    check_failed: bool = False  # an active check failed since it opened
+    last_check_at: float | None = None  # wall clock
+    last_check_ok: bool | None = None
+    next_check_at: float | None = None  # monotonic: set by the recovery checks while it is open
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,20 +101,31 @@ class EndpointState:
     last_success_at: float | None = None
     last_error_at: float | None = None
     last_error_class: str | None = None
+    opened: int = 0  # times its circuit opened since the last success: the backoff's step
     reuse_off_until: float = 0.0  # its upstream sent bytes nobody asked for: connections not reused
 
 
 class HealthBook:
     """The mutable health state of one gateway process. ``clock`` is monotonic, ``wall`` epoch seconds."""
 
-    def __init__(self, settings: HealthSettings, *, clock: Clock = time.monotonic, wall: Clock = time.time):
+    def __init__(
+        self,
+        settings: HealthSettings,
+        *,
+        clock: Clock = time.monotonic,
+        wall: Clock = time.time,
+        rng: random.Random | None = None,
+    ):
         self.settings = settings
         self.clock = clock
         self.wall = wall
+        self.rng = rng if rng is not None else random.Random()  # the trials' jitter
         self._candidates: dict[str, CandidateState] = {}
         self._ad_hoc: dict[str, CandidateState] = {}
         self._endpoints: dict[str, EndpointState] = {}
         self.listener: Listener | None = None
+        self.candidate_listener: CandidateListener | None = None
+        self.opened: Callable[[], None] | None = None  # told when a circuit opens (the recovery checks)
 
     def configure(self, settings: HealthSettings) -> None:
         """New thresholds after a reload; the state itself is kept."""
@@ -178,13 +215,17 @@ class HealthBook:
     def record_success(self, cid: str, label: str, *, in_plan: bool = True) -> None:
         """The candidate answered: it is the one selected, and both its circuits close."""
         state = self.candidate(cid, in_plan=in_plan)
-        state.failures = state.slow_streak = 0
+        was_open = state.opened > 0
+        state.failures = state.slow_streak = state.opened = 0
         state.open_until = 0.0
         state.rate_limited_until = 0.0
+        state.check_failed = state.connect_opened = False
         state.last_success_at = self.wall()
+        if was_open:
+            self._tell(cid, state, 0.0)
         ep = self.endpoint(label)
         was_down = not ep.probe_ok or ep.open_until > 0.0
-        ep.failures = 0
+        ep.failures = ep.opened = 0
         ep.open_until = 0.0
         ep.probe_ok = True
         ep.last_success_at = state.last_success_at
@@ -199,11 +240,13 @@ class HealthBook:
         *,
         in_plan: bool = True,
         spent_s: float | None = None,
+        busy: bool = False,
     ) -> None:
-        """Deterministic errors are noted but do not count: the upstream answered. A timeout of a call
-        that took ``spent_s``, on an endpoint that answered another call meanwhile, is slow, not
-        dead: noted (``slow_timeouts``), and only ``SLOW_FACTOR`` times the threshold of them in a row
-        opens the circuit (a model that hangs while its server answers probes)."""
+        """Deterministic errors are noted but do not count: the upstream answered. A first-byte timeout
+        while the server reported progress (``busy``: the load signals saw it working) never counts. A
+        timeout of a call that took ``spent_s``, on an endpoint that answered another call meanwhile, is
+        slow, not dead: noted (``slow_timeouts``), and only ``SLOW_FACTOR`` times the threshold of them in
+        a row opens the circuit (a model that hangs while its server answers probes)."""
         state = self.candidate(cid, in_plan=in_plan)
         now, wall = self.clock(), self.wall()
         state.last_error_at = wall
@@ -216,25 +259,49 @@ class HealthBook:
         if not isinstance(error, TransientError):
             return
         timeout = isinstance(error, FirstByteTimeout | TotalTimeout)
+        if busy and isinstance(error, FirstByteTimeout):
+            state.busy_timeouts += 1
+            return
         if timeout and spent_s is not None and self._working(label, wall - spent_s):
             state.slow_timeouts += 1
             state.slow_streak += 1
             if state.slow_streak >= self.settings.failure_threshold * SLOW_FACTOR:
-                state.open_until = now + self.settings.open_for_s  # slow every time: a hung model
+                self._open(cid, state, now, connect=False)  # slow every time: a hung model
             return
         state.failures += 1
+        connect = isinstance(error, ConnectFailed | ConnectTimeout)
         if state.failures >= self.settings.failure_threshold:
-            state.open_until = now + self.settings.open_for_s
-        if isinstance(error, ConnectFailed | ConnectTimeout):
+            self._open(cid, state, now, connect=connect)
+        if connect:
             ep = self.endpoint(label)
             ep.failures += 1
             ep.last_error_at = wall
             ep.last_error_class = error.error_class
             if ep.failures >= self.settings.failure_threshold:
                 opening = ep.open_until <= now
-                ep.open_until = now + self.settings.open_for_s
+                ep.open_until = now + self._period(ep.opened)
+                ep.opened += 1
                 if opening and self.listener is not None:
-                    self.listener(label, self.settings.open_for_s)
+                    self.listener(label, ep.open_until - now)
+
+    def _period(self, opened: int) -> float:
+        """The open period at backoff step ``opened``: an eighth of ``open_for`` (``FIRST_TRIAL``, at
+        least ``MIN_TRIAL_S``) doubled per step, at most ``open_for``, drawn in ``[1 - JITTER, 1]``
+        times that."""
+        longest = self.settings.open_for_s
+        first = max(longest * FIRST_TRIAL, MIN_TRIAL_S)
+        step = longest if opened >= 32 else min(first * 2.0**opened, longest)
+        return step * (1.0 - JITTER * self.rng.random())
+
+    def _open(self, cid: str, state: CandidateState, now: float, *, connect: bool) -> None:
+        """Open (or reopen, after a failed trial) the candidate's circuit at its next backoff step."""
+        state.open_until = now + self._period(state.opened)
+        state.opened += 1
+        state.connect_opened = connect
+        state.check_failed = False
+        self._tell(cid, state, state.open_until - now)
+        if self.opened is not None:
+            self.opened()
 
     def _working(self, label: str, since: float) -> bool:
         """Whether the endpoint answered a call at or after ``since`` (wall clock); a probe does not
@@ -245,17 +312,52 @@ class HealthBook:
     # -- active updates -----------------------------------------------------------------------------
 
     def record_probe(self, label: str, error: UpstreamError | None) -> None:
+        """A probe of the endpoint; one that passes where connect failures opened its circuit brings
+        the trial forward to now (the probe connected: the next call may try)."""
         ep = self.endpoint(label)
         ep.last_probe_at = self.wall()
         was_ok = ep.probe_ok
         if error is None:
             ep.probe_ok = True
             ep.last_probe_error = None
+            now = self.clock()
+            if ep.open_until > now:
+                ep.open_until = now
         else:
             ep.probe_ok = False
             ep.last_probe_error = error.error_class
         if was_ok != ep.probe_ok and self.listener is not None:
             self.listener(label, 0.0 if ep.probe_ok else self.settings.open_for_s)
+
+    def record_check(self, cid: str, ok: bool, *, strong: bool, in_plan: bool = True) -> bool:
+        """An active check of a candidate whose circuit is open (``fleet/recovery.py``); ``strong``: it
+        generated (a 1-token request), else it only reached the model's server (its probe). Returns
+        whether it brought the trial forward to now: a pass that is evidence the failure is over (see
+        the module docstring)."""
+        state = self.candidate(cid, in_plan=in_plan)
+        state.last_check_at = self.wall()
+        state.last_check_ok = ok
+        now = self.clock()
+        if not ok:
+            state.check_failed = True
+            return False
+        if state.open_until <= now or not (strong or state.connect_opened or state.check_failed):
+            return False
+        state.open_until = now
+        state.check_failed = False
+        self._tell(cid, state, 0.0)
+        return True
+
+    def _tell(self, cid: str, state: CandidateState, open_for_s: float) -> None:
+        """Tell the other replicas (``candidate_listener``) that a candidate of the plan opened or closed;
+        one a caller named (``_ad_hoc``) stays here: they would keep it unbounded, in their plan table."""
+        if self.candidate_listener is not None and self._candidates.get(cid) is state:
+            self.candidate_listener(cid, open_for_s)
+
+    def open_candidates(self) -> list[str]:
+        """The candidates of the plan whose circuit is open now (the recovery checks' list)."""
+        now = self.clock()
+        return [cid for cid, state in self._candidates.items() if state.open_until > now]
 
     def unprobed(self, labels: Iterable[str]) -> None:
         """Endpoints no longer probed (a reload set ``probe: false``): what a probe said no longer
@@ -275,8 +377,26 @@ class HealthBook:
             ep.last_probe_error = "shared"
         else:
             ep.probe_ok = True
-            ep.failures = 0
+            ep.failures = ep.opened = 0
             ep.open_until = 0.0
+
+    def apply_shared_candidate(self, cid: str, open_for_s: float) -> None:
+        """Another replica opened ``cid``'s circuit until its trial ``open_for_s`` from now (here up to
+        ``SHARED_JITTER`` later, so that replica tries first), or closed it (0: its trial or a check
+        passed). Only a candidate of this plan: what callers name freely is not shared."""
+        state = self._candidates.get(cid)
+        if state is None:
+            state = self._candidates[cid] = CandidateState()
+        now = self.clock()
+        if open_for_s > 0:
+            later = 1.0 + SHARED_JITTER * self.rng.random()
+            until = now + min(open_for_s, self.settings.open_for_s) * later
+            state.open_until = max(state.open_until, until)
+            state.failures = max(state.failures, self.settings.failure_threshold)
+            if self.opened is not None:
+                self.opened()
+        elif state.open_until > now:
+            state.open_until = now  # half-open here too: the next call is this replica's trial
 
     # -- reports ------------------------------------------------------------------------------------
 
@@ -286,6 +406,13 @@ class HealthBook:
         until = max(state.open_until, state.rate_limited_until)
         return {
             "circuit_open_until": self._wall_at(until) if until > now else None,
+            "next_trial_at": self._wall_at(state.open_until) if state.open_until > now else None,
+            "trials_failed": max(state.opened - 1, 0),
+            "last_check_at": iso_utc(state.last_check_at),
+            "last_check_ok": state.last_check_ok,
+            "next_check_at": self._wall_at(state.next_check_at)
+            if state.next_check_at is not None and state.open_until > now
+            else None,
             "last_selected": iso_utc(state.last_success_at),  # the router selects the one that answers
             "last_success_at": iso_utc(state.last_success_at),
             "last_error_at": iso_utc(state.last_error_at),
@@ -293,6 +420,7 @@ class HealthBook:
             "last_error_class": state.last_error_class,
             "consecutive_failures": state.failures,
             "slow_timeouts": state.slow_timeouts,
+            "busy_timeouts": state.busy_timeouts,
         }
 
     def endpoint_report(self, label: str) -> dict[str, Any]:

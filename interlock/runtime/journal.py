@@ -14,6 +14,7 @@ import re
 import secrets
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -21,7 +22,7 @@ import orjson
 
 from interlock.runtime.clock import MillisClock
 from interlock.runtime.errors import AllCandidatesFailed, CandidateOutcome
-from interlock.runtime.record import RequestRecord, error_class, usage_of
+from interlock.runtime.record import CandidateRefused, RequestRecord, Walked, error_class, usage_of
 
 if TYPE_CHECKING:
     from interlock.runtime.audit import AuditLog
@@ -132,20 +133,29 @@ class Journal:
 
     def line(self, record: RequestRecord) -> dict[str, Any]:
         """The access-log object of one request (docs/operations.md lists its fields)."""
-        total = time.perf_counter() - record.started
-        answered, target = record.answered, record.target
-        upstream = answered.upstream_s if answered is not None else None
-        queued = answered.queued_s if answered is not None else None
-        attempts = answered.attempts if answered is not None else _outcomes(record.error)
+        now = time.perf_counter()
+        total = now - record.started
+        answered, target, surface = record.answered, record.target, record.surface
+        if answered is not None:
+            upstream: float | None = answered.upstream_s
+            queued: float | None = answered.queued_s
+            attempts: Sequence[CandidateOutcome] = answered.attempts
+            candidate: str | None = answered.candidate.id
+        else:  # every candidate failed, one refused, or the caller left while one was called
+            upstream, queued, candidate = _walked(record.walk, now), None, _refused(record)
+            attempts = (
+                _outcomes(record.error) or (record.walk.attempts if record.walk is not None else None) or ()
+            )
+        relay = record.relay_s if record.stream and answered is not None else None
         usage = usage_of(record)
         return {
             "time": self._clock.iso(record.wall),
             "request_id": record.id.decode(),
-            "surface": "openai",
-            "endpoint": record.endpoint,
+            "surface": surface.name if surface is not None else "openai",
+            "endpoint": surface.route if surface is not None else record.endpoint,
             "stream": record.stream,
             "alias": _label(target.label) if target is not None else None,
-            "candidate": answered.candidate.id if answered is not None else None,
+            "candidate": candidate,
             "worker": answered.route.worker if answered is not None else None,
             "attempts": [
                 {
@@ -163,12 +173,31 @@ class Journal:
                 "total": _ms(total),
                 "upstream": _ms(upstream),
                 "queued": _ms(queued),
-                "overhead": _ms(total - (upstream or 0.0) - (queued or 0.0)),
+                "relay": _ms(relay),
+                "overhead": _ms(total - (upstream or 0.0) - (queued or 0.0) - (relay or 0.0)),
             },
             "tokens": usage,
             "key": record.caller.key_id,
             "tenant": record.caller.tenant,
         }
+
+
+def _walked(walk: Walked | None, now: float) -> float | None:
+    """The seconds a walk without an answer spent on upstream calls, the one in flight included (None:
+    it called none)."""
+    if walk is None:
+        return None
+    spent = walk.walked_s + (now - walk.calling_since if walk.calling is not None else 0.0)
+    return spent if spent > 0 or walk.calling is not None else None
+
+
+def _refused(record: RequestRecord) -> str | None:
+    """The candidate a request without an answer ended at: the one that refused it (a 4xx passed on), or
+    the one called when the caller left; None when every candidate failed (``attempts`` lists them)."""
+    if isinstance(record.error, CandidateRefused):
+        return record.error.candidate.id
+    walk = record.walk
+    return walk.calling if walk is not None else None
 
 
 def _outcomes(error: BaseException | None) -> tuple[CandidateOutcome, ...]:

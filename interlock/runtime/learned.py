@@ -95,6 +95,12 @@ MAX_MOMENT = 1e24  # a restored fit's sums (tokens squared) are at most this
 Coefficients = tuple[float, float, float]  # the template's (in TEMPLATE_UNIT tokens), text, schema
 
 
+class Windows(Protocol):
+    """Where windows learned from overflow answers live (``fleet.facts.FactsTable``)."""
+
+    def answered(self, label: str, model: str, prompt_tokens: int) -> None: ...
+
+
 class Estimate(Protocol):
     """What the books read of a request's estimate (``guards.preflight.Needs``)."""
 
@@ -161,19 +167,20 @@ def _solve(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
 
 
 def _solve_coefficients(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
-    """The fit with its two coefficients never negative: where the unconstrained solve puts one below
-    0 (two answers of different shapes can: ``schema: -0.587``), it is held at 0 and the others are
-    solved again without it (the least-squares optimum on that face); the template's part is free."""
+    """The fit with no part negative: where the unconstrained solve puts one below 0 (two answers of
+    different shapes can: ``schema: -0.587``; a server that counts a short prompt below the estimate
+    puts the template's part below 0, and a negative template counted a two-word prompt as 0 tokens),
+    it is held at 0 and the others are solved again without it: the least-squares optimum over the
+    faces of the non-negative octant, three unknowns, so every face is tried."""
     solved = _solve(a, b)
-    if solved is None or (solved[1] >= 0 and solved[2] >= 0):
+    if solved is None or min(solved) >= 0:
         return solved
     best: tuple[float, float, float] | None = None
-    for free in ((0, 1), (0, 2), (0,)):
+    for free in ((0, 1), (0, 2), (1, 2), (0,), (1,), (2,)):
         x = _solve_on(a, b, free)
-        if x is None or any(x[i] < 0 for i in (1, 2)):
+        if x is None or min(x) < 0:
             continue
-        residual = _objective(a, b, x)
-        if best is None or residual < _objective(a, b, best):
+        if best is None or _objective(a, b, x) < _objective(a, b, best):
             best = x
     return best
 
@@ -244,9 +251,15 @@ class CountBook:
     """Learned counts per (server, model), read and taught by endpoint label (``servers``: each label's
     server, so the endpoints on one server learn together); ``prompt`` is the per-request read."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        max_entries: int = MAX_ENTRIES,
+        wall: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_entries = max_entries
         self.wall = wall
+        self.clock = clock  # when a candidate locked out by what was learned was last tried
         self.servers: dict[str, str] = {}  # endpoint label -> its server (``Learned.configure``)
         self.version = 0  # counts what was learned or restored: the state file is written when it moved
         self._learned: OrderedDict[tuple[str, str], Counted] = OrderedDict()
@@ -264,20 +277,24 @@ class CountBook:
         if learned is None:
             return text + schema
         counted = learned.template + text * max(learned.text, floor) + schema * max(learned.schema, floor)
-        return min(max(int(counted + 0.5), 0), ceiling(text + schema))
+        return min(max(int(counted + 0.5), 1 if text + schema else 0), ceiling(text + schema))
 
-    def trial(self, label: str, model: str, now: float) -> bool:
+    def trial(self, label: str, model: str) -> bool:
         """Whether a candidate that only what was learned here skips may be tried anyway (once every
         ``TRIAL_EVERY_S``): its answer teaches the book again, so nothing learned locks it out."""
-        key = (label, model)
-        last = self._trials.get(key)
-        if last is not None and now - last < TRIAL_EVERY_S:
+        last = self._trials.get((label, model))
+        if last is not None and self.clock() - last < TRIAL_EVERY_S:
             return False
+        self.mark(label, model)
+        return True
+
+    def mark(self, label: str, model: str) -> None:
+        """Start the wait for the next trial there now (the router, when a server named its window)."""
+        key = (label, model)
         self._trials.pop(key, None)
-        self._trials[key] = now
+        self._trials[key] = self.clock()
         while len(self._trials) > self.max_entries:
             del self._trials[next(iter(self._trials))]
-        return True
 
     def learn(self, label: str, model: str, text: int, schema: int, counted: int) -> None:
         """One answer: the estimate's parts and the server's count of the same prompt (refused when
@@ -497,6 +514,7 @@ class Learned:
 
     counts: CountBook = field(default_factory=CountBook)
     prefill: PrefillBook = field(default_factory=PrefillBook)
+    windows: Windows | None = None  # an answer larger than a window learned there forgets that window
     told: Told = field(default_factory=Told, init=False, repr=False)  # what count_tokens asked servers
     # (id of an endpoint, step of its stretch) -> (that endpoint, its copy with the stretched deadline)
     stretched: dict[tuple[int, int], tuple[Endpoint, Endpoint]] = field(
@@ -518,6 +536,8 @@ class Learned:
         self.counts.learn(
             label, model, needs.prompt_tokens - needs.schema_tokens, needs.schema_tokens, prompt
         )
+        if self.windows is not None:
+            self.windows.answered(label, model, prompt)
         if candidate.kind == "ollama":  # its adapter feeds its own prompt timings
             return
         result = answered.result

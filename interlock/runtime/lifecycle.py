@@ -58,13 +58,15 @@ from interlock.runtime.errors import (
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight, chars_tokens, needs_of
+from interlock.runtime.keepalive import Keepalive
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.resolve import resolve
+from interlock.runtime.resume import ContinuedStream, Said, continued, replicas, resumable
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
-from interlock.runtime.tables import Target
+from interlock.runtime.tables import Alias, Target
 from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
@@ -74,7 +76,7 @@ from interlock.runtime.usage.metering import (
     price_of,
     request_tally,
 )
-from interlock.runtime.wire.base import ChatStream, Native, Relayed
+from interlock.runtime.wire.base import ChatStream, Native, Relayed, StreamRender
 from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
 
 if TYPE_CHECKING:
@@ -173,6 +175,7 @@ async def _refuse(
     record = None
     if metered:  # a lifecycle route: counted and logged like its other answers
         record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
+        record.surface = surface
         if caller is not None:
             record.caller = caller
         headers.append((b"x-request-id", record.id))
@@ -195,6 +198,7 @@ async def _handle(
         caller = authenticated
     endpoint = surface.operation
     record = RequestRecord(endpoint, services.journal.request_id(scope["headers"]))
+    record.surface = surface
     if services.tracing is not None:
         record.trace = services.tracing.begin(scope, record)
     started = record.started
@@ -219,6 +223,7 @@ async def _handle(
             needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
         )
         preflight.request_headers, preflight.started = scope["headers"], started  # the caller's deadline
+        record.walk = preflight  # what the access log says of a walk that ends without an answer
         if plan.routing.sticky is not None:
             preflight.session = session_header(scope, plan.routing.sticky.header)
         if plan.keys is not None:  # `auth: off` costs nothing more than this test
@@ -378,6 +383,8 @@ class Exchange:
     async def stream(self) -> int:
         router = self.services.router
         began = False  # once the 200 is on its way, nothing may answer again
+        # a walk silent this long starts the answer anyway, and keeps it alive (runtime/keepalive.py)
+        keepalive = Keepalive(self.send, self.plan.server.stream_keepalive_s, self._early_head)
 
         async def deliver(answered: Answered[ChatStream]) -> int:
             """Write the stream out; runs inside the router's hold on the slot."""
@@ -385,8 +392,10 @@ class Exchange:
             began = True
             self.record.answered = answered
             try:
-                return await self._deliver(answered)
+                return await self._deliver(answered, await keepalive.stop())
             finally:
+                if self.record.relay_s < 0:  # the relay after the first chunk: not the gateway's own time
+                    self.record.relay_s += time.perf_counter()
                 await answered.result.aclose()
 
         try:
@@ -396,9 +405,29 @@ class Exchange:
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             if began:
                 raise
+            if await keepalive.stop():  # the head is out: the format's error event ends the stream
+                return await self._failed_in_band(exc, keepalive)
             return await self._refused(exc)
+        finally:
+            keepalive.close()
 
-    async def _deliver(self, answered: Answered[ChatStream]) -> int:
+    def _early_head(self) -> tuple[StreamRender, list[Header]]:
+        """The render and head of a stream started before its first content: the gateway's headers,
+        the format's stream headers (not yet who answers: no candidate has)."""
+        render = self.surface.stream(self.parsed, "")
+        return render, [*self.headers, *render.headers]
+
+    async def _failed_in_band(self, exc: Exception, keepalive: Keepalive) -> int:
+        """The whole walk failed after the head went out: its failure as the format's error event."""
+        self.record.error = exc
+        self.watch.stop()
+        failure = failure_of(exc, self.plan)
+        log.warning("stream of %s failed before its first content (%s)", self.target.label, failure.message)
+        await self.send({"type": "http.response.body", "body": keepalive.error(failure.message)})
+        return 200
+
+    async def _deliver(self, answered: Answered[ChatStream], started: bool = False) -> int:
+        """``started``: the head went out already (a keepalive): only the body is left to write."""
         router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
         cid = answered.candidate.id
         render = self.surface.stream(parsed, cid)
@@ -411,11 +440,13 @@ class Exchange:
         render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
             answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
         )  # the upstream's own count, else the estimate as learned from that server's answers
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if not started:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
         body = self.body if self.body is not None and self.body.ready() else None
         render_chunk = render.chunk
         first = True
         record = self.record
+        said = self._said(answered)  # the text so far, for `resume: same_model`; None: not resumed
         last: dict[str, Any] = {}
         held: list[bytes] = []  # without a StreamBody: one read's bytes, for `send`
         if body is not None:  # straight to the connection, in the upstream's read callback
@@ -431,6 +462,8 @@ class Exchange:
             True: the caller reads slower than the upstream sends (await the drain)."""
             nonlocal first, last
             last = chunks[-1]
+            if said is not None:
+                said.add(chunks)
             for chunk in chunks:
                 usage = chunk.get("usage")
                 if usage:  # the last chunk, asked for with `include_usage`
@@ -442,26 +475,31 @@ class Exchange:
             if first:
                 first = False
                 self._observe_overhead(answered)
+                record.relay_s = -time.perf_counter()  # until the stream ends (``_relayed``)
             return bool(data) and write(data)
 
-        try:
+        async def pump(stream: ChatStream) -> None:
             if body is not None:
-                await answered.result.relay(relayed, body.drain)
+                await stream.relay(relayed, body.drain)
             else:
-                while chunks := await answered.result.read():
+                while chunks := await stream.read():
                     relayed(chunks)
                     if held:
                         await send({"type": "http.response.body", "body": held.pop(), "more_body": True})
+
+        try:
+            await pump(answered.result)
         except Exception as exc:
             reason = router.stream_failed(answered, exc)
-            self.record.error = exc
             log.warning("stream from %s broke after the first byte (%s)", cid, reason)
-            event = render.error(
-                f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete"
-            )
-            self.watch.stop()
-            await send({"type": "http.response.body", "body": event})
-            return 200
+            if said is None or not resumable(exc, said) or not await self._resume(answered, said, pump):
+                self.record.error = exc
+                event = render.error(
+                    f"the stream from {cid} broke after it had started ({reason}); the answer is incomplete"
+                )
+                self.watch.stop()
+                await send({"type": "http.response.body", "body": event})
+                return 200
         self.watch.stop()
         end = b""
         if record.usage is None:  # the upstream sent no usage: the estimate, never zeros
@@ -471,6 +509,48 @@ class Exchange:
         end += render.end()
         await send({"type": "http.response.body", "body": end})
         return 200
+
+    def _said(self, answered: Answered[ChatStream]) -> Said | None:
+        """A gatherer of the answer's text when the alias resumes a cut stream and this stream is
+        one the gateway renders from chunks (or the Chat Completions relay); else None (no cost)."""
+        target = self.target
+        if not isinstance(target, Alias) or not target.resume:
+            return None
+        native = self.parsed.relayed(answered.candidate.relays)
+        return Said() if native is None or native.format == "openai" else None
+
+    async def _resume(
+        self,
+        answered: Answered[ChatStream],
+        said: Said,
+        pump: Callable[[ChatStream], Awaitable[None]],
+    ) -> bool:
+        """Go on from a replica of the model that broke, the answer so far as its prefill
+        (``runtime/resume.py``); whether the whole rest of the answer was relayed."""
+        target = replicas(self.target, answered.candidate)
+        if target is None:
+            return False
+        router = self.services.router
+
+        async def carry_on(again: Answered[ChatStream]) -> bool:
+            try:
+                await pump(ContinuedStream(again.result))
+            except Exception as exc:  # broken again: the error event, once
+                router.stream_failed(again, exc)
+                return False
+            finally:
+                await again.result.aclose()
+            log.info("stream of %s resumed on %s", answered.candidate.id, again.candidate.id)
+            self.services.metrics.stream_resumed.labels(again.candidate.metric_label).inc()
+            return True
+
+        try:
+            return await router.chat_stream(
+                target, continued(self.parsed.body, said), carry_on, self.preflight
+            )
+        except Exception as exc:  # refused the prefill, or failed before its content: the first error
+            log.warning("stream of %s not resumed (%s)", answered.candidate.id, type(exc).__name__)
+            return False
 
     def _observe_overhead(self, answered: Answered[Any]) -> None:
         """The gateway's own time so far: since ``started``, less the upstream waits and slot queueing."""

@@ -207,6 +207,12 @@ class Metrics:
             "Streams that ended with an error event after the first byte had reached the client.",
             ["reason"],
         )
+        self.stream_resumed = CounterVec(
+            "interlock_stream_resumed",
+            "Streams cut after their first byte that went on from a replica of the same model (an alias's "
+            "`resume: same_model`), by the candidate that carried on.",
+            ["candidate"],
+        )
         self.client_disconnects = CounterVec(
             "interlock_client_disconnects",
             "Requests whose client went away before the answer was complete.",
@@ -243,6 +249,12 @@ class Metrics:
         )
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
+        )
+        self.circuit_checks = CounterVec(
+            "interlock_circuit_checks",
+            "Active checks of a candidate while its circuit is open (runtime/fleet/recovery.py), by "
+            "candidate and result (ok or failed).",
+            ["candidate", "result"],
         )
         self.metadata_fetches = CounterVec(
             "interlock_metadata_fetches",
@@ -315,6 +327,7 @@ class Metrics:
             self.upstream_errors,
             self.upstream_retries,
             self.stream_aborted,
+            self.stream_resumed,
             self.client_disconnects,
             self.plan_reloads,
             self.connections_closed,
@@ -323,6 +336,7 @@ class Metrics:
             self.upstream_strays,
             self.usage_clamped,
             self.probes,
+            self.circuit_checks,
             self.metadata_fetches,
             self.warmups,
             self.preflight,

@@ -41,8 +41,10 @@ from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.placement import PlacementBook, Warmer
 from interlock.runtime.fleet.probes import ProbeLoop
+from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
+from interlock.runtime.fleet.signals.progress import ProgressBook
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
@@ -172,7 +174,7 @@ def build_parts(
 
     # the fleet: what is known of the workers, and choosing one
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
-    facts = FactsTable()  # live Ollama metadata: read-only outside the metadata fetcher
+    facts = FactsTable(ProgressBook(clock=clock))  # live metadata, servers' progress: read-only outside
     speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
     sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
     scorer = Scorer(
@@ -192,14 +194,18 @@ def build_parts(
     journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
     placement = PlacementBook(facts, metrics, clock, telemetry)  # what stays loaded
     # prompt counts and speeds per endpoint and model, from answers (Ollama's speeds: its adapter)
-    learned = Learned(CountBook(wall=wall), scorer.prefixes.prefill)
+    learned = Learned(CountBook(wall=wall, clock=clock), scorer.prefixes.prefill, facts)
     learned.prefill.wall = wall
     learned.configure(endpoints_of(plan))  # endpoints on one server learn together
 
     # the background loops
     metadata = MetadataFetcher(facts, upstream.ollama, metrics, clock)
     signals = SignalFetcher(facts, upstream.openai, metrics, clock)
-    probe_loop = ProbeLoop(served, health, upstream.adapters, metrics, metadata, signals=signals, clock=clock)
+    recovery = RecoveryChecks(served, health, upstream.adapters, metrics, clock=clock)  # open circuits
+    probe_loop = ProbeLoop(
+        served, health, upstream.adapters, metrics, metadata, signals=signals, recovery=recovery, clock=clock
+    )
+    health.opened = probe_loop.wake  # a circuit that opens is checked within seconds, not next round
     loops = Loops(
         probe_loop,
         TelemetryLoop(served, telemetry),
@@ -210,7 +216,7 @@ def build_parts(
     # the request path
     guards: tuple[Guard, ...] = (
         CapabilityGuard(facts, metrics),
-        ContextGuard(facts, metrics, learned.counts, clock),
+        ContextGuard(facts, metrics, learned.counts),
         HealthGuard(health),
         SlotGuard(slots, scorer, lambda: current.plan.routing, sticky, fleet, metrics, busy=probe_loop.busy),
         OllamaOptionsGuard(facts, placement.keep_alive),

@@ -173,6 +173,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         max_connections=max_connections(plan.server.max_connections),
         max_upstream_body_bytes=plan.server.max_upstream_body_bytes,
         max_stream_line_bytes=plan.server.max_stream_line_bytes,
+        stream_keepalive_s=plan.server.stream_keepalive_ms / 1000,
     )
     _check_headers(plan, origin)
     _check_credentials(plan, origin)
@@ -232,6 +233,8 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             retry=_alias_retry(a.retry, tuple(candidates[cid] for cid in a.candidates)),
             description=a.description,
             requires=tuple(a.requires),
+            contract=a.contract,
+            resume=a.resume == "same_model",
         )
         for name, a in sorted(plan.aliases.items())
     }
@@ -497,6 +500,7 @@ def _provider(
 ) -> Provider:
     t = p.timeouts
     relays = frozenset({p.kind, *(("responses",) if p.responses else ())})
+    check = p.recovery_check or ("probe" if p.probe else "off")
     timing: dict[str, Any] = {
         "connect_s": t.connect_ms / 1000,
         "first_byte_s": t.first_byte_ms / 1000,
@@ -517,6 +521,7 @@ def _provider(
             endpoints=(endpoint,),
             workers=(None,),
             relays=relays,
+            recovery_check=check,
             retry=_retry(p.retry),
         )
     return Provider(
@@ -524,6 +529,7 @@ def _provider(
         kind=p.kind,
         probe=p.probe,
         relays=relays,
+        recovery_check=check,
         retry=_retry(p.retry),
         endpoints=tuple(
             Endpoint(

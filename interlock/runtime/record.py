@@ -22,6 +22,22 @@ class Span(Protocol):
     def end(self, record: RequestRecord) -> None: ...
 
 
+class Walked(Protocol):
+    """What a walk leaves for the access log when it ends without an answer (``Preflight`` is one)."""
+
+    attempts: list[CandidateOutcome] | None  # its calls that failed, its skips
+    calling: str | None  # the candidate called when it ended (a client gone mid-call), else None
+    calling_since: float  # since when (``time.perf_counter()``)
+    walked_s: float  # the seconds its finished calls took
+
+
+class Surfaced(Protocol):
+    """What the access log names a request's surface by (``surfaces.base.Surface`` is one)."""
+
+    name: str  # the wire format: `openai`, `responses`, `anthropic`, `ollama`
+    route: str  # its endpoint: `chat`, `embeddings`, `responses`, `messages`, `api/chat`, ...
+
+
 class RequestRecord:
     """Filled by the request path as it goes; read only by ``Journal.finish``."""
 
@@ -33,13 +49,16 @@ class RequestRecord:
         "error",
         "id",
         "output_chars",
+        "relay_s",
         "started",
         "status",
         "stream",
+        "surface",
         "target",
         "timings",
         "trace",
         "usage",
+        "walk",
         "wall",
     )
 
@@ -59,6 +78,9 @@ class RequestRecord:
         self.output_chars = 0  # a stream's text so far (the estimate when no usage came)
         self.clamped = False  # the upstream's usage claimed more than metering's bound (it was cut)
         self.trace: Span | None = None  # the request's span, when tracing is on
+        self.surface: Surfaced | None = None  # the wire format it came in (None: `openai`, `endpoint`)
+        self.walk: Walked | None = None  # its walk, when it got that far
+        self.relay_s = 0.0  # a stream: the seconds from its first chunk to its end
 
 
 def error_class(error: BaseException | None) -> str | None:

@@ -18,7 +18,9 @@ The wait: a ``Retry-After`` (or ``retry-after-ms``) is honoured up to the policy
 ``retry_after_max_s``; a longer one moves on at once (the candidate's rate-limit hold already keeps
 other requests off it for that long). Else ``backoff_s`` doubled for each earlier retry, each wait a
 random 50-100 % of it (jitter: replicas and requests that failed together do not come back together).
-No wait goes past the caller's own deadline (``Preflight.deadline``: the timeout its SDK sends).
+No wait goes past the caller's own deadline (``Preflight.deadline``: the timeout its SDK sends), and
+the waits of one walk, all candidates together, stay within the policy's ``retry_after_max_s`` (the
+router's budget: three candidates each asking for 4 s cost 4 s, not 12).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ called with the caller's request (or the copy a guard settled for that candidate
 ``num_ctx``) and the outcome is classified by error class alone:
 
 - success -> the answer, and the candidate's and endpoint's circuits close;
-- ``TransientError`` (connect, timeouts, protocol, 5xx, 429) -> counted, next candidate;
-- ``DeterministicError`` (4xx, malformed answers) -> ``CandidateRefused``, returned to the caller at once;
+- ``TransientError`` (connect, timeouts, protocol, 5xx, 429, a malformed answer) -> counted, next
+  candidate;
+- ``DeterministicError`` (4xx) -> ``CandidateRefused``, returned to the caller at once;
 - ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
   reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``;
 - ``ContextOverflow`` (the upstream said the prompt is over its context, in any dialect, streamed or
@@ -52,6 +53,7 @@ from interlock.runtime.errors import (
     CannotServe,
     ContextOverflow,
     DeterministicError,
+    FirstByteTimeout,
     NoCandidateCanServe,
     RateLimited,
     RequestDoesNotFit,
@@ -66,7 +68,7 @@ from interlock.runtime.health import HealthBook
 from interlock.runtime.learned import Learned
 from interlock.runtime.metrics import Metrics
 from interlock.runtime.record import Answered, CandidateRefused
-from interlock.runtime.retry import wait_before_retry
+from interlock.runtime.retry import SLOW, wait_before_retry
 from interlock.runtime.tables import Candidate, RetryPolicy, Route, Target
 from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
@@ -179,6 +181,9 @@ class Router:
         outcomes: list[CandidateOutcome] = []
         refusals: list[tuple[Candidate, CannotServe]] = []
         upstream_s = queued_s = 0.0
+        waited_s = 0.0  # the walk's retry waits so far: together within a policy's retry_after_max
+        if preflight is not None:  # what the access log says of a walk that ends without an answer
+            preflight.attempts = outcomes
         order = list(range(len(candidates)))  # a deferred candidate goes again at the end
         for position, index in enumerate(order):
             candidate = candidates[index]
@@ -226,10 +231,14 @@ class Router:
                     if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
                         relayed = ceiling_of(relayed, admission.ceiling)
                     endpoint = route.endpoint
+                    if endpoint.label in self.facts.progress.servers:  # a server that says its progress:
+                        endpoint = self.facts.progress.watched(endpoint)  # a no-progress first_byte
                     if preflight is not None:  # first_byte covers the prefill, at the speed learned there
                         endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
                     while True:
                         started = time.perf_counter()
+                        if preflight is not None:
+                            preflight.calling, preflight.calling_since = candidate.id, started
                         try:
                             result = await invoke(
                                 self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
@@ -239,44 +248,53 @@ class Router:
                             spent = time.perf_counter() - started
                             upstream_s += spent
                             metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                            busy = isinstance(exc, FirstByteTimeout) and self.facts.progress.busy(
+                                label, route.endpoint.first_byte_s
+                            )  # the server reported work in progress: never towards the circuit
                             health.record_failure(
-                                candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent
+                                candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy
                             )
                             metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                             policy = target.retry[index] if target.retry else candidate.retry
-                            wait = self._retry_wait(policy, exc, retries, admission, preflight)
-                            if wait is None:
+                            wait = self._retry_wait(policy, exc, retries, admission, preflight, spent)
+                            if wait is None or waited_s + wait > policy.retry_after_max_s:
                                 raise
+                            waited_s += wait
                             metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
                             outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
+                            _left(preflight, upstream_s)
                             waited = time.perf_counter()
                             await self.sleep(wait)
                             upstream_s += time.perf_counter() - waited  # the upstream asked for it, or may
                             retries += 1
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
+                    _left(preflight, upstream_s)
                     self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
                     continue
                 except ContextOverflow as exc:
                     spent = time.perf_counter() - started
                     upstream_s += spent
+                    _left(preflight, upstream_s)
                     metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                     metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                     self._overflowed(candidate, route, exc, outcomes, preflight)
                     self._fell_back(candidates, index, "context_too_small")
                     continue
                 except TransientError as exc:  # counted above, and not to be tried again
+                    _left(preflight, upstream_s)
                     outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
                     self._fell_back(candidates, index, exc.error_class)
                     continue
                 except DeterministicError as exc:
-                    metrics.upstream_seconds.labels(candidate.metric_label).observe(
-                        time.perf_counter() - started
-                    )
+                    spent = time.perf_counter() - started
+                    _left(preflight, upstream_s + spent)
+                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                     health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
                     metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
                     raise CandidateRefused(candidate, exc) from exc
                 spent = time.perf_counter() - started
                 upstream_s += spent
+                _left(preflight, upstream_s)
                 metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
                 health.record_success(candidate.id, label, in_plan=candidate.in_plan)
                 metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
@@ -313,9 +331,11 @@ class Router:
         retries: int,
         admission: Admission,
         preflight: Preflight | None,
+        spent: float,
     ) -> float | None:
         """Seconds to wait before calling the candidate again after ``error`` (``runtime.retry``);
-        None: move on. Not when the failure opened its circuit, nor past the caller's deadline."""
+        None: move on. Not when the failure opened its circuit, nor past the caller's deadline: the
+        wait, and for a timeout the ``spent`` seconds the next call may take too, must end before it."""
         wait = wait_before_retry(policy, error, retries, last=not admission.has_next, rng=self.rng)
         if wait is None:
             return None
@@ -324,7 +344,8 @@ class Router:
         if hold is not None and hold.reason == "circuit_open" and not isinstance(error, RateLimited):
             return None
         deadline = preflight.deadline() if preflight is not None else None
-        if deadline is not None and time.perf_counter() + wait >= deadline:
+        slow = spent if isinstance(error, SLOW) else 0.0
+        if deadline is not None and time.perf_counter() + wait + slow >= deadline:
             return None
         return wait
 
@@ -340,6 +361,7 @@ class Router:
         label = route.endpoint.label
         if error.window is not None:
             self.facts.lower_window(label, candidate.facts_key, error.window)
+            self.learned.counts.mark(label, candidate.facts_key)  # tried again past it after a while
         outcomes.append(CandidateOutcome(candidate.id, error.error_class, error.status, called=True))
         if preflight is not None:
             preflight.overflowed(candidate.id, label, error.window, error.tokens)
@@ -390,6 +412,13 @@ def _unservable(
         f"no candidate of {target.label} can serve this request: {reasons}",
         param=params.pop() if len(params) == 1 else None,
     )
+
+
+def _left(preflight: Preflight | None, upstream_s: float) -> None:
+    """No call in flight now; ``upstream_s`` spent on calls so far (for the access log of a walk that
+    ends without an answer: a client gone, every candidate failed)."""
+    if preflight is not None:
+        preflight.calling, preflight.walked_s = None, upstream_s
 
 
 async def _as_is(answered: Answered[T]) -> Answered[T]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from interlock.patterns import matching_row
 from interlock.runtime.wire.base import Endpoint
-from interlock.schema.plan import PlanPattern
+from interlock.schema.plan import PlanContract, PlanPattern
 
 
 class RedactedHeaders(dict[str, str]):
@@ -110,6 +110,8 @@ class Alias(Target):
 
     description: str
     requires: tuple[str, ...]
+    contract: PlanContract | None = None  # the agent contract as compiled (None: an older plan)
+    resume: bool = False  # `resume: same_model`: a cut stream goes on from a replica (runtime/resume.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,7 @@ class Provider:
     endpoints: tuple[Endpoint, ...]
     workers: tuple[str | None, ...]  # parallel to endpoints: the worker name, None for openai
     relays: frozenset[str] = frozenset()  # the wire formats it relays as they came (``Candidate.relays``)
+    recovery_check: str = "probe"  # how an open circuit is checked (``fleet/recovery.py::CHECKS``, or off)
     retry: RetryPolicy = RetryPolicy()  # its candidates' retries (``Candidate.retry``)
 
 
@@ -168,6 +171,8 @@ class ServerSettings:
     max_connections: int
     max_upstream_body_bytes: int
     max_stream_line_bytes: int
+    # a stream whose first content is not there this long after the walk began is started anyway
+    stream_keepalive_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,13 @@ class ServerSection(_Section):
         ge=1,
         description="Longest pause while a request body is arriving; the connection is closed after it.",
     )
+    stream_keepalive: Duration = Field(
+        10_000,
+        ge=1,
+        description="A streamed answer whose first content has not come this long after its walk began "
+        "is started anyway: its head is sent and then its format's keepalive, this often, until the first "
+        "content (the fallback walk goes on unseen).",
+    )
     max_connections: int | None = Field(
         None,
         ge=1,
@@ -239,6 +246,13 @@ class ProviderSection(_Section):
         "host the provider calls must be its vendor's or listed.",
     )
     probe: bool = Field(True, description="`false` turns the active probe off (paid tiers).")
+    recovery_check: Literal["probe", "request", "off"] | None = Field(
+        None,
+        description="While a candidate's circuit is open, how it is checked so that recovery is seen "
+        "within seconds: `probe` (its endpoint's probe; the default where `probe` is on), `request` (a "
+        "1-token chat request to the model: a billed request on a cloud, a slot on a local server), "
+        "`off` (the circuit's own half-open trials alone; the default where `probe` is off).",
+    )
     responses: bool = Field(
         False,
         description="`kind: openai` only: the upstream also serves the OpenAI Responses API "
@@ -260,6 +274,9 @@ class ModelFacts(_Section):
 
     capabilities: list[Capability] | None = None
     context_tokens: int | None = Field(None, ge=1, description="The model's largest context window.")
+    max_output_tokens: int | None = Field(
+        None, ge=1, description="The most tokens it writes in one answer (an alias's output ceiling)."
+    )
     size_gib: float | None = Field(
         None, gt=0, description="Weights in memory (GiB), for the compile-time VRAM fit check."
     )
@@ -317,6 +334,11 @@ class AliasSection(_Section):
     )
     retry: RetrySection | None = Field(
         None, description="Overrides its candidates' providers' `retry` keys for this alias."
+    )
+    resume: Literal["off", "same_model"] = Field(
+        "off",
+        description="`same_model`: a stream cut after its first content goes on from another candidate "
+        "of the same model, the answer so far sent as an assistant prefill.",
     )
 
 

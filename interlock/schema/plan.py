@@ -39,6 +39,7 @@ class PlanServer(_Frozen):
     cors: PlanCors | None = Field(None, description="CORS for browser apps; null: off.")
     header_timeout_ms: int = Field(10_000, ge=1)
     body_timeout_ms: int = Field(30_000, ge=1)
+    stream_keepalive_ms: int = Field(10_000, ge=1)
     max_connections: int | None = Field(
         None, ge=1, description="Null: derived from the open-file limit when the plan loads."
     )
@@ -123,6 +124,9 @@ class PlanProvider(_Frozen):
     responses: bool = Field(
         False, description="The upstream also serves the OpenAI Responses API (a Responses caller's relay)."
     )
+    recovery_check: Literal["probe", "request", "off"] | None = Field(
+        None, description="How an open circuit is checked; null: `probe` where `probe` is on, else `off`."
+    )
     timeouts: PlanTimeouts
     retry: PlanRetry = Field(
         default_factory=PlanRetry, description="Effective: every key set (the defaults where unsaid)."
@@ -131,10 +135,13 @@ class PlanProvider(_Frozen):
 
     @model_serializer(mode="wrap")
     def _drop_no_hosts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``api_key_hosts`` is written only when set: plans without it keep their bytes and hashes."""
+        """``api_key_hosts`` and ``recovery_check`` are written only when set: plans without them keep
+        their bytes and hashes."""
         data: dict[str, Any] = handler(self)
         if not data.get("api_key_hosts"):
             data.pop("api_key_hosts", None)
+        if data.get("recovery_check") is None:
+            data.pop("recovery_check", None)
         return data
 
 
@@ -211,6 +218,57 @@ class PlanCandidate(_Frozen):
     model: str
     capabilities: list[str] | None = Field(description="Known capabilities; null when unknown.")
     context_tokens: int | None
+    max_output_tokens: int | None = Field(
+        None, description="The most tokens it writes in one answer, as declared; null: not declared."
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_no_output(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``max_output_tokens`` is written only when declared: other plans keep their bytes."""
+        data: dict[str, Any] = handler(self)
+        if data.get("max_output_tokens") is None:
+            data.pop("max_output_tokens", None)
+        return data
+
+
+Reasoning = Literal["none", "anthropic-signed", "reasoning_content", "encrypted", "unknown"]
+
+
+class PlanReasoning(_Frozen):
+    """What a candidate's answers carry of its reasoning, which the next turn of a session sends back."""
+
+    candidate: str
+    contract: Reasoning = Field(
+        description="`none` (it does not think); `anthropic-signed` (thinking blocks with a signature "
+        "only its issuer accepts); `reasoning_content` (plain text any model takes); `encrypted` "
+        "(Responses reasoning items only its issuer can read); `unknown` (no capabilities declared)."
+    )
+    issuer: str | None = Field(
+        None, description="For a signed or encrypted contract: the host whose signature or key it is."
+    )
+
+
+class PlanContract(_Frozen):
+    """What an agent can count on through an alias whichever candidate answers (docs/clients.md)."""
+
+    window_tokens: int | None = Field(
+        description="The guaranteed window: the smallest effective window of the chain, per slot, as "
+        "declared; null: no candidate's window is known before run time."
+    )
+    largest_window_tokens: int | None = Field(description="The largest declared window of the chain.")
+    unknown_windows: list[str] = Field(
+        default_factory=list, description="Candidates whose window is known only at run time (Ollama)."
+    )
+    output_tokens: int | None = Field(
+        description="The output ceiling: the smallest declared `max_output_tokens` of the chain; null: "
+        "none declared (the gateway lowers a limit that does not fit the window)."
+    )
+    prefill_ms: int = Field(
+        ge=1,
+        description="The first-byte allowance every candidate gives a prompt (its `first_byte`), before "
+        "the prompt speed learned from answers stretches it: what a full-window prompt's prefill must fit.",
+    )
+    reasoning: list[PlanReasoning] = Field(description="Each candidate's reasoning contract, in chain order.")
 
 
 class PlanAlias(_Frozen):
@@ -227,13 +285,23 @@ class PlanAlias(_Frozen):
     retry: PlanRetry | None = Field(
         None, description="The `retry` keys it overrides for its candidates; written only when set."
     )
+    contract: PlanContract | None = Field(
+        None, description="The agent contract, compiled; absent in plans compiled before it existed."
+    )
+    resume: Literal["off", "same_model"] = Field(
+        "off", description="A cut stream resumed on a replica of its model; written only when not off."
+    )
 
     @model_serializer(mode="wrap")
-    def _drop_no_retry(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``retry`` is written only when the alias sets it: other plans keep their bytes and hashes."""
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``retry`` (set only when the alias sets it) and ``contract`` (absent from older plans) are
+        written only when set: other plans keep their bytes and hashes."""
         data: dict[str, Any] = handler(self)
-        if data.get("retry") is None:
-            data.pop("retry", None)
+        for key in ("retry", "contract"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        if data.get("resume") == "off":
+            data.pop("resume", None)
         return data
 
 

@@ -26,6 +26,7 @@ class Reported:
     kv_used: float = 0.0
     slots: int = 1  # llama.cpp's /slots lists this many, the first ``running`` of them busy
     cached_tokens: int = 0
+    recorded_slots: bytes | None = None  # a real server's /slots answer, served as it is when set
 
 
 def _gauge(name: str, help_text: str, value: float, labels: str = "") -> str:
@@ -79,7 +80,10 @@ def metrics(server: str, load: Reported, model: str) -> bytes:
 
 def slots(load: Reported, n_ctx: int = 4096) -> bytes:
     """llama.cpp's ``/slots``: one object per slot, the fields the real server answers with while idle
-    (``tests/fixtures/discover/llama-server/slots.json``), ``is_processing`` for the first ``running``."""
+    (``tests/fixtures/discover/llama-server/slots.json``), ``is_processing`` for the first ``running``;
+    or ``recorded_slots`` as it is."""
+    if load.recorded_slots is not None:
+        return load.recorded_slots
     return orjson.dumps(
         [
             {"id": i, "n_ctx": n_ctx, "speculative": False, "is_processing": i < load.running}

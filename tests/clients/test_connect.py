@@ -45,7 +45,7 @@ providers:
 models:
   llama/smollm2: {{capabilities: [completion, tools], context_tokens: {window}}}
   llama/tiny: {{capabilities: [completion, tools], context_tokens: 4096}}
-  cloud/big: {{capabilities: [completion, tools], context_tokens: 131072}}
+  cloud/big: {{capabilities: [completion, tools], context_tokens: 131072, max_output_tokens: 400}}
 tenants:
   dev: {{}}
 keys:
@@ -169,7 +169,9 @@ def test_the_window_is_the_smallest_of_the_chain(
     printed = connect("litellm", gateway, monkeypatch, capsys, alias="co/chain")
     assert yaml.safe_load(printed)["model_list"][0]["model_info"]["max_input_tokens"] == WINDOW
     printed = connect("claude-code", gateway, monkeypatch, capsys, alias="co/chain")
-    assert bash_env(printed)["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == str(WINDOW)
+    env = bash_env(printed)
+    assert env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == str(WINDOW)
+    assert env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "400"  # the chain's output ceiling: the cloud's
 
 
 def test_claude_code_answers_with_the_alias_s_window_and_ceiling(
@@ -392,3 +394,23 @@ def test_an_unknown_alias_and_a_missing_key_are_said(
         f"interlock connect: {gateway.url} has no alias `co/nope` (that this key may use); "
         f"GET {gateway.url}/v1/models lists them\n"
     )
+
+
+def test_the_gateway_shows_each_alias_s_contract(gateway: Served) -> None:
+    """`/api/show`, `/v1/aliases` and `/v1/models` carry the compiled contract: the smallest window."""
+    auth = {"authorization": f"Bearer {KEY}"}
+    shown = gateway.http.post("/api/show", json={"model": "co/chain"}, headers=auth).json()
+    assert shown["model_info"]["interlock.context_length"] == WINDOW
+    aliases = {a["name"]: a for a in gateway.http.get("/v1/aliases", headers=auth).json()["data"]}
+    chain = aliases["co/chain"]
+    assert chain["window_tokens"] == WINDOW
+    assert chain["contract"]["window_tokens"] == WINDOW
+    assert chain["contract"]["largest_window_tokens"] == 131_072
+    assert [r["contract"] for r in chain["contract"]["reasoning"]] == ["none", "none"]
+    assert shown["model_info"]["interlock.output_tokens"] == 400
+    assert chain["contract"]["output_tokens"] == 400
+    models = {m["id"]: m for m in gateway.http.get("/v1/models", headers=auth).json()["data"]}
+    assert models["co/chain"]["max_input_tokens"] == WINDOW
+    assert models["co/chain"]["max_tokens"] == 400
+    assert models["co/chain"]["display_name"] == "co/chain"  # what Claude Code's model picker shows
+    assert models["co/tiny"]["max_input_tokens"] == 4096

@@ -129,6 +129,8 @@ aliases:
   e2e/slowstream: {{description: slow stream, chain: [slowbox/llama3.2:3b]}}
   e2e/crowd: {{description: many slow streams, chain: [crowd/llama3.2:3b]}}
   e2e/malformed: {{description: unreadable answer, chain: [alpha/a-malformed, bravo/b-malformed]}}
+  e2e/mal-pre: {{description: unreadable event before content, chain: [alpha/a-mal-pre, bravo/b-mal-pre]}}
+  e2e/mal-post: {{description: unreadable event after content, chain: [alpha/a-mal-post, bravo/b-mal-post]}}
   e2e/endless: {{description: endless answer, chain: [alpha/a-endless, bravo/b-endless]}}
   e2e/endless2: {{description: endless stream line, chain: [alpha/a-endless2, bravo/b-endless2]}}
   e2e/local: {{description: Ollama only, chain: [box/llama3.2:3b]}}

@@ -278,6 +278,8 @@ async def _read_events(response: httpx.Response, seen: Seen) -> None:
             seen.error_event = True
             seen.error_body = obj
             continue
+        if seen.resolved is None and isinstance(obj.get("model"), str):  # a head sent before the walk
+            seen.resolved = obj["model"]  # ended (a keepalive): every chunk names who answered
         for choice in obj.get("choices") or []:
             seen.text += (choice.get("delta") or {}).get("content") or ""
             seen.finish = choice.get("finish_reason") or seen.finish
@@ -570,6 +572,21 @@ async def _down_for(drill: Drill, scenario: Scenario, down_s: float = 60.0) -> R
     )
 
 
+def down(seconds: int) -> Scenario:
+    """The primary down for ``seconds`` under steady traffic (``bench/failover.py --down``: other lengths)."""
+
+    async def run(drill: Drill, scenario: Scenario) -> Result:
+        return await _down_for(drill, scenario, float(seconds))
+
+    return Scenario(
+        f"down-{seconds}s",
+        f"a primary down for {seconds} s under steady traffic",
+        good,
+        target="every request rescued; the primary back in use within 30 s of its recovery",
+        run=run,
+    )
+
+
 async def _accounting(drill: Drill, scenario: Scenario) -> Result:
     """A request the fallback answers: the access log must name it, count its tokens, list the primary."""
     result = await drill.one(scenario)
@@ -589,13 +606,7 @@ async def _accounting(drill: Drill, scenario: Scenario) -> Result:
 
 SCENARIOS = (
     *SCENARIOS[:14],
-    Scenario(
-        "down-60s",
-        "a primary down for 60 s under steady traffic",
-        good,
-        target="every request rescued; the primary back in use within 30 s of its recovery",
-        run=_down_for,
-    ),
+    down(60),
     Scenario(
         "accounting",
         "the accounting of a fallback (primary 503)",
@@ -611,8 +622,8 @@ SCENARIOS = (
 
 
 def _scaled(plan: dict[str, Any], scale: float) -> dict[str, Any]:
-    """Every duration of the compiled plan's provider timeouts and health (``*_ms``), times ``scale``,
-    as source keys: the defaults, kept in proportion."""
+    """Every duration of the compiled plan's provider timeouts and health (``*_ms``), and the stream
+    keepalive, times ``scale``, as source keys: the defaults, kept in proportion."""
 
     def each(section: dict[str, Any]) -> dict[str, str]:
         return {
@@ -623,9 +634,11 @@ def _scaled(plan: dict[str, Any], scale: float) -> dict[str, Any]:
 
     providers = plan["providers"]
     rows = providers.values() if isinstance(providers, dict) else providers
+    server = {k: v for k, v in plan["server"].items() if k == "stream_keepalive_ms"}  # its heartbeat
     return {
         "timeouts": {row["name"]: each(row["timeouts"]) for row in rows},
         "health": each(plan["health"]),
+        "server": each(server),
     }
 
 
@@ -653,7 +666,8 @@ class Drill:
         return "-"
 
     def config(self, overrides: dict[str, Any] | None = None) -> str:
-        lines = ["version: 1", "server: {alias_namespace: drill/}"]
+        server = {"alias_namespace": "drill/", **(overrides["server"] if overrides is not None else {})}
+        lines = ["version: 1", f"server: {json.dumps(server)}"]
         if overrides is not None:
             lines.append(f"health: {json.dumps(overrides['health'])}")
         lines.append("providers:")

@@ -8,6 +8,7 @@ model names: nothing here touches the shared gateway's circuits.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import openai
@@ -41,7 +42,9 @@ models:
 health: {{probe_interval: 30s, failure_threshold: 1, open_for: 60s, rate_limit_open_for: 30s}}
 aliases:
   x/limited: {{description: both rate limited, chain: [alpha/x-rl-a, bravo/x-rl-b]}}
-  x/brief: {{description: both rate limited briefly, chain: [alpha/x-brief-a, bravo/x-brief-b]}}
+  x/brief:  # the SDK's own retry is the subject: the gateway tries no candidate twice
+    {{description: both rate limited briefly, chain: [alpha/x-brief-a, bravo/x-brief-b], retry: {{count: 0}}}}
+  x/waits: {{description: rate limited for a moment, chain: [alpha/x-wait-a, bravo/x-wait-b]}}
   x/mixed: {{description: "", chain: [alpha/x-mix-a, bravo/x-mix-b]}}
   x/tools: {{description: tool calls, chain: [alpha/x-tools]}}
 """
@@ -73,7 +76,7 @@ def calls(fakes: Fakes, model: str) -> int:
 
 
 def test_the_start_banner_counts_processes_not_ollama_workers(served: Served) -> None:
-    assert served.banner.endswith(", 4 aliases, 1 process)")
+    assert served.banner.endswith(", 5 aliases, 1 process)")
 
 
 # -- every candidate rate limited -------------------------------------------------------------------
@@ -113,20 +116,33 @@ def test_the_sdk_waits_out_retry_after_and_its_retry_succeeds(served: Served, fa
     assert (calls(fakes, "x-brief-a"), calls(fakes, "x-brief-b")) == (1, 2)
 
 
+def test_the_gateway_waits_out_a_short_retry_after_itself(served: Served, fakes: Fakes) -> None:
+    """A 429 with a `Retry-After` within the retry policy's 5 s: the same candidate answers after it,
+    before the walk moves on (docs/runtime.md#retries); the SDK, told not to retry, never sees the 429."""
+    fakes.alpha.set_fault(Fault.rate_limited(retry_after_ms="800"), model="x-wait-a", times=1)
+    raw = sdk(served, retries=0).chat.completions.with_raw_response.create(model="x/waits", messages=HI)
+    assert (raw.http_response.status_code, raw.headers["x-interlock-resolved"]) == (200, "alpha/x-wait-a")
+    assert (calls(fakes, "x-wait-a"), calls(fakes, "x-wait-b")) == (2, 0)
+
+
 def test_a_rate_limit_beside_an_open_circuit_is_a_503_with_retry_after(served: Served, fakes: Fakes) -> None:
     fakes.alpha.set_fault(Fault.http_status(500), model="x-mix-a")
     fakes.bravo.set_fault(Fault.rate_limited("9"), model="x-mix-b")
     with pytest.raises(openai.InternalServerError) as info:
         sdk(served).chat.completions.create(model="x/mixed", messages=HI)
-    assert (info.value.status_code, info.value.response.headers["retry-after"]) == (503, "9")
-    assert info.value.body == {
-        "message": "no candidate of x/mixed could answer (2 of 2 attempted): "
-        "alpha/x-mix-a: server_error [500], circuit open for 60 s; "
-        "bravo/x-mix-b: rate_limited [429], holding 9 s",
-        "type": "server_error",
-        "param": None,
-        "code": "all_candidates_failed",
-    }
+    # alpha's circuit opens for its first half-open period (an eighth of open_for 60 s, jittered down
+    # by up to a quarter: 6 to 8 s), before bravo's 9 s hold is over: Retry-After is alpha's
+    assert info.value.status_code == 503
+    assert info.value.response.headers["retry-after"] in {"6", "7", "8"}
+    body = info.value.body
+    assert isinstance(body, dict)
+    assert re.fullmatch(
+        r"no candidate of x/mixed could answer \(2 of 2 attempted\): "
+        r"alpha/x-mix-a: server_error \[500\], circuit open for [678] s; "
+        r"bravo/x-mix-b: rate_limited \[429\], holding 9 s",
+        body.pop("message"),
+    )
+    assert body == {"type": "server_error", "param": None, "code": "all_candidates_failed"}
 
 
 # -- model objects ----------------------------------------------------------------------------------
@@ -135,7 +151,7 @@ def test_a_rate_limit_beside_an_open_circuit_is_a_503_with_retry_after(served: S
 def test_models_retrieve_an_alias(served: Served) -> None:
     model = sdk(served).models.retrieve("x/limited")  # the SDK sends x%2Flimited
     assert (model.id, model.object, model.owned_by) == ("x/limited", "model", "interlock")
-    assert model.model_extra == {"description": "both rate limited"}
+    assert model.model_extra == {"description": "both rate limited", "display_name": "x/limited"}
     plain = served.http.get("/v1/models/x/mixed").json()  # an unencoded slash works too
     assert plain["description"] == "alias: alpha/x-mix-a -> bravo/x-mix-b"
 

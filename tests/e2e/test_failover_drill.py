@@ -17,7 +17,6 @@ import pytest
 from tests.e2e.drill import SCENARIOS, Drill, Result, table
 
 SCALE = 0.2
-CODE_KEPT = pytest.mark.xfail(strict=True, reason="issue 40.6: the upstream's code becomes upstream_error")
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -101,7 +100,6 @@ def test_a_first_token_20s_late_is_answered_by_the_fallback(drill: dict[str, Res
     )
 
 
-@CODE_KEPT
 def test_a_content_filter_400_goes_back_with_the_upstreams_code(drill: dict[str, Result]) -> None:
     result = drill["content-filter-400"]
     assert (result.outcome, result.primary, result.fallback) == ("clean error", 1, 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import openai
 import pytest
 
@@ -86,18 +88,25 @@ def test_a_400_from_the_primary_is_returned_and_not_retried(gateway: Served, fak
     assert chat_paths(fakes.bravo, "b-400") == 0
 
 
-def test_a_malformed_answer_is_returned_as_502_and_not_retried(gateway: Served, fakes: Fakes) -> None:
+def test_a_malformed_answer_falls_back_and_counts_towards_the_circuit(gateway: Served, fakes: Fakes) -> None:
+    """A 200 that is not JSON is an upstream failure (issue 40 item 5): the fallback answers, the
+    primary is not asked again for it, and the failure counts (failure_threshold 1: its circuit opens)."""
     fakes.alpha.set_fault(Fault.malformed(), model="a-malformed")
-    with pytest.raises(openai.APIStatusError) as info:
-        client(gateway).chat.completions.create(model="e2e/malformed", messages=HI)
-    assert info.value.status_code == 502
-    assert info.value.body == {
-        "message": "upstream alpha/a-malformed sent an answer that could not be read (malformed)",
-        "type": "server_error",
-        "param": None,
-        "code": "upstream_malformed",
-    }
-    assert chat_paths(fakes.bravo, "b-malformed") == 0
+    before = gateway.metric(
+        "interlock_upstream_errors_total", candidate="alpha/a-malformed", error_class="malformed"
+    )
+    raw = client(gateway).chat.completions.with_raw_response.create(model="e2e/malformed", messages=HI)
+    assert raw.headers["x-interlock-resolved"] == "bravo/b-malformed"
+    assert raw.parse().choices[0].message.content == "Hello from bravo, model b-malformed."
+    assert chat_paths(fakes.alpha, "a-malformed") == 1  # not retried: a server answering garbage does again
+    assert chat_paths(fakes.bravo, "b-malformed") == 1
+    after = gateway.metric(
+        "interlock_upstream_errors_total", candidate="alpha/a-malformed", error_class="malformed"
+    )
+    assert after == before + 1
+    report = gateway.health()["candidates"]["alpha/a-malformed"]
+    assert report["last_error_class"] == "malformed"
+    assert report["circuit_open_until"] is not None
 
 
 def test_all_down_is_a_503_summary_without_bodies(gateway: Served, fakes: Fakes) -> None:
@@ -107,15 +116,19 @@ def test_all_down_is_a_503_summary_without_bodies(gateway: Served, fakes: Fakes)
     with pytest.raises(openai.InternalServerError) as info:
         client(gateway).chat.completions.create(model="e2e/alldown", messages=HI)
     assert info.value.status_code == 503
-    assert info.value.body == {
-        "message": "no candidate of e2e/alldown could answer (3 of 3 attempted): "
-        "alpha/a-500: server_error [500], circuit open for 60 s; bravo/b-502: server_error [502], "
-        "circuit open for 60 s; hang/h-drop: protocol, circuit open for 60 s",
-        "type": "server_error",
-        "param": None,
-        "code": "all_candidates_failed",
-    }
-    assert info.value.response.headers["retry-after"] == "60"  # failure_threshold 1: every circuit opened
+    body = info.value.body
+    assert isinstance(body, dict)
+    message = body.pop("message")
+    assert body == {"type": "server_error", "param": None, "code": "all_candidates_failed"}
+    # failure_threshold 1: every circuit opened, for its first half-open period (an eighth of open_for,
+    # 60 s, jittered down by up to a quarter: 6 to 8 s, told rounded up)
+    assert re.fullmatch(
+        r"no candidate of e2e/alldown could answer \(3 of 3 attempted\): "
+        r"alpha/a-500: server_error \[500\], circuit open for [678] s; bravo/b-502: server_error \[502\], "
+        r"circuit open for [678] s; hang/h-drop: protocol, circuit open for [678] s",
+        message,
+    ), message
+    assert info.value.response.headers["retry-after"] in {"6", "7", "8"}
     text = info.value.response.text
     assert "secret" not in text
     assert not any(s in text for s in SECRETS)

@@ -149,3 +149,33 @@ def test_a_stream_that_ends_without_a_finish_reason_ends_in_an_error_on_every_su
         assert b"Hello" in data or b"hello" in data.lower(), (path, data)
         assert error in data, (path, data)
         assert success not in data, (path, data)
+
+
+def test_a_malformed_event_before_any_content_falls_back(gateway: Served, fakes: Fakes) -> None:
+    """The role chunk, then an event that is not JSON: nothing reached the caller, so the walk goes on
+    (issue 40 item 5) and the caller reads the fallback's answer only."""
+    fakes.alpha.set_fault(Fault.malformed(after_chunks=1), model="a-mal-pre")
+    sdk = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
+    chunks = list(sdk.chat.completions.create(model="e2e/mal-pre", messages=HI, stream=True))  # type: ignore[arg-type]
+    assert {c.model for c in chunks} == {"bravo/b-mal-pre"}
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        "Hello from bravo, model b-mal-pre."
+    )
+    assert gateway.health()["candidates"]["alpha/a-mal-pre"]["last_error_class"] == "malformed"
+
+
+def test_a_malformed_event_after_content_ends_the_stream_with_the_error_event(
+    gateway: Served, fakes: Fakes
+) -> None:
+    """After content a skipped event could be a word or a tool call's arguments: the stream ends with
+    the error event, never [DONE], and the failure counts."""
+    fakes.alpha.set_fault(Fault.malformed(after_chunks=3), model="a-mal-post")
+    before = gateway.metric("interlock_stream_aborted_total", reason="malformed")
+    body = {"model": "e2e/mal-post", "messages": HI, "stream": True}
+    with gateway.http.stream("POST", "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        events = [line[len("data: ") :] for line in response.iter_lines() if line.startswith("data: ")]
+    assert "[DONE]" not in events
+    assert orjson.loads(events[-1])["error"]["code"] == "stream_aborted"
+    assert "(malformed)" in orjson.loads(events[-1])["error"]["message"]
+    assert gateway.metric("interlock_stream_aborted_total", reason="malformed") == before + 1

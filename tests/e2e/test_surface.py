@@ -37,6 +37,12 @@ def test_aliases_show_their_candidates_with_live_health(gateway: Served) -> None
         "last_error_class",
         "consecutive_failures",
         "slow_timeouts",
+        "busy_timeouts",
+        "next_trial_at",
+        "trials_failed",
+        "next_check_at",
+        "last_check_at",
+        "last_check_ok",
     }
 
 

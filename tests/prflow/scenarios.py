@@ -222,7 +222,9 @@ SCENARIOS: tuple[Scenario, ...] = (
         "first-choice", _swap_first_two, _k("first-choice-changed", "chain-reordered", "alerts-changed")
     ),
     Scenario(
-        "candidate-replaced", _replace_last, _k("candidate-added", "candidate-removed", "alerts-changed")
+        "candidate-replaced",
+        _replace_last,
+        _k("candidate-added", "candidate-removed", "alerts-changed", "agent-window-raised"),
     ),
     Scenario("requires-dropped", _alias("acme/vision", "requires", None), _k("requires-dropped")),
     Scenario("requires-added", _alias("acme/chat", "requires", ["tools"]), _k("requires-added")),
@@ -305,8 +307,14 @@ SCENARIOS: tuple[Scenario, ...] = (
         _k("credential-changed", "credential-sent"),
     ),
     Scenario("probe", _set(("providers", "openrouter", "probe"), True), _k("probe-changed")),
+    Scenario(
+        "recovery-check",
+        _set(("providers", "openrouter", "recovery_check"), "request"),
+        _k("recovery-check-changed"),
+    ),
     Scenario("responses", _set(("providers", "openrouter", "responses"), True), _k("responses-changed")),
     Scenario("provider-retry", _set(("providers", "groq", "retry"), {"count": 2}), _k("retry-changed")),
+    Scenario("alias-resume", _alias("acme/chat", "resume", "same_model"), _k("alias-resume-changed")),
     Scenario(
         "alias-retry",
         _alias("acme/chat", "retry", {"retry_after_max": "30s"}),
@@ -324,8 +332,16 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("worker-order", _swap_workers, _k("worker-order-changed")),
     Scenario("worker-added", _add_worker, _k("worker-added", "alerts-changed")),
-    Scenario("worker-removed", _remove_worker, _k("worker-removed", "alerts-changed")),
-    Scenario("worker-moved", _move_worker, _k("worker-moved", "slots-changed", "alerts-changed")),
+    Scenario(  # gpu-b knew no window: without it the local models' windows are known, and smaller
+        "worker-removed",
+        _remove_worker,
+        _k("worker-removed", "alerts-changed", "agent-window-dropped", "agent-window-raised"),
+    ),
+    Scenario(
+        "worker-moved",
+        _move_worker,
+        _k("worker-moved", "slots-changed", "alerts-changed", "agent-window-dropped", "agent-window-raised"),
+    ),
     Scenario("worker-url", _worker_set("gpu-b", "url", "http://10.0.0.20:11434"), _k("worker-url-changed")),
     Scenario(
         "profile",
@@ -383,6 +399,32 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "context-tokens", _model("local/llava:7b", "context_tokens", 8192), _k("context-tokens-changed")
+    ),
+    Scenario(
+        "agent-window-dropped",
+        _model("openrouter/openai/gpt-4o", "context_tokens", 64000),
+        _k("context-tokens-changed", "agent-window-dropped"),
+    ),
+    Scenario(
+        "agent-window-raised",
+        _model("openrouter/openai/gpt-4o", "context_tokens", 131072),
+        _k("context-tokens-changed", "agent-window-raised"),
+    ),
+    Scenario(
+        "output-ceiling-raised",
+        _model("groq/llama-3.1-8b-instant", "max_output_tokens", 8192),
+        _k("max-output-changed", "output-ceiling-raised"),
+    ),
+    Scenario(
+        "output-ceiling-dropped",
+        _model("groq/llama-3.1-8b-instant", "max_output_tokens", 4096),
+        _k("max-output-changed", "output-ceiling-dropped"),
+        _model("groq/llama-3.1-8b-instant", "max_output_tokens", 8192),
+    ),
+    Scenario(
+        "reasoning",
+        _model("groq/llama-3.1-8b-instant", "capabilities", ["completion", "tools", "thinking"]),
+        _k("capabilities-changed", "reasoning-changed"),
     ),
     Scenario("auth-tightened", _set(("server", "auth"), "required"), _k("auth-tightened"), _access),
     Scenario("auth-loosened", _set(("server", "auth"), "off"), _k("auth-loosened"), _access),

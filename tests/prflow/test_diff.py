@@ -267,6 +267,13 @@ MIRRORED = {
     ("providers", "*", "name"): "the key",
     ("workers", "*", "name"): "the key",
     ("aliases", "*", "name"): "the key",
+    ("aliases", "*", "contract", "largest_window_tokens"): "derived from the candidates' windows (models)",
+    ("aliases", "*", "contract", "unknown_windows"): "derived from the workers' defaults (workers)",
+    ("aliases", "*", "contract", "unknown_windows", "+"): "derived from the workers' defaults (workers)",
+    ("aliases", "*", "contract", "prefill_ms"): "derived from the providers' `first_byte` (providers)",
+    ("aliases", "*", "contract", "reasoning", "*", "candidate"): "the chain's candidates (alias changes)",
+    ("aliases", "*", "contract", "reasoning", "+"): "the chain's candidates (alias changes)",
+    ("aliases", "*", "contract", "reasoning"): "the chain's order (alias changes); each compared",
     ("candidates", "*", "id"): "the key",
     ("candidates", "*", "provider"): "the key's part before `/`",
     ("candidates", "*", "model"): "the key's part after `/`",
@@ -322,12 +329,17 @@ FILL: dict[str, object] = {
     "key_env": "OTHER_KEY",
     "hash": "hmac-sha256$" + "2" * 32 + "$" + "3" * 64,
     "priority": "batch",  # a key's priority, unset (its tenant's) -> set
+    "output_tokens": 4096,  # an alias's output ceiling, undeclared -> declared
+    "issuer": "other.example",
+    "window_tokens": 5,
+    "largest_window_tokens": 5,
 }
 
 ITEM: dict[str, object] = {
     "requires": "insert",
     "capabilities": "insert",
     "patterns": {"pattern": "zzz*", "match": "prefix", "prefix": "zzz", "limit": 1},
+    "reasoning": {"candidate": "zzz/added", "contract": "none", "issuer": None},
     "denied": {"pattern": "zzz", "match": "exact", "prefix": "zzz"},
     "allowed": {"pattern": "zzz", "match": "exact", "prefix": "zzz"},
 }
@@ -341,6 +353,7 @@ REPLACE: dict[str, object] = {
     "credits_unit": {"tokens": "money", "money": "tokens"},
     "max_tokens": {"ceiling": "strict", "strict": "ceiling"},
     "priority": {"interactive": "batch", "batch": "interactive"},
+    "contract": {"none": "reasoning_content", "reasoning_content": "none", "unknown": "none"},
 }
 
 

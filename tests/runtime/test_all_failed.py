@@ -1,12 +1,15 @@
 """When no candidate answers: each candidate's original failure, 429 vs 503, and when to come back.
 
-The health book runs on an injected clock: holds are advanced, never slept through.
+The health book runs on an injected clock: holds are advanced, never slept through. Its circuits open
+for ``open_for`` at once here, without jitter: what is tested is how holds are told, not the backoff
+(tests/runtime/test_health.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from interlock.runtime import health
 from interlock.runtime.errors import (
     AllCandidatesFailed,
     CandidateOutcome,
@@ -18,6 +21,12 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
 from tests.runtime.test_health import Clock
 from tests.runtime.test_router import OK, Rig
+
+
+@pytest.fixture(autouse=True)
+def whole_open_periods(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(health, "FIRST_TRIAL", 1.0)
+    monkeypatch.setattr(health, "JITTER", 0.0)
 
 
 def rig_with_clock(plan: RuntimePlan, script: dict[str, object]) -> tuple[Rig, Clock]:

@@ -129,6 +129,20 @@ def test_the_coefficients_never_go_negative() -> None:
     )
 
 
+def test_a_server_that_counts_a_short_prompt_below_the_estimate_never_counts_one_as_nothing() -> None:
+    """A fake counting a prompt as its words (10 for an estimate of 22) put the template's part at -5.4:
+    every later prompt of a few words was counted 0 tokens (count_tokens answered 0). No part of the
+    fit goes below 0, and a prompt with any text is at least one token."""
+    book = CountBook()
+    book.learn("e", "m", 22, 0, 10)
+    learned = book.get("e", "m")
+    assert learned is not None
+    assert learned.template >= 0
+    assert learned.text >= 0
+    assert book.prompt("e", "m", 3, 0, REPORTING_FLOOR) >= 1
+    assert book.prompt("e", "m", 0, 0, REPORTING_FLOOR) == 0
+
+
 def test_a_count_no_template_could_make_is_refused_where_it_enters() -> None:
     """Issue 39 defect 5: 100,000 tokens for a 20-token prompt."""
     book = CountBook()
@@ -147,8 +161,13 @@ def test_what_is_learned_counts_a_prompt_at_most_its_ceiling() -> None:
 
 
 def test_a_candidate_locked_out_by_what_was_learned_is_tried_once_a_minute() -> None:
-    book = CountBook()
-    assert book.trial("e", "m", 100.0)
-    assert not book.trial("e", "m", 100.0 + TRIAL_EVERY_S - 1)
-    assert book.trial("e", "m", 100.0 + TRIAL_EVERY_S)
-    assert book.trial("other", "m", 101.0)
+    now = [100.0]
+    book = CountBook(clock=lambda: now[0])
+    assert book.trial("e", "m")
+    now[0] += TRIAL_EVERY_S - 1
+    assert not book.trial("e", "m")
+    now[0] += 1
+    assert book.trial("e", "m")
+    assert book.trial("other", "m")
+    book.mark("w", "m")  # a window its server named just now: the first trial waits too
+    assert not book.trial("w", "m")

@@ -314,7 +314,7 @@ def test_a_restarted_gateway_waits_for_a_prefill_the_speed_it_learned_before_cov
     llama, _, _ = fakes
     prompt = {"model": "t/agent", "messages": [{"role": "user", "content": "lorem ipsum dolor " * 400}]}
     llama.set_fault(Fault.recorded(_answer(CLAUDE_CHAT["usage"], CLAUDE_CHAT["timings"])), times=1)
-    (lesson,) = _run(_gateway(plan_data, fakes, first_byte="300ms", state_dir=str(tmp_path)), [_post(prompt)])
+    (lesson,) = _run(_gateway(plan_data, fakes, state_dir=str(tmp_path)), [_post(prompt)])
     assert lesson.status_code == 200
     assert (tmp_path / "learned.json").exists()
 
@@ -452,3 +452,34 @@ def test_a_prompt_speed_an_answer_claims_is_bounded_by_the_call_s_total(
     stretched = learned.deadline(route.endpoint, "smol", prompt)
     stretch = stretched.first_byte_s - route.endpoint.first_byte_s
     assert stretch <= route.endpoint.total_s * STRETCH_STEP  # not the hour it was
+
+
+def test_a_window_a_server_named_does_not_keep_it_out_of_service_once_it_answers_larger(
+    plan_data: Callable[[str], dict[str, Any]], fakes: tuple[FakeOpenAI, FakeOpenAI, FakeOllama]
+) -> None:
+    """An overflow answer naming a 100-token window (a server restarted with a larger ``--ctx-size``
+    since, or one that lied) lowered the window for good: every longer prompt skipped the candidate.
+    A minute after, it is tried (its declared 8,192 fits the prompt); its answer, larger than the window
+    it named, forgets that window."""
+    llama, big, _ = fakes
+    llama.set_fault(Fault.context_overflow("llama-cpp-python", 100, 2_500), times=1)
+    now = [1000.0]
+    llama_, big_, box = fakes
+    text = CONFIG.format(
+        llama=llama_.base_url, big=big_.base_url, box=box.url, max_tokens="ceiling", first_byte="30s"
+    )
+    gateway = build_gateway(build(plan_data(text)), clock=lambda: now[0])
+    long = {"model": "t/either", "messages": [{"role": "user", "content": "lorem ipsum dolor " * 300}]}
+
+    def later(http: httpx.AsyncClient) -> Any:
+        now[0] += 61
+        return http.post("/v1/chat/completions", json=long)
+
+    refused, skipped, tried, again = _run(gateway, [_post(long), _post(long), later, _post(long)])
+    assert refused.headers["x-interlock-resolved"] == "big/large"
+    assert refused.headers["x-interlock-skipped"] == "llama/smol (context_too_small, called)"
+    assert skipped.headers["x-interlock-skipped"] == "llama/smol (context_too_small)"  # no call
+    assert tried.headers["x-interlock-resolved"] == "llama/smol", tried.headers.get("x-interlock-skipped")
+    assert again.headers["x-interlock-resolved"] == "llama/smol", again.headers.get("x-interlock-skipped")
+    assert len(_sent(llama, "smol")) == 3
+    assert len(_sent(big, "large")) == 2

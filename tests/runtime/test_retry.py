@@ -140,7 +140,8 @@ def test_a_429_with_retry_after_2_is_answered_after_its_wait(basic_plan: Runtime
 def test_a_failure_that_opens_the_circuit_is_not_retried(basic_plan: RuntimePlan) -> None:
     rig = sequenced(basic_plan, {"c1": [ServerError("down", status=503)]})
     rig.health.record_failure("cloud/c1", "cloud", ServerError("earlier", status=503))  # one of two
-    with pytest.raises(AllCandidatesFailed, match=r"cloud/c1: server_error \[503\], circuit open for 30 s$"):
+    opened = r"cloud/c1: server_error \[503\], circuit open for [34] s$"  # an eighth of 30 s, jittered
+    with pytest.raises(AllCandidatesFailed, match=opened):
         rig.chat("cloud/c1")
     assert rig.called() == ["c1"]
 
@@ -186,3 +187,39 @@ def test_an_alias_overrides_its_candidates_providers_retries(tmp_path: Path) -> 
     )
     assert rig.chat("t/chat").candidate.id == "free/f1"
     assert rig.called() == ["m1", "c1", "c1", "f1"]  # the provider's two, but its circuit opened after one
+
+
+class Slow(Sequenced):
+    """Each call takes ``seconds`` before its outcome (an upstream that times out after a while)."""
+
+    def __init__(self, script: Mapping[str, list[Outcome]], seconds: float) -> None:
+        super().__init__(script)
+        self.seconds = seconds
+
+    async def _outcome(self, endpoint: Endpoint, model: str, body: Mapping[str, Any]) -> Outcome:
+        await asyncio.sleep(self.seconds)
+        return await super()._outcome(endpoint, model, body)
+
+
+def test_a_timeout_is_tried_again_only_when_another_as_long_still_ends_before_the_callers_deadline(
+    basic_plan: RuntimePlan,
+) -> None:
+    """The call took 1 s to time out: a caller that waits 2.2 s in all has no room for a second one."""
+    for timeout, calls in ((b"2.2", ["c1"]), (b"600", ["c1", "c1"])):
+        rig = sequenced(basic_plan, {})
+        rig.adapter = Slow({"c1": [FirstByteTimeout("no first byte"), OK]}, 1.0)
+        rig.router.adapters = {"openai": rig.adapter, "ollama": rig.adapter}
+        if calls == ["c1"]:
+            with pytest.raises(AllCandidatesFailed):
+                _deadline_walk(rig, timeout)
+        else:
+            assert _deadline_walk(rig, timeout).candidate.id == "cloud/c1"
+        assert rig.called() == calls
+
+
+def test_the_waits_of_one_walk_together_stay_within_the_budget(basic_plan: RuntimePlan) -> None:
+    """Every candidate asks for 3 s: the first is waited for, the second would pass 5 s in all."""
+    limited = RateLimited("slow down", retry_after=3.0)
+    rig = sequenced(basic_plan, {"m1": [limited], "c1": [limited], "f1": [OK]})
+    assert rig.chat().candidate.id == "free/f1"
+    assert (rig.called(), rig.waits) == (["m1", "m1", "c1", "f1"], [3.0])

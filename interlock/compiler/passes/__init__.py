@@ -8,6 +8,7 @@ from interlock.compiler.context import CompileContext
 from interlock.compiler.passes.access import access
 from interlock.compiler.passes.aliases import aliases
 from interlock.compiler.passes.capabilities import capabilities
+from interlock.compiler.passes.contract import contract
 from interlock.compiler.passes.cors import cors
 from interlock.compiler.passes.destinations import destinations
 from interlock.compiler.passes.health import health
@@ -35,6 +36,7 @@ PASSES: tuple[Pass, ...] = (
     aliases,  # chains expanded, cycles rejected
     capabilities,  # requires vs known capabilities
     preflight,  # preflight settings, context limits within model maxima
+    contract,  # aliases -> the agent contract: guaranteed window, output ceiling, reasoning
     vram,  # weights + KV cache at full slots against worker memory
     routing,  # worker-choice weights and saturation policies in range
     placement,  # workers' memory + models' sizes -> which models stay loaded where

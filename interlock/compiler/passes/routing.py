@@ -1,9 +1,11 @@
-"""Routing settings: no negative weight, VRAM limit and speed smoothing in range, known policies."""
+"""Routing settings: no negative weight, VRAM limit and speed smoothing in range, known policies; an
+alias that resumes cut streams has a replica to resume on."""
 
 from __future__ import annotations
 
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span, did_you_mean
+from interlock.kinds import KINDS
 from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS
 
 POLICIES = ("fallback", "queue")
@@ -109,6 +111,33 @@ def routing(ctx: CompileContext) -> None:
         path = f"aliases.{name}.on_saturation"
         if policy is not None and policy not in POLICIES and not ctx.is_broken(path):
             _bad_policy(ctx, ctx.span_of(alias.entry, "on_saturation"), path, policy)
+        if alias.section.resume == "same_model":
+            _replica(ctx, name)
+
+
+def _replica(ctx: CompileContext, name: str) -> None:
+    """`resume: same_model` resumes only on a second candidate of a model, of a kind that continues an
+    assistant prefill (runtime/resume.py): a chain without one never resumes (IL218)."""
+    models: dict[str, int] = {}
+    for link in ctx.expanded.get(name, []):
+        provider, _, model = link.candidate.partition("/")
+        declared = ctx.providers.get(provider)
+        kind = KINDS.get(declared.section.kind) if declared is not None else None
+        if kind is not None and kind.assistant_prefill:
+            models[model] = models.get(model, 0) + 1
+    if any(count > 1 for count in models.values()):
+        return
+    alias = ctx.aliases[name]
+    ctx.sink.add(
+        "IL218",
+        ctx.span_of(alias.entry, "resume"),
+        f"alias `{name}` resumes cut streams on a replica of the same model, but its chain holds no "
+        "model twice: a cut stream ends with the error event",
+        path=f"aliases.{name}.resume",
+        value="same_model",
+        hint="add the same model on another provider or server to the chain (`second/<model>`), "
+        "or drop `resume`",
+    )
 
 
 def _bad_policy(ctx: CompileContext, span: Span, path: str, value: str) -> None:

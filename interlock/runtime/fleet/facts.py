@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from interlock.runtime.fleet.signals.base import ServerLoad
+from interlock.runtime.fleet.signals.progress import ProgressBook
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,9 @@ MAX_SIZES = 4096
 class FactsTable:
     """The read-only view others query; the fetcher writes through ``put_*``."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: ProgressBook | None = None) -> None:
+        # whether each OpenAI-compatible server makes progress, from the same readings (``put_load``)
+        self.progress = progress if progress is not None else ProgressBook()
         self._models: dict[tuple[str, str], ModelInfo] = {}
         self._workers: dict[str, WorkerFacts] = {}
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
@@ -110,6 +113,14 @@ class FactsTable:
                 del self._windows[next(iter(self._windows))]
             self._windows[(label, model)] = tokens
 
+    def answered(self, label: str, model: str, prompt_tokens: int) -> None:
+        """An answer to a prompt of ``prompt_tokens`` (the server's count) there: a window learned
+        below that was wrong, or the server's window grew (a restart with a larger ``--ctx-size``), and
+        is forgotten (``learned.Learned.observe``, at a request's end)."""
+        known = self._windows.get((label, model))
+        if known is not None and prompt_tokens > known:
+            del self._windows[(label, model)]
+
     def snapshot(self) -> dict[str, Any]:
         """Everything known, JSON-ready, per worker label (for /v1/health and people)."""
         out: dict[str, Any] = {}
@@ -132,6 +143,7 @@ class FactsTable:
 
     def put_load(self, label: str, load: ServerLoad | None) -> None:
         """The signal fetcher's reading of one server (None: it failed, so the load is unknown)."""
+        self.progress.read(label, load)
         if load is None:
             self._loads.pop(label, None)
         else:
@@ -141,6 +153,7 @@ class FactsTable:
         """Forget the loads of servers no longer read (a reload removed them, or their `server`)."""
         for label in [label for label in self._loads if label not in labels]:
             del self._loads[label]
+        self.progress.keep(labels)
 
     def put_model(self, label: str, model: str, info: ModelInfo) -> None:
         self._models[(label, model)] = info

@@ -12,7 +12,7 @@ is dictionary lookups: the facts were gathered by the metadata fetcher, the rest
 from __future__ import annotations
 
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.tables import Candidate, Route
+from interlock.runtime.tables import Alias, Candidate, Route
 
 UPSTREAM_SAID = "upstream said"  # the source of a window an overflow answer named
 
@@ -40,16 +40,17 @@ def effective_context(
 ) -> tuple[int | None, str]:
     """``(tokens, source)``; tokens None when nothing is known (then nothing is blocked). A window the
     route's upstream named in a context-length error (``FactsTable.windows``) caps whatever else is known."""
-    tokens, source = _effective(route, candidate, facts, num_ctx)
+    tokens, source = planned_context(route, candidate, facts, num_ctx)
     learned = facts.windows.get((route.endpoint.label, candidate.facts_key))
     if learned is not None and (tokens is None or learned < tokens):
         return learned, UPSTREAM_SAID
     return tokens, source
 
 
-def _effective(
+def planned_context(
     route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None
 ) -> tuple[int | None, str]:
+    """``effective_context`` without a window an upstream named (what the guard's trial goes by)."""
     if not route.live_facts:
         return route.context_default, "declared"
     label, model = route.endpoint.label, candidate.facts_key
@@ -69,3 +70,19 @@ def _effective(
     if cap is not None and tokens > cap:
         return cap, f"{source}, capped"
     return tokens, source
+
+
+def guaranteed_window(target: Alias | Candidate, facts: FactsTable) -> int | None:
+    """The window an agent can count on through ``target`` whichever candidate answers: the smallest of
+    the compiled guaranteed window and each route's effective window now (live metadata where the plan
+    knew none, a window an upstream named in an overflow). For the cold routes (``/api/show``,
+    ``/v1/aliases``), never the request path."""
+    candidates = target.candidates if isinstance(target, Alias) else (target,)
+    compiled = target.contract.window_tokens if isinstance(target, Alias) and target.contract else None
+    windows = [compiled] if compiled is not None else []
+    for candidate in candidates:
+        for route in candidate.routes:
+            window = effective_context(route, candidate, facts)[0]
+            if window is not None:
+                windows.append(window)
+    return min(windows) if windows else None

@@ -19,6 +19,10 @@ then twice as long after each probe that finds it still down, never longer apart
 next probe is brought forward to now, at most once per ``RECHECK_FIRST_S`` (the probe runs here, in
 the loop, never on that request's path). So a worker that was down when the gateway started, or that
 restarts, is seen within seconds.
+
+The same loop runs the checks of candidates whose circuit is open (``RecoveryChecks``,
+``fleet/recovery.py``): the health book wakes it when a circuit opens, and its pause ends at the next
+check due.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from interlock.runtime.clock import Clock
 from interlock.runtime.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.fleet.metadata import MetadataFetcher
+from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics
@@ -74,11 +79,13 @@ class ProbeLoop(Periodic):
         *,
         jitter: float = 0.1,
         signals: SignalFetcher | None = None,
+        recovery: RecoveryChecks | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         self.plan = plan
         self.metadata = metadata
         self.signals = signals
+        self.recovery = recovery
         self.jitter = jitter
         self._random = random.Random()
         self.health = health
@@ -106,21 +113,30 @@ class ProbeLoop(Periodic):
         self.first_round.set()
 
     async def round(self) -> None:
-        """A full round when one is due, else the down endpoints whose own probe is due."""
+        """A full round when one is due, else the down endpoints whose own probe is due; beside either,
+        the checks of open circuits that are due."""
         now = self.clock()
+        jobs: list[Awaitable[None]] = []
+        if self.recovery is not None:
+            jobs.append(_aside(self.recovery.run_due(), "recovery checks failed"))
         if now >= self._next_round:
             spread = 1.0 + self.jitter * (2.0 * self._random.random() - 1.0)
             self._next_round = now + self.plan().health.probe_interval_s * spread
-            await self.probe_all()
-            return
-        due = [r.endpoint for r in self.rechecks.values() if r.due <= now]
-        if due:
-            timeout_s = self.plan().health.probe_timeout_s
-            await asyncio.gather(*(self._probe(e, timeout_s) for e in due))
+            jobs.append(self.probe_all())
+        else:
+            due = [r.endpoint for r in self.rechecks.values() if r.due <= now]
+            if due:
+                timeout_s = self.plan().health.probe_timeout_s
+                jobs.extend(self._probe(e, timeout_s) for e in due)
+        await asyncio.gather(*jobs)
 
     def pause_s(self) -> float:
-        """Until the next full round or the first down endpoint's own probe, whichever comes first."""
+        """Until the next full round, the first down endpoint's own probe or the first check of an open
+        circuit, whichever comes first."""
         wake = min([self._next_round, *(r.due for r in self.rechecks.values())])
+        checked = self.recovery.next_due() if self.recovery is not None else None
+        if checked is not None:
+            wake = min(wake, checked)
         return max(wake - self.clock(), 0.0)
 
     def busy(self) -> None:

@@ -33,19 +33,19 @@ as it is.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on
+from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on, planned_context
 from interlock.runtime.guards import DEFER, Admission
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit
 from interlock.runtime.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.metrics import Metrics
+from interlock.runtime.tables import Route
 
 log = logging.getLogger("interlock.preflight")
 
@@ -55,16 +55,9 @@ CLEARLY_UNLEARNED = 4.0  # before any answer, "clearly too small": the estimate 
 
 
 class ContextGuard(MisfitGuard):
-    def __init__(
-        self,
-        facts: FactsTable,
-        metrics: Metrics,
-        counts: CountBook | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, facts: FactsTable, metrics: Metrics, counts: CountBook | None = None) -> None:
         super().__init__(facts, metrics)
         self.counts = counts if counts is not None else CountBook()
-        self.clock = clock  # when a candidate locked out by what was learned was last tried
 
     def verdict(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
         preflight = admission.preflight
@@ -114,13 +107,17 @@ class ContextGuard(MisfitGuard):
                 fit = Fit(window, output, margin, needs.counted, settings.max_tokens_ceiling)
                 last = not admission.has_next and source != UPSTREAM_SAID  # not refused on the estimate
                 kind, room = fit.kind(prompt, learned is not None, candidate.says_overflow, last)
-                if kind == TOO_SMALL and learned is not None and preflight.enforcing:
-                    raw = max(text + schema, floor_tokens) + reserve  # without what was learned
-                    raw_kind, raw_room = fit.kind(raw, False, candidate.says_overflow, last)
-                    if raw_kind != TOO_SMALL and self.counts.trial(label, candidate.facts_key, self.clock()):
-                        kind, room, prompt = raw_kind, raw_room, raw  # its answer teaches the book again
+                if (
+                    kind == TOO_SMALL
+                    and preflight.enforcing
+                    and (learned is not None or source == UPSTREAM_SAID)
+                ):
+                    raw = max(text + schema, floor_tokens) + reserve  # the prompt without what was learned
+                    tried = self._trial(admission, route, fit, raw)
+                    if tried is not None:  # its answer teaches again: counts, and a window it named
+                        kind, room = tried
+                        prompt, learned = raw, None
                         preflight.note(f"{candidate.id} on {label} tried: too small only as learned")
-                        learned = None
                 needed = max(needed, fit.whole(prompt))
                 if kind != FITS:
                     largest = window if largest is None else max(largest, window)
@@ -153,6 +150,21 @@ class ContextGuard(MisfitGuard):
                 admission.body, admission.ceiling = sent, ceiling
                 preflight.lowered(candidate.id, ceiling)
         return None
+
+    def _trial(self, admission: Admission, route: Route, fit: Fit, raw: int) -> tuple[int, int | None] | None:
+        """A candidate that only what was learned makes too small (the count book's counts, a window
+        its server named in an overflow answer) is tried anyway once every ``TRIAL_EVERY_S`` when,
+        without them, it would be: the kind of fit it would have then; else None."""
+        candidate = admission.candidate
+        window, _ = planned_context(route, candidate, self.facts, None)
+        kind: tuple[int, int | None] = (FITS, None)  # no window known: it fits wherever it goes
+        if window is not None:
+            unlearned = Fit(window, fit.output, fit.margin, fit.counted, fit.ceiling)
+            kind = unlearned.kind(raw, False, candidate.says_overflow, not admission.has_next)
+        label, model = route.endpoint.label, candidate.facts_key
+        if kind[0] == TOO_SMALL or not self.counts.trial(label, model):
+            return None
+        return kind
 
 
 @dataclass(slots=True)

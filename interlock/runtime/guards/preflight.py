@@ -35,7 +35,13 @@ from typing import Any
 import orjson
 
 from interlock.runtime.access import COMMON
-from interlock.runtime.errors import CapabilityMissing, ContextTooLarge, InvalidRequest, RequestDoesNotFit
+from interlock.runtime.errors import (
+    CandidateOutcome,
+    CapabilityMissing,
+    ContextTooLarge,
+    InvalidRequest,
+    RequestDoesNotFit,
+)
 from interlock.runtime.guards.ceiling import said
 from interlock.runtime.tables import PreflightSettings
 
@@ -247,6 +253,9 @@ class Preflight:
     """Built per request: a plain class (a dataclass with list factories costs more to build)."""
 
     __slots__ = (
+        "attempts",
+        "calling",
+        "calling_since",
         "ceilings",
         "deferred",
         "misfits",
@@ -259,6 +268,7 @@ class Preflight:
         "skipped",
         "started",
         "turn",
+        "walked_s",
     )
 
     def __init__(self, needs: Needs, mode: str, settings: PreflightSettings = DEFAULT_SETTINGS) -> None:
@@ -274,6 +284,12 @@ class Preflight:
         self.turn = COMMON  # where it waits for a slot (``runtime.state.fair``): its caller's
         self.request_headers: list[tuple[bytes, bytes]] = []  # read only by ``deadline``
         self.started = 0.0  # when the request arrived (``time.perf_counter()``)
+        # the walk so far, for the access log (``record.Walked``): its calls that failed or were
+        # skipped, the candidate called now (and since when), the seconds its finished calls took
+        self.attempts: list[CandidateOutcome] | None = None
+        self.calling: str | None = None
+        self.calling_since = 0.0
+        self.walked_s = 0.0
 
     def deadline(self) -> float | None:
         """When the caller stops waiting (``time.perf_counter()``), from the timeout its SDK sends with

@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from interlock.runtime.access import ANONYMOUS, Caller, caller_of
 from interlock.runtime.errors import shown
+from interlock.runtime.fleet.fit import guaranteed_window
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
@@ -30,6 +31,7 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.base import SlotReport
 from interlock.runtime.tables import Candidate, worker_label
 from interlock.runtime.wire.openai_chat import error_body, error_type
+from interlock.schema.plan import PlanContract
 
 if TYPE_CHECKING:
     from interlock.runtime.services import LiveState
@@ -65,6 +67,8 @@ def model_objects(plan: RuntimePlan) -> list[dict[str, Any]]:
             "created": 0,
             "owned_by": "interlock",
             "description": a.description or "alias: " + " -> ".join(c.id for c in a.candidates),
+            "display_name": name,
+            **_limits(a.contract),
         }
         for name, a in plan.aliases.items()
     ]
@@ -80,6 +84,20 @@ def model_objects(plan: RuntimePlan) -> list[dict[str, Any]]:
             for cid, c in plan.candidates.items()
         )
     return data
+
+
+def _limits(contract: PlanContract | None) -> dict[str, Any]:
+    """What a client that discovers models needs of an alias, in the Anthropic Models API's names:
+    ``display_name`` (Claude Code's picker), ``max_input_tokens`` (the guaranteed window, compiled),
+    ``max_tokens`` (the output ceiling); only what the plan knows."""
+    if contract is None:
+        return {}
+    out: dict[str, Any] = {}
+    if contract.window_tokens is not None:
+        out["max_input_tokens"] = contract.window_tokens
+    if contract.output_tokens is not None:
+        out["max_tokens"] = contract.output_tokens
+    return out
 
 
 def _candidate_description(candidate: Candidate) -> str:
@@ -173,6 +191,8 @@ def build_admin(live: LiveState) -> FastAPI:
                 "description": alias.description,
                 "requires": list(alias.requires),
                 "candidates": [_candidate(live, c) for c in alias.candidates],
+                "window_tokens": guaranteed_window(alias, live.facts),
+                "contract": alias.contract.model_dump(mode="json") if alias.contract else None,
             }
             for name, alias in plan.aliases.items()
             if caller.may_call(name)
@@ -366,8 +386,14 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
         if telemetry is not None:  # only for workers that declare telemetry
             workers[name]["telemetry"] = telemetry
         if limits.server is not None:  # an OpenAI-compatible server's own load, as last read (None: unknown)
-            load = live.facts.load(worker_label(limits.provider, name))
-            workers[name]["server"] = {"kind": limits.server, "load": load.report() if load else None}
+            label = worker_label(limits.provider, name)
+            load = live.facts.load(label)
+            workers[name]["server"] = {
+                "kind": limits.server,
+                "load": load.report() if load else None,
+                # whether it makes progress: a call's first byte waits on while it does
+                "progress": live.facts.progress.report(label),
+            }
         workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
         workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
     candidates = {cid: _candidate(live, c) for cid, c in plan.candidates.items()}

@@ -35,7 +35,6 @@ STATUSES: Mapping[str, str] = {
     "(see `Retry-After`)",
     "4XX": "An upstream refused the request; its status is passed on (401/403: it refused the gateway's "
     "credentials for it, never the caller's)",
-    "502": "The upstream that was tried sent an answer that could not be read (`upstream_malformed`)",
     "503": "Every candidate failed or is unavailable (each one's outcome is in the message)",
 }
 """Every error status a route may document, and what it means; a test ties the status of every

@@ -530,7 +530,11 @@ class GuardedProtocol(asyncio.Protocol):
 
     def _answer_and_drain(self, reason: str, answer: bytes) -> None:
         """Answer, end our side, then read and drop what the client still sends (so it reads the answer,
-        not a reset) until it closes, at most ``LINGER_S``; counted under ``reason``."""
+        not a reset) until it closes, at most ``LINGER_S``; counted under ``reason``. With an answer to
+        an earlier request still being written (pipelining), the connection is closed at once instead."""
+        if self.answering is not None:
+            self.close_for(reason, answer)
+            return
         self._disarm()
         self.book.forget(self)
         self._client_gone()

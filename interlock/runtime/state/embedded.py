@@ -25,7 +25,9 @@ answered ``[id, null, [granted hold, ...]]`` (held) or ``[id, [index, held]]``; 
 (unclaim what that claim holds, if anything; no answer). A connection that ends gives back the
 requests it still had in flight, and their holds.
 Either way ``["h", endpoint, open_for_s]``: a worker found an endpoint down (or back, 0); the server
-passes it on to the other workers, so one worker's discovery that a box died spares the others.
+passes it on to the other workers, so one worker's discovery that a box died spares the others; and
+``["hc", candidate, open_for_s]`` the same for a candidate's circuit (opened until its trial, or
+half-opened: 0).
 
 A worker that dies gives everything back: what the server handed it and its queue places when the
 kernel closes its socket, its row of the file when the kernel drops the row's lock (``shared.py``: the
@@ -258,7 +260,7 @@ class SlotServer:
                     taken = claimed.pop(int(message[1]), None)
                     if taken is not None:
                         await self.counters.unclaim(taken)
-                elif op == "h":  # an endpoint found down (or back): tell the other workers
+                elif op in ("h", "hc"):  # an endpoint (a candidate) found down or back: tell the others
                     line = orjson.dumps(message) + b"\n"
                     for other in self._writers:
                         if other is not writer and not other.is_closing():
@@ -394,6 +396,7 @@ class EmbeddedSlots(SlotBackend):
         """Tell the other workers (through the supervisor) when an endpoint is found down or back."""
         self._health = book
         book.listener = lambda label, open_for_s: self._send(["h", label, open_for_s])
+        book.candidate_listener = lambda cid, open_for_s: self._send(["hc", cid, open_for_s])
 
     async def start(self) -> None:
         await self._connect()
@@ -548,6 +551,10 @@ class EmbeddedSlots(SlotBackend):
                 if reply[0] == "h":
                     if self._health is not None:
                         self._health.apply_shared(str(reply[1]), float(reply[2]))
+                    continue
+                if reply[0] == "hc":
+                    if self._health is not None:
+                        self._health.apply_shared_candidate(str(reply[1]), float(reply[2]))
                     continue
                 future = self._replies.pop(reply[0], None)
                 if future is not None and not future.done():

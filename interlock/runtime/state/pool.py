@@ -81,6 +81,12 @@ class SlotPool:
             return SlotLease(self, model)
         return None
 
+    def count_granted(self, model: str) -> SlotLease:
+        """A slot another authority granted (the shared store) counted here too, whatever this pool's
+        bound says, so that this process's own table, should it have to decide alone, knows it is held."""
+        self._take(model)
+        return SlotLease(self, model)
+
     async def acquire(self, model: str, limit: int, turn: Turn = COMMON) -> SlotLease:
         """A slot now, or after waiting in the queue in ``turn``'s place; ``SlotUnavailable`` past the
         queue's bounds."""

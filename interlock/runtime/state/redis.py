@@ -25,11 +25,21 @@ clocks do not matter. One Redis, not a Cluster (the scripts build keys).
 - Retry-After: the queue's ``max_wait`` rounded up (as in one process); messages give the shared count.
 - Circuits: a replica that opens an endpoint's circuit, or sees a probe fail, publishes it on
   ``interlock:health``; the others open theirs at once, so no replica waits out a dead box's timeout.
+  A candidate's circuit too: opened (until its next trial) and half-opened (its trial or a check
+  passed), so replicas share one backoff and the recovery one of them saw.
   The request path reads only its own ``HealthBook``.
 - A call that meets a stale connection (the store restarted) is tried once more on a fresh one.
 - Store unreachable (refused, timed out): fail open to this process's own slot table, log it loudly,
   count it (``interlock_state_fallbacks_total``, ``interlock_state_degraded``), retry the store at most
   once a second. Socket timeouts are short, so no request hangs on the store.
+- An acquire call carries the server time past which its caller no longer waits for the answer
+  (``EXPIRES_S`` after it is sent, on the server's clock as last read: ``_sync_clock``); a call the
+  store runs later (it was paused, or stalled, and the replica fell back meanwhile) changes nothing, so
+  no slot is ever held for a request that gave up on it.
+- Through a switch-over the bound is the documented one, ``max_concurrent`` per process: this process's
+  table counts the slots the store granted it too (``SlotPool.count_granted``), so a request it lets
+  through alone never joins ones the store let through; and while any slot it granted alone is still
+  held, the worker's requests stay on its table (the store, back, does not know of those slots).
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ from interlock.runtime.state.base import Lease, SharedLearning, SlotBackend, Slo
 from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare, granted
 from interlock.runtime.state.fair import CLASS_SPAN
 from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.state.pool import SlotLease
 from interlock.runtime.tables import WorkerLimits
 
 if TYPE_CHECKING:
@@ -64,6 +75,7 @@ PREFIX = "interlock"
 RECONNECT_EVERY_S = 1.0
 POLL_S = 0.05  # a waiter asks again at least this often (a release wakes it sooner)
 SOCKET_TIMEOUT_S = 0.5
+EXPIRES_S = 0.8 * SOCKET_TIMEOUT_S  # an acquire the store runs later than this after it was sent: a no-op
 _SPAN = repr(CLASS_SPAN)  # as the scripts read it
 
 _PURGE = """
@@ -97,7 +109,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 # KEYS[1] worker prefix; ARGV id, max_concurrent, limit, max_waiting, wait, ttl_ms, alive_ms, model,
 # tenant, weight, rank, span (the fair queue: ``fair.py``; a waiter's score is rank * span + finish
-# tag), polling ('1': this id queued before)
+# tag), polling ('1': this id queued before), expires (the server's time in ms past which the caller
+# has stopped waiting for this call's answer; '0': none): a call run later changes nothing -> {5, 0}
 # -> {1, in_use} granted, {0, waiting} none free (not waiting), {2, waiting} queued, {3, waiting} full,
 # {4, waiting} pushed out of the full queue by a newcomer with an earlier place (told on its next poll)
 ACQUIRE = (
@@ -107,6 +120,8 @@ local p, id, model = KEYS[1], ARGV[1], ARGV[8]
 local maxc, limit, maxw = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local wait, ttl, alive = ARGV[5] == '1', tonumber(ARGV[6]), tonumber(ARGV[7])
 local tenant, weight, rank, span = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local expires = tonumber(ARGV[14] or '0')
+if expires > 0 and now > expires then return {5, 0} end  -- run late: its caller has given up
 purge(p, now)
 local in_use = redis.call('ZCARD', p .. ':held')
 local function used(m) return redis.call('ZCARD', p .. ':m:' .. m) end
@@ -264,19 +279,38 @@ class RedisOptions:
 
 
 class RedisLease(Lease):
-    __slots__ = ("backend", "ident", "model", "released", "worker")
+    __slots__ = ("backend", "ident", "local", "model", "released", "worker")
 
-    def __init__(self, backend: RedisSlots, worker: str, model: str, ident: str) -> None:
+    def __init__(self, backend: RedisSlots, worker: str, model: str, ident: str, local: SlotLease) -> None:
         self.backend = backend
         self.worker = worker
         self.model = model
         self.ident = ident
+        self.local = local  # the same slot in this process's own table
         self.released = False
 
     async def release(self) -> None:
         if not self.released:
             self.released = True
+            self.local.release()
             await self.backend._release(self)
+
+
+class AloneLease(Lease):
+    """A slot this process's own table granted while the store was out: counted until released."""
+
+    __slots__ = ("backend", "held", "worker")
+
+    def __init__(self, backend: RedisSlots, worker: str, held: Lease) -> None:
+        self.backend = backend
+        self.worker = worker
+        self.held: Lease | None = held
+
+    async def release(self) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            self.backend._alone[self.worker] -= 1
+            await held.release()
 
 
 class RedisSlots(SlotBackend):
@@ -308,13 +342,14 @@ class RedisSlots(SlotBackend):
         self._ids = itertools.count(1)
         self._bounds: dict[str, WorkerLimits] = {}
         self._held: dict[str, RedisLease] = {}
+        self._alone: dict[str, int] = {}  # per worker: slots held that this process's table granted alone
         self._waiting: dict[str, int] = {}
-        self._local_in_use: dict[str, dict[str, int]] = {}
         self._rejected: dict[str, int] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._health: HealthBook | None = None
         self._scripts: dict[str, Any] = {}
+        self._offset_ms: float | None = None  # the server's clock less the loop's, in ms (last read)
 
     @property
     def degraded(self) -> bool:
@@ -324,14 +359,15 @@ class RedisSlots(SlotBackend):
         self.fallback.configure(workers)
         self._bounds = dict(workers)
         for name in workers:
+            self._alone.setdefault(name, 0)
             self._waiting.setdefault(name, 0)
-            self._local_in_use.setdefault(name, {})
             self._rejected.setdefault(name, 0)
 
     def share_health(self, book: HealthBook) -> None:
         """Publish this replica's circuit openings and apply the others' (call before ``start``)."""
         self._health = book
         book.listener = self._publish_health
+        book.candidate_listener = self._publish_candidate
 
     async def start(self) -> None:
         for name, script in (
@@ -345,9 +381,23 @@ class RedisSlots(SlotBackend):
         self._tasks.append(loop.create_task(self._renew_loop()))
         self._tasks.append(loop.create_task(self._listen()))
         try:
-            await self.client.ping()
+            await self._sync_clock()
         except Exception as exc:
             self._down(exc)
+
+    async def _sync_clock(self) -> None:
+        """Read the server's clock (``TIME``): what an acquire's ``expires`` is written in."""
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        seconds, micros = await self.client.time()
+        mid = (sent + loop.time()) / 2  # the reply's time, within half the round trip
+        self._offset_ms = seconds * 1000 + micros / 1000 - mid * 1000
+
+    def _expires(self, loop: asyncio.AbstractEventLoop) -> str:
+        offset = self._offset_ms
+        if offset is None:
+            return "0"
+        return str(int((loop.time() + EXPIRES_S) * 1000 + offset))
 
     async def close(self) -> None:
         tasks = list(self._tasks)
@@ -374,25 +424,28 @@ class RedisSlots(SlotBackend):
     async def acquire(
         self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn = COMMON
     ) -> Lease | None:
-        if not self._usable():
-            return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
+        if not self._usable() or self._alone[worker]:  # out, or slots it granted alone still held
+            return await self._alone_acquire(worker, model, limit, wait=wait, turn=turn)
         bounds = self._bounds[worker]
         ident = f"{self.replica}:{next(self._ids)}"
         key = f"{self.options.prefix}:w:{worker}"
         ttl_ms = int(self.options.lease_ttl_s * 1000)
         alive_ms = max(2000, int(POLL_S * 8000))
         args = [ident, bounds.max_concurrent, limit, bounds.max_waiting, int(wait), ttl_ms, alive_ms, model]
-        args += [turn.tenant, repr(turn.weight), turn.rank, _SPAN, "0"]
+        args += [turn.tenant, repr(turn.weight), turn.rank, _SPAN, "0", "0"]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + bounds.max_wait_s
         queued = False
         try:
             while True:
+                args[-1] = self._expires(loop)
                 try:
                     status, count = await self._scripts["acquire"](keys=[key], args=args)
+                    if status == 5:  # run past its expiry: the store is too slow to wait on
+                        raise TimeoutError("the shared state store ran the acquire too late")
                 except Exception as exc:  # any client error: per-process limits
                     self._down(exc)
-                    return await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
+                    return await self._alone_acquire(worker, model, limit, wait=wait, turn=turn)
                 self._up()
                 if status == 1:
                     return self._granted(worker, model, ident)
@@ -412,7 +465,7 @@ class RedisSlots(SlotBackend):
                     )
                 if not queued:
                     queued = True
-                    args[-1] = "1"  # from now on a poll (told if pushed out meanwhile)
+                    args[-2] = "1"  # from now on a poll (told if pushed out meanwhile)
                     self._waiting[worker] += 1
                 left = deadline - loop.time()
                 if left <= 0 or bounds.max_wait_s <= 0:
@@ -436,21 +489,24 @@ class RedisSlots(SlotBackend):
             if queued:
                 self._waiting[worker] -= 1
 
+    async def _alone_acquire(
+        self, worker: str, model: str, limit: int, *, wait: bool, turn: Turn
+    ) -> Lease | None:
+        """A slot of this process's own table (which counts the store's grants to it as well)."""
+        held = await self.fallback.acquire(worker, model, limit, wait=wait, turn=turn)
+        if held is None:
+            return None
+        self._alone[worker] += 1
+        return AloneLease(self, worker, held)
+
     def _granted(self, worker: str, model: str, ident: str) -> RedisLease:
-        lease = RedisLease(self, worker, model, ident)
+        local = self.fallback.table.pools[worker].count_granted(model)
+        lease = RedisLease(self, worker, model, ident, local)
         self._held[ident] = lease
-        counts = self._local_in_use[worker]
-        counts[model] = counts.get(model, 0) + 1
         return lease
 
     async def _release(self, lease: RedisLease) -> None:
         self._held.pop(lease.ident, None)
-        counts = self._local_in_use[lease.worker]
-        left = counts.get(lease.model, 0) - 1
-        if left > 0:
-            counts[lease.model] = left
-        else:
-            counts.pop(lease.model, None)
         key = f"{self.options.prefix}:w:{lease.worker}"
         await asyncio.shield(self._leave(key, lease.ident, rejected=False))
 
@@ -466,13 +522,10 @@ class RedisSlots(SlotBackend):
         return self._waiting.get(worker, 0) + self.fallback.waiting(worker)
 
     def local(self, worker: str) -> SlotReport:
-        counts = dict(self._local_in_use.get(worker, {}))
-        spare = self.fallback.local(worker)
-        for model, n in spare.per_model.items():
-            counts[model] = counts.get(model, 0) + n
+        spare = self.fallback.local(worker)  # its table counts the store's grants too
         return SlotReport(
-            sum(counts.values()),
-            counts,
+            spare.in_use,
+            dict(spare.per_model),
             self._waiting.get(worker, 0) + spare.waiting,
             self._rejected.get(worker, 0) + spare.rejected,
         )
@@ -518,9 +571,9 @@ class RedisSlots(SlotBackend):
         ttl_ms = int(self.options.lease_ttl_s * 1000)
         while True:
             await asyncio.sleep(self.options.lease_ttl_s / 3)
-            if self._down_until is not None and self._usable():  # notice the store is back unasked
+            if self._usable():  # the server's clock read again (and the store noticed back unasked)
                 try:
-                    await self.client.ping()
+                    await self._sync_clock()
                 except Exception as exc:
                     self._down(exc)
                 else:
@@ -575,6 +628,16 @@ class RedisSlots(SlotBackend):
         self._tasks.append(task)
         task.add_done_callback(self._forget)
 
+    def _publish_candidate(self, cid: str, open_for_s: float) -> None:
+        """From ``HealthBook``: this replica opened ``cid``'s circuit until its trial (``open_for_s``
+        from now), or its trial or a check passed (0): the others take the same state."""
+        if self.degraded:
+            return
+        message = orjson.dumps({"from": self.replica, "candidate": cid, "open_for_s": open_for_s})
+        task = asyncio.get_running_loop().create_task(self._publish(message))
+        self._tasks.append(task)
+        task.add_done_callback(self._forget)
+
     def _forget(self, task: asyncio.Task[None]) -> None:
         with contextlib.suppress(ValueError):
             self._tasks.remove(task)
@@ -592,6 +655,9 @@ class RedisSlots(SlotBackend):
         try:
             event = orjson.loads(data)
             if event["from"] == self.replica:
+                return
+            if "candidate" in event:
+                book.apply_shared_candidate(str(event["candidate"]), float(event["open_for_s"]))
                 return
             book.apply_shared(str(event["endpoint"]), float(event["open_for_s"]))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):

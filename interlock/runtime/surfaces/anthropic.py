@@ -66,6 +66,7 @@ class Messages(Translated):
     forwards = frozenset({b"anthropic-beta", b"anthropic-version"})
     relays: str | None = "anthropic"  # (the base's type: mypyc refuses an override that narrows it)
     limits = OUTPUT_LIMITS["anthropic"]
+    name, route = "anthropic", "messages"
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return internal_request(body)
@@ -79,7 +80,7 @@ class Messages(Translated):
         return wire.Events(parsed.echo)
 
     def error(self, failure: Failure) -> bytes:
-        return wire.error_body(failure.status, failure.message)
+        return wire.error_body(failure.status, failure.message, failure.code, failure.gateway_code)
 
 
 async def count_tokens(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:

@@ -24,7 +24,7 @@ from interlock.runtime.record import CandidateRefused
 from interlock.runtime.wire.base import Native
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
 from interlock.runtime.wire.fields import OUTPUT_LIMITS, Limit, limited
-from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_type
+from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_body, error_type
 
 log = logging.getLogger("interlock.requests")
 
@@ -155,12 +155,27 @@ class Failure:
     param: str | None = None
     code: str | None = None
     headers: list[Header] = field(default_factory=list)
+    # interlock's own class where ``code`` is the upstream's own (a 4xx passed on): both are said
+    gateway_code: str | None = None
+
+
+def openai_error(failure: Failure) -> bytes:
+    """``failure`` as the OpenAI error body (Chat Completions and Responses answer errors alike)."""
+    return error_body(
+        failure.message,
+        failure.type,
+        param=failure.param,
+        code=failure.code,
+        gateway_code=failure.gateway_code,
+    )
 
 
 class Surface(abc.ABC):
     """One wire format's edge: parse into the internal form; render answers, streams and errors."""
 
     operation = "chat"  # the metrics' endpoint label for a request that ends before it is parsed
+    name = "openai"  # the access log's `surface`: its wire format
+    route = "chat"  # the access log's `endpoint`
     # the fields a caller sets its output ceiling with, in this format (``check_output_limits``)
     limits: tuple[Field, ...] = ()
     unbounded: frozenset[int] = frozenset()  # ceiling values that mean "none" in this format
@@ -209,25 +224,19 @@ def failure_of(exc: BaseException, plan: RuntimePlan) -> Failure:
         if isinstance(exc, BodyTooLarge):
             extra.append((b"connection", b"close"))
         return Failure(exc.status, exc.message, exc.type, exc.param, exc.code, extra)
-    if isinstance(exc, CandidateRefused):
+    if isinstance(exc, CandidateRefused):  # a 4xx (a malformed answer falls back: a TransientError)
         cid, error = exc.candidate.id, exc.error
+        status = error.status or 400
+        if status in (401, 403):
+            provider = exc.candidate.provider
+            message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
+        else:
+            message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
         headers = [exc.candidate.resolved_header]
-        if isinstance(error, ClientError):
-            status = error.status or 400
-            if status in (401, 403):
-                provider = exc.candidate.provider
-                message = f"upstream {cid} refused the gateway's credentials for {provider} ({status})"
-            else:
-                message = f"upstream {cid} answered {status}: {scrub(error.message, plan.secrets)}"
+        code = error.code if isinstance(error, ClientError) else None
+        if code is None or status in (401, 403):  # the gateway's key, not the caller's
             return Failure(status, message, error_type(status), None, "upstream_error", headers)
-        return Failure(
-            502,
-            f"upstream {cid} sent an answer that could not be read ({error.error_class})",
-            "server_error",
-            None,
-            "upstream_malformed",
-            headers,
-        )
+        return Failure(status, message, error_type(status), None, code, headers, "upstream_error")
     log.error("unexpected error while answering a request", exc_info=exc)
     return Failure(500, "internal error in the gateway", "server_error", None, "internal_error")
 

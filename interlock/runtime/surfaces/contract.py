@@ -89,7 +89,7 @@ ANTHROPIC_ERROR = _obj(
     error=_obj(("type", "message"), type=STRING, message=STRING),
 )
 
-LIFECYCLE = ("400", "402", "404", "405", "413", "429", "4XX", "502", "503")  # the lifecycle's
+LIFECYCLE = ("400", "402", "404", "405", "413", "429", "4XX", "503")  # the lifecycle's
 PARSED = ("400", "404", "405", "413")  # a request parsed and resolved, never sent upstream
 
 SSE_EVENT = _obj(("data",), event=STRING, data=STRING)  # one server-sent event, as OpenAPI 3.2 reads one

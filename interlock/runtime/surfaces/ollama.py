@@ -112,6 +112,11 @@ class _NDJSON(StreamRender):
         line.update(extra)
         return orjson.dumps(line) + b"\n"
 
+    def keepalive(self) -> bytes:
+        """NDJSON has no comment: a line of the answer with nothing in it (``content: ""``, ``done:
+        false``), as Ollama itself sends between tokens that carry no text; its clients append nothing."""
+        return self._line("", None, done=False)
+
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
             self._relayed = True
@@ -153,6 +158,9 @@ class _NDJSON(StreamRender):
 
 
 class _Native(Surface):
+    name = "ollama"
+    route = "api/chat"
+
     def error(self, failure: Failure) -> bytes:
         return error_body(failure.message)
 
@@ -216,6 +224,8 @@ GENERATE_ONLY = frozenset(("prompt", "system", "images", "raw", "template", "con
 class Generate(Chat):
     """``POST /api/generate``: ``system`` + ``prompt`` (+ ``images``) as a two-message chat."""
 
+    route = "api/generate"
+
     def parse(self, body: dict[str, Any]) -> Parsed:
         check_model(body)
         for key in ("raw", "template", "context", "suffix"):
@@ -259,6 +269,7 @@ class Embed(_Native):
     """``POST /api/embed``: ``input`` a string or strings -> ``embeddings``."""
 
     operation = "embeddings"
+    route = "api/embed"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         model = check_model(body)
@@ -289,6 +300,8 @@ def _index(item: Any) -> int:
 
 class LegacyEmbeddings(Embed):
     """``POST /api/embeddings``: one ``prompt`` -> one ``embedding``."""
+
+    route = "api/embeddings"
 
     def parse(self, body: dict[str, Any]) -> Parsed:
         prompt = body.get("prompt")
@@ -343,7 +356,7 @@ async def tags(services: RequestServices, scope: Scope, receive: Receive, send: 
 
 async def show(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /api/show``: an alias's description, the capabilities it requires, the context it serves."""
-    from interlock.runtime.fleet.fit import effective_context
+    from interlock.runtime.fleet.fit import guaranteed_window
 
     plan = services.plan
     headers = [plan.plan_header]
@@ -362,12 +375,8 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         await send_json(send, 404, error_body(f"model '{shown(name)}' not found"), headers)
         return
     candidates = entry.candidates if isinstance(entry, Alias) else (entry,)
-    windows = [
-        window
-        for candidate in candidates
-        for route in candidate.routes
-        if (window := effective_context(route, candidate, services.facts)[0]) is not None
-    ]
+    window = guaranteed_window(entry, services.facts)  # the smallest of the chain: what a fallback holds
+    contract = entry.contract if isinstance(entry, Alias) else None
     requires = list(entry.requires) if isinstance(entry, Alias) else []
     declared = set.intersection(*(set(c.capabilities or ()) for c in candidates)) if candidates else set()
     capabilities = sorted({"completion", *requires, *declared})
@@ -381,7 +390,8 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
         "model_info": {
             "general.architecture": "interlock",
             "general.description": description or " -> ".join(c.id for c in candidates),
-            "interlock.context_length": min(windows) if windows else None,
+            "interlock.context_length": window,
+            "interlock.output_tokens": contract.output_tokens if contract is not None else None,
             "interlock.candidates": [c.id for c in candidates],
             "interlock.requires": requires,
         },

@@ -27,9 +27,10 @@ from interlock.runtime.surfaces.base import (
     check_output_limits,
     check_stream,
     failure_of,
+    openai_error,
 )
 from interlock.runtime.wire.base import Native, StreamRender
-from interlock.runtime.wire.openai_chat import NO_EXTRAS, ChunkEvents, error_body
+from interlock.runtime.wire.openai_chat import NO_EXTRAS, ChunkEvents
 
 _USAGE_ASKED = MappingProxyType({"usage_asked": True})  # a Chat stream's ``extras``
 
@@ -37,11 +38,7 @@ _USAGE_ASKED = MappingProxyType({"usage_asked": True})  # a Chat stream's ``extr
 def describe_error(exc: BaseException, plan: RuntimePlan) -> tuple[int, bytes, list[Header]]:
     """Status, OpenAI-shaped body and extra headers for anything a request can end with."""
     failure = failure_of(exc, plan)
-    return failure.status, _error(failure), failure.headers
-
-
-def _error(failure: Failure) -> bytes:
-    return error_body(failure.message, failure.type, param=failure.param, code=failure.code)
+    return failure.status, openai_error(failure), failure.headers
 
 
 # -- request checks --------------------------------------------------------------------------------
@@ -119,13 +116,14 @@ class ChatCompletions(Surface):
         return ChunkEvents(candidate, parsed.extras.get("usage_asked") is True)
 
     def error(self, failure: Failure) -> bytes:
-        return _error(failure)
+        return openai_error(failure)
 
 
 class Embeddings(ChatCompletions):
     """``POST /v1/embeddings``."""
 
     operation = "embeddings"
+    route = "embeddings"
     forwards = frozenset()
 
     def parse(self, body: dict[str, Any]) -> Parsed:

@@ -33,11 +33,10 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.surfaces.base import Failure, Parsed, Translated, Translation
+from interlock.runtime.surfaces.base import Failure, Parsed, Translated, Translation, openai_error
 from interlock.runtime.wire import openai_responses as wire
 from interlock.runtime.wire.base import Relayed, StreamRender
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
-from interlock.runtime.wire.openai_chat import error_body
 
 
 class Responses(Translated):
@@ -47,6 +46,7 @@ class Responses(Translated):
     forwards = frozenset({b"openai-beta"})
     relays: str | None = "responses"  # (the base's type: mypyc refuses an override that narrows it)
     limits = OUTPUT_LIMITS["responses"]
+    name = route = "responses"
 
     def translate(self, body: dict[str, Any]) -> Translation:
         return wire.internal_request(body)
@@ -60,4 +60,4 @@ class Responses(Translated):
         return wire.Events(parsed.echo, parsed.extras.get("namespaces", {}))
 
     def error(self, failure: Failure) -> bytes:
-        return error_body(failure.message, failure.type, param=failure.param, code=failure.code)
+        return openai_error(failure)

@@ -289,6 +289,7 @@ class UpstreamClient:
         kind: str | None = None,
         lines: bytes = b"",
         now: float | None = None,
+        patience: Callable[[float], float | None] | None = None,
     ) -> Response:
         """Send ``method`` ``base_url`` + ``path``; return once the answer's headers have arrived.
 
@@ -323,7 +324,7 @@ class UpstreamClient:
             conn = await self._connect(target, connect_s, first_byte_at)
         resend = True
         while True:
-            response = conn.send(head, body, first_byte_at, total_at)
+            response = conn.send(head, body, first_byte_at, total_at, patience)
             try:
                 await response.head()
                 return response

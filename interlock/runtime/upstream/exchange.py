@@ -139,6 +139,7 @@ async def _start(
         kind=endpoint.kind,
         lines=lines or b"",
         now=now,
+        patience=endpoint.patience,
     )
     if 200 <= response.status < 300:
         return response

@@ -17,6 +17,8 @@ stream answered with an idle limit (``answered(idle_s)``) also ``idle_s`` after 
 notes its time; the timer, when it fires, moves itself to the last read's time plus ``idle_s``, so a
 stream that trickles schedules about one timer per ``idle_s``, not one per read). While the reader has
 paused the connection (its caller is slow), the upstream's silence is the gateway's own: it never counts.
+An exchange sent with ``patience`` (a server that reports its progress: ``fleet/signals/progress.py``)
+asks it when the first-byte deadline passes, and waits on as long as it says (never past the total).
 The timer is moved lazily, as the client connections' own (serving/connections.py): a later
 exchange's deadline leaves an earlier timer armed, and the timer, when it fires for a deadline that is
 no longer the one in force, re-arms itself for it; an exchange's deadline is always met at the moment
@@ -254,9 +256,17 @@ class Connection(asyncio.Protocol):
             self.origin.strayed()
         return True
 
-    def send(self, data: bytes, body: bytes | None, first_byte_at: float, total_at: float) -> Response:
-        """Write one request; the returned Response's ``head()`` waits for the answer's headers."""
-        response = Response(self, first_byte_at, total_at)
+    def send(
+        self,
+        data: bytes,
+        body: bytes | None,
+        first_byte_at: float,
+        total_at: float,
+        patience: Callable[[float], float | None] | None = None,
+    ) -> Response:
+        """Write one request; the returned Response's ``head()`` waits for the answer's headers.
+        ``patience``: asked when the first-byte deadline passes (seconds more to wait, or None)."""
+        response = Response(self, first_byte_at, total_at, patience)
         self.response = response
         transport = self.transport
         if transport is None or transport.is_closing():
@@ -428,8 +438,10 @@ class Response:
         "_error",
         "_idle",
         "_loop",
+        "_patience",
         "_paused",
         "_phase",
+        "_started",
         "_timer",
         "_total_at",
         "_waiter",
@@ -449,7 +461,13 @@ class Response:
         "unparsed",
     )
 
-    def __init__(self, conn: Connection, first_byte_at: float, total_at: float) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        first_byte_at: float,
+        total_at: float,
+        patience: Callable[[float], float | None] | None = None,
+    ) -> None:
         self.conn: Connection | None = conn
         self.status = 0
         self.raw_head = b""  # the status line and headers as they came (no blank line); ``headers`` reads it
@@ -479,6 +497,8 @@ class Response:
         self._loop = conn.loop
         self._timer: asyncio.TimerHandle | None = None  # a released body's drain (deadlines: conn.arm)
         self._deadline = first_byte_at  # the deadline in force: the connection's timer reads it
+        self._patience = patience  # the server's progress may move the first-byte deadline on
+        self._started = conn.loop.time() if patience is not None else 0.0
         conn.arm(first_byte_at)
 
     @property
@@ -717,6 +737,14 @@ class Response:
             self._buffered = 0
             self.fail(Timeout(IDLE if due < self._total_at else TOTAL))
             return
+        if phase == FIRST_BYTE and conn is not None and self._patience is not None:
+            more = self._patience(self._loop.time() - self._started)  # the server reports progress
+            if more is not None:
+                due = min(self._loop.time() + more, self._total_at)
+                if due > self._loop.time():
+                    self._deadline = due
+                    conn.arm(due)
+                    return
         if phase == TOTAL and conn is not None:  # the first-byte deadline, after ``answered()``: the total
             self._phase = _TOTAL_ARMED
             if self._total_at > self._loop.time():

@@ -51,6 +51,7 @@ from interlock.runtime.wire.openai_chat import (
 from interlock.runtime.wire.sse import SSE_HEADERS, SSEEvents, frame
 
 DEFAULT_MAX_TOKENS = 4096
+PING = frame("ping", b'{"type": "ping"}')  # Anthropic's keepalive event, as its API sends it
 FINISH_REASONS = {  # Anthropic's stop_reason -> OpenAI's finish_reason (STOP_REASONS: the other way)
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -75,9 +76,13 @@ def _error_type(status: int) -> str:
     return ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
 
 
-def error_body(status: int, message: str) -> bytes:
-    """Anthropic's error body for an answer of ``status``."""
-    return orjson.dumps({"type": "error", "error": {"type": _error_type(status), "message": message}})
+def error_body(status: int, message: str, code: str | None = None, gateway_code: str | None = None) -> bytes:
+    """Anthropic's error body for an answer of ``status``; an upstream's own error ``code`` (and interlock's
+    class beside it) as extra keys of its ``error``, which Anthropic's shape has no place for."""
+    error = {"type": _error_type(status), "message": message}
+    if gateway_code is not None and code is not None:
+        error["code"], error["interlock_code"] = code, gateway_code
+    return orjson.dumps({"type": "error", "error": error})
 
 
 def source_url(source: Any) -> str | None:
@@ -215,6 +220,11 @@ class Events(TranslatedEvents):
         super().__init__(model)
         self._block: tuple[str, int] | None = None  # (kind, the OpenAI tool-call index) of the open block
         self._index = -1
+
+    def keepalive(self) -> bytes:
+        """Anthropic's own ``ping`` event, which its SDKs (and Claude Code) read past; sent before
+        ``message_start`` too, which names the model that answers and is not known yet."""
+        return PING
 
     def _open(self, kind: str, call: int, block: dict[str, Any], out: list[bytes]) -> None:
         if self._block == (kind, call):

@@ -107,6 +107,10 @@ class Endpoint:
     max_body_bytes: int = DEFAULT_MAX_UPSTREAM_BODY_BYTES
     max_line_bytes: int = DEFAULT_MAX_STREAM_LINE_BYTES
     lines: bytes | None = field(init=False, repr=False, compare=False)
+    # asked when the first-byte deadline passes, with the seconds waited: seconds more to wait, because
+    # the server reports progress on its work (``fleet/signals/progress.py``), or None; only on a
+    # watched copy (the router's)
+    patience: Callable[[float], float | None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lines", header_lines(self.headers))
@@ -177,6 +181,11 @@ class StreamRender(abc.ABC):
     @abc.abstractmethod
     def end(self) -> bytes:
         """The terminal success event(s)."""
+
+    def keepalive(self) -> bytes:
+        """What the caller's client reads past while the first content is awaited (a silent prefill, a
+        fallback walk): an SSE comment, which every SSE reader skips; a format of its own overrides it."""
+        return b": keepalive\n\n"
 
     @abc.abstractmethod
     def error(self, message: str) -> bytes:

@@ -52,9 +52,20 @@ def error_type(status: int) -> str:
     return _ERROR_TYPES.get(status, "invalid_request_error")
 
 
-def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> bytes:
-    """OpenAI's error body."""
-    return orjson.dumps({"error": {"message": message, "type": type_, "param": param, "code": code}})
+def error_body(
+    message: str,
+    type_: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    gateway_code: str | None = None,
+) -> bytes:
+    """OpenAI's error body; ``gateway_code``: interlock's own class beside an upstream's own ``code``
+    (``interlock_code``), when the two differ."""
+    error = {"message": message, "type": type_, "param": param, "code": code}
+    if gateway_code is not None:
+        error["interlock_code"] = gateway_code
+    return orjson.dumps({"error": error})
 
 
 class ChunkEvents(StreamRender):
@@ -208,12 +219,18 @@ def _translate_native(payload: dict[str, Any]) -> None:
 
 def checked(answer: dict[str, Any], key: str, headers: Mapping[str, str]) -> dict[str, Any]:
     """An upstream's answer (a JSON object: ``asgi.json_object``) holding ``key`` (``choices``,
-    ``data``); an ``error`` object in it raises the matching UpstreamError (``headers``' credentials
-    masked), anything else MalformedResponse."""
+    ``data``) in its shape: a list of objects, and for ``choices`` at least one, each with a
+    ``message`` object. An ``error`` object in it instead raises the matching UpstreamError
+    (``headers``' credentials masked), anything else MalformedResponse (the walk falls back)."""
     if key not in answer:
         if "error" in answer:
             raise error_for_object(answer["error"], credentials(headers))
         raise MalformedResponse(f"response has no {key!r}")
+    items = answer[key]
+    if type(items) is not list or not all(type(item) is dict for item in items):
+        raise MalformedResponse(f"response's {key!r} is not a list of objects")
+    if key == "choices" and (not items or not all(type(c.get("message")) is dict for c in items)):
+        raise MalformedResponse("response's 'choices' hold no message")
     return answer
 
 

@@ -233,7 +233,13 @@ def test_worker_choice_follows_each_servers_own_load_read_in_the_probe_round(
         "llama1",
         "llama1",
         "sglang1",
-        str({"kind": "sglang", "load": ServerLoad(0, 0, None, 0.1, 0).report()}),
+        str(
+            {
+                "kind": "sglang",
+                "load": ServerLoad(0, 0, None, 0.1, 0).report(),
+                "progress": {"working": False, "moved_s_ago": None, "stall_allowance_s": 120.0},
+            }
+        ),
         "None",
     ]
 

@@ -156,3 +156,18 @@ def test_a_request_needs_exactly_one_host(basic_plan: RuntimePlan, head: bytes, 
         assert b'"code":"invalid_host"' in answer
         assert app.paths == []
         assert closed(metrics, "invalid_host") == 1
+
+
+def test_a_head_too_large_behind_a_request_being_answered_closes_the_connection(
+    basic_plan: RuntimePlan,
+) -> None:
+    """Pipelined: the first request is answered, the second's head is too large: 431, connection closed
+    (never read again as if it were waiting for a new request)."""
+    second = b"GET /two HTTP/1.1\r\nHost: t\r\nx-big: " + b"a" * (MAX_HEAD_BYTES + 10) + b"\r\n" + END
+    answer, app, metrics = run(
+        basic_plan, [HEAD + b"\r\n" + second, b"GET /three HTTP/1.1\r\nHost: t\r\n" + END]
+    )
+    assert b"HTTP/1.1 431 " in answer
+    assert "/two" not in app.paths
+    assert "/three" not in app.paths
+    assert closed(metrics, "headers_too_large") == 1

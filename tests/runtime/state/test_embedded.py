@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from interlock.runtime.access import Budget, Refusal
-from interlock.runtime.errors import ConnectFailed
+from interlock.runtime.errors import ConnectFailed, ServerError
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.counters import Claim, Held, Short
@@ -115,6 +115,10 @@ def test_an_endpoint_one_worker_finds_dead_is_skipped_by_the_others(server: Slot
         await until(lambda: not book_b.endpoint_usable("local@box"), "b to hear of it")
         book_a.record_success("local/m", "local@box")  # back
         await until(lambda: book_b.endpoint_usable("local@box"), "b to hear it is back")
+        book_a.record_failure("cloud/m", "cloud", ServerError("boom", status=503))  # a candidate's circuit
+        await until(lambda: book_b.candidate_block("cloud/m") == "circuit_open", "b to skip the candidate")
+        book_a.record_success("cloud/m", "cloud")
+        await until(lambda: book_b.candidate_block("cloud/m") is None, "b to try it again")
         await a.close()
         await b.close()
 

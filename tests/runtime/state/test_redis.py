@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from interlock.runtime.access import Budget, Refusal, Turn
-from interlock.runtime.errors import ConnectFailed
+from interlock.runtime.errors import ConnectFailed, ServerError
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.counters import Claim, Held, Short
@@ -118,10 +118,11 @@ def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
         held = await a.acquire("box", "m", 1, wait=True)
         assert held is not None
         redis_server.stop()
-        local = await asyncio.wait_for(a.acquire("box", "m", 1, wait=True), PATIENCE_S)  # fails open at once
+        local = await asyncio.wait_for(a.acquire("box", "n", 1, wait=True), PATIENCE_S)  # fails open at once
         assert local is not None
         assert (a.degraded, a.fallbacks) == (True, 1)
         assert await a.acquire("box", "m", 1, wait=False) is None  # still limited, in this process
+        assert await a.acquire("box", "o", 1, wait=False) is None  # the store's grant counts: 2 in use
         await local.release()
         await held.release()  # the store is gone: the TTL would free it; no error here
         redis_server.start()
@@ -135,26 +136,50 @@ def test_a_stopped_store_means_per_process_limits_never_a_hung_request(
     asyncio.run(scenario())
 
 
-def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: RedisServer) -> None:
+async def sharing_health(url: str) -> tuple[RedisSlots, RedisSlots, HealthBook, HealthBook]:
+    """Two replicas on one store, each sharing its health book, both listening to the other's."""
     settings = HealthSettings(
         failure_threshold=1, open_for_s=60, rate_limit_open_for_s=30, probe_interval_s=5, probe_timeout_s=1
     )
+    a, b = await replica(url), await replica(url)
+    book_a, book_b = HealthBook(settings), HealthBook(settings)
+    a.share_health(book_a)
+    b.share_health(book_b)
+    channel = f"{a.options.prefix}:health"
 
+    async def both_listening() -> bool:  # a finding published before b subscribes never reaches b
+        return bool((await a.client.pubsub_numsub(channel))[0][1] == 2)
+
+    await until(both_listening, "both replicas to subscribe")
+    return a, b, book_a, book_b
+
+
+def test_a_circuit_opened_by_one_replica_opens_on_the_others(redis_server: RedisServer) -> None:
     async def scenario() -> None:
-        a, b = await replica(redis_server.url), await replica(redis_server.url)
-        book_a, book_b = HealthBook(settings), HealthBook(settings)
-        a.share_health(book_a)
-        b.share_health(book_b)
-        channel = f"{a.options.prefix}:health"
-
-        async def both_listening() -> bool:  # a finding published before b subscribes never reaches b
-            return bool((await a.client.pubsub_numsub(channel))[0][1] == 2)
-
-        await until(both_listening, "both replicas to subscribe")
+        a, b, book_a, book_b = await sharing_health(redis_server.url)
         book_a.record_failure("local/m", "local@box", ConnectFailed("refused"))
         await until(lambda: not book_b.endpoint_usable("local@box"), "b to skip the dead box")
         book_a.record_success("local/m", "local@box")
         await until(lambda: book_b.endpoint_usable("local@box"), "b to use it again")
+        await a.close()
+        await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_candidates_circuit_and_its_recovery_are_shared_by_the_replicas(redis_server: RedisServer) -> None:
+    """Replica a's calls fail: b skips the candidate too (until about a's trial); a's check passes:
+    b's next call is its trial as well (issue 40, item 2)."""
+
+    async def scenario() -> None:
+        a, b, book_a, book_b = await sharing_health(redis_server.url)
+        book_a.record_failure("cloud/m", "cloud", ServerError("boom", status=503))
+        await until(lambda: book_b.candidate_block("cloud/m") == "circuit_open", "b to skip it")
+        until_a = book_a.candidate("cloud/m").open_until
+        until_b = book_b.candidate("cloud/m").open_until
+        assert until_a - 1.0 <= until_b <= until_a + 0.2 * 7.5 + 1.0  # a's trial first, b's a little later
+        assert book_a.record_check("cloud/m", True, strong=True)
+        await until(lambda: book_b.candidate_block("cloud/m") is None, "b to try it again")
         await a.close()
         await b.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import time
 from email.utils import formatdate
 
@@ -446,3 +447,21 @@ def test_per_token_embeddings_are_pooled_by_their_mean() -> None:
     assert pooled(answer)["data"] == [{"embedding": [2.0, 4.0]}, {"embedding": [0.5, 0.5]}]
     with pytest.raises(Malformed, match=r"^per-token embeddings of different lengths$"):
         pooled({"data": [{"embedding": [[1.0, 2.0], [3.0]]}]})
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"choices": "none"}', "response's 'choices' is not a list of objects"),
+        (b'{"choices": [1]}', "response's 'choices' is not a list of objects"),
+        (b'{"choices": []}', "response's 'choices' hold no message"),
+        (b'{"choices": [{"index": 0, "text": "hi"}]}', "response's 'choices' hold no message"),
+    ],
+)
+def test_a_2xx_answer_in_the_wrong_shape_is_malformed(
+    openai_fake: FakeOpenAI, body: bytes, message: str
+) -> None:
+    """Shape-broken, not only unparseable: an upstream failure the walk falls back from (issue 40)."""
+    openai_fake.set_fault(Fault.http_status(200, body=body))
+    with pytest.raises(MalformedResponse, match=f"^{re.escape(message)}$"):
+        chat(endpoint("openai", openai_fake.base_url), "m1", HI)

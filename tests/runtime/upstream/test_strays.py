@@ -11,12 +11,19 @@ answers carried another request's text. The catch is said (``on_stray``: the gat
 from __future__ import annotations
 
 import asyncio
+import socket
+from collections.abc import Callable
+from typing import Any
 
+import httpx
+
+from interlock.commands.gateway import build_gateway
 from interlock.runtime.health import HealthBook
 from interlock.runtime.tables import HealthSettings
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import STRAY_COOLDOWN_S, UpstreamClient, adapter_for
 from interlock.runtime.wire.base import Endpoint
+from tests.runtime.conftest import build
 
 from .test_one_answer import KEY_A, KEY_B, Hostile, Tally, _ask, _provider
 
@@ -68,3 +75,49 @@ def test_the_catch_is_said_in_health_and_ends() -> None:
     assert book.endpoint_report("a")["healthy"] is True  # it still answers: only its reuse is off
     now[0] += STRAY_COOLDOWN_S
     assert book.endpoint_report("a")["connection_reuse_off_until"] is None
+
+
+GATEWAY = """\
+version: 1
+server: {{default_alias: t/chat, alias_namespace: t/}}
+providers:
+  cloud: {{kind: openai, base_url: "http://127.0.0.1:{port}/v1", api_key_env: CLOUD_KEY}}
+aliases:
+  t/chat: {{description: a provider that sends stray answers, chain: [cloud/m]}}
+"""
+
+
+def test_the_gateway_counts_the_catch_and_says_it_in_health(
+    plan_data: Callable[[str], dict[str, Any]],
+) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    plan = build(plan_data(GATEWAY.format(port=port)), {"CLOUD_KEY": KEY_A})
+    gateway = build_gateway(plan, probes=False)
+    server = Hostile("late")
+
+    async def scenario() -> tuple[list[str], Any, str]:
+        upstream = await asyncio.start_server(server.serve, sock=listener)
+        await gateway.startup()
+        try:
+            transport = httpx.ASGITransport(app=gateway)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                texts = []
+                for n in range(3):
+                    body = {"model": "t/chat", "messages": [{"role": "user", "content": f"q{n}"}]}
+                    answer = (await http.post("/v1/chat/completions", json=body)).json()
+                    texts.append(answer["choices"][0]["message"]["content"])
+                    await server.settled()  # the stray answer is on the wire before the next request
+                health = (await http.get("/v1/health")).json()
+                metrics = (await http.get("/metrics")).text
+        finally:
+            await gateway.shutdown()
+            upstream.close()
+        return texts, health, metrics
+
+    texts, health, metrics = asyncio.run(scenario())
+    assert texts == ["to q0", "to q1", "to q2"]  # each stray answer was caught before it was read
+    (endpoint,) = health["providers"]["cloud"]["endpoints"]
+    assert endpoint["connection_reuse_off_until"] is not None
+    assert endpoint["healthy"] is True
+    assert 'interlock_upstream_strays_total{endpoint="cloud"}' in metrics

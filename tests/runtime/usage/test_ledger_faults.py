@@ -15,14 +15,15 @@ import asyncio
 import calendar
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from interlock.runtime.usage import open_store
-from interlock.runtime.usage.base import Tally
+from interlock.runtime.usage.base import RowKey, Tally
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings
+from interlock.runtime.usage.memory import MemoryStore
 from interlock.runtime.usage.metering import MAX_REPORTED_TOKENS, Counted, reported
 from tests.postgres_server import PostgresServer
 
@@ -186,3 +187,29 @@ def test_a_commit_whose_reply_is_lost_is_counted_once(lossy: tuple[CommitReplyLo
         await ledger.close()
 
     asyncio.run(scenario())
+
+
+class Broken(MemoryStore):
+    """A store whose writes fail with what is not a store error (a bug, an unmapped driver error)."""
+
+    async def add(self, rows: Mapping[RowKey, Tally], batch: str | None = None) -> None:
+        raise OverflowError("Python int too large to convert to SQLite INTEGER")
+
+
+def test_any_failure_of_a_commit_is_counted_and_backed_off(caplog: pytest.LogCaptureFixture) -> None:
+    """Before: an exception that was not a ``UsageStoreError`` escaped the flush, was logged by the writer
+    every round (no back-off) and counted nowhere."""
+
+    async def scenario() -> None:
+        ledger = Ledger(Broken(), LedgerSettings(flush_s=0.5), wall=wall)
+        ledger.debit(GOOD, "cloud/gpt", ONE)
+        assert not await ledger.flush()
+        assert (ledger.failures, ledger.waiting) == (1, 1)
+        assert ledger.last_error == "internal: OverflowError"
+        assert ledger._retry_at == DEC_1 + 0.5  # backed off like a store that is down
+        assert not await ledger.flush()
+        assert ledger.failures == 2
+
+    asyncio.run(scenario())
+    tracebacks = [r for r in caplog.records if r.exc_info is not None]
+    assert len(tracebacks) == 1  # logged once per failing streak, with its traceback

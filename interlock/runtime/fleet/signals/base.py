@@ -9,7 +9,7 @@ only where it is on; SGLang's ``/metrics`` only with ``--enable-metrics``), and 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from interlock.runtime.fleet.signals.exposition import samples
 
@@ -24,6 +24,15 @@ class ServerLoad:
     kv_used: float | None = None  # fraction of its KV cache in use, 0 to 1
     cached_tokens: int | None = None  # tokens held in its KV cache (llama.cpp, SGLang)
     at: float = 0.0  # monotonic seconds of the reading
+    # a key that changes as the server makes progress on its work (``signals/progress.py``): llama.cpp's
+    # busy slots' (task, prompt tokens processed, tokens decoded); vLLM's and SGLang's token counters;
+    # not compared: two readings of the same load are equal whatever their progress
+    progress: tuple[int, ...] | None = field(default=None, compare=False)
+
+    @property
+    def working(self) -> bool:
+        """Whether the server says it is working on something now (running or holding requests)."""
+        return self.busy > 0
 
     @property
     def busy(self) -> int:
@@ -74,11 +83,12 @@ class Gauges:
     kv: tuple[str, ...]
     absent: str
     cached_tokens: str | None = None
+    counters: tuple[str, ...] = ()  # token counters that grow as it works (prompt, generation)
 
     @property
     def names(self) -> frozenset[str]:
         extra = (self.cached_tokens,) if self.cached_tokens else ()
-        return frozenset((self.running, self.waiting, *self.kv, *extra))
+        return frozenset((self.running, self.waiting, *self.kv, *extra, *self.counters))
 
     def __call__(self, bodies: Mapping[str, bytes]) -> ServerLoad:
         found = samples(bodies["/metrics"].decode("utf-8", "replace"), self.names)
@@ -89,4 +99,11 @@ class Gauges:
             waiting=total(found.get(self.waiting)),
             kv_used=highest(next((found[name] for name in self.kv if found.get(name)), None)),
             cached_tokens=total(found.get(self.cached_tokens)) if self.cached_tokens else None,
+            progress=_counted(found, self.counters),
         )
+
+
+def _counted(found: dict[str, list[float]], counters: tuple[str, ...]) -> tuple[int, ...] | None:
+    """The counters' sums as a progress key; None when the server has none of them."""
+    sums = tuple(total(found.get(name)) for name in counters)
+    return None if all(value is None for value in sums) else tuple(value or 0 for value in sums)

@@ -3,15 +3,15 @@
 ``/metrics``: ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``, and in older builds
 ``llamacpp:kv_cache_usage_ratio`` and ``llamacpp:kv_cache_tokens`` (the README's list); the 2026 builds
 (as PyPI's ``xllamacpp`` 2026.10 embeds it: tests/fixtures/signals/llama-server, captured) have neither.
-``/slots``: one object per slot; busy when ``is_processing`` is true (newer builds) or ``state`` is not
-0 (older ones, ``0`` = idle). A slot keeps its last prompt in its KV cache after it ends (``id_task``,
+``/slots``: one object per slot; busy when ``is_processing`` is true (newer builds) or ``state`` is not 0
+(older ones, ``0`` = idle). A slot keeps its last prompt in its KV cache after it ends (``id_task``,
 ``n_prompt_tokens`` stay, ``is_processing`` false): the tokens the slots hold (their ``n_prompt_tokens``
 and ``next_token[0].n_decoded``) stand for ``cached_tokens`` where ``/metrics`` has no
 ``kv_cache_tokens``. No KV fraction is made up from them: each slot owns its share of the context, so a
-full slot is no reason to defer. Either path may be off: what answered is read, and ``/metrics`` wins
-where both say how many run. llama-cpp-python's server (``python -m llama_cpp.server``) serves neither
-(404 on both; see docs/runtime.md).
-"""
+full slot is no reason to defer. A busy slot's task, ``n_prompt_tokens_processed`` (which moves once per
+batch of a prefill) and ``n_decoded`` are its progress (``signals/progress.py``). Either path may be off:
+what answered is read, and ``/metrics`` wins where both say how many run. llama-cpp-python's server
+(``python -m llama_cpp.server``) serves neither (404 on both; see docs/runtime.md)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,12 @@ NAMES = frozenset((RUNNING, DEFERRED, KV, TOKENS))
 
 
 def read(bodies: Mapping[str, bytes]) -> ServerLoad:
-    slots = busy = held = None
+    slots = busy = held = progress = None
     listed = bodies.get("/slots")
     if listed is not None:
-        slots, busy, held = _slots(orjson.loads(listed))
+        answer = orjson.loads(listed)
+        slots, busy, held = _slots(answer)
+        progress = _progress(answer)
     found: dict[str, list[float]] = {}
     text = bodies.get("/metrics")
     if text is not None:
@@ -49,7 +51,27 @@ def read(bodies: Mapping[str, bytes]) -> ServerLoad:
         slots=slots,
         kv_used=highest(found.get(KV)),
         cached_tokens=cached if cached is not None else held,
+        progress=progress,
     )
+
+
+def _progress(answer: list[dict[str, Any]]) -> tuple[int, ...]:
+    """The busy slots' (id, task, prompt tokens processed, tokens decoded), flat: it changes once per
+    batch of a prefill (2,048 tokens) and once per token decoded."""
+    key: list[int] = []
+    for slot in answer:
+        if slot.get("is_processing") is True or slot.get("state", 0) != 0:
+            step = slot.get("next_token")
+            first = step[0] if isinstance(step, list) and step else step
+            decoded = first.get("n_decoded") if isinstance(first, Mapping) else None
+            for value in (
+                slot.get("id"),
+                slot.get("id_task"),
+                slot.get("n_prompt_tokens_processed"),
+                decoded,
+            ):
+                key.append(value if isinstance(value, int) and not isinstance(value, bool) else -1)
+    return tuple(key)
 
 
 def _slots(answer: Any) -> tuple[int, int, int | None]:

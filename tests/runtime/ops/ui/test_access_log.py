@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from interlock.testing.faults import Fault
 from tests.runtime.ops.ui.conftest import CLOUD_KEY, Fleet, _fleet
 from tests.waiting import wait_until
 
@@ -56,7 +58,7 @@ def test_a_fallback_is_logged_with_its_attempts_durations_and_tokens(fleet: Flee
     refused = {"candidate": "box-b/llama3.2:3b", "error_class": "connect", "status": None, "called": True}
     assert line["attempts"] == [{**refused, "retry": 0}]  # its circuit opened (failure_threshold 1): no retry
     assert (line["status"], line["error_class"], line["stream"]) == (200, None, False)
-    assert set(line["duration_ms"]) == {"total", "upstream", "queued", "overhead"}
+    assert set(line["duration_ms"]) == {"total", "upstream", "queued", "relay", "overhead"}
     assert line["duration_ms"]["total"] >= line["duration_ms"]["upstream"] > 0
     assert line["tokens"]["completion_tokens"] > 0
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"])
@@ -88,3 +90,51 @@ def test_nothing_secret_or_said_is_logged(fleet: Fleet) -> None:
     assert CANARY not in log
     assert CLOUD_KEY not in log
     assert "Hello from" not in log  # no answer text either
+
+
+def test_messages_and_responses_are_logged_with_their_own_surface_and_endpoint(fleet: Fleet) -> None:
+    with httpx.Client(base_url=fleet.served.url, timeout=30) as http:
+        messages = http.post(
+            "/v1/messages",
+            json={"model": "team/vision", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+        )
+        responses = http.post("/v1/responses", json={"model": "team/vision", "input": "hi"})
+    assert (messages.status_code, responses.status_code) == (200, 200)
+    seen = [line_for(fleet, answer.headers["x-request-id"]) for answer in (messages, responses)]
+    assert [(line["surface"], line["endpoint"]) for line in seen] == [
+        ("anthropic", "messages"),
+        ("responses", "responses"),
+    ]
+
+
+def test_a_streams_relay_after_its_first_chunk_is_not_the_gateways_overhead(fleet: Fleet) -> None:
+    """gpu-a sends its 30 words 0.15 s apart: about 4.4 s of relay after the first chunk, which was
+    logged as the gateway's own time (30,320 ms of "overhead" for a 30 s stall: issue 40)."""
+    fleet.gpu_b.refuse_connections()  # team/chat: box-b first; then box-a (gpu-a), streaming slowly
+    try:
+        streamed = post(fleet, chat("team/chat", stream=True))
+    finally:
+        fleet.gpu_b.accept_connections()
+    line = line_for(fleet, streamed.headers["x-request-id"])
+    assert (line["candidate"], line["stream"]) == ("box-a/llama3.2:3b", True)
+    took = line["duration_ms"]
+    assert took["relay"] >= 0.15 * 25 * 1000  # at least the fake's own waits between the chunks
+    parts = took["upstream"] + took["queued"] + took["relay"] + took["overhead"]
+    assert took["total"] == pytest.approx(parts, abs=0.01)  # the parts add up: nothing counted twice
+
+
+def test_a_caller_gone_mid_call_is_logged_with_its_candidate_and_the_time_upstream(fleet: Fleet) -> None:
+    gate = threading.Event()
+    for box in (fleet.gpu_a, fleet.gpu_b):
+        box.set_fault(Fault.hold(gate), model="llama3.2:3b", times=1)
+    try:
+        with httpx.Client(base_url=fleet.served.url, timeout=1.0) as http, pytest.raises(httpx.ReadTimeout):
+            http.post("/v1/chat/completions", json=chat("team/chat"), headers={"x-request-id": "gone-1"})
+        line = line_for(fleet, "gone-1")
+    finally:
+        gate.set()
+        for box in (fleet.gpu_a, fleet.gpu_b):
+            box.clear_faults(model="llama3.2:3b")
+    assert line["status"] == 499
+    assert line["candidate"] in ("box-a/llama3.2:3b", "box-b/llama3.2:3b")
+    assert line["duration_ms"]["upstream"] > 0
