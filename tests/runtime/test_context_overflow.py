@@ -50,6 +50,16 @@ def test_every_dialect_is_a_context_overflow_with_its_numbers(dialect: str) -> N
     assert isinstance(error_for_object(inner, []), ContextOverflow)
 
 
+@pytest.mark.parametrize("dialect", sorted(OVERFLOWS))
+def test_an_overflows_absurd_numbers_are_not_believed(dialect: str) -> None:
+    """Issue 39's border: a window or count past ``bounds.MAX_WINDOW_TOKENS`` (in a field or in the
+    text) is unknown, not a window that locks the candidate out or a count no later candidate fits."""
+    status, error = OVERFLOWS[dialect](2**31, 2**31)  # past 2**30; orjson writes it (64 bits)
+    found = error_for_status(status, {}, orjson.dumps(error), [])
+    assert isinstance(found, ContextOverflow), (dialect, found)
+    assert (found.window, found.tokens) == (None, None)
+
+
 def test_other_4xx_answers_stay_client_errors() -> None:
     body = orjson.dumps({"error": {"message": "temperature must be at most 2", "code": "invalid_value"}})
     assert type(error_for_status(400, {}, body, [])) is ClientError
