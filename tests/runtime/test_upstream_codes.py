@@ -89,3 +89,14 @@ def test_a_refused_credential_is_never_passed_off_as_the_callers(basic_plan: Run
     failure = failure_of(refused(basic_plan, 401, body), basic_plan)
     error = orjson.loads(ChatCompletions().error(failure))["error"]
     assert error["code"] == "upstream_error"  # the gateway's key was refused, not the caller's
+
+
+def test_a_code_that_holds_the_gateways_key_is_not_passed_on(basic_plan: RuntimePlan) -> None:
+    """The code is the upstream's text too: an upstream that echoes the key there (a plain name by its
+    shape) is masked as its message is."""
+    key = "sk-proj-gateways0wnKey123"
+    body = orjson.dumps({"error": {"message": f"bad key {key}", "code": key}})
+    error = error_for_status(400, {}, body, [key])
+    assert isinstance(error, ClientError)
+    assert error.code is None
+    assert key not in error.message

@@ -54,7 +54,9 @@ def error_for_status(
         if overflowed is not None:
             return overflowed
         return ClientError(
-            text or f"upstream refused the request (HTTP {status})", status=status, code=error_code(error)
+            text or f"upstream refused the request (HTTP {status})",
+            status=status,
+            code=error_code(error, secrets),
         )
     if status >= 500:
         error = ServerError(f"upstream server error (HTTP {status})", status=status)
@@ -88,7 +90,9 @@ def error_for_object(error: Any, secrets: Iterable[str]) -> UpstreamError:
     if status is not None and 400 <= status < 500:
         text = _clean(_error_text(error), secrets)
         return ClientError(
-            text or f"upstream refused the request (HTTP {status})", status=status, code=error_code(error)
+            text or f"upstream refused the request (HTTP {status})",
+            status=status,
+            code=error_code(error, secrets),
         )
     return ServerError("upstream reported an error in its response", status=status)
 
@@ -201,12 +205,15 @@ def credentials(headers: Mapping[str, str]) -> list[str]:
 _PLAIN_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 
-def error_code(error: Any) -> str | None:
+def error_code(error: Any, secrets: Iterable[str] = ()) -> str | None:
     """An error object's own ``code`` (OpenAI's ``content_policy_violation``, ``context_length_exceeded``,
-    ``invalid_api_key``), as the caller is told it: a plain name of up to 64 characters, else None (a
-    number is the status again, as vLLM sends it; anything else is not passed on)."""
+    ``invalid_api_key``), as the caller is told it: a plain name of up to 64 characters that holds none
+    of ``secrets`` (a key fits the pattern: an upstream that echoes it there is masked like its text),
+    else None (a number is the status again, as vLLM sends it; anything else is not passed on)."""
     code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) and _PLAIN_CODE.fullmatch(code) else None
+    if not isinstance(code, str) or not _PLAIN_CODE.fullmatch(code):
+        return None
+    return code if scrub(code, secrets) == code else None
 
 
 def _error_text(error: Any) -> str:
