@@ -53,11 +53,13 @@ def recorded(name: str, alias: str, ceiling: int) -> tuple[str, dict[str, Any]]:
     return record["path"], body
 
 
-def stopped(path: str, answer: dict[str, Any]) -> tuple[bool, int]:
-    """Whether the model stopped on its own, and its output tokens."""
+def stopped(path: str, answer: dict[str, Any], ceiling: int) -> tuple[bool, int]:
+    """Whether the model stopped on its own (before the ceiling: llama-server's /v1/responses says
+    ``completed`` at the ceiling too), and its output tokens."""
+    tokens: int = answer["usage"]["output_tokens"]
     if path == "/v1/messages":
-        return answer.get("stop_reason") in ("end_turn", "tool_use"), answer["usage"]["output_tokens"]
-    return answer.get("status") == "completed", answer["usage"]["output_tokens"]
+        return answer.get("stop_reason") in ("end_turn", "tool_use") and tokens < ceiling, tokens
+    return answer.get("status") == "completed" and tokens < ceiling, tokens
 
 
 def stops(rig: AgentGateway, runs: int, ceiling: int) -> None:
@@ -72,7 +74,7 @@ def stops(rig: AgentGateway, runs: int, ceiling: int) -> None:
             if response.status_code != 200:
                 print(f"  {name}: {response.status_code} {response.text[:300]}", flush=True)
                 continue
-            own, tokens = stopped(path, response.json())
+            own, tokens = stopped(path, response.json(), ceiling)
             results.append((own, tokens, seconds))
             said = response.text[:300].replace("\n", " ")
             print(

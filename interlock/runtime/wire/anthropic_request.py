@@ -253,6 +253,21 @@ def _cache_marks(body: dict[str, Any]) -> bool:
     return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
 
 
+def _end_on_the_user(messages: list[dict[str, Any]]) -> None:
+    """System turns after the conversation's last user turn go just before it, so the conversation ends
+    on the user's words. Claude Code 2.1.337 ends its requests with its environment as such a turn; a
+    chat template renders it last, right before the answer, and a small model then writes the system
+    text back instead of answering (SmolLM2-135M: 512 tokens of the environment block, where with the
+    turn moved, as llama-server's own /v1/messages reads it, it answers in 17)."""
+    end = len(messages)
+    while end > 0 and messages[end - 1]["role"] == "system":
+        end -= 1
+    if end > 1 and messages[end - 1]["role"] == "user":
+        trailing = messages[end:]
+        del messages[end:]
+        messages[end - 1 : end - 1] = trailing
+
+
 def internal_request(
     body: dict[str, Any], *, counting: bool = False
 ) -> tuple[dict[str, Any], list[str], Mapping[str, Any]]:
@@ -268,6 +283,8 @@ def internal_request(
         internal["messages"].append({"role": "system", "content": text_of(_checked_blocks(system, "system"))})
     for index, message in enumerate(messages):
         internal["messages"].extend(_turn(index, message, dropped))
+    if internal["messages"][-1]["role"] == "system":
+        _end_on_the_user(internal["messages"])
     max_tokens = body.get("max_tokens")
     if not counting and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise InvalidRequest("`max_tokens` is required: a positive integer")

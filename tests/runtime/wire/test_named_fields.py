@@ -144,3 +144,24 @@ def test_responses_fields_past_the_internal_form_are_named() -> None:
     internal, dropped, _ = openai_responses.internal_request(body)
     assert internal["reasoning_effort"] == "low"  # the summary: the answer's reasoning item holds it
     assert dropped == ["tools.defer_loading", "text.verbosity"]
+
+
+def test_a_system_turn_after_the_last_user_turn_goes_before_it() -> None:
+    """Claude Code 2.1.337's first request ends with its environment as a system turn: a chat upstream
+    gets it before the user's words, so the conversation ends on them (earlier system turns stay put)."""
+    turns = [
+        {"role": "user", "content": "first"},
+        {"role": "system", "content": "a reminder"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "say hi"}]},
+        {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+    ]
+    internal, _, _ = internal_request(_messages(system="You are Claude Code.", messages=turns))
+    assert [(m["role"], m["content"]) for m in internal["messages"]] == [
+        ("system", "You are Claude Code."),
+        ("user", "first"),
+        ("system", "a reminder"),
+        ("assistant", "ok"),
+        ("system", "# Environment"),
+        ("user", "say hi"),
+    ]
