@@ -1,7 +1,7 @@
 """Per-caller counters: requests and tokens in one-minute windows, requests in flight.
 
 One ``CallerCounters`` per gateway process, chosen by its ``SlotBackend`` (``SlotBackend.caller_counters``):
-``MemoryCounters`` (this process) for ``memory:`` and ``unix:``, ``RedisCounters`` (``redis.py``) for a
+``MemoryCounters`` (this process) for ``memory:`` and ``unix:``, ``RedisCounters`` (``redis_counters.py``) for a
 shared store. A counter is named by who it counts (``k:<key id>`` or ``t:<tenant>``).
 
 Windows are fixed, aligned minutes (``floor(now / 60)``): a budget of N per minute admits at most N in
