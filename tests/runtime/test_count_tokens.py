@@ -20,6 +20,7 @@ import pytest
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app import Gateway
 from interlock.runtime.learned import REPORTING_FLOOR
+from interlock.runtime.upstream.tokenize import FAILED_S, LLAMA, NO_TOKENIZER_S, NONE, Tokenizers
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_openai import FakeOpenAI, chatml, tokenize
 from tests.runtime.conftest import build
@@ -167,3 +168,22 @@ def test_a_translated_stream_s_message_start_counts_as_learned_from_that_server(
     )
     reported = orjson.loads(start[6:])["message"]["usage"]["input_tokens"]
     assert reported == pytest.approx(counted, rel=0.02)
+
+
+def test_a_server_whose_tokenizer_failed_is_not_asked_again_for_a_minute() -> None:
+    """A 401 or a timeout is no answer about the tokenizer, but asking again on every count_tokens
+    would make each wait for it (5 s a call for a server that times out)."""
+    now = [0.0]
+    tokenizers = Tokenizers(clock=lambda: now[0])
+    tokenizers.failed("http://box:8080")
+    assert tokenizers.style("http://box:8080") == NONE
+    now[0] = FAILED_S + 1
+    assert tokenizers.style("http://box:8080") is None  # asked again
+    tokenizers.found("http://box:8080", NONE)
+    now[0] += FAILED_S + 1
+    assert tokenizers.style("http://box:8080") == NONE  # one with none: for NO_TOKENIZER_S
+    now[0] += NO_TOKENIZER_S
+    assert tokenizers.style("http://box:8080") is None
+    tokenizers.found("http://box:8080", LLAMA)
+    now[0] += 10 * NO_TOKENIZER_S
+    assert tokenizers.style("http://box:8080") == LLAMA

@@ -1,8 +1,9 @@
 """Per-caller counters: requests and tokens in one-minute windows, requests in flight.
 
 One ``CallerCounters`` per gateway process, chosen by its ``SlotBackend`` (``SlotBackend.caller_counters``):
-``MemoryCounters`` (this process) for ``memory:`` and ``unix:``, ``RedisCounters`` (``redis.py``) for a
-shared store. A counter is named by who it counts (``k:<key id>`` or ``t:<tenant>``).
+``MemoryCounters`` (this process) for ``memory:`` and ``unix:``, ``RedisCounters``
+(``redis_counters.py``) for a shared store. A counter is named by who it counts (``k:<key id>`` or
+``t:<tenant>``).
 
 Windows are fixed, aligned minutes (``floor(now / 60)``): a budget of N per minute admits at most N in
 each, so up to 2N may pass within any 60 s that straddles a boundary. ``Retry-After`` is the time to

@@ -113,7 +113,7 @@ class OpenAIAdapter(Adapter):
         then ``/tokenize`` (its chat template rendered, special tokens added, as a chat request is),
         else vLLM's and SGLang's ``/tokenize`` of the messages (``count``). Which one a server speaks is
         learned at its first answer; a server with neither (404, 405, 501: a cloud) is not asked again
-        for ``NO_TOKENIZER_S``."""
+        for ``NO_TOKENIZER_S``, one whose tokenizer failed otherwise not for ``FAILED_S``."""
         root = _root(endpoint.url)
         style = self.tokenizers.style(root)
         if style == NONE:
@@ -128,6 +128,7 @@ class OpenAIAdapter(Adapter):
             except UpstreamError as exc:
                 if exc.status in (404, 405, 501):
                     continue
+                self.tokenizers.failed(root)  # refused us, timed out, 5xx: not asked again for a minute
                 return None
             if counted is not None:
                 self.tokenizers.found(root, name)

@@ -14,6 +14,7 @@ What comes back is a border: a count that is not a non-negative int under ``MAX_
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,6 +28,7 @@ from interlock.runtime.wire.base import Endpoint
 
 LLAMA, VLLM, NONE = "llama", "vllm", "none"
 NO_TOKENIZER_S = 600.0  # a server that has none is asked again after this
+FAILED_S = 60.0  # one whose tokenizer failed otherwise (refused us, timed out, 5xx): asked again after
 MAX_SERVERS = 1024
 MAX_TOKENS = 1 << 30  # a count above this is not one
 
@@ -54,24 +56,33 @@ TOKENIZE: Mapping[str, Tokenize] = {LLAMA: llama, VLLM: vllm}
 
 
 class Tokenizers:
-    """Which way each server root was found to tokenize (``LLAMA``, ``VLLM``), or that it has none
-    (``NONE``, for ``NO_TOKENIZER_S``); bounded, oldest first out."""
+    """Which way each server root was found to tokenize (``LLAMA``, ``VLLM``), or that it is not to be
+    asked (``NONE``: it has none, for ``NO_TOKENIZER_S``; its tokenizer failed, for ``FAILED_S``, so a
+    server that refuses us or times out costs ``count_tokens`` one wait a minute, not one per call);
+    bounded, oldest first out."""
 
     __slots__ = ("_clock", "_found")
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._found: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._found: OrderedDict[str, tuple[str, float]] = OrderedDict()  # root -> (style, until)
 
     def style(self, root: str) -> str | None:
         """The way ``root`` tokenizes, ``NONE``, or None while it is not known (try them in turn)."""
         found = self._found.get(root)
-        if found is None or (found[0] == NONE and self._clock() - found[1] > NO_TOKENIZER_S):
+        if found is None or self._clock() > found[1]:
             return None
         return found[0]
 
     def found(self, root: str, style: str) -> None:
+        self._keep(root, style, NO_TOKENIZER_S if style == NONE else math.inf)
+
+    def failed(self, root: str) -> None:
+        """Its tokenizer failed other than by not being there: not asked again for ``FAILED_S``."""
+        self._keep(root, NONE, FAILED_S)
+
+    def _keep(self, root: str, style: str, for_s: float) -> None:
         self._found.pop(root, None)
-        self._found[root] = (style, self._clock())
+        self._found[root] = (style, self._clock() + for_s)
         while len(self._found) > MAX_SERVERS:
             self._found.popitem(last=False)

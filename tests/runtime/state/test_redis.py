@@ -12,7 +12,8 @@ from interlock.runtime.errors import ConnectFailed, ServerError
 from interlock.runtime.health import HealthBook
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.counters import Claim, Held, Short
-from interlock.runtime.state.redis import IN_FLIGHT_TTL_S, RedisCounters, RedisLease, RedisOptions, RedisSlots
+from interlock.runtime.state.redis import RedisLease, RedisOptions, RedisSlots
+from interlock.runtime.state.redis_counters import IN_FLIGHT_TTL_S, RedisCounters
 from interlock.runtime.tables import HealthSettings, WorkerLimits
 from tests.redis_server import RedisServer, free_port
 from tests.waiting import PATIENCE_S, until
