@@ -34,13 +34,14 @@ import pytest
 from tests.inference.agents import AgentGateway, AgentRun
 from tests.inference.llama import AGENT_SERVER, LlamaServer, agent_model
 
-# Opt-in (INTERLOCK_AGENTS=1), not yet in .ci/run: measured (docs/clients.md), Claude Code 2.1.337's
-# "say hi" ends (exit 0, one request, 26 s at load 3), but "My name is Ada." is answered with Claude
-# Code's <system-reminder> block to the 512-token ceiling connect prints, and Claude Code asks the model
-# to "resume directly" and loops: with SmolLM2-135M whether a task ends depends on the words, and a run
-# that does not end would hold CI for the module's bound
+# Opt-in (INTERLOCK_AGENTS=1), not yet in .ci/run: measured (docs/clients.md), with SmolLM2-135M whether
+# a task ends depends on the words (and the prompt holds the run's folder and the date): Claude Code's
+# "say hi" ended once (26 s) and once was answered with repeated text to the 512-token ceiling connect
+# prints, Claude Code asked the model to "resume directly" and looped until the 480 s bound; "My name is
+# Ada." looped in Claude Code and wrote on to the slot's window in Codex (which sends no output limit);
+# Codex's "say hi" ended both times (30 and 142 s). A run that does not end would hold CI for its bound.
 pytestmark = [
-    pytest.mark.timeout(1800),  # a failure bound (two CLIs, two tasks each, cold 4-5k-token prefills)
+    pytest.mark.timeout(1800),  # a failure bound (two CLIs, cold 4-5k-token prefills), not a speed
     pytest.mark.skipif(not os.environ.get("INTERLOCK_AGENTS"), reason="set INTERLOCK_AGENTS=1 (slow)"),
 ]
 
