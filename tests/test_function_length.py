@@ -4,7 +4,6 @@ A function's length is ``end_lineno - lineno + 1`` of its ``def`` node (decorato
 docstring and nested functions counted), as the count in issue 41 measures it. A long function is split by
 meaning (named helpers, small dataclasses, tables), not cut at line 80.
 
-Entries are keyed by file name and qualified name (``"admin.py::build_admin"``), not by folder, so that a
 module moved to another room keeps its entry.
 
     python tests/test_function_length.py    # every function over the limit, longest first
@@ -28,8 +27,6 @@ PENDING: dict[str, str] = {
     "lifecycle.py::Exchange._deliver": "engineer core (issue 41 item 1)",
     "router.py::Router._walk": "engineer core (issue 41 item 1)",
     "parts.py::build_parts": "engineer core (issue 41 item 1)",
-    "admin.py::build_admin": "engineer longfn (issue 41)",
-    "admin.py::health_report": "engineer longfn (issue 41)",
     "metrics.py::Metrics.__init__": "engineer longfn (issue 41)",
     "plan.py::build_tables": "engineer longfn (issue 41)",
     "embedded.py::SlotServer._serve": "engineer longfn (issue 41)",
