@@ -18,7 +18,7 @@ import asyncio
 import statistics
 import time
 
-from interlock.runtime.errors import UpstreamError
+from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 from interlock.runtime.wire.base import Endpoint
 from interlock.testing.faults import Fault

@@ -2,7 +2,7 @@
 
 Requests and responses cross this border in the core types of ``wire.base`` (``Endpoint``, ``Native``,
 ``Relayed``, ``RelayedChunk``, ``ChatStream``). Each adapter translates to its own wire format and maps
-every exception of the HTTP client to ``interlock.runtime.errors``; nothing of the client library leaks
+every exception of the HTTP client to ``interlock.runtime.base.errors``; nothing of the client library leaks
 past this package.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from interlock.runtime.compiled import mypyc_attr
-from interlock.runtime.errors import CannotServe
+from interlock.runtime.base.errors import CannotServe
+from interlock.runtime.base.mypyc_marks import mypyc_attr
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/base/mypyc_marks.py)
 class Adapter(abc.ABC):
     """Speaks one wire format. Stateless apart from the shared HTTP client it is given."""
 

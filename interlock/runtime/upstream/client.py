@@ -28,7 +28,7 @@ byte of it went out (``http1.NotSent``: the connection was found closed before t
 itself failed at once). A connection closed or reset after the write (the upstream may have read the
 request, and billed it) is reported as it is, never resent: Go's ``http.Transport`` does the same for
 a request that is not idempotent. Resends are counted (``interlock_upstream_resends_total``). A POST
-to a kind that says so (``interlock.kinds``: ``idempotency_key``) carries an ``Idempotency-Key``: a
+to a kind that says so (``interlock.common.kinds``: ``idempotency_key``) carries an ``Idempotency-Key``: a
 prefix drawn at random per pool and the pool's request count, the same bytes on a resend.
 """
 
@@ -45,7 +45,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self
 from urllib.parse import urlsplit
 
-from interlock.kinds import KINDS, listed
+from interlock.common.kinds import KINDS, listed
 from interlock.runtime.upstream.http1 import (
     FIRST_BYTE,
     CertificateError,
@@ -481,7 +481,7 @@ def _default_context() -> ssl.SSLContext:
 
 
 def adapter_for(kind: str, client: UpstreamClient) -> Adapter:
-    """The adapter for a provider kind (a row of ``interlock.kinds.KINDS``), sharing ``client``."""
+    """The adapter for a provider kind (a row of ``interlock.common.kinds.KINDS``), sharing ``client``."""
     row = KINDS.get(kind)
     if row is None:
         raise ValueError(f"unknown upstream kind {kind!r}; expected {listed()}")

@@ -1,7 +1,7 @@
 """The provider border's error mapping: every HTTP-client exception to our classes.
 
 Like httpx's ``_exceptions.py``: one table maps each exception class of the client (runtime/upstream/http1.py,
-httptools' parser, and asyncio/OS/ssl) to the most specific ``interlock.runtime.errors`` class, and
+httptools' parser, and asyncio/OS/ssl) to the most specific ``interlock.runtime.base.errors`` class, and
 adapters ``raise map_exception(exc) from exc``. ``tests/runtime/upstream/test_failures.py`` walks http1's
 and httptools' exception classes and fails when one is missing. What an upstream's answer says went
 wrong (a status, an error object) is read by ``wire.error_bodies``.
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import httptools
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     ConnectFailed,
     ConnectTimeout,
     ProtocolFailure,

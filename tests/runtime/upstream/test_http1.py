@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from interlock.runtime.errors import ConnectFailed, ConnectTimeout, FirstByteTimeout, ProtocolFailure
+from interlock.runtime.base.errors import ConnectFailed, ConnectTimeout, FirstByteTimeout, ProtocolFailure
 from interlock.runtime.upstream import http1
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 from tests.waiting import until

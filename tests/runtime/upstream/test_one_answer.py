@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 
-from interlock.runtime.errors import ProtocolFailure, UpstreamError
+from interlock.runtime.base.errors import ProtocolFailure, UpstreamError
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import UpstreamClient, adapter_for
 from interlock.runtime.wire.base import Endpoint

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.health import HealthBook
-from interlock.runtime.tables import HealthSettings
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.loaded.tables import HealthSettings
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.client import STRAY_COOLDOWN_S, UpstreamClient, adapter_for
 from interlock.runtime.wire.base import Endpoint
