@@ -27,7 +27,7 @@ from tests.runtime.conftest import build
 
 CLAUDE = orjson.loads(
     (
-        Path(__file__).resolve().parents[1] / "fixtures" / "clients" / "claude-code-2.1.197_v1_messages.json"
+        Path(__file__).resolve().parents[2] / "fixtures" / "clients" / "claude-code-2.1.197_v1_messages.json"
     ).read_bytes()
 )
 CONFIG = """\

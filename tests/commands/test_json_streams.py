@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from interlock.cli import main
-from tests.test_cli import BROKEN, EXAMPLE, WARNS
+from tests.commands.test_cli import BROKEN, EXAMPLE, WARNS
 
 pytestmark = pytest.mark.usefixtures("at_root")
 

@@ -29,7 +29,7 @@ from interlock.testing.faults import Fault
 from tests.runtime.conftest import build
 from tests.waiting import until
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "clients"
 COUNTS = orjson.loads((FIXTURES / "answers" / "llama_server_counts.json").read_bytes())["answers"]
 CLAUDE = orjson.loads((FIXTURES / "claude-code-2.1.197_v1_messages.json").read_bytes())
 

@@ -188,7 +188,7 @@ def test_plan_files_are_read_as_json_objects(tmp_path: Path, plan_data: PlanData
 def test_the_shipped_example_plan_loads(tmp_path: Path) -> None:
     from interlock.compiler import compile_config
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     ctx = compile_config(str(root / "config.rtx4090.yaml"))
     assert ctx.plan is not None
     data = json.loads(canonical_json(ctx.plan.model_dump(mode="json")))

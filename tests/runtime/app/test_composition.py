@@ -5,7 +5,7 @@ leaves nothing running, also after a start that failed.
 An attribute is an instance attribute set on ``Gateway``: a name in its ``__slots__`` or assigned as
 ``self.<name>`` in one of its methods (properties and methods are not attributes).
 
-    python tests/runtime/test_composition.py    # the attributes Gateway sets, and how many
+    python tests/runtime/app/test_composition.py    # the attributes Gateway sets, and how many
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from interlock.runtime.usage.base import UsageStoreError
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.sqlite import SqliteStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 APP = ROOT / "interlock" / "runtime" / "app" / "gateway.py"
 MOST_ATTRIBUTES = 12
 

@@ -28,7 +28,7 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> str:
     from interlock.compiler import compile_config
     from interlock.schema.canonical import canonical_json
 
-    ctx = compile_config(str(Path(__file__).resolve().parents[1] / EXAMPLE))
+    ctx = compile_config(str(Path(__file__).resolve().parents[2] / EXAMPLE))
     assert ctx.plan is not None
     path = tmp_path_factory.mktemp("whatif") / "plan.json"
     path.write_text(canonical_json(ctx.plan.model_dump(mode="json")))

@@ -100,7 +100,7 @@ def test_the_target_is_registered_as_one_file() -> None:
 def test_promtool_accepts_the_rules_of_the_examples(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for config in (root / "config.rtx4090.yaml", root / "examples" / "multi-team.yaml"):
         out = tmp_path / f"{config.stem}.rules.yaml"
         assert main(["deploy", "prometheus-rules", str(config), "-o", str(out)]) == 0
@@ -109,7 +109,7 @@ def test_promtool_accepts_the_rules_of_the_examples(
 
 
 def test_a_directory_is_refused_as_the_rule_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     assert main(["deploy", "prometheus-rules", str(root / "config.rtx4090.yaml"), "-o", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"interlock deploy: {tmp_path} is a directory; give the file to write\n"
 

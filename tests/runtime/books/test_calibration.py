@@ -25,7 +25,7 @@ from interlock.runtime.guards.preflight import Needs, needs_of
 from interlock.runtime.loaded.tables import PreflightSettings
 from interlock.runtime.route_table import rows
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "clients"
 SETTINGS = PreflightSettings("enforce", 600, None, None, 0, 0, 0, True)
 ANSWERS: list[dict[str, Any]] = orjson.loads(
     (FIXTURES / "answers" / "llama_server_counts.json").read_bytes()

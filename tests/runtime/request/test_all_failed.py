@@ -2,7 +2,7 @@
 
 The health book runs on an injected clock: holds are advanced, never slept through. Its circuits open
 for ``open_for`` at once here, without jitter: what is tested is how holds are told, not the backoff
-(tests/runtime/test_health.py).
+(tests/runtime/books/test_health.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from interlock.runtime.base.errors import (
 from interlock.runtime.books import health
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
-from tests.runtime.test_health import Clock
-from tests.runtime.test_router import OK, Rig
+from tests.runtime.books.test_health import Clock
+from tests.runtime.request.test_router import OK, Rig
 
 
 @pytest.fixture(autouse=True)

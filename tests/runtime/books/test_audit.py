@@ -24,7 +24,7 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class GatedSink(Sink):

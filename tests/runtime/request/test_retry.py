@@ -34,8 +34,8 @@ from interlock.runtime.wire.base import Endpoint
 from interlock.runtime.wire.error_bodies import error_for_status
 from interlock.schema.config import RETRY_DEFAULTS
 from tests.runtime.conftest import BASIC, build, compile_text
+from tests.runtime.request.test_router import BODY, OK, Rig
 from tests.runtime.scripted import Outcome, ScriptedAdapter
-from tests.runtime.test_router import BODY, OK, Rig
 
 POLICY = RetryPolicy(count=2, backoff_s=0.5, retry_after_max_s=5.0)
 

@@ -10,7 +10,7 @@ import jsonschema
 from interlock.compiler import compile_config
 from interlock.schema.canonical import canonical_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_example_compiles_without_diagnostics(monkeypatch) -> None:
