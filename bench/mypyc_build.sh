@@ -20,7 +20,7 @@ out="${1:-/tmp/interlock-mypyc}"
 modules="access app asgi fleet/facts fleet/fit fleet/prefix guards/calibration guards/capability
   guards/context guards/health guards/needs guards/preflight health journal learned lifecycle resolve
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
-  upstream/base upstream/client upstream/exchange upstream/http1 upstream/ollama upstream/openai
+  upstream/base net/client upstream/exchange net/http1 net/transport net/errors upstream/ollama upstream/openai
   usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sqlite wire/anthropic
   wire/base wire/fields wire/openai_chat wire/openai_responses wire/sse"
 rm -rf "$out" && mkdir -p "$out"
