@@ -18,7 +18,7 @@ import asyncio
 import statistics
 import time
 
-from interlock.runtime.errors import UpstreamError
+from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.upstream.base import adapter_for
 from interlock.runtime.wire.base import Endpoint

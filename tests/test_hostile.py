@@ -404,8 +404,8 @@ def test_explain_escapes_what_it_cannot_print(tmp_path: Path, capsys: pytest.Cap
 
 def test_the_compiler_refuses_every_header_the_runtime_would_refuse_at_plan_load(tmp_path: Path) -> None:
     """The runtime checks the plan's headers again when it loads it; what it refuses, the compiler
-    refuses first, with a position (both read the rule from ``interlock.wire``)."""
-    from interlock.wire import RESERVED_HEADERS, header_value_problem
+    refuses first, with a position (both read the rule from ``interlock.common.headers``)."""
+    from interlock.common.headers import RESERVED_HEADERS, header_value_problem
 
     for header in sorted(RESERVED_HEADERS):
         body = PROVIDERS + ALIASES + f"server: {{resolved_header: {header.title()}}}\n"
@@ -425,7 +425,7 @@ def test_every_header_the_runtime_sets_on_an_answer_is_one_the_plan_may_not_name
     but the request headers it only reads."""
     import ast
 
-    from interlock.wire import MEANINGFUL_HEADERS, RESERVED_HEADERS, header_name_problem
+    from interlock.common.headers import MEANINGFUL_HEADERS, RESERVED_HEADERS, header_name_problem
 
     read_only = {
         "x-api-key",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from interlock.hosts import host_class
+from interlock.common.hosts import host_class
 
 
 @pytest.mark.parametrize(

@@ -199,7 +199,7 @@ def test_a_window_and_slots_from_the_fakes_are_still_read(tmp_path: Path) -> Non
 
 
 def test_num_ctx_in_any_digits_but_ascii_is_unknown() -> None:
-    from interlock.bounds import window_text
+    from interlock.common.bounds import window_text
 
     texts = ("8192", "²", "٣", "9" * 19, "0", "1" * 18)
     assert [window_text(t) for t in texts] == [8192, None, None, None, None, None]

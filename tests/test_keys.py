@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from interlock.apikeys import key_id_of, parse_hash, verify
 from interlock.cli import main
+from interlock.common.apikeys import key_id_of, parse_hash, verify
 from tests.conftest import compile_text
 
 

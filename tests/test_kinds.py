@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from interlock.kinds import KINDS, PROVIDER_KINDS, KindName
+from interlock.common.kinds import KINDS, PROVIDER_KINDS, KindName
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.fields import DROPS
 from interlock.schema.config import PROVIDER_KINDS as CONFIG_KINDS

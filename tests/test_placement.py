@@ -1,4 +1,4 @@
-"""Placement, compiled: the packing rule (``interlock.placement``), the footprints and ranks the compiler
+"""Placement, compiled: the packing rule (``interlock.common.packing``), the footprints and ranks the compiler
 gives it, what the plan holds and what `interlock explain` says."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from interlock.common.packing import Want, pack
 from interlock.compiler.explain import explain
 from interlock.compiler.placement import FOREVER, keep_alive_seconds
-from interlock.placement import Want, pack
 from tests.conftest import compile_text
 
 CONFIG = """\

@@ -10,8 +10,8 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from interlock.commands.build import plan_text
+from interlock.common.resources import builtin_profiles
 from interlock.compiler import CompileOptions, compile_config
-from interlock.resources import builtin_profiles
 from interlock.schema.canonical import content_hash
 from interlock.schema.plan import RoutingPlan
 from tests.conftest import FIXTURES, ROOT, compile_text

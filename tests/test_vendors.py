@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from interlock.apikeys import weak_secret
-from interlock.envnames import bad_prefix, not_a_credential, secret_like
-from interlock.vendors import VENDORS, stray_hosts, unlisted_hosts, vendor_of
+from interlock.common.apikeys import weak_secret
+from interlock.common.envnames import bad_prefix, not_a_credential, secret_like
+from interlock.common.vendors import VENDORS, stray_hosts, unlisted_hosts, vendor_of
 
 
 def test_every_vendor_variable_is_one_vendors_and_may_be_a_credential() -> None:

@@ -24,8 +24,8 @@ from prometheus_client.registry import Collector
 from interlock.runtime.telemetry.gauges import families as telemetry_families
 
 if TYPE_CHECKING:
-    from interlock.runtime.audit import AuditLog
-    from interlock.runtime.health import HealthBook
+    from interlock.runtime.books.audit import AuditLog
+    from interlock.runtime.books.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook

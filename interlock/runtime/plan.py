@@ -23,17 +23,17 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from interlock.apikeys import parse_hash
-from interlock.collector import collector_paused
-from interlock.kinds import KINDS, has_workers
-from interlock.patterns import ollama_name, untagged
-from interlock.runtime.access import KeyBook
-from interlock.runtime.asgi import json_object
-from interlock.runtime.credentials import credential_problems, weak_key_values
-from interlock.runtime.errors import InterlockError
-from interlock.runtime.serving.cors import CorsPolicy
-from interlock.runtime.serving.fds import max_connections
-from interlock.runtime.tables import (
+from interlock.common.apikeys import parse_hash
+from interlock.common.gc_pause import collector_paused
+from interlock.common.headers import header_name_problem, header_value_problem
+from interlock.common.kinds import KINDS, has_workers
+from interlock.common.patterns import ollama_name, untagged
+from interlock.runtime.base.asgi import json_object
+from interlock.runtime.base.errors import InterlockError
+from interlock.runtime.base.server_settings import ServerSettings
+from interlock.runtime.loaded.access import KeyBook
+from interlock.runtime.loaded.credentials import credential_problems, weak_key_values
+from interlock.runtime.loaded.tables import (
     Alias,
     Candidate,
     Check,
@@ -48,16 +48,16 @@ from interlock.runtime.tables import (
     Route,
     RoutingSettings,
     RoutingWeights,
-    ServerSettings,
     StickySettings,
     WorkerLimits,
     worker_label,
 )
+from interlock.runtime.serving.cors import CorsPolicy
+from interlock.runtime.serving.fds import max_connections
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.config import RETRY_DEFAULTS
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, PlanRetry, RoutingPlan
-from interlock.wire import header_name_problem, header_value_problem
 
 DEFAULT_RETRY = RetryPolicy(
     RETRY_DEFAULTS["count"], RETRY_DEFAULTS["backoff"] / 1000, RETRY_DEFAULTS["retry_after_max"] / 1000
@@ -362,7 +362,7 @@ def _spill(count: int, on_saturation: str, fallback_after_ms: int | None) -> tup
 def _validate_schema(data: Mapping[str, Any], origin: str) -> None:
     import jsonschema  # type: ignore[import-untyped]  # imported here: only plan loading needs it, never the request path
 
-    from interlock.resources import data_dir
+    from interlock.common.resources import data_dir
 
     schema = orjson.loads((data_dir("schema") / "plan.schema.json").read_bytes())
     validator = jsonschema.Draft202012Validator(schema)

@@ -7,9 +7,16 @@ import hashlib
 
 import pytest
 
-from interlock.apikeys import hash_key, new_key
-from interlock.patterns import parse_match
-from interlock.runtime.access import (
+from interlock.common.apikeys import hash_key, new_key
+from interlock.common.patterns import parse_match
+from interlock.runtime.base.errors import (
+    InvalidRequest,
+    ModelNotAllowed,
+    OperatorOnly,
+    TwoKeys,
+    Unauthenticated,
+)
+from interlock.runtime.loaded.access import (
     ANONYMOUS,
     COMMON,
     OPERATOR_PATHS,
@@ -21,7 +28,6 @@ from interlock.runtime.access import (
     presented_key,
     refusal_message,
 )
-from interlock.runtime.errors import InvalidRequest, ModelNotAllowed, OperatorOnly, TwoKeys, Unauthenticated
 from interlock.runtime.state.counters import MemoryCounters
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanTenant
 
@@ -223,7 +229,7 @@ PER_CALLER = {
 
 def test_a_lifecycle_route_is_never_open() -> None:
     """The lifecycle authenticates every request when the plan has keys, without asking the path."""
-    from interlock.runtime.access import needs_key
+    from interlock.runtime.loaded.access import needs_key
     from interlock.runtime.route_table import rows, served
     from interlock.runtime.surfaces import contract, openai
 
@@ -235,7 +241,7 @@ def test_a_lifecycle_route_is_never_open() -> None:
 def test_every_route_is_open_per_caller_or_for_operators() -> None:
     """A new route must be put in one of the three: a route that shows fleet-wide or cross-tenant
     state belongs in ``OPERATOR_PATHS``."""
-    from interlock.runtime.access import needs_key
+    from interlock.runtime.loaded.access import needs_key
     from interlock.runtime.ops.openapi import routes
 
     served = {route.path for route in routes()}

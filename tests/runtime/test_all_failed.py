@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from interlock.runtime import health
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     AllCandidatesFailed,
     CandidateOutcome,
     ConnectFailed,
     RateLimited,
     ServerError,
 )
+from interlock.runtime.books import health
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
 from tests.runtime.test_health import Clock

@@ -14,13 +14,13 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.runtime.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
-from interlock.runtime.audit.sinks import JsonLinesFile
-from interlock.runtime.health import HealthBook
-from interlock.runtime.journal import Journal
+from interlock.runtime.books.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
+from interlock.runtime.books.audit.sinks import JsonLinesFile
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.journal import Journal
+from interlock.runtime.books.record import Answered, RequestRecord
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.record import Answered, RequestRecord
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import wait_until
 
@@ -198,7 +198,7 @@ def test_every_admin_action_and_audit_field_is_documented() -> None:
 
 
 def test_a_reload_says_which_keys_and_budgets_changed_never_their_secrets() -> None:
-    from interlock.runtime.audit.keys import access_changes
+    from interlock.runtime.books.audit.keys import access_changes
     from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanTenant
 
     def limits(**changes: Any) -> PlanLimits:
@@ -287,7 +287,7 @@ def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path: Path) -> None
 
 KILLED_WRITER = """
 import sys
-from interlock.runtime.audit.sinks import JsonLinesFile
+from interlock.runtime.books.audit.sinks import JsonLinesFile
 sink = JsonLinesFile(sys.argv[1])
 data = b'{"event":"request","status":200,"pad":"' + b"x" * 1000 + b'"}\\n'
 data *= 16384  # 16 MiB a batch: nearly all the time of this loop is inside a write

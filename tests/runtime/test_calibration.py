@@ -14,16 +14,16 @@ from typing import Any
 import orjson
 import pytest
 
-from interlock.runtime.guards.preflight import Needs, needs_of
-from interlock.runtime.learned import (
+from interlock.runtime.books.learned import (
     REPORTING_FLOOR,
     TRIAL_EVERY_S,
     TRUNCATING_FLOOR,
     CountBook,
     ceiling,
 )
+from interlock.runtime.guards.preflight import Needs, needs_of
+from interlock.runtime.loaded.tables import PreflightSettings
 from interlock.runtime.route_table import rows
-from interlock.runtime.tables import PreflightSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
 SETTINGS = PreflightSettings("enforce", 600, None, None, 0, 0, 0, True)

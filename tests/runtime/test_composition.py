@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.audit import AuditLog, open_sink
-from interlock.runtime.lifespan import Lifespan, Step
+from interlock.runtime.base.lifespan import Lifespan, Step
+from interlock.runtime.books.audit import AuditLog, open_sink
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.usage.base import UsageStoreError
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = ROOT / "interlock" / "runtime" / "app.py"
+APP = ROOT / "interlock" / "runtime" / "app" / "gateway.py"
 MOST_ATTRIBUTES = 12
 
 

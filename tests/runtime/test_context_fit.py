@@ -20,9 +20,9 @@ import orjson
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.books.learned import STRETCH_STEP
 from interlock.runtime.guards.preflight import Needs
-from interlock.runtime.learned import STRETCH_STEP
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault

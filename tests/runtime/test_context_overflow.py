@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
-from interlock.runtime.errors import ClientError, ContextOverflow
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base.errors import ClientError, ContextOverflow
 from interlock.runtime.wire.error_bodies import error_for_object, error_for_status
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_openai import FakeOpenAI

@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
-from interlock.runtime.learned import REPORTING_FLOOR
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.books.learned import REPORTING_FLOOR
 from interlock.runtime.upstream.tokenize import FAILED_S, LLAMA, NO_TOKENIZER_S, NONE, Tokenizers
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_openai import FakeOpenAI, chatml, tokenize

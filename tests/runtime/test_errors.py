@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from interlock.runtime import errors
+from interlock.runtime.base import errors
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
 from tests.runtime.conftest import build
@@ -66,7 +66,7 @@ def test_cannot_serve_is_no_upstream_error_and_names_its_field() -> None:
 def test_the_one_scrubber_replaces_long_values_anywhere_and_short_ones_only_alone() -> None:
     """Issue 22: a one-character dummy key turned "maximum context" into
     "ma[redacted]imum conte[redacted]t"."""
-    from interlock.runtime.errors import scrub
+    from interlock.runtime.base.errors import scrub
 
     text = "This model's maximum context length is 512 tokens; key x was refused"
     assert (

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     ClientError,
     ConnectFailed,
     FirstByteTimeout,
@@ -14,8 +14,8 @@ from interlock.runtime.errors import (
     RateLimited,
     ServerError,
 )
-from interlock.runtime.health import JITTER, HealthBook
-from interlock.runtime.tables import HealthSettings
+from interlock.runtime.books.health import JITTER, HealthBook
+from interlock.runtime.loaded.tables import HealthSettings
 
 SETTINGS = HealthSettings(
     probe_interval_s=30, probe_timeout_s=1, failure_threshold=2, open_for_s=60, rate_limit_open_for_s=15

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.asgi import ClientGone, json_object, read_object
-from interlock.runtime.errors import BodyTooLarge, InvalidRequest, MalformedResponse
+from interlock.runtime.base.asgi import ClientGone, json_object, read_object
+from interlock.runtime.base.errors import BodyTooLarge, InvalidRequest, MalformedResponse
 from interlock.runtime.wire import anthropic, ollama, openai_chat, openai_responses
 from tests.runtime.upstream.helpers import endpoint
 

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from interlock.runtime.learned import (
+from interlock.runtime.books.learned import (
     COUNT_HALF_LIFE_S,
     MAX_AGE_S,
     PREFILL_HALF_LIFE_S,
@@ -21,7 +21,7 @@ from interlock.runtime.learned import (
     PrefillBook,
     server_of,
 )
-from interlock.runtime.learned_kept import KeptLearned
+from interlock.runtime.books.learned_kept import KeptLearned
 from interlock.runtime.state import open_backend
 from interlock.runtime.wire.base import Endpoint
 from tests.redis_server import RedisServer

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.patterns import matches, order, parse_match, parse_pattern, slot_limit
-from interlock.runtime.errors import ModelNotAllowed
+from interlock.common.patterns import matches, order, parse_match, parse_pattern, slot_limit
+from interlock.runtime.base.errors import ModelNotAllowed
 from interlock.runtime.plan import load_plan
-from interlock.runtime.resolve import resolve
+from interlock.runtime.request.resolve import resolve
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.faults import Fault
 from tests.runtime.conftest import build, compile_text

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from interlock.runtime.periodic import Periodic
+from interlock.runtime.base.periodic import Periodic
 
 
 class _Flaky(Periodic):

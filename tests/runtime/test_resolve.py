@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.errors import DirectModelDenied, InvalidRequest, ModelNotFound
+from interlock.runtime.base.errors import DirectModelDenied, InvalidRequest, ModelNotFound
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.resolve import resolve
+from interlock.runtime.request.resolve import resolve
 from tests.runtime.conftest import BASIC, build
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     AllCandidatesFailed,
     ConnectFailed,
     ConnectTimeout,
@@ -26,10 +26,10 @@ from interlock.runtime.errors import (
     TransientError,
 )
 from interlock.runtime.guards.preflight import Preflight, needs_of
+from interlock.runtime.loaded.tables import RetryPolicy
 from interlock.runtime.plan import DEFAULT_RETRY, RuntimePlan
-from interlock.runtime.resolve import resolve
-from interlock.runtime.retry import wait_before_retry
-from interlock.runtime.tables import RetryPolicy
+from interlock.runtime.request.resolve import resolve
+from interlock.runtime.request.retry import wait_before_retry
 from interlock.runtime.wire.base import Endpoint
 from interlock.runtime.wire.error_bodies import error_for_status
 from interlock.schema.config import RETRY_DEFAULTS

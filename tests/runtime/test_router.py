@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.access import Turn
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     AllCandidatesFailed,
     CannotServe,
     ClientError,
@@ -26,18 +25,19 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.record import Answered, CandidateRefused
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
-from interlock.runtime.guards.health import HealthGuard
+from interlock.runtime.guards.circuit import HealthGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight, needs_of
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.health import HealthBook
+from interlock.runtime.loaded.access import Turn
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.record import Answered, CandidateRefused
-from interlock.runtime.resolve import resolve
-from interlock.runtime.retry import FAST
+from interlock.runtime.request.resolve import resolve
+from interlock.runtime.request.retry import FAST
 from interlock.runtime.router import Router, _unservable
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook

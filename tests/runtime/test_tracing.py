@@ -15,12 +15,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from interlock.runtime.errors import CannotServe, ClientError, NoCandidateCanServe, ServerError
-from interlock.runtime.health import HealthBook
+from interlock.runtime.base.errors import CannotServe, ClientError, NoCandidateCanServe, ServerError
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.record import CandidateRefused
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.record import CandidateRefused
-from interlock.runtime.resolve import resolve
+from interlock.runtime.request.resolve import resolve
 from interlock.runtime.router import Router
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tracing import open_tracing

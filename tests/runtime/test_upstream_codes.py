@@ -9,9 +9,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from interlock.runtime.errors import ClientError
+from interlock.runtime.base.errors import ClientError
+from interlock.runtime.books.record import CandidateRefused
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.record import CandidateRefused
 from interlock.runtime.surfaces.anthropic import Messages
 from interlock.runtime.surfaces.base import failure_of
 from interlock.runtime.surfaces.ollama import Chat

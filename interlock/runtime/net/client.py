@@ -30,7 +30,7 @@ byte of it went out (``http1.NotSent``: the connection was found closed before t
 itself failed at once). A connection closed or reset after the write (the upstream may have read the
 request, and billed it) is reported as it is, never resent: Go's ``http.Transport`` does the same for
 a request that is not idempotent. Resends are counted (``interlock_upstream_resends_total``). A POST
-to a kind that says so (``interlock.kinds``: ``idempotency_key``) carries an ``Idempotency-Key``: a
+to a kind that says so (``interlock.common.kinds``: ``idempotency_key``) carries an ``Idempotency-Key``: a
 prefix drawn at random per pool and the pool's request count, the same bytes on a resend.
 """
 
@@ -47,7 +47,7 @@ from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
 
-from interlock.kinds import KINDS
+from interlock.common.kinds import KINDS
 from interlock.runtime.net.errors import (
     FIRST_BYTE,
     CertificateError,

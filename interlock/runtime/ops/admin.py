@@ -21,15 +21,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from interlock.runtime.access import ANONYMOUS, Caller, caller_of
-from interlock.runtime.errors import shown
+from interlock.runtime.base.errors import shown
 from interlock.runtime.fleet.fit import guaranteed_window
+from interlock.runtime.loaded.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.loaded.tables import Candidate, worker_label
 from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.base import SlotReport
-from interlock.runtime.tables import Candidate, worker_label
 from interlock.runtime.wire.openai_chat import error_body, error_type
 from interlock.schema.plan import PlanContract
 

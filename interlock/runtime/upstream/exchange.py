@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from interlock.runtime.asgi import json_object
-from interlock.runtime.errors import (
+from interlock.runtime.base.asgi import json_object
+from interlock.runtime.base.errors import (
     FirstByteTimeout,
     IdleTimeout,
     MalformedResponse,

@@ -2,7 +2,7 @@
 
 Like httpx's ``_exceptions.py``: one table maps each exception class of the transport (its one tree,
 net/errors.py, whatever transport runs; httptools' parser; asyncio/OS/ssl) to the most specific
-``interlock.runtime.errors`` class, and adapters ``raise map_exception(exc) from exc``.
+``interlock.runtime.base.errors`` class, and adapters ``raise map_exception(exc) from exc``.
 ``tests/runtime/upstream/test_failures.py`` walks the transport's and httptools' exception classes and
 fails when one is missing. What an upstream's answer says went wrong (a status, an error object) is
 read by ``wire.error_bodies``.
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import httptools
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     ConnectFailed,
     ConnectTimeout,
     ProtocolFailure,

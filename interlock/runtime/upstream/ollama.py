@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import CannotServe, MalformedResponse
+from interlock.runtime.base.errors import CannotServe, MalformedResponse
 from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import ContextOverflow, ProtocolFailure, UpstreamError
+from interlock.runtime.base.errors import ContextOverflow, ProtocolFailure, UpstreamError
 from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream

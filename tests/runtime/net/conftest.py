@@ -9,7 +9,6 @@ import pytest
 
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
-
 from tests.runtime.upstream.helpers import API_KEY
 
 

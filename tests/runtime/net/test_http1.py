@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from interlock.runtime.errors import ConnectFailed, ConnectTimeout, FirstByteTimeout, ProtocolFailure
+from interlock.runtime.base.errors import ConnectFailed, ConnectTimeout, FirstByteTimeout, ProtocolFailure
 from interlock.runtime.net import errors, http1
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 
-from interlock.runtime.errors import ProtocolFailure, UpstreamError
+from interlock.runtime.base.errors import ProtocolFailure, UpstreamError
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
 from interlock.runtime.upstream.base import Adapter, adapter_for

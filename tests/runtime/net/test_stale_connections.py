@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from interlock.runtime.errors import ConnectFailed, ProtocolFailure
+from interlock.runtime.base.errors import ConnectFailed, ProtocolFailure
 from interlock.runtime.metrics import CounterVec
 from interlock.runtime.net import errors, http1
 from interlock.runtime.net.client import UpstreamClient

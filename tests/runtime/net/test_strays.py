@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.health import HealthBook
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.loaded.tables import HealthSettings
 from interlock.runtime.net.client import STRAY_COOLDOWN_S, UpstreamClient
-from interlock.runtime.tables import HealthSettings
 from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.runtime.wire.base import Endpoint
 from tests.runtime.conftest import build

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import interlock.runtime.upstream as upstream_room
-from interlock.kinds import KINDS
-from interlock.runtime.errors import ConnectFailed, FirstByteTimeout
+from interlock.common.kinds import KINDS
+from interlock.runtime.base.errors import ConnectFailed, FirstByteTimeout
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import TRANSPORTS, Request, Transport, opener
 from interlock.runtime.upstream.base import adapter_for

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
-from interlock.runtime.errors import ConnectFailed
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base.errors import ConnectFailed
 from interlock.runtime.reload import StagedSource
 from tests.runtime.conftest import build
 from tests.runtime.serving.slow_source import SlowSource

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from interlock.runtime.errors import UpstreamError
+from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.runtime.wire.base import Endpoint

@@ -9,8 +9,8 @@ from email.utils import formatdate
 import httptools
 import pytest
 
-from interlock.runtime import errors
-from interlock.runtime.errors import (
+from interlock.runtime.base import errors
+from interlock.runtime.base.errors import (
     ClientError,
     ConnectFailed,
     ConnectTimeout,

@@ -10,7 +10,7 @@ from email.utils import formatdate
 
 import pytest
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     ClientError,
     ConnectFailed,
     ConnectTimeout,
@@ -443,7 +443,7 @@ def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
 
 def test_per_token_embeddings_are_pooled_by_their_mean() -> None:
     """llama.cpp's server answers some models with one vector per token (issue 22)."""
-    from interlock.runtime.errors import MalformedResponse as Malformed
+    from interlock.runtime.base.errors import MalformedResponse as Malformed
     from interlock.runtime.wire.openai_chat import pooled
 
     answer = {"data": [{"embedding": [[1.0, 2.0], [3.0, 6.0]]}, {"embedding": [0.5, 0.5]}]}
