@@ -21,7 +21,7 @@ modules="loaded/access app/gateway base/asgi fleet/facts fleet/fit fleet/prefix 
   guards/capability guards/context guards/circuit guards/needs guards/preflight books/health
   books/journal books/learned lifecycle request/resolve
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
-  upstream/base upstream/client upstream/exchange upstream/http1 upstream/ollama upstream/openai
+  upstream/base net/client upstream/exchange net/http1 net/transport net/errors upstream/ollama upstream/openai
   usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sqlite wire/anthropic
   wire/base wire/fields wire/openai_chat wire/openai_responses wire/sse"
 rm -rf "$out" && mkdir -p "$out"

@@ -49,9 +49,10 @@ guards: base books fleet loaded metrics state wire
 lifecycle: base books fleet guards loaded plan request services serving state surfaces usage wire
 loaded: base wire
 metrics: books plan state telemetry
+net: wire
 ops: base fleet loaded metrics plan route_table samples services state surfaces usage wire
-parts: base books fleet guards metrics ops plan reload route_table router samples services serving
-    state telemetry tracing upstream usage wire
+parts: base books fleet guards metrics net ops plan reload route_table router samples services
+    serving state telemetry tracing upstream usage wire
 plan: base loaded serving wire
 reload: base books metrics plan services
 request: base loaded plan wire
@@ -64,7 +65,7 @@ state: base loaded
 surfaces: base books counting fleet guards loaded plan request services wire
 telemetry: base plan
 tracing: base books loaded upstream
-upstream: base wire
+upstream: base net wire
 usage: base books guards loaded plan state
 wire: base
 """

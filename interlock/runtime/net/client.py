@@ -1,7 +1,9 @@
-"""The shared upstream HTTP client: a keep-alive pool per provider of lean HTTP/1.1 connections (http1.py).
+"""The own transport: a keep-alive pool per provider of lean HTTP/1.1 connections (http1.py).
 
-It replaced aiohttp by measurement (bench/client_floor.py, docs/upstream-client.md). The runtime creates
-one ``UpstreamClient`` at app startup, hands it to ``adapter_for`` and closes it at shutdown. Redirects
+It replaced aiohttp by measurement (bench/client_floor.py, docs/upstream-client.md). It is the default
+row of ``net/transport.py::TRANSPORTS``: the runtime creates one ``UpstreamClient`` at app startup,
+hands it to every adapter (``upstream/base.py::adapter_for``), which calls only its ``send``, and closes
+it at shutdown. Redirects
 are never followed, no proxy settings are read from the environment, answers are asked for uncompressed
 (``Accept-Encoding: identity``). TLS is the standard library's ``ssl``: the system's trusted CAs and host
 name checks (``ssl.create_default_context()``) unless ``create(ssl_context=...)`` gives another.
@@ -40,43 +42,34 @@ import select
 import socket
 import ssl
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import Self
 from urllib.parse import urlsplit
 
-from interlock.common.kinds import KINDS, listed
-from interlock.runtime.upstream.http1 import (
+from interlock.common.kinds import KINDS
+from interlock.runtime.net.errors import (
     FIRST_BYTE,
     CertificateError,
     ClientClosed,
     ConnectError,
-    Connection,
     ConnectTimeout,
     DNSError,
     InvalidHeader,
     InvalidURL,
     NotSent,
-    Response,
     Timeout,
     TLSError,
 )
+from interlock.runtime.net.http1 import Connection, Response
+from interlock.runtime.net.transport import Counter, Request
 from interlock.runtime.wire.base import header_lines
-
-if TYPE_CHECKING:
-    from interlock.runtime.upstream.base import Adapter
 
 USER_AGENT = "interlock/0.1"
 _JSON = b"Content-Type: application/json\r\n"
 _MAX_HEADS = 4096  # request heads kept (label, base URL, method, path); past it, built per request
 STRAY_COOLDOWN_S = 300.0
 """How long a provider caught sending bytes nobody asked for gets a fresh connection per exchange."""
-
-
-class Counter(Protocol):
-    """Where resends are counted (a metrics counter child)."""
-
-    def inc(self, amount: float = 1.0) -> None: ...
 
 
 class Pool:
@@ -273,43 +266,22 @@ class UpstreamClient:
     def idle_connections(self) -> int:
         return sum(1 for pool in self._pools.values() for conn in pool.idle if not conn.closed)
 
-    async def request(
-        self,
-        method: str,
-        base_url: str,
-        path: str,
-        headers: Mapping[str, str],
-        body: bytes | None,
-        *,
-        connect_s: float,
-        first_byte_at: float,
-        total_at: float,
-        json: bool = True,
-        pool: str = "",
-        kind: str | None = None,
-        lines: bytes = b"",
-        now: float | None = None,
-        patience: Callable[[float], float | None] | None = None,
-    ) -> Response:
-        """Send ``method`` ``base_url`` + ``path``; return once the answer's headers have arrived.
-
-        Deadlines are loop times: connecting must end within ``connect_s`` (and before
-        ``first_byte_at``), the headers arrive before ``first_byte_at`` (``Response.answered()`` then
-        moves the exchange on to ``total_at``). ``json``: the body is JSON (its Content-Type is sent).
-        ``pool``: the provider's label (its connections are its own); ``kind``: its provider kind, read
-        when its pool is made (whether a POST carries an ``Idempotency-Key``). ``lines``: headers
-        already encoded (``Endpoint.lines``, built with the plan), sent before ``headers``; ``now``: the
-        loop's time, when the caller has just read it."""
+    async def send(self, request: Request) -> Response:
+        """Send ``request`` (net/transport.py says what each field asks); return once the answer's
+        headers have arrived. Raises the ``net/errors.py`` tree only."""
+        method, base_url, path, pool = request.method, request.url, request.path, request.pool
+        first_byte_at, body = request.first_byte_at, request.body
         found = self._heads.get((pool, base_url, method, path))
-        target, start = found if found is not None else self._head(method, base_url, path, pool, kind)
-        parts = [start, lines]
+        target, start = found if found is not None else self._head(method, base_url, path, pool, request.kind)
+        parts = [start, request.lines]
+        headers = request.headers
         if headers:
             more = header_lines(headers)
             if more is None:
                 raise InvalidHeader("a request header holds a line break or is not Latin-1")
             parts.append(more)
         if body is not None:
-            if json:
+            if request.json:
                 parts.append(_JSON)
             key = target.key
             if key is not None:
@@ -319,12 +291,13 @@ class UpstreamClient:
         else:
             parts.append(b"\r\n")
         head = b"".join(parts)
+        now = request.now
         conn = target.take(self.time() if now is None else now, self._poller)
         if conn is None:
-            conn = await self._connect(target, connect_s, first_byte_at)
+            conn = await self._connect(target, request.connect_s, first_byte_at)
         resend = True
         while True:
-            response = conn.send(head, body, first_byte_at, total_at, patience)
+            response = conn.send(head, body, first_byte_at, request.total_at, request.patience)
             try:
                 await response.head()
                 return response
@@ -339,7 +312,7 @@ class UpstreamClient:
             target.resent += 1  # not a byte went out: once more, on a fresh connection
             if target.counted is not None:
                 target.counted.inc()
-            conn = await self._connect(target, connect_s, first_byte_at)
+            conn = await self._connect(target, request.connect_s, first_byte_at)
 
     def _head(
         self, method: str, base_url: str, path: str, label: str, kind: str | None
@@ -478,12 +451,3 @@ def _default_context() -> ssl.SSLContext:
     if not _CONTEXT:
         _CONTEXT.append(ssl.create_default_context())
     return _CONTEXT[0]
-
-
-def adapter_for(kind: str, client: UpstreamClient) -> Adapter:
-    """The adapter for a provider kind (a row of ``interlock.common.kinds.KINDS``), sharing ``client``."""
-    row = KINDS.get(kind)
-    if row is None:
-        raise ValueError(f"unknown upstream kind {kind!r}; expected {listed()}")
-    adapter: Adapter = row.load_adapter()(client)
-    return adapter

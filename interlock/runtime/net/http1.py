@@ -1,7 +1,7 @@
 """The upstream connection: HTTP/1.1 on an asyncio Protocol with httptools' parser (llhttp), no more.
 
 One ``Connection`` carries one exchange at a time (no pipelining); ``UpstreamClient``
-(runtime/upstream/client.py) keeps them in a keep-alive pool per provider. A ``Response`` is handed over
+(net/client.py) keeps them in a keep-alive pool per provider. A ``Response`` is handed over
 once its headers are parsed; its body is read with ``read`` (what has arrived, ``b""`` at the end; or
 ``take``, the same without the wait, and ``arrival``) or ``read_all``, or taken as it arrives by a
 ``sink`` (a stream's relay, in the read callback), then ``release`` returns the connection to the pool
@@ -19,7 +19,7 @@ stream that trickles schedules about one timer per ``idle_s``, not one per read)
 paused the connection (its caller is slow), the upstream's silence is the gateway's own: it never counts.
 An exchange sent with ``patience`` (a server that reports its progress: ``fleet/signals/progress.py``)
 asks it when the first-byte deadline passes, and waits on as long as it says (never past the total).
-The timer is moved lazily, as the client connections' own (serving/connections.py): a later
+The timer is moved lazily, as the client connections' own (net/connections.py): a later
 exchange's deadline leaves an earlier timer armed, and the timer, when it fires for a deadline that is
 no longer the one in force, re-arms itself for it; an exchange's deadline is always met at the moment
 a timer of its own would have fired, and a kept-alive connection schedules a timer about once per
@@ -31,7 +31,7 @@ answers before it count: the bound is on everything read before the body), more 
 interim answers (a flood of ``102 Processing``) a ``BadResponse``; the head's bytes are gathered once
 (no copy per read or per interim answer); the body is read with back-pressure
 (the transport stops reading past ``HIGH_WATER`` bytes not yet read), so a fast upstream and a slow
-reader cost bounded memory; the caps on bodies and stream lines are the exchange's (exchange.py).
+reader cost bounded memory; the caps on bodies and stream lines are the exchange's (upstream/exchange.py).
 
 Failures are this module's exception classes (``HTTPError`` and its subclasses), each raised with a
 fixed message, so ``failures.EXCEPTION_MAP`` can map every one and tests can prove it. What counts as a
@@ -59,107 +59,30 @@ from typing import Any
 
 import httptools
 
+from interlock.runtime.net.errors import (
+    FIRST_BYTE,
+    IDLE,
+    TOTAL,
+    BadResponse,
+    BodyTooLarge,
+    CutShort,
+    Disconnected,
+    HeadTooLarge,
+    HTTPError,
+    Lost,
+    NotSent,
+    Reset,
+    Timeout,
+    UnsupportedEncoding,
+)
+
 MAX_HEAD_BYTES = 64 * 1024  # status lines and headers together, interim answers' (1xx) included
 MAX_INTERIM = 5  # interim answers (100 Continue, 102 Processing, 103 Early Hints) before the real one (Go's)
 HIGH_WATER = 256 * 1024  # unread body bytes past which the transport stops reading
 DRAIN_MAX_S = 1.0  # how long a released body's rest may take before the connection is dropped
 DRAIN_MAX_BYTES = 64 * 1024
-FIRST_BYTE = "first_byte"
-IDLE = "idle"
-TOTAL = "total"
 _TOTAL_ARMED = "total, armed"
 _NO_BODY = (204, 304)
-
-
-class HTTPError(Exception):
-    """A failure of the upstream HTTP exchange; every one is a subclass with a fixed message."""
-
-
-class InvalidURL(HTTPError):
-    """The upstream URL is not an http(s) URL with a host."""
-
-
-class InvalidHeader(HTTPError):
-    """A request header holds a line break or a character HTTP/1.1 cannot carry."""
-
-
-class ConnectError(HTTPError):
-    """The TCP connection could not be made (refused, unreachable)."""
-
-
-class DNSError(ConnectError):
-    """The upstream's host name did not resolve."""
-
-
-class TLSError(ConnectError):
-    """The TLS handshake failed."""
-
-
-class CertificateError(TLSError):
-    """The upstream's TLS certificate was not trusted (or not for its host)."""
-
-
-class ConnectTimeout(HTTPError):
-    """Connecting (TCP and TLS) took longer than the endpoint's connect deadline."""
-
-
-class Timeout(HTTPError):
-    """A deadline of the exchange passed; ``phase`` is FIRST_BYTE, IDLE or TOTAL."""
-
-    def __init__(self, phase: str) -> None:
-        super().__init__(phase)
-        self.phase = phase
-
-
-class Stale(HTTPError):
-    """The connection was closed or reset before any byte of the answer arrived. On a pooled connection
-    that may be an upstream's idle close, or an upstream that read the request and dropped it: the
-    client cannot tell, so it reports it (only ``NotSent`` is sent again)."""
-
-
-class Disconnected(Stale):
-    """The upstream closed the connection before any byte of the answer."""
-
-
-class Reset(Stale):
-    """The connection was reset (or the pipe broke) before any byte of the answer."""
-
-
-class NotSent(Reset):
-    """Not a byte of the request went out: the connection was found closed before the write, or the
-    write itself failed at once. The one failure after which a request may be sent again."""
-
-
-class Lost(HTTPError):
-    """The connection failed with a socket error other than a reset (no route to host)."""
-
-
-class CutShort(HTTPError):
-    """The connection ended inside the answer (its head or its body)."""
-
-
-class BadResponse(HTTPError):
-    """The answer is not valid HTTP/1.1 (httptools refused it) or is over a size limit."""
-
-
-class HeadTooLarge(BadResponse):
-    """The answer's status line and headers are over MAX_HEAD_BYTES."""
-
-
-class BodyTooLarge(BadResponse):
-    """A non-streamed answer longer than the endpoint's body limit."""
-
-    def __init__(self, cap: int) -> None:
-        super().__init__(f"answer is over the {cap}-byte limit")
-        self.cap = cap
-
-
-class UnsupportedEncoding(BadResponse):
-    """The answer is compressed (Content-Encoding) although the request asked for identity."""
-
-
-class ClientClosed(HTTPError):
-    """The client was closed while the request waited for a connection."""
 
 
 def lost_error(exc: Exception | None) -> HTTPError:

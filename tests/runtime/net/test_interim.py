@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.upstream import http1
-from interlock.runtime.upstream.client import UpstreamClient
+from interlock.runtime.net import errors, http1
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.net.transport import Request
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 PROCESSING = b"HTTP/1.1 102 Processing\r\n\r\n"
@@ -47,8 +48,10 @@ async def upstream(pieces: list[bytes]) -> AsyncIterator[int]:
 async def get(pieces: list[bytes]) -> tuple[int, bytes, Any]:
     async with upstream(pieces) as port, UpstreamClient.create() as client:
         at = asyncio.get_running_loop().time() + 30
-        response = await client.request(
-            "GET", f"http://127.0.0.1:{port}", "/x", {}, None, connect_s=5, first_byte_at=at, total_at=at
+        response = await client.send(
+            Request(
+                "GET", f"http://127.0.0.1:{port}", "/x", {}, None, connect_s=5, first_byte_at=at, total_at=at
+            )
         )
         response.answered()
         body = await response.read_all(100)
@@ -57,7 +60,7 @@ async def get(pieces: list[bytes]) -> tuple[int, bytes, Any]:
 
 
 def test_a_flood_of_102_processing_is_refused_at_the_bound() -> None:
-    with pytest.raises(http1.BadResponse) as caught:
+    with pytest.raises(errors.BadResponse) as caught:
         asyncio.run(get([PROCESSING * 20_000 + OK]))
     assert str(caught.value) == "too many interim responses"
 
@@ -70,14 +73,14 @@ def test_as_many_interim_answers_as_the_bound_are_read_past() -> None:
         b"{}",
         [(b"Content-Type", b"application/json"), (b"Content-Length", b"2")],
     )
-    with pytest.raises(http1.BadResponse):
+    with pytest.raises(errors.BadResponse):
         asyncio.run(get([interim + PROCESSING + OK]))
 
 
 def test_interim_answers_count_in_the_head_bound() -> None:
     big = b"HTTP/1.1 103 Early Hints\r\nLink: <" + b"a" * 30_000 + b">; rel=preload\r\n\r\n"
     assert len(big) < http1.MAX_HEAD_BYTES  # each alone fits; three do not
-    with pytest.raises(http1.HeadTooLarge):
+    with pytest.raises(errors.HeadTooLarge):
         asyncio.run(get([big, big, big + OK]))
 
 

@@ -20,12 +20,11 @@ import httpx
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.loaded.tables import HealthSettings
-from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import STRAY_COOLDOWN_S, UpstreamClient, adapter_for
+from interlock.runtime.net.client import STRAY_COOLDOWN_S, UpstreamClient
+from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.runtime.wire.base import Endpoint
 from tests.runtime.conftest import build
-
-from .test_one_answer import KEY_A, KEY_B, Hostile, Tally, _ask, _provider
+from tests.runtime.net.test_one_answer import KEY_A, KEY_B, Hostile, Tally, _ask, _provider
 
 
 def side_by_side(rounds: int) -> tuple[Tally, Tally, list[tuple[str, float]], UpstreamClient]:

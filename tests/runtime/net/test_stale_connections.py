@@ -1,4 +1,4 @@
-"""No replay of a written request (runtime/upstream/client.py's docstring states the rule): a request is
+"""No replay of a written request (runtime/net/client.py's docstring states the rule): a request is
 sent again, once, only when not a byte of it went out; a connection closed or reset after the write,
 an answer cut after its first bytes and a dead upstream are reported as they are.
 
@@ -19,15 +19,15 @@ import pytest
 
 from interlock.runtime.base.errors import ConnectFailed, ProtocolFailure
 from interlock.runtime.metrics import CounterVec
-from interlock.runtime.upstream import http1
-from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.net import errors, http1
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.net.transport import Request
+from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
+from tests.runtime.upstream.helpers import endpoint
 from tests.waiting import until
-
-from .helpers import endpoint
 
 HI = {"model": "my-alias", "messages": [{"role": "user", "content": "hello there"}]}
 STREAM = {**HI, "stream": True}
@@ -217,17 +217,17 @@ def test_an_upstream_that_died_while_its_connection_sat_idle_is_connect_failed()
 @pytest.mark.parametrize(
     ("exc", "stale"),
     [
-        (None, http1.Disconnected),  # a clean close (FIN) before any byte of the answer
-        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), http1.Reset),
-        (BrokenPipeError(errno.EPIPE, "Broken pipe"), http1.Reset),
-        (OSError(errno.ECONNRESET, "Connection reset by peer"), http1.Reset),
-        (OSError(errno.EHOSTUNREACH, "No route to host"), http1.Lost),
+        (None, errors.Disconnected),  # a clean close (FIN) before any byte of the answer
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), errors.Reset),
+        (BrokenPipeError(errno.EPIPE, "Broken pipe"), errors.Reset),
+        (OSError(errno.ECONNRESET, "Connection reset by peer"), errors.Reset),
+        (OSError(errno.EHOSTUNREACH, "No route to host"), errors.Lost),
     ],
 )
-def test_which_lost_connections_count_as_stale(exc: Exception | None, stale: type[http1.HTTPError]) -> None:
+def test_which_lost_connections_count_as_stale(exc: Exception | None, stale: type[errors.HTTPError]) -> None:
     error = http1.lost_error(exc)
     assert type(error) is stale
-    assert isinstance(error, http1.Stale) is (stale is not http1.Lost)
+    assert isinstance(error, errors.Stale) is (stale is not errors.Lost)
 
 
 def test_an_answer_cut_inside_its_head_is_not_resent() -> None:
@@ -253,29 +253,31 @@ def test_an_answer_cut_inside_its_head_is_not_resent() -> None:
 
                 async def get() -> http1.Response:
                     at = loop.time() + 5
-                    return await client.request(
-                        "GET",
-                        f"http://127.0.0.1:{port}",
-                        "/",
-                        {},
-                        None,
-                        connect_s=5,
-                        first_byte_at=at,
-                        total_at=at,
+                    return await client.send(
+                        Request(
+                            "GET",
+                            f"http://127.0.0.1:{port}",
+                            "/",
+                            {},
+                            None,
+                            connect_s=5,
+                            first_byte_at=at,
+                            total_at=at,
+                        )
                     )
 
                 first = await get()
                 assert await first.read_all(100) == b"{}"
                 first.release()
-                with pytest.raises(http1.HTTPError) as info:
+                with pytest.raises(errors.HTTPError) as info:
                     await get()
                 return info.value
         finally:
             server.close()
 
     error = asyncio.run(go())
-    assert isinstance(error, http1.CutShort)
-    assert not isinstance(error, http1.Stale)
+    assert isinstance(error, errors.CutShort)
+    assert not isinstance(error, errors.Stale)
     assert len(requests) == 2  # the one answered, the one cut: no resend
 
 
@@ -328,8 +330,10 @@ def test_a_write_that_fails_at_once_is_resent_once() -> None:
                                 assert conn.transport is not None
                                 conn.transport.get_extra_info("socket").shutdown(socket.SHUT_WR)
                     at = loop.time() + 5
-                    response = await client.request(
-                        "POST", url, "/x", {}, b"{}", connect_s=5, first_byte_at=at, total_at=at, pool="p"
+                    response = await client.send(
+                        Request(
+                            "POST", url, "/x", {}, b"{}", connect_s=5, first_byte_at=at, total_at=at, pool="p"
+                        )
                     )
                     bodies.append(await response.read_all(100))
                     response.release()

@@ -34,12 +34,12 @@ import orjson
 import pytest
 
 from interlock.runtime.base.errors import ProtocolFailure, UpstreamError
-from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.net.transport import Request
+from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.runtime.wire.base import Endpoint
+from tests.runtime.upstream.helpers import endpoint
 from tests.waiting import until
-
-from .helpers import endpoint
 
 KEY_A = "sk-provider-a-5d1c9e"
 KEY_B = "sk-provider-b-82f0aa"
@@ -311,17 +311,19 @@ def test_a_kind_without_idempotency_keys_sends_none() -> None:
             async with UpstreamClient.create() as client:
                 for kind in ("ollama", "openai"):
                     at = loop.time() + 5
-                    response = await client.request(
-                        "POST",
-                        url,
-                        "/x",
-                        {},
-                        b"{}",
-                        connect_s=5,
-                        first_byte_at=at,
-                        total_at=at,
-                        pool=kind,
-                        kind=kind,
+                    response = await client.send(
+                        Request(
+                            "POST",
+                            url,
+                            "/x",
+                            {},
+                            b"{}",
+                            connect_s=5,
+                            first_byte_at=at,
+                            total_at=at,
+                            pool=kind,
+                            kind=kind,
+                        )
                     )
                     await response.read_all(100)
                     response.release()
