@@ -188,7 +188,7 @@ def count(url: str) -> int:
 async def _count(url: str) -> int:
     import httpx
 
-    from interlock.runtime.upstream.client import UpstreamClient
+    from interlock.runtime.net.client import UpstreamClient
     from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
 

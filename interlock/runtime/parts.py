@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -97,9 +98,11 @@ SPEEDS_SAVE_INTERVAL_S = 30.0
 async def open_default_adapters(
     metrics: Metrics,
 ) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
-    """One shared upstream client (runtime/upstream/client.py) behind every kind's adapter."""
+    """One shared transport (``net/transport.py::TRANSPORTS``: the own client, net/client.py, unless
+    ``INTERLOCK_TRANSPORT`` names another) behind every kind's adapter."""
     from interlock.common.kinds import PROVIDER_KINDS
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    from interlock.runtime.net.transport import opener
+    from interlock.runtime.upstream.base import adapter_for
 
     strays, health = metrics.upstream_strays, metrics.view.health
 
@@ -107,7 +110,8 @@ async def open_default_adapters(
         strays.labels(label).inc()
         health.reuse_off(label, seconds)
 
-    client = UpstreamClient.create(resends=metrics.upstream_resends.labels, on_stray=on_stray)
+    transport = opener(os.environ.get("INTERLOCK_TRANSPORT") or "own")
+    client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from interlock.runtime.base.errors import CannotServe, UpstreamError
+from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.wire import anthropic as wire
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, relayed_body, with_headers
@@ -29,7 +29,7 @@ COUNTED = ("messages", "system", "tools", "tool_choice", "thinking")  # what cou
 class AnthropicAdapter(Adapter):
     """Speaks Anthropic's Messages API at one base URL per provider."""
 
-    def __init__(self, client: UpstreamClient) -> None:
+    def __init__(self, client: Transport) -> None:
         self._client = client
 
     async def chat(

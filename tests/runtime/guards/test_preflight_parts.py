@@ -199,8 +199,8 @@ def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_pat
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.fleet.metadata import MetadataFetcher
     from interlock.runtime.metrics import Metrics, StateView
+    from interlock.runtime.net.client import UpstreamClient
     from interlock.runtime.state.memory import MemorySlots
-    from interlock.runtime.upstream.client import UpstreamClient
     from interlock.runtime.upstream.ollama import OllamaAdapter
     from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 

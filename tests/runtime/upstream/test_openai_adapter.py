@@ -154,7 +154,8 @@ def test_total_deadline_covers_the_whole_stream() -> None:
 
 def test_total_deadline_holds_for_a_stream_read_late() -> None:
     """Past ``total_s`` the next read fails, even when the upstream's chunks already arrived."""
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    from interlock.runtime.net.client import UpstreamClient
+    from interlock.runtime.upstream.base import adapter_for
 
     from .helpers import run
 
@@ -343,7 +344,8 @@ def test_error_messages_never_hold_the_credential(openai_fake: FakeOpenAI, fault
 
 
 def test_aclose_is_idempotent_and_ends_the_iteration(openai_fake: FakeOpenAI) -> None:
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    from interlock.runtime.net.client import UpstreamClient
+    from interlock.runtime.upstream.base import adapter_for
 
     from .helpers import run
 
@@ -367,7 +369,8 @@ def test_aclose_is_idempotent_and_ends_the_iteration(openai_fake: FakeOpenAI) ->
 
 
 def test_streams_and_answers_reuse_one_keep_alive_connection() -> None:
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    from interlock.runtime.net.client import UpstreamClient
+    from interlock.runtime.upstream.base import adapter_for
 
     from .helpers import run
 
