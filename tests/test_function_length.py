@@ -32,7 +32,7 @@ PENDING: dict[str, str] = {
     "serve.py::run_serve": "engineer longfn (issue 41)",
     "providers.py::check_url": "engineer longfn (issue 41)",
     "scoring.py::Scorer.rate": "engineer longfn (issue 41)",
-    "context.py::ContextGuard.verdict": "engineer longfn (issue 41)",
+    "context_fit.py::ContextGuard.verdict": "engineer longfn (issue 41)",
     "routing.py::routing": "engineer longfn (issue 41)",
     "fake_openai.py::FakeOpenAI._responses": "engineer longfn (issue 41)",
 }
