@@ -28,16 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.access import (
-    ANONYMOUS,
-    CALLER,
-    KEY_HEADERS,
-    Caller,
-    Refusal,
-    operator_route,
-    refusal_message,
-)
-from interlock.runtime.asgi import (
+from interlock.runtime.base.asgi import (
     ClientGone,
     DisconnectWatch,
     Header,
@@ -49,24 +40,33 @@ from interlock.runtime.asgi import (
     read_object,
     send_json,
 )
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     CallerLimited,
     OperatorOnly,
     Unauthenticated,
     untangle,
 )
+from interlock.runtime.books.record import Answered, RequestRecord
 from interlock.runtime.fleet.sticky import session_header
 from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight, chars_tokens, needs_of
-from interlock.runtime.keepalive import Keepalive
+from interlock.runtime.loaded.access import (
+    ANONYMOUS,
+    CALLER,
+    KEY_HEADERS,
+    Caller,
+    Refusal,
+    operator_route,
+    refusal_message,
+)
+from interlock.runtime.loaded.tables import Alias, Target
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.record import Answered, RequestRecord
-from interlock.runtime.resolve import resolve
-from interlock.runtime.resume import ContinuedStream, Said, continued, replicas, resumable
+from interlock.runtime.request.keepalive import Keepalive
+from interlock.runtime.request.resolve import resolve
+from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
-from interlock.runtime.tables import Alias, Target
 from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 from interlock.runtime.usage.metering import (
@@ -383,7 +383,7 @@ class Exchange:
     async def stream(self) -> int:
         router = self.services.router
         began = False  # once the 200 is on its way, nothing may answer again
-        # a walk silent this long starts the answer anyway, and keeps it alive (runtime/keepalive.py)
+        # a walk silent this long starts the answer anyway, and keeps it alive (runtime/request/keepalive.py)
         keepalive = Keepalive(self.send, self.plan.server.stream_keepalive_s, self._early_head)
 
         async def deliver(answered: Answered[ChatStream]) -> int:
@@ -526,7 +526,7 @@ class Exchange:
         pump: Callable[[ChatStream], Awaitable[None]],
     ) -> bool:
         """Go on from a replica of the model that broke, the answer so far as its prefill
-        (``runtime/resume.py``); whether the whole rest of the answer was relayed."""
+        (``runtime/request/resume.py``); whether the whole rest of the answer was relayed."""
         target = replicas(self.target, answered.candidate)
         if target is None:
             return False

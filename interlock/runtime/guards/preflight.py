@@ -34,8 +34,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.access import COMMON
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     CandidateOutcome,
     CapabilityMissing,
     ContextTooLarge,
@@ -43,7 +42,8 @@ from interlock.runtime.errors import (
     RequestDoesNotFit,
 )
 from interlock.runtime.guards.ceiling import said
-from interlock.runtime.tables import PreflightSettings
+from interlock.runtime.loaded.access import COMMON
+from interlock.runtime.loaded.tables import PreflightSettings
 
 MESSAGE_OVERHEAD = 4  # role and separators around each message
 OUTPUT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens", "num_predict")  # in precedence

@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import caller_of
-from interlock.runtime.asgi import (
+from interlock.runtime.base.asgi import (
     ClientGone,
     Receive,
     Scope,
@@ -41,7 +40,8 @@ from interlock.runtime.asgi import (
 )
 from interlock.runtime.counting import count_prompt
 from interlock.runtime.guards.preflight import needs_of
-from interlock.runtime.resolve import resolve
+from interlock.runtime.loaded.access import caller_of
+from interlock.runtime.request.resolve import resolve
 from interlock.runtime.surfaces.base import (
     Failure,
     Parsed,

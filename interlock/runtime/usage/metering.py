@@ -19,8 +19,8 @@ from interlock.runtime.guards.preflight import Needs, chars_tokens, text_tokens
 from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:
+    from interlock.runtime.books.record import RequestRecord
     from interlock.runtime.plan import RuntimePlan
-    from interlock.runtime.record import RequestRecord
 
 MAX_REPORTED_TOKENS = 100_000_000
 """The most tokens one answer may claim for its prompt or its completion: ten times the largest context

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.runtime.asgi import json_type
-from interlock.runtime.errors import InvalidRequest
+from interlock.runtime.base.asgi import json_type
+from interlock.runtime.base.errors import InvalidRequest
 from interlock.runtime.wire.anthropic import openai_call, source_url, text_of
 from interlock.runtime.wire.openai_chat import NO_EXTRAS
 

@@ -40,8 +40,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import json_type
-from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.base.asgi import json_type
+from interlock.runtime.base.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import RelayedChunk
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.fields import OLLAMA_OPTION_FIELDS
