@@ -25,7 +25,7 @@ from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.replies import Reply
 from tests.runtime.conftest import build
 
-RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "llama-server"
+RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "recorded" / "llama-server"
 SAID = json.loads((RECORDED / "reasoning_chat.json").read_text())["choices"][0]["message"]
 THOUGHT, ANSWER = SAID["reasoning_content"], SAID["content"]
 
