@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import orjson
 
 from interlock.runtime.base.errors import MIN_SECRET
-from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
+from interlock.runtime.loaded.plan import PlanError, RuntimePlan, load_plan, read_plan_file
 from interlock.schema.plan import RoutingPlan
 
 if TYPE_CHECKING:
