@@ -27,7 +27,6 @@ PENDING: dict[str, str] = {
     "lifecycle.py::Exchange._deliver": "engineer core (issue 41 item 1)",
     "router.py::Router._walk": "engineer core (issue 41 item 1)",
     "parts.py::build_parts": "engineer core (issue 41 item 1)",
-    "fake_openai.py::FakeOpenAI._responses": "engineer longfn (issue 41)",
 }
 
 
