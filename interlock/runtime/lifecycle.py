@@ -59,8 +59,8 @@ from interlock.runtime.loaded.access import (
     operator_route,
     refusal_message,
 )
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Alias, Target
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable

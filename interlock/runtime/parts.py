@@ -43,6 +43,8 @@ from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.learned import CountBook, Learned
 from interlock.runtime.books.learned_kept import KeptLearned
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.books.samples import Samples
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.metadata import MetadataFetcher
@@ -57,16 +59,14 @@ from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.circuit import HealthGuard
-from interlock.runtime.guards.context import ContextGuard
+from interlock.runtime.guards.context_fit import ContextGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import build_admin
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
 from interlock.runtime.route_table import RouteTable, route_table
 from interlock.runtime.router import Router
-from interlock.runtime.samples import Samples
 from interlock.runtime.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.serving import gc_policy
 from interlock.runtime.state.base import SlotBackend

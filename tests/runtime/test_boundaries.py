@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from interlock.runtime.books.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from tests.runtime.conftest import in_fresh_process
 
@@ -36,7 +36,7 @@ def test_the_runtime_never_imports_the_compiler_a_yaml_parser_or_jinja2() -> Non
     program = (
         "import importlib, sys\n"
         f"for name in {RUNTIME_MODULES!r}: importlib.import_module(name)\n"
-        "from interlock.runtime.plan import load_plan, read_plan_file\n"
+        "from interlock.runtime.loaded.plan import load_plan, read_plan_file\n"
         f"bad = sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r}))\n"
         "print(','.join(bad))\n"
     )
