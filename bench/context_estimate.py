@@ -42,8 +42,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.guards.preflight import MESSAGE_OVERHEAD, Needs, needs_of
 from interlock.runtime.learned import REPORTING_FLOOR, CountBook
+from interlock.runtime.request.estimate import MESSAGE_OVERHEAD, Needs, needs_of
 from interlock.runtime.route_table import rows
 from interlock.runtime.tables import PreflightSettings
 

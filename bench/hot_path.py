@@ -332,8 +332,9 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     freshly parsed bodies. Nobody waits here, which is the common case fair queuing must not slow."""
     from interlock.runtime.access import ANONYMOUS, COMMON, Turn
     from interlock.runtime.guards import Admission
-    from interlock.runtime.guards.preflight import Preflight, needs_of
+    from interlock.runtime.guards.preflight import Preflight
     from interlock.runtime.guards.slots import SlotGuard
+    from interlock.runtime.request.estimate import needs_of
     from interlock.runtime.resolve import resolve
 
     plan = gateway.plan

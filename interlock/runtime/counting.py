@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.learned import REPORTING_FLOOR, TRUNCATING_FLOOR
+from interlock.runtime.request.estimate import Needs
 from interlock.runtime.tables import Candidate, Target
 from interlock.runtime.wire.base import Native
 

@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 import pytest
 
-from interlock.runtime.guards.preflight import Needs, needs_of
 from interlock.runtime.learned import (
     REPORTING_FLOOR,
     TRIAL_EVERY_S,
@@ -22,6 +21,7 @@ from interlock.runtime.learned import (
     CountBook,
     ceiling,
 )
+from interlock.runtime.request.estimate import Needs, needs_of
 from interlock.runtime.route_table import rows
 from interlock.runtime.tables import PreflightSettings
 

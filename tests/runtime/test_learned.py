@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.learned import (
     MAX_PREFILL_S,
     MAX_PREFILL_TOKENS_PER_S,
@@ -15,6 +14,7 @@ from interlock.runtime.learned import (
     STRETCH_STEP,
     Learned,
 )
+from interlock.runtime.request.estimate import Needs
 from interlock.runtime.wire.base import Endpoint
 
 ENDPOINT = Endpoint(

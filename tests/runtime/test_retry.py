@@ -25,8 +25,9 @@ from interlock.runtime.errors import (
     TotalTimeout,
     TransientError,
 )
-from interlock.runtime.guards.preflight import Preflight, needs_of
+from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.plan import DEFAULT_RETRY, RuntimePlan
+from interlock.runtime.request.estimate import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.retry import wait_before_retry
 from interlock.runtime.tables import RetryPolicy

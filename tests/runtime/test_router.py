@@ -30,12 +30,13 @@ from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards.health import HealthGuard
-from interlock.runtime.guards.preflight import Misfit, Preflight, needs_of
+from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.record import Answered, CandidateRefused
+from interlock.runtime.request.estimate import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.retry import FAST
 from interlock.runtime.router import Router, _unservable

@@ -14,7 +14,8 @@ from typing import Any
 from interlock.runtime.fleet.fit import capabilities_on
 from interlock.runtime.guards import Admission
 from interlock.runtime.guards.misfit import MisfitGuard
-from interlock.runtime.guards.preflight import COMPLETION, EMBEDDING, Misfit
+from interlock.runtime.guards.preflight import Misfit
+from interlock.runtime.request.estimate import COMPLETION, EMBEDDING
 
 log = logging.getLogger("interlock.preflight")
 PLAIN = (COMPLETION, EMBEDDING)

@@ -40,7 +40,7 @@ from interlock.runtime.asgi import (
     send_json,
 )
 from interlock.runtime.counting import count_prompt
-from interlock.runtime.guards.preflight import needs_of
+from interlock.runtime.request.estimate import needs_of
 from interlock.runtime.resolve import resolve
 from interlock.runtime.surfaces.base import (
     Failure,

@@ -36,8 +36,8 @@ from typing import Any, NoReturn
 
 from interlock.runtime.access import Caller
 from interlock.runtime.errors import CreditsExhausted
-from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.request.estimate import Needs
 from interlock.runtime.state.counters import CallerCounters, Claim, Held
 from interlock.runtime.tables import Target
 from interlock.runtime.usage.base import Tally

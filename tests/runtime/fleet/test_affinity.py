@@ -17,9 +17,10 @@ from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards import Admission
-from interlock.runtime.guards.preflight import DEFAULT_SETTINGS, Preflight, needs_of
+from interlock.runtime.guards.preflight import DEFAULT_SETTINGS, Preflight
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.request.estimate import needs_of
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from tests.runtime.conftest import compile_text

@@ -12,7 +12,7 @@ from interlock.runtime.errors import InvalidRequest
 from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_sizes, parse_tags
-from interlock.runtime.guards.preflight import needs_of, text_tokens
+from interlock.runtime.request.estimate import needs_of, text_tokens
 from interlock.runtime.tables import PreflightSettings
 from tests.runtime.conftest import build, compile_text
 
