@@ -42,10 +42,10 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.learned import REPORTING_FLOOR, CountBook
-from interlock.runtime.request.estimate import MESSAGE_OVERHEAD, Needs, needs_of
+from interlock.runtime.books.estimate import MESSAGE_OVERHEAD, Needs, needs_of
+from interlock.runtime.books.learned import REPORTING_FLOOR, CountBook
+from interlock.runtime.loaded.tables import PreflightSettings
 from interlock.runtime.route_table import rows
-from interlock.runtime.tables import PreflightSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "fixtures" / "clients"
@@ -188,7 +188,7 @@ def count(url: str) -> int:
 async def _count(url: str) -> int:
     import httpx
 
-    from interlock.runtime.upstream.client import UpstreamClient
+    from interlock.runtime.net.client import UpstreamClient
     from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
 

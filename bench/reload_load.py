@@ -161,7 +161,7 @@ def main() -> None:
             if not line.startswith("interlock serving "):
                 raise SystemExit(f"interlock serve did not start: {line!r}")
             url = line.split()[2]
-            from interlock.runtime.server import wait_ready
+            from interlock.runtime.app.server import wait_ready
 
             if not wait_ready(url, 120, alive=lambda: proc.poll() is None):
                 raise SystemExit("interlock serve never became ready")

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from interlock.runtime.errors import MIN_SECRET
+from interlock.runtime.base.errors import MIN_SECRET
 from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
 from interlock.schema.plan import RoutingPlan
 
 if TYPE_CHECKING:
-    from interlock.runtime.audit import AuditLog
+    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.tracing.otel import Tracing
     from interlock.runtime.usage.ledger import Ledger
 
@@ -262,7 +262,7 @@ def is_config(path: str) -> bool:
 
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.commands.gateway import build_gateway
-    from interlock.runtime.server import ServeOptions, bind, configure_logging, run, url_of
+    from interlock.runtime.app.server import ServeOptions, bind, configure_logging, run, url_of
     from interlock.runtime.serving.fds import raise_open_file_limit
 
     configure_logging(args.log_level)
@@ -315,7 +315,7 @@ def run_serve(args: argparse.Namespace) -> int:
         otel=args.otel,
     )
     if options.audit_log is not None:  # checked now (a clear error at start), opened in each process
-        from interlock.runtime.audit import SinkError, open_sink
+        from interlock.runtime.books.audit import SinkError, open_sink
 
         try:
             asyncio.run(open_sink(options.audit_log).close())
@@ -371,7 +371,7 @@ def supervise(
     state_url: str | None,
 ) -> int:
     """``--workers N``: a private directory for the accepted plan and the slot server, then the workers."""
-    from interlock.runtime.server import Supervisor
+    from interlock.runtime.app.server import Supervisor
     from interlock.runtime.state.embedded import SlotServer
 
     directory = Path(tempfile.mkdtemp(prefix="interlock-"))  # mode 0700: this user's only
@@ -404,7 +404,7 @@ def _count(n: int, noun: str) -> str:
 def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_url: str | None) -> None:
     """One worker process: its own plan tables, health state and upstream client; the host's slots."""
     from interlock.commands.gateway import build_gateway
-    from interlock.runtime.server import configure_logging, run
+    from interlock.runtime.app.server import configure_logging, run
     from interlock.runtime.state import open_backend
 
     configure_logging(options.log_level)
@@ -465,7 +465,7 @@ def _audit_log(options: Any) -> AuditLog | None:
     """The audit log of this process, when ``--audit-log`` is given."""
     if options.audit_log is None:
         return None
-    from interlock.runtime.audit import AuditLog, open_sink
+    from interlock.runtime.books.audit import AuditLog, open_sink
 
     return AuditLog(open_sink(options.audit_log))
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from interlock.common.kinds import KINDS, has_workers
+from interlock.common.patterns import matching_row
 from interlock.compiler.context import CompileContext, Link, Worker
 from interlock.compiler.diagnostics import Span, visible
-from interlock.kinds import KINDS, has_workers
-from interlock.patterns import matching_row
 from interlock.schema.config import RETRY_DEFAULTS, RetrySection
 from interlock.schema.durations import format_duration
 from interlock.schema.plan import PlanContract

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interlock.placement import Packing
+from interlock.common.packing import Packing
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ the point where worker choice stops loading models on it.
 How wanted a model is, before any traffic is seen: the earliest place it holds in any alias's expanded
 chain (a first candidate serves every request of its alias; a last one only what fell through), then
 the number of aliases that use it, then its name. The runtime re-ranks by the traffic it sees
-(``runtime/fleet/placement.py``); both pack with ``interlock.placement.pack``.
+(``runtime/fleet/placement.py``); both pack with ``interlock.common.packing.pack``.
 
 Only providers whose workers load models on demand and report them (``ProviderKind.live_facts``: Ollama)
 are placed; an OpenAI-compatible server loads the one model it was started with.
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
+from interlock.common.kinds import KINDS
+from interlock.common.packing import Want, pack
+from interlock.common.patterns import slot_limit
 from interlock.compiler.context import CompileContext, Worker
 from interlock.compiler.placed import Footprint, Placed, Ranked
-from interlock.kinds import KINDS
-from interlock.patterns import slot_limit
-from interlock.placement import Want, pack
 from interlock.schema.durations import parse_duration
 
 GIB = 1024**3

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.bounds import MAX_SLOTS, window
+from interlock.common.bounds import MAX_SLOTS, window
 from interlock.discover.base import Found, FoundModel, Http, model_name, ok, said, slots
 
 TOOL = "interlock_init_probe"

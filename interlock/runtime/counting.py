@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.learned import REPORTING_FLOOR, TRUNCATING_FLOOR
-from interlock.runtime.request.estimate import Needs
-from interlock.runtime.tables import Candidate, Target
+from interlock.runtime.books.estimate import Needs
+from interlock.runtime.books.learned import REPORTING_FLOOR, TRUNCATING_FLOOR
+from interlock.runtime.loaded.tables import Candidate, Target
 from interlock.runtime.wire.base import Native
 
 if TYPE_CHECKING:

@@ -28,14 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.access import (
-    ANONYMOUS,
-    CALLER,
-    KEY_HEADERS,
-    Caller,
-    operator_route,
-)
-from interlock.runtime.asgi import (
+from interlock.runtime.base.asgi import (
     ClientGone,
     DisconnectWatch,
     Header,
@@ -47,20 +40,27 @@ from interlock.runtime.asgi import (
     read_object,
     send_json,
 )
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     OperatorOnly,
     Unauthenticated,
     untangle,
 )
+from interlock.runtime.books.estimate import chars_tokens, needs_of
+from interlock.runtime.books.record import Answered, RequestRecord
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
-from interlock.runtime.keepalive import Keepalive
-from interlock.runtime.record import Answered, RequestRecord
-from interlock.runtime.request.estimate import chars_tokens, needs_of
-from interlock.runtime.resolve import resolve
-from interlock.runtime.resume import ContinuedStream, Said, continued, replicas, resumable
+from interlock.runtime.loaded.access import (
+    ANONYMOUS,
+    CALLER,
+    KEY_HEADERS,
+    Caller,
+    operator_route,
+)
+from interlock.runtime.loaded.tables import Alias, Target
+from interlock.runtime.request.keepalive import Keepalive
+from interlock.runtime.request.resolve import resolve
+from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
 from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
-from interlock.runtime.tables import Alias, Target
 from interlock.runtime.usage.metering import (
     delta_chars,
     estimated_usage,
@@ -72,7 +72,7 @@ from interlock.runtime.wire.base import ChatStream, Native, Relayed, StreamRende
 from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
 
 if TYPE_CHECKING:
-    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.services import RequestServices, Settle, Stake
     from interlock.runtime.usage.base import Tally
 
@@ -368,7 +368,7 @@ class Exchange:
     async def stream(self) -> int:
         router = self.services.router
         began = False  # once the 200 is on its way, nothing may answer again
-        # a walk silent this long starts the answer anyway, and keeps it alive (runtime/keepalive.py)
+        # a walk silent this long starts the answer anyway, and keeps it alive (runtime/request/keepalive.py)
         keepalive = Keepalive(self.send, self.plan.server.stream_keepalive_s, self._early_head)
 
         async def deliver(answered: Answered[ChatStream]) -> int:
@@ -511,7 +511,7 @@ class Exchange:
         pump: Callable[[ChatStream], Awaitable[None]],
     ) -> bool:
         """Go on from a replica of the model that broke, the answer so far as its prefill
-        (``runtime/resume.py``); whether the whole rest of the answer was relayed."""
+        (``runtime/request/resume.py``); whether the whole rest of the answer was relayed."""
         target = replicas(self.target, answered.candidate)
         if target is None:
             return False

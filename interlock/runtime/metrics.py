@@ -24,8 +24,8 @@ from prometheus_client.registry import Collector
 from interlock.runtime.telemetry.gauges import families as telemetry_families
 
 if TYPE_CHECKING:
-    from interlock.runtime.audit import AuditLog
-    from interlock.runtime.health import HealthBook
+    from interlock.runtime.books.audit import AuditLog
+    from interlock.runtime.books.health import HealthBook
     from interlock.runtime.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
@@ -176,8 +176,21 @@ class StateView:
 
 
 class Metrics:
+    """The process's metrics, built in groups by what they count; ``families`` lists them for exposition."""
+
     def __init__(self, view: StateView) -> None:
         self.view = view  # the live state its gauges read (the upstream client's strays are said there)
+        self._count_answers()
+        self._count_upstream_calls()
+        self._count_process()
+        self._count_background()
+        self._time_requests()
+        self._queue_for_slots()
+        self.registry = CollectorRegistry()
+        self.registry.register(_StateCollector(view, self))
+
+    def _count_answers(self) -> None:
+        """What requests came to: answers, the candidates that gave them, moves and cut streams."""
         self.requests = CounterVec(
             "interlock_requests", "Requests answered, by endpoint and HTTP status.", ["endpoint", "status"]
         )
@@ -191,16 +204,10 @@ class Metrics:
             "Moves from one candidate to the next, by reason (an error class or a skip reason).",
             ["from_candidate", "to_candidate", "reason"],
         )
-        self.upstream_errors = CounterVec(
-            "interlock_upstream_errors",
-            "Failed upstream calls, by candidate and error class.",
-            ["candidate", "error_class"],
-        )
-        self.upstream_retries = CounterVec(
-            "interlock_upstream_retries",
-            "Calls made again on the same candidate after a failure safe to repeat, by candidate and the "
-            "error class that was retried.",
-            ["candidate", "error_class"],
+        self.preflight = CounterVec(
+            "interlock_preflight_misfits",
+            "Candidates that cannot serve a request's needs, by reason and action (skipped or observed).",
+            ["candidate", "reason", "action"],
         )
         self.stream_aborted = CounterVec(
             "interlock_stream_aborted",
@@ -218,17 +225,20 @@ class Metrics:
             "Requests whose client went away before the answer was complete.",
             ["endpoint"],
         )
-        self.plan_reloads = CounterVec(
-            "interlock_plan_reloads", "Plan reloads (SIGHUP), by result: loaded or refused.", ["result"]
+
+    def _count_upstream_calls(self) -> None:
+        """What the calls to upstreams met: errors, retries, resends, strays, clamped usage."""
+        self.upstream_errors = CounterVec(
+            "interlock_upstream_errors",
+            "Failed upstream calls, by candidate and error class.",
+            ["candidate", "error_class"],
         )
-        self.connections_closed = CounterVec(
-            "interlock_connections_closed",
-            "Client connections the gateway closed itself, by reason: header_timeout, body_timeout, "
-            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused), "
-            "headers_too_large (431), invalid_host (400).",
-            ["reason"],
+        self.upstream_retries = CounterVec(
+            "interlock_upstream_retries",
+            "Calls made again on the same candidate after a failure safe to repeat, by candidate and the "
+            "error class that was retried.",
+            ["candidate", "error_class"],
         )
-        self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
         self.upstream_resends = CounterVec(
             "interlock_upstream_resends",
             "Upstream requests sent a second time, by endpoint: not a byte had gone out on the first "
@@ -247,6 +257,23 @@ class Metrics:
             "cut to that bound before the ledger, the tokens per minute and the learned estimates saw it.",
             ["candidate"],
         )
+
+    def _count_process(self) -> None:
+        """The process's own life: plan reloads and client connections."""
+        self.plan_reloads = CounterVec(
+            "interlock_plan_reloads", "Plan reloads (SIGHUP), by result: loaded or refused.", ["result"]
+        )
+        self.connections_closed = CounterVec(
+            "interlock_connections_closed",
+            "Client connections the gateway closed itself, by reason: header_timeout, body_timeout, "
+            "evicted (idle, at max_connections), over_limit (refused with 503), websocket (refused), "
+            "headers_too_large (431), invalid_host (400).",
+            ["reason"],
+        )
+        self.connections_open = Gauge("interlock_connections_open", "Client connections open now.")
+
+    def _count_background(self) -> None:
+        """Work done outside the request path: probes, circuit checks, metadata fetches, warm-ups."""
         self.probes = CounterVec(
             "interlock_probes", "Background probes, by endpoint and result.", ["endpoint", "result"]
         )
@@ -268,11 +295,9 @@ class Metrics:
             "error class).",
             ["endpoint", "result"],
         )
-        self.preflight = CounterVec(
-            "interlock_preflight_misfits",
-            "Candidates that cannot serve a request's needs, by reason and action (skipped or observed).",
-            ["candidate", "reason", "action"],
-        )
+
+    def _time_requests(self) -> None:
+        """Where a request's time goes: the whole answer, upstream waits, the gateway's own share."""
         self.request_seconds = HistogramVec(
             "interlock_request_duration_seconds",
             "Time from request to the last byte of the answer (streams: the whole stream).",
@@ -292,6 +317,9 @@ class Metrics:
             ["endpoint"],
             OVERHEAD_BUCKETS,
         )
+
+    def _queue_for_slots(self) -> None:
+        """Waiting for a slot: how long, how many wait now, how many were turned away."""
         self.slot_wait_seconds = HistogramVec(
             "interlock_slot_wait_seconds",
             "Time requests waited in a worker's queue for a slot (requests that had to wait).",
@@ -316,8 +344,6 @@ class Metrics:
             "max_wait), by tenant (`-`: none) and priority class.",
             ["tenant", "class"],
         )
-        self.registry = CollectorRegistry()
-        self.registry.register(_StateCollector(view, self))
 
     def families(self) -> Iterator[Metric]:
         for vec in (

@@ -28,14 +28,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from interlock.runtime.audit import AuditLog
-from interlock.runtime.clock import Clock, iso_utc
+from interlock.runtime.base.clock import Clock, iso_utc
+from interlock.runtime.base.lifespan import Lifespan, Step
+from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.audit import AuditLog
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.journal import Journal
+from interlock.runtime.books.learned import CountBook, Learned
+from interlock.runtime.books.learned_kept import KeptLearned
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.books.samples import Samples
 from interlock.runtime.features import Plugged
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
@@ -50,23 +59,15 @@ from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
-from interlock.runtime.guards.context import ContextGuard
-from interlock.runtime.guards.health import HealthGuard
+from interlock.runtime.guards.circuit import HealthGuard
+from interlock.runtime.guards.context_fit import ContextGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.health import HealthBook
-from interlock.runtime.journal import Journal
-from interlock.runtime.learned import CountBook, Learned
-from interlock.runtime.learned_kept import KeptLearned
-from interlock.runtime.lifespan import Lifespan, Step
-from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import build_admin
-from interlock.runtime.periodic import Periodic
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
 from interlock.runtime.route_table import RouteTable, route_table
 from interlock.runtime.router import Router
-from interlock.runtime.samples import Samples
 from interlock.runtime.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.serving import gc_policy
 from interlock.runtime.state.base import SlotBackend
@@ -97,9 +98,11 @@ SPEEDS_SAVE_INTERVAL_S = 30.0
 async def open_default_adapters(
     metrics: Metrics,
 ) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
-    """One shared upstream client (runtime/upstream/client.py) behind every kind's adapter."""
-    from interlock.kinds import PROVIDER_KINDS
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    """One shared transport (``net/transport.py::TRANSPORTS``: the own client, net/client.py, unless
+    ``INTERLOCK_TRANSPORT`` names another) behind every kind's adapter."""
+    from interlock.common.kinds import PROVIDER_KINDS
+    from interlock.runtime.net.transport import opener
+    from interlock.runtime.upstream.base import adapter_for
 
     strays, health = metrics.upstream_strays, metrics.view.health
 
@@ -107,7 +110,8 @@ async def open_default_adapters(
         strays.labels(label).inc()
         health.reuse_off(label, seconds)
 
-    client = UpstreamClient.create(resends=metrics.upstream_resends.labels, on_stray=on_stray)
+    transport = opener(os.environ.get("INTERLOCK_TRANSPORT") or "own")
+    client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
 

@@ -23,17 +23,17 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from interlock.apikeys import parse_hash
-from interlock.collector import collector_paused
-from interlock.kinds import KINDS, has_workers
-from interlock.patterns import ollama_name, untagged
-from interlock.runtime.access import KeyBook
-from interlock.runtime.asgi import json_object
-from interlock.runtime.credentials import credential_problems, weak_key_values
-from interlock.runtime.errors import InterlockError
-from interlock.runtime.serving.cors import CorsPolicy
-from interlock.runtime.serving.fds import max_connections
-from interlock.runtime.tables import (
+from interlock.common.apikeys import parse_hash
+from interlock.common.gc_pause import collector_paused
+from interlock.common.headers import header_name_problem, header_value_problem
+from interlock.common.kinds import KINDS, has_workers
+from interlock.common.patterns import ollama_name, untagged
+from interlock.runtime.base.asgi import json_object
+from interlock.runtime.base.errors import InterlockError
+from interlock.runtime.base.server_settings import ServerSettings
+from interlock.runtime.loaded.access import KeyBook
+from interlock.runtime.loaded.credentials import credential_problems, weak_key_values
+from interlock.runtime.loaded.tables import (
     Alias,
     Candidate,
     Check,
@@ -48,16 +48,16 @@ from interlock.runtime.tables import (
     Route,
     RoutingSettings,
     RoutingWeights,
-    ServerSettings,
     StickySettings,
     WorkerLimits,
     worker_label,
 )
+from interlock.runtime.serving.cors import CorsPolicy
+from interlock.runtime.serving.fds import max_connections
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.config import RETRY_DEFAULTS
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, PlanRetry, RoutingPlan
-from interlock.wire import header_name_problem, header_value_problem
 
 DEFAULT_RETRY = RetryPolicy(
     RETRY_DEFAULTS["count"], RETRY_DEFAULTS["backoff"] / 1000, RETRY_DEFAULTS["retry_after_max"] / 1000
@@ -162,49 +162,12 @@ def _load(data: Mapping[str, Any], env: Mapping[str, str], origin: str) -> Runti
 
 def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "plan") -> RuntimePlan:
     """The lookup tables of an already validated plan; every table in name order, whatever the input's."""
-    server = ServerSettings(
-        default_alias=plan.server.default_alias,
-        alias_namespace=plan.server.alias_namespace,
-        direct_models=plan.server.direct_models,
-        resolved_header=plan.server.resolved_header,
-        max_body_bytes=plan.server.max_body_bytes,
-        header_timeout_s=plan.server.header_timeout_ms / 1000,
-        body_timeout_s=plan.server.body_timeout_ms / 1000,
-        max_connections=max_connections(plan.server.max_connections),
-        max_upstream_body_bytes=plan.server.max_upstream_body_bytes,
-        max_stream_line_bytes=plan.server.max_stream_line_bytes,
-        stream_keepalive_s=plan.server.stream_keepalive_ms / 1000,
-    )
+    server = _server_settings(plan)
     _check_headers(plan, origin)
     _check_credentials(plan, origin)
-    pre = plan.preflight
-    preflight = PreflightSettings(
-        mode=pre.mode,
-        metadata_ttl_s=pre.metadata_ttl_ms / 1000,
-        default_context_tokens=pre.default_context_tokens,
-        max_context_tokens=pre.max_context_tokens,
-        default_output_tokens=pre.default_output_tokens,
-        image_reserve_tokens=pre.image_reserve_tokens,
-        margin_percent=pre.margin_percent,
-        caller_num_ctx=pre.caller_num_ctx,
-        max_tokens_ceiling=pre.max_tokens == "ceiling",
-    )
-    secrets: list[str] = []
-    workers = {
-        name: WorkerLimits(
-            name=name,
-            provider=w.provider,
-            default_context_tokens=w.default_context_tokens,
-            context_limits=dict(w.context_limits),
-            max_concurrent=w.max_concurrent,
-            slots=dict(w.slots),
-            patterns=tuple(w.patterns),
-            max_waiting=w.queue.max_waiting,
-            max_wait_s=w.queue.max_wait_ms / 1000,
-            server=w.server,
-        )
-        for name, w in sorted(plan.workers.items())
-    }
+    preflight = _preflight_settings(plan)
+    secrets: list[str] = []  # filled as credentials are read: the providers' headers, then the keys
+    workers = _worker_limits(plan)
     providers: dict[str, Provider] = {}
     for name, p in sorted(plan.providers.items()):
         headers = _auth_headers(p, env, origin, secrets)
@@ -223,7 +186,89 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
             preflight,
             in_plan=True,
         )
-    aliases = {
+    aliases = _aliases(plan, candidates)
+    return RuntimePlan(
+        source=plan,
+        content_hash=plan.content_hash,
+        server=server,
+        preflight=preflight,
+        routing=_routing_settings(plan),
+        health=_health_settings(plan),
+        providers=providers,
+        workers=workers,
+        candidates=candidates,
+        aliases=aliases,
+        plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
+        keys=_key_book(plan, env, origin, secrets, aliases),
+        secrets=tuple(secrets),
+        cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
+        placement=_placement(plan),
+    )
+
+
+def _server_settings(plan: RoutingPlan) -> ServerSettings:
+    s = plan.server
+    return ServerSettings(
+        default_alias=s.default_alias,
+        alias_namespace=s.alias_namespace,
+        direct_models=s.direct_models,
+        resolved_header=s.resolved_header,
+        max_body_bytes=s.max_body_bytes,
+        header_timeout_s=s.header_timeout_ms / 1000,
+        body_timeout_s=s.body_timeout_ms / 1000,
+        max_connections=max_connections(s.max_connections),
+        max_upstream_body_bytes=s.max_upstream_body_bytes,
+        max_stream_line_bytes=s.max_stream_line_bytes,
+        stream_keepalive_s=s.stream_keepalive_ms / 1000,
+    )
+
+
+def _preflight_settings(plan: RoutingPlan) -> PreflightSettings:
+    pre = plan.preflight
+    return PreflightSettings(
+        mode=pre.mode,
+        metadata_ttl_s=pre.metadata_ttl_ms / 1000,
+        default_context_tokens=pre.default_context_tokens,
+        max_context_tokens=pre.max_context_tokens,
+        default_output_tokens=pre.default_output_tokens,
+        image_reserve_tokens=pre.image_reserve_tokens,
+        margin_percent=pre.margin_percent,
+        caller_num_ctx=pre.caller_num_ctx,
+        max_tokens_ceiling=pre.max_tokens == "ceiling",
+    )
+
+
+def _health_settings(plan: RoutingPlan) -> HealthSettings:
+    h = plan.health
+    return HealthSettings(
+        probe_interval_s=h.probe_interval_ms / 1000,
+        probe_timeout_s=h.probe_timeout_ms / 1000,
+        failure_threshold=h.failure_threshold,
+        open_for_s=h.open_for_ms / 1000,
+        rate_limit_open_for_s=h.rate_limit_open_for_ms / 1000,
+    )
+
+
+def _worker_limits(plan: RoutingPlan) -> dict[str, WorkerLimits]:
+    return {
+        name: WorkerLimits(
+            name=name,
+            provider=w.provider,
+            default_context_tokens=w.default_context_tokens,
+            context_limits=dict(w.context_limits),
+            max_concurrent=w.max_concurrent,
+            slots=dict(w.slots),
+            patterns=tuple(w.patterns),
+            max_waiting=w.queue.max_waiting,
+            max_wait_s=w.queue.max_wait_ms / 1000,
+            server=w.server,
+        )
+        for name, w in sorted(plan.workers.items())
+    }
+
+
+def _aliases(plan: RoutingPlan, candidates: Mapping[str, Candidate]) -> dict[str, Alias]:
+    return {
         name: Alias(
             label=name,
             metric_label=name,
@@ -238,9 +283,11 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         )
         for name, a in sorted(plan.aliases.items())
     }
-    h = plan.health
+
+
+def _routing_settings(plan: RoutingPlan) -> RoutingSettings:
     r = plan.routing
-    routing = RoutingSettings(
+    return RoutingSettings(
         weights=RoutingWeights(**r.weights.model_dump()),
         avoid_vram_percent=r.avoid_vram_percent,
         speed_smoothing=r.speed_smoothing,
@@ -262,29 +309,6 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         )
         if r.prefix.enabled
         else None,
-    )
-    return RuntimePlan(
-        source=plan,
-        content_hash=plan.content_hash,
-        server=server,
-        preflight=preflight,
-        routing=routing,
-        health=HealthSettings(
-            probe_interval_s=h.probe_interval_ms / 1000,
-            probe_timeout_s=h.probe_timeout_ms / 1000,
-            failure_threshold=h.failure_threshold,
-            open_for_s=h.open_for_ms / 1000,
-            rate_limit_open_for_s=h.rate_limit_open_for_ms / 1000,
-        ),
-        providers=providers,
-        workers=workers,
-        candidates=candidates,
-        aliases=aliases,
-        plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
-        keys=_key_book(plan, env, origin, secrets, aliases),
-        secrets=tuple(secrets),
-        cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
-        placement=_placement(plan),
     )
 
 
@@ -362,7 +386,7 @@ def _spill(count: int, on_saturation: str, fallback_after_ms: int | None) -> tup
 def _validate_schema(data: Mapping[str, Any], origin: str) -> None:
     import jsonschema  # type: ignore[import-untyped]  # imported here: only plan loading needs it, never the request path
 
-    from interlock.resources import data_dir
+    from interlock.common.resources import data_dir
 
     schema = orjson.loads((data_dir("schema") / "plan.schema.json").read_bytes())
     validator = jsonschema.Draft202012Validator(schema)

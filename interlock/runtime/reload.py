@@ -23,13 +23,13 @@ from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from interlock.collector import collector_paused
-from interlock.runtime.audit.keys import access_changes
-from interlock.runtime.clock import Clock, iso_utc
+from interlock.common.gc_pause import collector_paused
+from interlock.runtime.base.clock import Clock, iso_utc
+from interlock.runtime.books.audit.keys import access_changes
 from interlock.runtime.plan import PlanError, RuntimePlan
 
 if TYPE_CHECKING:
-    from interlock.runtime.audit import AuditLog
+    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.metrics import Metrics
     from interlock.runtime.services import Current, Status
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from interlock.runtime.access import needs_key
 from interlock.runtime.lifecycle import Handler, handler
+from interlock.runtime.loaded.access import needs_key
 from interlock.runtime.surfaces import anthropic, contract, ollama, openai, responses
 from interlock.runtime.surfaces.base import Surface
 from interlock.runtime.surfaces.contract import Doc

@@ -47,7 +47,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     AllCandidatesFailed,
     CandidateOutcome,
     CannotServe,
@@ -60,16 +60,16 @@ from interlock.runtime.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.learned import Learned
+from interlock.runtime.books.record import Answered, CandidateRefused
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import DEFER, Admission, Guard, compiled, steps
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
-from interlock.runtime.health import HealthBook
-from interlock.runtime.learned import Learned
+from interlock.runtime.loaded.tables import Candidate, RetryPolicy, Route, Target
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.record import Answered, CandidateRefused
-from interlock.runtime.retry import SLOW, wait_before_retry
-from interlock.runtime.tables import Candidate, RetryPolicy, Route, Target
+from interlock.runtime.request.retry import SLOW, wait_before_retry
 from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 

@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from interlock.runtime.clock import Clock
+from interlock.runtime.base.clock import Clock
+from interlock.runtime.base.periodic import Periodic
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.periodic import Periodic
 from interlock.runtime.state.base import SlotBackend, SlotReport
 
 log = logging.getLogger("interlock.samples")

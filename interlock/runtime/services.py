@@ -18,21 +18,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from interlock.runtime.audit import AuditLog
-    from interlock.runtime.clock import Clock
+    from interlock.runtime.base.clock import Clock
+    from interlock.runtime.books.audit import AuditLog
+    from interlock.runtime.books.health import HealthBook
+    from interlock.runtime.books.journal import Journal
+    from interlock.runtime.books.learned import Learned
+    from interlock.runtime.books.metrics import Metrics
+    from interlock.runtime.books.samples import Samples
     from interlock.runtime.fleet.facts import FactsTable
     from interlock.runtime.fleet.line import FleetLine
     from interlock.runtime.fleet.placement import PlacementBook
     from interlock.runtime.fleet.scoring import Scorer
     from interlock.runtime.fleet.speeds import SpeedBook
     from interlock.runtime.fleet.sticky import StickyTable
-    from interlock.runtime.health import HealthBook
-    from interlock.runtime.journal import Journal
-    from interlock.runtime.learned import Learned
-    from interlock.runtime.metrics import Metrics
-    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.router import Router
-    from interlock.runtime.samples import Samples
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.telemetry.collector import TelemetryBook

@@ -46,6 +46,7 @@ from interlock.testing.server import (
 from interlock.testing.server_load import PROMETHEUS, Reported, llama_models, metrics, props, slots
 
 _SSE = "text/event-stream"
+REASONING = "reasoning_content"  # where llama-server (--reasoning-format deepseek) puts a model's thinking
 
 
 class FakeOpenAI(FakeServer):
@@ -229,8 +230,9 @@ class FakeOpenAI(FakeServer):
                 "model": model,
             }
             frames = []
+            thought = None if calls else reply.reasoning
             for index in range(choices):
-                frames.extend(self._choice_events(head, index, calls, pieces, finish))
+                frames.extend(self._choice_events(head, index, calls, pieces, finish, thought))
             options = body.get("stream_options")
             if isinstance(options, dict) and options.get("include_usage") is True and reply.usage:
                 frames.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
@@ -240,6 +242,8 @@ class FakeOpenAI(FakeServer):
             message, finish = {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
         else:
             message = {"role": "assistant", "content": "".join(pieces)}
+            if reply.reasoning is not None:
+                message[REASONING] = reply.reasoning
         answer: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion",
@@ -255,11 +259,19 @@ class FakeOpenAI(FakeServer):
 
     @staticmethod
     def _choice_events(
-        head: dict[str, Any], index: int, calls: list[dict[str, Any]], pieces: list[str], finish: str
+        head: dict[str, Any],
+        index: int,
+        calls: list[dict[str, Any]],
+        pieces: list[str],
+        finish: str,
+        thought: str | None = None,
     ) -> list[bytes]:
         """The stream events of choice ``index`` (``n`` choices follow one another); each tool call
-        starts with its id and name, its arguments follow in two pieces."""
+        starts with its id and name, its arguments follow in two pieces; a ``thought`` comes first, in
+        ``reasoning_content`` deltas, one per word (as llama-server streams it)."""
         frames = [_event(head, {"role": "assistant", "content": ""}, None, index)]
+        for piece in split_text(thought, None) if thought else ():
+            frames.append(_event(head, {REASONING: piece}, None, index))
         if calls:
             for number, call in enumerate(calls):
                 function = call["function"]

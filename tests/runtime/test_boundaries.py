@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from interlock.runtime.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
+
+from interlock.runtime.books.health import HealthBook
 from interlock.runtime.state.memory import MemorySlots
 from tests.runtime.conftest import in_fresh_process
 
@@ -32,11 +33,11 @@ FORBIDDEN = ("interlock.compiler", "ruamel", "jinja2", "yaml")
 
 
 def test_the_runtime_never_imports_the_compiler_a_yaml_parser_or_jinja2() -> None:
-    assert "interlock.runtime.app" in RUNTIME_MODULES
+    assert "interlock.runtime.app.gateway" in RUNTIME_MODULES
     program = (
         "import importlib, sys\n"
         f"for name in {RUNTIME_MODULES!r}: importlib.import_module(name)\n"
-        "from interlock.runtime.plan import load_plan, read_plan_file\n"
+        "from interlock.runtime.loaded.plan import load_plan, read_plan_file\n"
         f"bad = sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r}))\n"
         "print(','.join(bad))\n"
     )
@@ -103,7 +104,8 @@ CORE_LINES = 25_800
 
 
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
-    from interlock.runtime.plan import load_plan
+    from interlock.runtime.loaded.plan import load_plan
+
     from tests.runtime.conftest import compile_text
 
     plan = load_plan(compile_text(tmp_path, SMALLEST), {"CLOUD_KEY": "k"})

@@ -1,6 +1,6 @@
 """Placement: workers' memory + models' sizes -> which models stay loaded where (warns where some cannot).
 
-The packing itself is ``compiler.placement.place`` (the rule: ``interlock.placement``); this pass checks
+The packing itself is ``compiler.placement.place`` (the rule: ``interlock.common.packing``); this pass checks
 `routing.placement` and says what the packing left out: a provider whose declared models cannot all stay
 loaded (IL211), an alias whose first candidate has no home (IL212), and, with warm-up on, what placement
 cannot see (IL214: a worker's memory; IL215: a model's size, which the runtime then learns).

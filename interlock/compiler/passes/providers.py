@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
+from interlock.common.envnames import not_a_credential
+from interlock.common.hosts import host_class
+from interlock.common.kinds import KINDS, PROVIDER_KINDS, has_workers, listed
 from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span, did_you_mean
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
-from interlock.envnames import not_a_credential
-from interlock.hosts import host_class
-from interlock.kinds import KINDS, PROVIDER_KINDS, has_workers, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVIDER_NAME = re.compile(r"^[^/\s]+$")

@@ -3,10 +3,10 @@ alias that resumes cut streams has a replica to resume on."""
 
 from __future__ import annotations
 
+from interlock.common.headers import HTTP_TOKEN, RESERVED_HEADERS
+from interlock.common.kinds import KINDS
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span, did_you_mean
-from interlock.kinds import KINDS
-from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS
 
 POLICIES = ("fallback", "queue")
 
@@ -117,7 +117,7 @@ def routing(ctx: CompileContext) -> None:
 
 def _replica(ctx: CompileContext, name: str) -> None:
     """`resume: same_model` resumes only on a second candidate of a model, of a kind that continues an
-    assistant prefill (runtime/resume.py): a chain without one never resumes (IL218)."""
+    assistant prefill (runtime/request/resume.py): a chain without one never resumes (IL218)."""
     models: dict[str, int] = {}
     for link in ctx.expanded.get(name, []):
         provider, _, model = link.candidate.partition("/")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from interlock.common.headers import MAX_NAME_CHARS, header_name_problem
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span
-from interlock.wire import MAX_NAME_CHARS, header_name_problem
 
 _PROVIDER_NAME_CHECKED = re.compile(r"[/\s]")
 """What IL109 already reports about a provider name (whitespace includes CR and LF; an empty name too);

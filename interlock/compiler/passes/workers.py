@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from interlock.common.kinds import SERVER_KINDS, has_workers, listed
+from interlock.common.patterns import covers, order, parse_pattern
 from interlock.compiler.context import CompileContext, Provider, Worker
 from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import Entry, Path, SourceDoc
 from interlock.compiler.passes.providers import check_url
 from interlock.compiler.profiles import LoadedProfile, ProfileCache
-from interlock.kinds import SERVER_KINDS, has_workers, listed
-from interlock.patterns import covers, order, parse_pattern
 from interlock.schema.config import QueueSection, WorkerSection
 from interlock.schema.plan import PlanPattern
 

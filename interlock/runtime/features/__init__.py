@@ -12,7 +12,7 @@ router runs per candidate, ``guards.GUARDS``):
 
 ``FEATURES`` is the table: one row per feature, its module's import path, and whether a plan wants it.
 At plan load (and again at every reload) ``Plugged.hooks`` keeps the rows the plan wants and imports
-their modules then (``importlib``, as ``interlock.kinds`` does for adapters): a plan without keys,
+their modules then (``importlib``, as ``interlock.common.kinds`` does for adapters): a plan without keys,
 budgets or sticky sessions never imports those modules, and its requests loop over empty tuples. Each
 module has one ``plug(services) -> Feature``, called once per gateway.
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from interlock.runtime.services import Admit, Hooks, Settle
 
 if TYPE_CHECKING:
-    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.services import RequestServices
 
 

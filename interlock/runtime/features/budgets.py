@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from interlock.runtime.access import Refusal, refusal_message
-from interlock.runtime.errors import CallerLimited
+from interlock.runtime.base.errors import CallerLimited
+from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.features import Feature
 from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.preflight import CEILING_HEADER
-from interlock.runtime.request.estimate import needs_of
+from interlock.runtime.loaded.access import Refusal, refusal_message
 from interlock.runtime.surfaces.base import capped
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 
 if TYPE_CHECKING:
-    from interlock.runtime.access import Budget
     from interlock.runtime.lifecycle import Exchange
+    from interlock.runtime.loaded.access import Budget
     from interlock.runtime.services import RequestServices
     from interlock.runtime.state.counters import CallerCounters, Held
     from interlock.runtime.usage.base import Tally

@@ -12,7 +12,7 @@ is dictionary lookups: the facts were gathered by the metadata fetcher, the rest
 from __future__ import annotations
 
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.tables import Alias, Candidate, Route
+from interlock.runtime.loaded.tables import Alias, Candidate, Route
 
 UPSTREAM_SAID = "upstream said"  # the source of a window an overflow answer named
 

@@ -58,14 +58,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interlock.patterns import ollama_name, untagged
-from interlock.runtime.clock import Clock, iso_utc
+from interlock.common.patterns import ollama_name, untagged
+from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, Prefix, PrefixIndex
 from interlock.runtime.fleet.signals.choice import rate_server
 from interlock.runtime.fleet.speeds import SpeedBook
+from interlock.runtime.loaded.tables import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.state.base import SlotBackend
-from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.telemetry.collector import TelemetryBook
 
 Occupancy = Callable[[str, str, int], tuple[int, int, int, Mapping[str, int]]]

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.loaded.tables import Candidate, Check, Route
 from interlock.runtime.state.base import Lease
-from interlock.runtime.tables import Candidate, Check, Route
 
 DEFER = "defer"  # a guard's answer: try this candidate again after the rest of the chain (not a skip)
 

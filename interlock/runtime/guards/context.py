@@ -37,15 +37,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from interlock.runtime.books.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on, planned_context
 from interlock.runtime.guards import DEFER, Admission
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit
-from interlock.runtime.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
+from interlock.runtime.loaded.tables import Route
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.tables import Route
 
 log = logging.getLogger("interlock.preflight")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import Admission, InstantGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
+from interlock.runtime.loaded.tables import Check, Route
 from interlock.runtime.metrics import Metrics
-from interlock.runtime.tables import Check, Route
 
 
 class MisfitGuard(InstantGuard):

@@ -21,7 +21,7 @@ from typing import Any
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.guards import Admission, InstantGuard
-from interlock.runtime.tables import Check
+from interlock.runtime.loaded.tables import Check
 
 THINK_KEYS = ("think", "reasoning_effort")
 

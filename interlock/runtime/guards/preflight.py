@@ -8,23 +8,23 @@ every candidate was skipped for what the request needs (not for health), the rou
 ``refusal()``: a 400 whose code says what did not fit (``context_length_exceeded``, or
 ``model_not_supported`` for a capability), worded from the same estimate.
 
-The estimate itself (``Needs``, ``needs_of``) is request-level: ``runtime/request/estimate.py``.
+The estimate itself (``Needs``, ``needs_of``) is read by the request, low: ``runtime/books/estimate.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interlock.runtime.access import COMMON
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     CandidateOutcome,
     CapabilityMissing,
     ContextTooLarge,
     RequestDoesNotFit,
 )
+from interlock.runtime.books.estimate import Needs
 from interlock.runtime.guards.ceiling import said
-from interlock.runtime.request.estimate import Needs
-from interlock.runtime.tables import PreflightSettings
+from interlock.runtime.loaded.access import COMMON
+from interlock.runtime.loaded.tables import PreflightSettings
 
 # -- what the guards found -------------------------------------------------------------------------
 

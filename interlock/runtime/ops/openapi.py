@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.access import ANONYMOUS, Caller, needs_key, operator_route
+from interlock.runtime.loaded.access import ANONYMOUS, Caller, needs_key, operator_route
 from interlock.runtime.surfaces.contract import OPENAI_ERROR, Doc
 
 if TYPE_CHECKING:

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httptools
 
-from interlock.runtime.asgi import Disconnect, Header, Message, Receive, Scope, Send
+from interlock.runtime.base.asgi import Disconnect, Header, Message, Receive, Scope, Send
 from interlock.runtime.serving.head import (
     HEAD_TOO_LARGE,
     INVALID_HOST,
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from uvicorn import Config
     from uvicorn.server import ServerState
 
-    from interlock.runtime.tables import ServerSettings
+    from interlock.runtime.base.server_settings import ServerSettings
 
 log = logging.getLogger("interlock.connections")
 server_log = logging.getLogger("uvicorn.error")  # what uvicorn's protocol logged, logged where it did

@@ -51,8 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import COMMON, Budget, Refusal, Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.loaded.access import COMMON, Budget, Refusal, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
 from interlock.runtime.state.counters import (
     CallerCounters,
@@ -75,10 +76,9 @@ from interlock.runtime.state.shared import (
     supported,
     table_path,
 )
-from interlock.runtime.tables import WorkerLimits
 
 if TYPE_CHECKING:
-    from interlock.runtime.health import HealthBook
+    from interlock.runtime.state.base import SharedHealth
 
 log = logging.getLogger("interlock.state")
 
@@ -360,7 +360,7 @@ class EmbeddedSlots(SlotBackend):
         self._shares: dict[str, _Share] = {}
         self._retry_at = 0.0
         self._closing = False
-        self._health: HealthBook | None = None
+        self._health: SharedHealth | None = None
         self._file: SlotFile | None = None  # the server's slot file, this process's row in it
         self._opened = False  # tried to open it (once: a row is this process's for its life)
         self._entries: dict[str, int | None] = {}  # configured workers' entries (None: no room)
@@ -392,7 +392,7 @@ class EmbeddedSlots(SlotBackend):
                 self._entries[name] = None
                 log.warning("slot file: no room for worker %s: its slots go by the socket", name)
 
-    def share_health(self, book: HealthBook) -> None:
+    def share_health(self, book: SharedHealth) -> None:
         """Tell the other workers (through the supervisor) when an endpoint is found down or back."""
         self._health = book
         book.listener = lambda label, open_for_s: self._send(["h", label, open_for_s])

@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import caller_of
-from interlock.runtime.asgi import (
+from interlock.runtime.base.asgi import (
     ClientGone,
     Receive,
     Scope,
@@ -39,9 +38,10 @@ from interlock.runtime.asgi import (
     read_object,
     send_json,
 )
+from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.counting import count_prompt
-from interlock.runtime.request.estimate import needs_of
-from interlock.runtime.resolve import resolve
+from interlock.runtime.loaded.access import caller_of
+from interlock.runtime.request.resolve import resolve
 from interlock.runtime.surfaces.base import (
     Failure,
     Parsed,

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from interlock.runtime.asgi import Header, json_type
-from interlock.runtime.errors import (
+from interlock.runtime.base.asgi import Header, json_type
+from interlock.runtime.base.errors import (
     BodyTooLarge,
     ClientError,
     GatewayError,
@@ -19,8 +19,8 @@ from interlock.runtime.errors import (
     scrub,
     whole_seconds,
 )
+from interlock.runtime.books.record import CandidateRefused
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.record import CandidateRefused
 from interlock.runtime.wire.base import Native
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
 from interlock.runtime.wire.fields import OUTPUT_LIMITS, Limit, limited

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import caller_of
-from interlock.runtime.asgi import (
+from interlock.runtime.base.asgi import (
     ClientGone,
     Header,
     Receive,
@@ -34,7 +33,9 @@ from interlock.runtime.asgi import (
     read_object,
     send_json,
 )
-from interlock.runtime.errors import GatewayError, InvalidRequest, shown
+from interlock.runtime.base.errors import GatewayError, InvalidRequest, shown
+from interlock.runtime.loaded.access import caller_of
+from interlock.runtime.loaded.tables import Alias, Candidate
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
     Failure,
@@ -45,7 +46,6 @@ from interlock.runtime.surfaces.base import (
     check_model,
     check_output_limits,
 )
-from interlock.runtime.tables import Alias, Candidate
 from interlock.runtime.wire import ollama as wire
 from interlock.runtime.wire.base import Native, Relayed, RelayedChunk
 from interlock.runtime.wire.fields import OUTPUT_LIMITS

@@ -20,19 +20,19 @@ from typing import Any
 import aiohttp
 import orjson
 
-from interlock.runtime.clock import Clock, iso_utc
-from interlock.runtime.periodic import Periodic
+from interlock.runtime.base.clock import Clock, iso_utc
+from interlock.runtime.base.periodic import Periodic
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.telemetry import document
-from interlock.runtime.telemetry.errors import (
+from interlock.runtime.telemetry.host_memory import read_host_memory
+from interlock.runtime.telemetry.nvidia_smi import query_gpus
+from interlock.runtime.telemetry.readings import GpuReading, HostMemory, overlay
+from interlock.runtime.telemetry.source_errors import (
     SourceFailed,
     SourceMalformed,
     SourceTimeout,
     TelemetryError,
 )
-from interlock.runtime.telemetry.memory import read_host_memory
-from interlock.runtime.telemetry.nvidia_smi import query_gpus
-from interlock.runtime.telemetry.readings import GpuReading, HostMemory, overlay
 
 log = logging.getLogger("interlock.telemetry")
 

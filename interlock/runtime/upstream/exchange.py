@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from interlock.runtime.asgi import json_object
-from interlock.runtime.errors import (
+from interlock.runtime.base.asgi import json_object
+from interlock.runtime.base.errors import (
     FirstByteTimeout,
     IdleTimeout,
     MalformedResponse,
@@ -38,10 +38,10 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
+from interlock.runtime.net.errors import FIRST_BYTE, IDLE, BodyTooLarge, Timeout
+from interlock.runtime.net.transport import Request, Response, Transport
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
-from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, map_exception
-from interlock.runtime.upstream.http1 import FIRST_BYTE, IDLE, BodyTooLarge, Response, Timeout
 from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
@@ -110,7 +110,7 @@ def _line_too_long(cap: int) -> ProtocolFailure:
 
 
 async def _start(
-    client: UpstreamClient,
+    client: Transport,
     endpoint: Endpoint,
     method: str,
     path: str,
@@ -126,21 +126,23 @@ async def _start(
     traced = UPSTREAM_HEADERS.get()  # a traced attempt's traceparent; None unless --otel
     if traced is not None:
         headers = {**headers, **traced}
-    response = await client.request(
+    request = Request(
         method,
         endpoint.url,
         path,
         headers,
         payload,
-        connect_s=endpoint.connect_s,
-        first_byte_at=first_byte_at,
-        total_at=total_at,
-        pool=endpoint.label,  # a provider's connections are its own
-        kind=endpoint.kind,
-        lines=lines or b"",
-        now=now,
-        patience=endpoint.patience,
+        endpoint.connect_s,
+        first_byte_at,
+        total_at,
+        True,
+        endpoint.label,  # a provider's connections are its own
+        endpoint.kind,
+        lines or b"",
+        now,
+        endpoint.patience,
     )
+    response = await client.send(request)
     if 200 <= response.status < 300:
         return response
     try:
@@ -160,7 +162,7 @@ def probe_endpoint(endpoint: Endpoint, timeout_s: float) -> Endpoint:
 
 
 async def request_json(
-    client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
+    client: Transport, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> dict[str, Any]:
     """A non-streaming exchange: the JSON object a 2xx answer must be (else ``MalformedResponse``)."""
     return json_object(
@@ -169,7 +171,7 @@ async def request_json(
 
 
 async def request_bytes(
-    client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
+    client: Transport, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
     """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say); past
     ``endpoint.max_body_bytes`` a ProtocolFailure (the connection dropped)."""
@@ -195,7 +197,7 @@ async def request_bytes(
 
 
 async def request_stream(
-    client: UpstreamClient, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
+    client: Transport, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
 ) -> LineStream:
     """Start a streaming exchange; return once the first chunk has been decoded."""
     stream: LineStream | None = None

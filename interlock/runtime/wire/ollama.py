@@ -22,7 +22,8 @@ Decisions worth knowing:
 - Sampling parameters go into ``options``; ``max_completion_tokens``/``max_tokens`` -> ``num_predict``;
   Ollama's runner options sent at the top level (``top_k``, ``min_p``, ``num_ctx``, as LiteLLM does)
   go into ``options`` too, over a native ``options`` object. ``keep_alive`` and ``think`` pass through;
-  ``reasoning_effort`` -> ``think``. Thinking text comes back as ``reasoning`` (as Ollama's /v1 does).
+  ``reasoning_effort`` -> ``think``. Thinking text comes back as ``reasoning`` (as Ollama's /v1 does); an
+  assistant turn's ``reasoning_content`` (or ``reasoning``) goes as its ``thinking``.
 - ``finish_reason``: ``tool_calls`` when the answer calls tools, ``length`` for done_reason length,
   else ``stop``; usage from ``prompt_eval_count``/``eval_count``.
 """
@@ -39,12 +40,12 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import json_type
-from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.base.asgi import json_type
+from interlock.runtime.base.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import RelayedChunk
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.fields import OLLAMA_OPTION_FIELDS
-from interlock.runtime.wire.openai_chat import call_arguments, completion_id
+from interlock.runtime.wire.openai_chat import call_arguments, completion_id, reasoning
 
 # the first base64 characters of each image type Ollama models read (JPEG, PNG, GIF, WebP)
 IMAGE_TYPES = (("/9j/", "image/jpeg"), ("iVBOR", "image/png"), ("R0lG", "image/gif"), ("UklG", "image/webp"))
@@ -116,7 +117,7 @@ def internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict
                 call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
             )
     if message.get("thinking") and role == "assistant":
-        out["reasoning"] = message["thinking"]
+        out["reasoning_content"] = message["thinking"]
     return out
 
 
@@ -416,6 +417,9 @@ def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, 
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
         out["tool_calls"] = [_native_call(call, tool_names, index) for call in calls]
+    thinking = reasoning(message) if role == "assistant" else None
+    if isinstance(thinking, str) and thinking:
+        out["thinking"] = thinking  # an earlier turn's thinking, back as Ollama's own field
     if role == "tool":
         call_id = message.get("tool_call_id")
         name = tool_names.get(call_id) if isinstance(call_id, str) else None

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, PrefixIndex, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
@@ -20,7 +21,6 @@ from interlock.runtime.guards import Admission
 from interlock.runtime.guards.preflight import DEFAULT_SETTINGS, Preflight
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.plan import RuntimePlan, load_plan
-from interlock.runtime.request.estimate import needs_of
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from tests.runtime.conftest import compile_text

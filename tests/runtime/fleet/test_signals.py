@@ -15,12 +15,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.commands.gateway import build_gateway
-from interlock.kinds import SERVER_KINDS
+from interlock.common.kinds import SERVER_KINDS
 from interlock.runtime.fleet.signals import SERVERS, llamacpp, sglang, vllm
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.signals.choice import KV_FULL, rate_server
 from interlock.runtime.fleet.signals.exposition import samples
-from interlock.runtime.tables import RoutingWeights
+from interlock.runtime.loaded.tables import RoutingWeights
 from interlock.schema.plan import PlanWorker
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
+from interlock.runtime.app.gateway import Gateway
 from interlock.runtime.ops.ui import svg
 from interlock.runtime.ops.ui.view import SECTIONS, span
 from interlock.runtime.plan import RuntimePlan

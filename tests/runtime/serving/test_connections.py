@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.health import HealthBook
+from interlock.runtime.books.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.serving.connections import WARN_EVERY_S, ConnectionBook

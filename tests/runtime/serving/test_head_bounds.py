@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.health import HealthBook
+from interlock.runtime.books.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol

@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
-from interlock.runtime.errors import ConnectFailed
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base.errors import ConnectFailed
 from interlock.runtime.reload import StagedSource
 from tests.runtime.conftest import build
+from tests.runtime.loaded.test_plan import rehash
 from tests.runtime.serving.slow_source import SlowSource
-from tests.runtime.test_plan import rehash
 from tests.waiting import until
 
 ENV = {"CLOUD_KEY": "sk-cloud-secret"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from interlock.runtime.server import Backoff, Supervisor
+from interlock.runtime.app.server import Backoff, Supervisor
 
 
 class Process:

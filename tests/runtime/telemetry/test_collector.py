@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.runtime.health import HealthBook
+from interlock.runtime.books.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
 from interlock.runtime.plan import RuntimePlan, load_plan
 from interlock.runtime.state.memory import MemorySlots

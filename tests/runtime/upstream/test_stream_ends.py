@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from interlock.kinds import KINDS
-from interlock.runtime.errors import ProtocolFailure
+from interlock.common.kinds import KINDS
+from interlock.runtime.base.errors import ProtocolFailure
 from interlock.runtime.wire.base import Endpoint
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama

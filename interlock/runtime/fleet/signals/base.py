@@ -58,7 +58,7 @@ answered is not that server's format."""
 class ServerKind:
     """One server kind: the paths its load is read from, and the reader of their bodies."""
 
-    name: str  # as a worker's `server:` names it (interlock.kinds.SERVER_KINDS)
+    name: str  # as a worker's `server:` names it (interlock.common.kinds.SERVER_KINDS)
     paths: tuple[str, ...]
     read: Reader
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from interlock.runtime.clock import iso_utc
+from interlock.runtime.base.clock import iso_utc
 from interlock.runtime.ops.ui import svg
 from interlock.runtime.ops.ui.view import SECTIONS, moment, span
 
