@@ -31,7 +31,7 @@ import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
 from interlock.runtime.serving import gc_policy
 from interlock.schema.canonical import canonical_json
 from interlock.testing.keepalive import chat_request, read_answer, serving

@@ -39,7 +39,7 @@ import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
 from interlock.schema.canonical import canonical_json
 from interlock.testing.keepalive import serving
 from interlock.testing.process import FakeProcess

@@ -55,6 +55,7 @@ from interlock.runtime.loaded.access import (
     Caller,
     operator_route,
 )
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Alias, Target
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve

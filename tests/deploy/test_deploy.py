@@ -12,7 +12,7 @@ import yaml
 
 from interlock.cli import main
 from interlock.deploy import TARGETS
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
 from tests.conftest import ROOT
 
 CONFIG = ROOT / "tests" / "fixtures" / "plans" / "preset-rtx4090.yaml"

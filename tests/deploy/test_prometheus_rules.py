@@ -27,7 +27,7 @@ from interlock.commands.gateway import build_gateway
 from interlock.deploy import TARGETS
 from interlock.deploy.gotemplate import TemplateError, literal, rendered
 from interlock.deploy.prometheus import alert_ids, rules
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
 from interlock.testing.fake_fleet import GIB, FakeGpuBox, sim_model
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault

@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.loaded.plan import RuntimePlan
-
-from interlock.runtime.books.health import HealthBook
 from interlock.runtime.state.memory import MemorySlots
 from tests.runtime.conftest import in_fresh_process
 
@@ -105,7 +104,6 @@ CORE_LINES = 25_800
 
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
     from interlock.runtime.loaded.plan import load_plan
-
     from tests.runtime.conftest import compile_text
 
     plan = load_plan(compile_text(tmp_path, SMALLEST), {"CLOUD_KEY": "k"})

@@ -40,33 +40,31 @@ REMAINING: set[tuple[str, str]] = set()
 # The arrows between rooms: each room, then the rooms it may import (a line that starts with spaces goes on
 # the line above): all the arrows there are, none more. The layer table of docs/architecture.md.
 WRITTEN = """
-app: base lifecycle loaded metrics parts plan serving surfaces usage
+app: base books lifecycle loaded parts serving surfaces usage
 base:
-books: base loaded state wire
-counting: books guards loaded services wire
-fleet: base books loaded metrics plan state telemetry upstream wire
-guards: base books fleet loaded metrics state wire
-lifecycle: base books fleet guards loaded plan request services serving state surfaces usage wire
-loaded: base wire
-metrics: books plan state telemetry
+books: base loaded state telemetry wire
+counting: books loaded services wire
+features: base books fleet guards lifecycle loaded services state surfaces usage
+fleet: base books loaded state telemetry upstream wire
+guards: base books fleet loaded state wire
+lifecycle: base books guards loaded request services serving surfaces usage wire
+loaded: base serving wire
 net: wire
-ops: base fleet loaded metrics plan route_table samples services state surfaces usage wire
-parts: base books fleet guards metrics net ops plan reload route_table router samples services
-    serving state telemetry tracing upstream usage wire
-plan: base loaded serving wire
-reload: base books metrics plan services
-request: base loaded plan wire
+ops: base books fleet loaded route_table services state surfaces usage wire
+parts: base books features fleet guards loaded net ops reload route_table router services serving
+    state telemetry tracing upstream usage wire
+reload: base books loaded services
+request: base loaded wire
 route_table: lifecycle loaded surfaces
-router: base books fleet guards loaded metrics request tracing upstream wire
-samples: base metrics state
-services: base books fleet metrics plan router samples state telemetry tracing usage
+router: base books fleet guards loaded request tracing upstream wire
+services: base books fleet loaded router state telemetry tracing usage
 serving: base wire
 state: base loaded
-surfaces: base books counting fleet guards loaded plan request services wire
-telemetry: base plan
+surfaces: base books counting fleet loaded request services wire
+telemetry: base loaded
 tracing: base books loaded upstream
 upstream: base net wire
-usage: base books guards loaded plan state
+usage: base books loaded state
 wire: base
 """
 

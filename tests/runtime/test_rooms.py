@@ -19,13 +19,10 @@ TESTS = ROOT / "tests" / "runtime"
 LOOSE = {
     "counting.py",
     "lifecycle.py",
-    "metrics.py",
     "parts.py",
-    "plan.py",
     "reload.py",
     "route_table.py",
     "router.py",
-    "samples.py",
     "services.py",
 }
 

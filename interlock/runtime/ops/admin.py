@@ -22,13 +22,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from interlock.runtime.base.errors import shown
+from interlock.runtime.books.metrics import CONTENT_TYPE
 from interlock.runtime.fleet.fit import guaranteed_window
 from interlock.runtime.loaded.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate, Provider, WorkerLimits, worker_label
-from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.base import SlotReport
 from interlock.runtime.wire.openai_chat import error_body, error_type
 from interlock.schema.plan import PlanContract

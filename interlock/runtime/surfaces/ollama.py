@@ -35,8 +35,8 @@ from interlock.runtime.base.asgi import (
 )
 from interlock.runtime.base.errors import GatewayError, InvalidRequest, shown
 from interlock.runtime.loaded.access import caller_of
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Alias, Candidate
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
     Failure,
     Parsed,

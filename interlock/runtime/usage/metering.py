@@ -20,7 +20,7 @@ from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:
     from interlock.runtime.books.record import RequestRecord
-    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.loaded.plan import RuntimePlan
 
 MAX_REPORTED_TOKENS = 100_000_000
 """The most tokens one answer may claim for its prompt or its completion: ten times the largest context

@@ -21,7 +21,7 @@ import pytest
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.books.audit import AuditLog, open_sink
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.usage.base import UsageStoreError
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.sqlite import SqliteStore

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 
 from interlock.runtime.base import errors
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
 from tests.runtime.conftest import build
 

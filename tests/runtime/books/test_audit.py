@@ -18,9 +18,9 @@ from interlock.runtime.books.audit import ACTIONS, SINKS, AuditLog, Sink, SinkEr
 from interlock.runtime.books.audit.sinks import JsonLinesFile
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
+from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import Answered, RequestRecord
-from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import wait_until
 

@@ -10,7 +10,7 @@ import orjson
 from interlock.runtime.base.errors import AllCandidatesFailed, CandidateOutcome, ModelNotFound
 from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.record import Answered, RequestRecord
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 
 
 def test_a_plain_caller_id_is_kept_anything_else_replaced() -> None:

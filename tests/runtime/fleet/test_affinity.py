@@ -20,7 +20,7 @@ from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards import Admission
 from interlock.runtime.guards.preflight import DEFAULT_SETTINGS, Preflight
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from tests.runtime.conftest import compile_text

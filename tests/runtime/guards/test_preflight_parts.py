@@ -197,8 +197,8 @@ def test_the_effective_context_follows_loaded_then_modelfile_then_defaults_cappe
 def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_path: Path) -> None:
     """A real fake Ollama, the real client and adapter; time advances by hand, nothing sleeps."""
     from interlock.runtime.books.health import HealthBook
+    from interlock.runtime.books.metrics import Metrics, StateView
     from interlock.runtime.fleet.metadata import MetadataFetcher
-    from interlock.runtime.metrics import Metrics, StateView
     from interlock.runtime.net.client import UpstreamClient
     from interlock.runtime.state.memory import MemorySlots
     from interlock.runtime.upstream.ollama import OllamaAdapter

@@ -15,7 +15,7 @@ import pytest
 from interlock.commands.gateway import build_gateway
 from interlock.common.patterns import matches, order, parse_match, parse_pattern, slot_limit
 from interlock.runtime.base.errors import ModelNotAllowed
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
 from interlock.runtime.request.resolve import resolve
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.faults import Fault

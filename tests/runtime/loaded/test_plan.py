@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from interlock.runtime.loaded.plan import CredentialMissing, PlanError, load_plan, read_plan_file
 from interlock.runtime.loaded.tables import Route
-from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
 from interlock.runtime.serving.fds import (
     default_max_connections,
     max_connections,

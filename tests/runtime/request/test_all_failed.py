@@ -17,7 +17,7 @@ from interlock.runtime.base.errors import (
     ServerError,
 )
 from interlock.runtime.books import health
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.surfaces.openai import describe_error
 from tests.runtime.books.test_health import Clock
 from tests.runtime.request.test_router import OK, Rig

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from interlock.runtime.base.errors import DirectModelDenied, InvalidRequest, ModelNotFound
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from tests.runtime.conftest import BASIC, build
 

@@ -27,8 +27,8 @@ from interlock.runtime.base.errors import (
 )
 from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.loaded.plan import DEFAULT_RETRY, RuntimePlan
 from interlock.runtime.loaded.tables import RetryPolicy
-from interlock.runtime.plan import DEFAULT_RETRY, RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.retry import wait_before_retry
 from interlock.runtime.wire.base import Endpoint

@@ -27,6 +27,7 @@ from interlock.runtime.base.errors import (
 )
 from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import Answered, CandidateRefused
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
@@ -35,8 +36,7 @@ from interlock.runtime.guards.circuit import HealthGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.loaded.access import Turn
-from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.retry import FAST
 from interlock.runtime.router import Router, _unservable

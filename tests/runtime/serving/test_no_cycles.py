@@ -23,7 +23,7 @@ import pytest
 import uvloop
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
 from interlock.testing.faults import Fault
 from interlock.testing.keepalive import chat_request, read_answer, serving
 from interlock.testing.process import FakeProcess

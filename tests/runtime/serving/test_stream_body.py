@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.serving.connections import STREAM_BODY, StreamBody
 from tests.runtime.serving.inproc import App, gateway_protocol, served
 

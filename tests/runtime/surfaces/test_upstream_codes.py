@@ -11,7 +11,7 @@ import pytest
 
 from interlock.runtime.base.errors import ClientError
 from interlock.runtime.books.record import CandidateRefused
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.surfaces.anthropic import Messages
 from interlock.runtime.surfaces.base import failure_of
 from interlock.runtime.surfaces.ollama import Chat

@@ -17,9 +17,9 @@ from opentelemetry.trace import SpanKind
 
 from interlock.runtime.base.errors import CannotServe, ClientError, NoCandidateCanServe, ServerError
 from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import CandidateRefused
-from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.router import Router
 from interlock.runtime.state.memory import MemorySlots

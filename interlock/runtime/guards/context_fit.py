@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlock.runtime.books.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on, planned_context
 from interlock.runtime.guards import DEFER, Admission
@@ -45,7 +46,6 @@ from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit
 from interlock.runtime.loaded.tables import Route
-from interlock.runtime.metrics import Metrics
 
 log = logging.getLogger("interlock.preflight")
 

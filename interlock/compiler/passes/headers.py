@@ -22,7 +22,7 @@ _PROVIDER_NAME_CHECKED = re.compile(r"[/\s]")
 IL303 reports a chain entry with whitespace."""
 
 
-def wire(ctx: CompileContext) -> None:
+def headers(ctx: CompileContext) -> None:
     """Report every name that cannot be a header value, and a resolved header that cannot be its name."""
     for what, name, span, path in _names(ctx):
         problem = name_problem(name)

@@ -26,7 +26,7 @@ from interlock.runtime.telemetry.gauges import families as telemetry_families
 if TYPE_CHECKING:
     from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.health import HealthBook
-    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.telemetry.collector import TelemetryBook
     from interlock.schema.plan import PlanAccess

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.periodic import Periodic
-from interlock.runtime.metrics import Metrics
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.state.base import SlotBackend, SlotReport
 
 log = logging.getLogger("interlock.samples")
