@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compile_bench import CLOUDS, generate
 
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 ENV = {f"{cloud.upper()}_API_KEY": "sk-bench" for cloud in CLOUDS}
 

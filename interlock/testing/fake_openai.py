@@ -25,6 +25,15 @@ from typing import Any
 
 import orjson
 
+from interlock.testing.fake_server import (
+    Answer,
+    ErrorAnswer,
+    FakeServer,
+    Incoming,
+    JsonAnswer,
+    Route,
+    StreamAnswer,
+)
 from interlock.testing.replies import (
     Reply,
     count_words,
@@ -33,15 +42,6 @@ from interlock.testing.replies import (
     last_is_tool_result,
     planned_calls,
     split_text,
-)
-from interlock.testing.server import (
-    Answer,
-    ErrorAnswer,
-    FakeServer,
-    Incoming,
-    JsonAnswer,
-    Route,
-    StreamAnswer,
 )
 from interlock.testing.server_load import PROMETHEUS, Reported, llama_models, metrics, props, slots
 
@@ -484,7 +484,7 @@ def _response_events(response: dict[str, Any], pieces: list[str]) -> list[bytes]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from interlock.testing.cli import run_fake
+    from interlock.testing.run_fake import run_fake
 
     def build(args: Any) -> FakeServer:
         models = args.models.split(",") if args.models else None

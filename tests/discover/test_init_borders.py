@@ -19,8 +19,8 @@ from interlock.discover.base import MAX_ANSWER_BYTES, said
 from interlock.discover.written import UnprovenConfig, prove, written
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.fake_server import Answer, Incoming, JsonAnswer
 from interlock.testing.faults import Fault
-from interlock.testing.server import Answer, Incoming, JsonAnswer
 
 BREAKS = ("\r", "\n", "\r\n", "\x85", "\u2028", "\u2029")
 """Every line break a YAML reader knows (ruamel.yaml ends a comment only at ``\\n``)."""

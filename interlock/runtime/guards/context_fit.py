@@ -44,7 +44,7 @@ from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_
 from interlock.runtime.guards import DEFER, Admission
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
-from interlock.runtime.guards.preflight import Misfit
+from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.loaded.tables import Route
 
 log = logging.getLogger("interlock.preflight")
@@ -60,15 +60,21 @@ class ContextGuard(MisfitGuard):
         self.counts = counts if counts is not None else CountBook()
 
     def verdict(self, admission: Admission, body: Mapping[str, Any]) -> str | None:
+        """Each route judged by how the request fits its window (the kinds above): None when the
+        candidate goes on (its routes maybe fewer, its output limit maybe lowered), else a refusal or
+        ``DEFER``."""
         preflight = admission.preflight
         if preflight is None or preflight.mode == "off":
             return None
         needs = preflight.needs
         candidate = admission.candidate
         if not candidate.live_facts:  # a window is known only when declared, or named by an upstream
-            windows, key = self.facts.windows, candidate.facts_key
+            windows, key, slots = self.facts.windows, candidate.facts_key, self.facts.slot_windows
             for route in admission.routes:
-                if route.context_default is not None or (windows and (route.endpoint.label, key) in windows):
+                label = route.endpoint.label
+                if route.context_default is not None or (windows and (label, key) in windows):
+                    break
+                if slots and label in slots:
                     break
             else:  # none known: it fits wherever it goes (as the loop below would find)
                 return None
@@ -131,17 +137,28 @@ class ContextGuard(MisfitGuard):
                     ceiling = room
         if best == FITS and len(kept) == len(admission.routes):
             return None
-        detail = "; ".join(details)
+        return self._short(
+            admission, preflight, body, _Judged(best, kept, ceiling, reason, details, largest, needed)
+        )
+
+    def _short(
+        self, admission: Admission, preflight: Preflight, body: Mapping[str, Any], judged: _Judged
+    ) -> str | None:
+        """Not every route fits the whole request: observed (a note and a count), or, enforcing, the
+        candidate refused (too small everywhere), deferred, or kept to the routes of its best kind with
+        the output limit lowered to the ceiling that fits."""
+        candidate, best, ceiling = admission.candidate, judged.best, judged.ceiling
+        detail = "; ".join(judged.details)
         if not preflight.enforcing:
             if best != FITS:
-                self.metrics.preflight.labels(candidate.metric_label, reason, "observed").inc()
-                preflight.note(f"observe: {candidate.id} too small ({detail} < {needed})")
-                log.info("preflight (observe): %s: %s < %d tokens", candidate.id, detail, needed)
+                self.metrics.preflight.labels(candidate.metric_label, judged.reason, "observed").inc()
+                preflight.note(f"observe: {candidate.id} too small ({detail} < {judged.needed})")
+                log.info("preflight (observe): %s: %s < %d tokens", candidate.id, detail, judged.needed)
             return None
         if best == TOO_SMALL:
-            misfit = Misfit(candidate.id, "context", reason, detail, largest, needed)
+            misfit = Misfit(candidate.id, "context", judged.reason, detail, judged.largest, judged.needed)
             return self.enforce(admission, preflight, [], misfit)
-        admission.routes = tuple(kept)
+        admission.routes = tuple(judged.kept)
         if best != FITS and admission.has_next and preflight.defer(candidate.id):
             return DEFER  # tried after the candidates the whole request fits
         if best in (CEILING, DOUBTFUL) and ceiling is not None:
@@ -165,6 +182,19 @@ class ContextGuard(MisfitGuard):
         if kind[0] == TOO_SMALL or not self.counts.trial(label, model):
             return None
         return kind
+
+
+@dataclass(slots=True)
+class _Judged:
+    """What a candidate's routes came to when not all of them fit the whole request."""
+
+    best: int  # the best kind of fit among them
+    kept: list[Route]  # the routes of that kind
+    ceiling: int | None  # the lowest output limit that fits on them (CEILING, DOUBTFUL)
+    reason: str  # the misfit's reason: context too small, or options.num_ctx above a limit
+    details: list[str]  # per route that did not fit: its window and the prompt's size there
+    largest: int | None  # the largest window among the routes that did not fit
+    needed: int  # the most tokens the whole request needs on any of them (margin included)
 
 
 @dataclass(slots=True)

@@ -24,9 +24,9 @@ import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.loaded.plan import load_plan
+from interlock.testing.fake_process import FakeProcess
 from interlock.testing.faults import Fault
-from interlock.testing.keepalive import chat_request, read_answer, serving
-from interlock.testing.process import FakeProcess
+from interlock.testing.in_process import chat_request, read_answer, serving
 from tests.runtime.conftest import compile_text
 
 CONFIG = """\

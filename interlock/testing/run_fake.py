@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
+from interlock.testing.fake_server import FakeServer
 from interlock.testing.replies import Reply
-from interlock.testing.server import FakeServer
 
 
 def run_fake(
