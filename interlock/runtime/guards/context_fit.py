@@ -69,9 +69,12 @@ class ContextGuard(MisfitGuard):
         needs = preflight.needs
         candidate = admission.candidate
         if not candidate.live_facts:  # a window is known only when declared, or named by an upstream
-            windows, key = self.facts.windows, candidate.facts_key
+            windows, key, slots = self.facts.windows, candidate.facts_key, self.facts.slot_windows
             for route in admission.routes:
-                if route.context_default is not None or (windows and (route.endpoint.label, key) in windows):
+                label = route.endpoint.label
+                if route.context_default is not None or (windows and (label, key) in windows):
+                    break
+                if slots and label in slots:
                     break
             else:  # none known: it fits wherever it goes (as the loop below would find)
                 return None

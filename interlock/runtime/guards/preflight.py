@@ -230,6 +230,7 @@ HINTS = {
     "modelfile": "raise the Modelfile's `num_ctx` or the worker's `default_context_tokens`",
     "caller": "send a larger `options.num_ctx`",
     "upstream said": "give the server a larger context (llama-server `--ctx-size`, vLLM `--max-model-len`)",
+    "server's slot": "give each slot more: llama-server splits `--ctx-size` over its `--parallel` slots",
 }
 
 

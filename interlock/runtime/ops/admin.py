@@ -448,6 +448,8 @@ def _worker_report(live: LiveState, name: str, limits: WorkerLimits, pool: SlotR
             "load": load.report() if load else None,
             # whether it makes progress: a call's first byte waits on while it does
             "progress": live.facts.progress.report(label),
+            # the window one request gets there, as the server says (a llama-server slot's ``n_ctx``)
+            "slot_window": live.facts.slot_windows.get(label),
         }
     return report
 
