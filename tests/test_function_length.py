@@ -26,8 +26,6 @@ PENDING: dict[str, str] = {
     "lifecycle.py::Exchange._deliver": "engineer core (issue 41 item 1)",
     "router.py::Router._walk": "engineer core (issue 41 item 1)",
     "parts.py::build_parts": "engineer core (issue 41 item 1)",
-    "routing.py::routing": "engineer longfn (issue 41)",
-    "fake_openai.py::FakeOpenAI._responses": "engineer longfn (issue 41)",
 }
 
 
