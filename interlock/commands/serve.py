@@ -263,7 +263,7 @@ def is_config(path: str) -> bool:
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.commands.gateway import build_gateway
     from interlock.runtime.app.server import ServeOptions, bind, configure_logging, run, url_of
-    from interlock.runtime.serving.fds import raise_open_file_limit
+    from interlock.runtime.net.fds import raise_open_file_limit
 
     configure_logging(args.log_level)
     raise_open_file_limit()  # before the plan loads: an unset max_connections is derived from it

@@ -29,12 +29,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.base.asgi import (
+    DISCONNECT,
+    STREAM_BODY,
     ClientGone,
     DisconnectWatch,
     Header,
     Receive,
     Scope,
     Send,
+    StreamBody,
     closing,
     has_body,
     read_object,
@@ -64,7 +67,6 @@ from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
-from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.state.counters import Held
 from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
 from interlock.runtime.usage.base import Tally

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from interlock.runtime.loaded.tables import Route
-from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
-from interlock.runtime.serving.fds import (
+from interlock.runtime.net.fds import (
     default_max_connections,
     max_connections,
     open_file_limit,
     raise_open_file_limit,
 )
+from interlock.runtime.plan import CredentialMissing, PlanError, load_plan, read_plan_file
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import canonical_json, content_hash
 from tests.runtime.conftest import BASIC, build

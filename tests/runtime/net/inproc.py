@@ -13,8 +13,8 @@ import uvicorn
 
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.net.connections import ConnectionBook, guarded_protocol
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import until
 

@@ -14,8 +14,8 @@ import pytest
 
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.net.connections import WARN_EVERY_S, ConnectionBook
 from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.serving.connections import WARN_EVERY_S, ConnectionBook
 from interlock.runtime.state.memory import MemorySlots
 
 
