@@ -27,7 +27,7 @@ import uvloop
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.upstream.base import adapter_for
 from interlock.runtime.wire.base import Endpoint
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "Say hello."}]}
 CONCURRENCY = 16

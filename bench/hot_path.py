@@ -329,8 +329,9 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     load signals, prefix affinity on a 4 KB shared prefix, fair queuing off (every request one share:
     no tenant) and on (a tenant's turn, weight 3, and a batch one): the least of five runs, each on
     freshly parsed bodies. Nobody waits here, which is the common case fair queuing must not slow."""
+    from interlock.runtime.books.estimate import needs_of
     from interlock.runtime.guards import Admission
-    from interlock.runtime.guards.preflight import Preflight, needs_of
+    from interlock.runtime.guards.preflight import Preflight
     from interlock.runtime.guards.slots import SlotGuard
     from interlock.runtime.loaded.access import ANONYMOUS, COMMON, Turn
     from interlock.runtime.request.resolve import resolve

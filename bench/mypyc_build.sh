@@ -14,11 +14,12 @@ cd "$(dirname "$0")/.."
 out="${1:-/tmp/interlock-mypyc}"
 # The modules that ran per request when this was measured, and the adapters and surfaces that subclass
 # their classes. Left out for what mypyc refused: runtime/router.py (`continue` inside try/finally is
-# unimplemented); record.py, services.py, metrics.py, net/connections.py (dataclass or class fields
+# unimplemented); books/record.py, services.py, metrics.py, net/connections.py (dataclass or class fields
 # annotated with TYPE_CHECKING-only types: a compiled class looks them up at import, KeyError);
-# server.py (a test subclasses its Supervisor).
-modules="access app asgi fleet/facts fleet/fit fleet/prefix guards/calibration guards/capability
-  guards/context guards/health guards/needs guards/preflight health journal learned lifecycle resolve
+# app/server.py (a test subclasses its Supervisor).
+modules="loaded/access app/gateway base/asgi fleet/facts fleet/fit fleet/prefix guards/calibration
+  guards/capability guards/context guards/circuit guards/needs guards/preflight books/health
+  books/journal books/learned lifecycle request/resolve
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
   upstream/base net/client upstream/exchange net/http1 net/transport net/errors upstream/ollama upstream/openai
   usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sqlite wire/anthropic

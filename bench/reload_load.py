@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compile_bench import generate
 from serve_start import ENV, point_at_loopback
 
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 
 @dataclass

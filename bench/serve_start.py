@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compile_bench import CLOUDS, generate
 
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 ENV = {f"{cloud.upper()}_API_KEY": "sk-bench" for cloud in CLOUDS}
 
@@ -88,7 +88,7 @@ def steps(plan_path: Path) -> list[tuple[str, float]]:
     """Each step of ``load_plan`` timed in this process (the collector paused, as loading does), and
     the checks it used to run (a full JSON-schema check; the content hash through ``json.dumps``)."""
     from interlock.common.gc_pause import collector_paused
-    from interlock.runtime import plan as runtime_plan
+    from interlock.runtime.loaded import plan as runtime_plan
     from interlock.runtime.serving import gc_policy
     from interlock.schema.canonical import content_hash, has_content_hash
 

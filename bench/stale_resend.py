@@ -22,8 +22,8 @@ from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.upstream.base import adapter_for
 from interlock.runtime.wire.base import Endpoint
+from interlock.testing.fake_process import FakeProcess
 from interlock.testing.faults import Fault
-from interlock.testing.process import FakeProcess
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

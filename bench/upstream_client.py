@@ -37,7 +37,7 @@ import orjson
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.upstream.base import adapter_for
 from interlock.runtime.wire.base import Endpoint
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]}
 Call = Callable[[], Awaitable[Any]]

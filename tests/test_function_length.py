@@ -23,18 +23,9 @@ ALLOWED: dict[str, str] = {}
 # Long functions that others are splitting in this wave (issue 41): this list only shrinks. An entry
 # whose function is no longer long fails the test, so that it is taken out when its function lands.
 PENDING: dict[str, str] = {
-    "lifecycle.py::_handle": "engineer core (issue 41 item 1)",
     "lifecycle.py::Exchange._deliver": "engineer core (issue 41 item 1)",
     "router.py::Router._walk": "engineer core (issue 41 item 1)",
     "parts.py::build_parts": "engineer core (issue 41 item 1)",
-    "embedded.py::SlotServer._serve": "engineer longfn (issue 41)",
-    "workers.py::_worker": "engineer longfn (issue 41)",
-    "serve.py::run_serve": "engineer longfn (issue 41)",
-    "providers.py::check_url": "engineer longfn (issue 41)",
-    "scoring.py::Scorer.rate": "engineer longfn (issue 41)",
-    "context.py::ContextGuard.verdict": "engineer longfn (issue 41)",
-    "routing.py::routing": "engineer longfn (issue 41)",
-    "fake_openai.py::FakeOpenAI._responses": "engineer longfn (issue 41)",
 }
 
 

@@ -2,7 +2,7 @@
 
 One definition, imported by both sides of a border: the compiler reports a plan that breaks these rules
 with a position (pass ``wire``, IL013), and the runtime refuses such a plan again when it loads it
-(``interlock.runtime.plan``), because a plan file can be written by hand. The compiler may not import
+(``interlock.runtime.loaded.plan``), because a plan file can be written by hand. The compiler may not import
 the runtime, so the rule lives here, beside ``interlock.common.kinds``, where both can.
 """
 

@@ -43,6 +43,9 @@ from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.learned import CountBook, Learned
 from interlock.runtime.books.learned_kept import KeptLearned
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.books.samples import Samples
+from interlock.runtime.features import Plugged
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.metadata import MetadataFetcher
@@ -57,16 +60,14 @@ from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Guard
 from interlock.runtime.guards.capability import CapabilityGuard
 from interlock.runtime.guards.circuit import HealthGuard
-from interlock.runtime.guards.context import ContextGuard
+from interlock.runtime.guards.context_fit import ContextGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import build_admin
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
 from interlock.runtime.route_table import RouteTable, route_table
 from interlock.runtime.router import Router
-from interlock.runtime.samples import Samples
 from interlock.runtime.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.serving import gc_policy
 from interlock.runtime.state.base import SlotBackend
@@ -75,7 +76,6 @@ from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
 from interlock.runtime.upstream.openai import OpenAIAdapter
-from interlock.runtime.usage.credits import any_budget
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
@@ -236,6 +236,8 @@ def build_parts(
     services = RequestServices(
         current, router, journal, metrics, counters, ledger, tracing, audit, status, facts, learned
     )
+    features = Plugged(services)  # the feature table's rows, plugged in as plans want them
+    current.hooks = features.hooks(plan)
     live = LiveState(
         current,
         status,
@@ -263,6 +265,7 @@ def build_parts(
         slots.configure(plan.workers)
         speeds.smoothing = plan.routing.speed_smoothing
         learned.configure(endpoints_of(plan))
+        current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
         current.plan = plan
         gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
@@ -300,7 +303,7 @@ def lifespan_of(
 
     async def start_ledger() -> None:
         await ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
-        if ledger.store.kind == "memory" and any_budget(live.plan.source.access):
+        if ledger.store.kind == "memory" and live.plan.keys is not None and _any_budget(live.plan):
             log.warning(
                 "usage is kept in memory only: credits hold per process and start again at every start "
                 "(give --state-dir DIR or --usage-url URL to keep them)"
@@ -388,6 +391,13 @@ class Upstream:
     def openai(self) -> OpenAIAdapter | None:
         adapter = self.adapters.get("openai")
         return adapter if isinstance(adapter, OpenAIAdapter) else None
+
+
+def _any_budget(plan: RuntimePlan) -> bool:
+    """Whether a key or tenant has credits (``usage.credits``: imported for a plan with keys only)."""
+    from interlock.runtime.usage.credits import any_budget
+
+    return any_budget(plan.source.access)
 
 
 def endpoints_of(plan: RuntimePlan) -> list[Endpoint]:

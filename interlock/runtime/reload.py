@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from interlock.common.gc_pause import collector_paused
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.books.audit.keys import access_changes
-from interlock.runtime.plan import PlanError, RuntimePlan
+from interlock.runtime.loaded.plan import PlanError, RuntimePlan
 
 if TYPE_CHECKING:
     from interlock.runtime.books.audit import AuditLog
-    from interlock.runtime.metrics import Metrics
+    from interlock.runtime.books.metrics import Metrics
     from interlock.runtime.services import Current, Status
 
 log = logging.getLogger("interlock")

@@ -62,13 +62,13 @@ from interlock.runtime.base.errors import (
 )
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.learned import Learned
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.books.record import Answered, CandidateRefused
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import DEFER, Admission, Guard, compiled, steps
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.tables import Candidate, RetryPolicy, Route, Target
-from interlock.runtime.metrics import Metrics
 from interlock.runtime.request.retry import SLOW, wait_before_retry
 from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native

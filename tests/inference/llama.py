@@ -45,6 +45,15 @@ READY_S = 180  # a failure bound for loading the model on a busy 2-core machine,
 THREADS = 2  # the CI machine's cores; prefill is CPU-bound (about 90 prompt tokens/s on one thread)
 
 
+# llama-server's ``--reasoning-format`` values, by the name of xllamacpp's enum member
+REASONING_FORMATS = {
+    "none": "COMMON_REASONING_FORMAT_NONE",
+    "auto": "COMMON_REASONING_FORMAT_AUTO",
+    "deepseek-legacy": "COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY",
+    "deepseek": "COMMON_REASONING_FORMAT_DEEPSEEK",
+}
+
+
 def model_path() -> Path:
     """The model file: ``$INTERLOCK_LLAMA_MODEL``, else where ``.ci/llama.sh`` puts it."""
     named = os.environ.get("INTERLOCK_LLAMA_MODEL")
@@ -90,6 +99,8 @@ class LlamaServer:
         alias: str = ALIAS,
         temperature: float | None = None,
         batch: int | None = None,
+        chat_template: Path | None = None,
+        reasoning_format: str | None = None,
     ) -> None:
         self.model = model
         self.log_path = log
@@ -101,6 +112,8 @@ class LlamaServer:
         self.args += ["--embedding"] if embedding else []
         self.args += ["--temp", str(temperature)] if temperature is not None else []
         self.args += ["--batch", str(batch)] if batch is not None else []
+        self.args += ["--chat-template-file", str(chat_template)] if chat_template is not None else []
+        self.args += ["--reasoning-format", reasoning_format] if reasoning_format is not None else []
         self.args += ["--alias", alias]  # "": none, as llama-server's default (the model named by its file)
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -220,6 +233,8 @@ def serve(argv: list[str]) -> None:
     parser.add_argument("--alias", default=ALIAS, help="the model's name; empty: its file's path")
     parser.add_argument("--temp", type=float, help="the default temperature (a request's own wins)")
     parser.add_argument("--batch", type=int, help="tokens a prefill step takes (-b and -ub)")
+    parser.add_argument("--chat-template-file", help="a Jinja chat template in place of the model's own")
+    parser.add_argument("--reasoning-format", choices=sorted(REASONING_FORMATS), help="where thinking goes")
     args = parser.parse_args(argv)
     params = xllamacpp.CommonParams()
     params.model.path = args.model
@@ -233,6 +248,11 @@ def serve(argv: list[str]) -> None:
         params.sampling.temp = args.temp
     if args.batch is not None:
         params.n_batch = params.n_ubatch = args.batch
+    if args.chat_template_file:
+        params.chat_template = Path(args.chat_template_file).read_text()
+    if args.reasoning_format:
+        formats = xllamacpp.common_reasoning_format
+        params.reasoning_format = getattr(formats, REASONING_FORMATS[args.reasoning_format])
     params.hostnames, params.port = ["127.0.0.1"], args.port
     if args.embedding:
         # SmolLM2's GGUF names no pooling: "none" is refused on the OpenAI route ("not OAI compatible")

@@ -29,7 +29,7 @@ from interlock.runtime.base.errors import (
 )
 from interlock.runtime.fleet.facts import ModelInfo
 from interlock.runtime.fleet.fetcher import Failed, Fetcher
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.ollama import OllamaAdapter
 from interlock.runtime.wire.base import Endpoint
 

@@ -54,11 +54,11 @@ from interlock.common.packing import Packing, Want, pack
 from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.base.periodic import Periodic
 from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import PlacedModel, worker_label
-from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.telemetry.collector import TelemetryBook
 from interlock.runtime.upstream.ollama import OllamaAdapter
 

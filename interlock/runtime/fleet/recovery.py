@@ -37,9 +37,9 @@ from typing import Any
 from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate
-from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.exchange import probe_endpoint
 

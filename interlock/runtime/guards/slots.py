@@ -36,6 +36,7 @@ from typing import Any
 
 from interlock.common.patterns import untagged
 from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.prefix import Prefix, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer
@@ -43,7 +44,6 @@ from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard
 from interlock.runtime.loaded.access import COMMON, Turn
 from interlock.runtime.loaded.tables import Candidate, Check, Route, RoutingSettings
-from interlock.runtime.metrics import Metrics
 from interlock.runtime.state.base import SlotBackend
 
 

@@ -22,13 +22,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from interlock.runtime.base.errors import shown
+from interlock.runtime.books.metrics import CONTENT_TYPE
 from interlock.runtime.fleet.fit import guaranteed_window
 from interlock.runtime.loaded.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate, Provider, WorkerLimits, worker_label
-from interlock.runtime.metrics import CONTENT_TYPE
 from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.base import SlotReport
 from interlock.runtime.wire.openai_chat import error_body, error_type
 from interlock.schema.plan import PlanContract
@@ -448,6 +448,8 @@ def _worker_report(live: LiveState, name: str, limits: WorkerLimits, pool: SlotR
             "load": load.report() if load else None,
             # whether it makes progress: a call's first byte waits on while it does
             "progress": live.facts.progress.report(label),
+            # the window one request gets there, as the server says (a llama-server slot's ``n_ctx``)
+            "slot_window": live.facts.slot_windows.get(label),
         }
     return report
 

@@ -18,7 +18,7 @@ from interlock.runtime.loaded.access import ANONYMOUS, Caller, needs_key, operat
 from interlock.runtime.surfaces.contract import OPENAI_ERROR, Doc
 
 if TYPE_CHECKING:
-    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.loaded.plan import RuntimePlan
 
 OPENAPI_VERSION = "3.1.0"
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 from interlock.runtime.base.errors import DirectModelDenied, InvalidRequest, ModelNotFound, shown
 from interlock.runtime.loaded.access import ANONYMOUS, Caller
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Target
-from interlock.runtime.plan import RuntimePlan
 
 DIRECT_LABEL = "(direct)"  # the alias label of raw provider/model requests in metrics
 MAX_DIRECT_NAME = 256  # a raw model name ends up in response headers: keep it short and printable

@@ -20,7 +20,7 @@ from interlock.runtime.base.errors import (
     whole_seconds,
 )
 from interlock.runtime.books.record import CandidateRefused
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.wire.base import Native
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
 from interlock.runtime.wire.fields import OUTPUT_LIMITS, Limit, limited

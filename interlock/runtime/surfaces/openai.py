@@ -17,7 +17,7 @@ import orjson
 
 from interlock.runtime.base.asgi import Header, json_type
 from interlock.runtime.base.errors import InvalidRequest
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
     CHAT_LIMITS,
     Failure,

@@ -22,7 +22,7 @@ import orjson
 
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.periodic import Periodic
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.telemetry import document
 from interlock.runtime.telemetry.host_memory import read_host_memory
 from interlock.runtime.telemetry.nvidia_smi import query_gpus

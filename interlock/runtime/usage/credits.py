@@ -35,10 +35,10 @@ import math
 from typing import Any, NoReturn
 
 from interlock.runtime.base.errors import CreditsExhausted
-from interlock.runtime.guards.preflight import Needs
+from interlock.runtime.books.estimate import Needs
 from interlock.runtime.loaded.access import Caller
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Target
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.counters import CallerCounters, Claim, Held
 from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.ledger import Ledger, next_window

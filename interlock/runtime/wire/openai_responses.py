@@ -144,7 +144,7 @@ def _reasoned(message: dict[str, Any], reasoning: list[str], dropped: list[str])
     if not reasoning:
         return
     if message["role"] == "assistant":
-        message["reasoning"] = "\n".join(reasoning)
+        message["reasoning_content"] = "\n".join(reasoning)
     else:
         _name("input.reasoning", dropped)
     reasoning.clear()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from interlock.runtime.base.errors import ConnectFailed
 from interlock.runtime.reload import StagedSource
 from tests.runtime.app.slow_source import SlowSource
 from tests.runtime.conftest import build
-from tests.runtime.test_plan import rehash
+from tests.runtime.loaded.test_plan import rehash
 from tests.waiting import until
 
 ENV = {"CLOUD_KEY": "sk-cloud-secret"}

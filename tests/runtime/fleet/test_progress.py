@@ -27,8 +27,8 @@ from interlock.runtime.fleet.signals.progress import MIN_STALL_S, ProgressBook
 from interlock.runtime.loaded.tables import HealthSettings
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
+from tests.runtime.books.test_health import Clock
 from tests.runtime.conftest import build, compile_text
-from tests.runtime.test_health import Clock
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "signals" / "llama-server"
 

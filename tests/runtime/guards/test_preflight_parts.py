@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from interlock.runtime.base.errors import InvalidRequest
+from interlock.runtime.books.estimate import needs_of, text_tokens
 from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_sizes, parse_tags
-from interlock.runtime.guards.preflight import needs_of, text_tokens
 from interlock.runtime.loaded.tables import PreflightSettings
 from tests.runtime.conftest import build, compile_text
 
@@ -197,8 +197,8 @@ def test_the_effective_context_follows_loaded_then_modelfile_then_defaults_cappe
 def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_path: Path) -> None:
     """A real fake Ollama, the real client and adapter; time advances by hand, nothing sleeps."""
     from interlock.runtime.books.health import HealthBook
+    from interlock.runtime.books.metrics import Metrics, StateView
     from interlock.runtime.fleet.metadata import MetadataFetcher
-    from interlock.runtime.metrics import Metrics, StateView
     from interlock.runtime.net.client import UpstreamClient
     from interlock.runtime.state.memory import MemorySlots
     from interlock.runtime.upstream.ollama import OllamaAdapter

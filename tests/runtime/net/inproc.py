@@ -12,9 +12,9 @@ from typing import Any
 import uvicorn
 
 from interlock.runtime.books.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.net.connections import ConnectionBook, guarded_protocol
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import until
 

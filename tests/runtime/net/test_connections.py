@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from interlock.runtime.books.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.net.connections import WARN_EVERY_S, ConnectionBook
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from interlock.runtime.books.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.net.connections import ConnectionBook, guarded_protocol
 from interlock.runtime.net.head import MAX_HEAD_BYTES, MAX_HEADER_FIELDS
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from tests.runtime.net.inproc import served
 

@@ -23,10 +23,10 @@ import pytest
 import uvloop
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
+from interlock.testing.fake_process import FakeProcess
 from interlock.testing.faults import Fault
-from interlock.testing.keepalive import chat_request, read_answer, serving
-from interlock.testing.process import FakeProcess
+from interlock.testing.in_process import chat_request, read_answer, serving
 from tests.runtime.conftest import compile_text
 
 CONFIG = """\

@@ -14,7 +14,7 @@ import orjson
 import pytest
 import uvicorn
 
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from tests.runtime.net.inproc import SERVE, gateway_protocol, served
 from tests.waiting import until
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from interlock.runtime.base.errors import ConnectFailed, ProtocolFailure
-from interlock.runtime.metrics import CounterVec
+from interlock.runtime.books.metrics import CounterVec
 from interlock.runtime.net import errors, http1
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
@@ -132,7 +132,9 @@ def test_a_connection_seen_closing_before_the_write_is_resent_once_and_counted(
 
 def test_resends_count_into_the_gateways_metric(openai_fake: FakeOpenAI) -> None:
     ep = endpoint("openai", openai_fake.base_url)
-    resends = CounterVec("interlock_upstream_resends", "resends", ["endpoint"])  # as runtime/metrics.py has
+    resends = CounterVec(
+        "interlock_upstream_resends", "resends", ["endpoint"]
+    )  # as runtime/books/metrics.py has
 
     async def go() -> None:
         async with UpstreamClient.create(resends=resends.labels) as client:

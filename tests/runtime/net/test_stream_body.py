@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from interlock.runtime.base.asgi import STREAM_BODY, StreamBody
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from tests.runtime.net.inproc import App, gateway_protocol, served
 
 PIECE = b"x" * 65536

@@ -11,9 +11,9 @@ from starlette.routing import Route
 from interlock.cli import main
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.base.errors import GatewayError
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import model_objects
 from interlock.runtime.ops.openapi import STATUSES, document, plan_document, routes
-from interlock.runtime.plan import RuntimePlan
 from interlock.schema.canonical import canonical_json
 from tests.conftest import ROOT
 

@@ -11,7 +11,7 @@ import pytest
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.serving import gc_policy
 from tests.runtime.conftest import build
-from tests.runtime.test_plan import rehash
+from tests.runtime.loaded.test_plan import rehash
 
 
 @pytest.fixture

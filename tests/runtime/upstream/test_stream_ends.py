@@ -19,8 +19,8 @@ from interlock.runtime.wire.base import Endpoint
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.fake_server import FakeServer
 from interlock.testing.faults import Fault
-from interlock.testing.server import FakeServer
 
 from .helpers import endpoint, stream, text_of
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.common.patterns import untagged
 from interlock.runtime.base.clock import iso_utc
+from interlock.runtime.books.samples import Sample, share
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.loaded.tables import Candidate, worker_label
-from interlock.runtime.samples import Sample, share
 from interlock.runtime.state.base import SlotReport
 
 if TYPE_CHECKING:
