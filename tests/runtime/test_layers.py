@@ -47,12 +47,11 @@ books: base loaded state telemetry wire
 features: base books fleet guards loaded request state surfaces usage
 fleet: base books loaded state telemetry upstream wire
 guards: base books fleet loaded state wire
-loaded: base serving wire
-net: wire
+loaded: base net serving wire
+net: base wire
 ops: base books fleet loaded request state surfaces usage wire
-request: base books fleet guards loaded serving state surfaces telemetry tracing upstream usage
-    wire
-serving: base wire
+request: base books fleet guards loaded state surfaces telemetry tracing upstream usage wire
+serving: wire
 state: base loaded
 surfaces: base books loaded wire
 telemetry: base loaded

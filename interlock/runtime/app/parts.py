@@ -110,7 +110,10 @@ async def open_default_adapters(
         strays.labels(label).inc()
         health.reuse_off(label, seconds)
 
-    transport = opener(os.environ.get("INTERLOCK_TRANSPORT") or "own")
+    name = os.environ.get("INTERLOCK_TRANSPORT") or "own"
+    transport = opener(name)
+    if name != "own":
+        log.warning("INTERLOCK_TRANSPORT=%s: upstream requests go through %s (debugging)", name, name)
     client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 

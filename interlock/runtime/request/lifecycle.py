@@ -29,12 +29,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.base.asgi import (
+    DISCONNECT,
+    STREAM_BODY,
     ClientGone,
     DisconnectWatch,
     Header,
     Receive,
     Scope,
     Send,
+    StreamBody,
     closing,
     has_body,
     read_object,
@@ -60,7 +63,6 @@ from interlock.runtime.loaded.tables import Alias, Target
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
-from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.usage.metering import (
     delta_chars,
