@@ -42,8 +42,8 @@ from typing import Any
 
 import orjson
 
+from interlock.runtime.books.estimate import MESSAGE_OVERHEAD, Needs, needs_of
 from interlock.runtime.books.learned import REPORTING_FLOOR, CountBook
-from interlock.runtime.guards.preflight import MESSAGE_OVERHEAD, Needs, needs_of
 from interlock.runtime.loaded.tables import PreflightSettings
 from interlock.runtime.route_table import rows
 

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 out="${1:-/tmp/interlock-mypyc}"
 # The modules that ran per request when this was measured, and the adapters and surfaces that subclass
 # their classes. Left out for what mypyc refused: runtime/router.py (`continue` inside try/finally is
-# unimplemented); books/record.py, services.py, metrics.py, serving/connections.py (dataclass or class fields
+# unimplemented); books/record.py, services.py, metrics.py, net/connections.py (dataclass or class fields
 # annotated with TYPE_CHECKING-only types: a compiled class looks them up at import, KeyError);
 # app/server.py (a test subclasses its Supervisor).
 modules="loaded/access app/gateway base/asgi fleet/facts fleet/fit fleet/prefix guards/calibration

@@ -272,7 +272,7 @@ class StartRefused(Exception):
 
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.runtime.app.server import configure_logging
-    from interlock.runtime.serving.fds import raise_open_file_limit
+    from interlock.runtime.net.fds import raise_open_file_limit
 
     configure_logging(args.log_level)
     raise_open_file_limit()  # before the plan loads: an unset max_connections is derived from it

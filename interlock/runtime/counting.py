@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from interlock.runtime.books.estimate import Needs
 from interlock.runtime.books.learned import REPORTING_FLOOR, TRUNCATING_FLOOR
-from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.loaded.tables import Candidate, Target
 from interlock.runtime.wire.base import Native
 

@@ -29,46 +29,41 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.base.asgi import (
+    DISCONNECT,
+    STREAM_BODY,
     ClientGone,
     DisconnectWatch,
     Header,
     Receive,
     Scope,
     Send,
+    StreamBody,
     closing,
     has_body,
     read_object,
     send_json,
 )
 from interlock.runtime.base.errors import (
-    CallerLimited,
     OperatorOnly,
     Unauthenticated,
     untangle,
 )
+from interlock.runtime.books.estimate import chars_tokens, needs_of
 from interlock.runtime.books.record import Answered, RequestRecord
-from interlock.runtime.fleet.sticky import session_header
-from interlock.runtime.guards.ceiling import said
-from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight, chars_tokens, needs_of
+from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
 from interlock.runtime.loaded.access import (
     ANONYMOUS,
     CALLER,
     KEY_HEADERS,
     Caller,
-    Refusal,
     operator_route,
-    refusal_message,
 )
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Alias, Target
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
-from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
-from interlock.runtime.state.counters import Held
-from interlock.runtime.surfaces.base import Parsed, Surface, capped, failure_of
-from interlock.runtime.usage.base import Tally
-from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
+from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
 from interlock.runtime.usage.metering import (
     delta_chars,
     estimated_usage,
@@ -80,7 +75,9 @@ from interlock.runtime.wire.base import ChatStream, Native, Relayed, StreamRende
 from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import RequestServices
+    from interlock.runtime.loaded.plan import RuntimePlan
+    from interlock.runtime.services import RequestServices, Settle, Stake
+    from interlock.runtime.usage.base import Tally
 
 Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]
 
@@ -189,93 +186,36 @@ async def _refuse(
 async def _handle(
     surface: Surface, services: RequestServices, scope: Scope, receive: Receive, send: Send
 ) -> None:
-    plan = services.current.plan  # in-flight requests finish on the plan they started with
+    current = services.current
+    plan, hooks = current.plan, current.hooks  # in-flight requests finish on the plan they started with
     caller = ANONYMOUS
     if plan.keys is not None:  # `auth: off` skips this at once; every lifecycle route needs a key
         authenticated = await admitted(services, scope, send, surface, route=True, metered=True)
         if authenticated is None:  # refused, and answered
             return
         caller = authenticated
-    endpoint = surface.operation
-    record = RequestRecord(endpoint, services.journal.request_id(scope["headers"]))
+    record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
     record.surface = surface
     if services.tracing is not None:
         record.trace = services.tracing.begin(scope, record)
-    started = record.started
-    metrics = services.metrics
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
-    counted = False  # admitted against the caller's rates: `counters.done` must follow
-    held: Held | None = None  # credits reserved: `release_credits` must follow, before `_finish`
-    estimate = 0  # tokens reserved against the caller's tokens per minute
+    exchange = Exchange(services, plan, surface, headers, send, record, scope, caller)
     try:
-        parsed = surface.parse(await read_object(scope, receive, plan.server.max_body_bytes))
-        if parsed.native is not None and surface.forwards:
-            native = forwarded(parsed.native, scope, surface.forwards)
-            if native is not parsed.native:  # a header to forward: else no copy of the request
-                parsed = replace(parsed, native=native)
-        endpoint = record.endpoint = parsed.operation
-        model = parsed.model  # an alias is one lookup, here; `resolve` words every other outcome
-        alias = plan.aliases.get(model) if model is not None else None
-        target = alias if alias is not None else resolve(plan, model, caller)
-        if parsed.echo is None:  # no model named: answers name the default alias
-            parsed = replace(parsed, echo=target.label)
-        preflight = Preflight(
-            needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
-        )
-        preflight.request_headers, preflight.started = scope["headers"], started  # the caller's deadline
-        record.walk = preflight  # what the access log says of a walk that ends without an answer
-        if plan.routing.sticky is not None:
-            preflight.session = session_header(scope, plan.routing.sticky.header)
-        if plan.keys is not None:  # `auth: off` costs nothing more than this test
-            record.caller = caller  # authenticated by `admitted`, above
-            preflight.turn = caller.turn if caller.turns is None else caller.turn_for(scope["headers"])
-            record.target = target  # a refusal below is logged and audited with what was asked for
-            caller.check(target.label)
-            target = caller.targets.get(target.label, target)  # its chain without what it may not use
-            cut: tuple[int, bytes] | None = None  # the output ceiling its budgets cover, and which
-            if caller.credits:  # before the rates: a refused request takes none of them
-                held = await reserve_credits(
-                    services.counters, services.ledger, caller, preflight.needs, plan, target
-                )
-                if held.output is not None and held.output < preflight.needs.output_tokens:
-                    cut = (held.output, b"credits")
-            if caller.budgets:
-                prompt = preflight.needs.prompt_tokens
-                output = preflight.needs.output_tokens if cut is None else cut[0]
-                answer = await services.counters.reserve(
-                    caller.budgets, prompt + output, prompt + LEAST_OUTPUT_TOKENS
-                )
-                if isinstance(answer, Refusal):
-                    raise CallerLimited(refusal_message(caller, answer), retry_after=answer.retry_after_s)
-                counted, estimate = True, answer  # what the minute's tokens hold for it
-                if answer - prompt < output:
-                    cut = (answer - prompt, b"tokens_per_minute")
-            if cut is not None:  # cut to what its budgets cover, in its own format too
-                parsed = capped(parsed, cut[0], surface.limits)
-                preflight.needs = needs_of(parsed.body, endpoint, plan.preflight)
-                headers.append((CEILING_HEADER, said(*cut)))
-    except ClientGone:
-        metrics.client_disconnects.labels(endpoint).inc()
-        record.status = 499
-        if held is not None:
-            await release_credits(services.counters, held)
-        _finish(services, record)
+        exchange.read(await read_object(scope, receive, plan.server.max_body_bytes))
+        for admit, waits in hooks.admit:  # the features that admit: in table order (`features`)
+            if waits:
+                await admit(exchange)
+            else:
+                admit(exchange)
+    except Exception as exc:  # a refusal (or the client gone); anything else is a bug, logged, a 500
+        await exchange.unadmitted(exc)
         return
-    except Exception as exc:  # a refusal; anything else is a bug, logged, answered 500 in the shape
-        status = record.status = await send_error(send, exc, plan, headers, surface)
-        record.error = exc
-        metrics.requests.labels(endpoint, str(status)).inc()
-        if held is not None:
-            await release_credits(services.counters, held)
-        _finish(services, record)
-        return
-    headers.append(target.header)
-    record.target, record.stream = target, parsed.stream
+    headers.append(exchange.target.header)
+    record.target, record.stream = exchange.target, exchange.parsed.stream
     extensions = scope.get("extensions")
-    watch = DisconnectWatch(receive, extensions.get(DISCONNECT) if extensions else None)
-    exchange = Exchange(services, plan, surface, parsed, target, preflight, headers, send, watch, record)
+    watch = exchange.watch = DisconnectWatch(receive, extensions.get(DISCONNECT) if extensions else None)
     try:
-        if parsed.stream:
+        if exchange.parsed.stream:
             exchange.body = extensions.get(STREAM_BODY) if extensions else None
             status = await exchange.stream()
         else:
@@ -286,34 +226,21 @@ async def _handle(
                 record.status = 499
                 record.trace.end(record)
             raise
-        metrics.client_disconnects.labels(endpoint).inc()
+        services.metrics.client_disconnects.labels(record.endpoint).inc()
         status = 499
     finally:
         watch.stop()
-        # an answer's usage was metered before it went out; a stream's (cut short or not) is now; None:
-        # no upstream answered
-        tally = exchange.tally or metered(record, preflight.needs, plan)
-        if record.clamped and record.answered is not None:  # the upstream claimed absurd usage: cut
-            metrics.usage_clamped.labels(record.answered.candidate.id).inc()
-        if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
-            services.learned.observe(record, preflight.needs, tally.prompt_tokens)
-        if tally is not None and record.answered is not None:  # a stream cut short or left too: debit it
-            services.ledger.debit(record.caller.account, record.answered.candidate.id, tally)
-        if held is not None:  # after the debit: in this process the credits never look free
-            await release_credits(services.counters, held)
-        if counted:
-            used = tally.tokens if tally is not None else 0
-            await services.counters.done(record.caller.budgets, used, estimate)
-    metrics.requests.labels(endpoint, str(status)).inc()
-    metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
+        await exchange.settle(hooks.settle)
+    services.metrics.requests.labels(record.endpoint, str(status)).inc()
+    services.metrics.request_seconds.labels(record.endpoint).observe(time.perf_counter() - record.started)
     record.status = status
     _finish(services, record)
 
 
 def _finish(services: RequestServices, record: RequestRecord) -> None:
-    """The one end of every request, its credits reservation released before: the journal (access log,
-    events, audit), then the span; then its error lets go of the frames it went through
-    (``errors.untangle``). Not a coroutine: a request makes none for it."""
+    """The one end of every request, its stakes settled before: the journal (access log, events,
+    audit), then the span; then its error lets go of the frames it went through (``errors.untangle``).
+    Not a coroutine: a request makes none for it."""
     services.journal.finish(record)
     if record.trace is not None:
         record.trace.end(record)
@@ -323,22 +250,83 @@ def _finish(services: RequestServices, record: RequestRecord) -> None:
 
 @dataclass(slots=True, eq=False, repr=False)
 class Exchange:
-    """One admitted request on its way through the router: everything that travels together."""
+    """One request on its way through the lifecycle: everything that travels together. What the
+    features' hooks read and change (``features``): ``caller``, ``target``, ``parsed``, ``preflight``,
+    ``headers``, and their stakes (``stake``)."""
 
     services: RequestServices
     plan: RuntimePlan
     surface: Surface
-    parsed: Parsed
-    target: Target
-    preflight: Preflight
     headers: list[Header]
     send: Send
-    watch: DisconnectWatch
     record: RequestRecord  # the journal's: what answered, what it ended with
+    scope: Scope
+    caller: Caller  # ``ANONYMOUS`` without keys
+    parsed: Parsed = field(init=False)
+    target: Target = field(init=False)
+    preflight: Preflight = field(init=False)
+    watch: DisconnectWatch = field(init=False)
     # the server's direct writer for a stream's body, if any
     body: StreamBody | None = field(default=None, init=False)
     # an answer's usage, metered once before it goes out
     tally: Tally | None = field(default=None, init=False)
+    # what features took for this request (credits, rates): settled however it ends
+    stakes: list[Stake] | None = field(default=None, init=False)
+
+    def read(self, body: Any) -> None:
+        """The request read: parsed in its surface's shape, resolved to its target, estimated."""
+        surface, scope, plan, record = self.surface, self.scope, self.plan, self.record
+        parsed = surface.parse(body)
+        if parsed.native is not None and surface.forwards:
+            native = forwarded(parsed.native, scope, surface.forwards)
+            if native is not parsed.native:  # a header to forward: else no copy of the request
+                parsed = replace(parsed, native=native)
+        endpoint = record.endpoint = parsed.operation
+        model = parsed.model  # an alias is one lookup, here; `resolve` words every other outcome
+        alias = plan.aliases.get(model) if model is not None else None
+        target = self.target = alias if alias is not None else resolve(plan, model, self.caller)
+        if parsed.echo is None:  # no model named: answers name the default alias
+            parsed = replace(parsed, echo=target.label)
+        self.parsed = parsed
+        preflight = self.preflight = Preflight(
+            needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
+        )
+        preflight.request_headers, preflight.started = scope["headers"], record.started  # its deadline
+        record.walk = preflight  # what the access log says of a walk that ends without an answer
+
+    def stake(self, stake: Stake) -> None:
+        """What a feature took for this request, given back (awaited) when it ends, however it ends."""
+        if self.stakes is None:
+            self.stakes = []
+        self.stakes.append(stake)
+
+    async def unadmitted(self, exc: Exception) -> None:
+        """The request ended before its walk: the client went (499), or a refusal in its shape."""
+        record, metrics = self.record, self.services.metrics
+        if isinstance(exc, ClientGone):
+            metrics.client_disconnects.labels(record.endpoint).inc()
+            record.status = 499
+        else:
+            status = record.status = await send_error(self.send, exc, self.plan, self.headers, self.surface)
+            record.error = exc
+            metrics.requests.labels(record.endpoint, str(status)).inc()
+        if self.stakes is not None:
+            for stake in self.stakes:
+                await stake(None)
+        _finish(self.services, record)
+
+    async def settle(self, settles: tuple[Settle, ...]) -> None:
+        """After the walk: an answer's usage was metered before it went out; a stream's (cut short or
+        not) is now (None: no upstream answered); then the features' ``settle``, then their stakes."""
+        record = self.record
+        tally = self.tally or metered(record, self.preflight.needs, self.plan)
+        if record.clamped and record.answered is not None:  # the upstream claimed absurd usage: cut
+            self.services.metrics.usage_clamped.labels(record.answered.candidate.id).inc()
+        for settle in settles:
+            settle(self, tally)
+        if self.stakes is not None:  # after the debit: in this process the credits never look free
+            for stake in self.stakes:
+                await stake(tally)
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc

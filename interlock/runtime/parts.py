@@ -45,6 +45,7 @@ from interlock.runtime.books.learned import CountBook, Learned
 from interlock.runtime.books.learned_kept import KeptLearned
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.samples import Samples
+from interlock.runtime.features import Plugged
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.metadata import MetadataFetcher
@@ -75,7 +76,6 @@ from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.ollama import OllamaAdapter
 from interlock.runtime.upstream.openai import OpenAIAdapter
-from interlock.runtime.usage.credits import any_budget
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
@@ -110,7 +110,10 @@ async def open_default_adapters(
         strays.labels(label).inc()
         health.reuse_off(label, seconds)
 
-    transport = opener(os.environ.get("INTERLOCK_TRANSPORT") or "own")
+    name = os.environ.get("INTERLOCK_TRANSPORT") or "own"
+    transport = opener(name)
+    if name != "own":
+        log.warning("INTERLOCK_TRANSPORT=%s: upstream requests go through %s (debugging)", name, name)
     client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 
@@ -233,6 +236,8 @@ def build_parts(
     services = RequestServices(
         current, router, journal, metrics, counters, ledger, tracing, audit, status, facts, learned
     )
+    features = Plugged(services)  # the feature table's rows, plugged in as plans want them
+    current.hooks = features.hooks(plan)
     live = LiveState(
         current,
         status,
@@ -260,6 +265,7 @@ def build_parts(
         slots.configure(plan.workers)
         speeds.smoothing = plan.routing.speed_smoothing
         learned.configure(endpoints_of(plan))
+        current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
         current.plan = plan
         gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
@@ -297,7 +303,7 @@ def lifespan_of(
 
     async def start_ledger() -> None:
         await ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
-        if ledger.store.kind == "memory" and any_budget(live.plan.source.access):
+        if ledger.store.kind == "memory" and live.plan.keys is not None and _any_budget(live.plan):
             log.warning(
                 "usage is kept in memory only: credits hold per process and start again at every start "
                 "(give --state-dir DIR or --usage-url URL to keep them)"
@@ -385,6 +391,13 @@ class Upstream:
     def openai(self) -> OpenAIAdapter | None:
         adapter = self.adapters.get("openai")
         return adapter if isinstance(adapter, OpenAIAdapter) else None
+
+
+def _any_budget(plan: RuntimePlan) -> bool:
+    """Whether a key or tenant has credits (``usage.credits``: imported for a plan with keys only)."""
+    from interlock.runtime.usage.credits import any_budget
+
+    return any_budget(plan.source.access)
 
 
 def endpoints_of(plan: RuntimePlan) -> list[Endpoint]:

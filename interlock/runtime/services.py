@@ -13,6 +13,7 @@ replaced; a reload swaps the plan inside ``Current``, which every holder reads w
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,17 +37,39 @@ if TYPE_CHECKING:
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.telemetry.collector import TelemetryBook
     from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.usage.base import Tally
     from interlock.runtime.usage.ledger import Ledger
 
 
-class Current:
-    """The plan being served; swapped whole on reload (``reload.Reloads.apply``). A request reads it once,
-    when it starts, and finishes on that plan."""
+# The lifecycle's extension points (``features``): what a feature's hooks are called with is the
+# request's ``lifecycle.Exchange`` (``Any`` here: this module stands below the lifecycle).
+Admit = Callable[[Any], Any]  # at ``admit``: returns None, or (``waits``) an awaitable of None
+Settle = Callable[[Any, "Tally | None"], None]  # at ``settle``: the request's usage, None if unanswered
+Stake = Callable[["Tally | None"], Awaitable[None]]  # what a feature took for one request, given back
 
-    __slots__ = ("plan",)
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """The features' hooks one plan runs, in table order (``features.Plugged.hooks``, at plan load)."""
+
+    admit: tuple[tuple[Admit, bool], ...] = ()  # (hook, waits)
+    settle: tuple[Settle, ...] = ()
+    names: tuple[str, ...] = ()  # the features plugged in, for the reader (status, tests)
+
+
+NO_HOOKS = Hooks()
+
+
+class Current:
+    """The plan being served and the features it plugs in (``features``, settled at plan load); both
+    swapped on reload (``reload.Reloads.apply``). A request reads them once, when it starts, and
+    finishes on that plan."""
+
+    __slots__ = ("hooks", "plan")
 
     def __init__(self, plan: RuntimePlan) -> None:
         self.plan = plan
+        self.hooks = NO_HOOKS  # the plan's features (``features.Plugged.hooks``), swapped with it
 
 
 class Status:

@@ -311,36 +311,9 @@ class FakeOpenAI(FakeServer):
             if isinstance(tool, dict) and tool.get("type") == "function"
         ]
         answered = isinstance(items[-1], dict) and items[-1].get("type") == "function_call_output"
-        output: list[dict[str, Any]] = []
-        if any(isinstance(t, dict) and t.get("type") == "web_search" for t in tools):
-            action = {"type": "search", "query": "fake search"}
-            output.append(
-                {"type": "web_search_call", "id": _rid("ws"), "status": "completed", "action": action}
-            )
         calls = planned_calls(self.reply, functions, answered)
-        for name, arguments in calls:
-            output.append(
-                {
-                    "type": "function_call",
-                    "id": _rid("fc"),
-                    "call_id": _rid("call"),
-                    "name": name,
-                    "arguments": orjson.dumps(arguments).decode(),
-                    "status": "completed",
-                }
-            )
         pieces = split_text(self.reply.render(self.name, model), self.reply.chunks)
-        if not calls:
-            text = {"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}
-            output.append(
-                {
-                    "type": "message",
-                    "id": _rid("msg"),
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [text],
-                }
-            )
+        output = _response_output(tools, calls, pieces)
         prompt = count_words([i for i in items if isinstance(i, dict)])
         completion = len(calls) or len(pieces)
         usage = {
@@ -434,6 +407,40 @@ def _is_tokens(value: Any) -> bool:
 def _event(head: dict[str, Any], delta: dict[str, Any], finish: str | None, index: int = 0) -> bytes:
     chunk = {**head, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def _response_output(
+    tools: list[Any], calls: list[tuple[str, dict[str, Any]]], pieces: list[str]
+) -> list[dict[str, Any]]:
+    """A response's ``output`` items: a ``web_search_call`` when a hosted web_search tool is offered, then
+    the function calls, or else the message of ``pieces``."""
+    output: list[dict[str, Any]] = []
+    if any(isinstance(t, dict) and t.get("type") == "web_search" for t in tools):
+        action = {"type": "search", "query": "fake search"}
+        output.append({"type": "web_search_call", "id": _rid("ws"), "status": "completed", "action": action})
+    for name, arguments in calls:
+        output.append(
+            {
+                "type": "function_call",
+                "id": _rid("fc"),
+                "call_id": _rid("call"),
+                "name": name,
+                "arguments": orjson.dumps(arguments).decode(),
+                "status": "completed",
+            }
+        )
+    if not calls:
+        text = {"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}
+        output.append(
+            {
+                "type": "message",
+                "id": _rid("msg"),
+                "status": "completed",
+                "role": "assistant",
+                "content": [text],
+            }
+        )
+    return output
 
 
 def _rid(prefix: str) -> str:

@@ -18,9 +18,9 @@ context guard's ``CountBook.prompt``, the router's ``deadline``) one lookup each
 is rounded up to a step of a geometric grid, so its copy of the endpoint is made once per step, not per
 request. Both books live in
 this module, below the guards and the fleet that read them: it imports only ``record`` and ``wire``,
-and reads a request's estimate through ``Estimate`` (``guards.preflight.Needs`` is one).
+and reads a request's estimate through ``Estimate`` (``books.estimate.Needs`` is one).
 
-How a prompt is counted (``CountBook``). The estimate (``guards.preflight.needs_of``) counts a prompt
+How a prompt is counted (``CountBook``). The estimate (``books.estimate.needs_of``) counts a prompt
 in two parts: its text (messages, instructions, with their per-message overhead) and its structure
 (tool schemas, tool calls and other JSON parts). A server's count differs from each part in its own
 way: its tokenizer runs nearer 4 bytes a token or nearer 3, and its chat template may render the tool
@@ -102,7 +102,7 @@ class Windows(Protocol):
 
 
 class Estimate(Protocol):
-    """What the books read of a request's estimate (``guards.preflight.Needs``)."""
+    """What the books read of a request's estimate (``books.estimate.Needs``)."""
 
     prompt_tokens: int  # text, messages and tool schemas
     schema_tokens: int  # of those, the structure

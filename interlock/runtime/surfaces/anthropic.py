@@ -38,8 +38,8 @@ from interlock.runtime.base.asgi import (
     read_object,
     send_json,
 )
+from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.counting import count_prompt
-from interlock.runtime.guards.preflight import needs_of
 from interlock.runtime.loaded.access import caller_of
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.surfaces.base import (

@@ -35,7 +35,7 @@ import math
 from typing import Any, NoReturn
 
 from interlock.runtime.base.errors import CreditsExhausted
-from interlock.runtime.guards.preflight import Needs
+from interlock.runtime.books.estimate import Needs
 from interlock.runtime.loaded.access import Caller
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Target

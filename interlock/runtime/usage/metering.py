@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from interlock.runtime.guards.preflight import Needs, chars_tokens, text_tokens
+from interlock.runtime.books.estimate import Needs, chars_tokens, text_tokens
 from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from interlock.runtime.books.estimate import Needs, needs_of
 from interlock.runtime.books.learned import (
     REPORTING_FLOOR,
     TRIAL_EVERY_S,
@@ -21,7 +22,6 @@ from interlock.runtime.books.learned import (
     CountBook,
     ceiling,
 )
-from interlock.runtime.guards.preflight import Needs, needs_of
 from interlock.runtime.loaded.tables import PreflightSettings
 from interlock.runtime.route_table import rows
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from interlock.runtime.books.estimate import Needs
 from interlock.runtime.books.learned import (
     MAX_PREFILL_S,
     MAX_PREFILL_TOKENS_PER_S,
@@ -14,7 +15,6 @@ from interlock.runtime.books.learned import (
     STRETCH_STEP,
     Learned,
 )
-from interlock.runtime.guards.preflight import Needs
 from interlock.runtime.wire.base import Endpoint
 
 ENDPOINT = Endpoint(

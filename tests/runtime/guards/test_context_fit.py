@@ -21,8 +21,8 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.books.estimate import Needs
 from interlock.runtime.books.learned import STRETCH_STEP
-from interlock.runtime.guards.preflight import Needs
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
@@ -244,7 +244,7 @@ def test_claude_code_s_recorded_request_is_answered_and_then_counted_as_the_serv
 
 
 def _parts(gateway: Gateway, body: dict[str, Any]) -> tuple[int, int]:
-    from interlock.runtime.guards.preflight import needs_of
+    from interlock.runtime.books.estimate import needs_of
     from interlock.runtime.surfaces.anthropic import Messages
 
     needs = needs_of(Messages().parse(copy.deepcopy(body)).body, "chat", gateway.plan.preflight)

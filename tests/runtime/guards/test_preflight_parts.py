@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from interlock.runtime.base.errors import InvalidRequest
+from interlock.runtime.books.estimate import needs_of, text_tokens
 from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_sizes, parse_tags
-from interlock.runtime.guards.preflight import needs_of, text_tokens
 from interlock.runtime.loaded.tables import PreflightSettings
 from tests.runtime.conftest import build, compile_text
 

@@ -104,7 +104,7 @@ def test_a_llama_server_counts_with_its_own_template_and_tokenizer_once_per_prom
 
 
 def _parts(gateway: Gateway) -> list[tuple[int, int]]:
-    from interlock.runtime.guards.preflight import needs_of
+    from interlock.runtime.books.estimate import needs_of
     from interlock.runtime.wire import anthropic_request as wire
 
     internal, _, _ = wire.internal_request(_claude("t/llama"), counting=True)

@@ -25,7 +25,8 @@ from interlock.runtime.base.errors import (
     TotalTimeout,
     TransientError,
 )
-from interlock.runtime.guards.preflight import Preflight, needs_of
+from interlock.runtime.books.estimate import needs_of
+from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.plan import DEFAULT_RETRY, RuntimePlan
 from interlock.runtime.loaded.tables import RetryPolicy
 from interlock.runtime.request.resolve import resolve

@@ -25,6 +25,7 @@ from interlock.runtime.base.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import Answered, CandidateRefused
@@ -32,7 +33,7 @@ from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards.circuit import HealthGuard
-from interlock.runtime.guards.preflight import Misfit, Preflight, needs_of
+from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.loaded.access import Turn
 from interlock.runtime.loaded.plan import RuntimePlan

@@ -15,9 +15,9 @@ from interlock.commands.gateway import build_gateway
 from interlock.runtime.app.gateway import Gateway
 from interlock.runtime.base.errors import ConnectFailed
 from interlock.runtime.reload import StagedSource
+from tests.runtime.app.slow_source import SlowSource
 from tests.runtime.conftest import build
 from tests.runtime.loaded.test_plan import rehash
-from tests.runtime.serving.slow_source import SlowSource
 from tests.waiting import until
 
 ENV = {"CLOUD_KEY": "sk-cloud-secret"}
@@ -127,7 +127,7 @@ def test_a_plan_larger_than_the_pipe_buffer_comes_through_under_uvloop() -> None
     import uvloop
 
     from interlock.runtime.reload import read_in_child
-    from tests.runtime.serving.slow_source import BigRead
+    from tests.runtime.app.slow_source import BigRead
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         data = runner.run(read_in_child(BigRead(20_000), timeout_s=60))
