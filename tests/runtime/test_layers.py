@@ -61,7 +61,7 @@ services: base books fleet loaded router state telemetry tracing usage
 serving: wire
 state: base loaded
 surfaces: base books counting fleet loaded request services wire
-telemetry: base loaded
+telemetry: base loaded net
 tracing: base books loaded upstream
 upstream: base net wire
 usage: base books loaded state
