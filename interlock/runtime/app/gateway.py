@@ -7,7 +7,7 @@ of ``route_table``) are dispatched by one dictionary lookup straight to their ra
 (``lifecycle``, which authenticates first); everything else goes to the FastAPI app of ``ops.admin``,
 after ``lifecycle.admitted`` when the path needs a key. The plan is swapped as a whole on reload
 (``Current``, by ``reload.Reloads``); a request reads it once and finishes on that plan. When the plan
-turns CORS on, a request's ``Origin`` is looked up first (``serving.cors``): preflights are answered
+turns CORS on, a request's ``Origin`` is looked up first (``loaded.cors``): preflights are answered
 there, and answers to allowed origins gain the CORS headers built when the plan loaded. Gateways are made
 by ``commands/gateway.py``'s ``build_gateway``, the one factory (``Gateway.from_plan`` underneath).
 """
@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from interlock.runtime.app.parts import Parts, build_parts
 from interlock.runtime.base.asgi import Message, Receive, Scope, Send, closing, has_body, send_json
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.lifecycle import admitted
 from interlock.runtime.loaded.access import needs_key
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.parts import Parts, build_parts
+from interlock.runtime.request.lifecycle import admitted
 from interlock.runtime.surfaces.base import Failure
 from interlock.runtime.surfaces.openai import ChatCompletions
 from interlock.runtime.usage.base import UsageStoreError

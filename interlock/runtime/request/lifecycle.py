@@ -76,7 +76,7 @@ from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.services import RequestServices, Settle, Stake
+    from interlock.runtime.request.services import RequestServices, Settle, Stake
     from interlock.runtime.usage.base import Tally
 
 Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]

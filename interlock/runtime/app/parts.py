@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from interlock.runtime.app.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
+from interlock.runtime.base import gc_policy
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
@@ -65,11 +67,9 @@ from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import build_admin
-from interlock.runtime.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
-from interlock.runtime.route_table import RouteTable, route_table
-from interlock.runtime.router import Router
-from interlock.runtime.services import Current, LiveState, RequestServices, Status
-from interlock.runtime.serving import gc_policy
+from interlock.runtime.request.route_table import RouteTable, route_table
+from interlock.runtime.request.router import Router
+from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
