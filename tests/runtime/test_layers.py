@@ -40,7 +40,7 @@ REMAINING: set[tuple[str, str]] = set()
 # The arrows between rooms: each room, then the rooms it may import (a line that starts with spaces goes on
 # the line above): all the arrows there are, none more. The layer table of docs/architecture.md.
 WRITTEN = """
-app: base books lifecycle loaded parts serving surfaces usage
+app: base books loaded parts serving surfaces usage
 base:
 books: base loaded state telemetry wire
 counting: books loaded services wire
