@@ -53,10 +53,9 @@ from interlock.commands.gateway import build_gateway
 from interlock.commands.serve import PlanLoader
 from interlock.common.apikeys import hash_key, new_key
 from interlock.runtime.app.gateway import Gateway
-from interlock.runtime.base.asgi import Disconnect
+from interlock.runtime.base.asgi import DISCONNECT, Disconnect
 from interlock.runtime.books.audit import AuditLog, open_sink
 from interlock.runtime.fleet.signals.base import ServerLoad
-from interlock.runtime.serving.connections import DISCONNECT
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 

@@ -1,6 +1,6 @@
 """One answer per request, one send per POST: the figures behind docs/upstream-client.md's table.
 
-Runs the scenarios of tests/runtime/upstream/test_one_answer.py (a raw asyncio server that providers a
+Runs the scenarios of tests/runtime/net/test_one_answer.py (a raw asyncio server that providers a
 and b share, one host:port and two credentials, misbehaving for a in six ways) and prints, for each
 misbehaviour and scenario, what each provider's callers got (right, wrong: another request's answer,
 failed) and the POSTs the server received. ``--no-wait``: a's requests go back to back, without giving

@@ -205,7 +205,7 @@ class PlanKeeper:
 
     def reload(self) -> bool:
         """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
-        from interlock.runtime.reload import read_in_child
+        from interlock.runtime.app.reload import read_in_child
 
         try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
             data = asyncio.run(read_in_child(self.loader.read))
@@ -272,7 +272,7 @@ class StartRefused(Exception):
 
 def run_serve(args: argparse.Namespace) -> int:
     from interlock.runtime.app.server import configure_logging
-    from interlock.runtime.serving.fds import raise_open_file_limit
+    from interlock.runtime.net.fds import raise_open_file_limit
 
     configure_logging(args.log_level)
     raise_open_file_limit()  # before the plan loads: an unset max_connections is derived from it

@@ -3,7 +3,7 @@ from inside its own process.
 
 It allocates no reference cycles and runs no event loop, so what the collector or the loop sees while it
 runs (in a thread beside the gateway) is the gateway's alone: ``bench/gc_pauses.py`` and
-``tests/runtime/serving/test_no_cycles.py``. It reads answers whole by ``Content-Length`` or chunked
+``tests/runtime/net/test_no_cycles.py``. It reads answers whole by ``Content-Length`` or chunked
 framing and nothing else: enough for the gateway's own answers, not a general client.
 """
 
@@ -25,7 +25,7 @@ async def serving(gateway: Gateway) -> AsyncIterator[int]:
     its lifespan) on a loopback port, which is yielded; stopped on leaving."""
     import uvicorn
 
-    from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
+    from interlock.runtime.net.connections import ConnectionBook, guarded_protocol
 
     book = ConnectionBook(lambda: gateway.plan.server, gateway.metrics)
     config = uvicorn.Config(

@@ -40,27 +40,20 @@ REMAINING: set[tuple[str, str]] = set()
 # The arrows between rooms: each room, then the rooms it may import (a line that starts with spaces goes on
 # the line above): all the arrows there are, none more. The layer table of docs/architecture.md.
 WRITTEN = """
-app: base books loaded parts serving surfaces usage
+app: base books features fleet guards loaded net ops request serving state surfaces telemetry
+    tracing upstream usage wire
 base:
 books: base loaded state telemetry wire
-counting: books loaded services wire
-features: base books fleet guards lifecycle loaded services state surfaces usage
+features: base books fleet guards loaded request state surfaces usage
 fleet: base books loaded state telemetry upstream wire
 guards: base books fleet loaded state wire
-lifecycle: base books guards loaded request services serving surfaces usage wire
-loaded: base serving wire
-net: wire
-ops: base books fleet loaded route_table services state surfaces usage wire
-parts: base books features fleet guards loaded net ops reload route_table router services serving
-    state telemetry tracing upstream usage wire
-reload: base books loaded services
-request: base loaded wire
-route_table: lifecycle loaded surfaces
-router: base books fleet guards loaded request tracing upstream wire
-services: base books fleet loaded router state telemetry tracing usage
-serving: base wire
+loaded: base net serving wire
+net: base wire
+ops: base books fleet loaded request state surfaces usage wire
+request: base books fleet guards loaded state surfaces telemetry tracing upstream usage wire
+serving: wire
 state: base loaded
-surfaces: base books counting fleet loaded request services wire
+surfaces: base books loaded wire
 telemetry: base loaded
 tracing: base books loaded upstream
 upstream: base net wire

@@ -15,17 +15,6 @@ PACKAGE = ROOT / "interlock"
 RUNTIME = PACKAGE / "runtime"
 TESTS = ROOT / "tests" / "runtime"
 
-# Modules still loose at the runtime's root, each waiting for its room: the list only shrinks.
-LOOSE = {
-    "counting.py",
-    "lifecycle.py",
-    "parts.py",
-    "reload.py",
-    "route_table.py",
-    "router.py",
-    "services.py",
-}
-
 
 def rooms() -> list[str]:
     return sorted(p.name for p in RUNTIME.iterdir() if (p / "__init__.py").is_file())
@@ -33,7 +22,7 @@ def rooms() -> list[str]:
 
 def test_no_module_is_loose_at_the_runtime_root() -> None:
     loose = {p.name for p in RUNTIME.glob("*.py")} - {"__init__.py"}
-    assert loose == LOOSE
+    assert loose == set()
 
 
 def test_the_package_root_holds_only_the_command_line() -> None:

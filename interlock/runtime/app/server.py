@@ -1,7 +1,7 @@
 """Running the gateway: uvicorn (uvloop) on a bound socket, SIGHUP reload, worker processes.
 
 uvicorn runs the process (lifespan, signals, the graceful drain); each client connection is a
-``serving.connections.GuardedProtocol`` (HTTP/1.1 on httptools, header/body timeouts, the cap on open
+``net.connections.GuardedProtocol`` (HTTP/1.1 on httptools, header/body timeouts, the cap on open
 connections, WebSocket upgrades refused).
 
 One worker serves in this process. ``N`` workers are spawned processes sharing the listening socket;
@@ -30,8 +30,8 @@ from types import FrameType
 from typing import Any
 
 from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.net.fds import open_file_limit
 from interlock.runtime.serving import gc_policy
-from interlock.runtime.serving.fds import open_file_limit
 
 log = logging.getLogger("interlock")
 
@@ -96,7 +96,7 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     """Serve ``gateway`` on ``sock`` in this process until SIGINT/SIGTERM; SIGHUP reloads the plan."""
     import uvicorn
 
-    from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
+    from interlock.runtime.net.connections import ConnectionBook, protocol_for
 
     settings = partial(attrgetter("plan.server"), gateway)  # read at each connection, no frame of ours
     book = ConnectionBook(settings, gateway.metrics)
@@ -104,7 +104,8 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
     config = uvicorn.Config(
         gateway,
         loop="uvloop",
-        http=guarded_protocol(book),  # our protocol on httptools: timeouts, the connection cap
+        # our protocol on httptools (timeouts, the connection cap), unless INTERLOCK_SERVER=uvicorn
+        http=protocol_for(os.environ.get("INTERLOCK_SERVER") or "own", book),
         ws="none",  # a WebSocket upgrade is refused by the protocol; no WebSocket library is loaded
         lifespan="on",
         access_log=options.access_log == "text",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -106,11 +106,37 @@ async def send_json(send: Send, status: int, payload: bytes, headers: list[Heade
     await send({"type": "http.response.body", "body": payload})
 
 
+STREAM_BODY = "interlock.stream_body"  # the ASGI scope extension that holds a request's StreamBody
+DISCONNECT = "interlock.disconnect"  # the ASGI scope extension that holds a request's Disconnect
+"""The server's extensions the app reads (``net/connections.py`` offers both on every request it parses;
+under another server, plain uvicorn, neither is there and the app falls back to ASGI ``send``)."""
+
+
+class StreamBody(Protocol):
+    """The body of one request's chunked answer, written straight to its connection's transport
+    (offered as the scope extension ``STREAM_BODY``; the request's ``Request`` is one).
+
+    What ``send`` does for each ``http.response.body`` message of a chunked answer, less what only the
+    first message needs: one framed write per piece. The ASGI ``send`` still starts the answer (its
+    headers, CORS's among them) and ends it (the last piece, the terminating chunk and the keep-alive
+    bookkeeping); only the pieces between go this way, and only once ``ready`` says the answer is
+    started and chunked. ``write`` returns True when the transport's buffer is over its high-water
+    mark: the caller awaits ``drain`` (resumed when the buffer drains or the client goes). A gone
+    client's pieces are dropped, as ``send`` drops them.
+    """
+
+    def ready(self) -> bool: ...
+
+    def write(self, data: bytes) -> bool: ...
+
+    async def drain(self) -> None: ...
+
+
 class Disconnect:
     """Says that a request's client went away, to whoever watches the request (``callback``, set and
     cleared by ``asgi.DisconnectWatch``): the protocol fires it when the connection is lost or closed
     with the answer unfinished. One per request, offered as the scope extension
-    ``serving.connections.DISCONNECT``. ``loop``: the request's event loop, when the server knows it (the
+    ``DISCONNECT``. ``loop``: the request's event loop, when the server knows it (the
     watch then finds its task without ``asyncio.get_running_loop``, a ``getpid`` system call on 3.11)."""
 
     __slots__ = ("callback", "loop")

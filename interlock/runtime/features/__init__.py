@@ -1,6 +1,6 @@
 """The feature table: what plugs into the request lifecycle's named points, settled at plan load.
 
-The lifecycle (``runtime/lifecycle.py``) is the core: read, resolve, estimate, walk, answer, meter. A
+The lifecycle (``runtime/request/lifecycle.py``) is the core: read, resolve, estimate, walk, answer, meter. A
 feature is one module here that plugs into it at its named points, beside the guard chain (which the
 router runs per candidate, ``guards.GUARDS``):
 
@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from interlock.runtime.services import Admit, Authenticate, Hooks, Settle
+from interlock.runtime.request.services import Admit, Authenticate, Hooks, Settle
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.services import RequestServices
+    from interlock.runtime.request.services import RequestServices
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from interlock.runtime.surfaces.base import capped
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 
 if TYPE_CHECKING:
-    from interlock.runtime.lifecycle import Exchange
     from interlock.runtime.loaded.access import Budget
-    from interlock.runtime.services import RequestServices
+    from interlock.runtime.request.lifecycle import Exchange
+    from interlock.runtime.request.services import RequestServices
     from interlock.runtime.state.counters import CallerCounters, Held
     from interlock.runtime.usage.base import Tally
 

@@ -15,8 +15,8 @@ from interlock.runtime.loaded.access import CALLER, KEY_HEADERS, Caller, operato
 from interlock.runtime.surfaces.base import Surface, failure_of
 
 if TYPE_CHECKING:
-    from interlock.runtime.lifecycle import Exchange
-    from interlock.runtime.services import RequestServices
+    from interlock.runtime.request.lifecycle import Exchange
+    from interlock.runtime.request.services import RequestServices
 
 
 def admit(exchange: Exchange) -> None:

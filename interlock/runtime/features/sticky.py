@@ -9,8 +9,8 @@ from interlock.runtime.features import Feature
 from interlock.runtime.fleet.sticky import session_header
 
 if TYPE_CHECKING:
-    from interlock.runtime.lifecycle import Exchange
-    from interlock.runtime.services import RequestServices
+    from interlock.runtime.request.lifecycle import Exchange
+    from interlock.runtime.request.services import RequestServices
 
 
 def admit(exchange: Exchange) -> None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from interlock.runtime.features import Feature
 
 if TYPE_CHECKING:
-    from interlock.runtime.lifecycle import Exchange
-    from interlock.runtime.services import RequestServices
+    from interlock.runtime.request.lifecycle import Exchange
+    from interlock.runtime.request.services import RequestServices
     from interlock.runtime.usage.base import Tally
 
 

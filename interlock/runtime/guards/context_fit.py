@@ -45,7 +45,7 @@ from interlock.runtime.guards import DEFER, Admission, Kit
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
-from interlock.runtime.loaded.tables import Route
+from interlock.runtime.loaded.tables import Candidate, Route
 
 log = logging.getLogger("interlock.preflight")
 
@@ -91,13 +91,11 @@ class ContextGuard(MisfitGuard):
         reason = "context_too_small"
         needed = 0
         for route in admission.routes:
-            if needs.num_ctx is not None and route.live_facts:
-                limit = limit_on(route, candidate, self.facts)
-                if limit is not None and needs.num_ctx > limit:
+            if needs.num_ctx is not None and route.live_facts:  # the caller's own window for Ollama
+                above = self._num_ctx_above(route, candidate, needs.num_ctx)
+                if above is not None:
                     reason = "num_ctx_above_limit"
-                    details.append(
-                        f"options.num_ctx {needs.num_ctx} > limit {limit} on {route.endpoint.label}"
-                    )
+                    details.append(above)
                     continue
             window, source = effective_context(route, candidate, self.facts, needs.num_ctx)
             if window is None:
@@ -123,7 +121,6 @@ class ContextGuard(MisfitGuard):
                     if tried is not None:  # its answer teaches again: counts, and a window it named
                         kind, room = tried
                         prompt, learned = raw, None
-                        preflight.note(f"{candidate.id} on {label} tried: too small only as learned")
                 needed = max(needed, fit.whole(prompt))
                 if kind != FITS:
                     largest = window if largest is None else max(largest, window)
@@ -181,7 +178,17 @@ class ContextGuard(MisfitGuard):
         label, model = route.endpoint.label, candidate.facts_key
         if kind[0] == TOO_SMALL or not self.counts.trial(label, model):
             return None
+        if admission.preflight is not None:
+            admission.preflight.note(f"{candidate.id} on {label} tried: too small only as learned")
         return kind
+
+    def _num_ctx_above(self, route: Route, candidate: Candidate, num_ctx: int) -> str | None:
+        """What is wrong when a caller's ``options.num_ctx`` is above the route's limit (worker limit,
+        gateway cap, model maximum); None when it is not."""
+        limit = limit_on(route, candidate, self.facts)
+        if limit is not None and num_ctx > limit:
+            return f"options.num_ctx {num_ctx} > limit {limit} on {route.endpoint.label}"
+        return None
 
 
 @dataclass(slots=True)

@@ -52,8 +52,8 @@ from interlock.runtime.loaded.tables import (
     WorkerLimits,
     worker_label,
 )
+from interlock.runtime.net.fds import max_connections
 from interlock.runtime.serving.cors import CorsPolicy
-from interlock.runtime.serving.fds import max_connections
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.config import RETRY_DEFAULTS

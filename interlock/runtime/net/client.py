@@ -48,7 +48,8 @@ from typing import Self
 from urllib.parse import urlsplit
 
 from interlock.common.kinds import KINDS
-from interlock.runtime.net.errors import (
+from interlock.runtime.net.http1 import Connection, Response
+from interlock.runtime.net.http_errors import (
     FIRST_BYTE,
     CertificateError,
     ClientClosed,
@@ -61,7 +62,6 @@ from interlock.runtime.net.errors import (
     Timeout,
     TLSError,
 )
-from interlock.runtime.net.http1 import Connection, Response
 from interlock.runtime.net.transport import Counter, Request
 from interlock.runtime.wire.base import header_lines
 
@@ -268,7 +268,7 @@ class UpstreamClient:
 
     async def send(self, request: Request) -> Response:
         """Send ``request`` (net/transport.py says what each field asks); return once the answer's
-        headers have arrived. Raises the ``net/errors.py`` tree only."""
+        headers have arrived. Raises the ``net/http_errors.py`` tree only."""
         method, base_url, path, pool = request.method, request.url, request.path, request.pool
         first_byte_at, body = request.first_byte_at, request.body
         found = self._heads.get((pool, base_url, method, path))

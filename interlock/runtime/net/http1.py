@@ -59,7 +59,7 @@ from typing import Any
 
 import httptools
 
-from interlock.runtime.net.errors import (
+from interlock.runtime.net.http_errors import (
     FIRST_BYTE,
     IDLE,
     TOTAL,

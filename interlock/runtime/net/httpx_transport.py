@@ -11,7 +11,7 @@ deadline.
 
 Deadlines are the request's own: connecting within ``connect_s``, the head before ``first_byte_at``,
 then each body read before ``total_at`` (and, once ``answered(idle_s)``, within ``idle_s`` of the last).
-Every httpx failure is translated to the ``net/errors.py`` tree here (``_ERRORS``), as the own client
+Every httpx failure is translated to the ``net/http_errors.py`` tree here (``_ERRORS``), as the own client
 raises it, so ``upstream/failures.py`` maps one tree whatever transport runs.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 import httpx
 
-from interlock.runtime.net.errors import (
+from interlock.runtime.net.http_errors import (
     FIRST_BYTE,
     IDLE,
     TOTAL,
@@ -58,7 +58,7 @@ _ERRORS: Mapping[type[Exception], Callable[[], HTTPError]] = {
 
 
 def translated(exc: Exception) -> HTTPError:
-    """The ``net/errors.py`` failure for an httpx exception (a ``Lost`` for one not listed)."""
+    """The ``net/http_errors.py`` failure for an httpx exception (a ``Lost`` for one not listed)."""
     for cls in type(exc).__mro__:
         make = _ERRORS.get(cls)
         if make is not None:

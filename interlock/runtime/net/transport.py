@@ -11,7 +11,7 @@ transport never sees an endpoint, a credential table or a chat format. What cros
 - ``Response``: the status and headers once they have arrived, then the body as it arrives (``read``,
   or ``take`` and ``arrival`` without a task switch, or a ``sink`` fed in the read callback), and
   ``release`` (the connection may be reused) or ``close`` (it may not).
-- failures: the one exception tree of ``net/errors.py``, whatever library a transport runs on.
+- failures: the one exception tree of ``net/http_errors.py``, whatever library a transport runs on.
 
 Two transports stand behind it, one row each in ``TRANSPORTS``: ``own`` (``net/client.py``: the
 project's HTTP/1.1 client on httptools, measured the cheapest, docs/upstream-client.md) and ``httpx``
@@ -115,7 +115,7 @@ class Transport(Protocol):
 
     async def send(self, request: Request) -> Response:
         """Send ``request``; return once the answer's status and headers have arrived. Raises the
-        ``net/errors.py`` tree only."""
+        ``net/http_errors.py`` tree only."""
 
     async def aclose(self) -> None:
         """Close every connection; a request sent after raises ``ClientClosed``."""

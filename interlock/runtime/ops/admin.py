@@ -34,7 +34,7 @@ from interlock.runtime.wire.openai_chat import error_body, error_type
 from interlock.schema.plan import PlanContract
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import LiveState
+    from interlock.runtime.request.services import LiveState
     from interlock.runtime.usage.ledger import Ledger
 
 T = TypeVar("T")

@@ -55,7 +55,7 @@ class Route:
 def routes() -> Iterator[Route]:
     """Every route: the surface rows, then the admin routes (each method of each)."""
     from interlock.runtime.ops.routes import ROUTES
-    from interlock.runtime.route_table import rows
+    from interlock.runtime.request.route_table import rows
 
     for row in rows():
         yield Route(row.method, row.path, row.doc)

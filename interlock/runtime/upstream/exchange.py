@@ -38,7 +38,7 @@ from interlock.runtime.base.errors import (
     TotalTimeout,
     UpstreamError,
 )
-from interlock.runtime.net.errors import FIRST_BYTE, IDLE, BodyTooLarge, Timeout
+from interlock.runtime.net.http_errors import FIRST_BYTE, IDLE, BodyTooLarge, Timeout
 from interlock.runtime.net.transport import Request, Response, Transport
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, map_exception

@@ -1,7 +1,7 @@
 """The provider border's error mapping: every HTTP-client exception to our classes.
 
 Like httpx's ``_exceptions.py``: one table maps each exception class of the transport (its one tree,
-net/errors.py, whatever transport runs; httptools' parser; asyncio/OS/ssl) to the most specific
+net/http_errors.py, whatever transport runs; httptools' parser; asyncio/OS/ssl) to the most specific
 ``interlock.runtime.base.errors`` class, and adapters ``raise map_exception(exc) from exc``.
 ``tests/runtime/upstream/test_failures.py`` walks the transport's and httptools' exception classes and
 fails when one is missing. What an upstream's answer says went wrong (a status, an error object) is
@@ -23,7 +23,7 @@ from interlock.runtime.base.errors import (
     TotalTimeout,
     UpstreamError,
 )
-from interlock.runtime.net import errors as net
+from interlock.runtime.net import http_errors as net
 
 # Most specific first is not needed: lookup walks the exception's MRO and takes the first class listed.
 EXCEPTION_MAP: Mapping[type[BaseException], tuple[type[UpstreamError], str]] = {

@@ -23,7 +23,7 @@ from interlock.runtime.books.learned import (
     ceiling,
 )
 from interlock.runtime.loaded.tables import PreflightSettings
-from interlock.runtime.route_table import rows
+from interlock.runtime.request.route_table import rows
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "clients"
 SETTINGS = PreflightSettings("enforce", 600, None, None, 0, 0, 0, True)

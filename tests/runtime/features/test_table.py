@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from interlock.runtime.app.parts import build_parts
 from interlock.runtime.features import FEATURES, Plugged
 from interlock.runtime.loaded.plan import load_plan
-from interlock.runtime.parts import build_parts
 from tests.runtime.conftest import compile_text
 
 OPEN = """\
@@ -58,7 +58,7 @@ def test_a_reload_that_adds_keys_imports_their_features_then(tmp_path: Path) -> 
     program = (
         "import sys\n"
         "from interlock.runtime.loaded.plan import load_plan, read_plan_file\n"
-        "from interlock.runtime.parts import build_parts\n"
+        "from interlock.runtime.app.parts import build_parts\n"
         f"parts = build_parts(load_plan(read_plan_file({str(open_file)!r}), {{}}), probes=False)\n"
         "before = 'interlock.runtime.features.budgets' in sys.modules\n"
         f"keyed = load_plan(read_plan_file({str(keyed_file)!r}), {{'POOR_KEY': 'sk-poor-8d3b6e0a1c'}})\n"

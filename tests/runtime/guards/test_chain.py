@@ -19,7 +19,7 @@ from interlock.runtime.guards.slots import SlotGuard
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Check
 from interlock.runtime.request.resolve import resolve
-from interlock.runtime.router import Router
+from interlock.runtime.request.router import Router
 from interlock.runtime.state.memory import MemorySlots
 from tests.runtime.conftest import BASIC, build
 from tests.runtime.scripted import ScriptedAdapter

@@ -230,7 +230,7 @@ PER_CALLER = {
 def test_a_lifecycle_route_is_never_open() -> None:
     """The lifecycle authenticates every request when the plan has keys, without asking the path."""
     from interlock.runtime.loaded.access import needs_key
-    from interlock.runtime.route_table import rows, served
+    from interlock.runtime.request.route_table import rows, served
     from interlock.runtime.surfaces import contract, openai
 
     assert all(needs_key(row.path) for row in rows() if row.metered)

@@ -13,7 +13,7 @@ import pytest
 
 from interlock.runtime.loaded.plan import CredentialMissing, PlanError, load_plan, read_plan_file
 from interlock.runtime.loaded.tables import Route
-from interlock.runtime.serving.fds import (
+from interlock.runtime.net.fds import (
     default_max_connections,
     max_connections,
     open_file_limit,

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from interlock.runtime.base.errors import ConnectFailed, ConnectTimeout, FirstByteTimeout, ProtocolFailure
-from interlock.runtime.net import errors, http1
+from interlock.runtime.net import http1, http_errors
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
 from interlock.runtime.upstream.base import adapter_for
@@ -223,7 +223,7 @@ def test_the_request_head_is_what_http_1_1_expects() -> None:
 def test_a_header_with_a_line_break_is_never_sent() -> None:
     async def go() -> None:
         async with loopback(lambda _: ok(b"{}")) as (server, port), UpstreamClient.create() as client:
-            with pytest.raises(errors.InvalidHeader):
+            with pytest.raises(http_errors.InvalidHeader):
                 await get(client, f"http://127.0.0.1:{port}", headers={"x-a": "1\r\nx-b: 2"})
             assert server.requests == []
 
@@ -235,7 +235,7 @@ def test_a_response_head_over_the_limit_is_refused() -> None:
 
     async def go() -> None:
         async with loopback(lambda _: ok(b"{}", huge)) as (_, port), UpstreamClient.create() as client:
-            with pytest.raises(errors.HeadTooLarge):
+            with pytest.raises(http_errors.HeadTooLarge):
                 await get(client, f"http://127.0.0.1:{port}")
 
     run(go)
@@ -258,7 +258,7 @@ def test_a_compressed_answer_is_refused_whatever_the_spelling_and_repeats() -> N
     async def go() -> None:
         answer = ok(b"{}", "CONTENT-ENCODING:  identity", "content-encoding: gzip")
         async with loopback(lambda _: answer) as (_, port), UpstreamClient.create() as client:
-            with pytest.raises(errors.UnsupportedEncoding):
+            with pytest.raises(http_errors.UnsupportedEncoding):
                 await get(client, f"http://127.0.0.1:{port}")
 
     run(go)
@@ -310,7 +310,7 @@ def test_a_body_cut_before_its_length_is_cut_short() -> None:
     async def go() -> None:
         answer = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}"
         async with loopback(lambda _: answer, close=True) as (_, port), UpstreamClient.create() as client:
-            with pytest.raises(errors.CutShort):
+            with pytest.raises(http_errors.CutShort):
                 await get(client, f"http://127.0.0.1:{port}")
 
     run(go)
@@ -322,7 +322,7 @@ def test_an_answer_that_is_not_http_is_a_bad_response() -> None:
             loopback(lambda _: b"SSH-2.0-OpenSSH_9.6\r\n\r\n") as (_, port),
             UpstreamClient.create() as client,
         ):
-            with pytest.raises(errors.BadResponse):
+            with pytest.raises(http_errors.BadResponse):
                 await get(client, f"http://127.0.0.1:{port}")
 
     run(go)
@@ -344,9 +344,9 @@ def test_max_connections_caps_open_connections_and_every_request_is_served() -> 
 def test_a_first_byte_deadline_names_its_phase() -> None:
     async def go() -> None:
         async with loopback(lambda _: None) as (_, port), UpstreamClient.create() as client:
-            with pytest.raises(errors.Timeout) as info:
+            with pytest.raises(http_errors.Timeout) as info:
                 await get(client, f"http://127.0.0.1:{port}", wait_s=0.2)
-            assert info.value.phase == errors.FIRST_BYTE
+            assert info.value.phase == http_errors.FIRST_BYTE
             assert client.open_connections == 0 or client.idle_connections() == 0
 
     run(go)
@@ -390,7 +390,7 @@ def test_an_answer_whose_deadline_passes_before_it_is_read_is_a_timeout_not_an_e
 def test_a_url_that_is_not_http_is_refused() -> None:
     async def go() -> None:
         async with UpstreamClient.create() as client:
-            with pytest.raises(errors.InvalidURL):
+            with pytest.raises(http_errors.InvalidURL):
                 await get(client, "ftp://127.0.0.1:21")
 
     run(go)
@@ -451,12 +451,12 @@ def test_a_later_exchange_with_an_earlier_deadline_times_out_on_time() -> None:
             url = f"http://127.0.0.1:{port}"
             await get(client, url, wait_s=30)
             started = asyncio.get_running_loop().time()
-            with pytest.raises(errors.Timeout) as info:
+            with pytest.raises(http_errors.Timeout) as info:
                 await get(client, url, wait_s=0.2)
             return info.value.phase, asyncio.get_running_loop().time() - started, server.connections
 
     phase, waited, connections = run(go)
-    assert phase == errors.FIRST_BYTE
+    assert phase == http_errors.FIRST_BYTE
     assert 0.2 <= waited < 1.5
     assert connections == 1
 
@@ -488,13 +488,13 @@ def test_a_later_exchange_is_not_cut_by_the_timer_of_an_earlier_one() -> None:
             async with UpstreamClient.create() as client:
                 await get(client, url, wait_s=0.2)
                 status, body = await get(client, url, wait_s=5)
-                with pytest.raises(errors.Timeout) as info:
+                with pytest.raises(http_errors.Timeout) as info:
                     await get(client, url, wait_s=0.3)
                 return status, body, info.value.phase
         finally:
             server.close()
 
-    assert run(go) == (200, b'{"n": 2}', errors.FIRST_BYTE)
+    assert run(go) == (200, b'{"n": 2}', http_errors.FIRST_BYTE)
 
 
 def test_a_client_made_on_a_loop_reads_that_loops_time() -> None:

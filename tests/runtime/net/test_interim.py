@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.net import errors, http1
+from interlock.runtime.net import http1, http_errors
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
 
@@ -60,7 +60,7 @@ async def get(pieces: list[bytes]) -> tuple[int, bytes, Any]:
 
 
 def test_a_flood_of_102_processing_is_refused_at_the_bound() -> None:
-    with pytest.raises(errors.BadResponse) as caught:
+    with pytest.raises(http_errors.BadResponse) as caught:
         asyncio.run(get([PROCESSING * 20_000 + OK]))
     assert str(caught.value) == "too many interim responses"
 
@@ -73,14 +73,14 @@ def test_as_many_interim_answers_as_the_bound_are_read_past() -> None:
         b"{}",
         [(b"Content-Type", b"application/json"), (b"Content-Length", b"2")],
     )
-    with pytest.raises(errors.BadResponse):
+    with pytest.raises(http_errors.BadResponse):
         asyncio.run(get([interim + PROCESSING + OK]))
 
 
 def test_interim_answers_count_in_the_head_bound() -> None:
     big = b"HTTP/1.1 103 Early Hints\r\nLink: <" + b"a" * 30_000 + b">; rel=preload\r\n\r\n"
     assert len(big) < http1.MAX_HEAD_BYTES  # each alone fits; three do not
-    with pytest.raises(errors.HeadTooLarge):
+    with pytest.raises(http_errors.HeadTooLarge):
         asyncio.run(get([big, big, big + OK]))
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from interlock.runtime.base.errors import ConnectFailed, ProtocolFailure
 from interlock.runtime.books.metrics import CounterVec
-from interlock.runtime.net import errors, http1
+from interlock.runtime.net import http1, http_errors
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
 from interlock.runtime.upstream.base import Adapter, adapter_for
@@ -219,17 +219,19 @@ def test_an_upstream_that_died_while_its_connection_sat_idle_is_connect_failed()
 @pytest.mark.parametrize(
     ("exc", "stale"),
     [
-        (None, errors.Disconnected),  # a clean close (FIN) before any byte of the answer
-        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), errors.Reset),
-        (BrokenPipeError(errno.EPIPE, "Broken pipe"), errors.Reset),
-        (OSError(errno.ECONNRESET, "Connection reset by peer"), errors.Reset),
-        (OSError(errno.EHOSTUNREACH, "No route to host"), errors.Lost),
+        (None, http_errors.Disconnected),  # a clean close (FIN) before any byte of the answer
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), http_errors.Reset),
+        (BrokenPipeError(errno.EPIPE, "Broken pipe"), http_errors.Reset),
+        (OSError(errno.ECONNRESET, "Connection reset by peer"), http_errors.Reset),
+        (OSError(errno.EHOSTUNREACH, "No route to host"), http_errors.Lost),
     ],
 )
-def test_which_lost_connections_count_as_stale(exc: Exception | None, stale: type[errors.HTTPError]) -> None:
+def test_which_lost_connections_count_as_stale(
+    exc: Exception | None, stale: type[http_errors.HTTPError]
+) -> None:
     error = http1.lost_error(exc)
     assert type(error) is stale
-    assert isinstance(error, errors.Stale) is (stale is not errors.Lost)
+    assert isinstance(error, http_errors.Stale) is (stale is not http_errors.Lost)
 
 
 def test_an_answer_cut_inside_its_head_is_not_resent() -> None:
@@ -271,15 +273,15 @@ def test_an_answer_cut_inside_its_head_is_not_resent() -> None:
                 first = await get()
                 assert await first.read_all(100) == b"{}"
                 first.release()
-                with pytest.raises(errors.HTTPError) as info:
+                with pytest.raises(http_errors.HTTPError) as info:
                     await get()
                 return info.value
         finally:
             server.close()
 
     error = asyncio.run(go())
-    assert isinstance(error, errors.CutShort)
-    assert not isinstance(error, errors.Stale)
+    assert isinstance(error, http_errors.CutShort)
+    assert not isinstance(error, http_errors.Stale)
     assert len(requests) == 2  # the one answered, the one cut: no resend
 
 

@@ -39,7 +39,7 @@ from interlock.runtime.loaded.access import Turn
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.retry import FAST
-from interlock.runtime.router import Router, _unservable
+from interlock.runtime.request.router import Router, _unservable
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook
 from interlock.runtime.wire.base import ChatStream

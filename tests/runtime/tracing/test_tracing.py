@@ -21,7 +21,7 @@ from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import CandidateRefused
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
-from interlock.runtime.router import Router
+from interlock.runtime.request.router import Router
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.tracing import open_tracing
 from interlock.runtime.tracing.base import TracingUnavailable

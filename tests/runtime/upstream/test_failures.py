@@ -19,7 +19,7 @@ from interlock.runtime.base.errors import (
     ServerError,
     UpstreamError,
 )
-from interlock.runtime.net import errors as transport_errors
+from interlock.runtime.net import http_errors as transport_errors
 from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, EXCEPTION_MAP, map_exception
 from interlock.runtime.wire.error_bodies import (
     credentials,
@@ -31,7 +31,7 @@ from interlock.runtime.wire.error_bodies import (
 
 
 def _client_exception_classes() -> set[type[BaseException]]:
-    """Every exception class a transport can raise: its one tree (net/errors.py, HTTPError's subtree)
+    """Every exception class a transport can raise: its one tree (net/http_errors.py, HTTPError's subtree)
     and httptools' parser errors (HttpParserError's subtree, the module's exported classes)."""
     found: set[type[BaseException]] = set()
     for module in (transport_errors, httptools):

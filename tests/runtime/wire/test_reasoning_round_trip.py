@@ -22,6 +22,7 @@ import pytest
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.wire import ollama
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.faults import Fault
 from interlock.testing.replies import Reply
 from tests.runtime.conftest import build
 
@@ -157,6 +158,28 @@ def test_messages_thinking_goes_out_as_blocks_and_back_as_reasoning_content(rig:
     assert turn["reasoning_content"] == THOUGHT  # what llama-server reads back into the prompt
     assert "reasoning" not in turn  # llama-server ignores it (template_reads.json)
     assert turn["content"] == ANSWER
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_recorded_llama_server_answer_itself_becomes_thinking_blocks(rig: Rig, stream: bool) -> None:
+    """The bytes llama-server sent (its JSON answer, its whole SSE stream), replayed as they are."""
+    name, kind = ("reasoning_stream.txt", "text/event-stream") if stream else ("reasoning_chat.json", "")
+    rig.upstream.set_fault(Fault.recorded((RECORDED / name).read_bytes(), kind or "application/json"))
+    first = [{"role": "user", "content": "say hi"}]
+    answer = rig.post("/v1/messages", claude_code(first, stream))
+    assert answer.status_code == 200, answer.text
+    assert _thinking_of(answer, stream) == (THOUGHT, ANSWER)
+
+
+def test_a_stream_cut_mid_thinking_ends_with_an_error_event(rig: Rig) -> None:
+    """Thinking is content: a stream cut after it began is not walked on silently (the role and two
+    thinking deltas, then the connection drops); the client's stream ends with Messages' error event."""
+    rig.upstream.set_fault(Fault.cut_stream(after_chunks=3))
+    answer = rig.post("/v1/messages", claude_code([{"role": "user", "content": "say hi"}], True))
+    assert answer.status_code == 200
+    events = sse_data(answer.text)
+    assert [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"] == ["thinking"]
+    assert events[-1]["type"] == "error"
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

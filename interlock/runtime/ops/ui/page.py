@@ -17,7 +17,7 @@ from interlock.runtime.ops.ui import svg
 from interlock.runtime.ops.ui.view import SECTIONS, moment, span
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import LiveState
+    from interlock.runtime.request.services import LiveState
 
 
 @functools.cache

@@ -25,7 +25,7 @@ from interlock.runtime.loaded.tables import Candidate, worker_label
 from interlock.runtime.state.base import SlotReport
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import LiveState
+    from interlock.runtime.request.services import LiveState
 
 
 @dataclass(frozen=True, slots=True)

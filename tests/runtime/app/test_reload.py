@@ -13,11 +13,11 @@ import httpx
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.app.reload import StagedSource
 from interlock.runtime.base.errors import ConnectFailed
-from interlock.runtime.reload import StagedSource
+from tests.runtime.app.slow_source import SlowSource
 from tests.runtime.conftest import build
 from tests.runtime.loaded.test_plan import rehash
-from tests.runtime.serving.slow_source import SlowSource
 from tests.waiting import until
 
 ENV = {"CLOUD_KEY": "sk-cloud-secret"}
@@ -126,8 +126,8 @@ def test_a_plan_larger_than_the_pipe_buffer_comes_through_under_uvloop() -> None
     """uvloop's reader leaves the pipe non-blocking: a big plan arrives in pieces (BlockingIOError once)."""
     import uvloop
 
-    from interlock.runtime.reload import read_in_child
-    from tests.runtime.serving.slow_source import BigRead
+    from interlock.runtime.app.reload import read_in_child
+    from tests.runtime.app.slow_source import BigRead
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         data = runner.run(read_in_child(BigRead(20_000), timeout_s=60))

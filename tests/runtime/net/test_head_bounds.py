@@ -14,10 +14,10 @@ import pytest
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
-from interlock.runtime.serving.head import MAX_HEAD_BYTES, MAX_HEADER_FIELDS
+from interlock.runtime.net.connections import ConnectionBook, guarded_protocol
+from interlock.runtime.net.head import MAX_HEAD_BYTES, MAX_HEADER_FIELDS
 from interlock.runtime.state.memory import MemorySlots
-from tests.runtime.serving.inproc import served
+from tests.runtime.net.inproc import served
 
 
 class Seen:

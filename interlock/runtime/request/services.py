@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from interlock.runtime.fleet.sticky import StickyTable
     from interlock.runtime.loaded.access import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.router import Router
+    from interlock.runtime.request.router import Router
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.telemetry.collector import TelemetryBook

@@ -28,12 +28,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.base.asgi import (
+    DISCONNECT,
+    STREAM_BODY,
     ClientGone,
     DisconnectWatch,
     Header,
     Receive,
     Scope,
     Send,
+    StreamBody,
     read_object,
     send_json,
 )
@@ -45,7 +48,6 @@ from interlock.runtime.loaded.tables import Alias, Target
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
-from interlock.runtime.serving.connections import DISCONNECT, STREAM_BODY, StreamBody
 from interlock.runtime.surfaces.base import Parsed, Surface, failure_of, forwarded, say_dropped
 from interlock.runtime.usage.metering import (
     delta_chars,
@@ -59,7 +61,7 @@ from interlock.runtime.wire.base import ChatStream, Relayed, StreamRender
 if TYPE_CHECKING:
     from interlock.runtime.loaded.access import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.services import RequestServices, Settle, Stake
+    from interlock.runtime.request.services import RequestServices, Settle, Stake
     from interlock.runtime.usage.base import Tally
 
 Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]

@@ -2,10 +2,11 @@
 
 A row whose handler runs the request lifecycle is made by ``served`` (``lifecycle.handler(surface)``:
 counted in ``interlock_requests_total`` under the surface's operation and logged); a few rows are plain
-handlers (Ollama's ``/api/tags``, ``/api/version``, ...), neither counted nor logged, whose surface only
-gives the error shape. Each row names the surface whose error shape a wrong method (or a refused key) on
-its path is answered in. Adding a wire format is one module plus its rows here. It composes the surfaces
-and the lifecycle, so it stands above both (the surfaces never import the lifecycle's handler).
+handlers (Ollama's ``/api/tags``, ``/api/version``, ... in ``listing``; ``count_tokens``), neither counted
+nor logged, whose surface only gives the error shape. Each row names the surface whose error shape a wrong
+method (or a refused key) on its path is answered in. Adding a wire format is one module plus its rows
+here. It composes the surfaces and the lifecycle, so it stands above both (the surfaces never import the
+lifecycle's handler).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from interlock.runtime.lifecycle import Handler, handler
 from interlock.runtime.loaded.access import needs_key
+from interlock.runtime.request import listing
+from interlock.runtime.request.count_tokens import count_tokens
+from interlock.runtime.request.lifecycle import Handler, handler
 from interlock.runtime.surfaces import anthropic, contract, ollama, openai, responses
 from interlock.runtime.surfaces.base import Surface
 from interlock.runtime.surfaces.contract import Doc
@@ -52,16 +55,16 @@ def rows() -> tuple[Row, ...]:
         served("POST", "/api/generate", generate, c.GENERATE),
         served("POST", "/api/embed", embed, c.EMBED),
         served("POST", "/api/embeddings", legacy, c.LEGACY_EMBEDDINGS),
-        Row("GET", "/api/tags", ollama.tags, embed, c.TAGS),
-        Row("HEAD", "/api/tags", ollama.tags, embed, c.TAGS),
-        Row("POST", "/api/show", ollama.show, embed, c.SHOW),
-        Row("GET", "/api/ps", ollama.ps, embed, c.PS),
-        Row("GET", "/api/version", ollama.version, embed, c.VERSION),
-        Row("GET", "/", ollama.root, embed, c.ROOT),
-        Row("HEAD", "/", ollama.root, embed, c.ROOT),
+        Row("GET", "/api/tags", listing.tags, embed, c.TAGS),
+        Row("HEAD", "/api/tags", listing.tags, embed, c.TAGS),
+        Row("POST", "/api/show", listing.show, embed, c.SHOW),
+        Row("GET", "/api/ps", listing.ps, embed, c.PS),
+        Row("GET", "/api/version", listing.version, embed, c.VERSION),
+        Row("GET", "/", listing.root, embed, c.ROOT),
+        Row("HEAD", "/", listing.root, embed, c.ROOT),
         served("POST", "/v1/responses", responses_, c.RESPONSES),
         served("POST", "/v1/messages", messages, c.MESSAGES),
-        Row("POST", "/v1/messages/count_tokens", anthropic.count_tokens, messages, c.COUNT_TOKENS),
+        Row("POST", "/v1/messages/count_tokens", count_tokens, messages, c.COUNT_TOKENS),
     )
 
 

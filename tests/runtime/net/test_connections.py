@@ -15,7 +15,7 @@ import pytest
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.serving.connections import WARN_EVERY_S, ConnectionBook
+from interlock.runtime.net.connections import WARN_EVERY_S, ConnectionBook
 from interlock.runtime.state.memory import MemorySlots
 
 

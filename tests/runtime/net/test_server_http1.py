@@ -1,4 +1,4 @@
-"""The gateway's HTTP/1.1 protocol (``serving.connections``) against uvicorn's own httptools protocol: the
+"""The gateway's HTTP/1.1 protocol (``net.connections``) against uvicorn's own httptools protocol: the
 same app, the same raw requests on a loopback socket, the same bytes back (keep-alive, pipelining,
 chunked request bodies, ``100 Continue``, HEAD, 204, HTTP/1.0, a parse error, an app that fails), and
 what the app saw of each request (its scope and body) the same."""
@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 
 from interlock.runtime.loaded.plan import RuntimePlan
-from tests.runtime.serving.inproc import SERVE, gateway_protocol, served
+from tests.runtime.net.inproc import SERVE, gateway_protocol, served
 from tests.waiting import until
 
 SEEN = (

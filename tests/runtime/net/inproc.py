@@ -14,7 +14,7 @@ import uvicorn
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
+from interlock.runtime.net.connections import ConnectionBook, guarded_protocol
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import until
 

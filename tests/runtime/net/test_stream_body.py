@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+from interlock.runtime.base.asgi import STREAM_BODY, StreamBody
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.serving.connections import STREAM_BODY, StreamBody
-from tests.runtime.serving.inproc import App, gateway_protocol, served
+from tests.runtime.net.inproc import App, gateway_protocol, served
 
 PIECE = b"x" * 65536
 MOST = 1024  # pieces (64 MiB): the transport's buffer is over its high-water mark long before

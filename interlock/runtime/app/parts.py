@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from interlock.runtime.app.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
@@ -61,10 +62,9 @@ from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import build_admin
-from interlock.runtime.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
-from interlock.runtime.route_table import RouteTable, route_table
-from interlock.runtime.router import Router
-from interlock.runtime.services import Current, LiveState, RequestServices, Status
+from interlock.runtime.request.route_table import RouteTable, route_table
+from interlock.runtime.request.router import Router
+from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.serving import gc_policy
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
@@ -107,7 +107,10 @@ async def open_default_adapters(
         strays.labels(label).inc()
         health.reuse_off(label, seconds)
 
-    transport = opener(os.environ.get("INTERLOCK_TRANSPORT") or "own")
+    name = os.environ.get("INTERLOCK_TRANSPORT") or "own"
+    transport = opener(name)
+    if name != "own":
+        log.warning("INTERLOCK_TRANSPORT=%s: upstream requests go through %s (debugging)", name, name)
     client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
     return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
 

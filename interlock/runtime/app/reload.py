@@ -31,7 +31,7 @@ from interlock.runtime.loaded.plan import PlanError, RuntimePlan
 if TYPE_CHECKING:
     from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.metrics import Metrics
-    from interlock.runtime.services import Current, Status
+    from interlock.runtime.request.services import Current, Status
 
 log = logging.getLogger("interlock")
 

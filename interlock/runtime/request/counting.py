@@ -27,7 +27,7 @@ from interlock.runtime.loaded.tables import Candidate, Target
 from interlock.runtime.wire.base import Native
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import RequestServices
+    from interlock.runtime.request.services import RequestServices
 
 COUNT_TIMEOUT_S = 5.0
 
