@@ -26,7 +26,9 @@ import httpx
 import orjson
 import pytest
 from aiohttp import web
+from ruamel.yaml import YAML
 
+from interlock.cli import main
 from interlock.commands.gateway import build_gateway
 from interlock.testing.recorder import Recorder
 from tests.inference.llama import LlamaServer
@@ -225,3 +227,21 @@ def test_an_earlier_turn_s_thinking_reaches_the_real_server_s_prompt(rig: Rig) -
     rendered = _count(rig.server, with_it) - _count(rig.server, without)
     assert rendered > 0  # the template writes it (<think>...</think>)
     assert counted[0] - counted[1] == rendered
+
+
+def test_init_declares_thinking_where_the_template_writes_reasoning_back(
+    tool_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``init --discover`` on this server declares ``tools`` and ``thinking`` (its template writes an
+    earlier turn's ``reasoning_content`` back: ``supports_preserve_reasoning``), so the plan's reasoning
+    contract for it is ``reasoning_content``, what the round trips above carry. SmolLM2's own template
+    says neither (tests/inference/test_init_llama.py: ``[completion, tools]``, contract ``none``)."""
+    out = tmp_path / "interlock.yaml"
+    assert main(["init", "--discover", f"{tool_server.url}/v1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    config = YAML().load(out.read_text())
+    (model,) = config["models"].values()
+    assert list(model["capabilities"]) == ["completion", "tools", "thinking"]
+    plan = compile_text(tmp_path, out.read_text())
+    contracts = {name: alias["contract"]["reasoning"] for name, alias in plan["aliases"].items()}
+    assert {r["contract"] for chain in contracts.values() for r in chain} == {"reasoning_content"}

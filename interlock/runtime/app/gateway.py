@@ -7,7 +7,7 @@ of ``route_table``) are dispatched by one dictionary lookup straight to their ra
 (``lifecycle``, which authenticates first); everything else goes to the FastAPI app of ``ops.admin``,
 after ``features.keys.admitted`` when the path needs a key. The plan is swapped as a whole on reload
 (``Current``, by ``reload.Reloads``); a request reads it once and finishes on that plan. When the plan
-turns CORS on, a request's ``Origin`` is looked up first (``serving.cors``): preflights are answered
+turns CORS on, a request's ``Origin`` is looked up first (``loaded.cors``): preflights are answered
 there, and answers to allowed origins gain the CORS headers built when the plan loaded. Gateways are made
 by ``commands/gateway.py``'s ``build_gateway``, the one factory (``Gateway.from_plan`` underneath).
 """

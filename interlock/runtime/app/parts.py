@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from interlock.runtime.app.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
+from interlock.runtime.base import gc_policy
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
@@ -65,7 +66,6 @@ from interlock.runtime.ops.admin import build_admin
 from interlock.runtime.request.route_table import RouteTable, route_table
 from interlock.runtime.request.router import Router
 from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
-from interlock.runtime.serving import gc_policy
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
