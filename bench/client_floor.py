@@ -1,7 +1,7 @@
 """How cheap could the upstream client be? interlock's against aiohttp and a floor estimate.
 
 Measures the CPU per request of interlock's OpenAIAdapter (the project's httptools client underneath,
-runtime/upstream/http1.py, with deadlines, the pool, orjson and error mapping), of a plain
+runtime/net/http1.py, with deadlines, the pool, orjson and error mapping), of a plain
 ``aiohttp.ClientSession`` POST + ``json()`` (the best-kept asyncio client, no deadlines or mapping) and of a
 minimal keep-alive HTTP/1.1 client on a raw asyncio Protocol with httptools' response parser (no timeouts
 beyond one ``wait_for``, no error mapping, no streaming): the floor. All drive the fake OpenAI upstream
@@ -24,9 +24,10 @@ import httptools
 import orjson
 import uvloop
 
-from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.upstream.base import adapter_for
 from interlock.runtime.wire.base import Endpoint
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "Say hello."}]}
 CONCURRENCY = 16

@@ -64,8 +64,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gateway import cpu_seconds, start_gateway, tree_cpu_seconds
 from load import LoadResult, chat_body, run_wrk
 
+from interlock.testing.fake_process import FakeProcess
 from interlock.testing.faults import Fault
-from interlock.testing.process import FakeProcess
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("INTERLOCK_CACHE", Path.home() / ".cache" / "interlock"))

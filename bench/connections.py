@@ -2,7 +2,7 @@
 
 Each server answers a trivial ASGI app (reads the body, answers a small JSON) in a process of its own:
 
-- ``guarded``: interlock's ``serving.connections`` protocol (HTTP/1.1 on httptools, the timeouts, the
+- ``guarded``: interlock's ``net.connections`` protocol (HTTP/1.1 on httptools, the timeouts, the
   connection cap) under uvicorn's process runner, as ``interlock serve`` runs it;
 - ``uvicorn``: uvicorn's own httptools protocol (``HttpToolsProtocol``), the same runner;
 - ``floor``: a protocol that writes a canned answer for every read, no parsing, no ASGI: what uvloop
@@ -81,7 +81,7 @@ def serve(kind: str, port: int) -> None:
     import uvicorn
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    from interlock.runtime.serving.connections import ConnectionBook, guarded_protocol
+    from interlock.runtime.net.connections import ConnectionBook, guarded_protocol
 
     protocol: type[Any] = Floor if kind == "floor" else HttpToolsProtocol
     if kind == "guarded":

@@ -42,10 +42,10 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.guards.preflight import MESSAGE_OVERHEAD, Needs, needs_of
-from interlock.runtime.learned import REPORTING_FLOOR, CountBook
-from interlock.runtime.route_table import rows
-from interlock.runtime.tables import PreflightSettings
+from interlock.runtime.books.estimate import MESSAGE_OVERHEAD, Needs, needs_of
+from interlock.runtime.books.learned import REPORTING_FLOOR, CountBook
+from interlock.runtime.loaded.tables import PreflightSettings
+from interlock.runtime.request.route_table import rows
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "fixtures" / "clients"
@@ -164,7 +164,7 @@ def tokenizers() -> int:
         return 2
     texts = {
         "docs page (Markdown)": (ROOT / "docs" / "runtime.md").read_text(),
-        "source file (Python)": (ROOT / "interlock/runtime/router.py").read_text(),
+        "source file (Python)": (ROOT / "interlock/runtime/request/router.py").read_text(),
         "JSON payload": (ROOT / "schema" / "plan.schema.json").read_text(),
     }
     print(f"{'text':26} {'estimate':>8} {'cl100k':>7} {'ratio':>6} {'o200k':>7} {'ratio':>6}")
@@ -188,7 +188,7 @@ def count(url: str) -> int:
 async def _count(url: str) -> int:
     import httpx
 
-    from interlock.runtime.upstream.client import UpstreamClient
+    from interlock.runtime.net.client import UpstreamClient
     from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
 

@@ -33,10 +33,10 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from interlock.runtime.access import COMMON, Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.tables import WorkerLimits
 
 SLOTS = 4
 SERVICE_S = 1.0  # mean

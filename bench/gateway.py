@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load import LoadResult, chat_body, run_load, run_wrk
 
-from interlock.runtime.server import wait_ready
-from interlock.testing.process import FakeProcess
+from interlock.runtime.app.server import wait_ready
+from interlock.testing.fake_process import FakeProcess
 
 CONFIG = """\
 version: 1

@@ -31,11 +31,11 @@ import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
-from interlock.runtime.plan import load_plan
-from interlock.runtime.serving import gc_policy
+from interlock.runtime.base import gc_policy
+from interlock.runtime.loaded.plan import load_plan
 from interlock.schema.canonical import canonical_json
-from interlock.testing.keepalive import chat_request, read_answer, serving
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
+from interlock.testing.in_process import chat_request, read_answer, serving
 
 CONFIG = """\
 version: 1

@@ -49,14 +49,13 @@ from typing import Any
 
 import orjson
 
-from interlock.apikeys import hash_key, new_key
 from interlock.commands.gateway import build_gateway
 from interlock.commands.serve import PlanLoader
-from interlock.runtime.app import Gateway
-from interlock.runtime.asgi import Disconnect
-from interlock.runtime.audit import AuditLog, open_sink
+from interlock.common.apikeys import hash_key, new_key
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base.asgi import DISCONNECT, Disconnect
+from interlock.runtime.books.audit import AuditLog, open_sink
 from interlock.runtime.fleet.signals.base import ServerLoad
-from interlock.runtime.serving.connections import DISCONNECT
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
@@ -330,11 +329,12 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     load signals, prefix affinity on a 4 KB shared prefix, fair queuing off (every request one share:
     no tenant) and on (a tenant's turn, weight 3, and a batch one): the least of five runs, each on
     freshly parsed bodies. Nobody waits here, which is the common case fair queuing must not slow."""
-    from interlock.runtime.access import ANONYMOUS, COMMON, Turn
+    from interlock.runtime.books.estimate import needs_of
     from interlock.runtime.guards import Admission
-    from interlock.runtime.guards.preflight import Preflight, needs_of
+    from interlock.runtime.guards.preflight import Preflight
     from interlock.runtime.guards.slots import SlotGuard
-    from interlock.runtime.resolve import resolve
+    from interlock.runtime.loaded.access import ANONYMOUS, COMMON, Turn
+    from interlock.runtime.request.resolve import resolve
 
     plan = gateway.plan
     target = resolve(plan, "bench/quad", ANONYMOUS)

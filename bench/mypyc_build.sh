@@ -13,14 +13,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-/tmp/interlock-mypyc}"
 # The modules that ran per request when this was measured, and the adapters and surfaces that subclass
-# their classes. Left out for what mypyc refused: runtime/router.py (`continue` inside try/finally is
-# unimplemented); record.py, services.py, metrics.py, serving/connections.py (dataclass or class fields
+# their classes. Left out for what mypyc refused: runtime/request/router.py (`continue` inside try/finally is
+# unimplemented); books/record.py, request/services.py, books/metrics.py, net/connections.py (dataclass or class fields
 # annotated with TYPE_CHECKING-only types: a compiled class looks them up at import, KeyError);
-# server.py (a test subclasses its Supervisor).
-modules="access app asgi fleet/facts fleet/fit fleet/prefix guards/calibration guards/capability
-  guards/context guards/health guards/needs guards/preflight health journal learned lifecycle resolve
+# app/server.py (a test subclasses its Supervisor).
+modules="loaded/access app/gateway base/asgi fleet/facts fleet/fit fleet/prefix guards/calibration
+  guards/capability guards/context_fit guards/circuit guards/needs guards/preflight books/health
+  books/journal books/learned books/estimate request/lifecycle request/resolve
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
-  upstream/base upstream/client upstream/exchange upstream/http1 upstream/ollama upstream/openai
+  upstream/base net/client upstream/exchange net/http1 net/transport net/http_errors upstream/ollama upstream/openai
   usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sqlite wire/anthropic
   wire/base wire/fields wire/openai_chat wire/openai_responses wire/sse"
 rm -rf "$out" && mkdir -p "$out"

@@ -1,6 +1,6 @@
 """One answer per request, one send per POST: the figures behind docs/upstream-client.md's table.
 
-Runs the scenarios of tests/runtime/upstream/test_one_answer.py (a raw asyncio server that providers a
+Runs the scenarios of tests/runtime/net/test_one_answer.py (a raw asyncio server that providers a
 and b share, one host:port and two credentials, misbehaving for a in six ways) and prints, for each
 misbehaviour and scenario, what each provider's callers got (right, wrong: another request's answer,
 failed) and the POSTs the server received. ``--no-wait``: a's requests go back to back, without giving
@@ -17,9 +17,10 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
+from tests.runtime.upstream.test_one_answer import KEY_A, KEY_B, MODES, Hostile, Tally, _ask, _with_hostile
+
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import Endpoint
-from tests.runtime.upstream.test_one_answer import KEY_A, KEY_B, MODES, Hostile, Tally, _ask, _with_hostile
 
 Outcome = tuple[Tally, Tally, int, int, int]  # a's, b's, POSTs a and b received, connections both rode
 

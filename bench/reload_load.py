@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compile_bench import generate
 from serve_start import ENV, point_at_loopback
 
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 
 @dataclass
@@ -161,7 +161,7 @@ def main() -> None:
             if not line.startswith("interlock serving "):
                 raise SystemExit(f"interlock serve did not start: {line!r}")
             url = line.split()[2]
-            from interlock.runtime.server import wait_ready
+            from interlock.runtime.app.server import wait_ready
 
             if not wait_ready(url, 120, alive=lambda: proc.poll() is None):
                 raise SystemExit("interlock serve never became ready")

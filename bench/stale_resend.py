@@ -3,7 +3,7 @@
 The fake OpenAI upstream runs in its own process. Rounds alternate between a clean one and one where the
 fake's ``disconnect`` fault closes a connection right after reading a request in full, ``--stale`` times a
 round, spread over it. The upstream may have run such a request, so the client reports it and never
-sends it again (runtime/upstream/client.py: only a request of which not a byte went out is resent).
+sends it again (runtime/net/client.py: only a request of which not a byte went out is resent).
 Printed: the errors (a stale round: one per close expected), the replays the fake saw (POSTs received
 less POSTs sent: 0 expected), and the client's CPU per request, median and minimum of the rounds (a
 stale round's includes the fault's control calls and the fresh connections).
@@ -18,11 +18,12 @@ import asyncio
 import statistics
 import time
 
-from interlock.runtime.errors import UpstreamError
-from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.base.errors import UpstreamError
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.upstream.base import adapter_for
 from interlock.runtime.wire.base import Endpoint
+from interlock.testing.fake_process import FakeProcess
 from interlock.testing.faults import Fault
-from interlock.testing.process import FakeProcess
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -31,10 +31,10 @@ from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.embedded import SlotServer
-from interlock.runtime.tables import WorkerLimits
 from tests.redis_server import RedisServer
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ request, with the first-byte times beside them::
 
     python bench/stream_gaps.py --parallel 2 --clients 6 --rounds 3
 
-The figures chose the idle timeouts per provider kind (docs/configuration.md, ``interlock/kinds.py``).
+The figures chose the idle timeouts per provider kind (docs/configuration.md, ``interlock/common/kinds.py``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gateway import launched, serve_command
 from streams import HERE, MODEL, drive, http_request, run_async
 
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 CONFIG = """\
 version: 1

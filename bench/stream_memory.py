@@ -39,10 +39,10 @@ import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
-from interlock.runtime.plan import load_plan
+from interlock.runtime.loaded.plan import load_plan
 from interlock.schema.canonical import canonical_json
-from interlock.testing.keepalive import serving
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
+from interlock.testing.in_process import serving
 
 MODEL = "bench-model"
 CONFIG = """\

@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gateway import start_gateway
 
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 HERE = Path(__file__).resolve().parent
 MODEL = "bench-model"

@@ -45,12 +45,12 @@ from load import chat_body, run_wrk
 
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
-from interlock.runtime.app import Gateway
-from interlock.runtime.asgi import Receive, Scope, Send
-from interlock.runtime.plan import load_plan
-from interlock.runtime.serving import gc_policy
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base import gc_policy
+from interlock.runtime.base.asgi import Receive, Scope, Send
+from interlock.runtime.loaded.plan import load_plan
 from interlock.schema.canonical import canonical_json
-from interlock.testing.keepalive import serving
+from interlock.testing.in_process import serving
 
 CONFIG = """\
 version: 1

@@ -6,7 +6,7 @@ drives POST /v1/chat/completions through each client at 1 and 16 concurrent requ
 - httpx.AsyncClient with its default pool
 - httpx with the httpx-aiohttp transport (``pip install -e ".[bench]"``)
 - plain aiohttp.ClientSession
-- interlock's own OpenAIAdapter (its httptools client underneath, runtime/upstream/http1.py, plus
+- interlock's own OpenAIAdapter (its httptools client underneath, runtime/net/http1.py, plus
   deadlines, orjson and error mapping)
 
 The clients run pinned to one core and the fake to another; clients take turns in interleaved
@@ -34,9 +34,10 @@ import aiohttp
 import httpx
 import orjson
 
-from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.upstream.base import adapter_for
 from interlock.runtime.wire.base import Endpoint
-from interlock.testing.process import FakeProcess
+from interlock.testing.fake_process import FakeProcess
 
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]}
 Call = Callable[[], Awaitable[Any]]

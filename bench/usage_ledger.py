@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from interlock.runtime.guards.preflight import Needs
-from interlock.runtime.record import RequestRecord
+from interlock.runtime.books.estimate import Needs
+from interlock.runtime.books.record import RequestRecord
 from interlock.runtime.usage import open_store
 from interlock.runtime.usage.base import RowKey, Store, Tally
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings

@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 
 PROBE = """
 import json, sys
-import interlock, interlock.resources as r
+import interlock, interlock.common.resources as r
 from interlock.compiler import compile_config, CompileOptions
 ctx = compile_config("config.yaml", CompileOptions(environ={}))
 print(json.dumps({

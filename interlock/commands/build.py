@@ -195,7 +195,7 @@ def _explain_plan(args: argparse.Namespace) -> int:
 
 
 def _what_if(args: argparse.Namespace, plan: RoutingPlan, leading: str = "") -> int:
-    from interlock.whatif import Scenario, UnknownPart, render_text, simulate
+    from interlock.commands.whatif_walk import Scenario, UnknownPart, render_text, simulate
 
     try:
         scenario = Scenario.parse(plan, args.down, args.saturated)

@@ -185,7 +185,7 @@ def _gateway(plan: Any) -> Iterator[str]:
     import uvicorn
 
     from interlock.commands.gateway import build_gateway
-    from interlock.runtime.server import bind, url_of, wait_ready
+    from interlock.runtime.app.server import bind, url_of, wait_ready
 
     gateway = build_gateway(plan)
     sock = bind("127.0.0.1", 0)

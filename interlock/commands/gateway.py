@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.runtime.app import Gateway
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.loaded.plan import RuntimePlan
 
 MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total is always given
 

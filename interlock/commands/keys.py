@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from interlock.apikeys import KEY_ID, hash_key, new_key
+from interlock.common.apikeys import KEY_ID, hash_key, new_key
 
 
 def register(subparsers: Any) -> None:

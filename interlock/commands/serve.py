@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from interlock.runtime.errors import MIN_SECRET
-from interlock.runtime.plan import PlanError, RuntimePlan, load_plan, read_plan_file
+from interlock.runtime.base.errors import MIN_SECRET
+from interlock.runtime.loaded.plan import PlanError, RuntimePlan, load_plan, read_plan_file
 from interlock.schema.plan import RoutingPlan
 
 if TYPE_CHECKING:
-    from interlock.runtime.audit import AuditLog
+    from interlock.runtime.app.server import ServeOptions
+    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.tracing.otel import Tracing
     from interlock.runtime.usage.ledger import Ledger
 
@@ -204,7 +205,7 @@ class PlanKeeper:
 
     def reload(self) -> bool:
         """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
-        from interlock.runtime.reload import read_in_child
+        from interlock.runtime.app.reload import read_in_child
 
         try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
             data = asyncio.run(read_in_child(self.loader.read))
@@ -260,34 +261,38 @@ def is_config(path: str) -> bool:
     return not head.startswith(b"{")
 
 
+class StartRefused(Exception):
+    """The start stops before serving: ``str()`` follows ``interlock serve: `` on standard error and
+    ``status`` is the exit status (2: a flag that cannot be used, 1: a plan, file or address)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def run_serve(args: argparse.Namespace) -> int:
-    from interlock.commands.gateway import build_gateway
-    from interlock.runtime.server import ServeOptions, bind, configure_logging, run, url_of
-    from interlock.runtime.serving.fds import raise_open_file_limit
+    from interlock.runtime.app.server import configure_logging
+    from interlock.runtime.net.fds import raise_open_file_limit
 
     configure_logging(args.log_level)
     raise_open_file_limit()  # before the plan loads: an unset max_connections is derived from it
-    if args.workers < 1:
-        print("interlock serve: --workers must be at least 1", file=sys.stderr)
-        return 2
+    try:
+        return _serve(args)
+    except StartRefused as exc:
+        print(f"interlock serve: {exc}", file=sys.stderr)
+        return exc.status
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Check the flags, load the plan and bind, then serve: in this process, or as the supervisor of
+    ``--workers N``."""
+    from interlock.commands.gateway import build_gateway
+    from interlock.runtime.app.server import run, url_of
     from interlock.runtime.state import open_backend
 
-    if args.state_url is None:  # e.g. from a Kubernetes Secret: a password stays off the command line
-        args.state_url = os.environ.get("INTERLOCK_STATE_URL") or None
-    if args.state_url is not None:
-        scheme = args.state_url.partition(":")[0]
-        if scheme not in SHARED_STATE_SCHEMES:
-            print(
-                f"interlock serve: --state-url: {scheme + ':'!r} is not a shared store; use redis:// or "
-                "rediss:// (--workers N shares limits across its processes by itself)",
-                file=sys.stderr,
-            )
-            return 2
-        try:
-            open_backend(args.state_url)  # checked now, opened in each process that serves
-        except ValueError as exc:
-            print(f"interlock serve: --state-url: {exc}", file=sys.stderr)
-            return 2
+    if args.workers < 1:
+        raise StartRefused("--workers must be at least 1", 2)
+    _check_state_url(args)
     usage_url = usage_store_url(args)
     if usage_url is None:
         return 2
@@ -296,49 +301,13 @@ def run_serve(args: argparse.Namespace) -> int:
         data = loader.read_first()
         plan = loader.load(data)
     except PlanError as exc:
-        print(f"interlock serve: {exc}", file=sys.stderr)
-        return 1
+        raise StartRefused(str(exc), 1) from exc
     for warning in short_credentials(plan.source, os.environ):
         print(f"interlock serve: warning: {warning}", file=sys.stderr)
-    options = ServeOptions(
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-        access_log=args.access_log,
-        state_dir=args.state_dir,
-        usage_url=usage_url,
-        usage_flush_ms=args.usage_flush_ms,
-        usage_flush_debits=args.usage_flush_debits,
-        usage_refresh_ms=args.usage_refresh_ms,
-        audit_log=args.audit_log,
-        otel=args.otel,
-    )
-    if options.audit_log is not None:  # checked now (a clear error at start), opened in each process
-        from interlock.runtime.audit import SinkError, open_sink
-
-        try:
-            asyncio.run(open_sink(options.audit_log).close())
-        except SinkError as exc:
-            print(f"interlock serve: --audit-log: {exc}", file=sys.stderr)
-            return 1
-    tracing = None
-    if options.otel:  # checked now: a missing package or a bad OTEL_* setting stops the start
-        from interlock.runtime.tracing.base import TracingUnavailable
-
-        try:
-            tracing = _tracing(options)
-        except TracingUnavailable as exc:
-            print(f"interlock serve: --otel: {exc}", file=sys.stderr)
-            return 1
-    try:
-        sock = bind(options.host, options.port)
-    except OSError as exc:
-        print(
-            f"interlock serve: cannot listen on {options.host}:{options.port}: {exc.strerror}",
-            file=sys.stderr,
-        )
-        return 1
+    options = _options(args, usage_url)
+    _check_audit_log(options)
+    tracing = _checked_tracing(options)
+    sock = _bind(options)
     print(
         f"interlock serving {url_of(sock)} (plan {plan.content_hash}, {_count(len(plan.aliases), 'alias')}, "
         f"{_count(options.workers, 'process')})",
@@ -362,6 +331,79 @@ def run_serve(args: argparse.Namespace) -> int:
     return supervise(loader, plan, data, sock, options, args.state_url)
 
 
+def _check_state_url(args: argparse.Namespace) -> None:
+    """``--state-url`` (else ``$INTERLOCK_STATE_URL``), into ``args``: a shared store that opens."""
+    from interlock.runtime.state import open_backend
+
+    if args.state_url is None:  # e.g. from a Kubernetes Secret: a password stays off the command line
+        args.state_url = os.environ.get("INTERLOCK_STATE_URL") or None
+    if args.state_url is None:
+        return
+    scheme = args.state_url.partition(":")[0]
+    if scheme not in SHARED_STATE_SCHEMES:
+        raise StartRefused(
+            f"--state-url: {scheme + ':'!r} is not a shared store; use redis:// or "
+            "rediss:// (--workers N shares limits across its processes by itself)",
+            2,
+        )
+    try:
+        open_backend(args.state_url)  # checked now, opened in each process that serves
+    except ValueError as exc:
+        raise StartRefused(f"--state-url: {exc}", 2) from exc
+
+
+def _options(args: argparse.Namespace, usage_url: str) -> ServeOptions:
+    from interlock.runtime.app.server import ServeOptions
+
+    return ServeOptions(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        state_dir=args.state_dir,
+        usage_url=usage_url,
+        usage_flush_ms=args.usage_flush_ms,
+        usage_flush_debits=args.usage_flush_debits,
+        usage_refresh_ms=args.usage_refresh_ms,
+        audit_log=args.audit_log,
+        otel=args.otel,
+    )
+
+
+def _check_audit_log(options: ServeOptions) -> None:
+    """``--audit-log`` opens (a clear error at start); each process that serves opens its own."""
+    if options.audit_log is None:
+        return
+    from interlock.runtime.books.audit import SinkError, open_sink
+
+    try:
+        asyncio.run(open_sink(options.audit_log).close())
+    except SinkError as exc:
+        raise StartRefused(f"--audit-log: {exc}", 1) from exc
+
+
+def _checked_tracing(options: ServeOptions) -> Tracing | None:
+    """This process's tracer for ``--otel``: a missing package or a bad OTEL_* setting stops the start."""
+    if not options.otel:
+        return None
+    from interlock.runtime.tracing.base import TracingUnavailable
+
+    try:
+        return _tracing(options)
+    except TracingUnavailable as exc:
+        raise StartRefused(f"--otel: {exc}", 1) from exc
+
+
+def _bind(options: ServeOptions) -> socket.socket:
+    from interlock.runtime.app.server import bind
+
+    try:
+        return bind(options.host, options.port)
+    except OSError as exc:
+        raise StartRefused(f"cannot listen on {options.host}:{options.port}: {exc.strerror}", 1) from exc
+
+
 def supervise(
     loader: PlanLoader,
     plan: RuntimePlan,
@@ -371,7 +413,7 @@ def supervise(
     state_url: str | None,
 ) -> int:
     """``--workers N``: a private directory for the accepted plan and the slot server, then the workers."""
-    from interlock.runtime.server import Supervisor
+    from interlock.runtime.app.server import Supervisor
     from interlock.runtime.state.embedded import SlotServer
 
     directory = Path(tempfile.mkdtemp(prefix="interlock-"))  # mode 0700: this user's only
@@ -404,7 +446,7 @@ def _count(n: int, noun: str) -> str:
 def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_url: str | None) -> None:
     """One worker process: its own plan tables, health state and upstream client; the host's slots."""
     from interlock.commands.gateway import build_gateway
-    from interlock.runtime.server import configure_logging, run
+    from interlock.runtime.app.server import configure_logging, run
     from interlock.runtime.state import open_backend
 
     configure_logging(options.log_level)
@@ -465,7 +507,7 @@ def _audit_log(options: Any) -> AuditLog | None:
     """The audit log of this process, when ``--audit-log`` is given."""
     if options.audit_log is None:
         return None
-    from interlock.runtime.audit import AuditLog, open_sink
+    from interlock.runtime.books.audit import AuditLog, open_sink
 
     return AuditLog(open_sink(options.audit_log))
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from interlock.runtime.loaded.tables import worker_label
 from interlock.runtime.ops.ui.view import span
-from interlock.runtime.tables import worker_label
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 

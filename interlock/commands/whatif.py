@@ -1,6 +1,7 @@
 """`simulate`: what every alias would answer with if some workers or providers were down (or full).
 
-Offline: reads a plan (or compiles a configuration) and never calls a gateway; see ``interlock.whatif``.
+Offline: reads a plan (or compiles a configuration) and never calls a gateway; see
+``interlock.commands.whatif_walk``.
 Exit codes: 0 (also when aliases are left without a candidate, unless ``--fail-if-unservable``),
 1 some alias would have no candidate and ``--fail-if-unservable`` was given or the input has errors,
 2 usage (an unknown worker or provider name).
@@ -48,7 +49,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from interlock.whatif import Scenario, UnknownPart, render_text, simulate
+    from interlock.commands.whatif_walk import Scenario, UnknownPart, render_text, simulate
 
     plan = read_plan("simulate", args.plan, args)
     if plan is None:

@@ -6,7 +6,7 @@ context (plan and diagnostics). It raises nothing for bad input: callers look at
 
 from __future__ import annotations
 
-from interlock.collector import collector_paused
+from interlock.common.gc_pause import collector_paused
 from interlock.compiler.codes import Severity
 from interlock.compiler.context import CompileContext, CompileOptions
 from interlock.compiler.diagnostics import CompileError, Diagnostic, DiagnosticSink

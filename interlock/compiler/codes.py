@@ -1,7 +1,7 @@
 """Every diagnostic code, its stable name, severity and one-line meaning.
 
 Codes are part of the contract: CI configurations and editors match on them. Never renumber; retire a
-code by leaving it here marked as retired. ``tests/test_codes.py`` checks each code is documented in
+code by leaving it here marked as retired. ``tests/compiler/test_codes.py`` checks each code is documented in
 the README and raised by at least one fixture.
 """
 

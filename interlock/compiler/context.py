@@ -6,11 +6,11 @@ import os
 from collections.abc import KeysView, Mapping
 from dataclasses import dataclass, field
 
+from interlock.common.kinds import DEFAULT_IDLE_MS, KINDS, default_first_byte_ms
 from interlock.compiler.diagnostics import DiagnosticSink, Span
 from interlock.compiler.loader import Entry, LoadLimits, Reader, Sources
 from interlock.compiler.placed import Placed
 from interlock.compiler.reading import read_file
-from interlock.kinds import DEFAULT_IDLE_MS, KINDS, default_first_byte_ms
 from interlock.schema.config import (
     AliasSection,
     HealthSection,

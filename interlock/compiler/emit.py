@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from interlock.common.patterns import slot_limit
+from interlock.common.vendors import listed_host
 from interlock.compiler.context import CompileContext, Worker
-from interlock.compiler.placement import FOREVER
-from interlock.patterns import slot_limit
+from interlock.compiler.homes import FOREVER
 from interlock.schema.canonical import content_hash
 from interlock.schema.config import RETRY_DEFAULTS, RetrySection, TelemetrySection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPlacement, RoutingPlan
-from interlock.vendors import listed_host
 
 
 def emit(ctx: CompileContext) -> RoutingPlan:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from interlock.common.kinds import KINDS, has_workers
+from interlock.common.patterns import matching_row
 from interlock.compiler.context import CompileContext, Link, Worker
 from interlock.compiler.diagnostics import Span, visible
-from interlock.kinds import KINDS, has_workers
-from interlock.patterns import matching_row
 from interlock.schema.config import RETRY_DEFAULTS, RetrySection
 from interlock.schema.durations import format_duration
 from interlock.schema.plan import PlanContract
@@ -176,7 +176,7 @@ def _context(ctx: CompileContext, worker: Worker, model: str, declared: int | No
 
 
 def _placement(ctx: CompileContext, worker: Worker, candidate: str) -> str:
-    """Whether ``candidate`` stays loaded on ``worker`` (its home), and why (``compiler.placement``)."""
+    """Whether ``candidate`` stays loaded on ``worker`` (its home), and why (``compiler.homes``)."""
     placed = ctx.placement
     if placed is None:
         return "not computed"

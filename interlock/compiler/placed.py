@@ -1,10 +1,10 @@
-"""The compiled placement's data (``compiler.placement`` computes it; emit and explain read it)."""
+"""The compiled placement's data (``compiler.homes`` computes it; emit and explain read it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interlock.placement import Packing
+from interlock.common.packing import Packing
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from interlock.common.resources import builtin_profiles
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span, did_you_mean
 from interlock.compiler.loader import SourceDoc, display_name, parse_document
 from interlock.compiler.reading import SourceUnreadable, read_file, within
 from interlock.compiler.validate import salvage
-from interlock.resources import builtin_profiles
 from interlock.schema.config import ProfileFile
 
 

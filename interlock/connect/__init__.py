@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Mapping
 
 from interlock.connect.agents import claude_code, codex
-from interlock.connect.facts import NO_KEY, AliasFacts, Refused
+from interlock.connect.alias_facts import NO_KEY, AliasFacts, Refused
 from interlock.connect.grammar import Shell, comment, quoted, visible, yaml_document
 
 Render = Callable[[AliasFacts], str]

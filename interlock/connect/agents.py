@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interlock.connect.facts import NO_KEY, AliasFacts, Refused
+from interlock.connect.alias_facts import NO_KEY, AliasFacts, Refused
 from interlock.connect.grammar import Shell, comment, toml
 
 

@@ -10,8 +10,8 @@ to `denied` narrows it.
 
 from __future__ import annotations
 
+from interlock.common.patterns import parse_match
 from interlock.diff.change import Change, changed_fields, show
-from interlock.patterns import parse_match
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanTenant, RoutingPlan
 
 _STRICTNESS = {"off": 0, "optional": 1, "required": 2}

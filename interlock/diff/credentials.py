@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from interlock.common.vendors import vendor_of
 from interlock.diff.change import Change, named
 from interlock.schema.plan import PlanKey, PlanProvider, RoutingPlan
-from interlock.vendors import vendor_of
 
 
 def credentials(base: RoutingPlan, head: RoutingPlan) -> list[Change]:

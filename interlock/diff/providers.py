@@ -3,9 +3,9 @@ retries, workers."""
 
 from __future__ import annotations
 
+from interlock.common.kinds import KINDS
 from interlock.diff.aliases import reordered
 from interlock.diff.change import Change, changed_fields, named, show
-from interlock.kinds import KINDS
 from interlock.schema.plan import PlanProvider, RoutingPlan
 
 

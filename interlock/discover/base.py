@@ -7,7 +7,7 @@ no redirect followed (a 3xx is an answer like any other), no credential of any k
 Whatever a server answers is bounded here, before a probe reads it: an answer takes at most ``timeout_s``
 from connecting to its last byte (a server trickling a byte a second does not hold `init` for longer),
 holds at most ``MAX_ANSWER_BYTES``, and is JSON nested at most as deep as Python's parser allows. Its
-numbers are read through ``interlock.bounds`` (``window``, ``slots``), a model's name only when it is
+numbers are read through ``interlock.common.bounds`` (``window``, ``slots``), a model's name only when it is
 one line of printable text (``model_name``), and any other text a server chose (its version, a note)
 only through ``said``, which escapes what a terminal or a YAML comment would act on.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from interlock.bounds import MAX_SLOTS, bounded
+from interlock.common.bounds import MAX_SLOTS, bounded
 
 MAX_ANSWER_BYTES = 4 << 20
 """The largest answer read (4 MiB): Ollama's ``/api/show`` with a long licence is ~100 kB."""
@@ -153,7 +153,7 @@ def ok(answer: tuple[int, Any] | None) -> Any:
 
 
 def slots(value: Any) -> int | None:
-    """A server's slot count, or None when ``value`` is not one (``interlock.bounds.MAX_SLOTS``)."""
+    """A server's slot count, or None when ``value`` is not one (``interlock.common.bounds.MAX_SLOTS``)."""
     return bounded(value, MAX_SLOTS)
 
 

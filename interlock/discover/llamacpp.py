@@ -4,7 +4,9 @@ do, modalities), ``GET /v1/models`` (the model's name), ``GET /slots`` (when on:
 
 An agent sends tools with every request, and llama-server accepts them whatever its chat template says
 (``/props``' ``supports_tools`` is false for Gemma's and SmolLM2's), so the model is declared with
-``tools`` and a remark saying what the template does with them. Without ``--alias`` the server names its
+``tools`` and a remark saying what the template does with them; ``thinking`` too where the template
+writes an earlier turn's reasoning back (``supports_preserve_reasoning``: a thinking model's), so its
+reasoning contract is ``reasoning_content``. Without ``--alias`` the server names its
 model by the ``.gguf`` file's path, and answers any name: the file's name is used instead. The window
 is a slot's: llama-server splits ``--ctx-size`` over ``--parallel`` slots.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.bounds import MAX_SLOTS, window
+from interlock.common.bounds import MAX_SLOTS, window
 from interlock.discover.base import Found, FoundModel, Http, model_name, ok, said, slots
 
 TOOL = "interlock_init_probe"
@@ -54,11 +56,15 @@ def probe(http: Http, url: str) -> Found | None:
         notes.append(why)
     tools_why = _tools(http, props)
     capabilities = ["completion", "tools"]
+    thinks = _thinks(props)
+    if thinks:
+        capabilities.append("thinking")
     modalities = props.get("modalities")
     if isinstance(modalities, dict) and modalities.get("vision") is True:
         capabilities.append("vision")
     context, context_why = _window(props, live, count)
-    remarks = [("capabilities", tools_why)] if tools_why else []
+    said_of_capabilities = "; ".join(why for why in (tools_why, thinks) if why)
+    remarks = [("capabilities", said_of_capabilities)] if said_of_capabilities else []
     remarks += [("context_tokens", context_why)] if context_why else []
     return Found(
         url=url,
@@ -115,6 +121,16 @@ def _tools(http: Http, props: dict[str, Any]) -> str | None:
         "tools: llama-server accepts them, but its chat template leaves them out of the prompt "
         "(/apply-template): the model never sees the tools and answers in text"
     )
+
+
+def _thinks(props: dict[str, Any]) -> str | None:
+    """The remark for ``thinking`` when the chat template writes an earlier turn's ``reasoning_content``
+    back into the prompt (``/props``: ``supports_preserve_reasoning``), a thinking model's template; None
+    otherwise (SmolLM2's and Gemma's). Its reasoning contract is then ``reasoning_content``."""
+    caps = props.get("chat_template_caps")
+    if not isinstance(caps, dict) or caps.get("supports_preserve_reasoning") is not True:
+        return None
+    return "thinking: its template writes reasoning_content back (/props: supports_preserve_reasoning)"
 
 
 def _window(props: dict[str, Any], live: Any, count: int | None) -> tuple[int | None, str | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from interlock.bounds import window, window_text
+from interlock.common.bounds import window, window_text
 from interlock.discover.base import MAX_MODELS, Found, FoundModel, Http, model_name, ok, said
 
 NUM_CTX = re.compile(r"^num_ctx[ \t]+(\S+)[ \t]*$", re.MULTILINE)

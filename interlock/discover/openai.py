@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.bounds import window
+from interlock.common.bounds import window
 from interlock.discover.base import MAX_MODELS, Found, FoundModel, Http, model_name, ok
 
 SERVERS = {"vllm": ("vLLM", "vllm"), "sglang": ("SGLang", "sglang")}  # owned_by -> (name, `server:`)

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from interlock.common.vendors import unlisted_hosts
 from interlock.discover.base import Found, FoundModel, said
-from interlock.vendors import unlisted_hosts
 
 NAMESPACE = "local/"
 SERVE_PORTS = (8080, 4000, 8081, 8090)  # interlock's default first; the others where a server found is

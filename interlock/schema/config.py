@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from interlock.kinds import PROVIDER_KINDS as PROVIDER_KINDS
+from interlock.common.kinds import PROVIDER_KINDS as PROVIDER_KINDS
 from interlock.schema.durations import Duration
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from interlock.kinds import DEFAULT_IDLE_MS, KindName
+from interlock.common.kinds import DEFAULT_IDLE_MS, KindName
 
 PLAN_FORMAT_VERSION = 1
 DEFAULT_MAX_UPSTREAM_BODY_BYTES = 32 * 1024 * 1024

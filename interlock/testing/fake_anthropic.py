@@ -25,8 +25,7 @@ from typing import Any
 import orjson
 
 from interlock.testing.fake_openai import tokenize
-from interlock.testing.replies import Reply, answers_a_tool_use, count_words, planned_calls, split_text
-from interlock.testing.server import (
+from interlock.testing.fake_server import (
     Answer,
     ErrorAnswer,
     FakeServer,
@@ -35,6 +34,7 @@ from interlock.testing.server import (
     Route,
     StreamAnswer,
 )
+from interlock.testing.replies import Reply, answers_a_tool_use, count_words, planned_calls, split_text
 
 _SSE = "text/event-stream"
 # the betas that let `messages` hold system turns (the one each Claude Code version sends with them)
@@ -212,7 +212,7 @@ class FakeAnthropic(FakeServer):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from interlock.testing.cli import run_fake
+    from interlock.testing.run_fake import run_fake
 
     def build(args: Any) -> FakeServer:
         return FakeAnthropic(

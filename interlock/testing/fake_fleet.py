@@ -46,9 +46,7 @@ from typing import Any
 import orjson
 
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
-from interlock.testing.http import Connection, Request
-from interlock.testing.replies import Reply, count_words
-from interlock.testing.server import (
+from interlock.testing.fake_server import (
     Answer,
     ErrorAnswer,
     FakeServer,
@@ -57,6 +55,8 @@ from interlock.testing.server import (
     Route,
     StreamAnswer,
 )
+from interlock.testing.http import Connection, Request
+from interlock.testing.replies import Reply, count_words
 
 _NDJSON = "application/x-ndjson"
 _SIMULATED = frozenset({("POST", "/api/chat"), ("POST", "/api/generate"), ("POST", "/api/embed")})

@@ -33,15 +33,7 @@ from typing import Any
 
 import orjson
 
-from interlock.testing.replies import (
-    Reply,
-    count_words,
-    embedding_for,
-    last_is_tool_result,
-    planned_calls,
-    split_text,
-)
-from interlock.testing.server import (
+from interlock.testing.fake_server import (
     Answer,
     ErrorAnswer,
     FakeServer,
@@ -49,6 +41,14 @@ from interlock.testing.server import (
     JsonAnswer,
     Route,
     StreamAnswer,
+)
+from interlock.testing.replies import (
+    Reply,
+    count_words,
+    embedding_for,
+    last_is_tool_result,
+    planned_calls,
+    split_text,
 )
 
 _NDJSON = "application/x-ndjson"
@@ -423,7 +423,7 @@ def parse_model(text: str) -> ModelSpec:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from interlock.testing.cli import run_fake
+    from interlock.testing.run_fake import run_fake
 
     def build(args: Any) -> FakeServer:
         models = [parse_model(m) for m in args.model] if args.model else DEFAULT_MODELS

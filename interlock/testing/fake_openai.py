@@ -25,6 +25,15 @@ from typing import Any
 
 import orjson
 
+from interlock.testing.fake_server import (
+    Answer,
+    ErrorAnswer,
+    FakeServer,
+    Incoming,
+    JsonAnswer,
+    Route,
+    StreamAnswer,
+)
 from interlock.testing.replies import (
     Reply,
     count_words,
@@ -34,18 +43,10 @@ from interlock.testing.replies import (
     planned_calls,
     split_text,
 )
-from interlock.testing.server import (
-    Answer,
-    ErrorAnswer,
-    FakeServer,
-    Incoming,
-    JsonAnswer,
-    Route,
-    StreamAnswer,
-)
 from interlock.testing.server_load import PROMETHEUS, Reported, llama_models, metrics, props, slots
 
 _SSE = "text/event-stream"
+REASONING = "reasoning_content"  # where llama-server (--reasoning-format deepseek) puts a model's thinking
 
 
 class FakeOpenAI(FakeServer):
@@ -229,8 +230,9 @@ class FakeOpenAI(FakeServer):
                 "model": model,
             }
             frames = []
+            thought = None if calls else reply.reasoning
             for index in range(choices):
-                frames.extend(self._choice_events(head, index, calls, pieces, finish))
+                frames.extend(self._choice_events(head, index, calls, pieces, finish, thought))
             options = body.get("stream_options")
             if isinstance(options, dict) and options.get("include_usage") is True and reply.usage:
                 frames.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
@@ -240,6 +242,8 @@ class FakeOpenAI(FakeServer):
             message, finish = {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
         else:
             message = {"role": "assistant", "content": "".join(pieces)}
+            if reply.reasoning is not None:
+                message[REASONING] = reply.reasoning
         answer: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion",
@@ -255,11 +259,19 @@ class FakeOpenAI(FakeServer):
 
     @staticmethod
     def _choice_events(
-        head: dict[str, Any], index: int, calls: list[dict[str, Any]], pieces: list[str], finish: str
+        head: dict[str, Any],
+        index: int,
+        calls: list[dict[str, Any]],
+        pieces: list[str],
+        finish: str,
+        thought: str | None = None,
     ) -> list[bytes]:
         """The stream events of choice ``index`` (``n`` choices follow one another); each tool call
-        starts with its id and name, its arguments follow in two pieces."""
+        starts with its id and name, its arguments follow in two pieces; a ``thought`` comes first, in
+        ``reasoning_content`` deltas, one per word (as llama-server streams it)."""
         frames = [_event(head, {"role": "assistant", "content": ""}, None, index)]
+        for piece in split_text(thought, None) if thought else ():
+            frames.append(_event(head, {REASONING: piece}, None, index))
         if calls:
             for number, call in enumerate(calls):
                 function = call["function"]
@@ -299,36 +311,9 @@ class FakeOpenAI(FakeServer):
             if isinstance(tool, dict) and tool.get("type") == "function"
         ]
         answered = isinstance(items[-1], dict) and items[-1].get("type") == "function_call_output"
-        output: list[dict[str, Any]] = []
-        if any(isinstance(t, dict) and t.get("type") == "web_search" for t in tools):
-            action = {"type": "search", "query": "fake search"}
-            output.append(
-                {"type": "web_search_call", "id": _rid("ws"), "status": "completed", "action": action}
-            )
         calls = planned_calls(self.reply, functions, answered)
-        for name, arguments in calls:
-            output.append(
-                {
-                    "type": "function_call",
-                    "id": _rid("fc"),
-                    "call_id": _rid("call"),
-                    "name": name,
-                    "arguments": orjson.dumps(arguments).decode(),
-                    "status": "completed",
-                }
-            )
         pieces = split_text(self.reply.render(self.name, model), self.reply.chunks)
-        if not calls:
-            text = {"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}
-            output.append(
-                {
-                    "type": "message",
-                    "id": _rid("msg"),
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [text],
-                }
-            )
+        output = _response_output(tools, calls, pieces)
         prompt = count_words([i for i in items if isinstance(i, dict)])
         completion = len(calls) or len(pieces)
         usage = {
@@ -424,6 +409,40 @@ def _event(head: dict[str, Any], delta: dict[str, Any], finish: str | None, inde
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
+def _response_output(
+    tools: list[Any], calls: list[tuple[str, dict[str, Any]]], pieces: list[str]
+) -> list[dict[str, Any]]:
+    """A response's ``output`` items: a ``web_search_call`` when a hosted web_search tool is offered, then
+    the function calls, or else the message of ``pieces``."""
+    output: list[dict[str, Any]] = []
+    if any(isinstance(t, dict) and t.get("type") == "web_search" for t in tools):
+        action = {"type": "search", "query": "fake search"}
+        output.append({"type": "web_search_call", "id": _rid("ws"), "status": "completed", "action": action})
+    for name, arguments in calls:
+        output.append(
+            {
+                "type": "function_call",
+                "id": _rid("fc"),
+                "call_id": _rid("call"),
+                "name": name,
+                "arguments": orjson.dumps(arguments).decode(),
+                "status": "completed",
+            }
+        )
+    if not calls:
+        text = {"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}
+        output.append(
+            {
+                "type": "message",
+                "id": _rid("msg"),
+                "status": "completed",
+                "role": "assistant",
+                "content": [text],
+            }
+        )
+    return output
+
+
 def _rid(prefix: str) -> str:
     return f"{prefix}_{random.getrandbits(96):024x}"
 
@@ -472,7 +491,7 @@ def _response_events(response: dict[str, Any], pieces: list[str]) -> list[bytes]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from interlock.testing.cli import run_fake
+    from interlock.testing.run_fake import run_fake
 
     def build(args: Any) -> FakeServer:
         models = args.models.split(",") if args.models else None

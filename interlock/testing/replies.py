@@ -23,7 +23,10 @@ class Reply:
     ``(name, arguments)`` pairs, those whose tool the request offers are called, in order.
     ``usage=False``: the OpenAI fake's answers carry no ``usage`` (no usage chunk when streaming);
     ``claims`` overrides counts of the ``usage`` it sends (a hostile upstream:
-    ``{"prompt_tokens": 2**64 - 1}``).
+    ``{"prompt_tokens": 2**64 - 1}``). ``reasoning``: the thinking the OpenAI fake's answer carries
+    before its text, as llama-server with ``--reasoning-format deepseek`` splits it off: the message's
+    ``reasoning_content``, or ``reasoning_content`` deltas before the ``content`` deltas of a stream
+    (tests/fixtures/recorded/llama-server, recorded by ``tests/inference/record_wire.py``).
     """
 
     text: str = "Hello from {server}, model {model}."
@@ -33,6 +36,7 @@ class Reply:
     tool_calls: tuple[tuple[str, Mapping[str, Any]], ...] | None = None
     usage: bool = True  # False: the OpenAI fake reports no usage (as some compatible servers do)
     claims: Mapping[str, int] | None = None  # counts sent in place of the counted ones
+    reasoning: str | None = None  # thinking before the text (as ``reasoning_content``, llama-server's field)
 
     def render(self, server: str, model: str) -> str:
         return self.text.replace("{server}", server).replace("{model}", model)

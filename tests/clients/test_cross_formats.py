@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from interlock.testing.fake_server import FakeServer
 from interlock.testing.faults import Fault
-from interlock.testing.server import FakeServer
 from tests.clients.conftest import Fakes
 from tests.clients.test_fidelity import ANTHROPIC_HEADERS, CACHED, answer, post
 from tests.e2e.harness import Served

@@ -12,8 +12,8 @@ import ollama
 import openai
 import pytest
 
-from interlock.apikeys import hash_key, new_key
 from interlock.cli import main
+from interlock.common.apikeys import hash_key, new_key
 from interlock.testing.fake_openai import FakeOpenAI
 from tests.e2e.harness import Served
 

@@ -7,8 +7,8 @@ import re
 import openai
 import pytest
 
+from interlock.testing.fake_server import FakeServer
 from interlock.testing.faults import Fault
-from interlock.testing.server import FakeServer
 from tests.e2e.conftest import SECRETS, Fakes
 from tests.e2e.harness import Served
 from tests.waiting import wait_until

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from interlock.testing.fake_server import FakeServer
 from interlock.testing.faults import Fault
-from interlock.testing.server import FakeServer
 from tests.e2e.conftest import Fakes
 from tests.e2e.harness import Served, compile_to
 from tests.waiting import wait_until

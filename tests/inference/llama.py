@@ -45,6 +45,15 @@ READY_S = 180  # a failure bound for loading the model on a busy 2-core machine,
 THREADS = 2  # the CI machine's cores; prefill is CPU-bound (about 90 prompt tokens/s on one thread)
 
 
+# llama-server's ``--reasoning-format`` values, by the name of xllamacpp's enum member
+REASONING_FORMATS = {
+    "none": "COMMON_REASONING_FORMAT_NONE",
+    "auto": "COMMON_REASONING_FORMAT_AUTO",
+    "deepseek-legacy": "COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY",
+    "deepseek": "COMMON_REASONING_FORMAT_DEEPSEEK",
+}
+
+
 def model_path() -> Path:
     """The model file: ``$INTERLOCK_LLAMA_MODEL``, else where ``.ci/llama.sh`` puts it."""
     named = os.environ.get("INTERLOCK_LLAMA_MODEL")
@@ -111,6 +120,8 @@ class LlamaServer:
         temperature: float | None = None,
         batch: int | None = None,
         sampling: Sampling | None = None,
+        chat_template: Path | None = None,
+        reasoning_format: str | None = None,
     ) -> None:
         self.model = model
         self.log_path = log
@@ -123,6 +134,8 @@ class LlamaServer:
         self.args += ["--temp", str(temperature)] if temperature is not None else []
         self.args += ["--batch", str(batch)] if batch is not None else []
         self.args += sampling.args() if sampling is not None else []
+        self.args += ["--chat-template-file", str(chat_template)] if chat_template is not None else []
+        self.args += ["--reasoning-format", reasoning_format] if reasoning_format is not None else []
         self.args += ["--alias", alias]  # "": none, as llama-server's default (the model named by its file)
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -246,6 +259,8 @@ def serve(argv: list[str]) -> None:
     parser.add_argument("--repeat-last-n", type=int, help="tokens the repeat penalty looks back on")
     parser.add_argument("--dry-multiplier", type=float, help="DRY's penalty on repeated sequences (0: off)")
     parser.add_argument("--seed", type=int, help="the sampler's seed (a random one by default)")
+    parser.add_argument("--chat-template-file", help="a Jinja chat template in place of the model's own")
+    parser.add_argument("--reasoning-format", choices=sorted(REASONING_FORMATS), help="where thinking goes")
     args = parser.parse_args(argv)
     params = xllamacpp.CommonParams()
     params.model.path = args.model
@@ -267,6 +282,11 @@ def serve(argv: list[str]) -> None:
         params.sampling.seed = args.seed
     if args.batch is not None:
         params.n_batch = params.n_ubatch = args.batch
+    if args.chat_template_file:
+        params.chat_template = Path(args.chat_template_file).read_text()
+    if args.reasoning_format:
+        formats = xllamacpp.common_reasoning_format
+        params.reasoning_format = getattr(formats, REASONING_FORMATS[args.reasoning_format])
     params.hostnames, params.port = ["127.0.0.1"], args.port
     if args.embedding:
         # SmolLM2's GGUF names no pooling: "none" is refused on the OpenAI route ("not OAI compatible")

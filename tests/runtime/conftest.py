@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from interlock.compiler import compile_config
-from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.schema.canonical import canonical_json
 from tests.redis_server import RedisServer
 
@@ -88,7 +88,7 @@ def in_fresh_process(tmp_path: Path, plan: RuntimePlan, program: str) -> str:
     plan_file.write_text(canonical_json(plan.source.model_dump(mode="json")))
     preamble = (
         "import sys, asyncio\n"
-        "from interlock.runtime.plan import load_plan, read_plan_file\n"
+        "from interlock.runtime.loaded.plan import load_plan, read_plan_file\n"
         f"plan = load_plan(read_plan_file({str(plan_file)!r}), {{'CLOUD_KEY': 'k'}})\n"
         "from interlock.commands.gateway import build_gateway\n"
         "gateway = build_gateway(plan, probes=False)\n"

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from interlock.runtime.errors import CannotServe
+from interlock.runtime.base.errors import CannotServe
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 

@@ -17,8 +17,8 @@ import pytest
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.fake_process import FakeProcess
 from interlock.testing.faults import Fault, FaultBoard, FaultKind
-from interlock.testing.process import FakeProcess
 from interlock.testing.replies import Reply, split_text
 from tests.waiting import PATIENCE_S, wait_until
 

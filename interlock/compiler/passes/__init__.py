@@ -11,6 +11,7 @@ from interlock.compiler.passes.capabilities import capabilities
 from interlock.compiler.passes.contract import contract
 from interlock.compiler.passes.cors import cors
 from interlock.compiler.passes.destinations import destinations
+from interlock.compiler.passes.headers import headers
 from interlock.compiler.passes.health import health
 from interlock.compiler.passes.keyvars import keyvars
 from interlock.compiler.passes.placement import placement
@@ -20,14 +21,13 @@ from interlock.compiler.passes.routing import routing
 from interlock.compiler.passes.shape import shape
 from interlock.compiler.passes.usage import usage
 from interlock.compiler.passes.vram import vram
-from interlock.compiler.passes.wire import wire
 from interlock.compiler.passes.workers import workers
 
 Pass = Callable[[CompileContext], None]
 
 PASSES: tuple[Pass, ...] = (
     shape,  # raw sections -> typed sections
-    wire,  # names and headers that cannot be sent on the wire rejected
+    headers,  # names and headers that cannot be sent on the wire rejected
     providers,  # kinds, base URLs, credential variables
     destinations,  # a vendor's credential bound to its vendor's hosts (or `api_key_hosts`)
     workers,  # profiles applied, pattern tables built

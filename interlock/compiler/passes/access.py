@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from interlock.apikeys import KEY_ID, parse_hash
+from interlock.common.apikeys import KEY_ID, parse_hash
+from interlock.common.patterns import allows, matches, matching_row, order, parse_match
 from interlock.compiler.context import ApiKey, CompileContext
 from interlock.compiler.loader import Entry
 from interlock.compiler.passes.providers import ENV_NAME, credential_variable
 from interlock.compiler.secrets import looks_like_secret
-from interlock.patterns import allows, matches, matching_row, order, parse_match
 from interlock.schema.config import Limits, TenantSection
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanPrice, PlanTenant
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from interlock.common.kinds import KINDS, has_workers
 from interlock.compiler.context import Alias, CompileContext
-from interlock.kinds import KINDS, has_workers
 from interlock.schema.plan import PlanContract, PlanReasoning, Reasoning
 
 SPREAD = 2  # the largest window over the guaranteed one that IL504 lets pass for an agent's alias

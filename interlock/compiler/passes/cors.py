@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from interlock.common.headers import HTTP_TOKEN
 from interlock.compiler.context import CompileContext
 from interlock.schema.config import CorsSection
 from interlock.schema.plan import PlanCors
-from interlock.wire import HTTP_TOKEN
 
 ANY = "*"
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -1,7 +1,8 @@
 """Destinations: a provider's credential -> the hosts it may be sent to (vendor keys bound to vendor hosts).
 
-A vendor's variable (``OPENAI_API_KEY``, ``HF_TOKEN``: ``interlock.vendors``) goes only to that vendor's
-hosts, whatever the provider's ``kind``; another host must be written in the provider's ``api_key_hosts``,
+A vendor's variable (``OPENAI_API_KEY``, ``HF_TOKEN``: ``interlock.common.vendors``) goes only to that
+vendor's hosts, whatever the provider's ``kind``; another host must be written in the provider's
+``api_key_hosts``,
 a line a reviewer sees (``interlock diff`` reports it as its own change). Any other variable goes off this
 network only to a vendor's host or a listed one (IL120): an allow rule, since no list of other systems'
 secret names is ever complete. Once a provider lists hosts, the list pins any variable: every host the
@@ -14,9 +15,9 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from interlock.common.vendors import host_of, listed_host, stray_hosts, unlisted_hosts, vendor_of
 from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.passes.providers import accepted, called_urls
-from interlock.vendors import host_of, listed_host, stray_hosts, unlisted_hosts, vendor_of
 
 HOST_NAME = re.compile(
     r"^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$"

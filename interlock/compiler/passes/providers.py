@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
+from interlock.common.envnames import not_a_credential
+from interlock.common.hosts import host_class
+from interlock.common.kinds import KINDS, PROVIDER_KINDS, has_workers, listed
 from interlock.compiler.context import CompileContext, Provider
 from interlock.compiler.diagnostics import CONTROL_CHARS, Span, did_you_mean
 from interlock.compiler.loader import SourceDoc
 from interlock.compiler.secrets import CREDENTIAL_KEY, looks_like_secret
-from interlock.envnames import not_a_credential
-from interlock.hosts import host_class
-from interlock.kinds import KINDS, PROVIDER_KINDS, has_workers, listed
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVIDER_NAME = re.compile(r"^[^/\s]+$")
@@ -301,6 +301,42 @@ def check_url(
     (paths are appended to it) also without `?` or `#`; False when it is not (and the diagnostic is
     reported). A cloud metadata or link-local host is allowed but said (IL113)."""
     span: Span = doc.span(path)
+    if not _printable(ctx, span, where, url):
+        return False
+    parts: SplitResult | None
+    try:
+        parts = urlsplit(url.strip())
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is not None and _holds_credential(parts):
+        doc.mark_secret(path)
+        ctx.sink.add(
+            "IL103",
+            span,
+            f"`{where}` carries a credential in the URL; the value is not shown",
+            path=where,
+            hint="remove `user:password@` or `?key=...` and name a variable in `api_key_env`",
+        )
+        return False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        ctx.sink.add(
+            "IL106",
+            span,
+            f"`{where}` is not an absolute http(s) URL: `{url}`",
+            path=where,
+            value=url,
+            hint=_absolute_hint(url, parts),
+        )
+        return False
+    if base and not _base_url_ends_at_path(ctx, span, where, url):
+        return False
+    _say_metadata_host(ctx, span, where, url, parts.hostname)
+    return True
+
+
+def _printable(ctx: CompileContext, span: Span, where: str, url: str) -> bool:
+    """IL106 when the URL holds a control character or a space (False: reported)."""
     control = CONTROL_CHARS.search(url.strip())
     if control is not None:  # `urlsplit` drops CR, LF and tab without a word; the request would carry them
         ctx.sink.add(
@@ -323,67 +359,58 @@ def check_url(
             hint="a URL has no spaces: remove it, or write it as `%20` where the server expects one",
         )
         return False
-    try:
-        parts = urlsplit(url.strip())
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        parts, port_ok = None, False
-    query_keys = [k for k, _ in parse_qsl(parts.query)] if parts is not None else []
-    if parts is not None and (
-        parts.username or parts.password or any(CREDENTIAL_KEY.match(k) for k in query_keys)
-    ):
-        doc.mark_secret(path)
-        ctx.sink.add(
-            "IL103",
-            span,
-            f"`{where}` carries a credential in the URL; the value is not shown",
-            path=where,
-            hint="remove `user:password@` or `?key=...` and name a variable in `api_key_env`",
-        )
-        return False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        if "://" not in url:
-            hint = f"write the scheme: `http://{url}` or `https://{url}`"
-        elif parts is not None and parts.scheme not in ("http", "https"):
-            hint = f"the scheme is `{parts.scheme}`; use http:// or https://"
-        else:
-            hint = "write `http(s)://host[:port][/path]`"
-        ctx.sink.add(
-            "IL106",
-            span,
-            f"`{where}` is not an absolute http(s) URL: `{url}`",
-            path=where,
-            value=url,
-            hint=hint,
-        )
-        return False
-    if base and ("?" in url or "#" in url):
-        mark = "?" if "?" in url else "#"
-        ctx.sink.add(
-            "IL112",
-            span,
-            f"`{where}` holds `{mark}`: `{url}`; request paths are appended to a base URL, and after "
-            f"`{mark}` they would be {'a query' if mark == '?' else 'a fragment, never sent'}",
-            path=where,
-            value=url,
-            hint=f"write the URL up to the path only: `{url.strip().split(mark, 1)[0].split('?', 1)[0]}`",
-        )
-        return False
-    found = host_class(parts.hostname)
-    if found in ("metadata", "link-local"):
-        what, there = (
-            ("a cloud's instance-metadata service", "to the address where the cloud serves")
-            if found == "metadata"
-            else ("a link-local address", "into the link-local range where clouds serve")
-        )
-        ctx.sink.add(
-            "IL113",
-            span,
-            f"`{where}` points at {what} (`{parts.hostname}`): the gateway would send requests (and any "
-            f"key) {there} the machine's own credentials",
-            path=where,
-            value=url,
-            hint="a model server is never at 169.254.0.0/16, a cloud's agent address or `metadata.*`; "
-            "check the address",
-        )
     return True
+
+
+def _holds_credential(parts: SplitResult) -> bool:
+    """User-info, or a query key named like a credential (``key``, ``token``, ...)."""
+    query_keys = [k for k, _ in parse_qsl(parts.query)]
+    return bool(parts.username or parts.password or any(CREDENTIAL_KEY.match(k) for k in query_keys))
+
+
+def _absolute_hint(url: str, parts: SplitResult | None) -> str:
+    """What to write instead of a URL that is not an absolute http(s) one."""
+    if "://" not in url:
+        return f"write the scheme: `http://{url}` or `https://{url}`"
+    if parts is not None and parts.scheme not in ("http", "https"):
+        return f"the scheme is `{parts.scheme}`; use http:// or https://"
+    return "write `http(s)://host[:port][/path]`"
+
+
+def _base_url_ends_at_path(ctx: CompileContext, span: Span, where: str, url: str) -> bool:
+    """IL112 when a base URL holds `?` or `#` (request paths appended after it would be lost)."""
+    if "?" not in url and "#" not in url:
+        return True
+    mark = "?" if "?" in url else "#"
+    ctx.sink.add(
+        "IL112",
+        span,
+        f"`{where}` holds `{mark}`: `{url}`; request paths are appended to a base URL, and after "
+        f"`{mark}` they would be {'a query' if mark == '?' else 'a fragment, never sent'}",
+        path=where,
+        value=url,
+        hint=f"write the URL up to the path only: `{url.strip().split(mark, 1)[0].split('?', 1)[0]}`",
+    )
+    return False
+
+
+def _say_metadata_host(ctx: CompileContext, span: Span, where: str, url: str, hostname: str) -> None:
+    """IL113 (a warning) when the host is a cloud's metadata service or link-local."""
+    found = host_class(hostname)
+    if found not in ("metadata", "link-local"):
+        return
+    what, there = (
+        ("a cloud's instance-metadata service", "to the address where the cloud serves")
+        if found == "metadata"
+        else ("a link-local address", "into the link-local range where clouds serve")
+    )
+    ctx.sink.add(
+        "IL113",
+        span,
+        f"`{where}` points at {what} (`{hostname}`): the gateway would send requests (and any "
+        f"key) {there} the machine's own credentials",
+        path=where,
+        value=url,
+        hint="a model server is never at 169.254.0.0/16, a cloud's agent address or `metadata.*`; "
+        "check the address",
+    )

@@ -3,10 +3,12 @@ alias that resumes cut streams has a replica to resume on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from interlock.common.headers import HTTP_TOKEN, RESERVED_HEADERS
+from interlock.common.kinds import KINDS
 from interlock.compiler.context import CompileContext
 from interlock.compiler.diagnostics import Span, did_you_mean
-from interlock.kinds import KINDS
-from interlock.wire import HTTP_TOKEN, RESERVED_HEADERS
 
 POLICIES = ("fallback", "queue")
 
@@ -26,7 +28,6 @@ _RANGES: tuple[tuple[str, str, int, str], ...] = (
 def routing(ctx: CompileContext) -> None:
     """Check `routing:` and every alias's `on_saturation`."""
     entry = ctx.sources.singletons.get("routing")
-    section = ctx.routing
 
     def span(*key: str) -> Span:
         if entry is None:
@@ -34,7 +35,16 @@ def routing(ctx: CompileContext) -> None:
             return Span(main.file if main else "<config>")
         return ctx.span_of(entry, *key)
 
-    for key, value in section.weights.model_dump().items():
+    _weights(ctx, span)
+    _ranges(ctx, span)
+    _fallback_after(ctx, span)
+    _sticky(ctx, span)
+    _policies(ctx, span)
+
+
+def _weights(ctx: CompileContext, span: Callable[..., Span]) -> None:
+    """IL901: no weight is negative."""
+    for key, value in ctx.routing.weights.model_dump().items():
         path = f"routing.weights.{key}"
         if value < 0 and not ctx.is_broken(path):
             ctx.sink.add(
@@ -45,8 +55,12 @@ def routing(ctx: CompileContext) -> None:
                 value=value,
                 hint="a weight of 0 (ignore this fact) or more; a penalty is already subtracted",
             )
+
+
+def _ranges(ctx: CompileContext, span: Callable[..., Span]) -> None:
+    """Each field of ``_RANGES`` above 0 and at most its largest value (its own code)."""
     for field, code, most, hint in _RANGES:
-        value = getattr(section, field)
+        value = getattr(ctx.routing, field)
         path = f"routing.{field}"
         if not 0 < value <= most and not ctx.is_broken(path):
             ctx.sink.add(
@@ -57,8 +71,12 @@ def routing(ctx: CompileContext) -> None:
                 value=value,
                 hint=hint,
             )
+
+
+def _fallback_after(ctx: CompileContext, span: Callable[..., Span]) -> None:
+    """IL907: `fallback_after` (routing's and each alias's) is a positive duration."""
     for path, after, where in (
-        ("routing.fallback_after", section.fallback_after, span("fallback_after")),
+        ("routing.fallback_after", ctx.routing.fallback_after, span("fallback_after")),
         *(
             (f"aliases.{n}.fallback_after", a.section.fallback_after, ctx.span_of(a.entry, "fallback_after"))
             for n, a in ctx.aliases.items()
@@ -74,7 +92,11 @@ def routing(ctx: CompileContext) -> None:
                 value=after,
                 hint="the longest expected wait before spilling to the next candidate, e.g. 2s",
             )
-    sticky = section.sticky
+
+
+def _sticky(ctx: CompileContext, span: Callable[..., Span]) -> None:
+    """Sticky sessions: its sizes at least 1 (IL905), its header one a session can be named by (IL906)."""
+    sticky = ctx.routing.sticky
     for key in ("prefix_bytes", "max_sessions", "idle_ttl"):
         value = getattr(sticky, key)
         path = f"routing.sticky.{key}"
@@ -99,8 +121,13 @@ def routing(ctx: CompileContext) -> None:
             value=header,
             hint="an HTTP header name of letters, digits and -, e.g. X-Session-ID",
         )
-    if section.on_saturation not in POLICIES and not ctx.is_broken("routing.on_saturation"):
-        _bad_policy(ctx, span("on_saturation"), "routing.on_saturation", section.on_saturation)
+
+
+def _policies(ctx: CompileContext, span: Callable[..., Span]) -> None:
+    """`on_saturation` (routing's, each worker's, each alias's) is a known policy; an alias that resumes
+    has a replica to resume on."""
+    if ctx.routing.on_saturation not in POLICIES and not ctx.is_broken("routing.on_saturation"):
+        _bad_policy(ctx, span("on_saturation"), "routing.on_saturation", ctx.routing.on_saturation)
     for worker in ctx.workers.values():
         policy = worker.on_saturation
         path = f"providers.{worker.provider}.workers[{worker.entry.path[-1]}].on_saturation"
@@ -117,7 +144,7 @@ def routing(ctx: CompileContext) -> None:
 
 def _replica(ctx: CompileContext, name: str) -> None:
     """`resume: same_model` resumes only on a second candidate of a model, of a kind that continues an
-    assistant prefill (runtime/resume.py): a chain without one never resumes (IL218)."""
+    assistant prefill (runtime/request/resume.py): a chain without one never resumes (IL218)."""
     models: dict[str, int] = {}
     for link in ctx.expanded.get(name, []):
         provider, _, model = link.candidate.partition("/")

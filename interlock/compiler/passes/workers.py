@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from interlock.common.kinds import SERVER_KINDS, has_workers, listed
+from interlock.common.patterns import covers, order, parse_pattern
 from interlock.compiler.context import CompileContext, Provider, Worker
 from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import Entry, Path, SourceDoc
 from interlock.compiler.passes.providers import check_url
 from interlock.compiler.profiles import LoadedProfile, ProfileCache
-from interlock.kinds import SERVER_KINDS, has_workers, listed
-from interlock.patterns import covers, order, parse_pattern
-from interlock.schema.config import QueueSection, WorkerSection
+from interlock.schema.config import ProfileWorkerDefaults, QueueSection, TelemetrySection, WorkerSection
 from interlock.schema.plan import PlanPattern
 
 
@@ -55,6 +55,22 @@ class _Origin:
         return self.doc.key_span((*self.path, *rest))
 
 
+@dataclass(frozen=True)
+class _Values:
+    """A worker's values: the key it sets, else its profile's, each with where it came from."""
+
+    section: WorkerSection
+    preset: ProfileWorkerDefaults | None
+    own: _Origin
+    from_profile: _Origin
+
+    def pick(self, key: str) -> tuple[Any, _Origin]:
+        value = getattr(self.section, key)
+        if value is not None or self.preset is None:
+            return value, self.own
+        return getattr(self.preset, key), self.from_profile
+
+
 def _worker(
     ctx: CompileContext,
     provider: Provider,
@@ -66,17 +82,7 @@ def _worker(
     entry = Entry(section.name, section, provider.entry.doc, (*provider.entry.path, "workers", index))
     where = f"providers.{provider.name}.workers[{index}]"
     own = _Origin(entry.doc, entry.path, "", where)
-
-    first = ctx.workers.get(section.name)
-    if first is not None:
-        ctx.sink.add(
-            "IL201",
-            own.span("name"),
-            f"worker name `{section.name}` is used twice",
-            path=f"{where}.name",
-            value=section.name,
-            hint=f"first used at {ctx.span_of(first.entry, 'name')}; names are unique across providers",
-        )
+    _check_unique(ctx, section, own, where)
     _check_url(ctx, entry, section, where, urls)
 
     loaded: LoadedProfile | None = None
@@ -88,34 +94,15 @@ def _worker(
         if loaded
         else own
     )
-
-    def pick(key: str) -> tuple[Any, _Origin]:
-        value = getattr(section, key)
-        if value is not None or preset is None:
-            return value, own
-        return getattr(preset, key), from_profile
-
-    max_concurrent, mc_origin = pick("max_concurrent")
-    if max_concurrent is None:
-        max_concurrent = 1
-    elif max_concurrent < 1:
-        ctx.sink.add(
-            "IL203",
-            mc_origin.span("max_concurrent"),
-            f"`{mc_origin.where('max_concurrent')}` must be at least 1, "
-            f"not `{max_concurrent}`{mc_origin.note}",
-            path=mc_origin.where("max_concurrent"),
-            value=str(max_concurrent),
-            hint="the number of requests this worker runs at once, all models together",
-        )
-        max_concurrent = None
-    table, table_origin = pick("model_concurrency")
+    values = _Values(section, preset, own, from_profile)
+    max_concurrent, mc_origin = _max_concurrent(ctx, values)
     # Compare slot limits with `max_concurrent` only when it is known: not pruned by `shape`, and not
     # a stand-in default for a profile that failed to load (IL208 already says why).
     profile_failed = section.profile is not None and loaded is None and section.max_concurrent is None
     limit_known = (
         max_concurrent is not None and not ctx.is_broken(f"{where}.max_concurrent") and not profile_failed
     )
+    table, table_origin = values.pick("model_concurrency")
     patterns = _patterns(
         ctx,
         table or {},
@@ -124,13 +111,77 @@ def _worker(
         mc_origin if mc_origin is own else table_origin,
         where,
     )
-    context_limits, cl_origin = pick("context_limits")
+    context_limits, default_context = _context_tokens(ctx, values)
+    queue = _queue(section.queue, preset.queue if preset else None)
+    ctx.workers.setdefault(
+        section.name,
+        Worker(
+            name=section.name,
+            provider=provider.name,
+            url=section.url.strip().rstrip("/"),
+            profile=loaded.profile if loaded else None,
+            max_concurrent=max_concurrent or 1,
+            patterns=patterns,
+            default_context_tokens=default_context,
+            context_limits=context_limits,
+            max_waiting=queue.max_waiting,
+            max_wait_ms=queue.max_wait,
+            entry=entry,
+            telemetry=_telemetry(ctx, entry, section, own, where),
+            on_saturation=section.on_saturation,
+            server=_server(ctx, provider, section, own),
+            memory_gib=section.memory_gib,
+        ),
+    )
+
+
+def _check_unique(ctx: CompileContext, section: WorkerSection, own: _Origin, where: str) -> None:
+    """IL201: a worker name is unique across providers."""
+    first = ctx.workers.get(section.name)
+    if first is not None:
+        ctx.sink.add(
+            "IL201",
+            own.span("name"),
+            f"worker name `{section.name}` is used twice",
+            path=f"{where}.name",
+            value=section.name,
+            hint=f"first used at {ctx.span_of(first.entry, 'name')}; names are unique across providers",
+        )
+
+
+def _max_concurrent(ctx: CompileContext, values: _Values) -> tuple[int | None, _Origin]:
+    """The worker's ``max_concurrent`` (1 when unset; None when below 1: IL203) and where it came from."""
+    max_concurrent, origin = values.pick("max_concurrent")
+    if max_concurrent is None:
+        return 1, origin
+    if max_concurrent < 1:
+        ctx.sink.add(
+            "IL203",
+            origin.span("max_concurrent"),
+            f"`{origin.where('max_concurrent')}` must be at least 1, not `{max_concurrent}`{origin.note}",
+            path=origin.where("max_concurrent"),
+            value=str(max_concurrent),
+            hint="the number of requests this worker runs at once, all models together",
+        )
+        return None, origin
+    return max_concurrent, origin
+
+
+def _context_tokens(ctx: CompileContext, values: _Values) -> tuple[dict[str, int], int | None]:
+    """The worker's ``context_limits`` and ``default_context_tokens``, each checked positive."""
+    context_limits, cl_origin = values.pick("context_limits")
     for model, tokens in (context_limits or {}).items():
         _positive_tokens(ctx, tokens, cl_origin, ("context_limits", model))
-    default_context, dc_origin = pick("default_context_tokens")
+    default_context, dc_origin = values.pick("default_context_tokens")
     if default_context is not None:
         _positive_tokens(ctx, default_context, dc_origin, ("default_context_tokens",))
-    queue = _queue(section.queue, preset.queue if preset else None)
+    return dict(context_limits or {}), default_context
+
+
+def _telemetry(
+    ctx: CompileContext, entry: Entry, section: WorkerSection, own: _Origin, where: str
+) -> TelemetrySection | None:
+    """The worker's telemetry section, None where its URL failed the check; IL210 when it reads nothing."""
     telemetry = section.telemetry
     if telemetry is not None and telemetry.url is not None:
         url_path = (*entry.path, "telemetry", "url")
@@ -145,26 +196,7 @@ def _worker(
             hint="set `nvidia_smi: true` or `host_memory: true` (a worker on the gateway's host), "
             "or `url` (a telemetry sidecar on the worker's host); or remove `telemetry`",
         )
-    ctx.workers.setdefault(
-        section.name,
-        Worker(
-            name=section.name,
-            provider=provider.name,
-            url=section.url.strip().rstrip("/"),
-            profile=loaded.profile if loaded else None,
-            max_concurrent=max_concurrent or 1,
-            patterns=patterns,
-            default_context_tokens=default_context,
-            context_limits=dict(context_limits or {}),
-            max_waiting=queue.max_waiting,
-            max_wait_ms=queue.max_wait,
-            entry=entry,
-            telemetry=telemetry,
-            on_saturation=section.on_saturation,
-            server=_server(ctx, provider, section, own),
-            memory_gib=section.memory_gib,
-        ),
-    )
+    return telemetry
 
 
 def _server(ctx: CompileContext, provider: Provider, section: WorkerSection, own: _Origin) -> str | None:

@@ -8,6 +8,9 @@ guards, worker scoring, reports) only call the lookup methods. Keys are the work
 The load table (``load``) holds what OpenAI-compatible servers said of their own load (``fleet.signals``:
 llama.cpp, vLLM, SGLang), written by the signal fetcher only: a whole ``ServerLoad`` per worker label, None
 once a reading failed (unknown, never the last one seen), dropped for workers the plan no longer reads.
+Beside it, ``slot_windows``: the window one request gets where the server says (a llama-server slot's
+``n_ctx``: ``--ctx-size`` over ``--parallel``), which ``fit.planned_context`` takes over a larger declared
+one, for the context guard and the cold routes alike.
 
 One more writer, for one table: the router lowers a route's *learned window* when its upstream
 refuses a prompt as over its context (``lower_window``: OpenAI-compatible servers, Anthropic and Ollama
@@ -72,6 +75,11 @@ class FactsTable:
         # request path looks it up here (a dictionary lookup, no call), ``lower_window`` writes it
         self.windows: Mapping[tuple[str, str], int] = MappingProxyType(self._windows)
         self._loads: dict[str, ServerLoad] = {}  # label -> an OpenAI-compatible server's own load
+        self._slot_windows: dict[str, int] = {}
+        # the window one request gets on each server that says (label -> a slot's context: llama.cpp's
+        # /slots ``n_ctx``), read-only and live; written from the same readings (``put_load``), kept when a
+        # reading fails (a window changes only with a restart, and the next reading says so)
+        self.slot_windows: Mapping[str, int] = MappingProxyType(self._slot_windows)
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
 
@@ -148,11 +156,15 @@ class FactsTable:
             self._loads.pop(label, None)
         else:
             self._loads[label] = load
+            if load.window is not None:
+                self._slot_windows[label] = load.window
 
     def keep_loads(self, labels: frozenset[str]) -> None:
         """Forget the loads of servers no longer read (a reload removed them, or their `server`)."""
         for label in [label for label in self._loads if label not in labels]:
             del self._loads[label]
+        for label in [label for label in self._slot_windows if label not in labels]:
+            del self._slot_windows[label]
         self.progress.keep(labels)
 
     def put_model(self, label: str, model: str, info: ModelInfo) -> None:

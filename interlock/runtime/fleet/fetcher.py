@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
-from interlock.runtime.clock import Clock
-from interlock.runtime.errors import UpstreamError
+from interlock.runtime.base.clock import Clock
+from interlock.runtime.base.errors import UpstreamError
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.metrics import Metrics
 from interlock.runtime.wire.base import Endpoint
 
 A = TypeVar("A")  # the adapter of the workers' kind

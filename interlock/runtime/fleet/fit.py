@@ -5,16 +5,19 @@ ones, else unknown (None). Effective context of an Ollama route, first known of:
 ``num_ctx``; the context the model is loaded with now (``/api/ps``); the Modelfile's ``num_ctx``; the
 worker's ``default_context_tokens``; the plan's ``preflight.default_context_tokens``. It is then capped by
 the route's ``context_cap`` (worker limit, gateway cap, declared maximum) and the live maximum
-(``model_info.*.context_length``). A cloud route's context is its declared ``context_tokens``. All of it
-is dictionary lookups: the facts were gathered by the metadata fetcher, the rest at plan load.
+(``model_info.*.context_length``). A cloud route's context is its declared ``context_tokens``. Either is
+capped by the window the server says one slot has (llama-server's ``/slots`` ``n_ctx``, read by the signal
+fetcher: ``--ctx-size`` split over ``--parallel``). All of it is dictionary lookups: the facts were
+gathered by the metadata and signal fetchers, the rest at plan load.
 """
 
 from __future__ import annotations
 
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.tables import Alias, Candidate, Route
+from interlock.runtime.loaded.tables import Alias, Candidate, Route
 
 UPSTREAM_SAID = "upstream said"  # the source of a window an overflow answer named
+SLOT_SAID = "server's slot"  # the source of a window the server says one slot has (``slot_windows``)
 
 
 def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> frozenset[str] | None:
@@ -50,7 +53,18 @@ def effective_context(
 def planned_context(
     route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None
 ) -> tuple[int | None, str]:
-    """``effective_context`` without a window an upstream named (what the guard's trial goes by)."""
+    """``effective_context`` without a window an upstream named (what the guard's trial goes by); a
+    window the server says one slot has caps the rest (a declared window of the whole ``--ctx-size``)."""
+    tokens, source = _planned(route, candidate, facts, num_ctx)
+    said = facts.slot_windows.get(route.endpoint.label) if facts.slot_windows else None
+    if said is not None and (tokens is None or said < tokens):
+        return said, SLOT_SAID
+    return tokens, source
+
+
+def _planned(
+    route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None
+) -> tuple[int | None, str]:
     if not route.live_facts:
         return route.context_default, "declared"
     label, model = route.endpoint.label, candidate.facts_key

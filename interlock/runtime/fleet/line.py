@@ -45,15 +45,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 
-from interlock.patterns import untagged
-from interlock.runtime.access import COMMON, Turn
-from interlock.runtime.clock import Clock
-from interlock.runtime.errors import SlotUnavailable
+from interlock.common.patterns import untagged
+from interlock.runtime.base.clock import Clock
+from interlock.runtime.base.errors import SlotUnavailable
 from interlock.runtime.fleet.prefix import Prefix
 from interlock.runtime.fleet.scoring import Scorer
+from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.tables import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.state.base import Lease, SlotBackend
 from interlock.runtime.state.fair import FairClock, Place
-from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
 
 
 @dataclass(eq=False, slots=True)

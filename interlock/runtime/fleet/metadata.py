@@ -8,7 +8,8 @@ failed fetch is counted and logged and leaves the facts unknown (or, for /api/sh
 last seen): unknown never blocks a request. Parsing follows Ollama's wire format: capabilities from
 ``capabilities``, the model's maximum from ``model_info["<general.architecture>.context_length"]``, the
 Modelfile's ``num_ctx`` from ``parameters`` (one ``key value`` per line, keys padded with spaces). Every
-number is bounded where it is read here (``interlock.bounds``): a window or a size out of bounds is unknown.
+number is bounded where it is read here (``interlock.common.bounds``): a window or a size out of bounds
+is unknown.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.bounds import MAX_MODEL_BYTES, bounded, window, window_text
-from interlock.patterns import ollama_name
-from interlock.runtime.errors import (
+from interlock.common.bounds import MAX_MODEL_BYTES, bounded, window, window_text
+from interlock.common.patterns import ollama_name
+from interlock.runtime.base.errors import (
     ConnectFailed,
     ConnectTimeout,
     FirstByteTimeout,
@@ -28,7 +29,7 @@ from interlock.runtime.errors import (
 )
 from interlock.runtime.fleet.facts import ModelInfo
 from interlock.runtime.fleet.fetcher import Failed, Fetcher
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.ollama import OllamaAdapter
 from interlock.runtime.wire.base import Endpoint
 

@@ -1,8 +1,8 @@
 """Placement at runtime: the plan's placement re-packed with what the gateway learns, and warm-up.
 
 The compiler placed the models whose size was declared, ranked by where aliases use them
-(``compiler/placement.py``). Outside the request path, every warm-up round, ``PlacementBook.refresh``
-packs again with the same rule (``interlock.placement.pack``) and two things the compiler could not know:
+(``compiler/homes.py``). Outside the request path, every warm-up round, ``PlacementBook.refresh``
+packs again with the same rule (``interlock.common.packing.pack``) and two things the compiler could not know:
 
 - **sizes**: a model with no declared size takes what a worker reported for it (``FactsTable.size``:
   ``/api/ps``'s ``size_vram``, else ``/api/tags``'s size on disk);
@@ -50,19 +50,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interlock.placement import Packing, Want, pack
-from interlock.runtime.errors import UpstreamError
+from interlock.common.packing import Packing, Want, pack
+from interlock.runtime.base.errors import UpstreamError
+from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
-from interlock.runtime.health import HealthBook
-from interlock.runtime.metrics import Metrics
-from interlock.runtime.periodic import Periodic
-from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.tables import PlacedModel, worker_label
+from interlock.runtime.loaded.plan import RuntimePlan
+from interlock.runtime.loaded.tables import PlacedModel, worker_label
 from interlock.runtime.telemetry.collector import TelemetryBook
 from interlock.runtime.upstream.ollama import OllamaAdapter
 
-log = logging.getLogger("interlock.placement")
+log = logging.getLogger("interlock.common.packing")
 GIB = 1024**3
 HALF_LIFE_S = 3600.0
 Clock = Callable[[], float]

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.learned import PrefillBook
+from interlock.runtime.books.learned import PrefillBook
 
 MAX_BLOCKS = 65_536  # index keys, all workers and models together (about 6 MB)
 MIN_PREFIX_CHARS = 256  # shorter prompts: nothing worth routing for (a few ms of prefill at most)

@@ -34,15 +34,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from interlock.runtime.clock import Clock
-from interlock.runtime.errors import ConnectTimeout, UpstreamError
+from interlock.runtime.base.clock import Clock
+from interlock.runtime.base.errors import ConnectTimeout, UpstreamError
+from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.fleet.signals.fetch import SignalFetcher
-from interlock.runtime.health import HealthBook
-from interlock.runtime.metrics import Metrics
-from interlock.runtime.periodic import Periodic
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import Endpoint
 

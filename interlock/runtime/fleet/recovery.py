@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interlock.runtime.clock import Clock
-from interlock.runtime.errors import ConnectTimeout, UpstreamError
-from interlock.runtime.health import HealthBook
-from interlock.runtime.metrics import Metrics
-from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.tables import Candidate
+from interlock.runtime.base.clock import Clock
+from interlock.runtime.base.errors import ConnectTimeout, UpstreamError
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics
+from interlock.runtime.loaded.plan import RuntimePlan
+from interlock.runtime.loaded.tables import Candidate
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.exchange import probe_endpoint
 

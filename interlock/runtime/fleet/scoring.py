@@ -58,15 +58,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interlock.patterns import ollama_name, untagged
-from interlock.runtime.clock import Clock, iso_utc
+from interlock.common.patterns import ollama_name, untagged
+from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, Prefix, PrefixIndex
 from interlock.runtime.fleet.signals.choice import rate_server
 from interlock.runtime.fleet.speeds import SpeedBook
+from interlock.runtime.loaded.tables import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.state.base import SlotBackend
-from interlock.runtime.tables import Candidate, Route, RoutingSettings, WorkerLimits
-from interlock.runtime.telemetry.collector import TelemetryBook
+from interlock.runtime.telemetry.collector import TelemetryBook, WorkerTelemetry
 
 Occupancy = Callable[[str, str, int], tuple[int, int, int, Mapping[str, int]]]
 """``(worker, model, slot limit) -> (free slots for that model there, requests waiting there, requests
@@ -127,6 +127,27 @@ class Scored:
             "parts": {name: round(value, 2) for name, value in zip(PARTS, self.parts, strict=True)},
             "at": iso_utc(self.at),
         }
+
+
+NO_GPU_LOAD: tuple[float, float, float, int | None] = (0.0, 0.0, 0.0, None)  # a worker without telemetry
+
+
+def _gpu_load(
+    state: WorkerTelemetry, loaded: bool, settings: RoutingSettings
+) -> tuple[float, float, float, int | None]:
+    """A worker's telemetry as scoring reads it: (VRAM in use as a fraction, GPU utilisation as a
+    fraction, the ``avoid_load`` penalty when it would load the model at or above ``avoid_vram_percent``,
+    total VRAM)."""
+    vram_fraction = util_fraction = avoid = 0.0
+    used, total = state.vram()
+    if used is not None and total:
+        vram_fraction = used / total
+        if not loaded and vram_fraction * 100 >= settings.avoid_vram_percent:
+            avoid = settings.weights.avoid_load
+    gpu = state.gpu
+    if gpu is not None and gpu.utilization_percent is not None:
+        util_fraction = gpu.utilization_percent / 100
+    return vram_fraction, util_fraction, avoid, total
 
 
 class Scorer:
@@ -301,7 +322,7 @@ class Scorer:
         if not route.live_facts:  # an OpenAI-compatible server: see fleet.signals.choice
             return self._rate_server(route, worker, candidate, settings, fleet_service, line_ahead, prefix)
         w = settings.weights
-        label, model = route.endpoint.label, candidate.facts_key
+        label, model, bare = route.endpoint.label, candidate.facts_key, untagged(candidate.model)
         facts = self.facts.worker(label)
         loaded = False
         loading_since: float | None = None  # sent since the last /api/ps: loaded, or still loading
@@ -312,27 +333,15 @@ class Scorer:
                 loaded = sent is not None and sent > facts.loaded_at
                 loading_since = sent if loaded else None
         installed = facts.installed is not None and model in facts.installed
-        free, waiting, running, busy = self.occupancy(
-            worker, untagged(candidate.model), route.slot_limit or 1
-        )
+        free, waiting, running, busy = self.occupancy(worker, bare, route.slot_limit or 1)
         ahead = waiting + (1 if free == 0 else 0)  # this request would wait too
         if not loaded:
             ahead += running  # a load may have to wait for the running requests to make room
         speed = self.speeds.get(label, model) or 0.0
-        vram_fraction = util_fraction = 0.0
-        avoid = 0.0
-        total_vram: int | None = None
         state = self.telemetry.workers.get(worker)
-        if state is not None:
-            used, total = state.vram()
-            total_vram = total
-            if used is not None and total:
-                vram_fraction = used / total
-                if not loaded and vram_fraction * 100 >= settings.avoid_vram_percent:
-                    avoid = w.avoid_load
-            gpu = state.gpu
-            if gpu is not None and gpu.utilization_percent is not None:
-                util_fraction = gpu.utilization_percent / 100
+        vram_fraction, util_fraction, avoid, total_vram = (
+            _gpu_load(state, loaded, settings) if state is not None else NO_GPU_LOAD
+        )
         parts = (
             w.loaded if loaded else 0.0,
             w.installed if installed else 0.0,
@@ -347,13 +356,7 @@ class Scorer:
         now = self.clock()
         service = self.speeds.service(label, model) or fleet_service
         slots = route.slot_limit or 1
-        expected = 0.0
-        if not free:  # behind the model's own queue when its slots are full, else the worker's
-            model_full = busy.get(untagged(candidate.model), 0) >= slots
-            ahead_n = self._queued.get((worker, untagged(candidate.model)), 0) if model_full else waiting
-            if line_ahead is not None:
-                ahead_n = line_ahead
-            expected = (ahead_n + 1) * service / slots
+        expected = 0.0 if free else self._queue_s(worker, bare, busy, waiting, line_ahead, service, slots)
         ahead_s = max(self._room_at.get(label, 0.0) - now, 0.0)  # a load sent there waits for room
         load_s = room_s = evicts_s = 0.0
         if loading_since is not None:
@@ -383,6 +386,24 @@ class Scorer:
             prefix_s,
         )
         return (last_resort, expected + evicts_s - prefix_s, -total_score)
+
+    def _queue_s(
+        self,
+        worker: str,
+        model: str,
+        busy: Mapping[str, int],
+        waiting: int,
+        line_ahead: int | None,
+        service: float,
+        slots: int,
+    ) -> float:
+        """Seconds a request waits for a slot that is not free: behind the model's own queue when its
+        slots are full, else the worker's; a fleet line's waiter behind those ahead of it in the line."""
+        model_full = busy.get(model, 0) >= slots
+        ahead_n = self._queued.get((worker, model), 0) if model_full else waiting
+        if line_ahead is not None:
+            ahead_n = line_ahead
+        return (ahead_n + 1) * service / slots
 
     def _rate_server(
         self,

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from interlock.fileio import write_atomically
+from interlock.runtime.base.fileio import write_atomically
 
 log = logging.getLogger("interlock.routing")
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.clock import Clock
-from interlock.runtime.tables import StickySettings
+from interlock.runtime.base.clock import Clock
+from interlock.runtime.loaded.tables import StickySettings
 
 Header = tuple[bytes, bytes]
 

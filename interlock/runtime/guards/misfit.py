@@ -7,11 +7,11 @@ the routes that fit, or, when none does, skips the candidate with a ``Misfit`` t
 
 from __future__ import annotations
 
+from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import Admission, InstantGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
-from interlock.runtime.metrics import Metrics
-from interlock.runtime.tables import Check, Route
+from interlock.runtime.loaded.tables import Check, Route
 
 
 class MisfitGuard(InstantGuard):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import orjson
 from fastapi import FastAPI
@@ -21,21 +21,23 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from interlock.runtime.access import ANONYMOUS, Caller, caller_of
-from interlock.runtime.errors import shown
+from interlock.runtime.base.errors import shown
+from interlock.runtime.books.metrics import CONTENT_TYPE
 from interlock.runtime.fleet.fit import guaranteed_window
-from interlock.runtime.metrics import CONTENT_TYPE
+from interlock.runtime.loaded.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.loaded.plan import RuntimePlan
+from interlock.runtime.loaded.tables import Candidate, Provider, WorkerLimits, worker_label
 from interlock.runtime.ops.routes import ROUTES
 from interlock.runtime.ops.ui import STATIC
-from interlock.runtime.plan import RuntimePlan
 from interlock.runtime.state.base import SlotReport
-from interlock.runtime.tables import Candidate, worker_label
 from interlock.runtime.wire.openai_chat import error_body, error_type
 from interlock.schema.plan import PlanContract
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import LiveState
+    from interlock.runtime.request.services import LiveState
     from interlock.runtime.usage.ledger import Ledger
+
+T = TypeVar("T")
 
 PREFIX_RULE = (
     "a server worker's cost = expected_s (its wait) + miss x miss_s (prefill of the prompt's part not "
@@ -132,57 +134,83 @@ def model_not_found(plan: RuntimePlan, model_id: str) -> bytes:
     )
 
 
-def build_admin(live: LiveState) -> FastAPI:
-    """The cold endpoints' application. FastAPI's own OpenAPI generation is off: ``/openapi.json`` is the
-    gateway's document of the plan being served (``ops.openapi``), which ``/docs`` shows."""
-    catalogs: dict[tuple[str, str | None], ModelCatalog] = {}
+class PerCaller(Generic[T]):
+    """Values of one plan, one per caller key, each built on its first request after a load or reload,
+    then a lookup: at most one per key of the plan, plus the anonymous one (a new plan drops them all)."""
 
-    def catalog(plan: RuntimePlan, request: Request) -> ModelCatalog:
-        """Built once per plan and caller key (the first request after a load or reload), then a
-        lookup; at most one per key of the plan, plus the anonymous one."""
+    def __init__(self, build: Callable[[RuntimePlan, Caller], T]) -> None:
+        self._build = build
+        self._built: dict[tuple[str, str | None], T] = {}
+
+    def get(self, plan: RuntimePlan, request: Request) -> T:
         caller = caller_of(request.scope)
-        found = catalogs.get((plan.content_hash, caller.key_id))
+        found = self._built.get((plan.content_hash, caller.key_id))
         if found is None:
-            if any(digest != plan.content_hash for digest, _ in catalogs):
-                catalogs.clear()
-            found = catalogs[plan.content_hash, caller.key_id] = model_catalog(plan, caller)
+            if any(digest != plan.content_hash for digest, _ in self._built):
+                self._built.clear()
+            found = self._built[plan.content_hash, caller.key_id] = self._build(plan, caller)
         return found
 
-    openapi_docs: dict[tuple[str, str | None], bytes] = {}
 
-    def documents(plan: RuntimePlan, request: Request) -> bytes:
-        """``/openapi.json`` of one plan for one caller key: built on its first request after a load or
-        reload (like the catalog: at most one per key of the plan, plus the anonymous one)."""
-        from interlock.runtime.ops.openapi import plan_document
+def openapi_bytes(plan: RuntimePlan, caller: Caller) -> bytes:
+    """``/openapi.json`` of one plan for one caller, encoded."""
+    from interlock.runtime.ops.openapi import plan_document
 
-        caller = caller_of(request.scope)
-        found = openapi_docs.get((plan.content_hash, caller.key_id))
-        if found is None:
-            if any(digest != plan.content_hash for digest, _ in openapi_docs):
-                openapi_docs.clear()
-            document = orjson.dumps(plan_document(plan, caller))
-            found = openapi_docs[plan.content_hash, caller.key_id] = document
-        return found
+    return orjson.dumps(plan_document(plan, caller))
 
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)  # the only class this handler is registered for
-        status = exc.status_code
-        message = f"{request.method} {shown(request.url.path)}: {exc.detail}"
-        body = error_body(message, error_type(status), code=str(status))
-        return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
-    async def models(request: Request) -> Response:
-        return Response(catalog(live.plan, request).listing, media_type="application/json")
+async def http_error(request: Request, exc: Exception) -> Response:
+    """An HTTP error of the admin app (unknown path, method, UI section), in OpenAI's error shape."""
+    assert isinstance(exc, HTTPException)  # the only class this handler is registered for
+    status = exc.status_code
+    message = f"{request.method} {shown(request.url.path)}: {exc.detail}"
+    body = error_body(message, error_type(status), code=str(status))
+    return Response(body, status_code=status, media_type="application/json", headers=exc.headers)
 
-    async def model(request: Request) -> Response:
-        plan = live.plan
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class AdminEndpoints:
+    """The cold endpoints of one gateway, each reading its current plan and live state when asked."""
+
+    def __init__(self, live: LiveState) -> None:
+        self.live = live
+        self.catalogs = PerCaller(model_catalog)
+        self.documents = PerCaller(openapi_bytes)
+
+    def table(self) -> dict[str, Endpoint]:
+        """Each admin route's path -> its endpoint (``ops.routes.ROUTES`` holds the same paths)."""
+        return {
+            "/v1/models": self.models,
+            "/v1/models/{model_id:path}": self.model,
+            "/v1/aliases": self.aliases,
+            "/v1/health": self.health,
+            "/v1/metadata": self.metadata,
+            "/metrics": self.metrics,
+            "/healthz": self.healthz,
+            "/readyz": self.readyz,
+            "/ui": self.ui,
+            "/ui/static/{name}": self.ui_static,
+            "/ui/{section}": self.ui_section,
+            "/openapi.json": self.openapi,
+            "/docs": self.docs,
+            "/docs/static/{asset}": self.docs_static,
+        }
+
+    async def models(self, request: Request) -> Response:
+        return Response(self.catalogs.get(self.live.plan, request).listing, media_type="application/json")
+
+    async def model(self, request: Request) -> Response:
+        plan = self.live.plan
         model_id: str = request.path_params["model_id"]
-        body = catalog(plan, request).by_id.get(model_id)
+        body = self.catalogs.get(plan, request).by_id.get(model_id)
         if body is None:
             return Response(model_not_found(plan, model_id), status_code=404, media_type="application/json")
         return Response(body, media_type="application/json")
 
-    async def aliases(request: Request) -> Response:
+    async def aliases(self, request: Request) -> Response:
+        live = self.live
         plan = live.plan
         caller = caller_of(request.scope)
         data = [
@@ -199,45 +227,45 @@ def build_admin(live: LiveState) -> FastAPI:
         ]
         return json_response({"object": "list", "default": plan.server.default_alias, "data": data})
 
-    async def health(request: Request) -> Response:
-        return json_response(health_report(live, await live.slots.report()))
+    async def health(self, request: Request) -> Response:
+        return json_response(health_report(self.live, await self.live.slots.report()))
 
-    async def metadata(request: Request) -> Response:
-        return json_response(metadata_report(live))
+    async def metadata(self, request: Request) -> Response:
+        return json_response(metadata_report(self.live))
 
-    async def metrics(request: Request) -> Response:
-        return Response(live.metrics.exposition(), media_type=CONTENT_TYPE)
+    async def metrics(self, request: Request) -> Response:
+        return Response(self.live.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    async def healthz(request: Request) -> Response:
+    async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
-    async def readyz(request: Request) -> Response:
-        if live.ready:
-            return json_response({"status": "ready", "plan": live.plan.content_hash})
-        return json_response({"status": "starting", "plan": live.plan.content_hash}, status=503)
+    async def readyz(self, request: Request) -> Response:
+        if self.live.ready:
+            return json_response({"status": "ready", "plan": self.live.plan.content_hash})
+        return json_response({"status": "starting", "plan": self.live.plan.content_hash}, status=503)
 
-    async def ui(request: Request) -> Response:
+    async def ui(self, request: Request) -> Response:
         from interlock.runtime.ops.ui.page import render_page  # jinja2: loaded on the first /ui request
 
-        return html_response(await render_page(live))
+        return html_response(await render_page(self.live))
 
-    async def ui_static(request: Request) -> Response:
+    async def ui_static(self, request: Request) -> Response:
         from interlock.runtime.ops.ui.page import static
 
         return shipped(STATIC, request.path_params["name"], static, UI_HEADERS)
 
-    async def ui_section(request: Request) -> Response:
+    async def ui_section(self, request: Request) -> Response:
         from interlock.runtime.ops.ui.page import render_section
 
-        text = await render_section(live, request.path_params["section"])
+        text = await render_section(self.live, request.path_params["section"])
         if text is None:
             raise HTTPException(404, "Not Found")
         return html_response(text)
 
-    async def openapi(request: Request) -> Response:
-        return Response(documents(live.plan, request), media_type="application/json")
+    async def openapi(self, request: Request) -> Response:
+        return Response(self.documents.get(self.live.plan, request), media_type="application/json")
 
-    async def docs(request: Request) -> Response:
+    async def docs(self, request: Request) -> Response:
         page = get_swagger_ui_html(
             openapi_url="/openapi.json",
             title="interlock: the gateway's API",
@@ -247,25 +275,14 @@ def build_admin(live: LiveState) -> FastAPI:
         )
         return Response(page.body, media_type="text/html; charset=utf-8", headers=DOCS_HEADERS)
 
-    async def docs_static(request: Request) -> Response:
+    async def docs_static(self, request: Request) -> Response:
         return shipped(DOCS_STATIC, request.path_params["asset"], docs_asset, DOCS_HEADERS)
 
-    endpoints: dict[str, Callable[[Request], Awaitable[Response]]] = {
-        "/v1/models": models,
-        "/v1/models/{model_id:path}": model,
-        "/v1/aliases": aliases,
-        "/v1/health": health,
-        "/v1/metadata": metadata,
-        "/metrics": metrics,
-        "/healthz": healthz,
-        "/readyz": readyz,
-        "/ui": ui,
-        "/ui/static/{name}": ui_static,
-        "/ui/{section}": ui_section,
-        "/openapi.json": openapi,
-        "/docs": docs,
-        "/docs/static/{asset}": docs_static,
-    }
+
+def build_admin(live: LiveState) -> FastAPI:
+    """The cold endpoints' application. FastAPI's own OpenAPI generation is off: ``/openapi.json`` is the
+    gateway's document of the plan being served (``ops.openapi``), which ``/docs`` shows."""
+    endpoints = AdminEndpoints(live).table()
     if endpoints.keys() != {route.path for route in ROUTES}:  # a row without its endpoint, or the reverse
         raise RuntimeError(
             f"admin routes and endpoints differ: {sorted(endpoints.keys() ^ {r.path for r in ROUTES})}"
@@ -349,54 +366,16 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
 
     ``slots`` is the backend's whole view (with ``--workers N``: every process of the host together).
     """
-    plan, health = live.plan, live.health
-    providers: dict[str, Any] = {}
-    for name, provider in plan.providers.items():
-        endpoints = [
-            {"endpoint": e.label, "worker": w, **health.endpoint_report(e.label)}
-            for e, w in zip(provider.endpoints, provider.workers, strict=True)
-        ]
-        timing = provider.endpoints[0]  # every endpoint of a provider has its timeouts
-        providers[name] = {
-            "kind": provider.kind,
-            "probe": provider.probe,
-            "healthy": any(e["healthy"] for e in endpoints),
-            "timeouts": {
-                "connect_s": timing.connect_s,
-                "first_byte_s": timing.first_byte_s,
-                "idle_s": timing.idle_s,
-                "total_s": timing.total_s,
-            },
-            "endpoints": endpoints,
-        }
-    workers: dict[str, Any] = {}
+    plan = live.plan
     scores, speeds = live.scorer.report(), live.speeds.snapshot()
-    for name, limits in plan.workers.items():
-        pool = slots.get(name) or SlotReport()
-        workers[name] = {
-            "provider": limits.provider,
-            "healthy": health.endpoint_usable(worker_label(limits.provider, name)),
-            "max_concurrent": limits.max_concurrent,
-            "slots_in_use": pool.in_use,
-            "in_use_by_model": dict(pool.per_model),
-            "queue_waiting": pool.waiting,
-            "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
+    workers = {
+        name: _worker_report(live, name, limits, slots.get(name) or SlotReport())
+        | {
+            "score": scores.get(name),  # the last worker-choice score and its parts
+            "learned_tokens_per_s": speeds.get(worker_label(limits.provider, name), {}),
         }
-        telemetry = live.telemetry.report(name)
-        if telemetry is not None:  # only for workers that declare telemetry
-            workers[name]["telemetry"] = telemetry
-        if limits.server is not None:  # an OpenAI-compatible server's own load, as last read (None: unknown)
-            label = worker_label(limits.provider, name)
-            load = live.facts.load(label)
-            workers[name]["server"] = {
-                "kind": limits.server,
-                "load": load.report() if load else None,
-                # whether it makes progress: a call's first byte waits on while it does
-                "progress": live.facts.progress.report(label),
-            }
-        workers[name]["score"] = scores.get(name)  # the last worker-choice score and its parts
-        workers[name]["learned_tokens_per_s"] = speeds.get(worker_label(limits.provider, name), {})
-    candidates = {cid: _candidate(live, c) for cid, c in plan.candidates.items()}
+        for name, limits in plan.workers.items()
+    }
     state = live.slots
     slot_state: dict[str, Any] = {"scope": state.scope, "degraded": state.degraded}
     if live.fleet.usable:  # per candidate: waiting for any of its workers (this process)
@@ -408,29 +387,83 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
             "last_reload": live.last_reload,
         },
         "ready": live.ready,
-        "providers": providers,
+        "providers": {name: _provider_report(live, p) for name, p in plan.providers.items()},
         "workers": workers,
         "slot_state": slot_state,
         "usage": usage_report(live.ledger, plan),
-        "candidates": candidates,
+        "candidates": {cid: _candidate(live, c) for cid, c in plan.candidates.items()},
     }
     if live.placement is not None and live.placement.shown(plan):  # only where placement can place
         report["placement"] = live.placement.report(plan)
     learned = live.learned.report() if live.learned is not None else {}
     if learned:  # per endpoint and model: prompt speed and counts, once an answer taught them
         report["learned"] = learned
-    affinity = plan.routing.prefix
-    if len(live.scorer.prefixes) or affinity is not None:  # the rule, and what it has seen
-        report["prefix_affinity"] = {
-            "rule": PREFIX_RULE if affinity is not None else "off: workers are scored on their load alone",
-            "weights": None
-            if affinity is None
-            else {"miss": affinity.miss, "evict": affinity.evict, "spare_prompts": affinity.spare_prompts},
-            **live.scorer.prefixes.report(),
-        }
+    if len(live.scorer.prefixes) or plan.routing.prefix is not None:  # the rule, and what it has seen
+        report["prefix_affinity"] = _prefix_affinity_report(live)
     if plan.routing.sticky is not None:  # only when sticky sessions are on
         report["sticky_sessions"] = {"sessions": len(live.sticky), "repinned": live.sticky.repinned}
     return report
+
+
+def _provider_report(live: LiveState, provider: Provider) -> dict[str, Any]:
+    """One provider in the health report: its endpoints' health and its timeouts."""
+    endpoints = [
+        {"endpoint": e.label, "worker": w, **live.health.endpoint_report(e.label)}
+        for e, w in zip(provider.endpoints, provider.workers, strict=True)
+    ]
+    timing = provider.endpoints[0]  # every endpoint of a provider has its timeouts
+    return {
+        "kind": provider.kind,
+        "probe": provider.probe,
+        "healthy": any(e["healthy"] for e in endpoints),
+        "timeouts": {
+            "connect_s": timing.connect_s,
+            "first_byte_s": timing.first_byte_s,
+            "idle_s": timing.idle_s,
+            "total_s": timing.total_s,
+        },
+        "endpoints": endpoints,
+    }
+
+
+def _worker_report(live: LiveState, name: str, limits: WorkerLimits, pool: SlotReport) -> dict[str, Any]:
+    """One worker in the health report: its slots and queue, telemetry and server load where it has them."""
+    label = worker_label(limits.provider, name)
+    report: dict[str, Any] = {
+        "provider": limits.provider,
+        "healthy": live.health.endpoint_usable(label),
+        "max_concurrent": limits.max_concurrent,
+        "slots_in_use": pool.in_use,
+        "in_use_by_model": dict(pool.per_model),
+        "queue_waiting": pool.waiting,
+        "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
+    }
+    telemetry = live.telemetry.report(name)
+    if telemetry is not None:  # only for workers that declare telemetry
+        report["telemetry"] = telemetry
+    if limits.server is not None:  # an OpenAI-compatible server's own load, as last read (None: unknown)
+        load = live.facts.load(label)
+        report["server"] = {
+            "kind": limits.server,
+            "load": load.report() if load else None,
+            # whether it makes progress: a call's first byte waits on while it does
+            "progress": live.facts.progress.report(label),
+            # the window one request gets there, as the server says (a llama-server slot's ``n_ctx``)
+            "slot_window": live.facts.slot_windows.get(label),
+        }
+    return report
+
+
+def _prefix_affinity_report(live: LiveState) -> dict[str, Any]:
+    """The prefix-affinity rule workers are scored by (or that it is off), and what the scorer has seen."""
+    affinity = live.plan.routing.prefix
+    return {
+        "rule": PREFIX_RULE if affinity is not None else "off: workers are scored on their load alone",
+        "weights": None
+        if affinity is None
+        else {"miss": affinity.miss, "evict": affinity.evict, "spare_prompts": affinity.spare_prompts},
+        **live.scorer.prefixes.report(),
+    }
 
 
 def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:

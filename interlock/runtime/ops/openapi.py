@@ -14,11 +14,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.access import ANONYMOUS, Caller, needs_key, operator_route
+from interlock.runtime.loaded.access import ANONYMOUS, Caller, needs_key, operator_route
 from interlock.runtime.surfaces.contract import OPENAI_ERROR, Doc
 
 if TYPE_CHECKING:
-    from interlock.runtime.plan import RuntimePlan
+    from interlock.runtime.loaded.plan import RuntimePlan
 
 OPENAPI_VERSION = "3.1.0"
 
@@ -55,7 +55,7 @@ class Route:
 def routes() -> Iterator[Route]:
     """Every route: the surface rows, then the admin routes (each method of each)."""
     from interlock.runtime.ops.routes import ROUTES
-    from interlock.runtime.route_table import rows
+    from interlock.runtime.request.route_table import rows
 
     for row in rows():
         yield Route(row.method, row.path, row.doc)

@@ -4,16 +4,28 @@ reports (``SlotReport``)."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from interlock.runtime.access import COMMON, Turn
-from interlock.runtime.tables import WorkerLimits
+from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 
 if TYPE_CHECKING:
-    from interlock.runtime.health import HealthBook
     from interlock.runtime.state.counters import CallerCounters
+
+
+class SharedHealth(Protocol):
+    """What a shared store needs of the health book (``books.health.HealthBook``) to share circuits: it
+    listens to the book's openings and closings and applies the other replicas'. Named here, so that the
+    store stands below the books."""
+
+    listener: Callable[[str, float], None] | None
+    candidate_listener: Callable[[str, float], None] | None
+
+    def apply_shared(self, label: str, open_for_s: float) -> None: ...
+
+    def apply_shared_candidate(self, cid: str, open_for_s: float) -> None: ...
 
 
 class StateUnreachable(Exception):
@@ -93,7 +105,7 @@ class SlotBackend(abc.ABC):
         shared store."""
         return None
 
-    def share_health(self, book: HealthBook) -> None:  # noqa: B027 (only a shared store shares circuits)
+    def share_health(self, book: SharedHealth) -> None:  # noqa: B027 (only a shared store shares circuits)
         """Publish ``book``'s endpoint circuits to the other replicas and apply theirs."""
 
     async def start(self) -> None:  # noqa: B027 (a backend without a store has nothing to do)

@@ -45,14 +45,15 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import COMMON, Budget, Refusal, Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.loaded.access import COMMON, Budget, Refusal, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
 from interlock.runtime.state.counters import (
     CallerCounters,
@@ -75,10 +76,9 @@ from interlock.runtime.state.shared import (
     supported,
     table_path,
 )
-from interlock.runtime.tables import WorkerLimits
 
 if TYPE_CHECKING:
-    from interlock.runtime.health import HealthBook
+    from interlock.runtime.state.base import SharedHealth
 
 log = logging.getLogger("interlock.state")
 
@@ -162,128 +162,182 @@ class SlotServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One worker process: everything it holds or waits for goes when its connection does."""
-        held: dict[int, SlotLease] = {}
-        waiting: dict[int, asyncio.Task[None]] = {}
-        in_flight: dict[str, int] = {}  # caller budgets this connection holds, by name
-        holding: dict[str, int] = {}  # tokens its requests in flight reserved, by budget name
-        claimed: dict[int, Held] = {}  # credits its requests in flight hold, by claim id
-        row = 0  # its row in the slot file (0: none)
+        link = _Link(self, writer)
         self.connections += 1
         self._writers.add(writer)
-
-        def send(message: Any) -> None:
-            if not writer.is_closing():
-                writer.write(orjson.dumps(message) + b"\n")
-
-        async def wait_for_slot(ident: int, pool: SlotPool, model: str, limit: int, turn: Turn) -> None:
-            try:
-                lease = await pool.acquire(model, limit, turn)
-            except SlotUnavailable as exc:
-                send([ident, "busy", exc.retry_after, exc.message])
-                return
-            finally:
-                waiting.pop(ident, None)
-            held[ident] = lease
-            send([ident, "ok"])
-
         try:
             while line := await reader.readline():
                 message = orjson.loads(line)
-                op = message[0]
-                if op == "a":
-                    _, ident, worker, model, limit, wait, *place = message
-                    pool = self.table.pools.get(worker)
-                    if pool is None:  # bounds not sent yet: cannot happen with a well-behaved worker
-                        send([ident, "busy", 1, f"worker {worker} is not configured in the slot server"])
-                        continue
-                    lease = pool.try_acquire(model, limit)
-                    if lease is not None:
-                        held[ident] = lease
-                        send([ident, "ok"])
-                    elif not wait:
-                        send([ident, "no"])
-                    else:
-                        turn = Turn(str(place[0]), float(place[1]), bool(place[2])) if place else COMMON
-                        task = asyncio.get_running_loop().create_task(
-                            wait_for_slot(ident, pool, model, limit, turn)
-                        )
-                        waiting[ident] = task
-                elif op == "r":
-                    ident = message[1]
-                    lease = held.pop(ident, None)
-                    if lease is not None:
-                        lease.release()
-                    else:
-                        pending = waiting.pop(ident, None)
-                        if pending is not None:
-                            pending.cancel()
-                elif op == "f":  # a worker gave a slot back in the file while its queue had waiters
-                    pool = self.table.pools.get(message[1])
-                    if isinstance(pool, SharedPool):
-                        pool.wake()
-                elif op == "c":
-                    for worker, (max_concurrent, max_waiting, max_wait_s) in message[1].items():
-                        self.table.bound(worker, max_concurrent, max_waiting, max_wait_s)
-                elif op == "w":  # its row: claiming it zeroed whatever a dead owner had left there
-                    row = int(message[1])
-                    self._wake_all()
-                elif op == "s":
-                    send([message[1], {name: _report(pool) for name, pool in self.table.pools.items()}])
-                elif op == "k":
-                    budgets = [Budget(str(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in message[2]]
-                    given = await self.counters.reserve(budgets, int(message[3]), int(message[4]))
-                    if not isinstance(given, Refusal):
-                        for b in budgets:
-                            in_flight[b.name] = in_flight.get(b.name, 0) + 1
-                            holding[b.name] = holding.get(b.name, 0) + given
-                        send([message[1], None, given])
-                    else:
-                        r = given
-                        send([message[1], [r.budget, r.limit, r.value, r.retry_after_s]])
-                elif op == "d":
-                    names = [str(n) for n in message[2] if in_flight.get(str(n), 0) > 0]
-                    released = int(message[3])
-                    for name in names:
-                        in_flight[name] -= 1
-                        holding[name] = max(0, holding.get(name, 0) - released)
-                    budgets = [Budget(n, 0, 0, 0) for n in names]
-                    await self.counters.done(budgets, int(message[1]), released)
-                elif op == "q":
-                    claims = [Claim(str(c[0]), int(c[1]), int(c[2]), int(c[3])) for c in message[2]]
-                    answer = await self.counters.claim(claims)
-                    if isinstance(answer, Held):
-                        claimed[int(message[1])] = answer
-                        send([message[1], None, [c.hold for c in answer.claims]])
-                    else:
-                        send([message[1], [answer.index, answer.held]])
-                elif op == "u":  # a claim refused, or not this connection's, has nothing to give back
-                    taken = claimed.pop(int(message[1]), None)
-                    if taken is not None:
-                        await self.counters.unclaim(taken)
-                elif op in ("h", "hc"):  # an endpoint (a candidate) found down or back: tell the others
-                    line = orjson.dumps(message) + b"\n"
-                    for other in self._writers:
-                        if other is not writer and not other.is_closing():
-                            other.write(line)
+                handle = _OPS.get(message[0])  # an op this server does not know is passed over
+                if handle is not None and (pending := handle(link, message)) is not None:
+                    await pending
         except (ConnectionError, ValueError, TypeError, IndexError) as exc:
             log.error("slot server: dropping a worker connection after a bad message (%s)", exc)
         finally:
             self.connections -= 1
             self._writers.discard(writer)
-            for pending in list(waiting.values()):
-                pending.cancel()
-            for lease in held.values():
-                lease.release()
-            held.clear()
-            for name, count in in_flight.items():  # a dead worker's requests are in flight no more,
-                for index in range(count):  # nor are the tokens they held
-                    tokens = holding.get(name, 0) if index == 0 else 0
-                    await self.counters.done([Budget(name, 0, 0, 0)], 0, tokens)
-            for taken in claimed.values():
-                await self.counters.unclaim(taken)
-            if row:
-                self._reclaim(row)  # found dead now, or else by ``_reap`` once its process is gone
+            await link.give_back()
             writer.close()
+
+
+class _Link:
+    """One worker's connection to the slot server: what it holds and waits for, and one method per op
+    of the wire (``_OPS``); ``give_back`` returns all of it when the connection ends."""
+
+    def __init__(self, server: SlotServer, writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.writer = writer
+        self.held: dict[int, SlotLease] = {}
+        self.waiting: dict[int, asyncio.Task[None]] = {}
+        self.in_flight: dict[str, int] = {}  # caller budgets this connection holds, by name
+        self.holding: dict[str, int] = {}  # tokens its requests in flight reserved, by budget name
+        self.claimed: dict[int, Held] = {}  # credits its requests in flight hold, by claim id
+        self.row = 0  # its row in the slot file (0: none)
+
+    def send(self, message: Any) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(orjson.dumps(message) + b"\n")
+
+    def acquire(self, message: list[Any]) -> None:
+        """``a``: a free slot now, ``no``, or (when it may wait) a place in the fair queue."""
+        _, ident, worker, model, limit, wait, *place = message
+        pool = self.server.table.pools.get(worker)
+        if pool is None:  # bounds not sent yet: cannot happen with a well-behaved worker
+            self.send([ident, "busy", 1, f"worker {worker} is not configured in the slot server"])
+            return
+        lease = pool.try_acquire(model, limit)
+        if lease is not None:
+            self.held[ident] = lease
+            self.send([ident, "ok"])
+        elif not wait:
+            self.send([ident, "no"])
+        else:
+            turn = Turn(str(place[0]), float(place[1]), bool(place[2])) if place else COMMON
+            task = asyncio.get_running_loop().create_task(
+                self._wait_for_slot(ident, pool, model, limit, turn)
+            )
+            self.waiting[ident] = task
+
+    async def _wait_for_slot(self, ident: int, pool: SlotPool, model: str, limit: int, turn: Turn) -> None:
+        try:
+            lease = await pool.acquire(model, limit, turn)
+        except SlotUnavailable as exc:
+            self.send([ident, "busy", exc.retry_after, exc.message])
+            return
+        finally:
+            self.waiting.pop(ident, None)
+        self.held[ident] = lease
+        self.send([ident, "ok"])
+
+    def release(self, message: list[Any]) -> None:
+        """``r``: a slot handed out given back, or a wait given up."""
+        ident = message[1]
+        lease = self.held.pop(ident, None)
+        if lease is not None:
+            lease.release()
+        else:
+            pending = self.waiting.pop(ident, None)
+            if pending is not None:
+                pending.cancel()
+
+    def freed(self, message: list[Any]) -> None:
+        """``f``: a worker gave a slot back in the file while its queue had waiters."""
+        pool = self.server.table.pools.get(message[1])
+        if isinstance(pool, SharedPool):
+            pool.wake()
+
+    def bounds(self, message: list[Any]) -> None:
+        """``c``: each worker's bounds."""
+        for worker, (max_concurrent, max_waiting, max_wait_s) in message[1].items():
+            self.server.table.bound(worker, max_concurrent, max_waiting, max_wait_s)
+
+    def own_row(self, message: list[Any]) -> None:
+        """``w``: its row; claiming it zeroed whatever a dead owner had left there."""
+        self.row = int(message[1])
+        self.server._wake_all()
+
+    def report(self, message: list[Any]) -> None:
+        """``s``: every pool's report."""
+        self.send([message[1], {name: _report(pool) for name, pool in self.server.table.pools.items()}])
+
+    async def reserve(self, message: list[Any]) -> None:
+        """``k``: reserve under caller limits; admitted (tokens reserved) or refused (by which limit)."""
+        budgets = [Budget(str(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in message[2]]
+        given = await self.server.counters.reserve(budgets, int(message[3]), int(message[4]))
+        if not isinstance(given, Refusal):
+            for b in budgets:
+                self.in_flight[b.name] = self.in_flight.get(b.name, 0) + 1
+                self.holding[b.name] = self.holding.get(b.name, 0) + given
+            self.send([message[1], None, given])
+        else:
+            r = given
+            self.send([message[1], [r.budget, r.limit, r.value, r.retry_after_s]])
+
+    async def done(self, message: list[Any]) -> None:
+        """``d``: a request under caller limits ended (only budgets this connection holds count)."""
+        names = [str(n) for n in message[2] if self.in_flight.get(str(n), 0) > 0]
+        released = int(message[3])
+        for name in names:
+            self.in_flight[name] -= 1
+            self.holding[name] = max(0, self.holding.get(name, 0) - released)
+        budgets = [Budget(n, 0, 0, 0) for n in names]
+        await self.server.counters.done(budgets, int(message[1]), released)
+
+    async def claim(self, message: list[Any]) -> None:
+        """``q``: claim credits; held (what each claim holds) or short (which one, and what it held)."""
+        claims = [Claim(str(c[0]), int(c[1]), int(c[2]), int(c[3])) for c in message[2]]
+        answer = await self.server.counters.claim(claims)
+        if isinstance(answer, Held):
+            self.claimed[int(message[1])] = answer
+            self.send([message[1], None, [c.hold for c in answer.claims]])
+        else:
+            self.send([message[1], [answer.index, answer.held]])
+
+    async def unclaim(self, message: list[Any]) -> None:
+        """``u``: give a claim back (one refused, or not this connection's, has nothing to give back)."""
+        taken = self.claimed.pop(int(message[1]), None)
+        if taken is not None:
+            await self.server.counters.unclaim(taken)
+
+    def tell_others(self, message: list[Any]) -> None:
+        """``h``, ``hc``: an endpoint (a candidate) found down or back: pass it on to the other workers."""
+        line = orjson.dumps(message) + b"\n"
+        for other in self.server._writers:
+            if other is not self.writer and not other.is_closing():
+                other.write(line)
+
+    async def give_back(self) -> None:
+        """The connection ended: its waits, slots, caller-limit holds, credits and row go back."""
+        counters = self.server.counters
+        for pending in list(self.waiting.values()):
+            pending.cancel()
+        for lease in self.held.values():
+            lease.release()
+        self.held.clear()
+        for name, count in self.in_flight.items():  # a dead worker's requests are in flight no more,
+            for index in range(count):  # nor are the tokens they held
+                tokens = self.holding.get(name, 0) if index == 0 else 0
+                await counters.done([Budget(name, 0, 0, 0)], 0, tokens)
+        for taken in self.claimed.values():
+            await counters.unclaim(taken)
+        if self.row:
+            self.server._reclaim(self.row)  # found dead now, or else by ``_reap`` once its process is gone
+
+
+_OPS: dict[str, Callable[[_Link, list[Any]], Awaitable[None] | None]] = {
+    "a": _Link.acquire,
+    "r": _Link.release,
+    "f": _Link.freed,
+    "c": _Link.bounds,
+    "w": _Link.own_row,
+    "s": _Link.report,
+    "k": _Link.reserve,
+    "d": _Link.done,
+    "q": _Link.claim,
+    "u": _Link.unclaim,
+    "h": _Link.tell_others,
+    "hc": _Link.tell_others,
+}
 
 
 def _report(pool: SlotPool) -> list[Any]:
@@ -360,7 +414,7 @@ class EmbeddedSlots(SlotBackend):
         self._shares: dict[str, _Share] = {}
         self._retry_at = 0.0
         self._closing = False
-        self._health: HealthBook | None = None
+        self._health: SharedHealth | None = None
         self._file: SlotFile | None = None  # the server's slot file, this process's row in it
         self._opened = False  # tried to open it (once: a row is this process's for its life)
         self._entries: dict[str, int | None] = {}  # configured workers' entries (None: no room)
@@ -392,7 +446,7 @@ class EmbeddedSlots(SlotBackend):
                 self._entries[name] = None
                 log.warning("slot file: no room for worker %s: its slots go by the socket", name)
 
-    def share_health(self, book: HealthBook) -> None:
+    def share_health(self, book: SharedHealth) -> None:
         """Tell the other workers (through the supervisor) when an endpoint is found down or back."""
         self._health = book
         book.listener = lambda label, open_for_s: self._send(["h", label, open_for_s])

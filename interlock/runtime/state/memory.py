@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from interlock.runtime.access import COMMON, Turn
+from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable
-from interlock.runtime.tables import WorkerLimits
 
 
 class MemoryLease(Lease):

@@ -21,10 +21,10 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from interlock.runtime.access import COMMON, Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.fair import FairClock, Place
-from interlock.runtime.tables import WorkerLimits
 
 
 @dataclass(slots=True, eq=False)

@@ -57,17 +57,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from interlock.runtime.access import COMMON, Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SharedLearning, SlotBackend, SlotReport
 from interlock.runtime.state.counters import CallerCounters
 from interlock.runtime.state.fair import CLASS_SPAN
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.pool import SlotLease
-from interlock.runtime.tables import WorkerLimits
 
 if TYPE_CHECKING:
-    from interlock.runtime.health import HealthBook
+    from interlock.runtime.state.base import SharedHealth
 
 log = logging.getLogger("interlock.state")
 
@@ -347,7 +347,7 @@ class RedisSlots(SlotBackend):
         self._rejected: dict[str, int] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._health: HealthBook | None = None
+        self._health: SharedHealth | None = None
         self._scripts: dict[str, Any] = {}
         self._offset_ms: float | None = None  # the server's clock less the loop's, in ms (last read)
 
@@ -363,7 +363,7 @@ class RedisSlots(SlotBackend):
             self._waiting.setdefault(name, 0)
             self._rejected.setdefault(name, 0)
 
-    def share_health(self, book: HealthBook) -> None:
+    def share_health(self, book: SharedHealth) -> None:
         """Publish this replica's circuit openings and apply the others' (call before ``start``)."""
         self._health = book
         book.listener = self._publish_health

@@ -9,6 +9,9 @@ caller). ``stream`` defaults to true, as in Ollama. Streams are NDJSON; the last
 ``done_reason`` and the token counts when the upstream gave them. A stream broken after it started ends
 with one ``{"error": ...}`` line and no ``done: true``. Errors are ``{"error": "..."}``.
 
+The request's translation, the answer, the NDJSON lines and the error body are ``wire.ollama_caller``'s:
+this module only picks them per request.
+
 Model names are the plan's aliases (``mana/long-form``) and, with direct models allowed, its
 ``provider/model`` candidates; the answer's ``model`` is the name the caller gave (the candidate that
 answered is in ``X-Interlock-Resolved``). Durations are not reported (the gateway does not see the
@@ -17,25 +20,15 @@ worker's load/eval split); counts are.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from interlock.runtime.access import caller_of
-from interlock.runtime.asgi import (
-    ClientGone,
-    Header,
-    Receive,
-    Scope,
-    Send,
+from interlock.runtime.base.asgi import (
     json_type,
-    read_object,
-    send_json,
 )
-from interlock.runtime.errors import GatewayError, InvalidRequest, shown
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.base.errors import InvalidRequest
 from interlock.runtime.surfaces.base import (
     Failure,
     Parsed,
@@ -45,29 +38,12 @@ from interlock.runtime.surfaces.base import (
     check_model,
     check_output_limits,
 )
-from interlock.runtime.tables import Alias, Candidate
-from interlock.runtime.wire import ollama as wire
-from interlock.runtime.wire.base import Native, Relayed, RelayedChunk
+from interlock.runtime.wire import ollama_caller as wire
+from interlock.runtime.wire.base import Native, Relayed
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
-from interlock.runtime.wire.openai_chat import first_choice, reasoning
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import RequestServices
-
-NDJSON_HEADERS: tuple[Header, ...] = (
-    (b"content-type", b"application/x-ndjson"),
-    (b"cache-control", b"no-cache"),
-)
-VERSION = "0.9.0"  # the Ollama API level this surface speaks (clients check it)
-
-
-def error_body(message: str) -> bytes:
-    return orjson.dumps({"error": message})
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
-
+    pass
 
 # -- requests --------------------------------------------------------------------------------------
 
@@ -81,91 +57,15 @@ def _stream_flag(body: Mapping[str, Any]) -> bool:
     return stream
 
 
-class _NDJSON(StreamRender):
-    """Chat (``message``) or generate (``response``) lines; tool calls are sent whole in the last line."""
-
-    __slots__ = ("_calls", "_finish", "_generate", "_model", "_relayed", "_usage")
-    headers = NDJSON_HEADERS
-
-    def __init__(self, model: str | None, generate: bool) -> None:
-        self._model = model
-        self._relayed = False
-        self._generate = generate
-        self._calls: dict[int, dict[str, Any]] = {}
-        self._finish: str | None = None
-        self._usage: Any = None
-
-    def _line(self, content: str, thinking: str | None, **extra: Any) -> bytes:
-        line: dict[str, Any] = {"model": self._model, "created_at": _now()}
-        if self._generate:  # no tools on generate: Ollama never sends `tool_calls` there
-            extra.pop("tool_calls", None)
-            line["response"] = content
-            if thinking:
-                line["thinking"] = thinking
-        else:
-            message: dict[str, Any] = {"role": "assistant", "content": content}
-            if thinking:
-                message["thinking"] = thinking
-            if extra.pop("tool_calls", None):
-                message["tool_calls"] = wire.native_calls(self._calls[i] for i in sorted(self._calls))
-            line["message"] = message
-        line.update(extra)
-        return orjson.dumps(line) + b"\n"
-
-    def keepalive(self) -> bytes:
-        """NDJSON has no comment: a line of the answer with nothing in it (``content: ""``, ``done:
-        false``), as Ollama itself sends between tokens that carry no text; its clients append nothing."""
-        return self._line("", None, done=False)
-
-    def chunk(self, chunk: dict[str, Any]) -> bytes:
-        if type(chunk) is RelayedChunk:  # a worker's own line: as it came, but for the model's name
-            self._relayed = True
-            if self._generate:  # its /api/chat line, as /api/generate writes it
-                return orjson.dumps(wire.generate_answer(chunk.native, self._model)) + b"\n"
-            return wire.renamed(chunk, self._model)
-        if chunk.get("usage"):
-            self._usage = chunk["usage"]
-        choices = chunk.get("choices")
-        if not choices:
-            return b""
-        choice = choices[0]
-        if choice.get("finish_reason"):
-            self._finish = choice["finish_reason"]
-        delta = choice.get("delta") or {}
-        for call in delta.get("tool_calls") or ():
-            slot = self._calls.setdefault(call.get("index", 0), {"function": {"name": "", "arguments": ""}})
-            function = call.get("function") or {}
-            slot["function"]["name"] += function.get("name") or ""
-            slot["function"]["arguments"] += function.get("arguments") or ""
-        content, thinking = (
-            delta.get("content") or "",
-            reasoning(delta),
-        )
-        if not content and not thinking:
-            return b""
-        return self._line(content, thinking, done=False)
-
-    def end(self) -> bytes:
-        if self._relayed:  # the worker's own last line went by
-            return b""
-        reason = wire.DONE_REASONS.get(self._finish or "stop", "stop")
-        return self._line(
-            "", None, tool_calls=bool(self._calls), done=True, done_reason=reason, **wire.counts(self._usage)
-        )
-
-    def error(self, message: str) -> bytes:
-        return error_body(message) + b"\n"
-
-
 class _Native(Surface):
     name = "ollama"
     route = "api/chat"
 
     def error(self, failure: Failure) -> bytes:
-        return error_body(failure.message)
+        return wire.error_body(failure.message)
 
     def stream(self, parsed: Parsed, candidate: str) -> StreamRender:
-        return _NDJSON(parsed.echo, isinstance(self, Generate))
+        return wire.NDJSONLines(parsed.echo, isinstance(self, Generate))
 
 
 class Chat(_Native):
@@ -195,27 +95,7 @@ class Chat(_Native):
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:  # a worker's own answer: as it came, but for the model's name
             return orjson.dumps({**result.native, "model": parsed.echo})
-        choice = first_choice(result)
-        message = choice.get("message") or {}
-        native: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-        thinking = reasoning(message)
-        if thinking:
-            native["thinking"] = thinking
-        if message.get("tool_calls"):
-            native["tool_calls"] = wire.native_calls(message["tool_calls"])
-        return orjson.dumps(self._wrap(parsed, result, choice, native))
-
-    def _wrap(
-        self, parsed: Parsed, result: dict[str, Any], choice: Any, native: dict[str, Any]
-    ) -> dict[str, Any]:
-        return {
-            "model": parsed.echo,
-            "created_at": _now(),
-            "message": native,
-            "done": True,
-            "done_reason": wire.DONE_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
-            **wire.counts(result.get("usage")),
-        }
+        return orjson.dumps(wire.chat_answer(result, parsed.echo))
 
 
 GENERATE_ONLY = frozenset(("prompt", "system", "images", "raw", "template", "context", "suffix", "tools"))
@@ -252,17 +132,7 @@ class Generate(Chat):
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:  # a worker's own /api/chat answer, as /api/generate writes it
             return orjson.dumps(wire.generate_answer(result.native, parsed.echo))
-        return super().answer(parsed, result, candidate)
-
-    def _wrap(
-        self, parsed: Parsed, result: dict[str, Any], choice: Any, native: dict[str, Any]
-    ) -> dict[str, Any]:
-        wrapped = super()._wrap(parsed, result, choice, native)
-        del wrapped["message"]
-        wrapped["response"] = native["content"]
-        if native.get("thinking"):
-            wrapped["thinking"] = native["thinking"]
-        return wrapped
+        return orjson.dumps(wire.generate_answer(wire.chat_answer(result, parsed.echo), parsed.echo))
 
 
 class Embed(_Native):
@@ -312,130 +182,3 @@ class LegacyEmbeddings(Embed):
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         data = result.get("data") or [{}]
         return orjson.dumps({"embedding": data[0].get("embedding") or []})
-
-
-# -- listings (cold: they read the current plan and live facts when asked) -------------------------
-
-
-def _named(plan: RuntimePlan) -> list[tuple[str, Alias | Candidate]]:
-    named: list[tuple[str, Alias | Candidate]] = list(plan.aliases.items())
-    if plan.server.direct_models:
-        named.extend((cid, candidate) for cid, candidate in plan.candidates.items() if candidate.in_plan)
-    return named
-
-
-def _details(family: str) -> dict[str, Any]:
-    return {
-        "parent_model": "",
-        "format": "",
-        "family": family,
-        "families": [family],
-        "parameter_size": "",
-        "quantization_level": "",
-    }
-
-
-async def tags(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
-    """``GET /api/tags``: every alias (and direct model) as an Ollama model."""
-    plan = services.plan
-    caller = caller_of(scope)
-    models = [
-        {
-            "name": name,
-            "model": name,
-            "modified_at": services.status.loaded_at,
-            "size": 0,
-            "digest": "",
-            "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
-        }
-        for name, entry in _named(plan)
-        if caller.may_call(name)
-    ]
-    await send_json(send, 200, orjson.dumps({"models": models}), [plan.plan_header])
-
-
-async def show(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
-    """``POST /api/show``: an alias's description, the capabilities it requires, the context it serves."""
-    from interlock.runtime.fleet.fit import guaranteed_window
-
-    plan = services.plan
-    headers = [plan.plan_header]
-    try:
-        body = await read_object(scope, receive, plan.server.max_body_bytes)
-        name = body.get("model") or body.get("name")
-        if not isinstance(name, str) or not name:
-            raise InvalidRequest("`model` must be a non-empty string")
-    except ClientGone:
-        return
-    except GatewayError as exc:
-        await send_json(send, exc.status, error_body(exc.message), headers)
-        return
-    entry = dict(_named(plan)).get(name) if caller_of(scope).may_call(name) else None
-    if entry is None:  # a model the caller may not use is not shown either
-        await send_json(send, 404, error_body(f"model '{shown(name)}' not found"), headers)
-        return
-    candidates = entry.candidates if isinstance(entry, Alias) else (entry,)
-    window = guaranteed_window(entry, services.facts)  # the smallest of the chain: what a fallback holds
-    contract = entry.contract if isinstance(entry, Alias) else None
-    requires = list(entry.requires) if isinstance(entry, Alias) else []
-    declared = set.intersection(*(set(c.capabilities or ()) for c in candidates)) if candidates else set()
-    capabilities = sorted({"completion", *requires, *declared})
-    description = entry.description if isinstance(entry, Alias) else ""
-    answer = {
-        "modelfile": "",
-        "parameters": "",
-        "template": "",
-        "license": "",
-        "details": _details("alias" if isinstance(entry, Alias) else entry.kind),
-        "model_info": {
-            "general.architecture": "interlock",
-            "general.description": description or " -> ".join(c.id for c in candidates),
-            "interlock.context_length": window,
-            "interlock.output_tokens": contract.output_tokens if contract is not None else None,
-            "interlock.candidates": [c.id for c in candidates],
-            "interlock.requires": requires,
-        },
-        "capabilities": capabilities,
-        "modified_at": services.status.loaded_at,
-    }
-    await send_json(send, 200, orjson.dumps(answer), headers)
-
-
-async def ps(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
-    """``GET /api/ps``: the models the workers report loaded (live metadata), as ``provider/model``."""
-    plan = services.plan
-    models = []
-    for cid, candidate in plan.candidates.items():
-        for route in candidate.routes:
-            if route.worker is None:
-                continue
-            loaded = services.facts.worker(route.endpoint.label).loaded or {}
-            if candidate.facts_key in loaded:
-                models.append(
-                    {
-                        "name": cid,
-                        "model": cid,
-                        "size": 0,
-                        "digest": "",
-                        "details": _details(candidate.kind),
-                        "context_length": loaded[candidate.facts_key],
-                        "worker": route.endpoint.label,
-                    }
-                )
-    await send_json(send, 200, orjson.dumps({"models": models}), [plan.plan_header])
-
-
-async def version(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
-    await send_json(send, 200, orjson.dumps({"version": VERSION}), [services.plan.plan_header])
-
-
-async def root(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
-    """``GET /`` and ``HEAD /``: what Ollama answers, so clients that check for a server find one."""
-    payload = b"Ollama is running"
-    headers = [
-        services.plan.plan_header,
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", b"%d" % len(payload)),
-    ]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else payload})

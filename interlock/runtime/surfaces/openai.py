@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_type
-from interlock.runtime.errors import InvalidRequest
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.base.asgi import Header, json_type
+from interlock.runtime.base.errors import InvalidRequest
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.surfaces.base import (
     CHAT_LIMITS,
     Failure,

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interlock.runtime.telemetry.errors import SourceMalformed
 from interlock.runtime.telemetry.readings import GpuReading, HostMemory
+from interlock.runtime.telemetry.source_errors import SourceMalformed
 
 FORMAT = "interlock-telemetry/1"
 MAX_BYTES = 256 * 1024

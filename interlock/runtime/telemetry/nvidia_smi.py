@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from interlock.runtime.telemetry.errors import SourceMalformed
 from interlock.runtime.telemetry.process import run_command
 from interlock.runtime.telemetry.readings import MIB, GpuReading
+from interlock.runtime.telemetry.source_errors import SourceMalformed
 
 COMMAND = "nvidia-smi"
 FIELDS: tuple[str, ...] = (

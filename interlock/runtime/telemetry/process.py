@@ -11,7 +11,7 @@ import signal
 import subprocess
 from collections.abc import Sequence
 
-from interlock.runtime.telemetry.errors import SourceFailed, SourceMissing, SourceTimeout
+from interlock.runtime.telemetry.source_errors import SourceFailed, SourceMissing, SourceTimeout
 
 MAX_DETAIL = 200
 

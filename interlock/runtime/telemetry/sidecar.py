@@ -23,12 +23,12 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.clock import iso_utc
+from interlock.runtime.base.clock import iso_utc
 from interlock.runtime.telemetry import document
-from interlock.runtime.telemetry.errors import TelemetryError
-from interlock.runtime.telemetry.memory import read_host_memory
+from interlock.runtime.telemetry.host_memory import read_host_memory
 from interlock.runtime.telemetry.nvidia_smi import COMMAND, query_gpus
 from interlock.runtime.telemetry.readings import GpuReading, HostMemory
+from interlock.runtime.telemetry.source_errors import TelemetryError
 
 PATH = "/telemetry"
 

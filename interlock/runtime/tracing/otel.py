@@ -20,20 +20,20 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     CannotServe,
     ContextOverflow,
     DeterministicError,
     TransientError,
     UpstreamError,
 )
-from interlock.runtime.record import error_class, usage_of
+from interlock.runtime.books.record import error_class, usage_of
 from interlock.runtime.tracing.base import TracingUnavailable
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 
 if TYPE_CHECKING:
-    from interlock.runtime.record import RequestRecord
-    from interlock.runtime.tables import Candidate, Route, Target
+    from interlock.runtime.books.record import RequestRecord
+    from interlock.runtime.loaded.tables import Candidate, Route, Target
     from interlock.runtime.upstream.base import Call
 
 T = TypeVar("T")

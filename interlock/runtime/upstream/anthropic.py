@@ -4,7 +4,7 @@ Translation both ways lives in ``wire.anthropic``; this module only sends. A Mes
 request (``Native``) goes as it came, the model replaced, with the ``anthropic-beta`` and
 ``anthropic-version`` headers it came with; its answer and events come back whole (``Relayed``).
 The credential goes in ``x-api-key`` with ``anthropic-version`` (the plan builds both headers, from
-``interlock.kinds``). Status mapping is the shared one (``failures``): 429 rate limited, 529
+``interlock.common.kinds``). Status mapping is the shared one (``failures``): 429 rate limited, 529
 overloaded is a 5xx (transient, the walk falls back), other 4xx deterministic.
 Probe: ``GET {base_url}/v1/models``.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import CannotServe, UpstreamError
+from interlock.runtime.base.errors import CannotServe, UpstreamError
+from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.wire import anthropic as wire
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, relayed_body, with_headers
@@ -29,7 +29,7 @@ COUNTED = ("messages", "system", "tools", "tool_choice", "thinking")  # what cou
 class AnthropicAdapter(Adapter):
     """Speaks Anthropic's Messages API at one base URL per provider."""
 
-    def __init__(self, client: UpstreamClient) -> None:
+    def __init__(self, client: Transport) -> None:
         self._client = client
 
     async def chat(

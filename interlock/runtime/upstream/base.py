@@ -1,9 +1,11 @@
 """The provider border: what the router asks of an upstream, whatever its wire format.
 
 Requests and responses cross this border in the core types of ``wire.base`` (``Endpoint``, ``Native``,
-``Relayed``, ``RelayedChunk``, ``ChatStream``). Each adapter translates to its own wire format and maps
-every exception of the HTTP client to ``interlock.runtime.errors``; nothing of the client library leaks
-past this package.
+``Relayed``, ``RelayedChunk``, ``ChatStream``). Each adapter translates to its own wire format and hands
+its HTTP exchanges to ``exchange.py``, which sends one ``net.transport.Request`` through the
+``Transport`` the adapter was given and maps every transport failure to ``interlock.runtime.base.errors``;
+no adapter imports a framing module (``net/http1.py``, ``net/client.py``: tests/runtime/net prove it),
+and nothing of the transport leaks past this package.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from interlock.runtime.compiled import mypyc_attr
-from interlock.runtime.errors import CannotServe
+from interlock.common.kinds import KINDS, listed
+from interlock.runtime.base.errors import CannotServe
+from interlock.runtime.base.mypyc_marks import mypyc_attr
+from interlock.runtime.net.transport import Transport
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/base/mypyc_marks.py)
 class Adapter(abc.ABC):
     """Speaks one wire format. Stateless apart from the shared HTTP client it is given."""
 
@@ -70,3 +74,12 @@ UPSTREAM_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
 )
 """Headers for the upstream request being sent in this task (``traceparent``), set only while a
 traced attempt is calling its upstream."""
+
+
+def adapter_for(kind: str, transport: Transport) -> Adapter:
+    """The adapter for a provider kind (a row of ``interlock.kinds.KINDS``), sending through ``transport``."""
+    row = KINDS.get(kind)
+    if row is None:
+        raise ValueError(f"unknown upstream kind {kind!r}; expected {listed()}")
+    adapter: Adapter = row.load_adapter()(transport)
+    return adapter

@@ -26,11 +26,10 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from types import MappingProxyType
 from typing import Any, Protocol
 
-from interlock.runtime.asgi import json_object
-from interlock.runtime.errors import (
+from interlock.runtime.base.asgi import json_object
+from interlock.runtime.base.errors import (
     FirstByteTimeout,
     IdleTimeout,
     MalformedResponse,
@@ -38,15 +37,14 @@ from interlock.runtime.errors import (
     TotalTimeout,
     UpstreamError,
 )
+from interlock.runtime.net.http_errors import FIRST_BYTE, IDLE, BodyTooLarge, Timeout
+from interlock.runtime.net.transport import Request, Response, Transport
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
-from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, map_exception
-from interlock.runtime.upstream.http1 import FIRST_BYTE, IDLE, BodyTooLarge, Response, Timeout
 from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
 MAX_ERROR_BODY = 64 * 1024
-_NONE: Mapping[str, str] = MappingProxyType({})  # no headers beyond the endpoint's encoded ones
 
 
 class LineDecoder(Protocol):
@@ -110,7 +108,7 @@ def _line_too_long(cap: int) -> ProtocolFailure:
 
 
 async def _start(
-    client: UpstreamClient,
+    client: Transport,
     endpoint: Endpoint,
     method: str,
     path: str,
@@ -120,27 +118,12 @@ async def _start(
     2xx response or raise the mapped error for any other status."""
     now = client.time()
     total_at = now + endpoint.total_s
-    first_byte_at = min(now + endpoint.first_byte_s, total_at)
-    lines = endpoint.lines  # None: a header that cannot be sent, which the client refuses by name
-    headers: Mapping[str, str] = _NONE if lines is not None else endpoint.headers
+    first_byte_at = now + endpoint.first_byte_s
+    if first_byte_at > total_at:
+        first_byte_at = total_at
     traced = UPSTREAM_HEADERS.get()  # a traced attempt's traceparent; None unless --otel
-    if traced is not None:
-        headers = {**headers, **traced}
-    response = await client.request(
-        method,
-        endpoint.url,
-        path,
-        headers,
-        payload,
-        connect_s=endpoint.connect_s,
-        first_byte_at=first_byte_at,
-        total_at=total_at,
-        pool=endpoint.label,  # a provider's connections are its own
-        kind=endpoint.kind,
-        lines=lines or b"",
-        now=now,
-        patience=endpoint.patience,
-    )
+    request = Request(endpoint, method, path, payload, first_byte_at, total_at, now, traced)
+    response = await client.send(request)
     if 200 <= response.status < 300:
         return response
     try:
@@ -160,7 +143,7 @@ def probe_endpoint(endpoint: Endpoint, timeout_s: float) -> Endpoint:
 
 
 async def request_json(
-    client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
+    client: Transport, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> dict[str, Any]:
     """A non-streaming exchange: the JSON object a 2xx answer must be (else ``MalformedResponse``)."""
     return json_object(
@@ -169,7 +152,7 @@ async def request_json(
 
 
 async def request_bytes(
-    client: UpstreamClient, endpoint: Endpoint, method: str, path: str, payload: bytes | None
+    client: Transport, endpoint: Endpoint, method: str, path: str, payload: bytes | None
 ) -> bytes:
     """A non-streaming exchange: the body of a 2xx answer, as it came (a ``/metrics`` text, say); past
     ``endpoint.max_body_bytes`` a ProtocolFailure (the connection dropped)."""
@@ -195,7 +178,7 @@ async def request_bytes(
 
 
 async def request_stream(
-    client: UpstreamClient, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
+    client: Transport, endpoint: Endpoint, path: str, payload: bytes, decoder: LineDecoder
 ) -> LineStream:
     """Start a streaming exchange; return once the first chunk has been decoded."""
     stream: LineStream | None = None

@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import CannotServe, MalformedResponse
+from interlock.runtime.base.errors import CannotServe, MalformedResponse
+from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_json, request_stream
 from interlock.runtime.wire import ollama as wire
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed
@@ -34,7 +34,7 @@ class OllamaAdapter(Adapter):
     what worker scoring learns tokens/s from.
     """
 
-    def __init__(self, client: UpstreamClient) -> None:
+    def __init__(self, client: Transport) -> None:
         self._client = client
         self.speeds: SpeedSink | None = None
 

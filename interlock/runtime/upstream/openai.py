@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.errors import ContextOverflow, ProtocolFailure, UpstreamError
+from interlock.runtime.base.errors import ContextOverflow, ProtocolFailure, UpstreamError
+from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import UpstreamClient
 from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream
 from interlock.runtime.upstream.tokenize import LLAMA, NONE, TOKENIZE, VLLM, Tokenizers
 from interlock.runtime.wire import openai_responses
@@ -35,7 +35,7 @@ from interlock.runtime.wire.openai_chat import SSEDecoder, checked, pooled, upst
 class OpenAIAdapter(Adapter):
     """POST {base_url}/chat/completions and /embeddings; probe GET {base_url}/models."""
 
-    def __init__(self, client: UpstreamClient) -> None:
+    def __init__(self, client: Transport) -> None:
         self._client = client
         self.tokenizers = Tokenizers()  # which tokenizer each server speaks (``count``)
 

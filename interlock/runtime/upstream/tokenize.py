@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.upstream.client import UpstreamClient
+from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.exchange import request_json
 from interlock.runtime.wire.base import Endpoint
 
@@ -32,10 +32,10 @@ FAILED_S = 60.0  # one whose tokenizer failed otherwise (refused us, timed out, 
 MAX_SERVERS = 1024
 MAX_TOKENS = 1 << 30  # a count above this is not one
 
-Tokenize = Callable[[UpstreamClient, Endpoint, dict[str, Any]], Awaitable[int | None]]
+Tokenize = Callable[[Transport, Endpoint, dict[str, Any]], Awaitable[int | None]]
 
 
-async def llama(client: UpstreamClient, endpoint: Endpoint, payload: dict[str, Any]) -> int | None:
+async def llama(client: Transport, endpoint: Endpoint, payload: dict[str, Any]) -> int | None:
     rendered = await request_json(client, endpoint, "POST", "/apply-template", orjson.dumps(payload))
     prompt = rendered.get("prompt")
     if type(prompt) is not str:
@@ -45,7 +45,7 @@ async def llama(client: UpstreamClient, endpoint: Endpoint, payload: dict[str, A
     return len(tokens) if type(tokens) is list and len(tokens) < MAX_TOKENS else None
 
 
-async def vllm(client: UpstreamClient, endpoint: Endpoint, payload: Mapping[str, Any]) -> int | None:
+async def vllm(client: Transport, endpoint: Endpoint, payload: Mapping[str, Any]) -> int | None:
     asked = {k: payload[k] for k in ("model", "messages", "tools") if k in payload}
     asked["add_generation_prompt"] = True
     count = (await request_json(client, endpoint, "POST", "/tokenize", orjson.dumps(asked))).get("count")

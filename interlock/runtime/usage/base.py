@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from interlock.runtime.compiled import mypyc_attr
+from interlock.runtime.base.mypyc_marks import mypyc_attr
 
 Account = tuple[str, str]
 """(tenant, key id): who a budget belongs to."""
@@ -57,7 +57,7 @@ class Tally:
         )
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/base/mypyc_marks.py)
 class Store(abc.ABC):
     """Where debits are persisted. Used by one writer task at a time (no call overlaps another)."""
 

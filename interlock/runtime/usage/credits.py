@@ -34,12 +34,12 @@ from __future__ import annotations
 import math
 from typing import Any, NoReturn
 
-from interlock.runtime.access import Caller
-from interlock.runtime.errors import CreditsExhausted
-from interlock.runtime.guards.preflight import Needs
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.base.errors import CreditsExhausted
+from interlock.runtime.books.estimate import Needs
+from interlock.runtime.loaded.access import Caller
+from interlock.runtime.loaded.plan import RuntimePlan
+from interlock.runtime.loaded.tables import Target
 from interlock.runtime.state.counters import CallerCounters, Claim, Held
-from interlock.runtime.tables import Target
 from interlock.runtime.usage.base import Tally
 from interlock.runtime.usage.ledger import Ledger, next_window
 from interlock.runtime.usage.metering import Price, price_of, tally_of

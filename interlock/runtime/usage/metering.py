@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from interlock.runtime.guards.preflight import Needs, chars_tokens, text_tokens
+from interlock.runtime.books.estimate import Needs, chars_tokens, text_tokens
 from interlock.runtime.usage.base import Tally
 
 if TYPE_CHECKING:
-    from interlock.runtime.plan import RuntimePlan
-    from interlock.runtime.record import RequestRecord
+    from interlock.runtime.books.record import RequestRecord
+    from interlock.runtime.loaded.plan import RuntimePlan
 
 MAX_REPORTED_TOKENS = 100_000_000
 """The most tokens one answer may claim for its prompt or its completion: ten times the largest context

@@ -35,8 +35,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_object
-from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.base.asgi import Header, json_object
+from interlock.runtime.base.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk
 from interlock.runtime.wire.openai_chat import (
     TranslatedEvents,

@@ -1,19 +1,19 @@
 """Anthropic Messages, the client side's request: a Messages request as the internal (Chat-shaped) form,
 and the names of what that form cannot carry (``X-Interlock-Dropped``).
 
-``system`` becomes the first message; content blocks map one to one (``text`` -> text parts, ``image``
--> an ``image_url`` part, an assistant's ``tool_use`` -> ``tool_calls``, a user's ``tool_result`` -> a
-``tool`` message placed before the rest of that turn, ``thinking`` -> the turn's ``reasoning``);
-``role: "system"`` turns inside ``messages`` stay system turns where they stand; ``tools`` -> function
-tools (``strict`` kept; ``defer_loading: true`` ones left out, as Anthropic leaves them out of the
-model's prompt, until a ``tool_reference`` in a tool result loads them); ``tool_choice`` ->
-auto/required/named/none (``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``);
-``thinking``'s type -> ``think``. Named, never silently lost: ``cache_control``, top-level fields the form
-has no place for (``metadata``, ``output_config``, ``context_management``, ...), server tools
-(``tools.web_search_20250305``), other keys of a tool (``tools.input_examples``), of ``thinking``
-(``thinking.display``, ``thinking.budget_tokens``), of ``tool_choice`` and of a content block
-(``text.citations``), ``redacted_thinking`` blocks, and tool-result parts a ``tool`` message cannot
-hold (``tool_result.image``).
+``system`` becomes the first message; content blocks map one to one (``text`` -> text parts, ``image`` ->
+an ``image_url`` part, an assistant's ``tool_use`` -> ``tool_calls``, a user's ``tool_result`` -> a
+``tool`` message placed before the rest of that turn, ``thinking`` -> the turn's ``reasoning_content``,
+the field llama-server and vLLM read back into the prompt); ``role: "system"`` turns inside ``messages``
+stay system turns where they stand; ``tools`` -> function tools (``strict`` kept; ``defer_loading: true``
+ones left out, as Anthropic leaves them out of the model's prompt, until a ``tool_reference`` in a tool
+result loads them); ``tool_choice`` -> auto/required/named/none (``disable_parallel_tool_use`` ->
+``parallel_tool_calls: false``); ``thinking``'s type -> ``think``. Named, never silently lost:
+``cache_control``, top-level fields the form has no place for (``metadata``, ``output_config``,
+``context_management``, ...), server tools (``tools.web_search_20250305``), other keys of a tool
+(``tools.input_examples``), of ``thinking`` (``thinking.display``, ``thinking.budget_tokens``), of
+``tool_choice`` and of a content block (``text.citations``), ``redacted_thinking`` blocks, and tool-result
+parts a ``tool`` message cannot hold (``tool_result.image``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.runtime.asgi import json_type
-from interlock.runtime.errors import InvalidRequest
+from interlock.runtime.base.asgi import json_type
+from interlock.runtime.base.errors import InvalidRequest
 from interlock.runtime.wire.anthropic import openai_call, source_url, text_of
 from interlock.runtime.wire.openai_chat import NO_EXTRAS
 
@@ -129,7 +129,7 @@ def _turn(index: int, message: Any, dropped: list[str]) -> list[dict[str, Any]]:
         if calls:
             turn["tool_calls"] = calls
         if reasoning:
-            turn["reasoning"] = "\n".join(reasoning)
+            turn["reasoning_content"] = "\n".join(reasoning)
         out.append(turn)
     return out
 

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any
 
-from interlock.runtime.asgi import Header
-from interlock.runtime.compiled import mypyc_attr
+from interlock.runtime.base.asgi import Header
+from interlock.runtime.base.mypyc_marks import mypyc_attr
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
 
 
@@ -116,7 +116,7 @@ class Endpoint:
         object.__setattr__(self, "lines", header_lines(self.headers))
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/compiled.py)
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/base/mypyc_marks.py)
 class ChatStream(abc.ABC):
     """An upstream stream whose first chunk has already arrived.
 

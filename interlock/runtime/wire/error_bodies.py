@@ -1,5 +1,5 @@
 """What an upstream's answer says went wrong, in every dialect: a status, an error body, an error
-object inside a 200 answer or stream, ``Retry-After``; read into ``interlock.runtime.errors`` classes.
+object inside a 200 answer or stream, ``Retry-After``; read into ``interlock.runtime.base.errors`` classes.
 
 Messages never hold a header, a credential or an upstream body; the one exception is ``ClientError``,
 whose message is the upstream's own short error text (OpenAI ``error.message`` or Ollama ``error``),
@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from interlock.bounds import window as bounded_window
-from interlock.bounds import window_text
-from interlock.runtime.errors import (
+from interlock.common.bounds import window as bounded_window
+from interlock.common.bounds import window_text
+from interlock.runtime.base.errors import (
     ClientError,
     ContextOverflow,
     ProtocolFailure,
@@ -178,7 +178,7 @@ def overflow(error: Any, text: str, status: int) -> ContextOverflow | None:
 
 
 def _number(value: Any) -> int | None:
-    """A window or a count from an error object, bounded where it enters (``interlock.bounds``): an
+    """A window or a count from an error object, bounded where it enters (``interlock.common.bounds``): an
     absurd one would lock a candidate out as too small, or put every later candidate below the request."""
     return bounded_window(value)
 

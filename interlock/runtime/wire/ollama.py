@@ -1,6 +1,6 @@
-"""Ollama's native API, both sides: the rules its surface and its upstream adapter share (base64 images
-<-> ``data:`` URLs), and OpenAI <-> Ollama native both ways for the adapter: /api/chat requests, answers
-and NDJSON chunks; /api/embed.
+"""Ollama's native API, the upstream side: OpenAI <-> Ollama native both ways for the adapter: /api/chat
+requests, answers and NDJSON chunks; /api/embed. The caller's side (an Ollama request as the internal
+form; answers and NDJSON lines in Ollama's shape) is ``wire.ollama_caller``.
 
 What happens to each request field is the table in ``fields`` (and docs/upstream-adapters.md). Two kinds
 of refusal, both raised before anything is sent:
@@ -22,7 +22,8 @@ Decisions worth knowing:
 - Sampling parameters go into ``options``; ``max_completion_tokens``/``max_tokens`` -> ``num_predict``;
   Ollama's runner options sent at the top level (``top_k``, ``min_p``, ``num_ctx``, as LiteLLM does)
   go into ``options`` too, over a native ``options`` object. ``keep_alive`` and ``think`` pass through;
-  ``reasoning_effort`` -> ``think``. Thinking text comes back as ``reasoning`` (as Ollama's /v1 does).
+  ``reasoning_effort`` -> ``think``. Thinking text comes back as ``reasoning`` (as Ollama's /v1 does); an
+  assistant turn's ``reasoning_content`` (or ``reasoning``) goes as its ``thinking``.
 - ``finish_reason``: ``tool_calls`` when the answer calls tools, ``length`` for done_reason length,
   else ``stop``; usage from ``prompt_eval_count``/``eval_count``.
 """
@@ -39,21 +40,12 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import json_type
-from interlock.runtime.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.base.asgi import json_type
+from interlock.runtime.base.errors import CannotServe, InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import RelayedChunk
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.fields import OLLAMA_OPTION_FIELDS
-from interlock.runtime.wire.openai_chat import call_arguments, completion_id
-
-# the first base64 characters of each image type Ollama models read (JPEG, PNG, GIF, WebP)
-IMAGE_TYPES = (("/9j/", "image/jpeg"), ("iVBOR", "image/png"), ("R0lG", "image/gif"), ("UklG", "image/webp"))
-
-
-def data_url(image: str) -> str:
-    """A message's base64 ``images`` entry as a ``data:`` URL, its media type sniffed (else PNG)."""
-    mime = next((m for prefix, m in IMAGE_TYPES if image.startswith(prefix)), "image/png")
-    return f"data:{mime};base64,{image}"
+from interlock.runtime.wire.openai_chat import call_arguments, completion_id, reasoning
 
 
 def data_url_base64(url: str) -> str | None:
@@ -63,133 +55,6 @@ def data_url_base64(url: str) -> str | None:
         if comma and header.endswith(";base64"):
             return data
     return None
-
-
-# -- the client side: an Ollama request as the internal form, an answer in Ollama's shape -------------
-
-PASSED = ("options", "format", "keep_alive", "think", "tools")  # native fields the internal form carries
-DONE_REASONS = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
-
-
-def _data_url(image: Any, where: str) -> dict[str, Any]:
-    if not isinstance(image, str) or not image:
-        raise InvalidRequest(f"`{where}` must be a base64 string")
-    return {"type": "image_url", "image_url": {"url": data_url(image)}}
-
-
-def internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict[str, Any]:
-    where = f"messages[{index}]"
-    if not isinstance(message, dict):
-        raise InvalidRequest(f"`{where}` must be an object, not {json_type(message)}")
-    role = message.get("role")
-    if not isinstance(role, str):
-        raise InvalidRequest(f"`{where}.role` must be a string")
-    content = message.get("content")
-    if content is None:
-        content = ""
-    elif not isinstance(content, str):  # `[]` or `false` too: never read as no content
-        raise InvalidRequest(f"`{where}.content` must be a string")
-    out: dict[str, Any] = {"role": role, "content": content}
-    images = message.get("images")
-    if images is not None and not isinstance(images, list):
-        raise InvalidRequest(f"`{where}.images` must be an array of base64 strings")
-    if images:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
-        parts.extend(_data_url(image, f"{where}.images[{n}]") for n, image in enumerate(images))
-        out["content"] = parts
-    calls = message.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
-        raise InvalidRequest(f"`{where}.tool_calls` must be an array")
-    if calls:
-        out["tool_calls"] = [
-            _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)
-        ]
-    if (
-        role == "tool"
-    ):  # the call it answers: by its id when the client sent one (Open WebUI does), else by name
-        name = message.get("tool_name") or message.get("name")
-        given = message.get("tool_call_id")
-        if isinstance(given, str) and given:
-            out["tool_call_id"] = given
-        else:
-            out["tool_call_id"] = (
-                call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
-            )
-    if message.get("thinking") and role == "assistant":
-        out["reasoning"] = message["thinking"]
-    return out
-
-
-def _internal_call(call: Any, where: str, call_ids: dict[str, str]) -> dict[str, Any]:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise InvalidRequest(f"`{where}.function.name` must be a string")
-    name = function["name"]
-    arguments = function.get("arguments", {})
-    call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{len(call_ids)}_{name}"
-    call_ids[name] = call_id
-    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
-
-
-def carry(body: Mapping[str, Any], internal: dict[str, Any]) -> None:
-    """The native fields an Ollama request carries into the internal form as they are."""
-    for key in PASSED:
-        if body.get(key) is not None:
-            internal[key] = body[key]
-
-
-def native_calls(calls: Any) -> list[dict[str, Any]]:
-    """OpenAI tool calls as an answer's native ones (arguments a model broke: an empty object)."""
-    out = []
-    for call in calls or ():
-        function = call.get("function") or {}
-        try:
-            arguments = call_arguments(function.get("arguments"))
-        except ValueError:  # a model's broken arguments: the client gets an empty object
-            arguments = {}
-        out.append(_native_function(function.get("name", ""), arguments))
-    return out
-
-
-def counts(usage: Any) -> dict[str, int]:
-    """An OpenAI usage as Ollama's counts (``usage_of``: the other way)."""
-    if not isinstance(usage, dict):
-        return {}
-    counts = {}
-    if isinstance(usage.get("prompt_tokens"), int):
-        counts["prompt_eval_count"] = usage["prompt_tokens"]
-    if isinstance(usage.get("completion_tokens"), int):
-        counts["eval_count"] = usage["completion_tokens"]
-    return counts
-
-
-def generate_answer(chat: Mapping[str, Any], model: Any) -> dict[str, Any]:
-    """A worker's ``/api/chat`` answer or line as ``/api/generate`` writes it: the message's text as
-    ``response`` (and its ``thinking``), every other field (``done``, ``done_reason``, the durations and
-    counts) as it came; generate has no tools, so no ``tool_calls``."""
-    message = chat.get("message")
-    message = message if isinstance(message, Mapping) else {}
-    out: dict[str, Any] = {"model": model, "created_at": chat.get("created_at")}
-    out["response"] = message.get("content") or ""
-    if message.get("thinking"):
-        out["thinking"] = message["thinking"]
-    out.update((key, value) for key, value in chat.items() if key not in _CHAT_ONLY)
-    return out
-
-
-_CHAT_ONLY = frozenset(("model", "created_at", "message"))
-
-
-def renamed(chunk: RelayedChunk, model: Any) -> bytes:
-    """A worker's line with ``model`` in place of its own: Ollama writes ``"model"`` first, so only that
-    prefix is rewritten (the rest of the line is sent as its bytes came); any other line is written anew."""
-    raw, named = chunk.raw, chunk.native.get("model")
-    if isinstance(named, str):
-        head = b'{"model":' + orjson.dumps(named) + b","
-        if raw.startswith(head):
-            return b'{"model":' + orjson.dumps(model) + b"," + raw[len(head) :] + b"\n"
-    return orjson.dumps({**chunk.native, "model": model}) + b"\n"
 
 
 # -- the upstream side: an internal request for a worker's /api/chat, its answers as OpenAI's -------
@@ -416,6 +281,9 @@ def _message(index: int, message: Any, tool_names: dict[str, str]) -> dict[str, 
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
         out["tool_calls"] = [_native_call(call, tool_names, index) for call in calls]
+    thinking = reasoning(message) if role == "assistant" else None
+    if isinstance(thinking, str) and thinking:
+        out["thinking"] = thinking  # an earlier turn's thinking, back as Ollama's own field
     if role == "tool":
         call_id = message.get("tool_call_id")
         name = tool_names.get(call_id) if isinstance(call_id, str) else None
@@ -471,10 +339,10 @@ def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str,
     call_id = call.get("id")
     if isinstance(call_id, str):
         tool_names[call_id] = name
-    return _native_function(name, arguments)
+    return native_function(name, arguments)
 
 
-def _native_function(name: Any, arguments: Any) -> dict[str, Any]:
+def native_function(name: Any, arguments: Any) -> dict[str, Any]:
     """One native tool call (Ollama's arguments are an object)."""
     return {"function": {"name": name, "arguments": arguments}}
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_object
-from interlock.runtime.errors import MalformedResponse, ProtocolFailure
+from interlock.runtime.base.asgi import Header, json_object
+from interlock.runtime.base.errors import MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk, StreamRender
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.fields import OPENAI_OPTIONS, OPENAI_STRIPPED

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from interlock.runtime.asgi import Header, json_object, json_type
-from interlock.runtime.errors import InvalidRequest, MalformedResponse, ProtocolFailure
+from interlock.runtime.base.asgi import Header, json_object, json_type
+from interlock.runtime.base.errors import InvalidRequest, MalformedResponse, ProtocolFailure
 from interlock.runtime.wire.base import Endpoint, RelayedChunk
 from interlock.runtime.wire.openai_chat import (
     NO_EXTRAS,
@@ -144,7 +144,7 @@ def _reasoned(message: dict[str, Any], reasoning: list[str], dropped: list[str])
     if not reasoning:
         return
     if message["role"] == "assistant":
-        message["reasoning"] = "\n".join(reasoning)
+        message["reasoning_content"] = "\n".join(reasoning)
     else:
         _name("input.reasoning", dropped)
     reasoning.clear()

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, NoReturn
 
-from interlock.runtime.asgi import Header
-from interlock.runtime.errors import ProtocolFailure
+from interlock.runtime.base.asgi import Header
+from interlock.runtime.base.errors import ProtocolFailure
 from interlock.runtime.wire.base import Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
 

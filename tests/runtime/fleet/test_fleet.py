@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.access import COMMON, Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
-from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.runtime.state.base import Lease
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
-from interlock.runtime.clock import Clock
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base.clock import Clock
 from interlock.runtime.fleet.placement import HALF_LIFE_S, MAX_WARM_HOLD_S, traffic_class
 from interlock.testing.fake_fleet import FakeGpuBox, sim_model
 from interlock.testing.fake_ollama import FakeOllama, ModelSpec

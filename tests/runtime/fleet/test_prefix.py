@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from interlock.runtime.books.learned import DEFAULT_PREFILL_TOKENS_PER_S, PrefillBook
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, PrefixIndex, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
-from interlock.runtime.learned import DEFAULT_PREFILL_TOKENS_PER_S, PrefillBook
-from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from tests.runtime.conftest import compile_text

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
+from interlock.runtime.app.gateway import Gateway
 from interlock.runtime.fleet.probes import RECHECK_FIRST_S, RECHECK_MAX_S
 from interlock.testing.fake_ollama import FakeOllama
+from tests.runtime.books.test_health import Clock
 from tests.runtime.conftest import build, compile_text
-from tests.runtime.test_health import Clock
 
 CONFIG = """\
 version: 1

@@ -19,16 +19,16 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.errors import FirstByteTimeout
+from interlock.runtime.base.errors import FirstByteTimeout
+from interlock.runtime.books.health import HealthBook
 from interlock.runtime.fleet.signals import llamacpp, progress, sglang, vllm
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.signals.progress import MIN_STALL_S, ProgressBook
-from interlock.runtime.health import HealthBook
-from interlock.runtime.tables import HealthSettings
+from interlock.runtime.loaded.tables import HealthSettings
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
+from tests.runtime.books.test_health import Clock
 from tests.runtime.conftest import build, compile_text
-from tests.runtime.test_health import Clock
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "signals" / "llama-server"
 

@@ -23,8 +23,8 @@ from interlock.commands.gateway import build_gateway
 from interlock.runtime.fleet.recovery import CHECK_MAX_S
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
+from tests.runtime.books.test_health import Clock
 from tests.runtime.conftest import build, compile_text
-from tests.runtime.test_health import Clock
 
 CONFIG = """\
 version: 1

@@ -11,7 +11,7 @@ import pytest
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.scoring import DEFAULT_LOAD_S, PARTS, Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
-from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, targets
 from interlock.runtime.telemetry.readings import GpuReading

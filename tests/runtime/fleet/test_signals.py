@@ -11,16 +11,17 @@ from pathlib import Path
 from typing import Any, get_args
 
 import httpx
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.commands.gateway import build_gateway
-from interlock.kinds import SERVER_KINDS
+from interlock.common.kinds import SERVER_KINDS
 from interlock.runtime.fleet.signals import SERVERS, llamacpp, sglang, vllm
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.signals.choice import KV_FULL, rate_server
 from interlock.runtime.fleet.signals.exposition import samples
-from interlock.runtime.tables import RoutingWeights
+from interlock.runtime.loaded.tables import RoutingWeights
 from interlock.schema.plan import PlanWorker
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
@@ -54,10 +55,10 @@ def test_every_server_kind_is_one_row_and_one_name_everywhere() -> None:
         (
             llamacpp.read,
             {"/metrics": "llamacpp-metrics.txt", "/slots": "llamacpp-slots.json"},
-            ServerLoad(running=1, waiting=3, slots=2, kv_used=0.35, cached_tokens=1434),
+            ServerLoad(running=1, waiting=3, slots=2, kv_used=0.35, cached_tokens=1434, window=1024),
         ),
-        (llamacpp.read, {"/slots": "llamacpp-slots.json"}, ServerLoad(running=1, slots=2)),  # no --metrics
-        (llamacpp.read, {"/slots": "llamacpp-slots-old.json"}, ServerLoad(running=2, slots=3)),  # `state`
+        (llamacpp.read, {"/slots": "llamacpp-slots.json"}, ServerLoad(running=1, slots=2, window=1024)),
+        (llamacpp.read, {"/slots": "llamacpp-slots-old.json"}, ServerLoad(running=2, slots=3, window=1024)),
         (
             llamacpp.read,
             {"/metrics": "llamacpp-metrics.txt"},  # /slots off (newer builds: off unless --slots)
@@ -110,11 +111,23 @@ def test_the_real_llama_servers_answers_read_as_it_said(moment: str) -> None:
     metrics = body(f"llama-server/{prefix}metrics_{stem}.txt")
     listed = body(f"llama-server/{prefix}slots_{stem}.json")
     running, waiting, slots, held = CAPTURED[moment]
+    window = min(slot["n_ctx"] for slot in orjson.loads(listed))  # a slot's: --ctx-size over --parallel
     both = llamacpp.read({"/metrics": metrics, "/slots": listed})
-    assert both == ServerLoad(running=running, waiting=waiting, slots=slots, cached_tokens=held)
+    assert both == ServerLoad(
+        running=running, waiting=waiting, slots=slots, cached_tokens=held, window=window
+    )
     assert both.kv_used is None  # this build has no llamacpp:kv_cache_usage_ratio: unknown, never 0
-    assert llamacpp.read({"/slots": listed}) == ServerLoad(running=running, slots=slots, cached_tokens=held)
+    alone = ServerLoad(running=running, slots=slots, cached_tokens=held, window=window)
+    assert llamacpp.read({"/slots": listed}) == alone
     assert llamacpp.read({"/metrics": metrics}) == ServerLoad(running=running, waiting=waiting)
+
+
+def test_a_slot_s_window_is_the_smallest_bounded_n_ctx_the_slots_say() -> None:
+    """Each slot's ``n_ctx`` bounded as every window a server reports: an odd one is no window."""
+    slots = [{"id": 0, "n_ctx": 4096}, {"id": 1, "n_ctx": 2048}, {"id": 2, "n_ctx": -1}, {"id": 3}]
+    assert llamacpp.read({"/slots": orjson.dumps(slots)}).window == 2048
+    odd = b'[{"id": 0, "n_ctx": 1e30}, {"id": 1, "n_ctx": "8192"}, {"id": 2, "n_ctx": true}]'
+    assert llamacpp.read({"/slots": odd}).window is None
 
 
 def test_a_slots_answer_that_is_not_a_list_of_slots_is_refused() -> None:
@@ -238,6 +251,7 @@ def test_worker_choice_follows_each_servers_own_load_read_in_the_probe_round(
                 "kind": "sglang",
                 "load": ServerLoad(0, 0, None, 0.1, 0).report(),
                 "progress": {"working": False, "moved_s_ago": None, "stall_allowance_s": 120.0},
+                "slot_window": None,  # SGLang says no slot's window
             }
         ),
         "None",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interlock.runtime.fleet.sticky import StickyTable, session_key
-from interlock.runtime.tables import StickySettings
+from interlock.runtime.loaded.tables import StickySettings
 
 SETTINGS = StickySettings(header=b"x-session-id", prefix_bytes=64, max_sessions=2, idle_ttl_s=10.0)
 

@@ -7,20 +7,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.errors import ServerError
+from interlock.runtime.base.errors import ServerError
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.guards import Admission, Guard, compiled
 from interlock.runtime.guards.capability import CapabilityGuard
-from interlock.runtime.guards.context import ContextGuard
-from interlock.runtime.guards.health import HealthGuard
+from interlock.runtime.guards.circuit import HealthGuard
+from interlock.runtime.guards.context_fit import ContextGuard
 from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import RuntimePlan
-from interlock.runtime.resolve import resolve
-from interlock.runtime.router import Router
+from interlock.runtime.loaded.plan import RuntimePlan
+from interlock.runtime.loaded.tables import Check
+from interlock.runtime.request.resolve import resolve
+from interlock.runtime.request.router import Router
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.tables import Check
 from tests.runtime.conftest import BASIC, build
 from tests.runtime.scripted import ScriptedAdapter
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.errors import InvalidRequest
+from interlock.runtime.base.errors import InvalidRequest
+from interlock.runtime.books.estimate import needs_of, text_tokens
 from interlock.runtime.fleet.facts import FactsTable, ModelInfo
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_sizes, parse_tags
-from interlock.runtime.guards.preflight import needs_of, text_tokens
-from interlock.runtime.tables import PreflightSettings
+from interlock.runtime.loaded.tables import PreflightSettings
 from tests.runtime.conftest import build, compile_text
 
 SETTINGS = PreflightSettings(
@@ -135,7 +135,7 @@ def test_api_show_is_parsed_as_ollama_writes_it() -> None:
 
 def test_absurd_numbers_from_ollama_are_unknown_not_a_crash() -> None:
     """A 5,000-digit `num_ctx` raised in `int()` and ended the worker's metadata round; a window of
-    2^62, `True` or other digits than ASCII are no windows either (``interlock.bounds``)."""
+    2^62, `True` or other digits than ASCII are no windows either (``interlock.common.bounds``)."""
     for parameters in ("num_ctx " + "9" * 5000, "num_ctx ²", "num_ctx ٣", "num_ctx 0", "num_ctx -5"):
         assert parse_show({"parameters": parameters}, 1.0) == ModelInfo(None, None, None, 1.0)
     for trained in (2**62, True, -1, 8192.5, "8192"):
@@ -196,11 +196,11 @@ def test_the_effective_context_follows_loaded_then_modelfile_then_defaults_cappe
 
 def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_path: Path) -> None:
     """A real fake Ollama, the real client and adapter; time advances by hand, nothing sleeps."""
+    from interlock.runtime.books.health import HealthBook
+    from interlock.runtime.books.metrics import Metrics, StateView
     from interlock.runtime.fleet.metadata import MetadataFetcher
-    from interlock.runtime.health import HealthBook
-    from interlock.runtime.metrics import Metrics, StateView
+    from interlock.runtime.net.client import UpstreamClient
     from interlock.runtime.state.memory import MemorySlots
-    from interlock.runtime.upstream.client import UpstreamClient
     from interlock.runtime.upstream.ollama import OllamaAdapter
     from interlock.testing.fake_ollama import FakeOllama, ModelSpec
 

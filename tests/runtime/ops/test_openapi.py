@@ -10,10 +10,10 @@ from starlette.routing import Route
 
 from interlock.cli import main
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.errors import GatewayError
+from interlock.runtime.base.errors import GatewayError
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import model_objects
 from interlock.runtime.ops.openapi import STATUSES, document, plan_document, routes
-from interlock.runtime.plan import RuntimePlan
 from interlock.schema.canonical import canonical_json
 from tests.conftest import ROOT
 
@@ -109,7 +109,7 @@ def test_every_route_that_takes_a_body_documents_it() -> None:
 
 
 def test_under_auth_the_routes_behind_keys_declare_them_and_their_401() -> None:
-    from interlock.runtime.access import needs_key
+    from interlock.runtime.loaded.access import needs_key
 
     for mode, anonymous in (("required", []), ("optional", [{}])):
         doc = document(auth=mode)

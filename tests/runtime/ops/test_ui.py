@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.app import Gateway
+from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.ui import svg
 from interlock.runtime.ops.ui.view import SECTIONS, span
-from interlock.runtime.plan import RuntimePlan
 from tests.runtime.conftest import BASIC, build
 
 

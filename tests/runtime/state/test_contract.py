@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.access import COMMON, Budget, Refusal, Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.loaded.access import COMMON, Budget, Refusal, Turn
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state import BACKENDS, open_backend
 from interlock.runtime.state.base import Lease, SlotBackend
 from interlock.runtime.state.counters import Claim, Held, Short
 from interlock.runtime.state.embedded import SlotServer
-from interlock.runtime.tables import WorkerLimits
 from tests.redis_server import RedisServer
 from tests.waiting import PATIENCE_S, until
 

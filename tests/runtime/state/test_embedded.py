@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.access import Budget, Refusal
-from interlock.runtime.errors import ConnectFailed, ServerError
-from interlock.runtime.health import HealthBook
+from interlock.runtime.base.errors import ConnectFailed, ServerError
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.loaded.access import Budget, Refusal
+from interlock.runtime.loaded.tables import HealthSettings, WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.counters import Claim, Held, Short
 from interlock.runtime.state.embedded import EmbeddedCounters, EmbeddedSlots, SlotServer
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.state.redis import RedisSlots
-from interlock.runtime.tables import HealthSettings, WorkerLimits
 from tests.waiting import PATIENCE_S, until
 
 # max_wait only bounds a failure here (no test waits it out): long, so a busy machine never expires a wait

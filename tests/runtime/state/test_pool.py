@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from interlock.runtime.access import Turn
-from interlock.runtime.errors import SlotUnavailable
+from interlock.runtime.base.errors import SlotUnavailable
+from interlock.runtime.loaded.access import Turn
 from interlock.runtime.state.pool import SlotPool
 
 

@@ -7,14 +7,14 @@ import asyncio
 
 import pytest
 
-from interlock.runtime.access import Budget, Refusal, Turn
-from interlock.runtime.errors import ConnectFailed, ServerError
-from interlock.runtime.health import HealthBook
+from interlock.runtime.base.errors import ConnectFailed, ServerError
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.loaded.access import Budget, Refusal, Turn
+from interlock.runtime.loaded.tables import HealthSettings, WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.counters import Claim, Held, Short
 from interlock.runtime.state.redis import RedisLease, RedisOptions, RedisSlots
 from interlock.runtime.state.redis_counters import IN_FLIGHT_TTL_S, RedisCounters
-from interlock.runtime.tables import HealthSettings, WorkerLimits
 from tests.redis_server import RedisServer, free_port
 from tests.waiting import PATIENCE_S, until
 

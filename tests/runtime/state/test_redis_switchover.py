@@ -15,10 +15,10 @@ import asyncio
 import os
 import signal
 
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.base import Lease
 from interlock.runtime.state.redis import RedisSlots
-from interlock.runtime.tables import WorkerLimits
 from tests.redis_server import RedisServer
 from tests.waiting import until
 

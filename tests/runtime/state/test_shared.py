@@ -15,10 +15,10 @@ from multiprocessing.synchronize import Event
 
 import pytest
 
+from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease
 from interlock.runtime.state.embedded import EmbeddedLease, EmbeddedSlots, SlotServer
 from interlock.runtime.state.shared import supported, table_path
-from interlock.runtime.tables import WorkerLimits
 from tests.waiting import PATIENCE_S, until, wait_until
 
 pytestmark = pytest.mark.skipif(not supported(), reason="the slot file needs open-file-description locks")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.runtime.health import HealthBook
-from interlock.runtime.metrics import Metrics, StateView
-from interlock.runtime.plan import RuntimePlan, load_plan
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.telemetry.readings import MIB
@@ -173,7 +173,7 @@ def test_a_plan_without_telemetry_reads_nothing(tmp_path: Path, fake_smi: FakeSm
     loop, book = _round(plan)
     assert not (bin_dir / "calls").exists()
     assert book.workers == {}
-    assert loop._session is None  # no HTTP client was even opened
+    assert loop._client is None  # no HTTP client was even opened
     assert {name for name, _ in _samples(plan, book)} == set()
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from interlock.runtime.telemetry import document
-from interlock.runtime.telemetry.errors import SourceMalformed, SourceMissing
-from interlock.runtime.telemetry.memory import parse_meminfo, parse_vm_stat, read_host_memory
+from interlock.runtime.telemetry.host_memory import parse_meminfo, parse_vm_stat, read_host_memory
 from interlock.runtime.telemetry.readings import GpuReading, HostMemory, overlay
+from interlock.runtime.telemetry.source_errors import SourceMalformed, SourceMissing
 from tests.runtime.telemetry.conftest import FIXTURES
 
 KIB = 1024

@@ -9,9 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from interlock.runtime.telemetry.errors import SourceFailed, SourceMalformed, SourceMissing, SourceTimeout
 from interlock.runtime.telemetry.nvidia_smi import FIELDS, parse_readings, parse_rows, query_argv, query_gpus
 from interlock.runtime.telemetry.readings import MIB, GpuReading
+from interlock.runtime.telemetry.source_errors import (
+    SourceFailed,
+    SourceMalformed,
+    SourceMissing,
+    SourceTimeout,
+)
 from tests.runtime.telemetry.conftest import FakeSmi, capture, captures, load_as_runtime_query, printing
 
 CAPTURE_FIELDS = re.search(r"--query-gpu=(\S+)", next(t for t in captures() if "--query-gpu=" in t))

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from interlock.runtime.errors import UpstreamError
-from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+from interlock.runtime.base.errors import UpstreamError
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.runtime.wire.base import Endpoint
 
 API_KEY = "sk-test-7f3a9c2e41d8b6"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.errors import CannotServe, ProtocolFailure, ServerError
+from interlock.runtime.base.errors import CannotServe, ProtocolFailure, ServerError
 from interlock.runtime.wire import anthropic as anthropic_wire
 from tests.runtime.upstream.helpers import endpoint
 

@@ -9,8 +9,8 @@ from email.utils import formatdate
 import httptools
 import pytest
 
-from interlock.runtime import errors
-from interlock.runtime.errors import (
+from interlock.runtime.base import errors
+from interlock.runtime.base.errors import (
     ClientError,
     ConnectFailed,
     ConnectTimeout,
@@ -19,7 +19,7 @@ from interlock.runtime.errors import (
     ServerError,
     UpstreamError,
 )
-from interlock.runtime.upstream import http1
+from interlock.runtime.net import http_errors as transport_errors
 from interlock.runtime.upstream.failures import CLIENT_EXCEPTIONS, EXCEPTION_MAP, map_exception
 from interlock.runtime.wire.error_bodies import (
     credentials,
@@ -31,14 +31,14 @@ from interlock.runtime.wire.error_bodies import (
 
 
 def _client_exception_classes() -> set[type[BaseException]]:
-    """Every exception class the upstream client can raise: http1's (its module and HTTPError's subtree)
+    """Every exception class a transport can raise: its one tree (net/http_errors.py, HTTPError's subtree)
     and httptools' parser errors (HttpParserError's subtree, the module's exported classes)."""
     found: set[type[BaseException]] = set()
-    for module in (http1, httptools):
+    for module in (transport_errors, httptools):
         for _, value in inspect.getmembers(module, inspect.isclass):
             if issubclass(value, BaseException):
                 found.add(value)
-    stack: list[type[BaseException]] = [http1.HTTPError, httptools.HttpParserError]
+    stack: list[type[BaseException]] = [transport_errors.HTTPError, httptools.HttpParserError]
     while stack:
         cls = stack.pop()
         found.add(cls)
@@ -73,12 +73,12 @@ def test_every_target_is_an_upstream_error_with_a_short_message() -> None:
 @pytest.mark.parametrize(
     ("exc", "error_class", "message"),
     [
-        (http1.ConnectError("refused"), ConnectFailed, "connection refused or unreachable"),
-        (http1.CertificateError("bad"), ConnectFailed, "TLS certificate rejected"),
-        (http1.ConnectTimeout("slow"), ConnectTimeout, "connect timed out"),
-        (http1.Disconnected("closed"), ProtocolFailure, "server disconnected"),
-        (http1.CutShort("cut"), ProtocolFailure, "response body cut short"),
-        (http1.HeadTooLarge("big"), ProtocolFailure, "response head too large"),
+        (transport_errors.ConnectError("refused"), ConnectFailed, "connection refused or unreachable"),
+        (transport_errors.CertificateError("bad"), ConnectFailed, "TLS certificate rejected"),
+        (transport_errors.ConnectTimeout("slow"), ConnectTimeout, "connect timed out"),
+        (transport_errors.Disconnected("closed"), ProtocolFailure, "server disconnected"),
+        (transport_errors.CutShort("cut"), ProtocolFailure, "response body cut short"),
+        (transport_errors.HeadTooLarge("big"), ProtocolFailure, "response head too large"),
         (httptools.HttpParserInvalidStatusError("bad"), ProtocolFailure, "broken HTTP response"),
         (ConnectionResetError(104, "reset"), ProtocolFailure, "connection reset"),
     ],

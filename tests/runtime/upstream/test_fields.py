@@ -15,7 +15,7 @@ import pytest
 from openai.types import embedding_create_params
 from openai.types.chat import completion_create_params
 
-from interlock.runtime.errors import CannotServe
+from interlock.runtime.base.errors import CannotServe
 from interlock.runtime.wire import ollama as ollama_wire
 from interlock.runtime.wire.fields import (
     CHAT_FIELDS,

@@ -10,7 +10,7 @@ from collections import deque
 import orjson
 import pytest
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     CannotServe,
     ClientError,
     ConnectFailed,

@@ -10,7 +10,7 @@ from email.utils import formatdate
 
 import pytest
 
-from interlock.runtime.errors import (
+from interlock.runtime.base.errors import (
     ClientError,
     ConnectFailed,
     ConnectTimeout,
@@ -154,7 +154,8 @@ def test_total_deadline_covers_the_whole_stream() -> None:
 
 def test_total_deadline_holds_for_a_stream_read_late() -> None:
     """Past ``total_s`` the next read fails, even when the upstream's chunks already arrived."""
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    from interlock.runtime.net.client import UpstreamClient
+    from interlock.runtime.upstream.base import adapter_for
 
     from .helpers import run
 
@@ -343,7 +344,8 @@ def test_error_messages_never_hold_the_credential(openai_fake: FakeOpenAI, fault
 
 
 def test_aclose_is_idempotent_and_ends_the_iteration(openai_fake: FakeOpenAI) -> None:
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    from interlock.runtime.net.client import UpstreamClient
+    from interlock.runtime.upstream.base import adapter_for
 
     from .helpers import run
 
@@ -367,7 +369,8 @@ def test_aclose_is_idempotent_and_ends_the_iteration(openai_fake: FakeOpenAI) ->
 
 
 def test_streams_and_answers_reuse_one_keep_alive_connection() -> None:
-    from interlock.runtime.upstream.client import UpstreamClient, adapter_for
+    from interlock.runtime.net.client import UpstreamClient
+    from interlock.runtime.upstream.base import adapter_for
 
     from .helpers import run
 
@@ -440,7 +443,7 @@ def test_an_event_of_endless_data_lines_is_held_to_the_line_limit() -> None:
 
 def test_per_token_embeddings_are_pooled_by_their_mean() -> None:
     """llama.cpp's server answers some models with one vector per token (issue 22)."""
-    from interlock.runtime.errors import MalformedResponse as Malformed
+    from interlock.runtime.base.errors import MalformedResponse as Malformed
     from interlock.runtime.wire.openai_chat import pooled
 
     answer = {"data": [{"embedding": [[1.0, 2.0], [3.0, 6.0]]}, {"embedding": [0.5, 0.5]}]}

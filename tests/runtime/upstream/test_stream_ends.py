@@ -13,14 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from interlock.kinds import KINDS
-from interlock.runtime.errors import ProtocolFailure
+from interlock.common.kinds import KINDS
+from interlock.runtime.base.errors import ProtocolFailure
 from interlock.runtime.wire.base import Endpoint
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
+from interlock.testing.fake_server import FakeServer
 from interlock.testing.faults import Fault
-from interlock.testing.server import FakeServer
 
 from .helpers import endpoint, stream, text_of
 

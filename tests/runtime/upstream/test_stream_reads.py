@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.errors import IdleTimeout, ServerError, TotalTimeout, UpstreamError
+from interlock.runtime.base.errors import IdleTimeout, ServerError, TotalTimeout, UpstreamError
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.upstream.exchange import LineStream
 from interlock.runtime.wire import anthropic, ollama, openai_chat, openai_responses

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.guards.preflight import Needs
+from interlock.runtime.books.estimate import Needs
 from interlock.runtime.usage import STORES, open_store, store_url
 from interlock.runtime.usage.base import RowKey, Store, Tally, UsageStoreError
 from interlock.runtime.usage.ledger import Ledger, LedgerSettings

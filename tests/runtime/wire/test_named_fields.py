@@ -117,7 +117,7 @@ def _responses(**changes: Any) -> dict[str, Any]:
 
 def test_a_reasoning_item_s_summary_goes_back_with_the_turn_it_preceded() -> None:
     """What this gateway's own answer put in a reasoning item's summary comes back as that turn's
-    ``reasoning`` (a chat upstream's ``reasoning`` field), not lost; encrypted content is named."""
+    ``reasoning_content`` (the field llama-server reads back), not lost; encrypted content is named."""
     summary = [{"type": "summary_text", "text": "The user greets me."}]
     items = [
         {"type": "message", "role": "user", "content": "hi"},
@@ -128,9 +128,9 @@ def test_a_reasoning_item_s_summary_goes_back_with_the_turn_it_preceded() -> Non
         {"type": "message", "role": "assistant", "content": "Hello."},
     ]
     internal, dropped, _ = openai_responses.internal_request(_responses(input=items))
-    assert internal["messages"][1]["reasoning"] == "The user greets me."
+    assert internal["messages"][1]["reasoning_content"] == "The user greets me."
     assert internal["messages"][1]["tool_calls"][0]["function"]["name"] == "ls"
-    assert "reasoning" not in internal["messages"][3]
+    assert "reasoning_content" not in internal["messages"][3]
     assert dropped == ["input.reasoning.encrypted_content"]
 
 

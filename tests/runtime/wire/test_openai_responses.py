@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from interlock.runtime.errors import ProtocolFailure, ServerError
+from interlock.runtime.base.errors import ProtocolFailure, ServerError
 from interlock.runtime.wire import openai_responses
 from interlock.runtime.wire.base import RelayedChunk, relayed_body
 from tests.runtime.upstream.helpers import endpoint

@@ -23,6 +23,9 @@ class ServerLoad:
     slots: int | None = None  # requests it runs at once, where it says (llama.cpp's /slots)
     kv_used: float | None = None  # fraction of its KV cache in use, 0 to 1
     cached_tokens: int | None = None  # tokens held in its KV cache (llama.cpp, SGLang)
+    # the window one request gets: a slot's context where the server says (llama.cpp's /slots ``n_ctx``,
+    # ``--ctx-size`` split over ``--parallel``)
+    window: int | None = None
     at: float = 0.0  # monotonic seconds of the reading
     # a key that changes as the server makes progress on its work (``signals/progress.py``): llama.cpp's
     # busy slots' (task, prompt tokens processed, tokens decoded); vLLM's and SGLang's token counters;
@@ -58,7 +61,7 @@ answered is not that server's format."""
 class ServerKind:
     """One server kind: the paths its load is read from, and the reader of their bodies."""
 
-    name: str  # as a worker's `server:` names it (interlock.kinds.SERVER_KINDS)
+    name: str  # as a worker's `server:` names it (interlock.common.kinds.SERVER_KINDS)
     paths: tuple[str, ...]
     read: Reader
 

@@ -5,7 +5,7 @@ need three or four gauges of it. So each line is looked at only as far as its na
 name not asked for, is skipped before its labels or value are parsed. What is kept per name is every
 sample's value (one per label set: a vLLM server with several engines reports one each), labels as
 their raw text. A value that is not a number (Prometheus's own ``NaN``, ``+Inf`` parse as floats)
-drops that sample only. ``tests/fleet/test_signals.py`` holds this reader to ``prometheus_client``'s
+drops that sample only. ``tests/runtime/fleet/test_signals.py`` holds this reader to ``prometheus_client``'s
 parser on every fixture.
 """
 

@@ -17,7 +17,7 @@ import logging
 from interlock.runtime.fleet.fetcher import Failed, Fetcher
 from interlock.runtime.fleet.signals import SERVERS
 from interlock.runtime.fleet.signals.base import ServerKind
-from interlock.runtime.plan import RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.openai import OpenAIAdapter
 from interlock.runtime.wire.base import Endpoint
 

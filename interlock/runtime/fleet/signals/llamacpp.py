@@ -5,13 +5,15 @@
 (as PyPI's ``xllamacpp`` 2026.10 embeds it: tests/fixtures/signals/llama-server, captured) have neither.
 ``/slots``: one object per slot; busy when ``is_processing`` is true (newer builds) or ``state`` is not 0
 (older ones, ``0`` = idle). A slot keeps its last prompt in its KV cache after it ends (``id_task``,
-``n_prompt_tokens`` stay, ``is_processing`` false): the tokens the slots hold (their ``n_prompt_tokens``
-and ``next_token[0].n_decoded``) stand for ``cached_tokens`` where ``/metrics`` has no
-``kv_cache_tokens``. No KV fraction is made up from them: each slot owns its share of the context, so a
-full slot is no reason to defer. A busy slot's task, ``n_prompt_tokens_processed`` (which moves once per
-batch of a prefill) and ``n_decoded`` are its progress (``signals/progress.py``). Either path may be off:
-what answered is read, and ``/metrics`` wins where both say how many run. llama-cpp-python's server
-(``python -m llama_cpp.server``) serves neither (404 on both; see docs/runtime.md)."""
+``n_prompt_tokens`` stay, ``is_processing`` false): the tokens the slots hold (their ``n_prompt_tokens`` and
+``next_token[0].n_decoded``) stand for ``cached_tokens`` where ``/metrics`` has no ``kv_cache_tokens``. No
+KV fraction is made up from them: each slot owns its share of the context, so a full slot is no reason to
+defer. A busy slot's task, ``n_prompt_tokens_processed`` (which moves once per batch of a prefill) and
+``n_decoded`` are its progress (``signals/progress.py``). Each slot's ``n_ctx`` is the window one request
+gets (``--ctx-size`` split over ``--parallel``): the smallest is the server's ``window``, which the context
+guard and the cold routes take over a declared one that is larger. Either path may be off: what answered is
+read, and ``/metrics`` wins where both say how many run. llama-cpp-python's server (``python -m
+llama_cpp.server``) serves neither (404 on both; see docs/runtime.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from interlock.common.bounds import window as bounded_window
 from interlock.runtime.fleet.signals.base import ServerKind, ServerLoad, highest, total
 from interlock.runtime.fleet.signals.exposition import samples
 
@@ -31,12 +34,13 @@ NAMES = frozenset((RUNNING, DEFERRED, KV, TOKENS))
 
 
 def read(bodies: Mapping[str, bytes]) -> ServerLoad:
-    slots = busy = held = progress = None
+    slots = busy = held = progress = window = None
     listed = bodies.get("/slots")
     if listed is not None:
         answer = orjson.loads(listed)
         slots, busy, held = _slots(answer)
         progress = _progress(answer)
+        window = _window(answer)
     found: dict[str, list[float]] = {}
     text = bodies.get("/metrics")
     if text is not None:
@@ -52,7 +56,15 @@ def read(bodies: Mapping[str, bytes]) -> ServerLoad:
         kv_used=highest(found.get(KV)),
         cached_tokens=cached if cached is not None else held,
         progress=progress,
+        window=window,
     )
+
+
+def _window(answer: list[dict[str, Any]]) -> int | None:
+    """The smallest slot's context (``n_ctx``, bounded as every window a server reports); None when no
+    slot says."""
+    said = [w for slot in answer if (w := bounded_window(slot.get("n_ctx"))) is not None]
+    return min(said) if said else None
 
 
 def _progress(answer: list[dict[str, Any]]) -> tuple[int, ...]:

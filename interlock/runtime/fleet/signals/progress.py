@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from interlock.runtime.clock import Clock
+from interlock.runtime.base.clock import Clock
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.wire.base import Endpoint
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from interlock.runtime.clock import iso_utc
+from interlock.runtime.base.clock import iso_utc
 from interlock.runtime.ops.ui import svg
 from interlock.runtime.ops.ui.view import SECTIONS, moment, span
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import LiveState
+    from interlock.runtime.request.services import LiveState
 
 
 @functools.cache

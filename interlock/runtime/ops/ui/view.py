@@ -17,15 +17,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.patterns import untagged
-from interlock.runtime.clock import iso_utc
+from interlock.common.patterns import untagged
+from interlock.runtime.base.clock import iso_utc
+from interlock.runtime.books.samples import Sample, share
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
-from interlock.runtime.samples import Sample, share
+from interlock.runtime.loaded.tables import Candidate, worker_label
 from interlock.runtime.state.base import SlotReport
-from interlock.runtime.tables import Candidate, worker_label
 
 if TYPE_CHECKING:
-    from interlock.runtime.services import LiveState
+    from interlock.runtime.request.services import LiveState
 
 
 @dataclass(frozen=True, slots=True)

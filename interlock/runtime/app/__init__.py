@@ -1,0 +1,1 @@
+"""The app and the process runner: the ASGI gateway and the server that runs it."""

@@ -1,0 +1,532 @@
+"""The one factory of a gateway's parts: ``build_parts`` builds every part for one plan and returns them
+composed (``Parts``), grouped by who reads them.
+
+Why this boundary: building the parts (which part gets which, in which order, what outlives a reload)
+is one job; dispatching requests to them is another (``app.Gateway``). Here each part is made once,
+after what it needs, and handed down as the views the layers below read (``RequestServices`` to the
+request path, ``LiveState`` to the ops app); what runs beside the requests is one ordered list
+(``lifespan.Lifespan``: started in order, stopped in reverse), and reloads are ``reload.Reloads``. Tests
+and benches reach a part through the ``Parts`` they were built from, never through the gateway's own
+attributes.
+
+The lifespan, in order (each step stopped in reverse at shutdown):
+
+    tracing     (started by whoever made it)        its last spans exported
+    audit       the writer task                      what is queued written, the sink closed
+    ledger      the store opened, balances read      the last debits committed (budgets need it first)
+    slots       the slot store (``--workers``...)    closed
+    upstream    the client opened, the adapters set  closed
+    speeds      the state file read, kept on a timer written a last time
+    learned     counts and prompt speeds read (file,   pushed and written a last time
+                shared store), kept on a timer
+    reloads                                          reloads in flight cancelled
+    loops       probes, telemetry, warm-up, samples  stopped (all: a test may have run a round by hand)
+    status      started: /v1/health may say ready     no longer started
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from interlock.runtime.app.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
+from interlock.runtime.base import gc_policy
+from interlock.runtime.base.clock import Clock, iso_utc
+from interlock.runtime.base.lifespan import Lifespan, Step
+from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.audit import AuditLog
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.journal import Journal
+from interlock.runtime.books.learned import CountBook, Learned
+from interlock.runtime.books.learned_kept import KeptLearned
+from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.books.samples import Samples
+from interlock.runtime.features import Plugged
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.line import FleetLine
+from interlock.runtime.fleet.metadata import MetadataFetcher
+from interlock.runtime.fleet.placement import PlacementBook, Warmer
+from interlock.runtime.fleet.probes import ProbeLoop
+from interlock.runtime.fleet.recovery import RecoveryChecks
+from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
+from interlock.runtime.fleet.signals.fetch import SignalFetcher
+from interlock.runtime.fleet.signals.progress import ProgressBook
+from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
+from interlock.runtime.fleet.sticky import StickyTable
+from interlock.runtime.guards import Kit, chain
+from interlock.runtime.loaded.plan import RuntimePlan
+from interlock.runtime.ops.admin import build_admin
+from interlock.runtime.request.route_table import RouteTable, route_table
+from interlock.runtime.request.router import Router
+from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
+from interlock.runtime.state.base import SlotBackend
+from interlock.runtime.state.memory import MemorySlots
+from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
+from interlock.runtime.upstream.base import Adapter
+from interlock.runtime.upstream.ollama import OllamaAdapter
+from interlock.runtime.upstream.openai import OpenAIAdapter
+from interlock.runtime.usage.ledger import Ledger
+from interlock.runtime.usage.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from interlock.runtime.state.counters import CallerCounters
+    from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.wire.base import Endpoint
+
+log = logging.getLogger("interlock")
+
+AdapterOpener = Callable[[Metrics], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
+"""Opens the upstream client (counting into the gateway's metrics): ``(adapters by kind, close)``;
+called once, at startup."""
+
+SPEEDS_SAVE_INTERVAL_S = 30.0
+"""How often learned speeds are written to the state file (when they changed); also at shutdown."""
+
+
+async def open_default_adapters(
+    metrics: Metrics,
+) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
+    """One shared transport (``net/transport.py::TRANSPORTS``: the own client, net/client.py, unless
+    ``INTERLOCK_TRANSPORT`` names another) behind every kind's adapter."""
+    from interlock.common.kinds import PROVIDER_KINDS
+    from interlock.runtime.net.transport import opener
+    from interlock.runtime.upstream.base import adapter_for
+
+    strays, health = metrics.upstream_strays, metrics.view.health
+
+    def on_stray(label: str, seconds: float) -> None:  # counted, and said in /v1/health
+        strays.labels(label).inc()
+        health.reuse_off(label, seconds)
+
+    name = os.environ.get("INTERLOCK_TRANSPORT") or "own"
+    transport = opener(name)
+    if name != "own":
+        log.warning("INTERLOCK_TRANSPORT=%s: upstream requests go through %s (debugging)", name, name)
+    client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
+    return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
+
+
+@dataclass(frozen=True, slots=True)
+class Loops:
+    """The background loops, in the order they start; a test runs one round of one by hand
+    (``probes.probe_all()``, ``telemetry.collect_all()``, ``warmer.warm_all()``, ``samples.take()``)."""
+
+    probes: ProbeLoop  # health probes, Ollama metadata and servers' load signals
+    telemetry: TelemetryLoop  # GPU and memory readings of workers
+    warmer: Warmer  # placement's warm-up, after the first probe round: never on the request path
+    samples: Samples  # the status page's pictures
+
+    def all(self) -> tuple[Periodic, ...]:
+        return (self.probes, self.telemetry, self.warmer, self.samples)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """A gateway's parts for one plan (and its successors after reloads), built once by ``build_parts``."""
+
+    services: RequestServices  # what every handler of the request path gets
+    live: LiveState  # the live state as the ops app reads it: plan, status, books, fleet, ledger, metrics
+    admin: FastAPI  # the ops routes (the cold endpoints), on ``live``
+    routes: RouteTable  # the surface routes, dispatched by one lookup
+    loops: Loops  # the background loops (also in ``lifespan``)
+    lifespan: Lifespan  # everything started at startup in order, stopped at shutdown in reverse
+    reloads: Reloads  # reading the plan again and swapping it in
+
+
+def build_parts(
+    plan: RuntimePlan,
+    *,
+    source: PlanSource | None = None,
+    open_adapters: AdapterOpener = open_default_adapters,
+    probes: bool = True,
+    clock: Clock = time.monotonic,
+    wall: Clock = time.time,
+    reload_timeout_s: float = READ_TIMEOUT_S,
+    access_log: BinaryIO | None = None,
+    state_dir: str | None = None,
+    slots: SlotBackend | None = None,
+    ledger: Ledger | None = None,
+    audit: AuditLog | None = None,
+    tracing: Tracing | None = None,
+    reload_summary: ReloadSummary | None = None,
+) -> Parts:
+    """Every part of a gateway for ``plan``. ``probes=False`` leaves the background loops unstarted (a
+    test runs their rounds by hand); ``slots``, ``ledger``, ``audit`` and ``tracing`` are the serve
+    options' (else this process's slot table and an in-memory ledger)."""
+    current = Current(plan)
+    upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
+    books = _books(current, slots, ledger, audit, access_log, clock, wall)
+    loops = _loops(current, books, upstream, clock, wall)
+    path = getattr(source, "path", None)
+    status = Status(iso_utc(wall()), str(path) if path is not None else None)
+    if probes:
+        status.probed = loops.probes.first_round
+    live = _live(current, status, books, loops, wall)
+    # the request path: the guard chain (``guards.GUARDS``), the router, the features (``features``)
+    guards = chain(_kit(books, loops))
+    router = Router(
+        books.health, guards, upstream.adapters, books.metrics, tracing, books.facts, books.learned
+    )
+    services = RequestServices(
+        current,
+        router,
+        books.journal,
+        books.metrics,
+        books.counters,
+        books.ledger,
+        tracing,
+        audit,
+        status,
+        books.facts,
+        books.learned,
+    )
+    features = Plugged(services)  # the feature table's rows, plugged in as plans want them
+    current.hooks = features.hooks(plan)
+    reloads = Reloads(
+        source,
+        functools.partial(_swap, live, features),
+        current,
+        status,
+        books.metrics,
+        audit,
+        wall,
+        summary=reload_summary,
+        timeout_s=reload_timeout_s,
+    )
+    kept = KeptSpeeds(books.speeds, lambda: speeds_file(state_dir, current.plan))
+    taught = KeptLearned(
+        books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
+    )
+    lifespan = lifespan_of(live, services, loops, reloads, upstream, (kept, taught), probes=probes)
+    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
+
+
+@dataclass(frozen=True, slots=True)
+class Books:
+    """The state that outlives reloads (keyed by ids and worker names), what is counted and logged, and
+    what is known of the workers: built once per gateway, before the loops and the request path."""
+
+    health: HealthBook
+    slots: SlotBackend
+    counters: CallerCounters  # keys' and tenants' rates (runtime/state)
+    ledger: Ledger  # usage, credits
+    telemetry: TelemetryBook
+    facts: FactsTable  # live metadata, servers' progress: read-only outside
+    speeds: SpeedBook  # learned tokens/s, from real requests
+    sticky: StickyTable  # session digests -> worker, when sticky sessions are on
+    scorer: Scorer
+    fleet: FleetLine  # requests waiting for any of a candidate's workers (one process's slots only)
+    metrics: Metrics
+    journal: Journal  # the JSON access log, when on
+    placement: PlacementBook  # what stays loaded
+    learned: Learned  # prompt counts and speeds per endpoint and model, from answers
+
+
+def _books(
+    current: Current,
+    slots: SlotBackend | None,
+    ledger: Ledger | None,
+    audit: AuditLog | None,
+    access_log: BinaryIO | None,
+    clock: Clock,
+    wall: Clock,
+) -> Books:
+    plan = current.plan
+    health = HealthBook(plan.health, clock=clock, wall=wall)
+    slots = slots if slots is not None else MemorySlots()
+    counters = slots.caller_counters()
+    slots.configure(plan.workers)
+    slots.share_health(health)
+    ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)
+    telemetry = TelemetryBook(wall=wall)
+    facts = FactsTable(ProgressBook(clock=clock))
+    speeds = SpeedBook(plan.routing.speed_smoothing)
+    sticky = StickyTable(clock=clock)
+    occupancy = backend_occupancy(slots, lambda: current.plan.workers)
+    scorer = Scorer(facts, telemetry, speeds, occupancy, clock=clock, wall=wall)
+    fleet = FleetLine(slots, scorer, lambda: current.plan.routing, lambda: current.plan.workers, clock=clock)
+    served = _served(current)
+    metrics = Metrics(StateView(served, health, slots, telemetry, audit, fleet.waiting, ledger))
+    journal = Journal(access_log=access_log, audit=audit)
+    placement = PlacementBook(facts, metrics, clock, telemetry)
+    learned = Learned(CountBook(wall=wall, clock=clock), scorer.prefixes.prefill, facts)  # (Ollama's
+    learned.prefill.wall = wall  # speeds: its adapter)
+    learned.configure(endpoints_of(plan))  # endpoints on one server learn together
+    return Books(
+        health,
+        slots,
+        counters,
+        ledger,
+        telemetry,
+        facts,
+        speeds,
+        sticky,
+        scorer,
+        fleet,
+        metrics,
+        journal,
+        placement,
+        learned,
+    )
+
+
+def _live(current: Current, status: Status, books: Books, loops: Loops, wall: Clock) -> LiveState:
+    return LiveState(
+        current,
+        status,
+        books.health,
+        books.slots,
+        books.telemetry,
+        books.facts,
+        books.speeds,
+        books.scorer,
+        books.fleet,
+        books.sticky,
+        books.ledger,
+        books.metrics,
+        books.journal,
+        loops.samples,
+        wall,
+        placement=books.placement,
+        learned=books.learned,
+    )
+
+
+def _kit(books: Books, loops: Loops) -> Kit:
+    """What the guard chain is built from."""
+    return Kit(
+        books.facts,
+        books.metrics,
+        books.health,
+        books.learned.counts,
+        books.slots,
+        books.scorer,
+        books.fleet.settings,
+        books.sticky,
+        books.fleet,
+        loops.probes.busy,
+        books.placement.keep_alive,
+    )
+
+
+def _served(current: Current) -> Callable[[], RuntimePlan]:
+    def served() -> RuntimePlan:
+        return current.plan
+
+    return served
+
+
+def _loops(current: Current, books: Books, upstream: Upstream, clock: Clock, wall: Clock) -> Loops:
+    """The background loops, in the order they start."""
+    served, health, metrics, facts = _served(current), books.health, books.metrics, books.facts
+    metadata = MetadataFetcher(facts, upstream.ollama, metrics, clock)
+    signals = SignalFetcher(facts, upstream.openai, metrics, clock)
+    recovery = RecoveryChecks(served, health, upstream.adapters, metrics, clock=clock)  # open circuits
+    probe_loop = ProbeLoop(
+        served, health, upstream.adapters, metrics, metadata, signals=signals, recovery=recovery, clock=clock
+    )
+    health.opened = probe_loop.wake  # a circuit that opens is checked within seconds, not next round
+    return Loops(
+        probe_loop,
+        TelemetryLoop(served, books.telemetry),
+        Warmer(served, books.placement, health, upstream.ollama, probe_loop.first_round, clock),
+        Samples(books.slots, metrics, wall=wall),
+    )
+
+
+def _swap(live: LiveState, features: Plugged, plan: RuntimePlan) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled, then the
+    plan is replaced whole."""
+    health, learned = live.health, live.learned
+    health.configure(plan.health)
+    health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
+    live.slots.configure(plan.workers)
+    live.speeds.smoothing = plan.routing.speed_smoothing
+    if learned is not None:
+        learned.configure(endpoints_of(plan))
+    live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
+    live.current.plan = plan
+    gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
+
+
+def lifespan_of(
+    live: LiveState,
+    services: RequestServices,
+    loops: Loops,
+    reloads: Reloads,
+    upstream: Upstream,
+    kept: tuple[KeptSpeeds, KeptLearned],
+    *,
+    probes: bool,
+) -> Lifespan:
+    """What runs beside the requests, in the order it starts (the module docstring's table)."""
+    speeds, taught = kept
+    audit, tracing, status, ledger = services.audit, services.tracing, live.status, live.ledger
+
+    async def start_ledger() -> None:
+        await ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
+        if ledger.store.kind == "memory" and live.plan.keys is not None and _any_budget(live.plan):
+            log.warning(
+                "usage is kept in memory only: credits hold per process and start again at every start "
+                "(give --state-dir DIR or --usage-url URL to keep them)"
+            )
+
+    async def open_upstream() -> None:
+        await upstream.start(services.metrics)
+        ollama = upstream.ollama()
+        if ollama is not None:
+            observe_speed, observe_prefill = live.speeds.observe, live.scorer.prefixes.prefill.observe
+
+            def observe(label: str, model: str, final: Mapping[str, Any]) -> None:
+                observe_speed(label, model, final)
+                observe_prefill(label, model, final)  # prompt timings: what a prefix-cache hit is worth
+
+            ollama.speeds = observe
+
+    async def start_loops() -> None:
+        if probes:
+            for loop in loops.all():
+                loop.start()
+
+    async def stop_loops() -> None:
+        for loop in reversed(loops.all()):
+            await loop.stop()
+
+    async def start_status() -> None:
+        status.started = True
+
+    async def stop_status() -> None:
+        status.started = False
+
+    async def start_audit() -> None:
+        if audit is not None:
+            audit.start()
+
+    async def close_audit() -> None:
+        if audit is not None:
+            await audit.close()
+
+    async def close_tracing() -> None:
+        if tracing is not None:
+            await tracing.close()
+
+    return Lifespan(
+        (
+            Step("tracing", stop=close_tracing),
+            Step("audit log", start_audit, close_audit),
+            Step("usage ledger", start_ledger, ledger.close),
+            Step("slots", live.slots.start, live.slots.close),
+            Step("upstream client", open_upstream, upstream.stop),
+            Step("learned speeds", speeds.start, speeds.stop),
+            Step("learned counts and prompt speeds", taught.start, taught.stop),
+            Step("reloads", stop=reloads.stop),
+            Step("background loops", start_loops, stop_loops),
+            Step("status", start_status, stop_status),
+        )
+    )
+
+
+class Upstream:
+    """The upstream adapters by kind (the one dictionary the router and the probes hold): empty until
+    ``start`` opens the client (``AdapterOpener``); ``stop`` closes it."""
+
+    __slots__ = ("_close", "_open", "adapters")
+
+    def __init__(self, open_adapters: AdapterOpener) -> None:
+        self.adapters: dict[str, Adapter] = {}
+        self._open = open_adapters
+        self._close: Callable[[], Awaitable[None]] | None = None
+
+    async def start(self, metrics: Metrics) -> None:
+        opened, self._close = await self._open(metrics)
+        self.adapters.update(opened)
+
+    async def stop(self) -> None:
+        close, self._close = self._close, None
+        if close is not None:
+            await close()
+
+    def ollama(self) -> OllamaAdapter | None:
+        adapter = self.adapters.get("ollama")
+        return adapter if isinstance(adapter, OllamaAdapter) else None
+
+    def openai(self) -> OpenAIAdapter | None:
+        adapter = self.adapters.get("openai")
+        return adapter if isinstance(adapter, OpenAIAdapter) else None
+
+
+def _any_budget(plan: RuntimePlan) -> bool:
+    """Whether a key or tenant has credits (``usage.credits``: imported for a plan with keys only)."""
+    from interlock.runtime.usage.credits import any_budget
+
+    return any_budget(plan.source.access)
+
+
+def endpoints_of(plan: RuntimePlan) -> list[Endpoint]:
+    return [endpoint for provider in plan.providers.values() for endpoint in provider.endpoints]
+
+
+def learned_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:
+    """Where what answers taught is kept: ``--state-dir``'s ``learned.json``, else beside the plan's
+    ``routing.state_file`` (``speeds.json`` -> ``speeds.learned.json``)."""
+    if state_dir is not None:
+        return Path(state_dir) / "learned.json"
+    named = plan.routing.state_file
+    return Path(named).with_suffix(".learned.json") if named else None
+
+
+def speeds_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:
+    """Where learned speeds are kept: ``--state-dir`` first, else the plan's ``routing.state_file``."""
+    if state_dir is not None:
+        return Path(state_dir) / "speeds.json"
+    named = plan.routing.state_file
+    return Path(named) if named else None
+
+
+class KeptSpeeds:
+    """Learned speeds kept in the state file: read at start, written every ``SPEEDS_SAVE_INTERVAL_S``
+    when they changed, and a last time at stop (the file is read anew each time: plans reload)."""
+
+    __slots__ = ("_file", "_speeds", "_task")
+
+    def __init__(self, speeds: SpeedBook, file: Callable[[], Path | None]) -> None:
+        self._speeds = speeds
+        self._file = file
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        path = self._file()
+        if path is not None:
+            await asyncio.to_thread(read_state, self._speeds, path)
+            self._task = asyncio.ensure_future(self._keep())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        await self.save()
+
+    async def save(self) -> None:
+        """Write learned speeds to the state file, off the event loop, when they changed."""
+        path = self._file()
+        if path is None or not self._speeds.changed:
+            return
+        try:
+            await asyncio.to_thread(write_state, self._speeds, path)
+        except OSError as exc:
+            self._speeds.changed = True  # try again next time
+            log.warning("%s: cannot write learned speeds: %s", path, exc.strerror or exc)
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(SPEEDS_SAVE_INTERVAL_S)
+            await self.save()

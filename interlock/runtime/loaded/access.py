@@ -1,0 +1,399 @@
+"""Who is calling: a caller key recognised in one lookup, its tenant, and what both may use.
+
+Why this boundary: every surface authenticates the same way, and everything that bills, audits or
+traces a request needs the same answer to "who is this", so it is worked out once per request, here,
+and never again. ``KeyBook`` is built once per plan (``KeyBook.of``): the secrets of ``key_env`` keys
+live in it as SHA-256 digests (memory only, never in the plan, a log or a page), generated keys as their
+``hash``. ``KeyBook.caller`` costs one digest and one dictionary lookup, whatever the number of keys.
+
+Where to hook (credits, audit, tracing): a row of the feature table (``runtime/features``); the keys
+feature authenticates (``lifecycle._handle`` calls its hook) before the body is read
+and stores the ``Caller`` on ``RequestRecord.caller`` (``journal.py``); the record is finished, with
+its status, candidate and usage, in ``Journal.finish``. ``Caller.key_id`` and ``Caller.tenant`` are
+safe to log (None for an anonymous caller under ``auth: off|optional``); ``Caller.key_limits`` and
+``Caller.tenant_limits`` hold the compiled ``credits``/``credits_unit`` and rates; the answer's tokens
+(usage) are on ``RequestRecord.tokens``. The secret is never on the ``Caller``. ``Caller.targets``
+holds, per alias whose chain the caller's ``denied`` patterns cut, the alias without those candidates:
+the lifecycle walks that instead (built at plan load, one lookup per request).
+
+Outcomes of ``authenticate``: auth ``off`` -> ``ANONYMOUS`` without reading a header; no key ->
+``ANONYMOUS`` under ``optional``, ``Unauthenticated`` under ``required``; a key the book does not know
+-> ``Unauthenticated`` (whatever the mode: a wrong key is never silently anonymous); a known key -> its
+``Caller``.
+
+Operators: the routes of ``OPERATOR_PATHS`` show the whole fleet (every tenant's and key's budget and
+usage, the workers). When the plan declares at least one ``operator: true`` key (``KeyBook.operators``),
+``admit`` refuses them to every other caller: ``OperatorOnly`` (403) for a valid key,
+``Unauthenticated`` (401) for an anonymous one; the test is ``Caller.operator``, set at plan load. A plan
+with no operator key answers them to any valid key, as before operators existed (``IL820`` says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from interlock.common.apikeys import key_id_of, parse_hash, verify
+from interlock.common.patterns import allows, matches
+from interlock.runtime.base.errors import (
+    InvalidRequest,
+    ModelNotAllowed,
+    ModelNotFound,
+    OperatorOnly,
+    TwoKeys,
+    Unauthenticated,
+    shown,
+    whole_seconds,
+)
+from interlock.schema.plan import PlanAccess, PlanLimits
+
+if TYPE_CHECKING:
+    from interlock.runtime.loaded.tables import Target
+
+Header = tuple[bytes, bytes]
+
+UNKEYED = "-"
+"""The tenant and key id the usage ledger writes for a request made without a key (``server.auth`` off
+or optional)."""
+
+CALLER = "interlock.caller"
+KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (read for the audit line)
+"""The ASGI scope key under which ``features.keys.admitted`` leaves the request's ``Caller`` for the
+handlers."""
+
+OPEN_PATHS = frozenset(("/healthz", "/readyz", "/metrics", "/api/version", "/", "/docs"))
+"""Answered without a key under any ``auth``: liveness and readiness probes, the Prometheus scrape,
+the two Ollama routes clients call to see whether a server is up, and ``/docs`` (the interactive page's
+shell: the document it shows, ``/openapi.json``, needs a key like any route); everything else needs a key
+under ``required``."""
+
+OPEN_PREFIXES = ("/ui/static/", "/docs/static/")
+"""Shipped files only (the status page's and ``/docs``' scripts and styles): no plan data, no state."""
+
+OPERATOR_PATHS = frozenset(("/ui", "/v1/health", "/v1/metadata", "/api/ps"))
+"""The routes that show the whole fleet's state: the status page (and its sections, ``/ui/<section>``),
+health with every tenant's and key's budget, what the preflight knows of every worker, and what the
+workers have loaded. Once a plan declares an operator key, only operator keys are answered there."""
+
+UI_SECTION_ROUTE = "/ui/{section}"  # how a refused ``/ui/<section>`` is named in the audit log
+
+_BEARER = b"bearer "
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One counted party's limits; 0 is no limit."""
+
+    name: str  # "k:<key id>" or "t:<tenant>"
+    requests_per_minute: int
+    tokens_per_minute: int
+    max_concurrent: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why ``take`` refused: which budget, which limit, and when to try again."""
+
+    budget: str
+    limit: str  # "requests_per_minute" | "tokens_per_minute" | "max_concurrent"
+    value: int
+    retry_after_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Where a request waits when a model's slots are full (``runtime/state/fair.py``): its priority
+    class (``batch`` only takes a slot no ``interactive`` waiter can use) and its tenant's fair share."""
+
+    tenant: str = ""
+    weight: float = 1.0
+    batch: bool = False
+
+    @property
+    def rank(self) -> int:
+        return 1 if self.batch else 0
+
+    @property
+    def label(self) -> str:
+        return "batch" if self.batch else "interactive"
+
+
+COMMON = Turn()
+"""Every request's turn while no tenant is configured (anonymous callers): one share, interactive."""
+
+PRIORITY_HEADER = b"x-interlock-priority"
+"""What a key with ``priority_header: true`` may send, per request: ``interactive`` or ``batch``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """One request's caller: ids safe to log, the compiled limits of its key and tenant, and its ACL."""
+
+    key_id: str | None = None
+    tenant: str | None = None
+    key_limits: PlanLimits | None = None
+    tenant_limits: PlanLimits | None = None
+    decided: Mapping[str, bool] = field(default_factory=dict)
+    """Whether each name the plan declares (aliases, candidates) may be called: worked out at load."""
+    budgets: tuple[Budget, ...] = ()
+    """The key's and the tenant's rates and concurrency (only levels with a limit): ``counters.py``."""
+    targets: Mapping[str, Target] = field(default_factory=dict)
+    """Aliases whose chain holds candidates this caller's ``denied`` names: the alias without them."""
+    operator: bool = False
+    """The key is ``operator: true``: it may read the operator routes (``OPERATOR_PATHS``)."""
+    offered: str = ""
+    """The aliases this caller may call, as a 404 lists them (worked out at load)."""
+    account: tuple[str, str] = (UNKEYED, UNKEYED)
+    """The usage ledger's (tenant, key id) of this caller (``usage.base.Account``): worked out at load."""
+    credits: bool = False
+    """Some level (the key's, its tenant's) has a budget, claimed per request (``usage.credits``)."""
+    turn: Turn = COMMON
+    """Where its requests wait for a slot (its key's or tenant's priority, its tenant's weight)."""
+    turns: tuple[Turn, Turn] | None = None
+    """``(interactive, batch)`` when the key may choose per request (``priority_header``); else None."""
+
+    def turn_for(self, headers: Iterable[Header]) -> Turn:
+        """This request's turn: ``X-Interlock-Priority`` where the key may send it (read only then),
+        else the key's; a value other than ``interactive`` or ``batch`` is ``InvalidRequest`` (400)."""
+        turns = self.turns
+        if turns is None:
+            return self.turn
+        for name, value in headers:
+            if name == PRIORITY_HEADER:
+                chosen = value.strip().lower()
+                if chosen == b"interactive":
+                    return turns[0]
+                if chosen == b"batch":
+                    return turns[1]
+                raise InvalidRequest(
+                    f"`X-Interlock-Priority` is `{shown(value.decode('latin-1'))}`; "
+                    "send `interactive` or `batch`",
+                    param="X-Interlock-Priority",
+                )
+        return self.turn
+
+    @property
+    def anonymous(self) -> bool:
+        return self.key_id is None
+
+    def may_call(self, name: str) -> bool:
+        """Whether the ACL of both levels lets ``name`` through (a lookup for declared names)."""
+        known = self.decided.get(name)
+        if known is not None:
+            return known
+        return all(allows(level, name) for level in self.levels)
+
+    @property
+    def levels(self) -> tuple[PlanLimits, ...]:
+        return tuple(x for x in (self.tenant_limits, self.key_limits) if x is not None)
+
+    def check(self, name: str) -> None:
+        """``ModelNotAllowed`` unless the caller may call ``name``: worded as ``not_found`` is."""
+        if not self.may_call(name):
+            raise ModelNotAllowed(self.unknown(name), param="model")
+
+    def not_found(self, name: str) -> ModelNotFound:
+        """The 404 a key gets for a name the plan does not know: the same words as for one its ACL
+        refuses, listing only what this key may use, so neither confirms what exists."""
+        return ModelNotFound(self.unknown(name), param="model")
+
+    def unknown(self, name: str) -> str:
+        return (
+            f"`{shown(name)}` is not a model key `{self.key_id}` (tenant `{self.tenant}`) may use; its "
+            f"aliases: {self.offered or 'none'}; GET /v1/models lists every model it may use"
+        )
+
+
+ANONYMOUS = Caller()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyBook:
+    """Every caller key of one plan, ready for one-lookup recognition."""
+
+    mode: str  # "off" | "optional" | "required"
+    by_digest: Mapping[bytes, Caller]  # SHA-256 of a `key_env` secret -> its caller
+    by_id: Mapping[str, tuple[bytes, bytes, Caller]]  # generated keys: id -> (salt, digest, caller)
+    operators: bool = False  # some key is an operator: the operator routes answer only operators
+    verified: dict[bytes, Caller] = field(default_factory=dict)  # generated keys seen: SHA-256 -> caller
+
+    @classmethod
+    def of(
+        cls,
+        access: PlanAccess,
+        mode: str,
+        env: Mapping[str, str],
+        aliases: Mapping[str, Target],
+        candidates: Iterable[str],
+    ) -> KeyBook:
+        """The book for a plan; ``env`` holds the ``key_env`` secrets (already checked to be set)."""
+        by_digest: dict[bytes, Caller] = {}
+        by_id: dict[str, tuple[bytes, bytes, Caller]] = {}
+        for key_id, key in sorted(access.keys.items()):
+            tenant = access.tenants[key.tenant].limits
+            levels = (tenant, key.limits)
+            targets = _without_denied(aliases, levels)
+            decided = {n: all(allows(level, n) for level in levels) for n in candidates}
+            for name in aliases:
+                kept = targets.get(name)
+                decided[name] = all(allows(level, name) for level in levels) and (
+                    kept is None or bool(kept.candidates)
+                )
+            weight = access.tenants[key.tenant].weight
+            priority = key.priority or access.tenants[key.tenant].priority
+            interactive, batch = Turn(key.tenant, weight, False), Turn(key.tenant, weight, True)
+            caller = Caller(
+                key_id=key_id,
+                tenant=key.tenant,
+                key_limits=key.limits,
+                tenant_limits=tenant,
+                decided=decided,
+                budgets=_budgets(f"k:{key_id}", key.limits) + _budgets(f"t:{key.tenant}", tenant),
+                targets={name: t for name, t in targets.items() if t.candidates},
+                operator=key.operator,
+                account=(key.tenant, key_id),
+                credits=key.limits.credits > 0 or tenant.credits > 0,
+                offered=", ".join(sorted(name for name in aliases if decided[name])),
+                turn=batch if priority == "batch" else interactive,
+                turns=(interactive, batch) if key.priority_header else None,
+            )
+            if key.key_env is not None:
+                by_digest[hashlib.sha256(env[key.key_env].encode()).digest()] = caller
+            elif key.hash is not None:
+                parsed = parse_hash(key.hash)
+                assert parsed is not None  # checked when the plan was compiled and loaded
+                by_id[key_id] = (*parsed, caller)
+        return cls(mode, by_digest, by_id, operators=any(key.operator for key in access.keys.values()))
+
+    def caller(self, key: str) -> Caller | None:
+        """The caller ``key`` belongs to, or None."""
+        digest = hashlib.sha256(key.encode()).digest()
+        found = self.by_digest.get(digest) or self.verified.get(digest)
+        if found is not None:
+            return found
+        key_id = key_id_of(key)
+        entry = self.by_id.get(key_id) if key_id is not None else None
+        if entry is not None and verify(key, entry[0], entry[1]):
+            self.verified[digest] = entry[2]  # one entry per generated key at most: its one secret
+            return entry[2]
+        return None
+
+    def authenticate(self, headers: Iterable[Header]) -> Caller:
+        """The request's caller (see the module docstring for every outcome)."""
+        presented = presented_key(headers)
+        if presented is None:
+            if self.mode == "required":
+                raise Unauthenticated(
+                    "this gateway needs an API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`"
+                )
+            return ANONYMOUS
+        found = self.caller(presented)
+        if found is None:
+            raise Unauthenticated("the API key sent is not valid for this gateway")
+        return found
+
+    def admit(self, caller: Caller, path: str) -> None:
+        """Nothing, unless ``path`` is an operator route, the plan declares operators and ``caller`` is
+        not one: then ``OperatorOnly`` for a key, ``Unauthenticated`` for an anonymous caller."""
+        if not self.operators or caller.operator:
+            return
+        route = operator_route(path)
+        if route is None:
+            return
+        if caller.anonymous:
+            raise Unauthenticated(
+                f"`{route}` needs an operator key: send `Authorization: Bearer <key>` or `x-api-key: <key>`"
+            )
+        raise OperatorOnly(
+            f"key `{caller.key_id}` (tenant `{caller.tenant}`) may not read `{route}`: it shows every "
+            "tenant's state and needs an operator key (`operator: true` in the key's entry)"
+        )
+
+
+def operator_route(path: str) -> str | None:
+    """The operator route ``path`` is (``/ui/<section>`` named as ``UI_SECTION_ROUTE``), or None."""
+    if path in OPERATOR_PATHS:
+        return path
+    if path.startswith("/ui/") and not path.startswith("/ui/static/"):
+        return UI_SECTION_ROUTE
+    return None
+
+
+def _without_denied(aliases: Mapping[str, Target], levels: tuple[PlanLimits, ...]) -> dict[str, Target]:
+    """Each alias whose chain holds a candidate a level's ``denied`` names, without those candidates
+    (the last one left never spills); an alias left with none is kept empty (the caller may not call it)."""
+    denied = [row for level in levels for row in level.denied]
+    out: dict[str, Target] = {}
+    if not denied:
+        return out
+    for name, alias in aliases.items():
+        kept = [i for i, c in enumerate(alias.candidates) if not any(matches(row, c.id) for row in denied)]
+        if len(kept) == len(alias.candidates):
+            continue
+        spill = [alias.spill[i] for i in kept]
+        if spill:
+            spill[-1] = None
+        out[name] = dataclasses.replace(
+            alias,
+            candidates=tuple(alias.candidates[i] for i in kept),
+            spill=tuple(spill),
+            retry=tuple(alias.retry[i] for i in kept) if alias.retry else (),
+        )
+    return out
+
+
+def _budgets(name: str, limits: PlanLimits) -> tuple[Budget, ...]:
+    rates = (limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent)
+    return (Budget(name, *rates),) if any(rates) else ()
+
+
+def refusal_message(caller: Caller, refusal: Refusal) -> str:
+    """What a 429 for a caller limit says: whose limit, which one, its value (no other caller named)."""
+    kind, _, name = refusal.budget.partition(":")
+    whose = f"key `{name}`" if kind == "k" else f"tenant `{name}` (of key `{caller.key_id}`)"
+    what = {
+        "requests_per_minute": f"{refusal.value} requests per minute",
+        "tokens_per_minute": f"{refusal.value} tokens per minute",
+        "max_concurrent": f"{refusal.value} requests at once",
+    }[refusal.limit]
+    return f"{whose} may make {what}, and that is used up; retry in {whole_seconds(refusal.retry_after_s)} s"
+
+
+def needs_key(path: str) -> bool:
+    """Whether ``path`` is behind the caller keys (see ``OPEN_PATHS``)."""
+    return path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES)
+
+
+def caller_of(scope: Mapping[str, object]) -> Caller:
+    """The caller ``features.keys.admitted`` authenticated for this request (``ANONYMOUS`` under
+    ``auth: off``)."""
+    found = scope.get(CALLER)
+    return found if isinstance(found, Caller) else ANONYMOUS
+
+
+def presented_key(headers: Iterable[Header]) -> str | None:
+    """The key in ``Authorization: Bearer <key>`` or ``x-api-key``; None when neither is sent. An empty
+    one (``Bearer `` from a client with no key set) counts as not sent; two different ones are
+    ``TwoKeys`` (which one the caller meant cannot be known, and picking the first let a proxy's
+    header decide). The bytes are read as UTF-8, as the secret in ``key_env`` is."""
+    found: bytes | None = None
+    for name, value in headers:
+        if name == b"authorization":
+            if value[:7].lower() != _BEARER:
+                continue
+            value = value[7:]
+        elif name != b"x-api-key":
+            continue
+        key = value.strip()
+        if not key:
+            continue
+        if found is not None and key != found:
+            raise TwoKeys(
+                "the request carries two different API keys (`Authorization` and `x-api-key`, or one of "
+                "them twice); send one"
+            )
+        found = key
+    return None if found is None else found.decode("utf-8", "replace")

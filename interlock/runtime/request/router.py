@@ -1,0 +1,497 @@
+"""The fallback walk: try a target's candidates in order until one answers.
+
+For each candidate the adapter first says whether it can carry the request at all (``refusal``: a
+cheap look at the body), then the guards run (a skip costs no network time); then the adapter is
+called with the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's
+``num_ctx``) and the outcome is classified by error class alone:
+
+- success -> the answer, and the candidate's and endpoint's circuits close;
+- ``TransientError`` (connect, timeouts, protocol, 5xx, 429, a malformed answer) -> counted, next
+  candidate;
+- ``DeterministicError`` (4xx) -> ``CandidateRefused``, returned to the caller at once;
+- ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
+  reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``;
+- ``ContextOverflow`` (the upstream said the prompt is over its context, in any dialect, streamed or
+  not) -> a context misfit: next candidate (the guard skips those known to be no larger), said in
+  ``X-Interlock-Skipped``; nothing against health. The window it named lowers that route's known
+  context (``FactsTable.lower_window``), so the next such request skips it without a call. With no
+  candidate left that fits, the caller gets 400 ``context_length_exceeded``.
+
+Nothing left -> a 400 when no candidate can serve the request itself: the preflight's (``refusal``)
+when every candidate was skipped for what the request needs, ``NoCandidateCanServe`` when every one
+was refused by its adapter or a misfit. Else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per
+candidate (labels, classes, statuses, how long each is on hold; no bodies): a candidate skipped for a
+rate limit or an open circuit keeps the error class that put it there, and when every candidate that
+could serve is on hold the caller is told when the first comes back (``Retry-After``; 429 when they
+are all rate limited).
+A stream counts as answered once its first chunk has arrived: after that nothing falls back.
+A guard that answers ``DEFER`` (the context guard, for a candidate the request fits only with a lowered
+output limit, or only by its server's own count) puts the candidate after the rest of the chain: the
+walk comes back to it once, when no later candidate answered.
+
+The guards a candidate goes through are its chain, compiled once (``guards.compiled``) and picked by the
+candidate's ``checks`` (settled at plan load): only those that can apply to it, in order; an instant
+guard's ``verdict`` is called as it is, the slot guard's ``admit`` awaited (``guards.steps``).
+
+Each candidate's ``Admission`` is released in a ``finally`` here: a slot the guards took is given back
+after the call, or (streams) after the caller's ``deliver`` has written the stream out, also on
+cancellation and client disconnect. No lease leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from interlock.runtime.base.errors import (
+    AllCandidatesFailed,
+    CandidateOutcome,
+    CannotServe,
+    ContextOverflow,
+    DeterministicError,
+    FirstByteTimeout,
+    NoCandidateCanServe,
+    RateLimited,
+    RequestDoesNotFit,
+    TransientError,
+    UpstreamError,
+)
+from interlock.runtime.books.health import HealthBook
+from interlock.runtime.books.learned import Learned
+from interlock.runtime.books.metrics import Metrics
+from interlock.runtime.books.record import Answered, CandidateRefused
+from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.guards import DEFER, Admission, Guard, compiled, steps
+from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
+from interlock.runtime.guards.preflight import Preflight
+from interlock.runtime.loaded.tables import Candidate, RetryPolicy, Route, Target
+from interlock.runtime.request.retry import SLOW, wait_before_retry
+from interlock.runtime.upstream.base import Adapter, Call
+from interlock.runtime.wire.base import ChatStream, Endpoint, Native
+
+if TYPE_CHECKING:
+    from interlock.runtime.tracing.otel import Tracing
+
+T = TypeVar("T")
+R = TypeVar("R")
+log = logging.getLogger("interlock.router")
+
+
+async def _chat(
+    adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
+) -> dict[str, Any]:
+    return await adapter.chat(endpoint, model, body, native)
+
+
+async def _stream(
+    adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
+) -> ChatStream:
+    return await adapter.chat_stream(endpoint, model, body, native)
+
+
+async def _embed(
+    adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
+) -> dict[str, Any]:
+    return await adapter.embed(endpoint, model, body)
+
+
+class Walk:
+    """One walk's running account (one per request): what each candidate came to, and the time spent."""
+
+    __slots__ = (
+        "outcomes",
+        "preflight",
+        "queued_s",
+        "refusals",
+        "retries",
+        "started",
+        "target",
+        "upstream_s",
+        "waited_s",
+    )
+
+    def __init__(self, target: Target, preflight: Preflight | None) -> None:
+        self.target = target
+        self.preflight = preflight
+        self.outcomes: list[CandidateOutcome] = []
+        self.refusals: list[tuple[Candidate, CannotServe]] = []
+        self.upstream_s = 0.0  # the calls' time so far (and the retry waits)
+        self.queued_s = 0.0  # the slot waits so far
+        self.waited_s = 0.0  # the retry waits so far: together within a policy's retry_after_max
+        self.started = 0.0  # when the call in flight (the last) began
+        self.retries = 0  # calls of the current candidate made again (``runtime.retry``)
+        if preflight is not None:  # what the access log says of a walk that ends without an answer
+            preflight.attempts = self.outcomes
+
+
+class Router:
+    def __init__(
+        self,
+        health: HealthBook,
+        guards: tuple[Guard, ...],
+        adapters: Mapping[str, Adapter],
+        metrics: Metrics,
+        tracing: Tracing | None = None,
+        facts: FactsTable | None = None,
+        learned: Learned | None = None,
+    ) -> None:
+        self.health = health
+        self.chains = compiled(guards)  # indexed by ``Candidate.checks``: the guards that apply to it
+        self.steps = tuple(steps(chain) for chain in self.chains)  # the same, as the walk runs them
+        self.adapters = adapters
+        self.metrics = metrics
+        self.tracing = tracing  # spans per attempt (``--otel``), else None
+        self.facts = facts if facts is not None else FactsTable()  # learned windows are written here
+        self.learned = learned if learned is not None else Learned()  # prompt speeds: the deadlines
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a retry's wait (tests: their own)
+        self.rng = random.Random()  # a retry's jitter
+
+    async def chat(
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        preflight: Preflight | None = None,
+        native: Native | None = None,
+    ) -> Answered[dict[str, Any]]:
+        """``native``: the request in the caller's own format, for a candidate of that format."""
+        return await self._walk(target, body, _chat, "chat", preflight, _as_is, native)
+
+    async def chat_stream(
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        deliver: Callable[[Answered[ChatStream]], Awaitable[R]],
+        preflight: Preflight | None = None,
+        native: Native | None = None,
+    ) -> R:
+        """Open a stream and hand it to ``deliver`` while its slot is held; the slot goes when it returns."""
+        return await self._walk(target, body, _stream, "chat", preflight, deliver, native)
+
+    async def embed(
+        self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
+    ) -> Answered[dict[str, Any]]:
+        return await self._walk(target, body, _embed, "embeddings", preflight, _as_is)
+
+    def chain(self, candidate: Candidate) -> tuple[Guard, ...]:
+        """The guards ``candidate`` goes through, in order."""
+        return self.chains[candidate.checks]
+
+    def stream_failed(self, answered: Answered[ChatStream], error: Exception) -> str:
+        """A stream broke after its first byte reached the client: count it; return its error class."""
+        candidate = answered.candidate
+        if isinstance(error, UpstreamError):
+            reason = error.error_class
+            self.health.record_failure(
+                candidate.id, answered.route.endpoint.label, error, in_plan=candidate.in_plan
+            )
+            self.metrics.upstream_errors.labels(candidate.metric_label, reason).inc()
+        else:  # an adapter bug: logged, reported as internal
+            reason = "internal"
+            log.error("unexpected error in the stream from %s", candidate.id, exc_info=error)
+        self.metrics.stream_aborted.labels(reason).inc()
+        return reason
+
+    async def _walk(
+        self,
+        target: Target,
+        body: Mapping[str, Any],
+        call: Call[T],
+        operation: str,
+        preflight: Preflight | None,
+        deliver: Callable[[Answered[T]], Awaitable[R]],
+        native: Native | None = None,
+    ) -> R:
+        chains, candidates = self.steps, target.candidates
+        walk = Walk(target, preflight)
+        order = list(range(len(candidates)))  # a deferred candidate goes again at the end
+        for position, index in enumerate(order):
+            candidate = candidates[index]
+            refusal = self.adapters[candidate.kind].refusal(operation, body)
+            if refusal is not None:  # before the guards: no slot is queued for
+                self._cannot_serve(walk, index, refusal)
+                continue
+            admission = Admission(
+                candidate,
+                candidate.routes,
+                preflight,
+                spill=target.spill[index],
+                has_next=position + 1 < len(order),
+            )
+            try:  # the slot's owner: given back however this ends
+                reason: str | None = None
+                try:
+                    for verdict, waits in chains[candidate.checks]:
+                        reason = await verdict(admission, body) if waits else verdict(admission, body)
+                        if reason is not None:
+                            break
+                finally:
+                    if admission.queued_s:
+                        self._queued(walk, admission)
+                if reason is DEFER:  # the rest of the chain first; no skip, nothing counted
+                    order.append(index)
+                    continue
+                if reason is not None:
+                    self._skipped(walk, index, reason)
+                    continue
+                route = admission.route or admission.routes[0]
+                invoke = call if self.tracing is None else self.tracing.traced(call, target, candidate, route)
+                try:
+                    sent, relayed, endpoint = self._sent(admission, route, body, native)
+                    result = await self._call(walk, index, admission, route, invoke, endpoint, sent, relayed)
+                except CannotServe as exc:  # what ``refusal`` could not see cheaply
+                    _left(preflight, walk.upstream_s)
+                    self._cannot_serve(walk, index, exc)
+                    continue
+                except ContextOverflow as exc:
+                    self._too_small(walk, index, route, exc)
+                    continue
+                except TransientError as exc:  # counted in ``_call``, and not to be tried again
+                    _left(preflight, walk.upstream_s)
+                    walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
+                    self._fell_back(candidates, index, exc.error_class)
+                    continue
+                except DeterministicError as exc:
+                    raise self._refused(walk, candidate, route, exc) from exc
+                return await deliver(self._answered(walk, candidate, route, result))
+            finally:
+                if admission.lease is not None:
+                    await admission.release()
+        if walk.refusals or (preflight is not None and preflight.misfits):
+            unservable = _unservable(target, walk.refusals, preflight)
+            if unservable is not None:
+                raise unservable
+        raise AllCandidatesFailed(target.label, walk.outcomes)
+
+    def _sent(
+        self, admission: Admission, route: Route, body: Mapping[str, Any], native: Native | None
+    ) -> tuple[Mapping[str, Any], Native | None, Endpoint]:
+        """What the admitted candidate is sent (the body a guard settled, or the caller's; the caller's
+        own format when the candidate takes it, lowered to its ceiling too) and the endpoint it is sent
+        to, with its deadlines."""
+        candidate, preflight = admission.candidate, admission.preflight
+        sent = body if admission.body is None else admission.body
+        relayed = native if native is not None and native.format in candidate.relays else None
+        if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
+            relayed = ceiling_of(relayed, admission.ceiling)
+        endpoint = route.endpoint
+        if endpoint.label in self.facts.progress.servers:  # a server that says its progress:
+            endpoint = self.facts.progress.watched(endpoint)  # a no-progress first_byte
+        if preflight is not None:  # first_byte covers the prefill, at the speed learned there
+            endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
+        return sent, relayed, endpoint
+
+    async def _call(
+        self,
+        walk: Walk,
+        index: int,
+        admission: Admission,
+        route: Route,
+        invoke: Call[T],
+        endpoint: Endpoint,
+        sent: Mapping[str, Any],
+        relayed: Native | None,
+    ) -> T:
+        """Call the candidate, and again after a transient failure while its retry policy allows
+        (``runtime.retry``); the last failure is raised."""
+        candidate, preflight = admission.candidate, walk.preflight
+        walk.retries = 0  # calls of this candidate made again
+        while True:
+            started = walk.started = time.perf_counter()
+            if preflight is not None:
+                preflight.calling, preflight.calling_since = candidate.id, started
+            try:
+                return await invoke(self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed)
+            except TransientError as exc:  # counted; then tried again, or moved on from
+                wait = self._failed_once(walk, index, admission, route, exc)
+                if wait is None:
+                    raise
+                waited = time.perf_counter()
+                await self.sleep(wait)
+                walk.upstream_s += time.perf_counter() - waited  # the upstream asked for it, or may
+                walk.retries += 1
+
+    def _failed_once(
+        self, walk: Walk, index: int, admission: Admission, route: Route, exc: TransientError
+    ) -> float | None:
+        """A call failed transiently: counted against the candidate; the wait before calling it again,
+        or None (move on). The walk's waits together stay within the policy's ``retry_after_max``."""
+        candidate, metrics, label = admission.candidate, self.metrics, route.endpoint.label
+        spent = time.perf_counter() - walk.started
+        walk.upstream_s += spent
+        metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        busy = isinstance(exc, FirstByteTimeout) and self.facts.progress.busy(
+            label, route.endpoint.first_byte_s
+        )  # the server reported work in progress: never towards the circuit
+        self.health.record_failure(
+            candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy
+        )
+        metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+        target = walk.target
+        policy = target.retry[index] if target.retry else candidate.retry
+        wait = self._retry_wait(policy, exc, walk.retries, admission, walk.preflight, spent)
+        if wait is None or walk.waited_s + wait > policy.retry_after_max_s:
+            return None
+        walk.waited_s += wait
+        metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
+        walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
+        _left(walk.preflight, walk.upstream_s)
+        return wait
+
+    def _queued(self, walk: Walk, admission: Admission) -> None:
+        """The time the guards waited for a slot: the walk's, and the worker's metric."""
+        walk.queued_s += admission.queued_s
+        worker = admission.route.worker if admission.route else None
+        self.metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
+
+    def _skipped(self, walk: Walk, index: int, reason: str) -> None:
+        """A guard skipped the candidate: said in the trace, the outcomes and the skipped header."""
+        candidate = walk.target.candidates[index]
+        if self.tracing is not None:
+            self.tracing.skipped(candidate, reason)
+        walk.outcomes.append(self._outcome(candidate, reason, None))
+        if walk.preflight is not None:
+            walk.preflight.skipped.append(f"{candidate.id} ({reason})")
+        self._fell_back(walk.target.candidates, index, reason)
+
+    def _too_small(self, walk: Walk, index: int, route: Route, exc: ContextOverflow) -> None:
+        """The upstream said the prompt is over its context: counted, learned, and fallen back from."""
+        candidate = walk.target.candidates[index]
+        spent = time.perf_counter() - walk.started
+        walk.upstream_s += spent
+        _left(walk.preflight, walk.upstream_s)
+        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+        self._overflowed(candidate, route, exc, walk.outcomes, walk.preflight)
+        self._fell_back(walk.target.candidates, index, "context_too_small")
+
+    def _refused(
+        self, walk: Walk, candidate: Candidate, route: Route, exc: DeterministicError
+    ) -> CandidateRefused:
+        """A 4xx: counted against the candidate, and passed on to the caller (no fallback)."""
+        spent = time.perf_counter() - walk.started
+        _left(walk.preflight, walk.upstream_s + spent)
+        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.health.record_failure(candidate.id, route.endpoint.label, exc, in_plan=candidate.in_plan)
+        self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+        return CandidateRefused(candidate, exc)
+
+    def _answered(self, walk: Walk, candidate: Candidate, route: Route, result: T) -> Answered[T]:
+        """The candidate answered: counted, its circuits closed, and the answer with what it cost."""
+        spent = time.perf_counter() - walk.started
+        upstream_s = walk.upstream_s = walk.upstream_s + spent
+        _left(walk.preflight, upstream_s)
+        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.health.record_success(candidate.id, route.endpoint.label, in_plan=candidate.in_plan)
+        self.metrics.alias_resolved.labels(walk.target.metric_label, candidate.metric_label).inc()
+        return Answered(candidate, route, result, upstream_s, walk.queued_s, tuple(walk.outcomes))
+
+    def _outcome(
+        self, candidate: Candidate, reason: str, error: UpstreamError | None, retry: int = 0
+    ) -> CandidateOutcome:
+        """A skip (``error`` None: ``reason`` is the guard's) or a failed call (``retry``: its place
+        among the calls of the candidate, 0 the first), with its hold if any."""
+        labels = (r.endpoint.label for r in candidate.routes)
+        hold = self.health.hold(candidate.id, labels, in_plan=candidate.in_plan)
+        called = error is not None
+        status = error.status if error is not None else None
+        if hold is None:
+            return CandidateOutcome(candidate.id, reason, status, called, retry=retry)
+        if not called and hold.error_class is not None:  # skipped: the failure that put it on hold
+            reason, status = hold.error_class, hold.status
+        return CandidateOutcome(candidate.id, reason, status, called, hold.reason, hold.seconds, retry=retry)
+
+    def _retry_wait(
+        self,
+        policy: RetryPolicy,
+        error: TransientError,
+        retries: int,
+        admission: Admission,
+        preflight: Preflight | None,
+        spent: float,
+    ) -> float | None:
+        """Seconds to wait before calling the candidate again after ``error`` (``runtime.retry``);
+        None: move on. Not when the failure opened its circuit, nor past the caller's deadline: the
+        wait, and for a timeout the ``spent`` seconds the next call may take too, must end before it."""
+        wait = wait_before_retry(policy, error, retries, last=not admission.has_next, rng=self.rng)
+        if wait is None:
+            return None
+        candidate = admission.candidate
+        hold = self.health.hold(candidate.id, (), in_plan=candidate.in_plan)
+        if hold is not None and hold.reason == "circuit_open" and not isinstance(error, RateLimited):
+            return None
+        deadline = preflight.deadline() if preflight is not None else None
+        slow = spent if isinstance(error, SLOW) else 0.0
+        if deadline is not None and time.perf_counter() + wait + slow >= deadline:
+            return None
+        return wait
+
+    def _overflowed(
+        self,
+        candidate: Candidate,
+        route: Route,
+        error: ContextOverflow,
+        outcomes: list[CandidateOutcome],
+        preflight: Preflight | None,
+    ) -> None:
+        """The candidate's context is too small for this prompt: learned, and noted as a misfit."""
+        label = route.endpoint.label
+        if error.window is not None:
+            self.facts.lower_window(label, candidate.facts_key, error.window)
+            self.learned.counts.mark(label, candidate.facts_key)  # tried again past it after a while
+        outcomes.append(CandidateOutcome(candidate.id, error.error_class, error.status, called=True))
+        if preflight is not None:
+            preflight.overflowed(candidate.id, label, error.window, error.tokens)
+
+    def _cannot_serve(self, walk: Walk, index: int, refusal: CannotServe) -> None:
+        """A candidate's adapter refused the request: noted for the answer and the skipped header,
+        counted as a fallback; nothing against its health."""
+        candidate = walk.target.candidates[index]
+        if self.tracing is not None:
+            self.tracing.skipped(candidate, refusal.reason)
+        walk.refusals.append((candidate, refusal))
+        walk.outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
+        if walk.preflight is not None:
+            walk.preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
+        self._fell_back(walk.target.candidates, index, refusal.reason)
+
+    def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
+        following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
+        self.metrics.fallback.labels(candidates[index].metric_label, following, reason).inc()
+
+
+def _unservable(
+    target: Target, refusals: list[tuple[Candidate, CannotServe]], preflight: Preflight | None
+) -> RequestDoesNotFit | NoCandidateCanServe | None:
+    """The 400 when no candidate can serve the request itself, else None (some failed or were skipped
+    for their health: a 503). Every candidate a misfit: the preflight's own answer; refused by its
+    adapter, or a mix of both: ``NoCandidateCanServe`` naming each candidate and why, in chain order."""
+    ids = {candidate.id for candidate in target.candidates}
+    misfits = preflight.misfits if preflight is not None else []
+    if not refusals:
+        return preflight.refusal(target.label, len(ids)) if preflight is not None else None
+    why = {candidate.id: error.message for candidate, error in refusals}
+    for misfit in misfits:
+        why.setdefault(misfit.candidate, misfit.detail)
+    if why.keys() != ids:
+        return None
+    params = {error.param for _, error in refusals} if not misfits else set()
+    reasons = "; ".join(f"{cid}: {why[cid]}" for cid in dict.fromkeys(c.id for c in target.candidates))
+    return NoCandidateCanServe(
+        f"no candidate of {target.label} can serve this request: {reasons}",
+        param=params.pop() if len(params) == 1 else None,
+    )
+
+
+def _left(preflight: Preflight | None, upstream_s: float) -> None:
+    """No call in flight now; ``upstream_s`` spent on calls so far (for the access log of a walk that
+    ends without an answer: a client gone, every candidate failed)."""
+    if preflight is not None:
+        preflight.calling, preflight.walked_s = None, upstream_s
+
+
+async def _as_is(answered: Answered[T]) -> Answered[T]:
+    return answered
