@@ -31,8 +31,8 @@ import uvloop
 
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
+from interlock.runtime.base import gc_policy
 from interlock.runtime.loaded.plan import load_plan
-from interlock.runtime.serving import gc_policy
 from interlock.schema.canonical import canonical_json
 from interlock.testing.fake_process import FakeProcess
 from interlock.testing.in_process import chat_request, read_answer, serving

@@ -88,8 +88,8 @@ def steps(plan_path: Path) -> list[tuple[str, float]]:
     """Each step of ``load_plan`` timed in this process (the collector paused, as loading does), and
     the checks it used to run (a full JSON-schema check; the content hash through ``json.dumps``)."""
     from interlock.common.gc_pause import collector_paused
+    from interlock.runtime.base import gc_policy
     from interlock.runtime.loaded import plan as runtime_plan
-    from interlock.runtime.serving import gc_policy
     from interlock.schema.canonical import content_hash, has_content_hash
 
     timings: list[tuple[str, float]] = []
@@ -115,7 +115,7 @@ def steps(plan_path: Path) -> list[tuple[str, float]]:
     thresholds = gc.get_threshold()
     t = time.perf_counter()
     gc_policy.settle()  # what `interlock serve` does once the plan is loaded, before serving
-    timings.append(("collect and freeze (runtime/serving/gc_policy.py)", time.perf_counter() - t))
+    timings.append(("collect and freeze (runtime/base/gc_policy.py)", time.perf_counter() - t))
     gc_policy.thaw()
     gc.set_threshold(*thresholds)
     del tables

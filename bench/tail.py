@@ -46,9 +46,9 @@ from load import chat_body, run_wrk
 from interlock.commands.gateway import build_gateway
 from interlock.compiler import compile_config
 from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base import gc_policy
 from interlock.runtime.base.asgi import Receive, Scope, Send
 from interlock.runtime.loaded.plan import load_plan
-from interlock.runtime.serving import gc_policy
 from interlock.schema.canonical import canonical_json
 from interlock.testing.in_process import serving
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from interlock.compiler.passes.cors import normalize_origin
-from interlock.runtime.serving.cors import CorsPolicy
+from interlock.runtime.loaded.cors import CorsPolicy
 from interlock.schema.plan import PlanCors
 from tests.conftest import compile_text
 

@@ -30,8 +30,8 @@ from types import FrameType
 from typing import Any
 
 from interlock.runtime.app.gateway import Gateway
+from interlock.runtime.base import gc_policy
 from interlock.runtime.net.fds import open_file_limit
-from interlock.runtime.serving import gc_policy
 
 log = logging.getLogger("interlock")
 

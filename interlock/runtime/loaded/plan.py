@@ -32,6 +32,7 @@ from interlock.runtime.base.asgi import json_object
 from interlock.runtime.base.errors import InterlockError
 from interlock.runtime.base.server_settings import ServerSettings
 from interlock.runtime.loaded.access import KeyBook
+from interlock.runtime.loaded.cors import CorsPolicy
 from interlock.runtime.loaded.credentials import credential_problems, weak_key_values
 from interlock.runtime.loaded.tables import (
     Alias,
@@ -53,7 +54,6 @@ from interlock.runtime.loaded.tables import (
     worker_label,
 )
 from interlock.runtime.net.fds import max_connections
-from interlock.runtime.serving.cors import CorsPolicy
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
 from interlock.schema.config import RETRY_DEFAULTS

@@ -62,7 +62,7 @@ from interlock.runtime.net.http_errors import (
     Timeout,
     TLSError,
 )
-from interlock.runtime.net.transport import Counter, Request
+from interlock.runtime.net.transport import Counter, Origin, Request
 from interlock.runtime.wire.base import header_lines
 
 USER_AGENT = "interlock/0.1"
@@ -207,7 +207,9 @@ class UpstreamClient:
         self.on_stray = on_stray  # (a pool's label, seconds its connections are not reused)
         self._pools: dict[tuple[str, str, int, str], Pool] = {}  # (scheme, host, port, label) -> pool
         self._bases: dict[str, dict[str, tuple[Pool, str]]] = {}  # label -> base URL -> pool, path prefix
-        self._heads: dict[tuple[str, str, str, str], tuple[Pool, bytes]] = {}  # (label, URL, method, path)
+        self._heads: dict[
+            tuple[str, str, str, str, bytes], tuple[Pool, bytes]
+        ] = {}  # (label, URL, method, path, lines)
         self._open = 0  # connections made and not yet lost
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._poller = select.poll()  # ``Connection.unread``: one fd registered at a time, for one call
@@ -269,35 +271,40 @@ class UpstreamClient:
     async def send(self, request: Request) -> Response:
         """Send ``request`` (net/transport.py says what each field asks); return once the answer's
         headers have arrived. Raises the ``net/http_errors.py`` tree only."""
-        method, base_url, path, pool = request.method, request.url, request.path, request.pool
-        first_byte_at, body = request.first_byte_at, request.body
-        found = self._heads.get((pool, base_url, method, path))
-        target, start = found if found is not None else self._head(method, base_url, path, pool, request.kind)
-        parts = [start, request.lines]
-        headers = request.headers
-        if headers:
-            more = header_lines(headers)
-            if more is None:
+        origin, method, path, body = request.origin, request.method, request.path, request.body
+        first_byte_at, lines = request.first_byte_at, origin.lines
+        if lines is None:  # a header the plan could not encode: refused by name, nothing sent
+            raise InvalidHeader("a request header holds a line break or is not Latin-1")
+        found = self._heads.get((origin.label, origin.url, method, path, lines))
+        target, start = found if found is not None else self._head(origin, method, path, lines)
+        extra = request.headers
+        more = b""
+        if extra:
+            encoded = header_lines(extra)
+            if encoded is None:
                 raise InvalidHeader("a request header holds a line break or is not Latin-1")
-            parts.append(more)
-        if body is not None:
-            if request.json:
-                parts.append(_JSON)
-            key = target.key
-            if key is not None:
-                target.sent = sent = target.sent + 1
-                parts.append(b"Idempotency-Key: %b%d\r\n" % (key, sent))
-            parts.append(b"Content-Length: %d\r\n\r\n" % len(body))
+            more = encoded
+        if body is None:
+            head = b"%b%b\r\n" % (start, more)
+        elif target.key is None:
+            head = b"%b%b%bContent-Length: %d\r\n\r\n" % (start, more, _JSON, len(body))
         else:
-            parts.append(b"\r\n")
-        head = b"".join(parts)
+            target.sent = sent = target.sent + 1
+            head = b"%b%b%bIdempotency-Key: %b%d\r\nContent-Length: %d\r\n\r\n" % (
+                start,
+                more,
+                _JSON,
+                target.key,
+                sent,
+                len(body),
+            )
         now = request.now
         conn = target.take(self.time() if now is None else now, self._poller)
         if conn is None:
-            conn = await self._connect(target, request.connect_s, first_byte_at)
+            conn = await self._connect(target, origin.connect_s, first_byte_at)
         resend = True
         while True:
-            response = conn.send(head, body, first_byte_at, request.total_at, request.patience)
+            response = conn.send(head, body, first_byte_at, request.total_at, origin.patience)
             try:
                 await response.head()
                 return response
@@ -312,22 +319,22 @@ class UpstreamClient:
             target.resent += 1  # not a byte went out: once more, on a fresh connection
             if target.counted is not None:
                 target.counted.inc()
-            conn = await self._connect(target, request.connect_s, first_byte_at)
+            conn = await self._connect(target, origin.connect_s, first_byte_at)
 
-    def _head(
-        self, method: str, base_url: str, path: str, label: str, kind: str | None
-    ) -> tuple[Pool, bytes]:
-        """The pool and the request's first lines (request line, the origin's fixed headers) for one
-        method and path of one provider's base URL, built once."""
+    def _head(self, origin: Origin, method: str, path: str, lines: bytes) -> tuple[Pool, bytes]:
+        """The pool and the request's first lines (request line, the origin's fixed headers and its
+        encoded ones) for one method and path of one provider's base URL, built once."""
+        label, base_url = origin.label, origin.url
         urls = self._bases.get(label)
         found = urls.get(base_url) if urls is not None else None
-        target, prefix = found if found is not None else self._base(base_url, label, kind)
+        target, prefix = found if found is not None else self._base(base_url, label, origin.kind)
         try:
-            start = f"{method} {prefix}{path} HTTP/1.1\r\n{target.fixed}".encode("latin-1")
+            line = f"{method} {prefix}{path} HTTP/1.1\r\n{target.fixed}".encode("latin-1")
         except UnicodeEncodeError:
             raise InvalidHeader("a request header holds a line break or is not Latin-1") from None
+        start = line + lines
         if len(self._heads) < _MAX_HEADS:  # (paths are the adapters' own: a few per provider)
-            self._heads[label, base_url, method, path] = (target, start)
+            self._heads[label, base_url, method, path, lines] = (target, start)
         return target, start
 
     def _base(self, base_url: str, label: str, kind: str | None) -> tuple[Pool, str]:

@@ -66,16 +66,6 @@ def translated(exc: Exception) -> HTTPError:
     return Lost("connection failed mid-exchange")
 
 
-def _header_pairs(lines: bytes) -> list[tuple[str, str]]:
-    """Encoded header lines (``Name: value\\r\\n`` each) as pairs."""
-    pairs = []
-    for line in lines.decode("latin-1").split("\r\n"):
-        if line:
-            name, _, value = line.partition(":")
-            pairs.append((name.strip(), value.strip()))
-    return pairs
-
-
 class HttpxTransport:
     """One ``httpx.AsyncClient`` behind ``send``. Build it with ``create()``; close it with ``aclose()``."""
 
@@ -101,17 +91,20 @@ class HttpxTransport:
     async def send(self, request: Request) -> HttpxResponse:
         if self.closed:
             raise ClientClosed("client closed")
+        origin = request.origin
+        if origin.lines is None:
+            raise InvalidHeader("a request header holds a line break or is not Latin-1")
         headers = [("User-Agent", USER_AGENT), ("Accept-Encoding", "identity")]
-        headers += _header_pairs(request.lines)
-        headers += list(request.headers.items())
-        if request.body is not None and request.json:
+        headers += list(origin.headers.items())
+        headers += list((request.headers or {}).items())
+        if request.body is not None:
             headers.append(("Content-Type", "application/json"))
-        connect = max(0.0, min(request.connect_s, request.first_byte_at - self.time()))
+        connect = max(0.0, min(origin.connect_s, request.first_byte_at - self.time()))
         timeout = httpx.Timeout(None, connect=connect)
         try:
             built = self.client.build_request(
                 request.method,
-                request.url.rstrip("/") + request.path,
+                origin.url.rstrip("/") + request.path,
                 headers=headers,
                 content=request.body,
                 timeout=timeout,

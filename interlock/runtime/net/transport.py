@@ -6,8 +6,9 @@ The border exists so that neither side knows the other's parts: an adapter never
 pool or a parser (it holds a ``Transport`` and imports nothing of ``http1`` or ``client``), and a
 transport never sees an endpoint, a credential table or a chat format. What crosses is plain:
 
-- ``Request``: a method, a base URL and a path, headers (already encoded ``lines`` and a mapping),
-  a body, and the exchange's deadlines as loop times; built once per upstream call.
+- ``Request``: an ``Origin`` (the provider's base URL, pool, encoded headers and connect deadline,
+  fixed with the plan: ``wire.base.Endpoint`` is one), a method and a path, a body, and the exchange's
+  deadlines as loop times; eight references, built once per upstream call.
 - ``Response``: the status and headers once they have arrived, then the body as it arrives (``read``,
   or ``take`` and ``arrival`` without a task switch, or a ``sink`` fed in the read callback), and
   ``release`` (the connection may be reused) or ``close`` (it may not).
@@ -33,34 +34,57 @@ class Counter(Protocol):
     def inc(self, amount: float = 1.0) -> None: ...
 
 
+class Origin(Protocol):
+    """Where requests go and what each carries, fixed when the plan is built (``wire.base.Endpoint`` is
+    one): read by the transport, never built per request."""
+
+    @property
+    def url(self) -> str:
+        """The provider's base URL (its path a prefix of every request's)."""
+
+    @property
+    def label(self) -> str:
+        """The pool: one provider's or worker's connections are its own (one credential each)."""
+
+    @property
+    def kind(self) -> str:
+        """Its provider kind (whether a POST carries an ``Idempotency-Key``)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def lines(self) -> bytes | None:
+        """``headers`` encoded once (``Name: value\\r\\n`` each); None: one cannot be sent (refused
+        by name)."""
+
+    @property
+    def connect_s(self) -> float: ...
+
+    @property
+    def patience(self) -> Callable[[float], float | None] | None:
+        """Asked when the first-byte deadline passes how much longer to wait (a server that reports its
+        progress); None: no longer."""
+
+
 @dataclass(slots=True)
 class Request:
-    """One upstream request: everything a transport needs, nothing of the endpoint it came from.
+    """One upstream request: ``method`` ``origin.url`` + ``path`` with ``body`` (JSON, or None).
 
-    ``url``: the provider's base URL (its path a prefix), ``path``: what the adapter asks under it.
-    ``lines``: headers already encoded (``Endpoint.lines``, built with the plan), sent before
-    ``headers``. Deadlines are loop times: connecting ends within ``connect_s`` (and before
+    Deadlines are loop times: connecting ends within ``origin.connect_s`` (and before
     ``first_byte_at``), the answer's head arrives before ``first_byte_at`` (``Response.answered()``
-    then moves the exchange on to ``total_at``). ``json``: the body is JSON (its Content-Type is
-    sent). ``pool``: the provider's label (its connections are its own); ``kind``: its provider kind
-    (whether a POST carries an ``Idempotency-Key``). ``now``: the loop's time when the caller has just
-    read it. ``patience``: asked when the first-byte deadline passes, how much longer to wait (a
-    server that reports its progress), None: no longer."""
+    then moves the exchange on to ``total_at``). ``now``: the loop's time when the caller has just read
+    it; ``headers``: this request's own, sent after the origin's (a traced attempt's ``traceparent``).
+    What is fixed per provider stays on the ``origin``: a request is eight references, made per call."""
 
+    origin: Origin
     method: str
-    url: str
     path: str
-    headers: Mapping[str, str]
     body: bytes | None
-    connect_s: float
     first_byte_at: float
     total_at: float
-    json: bool = True
-    pool: str = ""
-    kind: str | None = None
-    lines: bytes = b""
     now: float | None = None
-    patience: Callable[[float], float | None] | None = None
+    headers: Mapping[str, str] | None = None
 
 
 class Response(Protocol):

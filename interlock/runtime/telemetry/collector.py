@@ -4,7 +4,8 @@ Every ``probe_interval`` (the health cycle's), outside the request path, each wo
 declares ``telemetry`` is read from its declared sources, concurrently; a worker without it costs
 nothing (no process, no file, no request). A source that fails drops its values and records its error
 class; the next success brings them back. Local commands run in a thread with a deadline (a hung one
-is killed); the sidecar is fetched with its own small HTTP client, opened only when a plan names one.
+is killed); the sidecar is fetched with the runtime's own HTTP client (net/client.py, a client of its own: its
+connections never share the providers' pools), opened only when a plan names one.
 Targets are built once per plan (keyed by its content hash), so a reload takes effect at the next round.
 """
 
@@ -13,16 +14,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
 
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.periodic import Periodic
 from interlock.runtime.loaded.plan import RuntimePlan
+from interlock.runtime.net.client import UpstreamClient
+from interlock.runtime.net.http_errors import BodyTooLarge, HTTPError, InvalidURL, Timeout
+from interlock.runtime.net.transport import Request
 from interlock.runtime.telemetry import document
 from interlock.runtime.telemetry.host_memory import read_host_memory
 from interlock.runtime.telemetry.nvidia_smi import query_gpus
@@ -196,13 +200,13 @@ class TelemetryLoop(Periodic):
         self.plan = plan
         self.book = book
         self._targets: tuple[str, tuple[Target, ...]] = ("", ())
-        self._session: aiohttp.ClientSession | None = None
+        self._client: UpstreamClient | None = None  # opened at the first sidecar read
 
     async def stop(self) -> None:
         await super().stop()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     def current_targets(self) -> tuple[Target, ...]:
         plan = self.plan()
@@ -270,22 +274,13 @@ class TelemetryLoop(Periodic):
     async def _remote(
         self, url: str, gpu: int, timeout_s: float
     ) -> tuple[GpuReading | None, HostMemory | None, dict[str, str]]:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(raise_for_status=False)
         try:
-            async with self._session.get(
-                url, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False
-            ) as response:
-                if response.status != 200:
-                    raise SourceFailed(f"the sidecar answered HTTP {response.status}")
-                body = bytearray()
-                async for chunk in response.content.iter_chunked(64 * 1024):
-                    body += chunk
-                    if len(body) > document.MAX_BYTES:
-                        raise SourceMalformed(f"the document is larger than {document.MAX_BYTES} bytes")
-        except TimeoutError as exc:
+            body = await self._fetch(url, timeout_s)
+        except Timeout as exc:
             raise SourceTimeout(f"the sidecar did not answer within {timeout_s:g}s") from exc
-        except aiohttp.ClientError as exc:
+        except BodyTooLarge as exc:
+            raise SourceMalformed(f"the document is larger than {document.MAX_BYTES} bytes") from exc
+        except (HTTPError, OSError) as exc:
             raise SourceFailed(f"the sidecar could not be reached ({type(exc).__name__})") from exc
         try:
             data = orjson.loads(body)
@@ -293,3 +288,52 @@ class TelemetryLoop(Periodic):
             raise SourceMalformed("the document is not JSON") from exc
         gpu_reading, host = document.read(data, gpu)
         return gpu_reading, host, document.read_errors(data)
+
+    async def _fetch(self, url: str, timeout_s: float) -> bytes:
+        """The body of ``GET url`` within ``timeout_s`` (at most ``document.MAX_BYTES``); SourceFailed
+        for any status but 200."""
+        if self._client is None:
+            self._client = UpstreamClient.create()
+        client = self._client
+        now = client.time()
+        at = now + timeout_s
+        response = await client.send(
+            Request(Sidecar.of(url, timeout_s), "GET", Sidecar.path(url), None, at, at, now)
+        )
+        try:
+            if response.status != 200:
+                raise SourceFailed(f"the sidecar answered HTTP {response.status}")
+            response.answered()
+            return await response.read_all(document.MAX_BYTES)
+        except BaseException:
+            response.close()
+            raise
+        finally:
+            response.release()
+
+
+@dataclass(frozen=True, slots=True)
+class Sidecar:
+    """A sidecar's URL as the transport's ``Origin``: its own pool, no headers, no patience."""
+
+    url: str
+    connect_s: float
+    label: str = "telemetry"
+    kind: str = "telemetry"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    lines: bytes | None = b""
+    patience: None = None
+
+    @classmethod
+    def of(cls, url: str, timeout_s: float) -> Sidecar:
+        """The origin of ``url`` (its scheme and authority; an invalid one is refused when sent)."""
+        parts = urlsplit(url)
+        if not parts.scheme or not parts.netloc:
+            raise InvalidURL("invalid upstream URL")
+        return cls(f"{parts.scheme}://{parts.netloc}", timeout_s)
+
+    @staticmethod
+    def path(url: str) -> str:
+        """``url``'s path and query, as the request line carries them."""
+        parts = urlsplit(url)
+        return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from types import MappingProxyType
 from typing import Any, Protocol
 
 from interlock.runtime.base.asgi import json_object
@@ -46,7 +45,6 @@ from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
 MAX_ERROR_BODY = 64 * 1024
-_NONE: Mapping[str, str] = MappingProxyType({})  # no headers beyond the endpoint's encoded ones
 
 
 class LineDecoder(Protocol):
@@ -120,28 +118,11 @@ async def _start(
     2xx response or raise the mapped error for any other status."""
     now = client.time()
     total_at = now + endpoint.total_s
-    first_byte_at = min(now + endpoint.first_byte_s, total_at)
-    lines = endpoint.lines  # None: a header that cannot be sent, which the client refuses by name
-    headers: Mapping[str, str] = _NONE if lines is not None else endpoint.headers
+    first_byte_at = now + endpoint.first_byte_s
+    if first_byte_at > total_at:
+        first_byte_at = total_at
     traced = UPSTREAM_HEADERS.get()  # a traced attempt's traceparent; None unless --otel
-    if traced is not None:
-        headers = {**headers, **traced}
-    request = Request(
-        method,
-        endpoint.url,
-        path,
-        headers,
-        payload,
-        endpoint.connect_s,
-        first_byte_at,
-        total_at,
-        True,
-        endpoint.label,  # a provider's connections are its own
-        endpoint.kind,
-        lines or b"",
-        now,
-        endpoint.patience,
-    )
+    request = Request(endpoint, method, path, payload, first_byte_at, total_at, now, traced)
     response = await client.send(request)
     if 200 <= response.status < 300:
         return response

@@ -28,6 +28,7 @@ from interlock.runtime.net import http1, http_errors
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
 from interlock.runtime.upstream.base import adapter_for
+from tests.runtime.net.origins import origin
 from tests.runtime.upstream.helpers import endpoint
 from tests.waiting import until
 
@@ -117,9 +118,7 @@ async def get(
 ) -> Any:
     loop = asyncio.get_running_loop()
     at = loop.time() + wait_s
-    response = await client.send(
-        Request("GET", url, "/x", headers or {}, None, connect_s=wait_s, first_byte_at=at, total_at=at)
-    )
+    response = await client.send(Request(origin(url, headers, connect_s=wait_s), "GET", "/x", None, at, at))
     response.answered()
     body = await response.read_all(1 << 20)
     response.release()
@@ -275,16 +274,7 @@ def test_the_answer_head_is_read_as_it_came_after_an_interim_answer() -> None:
         async with loopback(lambda _: answer) as (_, port), UpstreamClient.create() as client:
             at = asyncio.get_running_loop().time() + 5
             response = await client.send(
-                Request(
-                    "GET",
-                    f"http://127.0.0.1:{port}",
-                    "/x",
-                    {},
-                    None,
-                    connect_s=5,
-                    first_byte_at=at,
-                    total_at=at,
-                )
+                Request(origin(f"http://127.0.0.1:{port}", {}, connect_s=5), "GET", "/x", None, at, at)
             )
             body = await response.read_all(100)
             response.release()

@@ -17,6 +17,7 @@ import pytest
 from interlock.runtime.net import http1, http_errors
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
+from tests.runtime.net.origins import origin
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 PROCESSING = b"HTTP/1.1 102 Processing\r\n\r\n"
@@ -49,9 +50,7 @@ async def get(pieces: list[bytes]) -> tuple[int, bytes, Any]:
     async with upstream(pieces) as port, UpstreamClient.create() as client:
         at = asyncio.get_running_loop().time() + 30
         response = await client.send(
-            Request(
-                "GET", f"http://127.0.0.1:{port}", "/x", {}, None, connect_s=5, first_byte_at=at, total_at=at
-            )
+            Request(origin(f"http://127.0.0.1:{port}", {}, connect_s=5), "GET", "/x", None, at, at)
         )
         response.answered()
         body = await response.read_all(100)

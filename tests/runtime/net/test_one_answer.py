@@ -38,6 +38,7 @@ from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.transport import Request
 from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.runtime.wire.base import Endpoint
+from tests.runtime.net.origins import origin
 from tests.runtime.upstream.helpers import endpoint
 from tests.waiting import until
 
@@ -312,18 +313,7 @@ def test_a_kind_without_idempotency_keys_sends_none() -> None:
                 for kind in ("ollama", "openai"):
                     at = loop.time() + 5
                     response = await client.send(
-                        Request(
-                            "POST",
-                            url,
-                            "/x",
-                            {},
-                            b"{}",
-                            connect_s=5,
-                            first_byte_at=at,
-                            total_at=at,
-                            pool=kind,
-                            kind=kind,
-                        )
+                        Request(origin(url, pool=kind, kind=kind), "POST", "/x", b"{}", at, at)
                     )
                     await response.read_all(100)
                     response.release()

@@ -26,6 +26,7 @@ from interlock.runtime.upstream.base import Adapter, adapter_for
 from interlock.testing.fake_ollama import FakeOllama
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
+from tests.runtime.net.origins import origin
 from tests.runtime.upstream.helpers import endpoint
 from tests.waiting import until
 
@@ -258,16 +259,7 @@ def test_an_answer_cut_inside_its_head_is_not_resent() -> None:
                 async def get() -> http1.Response:
                     at = loop.time() + 5
                     return await client.send(
-                        Request(
-                            "GET",
-                            f"http://127.0.0.1:{port}",
-                            "/",
-                            {},
-                            None,
-                            connect_s=5,
-                            first_byte_at=at,
-                            total_at=at,
-                        )
+                        Request(origin(f"http://127.0.0.1:{port}"), "GET", "/", None, at, at)
                     )
 
                 first = await get()
@@ -334,11 +326,7 @@ def test_a_write_that_fails_at_once_is_resent_once() -> None:
                                 assert conn.transport is not None
                                 conn.transport.get_extra_info("socket").shutdown(socket.SHUT_WR)
                     at = loop.time() + 5
-                    response = await client.send(
-                        Request(
-                            "POST", url, "/x", {}, b"{}", connect_s=5, first_byte_at=at, total_at=at, pool="p"
-                        )
-                    )
+                    response = await client.send(Request(origin(url, pool="p"), "POST", "/x", b"{}", at, at))
                     bodies.append(await response.read_all(100))
                     response.release()
                 assert bodies == [b"{}", b"{}"]

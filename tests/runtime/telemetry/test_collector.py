@@ -173,7 +173,7 @@ def test_a_plan_without_telemetry_reads_nothing(tmp_path: Path, fake_smi: FakeSm
     loop, book = _round(plan)
     assert not (bin_dir / "calls").exists()
     assert book.workers == {}
-    assert loop._session is None  # no HTTP client was even opened
+    assert loop._client is None  # no HTTP client was even opened
     assert {name for name, _ in _samples(plan, book)} == set()
 
 

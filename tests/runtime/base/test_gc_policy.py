@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.serving import gc_policy
+from interlock.runtime.base import gc_policy
 from tests.runtime.conftest import build
 from tests.runtime.loaded.test_plan import rehash
 
