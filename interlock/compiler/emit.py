@@ -8,7 +8,7 @@ from typing import Any
 from interlock.common.patterns import slot_limit
 from interlock.common.vendors import listed_host
 from interlock.compiler.context import CompileContext, Worker
-from interlock.compiler.placement import FOREVER
+from interlock.compiler.homes import FOREVER
 from interlock.schema.canonical import content_hash
 from interlock.schema.config import RETRY_DEFAULTS, RetrySection, TelemetrySection
 from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPlacement, RoutingPlan

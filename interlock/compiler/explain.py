@@ -176,7 +176,7 @@ def _context(ctx: CompileContext, worker: Worker, model: str, declared: int | No
 
 
 def _placement(ctx: CompileContext, worker: Worker, candidate: str) -> str:
-    """Whether ``candidate`` stays loaded on ``worker`` (its home), and why (``compiler.placement``)."""
+    """Whether ``candidate`` stays loaded on ``worker`` (its home), and why (``compiler.homes``)."""
     placed = ctx.placement
     if placed is None:
         return "not computed"

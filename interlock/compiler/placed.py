@@ -1,4 +1,4 @@
-"""The compiled placement's data (``compiler.placement`` computes it; emit and explain read it)."""
+"""The compiled placement's data (``compiler.homes`` computes it; emit and explain read it)."""
 
 from __future__ import annotations
 

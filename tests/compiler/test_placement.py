@@ -9,7 +9,7 @@ import pytest
 
 from interlock.common.packing import Want, pack
 from interlock.compiler.explain import explain
-from interlock.compiler.placement import FOREVER, keep_alive_seconds
+from interlock.compiler.homes import FOREVER, keep_alive_seconds
 from tests.conftest import compile_text
 
 CONFIG = """\

@@ -1,4 +1,4 @@
-"""The runtime is rooms, and the tests mirror them.
+"""The runtime is rooms, and the tests mirror the package.
 
 A room is a folder of ``interlock/runtime/``; a module loose at its root is a room of one file that
 nobody named. The package root holds only the command line (``cli.py``, ``__main__.py``): what the
@@ -39,3 +39,10 @@ def test_no_test_of_a_room_is_left_at_the_runtime_tests_root() -> None:
     what it must never import."""
     left = {p.name for p in TESTS.glob("test_*.py")}
     assert left == {"test_boundaries.py", "test_layers.py", "test_rooms.py"}
+
+
+def test_the_tests_root_holds_only_what_checks_the_whole_package() -> None:
+    """The compiler's tests are in ``tests/compiler/``, the shared modules' in ``tests/common/``, each
+    command group's, ``connect``'s, ``deploy``'s and ``discover``'s in their folders."""
+    left = {p.name for p in (ROOT / "tests").glob("test_*.py")}
+    assert left == {"test_docs.py", "test_function_length.py", "test_wheel.py"}

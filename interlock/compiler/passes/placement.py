@@ -1,6 +1,6 @@
 """Placement: workers' memory + models' sizes -> which models stay loaded where (warns where some cannot).
 
-The packing itself is ``compiler.placement.place`` (the rule: ``interlock.common.packing``); this pass checks
+The packing itself is ``compiler.homes.place`` (the rule: ``interlock.common.packing``); this pass checks
 `routing.placement` and says what the packing left out: a provider whose declared models cannot all stay
 loaded (IL211), an alias whose first candidate has no home (IL212), and, with warm-up on, what placement
 cannot see (IL214: a worker's memory; IL215: a model's size, which the runtime then learns).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from interlock.compiler.context import CompileContext, Link
 from interlock.compiler.diagnostics import Span
+from interlock.compiler.homes import place
 from interlock.compiler.placed import Placed
-from interlock.compiler.placement import place
 
 
 def placement(ctx: CompileContext) -> None:

@@ -9,7 +9,7 @@ memory (`memory_gib`, else its profile's), is not checked.
 from __future__ import annotations
 
 from interlock.compiler.context import CompileContext, Worker
-from interlock.compiler.placement import GIB, footprint_of
+from interlock.compiler.homes import GIB, footprint_of
 
 
 def vram(ctx: CompileContext) -> None:

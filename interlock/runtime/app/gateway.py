@@ -5,7 +5,7 @@ What it hands down is two objects: ``RequestServices`` to every handler of the r
 ``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints (the rows
 of ``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI handlers
 (``lifecycle``, which authenticates first); everything else goes to the FastAPI app of ``ops.admin``,
-after ``lifecycle.admitted`` when the path needs a key. The plan is swapped as a whole on reload
+after ``features.keys.admitted`` when the path needs a key. The plan is swapped as a whole on reload
 (``Current``, by ``reload.Reloads``); a request reads it once and finishes on that plan. When the plan
 turns CORS on, a request's ``Origin`` is looked up first (``loaded.cors``): preflights are answered
 there, and answers to allowed origins gain the CORS headers built when the plan loaded. Gateways are made
@@ -22,7 +22,6 @@ from interlock.runtime.base.asgi import Message, Receive, Scope, Send, closing, 
 from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.loaded.access import needs_key
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.request.lifecycle import admitted
 from interlock.runtime.surfaces.base import Failure
 from interlock.runtime.surfaces.openai import ChatCompletions
 from interlock.runtime.usage.base import UsageStoreError
@@ -63,7 +62,7 @@ class Gateway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            plan = self.current.plan
+            plan, hooks = self.current.plan, self.current.hooks  # read together: one plan's
             if plan.cors is not None:
                 admitted_origin = await plan.cors.admit(scope, send, plan.plan_header)
                 if admitted_origin is None:  # a preflight, answered
@@ -75,10 +74,14 @@ class Gateway:
                 await handler(self.services, scope, receive, send)
                 return
             row = self._paths.get(path)
-            if plan.keys is not None and needs_key(path):  # `auth: off` skips this at once
+            authenticate = hooks.authenticate  # the plan's keys (`features/keys.py`)
+            if authenticate is not None and needs_key(path):  # `auth: off` skips this at once
                 surface = row[1] if row is not None else self._admin_errors
                 known = row is not None
-                if await admitted(self.services, scope, send, surface, route=known, metered=False) is None:
+                if (
+                    await authenticate(self.services, scope, send, surface, route=known, metered=False)
+                    is None
+                ):
                     return
             if handler is not None:
                 await handler(self.services, scope, receive, send)

@@ -27,6 +27,7 @@ The lifespan, in order (each step stopped in reverse at shutdown):
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -40,7 +41,6 @@ from interlock.runtime.base import gc_policy
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
-from interlock.runtime.books.audit import AuditLog
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.learned import CountBook, Learned
@@ -59,12 +59,7 @@ from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.fleet.signals.progress import ProgressBook
 from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
-from interlock.runtime.guards import Guard
-from interlock.runtime.guards.capability import CapabilityGuard
-from interlock.runtime.guards.circuit import HealthGuard
-from interlock.runtime.guards.context_fit import ContextGuard
-from interlock.runtime.guards.ollama_options import OllamaOptionsGuard
-from interlock.runtime.guards.slots import SlotGuard
+from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.admin import build_admin
 from interlock.runtime.request.route_table import RouteTable, route_table
@@ -82,6 +77,8 @@ from interlock.runtime.usage.memory import MemoryStore
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from interlock.runtime.books.audit import AuditLog
+    from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.tracing.otel import Tracing
     from interlock.runtime.wire.base import Endpoint
 
@@ -166,46 +163,171 @@ def build_parts(
     test runs their rounds by hand); ``slots``, ``ledger``, ``audit`` and ``tracing`` are the serve
     options' (else this process's slot table and an in-memory ledger)."""
     current = Current(plan)
+    upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
+    books = _books(current, slots, ledger, audit, access_log, clock, wall)
+    loops = _loops(current, books, upstream, clock, wall)
+    path = getattr(source, "path", None)
+    status = Status(iso_utc(wall()), str(path) if path is not None else None)
+    if probes:
+        status.probed = loops.probes.first_round
+    live = _live(current, status, books, loops, wall)
+    # the request path: the guard chain (``guards.GUARDS``), the router, the features (``features``)
+    guards = chain(_kit(books, loops))
+    router = Router(
+        books.health, guards, upstream.adapters, books.metrics, tracing, books.facts, books.learned
+    )
+    services = RequestServices(
+        current,
+        router,
+        books.journal,
+        books.metrics,
+        books.counters,
+        books.ledger,
+        tracing,
+        audit,
+        status,
+        books.facts,
+        books.learned,
+    )
+    features = Plugged(services)  # the feature table's rows, plugged in as plans want them
+    current.hooks = features.hooks(plan)
+    reloads = Reloads(
+        source,
+        functools.partial(_swap, live, features),
+        current,
+        status,
+        books.metrics,
+        audit,
+        wall,
+        summary=reload_summary,
+        timeout_s=reload_timeout_s,
+    )
+    kept = KeptSpeeds(books.speeds, lambda: speeds_file(state_dir, current.plan))
+    taught = KeptLearned(
+        books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
+    )
+    lifespan = lifespan_of(live, services, loops, reloads, upstream, (kept, taught), probes=probes)
+    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
 
+
+@dataclass(frozen=True, slots=True)
+class Books:
+    """The state that outlives reloads (keyed by ids and worker names), what is counted and logged, and
+    what is known of the workers: built once per gateway, before the loops and the request path."""
+
+    health: HealthBook
+    slots: SlotBackend
+    counters: CallerCounters  # keys' and tenants' rates (runtime/state)
+    ledger: Ledger  # usage, credits
+    telemetry: TelemetryBook
+    facts: FactsTable  # live metadata, servers' progress: read-only outside
+    speeds: SpeedBook  # learned tokens/s, from real requests
+    sticky: StickyTable  # session digests -> worker, when sticky sessions are on
+    scorer: Scorer
+    fleet: FleetLine  # requests waiting for any of a candidate's workers (one process's slots only)
+    metrics: Metrics
+    journal: Journal  # the JSON access log, when on
+    placement: PlacementBook  # what stays loaded
+    learned: Learned  # prompt counts and speeds per endpoint and model, from answers
+
+
+def _books(
+    current: Current,
+    slots: SlotBackend | None,
+    ledger: Ledger | None,
+    audit: AuditLog | None,
+    access_log: BinaryIO | None,
+    clock: Clock,
+    wall: Clock,
+) -> Books:
+    plan = current.plan
+    health = HealthBook(plan.health, clock=clock, wall=wall)
+    slots = slots if slots is not None else MemorySlots()
+    counters = slots.caller_counters()
+    slots.configure(plan.workers)
+    slots.share_health(health)
+    ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)
+    telemetry = TelemetryBook(wall=wall)
+    facts = FactsTable(ProgressBook(clock=clock))
+    speeds = SpeedBook(plan.routing.speed_smoothing)
+    sticky = StickyTable(clock=clock)
+    occupancy = backend_occupancy(slots, lambda: current.plan.workers)
+    scorer = Scorer(facts, telemetry, speeds, occupancy, clock=clock, wall=wall)
+    fleet = FleetLine(slots, scorer, lambda: current.plan.routing, lambda: current.plan.workers, clock=clock)
+    served = _served(current)
+    metrics = Metrics(StateView(served, health, slots, telemetry, audit, fleet.waiting, ledger))
+    journal = Journal(access_log=access_log, audit=audit)
+    placement = PlacementBook(facts, metrics, clock, telemetry)
+    learned = Learned(CountBook(wall=wall, clock=clock), scorer.prefixes.prefill, facts)  # (Ollama's
+    learned.prefill.wall = wall  # speeds: its adapter)
+    learned.configure(endpoints_of(plan))  # endpoints on one server learn together
+    return Books(
+        health,
+        slots,
+        counters,
+        ledger,
+        telemetry,
+        facts,
+        speeds,
+        sticky,
+        scorer,
+        fleet,
+        metrics,
+        journal,
+        placement,
+        learned,
+    )
+
+
+def _live(current: Current, status: Status, books: Books, loops: Loops, wall: Clock) -> LiveState:
+    return LiveState(
+        current,
+        status,
+        books.health,
+        books.slots,
+        books.telemetry,
+        books.facts,
+        books.speeds,
+        books.scorer,
+        books.fleet,
+        books.sticky,
+        books.ledger,
+        books.metrics,
+        books.journal,
+        loops.samples,
+        wall,
+        placement=books.placement,
+        learned=books.learned,
+    )
+
+
+def _kit(books: Books, loops: Loops) -> Kit:
+    """What the guard chain is built from."""
+    return Kit(
+        books.facts,
+        books.metrics,
+        books.health,
+        books.learned.counts,
+        books.slots,
+        books.scorer,
+        books.fleet.settings,
+        books.sticky,
+        books.fleet,
+        loops.probes.busy,
+        books.placement.keep_alive,
+    )
+
+
+def _served(current: Current) -> Callable[[], RuntimePlan]:
     def served() -> RuntimePlan:
         return current.plan
 
-    # the state that outlives reloads (keyed by ids and worker names)
-    health = HealthBook(plan.health, clock=clock, wall=wall)
-    slots = slots if slots is not None else MemorySlots()
-    counters = slots.caller_counters()  # keys' and tenants' rates (runtime/state)
-    slots.configure(plan.workers)
-    slots.share_health(health)
-    ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)  # usage, credits
-    telemetry = TelemetryBook(wall=wall)
+    return served
 
-    # the fleet: what is known of the workers, and choosing one
-    upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
-    facts = FactsTable(ProgressBook(clock=clock))  # live metadata, servers' progress: read-only outside
-    speeds = SpeedBook(plan.routing.speed_smoothing)  # learned tokens/s, from real requests
-    sticky = StickyTable(clock=clock)  # session digests -> worker, when sticky sessions are on
-    scorer = Scorer(
-        facts,
-        telemetry,
-        speeds,
-        backend_occupancy(slots, lambda: current.plan.workers),
-        clock=clock,
-        wall=wall,
-    )
-    fleet = FleetLine(
-        slots, scorer, lambda: current.plan.routing, lambda: current.plan.workers, clock=clock
-    )  # requests waiting for any of a candidate's workers (one process's slots only)
 
-    # what is counted and logged
-    metrics = Metrics(StateView(served, health, slots, telemetry, audit, fleet.waiting, ledger))
-    journal = Journal(access_log=access_log, audit=audit)  # the JSON access log, when on
-    placement = PlacementBook(facts, metrics, clock, telemetry)  # what stays loaded
-    # prompt counts and speeds per endpoint and model, from answers (Ollama's speeds: its adapter)
-    learned = Learned(CountBook(wall=wall, clock=clock), scorer.prefixes.prefill, facts)
-    learned.prefill.wall = wall
-    learned.configure(endpoints_of(plan))  # endpoints on one server learn together
-
-    # the background loops
+def _loops(current: Current, books: Books, upstream: Upstream, clock: Clock, wall: Clock) -> Loops:
+    """The background loops, in the order they start."""
+    served, health, metrics, facts = _served(current), books.health, books.metrics, books.facts
     metadata = MetadataFetcher(facts, upstream.ollama, metrics, clock)
     signals = SignalFetcher(facts, upstream.openai, metrics, clock)
     recovery = RecoveryChecks(served, health, upstream.adapters, metrics, clock=clock)  # open circuits
@@ -213,78 +335,27 @@ def build_parts(
         served, health, upstream.adapters, metrics, metadata, signals=signals, recovery=recovery, clock=clock
     )
     health.opened = probe_loop.wake  # a circuit that opens is checked within seconds, not next round
-    loops = Loops(
+    return Loops(
         probe_loop,
-        TelemetryLoop(served, telemetry),
-        Warmer(served, placement, health, upstream.ollama, probe_loop.first_round, clock),
-        Samples(slots, metrics, wall=wall),
+        TelemetryLoop(served, books.telemetry),
+        Warmer(served, books.placement, health, upstream.ollama, probe_loop.first_round, clock),
+        Samples(books.slots, metrics, wall=wall),
     )
 
-    # the request path
-    guards: tuple[Guard, ...] = (
-        CapabilityGuard(facts, metrics),
-        ContextGuard(facts, metrics, learned.counts),
-        HealthGuard(health),
-        SlotGuard(slots, scorer, lambda: current.plan.routing, sticky, fleet, metrics, busy=probe_loop.busy),
-        OllamaOptionsGuard(facts, placement.keep_alive),
-    )
-    router = Router(health, guards, upstream.adapters, metrics, tracing, facts, learned)
-    path = getattr(source, "path", None)
-    status = Status(iso_utc(wall()), str(path) if path is not None else None)
-    if probes:
-        status.probed = probe_loop.first_round
-    services = RequestServices(
-        current, router, journal, metrics, counters, ledger, tracing, audit, status, facts, learned
-    )
-    features = Plugged(services)  # the feature table's rows, plugged in as plans want them
-    current.hooks = features.hooks(plan)
-    live = LiveState(
-        current,
-        status,
-        health,
-        slots,
-        telemetry,
-        facts,
-        speeds,
-        scorer,
-        fleet,
-        sticky,
-        ledger,
-        metrics,
-        journal,
-        loops.samples,
-        wall,
-        placement=placement,
-        learned=learned,
-    )
 
-    def swap(plan: RuntimePlan) -> None:
-        """What outlives the plan is configured for the new one, then the plan is replaced whole."""
-        health.configure(plan.health)
-        health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
-        slots.configure(plan.workers)
-        speeds.smoothing = plan.routing.speed_smoothing
+def _swap(live: LiveState, features: Plugged, plan: RuntimePlan) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled, then the
+    plan is replaced whole."""
+    health, learned = live.health, live.learned
+    health.configure(plan.health)
+    health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
+    live.slots.configure(plan.workers)
+    live.speeds.smoothing = plan.routing.speed_smoothing
+    if learned is not None:
         learned.configure(endpoints_of(plan))
-        current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
-        current.plan = plan
-        gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
-
-    reloads = Reloads(
-        source,
-        swap,
-        current,
-        status,
-        metrics,
-        audit,
-        wall,
-        summary=reload_summary,
-        timeout_s=reload_timeout_s,
-    )
-
-    kept = KeptSpeeds(speeds, lambda: speeds_file(state_dir, current.plan))
-    taught = KeptLearned(learned, lambda: learned_file(state_dir, current.plan), slots.shared_learning())
-    lifespan = lifespan_of(live, services, loops, reloads, upstream, (kept, taught), probes=probes)
-    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
+    live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
+    live.current.plan = plan
+    gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
 
 def lifespan_of(

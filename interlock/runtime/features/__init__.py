@@ -4,6 +4,7 @@ The lifecycle (``runtime/request/lifecycle.py``) is the core: read, resolve, est
 feature is one module here that plugs into it at its named points, beside the guard chain (which the
 router runs per candidate, ``guards.GUARDS``):
 
+- ``authenticate``: before the body is read (the caller keys': a refusal is answered there);
 - ``admit``: after the request is read and resolved, before the walk. A feature may refuse the request
   (raise), narrow its target, cut its output limit, or take a stake (``Exchange.stake``: credits
   reserved, a rate counted) that is settled however the request ends;
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from interlock.runtime.request.services import Admit, Hooks, Settle
+from interlock.runtime.request.services import Admit, Authenticate, Hooks, Settle
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.plan import RuntimePlan
@@ -40,6 +41,7 @@ class Feature:
     admit: Admit | None = None
     waits: bool = False  # ``admit`` is a coroutine function (else called as it is: no coroutine made)
     settle: Settle | None = None
+    authenticate: Authenticate | None = None  # before the body is read (one feature: the keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,7 @@ class Plugged:
             tuple((f.admit, f.waits) for f in features if f.admit is not None),
             tuple(f.settle for f in features if f.settle is not None),
             tuple(row.name for row in rows),
+            next((f.authenticate for f in features if f.authenticate is not None), None),
         )
 
     def _feature(self, row: Row) -> Feature:

@@ -1,7 +1,7 @@
 """Placement at runtime: the plan's placement re-packed with what the gateway learns, and warm-up.
 
 The compiler placed the models whose size was declared, ranked by where aliases use them
-(``compiler/placement.py``). Outside the request path, every warm-up round, ``PlacementBook.refresh``
+(``compiler/homes.py``). Outside the request path, every warm-up round, ``PlacementBook.refresh``
 packs again with the same rule (``interlock.common.packing.pack``) and two things the compiler could not know:
 
 - **sizes**: a model with no declared size takes what a worker reported for it (``FactsTable.size``:

@@ -11,8 +11,11 @@ A guard may also answer ``DEFER``: the router comes back to the candidate after 
 (the context guard's, for a candidate the request fits only with a lowered output limit or by its
 server's own count).
 
-The chain is compiled: each guard names what must hold of a candidate for it to apply at all
-(``check``, a ``tables.Check``), the plan settles per candidate which hold (``Candidate.checks``, at
+The chain is a table: ``GUARDS`` names each guard's module, in order, and each module's ``guard(kit)``
+builds its guard from the gateway's parts (a ``Kit``); ``chain`` builds them once per gateway
+(``parts.build_parts``). The chain is compiled: each guard names what must hold of a candidate for it
+to apply at all (``check``, a ``tables.Check``), the plan settles per candidate which hold
+(``Candidate.checks``, at
 plan load), and ``compiled`` makes, once, the chain of guards for each combination. The router runs a
 candidate's chain by one tuple index: a cloud candidate's holds neither the slot guard (no worker to
 choose, no slot) nor the Ollama options guard, and with preflight off none of the preflight's. Every
@@ -23,13 +26,24 @@ as it is (``steps``), with no coroutine made for it.
 from __future__ import annotations
 
 import abc
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.tables import Candidate, Check, Route
-from interlock.runtime.state.base import Lease
+
+if TYPE_CHECKING:
+    from interlock.runtime.books.health import HealthBook
+    from interlock.runtime.books.learned import CountBook
+    from interlock.runtime.books.metrics import Metrics
+    from interlock.runtime.fleet.facts import FactsTable
+    from interlock.runtime.fleet.line import FleetLine
+    from interlock.runtime.fleet.scoring import Scorer
+    from interlock.runtime.fleet.sticky import StickyTable
+    from interlock.runtime.loaded.tables import RoutingSettings
+from interlock.runtime.state.base import Lease, SlotBackend
 
 DEFER = "defer"  # a guard's answer: try this candidate again after the rest of the chain (not a skip)
 
@@ -104,3 +118,38 @@ def steps(chain: tuple[Guard, ...]) -> tuple[Step, ...]:
     """``chain`` as the router runs it: an instant guard's ``verdict`` called, any other's ``admit``
     awaited."""
     return tuple((g.verdict, False) if isinstance(g, InstantGuard) else (g.admit, True) for g in chain)
+
+
+# -- the chain, as a table -------------------------------------------------------------------------
+
+GUARDS: tuple[str, ...] = (
+    "interlock.runtime.guards.capability",  # misfits first: no slot is queued for a request that cannot fit
+    "interlock.runtime.guards.context_fit",
+    "interlock.runtime.guards.circuit",
+    "interlock.runtime.guards.slots",  # holds a slot: after every guard that may skip
+    "interlock.runtime.guards.ollama_options",  # never skips: settles what the chosen worker is sent
+)
+"""The guard chain, in order: each module has ``guard(kit) -> Guard``. A guard that holds a resource
+goes after every guard that may skip, so a later skip never strands it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kit:
+    """The gateway's parts the guards are built from (``parts.build_parts`` makes it once)."""
+
+    facts: FactsTable
+    metrics: Metrics
+    health: HealthBook
+    counts: CountBook  # how servers count prompts, as their answers taught
+    slots: SlotBackend
+    scorer: Scorer
+    routing: Callable[[], RoutingSettings]  # the plan of the moment's
+    sticky: StickyTable
+    fleet: FleetLine
+    busy: Callable[[], None]  # told when a worker is full (the probe loop)
+    keep_alive: Callable[[str, str], int | None]  # placement's keep_alive for a worker's model
+
+
+def chain(kit: Kit, table: tuple[str, ...] = GUARDS) -> tuple[Guard, ...]:
+    """The guards of ``table``, built from ``kit``, in order (once per gateway, never per request)."""
+    return tuple(importlib.import_module(path).guard(kit) for path in table)

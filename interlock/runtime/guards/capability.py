@@ -13,7 +13,7 @@ from typing import Any
 
 from interlock.runtime.books.estimate import COMPLETION, EMBEDDING
 from interlock.runtime.fleet.fit import capabilities_on
-from interlock.runtime.guards import Admission
+from interlock.runtime.guards import Admission, Kit
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit
 
@@ -62,3 +62,7 @@ class CapabilityGuard(MisfitGuard):
             log.info("preflight (observe): %s %s", candidate.id, detail)
             return None
         return self.enforce(admission, preflight, keep, Misfit(candidate.id, "capability", reason, detail))
+
+
+def guard(kit: Kit) -> CapabilityGuard:
+    return CapabilityGuard(kit.facts, kit.metrics)

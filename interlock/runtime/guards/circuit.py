@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlock.runtime.books.health import HealthBook
-from interlock.runtime.guards import Admission, InstantGuard
+from interlock.runtime.guards import Admission, InstantGuard, Kit
 
 
 class HealthGuard(InstantGuard):
@@ -20,3 +20,7 @@ class HealthGuard(InstantGuard):
             return usable
         admission.routes = usable
         return None
+
+
+def guard(kit: Kit) -> HealthGuard:
+    return HealthGuard(kit.health)

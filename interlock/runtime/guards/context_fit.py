@@ -41,7 +41,7 @@ from interlock.runtime.books.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, C
 from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on, planned_context
-from interlock.runtime.guards import DEFER, Admission
+from interlock.runtime.guards import DEFER, Admission, Kit
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
@@ -244,3 +244,7 @@ def _clearly(prompt: int, window: int, learned: bool, margin: int) -> bool:
     if learned:
         return prompt * 100 > window * (100 + margin)
     return prompt > window * CLEARLY_UNLEARNED
+
+
+def guard(kit: Kit) -> ContextGuard:
+    return ContextGuard(kit.facts, kit.metrics, kit.counts)

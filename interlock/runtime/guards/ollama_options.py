@@ -20,7 +20,7 @@ from typing import Any
 
 from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.fit import capabilities_on, effective_context
-from interlock.runtime.guards import Admission, InstantGuard
+from interlock.runtime.guards import Admission, InstantGuard, Kit
 from interlock.runtime.loaded.tables import Check
 
 THINK_KEYS = ("think", "reasoning_effort")
@@ -69,3 +69,7 @@ class OllamaOptionsGuard(InstantGuard):
         if out is not None:
             admission.body = out
         return None
+
+
+def guard(kit: Kit) -> OllamaOptionsGuard:
+    return OllamaOptionsGuard(kit.facts, kit.keep_alive)

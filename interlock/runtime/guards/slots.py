@@ -41,7 +41,7 @@ from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.prefix import Prefix, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer
 from interlock.runtime.fleet.sticky import StickyTable, session_key
-from interlock.runtime.guards import Admission, Guard
+from interlock.runtime.guards import Admission, Guard, Kit
 from interlock.runtime.loaded.access import COMMON, Turn
 from interlock.runtime.loaded.tables import Candidate, Check, Route, RoutingSettings
 from interlock.runtime.state.base import SlotBackend
@@ -173,3 +173,7 @@ class SlotGuard(Guard):
 
 def _labels(turn: Turn) -> tuple[str, str]:
     return (turn.tenant or "-", turn.label)
+
+
+def guard(kit: Kit) -> SlotGuard:
+    return SlotGuard(kit.slots, kit.scorer, kit.routing, kit.sticky, kit.fleet, kit.metrics, busy=kit.busy)

@@ -6,7 +6,8 @@ and never again. ``KeyBook`` is built once per plan (``KeyBook.of``): the secret
 live in it as SHA-256 digests (memory only, never in the plan, a log or a page), generated keys as their
 ``hash``. ``KeyBook.caller`` costs one digest and one dictionary lookup, whatever the number of keys.
 
-Where to hook (credits, audit, tracing): ``lifecycle._handle`` authenticates before it reads the body
+Where to hook (credits, audit, tracing): a row of the feature table (``runtime/features``); the keys
+feature authenticates (``lifecycle._handle`` calls its hook) before the body is read
 and stores the ``Caller`` on ``RequestRecord.caller`` (``journal.py``); the record is finished, with
 its status, candidate and usage, in ``Journal.finish``. ``Caller.key_id`` and ``Caller.tenant`` are
 safe to log (None for an anonymous caller under ``auth: off|optional``); ``Caller.key_limits`` and
@@ -60,7 +61,7 @@ or optional)."""
 
 CALLER = "interlock.caller"
 KEY_HEADERS = (b"authorization", b"x-api-key")  # where a caller key may come (read for the audit line)
-"""The ASGI scope key under which ``lifecycle.admitted`` leaves the request's ``Caller`` for the
+"""The ASGI scope key under which ``features.keys.admitted`` leaves the request's ``Caller`` for the
 handlers."""
 
 OPEN_PATHS = frozenset(("/healthz", "/readyz", "/metrics", "/api/version", "/", "/docs"))
@@ -367,7 +368,7 @@ def needs_key(path: str) -> bool:
 
 
 def caller_of(scope: Mapping[str, object]) -> Caller:
-    """The caller ``lifecycle.admitted`` authenticated for this request (``ANONYMOUS`` under
+    """The caller ``features.keys.admitted`` authenticated for this request (``ANONYMOUS`` under
     ``auth: off``)."""
     found = scope.get(CALLER)
     return found if isinstance(found, Caller) else ANONYMOUS

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,32 +37,18 @@ from interlock.runtime.base.asgi import (
     Scope,
     Send,
     StreamBody,
-    closing,
-    has_body,
     read_object,
     send_json,
 )
-from interlock.runtime.base.errors import (
-    OperatorOnly,
-    Unauthenticated,
-    untangle,
-)
+from interlock.runtime.base.errors import untangle
 from interlock.runtime.books.estimate import chars_tokens, needs_of
 from interlock.runtime.books.record import Answered, RequestRecord
 from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
-from interlock.runtime.loaded.access import (
-    ANONYMOUS,
-    CALLER,
-    KEY_HEADERS,
-    Caller,
-    operator_route,
-)
-from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Alias, Target
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
-from interlock.runtime.surfaces.base import Parsed, Surface, failure_of
+from interlock.runtime.surfaces.base import Parsed, Surface, failure_of, forwarded, say_dropped
 from interlock.runtime.usage.metering import (
     delta_chars,
     estimated_usage,
@@ -71,10 +56,10 @@ from interlock.runtime.usage.metering import (
     price_of,
     request_tally,
 )
-from interlock.runtime.wire.base import ChatStream, Native, Relayed, StreamRender
-from interlock.runtime.wire.fields import DROPS, RELAY_DROPS
+from interlock.runtime.wire.base import ChatStream, Relayed, StreamRender
 
 if TYPE_CHECKING:
+    from interlock.runtime.loaded.access import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.request.services import RequestServices, Settle, Stake
     from interlock.runtime.usage.base import Tally
@@ -82,12 +67,6 @@ if TYPE_CHECKING:
 Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger("interlock.requests")
-
-MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
-# forwarded headers that ask a provider for behaviour (betas): a translated request goes without them,
-# so they are named in X-Interlock-Dropped (``anthropic-version`` is not: the surface speaks it itself)
-RELAY_ONLY_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -115,91 +94,22 @@ def handler(surface: Surface) -> Handler:
     return functools.partial(_handle, surface)
 
 
-async def admitted(
-    services: RequestServices, scope: Scope, send: Send, surface: Surface, *, route: bool, metered: bool
-) -> Caller | None:
-    """The first step of every request that needs a key (the caller's ``keys`` are in the plan):
-    authenticate the caller (returned, and kept in the scope for the handlers after) and admit it to
-    the path (the operator routes). A refusal is answered here, 401 or 403 in ``surface``'s shape,
-    without reading the body, and audited as ``auth_refused``; then None. On a ``metered`` route (one
-    that runs the lifecycle) it is counted and logged like the route's other answers. ``route``: the
-    path is a surface route (else the audit line names it only when it is an operator route)."""
-    keys = services.current.plan.keys
-    assert keys is not None
-    caller = None
-    try:
-        caller = scope[CALLER] = keys.authenticate(scope["headers"])
-        keys.admit(caller, scope["path"])  # the operator routes (a test of `caller.operator`)
-    except (Unauthenticated, OperatorOnly) as exc:
-        await _refuse(services, scope, send, surface, exc, caller, route=route, metered=metered)
-        return None
-    return caller
-
-
-async def _refuse(
-    services: RequestServices,
-    scope: Scope,
-    send: Send,
-    surface: Surface,
-    exc: Unauthenticated | OperatorOnly,
-    caller: Caller | None,
-    *,
-    route: bool,
-    metered: bool,
-) -> None:
-    """401 (no valid key) or 403 (an operator route, and a key that is not an operator). ``caller``: the
-    authenticated caller, None when the key was missing or wrong."""
-    plan = services.current.plan
-    path = scope["path"]
-    failure = failure_of(exc, plan)
-    status = failure.status
-    if services.audit is not None:
-        named = operator_route(path) if caller is not None else None  # `admit` refused: a known route
-        known = (
-            {} if caller is None or caller.anonymous else {"key_id": caller.key_id, "tenant": caller.tenant}
-        )
-        services.audit.action(
-            "auth_refused",
-            method=scope["method"][:16],
-            path=path if route else named or "(not a surface route)",
-            key_sent=any(name in KEY_HEADERS for name, _ in scope["headers"]),
-            status=status,
-            **known,
-        )
-    headers = [plan.plan_header, *failure.headers]
-    if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="interlock"'))
-    record = None
-    if metered:  # a lifecycle route: counted and logged like its other answers
-        record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
-        record.surface = surface
-        if caller is not None:
-            record.caller = caller
-        headers.append((b"x-request-id", record.id))
-    await send_json(closing(send) if has_body(scope) else send, status, surface.error(failure), headers)
-    if record is not None:
-        record.status, record.error = status, exc
-        services.metrics.requests.labels(record.endpoint, str(status)).inc()
-        services.journal.finish(record, audit=False)  # audited above, as `auth_refused`
-
-
 async def _handle(
     surface: Surface, services: RequestServices, scope: Scope, receive: Receive, send: Send
 ) -> None:
     current = services.current
     plan, hooks = current.plan, current.hooks  # in-flight requests finish on the plan they started with
-    caller = ANONYMOUS
-    if plan.keys is not None:  # `auth: off` skips this at once; every lifecycle route needs a key
-        authenticated = await admitted(services, scope, send, surface, route=True, metered=True)
-        if authenticated is None:  # refused, and answered
+    caller = None
+    if hooks.authenticate is not None:  # keys (`features/keys.py`); `auth: off` skips this at once
+        caller = await hooks.authenticate(services, scope, send, surface, route=True, metered=True)
+        if caller is None:  # refused, and answered
             return
-        caller = authenticated
     record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
     record.surface = surface
     if services.tracing is not None:
         record.trace = services.tracing.begin(scope, record)
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
-    exchange = Exchange(services, plan, surface, headers, send, record, scope, caller)
+    exchange = Exchange(services, plan, surface, headers, send, record, scope, caller or record.caller)
     try:
         exchange.read(await read_object(scope, receive, plan.server.max_body_bytes))
         for admit, waits in hooks.admit:  # the features that admit: in table order (`features`)
@@ -416,20 +326,11 @@ class Exchange:
 
     async def _deliver(self, answered: Answered[ChatStream], started: bool = False) -> int:
         """``started``: the head went out already (a keepalive): only the body is left to write."""
-        router, send, parsed, headers = self.services.router, self.send, self.parsed, self.headers
+        router, send = self.services.router, self.send
         cid = answered.candidate.id
-        render = self.surface.stream(parsed, cid)
-        _extend(headers, self.preflight.headers(cid))
-        headers.append(answered.candidate.resolved_header)
-        if answered.route.worker_header is not None:
-            headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, "chat", parsed)
-        headers.extend(render.headers)
-        render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
-            answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
-        )  # the upstream's own count, else the estimate as learned from that server's answers
+        render = self._head(answered)
         if not started:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.start", "status": 200, "headers": self.headers})
         body = self.body if self.body is not None and self.body.ready() else None
         render_chunk = render.chunk
         first = True
@@ -489,14 +390,33 @@ class Exchange:
                 await send({"type": "http.response.body", "body": event})
                 return 200
         self.watch.stop()
-        end = b""
-        if record.usage is None:  # the upstream sent no usage: the estimate, never zeros
+        await send({"type": "http.response.body", "body": self._end(render, cid, last)})
+        return 200
+
+    def _head(self, answered: Answered[ChatStream]) -> StreamRender:
+        """The stream's render, its headers added to the gateway's: who answered, what was dropped."""
+        headers, parsed, cid = self.headers, self.parsed, answered.candidate.id
+        render = self.surface.stream(parsed, cid)
+        _extend(headers, self.preflight.headers(cid))
+        headers.append(answered.candidate.resolved_header)
+        if answered.route.worker_header is not None:
+            headers.append(answered.route.worker_header)
+        say_dropped(headers, answered, "chat", parsed)
+        headers.extend(render.headers)
+        render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
+            answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
+        )  # the upstream's own count, else the estimate as learned from that server's answers
+        return render
+
+    def _end(self, render: StreamRender, cid: str, last: dict[str, Any]) -> bytes:
+        """The stream's last bytes: the usage chunk when the upstream sent none (the estimate, never
+        zeros), then the format's end."""
+        record, end = self.record, b""
+        if record.usage is None:
             estimate = estimated_usage(self.preflight.needs, chars_tokens(record.output_chars))
             usage = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created")}
-            end = render_chunk({**usage, "model": cid, "choices": [], "usage": estimate})
-        end += render.end()
-        await send({"type": "http.response.body", "body": end})
-        return 200
+            end = render.chunk({**usage, "model": cid, "choices": [], "usage": estimate})
+        return end + render.end()
 
     def _said(self, answered: Answered[ChatStream]) -> Said | None:
         """A gatherer of the answer's text when the alias resumes a cut stream and this stream is
@@ -553,38 +473,3 @@ def _extend(headers: list[Header], preflight: list[Header]) -> None:
     if preflight and preflight[0][0] == CEILING_HEADER:
         headers[:] = [h for h in headers if h[0] != CEILING_HEADER]
     headers.extend(preflight)
-
-
-def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
-    """``native`` with the request headers named in ``names`` (a surface's ``forwards``)."""
-    headers: dict[str, str] | None = None  # a loop, not a comprehension: most requests have none
-    for name, value in scope["headers"]:
-        if name in names:
-            if headers is None:
-                headers = {}
-            headers[name.decode("latin-1")] = value.decode("latin-1")
-    return native if headers is None else Native(native.format, native.body, headers)
-
-
-def say_dropped(
-    headers: list[Header], answered: Answered[Any] | Answered[ChatStream], endpoint: str, parsed: Parsed
-) -> None:
-    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got (those
-    the surface could not put in the internal form first); for a relayed request, only what its format's
-    relay still leaves out (``RELAY_DROPS``: none but the OpenAI chat relay's Ollama-native fields)."""
-    native = parsed.relayed(answered.candidate.relays)
-    if native is not None:
-        drops = RELAY_DROPS.get(native.format)
-        dropped = drops.of(native.body) if drops is not None else []
-    else:
-        dropped = DROPS[answered.candidate.kind, endpoint].of(parsed.body)
-        if parsed.dropped:
-            dropped = [*parsed.dropped, *dropped]
-        if parsed.native is not None and parsed.native.headers:  # betas only a relay takes along
-            dropped = [*dropped, *(name for name in parsed.native.headers if name in RELAY_ONLY_HEADERS)]
-    if dropped:
-        # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
-        shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]
-        if len(shown) < len(dropped):
-            shown.append(f"+{len(dropped) - len(shown)} more")
-        headers.append((b"x-interlock-dropped", ", ".join(shown).encode()))

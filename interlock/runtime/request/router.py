@@ -99,6 +99,35 @@ async def _embed(
     return await adapter.embed(endpoint, model, body)
 
 
+class Walk:
+    """One walk's running account (one per request): what each candidate came to, and the time spent."""
+
+    __slots__ = (
+        "outcomes",
+        "preflight",
+        "queued_s",
+        "refusals",
+        "retries",
+        "started",
+        "target",
+        "upstream_s",
+        "waited_s",
+    )
+
+    def __init__(self, target: Target, preflight: Preflight | None) -> None:
+        self.target = target
+        self.preflight = preflight
+        self.outcomes: list[CandidateOutcome] = []
+        self.refusals: list[tuple[Candidate, CannotServe]] = []
+        self.upstream_s = 0.0  # the calls' time so far (and the retry waits)
+        self.queued_s = 0.0  # the slot waits so far
+        self.waited_s = 0.0  # the retry waits so far: together within a policy's retry_after_max
+        self.started = 0.0  # when the call in flight (the last) began
+        self.retries = 0  # calls of the current candidate made again (``runtime.retry``)
+        if preflight is not None:  # what the access log says of a walk that ends without an answer
+            preflight.attempts = self.outcomes
+
+
 class Router:
     def __init__(
         self,
@@ -176,20 +205,14 @@ class Router:
         deliver: Callable[[Answered[T]], Awaitable[R]],
         native: Native | None = None,
     ) -> R:
-        health, metrics, chains = self.health, self.metrics, self.steps
-        candidates = target.candidates
-        outcomes: list[CandidateOutcome] = []
-        refusals: list[tuple[Candidate, CannotServe]] = []
-        upstream_s = queued_s = 0.0
-        waited_s = 0.0  # the walk's retry waits so far: together within a policy's retry_after_max
-        if preflight is not None:  # what the access log says of a walk that ends without an answer
-            preflight.attempts = outcomes
+        chains, candidates = self.steps, target.candidates
+        walk = Walk(target, preflight)
         order = list(range(len(candidates)))  # a deferred candidate goes again at the end
         for position, index in enumerate(order):
             candidate = candidates[index]
             refusal = self.adapters[candidate.kind].refusal(operation, body)
             if refusal is not None:  # before the guards: no slot is queued for
-                self._cannot_serve(candidates, index, refusal, refusals, outcomes, preflight)
+                self._cannot_serve(walk, index, refusal)
                 continue
             admission = Admission(
                 candidate,
@@ -207,107 +230,164 @@ class Router:
                             break
                 finally:
                     if admission.queued_s:
-                        queued_s += admission.queued_s
-                        worker = admission.route.worker if admission.route else None
-                        metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
+                        self._queued(walk, admission)
                 if reason is DEFER:  # the rest of the chain first; no skip, nothing counted
                     order.append(index)
                     continue
                 if reason is not None:
-                    if self.tracing is not None:
-                        self.tracing.skipped(candidate, reason)
-                    outcomes.append(self._outcome(candidate, reason, None))
-                    if preflight is not None:
-                        preflight.skipped.append(f"{candidate.id} ({reason})")
-                    self._fell_back(candidates, index, reason)
+                    self._skipped(walk, index, reason)
                     continue
                 route = admission.route or admission.routes[0]
-                label = route.endpoint.label
                 invoke = call if self.tracing is None else self.tracing.traced(call, target, candidate, route)
-                retries = 0  # calls of this candidate made again (``runtime.retry``)
                 try:
-                    sent = body if admission.body is None else admission.body
-                    relayed = native if native is not None and native.format in candidate.relays else None
-                    if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
-                        relayed = ceiling_of(relayed, admission.ceiling)
-                    endpoint = route.endpoint
-                    if endpoint.label in self.facts.progress.servers:  # a server that says its progress:
-                        endpoint = self.facts.progress.watched(endpoint)  # a no-progress first_byte
-                    if preflight is not None:  # first_byte covers the prefill, at the speed learned there
-                        endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
-                    while True:
-                        started = time.perf_counter()
-                        if preflight is not None:
-                            preflight.calling, preflight.calling_since = candidate.id, started
-                        try:
-                            result = await invoke(
-                                self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
-                            )
-                            break
-                        except TransientError as exc:  # counted; then tried again, or moved on from
-                            spent = time.perf_counter() - started
-                            upstream_s += spent
-                            metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                            busy = isinstance(exc, FirstByteTimeout) and self.facts.progress.busy(
-                                label, route.endpoint.first_byte_s
-                            )  # the server reported work in progress: never towards the circuit
-                            health.record_failure(
-                                candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy
-                            )
-                            metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                            policy = target.retry[index] if target.retry else candidate.retry
-                            wait = self._retry_wait(policy, exc, retries, admission, preflight, spent)
-                            if wait is None or waited_s + wait > policy.retry_after_max_s:
-                                raise
-                            waited_s += wait
-                            metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
-                            outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
-                            _left(preflight, upstream_s)
-                            waited = time.perf_counter()
-                            await self.sleep(wait)
-                            upstream_s += time.perf_counter() - waited  # the upstream asked for it, or may
-                            retries += 1
+                    sent, relayed, endpoint = self._sent(admission, route, body, native)
+                    result = await self._call(walk, index, admission, route, invoke, endpoint, sent, relayed)
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
-                    _left(preflight, upstream_s)
-                    self._cannot_serve(candidates, index, exc, refusals, outcomes, preflight)
+                    _left(preflight, walk.upstream_s)
+                    self._cannot_serve(walk, index, exc)
                     continue
                 except ContextOverflow as exc:
-                    spent = time.perf_counter() - started
-                    upstream_s += spent
-                    _left(preflight, upstream_s)
-                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                    self._overflowed(candidate, route, exc, outcomes, preflight)
-                    self._fell_back(candidates, index, "context_too_small")
+                    self._too_small(walk, index, route, exc)
                     continue
-                except TransientError as exc:  # counted above, and not to be tried again
-                    _left(preflight, upstream_s)
-                    outcomes.append(self._outcome(candidate, exc.error_class, exc, retries))
+                except TransientError as exc:  # counted in ``_call``, and not to be tried again
+                    _left(preflight, walk.upstream_s)
+                    walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
                     self._fell_back(candidates, index, exc.error_class)
                     continue
                 except DeterministicError as exc:
-                    spent = time.perf_counter() - started
-                    _left(preflight, upstream_s + spent)
-                    metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                    health.record_failure(candidate.id, label, exc, in_plan=candidate.in_plan)
-                    metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-                    raise CandidateRefused(candidate, exc) from exc
-                spent = time.perf_counter() - started
-                upstream_s += spent
-                _left(preflight, upstream_s)
-                metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                health.record_success(candidate.id, label, in_plan=candidate.in_plan)
-                metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
-                answered = Answered(candidate, route, result, upstream_s, queued_s, tuple(outcomes))
-                return await deliver(answered)
+                    raise self._refused(walk, candidate, route, exc) from exc
+                return await deliver(self._answered(walk, candidate, route, result))
             finally:
                 if admission.lease is not None:
                     await admission.release()
-        if refusals or (preflight is not None and preflight.misfits):
-            unservable = _unservable(target, refusals, preflight)
+        if walk.refusals or (preflight is not None and preflight.misfits):
+            unservable = _unservable(target, walk.refusals, preflight)
             if unservable is not None:
                 raise unservable
-        raise AllCandidatesFailed(target.label, outcomes)
+        raise AllCandidatesFailed(target.label, walk.outcomes)
+
+    def _sent(
+        self, admission: Admission, route: Route, body: Mapping[str, Any], native: Native | None
+    ) -> tuple[Mapping[str, Any], Native | None, Endpoint]:
+        """What the admitted candidate is sent (the body a guard settled, or the caller's; the caller's
+        own format when the candidate takes it, lowered to its ceiling too) and the endpoint it is sent
+        to, with its deadlines."""
+        candidate, preflight = admission.candidate, admission.preflight
+        sent = body if admission.body is None else admission.body
+        relayed = native if native is not None and native.format in candidate.relays else None
+        if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
+            relayed = ceiling_of(relayed, admission.ceiling)
+        endpoint = route.endpoint
+        if endpoint.label in self.facts.progress.servers:  # a server that says its progress:
+            endpoint = self.facts.progress.watched(endpoint)  # a no-progress first_byte
+        if preflight is not None:  # first_byte covers the prefill, at the speed learned there
+            endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
+        return sent, relayed, endpoint
+
+    async def _call(
+        self,
+        walk: Walk,
+        index: int,
+        admission: Admission,
+        route: Route,
+        invoke: Call[T],
+        endpoint: Endpoint,
+        sent: Mapping[str, Any],
+        relayed: Native | None,
+    ) -> T:
+        """Call the candidate, and again after a transient failure while its retry policy allows
+        (``runtime.retry``); the last failure is raised."""
+        candidate, preflight = admission.candidate, walk.preflight
+        walk.retries = 0  # calls of this candidate made again
+        while True:
+            started = walk.started = time.perf_counter()
+            if preflight is not None:
+                preflight.calling, preflight.calling_since = candidate.id, started
+            try:
+                return await invoke(self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed)
+            except TransientError as exc:  # counted; then tried again, or moved on from
+                wait = self._failed_once(walk, index, admission, route, exc)
+                if wait is None:
+                    raise
+                waited = time.perf_counter()
+                await self.sleep(wait)
+                walk.upstream_s += time.perf_counter() - waited  # the upstream asked for it, or may
+                walk.retries += 1
+
+    def _failed_once(
+        self, walk: Walk, index: int, admission: Admission, route: Route, exc: TransientError
+    ) -> float | None:
+        """A call failed transiently: counted against the candidate; the wait before calling it again,
+        or None (move on). The walk's waits together stay within the policy's ``retry_after_max``."""
+        candidate, metrics, label = admission.candidate, self.metrics, route.endpoint.label
+        spent = time.perf_counter() - walk.started
+        walk.upstream_s += spent
+        metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        busy = isinstance(exc, FirstByteTimeout) and self.facts.progress.busy(
+            label, route.endpoint.first_byte_s
+        )  # the server reported work in progress: never towards the circuit
+        self.health.record_failure(
+            candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy
+        )
+        metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+        target = walk.target
+        policy = target.retry[index] if target.retry else candidate.retry
+        wait = self._retry_wait(policy, exc, walk.retries, admission, walk.preflight, spent)
+        if wait is None or walk.waited_s + wait > policy.retry_after_max_s:
+            return None
+        walk.waited_s += wait
+        metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
+        walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
+        _left(walk.preflight, walk.upstream_s)
+        return wait
+
+    def _queued(self, walk: Walk, admission: Admission) -> None:
+        """The time the guards waited for a slot: the walk's, and the worker's metric."""
+        walk.queued_s += admission.queued_s
+        worker = admission.route.worker if admission.route else None
+        self.metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
+
+    def _skipped(self, walk: Walk, index: int, reason: str) -> None:
+        """A guard skipped the candidate: said in the trace, the outcomes and the skipped header."""
+        candidate = walk.target.candidates[index]
+        if self.tracing is not None:
+            self.tracing.skipped(candidate, reason)
+        walk.outcomes.append(self._outcome(candidate, reason, None))
+        if walk.preflight is not None:
+            walk.preflight.skipped.append(f"{candidate.id} ({reason})")
+        self._fell_back(walk.target.candidates, index, reason)
+
+    def _too_small(self, walk: Walk, index: int, route: Route, exc: ContextOverflow) -> None:
+        """The upstream said the prompt is over its context: counted, learned, and fallen back from."""
+        candidate = walk.target.candidates[index]
+        spent = time.perf_counter() - walk.started
+        walk.upstream_s += spent
+        _left(walk.preflight, walk.upstream_s)
+        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+        self._overflowed(candidate, route, exc, walk.outcomes, walk.preflight)
+        self._fell_back(walk.target.candidates, index, "context_too_small")
+
+    def _refused(
+        self, walk: Walk, candidate: Candidate, route: Route, exc: DeterministicError
+    ) -> CandidateRefused:
+        """A 4xx: counted against the candidate, and passed on to the caller (no fallback)."""
+        spent = time.perf_counter() - walk.started
+        _left(walk.preflight, walk.upstream_s + spent)
+        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.health.record_failure(candidate.id, route.endpoint.label, exc, in_plan=candidate.in_plan)
+        self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+        return CandidateRefused(candidate, exc)
+
+    def _answered(self, walk: Walk, candidate: Candidate, route: Route, result: T) -> Answered[T]:
+        """The candidate answered: counted, its circuits closed, and the answer with what it cost."""
+        spent = time.perf_counter() - walk.started
+        upstream_s = walk.upstream_s = walk.upstream_s + spent
+        _left(walk.preflight, upstream_s)
+        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.health.record_success(candidate.id, route.endpoint.label, in_plan=candidate.in_plan)
+        self.metrics.alias_resolved.labels(walk.target.metric_label, candidate.metric_label).inc()
+        return Answered(candidate, route, result, upstream_s, walk.queued_s, tuple(walk.outcomes))
 
     def _outcome(
         self, candidate: Candidate, reason: str, error: UpstreamError | None, retry: int = 0
@@ -366,25 +446,17 @@ class Router:
         if preflight is not None:
             preflight.overflowed(candidate.id, label, error.window, error.tokens)
 
-    def _cannot_serve(
-        self,
-        candidates: tuple[Candidate, ...],
-        index: int,
-        refusal: CannotServe,
-        refusals: list[tuple[Candidate, CannotServe]],
-        outcomes: list[CandidateOutcome],
-        preflight: Preflight | None,
-    ) -> None:
+    def _cannot_serve(self, walk: Walk, index: int, refusal: CannotServe) -> None:
         """A candidate's adapter refused the request: noted for the answer and the skipped header,
         counted as a fallback; nothing against its health."""
-        candidate = candidates[index]
+        candidate = walk.target.candidates[index]
         if self.tracing is not None:
             self.tracing.skipped(candidate, refusal.reason)
-        refusals.append((candidate, refusal))
-        outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
-        if preflight is not None:
-            preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
-        self._fell_back(candidates, index, refusal.reason)
+        walk.refusals.append((candidate, refusal))
+        walk.outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
+        if walk.preflight is not None:
+            walk.preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
+        self._fell_back(walk.target.candidates, index, refusal.reason)
 
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"

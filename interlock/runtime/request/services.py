@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from interlock.runtime.fleet.scoring import Scorer
     from interlock.runtime.fleet.speeds import SpeedBook
     from interlock.runtime.fleet.sticky import StickyTable
+    from interlock.runtime.loaded.access import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.request.router import Router
     from interlock.runtime.state.base import SlotBackend
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
 Admit = Callable[[Any], Any]  # at ``admit``: returns None, or (``waits``) an awaitable of None
 Settle = Callable[[Any, "Tally | None"], None]  # at ``settle``: the request's usage, None if unanswered
 Stake = Callable[["Tally | None"], Awaitable[None]]  # what a feature took for one request, given back
+# before the body is read: (services, scope, send, surface, *, route, metered) -> the caller, or None
+# when it was refused (and answered)
+Authenticate = Callable[..., Awaitable["Caller | None"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,7 @@ class Hooks:
     admit: tuple[tuple[Admit, bool], ...] = ()  # (hook, waits)
     settle: tuple[Settle, ...] = ()
     names: tuple[str, ...] = ()  # the features plugged in, for the reader (status, tests)
+    authenticate: Authenticate | None = None  # None: every caller is anonymous (`auth: off`)
 
 
 NO_HOOKS = Hooks()

@@ -6,11 +6,12 @@ from __future__ import annotations
 import abc
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from interlock.runtime.base.asgi import Header, json_type
+from interlock.runtime.base.asgi import Header, Scope, json_type
 from interlock.runtime.base.errors import (
     BodyTooLarge,
     ClientError,
@@ -19,11 +20,11 @@ from interlock.runtime.base.errors import (
     scrub,
     whole_seconds,
 )
-from interlock.runtime.books.record import CandidateRefused
+from interlock.runtime.books.record import Answered, CandidateRefused
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.wire.base import Native
+from interlock.runtime.wire.base import ChatStream, Native
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
-from interlock.runtime.wire.fields import OUTPUT_LIMITS, Limit, limited
+from interlock.runtime.wire.fields import DROPS, OUTPUT_LIMITS, RELAY_DROPS, Limit, limited
 from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_body, error_type
 
 log = logging.getLogger("interlock.requests")
@@ -247,3 +248,47 @@ def retry_after_headers(seconds: float) -> tuple[Header, Header]:
         (b"retry-after", b"%d" % whole_seconds(seconds)),
         (b"retry-after-ms", b"%d" % max(1, math.ceil(seconds * 1000))),
     )
+
+
+# -- what a request's forwarded headers and dropped fields are (the lifecycle's, per answer) ----------
+
+MAX_DROPPED_NAMES = 16  # field names listed in X-Interlock-Dropped
+# forwarded headers that ask a provider for behaviour (betas): a translated request goes without them,
+# so they are named in X-Interlock-Dropped (``anthropic-version`` is not: the surface speaks it itself)
+RELAY_ONLY_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
+    """``native`` with the request headers named in ``names`` (a surface's ``forwards``)."""
+    headers: dict[str, str] | None = None  # a loop, not a comprehension: most requests have none
+    for name, value in scope["headers"]:
+        if name in names:
+            if headers is None:
+                headers = {}
+            headers[name.decode("latin-1")] = value.decode("latin-1")
+    return native if headers is None else Native(native.format, native.body, headers)
+
+
+def say_dropped(
+    headers: list[Header], answered: Answered[Any] | Answered[ChatStream], endpoint: str, parsed: Parsed
+) -> None:
+    """``X-Interlock-Dropped``: the request's fields the answering candidate's upstream never got (those
+    the surface could not put in the internal form first); for a relayed request, only what its format's
+    relay still leaves out (``RELAY_DROPS``: none but the OpenAI chat relay's Ollama-native fields)."""
+    native = parsed.relayed(answered.candidate.relays)
+    if native is not None:
+        drops = RELAY_DROPS.get(native.format)
+        dropped = drops.of(native.body) if drops is not None else []
+    else:
+        dropped = DROPS[answered.candidate.kind, endpoint].of(parsed.body)
+        if parsed.dropped:
+            dropped = [*parsed.dropped, *dropped]
+        if parsed.native is not None and parsed.native.headers:  # betas only a relay takes along
+            dropped = [*dropped, *(name for name in parsed.native.headers if name in RELAY_ONLY_HEADERS)]
+    if dropped:
+        # the names come from the caller: only plain ones go into a header, at most MAX_DROPPED_NAMES
+        shown = [name for name in dropped if _PLAIN_NAME.fullmatch(name)][:MAX_DROPPED_NAMES]
+        if len(shown) < len(dropped):
+            shown.append(f"+{len(dropped) - len(shown)} more")
+        headers.append((b"x-interlock-dropped", ", ".join(shown).encode()))

@@ -1,4 +1,4 @@
-"""Placement, compiled: what each model takes on each worker, how wanted it is, and where it stays loaded.
+"""Homes, compiled: what each model takes on each worker, how wanted it is, and where it stays loaded.
 
 What a model takes on a worker (its *footprint*) is the one rule the VRAM fit check (``passes/vram``) and
 placement share: weights (`models.<id>.size_gib`) plus, where `kv_bytes_per_token` is declared, the KV
