@@ -1,15 +1,22 @@
 """Which small model stops best for the agent tasks (tests/inference/test_agents.py), measured.
 
     python bench/agent_models.py [--models smollm2,gemma3] [--runs 3] [--cli]
+        [--temperature T] [--seed N] [--repeat-penalty P] [--dry-multiplier M] [--texts "say hi|..."]
 
 For each model, a real llama-server (xllamacpp, as the agent tier runs it: ``AGENT_SERVER``) with
 `interlock serve` in front (tests/inference/agents.py):
 
 1. the recorded first requests of the newest Claude Code and Codex (tests/fixtures/clients), sent
-   ``--runs`` times each to the server's own /v1/messages and /v1/responses (the model's stopping is
-   measured, not the gateway's deadlines) with an output ceiling (``--ceiling``, 1,024), not
-   streamed, the server's default temperature 0 (the CLIs send none): how often the model stops on its own
-   (``end_turn``/``completed``) rather than at the ceiling, its output tokens and the seconds per answer;
+   ``--runs`` times each to the gateway's /v1/messages and /v1/responses (translated as the CLIs'
+   requests are; its first-byte deadline stretched, so the model's stopping is measured) with an
+   output ceiling (``--ceiling``, 1,024), not streamed, the server's default temperature 0 (the CLIs
+   send none) and sampling (``--seed``, ``--repeat-penalty``, ``--dry-multiplier``): how often the model
+   stops on its own (``end_turn``/``completed``) rather than at the ceiling, its output tokens and the
+   seconds per answer.
+   Each run puts another working folder into the prompt (the recorded one is replaced, as each real run
+   has its own) and asks each of ``--texts`` (the user's words; default: the tier's "say hi" and its
+   session's first turn "My name is Ada."): at temperature 0 the same prompt is the same answer, so
+   only another folder or other words make another run;
 2. with ``--cli``: the real CLIs, each once, ``say hi`` and a one-tool task, configured as
    ``interlock connect`` prints: exit status, wall time, requests, prompt and output tokens.
 
@@ -21,11 +28,12 @@ in docs/clients.md; the machine's load is printed with them (they are only compa
 from __future__ import annotations
 
 import argparse
-import copy
+import itertools
 import os
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +44,31 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.inference.agents import ALIAS, AgentGateway  # noqa: E402
-from tests.inference.llama import AGENT_MODELS, AGENT_SERVER, LlamaServer  # noqa: E402
+from tests.inference.llama import AGENT_MODELS, AGENT_SERVER, LlamaServer, Sampling  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "clients"
 CLAUDE = "claude-code-2.1.337_v1_messages.json"
 CODEX = "codex-0.171.0_v1_responses.json"
 
 
-def recorded(name: str, alias: str, ceiling: int) -> tuple[str, dict[str, Any]]:
+RECORDED_FOLDER = "/tmp/tmpz4qnzfu8"  # the recording's working folder (both CLIs' prompts name it)
+
+
+def recorded(name: str, alias: str, ceiling: int, folder: str, text: str) -> tuple[str, dict[str, Any]]:
+    """The recorded first request, its working folder replaced by ``folder``, the user's words by
+    ``text``, the output ceiling ``ceiling``, not streamed."""
     record = orjson.loads((RECORDED / name).read_bytes())
-    body = copy.deepcopy(record["body"]) | {"model": alias, "stream": False}
+    raw = orjson.dumps(record["body"]).decode()
+    raw = raw.replace(RECORDED_FOLDER, folder).replace(
+        RECORDED_FOLDER.replace("/", "-"), folder.replace("/", "-")
+    )
+    body = orjson.loads(raw) | {"model": alias, "stream": False}
     if record["path"] == "/v1/messages":
         body["max_tokens"] = ceiling
+        body["messages"][-1]["content"][-1]["text"] = text
     else:
         body["max_output_tokens"] = ceiling
+        body["input"][-1]["content"][-1]["text"] = text
     return record["path"], body
 
 
@@ -62,14 +81,15 @@ def stopped(path: str, answer: dict[str, Any], ceiling: int) -> tuple[bool, int]
     return answer.get("status") == "completed" and tokens < ceiling, tokens
 
 
-def stops(rig: AgentGateway, runs: int, ceiling: int) -> None:
-    for name in (CLAUDE, CODEX):
-        path, body = recorded(name, ALIAS, ceiling)
+def stops(rig: AgentGateway, runs: int, ceiling: int, texts: list[str]) -> None:
+    for name, text in itertools.product((CLAUDE, CODEX), texts):
         results = []
         for _ in range(runs):
+            folder = f"/tmp/tmp{uuid.uuid4().hex[:8]}/work"
+            path, body = recorded(name, ALIAS, ceiling, folder, text)
             started = time.monotonic()
-            # to the server itself: the model's stopping, not the gateway's deadlines, is measured here
-            response = httpx.post(rig.server.url + path, content=orjson.dumps(body), timeout=3600)
+            # through the gateway, as the CLIs' requests go (its first-byte deadline stretched: FIRST_BYTE)
+            response = httpx.post(rig.gateway.url + path, content=orjson.dumps(body), timeout=3600)
             seconds = time.monotonic() - started
             if response.status_code != 200:
                 print(f"  {name}: {response.status_code} {response.text[:300]}", flush=True)
@@ -78,11 +98,13 @@ def stops(rig: AgentGateway, runs: int, ceiling: int) -> None:
             results.append((own, tokens, seconds))
             said = response.text[:300].replace("\n", " ")
             print(
-                f"  {name}: stopped itself {own}, {tokens} output tokens, {seconds:.1f} s: {said}", flush=True
+                f"  {name} {text!r}: stopped itself {own}, {tokens} output tokens, {seconds:.1f} s: {said}",
+                flush=True,
             )
         own_n = sum(r[0] for r in results)
         mean = sum(r[1] for r in results) / max(1, len(results))
-        print(f"  => {name}: {own_n}/{len(results)} stopped on their own, {mean:.0f} output tokens mean")
+        own = f"{own_n}/{len(results)} stopped on their own"
+        print(f"  => {name} {text!r}: {own}, {mean:.0f} output tokens mean", flush=True)
 
 
 def clis(rig: AgentGateway, folder: Path) -> None:
@@ -123,10 +145,17 @@ def main() -> None:
     parser.add_argument(
         "--temperature", type=float, default=0.0, help="the server's default (the CLIs send none)"
     )
+    parser.add_argument("--seed", type=int, help="the server's sampling seed (--seed)")
+    parser.add_argument("--repeat-penalty", type=float, help="the server's --repeat-penalty (1.0: off)")
+    parser.add_argument("--dry-multiplier", type=float, help="the server's --dry-multiplier (0: off)")
+    parser.add_argument("--texts", default="say hi|My name is Ada.", help="the user's words, |-separated")
     args = parser.parse_args()
+    sampling = Sampling(
+        repeat_penalty=args.repeat_penalty, dry_multiplier=args.dry_multiplier, seed=args.seed
+    )
     for name in args.models.split(","):
         model = AGENT_MODELS[name]
-        print(f"{name} ({model.file}), load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"{name} ({model.file}) {sampling}, load {os.getloadavg()[0]:.1f}", flush=True)
         with tempfile.TemporaryDirectory() as scratch:
             folder = Path(scratch)
             with (
@@ -136,10 +165,11 @@ def main() -> None:
                     **{**AGENT_SERVER, "temperature": args.temperature},
                     threads=args.threads,
                     alias=model.alias,
+                    sampling=sampling,
                 ) as server,
                 AgentGateway(server, folder) as rig,
             ):
-                stops(rig, args.runs, args.ceiling)
+                stops(rig, args.runs, args.ceiling, args.texts.split("|"))
                 if args.cli:
                     clis(rig, folder)
 

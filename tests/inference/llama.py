@@ -84,6 +84,26 @@ def free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """llama-server's default sampling beyond the temperature (a request's own settings win), as its
+    flags name them: ``--repeat-penalty``, ``--repeat-last-n``, ``--dry-multiplier``, ``--seed``."""
+
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
+    dry_multiplier: float | None = None
+    seed: int | None = None
+
+    def args(self) -> list[str]:
+        flags = {
+            "--repeat-penalty": self.repeat_penalty,
+            "--repeat-last-n": self.repeat_last_n,
+            "--dry-multiplier": self.dry_multiplier,
+            "--seed": self.seed,
+        }
+        return [word for flag, value in flags.items() if value is not None for word in (flag, str(value))]
+
+
 class LlamaServer:
     """One ``llama-server`` process; ``url`` is its root (the OpenAI API is under ``/v1``)."""
 
@@ -99,6 +119,7 @@ class LlamaServer:
         alias: str = ALIAS,
         temperature: float | None = None,
         batch: int | None = None,
+        sampling: Sampling | None = None,
         chat_template: Path | None = None,
         reasoning_format: str | None = None,
     ) -> None:
@@ -112,6 +133,7 @@ class LlamaServer:
         self.args += ["--embedding"] if embedding else []
         self.args += ["--temp", str(temperature)] if temperature is not None else []
         self.args += ["--batch", str(batch)] if batch is not None else []
+        self.args += sampling.args() if sampling is not None else []
         self.args += ["--chat-template-file", str(chat_template)] if chat_template is not None else []
         self.args += ["--reasoning-format", reasoning_format] if reasoning_format is not None else []
         self.args += ["--alias", alias]  # "": none, as llama-server's default (the model named by its file)
@@ -233,6 +255,10 @@ def serve(argv: list[str]) -> None:
     parser.add_argument("--alias", default=ALIAS, help="the model's name; empty: its file's path")
     parser.add_argument("--temp", type=float, help="the default temperature (a request's own wins)")
     parser.add_argument("--batch", type=int, help="tokens a prefill step takes (-b and -ub)")
+    parser.add_argument("--repeat-penalty", type=float, help="penalty on repeated tokens (1.0: off)")
+    parser.add_argument("--repeat-last-n", type=int, help="tokens the repeat penalty looks back on")
+    parser.add_argument("--dry-multiplier", type=float, help="DRY's penalty on repeated sequences (0: off)")
+    parser.add_argument("--seed", type=int, help="the sampler's seed (a random one by default)")
     parser.add_argument("--chat-template-file", help="a Jinja chat template in place of the model's own")
     parser.add_argument("--reasoning-format", choices=sorted(REASONING_FORMATS), help="where thinking goes")
     args = parser.parse_args(argv)
@@ -246,6 +272,14 @@ def serve(argv: list[str]) -> None:
     params.endpoint_metrics = params.endpoint_slots = True
     if args.temp is not None:
         params.sampling.temp = args.temp
+    if args.repeat_penalty is not None:
+        params.sampling.penalty_repeat = args.repeat_penalty
+    if args.repeat_last_n is not None:
+        params.sampling.penalty_last_n = args.repeat_last_n
+    if args.dry_multiplier is not None:
+        params.sampling.dry_multiplier = args.dry_multiplier
+    if args.seed is not None:
+        params.sampling.seed = args.seed
     if args.batch is not None:
         params.n_batch = params.n_ubatch = args.batch
     if args.chat_template_file:

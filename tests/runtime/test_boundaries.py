@@ -92,14 +92,21 @@ aliases:
 # Feature modules the smallest plan's gateway must not import (the feature table's rows it does not
 # want, and what only they use). Grows as features leave the core.
 NOT_IN_THE_CORE = (
-    "interlock.runtime.features.budgets",
-    "interlock.runtime.features.keys",
-    "interlock.runtime.features.sticky",
+    "interlock.runtime.features.budgets",  # credits, tokens per minute, the ceiling cut
+    "interlock.runtime.features.keys",  # caller keys
+    "interlock.runtime.features.sticky",  # sticky sessions
     "interlock.runtime.usage.credits",
+    "interlock.runtime.books.audit",  # the audit log (--audit-log)
+    "interlock.runtime.tracing",  # OpenTelemetry (--otel)
+    "interlock.runtime.state.redis",  # shared state backends (--state-url)
+    "interlock.runtime.state.embedded",
+    "interlock.runtime.usage.sqlite",  # usage stores (--usage-url, --state-dir)
+    "interlock.runtime.usage.postgres",
 )
 # The lines of every interlock module the smallest plan's gateway loads: measured 25,422 (142
-# modules) before the feature table; the goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 25_800
+# modules) before the feature table, 24,769 (151) after it; the goal is 9,000. Fails when the
+# core grows past it.
+CORE_LINES = 25_000
 
 
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
@@ -112,7 +119,7 @@ def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
         "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
         "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
         "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
-        f"print([m for m in mods if m in {NOT_IN_THE_CORE!r}])\n"
+        f"print([m for m in mods if m.startswith({NOT_IN_THE_CORE!r})])\n"
         "print(len(mods), lines)\n"
     )
     names, loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()

@@ -41,7 +41,6 @@ from interlock.runtime.base import gc_policy
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
-from interlock.runtime.books.audit import AuditLog
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.learned import CountBook, Learned
@@ -78,6 +77,7 @@ from interlock.runtime.usage.memory import MemoryStore
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.tracing.otel import Tracing
     from interlock.runtime.wire.base import Endpoint

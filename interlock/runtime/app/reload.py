@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from interlock.common.gc_pause import collector_paused
 from interlock.runtime.base.clock import Clock, iso_utc
-from interlock.runtime.books.audit.keys import access_changes
 from interlock.runtime.loaded.plan import PlanError, RuntimePlan
 
 if TYPE_CHECKING:
@@ -224,6 +223,8 @@ class Reloads:
                     to_plan=plan.content_hash,
                     changes=changes,
                 )
+                from interlock.runtime.books.audit.keys import access_changes  # audit on: loaded
+
                 for action, fields in access_changes(old.source.access, plan.source.access):
                     self._audit.action(action, **fields)
             return True
