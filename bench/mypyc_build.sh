@@ -17,8 +17,8 @@ out="${1:-/tmp/interlock-mypyc}"
 # unimplemented); books/record.py, request/services.py, books/metrics.py, net/connections.py (dataclass or class fields
 # annotated with TYPE_CHECKING-only types: a compiled class looks them up at import, KeyError);
 # app/server.py (a test subclasses its Supervisor).
-modules="loaded/access app/gateway base/asgi fleet/facts fleet/fit fleet/prefix guards/calibration
-  guards/capability guards/context_fit guards/circuit guards/needs guards/preflight books/health
+modules="loaded/access app/gateway base/asgi fleet/facts fleet/fit fleet/prefix
+  guards/capability guards/context_fit guards/circuit guards/preflight books/health
   books/journal books/learned books/estimate request/lifecycle request/resolve
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
   upstream/base net/client upstream/exchange net/http1 net/transport net/http_errors upstream/ollama upstream/openai

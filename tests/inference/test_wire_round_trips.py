@@ -34,6 +34,7 @@ from interlock.testing.recorder import Recorder
 from tests.inference.llama import LlamaServer
 from tests.inference.record_wire import ANSWER, CALL_TEXT, ECHO, TEMPLATE, THOUGHT, WEATHER
 from tests.runtime.conftest import build, compile_text
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -78,8 +79,14 @@ class Rig:
     def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         return self.loop.run_until_complete(self.http.post(path, json=body))
 
-    def sent(self) -> list[dict[str, Any]]:
-        """The chat request bodies the server got, in order."""
+    def sent(self, count: int) -> list[dict[str, Any]]:
+        """The chat request bodies the server got, in order, once there are ``count``: the proxy writes
+        a record as it relays the answer's end, which the gateway may have passed on already (the
+        proxy runs on this loop: it is run until the record is there)."""
+        self.loop.run_until_complete(until(lambda: len(self._chats()) >= count, "the proxy's records"))
+        return self._chats()
+
+    def _chats(self) -> list[dict[str, Any]]:
         lines = self.records.read_text().splitlines() if self.records.exists() else []
         records = [json.loads(line) for line in lines]
         return [r["body"] for r in records if r["path"].endswith("/chat/completions")]
@@ -167,7 +174,7 @@ def test_a_messages_tool_call_round_trip_on_the_real_server(rig: Rig) -> None:
     assert stop in ("end_turn", "max_tokens"), blocks
     assert [b["type"] for b in blocks] == ["text"]
     assert blocks[0]["text"].strip()
-    sent = rig.sent()[-1]["messages"]  # what the server got for the second turn
+    sent = rig.sent(2)[-1]["messages"]  # what the server got for the second turn
     call = sent[-2]["tool_calls"][0]
     assert (sent[-2]["role"], call["function"]["name"]) == ("assistant", "get_weather")
     assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
@@ -192,7 +199,7 @@ def test_a_responses_tool_call_round_trip_on_the_real_server(rig: Rig) -> None:
     done = next(e for e in sse_data(answer.text) if e["type"] == "response.completed")["response"]
     assert [item["type"] for item in done["output"]] == ["message"], done["output"]
     assert done["output"][0]["content"][0]["text"].strip()
-    sent = rig.sent()[-1]["messages"]
+    sent = rig.sent(2)[-1]["messages"]
     assert sent[-2]["tool_calls"][0]["id"] == calls[0]["call_id"]
     assert sent[-1] == {"role": "tool", "tool_call_id": calls[0]["call_id"], "content": RESULT}
 
@@ -221,7 +228,7 @@ def test_an_earlier_turn_s_thinking_reaches_the_real_server_s_prompt(rig: Rig) -
         assert answer.status_code == 200, answer.text
         usage = answer.json()["usage"]  # Anthropic's: the prompt less what was read from the cache
         counted.append(usage["input_tokens"] + usage.get("cache_read_input_tokens", 0))
-    with_it, without = rig.sent()[-2:]
+    with_it, without = rig.sent(2)[-2:]
     assert with_it["messages"][1]["reasoning_content"] == THOUGHT
     assert "reasoning_content" not in without["messages"][1]
     rendered = _count(rig.server, with_it) - _count(rig.server, without)

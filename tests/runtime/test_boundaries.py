@@ -102,11 +102,14 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.state.embedded",
     "interlock.runtime.usage.sqlite",  # usage stores (--usage-url, --state-dir)
     "interlock.runtime.usage.postgres",
+    "interlock.runtime.telemetry.nvidia_smi",  # workers' telemetry sources: read by their first read
+    "interlock.runtime.telemetry.host_memory",
+    "interlock.runtime.telemetry.document",
 )
 # The lines of every interlock module the smallest plan's gateway loads: measured 25,422 (142
-# modules) before the feature table, 24,769 (151) after it; the issue's goal is 9,000. Fails when the
+# modules) before the feature table, 24,440 (147) after it; the issue's goal is 9,000. Fails when the
 # core grows past it.
-CORE_LINES = 25_000
+CORE_LINES = 24_700
 
 
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:

@@ -57,6 +57,15 @@ def _keys(plan: RuntimePlan) -> bool:
     return plan.keys is not None
 
 
+def _budgets(plan: RuntimePlan) -> bool:
+    """Some key (or its tenant) has credits or rates: a plan with keys but no budgets runs none of it."""
+    keys = plan.keys
+    if keys is None:
+        return False
+    callers = [*keys.by_digest.values(), *(entry[2] for entry in keys.by_id.values())]
+    return any(caller.credits or caller.budgets for caller in callers)
+
+
 def _sticky(plan: RuntimePlan) -> bool:
     return plan.routing.sticky is not None
 
@@ -68,7 +77,7 @@ def _always(plan: RuntimePlan) -> bool:
 FEATURES: tuple[Row, ...] = (
     Row("sticky sessions", "interlock.runtime.features.sticky", _sticky),
     Row("caller keys", "interlock.runtime.features.keys", _keys),  # before the budgets: its target
-    Row("credits and budgets", "interlock.runtime.features.budgets", _keys),
+    Row("credits and budgets", "interlock.runtime.features.budgets", _budgets),
     Row("what answers teach", "interlock.runtime.features.taught", _always),
     Row("usage ledger", "interlock.runtime.features.ledger", _always),
 )

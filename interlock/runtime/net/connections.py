@@ -119,7 +119,7 @@ class _Counts(Protocol):
 
 class ConnectionMetrics(Protocol):
     """What a ``ConnectionBook`` counts into: ``metrics.Metrics``'s two connection families. A Protocol,
-    so that serving/ stays below the metrics (which read the plan, which reads ``loaded.cors``)."""
+    so that net/ stays below the metrics (which read the plan, which reads ``net.fds``)."""
 
     @property
     def connections_open(self) -> _Gauge: ...

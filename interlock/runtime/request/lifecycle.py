@@ -140,7 +140,10 @@ async def _handle(
         status = 499
     finally:
         watch.stop()
-        await exchange.settle(hooks.settle)
+        tally = exchange.settle(hooks.settle)
+        if exchange.stakes is not None:  # after the debit: in this process the credits never look free
+            for stake in exchange.stakes:
+                await stake(tally)
     services.metrics.requests.labels(record.endpoint, str(status)).inc()
     services.metrics.request_seconds.labels(record.endpoint).observe(time.perf_counter() - record.started)
     record.status = status
@@ -225,18 +228,17 @@ class Exchange:
                 await stake(None)
         _finish(self.services, record)
 
-    async def settle(self, settles: tuple[Settle, ...]) -> None:
+    def settle(self, settles: tuple[Settle, ...]) -> Tally | None:
         """After the walk: an answer's usage was metered before it went out; a stream's (cut short or
-        not) is now (None: no upstream answered); then the features' ``settle``, then their stakes."""
+        not) is now (None: no upstream answered); then the features' ``settle``. Returned for the
+        stakes, settled after (not a coroutine: a request makes none for it)."""
         record = self.record
         tally = self.tally or metered(record, self.preflight.needs, self.plan)
         if record.clamped and record.answered is not None:  # the upstream claimed absurd usage: cut
             self.services.metrics.usage_clamped.labels(record.answered.candidate.id).inc()
         for settle in settles:
             settle(self, tally)
-        if self.stakes is not None:  # after the debit: in this process the credits never look free
-            for stake in self.stakes:
-                await stake(tally)
+        return tally
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc

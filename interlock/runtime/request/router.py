@@ -214,12 +214,9 @@ class Router:
             if refusal is not None:  # before the guards: no slot is queued for
                 self._cannot_serve(walk, index, refusal)
                 continue
+            has_next = position + 1 < len(order)
             admission = Admission(
-                candidate,
-                candidate.routes,
-                preflight,
-                spill=target.spill[index],
-                has_next=position + 1 < len(order),
+                candidate, candidate.routes, preflight, spill=target.spill[index], has_next=has_next
             )
             try:  # the slot's owner: given back however this ends
                 reason: str | None = None
@@ -241,7 +238,21 @@ class Router:
                 invoke = call if self.tracing is None else self.tracing.traced(call, target, candidate, route)
                 try:
                     sent, relayed, endpoint = self._sent(admission, route, body, native)
-                    result = await self._call(walk, index, admission, route, invoke, endpoint, sent, relayed)
+                    walk.retries = 0  # calls of this candidate made again
+                    while True:
+                        started = walk.started = time.perf_counter()
+                        if preflight is not None:
+                            preflight.calling, preflight.calling_since = candidate.id, started
+                        try:
+                            result = await invoke(
+                                self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
+                            )
+                            break
+                        except TransientError as exc:  # counted; then tried again, or moved on from
+                            wait = self._failed_once(walk, index, admission, route, exc)
+                            if wait is None:
+                                raise
+                            await self._retry_after(walk, wait)
                 except CannotServe as exc:  # what ``refusal`` could not see cheaply
                     _left(preflight, walk.upstream_s)
                     self._cannot_serve(walk, index, exc)
@@ -249,7 +260,7 @@ class Router:
                 except ContextOverflow as exc:
                     self._too_small(walk, index, route, exc)
                     continue
-                except TransientError as exc:  # counted in ``_call``, and not to be tried again
+                except TransientError as exc:  # counted above, and not to be tried again
                     _left(preflight, walk.upstream_s)
                     walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
                     self._fell_back(candidates, index, exc.error_class)
@@ -260,11 +271,7 @@ class Router:
             finally:
                 if admission.lease is not None:
                     await admission.release()
-        if walk.refusals or (preflight is not None and preflight.misfits):
-            unservable = _unservable(target, walk.refusals, preflight)
-            if unservable is not None:
-                raise unservable
-        raise AllCandidatesFailed(target.label, walk.outcomes)
+        raise _none_left(walk)
 
     def _sent(
         self, admission: Admission, route: Route, body: Mapping[str, Any], native: Native | None
@@ -284,35 +291,12 @@ class Router:
             endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
         return sent, relayed, endpoint
 
-    async def _call(
-        self,
-        walk: Walk,
-        index: int,
-        admission: Admission,
-        route: Route,
-        invoke: Call[T],
-        endpoint: Endpoint,
-        sent: Mapping[str, Any],
-        relayed: Native | None,
-    ) -> T:
-        """Call the candidate, and again after a transient failure while its retry policy allows
-        (``runtime.retry``); the last failure is raised."""
-        candidate, preflight = admission.candidate, walk.preflight
-        walk.retries = 0  # calls of this candidate made again
-        while True:
-            started = walk.started = time.perf_counter()
-            if preflight is not None:
-                preflight.calling, preflight.calling_since = candidate.id, started
-            try:
-                return await invoke(self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed)
-            except TransientError as exc:  # counted; then tried again, or moved on from
-                wait = self._failed_once(walk, index, admission, route, exc)
-                if wait is None:
-                    raise
-                waited = time.perf_counter()
-                await self.sleep(wait)
-                walk.upstream_s += time.perf_counter() - waited  # the upstream asked for it, or may
-                walk.retries += 1
+    async def _retry_after(self, walk: Walk, wait: float) -> None:
+        """Wait before calling the candidate again (``runtime.retry``): the upstream asked for it, or may."""
+        waited = time.perf_counter()
+        await self.sleep(wait)
+        walk.upstream_s += time.perf_counter() - waited
+        walk.retries += 1
 
     def _failed_once(
         self, walk: Walk, index: int, admission: Admission, route: Route, exc: TransientError
@@ -461,6 +445,17 @@ class Router:
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
         self.metrics.fallback.labels(candidates[index].metric_label, following, reason).inc()
+
+
+def _none_left(walk: Walk) -> Exception:
+    """What the caller is told when no candidate answered: the 400 when none can serve the request
+    itself, else every candidate's outcome."""
+    preflight = walk.preflight
+    if walk.refusals or (preflight is not None and preflight.misfits):
+        unservable = _unservable(walk.target, walk.refusals, preflight)
+        if unservable is not None:
+            return unservable
+    return AllCandidatesFailed(walk.target.label, walk.outcomes)
 
 
 def _unservable(

@@ -27,9 +27,6 @@ from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.net.client import UpstreamClient
 from interlock.runtime.net.http_errors import BodyTooLarge, HTTPError, InvalidURL, Timeout
 from interlock.runtime.net.transport import Request
-from interlock.runtime.telemetry import document
-from interlock.runtime.telemetry.host_memory import read_host_memory
-from interlock.runtime.telemetry.nvidia_smi import query_gpus
 from interlock.runtime.telemetry.readings import GpuReading, HostMemory, overlay
 from interlock.runtime.telemetry.source_errors import (
     SourceFailed,
@@ -264,16 +261,25 @@ class TelemetryLoop(Periodic):
             else:
                 log.info("telemetry: %s %s reads again", target.worker, source)
 
+    # the sources' modules are imported by their first read (a worker with telemetry), never before:
+    # a plan without telemetry loads none of them
+
     async def _nvidia_smi(self, target: Target, timeout_s: float) -> GpuReading:
+        from interlock.runtime.telemetry.nvidia_smi import query_gpus
+
         readings = await asyncio.to_thread(query_gpus, target.gpu, timeout_s)
         return readings[0]
 
     async def _host_memory(self, timeout_s: float) -> HostMemory:
+        from interlock.runtime.telemetry.host_memory import read_host_memory
+
         return await asyncio.to_thread(read_host_memory, timeout_s)
 
     async def _remote(
         self, url: str, gpu: int, timeout_s: float
     ) -> tuple[GpuReading | None, HostMemory | None, dict[str, str]]:
+        from interlock.runtime.telemetry import document
+
         try:
             body = await self._fetch(url, timeout_s)
         except Timeout as exc:
@@ -292,6 +298,8 @@ class TelemetryLoop(Periodic):
     async def _fetch(self, url: str, timeout_s: float) -> bytes:
         """The body of ``GET url`` within ``timeout_s`` (at most ``document.MAX_BYTES``); SourceFailed
         for any status but 200."""
+        from interlock.runtime.telemetry import document
+
         if self._client is None:
             self._client = UpstreamClient.create()
         client = self._client

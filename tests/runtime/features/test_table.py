@@ -38,6 +38,10 @@ def test_a_plan_plugs_in_the_rows_it_wants_in_table_order(tmp_path: Path) -> Non
     assert [waits for _, waits in hooks.admit] == [False, True]  # the keys' check makes no coroutine
     assert len(hooks.settle) == 2
     assert plugged.hooks(sticky).names[0] == "sticky sessions"
+    free = load_plan(
+        compile_text(tmp_path, KEYED.replace(", credits: 40", "")), {"POOR_KEY": "sk-poor-8d3b6e0a1c"}
+    )
+    assert plugged.hooks(free).names[:2] == ("caller keys", "what answers teach")  # no budget: no row
     assert plugged.hooks(keyed).admit == hooks.admit  # plugged once per gateway, not per plan
 
 
