@@ -20,7 +20,8 @@ import orjson
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.wire import ollama
+from interlock.runtime.base.errors import InvalidRequest
+from interlock.runtime.wire import ollama, ollama_caller
 from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
@@ -265,3 +266,14 @@ def test_an_earlier_turn_s_reasoning_an_anthropic_upstream_is_not_sent_is_named(
     sent = [r.body["messages"] for r in claude.requests if r.path.endswith("/messages")]
     assert all(THOUGHT not in str(messages) for messages in sent)
     assert said == ["messages.reasoning_content", "messages.reasoning_content", None]
+
+
+def test_an_ollama_caller_s_earlier_thinking_goes_on_as_reasoning_content_if_it_is_text() -> None:
+    """An Ollama-native turn's ``thinking`` becomes the internal form's ``reasoning_content``; anything
+    but a string is refused where it enters, as a Messages thinking block's is (it went to the upstream
+    as it came)."""
+    turn = {"role": "assistant", "content": ANSWER, "thinking": THOUGHT}
+    assert ollama_caller.internal_message(1, turn, {})["reasoning_content"] == THOUGHT
+    for bad in ({"text": THOUGHT}, 5, [THOUGHT], True):
+        with pytest.raises(InvalidRequest, match=r"messages\[1\]\.thinking"):
+            ollama_caller.internal_message(1, {**turn, "thinking": bad}, {})
