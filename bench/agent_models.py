@@ -16,7 +16,8 @@ For each model, a real llama-server (xllamacpp, as the agent tier runs it: ``AGE
    Each run puts another working folder into the prompt (the recorded one is replaced, as each real run
    has its own) and asks each of ``--texts`` (the user's words; default: the tier's "say hi" and its
    session's first turn "My name is Ada."): at temperature 0 the same prompt is the same answer, so
-   only another folder or other words make another run;
+   only another folder or other words make another run (``--same-folder``: one folder, so the server's
+   prompt cache holds it; for a temperature above 0 with a random seed);
 2. with ``--cli``: the real CLIs, each once, ``say hi`` and a one-tool task, configured as
    ``interlock connect`` prints: exit status, wall time, requests, prompt and output tokens.
 
@@ -81,11 +82,11 @@ def stopped(path: str, answer: dict[str, Any], ceiling: int) -> tuple[bool, int]
     return answer.get("status") == "completed" and tokens < ceiling, tokens
 
 
-def stops(rig: AgentGateway, runs: int, ceiling: int, texts: list[str]) -> None:
+def stops(rig: AgentGateway, runs: int, ceiling: int, texts: list[str], same_folder: bool) -> None:
     for name, text in itertools.product((CLAUDE, CODEX), texts):
         results = []
         for _ in range(runs):
-            folder = f"/tmp/tmp{uuid.uuid4().hex[:8]}/work"
+            folder = "/tmp/tmpsame0000/work" if same_folder else f"/tmp/tmp{uuid.uuid4().hex[:8]}/work"
             path, body = recorded(name, ALIAS, ceiling, folder, text)
             started = time.monotonic()
             # through the gateway, as the CLIs' requests go (its first-byte deadline stretched: FIRST_BYTE)
@@ -148,6 +149,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, help="the server's sampling seed (--seed)")
     parser.add_argument("--repeat-penalty", type=float, help="the server's --repeat-penalty (1.0: off)")
     parser.add_argument("--dry-multiplier", type=float, help="the server's --dry-multiplier (0: off)")
+    parser.add_argument(
+        "--same-folder", action="store_true", help="one folder for every run (above 0 the seed varies them)"
+    )
     parser.add_argument("--texts", default="say hi|My name is Ada.", help="the user's words, |-separated")
     args = parser.parse_args()
     sampling = Sampling(
@@ -169,7 +173,7 @@ def main() -> None:
                 ) as server,
                 AgentGateway(server, folder) as rig,
             ):
-                stops(rig, args.runs, args.ceiling, args.texts.split("|"))
+                stops(rig, args.runs, args.ceiling, args.texts.split("|"), args.same_folder)
                 if args.cli:
                     clis(rig, folder)
 
