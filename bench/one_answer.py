@@ -17,10 +17,9 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from tests.runtime.upstream.test_one_answer import KEY_A, KEY_B, MODES, Hostile, Tally, _ask, _with_hostile
-
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import Endpoint
+from tests.runtime.net.test_one_answer import KEY_A, KEY_B, MODES, Hostile, Tally, _ask, _with_hostile
 
 Outcome = tuple[Tally, Tally, int, int, int]  # a's, b's, POSTs a and b received, connections both rode
 

@@ -292,6 +292,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise StartRefused("--workers must be at least 1", 2)
+    _check_switches(os.environ)
     _check_state_url(args)
     usage_url = usage_store_url(args)
     if usage_url is None:
@@ -329,6 +330,18 @@ def _serve(args: argparse.Namespace) -> int:
     if tracing is not None:  # each worker process makes its own
         tracing.provider.shutdown()
     return supervise(loader, plan, data, sock, options, args.state_url)
+
+
+def _check_switches(env: Mapping[str, str]) -> None:
+    """The debugging switches (``INTERLOCK_TRANSPORT``, ``INTERLOCK_SERVER``) name a row of their table:
+    a mistyped one stops the start here, not after ``interlock serving`` with a traceback."""
+    from interlock.runtime.net.connections import SERVERS
+    from interlock.runtime.net.transport import TRANSPORTS
+
+    for variable, table in (("INTERLOCK_TRANSPORT", TRANSPORTS), ("INTERLOCK_SERVER", SERVERS)):
+        name = env.get(variable)
+        if name and name not in table:
+            raise StartRefused(f"{variable}={name!r} is not one of {', '.join(table)}", 2)
 
 
 def _check_state_url(args: argparse.Namespace) -> None:

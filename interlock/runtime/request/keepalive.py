@@ -49,12 +49,14 @@ class Keepalive:
         self._task = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:
+        stopped = self._stopped
+        assert stopped is not None
+        if stopped.is_set():  # the content came between the timer and this task's turn: no early head
+            return
         render, headers = self._head()
         self._render = render
         await self._send({"type": "http.response.start", "status": 200, "headers": headers})
         self.started = True
-        stopped = self._stopped
-        assert stopped is not None
         while not stopped.is_set():
             await self._send({"type": "http.response.body", "body": render.keepalive(), "more_body": True})
             try:

@@ -169,6 +169,7 @@ class Drops:
     carried: frozenset[str] | None = None
     dropped: frozenset[str] = frozenset()
     options_kept: frozenset[str] | None = None  # set: other keys of ``options`` are dropped too
+    turn_dropped: frozenset[str] = frozenset()  # keys of an assistant turn never sent (``messages.KEY``)
 
     def of(self, body: Mapping[str, Any]) -> list[str]:
         if self.carried is not None:
@@ -179,7 +180,22 @@ class Drops:
             out = [key for key, value in body.items() if key in self.dropped and value is not None]
         if self.options_kept is not None and isinstance(options := body.get("options"), Mapping):
             out.extend(f"options.{key}" for key in options if key not in self.options_kept)
+        if self.turn_dropped:
+            out.extend(self._turns(body.get("messages")))
         return out
+
+    def _turns(self, messages: Any) -> list[str]:
+        """``messages.KEY`` for each of ``turn_dropped`` an assistant turn carries (once each)."""
+        if not isinstance(messages, list):
+            return []
+        found = {
+            key
+            for message in messages
+            if isinstance(message, Mapping) and message.get("role") == "assistant"
+            for key in self.turn_dropped
+            if message.get(key)
+        }
+        return [f"messages.{key}" for key in sorted(found)]
 
 
 def _carried(rows: tuple[Field, ...]) -> frozenset[str]:
@@ -221,7 +237,12 @@ DROPS: dict[tuple[str, str], Drops] = {
     ("ollama", "chat"): Drops(carried=_carried(CHAT_FIELDS + NATIVE_FIELDS)),
     ("ollama", "embeddings"): Drops(carried=_carried(EMBEDDING_FIELDS)),
     # the Anthropic adapter builds its request anew (``wire.anthropic``): these are what it reads
-    ("anthropic", "chat"): Drops(carried=ANTHROPIC_CHAT, options_kept=ANTHROPIC_OPTIONS),
+    # an earlier turn's reasoning: Anthropic takes back only thinking it signed (``wire.anthropic``)
+    ("anthropic", "chat"): Drops(
+        carried=ANTHROPIC_CHAT,
+        options_kept=ANTHROPIC_OPTIONS,
+        turn_dropped=frozenset({"reasoning_content", "reasoning"}),
+    ),
     ("anthropic", "embeddings"): Drops(carried=frozenset()),  # refused before any call
 }
 

@@ -96,8 +96,11 @@ def internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict
             out["tool_call_id"] = (
                 call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
             )
-    if message.get("thinking") and role == "assistant":
-        out["reasoning_content"] = message["thinking"]
+    thinking = message.get("thinking")
+    if thinking and role == "assistant":
+        if not isinstance(thinking, str):
+            raise InvalidRequest(f"`{where}.thinking` must be a string")
+        out["reasoning_content"] = thinking
     return out
 
 

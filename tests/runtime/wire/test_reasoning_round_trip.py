@@ -20,7 +20,9 @@ import orjson
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.wire import ollama
+from interlock.runtime.base.errors import InvalidRequest
+from interlock.runtime.wire import ollama, ollama_caller
+from interlock.testing.fake_anthropic import FakeAnthropic
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from interlock.testing.replies import Reply
@@ -212,3 +214,66 @@ def test_an_ollama_upstream_gets_an_earlier_turn_s_thinking_as_its_own_field() -
     ]
     request = ollama.chat_request({"messages": messages}, "qwen3:0.6b", stream=False)
     assert request["messages"][1] == {"role": "assistant", "content": ANSWER, "thinking": THOUGHT}
+
+
+ANTHROPIC_CONFIG = """\
+version: 1
+server: {{default_alias: cloud/agent, alias_namespace: cloud/}}
+providers:
+  claude: {{kind: anthropic, base_url: "{url}", probe: false, api_key_env: CLOUD_KEY}}
+aliases:
+  cloud/agent: {{description: an anthropic model, chain: [claude/c1]}}
+"""
+
+
+def test_an_earlier_turn_s_reasoning_an_anthropic_upstream_is_not_sent_is_named(
+    plan_data: Callable[[str], dict[str, Any]],
+) -> None:
+    """Anthropic takes back only thinking it signed: an earlier turn's ``reasoning_content`` (a chat
+    caller's, or a Responses reasoning item's) is not sent to it, and ``X-Interlock-Dropped`` says so."""
+    turns = [
+        {"role": "user", "content": "say hi"},
+        {"role": "assistant", "content": ANSWER, "reasoning_content": THOUGHT},
+        {"role": "user", "content": "and again"},
+    ]
+    reasoned = [
+        {"type": "message", "role": "user", "content": "say hi"},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": THOUGHT}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": ANSWER}]},
+        {"type": "message", "role": "user", "content": "and again"},
+    ]
+    asks = [
+        ("/v1/chat/completions", {"model": "cloud/agent", "messages": turns}),
+        ("/v1/responses", {"model": "cloud/agent", "input": reasoned}),
+        ("/v1/chat/completions", {"model": "cloud/agent", "messages": [turns[0]]}),  # nothing to name
+    ]
+    with FakeAnthropic(name="claude", api_key="sk-cloud-secret") as claude:
+        plan = build(plan_data(ANTHROPIC_CONFIG.format(url=claude.url)), {"CLOUD_KEY": "sk-cloud-secret"})
+        gateway = build_gateway(plan, probes=False)
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(gateway.startup())
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://t")
+        try:
+            said = []
+            for path, body in asks:
+                answer = loop.run_until_complete(http.post(path, json=body))
+                assert answer.status_code == 200, answer.text
+                said.append(answer.headers.get("x-interlock-dropped"))
+        finally:
+            loop.run_until_complete(http.aclose())
+            loop.run_until_complete(gateway.shutdown())
+            loop.close()
+    sent = [r.body["messages"] for r in claude.requests if r.path.endswith("/messages")]
+    assert all(THOUGHT not in str(messages) for messages in sent)
+    assert said == ["messages.reasoning_content", "messages.reasoning_content", None]
+
+
+def test_an_ollama_caller_s_earlier_thinking_goes_on_as_reasoning_content_if_it_is_text() -> None:
+    """An Ollama-native turn's ``thinking`` becomes the internal form's ``reasoning_content``; anything
+    but a string is refused where it enters, as a Messages thinking block's is (it went to the upstream
+    as it came)."""
+    turn = {"role": "assistant", "content": ANSWER, "thinking": THOUGHT}
+    assert ollama_caller.internal_message(1, turn, {})["reasoning_content"] == THOUGHT
+    for bad in ({"text": THOUGHT}, 5, [THOUGHT], True):
+        with pytest.raises(InvalidRequest, match=r"messages\[1\]\.thinking"):
+            ollama_caller.internal_message(1, {**turn, "thinking": bad}, {})
