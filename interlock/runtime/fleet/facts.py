@@ -78,7 +78,8 @@ class FactsTable:
         self._slot_windows: dict[str, int] = {}
         # the window one request gets on each server that says (label -> a slot's context: llama.cpp's
         # /slots ``n_ctx``), read-only and live; written from the same readings (``put_load``), kept when a
-        # reading fails (a window changes only with a restart, and the next reading says so)
+        # reading fails (a window changes only with a restart, and the next reading says so), gone when a
+        # reading says no window
         self.slot_windows: Mapping[str, int] = MappingProxyType(self._slot_windows)
 
     # -- lookups (request path, scoring, reports) ---------------------------------------------------
@@ -158,6 +159,8 @@ class FactsTable:
             self._loads[label] = load
             if load.window is not None:
                 self._slot_windows[label] = load.window
+            else:  # it answered without a slot's window (/slots off after a restart): the cap goes too
+                self._slot_windows.pop(label, None)
 
     def keep_loads(self, labels: frozenset[str]) -> None:
         """Forget the loads of servers no longer read (a reload removed them, or their `server`)."""

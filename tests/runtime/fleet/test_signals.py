@@ -17,8 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.commands.gateway import build_gateway
 from interlock.common.kinds import SERVER_KINDS
+from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.signals import SERVERS, llamacpp, sglang, vllm
-from interlock.runtime.fleet.signals.base import ServerLoad
+from interlock.runtime.fleet.signals.base import ServerLoad, total
 from interlock.runtime.fleet.signals.choice import KV_FULL, rate_server
 from interlock.runtime.fleet.signals.exposition import samples
 from interlock.runtime.loaded.tables import RoutingWeights
@@ -128,6 +129,27 @@ def test_a_slot_s_window_is_the_smallest_bounded_n_ctx_the_slots_say() -> None:
     assert llamacpp.read({"/slots": orjson.dumps(slots)}).window == 2048
     odd = b'[{"id": 0, "n_ctx": 1e30}, {"id": 1, "n_ctx": "8192"}, {"id": 2, "n_ctx": true}]'
     assert llamacpp.read({"/slots": odd}).window is None
+
+
+def test_a_slot_window_goes_when_a_reading_says_none_and_stays_when_a_reading_fails() -> None:
+    """A server restarted with a larger ``--ctx-size`` and ``/slots`` off must not stay capped at the
+    window it had: a reading that says no window drops the cap; a failed reading keeps it."""
+    facts = FactsTable()
+    facts.put_load("box", ServerLoad(running=0, window=2048))
+    facts.put_load("box", None)  # the reading failed: unknown, the window of the last one kept
+    assert facts.slot_windows == {"box": 2048}
+    facts.put_load("box", ServerLoad(running=0))
+    assert facts.slot_windows == {}
+
+
+def test_a_gauges_sum_past_any_true_count_is_unknown_not_a_crash() -> None:
+    """Finite samples whose sum overflows to infinity made ``round`` raise OverflowError."""
+    assert total([1e308, 1e308]) is None
+    assert total([-1e308, -1e308]) is None
+    assert total([1e20]) is None
+    assert total([2.0, 3.4]) == 5
+    assert total([-3.0]) == 0
+    assert total([]) is None
 
 
 def test_a_slots_answer_that_is_not_a_list_of_slots_is_refused() -> None:

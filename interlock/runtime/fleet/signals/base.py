@@ -66,9 +66,18 @@ class ServerKind:
     read: Reader
 
 
+MAX_COUNT = float(1 << 53)
+"""A count read from a server's gauges (requests, tokens): past 2^53 it says nothing true, and a sum of
+finite samples can reach infinity, which ``round`` refuses with OverflowError."""
+
+
 def total(values: list[float] | None) -> int | None:
-    """The sum of a gauge's samples (one per engine or rank) as a count; None when absent."""
-    return None if not values else max(round(sum(values)), 0)
+    """The sum of a gauge's samples (one per engine or rank) as a count; None when absent, or when the
+    sum is past ``MAX_COUNT`` either way (refused: unknown, like every bound on a server's numbers)."""
+    if not values:
+        return None
+    summed = sum(values)
+    return max(round(summed), 0) if -MAX_COUNT <= summed <= MAX_COUNT else None
 
 
 def highest(values: list[float] | None) -> float | None:
