@@ -107,9 +107,10 @@ def test_messages_and_responses_are_logged_with_their_own_surface_and_endpoint(f
     ]
 
 
-def test_a_streams_relay_after_its_first_chunk_is_not_the_gateways_overhead(fleet: Fleet) -> None:
-    """gpu-a sends its 30 words 0.15 s apart: about 4.4 s of relay after the first chunk, which was
-    logged as the gateway's own time (30,320 ms of "overhead" for a 30 s stall: issue 40)."""
+def test_a_served_streams_time_is_logged_in_parts_that_add_up(fleet: Fleet) -> None:
+    """gpu-a sends its 30 words 0.15 s apart, through `interlock serve`: the line names the stream's
+    candidate and its parts add up to the total. How long each part is, exactly, is checked on an
+    injected clock in-process (tests/runtime/request/test_durations.py)."""
     fleet.gpu_b.refuse_connections()  # team/chat: box-b first; then box-a (gpu-a), streaming slowly
     try:
         streamed = post(fleet, chat("team/chat", stream=True))
@@ -118,7 +119,7 @@ def test_a_streams_relay_after_its_first_chunk_is_not_the_gateways_overhead(flee
     line = line_for(fleet, streamed.headers["x-request-id"])
     assert (line["candidate"], line["stream"]) == ("box-a/llama3.2:3b", True)
     took = line["duration_ms"]
-    assert took["relay"] >= 0.15 * 25 * 1000  # at least the fake's own waits between the chunks
+    assert took["relay"] > 0  # a stream's relay is its own part
     parts = took["upstream"] + took["queued"] + took["relay"] + took["overhead"]
     assert took["total"] == pytest.approx(parts, abs=0.01)  # the parts add up: nothing counted twice
 
