@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +14,11 @@ from interlock.compiler.report import render
 
 if TYPE_CHECKING:
     from tests.postgres_server import PostgresServer
+
+# LiteLLM (a dev dependency some tests drive) fetches its model cost map from GitHub at import, in a
+# background thread that retries with warnings on stderr: with no network (CI) they landed in another
+# test's captured stderr. Its packaged map is what every test here needs.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
