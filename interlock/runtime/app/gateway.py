@@ -2,14 +2,15 @@
 builds them all for a plan): it dispatches requests, runs the parts' lifespan and hands reloads on.
 
 What it hands down is two objects: ``RequestServices`` to every handler of the request path and
-``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints (the rows
-of ``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI handlers
-(``lifecycle``, which authenticates first); everything else goes to the FastAPI app of ``ops.admin``,
-after ``features.keys.admitted`` when the path needs a key. The plan is swapped as a whole on reload
-(``Current``, by ``reload.Reloads``); a request reads it once and finishes on that plan. When the plan
-turns CORS on, a request's ``Origin`` is looked up first (``loaded.cors``): preflights are answered
-there, and answers to allowed origins gain the CORS headers built when the plan loaded. Gateways are made
-by ``commands/gateway.py``'s ``build_gateway``, the one factory (``Gateway.from_plan`` underneath).
+``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints (the rows of
+``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI handlers (``lifecycle``,
+which authenticates first); everything else goes to the FastAPI app of ``ops.admin`` (built by the first
+such request: ``ops.on_demand.OpsApp``), after ``features.keys.admitted`` when the path needs a key. The
+plan is swapped as a whole on reload (``Current``, by ``reload.Reloads``); a request reads it once and
+finishes on that plan. When the plan turns CORS on, a request's ``Origin`` is looked up first
+(``loaded.cors``): preflights are answered there, and answers to allowed origins gain the CORS headers built
+when the plan loaded. Gateways are made by ``commands/gateway.py``'s ``build_gateway``, the one factory
+(``Gateway.from_plan`` underneath).
 """
 
 from __future__ import annotations

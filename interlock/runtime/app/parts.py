@@ -61,7 +61,7 @@ from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
 from interlock.runtime.fleet.sticky import StickyTable
 from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.ops.admin import build_admin
+from interlock.runtime.ops.on_demand import OpsApp
 from interlock.runtime.request.route_table import RouteTable, route_table
 from interlock.runtime.request.router import Router
 from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
@@ -75,8 +75,6 @@ from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
     from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.tracing.otel import Tracing
@@ -135,7 +133,7 @@ class Parts:
 
     services: RequestServices  # what every handler of the request path gets
     live: LiveState  # the live state as the ops app reads it: plan, status, books, fleet, ledger, metrics
-    admin: FastAPI  # the ops routes (the cold endpoints), on ``live``
+    admin: OpsApp  # the ops routes (the cold endpoints), on ``live``: built by the first that is asked
     routes: RouteTable  # the surface routes, dispatched by one lookup
     loops: Loops  # the background loops (also in ``lifespan``)
     lifespan: Lifespan  # everything started at startup in order, stopped at shutdown in reverse
@@ -207,7 +205,7 @@ def build_parts(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
     lifespan = lifespan_of(live, services, loops, reloads, upstream, (kept, taught), probes=probes)
-    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
+    return Parts(services, live, OpsApp(live), route_table(), loops, lifespan, reloads)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,8 +56,7 @@ from interlock.runtime.loaded.tables import (
 from interlock.runtime.net.fds import max_connections
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
-from interlock.schema.config import RETRY_DEFAULTS
-from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, PlanRetry, RoutingPlan
+from interlock.schema.plan import PLAN_FORMAT_VERSION, RETRY_DEFAULTS, PlanProvider, PlanRetry, RoutingPlan
 
 DEFAULT_RETRY = RetryPolicy(
     RETRY_DEFAULTS["count"], RETRY_DEFAULTS["backoff"] / 1000, RETRY_DEFAULTS["retry_after_max"] / 1000

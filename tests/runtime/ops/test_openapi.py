@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 def test_the_document_has_every_route_the_gateway_serves_and_no_other(basic_plan: RuntimePlan) -> None:
     gateway = build_gateway(basic_plan, probes=False)
     served = set(gateway.parts.routes.handlers)  # the surface rows, as the gateway dispatches them
-    for route in gateway.parts.admin.routes:  # the admin app, as Starlette registered it
+    for route in gateway.parts.admin.app.routes:  # the admin app, as Starlette registered it
         assert isinstance(route, Route), route
         served |= {(method, route.path_format) for method in route.methods}
     documented = {(method.upper(), path) for path, ops in document()["paths"].items() for method in ops}
