@@ -137,12 +137,15 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.ops.contract",  # the routes' contracts: read only to build /openapi.json
     "interlock.runtime.surfaces.contract",
     "interlock.schema.config",  # the config schema: the compiler's (the runtime reads the plan's)
+    "interlock.runtime.loaded.access",  # caller keys (the core reads the Caller: loaded/callers.py)
+    "interlock.common.apikeys",
+    "interlock.runtime.loaded.cors",  # CORS rules
 )
 # The lines of every interlock module the smallest plan's gateway loads: measured 25,422 (142
 # modules) before the feature table, 24,440 (147) after it; 24,478 (147) -> 23,846 (145) without the
-# config schema, 22,871 (141) with the ops app built by its first request; the issue's goal is 9,000.
-# Fails when the core grows past it.
-CORE_LINES = 23_100
+# config schema, 22,871 (141) with the ops app built by its first request, 22,467 (139) without caller
+# keys and CORS; the issue's goal is 9,000. Fails when the core grows past it.
+CORE_LINES = 22_700
 
 
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from interlock.runtime.app.parts import Parts, build_parts
 from interlock.runtime.base.asgi import Message, Receive, Scope, Send, closing, has_body, send_json
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.loaded.access import needs_key
+from interlock.runtime.loaded.callers import needs_key
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.surfaces.base import Failure
 from interlock.runtime.surfaces.openai import ChatCompletions

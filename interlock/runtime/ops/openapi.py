@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.loaded.access import ANONYMOUS, Caller, needs_key, operator_route
+from interlock.runtime.loaded.callers import ANONYMOUS, Caller, needs_key, operator_route
 from interlock.runtime.surfaces.contract import OPENAI_ERROR, Doc
 
 if TYPE_CHECKING:

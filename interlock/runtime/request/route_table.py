@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from interlock.runtime.loaded.access import needs_key
+from interlock.runtime.loaded.callers import needs_key
 from interlock.runtime.request import listing
 from interlock.runtime.request.count_tokens import count_tokens
 from interlock.runtime.request.lifecycle import Handler, handler
@@ -35,10 +35,10 @@ class Row:
 
 def served(method: str, path: str, surface: Surface, doc: str) -> Row:
     """A row whose handler runs the request lifecycle for ``surface``; its path is behind the caller
-    keys (``access.needs_key``), which the lifecycle takes as settled: it authenticates every request
+    keys (``callers.needs_key``), which the lifecycle takes as settled: it authenticates every request
     whenever the plan has keys."""
     if not needs_key(path):
-        raise ValueError(f"{path}: a lifecycle route must be behind the caller keys (access.OPEN_PATHS)")
+        raise ValueError(f"{path}: a lifecycle route must be behind the caller keys (callers.OPEN_PATHS)")
     return Row(method, path, handler(surface), surface, doc, metered=True)
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from interlock.runtime.fleet.scoring import Scorer
     from interlock.runtime.fleet.speeds import SpeedBook
     from interlock.runtime.fleet.sticky import StickyTable
-    from interlock.runtime.loaded.access import Caller
+    from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.request.router import Router
     from interlock.runtime.state.base import SlotBackend

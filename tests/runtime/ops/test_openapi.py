@@ -109,7 +109,7 @@ def test_every_route_that_takes_a_body_documents_it() -> None:
 
 
 def test_under_auth_the_routes_behind_keys_declare_them_and_their_401() -> None:
-    from interlock.runtime.loaded.access import needs_key
+    from interlock.runtime.loaded.callers import needs_key
 
     for mode, anonymous in (("required", []), ("optional", [{}])):
         doc = document(auth=mode)
