@@ -68,9 +68,7 @@ from interlock.runtime.request.services import Current, LiveState, RequestServic
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
-from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.ollama import OllamaAdapter
-from interlock.runtime.upstream.openai import OpenAIAdapter
+from interlock.runtime.upstream.base import Adapter, KindAdapters
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
@@ -78,13 +76,16 @@ if TYPE_CHECKING:
     from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.upstream.ollama import OllamaAdapter
+    from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock")
 
 AdapterOpener = Callable[[Metrics], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
 """Opens the upstream client (counting into the gateway's metrics): ``(adapters by kind, close)``;
-called once, at startup."""
+called once, at startup. The default's adapters are a ``KindAdapters``: made for the kinds each plan
+names, when it loads (``Upstream.want``); a test's opener may hand a plain mapping of them all."""
 
 SPEEDS_SAVE_INTERVAL_S = 30.0
 """How often learned speeds are written to the state file (when they changed); also at shutdown."""
@@ -94,10 +95,8 @@ async def open_default_adapters(
     metrics: Metrics,
 ) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
     """One shared transport (``net/transport.py::TRANSPORTS``: the own client, net/client.py, unless
-    ``INTERLOCK_TRANSPORT`` names another) behind every kind's adapter."""
-    from interlock.common.kinds import PROVIDER_KINDS
+    ``INTERLOCK_TRANSPORT`` names another) behind the adapter of every kind a plan names."""
     from interlock.runtime.net.transport import opener
-    from interlock.runtime.upstream.base import adapter_for
 
     strays, health = metrics.upstream_strays, metrics.view.health
 
@@ -110,7 +109,7 @@ async def open_default_adapters(
     if name != "own":
         log.warning("INTERLOCK_TRANSPORT=%s: upstream requests go through %s (debugging)", name, name)
     client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
-    return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
+    return KindAdapters(client), client.aclose
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +190,7 @@ def build_parts(
     current.hooks = features.hooks(plan)
     reloads = Reloads(
         source,
-        functools.partial(_swap, live, features),
+        functools.partial(_swap, live, features, upstream),
         current,
         status,
         books.metrics,
@@ -341,9 +340,9 @@ def _loops(current: Current, books: Books, upstream: Upstream, clock: Clock, wal
     )
 
 
-def _swap(live: LiveState, features: Plugged, plan: RuntimePlan) -> None:
-    """A reload: what outlives the plan is configured for the new one, its features settled, then the
-    plan is replaced whole."""
+def _swap(live: LiveState, features: Plugged, upstream: Upstream, plan: RuntimePlan) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled and its
+    providers' kinds given adapters, then the plan is replaced whole."""
     health, learned = live.health, live.learned
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
@@ -352,6 +351,7 @@ def _swap(live: LiveState, features: Plugged, plan: RuntimePlan) -> None:
     if learned is not None:
         learned.configure(endpoints_of(plan))
     live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
+    upstream.want(plan)  # its kinds' adapters, imported now if new
     live.current.plan = plan
     gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
@@ -379,7 +379,7 @@ def lifespan_of(
             )
 
     async def open_upstream() -> None:
-        await upstream.start(services.metrics)
+        await upstream.start(services.metrics, live.plan)
         ollama = upstream.ollama()
         if ollama is not None:
             observe_speed, observe_prefill = live.speeds.observe, live.scorer.prefixes.prefill.observe
@@ -437,15 +437,23 @@ class Upstream:
     """The upstream adapters by kind (the one dictionary the router and the probes hold): empty until
     ``start`` opens the client (``AdapterOpener``); ``stop`` closes it."""
 
-    __slots__ = ("_close", "_open", "adapters")
+    __slots__ = ("_close", "_open", "_opened", "adapters")
 
     def __init__(self, open_adapters: AdapterOpener) -> None:
         self.adapters: dict[str, Adapter] = {}
         self._open = open_adapters
+        self._opened: Mapping[str, Adapter] = {}
         self._close: Callable[[], Awaitable[None]] | None = None
 
-    async def start(self, metrics: Metrics) -> None:
-        opened, self._close = await self._open(metrics)
+    async def start(self, metrics: Metrics, plan: RuntimePlan) -> None:
+        self._opened, self._close = await self._open(metrics)
+        self.want(plan)
+
+    def want(self, plan: RuntimePlan) -> None:
+        """The adapters of the kinds ``plan`` names (their modules imported now, at plan load)."""
+        opened = self._opened
+        if isinstance(opened, KindAdapters):
+            opened.want(provider.kind for provider in plan.providers.values())
         self.adapters.update(opened)
 
     async def stop(self) -> None:
@@ -455,10 +463,18 @@ class Upstream:
 
     def ollama(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
+        if adapter is None:  # no plan named the kind: its module is not imported
+            return None
+        from interlock.runtime.upstream.ollama import OllamaAdapter  # imported with the adapter
+
         return adapter if isinstance(adapter, OllamaAdapter) else None
 
     def openai(self) -> OpenAIAdapter | None:
         adapter = self.adapters.get("openai")
+        if adapter is None:
+            return None
+        from interlock.runtime.upstream.openai import OpenAIAdapter
+
         return adapter if isinstance(adapter, OpenAIAdapter) else None
 
 
