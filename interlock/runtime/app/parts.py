@@ -57,42 +57,39 @@ from interlock.runtime.fleet.probes import ProbeLoop
 from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.ops.admin import build_admin
+from interlock.runtime.ops.on_demand import OpsApp
 from interlock.runtime.request.route_table import RouteTable, route_table
 from interlock.runtime.request.router import Router
 from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.ollama import OllamaAdapter
-from interlock.runtime.upstream.openai import OpenAIAdapter
+from interlock.runtime.upstream.base import Adapter, KindAdapters
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
     from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.fleet.plug import Fleet
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.upstream.ollama import OllamaAdapter
+    from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock")
 
 AdapterOpener = Callable[[Metrics], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
 """Opens the upstream client (counting into the gateway's metrics): ``(adapters by kind, close)``;
-called once, at startup."""
+called once, at startup. The default's adapters are a ``KindAdapters``: made for the kinds each plan
+names, when it loads (``Upstream.want``); a test's opener may hand a plain mapping of them all."""
 
 
 async def open_default_adapters(
     metrics: Metrics,
 ) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
     """One shared transport (``net/transport.py::TRANSPORTS``: the own client, net/client.py, unless
-    ``INTERLOCK_TRANSPORT`` names another) behind every kind's adapter."""
-    from interlock.common.kinds import PROVIDER_KINDS
+    ``INTERLOCK_TRANSPORT`` names another) behind the adapter of every kind a plan names."""
     from interlock.runtime.net.transport import opener
-    from interlock.runtime.upstream.base import adapter_for
 
     strays, health = metrics.upstream_strays, metrics.view.health
 
@@ -105,7 +102,7 @@ async def open_default_adapters(
     if name != "own":
         log.warning("INTERLOCK_TRANSPORT=%s: upstream requests go through %s (debugging)", name, name)
     client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
-    return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
+    return KindAdapters(client), client.aclose
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +123,7 @@ class Parts:
 
     services: RequestServices  # what every handler of the request path gets
     live: LiveState  # the live state as the ops app reads it: plan, status, books, fleet, ledger, metrics
-    admin: FastAPI  # the ops routes (the cold endpoints), on ``live``
+    admin: OpsApp  # the ops routes (the cold endpoints), on ``live``: built by the first that is asked
     routes: RouteTable  # the surface routes, dispatched by one lookup
     loops: Loops  # the background loops (also in ``lifespan``)
     lifespan: Lifespan  # everything started at startup in order, stopped at shutdown in reverse
@@ -183,7 +180,7 @@ def build_parts(
     )
     features = Plugged(services)  # the feature table's rows, plugged in as plans want them
     current.hooks = features.hooks(plan)
-    swap = functools.partial(_swap, live, features, seat)
+    swap = functools.partial(_swap, live, features, seat, upstream)
     reloads = Reloads(
         source,
         swap,
@@ -199,7 +196,7 @@ def build_parts(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
     lifespan = lifespan_of(live, services, loops, reloads, upstream, taught, probes=probes)
-    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
+    return Parts(services, live, OpsApp(live), route_table(), loops, lifespan, reloads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +322,7 @@ class FleetSeat:
             router.rechain(chain(self._kit()))
             self._chained = True
         if fleet is not None and running:
-            _start_fleet(fleet, self._upstream, probes=self._probes)
+            _start_fleet(fleet, probes=self._probes)
 
     def _plug(self) -> Fleet:
         books, current, state_dir = self._books, self._current, self._state_dir
@@ -353,10 +350,9 @@ class FleetSeat:
         )
 
 
-def _start_fleet(fleet: Fleet, upstream: Upstream, *, probes: bool) -> None:
+def _start_fleet(fleet: Fleet, *, probes: bool) -> None:
     """A fleet plugged by a reload, once the gateway runs: what it runs beside the requests starts now
     (stopped with the rest, by the lifespan's steps)."""
-    fleet.attach(upstream.ollama())
     _STARTING.add(task := asyncio.ensure_future(fleet.kept.start()))
     task.add_done_callback(_STARTING.discard)
     if probes:
@@ -367,19 +363,22 @@ def _start_fleet(fleet: Fleet, upstream: Upstream, *, probes: bool) -> None:
 _STARTING: set[asyncio.Future[None]] = set()  # a reload's fleet reading its speeds file (a reference kept)
 
 
-def _swap(live: LiveState, features: Plugged, seat: FleetSeat, plan: RuntimePlan) -> None:
-    """A reload: what outlives the plan is configured for the new one, its features settled, then the
+def _swap(live: LiveState, features: Plugged, seat: FleetSeat, upstream: Upstream, plan: RuntimePlan) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled and its
+    providers' kinds given adapters (and, the first time it has workers, the fleet plugged in), then the
     plan is replaced whole."""
     health, learned = live.health, live.learned
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
     live.slots.configure(plan.workers)
-    seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
-    if live.fleet is not None:
-        live.fleet.configure(plan)
     if learned is not None:
         learned.configure(endpoints_of(plan))
     live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
+    upstream.want(plan)  # its kinds' adapters, imported now if new
+    seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
+    if live.fleet is not None:
+        live.fleet.configure(plan)
+        live.fleet.attach(upstream.ollama())  # an Ollama adapter this plan's kinds brought
     live.current.plan = plan
     gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
@@ -407,7 +406,7 @@ def lifespan_of(
             )
 
     async def open_upstream() -> None:
-        await upstream.start(services.metrics)
+        await upstream.start(services.metrics, live.plan)
         if live.fleet is not None:
             live.fleet.attach(upstream.ollama())
 
@@ -469,15 +468,23 @@ class Upstream:
     """The upstream adapters by kind (the one dictionary the router and the probes hold): empty until
     ``start`` opens the client (``AdapterOpener``); ``stop`` closes it."""
 
-    __slots__ = ("_close", "_open", "adapters")
+    __slots__ = ("_close", "_open", "_opened", "adapters")
 
     def __init__(self, open_adapters: AdapterOpener) -> None:
         self.adapters: dict[str, Adapter] = {}
         self._open = open_adapters
+        self._opened: Mapping[str, Adapter] = {}
         self._close: Callable[[], Awaitable[None]] | None = None
 
-    async def start(self, metrics: Metrics) -> None:
-        opened, self._close = await self._open(metrics)
+    async def start(self, metrics: Metrics, plan: RuntimePlan) -> None:
+        self._opened, self._close = await self._open(metrics)
+        self.want(plan)
+
+    def want(self, plan: RuntimePlan) -> None:
+        """The adapters of the kinds ``plan`` names (their modules imported now, at plan load)."""
+        opened = self._opened
+        if isinstance(opened, KindAdapters):
+            opened.want(provider.kind for provider in plan.providers.values())
         self.adapters.update(opened)
 
     async def stop(self) -> None:
@@ -487,10 +494,18 @@ class Upstream:
 
     def ollama(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
+        if adapter is None:  # no plan named the kind: its module is not imported
+            return None
+        from interlock.runtime.upstream.ollama import OllamaAdapter  # imported with the adapter
+
         return adapter if isinstance(adapter, OllamaAdapter) else None
 
     def openai(self) -> OpenAIAdapter | None:
         adapter = self.adapters.get("openai")
+        if adapter is None:
+            return None
+        from interlock.runtime.upstream.openai import OpenAIAdapter
+
         return adapter if isinstance(adapter, OpenAIAdapter) else None
 
 

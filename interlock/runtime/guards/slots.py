@@ -42,7 +42,7 @@ from interlock.runtime.fleet.prefix import Prefix, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer
 from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard, Kit
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import Candidate, Check, Route, RoutingSettings
 from interlock.runtime.state.base import SlotBackend
 

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from interlock.runtime.base.errors import shown
 from interlock.runtime.books.metrics import CONTENT_TYPE
 from interlock.runtime.fleet.fit import guaranteed_window
-from interlock.runtime.loaded.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.loaded.callers import ANONYMOUS, Caller, caller_of
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate, Provider, WorkerLimits, worker_label
 from interlock.runtime.ops.routes import ROUTES

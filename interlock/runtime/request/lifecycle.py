@@ -59,7 +59,7 @@ from interlock.runtime.usage.metering import (
 from interlock.runtime.wire.base import ChatStream, Relayed, StreamRender
 
 if TYPE_CHECKING:
-    from interlock.runtime.loaded.access import Caller
+    from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.request.services import RequestServices, Settle, Stake
     from interlock.runtime.usage.base import Tally

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from interlock.runtime.books.samples import Samples
     from interlock.runtime.fleet.facts import FactsTable
     from interlock.runtime.fleet.plug import Fleet
-    from interlock.runtime.loaded.access import Caller
+    from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.request.router import Router
     from interlock.runtime.state.base import SlotBackend
