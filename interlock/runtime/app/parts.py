@@ -160,6 +160,7 @@ def build_parts(
     test runs their rounds by hand); ``slots``, ``ledger``, ``audit`` and ``tracing`` are the serve
     options' (else this process's slot table and an in-memory ledger)."""
     current = Current(plan)
+    routes = route_table(plan.source.server.surfaces)  # the surfaces the plan serves: imported now
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
     books = _books(current, slots, ledger, audit, access_log, clock, wall)
     loops = _loops(current, books, upstream, clock, wall)
@@ -190,7 +191,7 @@ def build_parts(
     current.hooks = features.hooks(plan)
     reloads = Reloads(
         source,
-        functools.partial(_swap, live, features, upstream),
+        functools.partial(_swap, live, features, upstream, routes),
         current,
         status,
         books.metrics,
@@ -204,7 +205,7 @@ def build_parts(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
     lifespan = lifespan_of(live, services, loops, reloads, upstream, (kept, taught), probes=probes)
-    return Parts(services, live, OpsApp(live), route_table(), loops, lifespan, reloads)
+    return Parts(services, live, OpsApp(live), routes, loops, lifespan, reloads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,9 +341,11 @@ def _loops(current: Current, books: Books, upstream: Upstream, clock: Clock, wal
     )
 
 
-def _swap(live: LiveState, features: Plugged, upstream: Upstream, plan: RuntimePlan) -> None:
-    """A reload: what outlives the plan is configured for the new one, its features settled and its
-    providers' kinds given adapters, then the plan is replaced whole."""
+def _swap(
+    live: LiveState, features: Plugged, upstream: Upstream, routes: RouteTable, plan: RuntimePlan
+) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled, its
+    providers' kinds given adapters and its surfaces routed, then the plan is replaced whole."""
     health, learned = live.health, live.learned
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
@@ -352,6 +355,7 @@ def _swap(live: LiveState, features: Plugged, upstream: Upstream, plan: RuntimeP
         learned.configure(endpoints_of(plan))
     live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
     upstream.want(plan)  # its kinds' adapters, imported now if new
+    routes.serve(plan.source.server.surfaces)  # its surfaces' rows, imported now if new
     live.current.plan = plan
     gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
