@@ -333,7 +333,7 @@ async def worker_choice(gateway: Gateway, raw: bytes, requests: int) -> str:
     from interlock.runtime.guards import Admission
     from interlock.runtime.guards.preflight import Preflight
     from interlock.runtime.guards.slots import SlotGuard
-    from interlock.runtime.loaded.access import ANONYMOUS, COMMON, Turn
+    from interlock.runtime.loaded.callers import ANONYMOUS, COMMON, Turn
     from interlock.runtime.request.resolve import resolve
 
     plan = gateway.plan

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from interlock.common.kinds import PROVIDER_KINDS as PROVIDER_KINDS
 from interlock.schema.durations import Duration
 from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
+from interlock.schema.plan import RETRY_DEFAULTS as RETRY_DEFAULTS  # the plan's (the runtime reads it)
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
 CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
@@ -143,12 +144,6 @@ class ProviderTimeouts(_Section):
     first_byte: Duration | None = None
     idle: Duration | None = None
     total: Duration | None = None
-
-
-RETRY_DEFAULTS = {"count": 1, "backoff": 500, "retry_after_max": 5_000}
-"""A candidate's retries when neither its provider nor the alias says (docs/runtime.md#retries): one
-retry, half a second's backoff (doubled for each later one, with jitter), a `Retry-After` up to 5 s
-waited for. Measured: `bench/failover.py` (docs/benchmarks.md#the-failover-drill-benchfailoverpy)."""
 
 
 class RetrySection(_Section):

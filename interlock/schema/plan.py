@@ -16,6 +16,10 @@ from interlock.common.kinds import DEFAULT_IDLE_MS, KindName
 PLAN_FORMAT_VERSION = 1
 DEFAULT_MAX_UPSTREAM_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_STREAM_LINE_BYTES = 1024 * 1024
+RETRY_DEFAULTS = {"count": 1, "backoff": 500, "retry_after_max": 5_000}
+"""A candidate's retries when neither its provider nor the alias says (docs/runtime.md#retries): one
+retry, half a second's backoff (doubled for each later one, with jitter), a `Retry-After` up to 5 s
+waited for. Measured: `bench/failover.py` (docs/benchmarks.md#the-failover-drill-benchfailoverpy)."""
 
 
 class _Frozen(BaseModel):

@@ -23,7 +23,7 @@ from interlock.runtime.base.errors import (
 )
 from interlock.runtime.books.estimate import Needs
 from interlock.runtime.guards.ceiling import said
-from interlock.runtime.loaded.access import COMMON
+from interlock.runtime.loaded.callers import COMMON
 from interlock.runtime.loaded.tables import PreflightSettings
 
 # -- what the guards found -------------------------------------------------------------------------

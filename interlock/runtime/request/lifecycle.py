@@ -57,7 +57,7 @@ from interlock.runtime.usage.metering import (
 )
 
 if TYPE_CHECKING:
-    from interlock.runtime.loaded.access import Caller
+    from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.loaded.tables import Target
     from interlock.runtime.request.services import RequestServices, Stake

@@ -12,7 +12,7 @@ import orjson
 
 from interlock.runtime.base.asgi import ClientGone, Receive, Scope, Send, read_object, send_json
 from interlock.runtime.base.errors import GatewayError, InvalidRequest, shown
-from interlock.runtime.loaded.access import caller_of
+from interlock.runtime.loaded.callers import caller_of
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Alias, Candidate
 from interlock.runtime.wire.ollama_caller import VERSION, error_body

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from interlock.runtime.loaded.access import needs_key
+from interlock.runtime.loaded.callers import needs_key
 from interlock.runtime.request import listing
 from interlock.runtime.request.count_tokens import count_tokens
 from interlock.runtime.request.lifecycle import Handler, handler
-from interlock.runtime.surfaces import anthropic, contract, ollama, openai, responses
+from interlock.runtime.surfaces import anthropic, ollama, openai, responses
 from interlock.runtime.surfaces.base import Surface
-from interlock.runtime.surfaces.contract import Doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,16 +28,17 @@ class Row:
     path: str
     handler: Handler
     surface: Surface  # errors on this path (a wrong method) are worded in its shape
-    doc: Doc  # what it takes and answers: its part of the OpenAPI document (``runtime.ops.openapi``)
+    doc: str  # what it takes and answers: the name of its ``Doc`` in ``surfaces/contract.py``, read only
+    # to build the OpenAPI document (``runtime.ops.openapi``), never by the gateway's start
     metered: bool = False  # the handler runs the lifecycle: its answers are counted and logged
 
 
-def served(method: str, path: str, surface: Surface, doc: Doc) -> Row:
+def served(method: str, path: str, surface: Surface, doc: str) -> Row:
     """A row whose handler runs the request lifecycle for ``surface``; its path is behind the caller
-    keys (``access.needs_key``), which the lifecycle takes as settled: it authenticates every request
+    keys (``callers.needs_key``), which the lifecycle takes as settled: it authenticates every request
     whenever the plan has keys."""
     if not needs_key(path):
-        raise ValueError(f"{path}: a lifecycle route must be behind the caller keys (access.OPEN_PATHS)")
+        raise ValueError(f"{path}: a lifecycle route must be behind the caller keys (callers.OPEN_PATHS)")
     return Row(method, path, handler(surface), surface, doc, metered=True)
 
 
@@ -47,24 +47,23 @@ def rows() -> tuple[Row, ...]:
     native_chat, generate = ollama.Chat(), ollama.Generate()
     embed, legacy = ollama.Embed(), ollama.LegacyEmbeddings()
     messages, responses_ = anthropic.Messages(), responses.Responses()
-    c = contract
     return (
-        served("POST", "/v1/chat/completions", chat, c.CHAT),
-        served("POST", "/v1/embeddings", embeddings, c.EMBEDDINGS),
-        served("POST", "/api/chat", native_chat, c.NATIVE_CHAT),
-        served("POST", "/api/generate", generate, c.GENERATE),
-        served("POST", "/api/embed", embed, c.EMBED),
-        served("POST", "/api/embeddings", legacy, c.LEGACY_EMBEDDINGS),
-        Row("GET", "/api/tags", listing.tags, embed, c.TAGS),
-        Row("HEAD", "/api/tags", listing.tags, embed, c.TAGS),
-        Row("POST", "/api/show", listing.show, embed, c.SHOW),
-        Row("GET", "/api/ps", listing.ps, embed, c.PS),
-        Row("GET", "/api/version", listing.version, embed, c.VERSION),
-        Row("GET", "/", listing.root, embed, c.ROOT),
-        Row("HEAD", "/", listing.root, embed, c.ROOT),
-        served("POST", "/v1/responses", responses_, c.RESPONSES),
-        served("POST", "/v1/messages", messages, c.MESSAGES),
-        Row("POST", "/v1/messages/count_tokens", count_tokens, messages, c.COUNT_TOKENS),
+        served("POST", "/v1/chat/completions", chat, "CHAT"),
+        served("POST", "/v1/embeddings", embeddings, "EMBEDDINGS"),
+        served("POST", "/api/chat", native_chat, "NATIVE_CHAT"),
+        served("POST", "/api/generate", generate, "GENERATE"),
+        served("POST", "/api/embed", embed, "EMBED"),
+        served("POST", "/api/embeddings", legacy, "LEGACY_EMBEDDINGS"),
+        Row("GET", "/api/tags", listing.tags, embed, "TAGS"),
+        Row("HEAD", "/api/tags", listing.tags, embed, "TAGS"),
+        Row("POST", "/api/show", listing.show, embed, "SHOW"),
+        Row("GET", "/api/ps", listing.ps, embed, "PS"),
+        Row("GET", "/api/version", listing.version, embed, "VERSION"),
+        Row("GET", "/", listing.root, embed, "ROOT"),
+        Row("HEAD", "/", listing.root, embed, "ROOT"),
+        served("POST", "/v1/responses", responses_, "RESPONSES"),
+        served("POST", "/v1/messages", messages, "MESSAGES"),
+        Row("POST", "/v1/messages/count_tokens", count_tokens, messages, "COUNT_TOKENS"),
     )
 
 

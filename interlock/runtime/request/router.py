@@ -44,7 +44,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlock.runtime.base.errors import (
@@ -65,7 +65,7 @@ from interlock.runtime.books.learned import Learned
 from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.books.record import Answered, CandidateRefused
 from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.guards import DEFER, Admission, Guard, compiled, steps
+from interlock.runtime.guards import DEFER, Admission, Chains, Guard, Step, compiled, steps
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.tables import Candidate, RetryPolicy, Route, Target
@@ -74,6 +74,7 @@ from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 if TYPE_CHECKING:
+    from interlock.runtime.fleet.signals.progress import ProgressBook
     from interlock.runtime.tracing.otel import Tracing
 
 T = TypeVar("T")
@@ -128,13 +129,18 @@ class Router:
         learned: Learned | None = None,
     ) -> None:
         self.health = health
-        self.chains = compiled(guards)  # indexed by ``Candidate.checks``: the guards that apply to it
-        self.steps = tuple(steps(chain) for chain in self.chains)  # the same, as the walk runs them
+        self.chains: Chains = ()  # indexed by ``Candidate.checks``: the guards that apply to it
+        self.steps: tuple[tuple[Step, ...], ...] = ()  # the same, as the walk runs them
+        self.rechain(guards)
         self.adapters = adapters
         self.metrics = metrics
         self.tracing = tracing  # spans per attempt (``--otel``), else None
         self.facts = facts if facts is not None else FactsTable()  # learned windows are written here
         self.learned = learned if learned is not None else Learned()  # prompt speeds: the deadlines
+        # the fleet's seat (``fleet/plug.py``, filled by ``app/parts.py`` when a plan first has workers):
+        # the servers that say their progress (a read-only view of ``progress.servers``); empty without
+        self.servers: Collection[str] = frozenset()
+        self.progress: ProgressBook | None = None
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a retry's wait (tests: their own)
         self.rng = random.Random()  # a retry's jitter
 
@@ -163,6 +169,12 @@ class Router:
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
     ) -> Answered[dict[str, Any]]:
         return await self._walk(target, body, _embed, "embeddings", preflight, None)
+
+    def rechain(self, guards: tuple[Guard, ...]) -> None:
+        """The guard chain (built at plan load: again when the fleet's guards join it), compiled for
+        each combination of checks."""
+        self.chains = compiled(guards)
+        self.steps = tuple(steps(chain) for chain in self.chains)
 
     def chain(self, candidate: Candidate) -> tuple[Guard, ...]:
         """The guards ``candidate`` goes through, in order."""
@@ -230,8 +242,8 @@ class Router:
                     if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
                         relayed = ceiling_of(relayed, admission.ceiling)
                     endpoint = route.endpoint
-                    if endpoint.label in self.facts.progress.servers:  # a server that says its progress:
-                        endpoint = self.facts.progress.watched(endpoint)  # a no-progress first_byte
+                    if endpoint.label in self.servers and self.progress is not None:  # a server that says
+                        endpoint = self.progress.watched(endpoint)  # its progress: a no-progress first_byte
                     if preflight is not None:  # first_byte covers the prefill, at the speed learned there
                         endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
                     while True:
@@ -305,8 +317,11 @@ class Router:
         spent = time.perf_counter() - walk.started
         walk.upstream_s += spent
         metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-        busy = isinstance(exc, FirstByteTimeout) and self.facts.progress.busy(
-            label, route.endpoint.first_byte_s
+        progress = self.progress
+        busy = (
+            isinstance(exc, FirstByteTimeout)
+            and progress is not None
+            and progress.busy(label, route.endpoint.first_byte_s)
         )  # the server reported work in progress: never towards the circuit
         self.health.record_failure(
             candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport
 from interlock.runtime.state.pool import SlotLease, SlotPool, SlotTable

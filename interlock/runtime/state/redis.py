@@ -58,7 +58,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import orjson
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SharedLearning, SlotBackend, SlotReport
 from interlock.runtime.state.counters import CallerCounters

@@ -11,7 +11,7 @@ and nothing of the transport leaks past this package.
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -83,3 +83,21 @@ def adapter_for(kind: str, transport: Transport) -> Adapter:
         raise ValueError(f"unknown upstream kind {kind!r}; expected {listed()}")
     adapter: Adapter = row.load_adapter()(transport)
     return adapter
+
+
+class KindAdapters(dict[str, Adapter]):
+    """The adapters by provider kind over one transport, each made (its module imported) when a plan
+    first names its kind (``want``: at start and at a reload's plan load, before the plan is swapped
+    in), never on a request: a plan of ``openai`` providers only never imports the Ollama adapter."""
+
+    __slots__ = ("transport",)
+
+    def __init__(self, transport: Transport) -> None:
+        super().__init__()
+        self.transport = transport
+
+    def want(self, kinds: Iterable[str]) -> None:
+        """An adapter for each of ``kinds`` that has none yet."""
+        for kind in kinds:
+            if kind not in self:
+                self[kind] = adapter_for(kind, self.transport)

@@ -16,7 +16,7 @@ from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.runtime.state.base import Lease
 from interlock.runtime.state.memory import MemorySlots

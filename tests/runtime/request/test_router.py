@@ -35,7 +35,7 @@ from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards.circuit import HealthGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.guards.slots import SlotGuard
-from interlock.runtime.loaded.access import Turn
+from interlock.runtime.loaded.callers import Turn
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.retry import FAST
