@@ -29,10 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.fleet.signals.base import ServerLoad
-from interlock.runtime.fleet.signals.progress import ProgressBook
+if TYPE_CHECKING:
+    from interlock.runtime.fleet.signals.base import ServerLoad
+    from interlock.runtime.fleet.signals.progress import ProgressBook
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,9 @@ class FactsTable:
     """The read-only view others query; the fetcher writes through ``put_*``."""
 
     def __init__(self, progress: ProgressBook | None = None) -> None:
-        # whether each OpenAI-compatible server makes progress, from the same readings (``put_load``)
-        self.progress = progress if progress is not None else ProgressBook()
+        # whether each OpenAI-compatible server makes progress, from the same readings (``put_load``):
+        # the fleet's (``fleet/plug.py``), None until a plan has workers (no server reads its load)
+        self.progress = progress
         self._models: dict[tuple[str, str], ModelInfo] = {}
         self._workers: dict[str, WorkerFacts] = {}
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
@@ -152,7 +154,8 @@ class FactsTable:
 
     def put_load(self, label: str, load: ServerLoad | None) -> None:
         """The signal fetcher's reading of one server (None: it failed, so the load is unknown)."""
-        self.progress.read(label, load)
+        if self.progress is not None:
+            self.progress.read(label, load)
         if load is None:
             self._loads.pop(label, None)
         else:
@@ -168,7 +171,8 @@ class FactsTable:
             del self._loads[label]
         for label in [label for label in self._slot_windows if label not in labels]:
             del self._slot_windows[label]
-        self.progress.keep(labels)
+        if self.progress is not None:
+            self.progress.keep(labels)
 
     def put_model(self, label: str, model: str, info: ModelInfo) -> None:
         self._models[(label, model)] = info

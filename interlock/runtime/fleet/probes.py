@@ -7,7 +7,8 @@ The loop reads the current plan every round, so a reload takes effect at the nex
 also refreshes live Ollama metadata (``MetadataFetcher``: /api/ps, and /api/tags + /api/show when older
 than the plan's TTL) and the load of OpenAI-compatible workers that name their ``server``
 (``SignalFetcher``: ``/metrics``, llama.cpp's ``/slots``), concurrently with the probes; the first round
-runs at start, before readiness.
+runs at start, before readiness. Those two rounds are the fleet's (``fleet/plug.py`` sets them when a plan
+first has workers): a plan without workers probes its endpoints and imports neither.
 Rounds are ``probe_interval`` apart give or take 10% at random, so the processes of a host and the
 replicas of a fleet do not all probe a box in the same instant (what one finds, the others hear:
 ``runtime/state``).
@@ -33,18 +34,21 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.base.periodic import Periodic
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.recovery import RecoveryChecks
-from interlock.runtime.fleet.signals.fetch import SignalFetcher
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import Endpoint
+
+if TYPE_CHECKING:  # the fleet's rounds (``fleet/plug.py``): set when a plan first has workers
+    from interlock.runtime.fleet.metadata import MetadataFetcher
+    from interlock.runtime.fleet.signals.fetch import SignalFetcher
 
 log = logging.getLogger("interlock.probes")
 

@@ -72,4 +72,7 @@ class OllamaOptionsGuard(InstantGuard):
 
 
 def guard(kit: Kit) -> OllamaOptionsGuard:
-    return OllamaOptionsGuard(kit.facts, kit.keep_alive)
+    fleet = kit.fleet
+    if fleet is None:
+        raise ValueError("the Ollama options guard is the fleet's: built only once a plan has workers")
+    return OllamaOptionsGuard(kit.facts, fleet.placement.keep_alive)

@@ -176,4 +176,8 @@ def _labels(turn: Turn) -> tuple[str, str]:
 
 
 def guard(kit: Kit) -> SlotGuard:
-    return SlotGuard(kit.slots, kit.scorer, kit.routing, kit.sticky, kit.fleet, kit.metrics, busy=kit.busy)
+    fleet = kit.fleet
+    if fleet is None:
+        raise ValueError("the slot guard is the fleet's: built only once a plan has workers")
+    line = fleet.line
+    return SlotGuard(kit.slots, fleet.scorer, line.settings, fleet.sticky, line, kit.metrics, busy=fleet.busy)

@@ -44,8 +44,9 @@ class SignalFetcher(Fetcher[OpenAIAdapter]):
     async def refresh(self, plan: RuntimePlan) -> None:
         """One round over every such worker."""
         servers = self.servers(plan)
-        health = plan.health  # the longest between two readings: a round, its jitter, its timeout
-        self.facts.progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s
+        health, progress = plan.health, self.facts.progress
+        if progress is not None:  # the longest between two readings: a round, its jitter, its timeout
+            progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s
         adapter = self.adapter()
         if adapter is not None and servers:
             timeout_s = plan.health.probe_timeout_s

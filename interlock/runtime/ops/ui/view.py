@@ -135,12 +135,12 @@ def loaded_models(live: LiveState, worker: str) -> list[dict[str, Any]] | None:
 def placed_models(live: LiveState, worker: str) -> dict[str, Any] | None:
     """The models placement keeps loaded on ``worker`` and what their warm-up found; None where placement
     is neither on nor able to place anything (``runtime.fleet.placement``)."""
-    plan = live.plan
-    if live.placement is None or not live.placement.shown(plan):
+    plan, fleet = live.plan, live.fleet
+    if fleet is None or not fleet.placement.shown(plan):
         return None
-    known = live.placement.budgets.get(worker)
+    known = fleet.placement.budgets.get(worker)
     budget = known[0] if known is not None else None
-    homes = live.placement.homes.get(worker, ())
+    homes = fleet.placement.homes.get(worker, ())
     return {
         "budget_gib": budget,
         "warm": plan.placement.warm,
@@ -187,7 +187,8 @@ def model_facts(live: LiveState, candidate: Candidate) -> list[dict[str, Any]]:
 
 
 def telemetry(live: LiveState, worker: str) -> dict[str, Any] | None:
-    return live.telemetry.report(worker)
+    fleet = live.fleet  # a plan with workers has one
+    return fleet.telemetry.report(worker) if fleet is not None else None
 
 
 def plan_source(live: LiveState) -> str | None:
