@@ -43,3 +43,18 @@ def test_a_reload_changes_the_surfaces_served(tmp_path: Path) -> None:
     gateway.apply(openai_only)
     assert asyncio.run(statuses()) == (404, 404)
     assert sorted(gateway.parts.routes.paths) == ["/v1/chat/completions", "/v1/embeddings"]
+
+
+def test_the_served_document_lists_the_surfaces_the_plan_serves(tmp_path: Path) -> None:
+    from interlock.runtime.ops.openapi import plan_document
+
+    every = load_plan(compile_text(tmp_path, SMALLEST), {"CLOUD_KEY": "k"})
+    openai_only = load_plan(compile_text(tmp_path, OPENAI_ONLY), {"CLOUD_KEY": "k"})
+    served = {
+        path for path in plan_document(openai_only)["paths"] if not path.startswith(("/v1/models", "/ui"))
+    }
+    assert {"/v1/chat/completions", "/v1/embeddings"} <= served
+    assert not served & {"/v1/messages", "/v1/responses", "/api/chat", "/api/show", "/"}
+    assert {"/v1/messages", "/v1/responses", "/api/chat", "/api/show", "/"} <= set(
+        plan_document(every)["paths"]
+    )
