@@ -151,6 +151,7 @@ def build_parts(
     test runs their rounds by hand); ``slots``, ``ledger``, ``audit`` and ``tracing`` are the serve
     options' (else this process's slot table and an in-memory ledger)."""
     current = Current(plan)
+    routes = route_table(plan.source.server.surfaces)  # the surfaces the plan serves: imported now
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
     books = _books(current, slots, ledger, audit, access_log, clock, wall)
     loops = _loops(current, books, upstream, clock, wall)
@@ -180,7 +181,7 @@ def build_parts(
     )
     features = Plugged(services)  # the feature table's rows, plugged in as plans want them
     current.hooks = features.hooks(plan)
-    swap = functools.partial(_swap, live, features, seat, upstream)
+    swap = functools.partial(_swap, live, features, seat, upstream, routes)
     reloads = Reloads(
         source,
         swap,
@@ -196,7 +197,7 @@ def build_parts(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
     lifespan = lifespan_of(live, services, loops, reloads, upstream, taught, probes=probes)
-    return Parts(services, live, OpsApp(live), route_table(), loops, lifespan, reloads)
+    return Parts(services, live, OpsApp(live), routes, loops, lifespan, reloads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,10 +366,17 @@ def _start_fleet(fleet: Fleet, *, probes: bool) -> None:
 _STARTING: set[asyncio.Future[None]] = set()  # a reload's fleet reading its speeds file (a reference kept)
 
 
-def _swap(live: LiveState, features: Plugged, seat: FleetSeat, upstream: Upstream, plan: RuntimePlan) -> None:
-    """A reload: what outlives the plan is configured for the new one, its features settled and its
-    providers' kinds given adapters (and, the first time it has workers, the fleet plugged in), then the
-    plan is replaced whole."""
+def _swap(
+    live: LiveState,
+    features: Plugged,
+    seat: FleetSeat,
+    upstream: Upstream,
+    routes: RouteTable,
+    plan: RuntimePlan,
+) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled, its
+    providers' kinds given adapters (and, the first time it has workers, the fleet plugged in) and its
+    surfaces routed, then the plan is replaced whole."""
     health, learned = live.health, live.learned
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
@@ -377,6 +385,7 @@ def _swap(live: LiveState, features: Plugged, seat: FleetSeat, upstream: Upstrea
         learned.configure(endpoints_of(plan))
     live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
     upstream.want(plan)  # its kinds' adapters, imported now if new
+    routes.serve(plan.source.server.surfaces)  # its surfaces' rows, imported now if new
     seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
     if live.fleet is not None:
         live.fleet.configure(plan)

@@ -8,8 +8,9 @@ router runs per candidate, ``guards.GUARDS``):
 - ``admit``: after the request is read and resolved, before the walk. A feature may refuse the request
   (raise), narrow its target, cut its output limit, or take a stake (``Exchange.stake``: credits
   reserved, a rate counted) that is settled however the request ends;
-- ``settle``: after the walk (or a refusal before it), with the request's metered usage (``Tally``, or
-  None when no upstream answered): plain calls, in table order, before the stakes are released.
+- ``settle``: after the walk, when an upstream answered, with the request's metered usage (``Tally``):
+  plain calls, in table order, before the stakes are released (a request no upstream answered settles
+  only its stakes).
 
 ``FEATURES`` is the table: one row per feature, its module's import path, and whether a plan wants it.
 At plan load (and again at every reload) ``Plugged.hooks`` keeps the rows the plan wants and imports

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 # The lifecycle's extension points (``features``): what a feature's hooks are called with is the
 # request's ``lifecycle.Exchange`` (``Any`` here: this module stands below the lifecycle).
 Admit = Callable[[Any], Any]  # at ``admit``: returns None, or (``waits``) an awaitable of None
-Settle = Callable[[Any, "Tally | None"], None]  # at ``settle``: the request's usage, None if unanswered
+Settle = Callable[[Any, "Tally"], None]  # at ``settle``: the usage of a request an upstream answered
 Stake = Callable[["Tally | None"], Awaitable[None]]  # what a feature took for one request, given back
 # before the body is read: (services, scope, send, surface, *, route, metered) -> the caller, or None
 # when it was refused (and answered)
