@@ -149,6 +149,8 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.guards.slots",
     "interlock.runtime.guards.ollama_options",
     "interlock.runtime.telemetry",
+    "interlock.runtime.state.pool",  # the workers' slots and their fair queue: made by a plan with workers
+    "interlock.runtime.state.fair",
     "interlock.runtime.ops.admin",  # the ops app (FastAPI): built by the first cold request
     "interlock.runtime.ops.routes",
     "interlock.runtime.ops.contract",  # the routes' contracts: read only to build /openapi.json
