@@ -330,6 +330,8 @@ class FleetSeat:
         plug: Callable[..., Fleet] = importlib.import_module(FLEET.module).plug
         return plug(
             plan=_served(current),
+            routing=lambda: current.plan.routing,
+            workers=lambda: current.plan.workers,
             facts=books.facts,
             slots=books.slots,
             metrics=books.metrics,

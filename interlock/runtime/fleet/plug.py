@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from interlock.runtime.fleet.facts import FactsTable
     from interlock.runtime.fleet.probes import ProbeLoop
     from interlock.runtime.loaded.plan import RuntimePlan
+    from interlock.runtime.loaded.tables import RoutingSettings, WorkerLimits
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.upstream.ollama import OllamaAdapter
     from interlock.runtime.upstream.openai import OpenAIAdapter
@@ -104,6 +105,8 @@ class Fleet:
 def plug(
     *,
     plan: Callable[[], RuntimePlan],
+    routing: Callable[[], RoutingSettings],
+    workers: Callable[[], Mapping[str, WorkerLimits]],
     facts: FactsTable,
     slots: SlotBackend,
     metrics: Metrics,
@@ -117,16 +120,18 @@ def plug(
     wall: Clock = time.time,
 ) -> Fleet:
     """The fleet of one gateway, on the core's books; its rounds, gauges and line handed to the core's
-    probe loop and metrics here (the router's and the guards' seats are filled by ``app/parts.py``)."""
+    probe loop and metrics here (the router's and the guards' seats are filled by ``app/parts.py``).
+    ``routing`` and ``workers`` are the plan of the moment's, read per request by worker choice: one
+    call each, not one through ``plan``."""
     now = plan()
     telemetry = TelemetryBook(wall=wall)
     progress = ProgressBook(clock=clock)
     facts.progress = progress
     speeds = SpeedBook(now.routing.speed_smoothing)
-    occupancy = backend_occupancy(slots, lambda: plan().workers)
+    occupancy = backend_occupancy(slots, workers)
     prefixes = PrefixIndex(prefill=learned.prefill)  # the prompt speeds answers taught: one book
     scorer = Scorer(facts, telemetry, speeds, occupancy, clock=clock, wall=wall, prefixes=prefixes)
-    line = FleetLine(slots, scorer, lambda: plan().routing, lambda: plan().workers, clock=clock)
+    line = FleetLine(slots, scorer, routing, workers, clock=clock)
     placement = PlacementBook(facts, metrics, clock, telemetry)
     probes.metadata = MetadataFetcher(facts, ollama, metrics, clock)
     probes.signals = SignalFetcher(facts, openai, metrics, clock)
