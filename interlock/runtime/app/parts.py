@@ -495,7 +495,7 @@ class Upstream:
         """The adapters of the kinds ``plan`` names (their modules imported now, at plan load)."""
         opened = self._opened
         if isinstance(opened, KindAdapters):
-            opened.want(provider.kind for provider in plan.providers.values())
+            opened.want((p.kind for p in plan.providers.values()), plan.source.server.surfaces)
         self.adapters.update(opened)
 
     async def stop(self) -> None:
