@@ -165,8 +165,9 @@ NOT_IN_THE_CORE = (
 # config schema, 22,871 (141) with the ops app built by its first request, 22,467 (139) without caller
 # keys and CORS, 17,608 (109) with the fleet a row (fleet/'s worker modules and telemetry/ out: -4,859
 # lines, -30 modules), 17,692 (109) with the route table per surface (server.surfaces), and a
-# plan serving OpenAI only 14,656 (98); the issue's goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 17_800
+# plan serving OpenAI only 14,656 (98); 17,415 (107) without the workers' slot table (state/pool.py,
+# state/fair.py); the issue's goal is 9,000. Fails when the core grows past it.
+CORE_LINES = 17_500
 
 
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
