@@ -55,7 +55,7 @@ from interlock.common.apikeys import hash_key, new_key
 from interlock.runtime.app.gateway import Gateway
 from interlock.runtime.base.asgi import DISCONNECT, Disconnect
 from interlock.runtime.books.audit import AuditLog, open_sink
-from interlock.runtime.fleet.signals.base import ServerLoad
+from interlock.runtime.books.facts import ServerLoad
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
@@ -288,7 +288,7 @@ def choice_cost(raw: bytes, requests: int) -> str:
     reading, cached and evicted prefill at the learned prompt speed), the send noted in each one's
     modelled cache (2 slots). Sessions rotate over 8 system prompts, so hits, misses and evictions all
     occur. The least of five runs."""
-    from interlock.runtime.fleet.facts import FactsTable
+    from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.fleet.prefix import prompt_prefix
     from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
     from interlock.runtime.fleet.speeds import SpeedBook

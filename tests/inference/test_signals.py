@@ -20,8 +20,8 @@ import orjson
 import pytest
 
 from interlock.commands.gateway import build_gateway
+from interlock.runtime.books.facts import ServerLoad
 from interlock.runtime.fleet.signals import llamacpp
-from interlock.runtime.fleet.signals.base import ServerLoad
 from tests.e2e.harness import wait_until
 from tests.inference.llama import LlamaServer
 from tests.runtime.conftest import build, compile_text

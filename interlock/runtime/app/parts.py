@@ -45,16 +45,16 @@ from interlock.runtime.base import gc_policy
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.learned import CountBook, Learned, PrefillBook
 from interlock.runtime.books.learned_kept import KeptLearned
 from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.books.probes import ProbeLoop
+from interlock.runtime.books.recovery import RecoveryChecks
 from interlock.runtime.books.samples import Samples
 from interlock.runtime.features import FLEET, Plugged
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.probes import ProbeLoop
-from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.on_demand import OpsApp

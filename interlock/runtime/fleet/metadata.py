@@ -27,7 +27,7 @@ from interlock.runtime.base.errors import (
     FirstByteTimeout,
     TotalTimeout,
 )
-from interlock.runtime.fleet.facts import ModelInfo
+from interlock.runtime.books.facts import ModelInfo
 from interlock.runtime.fleet.fetcher import Failed, Fetcher
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.ollama import OllamaAdapter

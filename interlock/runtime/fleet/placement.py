@@ -53,10 +53,10 @@ from typing import Any
 from interlock.common.packing import Packing, Want, pack
 from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.facts import FactsTable
+from interlock.runtime.books.fit import capabilities_on, effective_context
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import PlacedModel, worker_label
 from interlock.runtime.telemetry.collector import TelemetryBook

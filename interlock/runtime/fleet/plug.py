@@ -47,11 +47,11 @@ from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.telemetry.gauges import families
 
 if TYPE_CHECKING:
+    from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.books.learned import Learned
     from interlock.runtime.books.metrics import Metrics
-    from interlock.runtime.fleet.facts import FactsTable
-    from interlock.runtime.fleet.probes import ProbeLoop
+    from interlock.runtime.books.probes import ProbeLoop
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.loaded.tables import RoutingSettings, WorkerLimits
     from interlock.runtime.state.base import SlotBackend

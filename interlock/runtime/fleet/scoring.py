@@ -60,7 +60,7 @@ from typing import Any
 
 from interlock.common.patterns import ollama_name, untagged
 from interlock.runtime.base.clock import Clock, iso_utc
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, Prefix, PrefixIndex
 from interlock.runtime.fleet.signals.choice import rate_server
 from interlock.runtime.fleet.speeds import SpeedBook

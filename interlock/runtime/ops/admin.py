@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from interlock.runtime.base.errors import shown
+from interlock.runtime.books.fit import guaranteed_window
 from interlock.runtime.books.metrics import CONTENT_TYPE
-from interlock.runtime.fleet.fit import guaranteed_window
 from interlock.runtime.loaded.callers import ANONYMOUS, Caller, caller_of
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate, Provider, WorkerLimits, worker_label
@@ -487,7 +487,7 @@ def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
 def metadata_report(live: LiveState) -> dict[str, Any]:
     """What the preflight knows now: live worker facts, and per candidate and route its capabilities and
     effective context with their source (``loaded``, ``modelfile``, ``default``, ``declared``, ...)."""
-    from interlock.runtime.fleet.fit import capabilities_on, effective_context
+    from interlock.runtime.books.fit import capabilities_on, effective_context
 
     plan, facts = live.plan, live.facts
     candidates: dict[str, Any] = {}

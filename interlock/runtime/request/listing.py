@@ -60,7 +60,7 @@ async def tags(services: RequestServices, scope: Scope, receive: Receive, send: 
 
 async def show(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /api/show``: an alias's description, the capabilities it requires, the context it serves."""
-    from interlock.runtime.fleet.fit import guaranteed_window
+    from interlock.runtime.books.fit import guaranteed_window
 
     plan = services.plan
     headers = [plan.plan_header]

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from interlock.runtime.books.estimate import needs_of
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.books.facts import FactsTable, ServerLoad
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, PrefixIndex, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
-from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards import Admission
 from interlock.runtime.guards.preflight import DEFAULT_SETTINGS, Preflight

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.books.learned import DEFAULT_PREFILL_TOKENS_PER_S, PrefillBook
-from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, PrefixIndex, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook

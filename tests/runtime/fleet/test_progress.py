@@ -20,9 +20,9 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.base.errors import FirstByteTimeout
+from interlock.runtime.books.facts import ServerLoad
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.fleet.signals import llamacpp, progress, sglang, vllm
-from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.signals.progress import MIN_STALL_S, ProgressBook
 from interlock.runtime.loaded.tables import HealthSettings
 from interlock.testing.fake_openai import FakeOpenAI

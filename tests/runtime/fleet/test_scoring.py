@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.fleet.scoring import DEFAULT_LOAD_S, PARTS, Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.loaded.plan import RuntimePlan, load_plan

@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.commands.gateway import build_gateway
 from interlock.common.kinds import SERVER_KINDS
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.books.facts import FactsTable, ServerLoad
 from interlock.runtime.fleet.signals import SERVERS, llamacpp, sglang, vllm
-from interlock.runtime.fleet.signals.base import ServerLoad, total
+from interlock.runtime.fleet.signals.base import total
 from interlock.runtime.fleet.signals.choice import KV_FULL, rate_server
 from interlock.runtime.fleet.signals.exposition import samples
 from interlock.runtime.loaded.tables import RoutingWeights

@@ -10,8 +10,8 @@ import pytest
 
 from interlock.runtime.base.errors import InvalidRequest
 from interlock.runtime.books.estimate import needs_of, text_tokens
-from interlock.runtime.fleet.facts import FactsTable, ModelInfo
-from interlock.runtime.fleet.fit import capabilities_on, effective_context
+from interlock.runtime.books.facts import FactsTable, ModelInfo
+from interlock.runtime.books.fit import capabilities_on, effective_context
 from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_sizes, parse_tags
 from interlock.runtime.loaded.tables import PreflightSettings
 from tests.runtime.conftest import build, compile_text

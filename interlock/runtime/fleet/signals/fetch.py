@@ -17,6 +17,7 @@ import logging
 from interlock.runtime.fleet.fetcher import Failed, Fetcher
 from interlock.runtime.fleet.signals import SERVERS
 from interlock.runtime.fleet.signals.base import ServerKind
+from interlock.runtime.fleet.signals.progress import ProgressBook
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.openai import OpenAIAdapter
 from interlock.runtime.wire.base import Endpoint
@@ -45,8 +46,8 @@ class SignalFetcher(Fetcher[OpenAIAdapter]):
         """One round over every such worker."""
         servers = self.servers(plan)
         health, progress = plan.health, self.facts.progress
-        if progress is not None:  # the longest between two readings: a round, its jitter, its timeout
-            progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s
+        if isinstance(progress, ProgressBook):  # the longest between two readings: a round, its
+            progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s  # jitter, its timeout
         adapter = self.adapter()
         if adapter is not None and servers:
             timeout_s = plan.health.probe_timeout_s

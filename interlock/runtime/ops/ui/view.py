@@ -8,7 +8,7 @@ nothing here holds a URL, a header value, a prompt or a credential: names, state
 classes only.
 
 New facts plug in as accessors (``loaded_models`` and ``model_facts`` read the live Ollama metadata of
-``runtime.fleet.facts``); a fact nobody has reported is shown as "not known", never guessed.
+``runtime.books.facts``); a fact nobody has reported is shown as "not known", never guessed.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.common.patterns import untagged
 from interlock.runtime.base.clock import iso_utc
+from interlock.runtime.books.fit import capabilities_on, effective_context
 from interlock.runtime.books.samples import Sample, share
-from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.loaded.tables import Candidate, worker_label
 from interlock.runtime.state.base import SlotReport
 

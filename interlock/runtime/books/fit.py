@@ -13,7 +13,7 @@ gathered by the metadata and signal fetchers, the rest at plan load.
 
 from __future__ import annotations
 
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.loaded.tables import Alias, Candidate, Route
 
 UPSTREAM_SAID = "upstream said"  # the source of a window an overflow answer named

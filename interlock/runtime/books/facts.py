@@ -1,13 +1,16 @@
-"""Live facts about Ollama workers, gathered outside the request path; read by dictionary lookups.
+"""What is known of the routes beyond the plan, gathered outside the request path; read by dictionary
+lookups. Every plan has the table (the windows an overflow named are any upstream's); its other entries
+are the workers', written by the fleet's fetchers (``fleet/plug.py``), and empty without workers.
 
 The metadata fetcher (``runtime.fleet.metadata``, driven by the probe loop) is the only writer: it replaces
 whole entries, never mutates one, so a reader always sees a consistent entry. Readers (the preflight
 guards, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint label
 (``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``patterns.ollama_name``).
 
-The load table (``load``) holds what OpenAI-compatible servers said of their own load (``fleet.signals``:
-llama.cpp, vLLM, SGLang), written by the signal fetcher only: a whole ``ServerLoad`` per worker label, None
-once a reading failed (unknown, never the last one seen), dropped for workers the plan no longer reads.
+The load table (``load``) holds what OpenAI-compatible servers said of their own load (read by
+``fleet.signals``: llama.cpp, vLLM, SGLang), written by the signal fetcher only: a whole ``ServerLoad`` per
+worker label, None once a reading failed (unknown, never the last one seen), dropped for workers the
+plan no longer reads.
 Beside it, ``slot_windows``: the window one request gets where the server says (a llama-server slot's
 ``n_ctx``: ``--ctx-size`` over ``--parallel``), which ``fit.planned_context`` takes over a larger declared
 one, for the context guard and the cold routes alike.
@@ -27,13 +30,56 @@ later fetch replaces them (a model's capabilities do not change while it stays i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from interlock.runtime.fleet.signals.base import ServerLoad
-    from interlock.runtime.fleet.signals.progress import ProgressBook
+
+@dataclass(frozen=True, slots=True)
+class ServerLoad:
+    """One reading of a server's own load; None: the server did not say."""
+
+    running: int | None = None  # requests it is working on (all its clients', not only this gateway's)
+    waiting: int | None = None  # requests it holds back: queued (vLLM, SGLang) or deferred (llama.cpp)
+    slots: int | None = None  # requests it runs at once, where it says (llama.cpp's /slots)
+    kv_used: float | None = None  # fraction of its KV cache in use, 0 to 1
+    cached_tokens: int | None = None  # tokens held in its KV cache (llama.cpp, SGLang)
+    # the window one request gets: a slot's context where the server says (llama.cpp's /slots ``n_ctx``,
+    # ``--ctx-size`` split over ``--parallel``)
+    window: int | None = None
+    at: float = 0.0  # monotonic seconds of the reading
+    # a key that changes as the server makes progress on its work (``signals/progress.py``): llama.cpp's
+    # busy slots' (task, prompt tokens processed, tokens decoded); vLLM's and SGLang's token counters;
+    # not compared: two readings of the same load are equal whatever their progress
+    progress: tuple[int, ...] | None = field(default=None, compare=False)
+
+    @property
+    def working(self) -> bool:
+        """Whether the server says it is working on something now (running or holding requests)."""
+        return self.busy > 0
+
+    @property
+    def busy(self) -> int:
+        """Requests in the server now, running or held back (0 for what it did not say)."""
+        return (self.running or 0) + (self.waiting or 0)
+
+    def report(self) -> dict[str, int | float | None]:
+        return {
+            "running": self.running,
+            "waiting": self.waiting,
+            "slots": self.slots,
+            "kv_used": round(self.kv_used, 4) if self.kv_used is not None else None,
+            "cached_tokens": self.cached_tokens,
+        }
+
+
+class Progress(Protocol):
+    """Whether each server makes progress, from its load readings (``fleet/signals/progress.py``'s
+    ``ProgressBook``: the fleet's, set when a plan first has workers)."""
+
+    def read(self, label: str, load: ServerLoad | None) -> None: ...
+
+    def keep(self, labels: frozenset[str]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +109,7 @@ MAX_SIZES = 4096
 class FactsTable:
     """The read-only view others query; the fetcher writes through ``put_*``."""
 
-    def __init__(self, progress: ProgressBook | None = None) -> None:
+    def __init__(self, progress: Progress | None = None) -> None:
         # whether each OpenAI-compatible server makes progress, from the same readings (``put_load``):
         # the fleet's (``fleet/plug.py``), None until a plan has workers (no server reads its load)
         self.progress = progress
