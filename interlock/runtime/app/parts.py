@@ -286,6 +286,7 @@ class FleetSeat:
         "_current",
         "_loops",
         "_probes",
+        "_reading",
         "_router",
         "_state_dir",
         "_upstream",
@@ -309,6 +310,7 @@ class FleetSeat:
         self._router, self._state_dir, self._probes = router, state_dir, probes
         self._clock, self._wall = clock, wall
         self._chained = False
+        self._reading: asyncio.Future[None] | None = None
 
     def want(self, plan: RuntimePlan, *, running: bool = False) -> None:
         """At plan load: the fleet plugged if ``plan`` is the first with workers, and the guard chain
@@ -323,7 +325,16 @@ class FleetSeat:
             router.rechain(chain(self._kit()))
             self._chained = True
         if fleet is not None and running:
-            _start_fleet(fleet, probes=self._probes)
+            self._start(fleet)
+
+    def _start(self, fleet: Fleet) -> None:
+        """A fleet plugged by a reload, once the gateway runs: what it runs beside the requests starts now
+        (stopped with the rest, by the lifespan's steps): its speeds file read off the event loop, its
+        loops started."""
+        self._reading = asyncio.ensure_future(fleet.kept.start())  # (a reference kept while it reads)
+        if self._probes:
+            for loop in fleet.loops():
+                loop.start()
 
     def _plug(self) -> Fleet:
         books, current, state_dir = self._books, self._current, self._state_dir
@@ -351,19 +362,6 @@ class FleetSeat:
         return Kit(
             books.facts, books.metrics, books.health, books.learned.counts, books.slots, self._current.fleet
         )
-
-
-def _start_fleet(fleet: Fleet, *, probes: bool) -> None:
-    """A fleet plugged by a reload, once the gateway runs: what it runs beside the requests starts now
-    (stopped with the rest, by the lifespan's steps)."""
-    _STARTING.add(task := asyncio.ensure_future(fleet.kept.start()))
-    task.add_done_callback(_STARTING.discard)
-    if probes:
-        for loop in fleet.loops():
-            loop.start()
-
-
-_STARTING: set[asyncio.Future[None]] = set()  # a reload's fleet reading its speeds file (a reference kept)
 
 
 def _swap(
