@@ -218,3 +218,28 @@ def test_a_plan_serving_openai_only_imports_no_other_surface(tmp_path: Path) -> 
     modules, lines = map(int, figures.split())
     print(f"the smallest plan serving OpenAI only loads {modules} interlock modules, {lines} lines")
     assert lines <= CORE_LINES
+
+
+def test_a_started_gateway_of_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
+    """What starting adds (the upstream client, the adapter of each kind the plan names: ``openai``
+    only) is no feature module either, nor another kind's adapter."""
+    from interlock.runtime.loaded.plan import load_plan
+    from tests.runtime.conftest import compile_text
+
+    plan = load_plan(compile_text(tmp_path, SMALLEST), {"CLOUD_KEY": "k"})
+    absent = (*NOT_IN_THE_CORE, "interlock.runtime.upstream.ollama", "interlock.runtime.upstream.anthropic")
+    program = (
+        "async def cycle():\n"
+        "    await gateway.startup()\n"
+        "    await gateway.shutdown()\n"
+        "asyncio.run(cycle())\n"
+        "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
+        "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
+        "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
+        f"print([m for m in mods if m.startswith({absent!r})])\n"
+        "print(len(mods), lines)\n"
+    )
+    loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()
+    assert loaded == "[]", f"a started gateway of the smallest plan imports: {loaded}"
+    modules, lines = map(int, figures.split())
+    print(f"started, the smallest plan loads {modules} interlock modules, {lines} lines")
