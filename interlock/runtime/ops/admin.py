@@ -444,7 +444,7 @@ def _worker_report(live: LiveState, name: str, limits: WorkerLimits, pool: SlotR
     if telemetry is not None:  # only for workers that declare telemetry
         report["telemetry"] = telemetry
     if limits.server is not None:  # an OpenAI-compatible server's own load, as last read (None: unknown)
-        load = live.facts.load(label)
+        load = fleet.facts.load(label) if fleet is not None else None
         report["server"] = {
             "kind": limits.server,
             "load": load.report() if load else None,
@@ -508,4 +508,5 @@ def metadata_report(live: LiveState) -> dict[str, Any]:
                 "context_source": source,
             }
         candidates[cid] = routes
-    return {"mode": plan.preflight.mode, "workers": facts.snapshot(), "candidates": candidates}
+    workers = live.fleet.facts.snapshot() if live.fleet is not None else {}
+    return {"mode": plan.preflight.mode, "workers": workers, "candidates": candidates}

@@ -106,13 +106,13 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
 
 async def ps(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /api/ps``: the models the workers report loaded (live metadata), as ``provider/model``."""
-    plan = services.plan
+    plan, fleet = services.plan, services.current.fleet  # a plan with workers has a fleet
     models = []
     for cid, candidate in plan.candidates.items():
         for route in candidate.routes:
-            if route.worker is None:
+            if route.worker is None or fleet is None:
                 continue
-            loaded = services.facts.worker(route.endpoint.label).loaded or {}
+            loaded = fleet.facts.worker(route.endpoint.label).loaded or {}
             if candidate.facts_key in loaded:
                 models.append(
                     {

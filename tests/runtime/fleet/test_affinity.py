@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from interlock.runtime.books.estimate import needs_of
-from interlock.runtime.books.facts import FactsTable, ServerLoad
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, PrefixIndex, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
+from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards import Admission
 from interlock.runtime.guards.preflight import DEFAULT_SETTINGS, Preflight
@@ -50,7 +51,7 @@ def session(n: int, *turns: str) -> dict[str, Any]:
 class Rig:
     def __init__(self, tmp: Path, routing: str = "") -> None:
         self.plan: RuntimePlan = load_plan(compile_text(tmp, CONFIG.format(routing=routing)), {})
-        self.facts = FactsTable()
+        self.facts = LiveFacts()
         telemetry = TelemetryBook()
         telemetry.configure(targets(self.plan))
         self.speeds = SpeedBook()

@@ -20,9 +20,9 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.base.errors import FirstByteTimeout
-from interlock.runtime.books.facts import ServerLoad
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.fleet.signals import llamacpp, progress, sglang, vllm
+from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.fleet.signals.progress import MIN_STALL_S, ProgressBook
 from interlock.runtime.loaded.tables import HealthSettings
 from interlock.testing.fake_openai import FakeOpenAI
@@ -176,7 +176,7 @@ def served(tmp_path: Path, server: FakeOpenAI, reports: list[str]) -> tuple[int,
     server.set_fault(Fault.hold(gate), model="smollm2")
     show(server, reports[0])
     gw = build_gateway(build(compile_text(tmp_path, CONFIG.format(url=server.base_url))), probes=False)
-    loop, book = gw.parts.loops.probes, gw.parts.live.facts.progress
+    loop, book = gw.parts.loops.probes, gw.parts.live.fleet.progress
 
     async def scenario() -> tuple[int, dict[str, object], int]:
         await gw.startup()

@@ -1,5 +1,4 @@
-"""How a server kind reads what an OpenAI-compatible server says about its own load (a ``ServerLoad``,
-kept in the facts table: ``books/facts.py``).
+"""What an OpenAI-compatible server says about its own load, and how a server kind reads it.
 
 A ``ServerKind`` names the paths to fetch (under the server's root: its worker URL less a trailing
 ``/v1``) and one function from the bodies that answered to a ``ServerLoad``. Every field of a load is
@@ -10,10 +9,48 @@ only where it is on; SGLang's ``/metrics`` only with ``--enable-metrics``), and 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from interlock.runtime.books.facts import ServerLoad
 from interlock.runtime.fleet.signals.exposition import samples
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLoad:
+    """One reading of a server's own load; None: the server did not say."""
+
+    running: int | None = None  # requests it is working on (all its clients', not only this gateway's)
+    waiting: int | None = None  # requests it holds back: queued (vLLM, SGLang) or deferred (llama.cpp)
+    slots: int | None = None  # requests it runs at once, where it says (llama.cpp's /slots)
+    kv_used: float | None = None  # fraction of its KV cache in use, 0 to 1
+    cached_tokens: int | None = None  # tokens held in its KV cache (llama.cpp, SGLang)
+    # the window one request gets: a slot's context where the server says (llama.cpp's /slots ``n_ctx``,
+    # ``--ctx-size`` split over ``--parallel``)
+    window: int | None = None
+    at: float = 0.0  # monotonic seconds of the reading
+    # a key that changes as the server makes progress on its work (``signals/progress.py``): llama.cpp's
+    # busy slots' (task, prompt tokens processed, tokens decoded); vLLM's and SGLang's token counters;
+    # not compared: two readings of the same load are equal whatever their progress
+    progress: tuple[int, ...] | None = field(default=None, compare=False)
+
+    @property
+    def working(self) -> bool:
+        """Whether the server says it is working on something now (running or holding requests)."""
+        return self.busy > 0
+
+    @property
+    def busy(self) -> int:
+        """Requests in the server now, running or held back (0 for what it did not say)."""
+        return (self.running or 0) + (self.waiting or 0)
+
+    def report(self) -> dict[str, int | float | None]:
+        return {
+            "running": self.running,
+            "waiting": self.waiting,
+            "slots": self.slots,
+            "kv_used": round(self.kv_used, 4) if self.kv_used is not None else None,
+            "cached_tokens": self.cached_tokens,
+        }
+
 
 Reader = Callable[[Mapping[str, bytes]], ServerLoad]
 """``{path: body}`` of the paths that answered (at least one) -> the load; raises ValueError when what

@@ -27,7 +27,7 @@ reading (no ``server``, or its last fetch failed) the gateway's own view alone d
 
 from __future__ import annotations
 
-from interlock.runtime.books.facts import ServerLoad
+from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.loaded.tables import RoutingWeights
 
 KV_FULL = 0.95  # vLLM preempts, and llama.cpp defers, once the KV cache has no room for another request

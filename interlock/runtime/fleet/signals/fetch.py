@@ -4,7 +4,7 @@ for its own load (``SERVERS[server].paths``, concurrently), outside the request 
 A path that fails (off on that server: 404, 501; refused; timed out) is counted in
 ``interlock_metadata_fetches_total`` and left out; the bodies that answered are read by the server kind.
 When none answered, or what answered is not that server's format, the worker's load becomes unknown
-(``FactsTable.put_load(label, None)``) rather than keeping an old reading. Workers no longer read (a
+(``LiveFacts.put_load(label, None)``) rather than keeping an old reading. Workers no longer read (a
 reload) are forgotten at the end of the round.
 """
 
@@ -17,7 +17,6 @@ import logging
 from interlock.runtime.fleet.fetcher import Failed, Fetcher
 from interlock.runtime.fleet.signals import SERVERS
 from interlock.runtime.fleet.signals.base import ServerKind
-from interlock.runtime.fleet.signals.progress import ProgressBook
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.openai import OpenAIAdapter
 from interlock.runtime.wire.base import Endpoint
@@ -26,7 +25,7 @@ log = logging.getLogger("interlock.signals")
 
 
 class SignalFetcher(Fetcher[OpenAIAdapter]):
-    """Fills the ``FactsTable``'s load table from every OpenAI-compatible worker with a ``server``."""
+    """Fills the ``LiveFacts``' load table from every OpenAI-compatible worker with a ``server``."""
 
     log = log
     name = "signals"
@@ -45,9 +44,8 @@ class SignalFetcher(Fetcher[OpenAIAdapter]):
     async def refresh(self, plan: RuntimePlan) -> None:
         """One round over every such worker."""
         servers = self.servers(plan)
-        health, progress = plan.health, self.facts.progress
-        if isinstance(progress, ProgressBook):  # the longest between two readings: a round, its
-            progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s  # jitter, its timeout
+        health = plan.health  # the longest between two readings: a round, its jitter, its timeout
+        self.facts.progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s
         adapter = self.adapter()
         if adapter is not None and servers:
             timeout_s = plan.health.probe_timeout_s

@@ -23,8 +23,7 @@ from typing import Any
 import orjson
 
 from interlock.common.bounds import window as bounded_window
-from interlock.runtime.books.facts import ServerLoad
-from interlock.runtime.fleet.signals.base import ServerKind, highest, total
+from interlock.runtime.fleet.signals.base import ServerKind, ServerLoad, highest, total
 from interlock.runtime.fleet.signals.exposition import samples
 
 RUNNING = "llamacpp:requests_processing"

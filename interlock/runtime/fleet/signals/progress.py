@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from interlock.runtime.base.clock import Clock
-from interlock.runtime.books.facts import ServerLoad
+from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.wire.base import Endpoint
 
 MIN_STALL_S = 120.0  # a server that says it works is given at least this long between two moves

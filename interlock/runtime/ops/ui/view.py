@@ -125,8 +125,8 @@ def slot_state(at: Moment, worker: str) -> dict[str, Any]:
 
 def loaded_models(live: LiveState, worker: str) -> list[dict[str, Any]] | None:
     """The models a worker has in memory (Ollama's ``/api/ps``) with their context; None: not known."""
-    limits = live.plan.workers[worker]
-    loaded = live.facts.worker(worker_label(limits.provider, worker)).loaded
+    limits, fleet = live.plan.workers[worker], live.fleet  # a plan with workers has a fleet
+    loaded = fleet.facts.worker(worker_label(limits.provider, worker)).loaded if fleet is not None else None
     if loaded is None:
         return None
     return [{"model": model, "context_tokens": ctx} for model, ctx in sorted(loaded.items())]
