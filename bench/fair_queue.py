@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.memory import MemorySlots
 

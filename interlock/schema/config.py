@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from interlock.common.kinds import PROVIDER_KINDS as PROVIDER_KINDS
 from interlock.schema.durations import Duration
-from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
+from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES, SURFACES
+from interlock.schema.plan import RETRY_DEFAULTS as RETRY_DEFAULTS  # the plan's (the runtime reads it)
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
 CAPABILITIES: tuple[str, ...] = ("completion", "tools", "vision", "thinking", "embedding", "insert")
@@ -98,6 +99,13 @@ class ServerSection(_Section):
         description="Prefixes (e.g. `CK_`) that mark a caller key's `key_env` as a secret, beside names "
         "ending in `_KEY`, `_TOKEN`, `_SECRET` or `_APIKEY`.",
     )
+    surfaces: list[str] = Field(
+        default_factory=lambda: [str(name) for name in SURFACES],
+        description="The API surfaces the gateway serves, any of `openai` (Chat Completions, Embeddings), "
+        "`anthropic` (Messages, count_tokens), `responses` (OpenAI's Responses) and `ollama` (Ollama's "
+        "native API and its listing routes: `/api/tags`, `/api/show`, ...); absent: all four. A surface "
+        "left out is not routed (404), and its modules are never imported.",
+    )
     auth: Literal["off", "optional", "required"] = Field(
         "off",
         description="Caller API keys (`keys`): `off` reads none (anyone may call), `optional` checks a key "
@@ -143,12 +151,6 @@ class ProviderTimeouts(_Section):
     first_byte: Duration | None = None
     idle: Duration | None = None
     total: Duration | None = None
-
-
-RETRY_DEFAULTS = {"count": 1, "backoff": 500, "retry_after_max": 5_000}
-"""A candidate's retries when neither its provider nor the alias says (docs/runtime.md#retries): one
-retry, half a second's backoff (doubled for each later one, with jitter), a `Retry-After` up to 5 s
-waited for. Measured: `bench/failover.py` (docs/benchmarks.md#the-failover-drill-benchfailoverpy)."""
 
 
 class RetrySection(_Section):

@@ -189,7 +189,7 @@ async def _scrape(gateway: Any, fail: Callable[[], None]) -> list[dict[str, floa
             async def minute() -> None:
                 for alias in ("t/chat", "t/gone", "t/local"):
                     await ask(alias)
-                await gateway.parts.loops.telemetry.collect_all()
+                await gateway.parts.live.fleet.telemetry_loop.collect_all()
                 scrapes.append(_samples((await http.get("/metrics")).text))
 
             for _ in range(HEALTHY):

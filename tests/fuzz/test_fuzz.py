@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import ignored_auth, not_a_server_error, positive_data_acceptance
 
-from interlock.runtime.loaded.access import needs_key
+from interlock.runtime.loaded.callers import needs_key
 from interlock.runtime.ops.openapi import routes
 from tests.e2e.harness import Served
 from tests.fuzz.conftest import CALLER_KEY, SECRETS

@@ -2,14 +2,15 @@
 builds them all for a plan): it dispatches requests, runs the parts' lifespan and hands reloads on.
 
 What it hands down is two objects: ``RequestServices`` to every handler of the request path and
-``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints (the rows
-of ``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI handlers
-(``lifecycle``, which authenticates first); everything else goes to the FastAPI app of ``ops.admin``,
-after ``features.keys.admitted`` when the path needs a key. The plan is swapped as a whole on reload
-(``Current``, by ``reload.Reloads``); a request reads it once and finishes on that plan. When the plan
-turns CORS on, a request's ``Origin`` is looked up first (``loaded.cors``): preflights are answered
-there, and answers to allowed origins gain the CORS headers built when the plan loaded. Gateways are made
-by ``commands/gateway.py``'s ``build_gateway``, the one factory (``Gateway.from_plan`` underneath).
+``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints (the rows of
+``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI handlers (``lifecycle``,
+which authenticates first); everything else goes to the FastAPI app of ``ops.admin`` (built by the first
+such request: ``ops.on_demand.OpsApp``), after ``features.keys.admitted`` when the path needs a key. The
+plan is swapped as a whole on reload (``Current``, by ``reload.Reloads``); a request reads it once and
+finishes on that plan. When the plan turns CORS on, a request's ``Origin`` is looked up first
+(``loaded.cors``): preflights are answered there, and answers to allowed origins gain the CORS headers built
+when the plan loaded. Gateways are made by ``commands/gateway.py``'s ``build_gateway``, the one factory
+(``Gateway.from_plan`` underneath).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from interlock.runtime.app.parts import Parts, build_parts
 from interlock.runtime.base.asgi import Message, Receive, Scope, Send, closing, has_body, send_json
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.loaded.access import needs_key
+from interlock.runtime.loaded.callers import needs_key
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.surfaces.base import Failure
 from interlock.runtime.surfaces.openai import ChatCompletions

@@ -7,7 +7,8 @@ after what it needs, and handed down as the views the layers below read (``Reque
 request path, ``LiveState`` to the ops app); what runs beside the requests is one ordered list
 (``lifespan.Lifespan``: started in order, stopped in reverse), and reloads are ``reload.Reloads``. Tests
 and benches reach a part through the ``Parts`` they were built from, never through the gateway's own
-attributes.
+attributes. The fleet (``features.FLEET``, ``fleet/plug.py``) is not built here: ``FleetSeat`` plugs it
+in the first time a plan has workers, so a plan without them never imports it.
 
 The lifespan, in order (each step stopped in reverse at shutdown):
 
@@ -16,11 +17,13 @@ The lifespan, in order (each step stopped in reverse at shutdown):
     ledger      the store opened, balances read      the last debits committed (budgets need it first)
     slots       the slot store (``--workers``...)    closed
     upstream    the client opened, the adapters set  closed
-    speeds      the state file read, kept on a timer written a last time
+    speeds      (the fleet's) the state file read,   written a last time
+                kept on a timer
     learned     counts and prompt speeds read (file,   pushed and written a last time
                 shared store), kept on a timer
     reloads                                          reloads in flight cancelled
-    loops       probes, telemetry, warm-up, samples  stopped (all: a test may have run a round by hand)
+    loops       probes, samples; the fleet's         stopped (all: a test may have run a round by hand)
+                telemetry and warm-up
     status      started: /v1/health may say ready     no longer started
 """
 
@@ -28,78 +31,65 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from interlock.runtime.app.reload import READ_TIMEOUT_S, PlanSource, Reloads, ReloadSummary
 from interlock.runtime.base import gc_policy
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
-from interlock.runtime.books.learned import CountBook, Learned
+from interlock.runtime.books.learned import CountBook, Learned, PrefillBook
 from interlock.runtime.books.learned_kept import KeptLearned
 from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.books.probes import ProbeLoop
+from interlock.runtime.books.recovery import RecoveryChecks
 from interlock.runtime.books.samples import Samples
-from interlock.runtime.features import Plugged
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.line import FleetLine
-from interlock.runtime.fleet.metadata import MetadataFetcher
-from interlock.runtime.fleet.placement import PlacementBook, Warmer
-from interlock.runtime.fleet.probes import ProbeLoop
-from interlock.runtime.fleet.recovery import RecoveryChecks
-from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
-from interlock.runtime.fleet.signals.fetch import SignalFetcher
-from interlock.runtime.fleet.signals.progress import ProgressBook
-from interlock.runtime.fleet.speeds import SpeedBook, read_state, write_state
-from interlock.runtime.fleet.sticky import StickyTable
+from interlock.runtime.features import FLEET, Plugged
 from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.ops.admin import build_admin
+from interlock.runtime.ops.on_demand import OpsApp
 from interlock.runtime.request.route_table import RouteTable, route_table
 from interlock.runtime.request.router import Router
 from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
-from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.ollama import OllamaAdapter
-from interlock.runtime.upstream.openai import OpenAIAdapter
+from interlock.runtime.upstream.base import Adapter, KindAdapters
 from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
     from interlock.runtime.books.audit import AuditLog
+    from interlock.runtime.fleet.plug import Fleet
     from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.upstream.ollama import OllamaAdapter
+    from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
 
 log = logging.getLogger("interlock")
 
 AdapterOpener = Callable[[Metrics], Awaitable[tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]]]
 """Opens the upstream client (counting into the gateway's metrics): ``(adapters by kind, close)``;
-called once, at startup."""
-
-SPEEDS_SAVE_INTERVAL_S = 30.0
-"""How often learned speeds are written to the state file (when they changed); also at shutdown."""
+called once, at startup. The default's adapters are a ``KindAdapters``: made for the kinds each plan
+names, when it loads (``Upstream.want``); a test's opener may hand a plain mapping of them all."""
 
 
 async def open_default_adapters(
     metrics: Metrics,
 ) -> tuple[Mapping[str, Adapter], Callable[[], Awaitable[None]]]:
     """One shared transport (``net/transport.py::TRANSPORTS``: the own client, net/client.py, unless
-    ``INTERLOCK_TRANSPORT`` names another) behind every kind's adapter."""
-    from interlock.common.kinds import PROVIDER_KINDS
+    ``INTERLOCK_TRANSPORT`` names another) behind the adapter of every kind a plan names."""
     from interlock.runtime.net.transport import opener
-    from interlock.runtime.upstream.base import adapter_for
 
     strays, health = metrics.upstream_strays, metrics.view.health
 
@@ -112,21 +102,19 @@ async def open_default_adapters(
     if name != "own":
         log.warning("INTERLOCK_TRANSPORT=%s: upstream requests go through %s (debugging)", name, name)
     client = transport(resends=metrics.upstream_resends.labels, on_stray=on_stray)
-    return {kind: adapter_for(kind, client) for kind in PROVIDER_KINDS}, client.aclose
+    return KindAdapters(client), client.aclose
 
 
 @dataclass(frozen=True, slots=True)
 class Loops:
-    """The background loops, in the order they start; a test runs one round of one by hand
-    (``probes.probe_all()``, ``telemetry.collect_all()``, ``warmer.warm_all()``, ``samples.take()``)."""
+    """The core's background loops, in the order they start (the fleet's, ``Fleet.loops``, start after
+    them); a test runs one round of one by hand (``probes.probe_all()``, ``samples.take()``)."""
 
-    probes: ProbeLoop  # health probes, Ollama metadata and servers' load signals
-    telemetry: TelemetryLoop  # GPU and memory readings of workers
-    warmer: Warmer  # placement's warm-up, after the first probe round: never on the request path
+    probes: ProbeLoop  # health probes (and, with a fleet, Ollama metadata and servers' load signals)
     samples: Samples  # the status page's pictures
 
     def all(self) -> tuple[Periodic, ...]:
-        return (self.probes, self.telemetry, self.warmer, self.samples)
+        return (self.probes, self.samples)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +123,7 @@ class Parts:
 
     services: RequestServices  # what every handler of the request path gets
     live: LiveState  # the live state as the ops app reads it: plan, status, books, fleet, ledger, metrics
-    admin: FastAPI  # the ops routes (the cold endpoints), on ``live``
+    admin: OpsApp  # the ops routes (the cold endpoints), on ``live``: built by the first that is asked
     routes: RouteTable  # the surface routes, dispatched by one lookup
     loops: Loops  # the background loops (also in ``lifespan``)
     lifespan: Lifespan  # everything started at startup in order, stopped at shutdown in reverse
@@ -163,6 +151,7 @@ def build_parts(
     test runs their rounds by hand); ``slots``, ``ledger``, ``audit`` and ``tracing`` are the serve
     options' (else this process's slot table and an in-memory ledger)."""
     current = Current(plan)
+    routes = route_table(plan.source.server.surfaces)  # the surfaces the plan serves: imported now
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
     books = _books(current, slots, ledger, audit, access_log, clock, wall)
     loops = _loops(current, books, upstream, clock, wall)
@@ -172,10 +161,11 @@ def build_parts(
         status.probed = loops.probes.first_round
     live = _live(current, status, books, loops, wall)
     # the request path: the guard chain (``guards.GUARDS``), the router, the features (``features``)
-    guards = chain(_kit(books, loops))
-    router = Router(
-        books.health, guards, upstream.adapters, books.metrics, tracing, books.facts, books.learned
+    router = Router(books.health, (), upstream.adapters, books.metrics, tracing, books.facts, books.learned)
+    seat = FleetSeat(
+        current, books, loops, upstream, router, state_dir, probes=probes, clock=clock, wall=wall
     )
+    seat.want(plan)  # the fleet, when the plan has workers; the guard chain, built from what is there
     services = RequestServices(
         current,
         router,
@@ -191,9 +181,10 @@ def build_parts(
     )
     features = Plugged(services)  # the feature table's rows, plugged in as plans want them
     current.hooks = features.hooks(plan)
+    swap = functools.partial(_swap, live, features, seat, upstream, routes)
     reloads = Reloads(
         source,
-        functools.partial(_swap, live, features),
+        swap,
         current,
         status,
         books.metrics,
@@ -202,32 +193,26 @@ def build_parts(
         summary=reload_summary,
         timeout_s=reload_timeout_s,
     )
-    kept = KeptSpeeds(books.speeds, lambda: speeds_file(state_dir, current.plan))
     taught = KeptLearned(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
-    lifespan = lifespan_of(live, services, loops, reloads, upstream, (kept, taught), probes=probes)
-    return Parts(services, live, build_admin(live), route_table(), loops, lifespan, reloads)
+    lifespan = lifespan_of(live, services, loops, reloads, upstream, taught, probes=probes)
+    return Parts(services, live, OpsApp(live), routes, loops, lifespan, reloads)
 
 
 @dataclass(frozen=True, slots=True)
 class Books:
-    """The state that outlives reloads (keyed by ids and worker names), what is counted and logged, and
-    what is known of the workers: built once per gateway, before the loops and the request path."""
+    """The state that outlives reloads (keyed by ids and worker names) and what is counted and logged:
+    built once per gateway, before the loops and the request path (the fleet's books are the fleet's,
+    ``fleet/plug.py``)."""
 
     health: HealthBook
     slots: SlotBackend
     counters: CallerCounters  # keys' and tenants' rates (runtime/state)
     ledger: Ledger  # usage, credits
-    telemetry: TelemetryBook
-    facts: FactsTable  # live metadata, servers' progress: read-only outside
-    speeds: SpeedBook  # learned tokens/s, from real requests
-    sticky: StickyTable  # session digests -> worker, when sticky sessions are on
-    scorer: Scorer
-    fleet: FleetLine  # requests waiting for any of a candidate's workers (one process's slots only)
+    facts: FactsTable  # live metadata, servers' progress, windows learned: read-only outside
     metrics: Metrics
     journal: Journal  # the JSON access log, when on
-    placement: PlacementBook  # what stays loaded
     learned: Learned  # prompt counts and speeds per endpoint and model, from answers
 
 
@@ -247,36 +232,12 @@ def _books(
     slots.configure(plan.workers)
     slots.share_health(health)
     ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)
-    telemetry = TelemetryBook(wall=wall)
-    facts = FactsTable(ProgressBook(clock=clock))
-    speeds = SpeedBook(plan.routing.speed_smoothing)
-    sticky = StickyTable(clock=clock)
-    occupancy = backend_occupancy(slots, lambda: current.plan.workers)
-    scorer = Scorer(facts, telemetry, speeds, occupancy, clock=clock, wall=wall)
-    fleet = FleetLine(slots, scorer, lambda: current.plan.routing, lambda: current.plan.workers, clock=clock)
-    served = _served(current)
-    metrics = Metrics(StateView(served, health, slots, telemetry, audit, fleet.waiting, ledger))
+    facts = FactsTable()
+    metrics = Metrics(StateView(_served(current), health, slots, audit, ledger))
     journal = Journal(access_log=access_log, audit=audit)
-    placement = PlacementBook(facts, metrics, clock, telemetry)
-    learned = Learned(CountBook(wall=wall, clock=clock), scorer.prefixes.prefill, facts)  # (Ollama's
-    learned.prefill.wall = wall  # speeds: its adapter)
-    learned.configure(endpoints_of(plan))  # endpoints on one server learn together
-    return Books(
-        health,
-        slots,
-        counters,
-        ledger,
-        telemetry,
-        facts,
-        speeds,
-        sticky,
-        scorer,
-        fleet,
-        metrics,
-        journal,
-        placement,
-        learned,
-    )
+    learned = Learned(CountBook(wall=wall, clock=clock), PrefillBook(wall=wall), facts)  # (Ollama's
+    learned.configure(endpoints_of(plan))  # speeds: its adapter); endpoints on one server learn together
+    return Books(health, slots, counters, ledger, facts, metrics, journal, learned)
 
 
 def _live(current: Current, status: Status, books: Books, loops: Loops, wall: Clock) -> LiveState:
@@ -285,36 +246,13 @@ def _live(current: Current, status: Status, books: Books, loops: Loops, wall: Cl
         status,
         books.health,
         books.slots,
-        books.telemetry,
         books.facts,
-        books.speeds,
-        books.scorer,
-        books.fleet,
-        books.sticky,
         books.ledger,
         books.metrics,
         books.journal,
         loops.samples,
         wall,
-        placement=books.placement,
         learned=books.learned,
-    )
-
-
-def _kit(books: Books, loops: Loops) -> Kit:
-    """What the guard chain is built from."""
-    return Kit(
-        books.facts,
-        books.metrics,
-        books.health,
-        books.learned.counts,
-        books.slots,
-        books.scorer,
-        books.fleet.settings,
-        books.sticky,
-        books.fleet,
-        loops.probes.busy,
-        books.placement.keep_alive,
     )
 
 
@@ -326,34 +264,130 @@ def _served(current: Current) -> Callable[[], RuntimePlan]:
 
 
 def _loops(current: Current, books: Books, upstream: Upstream, clock: Clock, wall: Clock) -> Loops:
-    """The background loops, in the order they start."""
-    served, health, metrics, facts = _served(current), books.health, books.metrics, books.facts
-    metadata = MetadataFetcher(facts, upstream.ollama, metrics, clock)
-    signals = SignalFetcher(facts, upstream.openai, metrics, clock)
+    """The core's background loops, in the order they start."""
+    served, health, metrics = _served(current), books.health, books.metrics
     recovery = RecoveryChecks(served, health, upstream.adapters, metrics, clock=clock)  # open circuits
-    probe_loop = ProbeLoop(
-        served, health, upstream.adapters, metrics, metadata, signals=signals, recovery=recovery, clock=clock
-    )
+    probe_loop = ProbeLoop(served, health, upstream.adapters, metrics, recovery=recovery, clock=clock)
     health.opened = probe_loop.wake  # a circuit that opens is checked within seconds, not next round
-    return Loops(
-        probe_loop,
-        TelemetryLoop(served, books.telemetry),
-        Warmer(served, books.placement, health, upstream.ollama, probe_loop.first_round, clock),
-        Samples(books.slots, metrics, wall=wall),
+    return Loops(probe_loop, Samples(books.slots, metrics, wall=wall))
+
+
+class FleetSeat:
+    """The fleet's row (``features.FLEET``) seated in the core: ``want`` plugs the fleet the first time a
+    plan has workers (at start, or at the reload that brings the first) and hands it to the core's seats:
+    ``Current.fleet`` (the ops view), the guard chain (``Kit.fleet``: the slot and Ollama options
+    guards), the router's ``servers`` and ``progress``. Once plugged it stays: its books are keyed by
+    worker names, as the health book is, and a later plan without workers reads none of it."""
+
+    __slots__ = (
+        "_books",
+        "_chained",
+        "_clock",
+        "_current",
+        "_loops",
+        "_probes",
+        "_reading",
+        "_router",
+        "_state_dir",
+        "_upstream",
+        "_wall",
     )
 
+    def __init__(
+        self,
+        current: Current,
+        books: Books,
+        loops: Loops,
+        upstream: Upstream,
+        router: Router,
+        state_dir: str | None,
+        *,
+        probes: bool,
+        clock: Clock,
+        wall: Clock,
+    ) -> None:
+        self._current, self._books, self._loops, self._upstream = current, books, loops, upstream
+        self._router, self._state_dir, self._probes = router, state_dir, probes
+        self._clock, self._wall = clock, wall
+        self._chained = False
+        self._reading: asyncio.Future[None] | None = None
 
-def _swap(live: LiveState, features: Plugged, plan: RuntimePlan) -> None:
-    """A reload: what outlives the plan is configured for the new one, its features settled, then the
-    plan is replaced whole."""
+    def want(self, plan: RuntimePlan, *, running: bool = False) -> None:
+        """At plan load: the fleet plugged if ``plan`` is the first with workers, and the guard chain
+        built from what is there. ``running``: the gateway has started (a reload), so what the fleet runs
+        beside the requests starts now."""
+        current, router = self._current, self._router
+        fleet = self._plug() if current.fleet is None and FLEET.wanted(plan) else None
+        if fleet is not None:
+            current.fleet = fleet
+            router.servers, router.progress = fleet.progress.servers, fleet.progress
+        if fleet is not None or not self._chained:
+            router.rechain(chain(self._kit()))
+            self._chained = True
+        if fleet is not None and running:
+            self._start(fleet)
+
+    def _start(self, fleet: Fleet) -> None:
+        """A fleet plugged by a reload, once the gateway runs: what it runs beside the requests starts now
+        (stopped with the rest, by the lifespan's steps): its speeds file read off the event loop, its
+        loops started."""
+        self._reading = asyncio.ensure_future(fleet.kept.start())  # (a reference kept while it reads)
+        if self._probes:
+            for loop in fleet.loops():
+                loop.start()
+
+    def _plug(self) -> Fleet:
+        books, current, state_dir = self._books, self._current, self._state_dir
+        plug: Callable[..., Fleet] = importlib.import_module(FLEET.module).plug
+        return plug(
+            plan=_served(current),
+            routing=lambda: current.plan.routing,
+            workers=lambda: current.plan.workers,
+            facts=books.facts,
+            slots=books.slots,
+            metrics=books.metrics,
+            health=books.health,
+            learned=books.learned,
+            probes=self._loops.probes,
+            ollama=self._upstream.ollama,
+            openai=self._upstream.openai,
+            speeds_file=lambda: speeds_file(state_dir, current.plan),
+            clock=self._clock,
+            wall=self._wall,
+        )
+
+    def _kit(self) -> Kit:
+        """What the guard chain is built from."""
+        books = self._books
+        return Kit(
+            books.facts, books.metrics, books.health, books.learned.counts, books.slots, self._current.fleet
+        )
+
+
+def _swap(
+    live: LiveState,
+    features: Plugged,
+    seat: FleetSeat,
+    upstream: Upstream,
+    routes: RouteTable,
+    plan: RuntimePlan,
+) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled, its
+    providers' kinds given adapters (and, the first time it has workers, the fleet plugged in) and its
+    surfaces routed, then the plan is replaced whole."""
     health, learned = live.health, live.learned
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
     live.slots.configure(plan.workers)
-    live.speeds.smoothing = plan.routing.speed_smoothing
     if learned is not None:
         learned.configure(endpoints_of(plan))
     live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
+    upstream.want(plan)  # its kinds' adapters, imported now if new
+    routes.serve(plan.source.server.surfaces)  # its surfaces' rows, imported now if new
+    seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
+    if live.fleet is not None:
+        live.fleet.configure(plan)
+        live.fleet.attach(upstream.ollama())  # an Ollama adapter this plan's kinds brought
     live.current.plan = plan
     gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
@@ -364,12 +398,12 @@ def lifespan_of(
     loops: Loops,
     reloads: Reloads,
     upstream: Upstream,
-    kept: tuple[KeptSpeeds, KeptLearned],
+    taught: KeptLearned,
     *,
     probes: bool,
 ) -> Lifespan:
-    """What runs beside the requests, in the order it starts (the module docstring's table)."""
-    speeds, taught = kept
+    """What runs beside the requests, in the order it starts (the module docstring's table); the fleet's
+    parts (its speeds file, its loops) where the gateway has a fleet."""
     audit, tracing, status, ledger = services.audit, services.tracing, live.status, live.ledger
 
     async def start_ledger() -> None:
@@ -381,24 +415,28 @@ def lifespan_of(
             )
 
     async def open_upstream() -> None:
-        await upstream.start(services.metrics)
-        ollama = upstream.ollama()
-        if ollama is not None:
-            observe_speed, observe_prefill = live.speeds.observe, live.scorer.prefixes.prefill.observe
+        await upstream.start(services.metrics, live.plan)
+        if live.fleet is not None:
+            live.fleet.attach(upstream.ollama())
 
-            def observe(label: str, model: str, final: Mapping[str, Any]) -> None:
-                observe_speed(label, model, final)
-                observe_prefill(label, model, final)  # prompt timings: what a prefix-cache hit is worth
+    async def start_speeds() -> None:
+        if live.fleet is not None:
+            await live.fleet.kept.start()
 
-            ollama.speeds = observe
+    async def stop_speeds() -> None:
+        if live.fleet is not None:
+            await live.fleet.kept.stop()
+
+    def every_loop() -> tuple[Periodic, ...]:
+        return loops.all() + (live.fleet.loops() if live.fleet is not None else ())
 
     async def start_loops() -> None:
         if probes:
-            for loop in loops.all():
+            for loop in every_loop():
                 loop.start()
 
     async def stop_loops() -> None:
-        for loop in reversed(loops.all()):
+        for loop in reversed(every_loop()):
             await loop.stop()
 
     async def start_status() -> None:
@@ -426,7 +464,7 @@ def lifespan_of(
             Step("usage ledger", start_ledger, ledger.close),
             Step("slots", live.slots.start, live.slots.close),
             Step("upstream client", open_upstream, upstream.stop),
-            Step("learned speeds", speeds.start, speeds.stop),
+            Step("learned speeds", start_speeds, stop_speeds),
             Step("learned counts and prompt speeds", taught.start, taught.stop),
             Step("reloads", stop=reloads.stop),
             Step("background loops", start_loops, stop_loops),
@@ -439,15 +477,23 @@ class Upstream:
     """The upstream adapters by kind (the one dictionary the router and the probes hold): empty until
     ``start`` opens the client (``AdapterOpener``); ``stop`` closes it."""
 
-    __slots__ = ("_close", "_open", "adapters")
+    __slots__ = ("_close", "_open", "_opened", "adapters")
 
     def __init__(self, open_adapters: AdapterOpener) -> None:
         self.adapters: dict[str, Adapter] = {}
         self._open = open_adapters
+        self._opened: Mapping[str, Adapter] = {}
         self._close: Callable[[], Awaitable[None]] | None = None
 
-    async def start(self, metrics: Metrics) -> None:
-        opened, self._close = await self._open(metrics)
+    async def start(self, metrics: Metrics, plan: RuntimePlan) -> None:
+        self._opened, self._close = await self._open(metrics)
+        self.want(plan)
+
+    def want(self, plan: RuntimePlan) -> None:
+        """The adapters of the kinds ``plan`` names (their modules imported now, at plan load)."""
+        opened = self._opened
+        if isinstance(opened, KindAdapters):
+            opened.want((p.kind for p in plan.providers.values()), plan.source.server.surfaces)
         self.adapters.update(opened)
 
     async def stop(self) -> None:
@@ -457,10 +503,18 @@ class Upstream:
 
     def ollama(self) -> OllamaAdapter | None:
         adapter = self.adapters.get("ollama")
+        if adapter is None:  # no plan named the kind: its module is not imported
+            return None
+        from interlock.runtime.upstream.ollama import OllamaAdapter  # imported with the adapter
+
         return adapter if isinstance(adapter, OllamaAdapter) else None
 
     def openai(self) -> OpenAIAdapter | None:
         adapter = self.adapters.get("openai")
+        if adapter is None:
+            return None
+        from interlock.runtime.upstream.openai import OpenAIAdapter
+
         return adapter if isinstance(adapter, OpenAIAdapter) else None
 
 
@@ -490,43 +544,3 @@ def speeds_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:
         return Path(state_dir) / "speeds.json"
     named = plan.routing.state_file
     return Path(named) if named else None
-
-
-class KeptSpeeds:
-    """Learned speeds kept in the state file: read at start, written every ``SPEEDS_SAVE_INTERVAL_S``
-    when they changed, and a last time at stop (the file is read anew each time: plans reload)."""
-
-    __slots__ = ("_file", "_speeds", "_task")
-
-    def __init__(self, speeds: SpeedBook, file: Callable[[], Path | None]) -> None:
-        self._speeds = speeds
-        self._file = file
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        path = self._file()
-        if path is not None:
-            await asyncio.to_thread(read_state, self._speeds, path)
-            self._task = asyncio.ensure_future(self._keep())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-        await self.save()
-
-    async def save(self) -> None:
-        """Write learned speeds to the state file, off the event loop, when they changed."""
-        path = self._file()
-        if path is None or not self._speeds.changed:
-            return
-        try:
-            await asyncio.to_thread(write_state, self._speeds, path)
-        except OSError as exc:
-            self._speeds.changed = True  # try again next time
-            log.warning("%s: cannot write learned speeds: %s", path, exc.strerror or exc)
-
-    async def _keep(self) -> None:
-        while True:
-            await asyncio.sleep(SPEEDS_SAVE_INTERVAL_S)
-            await self.save()

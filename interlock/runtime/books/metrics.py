@@ -13,7 +13,7 @@ Every metric is documented in docs/runtime.md (a test checks it).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,14 +21,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from interlock.runtime.telemetry.gauges import families as telemetry_families
-
 if TYPE_CHECKING:
     from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
-    from interlock.runtime.telemetry.collector import TelemetryBook
     from interlock.schema.plan import PlanAccess
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -162,17 +159,19 @@ class SpentTally(Protocol):
     def cost_micros(self) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StateView:
-    """What the scrape-time gauges read: always the gateway's current plan and live state."""
+    """What the scrape-time gauges read: always the gateway's current plan and live state. The fleet's
+    two seats (``gauges``, ``fleet_waiting``) are filled when a plan first has workers
+    (``fleet/plug.py``): until then no worker gauge is exposed."""
 
     plan: Callable[[], RuntimePlan]
     health: HealthBook
     slots: SlotBackend
-    telemetry: TelemetryBook | None = None
     audit: AuditLog | None = None
-    fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
     ledger: LedgerCounts | None = None
+    fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
+    gauges: Callable[[], Iterable[Metric]] | None = None  # the workers' telemetry (``telemetry/gauges.py``)
 
 
 class Metrics:
@@ -279,7 +278,7 @@ class Metrics:
         )
         self.circuit_checks = CounterVec(
             "interlock_circuit_checks",
-            "Active checks of a candidate while its circuit is open (runtime/fleet/recovery.py), by "
+            "Active checks of a candidate while its circuit is open (runtime/books/recovery.py), by "
             "candidate and result (ok or failed).",
             ["candidate", "result"],
         )
@@ -453,7 +452,8 @@ class _StateCollector(Collector):
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, line)
         yield from (degraded, fallbacks, info)
         yield from _audit_families(self.view.audit)
-        yield from telemetry_families(self.view.telemetry)
+        if self.view.gauges is not None:
+            yield from self.view.gauges()
         yield from usage_families(self.view.ledger, plan.source.access)
 
 

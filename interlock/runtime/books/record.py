@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from interlock.runtime.base.errors import CandidateOutcome, DeterministicError, GatewayError, UpstreamError
-from interlock.runtime.loaded.access import ANONYMOUS, Caller
+from interlock.runtime.loaded.callers import ANONYMOUS, Caller
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.tables import Candidate, Route, Target
@@ -72,7 +72,7 @@ class RequestRecord:
         self.target: Target | None = None
         self.answered: Answered[Any] | None = None
         self.error: BaseException | None = None
-        self.caller: Caller = ANONYMOUS  # who called (``access.Caller``): set before the body is read
+        self.caller: Caller = ANONYMOUS  # who called (``callers.Caller``): set before the body is read
         self.usage: Any = None  # a stream's usage chunk, when the upstream sent one
         self.timings: Any = None  # a stream's `timings` beside its usage (llama-server), when sent
         self.output_chars = 0  # a stream's text so far (the estimate when no usage came)

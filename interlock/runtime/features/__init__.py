@@ -8,8 +8,9 @@ router runs per candidate, ``guards.GUARDS``):
 - ``admit``: after the request is read and resolved, before the walk. A feature may refuse the request
   (raise), narrow its target, cut its output limit, or take a stake (``Exchange.stake``: credits
   reserved, a rate counted) that is settled however the request ends;
-- ``settle``: after the walk (or a refusal before it), with the request's metered usage (``Tally``, or
-  None when no upstream answered): plain calls, in table order, before the stakes are released.
+- ``settle``: after the walk, when an upstream answered, with the request's metered usage (``Tally``):
+  plain calls, in table order, before the stakes are released (a request no upstream answered settles
+  only its stakes).
 
 ``FEATURES`` is the table: one row per feature, its module's import path, and whether a plan wants it.
 At plan load (and again at every reload) ``Plugged.hooks`` keeps the rows the plan wants and imports
@@ -18,6 +19,14 @@ budgets or sticky sessions never imports those modules, and its requests loop ov
 module has one ``plug(services) -> Feature``, called once per gateway.
 
 To add a feature: one module here with a ``plug``, and one row in ``FEATURES``.
+
+One more row plugs in a part rather than hooks: ``FLEET``, the workers (``fleet/plug.py``: telemetry,
+worker choice and its slot guard, the fleet line, placement, load signals, learned speeds). A plan wants
+it when it has workers; ``app/parts.py`` imports its module and calls its ``plug`` the first time a plan
+does (at start, or the reload that brings the first workers) and seats what it makes in the core's
+seats (``services.Current.fleet``, ``guards.Kit.fleet``, the router's ``servers`` and ``progress``, the
+probe loop's rounds, the metrics' gauges). A plan without workers never imports ``runtime/fleet``'s
+worker modules nor ``runtime/telemetry``.
 """
 
 from __future__ import annotations
@@ -81,6 +90,16 @@ FEATURES: tuple[Row, ...] = (
     Row("what answers teach", "interlock.runtime.features.taught", _always),
     Row("usage ledger", "interlock.runtime.features.ledger", _always),
 )
+
+
+def _workers(plan: RuntimePlan) -> bool:
+    """Some worker (Ollama, llama.cpp, vLLM, SGLang...) serves the plan: telemetry, placement, load
+    signals and worker choice are all a worker's."""
+    return bool(plan.workers)
+
+
+FLEET = Row("workers", "interlock.runtime.fleet.plug", _workers)
+"""The fleet's row: its module's ``plug(...) -> Fleet`` is called by ``app/parts.py`` (once per gateway)."""
 
 
 class Plugged:

@@ -14,12 +14,13 @@ from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.features import Feature
 from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.preflight import CEILING_HEADER
-from interlock.runtime.loaded.access import Refusal, refusal_message
+from interlock.runtime.loaded.access import refusal_message
+from interlock.runtime.loaded.callers import Refusal
 from interlock.runtime.surfaces.base import capped
 from interlock.runtime.usage.credits import LEAST_OUTPUT_TOKENS, release_credits, reserve_credits
 
 if TYPE_CHECKING:
-    from interlock.runtime.loaded.access import Budget
+    from interlock.runtime.loaded.callers import Budget
     from interlock.runtime.request.lifecycle import Exchange
     from interlock.runtime.request.services import RequestServices
     from interlock.runtime.state.counters import CallerCounters, Held

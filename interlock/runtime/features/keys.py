@@ -11,7 +11,8 @@ from interlock.runtime.base.asgi import Scope, Send, closing, has_body, send_jso
 from interlock.runtime.base.errors import OperatorOnly, Unauthenticated
 from interlock.runtime.books.record import RequestRecord
 from interlock.runtime.features import Feature
-from interlock.runtime.loaded.access import CALLER, KEY_HEADERS, Caller, operator_route
+from interlock.runtime.loaded.access import KEY_HEADERS
+from interlock.runtime.loaded.callers import CALLER, Caller, operator_route
 from interlock.runtime.surfaces.base import Surface, failure_of
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 def plug(services: RequestServices) -> Feature:
     debit = services.ledger.debit
 
-    def settle(exchange: Exchange, tally: Tally | None) -> None:
+    def settle(exchange: Exchange, tally: Tally) -> None:
         record = exchange.record
-        if tally is not None and record.answered is not None:
+        if record.answered is not None:  # (always, with a tally)
             debit(record.caller.account, record.answered.candidate.id, tally)
 
     return Feature(settle=settle)

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 def plug(services: RequestServices) -> Feature:
     observe = services.learned.observe
 
-    def settle(exchange: Exchange, tally: Tally | None) -> None:
-        if tally is not None and not tally.estimated:  # the server's count: what the estimate learns
+    def settle(exchange: Exchange, tally: Tally) -> None:
+        if not tally.estimated:  # the server's count: what the estimate learns
             observe(exchange.record, exchange.preflight.needs, tally.prompt_tokens)
 
     return Feature(settle=settle)

@@ -50,7 +50,7 @@ from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.errors import SlotUnavailable
 from interlock.runtime.fleet.prefix import Prefix
 from interlock.runtime.fleet.scoring import Scorer
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import Candidate, Route, RoutingSettings, WorkerLimits
 from interlock.runtime.state.base import Lease, SlotBackend
 from interlock.runtime.state.fair import FairClock, Place

@@ -35,14 +35,11 @@ from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.tables import Candidate, Check, Route
 
 if TYPE_CHECKING:
+    from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.books.learned import CountBook
     from interlock.runtime.books.metrics import Metrics
-    from interlock.runtime.fleet.facts import FactsTable
-    from interlock.runtime.fleet.line import FleetLine
-    from interlock.runtime.fleet.scoring import Scorer
-    from interlock.runtime.fleet.sticky import StickyTable
-    from interlock.runtime.loaded.tables import RoutingSettings
+    from interlock.runtime.fleet.plug import Fleet
 from interlock.runtime.state.base import Lease, SlotBackend
 
 DEFER = "defer"  # a guard's answer: try this candidate again after the rest of the chain (not a skip)
@@ -132,6 +129,11 @@ GUARDS: tuple[str, ...] = (
 """The guard chain, in order: each module has ``guard(kit) -> Guard``. A guard that holds a resource
 goes after every guard that may skip, so a later skip never strands it."""
 
+FLEET_GUARDS = frozenset({"interlock.runtime.guards.slots", "interlock.runtime.guards.ollama_options"})
+"""The guards built from the fleet (``Kit.fleet``): left out of the chain (never imported) while the
+gateway has no fleet, a plan without workers (their checks, ``WORKERS`` and ``OLLAMA``, hold of no
+candidate of it)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Kit:
@@ -142,14 +144,11 @@ class Kit:
     health: HealthBook
     counts: CountBook  # how servers count prompts, as their answers taught
     slots: SlotBackend
-    scorer: Scorer
-    routing: Callable[[], RoutingSettings]  # the plan of the moment's
-    sticky: StickyTable
-    fleet: FleetLine
-    busy: Callable[[], None]  # told when a worker is full (the probe loop)
-    keep_alive: Callable[[str, str], int | None]  # placement's keep_alive for a worker's model
+    fleet: Fleet | None = None  # worker choice, the fleet line, placement (None: no plan had workers)
 
 
 def chain(kit: Kit, table: tuple[str, ...] = GUARDS) -> tuple[Guard, ...]:
-    """The guards of ``table``, built from ``kit``, in order (once per gateway, never per request)."""
-    return tuple(importlib.import_module(path).guard(kit) for path in table)
+    """The guards of ``table``, built from ``kit``, in order (never per request): without a fleet, none
+    of the fleet's (``FLEET_GUARDS``)."""
+    paths = table if kit.fleet is not None else tuple(p for p in table if p not in FLEET_GUARDS)
+    return tuple(importlib.import_module(path).guard(kit) for path in paths)

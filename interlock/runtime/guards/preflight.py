@@ -23,7 +23,7 @@ from interlock.runtime.base.errors import (
 )
 from interlock.runtime.books.estimate import Needs
 from interlock.runtime.guards.ceiling import said
-from interlock.runtime.loaded.access import COMMON
+from interlock.runtime.loaded.callers import COMMON
 from interlock.runtime.loaded.tables import PreflightSettings
 
 # -- what the guards found -------------------------------------------------------------------------
@@ -156,13 +156,21 @@ class Preflight:
     def headers(self, answered: str | None = None) -> list[Header]:
         """The preflight's response headers; ``answered``: the candidate that answered, if any."""
         out: list[Header] = []
-        if answered is not None and self.ceilings is not None and answered in self.ceilings:
-            out.append((CEILING_HEADER, self.ceilings[answered]))
-        if self.skipped:
-            out.append((b"x-interlock-skipped", _ascii(", ".join(self.skipped[:MAX_HEADER_ITEMS]))))
-        if self.notes:
-            out.append((b"x-interlock-preflight", _ascii("; ".join(self.notes))))
+        self.add_headers(out, answered)
         return out
+
+    def add_headers(self, headers: list[Header], answered: str | None) -> None:
+        """The preflight's response headers after ``headers`` (``answered``: the candidate that
+        answered, if any); its ``X-Interlock-Max-Tokens`` (the context's ceiling, the lower) replaces
+        one the credits or rates cut earlier: one header says what was sent."""
+        ceilings = self.ceilings
+        if answered is not None and ceilings is not None and answered in ceilings:
+            headers[:] = [h for h in headers if h[0] != CEILING_HEADER]
+            headers.append((CEILING_HEADER, ceilings[answered]))
+        if self.skipped:
+            headers.append((b"x-interlock-skipped", _ascii(", ".join(self.skipped[:MAX_HEADER_ITEMS]))))
+        if self.notes:
+            headers.append((b"x-interlock-preflight", _ascii("; ".join(self.notes))))
 
     def refusal(self, target: str, candidates: int) -> RequestDoesNotFit | None:
         """The 400 to answer when every one of ``candidates`` was skipped as a misfit; else None."""

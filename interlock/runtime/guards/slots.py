@@ -42,7 +42,7 @@ from interlock.runtime.fleet.prefix import Prefix, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer
 from interlock.runtime.fleet.sticky import StickyTable, session_key
 from interlock.runtime.guards import Admission, Guard, Kit
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import Candidate, Check, Route, RoutingSettings
 from interlock.runtime.state.base import SlotBackend
 
@@ -176,4 +176,8 @@ def _labels(turn: Turn) -> tuple[str, str]:
 
 
 def guard(kit: Kit) -> SlotGuard:
-    return SlotGuard(kit.slots, kit.scorer, kit.routing, kit.sticky, kit.fleet, kit.metrics, busy=kit.busy)
+    fleet = kit.fleet
+    if fleet is None:
+        raise ValueError("the slot guard is the fleet's: built only once a plan has workers")
+    line = fleet.line
+    return SlotGuard(kit.slots, fleet.scorer, line.settings, fleet.sticky, line, kit.metrics, busy=fleet.busy)

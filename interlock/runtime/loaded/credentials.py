@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from interlock.common.apikeys import weak_secret
 from interlock.common.envnames import SECRET_SUFFIXES, bad_prefix, not_a_credential, secret_like
 from interlock.common.vendors import stray_hosts, unlisted_hosts, vendor_of
 from interlock.schema.plan import PlanProvider, RoutingPlan
@@ -75,6 +74,8 @@ def _urls(plan: RoutingPlan, provider: PlanProvider) -> list[str]:
 def weak_key_values(plan: RoutingPlan, env: Mapping[str, str]) -> list[str]:
     """Each caller key whose variable is set but holds no secret (a path, a short value, the value of a
     variable that is none); the values are never shown."""
+    from interlock.common.apikeys import weak_secret  # caller keys' rules: a plan with keys only
+
     problems: list[str] = []
     for key_id, key in sorted(plan.access.keys.items()):
         if key.key_env is None or not env.get(key.key_env):

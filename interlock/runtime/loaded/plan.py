@@ -18,12 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
 
-from interlock.common.apikeys import parse_hash
 from interlock.common.gc_pause import collector_paused
 from interlock.common.headers import header_name_problem, header_value_problem
 from interlock.common.kinds import KINDS, has_workers
@@ -31,8 +30,6 @@ from interlock.common.patterns import ollama_name, untagged
 from interlock.runtime.base.asgi import json_object
 from interlock.runtime.base.errors import InterlockError
 from interlock.runtime.base.server_settings import ServerSettings
-from interlock.runtime.loaded.access import KeyBook
-from interlock.runtime.loaded.cors import CorsPolicy
 from interlock.runtime.loaded.credentials import credential_problems, weak_key_values
 from interlock.runtime.loaded.tables import (
     Alias,
@@ -56,8 +53,11 @@ from interlock.runtime.loaded.tables import (
 from interlock.runtime.net.fds import max_connections
 from interlock.runtime.wire.base import Endpoint
 from interlock.schema.canonical import content_hash, has_content_hash
-from interlock.schema.config import RETRY_DEFAULTS
-from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanProvider, PlanRetry, RoutingPlan
+from interlock.schema.plan import PLAN_FORMAT_VERSION, RETRY_DEFAULTS, PlanProvider, PlanRetry, RoutingPlan
+
+if TYPE_CHECKING:  # a plan's caller keys and CORS rules: imported by the plans that have them
+    from interlock.runtime.loaded.access import KeyBook
+    from interlock.runtime.loaded.cors import CorsPolicy
 
 DEFAULT_RETRY = RetryPolicy(
     RETRY_DEFAULTS["count"], RETRY_DEFAULTS["backoff"] / 1000, RETRY_DEFAULTS["retry_after_max"] / 1000
@@ -201,7 +201,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         plan_header=(b"x-interlock-plan", plan.content_hash.encode()),
         keys=_key_book(plan, env, origin, secrets, aliases),
         secrets=tuple(secrets),
-        cors=CorsPolicy(plan.server.cors, plan.server.resolved_header) if plan.server.cors else None,
+        cors=_cors(plan),
         placement=_placement(plan),
     )
 
@@ -427,6 +427,17 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
     default = plan.server.default_alias
     if default is not None and default not in plan.aliases:
         problems.append(f"server.default_alias {default} is not an alias")
+    if plan.access.keys:
+        problems.extend(_key_problems(plan))
+    if problems:
+        raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
+
+
+def _key_problems(plan: RoutingPlan) -> list[str]:
+    """What is wrong with the plan's caller keys (``apikeys``: imported by a plan with keys only)."""
+    from interlock.common.apikeys import parse_hash
+
+    problems: list[str] = []
     for key_id, key in plan.access.keys.items():
         if key.tenant not in plan.access.tenants:
             problems.append(f"key {key_id} names unknown tenant {key.tenant}")
@@ -434,8 +445,7 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
             key.hash is not None and parse_hash(key.hash) is None
         ):
             problems.append(f"key {key_id} needs exactly one of key_env and a well-formed hash")
-    if problems:
-        raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
+    return problems
 
 
 def _check_headers(plan: RoutingPlan, origin: str) -> None:
@@ -493,7 +503,18 @@ def _key_book(
     weak = weak_key_values(plan, env)
     if weak:
         raise PlanError(f"{origin}: caller keys without a secret: " + "; ".join(weak))
+    from interlock.runtime.loaded.access import KeyBook  # a plan with keys only
+
     return KeyBook.of(plan.access, plan.server.auth, env, aliases, plan.candidates)
+
+
+def _cors(plan: RoutingPlan) -> CorsPolicy | None:
+    """The plan's CORS rules, None when it has none (``cors.py``: imported by a plan with CORS only)."""
+    if not plan.server.cors:
+        return None
+    from interlock.runtime.loaded.cors import CorsPolicy
+
+    return CorsPolicy(plan.server.cors, plan.server.resolved_header)
 
 
 def _auth_headers(

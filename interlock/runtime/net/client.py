@@ -67,7 +67,7 @@ from interlock.runtime.wire.base import header_lines
 
 USER_AGENT = "interlock/0.1"
 _JSON = b"Content-Type: application/json\r\n"
-_MAX_HEADS = 4096  # request heads kept (label, base URL, method, path); past it, built per request
+_MAX_HEADS = 4096  # request lines kept (label, base URL, method, path); past it, built per request
 STRAY_COOLDOWN_S = 300.0
 """How long a provider caught sending bytes nobody asked for gets a fresh connection per exchange."""
 
@@ -149,7 +149,7 @@ class Pool:
         if conn.closed:
             return
         now = conn.loop.time()
-        if client.closed or client.waiting or now < self.reuse_off_until:  # (a slot waited for; strays)
+        if client.closed or client._waiters or now < self.reuse_off_until:  # (a slot waited for; strays)
             conn.abort()
             return
         conn.idle_since = now
@@ -207,9 +207,9 @@ class UpstreamClient:
         self.on_stray = on_stray  # (a pool's label, seconds its connections are not reused)
         self._pools: dict[tuple[str, str, int, str], Pool] = {}  # (scheme, host, port, label) -> pool
         self._bases: dict[str, dict[str, tuple[Pool, str]]] = {}  # label -> base URL -> pool, path prefix
-        self._heads: dict[
-            tuple[str, str, str, str, bytes], tuple[Pool, bytes]
-        ] = {}  # (label, URL, method, path, lines)
+        # (label, URL, method, path) -> the pool, and the request line with the origin's fixed headers:
+        # never the encoded headers (``Origin.lines``: a credential), joined to it per request
+        self._heads: dict[tuple[str, str, str, str], tuple[Pool, bytes]] = {}
         self._open = 0  # connections made and not yet lost
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._poller = select.poll()  # ``Connection.unread``: one fd registered at a time, for one call
@@ -275,8 +275,8 @@ class UpstreamClient:
         first_byte_at, lines = request.first_byte_at, origin.lines
         if lines is None:  # a header the plan could not encode: refused by name, nothing sent
             raise InvalidHeader("a request header holds a line break or is not Latin-1")
-        found = self._heads.get((origin.label, origin.url, method, path, lines))
-        target, start = found if found is not None else self._head(origin, method, path, lines)
+        found = self._heads.get((origin.label, origin.url, method, path))
+        target, start = found if found is not None else self._head(origin, method, path)
         extra = request.headers
         more = b""
         if extra:
@@ -285,13 +285,14 @@ class UpstreamClient:
                 raise InvalidHeader("a request header holds a line break or is not Latin-1")
             more = encoded
         if body is None:
-            head = b"%b%b\r\n" % (start, more)
+            head = b"%b%b%b\r\n" % (start, lines, more)
         elif target.key is None:
-            head = b"%b%b%bContent-Length: %d\r\n\r\n" % (start, more, _JSON, len(body))
+            head = b"%b%b%b%bContent-Length: %d\r\n\r\n" % (start, lines, more, _JSON, len(body))
         else:
             target.sent = sent = target.sent + 1
-            head = b"%b%b%bIdempotency-Key: %b%d\r\nContent-Length: %d\r\n\r\n" % (
+            head = b"%b%b%b%bIdempotency-Key: %b%d\r\nContent-Length: %d\r\n\r\n" % (
                 start,
+                lines,
                 more,
                 _JSON,
                 target.key,
@@ -321,9 +322,10 @@ class UpstreamClient:
                 target.counted.inc()
             conn = await self._connect(target, origin.connect_s, first_byte_at)
 
-    def _head(self, origin: Origin, method: str, path: str, lines: bytes) -> tuple[Pool, bytes]:
-        """The pool and the request's first lines (request line, the origin's fixed headers and its
-        encoded ones) for one method and path of one provider's base URL, built once."""
+    def _head(self, origin: Origin, method: str, path: str) -> tuple[Pool, bytes]:
+        """The pool and the request's first lines (request line, the origin's fixed headers) for one
+        method and path of one provider's base URL, built once; its encoded headers follow per request
+        (they hold its credential: not kept here, neither in a key nor in a value)."""
         label, base_url = origin.label, origin.url
         urls = self._bases.get(label)
         found = urls.get(base_url) if urls is not None else None
@@ -332,10 +334,9 @@ class UpstreamClient:
             line = f"{method} {prefix}{path} HTTP/1.1\r\n{target.fixed}".encode("latin-1")
         except UnicodeEncodeError:
             raise InvalidHeader("a request header holds a line break or is not Latin-1") from None
-        start = line + lines
         if len(self._heads) < _MAX_HEADS:  # (paths are the adapters' own: a few per provider)
-            self._heads[label, base_url, method, path, lines] = (target, start)
-        return target, start
+            self._heads[label, base_url, method, path] = (target, line)
+        return target, line
 
     def _base(self, base_url: str, label: str, kind: str | None) -> tuple[Pool, str]:
         parts = urlsplit(base_url)

@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from interlock.runtime.base.errors import shown
+from interlock.runtime.books.fit import guaranteed_window
 from interlock.runtime.books.metrics import CONTENT_TYPE
-from interlock.runtime.fleet.fit import guaranteed_window
-from interlock.runtime.loaded.access import ANONYMOUS, Caller, caller_of
+from interlock.runtime.loaded.callers import ANONYMOUS, Caller, caller_of
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate, Provider, WorkerLimits, worker_label
 from interlock.runtime.ops.routes import ROUTES
@@ -34,6 +34,7 @@ from interlock.runtime.wire.openai_chat import error_body, error_type
 from interlock.schema.plan import PlanContract
 
 if TYPE_CHECKING:
+    from interlock.runtime.fleet.plug import Fleet
     from interlock.runtime.request.services import LiveState
     from interlock.runtime.usage.ledger import Ledger
 
@@ -366,8 +367,8 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
 
     ``slots`` is the backend's whole view (with ``--workers N``: every process of the host together).
     """
-    plan = live.plan
-    scores, speeds = live.scorer.report(), live.speeds.snapshot()
+    plan, fleet = live.plan, live.fleet
+    scores, speeds = (fleet.scorer.report(), fleet.speeds.snapshot()) if fleet is not None else ({}, {})
     workers = {
         name: _worker_report(live, name, limits, slots.get(name) or SlotReport())
         | {
@@ -378,8 +379,8 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
     }
     state = live.slots
     slot_state: dict[str, Any] = {"scope": state.scope, "degraded": state.degraded}
-    if live.fleet.usable:  # per candidate: waiting for any of its workers (this process)
-        slot_state["fleet_waiting"] = live.fleet.report()
+    if fleet is not None and fleet.line.usable:  # per candidate: waiting for any of its workers
+        slot_state["fleet_waiting"] = fleet.line.report()  # (this process)
     report: dict[str, Any] = {
         "plan": {
             "content_hash": plan.content_hash,
@@ -393,15 +394,15 @@ def health_report(live: LiveState, slots: Mapping[str, SlotReport]) -> dict[str,
         "usage": usage_report(live.ledger, plan),
         "candidates": {cid: _candidate(live, c) for cid, c in plan.candidates.items()},
     }
-    if live.placement is not None and live.placement.shown(plan):  # only where placement can place
-        report["placement"] = live.placement.report(plan)
+    if fleet is not None and fleet.placement.shown(plan):  # only where placement can place
+        report["placement"] = fleet.placement.report(plan)
     learned = live.learned.report() if live.learned is not None else {}
     if learned:  # per endpoint and model: prompt speed and counts, once an answer taught them
         report["learned"] = learned
-    if len(live.scorer.prefixes) or plan.routing.prefix is not None:  # the rule, and what it has seen
-        report["prefix_affinity"] = _prefix_affinity_report(live)
-    if plan.routing.sticky is not None:  # only when sticky sessions are on
-        report["sticky_sessions"] = {"sessions": len(live.sticky), "repinned": live.sticky.repinned}
+    if fleet is not None and (len(fleet.scorer.prefixes) or plan.routing.prefix is not None):
+        report["prefix_affinity"] = _prefix_affinity_report(plan, fleet)  # the rule, and what it has seen
+    if fleet is not None and plan.routing.sticky is not None:  # only when sticky sessions are on
+        report["sticky_sessions"] = {"sessions": len(fleet.sticky), "repinned": fleet.sticky.repinned}
     return report
 
 
@@ -438,31 +439,32 @@ def _worker_report(live: LiveState, name: str, limits: WorkerLimits, pool: SlotR
         "queue_waiting": pool.waiting,
         "queue": {"max_waiting": limits.max_waiting, "max_wait_s": limits.max_wait_s},
     }
-    telemetry = live.telemetry.report(name)
+    fleet = live.fleet  # a plan with workers has one
+    telemetry = fleet.telemetry.report(name) if fleet is not None else None
     if telemetry is not None:  # only for workers that declare telemetry
         report["telemetry"] = telemetry
     if limits.server is not None:  # an OpenAI-compatible server's own load, as last read (None: unknown)
-        load = live.facts.load(label)
+        load = fleet.facts.load(label) if fleet is not None else None
         report["server"] = {
             "kind": limits.server,
             "load": load.report() if load else None,
             # whether it makes progress: a call's first byte waits on while it does
-            "progress": live.facts.progress.report(label),
+            "progress": fleet.progress.report(label) if fleet is not None else None,
             # the window one request gets there, as the server says (a llama-server slot's ``n_ctx``)
             "slot_window": live.facts.slot_windows.get(label),
         }
     return report
 
 
-def _prefix_affinity_report(live: LiveState) -> dict[str, Any]:
+def _prefix_affinity_report(plan: RuntimePlan, fleet: Fleet) -> dict[str, Any]:
     """The prefix-affinity rule workers are scored by (or that it is off), and what the scorer has seen."""
-    affinity = live.plan.routing.prefix
+    affinity = plan.routing.prefix
     return {
         "rule": PREFIX_RULE if affinity is not None else "off: workers are scored on their load alone",
         "weights": None
         if affinity is None
         else {"miss": affinity.miss, "evict": affinity.evict, "spare_prompts": affinity.spare_prompts},
-        **live.scorer.prefixes.report(),
+        **fleet.scorer.prefixes.report(),
     }
 
 
@@ -485,7 +487,7 @@ def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
 def metadata_report(live: LiveState) -> dict[str, Any]:
     """What the preflight knows now: live worker facts, and per candidate and route its capabilities and
     effective context with their source (``loaded``, ``modelfile``, ``default``, ``declared``, ...)."""
-    from interlock.runtime.fleet.fit import capabilities_on, effective_context
+    from interlock.runtime.books.fit import capabilities_on, effective_context
 
     plan, facts = live.plan, live.facts
     candidates: dict[str, Any] = {}
@@ -506,4 +508,5 @@ def metadata_report(live: LiveState) -> dict[str, Any]:
                 "context_source": source,
             }
         candidates[cid] = routes
-    return {"mode": plan.preflight.mode, "workers": facts.snapshot(), "candidates": candidates}
+    workers = live.fleet.facts.snapshot() if live.fleet is not None else {}
+    return {"mode": plan.preflight.mode, "workers": workers, "candidates": candidates}

@@ -4,35 +4,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interlock.runtime.ops import contract
-from interlock.runtime.surfaces.contract import Doc
-
 READ = ("GET", "HEAD")  # HEAD answers like GET without the body (uvicorn drops it)
 
 
 @dataclass(frozen=True, slots=True)
 class AdminRoute:
-    """One admin route: its path (Starlette's syntax), methods and contract (``runtime.ops.openapi``)."""
+    """One admin route: its path (Starlette's syntax), methods and contract: the name of its ``Doc`` in
+    ``ops/contract.py``, read only to build the OpenAPI document (``runtime.ops.openapi``)."""
 
     path: str
-    doc: Doc
+    doc: str
     methods: tuple[str, ...] = READ
 
 
 ROUTES: tuple[AdminRoute, ...] = (
-    AdminRoute("/v1/models", contract.MODELS),
-    AdminRoute("/v1/models/{model_id:path}", contract.MODEL_BY_ID),  # GET and HEAD, as every route
-    AdminRoute("/v1/aliases", contract.ALIASES),
-    AdminRoute("/v1/health", contract.HEALTH),
-    AdminRoute("/v1/metadata", contract.METADATA),
-    AdminRoute("/metrics", contract.METRICS),
-    AdminRoute("/healthz", contract.HEALTHZ),
-    AdminRoute("/readyz", contract.READYZ),
-    AdminRoute("/ui", contract.UI),
-    AdminRoute("/ui/static/{name}", contract.UI_STATIC),
-    AdminRoute("/ui/{section}", contract.UI_SECTION),
-    AdminRoute("/openapi.json", contract.OPENAPI),
-    AdminRoute("/docs", contract.DOCS),
-    AdminRoute("/docs/static/{asset}", contract.DOCS_STATIC),
+    AdminRoute("/v1/models", "MODELS"),
+    AdminRoute("/v1/models/{model_id:path}", "MODEL_BY_ID"),  # GET and HEAD, as every route
+    AdminRoute("/v1/aliases", "ALIASES"),
+    AdminRoute("/v1/health", "HEALTH"),
+    AdminRoute("/v1/metadata", "METADATA"),
+    AdminRoute("/metrics", "METRICS"),
+    AdminRoute("/healthz", "HEALTHZ"),
+    AdminRoute("/readyz", "READYZ"),
+    AdminRoute("/ui", "UI"),
+    AdminRoute("/ui/static/{name}", "UI_STATIC"),
+    AdminRoute("/ui/{section}", "UI_SECTION"),
+    AdminRoute("/openapi.json", "OPENAPI"),
+    AdminRoute("/docs", "DOCS"),
+    AdminRoute("/docs/static/{asset}", "DOCS_STATIC"),
 )
 """The admin app's routes; ``build_admin`` registers one endpoint for each, in this order."""

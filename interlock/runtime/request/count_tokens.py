@@ -10,7 +10,7 @@ import orjson
 
 from interlock.runtime.base.asgi import ClientGone, Receive, Scope, Send, read_object, send_json
 from interlock.runtime.books.estimate import needs_of
-from interlock.runtime.loaded.access import caller_of
+from interlock.runtime.loaded.callers import caller_of
 from interlock.runtime.request.counting import count_prompt
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.surfaces.anthropic import Messages

@@ -43,12 +43,11 @@ from interlock.runtime.base.asgi import (
 from interlock.runtime.base.errors import untangle
 from interlock.runtime.books.estimate import chars_tokens, needs_of
 from interlock.runtime.books.record import Answered, RequestRecord
-from interlock.runtime.guards.preflight import CEILING_HEADER, Preflight
-from interlock.runtime.loaded.tables import Alias, Target
+from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.request.keepalive import Keepalive
 from interlock.runtime.request.resolve import resolve
-from interlock.runtime.request.resume import ContinuedStream, Said, continued, replicas, resumable
-from interlock.runtime.surfaces.base import Parsed, Surface, failure_of, forwarded, say_dropped
+from interlock.runtime.request.resume import ContinuedStream, Said, continued, gatherer, replicas, resumable
+from interlock.runtime.surfaces.base import Parsed, Surface, failure_of, forwarded, say_dropped, with_usage
 from interlock.runtime.usage.metering import (
     delta_chars,
     estimated_usage,
@@ -56,13 +55,14 @@ from interlock.runtime.usage.metering import (
     price_of,
     request_tally,
 )
-from interlock.runtime.wire.base import ChatStream, Relayed, StreamRender
 
 if TYPE_CHECKING:
-    from interlock.runtime.loaded.access import Caller
+    from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.request.services import RequestServices, Settle, Stake
+    from interlock.runtime.loaded.tables import Target
+    from interlock.runtime.request.services import RequestServices, Stake
     from interlock.runtime.usage.base import Tally
+    from interlock.runtime.wire.base import ChatStream, StreamRender
 
 Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]
 
@@ -97,8 +97,7 @@ def handler(surface: Surface) -> Handler:
 async def _handle(
     surface: Surface, services: RequestServices, scope: Scope, receive: Receive, send: Send
 ) -> None:
-    current = services.current
-    plan, hooks = current.plan, current.hooks  # in-flight requests finish on the plan they started with
+    plan, hooks = services.current.plan, services.current.hooks  # a request ends on the plan it began on
     caller = None
     if hooks.authenticate is not None:  # keys (`features/keys.py`); `auth: off` skips this at once
         caller = await hooks.authenticate(services, scope, send, surface, route=True, metered=True)
@@ -110,8 +109,18 @@ async def _handle(
         record.trace = services.tracing.begin(scope, record)
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
     exchange = Exchange(services, plan, surface, headers, send, record, scope, caller or record.caller)
-    try:
-        exchange.read(await read_object(scope, receive, plan.server.max_body_bytes))
+    try:  # read: parsed in its surface's shape, resolved to its target, estimated; then admitted
+        parsed = surface.parse(await read_object(scope, receive, plan.server.max_body_bytes))
+        if parsed.native is not None and surface.forwards:  # headers its own format carries along
+            parsed = forwarded(parsed, scope, surface.forwards)
+        endpoint = record.endpoint = parsed.operation
+        model = parsed.model  # an alias is one lookup, here; `resolve` words every other outcome
+        alias = plan.aliases.get(model) if model is not None else None
+        target = exchange.target = alias if alias is not None else resolve(plan, model, exchange.caller)
+        exchange.parsed = parsed if parsed.echo is not None else replace(parsed, echo=target.label)
+        needs = needs_of(parsed.body, endpoint, plan.preflight)
+        preflight = exchange.preflight = record.walk = Preflight(needs, plan.preflight.mode, plan.preflight)
+        preflight.request_headers, preflight.started = scope["headers"], record.started  # its deadline
         for admit, waits in hooks.admit:  # the features that admit: in table order (`features`)
             if waits:
                 await admit(exchange)
@@ -132,15 +141,18 @@ async def _handle(
             status = await exchange.answer()
     except asyncio.CancelledError:
         if not watch.swallow():
-            if record.trace is not None:  # the server is stopping: the span still ends
-                record.status = 499
-                record.trace.end(record)
+            _stopping(record)
             raise
         services.metrics.client_disconnects.labels(record.endpoint).inc()
         status = 499
     finally:
-        watch.stop()
-        tally = exchange.settle(hooks.settle)
+        watch.stop()  # an answer's usage was metered before it went out; a stream's (cut short or not) now:
+        tally = exchange.tally or metered(record, exchange.preflight.needs, plan)
+        if tally is not None:  # an upstream answered: the features' `settle`, in table order
+            if record.clamped and record.answered is not None:  # it claimed absurd usage: cut
+                services.metrics.usage_clamped.labels(record.answered.candidate.id).inc()
+            for settle in hooks.settle:
+                settle(exchange, tally)
         if exchange.stakes is not None:  # after the debit: in this process the credits never look free
             for stake in exchange.stakes:
                 await stake(tally)
@@ -148,6 +160,13 @@ async def _handle(
     services.metrics.request_seconds.labels(record.endpoint).observe(time.perf_counter() - record.started)
     record.status = status
     _finish(services, record)
+
+
+def _stopping(record: RequestRecord) -> None:
+    """The server is stopping (a cancellation that is not the client's): the span still ends."""
+    if record.trace is not None:
+        record.status = 499
+        record.trace.end(record)
 
 
 def _finish(services: RequestServices, record: RequestRecord) -> None:
@@ -186,27 +205,6 @@ class Exchange:
     # what features took for this request (credits, rates): settled however it ends
     stakes: list[Stake] | None = field(default=None, init=False)
 
-    def read(self, body: Any) -> None:
-        """The request read: parsed in its surface's shape, resolved to its target, estimated."""
-        surface, scope, plan, record = self.surface, self.scope, self.plan, self.record
-        parsed = surface.parse(body)
-        if parsed.native is not None and surface.forwards:
-            native = forwarded(parsed.native, scope, surface.forwards)
-            if native is not parsed.native:  # a header to forward: else no copy of the request
-                parsed = replace(parsed, native=native)
-        endpoint = record.endpoint = parsed.operation
-        model = parsed.model  # an alias is one lookup, here; `resolve` words every other outcome
-        alias = plan.aliases.get(model) if model is not None else None
-        target = self.target = alias if alias is not None else resolve(plan, model, self.caller)
-        if parsed.echo is None:  # no model named: answers name the default alias
-            parsed = replace(parsed, echo=target.label)
-        self.parsed = parsed
-        preflight = self.preflight = Preflight(
-            needs_of(parsed.body, endpoint, plan.preflight), plan.preflight.mode, plan.preflight
-        )
-        preflight.request_headers, preflight.started = scope["headers"], record.started  # its deadline
-        record.walk = preflight  # what the access log says of a walk that ends without an answer
-
     def stake(self, stake: Stake) -> None:
         """What a feature took for this request, given back (awaited) when it ends, however it ends."""
         if self.stakes is None:
@@ -228,18 +226,6 @@ class Exchange:
                 await stake(None)
         _finish(self.services, record)
 
-    def settle(self, settles: tuple[Settle, ...]) -> Tally | None:
-        """After the walk: an answer's usage was metered before it went out; a stream's (cut short or
-        not) is now (None: no upstream answered); then the features' ``settle``. Returned for the
-        stakes, settled after (not a coroutine: a request makes none for it)."""
-        record = self.record
-        tally = self.tally or metered(record, self.preflight.needs, self.plan)
-        if record.clamped and record.answered is not None:  # the upstream claimed absurd usage: cut
-            self.services.metrics.usage_clamped.labels(record.answered.candidate.id).inc()
-        for settle in settles:
-            settle(self, tally)
-        return tally
-
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc
         self.watch.stop()
@@ -258,18 +244,13 @@ class Exchange:
             return await self._refused(exc)
         self.record.answered = answered
         headers = self.headers
-        _extend(headers, self.preflight.headers(answered.candidate.id))
+        self.preflight.add_headers(headers, answered.candidate.id)
         result = answered.result
         needs = self.preflight.needs  # the usage worked out once: what the answer shows, the ledger counts
         tally = self.tally = request_tally(self.record, needs, price_of(self.plan, answered.candidate.id))
         if tally.estimated and parsed.operation == "chat":  # never zeros: the estimate
-            estimate = estimated_usage(needs, tally.completion_tokens)
-            estimated = {
-                **result,
-                "usage": estimate,
-            }  # (the record keeps the upstream's: metered as estimated)
-            # a relayed answer stays the upstream's own for its caller
-            result = Relayed(estimated, result.native) if type(result) is Relayed else estimated
+            # (the record keeps the upstream's: metered as estimated)
+            result = with_usage(result, estimated_usage(needs, tally.completion_tokens))
         payload = self.surface.answer(parsed, result, answered.candidate.id)
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
@@ -337,7 +318,7 @@ class Exchange:
         render_chunk = render.chunk
         first = True
         record = self.record
-        said = self._said(answered)  # the text so far, for `resume: same_model`; None: not resumed
+        said = gatherer(self.target, self.parsed, answered.candidate)  # for `resume`; None: not resumed
         last: dict[str, Any] = {}
         held: list[bytes] = []  # without a StreamBody: one read's bytes, for `send`
         if body is not None:  # straight to the connection, in the upstream's read callback
@@ -399,7 +380,7 @@ class Exchange:
         """The stream's render, its headers added to the gateway's: who answered, what was dropped."""
         headers, parsed, cid = self.headers, self.parsed, answered.candidate.id
         render = self.surface.stream(parsed, cid)
-        _extend(headers, self.preflight.headers(cid))
+        self.preflight.add_headers(headers, cid)
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
@@ -419,15 +400,6 @@ class Exchange:
             usage = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created")}
             end = render.chunk({**usage, "model": cid, "choices": [], "usage": estimate})
         return end + render.end()
-
-    def _said(self, answered: Answered[ChatStream]) -> Said | None:
-        """A gatherer of the answer's text when the alias resumes a cut stream and this stream is
-        one the gateway renders from chunks (or the Chat Completions relay); else None (no cost)."""
-        target = self.target
-        if not isinstance(target, Alias) or not target.resume:
-            return None
-        native = self.parsed.relayed(answered.candidate.relays)
-        return Said() if native is None or native.format == "openai" else None
 
     async def _resume(
         self,
@@ -467,11 +439,3 @@ class Exchange:
         self.services.metrics.overhead_seconds.labels(self.parsed.operation).observe(
             time.perf_counter() - self.record.started - answered.upstream_s - answered.queued_s
         )
-
-
-def _extend(headers: list[Header], preflight: list[Header]) -> None:
-    """The preflight's headers after the rest; its ``X-Interlock-Max-Tokens`` (the context's ceiling, the
-    lower) replaces one the credits or rates cut earlier: one header says what was sent."""
-    if preflight and preflight[0][0] == CEILING_HEADER:
-        headers[:] = [h for h in headers if h[0] != CEILING_HEADER]
-    headers.extend(preflight)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from interlock.runtime.base.errors import DirectModelDenied, InvalidRequest, ModelNotFound, shown
-from interlock.runtime.loaded.access import ANONYMOUS, Caller
+from interlock.runtime.loaded.callers import ANONYMOUS, Caller
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Target
 

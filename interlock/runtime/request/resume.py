@@ -19,12 +19,15 @@ Opt-in per alias (its `resume`); the rules, each for a reason:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlock.common.kinds import KINDS
 from interlock.runtime.base.errors import TransientError
-from interlock.runtime.loaded.tables import Candidate, Target
+from interlock.runtime.loaded.tables import Alias, Candidate, Target
 from interlock.runtime.wire.base import ChatStream
+
+if TYPE_CHECKING:
+    from interlock.runtime.surfaces.base import Parsed
 
 
 class Said:
@@ -55,6 +58,15 @@ class Said:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+def gatherer(target: Target, parsed: Parsed, candidate: Candidate) -> Said | None:
+    """A gatherer of the answer's text when the alias resumes a cut stream and this stream is one the
+    gateway renders from chunks (or the Chat Completions relay); else None (no cost)."""
+    if not isinstance(target, Alias) or not target.resume:
+        return None
+    native = parsed.relayed(candidate.relays)
+    return Said() if native is None or native.format == "openai" else None
 
 
 def replicas(target: Target, candidate: Candidate) -> Target | None:

@@ -44,7 +44,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlock.runtime.base.errors import (
@@ -60,12 +60,12 @@ from interlock.runtime.base.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.learned import Learned
 from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.books.record import Answered, CandidateRefused
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.guards import DEFER, Admission, Guard, compiled, steps
+from interlock.runtime.guards import DEFER, Admission, Chains, Guard, Step, compiled, steps
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.tables import Candidate, RetryPolicy, Route, Target
@@ -74,6 +74,7 @@ from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 if TYPE_CHECKING:
+    from interlock.runtime.fleet.signals.progress import ProgressBook
     from interlock.runtime.tracing.otel import Tracing
 
 T = TypeVar("T")
@@ -100,32 +101,20 @@ async def _embed(
 
 
 class Walk:
-    """One walk's running account (one per request): what each candidate came to, and the time spent."""
+    """One walk's running account (one per request): what each candidate came to, and the time spent.
 
-    __slots__ = (
-        "outcomes",
-        "preflight",
-        "queued_s",
-        "refusals",
-        "retries",
-        "started",
-        "target",
-        "upstream_s",
-        "waited_s",
-    )
+    No ``__init__``: the walk makes it with ``Walk()`` (no Python frame) and sets its target, preflight
+    and outcomes; the counts start at the class's zeros (an attribute set on the walk shadows them)."""
 
-    def __init__(self, target: Target, preflight: Preflight | None) -> None:
-        self.target = target
-        self.preflight = preflight
-        self.outcomes: list[CandidateOutcome] = []
-        self.refusals: list[tuple[Candidate, CannotServe]] = []
-        self.upstream_s = 0.0  # the calls' time so far (and the retry waits)
-        self.queued_s = 0.0  # the slot waits so far
-        self.waited_s = 0.0  # the retry waits so far: together within a policy's retry_after_max
-        self.started = 0.0  # when the call in flight (the last) began
-        self.retries = 0  # calls of the current candidate made again (``runtime.retry``)
-        if preflight is not None:  # what the access log says of a walk that ends without an answer
-            preflight.attempts = self.outcomes
+    target: Target
+    preflight: Preflight | None
+    outcomes: list[CandidateOutcome]  # also the preflight's ``attempts``: the access log's
+    refusals: tuple[tuple[Candidate, CannotServe], ...] = ()  # made anew on a refusal (rare)
+    upstream_s = 0.0  # the calls' time so far (and the retry waits)
+    queued_s = 0.0  # the slot waits so far
+    waited_s = 0.0  # the retry waits so far: together within a policy's retry_after_max
+    started = 0.0  # when the call in flight (the last) began
+    retries = 0  # calls of the current candidate made again (``runtime.retry``)
 
 
 class Router:
@@ -140,13 +129,18 @@ class Router:
         learned: Learned | None = None,
     ) -> None:
         self.health = health
-        self.chains = compiled(guards)  # indexed by ``Candidate.checks``: the guards that apply to it
-        self.steps = tuple(steps(chain) for chain in self.chains)  # the same, as the walk runs them
+        self.chains: Chains = ()  # indexed by ``Candidate.checks``: the guards that apply to it
+        self.steps: tuple[tuple[Step, ...], ...] = ()  # the same, as the walk runs them
+        self.rechain(guards)
         self.adapters = adapters
         self.metrics = metrics
         self.tracing = tracing  # spans per attempt (``--otel``), else None
         self.facts = facts if facts is not None else FactsTable()  # learned windows are written here
         self.learned = learned if learned is not None else Learned()  # prompt speeds: the deadlines
+        # the fleet's seat (``fleet/plug.py``, filled by ``app/parts.py`` when a plan first has workers):
+        # the servers that say their progress (a read-only view of ``progress.servers``); empty without
+        self.servers: Collection[str] = frozenset()
+        self.progress: ProgressBook | None = None
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a retry's wait (tests: their own)
         self.rng = random.Random()  # a retry's jitter
 
@@ -158,7 +152,7 @@ class Router:
         native: Native | None = None,
     ) -> Answered[dict[str, Any]]:
         """``native``: the request in the caller's own format, for a candidate of that format."""
-        return await self._walk(target, body, _chat, "chat", preflight, _as_is, native)
+        return await self._walk(target, body, _chat, "chat", preflight, None, native)
 
     async def chat_stream(
         self,
@@ -174,7 +168,13 @@ class Router:
     async def embed(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
     ) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, "embeddings", preflight, _as_is)
+        return await self._walk(target, body, _embed, "embeddings", preflight, None)
+
+    def rechain(self, guards: tuple[Guard, ...]) -> None:
+        """The guard chain (built at plan load: again when the fleet's guards join it), compiled for
+        each combination of checks."""
+        self.chains = compiled(guards)
+        self.steps = tuple(steps(chain) for chain in self.chains)
 
     def chain(self, candidate: Candidate) -> tuple[Guard, ...]:
         """The guards ``candidate`` goes through, in order."""
@@ -202,11 +202,14 @@ class Router:
         call: Call[T],
         operation: str,
         preflight: Preflight | None,
-        deliver: Callable[[Answered[T]], Awaitable[R]],
+        deliver: Callable[[Answered[T]], Awaitable[R]] | None,  # None: the answer (R is Answered[T])
         native: Native | None = None,
     ) -> R:
-        chains, candidates = self.steps, target.candidates
-        walk = Walk(target, preflight)
+        chains, candidates, metrics = self.steps, target.candidates, self.metrics
+        walk = Walk()
+        walk.target, walk.preflight, walk.outcomes = target, preflight, []
+        if preflight is not None:  # what the access log says of a walk that ends without an answer
+            preflight.attempts = walk.outcomes
         order = list(range(len(candidates)))  # a deferred candidate goes again at the end
         for position, index in enumerate(order):
             candidate = candidates[index]
@@ -214,9 +217,9 @@ class Router:
             if refusal is not None:  # before the guards: no slot is queued for
                 self._cannot_serve(walk, index, refusal)
                 continue
-            has_next = position + 1 < len(order)
+            more = position + 1 < len(order)
             admission = Admission(
-                candidate, candidate.routes, preflight, spill=target.spill[index], has_next=has_next
+                candidate, candidate.routes, preflight, spill=target.spill[index], has_next=more
             )
             try:  # the slot's owner: given back however this ends
                 reason: str | None = None
@@ -228,17 +231,21 @@ class Router:
                 finally:
                     if admission.queued_s:
                         self._queued(walk, admission)
-                if reason is DEFER:  # the rest of the chain first; no skip, nothing counted
-                    order.append(index)
-                    continue
-                if reason is not None:
-                    self._skipped(walk, index, reason)
+                if reason is not None:  # skipped; or (``DEFER``) the rest of the chain first
+                    self._skipped(walk, index, reason, order)
                     continue
                 route = admission.route or admission.routes[0]
                 invoke = call if self.tracing is None else self.tracing.traced(call, target, candidate, route)
                 try:
-                    sent, relayed, endpoint = self._sent(admission, route, body, native)
-                    walk.retries = 0  # calls of this candidate made again
+                    sent = body if admission.body is None else admission.body  # a guard's, or the caller's
+                    relayed = native if native is not None and native.format in candidate.relays else None
+                    if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
+                        relayed = ceiling_of(relayed, admission.ceiling)
+                    endpoint = route.endpoint
+                    if endpoint.label in self.servers and self.progress is not None:  # a server that says
+                        endpoint = self.progress.watched(endpoint)  # its progress: a no-progress first_byte
+                    if preflight is not None:  # first_byte covers the prefill, at the speed learned there
+                        endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
                     while True:
                         started = walk.started = time.perf_counter()
                         if preflight is not None:
@@ -248,51 +255,54 @@ class Router:
                                 self.adapters[candidate.kind], endpoint, candidate.model, sent, relayed
                             )
                             break
-                        except TransientError as exc:  # counted; then tried again, or moved on from
-                            wait = self._failed_once(walk, index, admission, route, exc)
-                            if wait is None:
-                                raise
-                            await self._retry_after(walk, wait)
-                except CannotServe as exc:  # what ``refusal`` could not see cheaply
-                    _left(preflight, walk.upstream_s)
-                    self._cannot_serve(walk, index, exc)
-                    continue
-                except ContextOverflow as exc:
-                    self._too_small(walk, index, route, exc)
-                    continue
-                except TransientError as exc:  # counted above, and not to be tried again
-                    _left(preflight, walk.upstream_s)
-                    walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
-                    self._fell_back(candidates, index, exc.error_class)
+                        except TransientError as exc:  # counted; then tried again, or raised: moved on from
+                            await self._retry_after(walk, index, admission, route, exc)
+                except (CannotServe, ContextOverflow, TransientError) as exc:
+                    self._moved_on(walk, index, route, exc)
                     continue
                 except DeterministicError as exc:
                     raise self._refused(walk, candidate, route, exc) from exc
-                return await deliver(self._answered(walk, candidate, route, result))
+                spent = time.perf_counter() - started  # answered: counted, its circuits closed
+                upstream_s = walk.upstream_s = walk.upstream_s + spent
+                if preflight is not None:  # no call in flight (``_left``)
+                    preflight.calling, preflight.walked_s = None, upstream_s
+                metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+                self.health.record_success(candidate.id, route.endpoint.label, in_plan=candidate.in_plan)
+                metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
+                answered = Answered(candidate, route, result, upstream_s, walk.queued_s, tuple(walk.outcomes))
+                return answered if deliver is None else await deliver(answered)  # type: ignore[return-value]
             finally:
                 if admission.lease is not None:
                     await admission.release()
         raise _none_left(walk)
 
-    def _sent(
-        self, admission: Admission, route: Route, body: Mapping[str, Any], native: Native | None
-    ) -> tuple[Mapping[str, Any], Native | None, Endpoint]:
-        """What the admitted candidate is sent (the body a guard settled, or the caller's; the caller's
-        own format when the candidate takes it, lowered to its ceiling too) and the endpoint it is sent
-        to, with its deadlines."""
-        candidate, preflight = admission.candidate, admission.preflight
-        sent = body if admission.body is None else admission.body
-        relayed = native if native is not None and native.format in candidate.relays else None
-        if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
-            relayed = ceiling_of(relayed, admission.ceiling)
-        endpoint = route.endpoint
-        if endpoint.label in self.facts.progress.servers:  # a server that says its progress:
-            endpoint = self.facts.progress.watched(endpoint)  # a no-progress first_byte
-        if preflight is not None:  # first_byte covers the prefill, at the speed learned there
-            endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
-        return sent, relayed, endpoint
+    def _moved_on(
+        self, walk: Walk, index: int, route: Route, exc: CannotServe | ContextOverflow | TransientError
+    ) -> None:
+        """The candidate's call ended in a way the walk moves on from: what ``refusal`` could not see
+        cheaply (``CannotServe``), a context too small, or a transient failure counted and not to be
+        tried again."""
+        if isinstance(exc, ContextOverflow):
+            self._too_small(walk, index, route, exc)
+        elif isinstance(exc, CannotServe):
+            _left(walk.preflight, walk.upstream_s)
+            self._cannot_serve(walk, index, exc)
+        else:
+            _left(walk.preflight, walk.upstream_s)
+            candidate = walk.target.candidates[index]
+            walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
+            self._fell_back(walk.target.candidates, index, exc.error_class)
+        walk.retries = 0  # the next candidate's calls made again: none yet
 
-    async def _retry_after(self, walk: Walk, wait: float) -> None:
-        """Wait before calling the candidate again (``runtime.retry``): the upstream asked for it, or may."""
+    async def _retry_after(
+        self, walk: Walk, index: int, admission: Admission, route: Route, exc: TransientError
+    ) -> None:
+        """A call failed transiently (counted, ``_failed_once``): wait before calling the candidate
+        again (``runtime.retry``: the upstream asked for it, or may); ``exc`` raised again when it is
+        not to be tried again."""
+        wait = self._failed_once(walk, index, admission, route, exc)
+        if wait is None:
+            raise exc
         waited = time.perf_counter()
         await self.sleep(wait)
         walk.upstream_s += time.perf_counter() - waited
@@ -307,8 +317,11 @@ class Router:
         spent = time.perf_counter() - walk.started
         walk.upstream_s += spent
         metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-        busy = isinstance(exc, FirstByteTimeout) and self.facts.progress.busy(
-            label, route.endpoint.first_byte_s
+        progress = self.progress
+        busy = (
+            isinstance(exc, FirstByteTimeout)
+            and progress is not None
+            and progress.busy(label, route.endpoint.first_byte_s)
         )  # the server reported work in progress: never towards the circuit
         self.health.record_failure(
             candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy
@@ -331,8 +344,12 @@ class Router:
         worker = admission.route.worker if admission.route else None
         self.metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
 
-    def _skipped(self, walk: Walk, index: int, reason: str) -> None:
-        """A guard skipped the candidate: said in the trace, the outcomes and the skipped header."""
+    def _skipped(self, walk: Walk, index: int, reason: str, order: list[int]) -> None:
+        """A guard skipped the candidate: said in the trace, the outcomes and the skipped header. Or
+        deferred it (``DEFER``): it goes again after the rest of the chain; no skip, nothing counted."""
+        if reason is DEFER:
+            order.append(index)
+            return
         candidate = walk.target.candidates[index]
         if self.tracing is not None:
             self.tracing.skipped(candidate, reason)
@@ -362,16 +379,6 @@ class Router:
         self.health.record_failure(candidate.id, route.endpoint.label, exc, in_plan=candidate.in_plan)
         self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
         return CandidateRefused(candidate, exc)
-
-    def _answered(self, walk: Walk, candidate: Candidate, route: Route, result: T) -> Answered[T]:
-        """The candidate answered: counted, its circuits closed, and the answer with what it cost."""
-        spent = time.perf_counter() - walk.started
-        upstream_s = walk.upstream_s = walk.upstream_s + spent
-        _left(walk.preflight, upstream_s)
-        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-        self.health.record_success(candidate.id, route.endpoint.label, in_plan=candidate.in_plan)
-        self.metrics.alias_resolved.labels(walk.target.metric_label, candidate.metric_label).inc()
-        return Answered(candidate, route, result, upstream_s, walk.queued_s, tuple(walk.outcomes))
 
     def _outcome(
         self, candidate: Candidate, reason: str, error: UpstreamError | None, retry: int = 0
@@ -436,7 +443,7 @@ class Router:
         candidate = walk.target.candidates[index]
         if self.tracing is not None:
             self.tracing.skipped(candidate, refusal.reason)
-        walk.refusals.append((candidate, refusal))
+        walk.refusals += ((candidate, refusal),)
         walk.outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
         if walk.preflight is not None:
             walk.preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
@@ -459,7 +466,7 @@ def _none_left(walk: Walk) -> Exception:
 
 
 def _unservable(
-    target: Target, refusals: list[tuple[Candidate, CannotServe]], preflight: Preflight | None
+    target: Target, refusals: tuple[tuple[Candidate, CannotServe], ...], preflight: Preflight | None
 ) -> RequestDoesNotFit | NoCandidateCanServe | None:
     """The 400 when no candidate can serve the request itself, else None (some failed or were skipped
     for their health: a 503). Every candidate a misfit: the preflight's own answer; refused by its
@@ -486,7 +493,3 @@ def _left(preflight: Preflight | None, upstream_s: float) -> None:
     ends without an answer: a client gone, every candidate failed)."""
     if preflight is not None:
         preflight.calling, preflight.walked_s = None, upstream_s
-
-
-async def _as_is(answered: Answered[T]) -> Answered[T]:
-    return answered

@@ -20,23 +20,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from interlock.runtime.base.clock import Clock
     from interlock.runtime.books.audit import AuditLog
+    from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.books.journal import Journal
     from interlock.runtime.books.learned import Learned
     from interlock.runtime.books.metrics import Metrics
     from interlock.runtime.books.samples import Samples
-    from interlock.runtime.fleet.facts import FactsTable
-    from interlock.runtime.fleet.line import FleetLine
-    from interlock.runtime.fleet.placement import PlacementBook
-    from interlock.runtime.fleet.scoring import Scorer
-    from interlock.runtime.fleet.speeds import SpeedBook
-    from interlock.runtime.fleet.sticky import StickyTable
-    from interlock.runtime.loaded.access import Caller
+    from interlock.runtime.fleet.plug import Fleet
+    from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.request.router import Router
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.state.counters import CallerCounters
-    from interlock.runtime.telemetry.collector import TelemetryBook
     from interlock.runtime.tracing.otel import Tracing
     from interlock.runtime.usage.base import Tally
     from interlock.runtime.usage.ledger import Ledger
@@ -45,7 +40,7 @@ if TYPE_CHECKING:
 # The lifecycle's extension points (``features``): what a feature's hooks are called with is the
 # request's ``lifecycle.Exchange`` (``Any`` here: this module stands below the lifecycle).
 Admit = Callable[[Any], Any]  # at ``admit``: returns None, or (``waits``) an awaitable of None
-Settle = Callable[[Any, "Tally | None"], None]  # at ``settle``: the request's usage, None if unanswered
+Settle = Callable[[Any, "Tally"], None]  # at ``settle``: the usage of a request an upstream answered
 Stake = Callable[["Tally | None"], Awaitable[None]]  # what a feature took for one request, given back
 # before the body is read: (services, scope, send, surface, *, route, metered) -> the caller, or None
 # when it was refused (and answered)
@@ -68,13 +63,15 @@ NO_HOOKS = Hooks()
 class Current:
     """The plan being served and the features it plugs in (``features``, settled at plan load); both
     swapped on reload (``reload.Reloads.apply``). A request reads them once, when it starts, and
-    finishes on that plan."""
+    finishes on that plan. Beside them the fleet's seat (``features.FLEET``): None until a plan has
+    workers, then the fleet (``fleet/plug.py``), kept across reloads."""
 
-    __slots__ = ("hooks", "plan")
+    __slots__ = ("fleet", "hooks", "plan")
 
     def __init__(self, plan: RuntimePlan) -> None:
         self.plan = plan
         self.hooks = NO_HOOKS  # the plan's features (``features.Plugged.hooks``), swapped with it
+        self.fleet: Fleet | None = None
 
 
 class Status:
@@ -104,23 +101,23 @@ class LiveState:
     status: Status
     health: HealthBook
     slots: SlotBackend
-    telemetry: TelemetryBook
-    facts: FactsTable  # live Ollama metadata
-    speeds: SpeedBook  # learned tokens/s
-    scorer: Scorer  # the last worker-choice scores
-    fleet: FleetLine  # requests waiting for any of a candidate's workers
-    sticky: StickyTable  # sticky sessions, when on
+    facts: FactsTable  # live Ollama metadata, windows learned from overflows
     ledger: Ledger  # usage and budgets
     metrics: Metrics
     journal: Journal  # the recent-events ring
     samples: Samples  # the status page's pictures
     wall: Clock
-    placement: PlacementBook | None = None  # which models stay loaded where, and their warm-up
     learned: Learned | None = None  # prompt counts and prompt speeds, learned from answers
 
     @property
     def plan(self) -> RuntimePlan:
         return self.current.plan
+
+    @property
+    def fleet(self) -> Fleet | None:
+        """The fleet (telemetry, learned speeds, worker choice, the fleet line, sticky sessions,
+        placement); None while no plan served had workers."""
+        return self.current.fleet
 
     @property
     def ready(self) -> bool:

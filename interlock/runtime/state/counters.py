@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from interlock.runtime.loaded.access import Budget, Refusal
+from interlock.runtime.loaded.callers import Budget, Refusal
 
 WINDOW_S = 60.0
 

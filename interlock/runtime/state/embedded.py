@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.loaded.access import COMMON, Budget, Refusal, Turn
+from interlock.runtime.loaded.callers import COMMON, Budget, Refusal, Turn
 from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SlotBackend, SlotReport, StateUnreachable
 from interlock.runtime.state.counters import (

@@ -31,7 +31,7 @@ supervisor's table for ``--workers``), ``runtime/fleet/line.py`` (the fleet line
 
 from __future__ import annotations
 
-from interlock.runtime.loaded.access import Turn
+from interlock.runtime.loaded.callers import Turn
 
 Place = tuple[int, float, int]
 """``(rank, finish, arrival)``: lower goes first."""

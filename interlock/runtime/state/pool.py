@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.fair import FairClock, Place
 

@@ -58,7 +58,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import orjson
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.loaded.access import COMMON, Turn
+from interlock.runtime.loaded.callers import COMMON, Turn
 from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state.base import Lease, SharedLearning, SlotBackend, SlotReport
 from interlock.runtime.state.counters import CallerCounters
@@ -502,7 +502,7 @@ class RedisSlots(SlotBackend):
         return AloneLease(self, worker, held)
 
     def _granted(self, worker: str, model: str, ident: str) -> RedisLease:
-        local = self.fallback.table.pools[worker].count_granted(model)
+        local = self.fallback.pools[worker].count_granted(model)
         lease = RedisLease(self, worker, model, ident, local)
         self._held[ident] = lease
         return lease

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from interlock.runtime.loaded.access import Budget, Refusal
+from interlock.runtime.loaded.callers import Budget, Refusal
 from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare, granted
 
 

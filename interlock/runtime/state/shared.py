@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from interlock.runtime.loaded.access import Turn
+from interlock.runtime.loaded.callers import Turn
 from interlock.runtime.state.pool import SlotLease, SlotPool, Waiter
 
 ROWS = 64  # processes that can take slots here at once (the supervisor and its workers)

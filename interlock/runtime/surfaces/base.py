@@ -22,7 +22,7 @@ from interlock.runtime.base.errors import (
 )
 from interlock.runtime.books.record import Answered, CandidateRefused
 from interlock.runtime.loaded.plan import RuntimePlan
-from interlock.runtime.wire.base import ChatStream, Native
+from interlock.runtime.wire.base import ChatStream, Native, Relayed
 from interlock.runtime.wire.base import StreamRender as StreamRender  # what ``Surface.stream`` returns
 from interlock.runtime.wire.fields import DROPS, OUTPUT_LIMITS, RELAY_DROPS, Limit, limited
 from interlock.runtime.wire.openai_chat import NO_EXTRAS, error_body, error_type
@@ -259,15 +259,25 @@ RELAY_ONLY_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
-def forwarded(native: Native, scope: Scope, names: frozenset[bytes]) -> Native:
-    """``native`` with the request headers named in ``names`` (a surface's ``forwards``)."""
+def forwarded(parsed: Parsed, scope: Scope, names: frozenset[bytes]) -> Parsed:
+    """``parsed`` with the request headers named in ``names`` (a surface's ``forwards``) in its native
+    request; ``parsed`` itself when there are none (no copy)."""
+    native = parsed.native
+    assert native is not None
     headers: dict[str, str] | None = None  # a loop, not a comprehension: most requests have none
     for name, value in scope["headers"]:
         if name in names:
             if headers is None:
                 headers = {}
             headers[name.decode("latin-1")] = value.decode("latin-1")
-    return native if headers is None else Native(native.format, native.body, headers)
+    return parsed if headers is None else replace(parsed, native=Native(native.format, native.body, headers))
+
+
+def with_usage(result: Any, usage: dict[str, int]) -> Any:
+    """A chat answer with ``usage`` in place of the upstream's (an answer that reported none: the
+    estimate); a relayed answer (``Relayed``) stays the upstream's own for its caller."""
+    changed = {**result, "usage": usage}
+    return Relayed(changed, result.native) if type(result) is Relayed else changed
 
 
 def say_dropped(

@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 
 from interlock.runtime.base.errors import CreditsExhausted
 from interlock.runtime.books.estimate import Needs
-from interlock.runtime.loaded.access import Caller
+from interlock.runtime.loaded.callers import Caller
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Target
 from interlock.runtime.state.counters import CallerCounters, Claim, Held

@@ -227,10 +227,17 @@ def checked(answer: dict[str, Any], key: str, headers: Mapping[str, str]) -> dic
             raise error_for_object(answer["error"], credentials(headers))
         raise MalformedResponse(f"response has no {key!r}")
     items = answer[key]
-    if type(items) is not list or not all(type(item) is dict for item in items):
+    if type(items) is not list:  # (loops, not `all` over a generator: this runs on every answer)
         raise MalformedResponse(f"response's {key!r} is not a list of objects")
-    if key == "choices" and (not items or not all(type(c.get("message")) is dict for c in items)):
-        raise MalformedResponse("response's 'choices' hold no message")
+    for item in items:
+        if type(item) is not dict:
+            raise MalformedResponse(f"response's {key!r} is not a list of objects")
+    if key == "choices":
+        if not items:
+            raise MalformedResponse("response's 'choices' hold no message")
+        for choice in items:
+            if type(choice.get("message")) is not dict:
+                raise MalformedResponse("response's 'choices' hold no message")
     return answer
 
 

@@ -55,7 +55,7 @@ class BrokenSink(GatedSink):
 
 
 def sample(audit: AuditLog, plan: RuntimePlan, name: str, **labels: str) -> float:
-    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), None, audit))
+    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), audit))
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         for s in family.samples:
             if s.name == name and s.labels == labels:

@@ -84,7 +84,7 @@ def test_requests_fill_both_boxes_then_wait_in_line_then_get_429(
                     await _until(lambda: one.in_flight + two.in_flight == 2)  # one on each box
                     queued = [asyncio.create_task(http.post("/v1/chat/completions", json=HI))]
                     await _until(
-                        lambda: gateway.parts.live.fleet.waiting("llama/small") == 1
+                        lambda: gateway.parts.live.fleet.line.waiting("llama/small") == 1
                     )  # the line: 1 waiting
                     refused = await http.post("/v1/chat/completions", json=HI)  # the line is full
                     gate.set()

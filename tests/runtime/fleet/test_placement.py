@@ -99,7 +99,7 @@ async def rounds(gw: Gateway, count: int = 1) -> None:
     """``count`` times: a probe round (/api/ps, /api/tags), then a warm-up round."""
     for _ in range(count):
         await gw.parts.loops.probes.probe_all()
-        await gw.parts.loops.warmer.warm_all()
+        await gw.parts.live.fleet.warmer.warm_all()
 
 
 def loads(fake: FakeOllama) -> list[dict[str, Any]]:
@@ -276,7 +276,7 @@ def test_a_failed_load_is_reported_counted_and_tried_again_later(
     async def scenario(http: httpx.AsyncClient) -> Any:
         await gw.parts.loops.probes.probe_all()
         a.set_fault(Fault.http_status(500, "out of memory"), model="gemma3:12b", times=1)
-        await gw.parts.loops.warmer.warm_all()
+        await gw.parts.live.fleet.warmer.warm_all()
         failed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
         await rounds(gw, 2)
         healed = (await http.get("/v1/health")).json()["placement"]["homes"]["a"]
@@ -320,19 +320,19 @@ def test_a_model_used_every_minute_outranks_one_used_daily(
     hi = [{"role": "user", "content": "hi"}]
 
     async def scenario(http: httpx.AsyncClient) -> Any:
-        gw.parts.live.placement.refresh(gw.plan)
-        first = [h.candidate for h in gw.parts.live.placement.homes["a"]]
+        gw.parts.live.fleet.placement.refresh(gw.plan)
+        first = [h.candidate for h in gw.parts.live.fleet.placement.homes["a"]]
         await http.post("/v1/chat/completions", json={"model": "t/vision", "messages": hi})
         for minute in range(60):
             now[0] += 60
             if minute % (60 // fast_per_hour) == 0:
                 await http.post("/v1/chat/completions", json={"model": "t/fast", "messages": hi})
             if minute % 10 == 9:
-                gw.parts.live.placement.refresh(gw.plan)
+                gw.parts.live.fleet.placement.refresh(gw.plan)
         return (
             first,
-            [h.candidate for h in gw.parts.live.placement.homes["a"]],
-            dict(gw.parts.live.placement.traffic),
+            [h.candidate for h in gw.parts.live.fleet.placement.homes["a"]],
+            dict(gw.parts.live.fleet.placement.traffic),
         )
 
     first, last, traffic = run(gw, scenario)
@@ -375,9 +375,9 @@ def test_a_worker_of_unknown_memory_is_placed_once_its_telemetry_says(
         assert gw.plan.placement.budgets_gib == {}
 
         async def scenario(http: httpx.AsyncClient) -> Any:
-            await gw.parts.loops.warmer.warm_all()
+            await gw.parts.live.fleet.warmer.warm_all()
             before = (await http.get("/v1/health")).json()["placement"]
-            await gw.parts.loops.telemetry.collect_all()
+            await gw.parts.live.fleet.telemetry_loop.collect_all()
             await rounds(gw, 2)
             return before, (await http.get("/v1/health")).json()["placement"]
 

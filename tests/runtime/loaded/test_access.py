@@ -16,17 +16,15 @@ from interlock.runtime.base.errors import (
     TwoKeys,
     Unauthenticated,
 )
-from interlock.runtime.loaded.access import (
+from interlock.runtime.loaded.access import KeyBook, presented_key, refusal_message
+from interlock.runtime.loaded.callers import (
     ANONYMOUS,
     COMMON,
     OPERATOR_PATHS,
     Budget,
-    KeyBook,
     Refusal,
     Turn,
     operator_route,
-    presented_key,
-    refusal_message,
 )
 from interlock.runtime.state.counters import MemoryCounters
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanMatch, PlanTenant
@@ -229,7 +227,7 @@ PER_CALLER = {
 
 def test_a_lifecycle_route_is_never_open() -> None:
     """The lifecycle authenticates every request when the plan has keys, without asking the path."""
-    from interlock.runtime.loaded.access import needs_key
+    from interlock.runtime.loaded.callers import needs_key
     from interlock.runtime.request.route_table import rows, served
     from interlock.runtime.surfaces import contract, openai
 
@@ -241,7 +239,7 @@ def test_a_lifecycle_route_is_never_open() -> None:
 def test_every_route_is_open_per_caller_or_for_operators() -> None:
     """A new route must be put in one of the three: a route that shows fleet-wide or cross-tenant
     state belongs in ``OPERATOR_PATHS``."""
-    from interlock.runtime.loaded.access import needs_key
+    from interlock.runtime.loaded.callers import needs_key
     from interlock.runtime.ops.openapi import routes
 
     served = {route.path for route in routes()}

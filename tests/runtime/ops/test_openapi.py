@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 def test_the_document_has_every_route_the_gateway_serves_and_no_other(basic_plan: RuntimePlan) -> None:
     gateway = build_gateway(basic_plan, probes=False)
     served = set(gateway.parts.routes.handlers)  # the surface rows, as the gateway dispatches them
-    for route in gateway.parts.admin.routes:  # the admin app, as Starlette registered it
+    for route in gateway.parts.admin.app.routes:  # the admin app, as Starlette registered it
         assert isinstance(route, Route), route
         served |= {(method, route.path_format) for method in route.methods}
     documented = {(method.upper(), path) for path, ops in document()["paths"].items() for method in ops}
@@ -109,7 +109,7 @@ def test_every_route_that_takes_a_body_documents_it() -> None:
 
 
 def test_under_auth_the_routes_behind_keys_declare_them_and_their_401() -> None:
-    from interlock.runtime.loaded.access import needs_key
+    from interlock.runtime.loaded.callers import needs_key
 
     for mode, anonymous in (("required", []), ("optional", [{}])):
         doc = document(auth=mode)

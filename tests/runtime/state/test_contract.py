@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.loaded.access import COMMON, Budget, Refusal, Turn
+from interlock.runtime.loaded.callers import COMMON, Budget, Refusal, Turn
 from interlock.runtime.loaded.tables import WorkerLimits
 from interlock.runtime.state import BACKENDS, open_backend
 from interlock.runtime.state.base import Lease, SlotBackend

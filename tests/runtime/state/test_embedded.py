@@ -10,7 +10,7 @@ import pytest
 
 from interlock.runtime.base.errors import ConnectFailed, ServerError
 from interlock.runtime.books.health import HealthBook
-from interlock.runtime.loaded.access import Budget, Refusal
+from interlock.runtime.loaded.callers import Budget, Refusal
 from interlock.runtime.loaded.tables import HealthSettings, WorkerLimits
 from interlock.runtime.state import open_backend
 from interlock.runtime.state.counters import Claim, Held, Short

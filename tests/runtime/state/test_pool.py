@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.loaded.access import Turn
+from interlock.runtime.loaded.callers import Turn
 from interlock.runtime.state.pool import SlotPool
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.loaded.plan import RuntimePlan, load_plan
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
+from interlock.runtime.telemetry.gauges import families
 from interlock.runtime.telemetry.readings import MIB
 from interlock.runtime.telemetry.sidecar import PATH, Readings, make_server
 from interlock.testing.fake_ollama import FakeOllama
@@ -68,7 +70,8 @@ def _round(plan: RuntimePlan) -> tuple[TelemetryLoop, TelemetryBook]:
 
 
 def _samples(plan: RuntimePlan, book: TelemetryBook) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), book))
+    gauges = partial(families, book)
+    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), gauges=gauges))
     out = {}
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         for s in family.samples:
