@@ -49,14 +49,26 @@ FIRST_BYTE = "900s"
 # cut here, so the tier's six runs hold CI for at most 15 minutes when every one fails
 RUN_S = 150
 
-# The short system prompt the tier gives both CLIs in place of their own (Claude Code 2.1.337's is ~4,100
-# tokens, Codex 0.171.0's ~4,400: a 135M model rarely ends a turn after either, and a cold prefill of one
-# takes minutes on a loaded 2-core machine). Each CLI's own way to set it, beside connect's settings
-# (which are used as printed): Claude Code's ``--system-prompt`` (with ``--tools ""``: no tool schemas),
-# Codex's ``model_instructions_file`` in its config.toml. Both CLIs still send their environment block
-# (working folder, date) and Codex its skills and permissions messages: 212 and 461 prompt tokens
+# The short prompt the tier gives both CLIs in place of their own (Claude Code 2.1.337's is ~4,100 tokens,
+# Codex 0.171.0's ~4,400: a 135M model rarely ends a turn after either, and a cold prefill of one takes
+# minutes on a loaded 2-core machine), each CLI's own way, beside connect's settings (used as printed).
+# Claude Code: ``--bare`` (no environment block: no working folder, no date), ``--system-prompt``,
+# ``--tools ""`` (no tool schemas). Codex: ``CODEX_LEAN`` in its config.toml. The request is then the
+# same in every run (Claude Code's 74 prompt tokens, Codex's 19: a preamble, this prompt, the user's
+# words), so at the server's temperature 0 the answer is the same too: with the working folder and the
+# date in the prompt, a run in another folder could write to the ceiling (docs/clients.md)
 SYSTEM_PROMPT = "You are a helpful assistant."
-CLAUDE_LEAN = ("--system-prompt", SYSTEM_PROMPT, "--tools", "")
+CLAUDE_LEAN = ("--bare", "--system-prompt", SYSTEM_PROMPT, "--tools", "")
+# Codex 0.171.0's keys (top-level, so written above connect's tables): its instructions from a file, and
+# none of its environment (working folder, date), permissions, apps or skills messages
+CODEX_LEAN = """\
+model_instructions_file = {instructions}
+include_environment_context = false
+include_permissions_instructions = false
+include_apps_instructions = false
+skills.include_instructions = false
+skills.bundled.enabled = false
+"""
 
 
 def _tally(text: str, name: str) -> float:
@@ -172,14 +184,15 @@ class AgentGateway:
     ) -> AgentRun:
         """``codex exec [ARGS] PROMPT`` with connect's ``config.toml`` as printed (and analytics off);
         ``args`` may end in a subcommand (``resume --last``). ``instructions``: Codex's system prompt in
-        place of its own (``model_instructions_file``, a top-level key, so written before the printed
-        lines, whose tables would otherwise hold it)."""
+        place of its own, with ``CODEX_LEAN`` (top-level keys, so written before the printed lines,
+        whose tables would otherwise hold them)."""
         codex_home = home / "codex"
         codex_home.mkdir(parents=True, exist_ok=True)
         lead = ""
         if instructions is not None:
             (codex_home / "instructions.md").write_text(instructions + "\n")
-            lead = f"model_instructions_file = {orjson.dumps(str(codex_home / 'instructions.md')).decode()}\n"
+            path = orjson.dumps(str(codex_home / "instructions.md")).decode()  # a TOML basic string too
+            lead = CODEX_LEAN.format(instructions=path)
         (codex_home / "config.toml").write_text(lead + printed + "\n[analytics]\nenabled = false\n")
         env = {"HOME": str(home), "CODEX_HOME": str(codex_home)}
         command = [str(cli_path("codex")), "exec", "--skip-git-repo-check", *args, prompt]

@@ -16,14 +16,16 @@ the server's counters), never a clock. So a wrong setting from `connect` (Claude
 too long for its window, exit 1; a wrong model or base URL is an error answer), a field the gateway drops
 or an error answer fails a test.
 
-**One change beside connect's settings: a short system prompt.** Both CLIs are given
-``SYSTEM_PROMPT`` in place of their own, in each one's documented way (Claude Code's ``--system-prompt``
-and ``--tools ""``; Codex's ``model_instructions_file``): with their own ~4,100 and ~4,400-token prompts
-SmolLM2-135M rarely ended Claude Code's turn (1 of 8 at temperature 0.8), and a cold prefill took
-minutes. With it their first requests are 212 and 461 prompt tokens, and every measured run ended (8 of
-8 per test, docs/clients.md, "The tier in CI"). A user on a real model needs neither flag. The words
-are "say hi" and, for the session, "say hi" then "say hi again": "My name is Ada." was not ended in 1 of
-8 runs at best (the model writing to the 512-token ceiling, the CLI resuming it).
+**One change beside connect's settings: a short, fixed prompt.** Both CLIs are given ``SYSTEM_PROMPT``
+in place of their own, in each one's documented way (Claude Code's ``--bare``, ``--system-prompt`` and
+``--tools ""``; Codex's ``model_instructions_file`` and its ``include_*`` and ``skills`` keys:
+``CODEX_LEAN``): with their own ~4,100 and ~4,400-token prompts SmolLM2-135M rarely ended Claude Code's
+turn (1 of 8 at temperature 0.8), and a cold prefill took minutes. With it their first requests are
+74 and 19 prompt tokens and hold nothing of the run (no working folder, no date), so at temperature 0
+every run is the same run: 8 of 8 ended per test (docs/clients.md, "The tier in CI"); with only the
+system prompt replaced, the folder and the date still in it, 2 of 3 runs of this file's tests failed
+(a run in a pytest folder writing to the ceiling). A user on a real model needs none of it. The words
+are "say hi" and, for the session, "say hi" then "say hi again".
 
 Not here: a tool-call round trip with the real model. With a ChatML template that renders tools
 (``tests/inference/chatml_tools.jinja``) and Claude Code's ``--tools Read``, none of 3 runs ended
