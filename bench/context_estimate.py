@@ -189,11 +189,11 @@ async def _count(url: str) -> int:
     import httpx
 
     from interlock.runtime.net.client import UpstreamClient
-    from interlock.runtime.upstream.openai import OpenAIAdapter
+    from interlock.runtime.upstream.base import adapter_for
     from interlock.runtime.wire.base import Endpoint
 
     client = UpstreamClient.create()
-    adapter = OpenAIAdapter(client)
+    adapter = adapter_for("openai", client)  # every surface served: its tokenizers counted
     endpoint = Endpoint("llama", "openai", url.rstrip("/") + "/v1", "llama", {}, 5, 600, 600)
     answers = [a for a in orjson.loads(COUNTS.read_bytes())["answers"] if a["sent"] == "/v1/chat/completions"]
     print(f"{'request':58} {'server':>7} {'before':>7} {'ratio':>6} {'after':>7} {'ratio':>6} {'ms':>6}")

@@ -288,7 +288,7 @@ def choice_cost(raw: bytes, requests: int) -> str:
     reading, cached and evicted prefill at the learned prompt speed), the send noted in each one's
     modelled cache (2 slots). Sessions rotate over 8 system prompts, so hits, misses and evictions all
     occur. The least of five runs."""
-    from interlock.runtime.fleet.facts import FactsTable
+    from interlock.runtime.fleet.live_facts import LiveFacts
     from interlock.runtime.fleet.prefix import prompt_prefix
     from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
     from interlock.runtime.fleet.speeds import SpeedBook
@@ -296,7 +296,7 @@ def choice_cost(raw: bytes, requests: int) -> str:
     from interlock.runtime.telemetry.collector import TelemetryBook
 
     plan = load(CHOICE)
-    facts, slots = FactsTable(), MemorySlots()
+    facts, slots = LiveFacts(), MemorySlots()
     slots.configure(plan.workers)
     scorer = Scorer(facts, TelemetryBook(), SpeedBook(), backend_occupancy(slots, lambda: plan.workers))
     candidate = plan.candidates["llama/smollm2"]
@@ -411,7 +411,7 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
         ("quad@q3", ServerLoad(running=1, waiting=2, slots=4, kv_used=0.5)),
         ("quad@q4", ServerLoad(running=2, waiting=0, kv_used=0.3)),
     ):
-        gateway.parts.live.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
+        gateway.parts.live.fleet.facts.put_load(label, dataclasses.replace(reading, at=time.monotonic()))
     with_auth = build_gateway(auth_plan, open_adapters=instant, probes=False)
     await with_auth.startup()
     with_cors = build_gateway(cors_plan, open_adapters=instant, probes=False)

@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from interlock.connect import CLIENTS, AliasFacts, Refused
 from interlock.connect.grammar import env_name, visible
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_WINDOW = 100_000_000  # above any model's window: a larger number is not believed
 
@@ -80,17 +84,11 @@ def alias_limits(url: str, alias: str, key: str | None, timeout_s: float) -> tup
     try:
         with httpx.Client(base_url=url, timeout=timeout_s, trust_env=False, headers=headers) as http:
             response = http.post("/api/show", json={"model": alias})
+            if response.status_code == 404:  # no such alias, or no Ollama surface (`server.surfaces`)
+                return _listed_limits(url, alias, http.get(f"/v1/models/{quote(alias, safe='/')}"))
     except httpx.HTTPError as exc:
         raise Unanswered(f"cannot reach {url}: {exc or type(exc).__name__}") from None
-    if response.status_code == 401:
-        raise Unanswered(
-            f"{url} answered 401: the gateway needs a caller key; put one in INTERLOCK_API_KEY "
-            "(or the variable named by --api-key-env)"
-        )
-    if response.status_code == 404:
-        raise Unanswered(
-            f"{url} has no alias `{visible(alias)}` (that this key may use); GET {url}/v1/models lists them"
-        )
+    _refused(url, response)
     if response.status_code != 200:
         raise Unanswered(f"{url}/api/show answered {response.status_code}")
     try:
@@ -102,6 +100,35 @@ def alias_limits(url: str, alias: str, key: str | None, timeout_s: float) -> tup
     if not isinstance(info, dict):
         return None, None
     return _tokens(info.get("interlock.context_length")), _tokens(info.get("interlock.output_tokens"))
+
+
+def _refused(url: str, response: httpx.Response) -> None:
+    """``Unanswered`` for a 401 (no or a wrong caller key)."""
+    if response.status_code == 401:
+        raise Unanswered(
+            f"{url} answered 401: the gateway needs a caller key; put one in INTERLOCK_API_KEY "
+            "(or the variable named by --api-key-env)"
+        )
+
+
+def _listed_limits(url: str, alias: str, response: httpx.Response) -> tuple[int | None, int | None]:
+    """The alias's window and output ceiling as ``GET /v1/models/{alias}`` lists them (the compiled
+    ``max_input_tokens`` and ``max_tokens``): what a gateway that does not serve Ollama's ``/api/show``
+    (``server.surfaces`` without ``ollama``) tells; each None when unknown."""
+    _refused(url, response)
+    if response.status_code == 404:
+        raise Unanswered(
+            f"{url} has no alias `{visible(alias)}` (that this key may use); GET {url}/v1/models lists them"
+        )
+    if response.status_code != 200:
+        raise Unanswered(f"{url}/v1/models/{visible(alias)} answered {response.status_code}")
+    try:
+        listed = response.json()
+    except ValueError:
+        listed = None
+    if not isinstance(listed, dict) or listed.get("id") != alias:
+        raise Unanswered(f"{url}/v1/models did not answer as interlock does; is this an interlock gateway?")
+    return _tokens(listed.get("max_input_tokens")), _tokens(listed.get("max_tokens"))
 
 
 def _tokens(value: object) -> int | None:

@@ -1,7 +1,8 @@
 """`openapi`: write the OpenAPI document of the gateway's HTTP routes (``runtime.ops.openapi``).
 
 The document written here accepts any model name; a running gateway's ``/openapi.json`` is the same
-document with ``model`` limited to its plan's aliases (and direct models).
+document with ``model`` limited to its plan's aliases (and direct models), and only the surfaces its plan
+serves (``server.surfaces``).
 """
 
 from __future__ import annotations

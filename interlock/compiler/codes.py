@@ -216,6 +216,8 @@ CODES: dict[str, CodeInfo] = _codes(
         "warning",
         "A chain mixes reasoning contracts: a fallback mid-session is refused on the next turn.",
     ),
+    ("IL515", "unknown-surface", "error", "`server.surfaces` names a surface the gateway does not have."),
+    ("IL516", "no-surface", "error", "`server.surfaces` is empty: the gateway would serve no API."),
     # Drift gate (`lint --scan`)
     ("IL601", "hard-coded-model", "warning", "Source code names a `provider/model` instead of an alias."),
     ("IL602", "scan-path-not-found", "error", "A `lint --scan` path does not exist."),

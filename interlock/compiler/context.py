@@ -27,7 +27,15 @@ from interlock.schema.config import (
     TenantSection,
     TimeoutsSection,
 )
-from interlock.schema.plan import PlanAccess, PlanContract, PlanCors, PlanPattern, RoutingPlan
+from interlock.schema.plan import (
+    SURFACES,
+    PlanAccess,
+    PlanContract,
+    PlanCors,
+    PlanPattern,
+    RoutingPlan,
+    SurfaceName,
+)
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,8 @@ class CompileContext:
     workers: dict[str, Worker] = field(default_factory=dict)
     # filled by `cors`
     cors: PlanCors | None = None
+    # filled by `surfaces`
+    surfaces: list[SurfaceName] = field(default_factory=lambda: list(SURFACES))
     # filled by `aliases`
     expanded: dict[str, list[Link]] = field(default_factory=dict)
     # filled by `contract`

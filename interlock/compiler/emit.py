@@ -11,7 +11,7 @@ from interlock.compiler.context import CompileContext, Worker
 from interlock.compiler.homes import FOREVER
 from interlock.schema.canonical import content_hash
 from interlock.schema.config import RETRY_DEFAULTS, RetrySection, TelemetrySection
-from interlock.schema.plan import PLAN_FORMAT_VERSION, PlanPlacement, RoutingPlan
+from interlock.schema.plan import PLAN_FORMAT_VERSION, SURFACES, PlanPlacement, RoutingPlan
 
 
 def emit(ctx: CompileContext) -> RoutingPlan:
@@ -43,6 +43,8 @@ def emit(ctx: CompileContext) -> RoutingPlan:
             "max_stream_line_bytes": ctx.server.max_stream_line_bytes,
             "cors": ctx.cors.model_dump(mode="json") if ctx.cors is not None else None,
             "auth": ctx.server.auth,
+            # written only when not all four: other plans keep their bytes and hashes
+            **({"surfaces": ctx.surfaces} if ctx.surfaces != list(SURFACES) else {}),
         },
         "health": {
             "probe_interval_ms": ctx.health.probe_interval,

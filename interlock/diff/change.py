@@ -117,6 +117,8 @@ KINDS: dict[str, Kind] = _kinds(
     ("cors-headers-removed", _S, _B, "CORS request headers removed"),
     ("cors-headers-added", _S, _R, "CORS request headers added"),
     ("cors-max-age-changed", _S, _C, "CORS preflight cache"),
+    ("surfaces-removed", _S, _B, "API surfaces no longer served"),
+    ("surfaces-added", _S, _R, "API surfaces served"),
     ("server-limit-changed", _S, _C, "connection or upstream limit"),
     ("provider-added", _P, _R, "provider added"),
     ("provider-removed", _P, _R, "provider removed"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from interlock.diff.change import Change, changed_fields, named, show
 from interlock.schema.plan import PlanCors, RoutingPlan
 
@@ -71,7 +73,25 @@ def server(base: RoutingPlan, head: RoutingPlan) -> list[Change]:
             summary = f"server `{setting}`: {show(before, unit)} → {show(after, unit)}"
             out.append(Change("server-limit-changed", setting, before, after, summary, unit=unit))
     out.extend(cors(old.cors, new.cors))
+    out.extend(surfaces(old.surfaces, new.surfaces))
     return out
+
+
+def surfaces(old: Sequence[str], new: Sequence[str]) -> list[Change]:
+    """The API surfaces the gateway stops or starts serving (``server.surfaces``)."""
+    out: list[Change] = []
+    removed, added = [s for s in old if s not in new], [s for s in new if s not in old]
+    if removed:
+        summary = f"the gateway no longer serves the {_names(removed)} API (its paths answer 404)"
+        out.append(Change("surfaces-removed", "surfaces", list(old), list(new), summary, unit="list"))
+    if added:
+        summary = f"the gateway now serves the {_names(added)} API"
+        out.append(Change("surfaces-added", "surfaces", list(old), list(new), summary, unit="list"))
+    return out
+
+
+def _names(surfaces: Sequence[str]) -> str:
+    return ", ".join(f"`{name}`" for name in surfaces)
 
 
 def cors(old: PlanCors | None, new: PlanCors | None) -> list[Change]:

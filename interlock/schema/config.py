@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from interlock.common.kinds import PROVIDER_KINDS as PROVIDER_KINDS
 from interlock.schema.durations import Duration
-from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES
+from interlock.schema.plan import DEFAULT_MAX_STREAM_LINE_BYTES, DEFAULT_MAX_UPSTREAM_BODY_BYTES, SURFACES
 from interlock.schema.plan import RETRY_DEFAULTS as RETRY_DEFAULTS  # the plan's (the runtime reads it)
 
 Capability = Literal["completion", "tools", "vision", "thinking", "embedding", "insert"]
@@ -98,6 +98,13 @@ class ServerSection(_Section):
         default_factory=list,
         description="Prefixes (e.g. `CK_`) that mark a caller key's `key_env` as a secret, beside names "
         "ending in `_KEY`, `_TOKEN`, `_SECRET` or `_APIKEY`.",
+    )
+    surfaces: list[str] = Field(
+        default_factory=lambda: [str(name) for name in SURFACES],
+        description="The API surfaces the gateway serves, any of `openai` (Chat Completions, Embeddings), "
+        "`anthropic` (Messages, count_tokens), `responses` (OpenAI's Responses) and `ollama` (Ollama's "
+        "native API and its listing routes: `/api/tags`, `/api/show`, ...); absent: all four. A surface "
+        "left out is not routed (404), and its modules are never imported.",
     )
     auth: Literal["off", "optional", "required"] = Field(
         "off",

@@ -16,6 +16,11 @@ from interlock.common.kinds import DEFAULT_IDLE_MS, KindName
 PLAN_FORMAT_VERSION = 1
 DEFAULT_MAX_UPSTREAM_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_STREAM_LINE_BYTES = 1024 * 1024
+SurfaceName = Literal["openai", "anthropic", "responses", "ollama"]
+SURFACES: tuple[SurfaceName, ...] = ("openai", "anthropic", "responses", "ollama")
+"""The API surfaces a gateway can serve (``server.surfaces``), in their order in a plan: OpenAI's Chat
+Completions and Embeddings, Anthropic's Messages (and ``count_tokens``), OpenAI's Responses, Ollama's
+native API (its chat, generate and embeddings, and its listing routes: ``/api/tags``, ``/api/show``...)."""
 RETRY_DEFAULTS = {"count": 1, "backoff": 500, "retry_after_max": 5_000}
 """A candidate's retries when neither its provider nor the alias says (docs/runtime.md#retries): one
 retry, half a second's backoff (doubled for each later one, with jitter), a `Retry-After` up to 5 s
@@ -56,13 +61,21 @@ class PlanServer(_Frozen):
         default_factory=list,
         description="Declared prefixes of caller key variables (`server.key_env_prefixes`).",
     )
+    surfaces: list[SurfaceName] = Field(
+        default_factory=lambda: list(SURFACES),
+        min_length=1,
+        description="The API surfaces served (`server.surfaces`), in `SURFACES` order; absent: all four.",
+    )
 
     @model_serializer(mode="wrap")
-    def _drop_no_prefixes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``key_env_prefixes`` is written only when set: plans without it keep their bytes and hashes."""
+    def _drop_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``key_env_prefixes`` and ``surfaces`` are written only when not their defaults: plans without
+        them keep their bytes and hashes."""
         data: dict[str, Any] = handler(self)
         if not data.get("key_env_prefixes"):
             data.pop("key_env_prefixes", None)
+        if data.get("surfaces") == list(SURFACES):
+            data.pop("surfaces", None)
         return data
 
 

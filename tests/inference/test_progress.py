@@ -82,7 +82,7 @@ def test_a_long_prefill_under_load_answers_and_counts_nothing_against_the_circui
                 health = (await http.get("/v1/health")).json()
             live = gw.parts.live
             report = live.health.candidate_report("llama/smollm2")
-            return answer.status_code, report, live.facts.progress.waited, health
+            return answer.status_code, report, live.fleet.progress.waited, health
         finally:
             await gw.shutdown()
 

@@ -124,7 +124,7 @@ def test_a_gateway_reads_the_live_servers_load_and_answers_through_it(
         await gateway.startup()
         try:
             await gateway.parts.loops.probes.probe_all()
-            load = gateway.parts.live.facts.load("llama@llama1")
+            load = gateway.parts.live.fleet.facts.load("llama@llama1")
             transport = httpx.ASGITransport(app=gateway)
             async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=300) as http:
                 hi = [{"role": "user", "content": "Hi."}]

@@ -245,6 +245,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("max-body", _set(("server", "max_body_bytes"), 1048576), _k("max-body-changed")),
     Scenario("cors-on", _cors(), _k("cors-origins-added", "cors-credentials-allowed")),
+    Scenario("surfaces-narrowed", _set(("server", "surfaces"), ["openai"]), _k("surfaces-removed")),
+    Scenario(
+        "surfaces-widened",
+        _set(("server", "surfaces"), ["openai", "ollama"]),
+        _k("surfaces-added"),
+        base_edit=_set(("server", "surfaces"), ["openai"]),
+    ),
     Scenario("cors-off", _set(("server", "cors"), None), _k("cors-origins-removed"), base_edit=_cors()),
     Scenario(
         "cors-origin-added",

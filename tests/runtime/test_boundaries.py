@@ -136,19 +136,12 @@ NOT_IN_THE_CORE = (
     # the fleet (``features.FLEET``, plugged by a plan with workers): worker choice, its guards, the
     # fleet line, placement, prefix affinity, load signals and progress, Ollama metadata, learned speeds,
     # and the workers' telemetry (its collector, gauges and sources)
-    "interlock.runtime.fleet.plug",
-    "interlock.runtime.fleet.scoring",
-    "interlock.runtime.fleet.line",
-    "interlock.runtime.fleet.placement",
-    "interlock.runtime.fleet.prefix",
-    "interlock.runtime.fleet.signals",
-    "interlock.runtime.fleet.metadata",
-    "interlock.runtime.fleet.fetcher",
-    "interlock.runtime.fleet.speeds",
-    "interlock.runtime.fleet.sticky",
+    "interlock.runtime.fleet",  # the whole room (what every plan runs of it is books/'s)
     "interlock.runtime.guards.slots",
     "interlock.runtime.guards.ollama_options",
     "interlock.runtime.telemetry",
+    "interlock.runtime.state.pool",  # the workers' slots and their fair queue: made by a plan with workers
+    "interlock.runtime.state.fair",
     "interlock.runtime.ops.admin",  # the ops app (FastAPI): built by the first cold request
     "interlock.runtime.ops.routes",
     "interlock.runtime.ops.contract",  # the routes' contracts: read only to build /openapi.json
@@ -162,8 +155,13 @@ NOT_IN_THE_CORE = (
 # modules) before the feature table, 24,440 (147) after it; 24,478 (147) -> 23,846 (145) without the
 # config schema, 22,871 (141) with the ops app built by its first request, 22,467 (139) without caller
 # keys and CORS, 17,608 (109) with the fleet a row (fleet/'s worker modules and telemetry/ out: -4,859
-# lines, -30 modules); the issue's goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 17_800
+# lines, -30 modules), 17,692 (109) with the route table per surface (server.surfaces), and a
+# plan serving OpenAI only 14,656 (98); 17,415 (107) without the workers' slot table (state/pool.py,
+# state/fair.py), 17,458 (106) with nothing of fleet/ (its facts, fit and probes in books/, ServerLoad
+# with them for a while), a plan serving OpenAI only 14,420 (95); 17,301 (106) with the workers' live
+# facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); the issue's goal is 9,000. Fails
+# when the core grows past it.
+CORE_LINES = 17_400
 
 
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
@@ -185,3 +183,64 @@ def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
     modules, lines = map(int, figures.split())
     print(f"the smallest plan loads {modules} interlock modules, {lines} lines")
     assert lines <= CORE_LINES
+
+
+# What a plan serving only OpenAI's API (``server.surfaces: [openai]``) never imports: the other surfaces,
+# their wire formats' caller sides and their plain handlers.
+OTHER_SURFACES = (
+    "interlock.runtime.surfaces.anthropic",
+    "interlock.runtime.surfaces.responses",
+    "interlock.runtime.surfaces.ollama",
+    "interlock.runtime.wire.anthropic",  # and anthropic_request
+    "interlock.runtime.wire.ollama_caller",
+    "interlock.runtime.request.listing",  # Ollama's listing routes
+    "interlock.runtime.request.count_tokens",
+)
+
+
+def test_a_plan_serving_openai_only_imports_no_other_surface(tmp_path: Path) -> None:
+    from interlock.runtime.loaded.plan import load_plan
+    from tests.runtime.conftest import compile_text
+
+    text = SMALLEST.replace("{default_alias: chat}", "{default_alias: chat, surfaces: [openai]}")
+    plan = load_plan(compile_text(tmp_path, text), {"CLOUD_KEY": "k"})
+    assert plan.source.server.surfaces == ["openai"]
+    program = (
+        "print(sorted({path for _, path in gateway.parts.routes.handlers}))\n"
+        "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
+        "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
+        "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
+        f"print([m for m in mods if m.startswith({OTHER_SURFACES + NOT_IN_THE_CORE!r})])\n"
+        "print(len(mods), lines)\n"
+    )
+    paths, loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()
+    assert paths == "['/v1/chat/completions', '/v1/embeddings']"
+    assert loaded == "[]", f"a plan serving OpenAI only imports: {loaded}"
+    modules, lines = map(int, figures.split())
+    print(f"the smallest plan serving OpenAI only loads {modules} interlock modules, {lines} lines")
+    assert lines <= CORE_LINES
+
+
+def test_a_started_gateway_of_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
+    """What starting adds (the upstream client, the adapter of each kind the plan names: ``openai``
+    only) is no feature module either, nor another kind's adapter."""
+    from interlock.runtime.loaded.plan import load_plan
+    from tests.runtime.conftest import compile_text
+
+    plan = load_plan(compile_text(tmp_path, SMALLEST), {"CLOUD_KEY": "k"})
+    absent = (*NOT_IN_THE_CORE, "interlock.runtime.upstream.ollama", "interlock.runtime.upstream.anthropic")
+    program = (
+        "async def cycle():\n"
+        "    await gateway.startup()\n"
+        "    await gateway.shutdown()\n"
+        "asyncio.run(cycle())\n"
+        "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
+        "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
+        "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
+        f"print([m for m in mods if m.startswith({absent!r})])\n"
+        "print(len(mods), lines)\n"
+    )
+    loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()
+    assert loaded == "[]", f"a started gateway of the smallest plan imports: {loaded}"
+    modules, lines = map(int, figures.split())
+    print(f"started, the smallest plan loads {modules} interlock modules, {lines} lines")

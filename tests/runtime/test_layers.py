@@ -44,7 +44,7 @@ WRITTEN = """
 app: base books features fleet guards loaded net ops request state surfaces tracing upstream usage
     wire
 base:
-books: base loaded state wire
+books: base loaded state upstream wire
 features: base books fleet guards loaded request state surfaces usage
 fleet: base books loaded state telemetry upstream wire
 guards: base books fleet loaded state wire

@@ -19,6 +19,7 @@ from interlock.compiler.passes.preflight import preflight
 from interlock.compiler.passes.providers import providers
 from interlock.compiler.passes.routing import routing
 from interlock.compiler.passes.shape import shape
+from interlock.compiler.passes.surfaces import surfaces
 from interlock.compiler.passes.usage import usage
 from interlock.compiler.passes.vram import vram
 from interlock.compiler.passes.workers import workers
@@ -33,6 +34,7 @@ PASSES: tuple[Pass, ...] = (
     workers,  # profiles applied, pattern tables built
     health,  # health and timeout values
     cors,  # server.cors: origins and headers normalized
+    surfaces,  # server.surfaces: the API surfaces served, each known
     aliases,  # chains expanded, cycles rejected
     capabilities,  # requires vs known capabilities
     preflight,  # preflight settings, context limits within model maxima

@@ -45,16 +45,16 @@ from interlock.runtime.base import gc_policy
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.base.lifespan import Lifespan, Step
 from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.learned import CountBook, Learned, PrefillBook
 from interlock.runtime.books.learned_kept import KeptLearned
 from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.books.probes import ProbeLoop
+from interlock.runtime.books.recovery import RecoveryChecks
 from interlock.runtime.books.samples import Samples
 from interlock.runtime.features import FLEET, Plugged
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.probes import ProbeLoop
-from interlock.runtime.fleet.recovery import RecoveryChecks
 from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.on_demand import OpsApp
@@ -151,6 +151,7 @@ def build_parts(
     test runs their rounds by hand); ``slots``, ``ledger``, ``audit`` and ``tracing`` are the serve
     options' (else this process's slot table and an in-memory ledger)."""
     current = Current(plan)
+    routes = route_table(plan.source.server.surfaces)  # the surfaces the plan serves: imported now
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
     books = _books(current, slots, ledger, audit, access_log, clock, wall)
     loops = _loops(current, books, upstream, clock, wall)
@@ -180,7 +181,7 @@ def build_parts(
     )
     features = Plugged(services)  # the feature table's rows, plugged in as plans want them
     current.hooks = features.hooks(plan)
-    swap = functools.partial(_swap, live, features, seat, upstream)
+    swap = functools.partial(_swap, live, features, seat, upstream, routes)
     reloads = Reloads(
         source,
         swap,
@@ -196,7 +197,7 @@ def build_parts(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
     lifespan = lifespan_of(live, services, loops, reloads, upstream, taught, probes=probes)
-    return Parts(services, live, OpsApp(live), route_table(), loops, lifespan, reloads)
+    return Parts(services, live, OpsApp(live), routes, loops, lifespan, reloads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +286,7 @@ class FleetSeat:
         "_current",
         "_loops",
         "_probes",
+        "_reading",
         "_router",
         "_state_dir",
         "_upstream",
@@ -308,6 +310,7 @@ class FleetSeat:
         self._router, self._state_dir, self._probes = router, state_dir, probes
         self._clock, self._wall = clock, wall
         self._chained = False
+        self._reading: asyncio.Future[None] | None = None
 
     def want(self, plan: RuntimePlan, *, running: bool = False) -> None:
         """At plan load: the fleet plugged if ``plan`` is the first with workers, and the guard chain
@@ -322,13 +325,24 @@ class FleetSeat:
             router.rechain(chain(self._kit()))
             self._chained = True
         if fleet is not None and running:
-            _start_fleet(fleet, probes=self._probes)
+            self._start(fleet)
+
+    def _start(self, fleet: Fleet) -> None:
+        """A fleet plugged by a reload, once the gateway runs: what it runs beside the requests starts now
+        (stopped with the rest, by the lifespan's steps): its speeds file read off the event loop, its
+        loops started."""
+        self._reading = asyncio.ensure_future(fleet.kept.start())  # (a reference kept while it reads)
+        if self._probes:
+            for loop in fleet.loops():
+                loop.start()
 
     def _plug(self) -> Fleet:
         books, current, state_dir = self._books, self._current, self._state_dir
         plug: Callable[..., Fleet] = importlib.import_module(FLEET.module).plug
         return plug(
             plan=_served(current),
+            routing=lambda: current.plan.routing,
+            workers=lambda: current.plan.workers,
             facts=books.facts,
             slots=books.slots,
             metrics=books.metrics,
@@ -350,23 +364,17 @@ class FleetSeat:
         )
 
 
-def _start_fleet(fleet: Fleet, *, probes: bool) -> None:
-    """A fleet plugged by a reload, once the gateway runs: what it runs beside the requests starts now
-    (stopped with the rest, by the lifespan's steps)."""
-    _STARTING.add(task := asyncio.ensure_future(fleet.kept.start()))
-    task.add_done_callback(_STARTING.discard)
-    if probes:
-        for loop in fleet.loops():
-            loop.start()
-
-
-_STARTING: set[asyncio.Future[None]] = set()  # a reload's fleet reading its speeds file (a reference kept)
-
-
-def _swap(live: LiveState, features: Plugged, seat: FleetSeat, upstream: Upstream, plan: RuntimePlan) -> None:
-    """A reload: what outlives the plan is configured for the new one, its features settled and its
-    providers' kinds given adapters (and, the first time it has workers, the fleet plugged in), then the
-    plan is replaced whole."""
+def _swap(
+    live: LiveState,
+    features: Plugged,
+    seat: FleetSeat,
+    upstream: Upstream,
+    routes: RouteTable,
+    plan: RuntimePlan,
+) -> None:
+    """A reload: what outlives the plan is configured for the new one, its features settled, its
+    providers' kinds given adapters (and, the first time it has workers, the fleet plugged in) and its
+    surfaces routed, then the plan is replaced whole."""
     health, learned = live.health, live.learned
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
@@ -375,6 +383,7 @@ def _swap(live: LiveState, features: Plugged, seat: FleetSeat, upstream: Upstrea
         learned.configure(endpoints_of(plan))
     live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
     upstream.want(plan)  # its kinds' adapters, imported now if new
+    routes.serve(plan.source.server.surfaces)  # its surfaces' rows, imported now if new
     seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
     if live.fleet is not None:
         live.fleet.configure(plan)
@@ -484,7 +493,7 @@ class Upstream:
         """The adapters of the kinds ``plan`` names (their modules imported now, at plan load)."""
         opened = self._opened
         if isinstance(opened, KindAdapters):
-            opened.want(provider.kind for provider in plan.providers.values())
+            opened.want((p.kind for p in plan.providers.values()), plan.source.server.surfaces)
         self.adapters.update(opened)
 
     async def stop(self) -> None:

@@ -14,7 +14,7 @@ failure re-opens at once, at the next step); ``next_trial_at`` in the report say
 
 Active: probes mark an endpoint unhealthy on failure and healthy on success; a probe that passes on an
 endpoint whose circuit is open (connect failures opened it: the probe connected) brings its trial
-forward to now. While a candidate's circuit is open, ``fleet/recovery.py`` checks it (``record_check``):
+forward to now. While a candidate's circuit is open, ``books/recovery.py`` checks it (``record_check``):
 a check that passes brings its trial forward to now when it is evidence that the failure is over: a
 real generation (``strong``), or a lighter check (its endpoint's probe) where the circuit was opened by
 connect failures, or where a check failed since it opened (the server's own state went back to good).
@@ -330,7 +330,7 @@ class HealthBook:
             self.listener(label, 0.0 if ep.probe_ok else self.settings.open_for_s)
 
     def record_check(self, cid: str, ok: bool, *, strong: bool, in_plan: bool = True) -> bool:
-        """An active check of a candidate whose circuit is open (``fleet/recovery.py``); ``strong``: it
+        """An active check of a candidate whose circuit is open (``books/recovery.py``); ``strong``: it
         generated (a 1-token request), else it only reached the model's server (its probe). Returns
         whether it brought the trial forward to now: a pass that is evidence the failure is over (see
         the module docstring)."""

@@ -96,7 +96,7 @@ Coefficients = tuple[float, float, float]  # the template's (in TEMPLATE_UNIT to
 
 
 class Windows(Protocol):
-    """Where windows learned from overflow answers live (``fleet.facts.FactsTable``)."""
+    """Where windows learned from overflow answers live (``books.facts.FactsTable``)."""
 
     def answered(self, label: str, model: str, prompt_tokens: int) -> None: ...
 

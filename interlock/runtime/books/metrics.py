@@ -278,7 +278,7 @@ class Metrics:
         )
         self.circuit_checks = CounterVec(
             "interlock_circuit_checks",
-            "Active checks of a candidate while its circuit is open (runtime/fleet/recovery.py), by "
+            "Active checks of a candidate while its circuit is open (runtime/books/recovery.py), by "
             "candidate and result (ok or failed).",
             ["candidate", "result"],
         )

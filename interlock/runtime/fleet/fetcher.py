@@ -18,7 +18,7 @@ from typing import ClassVar, Generic, TypeVar
 from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.wire.base import Endpoint
 
 A = TypeVar("A")  # the adapter of the workers' kind
@@ -34,7 +34,7 @@ class Fetcher(Generic[A]):
     log: ClassVar[logging.Logger]
     name: ClassVar[str]  # what its log lines start with
 
-    facts: FactsTable
+    facts: LiveFacts
     adapter: Callable[[], A | None]
     metrics: Metrics
     clock: Clock = time.monotonic

@@ -3,7 +3,7 @@
 Per Ollama worker: ``GET /api/ps`` every round (loaded models and their context change with every load),
 ``GET /api/tags`` and ``POST /api/show`` per (worker, model of the plan) once their facts are older than
 ``preflight.metadata_ttl``; a worker that cannot be reached for ``/api/ps`` (refused, or no answer in
-time) is asked nothing else that round. Results go into the ``FactsTable`` as whole new entries; a
+time) is asked nothing else that round. Results go into the ``LiveFacts`` as whole new entries; a
 failed fetch is counted and logged and leaves the facts unknown (or, for /api/show and /api/tags, as
 last seen): unknown never blocks a request. Parsing follows Ollama's wire format: capabilities from
 ``capabilities``, the model's maximum from ``model_info["<general.architecture>.context_length"]``, the
@@ -27,7 +27,7 @@ from interlock.runtime.base.errors import (
     FirstByteTimeout,
     TotalTimeout,
 )
-from interlock.runtime.fleet.facts import ModelInfo
+from interlock.runtime.books.facts import ModelInfo
 from interlock.runtime.fleet.fetcher import Failed, Fetcher
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.ollama import OllamaAdapter
@@ -114,7 +114,7 @@ def _bytes(value: Any) -> int | None:
 
 
 class MetadataFetcher(Fetcher[OllamaAdapter]):
-    """Fills a ``FactsTable`` from every Ollama worker of the current plan."""
+    """Fills the ``LiveFacts`` from every Ollama worker of the current plan."""
 
     log = log
     name = "metadata"

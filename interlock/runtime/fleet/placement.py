@@ -53,10 +53,10 @@ from typing import Any
 from interlock.common.packing import Packing, Want, pack
 from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.base.periodic import Periodic
+from interlock.runtime.books.fit import capabilities_on, effective_context
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.fit import capabilities_on, effective_context
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import PlacedModel, worker_label
 from interlock.runtime.telemetry.collector import TelemetryBook
@@ -89,7 +89,7 @@ class PlacementBook:
 
     def __init__(
         self,
-        facts: FactsTable,
+        facts: LiveFacts,
         metrics: Metrics,
         clock: Clock = time.monotonic,
         telemetry: TelemetryBook | None = None,
@@ -359,7 +359,7 @@ class Warmer(Periodic):
             return "loaded"
         candidate = plan.candidates[home.candidate]
         route = next((r for r in candidate.routes if r.endpoint.label == label), None)
-        caps = capabilities_on(route, candidate, self.book.facts) if route is not None else None
+        caps = capabilities_on(route, candidate, self.book.facts.table) if route is not None else None
         if route is None or (caps is not None and "embedding" in caps and "completion" not in caps):
             pending.discard(key)
             return "loads on first use"
@@ -378,7 +378,7 @@ class Warmer(Periodic):
     ) -> None:
         candidate = plan.candidates[home.candidate]
         route = next(r for r in candidate.routes if r.endpoint.label == label)
-        num_ctx, _ = effective_context(route, candidate, self.book.facts)
+        num_ctx, _ = effective_context(route, candidate, self.book.facts.table)
         self._tried[(label, candidate.facts_key)] = self.clock()
         self.book.note(worker, home.candidate, "warming")
         try:

@@ -11,7 +11,8 @@ worker names, as the health book's are), and fills the seats the core left:
   sessions, prefix affinity) and the Ollama options guard (placement's ``keep_alive``) read it;
 - the router's ``servers`` and ``progress``: the servers that say their own progress, so a call's
   first byte waits on while they do (``signals/progress.py``);
-- the probe loop's ``metadata`` and ``signals`` rounds (Ollama's ``/api/ps``..., servers' own load);
+- the probe loop's ``metadata`` and ``signals`` rounds (Ollama's ``/api/ps``..., servers' own load), into
+  the fleet's ``LiveFacts``, seated in the core's facts table (``FactsTable.live``: ``fit`` reads it);
 - the metrics' ``gauges`` (telemetry) and ``fleet_waiting``; the ops routes' view (``live.fleet``);
 - what runs beside the requests: the telemetry loop, placement's warm-up, learned speeds kept in their
   state file (``start``/``stop``, in the lifespan's ``learned speeds`` and ``background loops`` steps);
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.periodic import Periodic
 from interlock.runtime.fleet.line import FleetLine
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.metadata import MetadataFetcher
 from interlock.runtime.fleet.placement import PlacementBook, Warmer
 from interlock.runtime.fleet.prefix import PrefixIndex
@@ -47,12 +49,13 @@ from interlock.runtime.telemetry.collector import TelemetryBook, TelemetryLoop
 from interlock.runtime.telemetry.gauges import families
 
 if TYPE_CHECKING:
+    from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.books.learned import Learned
     from interlock.runtime.books.metrics import Metrics
-    from interlock.runtime.fleet.facts import FactsTable
-    from interlock.runtime.fleet.probes import ProbeLoop
+    from interlock.runtime.books.probes import ProbeLoop
     from interlock.runtime.loaded.plan import RuntimePlan
+    from interlock.runtime.loaded.tables import RoutingSettings, WorkerLimits
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.upstream.ollama import OllamaAdapter
     from interlock.runtime.upstream.openai import OpenAIAdapter
@@ -68,6 +71,7 @@ class Fleet:
     """A gateway's fleet: built once by ``plug``, the first time a plan has workers."""
 
     telemetry: TelemetryBook  # GPU and memory readings of workers
+    facts: LiveFacts  # the workers' live facts and servers' loads (seated in the core's facts table)
     progress: ProgressBook  # whether each server that says its load makes progress
     speeds: SpeedBook  # learned tokens/s, from real requests
     sticky: StickyTable  # session digests -> worker, when sticky sessions are on
@@ -104,6 +108,8 @@ class Fleet:
 def plug(
     *,
     plan: Callable[[], RuntimePlan],
+    routing: Callable[[], RoutingSettings],
+    workers: Callable[[], Mapping[str, WorkerLimits]],
     facts: FactsTable,
     slots: SlotBackend,
     metrics: Metrics,
@@ -117,23 +123,26 @@ def plug(
     wall: Clock = time.time,
 ) -> Fleet:
     """The fleet of one gateway, on the core's books; its rounds, gauges and line handed to the core's
-    probe loop and metrics here (the router's and the guards' seats are filled by ``app/parts.py``)."""
+    probe loop and metrics here (the router's and the guards' seats are filled by ``app/parts.py``).
+    ``routing`` and ``workers`` are the plan of the moment's, read per request by worker choice: one
+    call each, not one through ``plan``."""
     now = plan()
     telemetry = TelemetryBook(wall=wall)
     progress = ProgressBook(clock=clock)
-    facts.progress = progress
+    live = LiveFacts(facts, progress)  # seated in the core's table: ``fit`` reads it there
     speeds = SpeedBook(now.routing.speed_smoothing)
-    occupancy = backend_occupancy(slots, lambda: plan().workers)
+    occupancy = backend_occupancy(slots, workers)
     prefixes = PrefixIndex(prefill=learned.prefill)  # the prompt speeds answers taught: one book
-    scorer = Scorer(facts, telemetry, speeds, occupancy, clock=clock, wall=wall, prefixes=prefixes)
-    line = FleetLine(slots, scorer, lambda: plan().routing, lambda: plan().workers, clock=clock)
-    placement = PlacementBook(facts, metrics, clock, telemetry)
-    probes.metadata = MetadataFetcher(facts, ollama, metrics, clock)
-    probes.signals = SignalFetcher(facts, openai, metrics, clock)
+    scorer = Scorer(live, telemetry, speeds, occupancy, clock=clock, wall=wall, prefixes=prefixes)
+    line = FleetLine(slots, scorer, routing, workers, clock=clock)
+    placement = PlacementBook(live, metrics, clock, telemetry)
+    probes.metadata = MetadataFetcher(live, ollama, metrics, clock)
+    probes.signals = SignalFetcher(live, openai, metrics, clock)
     metrics.view.gauges = functools.partial(families, telemetry)
     metrics.view.fleet_waiting = line.waiting
     return Fleet(
         telemetry,
+        live,
         progress,
         speeds,
         StickyTable(clock=clock),

@@ -2,7 +2,7 @@
 
 Every input is gathered outside the request path and read here with dictionary lookups:
 
-- ``loaded``: the model is in the worker's ``/api/ps`` (``FactsTable``), or this gateway sent it there
+- ``loaded``: the model is in the worker's ``/api/ps`` (``LiveFacts``), or this gateway sent it there
   since that list was fetched (a model sent is a model loaded, or loading, until ``/api/ps`` says
   otherwise); a worker whose ``/api/ps`` is unknown gets no guess either way;
 - ``installed``: the model is in the worker's ``/api/tags``;
@@ -60,7 +60,7 @@ from typing import Any
 
 from interlock.common.patterns import ollama_name, untagged
 from interlock.runtime.base.clock import Clock, iso_utc
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, Prefix, PrefixIndex
 from interlock.runtime.fleet.signals.choice import rate_server
 from interlock.runtime.fleet.speeds import SpeedBook
@@ -155,7 +155,7 @@ class Scorer:
 
     def __init__(
         self,
-        facts: FactsTable,
+        facts: LiveFacts,
         telemetry: TelemetryBook,
         speeds: SpeedBook,
         occupancy: Occupancy,

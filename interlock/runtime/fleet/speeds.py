@@ -4,7 +4,7 @@ The only source is Ollama's own final message of a request a caller made (``eval
 ``eval_duration`` ns; service time ``total_duration`` less ``load_duration``; a model load's time
 ``load_duration``, when the request loaded its model); probes never feed it. Load times are also kept
 per worker and across the fleet (any model), the fallback for a model never yet loaded there.
-Keys are the worker's endpoint label and the model as Ollama names it (``FactsTable``'s keys).
+Keys are the worker's endpoint label and the model as Ollama names it (``LiveFacts``' keys).
 Recording is one dictionary write at the end of a call; the scorer and the slot guard read it.
 The book is bounded (``MAX_ENTRIES``, least recently updated dropped first).
 

@@ -35,10 +35,10 @@ from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.tables import Candidate, Check, Route
 
 if TYPE_CHECKING:
+    from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.books.learned import CountBook
     from interlock.runtime.books.metrics import Metrics
-    from interlock.runtime.fleet.facts import FactsTable
     from interlock.runtime.fleet.plug import Fleet
 from interlock.runtime.state.base import Lease, SlotBackend
 

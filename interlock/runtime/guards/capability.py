@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlock.runtime.books.estimate import COMPLETION, EMBEDDING
-from interlock.runtime.fleet.fit import capabilities_on
+from interlock.runtime.books.fit import capabilities_on
 from interlock.runtime.guards import Admission, Kit
 from interlock.runtime.guards.misfit import MisfitGuard
 from interlock.runtime.guards.preflight import Misfit

@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from interlock.runtime.books.facts import FactsTable
+from interlock.runtime.books.fit import UPSTREAM_SAID, effective_context, limit_on, planned_context
 from interlock.runtime.books.learned import REPORTING_FLOOR, TRUNCATING_FLOOR, CountBook
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.fit import UPSTREAM_SAID, effective_context, limit_on, planned_context
 from interlock.runtime.guards import DEFER, Admission, Kit
 from interlock.runtime.guards.ceiling import fitting, lowered
 from interlock.runtime.guards.misfit import MisfitGuard

@@ -7,8 +7,8 @@ the routes that fit, or, when none does, skips the candidate with a ``Misfit`` t
 
 from __future__ import annotations
 
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import Admission, InstantGuard
 from interlock.runtime.guards.preflight import Misfit, Preflight
 from interlock.runtime.loaded.tables import Check, Route

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from interlock.runtime.fleet.facts import FactsTable
-from interlock.runtime.fleet.fit import capabilities_on, effective_context
+from interlock.runtime.books.facts import FactsTable
+from interlock.runtime.books.fit import capabilities_on, effective_context
 from interlock.runtime.guards import Admission, InstantGuard, Kit
 from interlock.runtime.loaded.tables import Check
 

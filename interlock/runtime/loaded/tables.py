@@ -147,7 +147,7 @@ class Provider:
     endpoints: tuple[Endpoint, ...]
     workers: tuple[str | None, ...]  # parallel to endpoints: the worker name, None for openai
     relays: frozenset[str] = frozenset()  # the wire formats it relays as they came (``Candidate.relays``)
-    recovery_check: str = "probe"  # how an open circuit is checked (``fleet/recovery.py::CHECKS``, or off)
+    recovery_check: str = "probe"  # how an open circuit is checked (``books/recovery.py::CHECKS``, or off)
     retry: RetryPolicy = RetryPolicy()  # its candidates' retries (``Candidate.retry``)
 
 

@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from interlock.runtime.base.errors import shown
+from interlock.runtime.books.fit import guaranteed_window
 from interlock.runtime.books.metrics import CONTENT_TYPE
-from interlock.runtime.fleet.fit import guaranteed_window
 from interlock.runtime.loaded.callers import ANONYMOUS, Caller, caller_of
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate, Provider, WorkerLimits, worker_label
@@ -444,7 +444,7 @@ def _worker_report(live: LiveState, name: str, limits: WorkerLimits, pool: SlotR
     if telemetry is not None:  # only for workers that declare telemetry
         report["telemetry"] = telemetry
     if limits.server is not None:  # an OpenAI-compatible server's own load, as last read (None: unknown)
-        load = live.facts.load(label)
+        load = fleet.facts.load(label) if fleet is not None else None
         report["server"] = {
             "kind": limits.server,
             "load": load.report() if load else None,
@@ -487,7 +487,7 @@ def usage_report(ledger: Ledger, plan: RuntimePlan) -> dict[str, Any]:
 def metadata_report(live: LiveState) -> dict[str, Any]:
     """What the preflight knows now: live worker facts, and per candidate and route its capabilities and
     effective context with their source (``loaded``, ``modelfile``, ``default``, ``declared``, ...)."""
-    from interlock.runtime.fleet.fit import capabilities_on, effective_context
+    from interlock.runtime.books.fit import capabilities_on, effective_context
 
     plan, facts = live.plan, live.facts
     candidates: dict[str, Any] = {}
@@ -508,4 +508,5 @@ def metadata_report(live: LiveState) -> dict[str, Any]:
                 "context_source": source,
             }
         candidates[cid] = routes
-    return {"mode": plan.preflight.mode, "workers": facts.snapshot(), "candidates": candidates}
+    workers = live.fleet.facts.snapshot() if live.fleet is not None else {}
+    return {"mode": plan.preflight.mode, "workers": workers, "candidates": candidates}

@@ -11,13 +11,14 @@ the same document for a configuration or a plan.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.loaded.callers import ANONYMOUS, Caller, needs_key, operator_route
 from interlock.runtime.surfaces.contract import OPENAI_ERROR, Doc
+from interlock.schema.plan import SURFACES
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.plan import RuntimePlan
@@ -54,14 +55,15 @@ class Route:
     doc: Doc
 
 
-def routes() -> Iterator[Route]:
-    """Every route: the surface rows, then the admin routes (each method of each)."""
+def routes(surfaces: Iterable[str] = SURFACES) -> Iterator[Route]:
+    """Every route: the surface rows (of ``surfaces``: a plan's ``server.surfaces``), then the admin
+    routes (each method of each)."""
     from interlock.runtime.ops import contract as ops_contract
     from interlock.runtime.ops.routes import ROUTES
     from interlock.runtime.request.route_table import rows
     from interlock.runtime.surfaces import contract as surface_contract
 
-    for row in rows():
+    for row in rows(surfaces):
         yield Route(row.method, row.path, _doc(surface_contract, row.doc, row.path))
     for admin in ROUTES:
         path = _PATH_PARAM.sub(r"{\1}", admin.path)  # Starlette's `{name:path}` -> `{name}`
@@ -90,13 +92,15 @@ def document(
     default_model: bool = True,
     auth: str = "off",
     operators: bool = False,
+    surfaces: Iterable[str] = SURFACES,
 ) -> dict[str, Any]:
     """The document. ``models``: the names ``model`` accepts (else any non-empty string);
     ``default_model``: the plan has a default alias, so ``model`` may be left out; ``auth``: the plan's
     ``server.auth`` (``optional``/``required``: the routes behind keys say so, and may answer 401);
-    ``operators``: the plan declares an operator key, so the operator routes may answer 403."""
+    ``operators``: the plan declares an operator key, so the operator routes may answer 403;
+    ``surfaces``: the API surfaces served (``server.surfaces``)."""
     paths: dict[str, dict[str, Any]] = {}
-    for route in routes():
+    for route in routes(surfaces):
         operation = _operation(route, default_model)
         if auth != "off" and needs_key(route.path):
             _secure(operation, route, optional=auth == "optional")
@@ -135,7 +139,11 @@ def plan_document(plan: RuntimePlan, caller: Caller = ANONYMOUS) -> dict[str, An
     auth = keys.mode if keys is not None else "off"
     operators = keys is not None and keys.operators
     return document(
-        names, default_model=plan.server.default_alias is not None, auth=auth, operators=operators
+        names,
+        default_model=plan.server.default_alias is not None,
+        auth=auth,
+        operators=operators,
+        surfaces=plan.source.server.surfaces,
     )
 
 

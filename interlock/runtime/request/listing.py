@@ -12,6 +12,7 @@ import orjson
 
 from interlock.runtime.base.asgi import ClientGone, Receive, Scope, Send, read_object, send_json
 from interlock.runtime.base.errors import GatewayError, InvalidRequest, shown
+from interlock.runtime.books.fit import guaranteed_window
 from interlock.runtime.loaded.callers import caller_of
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Alias, Candidate
@@ -60,8 +61,6 @@ async def tags(services: RequestServices, scope: Scope, receive: Receive, send: 
 
 async def show(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /api/show``: an alias's description, the capabilities it requires, the context it serves."""
-    from interlock.runtime.fleet.fit import guaranteed_window
-
     plan = services.plan
     headers = [plan.plan_header]
     try:
@@ -107,13 +106,13 @@ async def show(services: RequestServices, scope: Scope, receive: Receive, send: 
 
 async def ps(services: RequestServices, scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /api/ps``: the models the workers report loaded (live metadata), as ``provider/model``."""
-    plan = services.plan
+    plan, fleet = services.plan, services.current.fleet  # a plan with workers has a fleet
     models = []
     for cid, candidate in plan.candidates.items():
         for route in candidate.routes:
-            if route.worker is None:
+            if route.worker is None or fleet is None:
                 continue
-            loaded = services.facts.worker(route.endpoint.label).loaded or {}
+            loaded = fleet.facts.worker(route.endpoint.label).loaded or {}
             if candidate.facts_key in loaded:
                 models.append(
                     {

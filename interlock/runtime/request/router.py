@@ -60,11 +60,11 @@ from interlock.runtime.base.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.learned import Learned
 from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.books.record import Answered, CandidateRefused
-from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.guards import DEFER, Admission, Chains, Guard, Step, compiled, steps
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from interlock.runtime.base.clock import Clock
     from interlock.runtime.books.audit import AuditLog
+    from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.books.journal import Journal
     from interlock.runtime.books.learned import Learned
     from interlock.runtime.books.metrics import Metrics
     from interlock.runtime.books.samples import Samples
-    from interlock.runtime.fleet.facts import FactsTable
     from interlock.runtime.fleet.plug import Fleet
     from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan

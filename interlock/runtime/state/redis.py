@@ -502,7 +502,7 @@ class RedisSlots(SlotBackend):
         return AloneLease(self, worker, held)
 
     def _granted(self, worker: str, model: str, ident: str) -> RedisLease:
-        local = self.fallback.table.pools[worker].count_granted(model)
+        local = self.fallback.pools[worker].count_granted(model)
         lease = RedisLease(self, worker, model, ident, local)
         self._held[ident] = lease
         return lease

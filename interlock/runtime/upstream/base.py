@@ -20,6 +20,7 @@ from interlock.runtime.base.errors import CannotServe
 from interlock.runtime.base.mypyc_marks import mypyc_attr
 from interlock.runtime.net.transport import Transport
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
+from interlock.schema.plan import SURFACES
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/base/mypyc_marks.py)
@@ -60,6 +61,12 @@ class Adapter(abc.ABC):
         path), None where it has none or did not answer; raises nothing."""
         return None
 
+    def serve(self, surfaces: frozenset[str]) -> None:
+        """At every plan load (``adapter_for``, ``KindAdapters.want``): what the plan's API surfaces
+        (``server.surfaces``) need of this adapter beyond its core (a same-format relay, the server's
+        tokenizer), imported now, never on a request. Nothing by default."""
+        return None
+
     @abc.abstractmethod
     async def probe(self, endpoint: Endpoint, timeout_s: float) -> None:
         """A cheap liveness check (Ollama ``GET /api/tags``, OpenAI ``GET /models``); raises
@@ -76,12 +83,14 @@ UPSTREAM_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
 traced attempt is calling its upstream."""
 
 
-def adapter_for(kind: str, transport: Transport) -> Adapter:
-    """The adapter for a provider kind (a row of ``interlock.kinds.KINDS``), sending through ``transport``."""
+def adapter_for(kind: str, transport: Transport, surfaces: Iterable[str] = SURFACES) -> Adapter:
+    """The adapter for a provider kind (a row of ``interlock.kinds.KINDS``), sending through ``transport``,
+    ready for a plan serving ``surfaces`` (all four unless named: ``Adapter.serve``)."""
     row = KINDS.get(kind)
     if row is None:
         raise ValueError(f"unknown upstream kind {kind!r}; expected {listed()}")
     adapter: Adapter = row.load_adapter()(transport)
+    adapter.serve(frozenset(surfaces))
     return adapter
 
 
@@ -96,8 +105,12 @@ class KindAdapters(dict[str, Adapter]):
         super().__init__()
         self.transport = transport
 
-    def want(self, kinds: Iterable[str]) -> None:
-        """An adapter for each of ``kinds`` that has none yet."""
+    def want(self, kinds: Iterable[str], surfaces: Iterable[str] = SURFACES) -> None:
+        """An adapter for each of ``kinds`` that has none yet, and every adapter ready for ``surfaces``
+        (a plan's ``server.surfaces``: ``Adapter.serve``)."""
+        served = frozenset(surfaces)
         for kind in kinds:
             if kind not in self:
-                self[kind] = adapter_for(kind, self.transport)
+                self[kind] = adapter_for(kind, self.transport, served)
+        for adapter in self.values():
+            adapter.serve(served)

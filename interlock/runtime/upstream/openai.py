@@ -17,7 +17,8 @@ as ``ContextOverflow``, so the overflow rule holds streamed or not.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -25,11 +26,28 @@ import orjson
 from interlock.runtime.base.errors import ContextOverflow, ProtocolFailure, UpstreamError
 from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.exchange import probe_endpoint, request_bytes, request_json, request_stream
-from interlock.runtime.upstream.tokenize import LLAMA, NONE, TOKENIZE, VLLM, Tokenizers
-from interlock.runtime.wire import openai_responses
+from interlock.runtime.upstream.exchange import (
+    LineDecoder,
+    probe_endpoint,
+    request_bytes,
+    request_json,
+    request_stream,
+)
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native, Relayed, relayed_body, with_headers
 from interlock.runtime.wire.openai_chat import SSEDecoder, checked, pooled, upstream_request
+
+NOT_SERVED = "a Responses request, and no plan this adapter served had the Responses surface"
+Counter = Callable[[Transport, Endpoint, dict[str, Any]], Awaitable[int | None]]
+"""A server's own tokenizer asked for a prompt's tokens (``upstream.tokenize.Tokenizers.count``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesRelay:
+    """What a Responses caller's own request relayed to ``{base_url}/responses`` needs of its format
+    (``wire.openai_responses``): the answer as a chat completion, the stream's decoder."""
+
+    completion_of: Callable[[Any, str], dict[str, Any]]
+    events: Callable[[str, Endpoint], LineDecoder]
 
 
 class OpenAIAdapter(Adapter):
@@ -37,7 +55,21 @@ class OpenAIAdapter(Adapter):
 
     def __init__(self, client: Transport) -> None:
         self._client = client
-        self.tokenizers = Tokenizers()  # which tokenizer each server speaks (``count``)
+        self._relay: ResponsesRelay | None = None  # once a plan serves Responses (``serve``)
+        self._counter: Counter | None = None  # once a plan serves count_tokens (``serve``)
+
+    def serve(self, surfaces: frozenset[str]) -> None:
+        """The Responses relay (``wire.openai_responses``) for a plan serving ``responses``, the servers'
+        tokenizers (``upstream.tokenize``) for one serving ``anthropic`` (``count_tokens``): imported at
+        plan load, kept after; a plan serving neither imports neither."""
+        if "responses" in surfaces and self._relay is None:
+            from interlock.runtime.wire import openai_responses
+
+            self._relay = ResponsesRelay(openai_responses.completion_of, openai_responses.EventDecoder)
+        if "anthropic" in surfaces and self._counter is None:
+            from interlock.runtime.upstream.tokenize import Tokenizers
+
+            self._counter = Tokenizers().count  # which tokenizer each server speaks, learned
 
     async def chat(
         self, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None = None
@@ -45,11 +77,14 @@ class OpenAIAdapter(Adapter):
         if native is not None:
             endpoint = with_headers(endpoint, native)
             if native.format == "responses":
+                relay = self._relay
+                if relay is None:
+                    raise ProtocolFailure(NOT_SERVED)
                 request = relayed_body(native.body, model, stream=False)
                 answer = await request_json(
                     self._client, endpoint, "POST", "/responses", orjson.dumps(request)
                 )
-                return Relayed(openai_responses.completion_of(answer, model), answer)
+                return Relayed(relay.completion_of(answer, model), answer)
         payload = upstream_request(body, model)
         payload.pop("stream", None)
         payload.pop("stream_options", None)  # OpenAI refuses stream_options without stream
@@ -64,8 +99,11 @@ class OpenAIAdapter(Adapter):
         if native is not None:
             endpoint = with_headers(endpoint, native)
             if native.format == "responses":
+                relay = self._relay
+                if relay is None:
+                    raise ProtocolFailure(NOT_SERVED)
                 request = relayed_body(native.body, model, stream=True)
-                events = openai_responses.EventDecoder(model, endpoint)
+                events = relay.events(model, endpoint)
                 return await request_stream(
                     self._client, endpoint, "/responses", orjson.dumps(request), events
                 )
@@ -114,27 +152,14 @@ class OpenAIAdapter(Adapter):
         else vLLM's and SGLang's ``/tokenize`` of the messages (``count``). Which one a server speaks is
         learned at its first answer; a server with neither (404, 405, 501: a cloud) is not asked again
         for ``NO_TOKENIZER_S``, one whose tokenizer failed otherwise not for ``FAILED_S``."""
-        root = _root(endpoint.url)
-        style = self.tokenizers.style(root)
-        if style == NONE:
+        counter = self._counter
+        if counter is None:  # no plan served count_tokens: no tokenizer is asked
             return None
-        probe = dataclasses.replace(probe_endpoint(endpoint, timeout_s), url=root)
+        probe = dataclasses.replace(probe_endpoint(endpoint, timeout_s), url=_root(endpoint.url))
         payload = upstream_request(body, model)
         for key in ("stream", "stream_options", "max_tokens", "max_completion_tokens"):
             payload.pop(key, None)
-        for name in (style,) if style else (LLAMA, VLLM):
-            try:
-                counted = await TOKENIZE[name](self._client, probe, payload)
-            except UpstreamError as exc:
-                if exc.status in (404, 405, 501):
-                    continue
-                self.tokenizers.failed(root)  # refused us, timed out, 5xx: not asked again for a minute
-                return None
-            if counted is not None:
-                self.tokenizers.found(root, name)
-                return counted
-        self.tokenizers.found(root, NONE)
-        return None
+        return await counter(self._client, probe, payload)
 
     async def signal(self, endpoint: Endpoint, path: str, timeout_s: float) -> bytes:
         """The body of ``GET <server root><path>`` (``/metrics``, llama.cpp's ``/slots``): the root is the

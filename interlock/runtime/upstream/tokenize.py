@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from interlock.runtime.base.errors import UpstreamError
 from interlock.runtime.net.transport import Transport
 from interlock.runtime.upstream.exchange import request_json
 from interlock.runtime.wire.base import Endpoint
@@ -80,6 +81,27 @@ class Tokenizers:
     def failed(self, root: str) -> None:
         """Its tokenizer failed other than by not being there: not asked again for ``FAILED_S``."""
         self._keep(root, NONE, FAILED_S)
+
+    async def count(self, client: Transport, root: Endpoint, payload: dict[str, Any]) -> int | None:
+        """The prompt's tokens by the tokenizer of the server at ``root`` (its URL the server's root):
+        the way it was found to speak, else each in turn, learning which (``OpenAIAdapter.count``)."""
+        where = root.url
+        style = self.style(where)
+        if style == NONE:
+            return None
+        for name in (style,) if style else (LLAMA, VLLM):
+            try:
+                counted = await TOKENIZE[name](client, root, payload)
+            except UpstreamError as exc:
+                if exc.status in (404, 405, 501):
+                    continue
+                self.failed(where)  # refused us, timed out, 5xx: not asked again for a minute
+                return None
+            if counted is not None:
+                self.found(where, name)
+                return counted
+        self.found(where, NONE)
+        return None
 
     def _keep(self, root: str, style: str, for_s: float) -> None:
         self._found.pop(root, None)

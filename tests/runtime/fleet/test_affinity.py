@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from interlock.runtime.books.estimate import needs_of
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, PrefixIndex, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.signals.base import ServerLoad
@@ -51,7 +51,7 @@ def session(n: int, *turns: str) -> dict[str, Any]:
 class Rig:
     def __init__(self, tmp: Path, routing: str = "") -> None:
         self.plan: RuntimePlan = load_plan(compile_text(tmp, CONFIG.format(routing=routing)), {})
-        self.facts = FactsTable()
+        self.facts = LiveFacts()
         telemetry = TelemetryBook()
         telemetry.configure(targets(self.plan))
         self.speeds = SpeedBook()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from interlock.runtime.base.errors import SlotUnavailable
-from interlock.runtime.fleet.facts import FactsTable
 from interlock.runtime.fleet.line import FleetLine
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.loaded.callers import COMMON, Turn
@@ -43,7 +43,7 @@ class Rig:
             compile_text(tmp, CONFIG.format(queue=f"{{max_waiting: {depth}, max_wait: {wait}}}")), {}
         )
         self.now = 100.0
-        self.facts = FactsTable()
+        self.facts = LiveFacts()
         telemetry = TelemetryBook()
         telemetry.configure(targets(self.plan))
         self.speeds = SpeedBook()

@@ -80,9 +80,10 @@ def test_the_reload_that_brings_the_first_workers_plugs_the_fleet_in(
             "SlotGuard",
         ]
         assert gateway.parts.services.router.progress is fleet.progress
-    assert (status, worker) == (200, "llama1")  # chosen by the fleet's scorer, through the slot guard
-    assert fleet.scorer.report()["llama1"] is not None  # the slot guard scored the workers
-    assert health["workers"]["llama1"]["score"] is not None
+    assert status == 200
+    assert worker in {"llama1", "llama2"}  # chosen by the fleet's scorer, through the slot guard
+    assert fleet.scorer.report()[worker] is not None  # the slot guard scored the workers
+    assert health["workers"][worker]["score"] is not None
     assert "fleet_waiting" in health["slot_state"]
     exposed = gateway.parts.live.metrics.exposition().decode()
     assert "interlock_worker_vram_used_bytes" in exposed  # the fleet's gauges, seated in the metrics

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from interlock.runtime.books.learned import DEFAULT_PREFILL_TOKENS_PER_S, PrefillBook
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.prefix import CHARS_PER_TOKEN, PrefixIndex, prompt_prefix
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
@@ -119,7 +119,7 @@ def test_prefill_speed_is_learned_from_ollama_prompt_timings() -> None:
 class Rig:
     def __init__(self, tmp: Path) -> None:
         self.plan: RuntimePlan = load_plan(compile_text(tmp, CONFIG), {})
-        self.facts = FactsTable()
+        self.facts = LiveFacts()
         telemetry = TelemetryBook()
         telemetry.configure(targets(self.plan))
         self.speeds = SpeedBook()

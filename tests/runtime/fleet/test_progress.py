@@ -176,7 +176,7 @@ def served(tmp_path: Path, server: FakeOpenAI, reports: list[str]) -> tuple[int,
     server.set_fault(Fault.hold(gate), model="smollm2")
     show(server, reports[0])
     gw = build_gateway(build(compile_text(tmp_path, CONFIG.format(url=server.base_url))), probes=False)
-    loop, book = gw.parts.loops.probes, gw.parts.live.facts.progress
+    loop, book = gw.parts.loops.probes, gw.parts.live.fleet.progress
 
     async def scenario() -> tuple[int, dict[str, object], int]:
         await gw.startup()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.scoring import DEFAULT_LOAD_S, PARTS, Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.loaded.plan import RuntimePlan, load_plan
@@ -34,7 +34,7 @@ class Rig:
     def __init__(self, tmp: Path) -> None:
         self.plan: RuntimePlan = load_plan(compile_text(tmp, CONFIG), {})
         self.now = 100.0
-        self.facts = FactsTable()
+        self.facts = LiveFacts()
         self.telemetry = TelemetryBook()
         self.telemetry.configure(targets(self.plan))
         self.speeds = SpeedBook()
@@ -183,7 +183,7 @@ def test_a_load_that_would_evict_the_only_copy_of_a_model_counts_its_reload(tmp_
 
 
 def test_which_workers_hold_a_model_follows_each_workers_last_ps() -> None:
-    facts = FactsTable()
+    facts = LiveFacts()
     facts.put_loaded("local@a", {"x:latest": None, "y:latest": None}, 1.0)
     facts.put_loaded("local@b", {"x:latest": None}, 1.0)
     assert (facts.holders("x:latest"), facts.holders("y:latest")) == ({"local@a", "local@b"}, {"local@a"})

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.commands.gateway import build_gateway
 from interlock.common.kinds import SERVER_KINDS
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.signals import SERVERS, llamacpp, sglang, vllm
 from interlock.runtime.fleet.signals.base import ServerLoad, total
 from interlock.runtime.fleet.signals.choice import KV_FULL, rate_server
@@ -134,12 +134,12 @@ def test_a_slot_s_window_is_the_smallest_bounded_n_ctx_the_slots_say() -> None:
 def test_a_slot_window_goes_when_a_reading_says_none_and_stays_when_a_reading_fails() -> None:
     """A server restarted with a larger ``--ctx-size`` and ``/slots`` off must not stay capped at the
     window it had: a reading that says no window drops the cap; a failed reading keeps it."""
-    facts = FactsTable()
+    facts = LiveFacts()
     facts.put_load("box", ServerLoad(running=0, window=2048))
     facts.put_load("box", None)  # the reading failed: unknown, the window of the last one kept
-    assert facts.slot_windows == {"box": 2048}
+    assert facts.table.slot_windows == {"box": 2048}
     facts.put_load("box", ServerLoad(running=0))
-    assert facts.slot_windows == {}
+    assert facts.table.slot_windows == {}
 
 
 def test_a_gauges_sum_past_any_true_count_is_unknown_not_a_crash() -> None:
@@ -294,10 +294,10 @@ def test_a_server_that_stops_answering_is_unknown_not_idle(
             await gateway.startup()
             try:
                 await gateway.parts.loops.probes.probe_all()
-                first = gateway.parts.live.facts.load("local@vllm1")
+                first = gateway.parts.live.fleet.facts.load("local@vllm1")
                 v.refuse_connections()
                 await gateway.parts.loops.probes.probe_all()
-                return first, gateway.parts.live.facts.load("local@vllm1")
+                return first, gateway.parts.live.fleet.facts.load("local@vllm1")
             finally:
                 await gateway.shutdown()
 

@@ -10,8 +10,9 @@ import pytest
 
 from interlock.runtime.base.errors import InvalidRequest
 from interlock.runtime.books.estimate import needs_of, text_tokens
-from interlock.runtime.fleet.facts import FactsTable, ModelInfo
-from interlock.runtime.fleet.fit import capabilities_on, effective_context
+from interlock.runtime.books.facts import ModelInfo
+from interlock.runtime.books.fit import capabilities_on, effective_context
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.metadata import parse_ps, parse_show, parse_sizes, parse_tags
 from interlock.runtime.loaded.tables import PreflightSettings
 from tests.runtime.conftest import build, compile_text
@@ -179,18 +180,19 @@ def test_the_effective_context_follows_loaded_then_modelfile_then_defaults_cappe
     plan = build(compile_text(tmp_path, CONFIG))
     local, cloud = plan.candidates["local/m:1b"], plan.candidates["cloud/c"]
     on_a, on_b = local.routes
-    facts = FactsTable()
+    live = LiveFacts()  # the workers' facts, seated in the core's table that fit reads
+    facts = live.table
     assert effective_context(on_a, local, facts) == (8192, "default")  # the worker's own default
     assert effective_context(on_b, local, facts) == (2048, "default")  # the plan's
     assert effective_context(cloud.routes[0], cloud, facts) == (128000, "declared")
-    facts.put_model("local@a", "m:1b", ModelInfo(frozenset({"completion", "tools"}), 65536, 12000, 0.0))
+    live.put_model("local@a", "m:1b", ModelInfo(frozenset({"completion", "tools"}), 65536, 12000, 0.0))
     assert effective_context(on_a, local, facts) == (12000, "modelfile")
-    facts.put_loaded("local@a", {"m:1b": 40000}, 0.0)
+    live.put_loaded("local@a", {"m:1b": 40000}, 0.0)
     assert effective_context(on_a, local, facts) == (16384, "loaded, capped")  # the worker's limit
     assert effective_context(on_a, local, facts, num_ctx=9000) == (9000, "caller")
     assert capabilities_on(on_a, local, facts) == {"completion", "tools"}  # live wins over declared
     assert capabilities_on(on_b, local, facts) == {"completion"}  # nothing live there: declared
-    facts.put_loaded("local@a", None, 1.0)  # /api/ps failed: loaded contexts unknown, not stale
+    live.put_loaded("local@a", None, 1.0)  # /api/ps failed: loaded contexts unknown, not stale
     assert effective_context(on_a, local, facts) == (12000, "modelfile")
 
 
@@ -213,7 +215,7 @@ def test_the_fetcher_reads_ps_every_round_and_show_and_tags_once_per_ttl(tmp_pat
             "preflight: {", "preflight: {metadata_ttl: 10m, "
         )
         plan = build(compile_text(tmp_path, config))
-        facts = FactsTable()
+        facts = LiveFacts()
         metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots()))
 
         async def rounds() -> None:

@@ -29,7 +29,7 @@ from interlock.runtime.books.estimate import needs_of
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import Answered, CandidateRefused
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.fleet.live_facts import LiveFacts
 from interlock.runtime.fleet.scoring import Scorer, backend_occupancy
 from interlock.runtime.fleet.speeds import SpeedBook
 from interlock.runtime.guards.circuit import HealthGuard
@@ -60,7 +60,7 @@ class Rig:
         self.metrics = Metrics(StateView(lambda: plan, self.health, self.slots))
         self.adapter = ScriptedAdapter(script)
         scorer = Scorer(
-            FactsTable(), TelemetryBook(), SpeedBook(), backend_occupancy(self.slots, lambda: plan.workers)
+            LiveFacts(), TelemetryBook(), SpeedBook(), backend_occupancy(self.slots, lambda: plan.workers)
         )
         guards = (
             HealthGuard(self.health),

@@ -4,7 +4,7 @@ for its own load (``SERVERS[server].paths``, concurrently), outside the request 
 A path that fails (off on that server: 404, 501; refused; timed out) is counted in
 ``interlock_metadata_fetches_total`` and left out; the bodies that answered are read by the server kind.
 When none answered, or what answered is not that server's format, the worker's load becomes unknown
-(``FactsTable.put_load(label, None)``) rather than keeping an old reading. Workers no longer read (a
+(``LiveFacts.put_load(label, None)``) rather than keeping an old reading. Workers no longer read (a
 reload) are forgotten at the end of the round.
 """
 
@@ -25,7 +25,7 @@ log = logging.getLogger("interlock.signals")
 
 
 class SignalFetcher(Fetcher[OpenAIAdapter]):
-    """Fills the ``FactsTable``'s load table from every OpenAI-compatible worker with a ``server``."""
+    """Fills the ``LiveFacts``' load table from every OpenAI-compatible worker with a ``server``."""
 
     log = log
     name = "signals"
@@ -44,9 +44,8 @@ class SignalFetcher(Fetcher[OpenAIAdapter]):
     async def refresh(self, plan: RuntimePlan) -> None:
         """One round over every such worker."""
         servers = self.servers(plan)
-        health, progress = plan.health, self.facts.progress
-        if progress is not None:  # the longest between two readings: a round, its jitter, its timeout
-            progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s
+        health = plan.health  # the longest between two readings: a round, its jitter, its timeout
+        self.facts.progress.every_s = health.probe_interval_s * 1.1 + health.probe_timeout_s
         adapter = self.adapter()
         if adapter is not None and servers:
             timeout_s = plan.health.probe_timeout_s

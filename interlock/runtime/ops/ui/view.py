@@ -8,7 +8,7 @@ nothing here holds a URL, a header value, a prompt or a credential: names, state
 classes only.
 
 New facts plug in as accessors (``loaded_models`` and ``model_facts`` read the live Ollama metadata of
-``runtime.fleet.facts``); a fact nobody has reported is shown as "not known", never guessed.
+``runtime.books.facts``); a fact nobody has reported is shown as "not known", never guessed.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.common.patterns import untagged
 from interlock.runtime.base.clock import iso_utc
+from interlock.runtime.books.fit import capabilities_on, effective_context
 from interlock.runtime.books.samples import Sample, share
-from interlock.runtime.fleet.fit import capabilities_on, effective_context
 from interlock.runtime.loaded.tables import Candidate, worker_label
 from interlock.runtime.state.base import SlotReport
 
@@ -125,8 +125,8 @@ def slot_state(at: Moment, worker: str) -> dict[str, Any]:
 
 def loaded_models(live: LiveState, worker: str) -> list[dict[str, Any]] | None:
     """The models a worker has in memory (Ollama's ``/api/ps``) with their context; None: not known."""
-    limits = live.plan.workers[worker]
-    loaded = live.facts.worker(worker_label(limits.provider, worker)).loaded
+    limits, fleet = live.plan.workers[worker], live.fleet  # a plan with workers has a fleet
+    loaded = fleet.facts.worker(worker_label(limits.provider, worker)).loaded if fleet is not None else None
     if loaded is None:
         return None
     return [{"model": model, "context_tokens": ctx} for model, ctx in sorted(loaded.items())]

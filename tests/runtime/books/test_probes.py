@@ -16,7 +16,7 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app.gateway import Gateway
-from interlock.runtime.fleet.probes import RECHECK_FIRST_S, RECHECK_MAX_S
+from interlock.runtime.books.probes import RECHECK_FIRST_S, RECHECK_MAX_S
 from interlock.testing.fake_ollama import FakeOllama
 from tests.runtime.books.test_health import Clock
 from tests.runtime.conftest import build, compile_text

@@ -1,22 +1,19 @@
-"""Live facts about Ollama workers, gathered outside the request path; read by dictionary lookups.
+"""Live facts about the workers, gathered outside the request path; read by dictionary lookups.
 
-The metadata fetcher (``runtime.fleet.metadata``, driven by the probe loop) is the only writer: it replaces
-whole entries, never mutates one, so a reader always sees a consistent entry. Readers (the preflight
-guards, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint label
-(``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``patterns.ollama_name``).
+The fleet's part of what is known beyond the plan (the core's is ``books/facts.py``, the windows an
+upstream named; this table seats itself there as ``FactsTable.live``, for ``fit``). The metadata fetcher
+(``fleet.metadata``, driven by the probe loop) writes the Ollama workers' facts: it replaces whole
+entries, never mutates one, so a reader always sees a consistent entry. Readers (the preflight guards,
+through ``fit``, worker scoring, reports) only call the lookup methods. Keys are the worker's endpoint
+label (``ollama@box1``) and the model as Ollama names it (``name:tag``, see ``patterns.ollama_name``).
 
 The load table (``load``) holds what OpenAI-compatible servers said of their own load (``fleet.signals``:
 llama.cpp, vLLM, SGLang), written by the signal fetcher only: a whole ``ServerLoad`` per worker label, None
 once a reading failed (unknown, never the last one seen), dropped for workers the plan no longer reads.
-Beside it, ``slot_windows``: the window one request gets where the server says (a llama-server slot's
-``n_ctx``: ``--ctx-size`` over ``--parallel``), which ``fit.planned_context`` takes over a larger declared
-one, for the context guard and the cold routes alike.
-
-One more writer, for one table: the router lowers a route's *learned window* when its upstream
-refuses a prompt as over its context (``lower_window``: OpenAI-compatible servers, Anthropic and Ollama
-alike). It only ever goes down, and the context guard takes it as the most that route can hold: it
-looks it up in ``windows`` (a read-only view), so a candidate with no live facts runs nothing of this
-module per request.
+The same readings say the window one request gets where the server says (a llama-server slot's ``n_ctx``),
+written into the core's ``FactsTable.slot_windows``: kept when a reading fails (a window changes only with
+a restart, and the next reading says so), gone when a reading says no window; and whether each server
+makes progress (``progress``, ``signals/progress.py``).
 
 Invariants: an entry present is what the worker last said; an entry absent is *unknown* (never "lacks").
 A failed ``/api/ps`` makes the loaded set unknown (``None``) rather than keeping a stale one, since
@@ -29,21 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from interlock.runtime.fleet.signals.base import ServerLoad
-    from interlock.runtime.fleet.signals.progress import ProgressBook
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """What ``POST /api/show`` said about one model on one worker."""
-
-    capabilities: frozenset[str] | None  # None: the worker did not say (older Ollama)
-    max_context: int | None  # model_info.<architecture>.context_length: the model's maximum
-    modelfile_num_ctx: int | None  # `num_ctx` from the Modelfile's `parameters`, when set
-    fetched_at: float  # monotonic seconds
+from interlock.runtime.books.facts import MAX_SIZES, FactsTable, ModelInfo
+from interlock.runtime.fleet.signals.base import ServerLoad
+from interlock.runtime.fleet.signals.progress import ProgressBook
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,34 +44,24 @@ class WorkerFacts:
 
 
 _NO_WORKER = WorkerFacts(None, None, None, None)
-MAX_SIZES = 4096
 
 
-class FactsTable:
-    """The read-only view others query; the fetcher writes through ``put_*``."""
+class LiveFacts:
+    """The read-only view others query; the fetchers write through ``put_*``. ``table``: the core's
+    facts table, where it seats itself (a new one when none is given: a test's)."""
 
-    def __init__(self, progress: ProgressBook | None = None) -> None:
-        # whether each OpenAI-compatible server makes progress, from the same readings (``put_load``):
-        # the fleet's (``fleet/plug.py``), None until a plan has workers (no server reads its load)
-        self.progress = progress
+    def __init__(self, table: FactsTable | None = None, progress: ProgressBook | None = None) -> None:
+        self.table = table if table is not None else FactsTable()
+        self.table.live = self
+        # whether each OpenAI-compatible server makes progress, from the same readings (``put_load``)
+        self.progress = progress if progress is not None else ProgressBook()
         self._models: dict[tuple[str, str], ModelInfo] = {}
         self._workers: dict[str, WorkerFacts] = {}
         self._sizes: dict[str, tuple[int, bool]] = {}  # model -> (bytes, from /api/ps); bounded by MAX_SIZES
         self._holders: dict[str, frozenset[str]] = {}  # model -> workers whose /api/ps lists it
-        self._windows: dict[tuple[str, str], int] = {}  # (label, model) -> context an overflow named
-        # the learned windows, read-only and live: ``windows.get((label, model))`` is the context the
-        # route's upstream said it has, in a context-length error (absent: never said); a reader on the
-        # request path looks it up here (a dictionary lookup, no call), ``lower_window`` writes it
-        self.windows: Mapping[tuple[str, str], int] = MappingProxyType(self._windows)
         self._loads: dict[str, ServerLoad] = {}  # label -> an OpenAI-compatible server's own load
-        self._slot_windows: dict[str, int] = {}
-        # the window one request gets on each server that says (label -> a slot's context: llama.cpp's
-        # /slots ``n_ctx``), read-only and live; written from the same readings (``put_load``), kept when a
-        # reading fails (a window changes only with a restart, and the next reading says so), gone when a
-        # reading says no window
-        self.slot_windows: Mapping[str, int] = MappingProxyType(self._slot_windows)
 
-    # -- lookups (request path, scoring, reports) ---------------------------------------------------
+    # -- lookups (the preflight through fit, scoring, reports) --------------------------------------
 
     def model(self, label: str, model: str) -> ModelInfo | None:
         return self._models.get((label, model))
@@ -116,22 +93,6 @@ class FactsTable:
         """Every server load known, JSON-ready, by worker label (for /v1/health and people)."""
         return {label: load.report() for label, load in sorted(self._loads.items())}
 
-    def lower_window(self, label: str, model: str, tokens: int) -> None:
-        """An upstream refused a prompt as over its context of ``tokens`` (the router only)."""
-        known = self._windows.get((label, model))
-        if known is None or tokens < known:
-            if known is None and len(self._windows) >= MAX_SIZES:
-                del self._windows[next(iter(self._windows))]
-            self._windows[(label, model)] = tokens
-
-    def answered(self, label: str, model: str, prompt_tokens: int) -> None:
-        """An answer to a prompt of ``prompt_tokens`` (the server's count) there: a window learned
-        below that was wrong, or the server's window grew (a restart with a larger ``--ctx-size``), and
-        is forgotten (``learned.Learned.observe``, at a request's end)."""
-        known = self._windows.get((label, model))
-        if known is not None and prompt_tokens > known:
-            del self._windows[(label, model)]
-
     def snapshot(self) -> dict[str, Any]:
         """Everything known, JSON-ready, per worker label (for /v1/health and people)."""
         out: dict[str, Any] = {}
@@ -150,29 +111,23 @@ class FactsTable:
             }
         return out
 
-    # -- writes (the metadata fetcher only) ---------------------------------------------------------
+    # -- writes (the metadata and signal fetchers only) ----------------------------------------------
 
     def put_load(self, label: str, load: ServerLoad | None) -> None:
         """The signal fetcher's reading of one server (None: it failed, so the load is unknown)."""
-        if self.progress is not None:
-            self.progress.read(label, load)
+        self.progress.read(label, load)
         if load is None:
             self._loads.pop(label, None)
-        else:
+        else:  # a reading without a slot's window (/slots off after a restart): the cap goes too
             self._loads[label] = load
-            if load.window is not None:
-                self._slot_windows[label] = load.window
-            else:  # it answered without a slot's window (/slots off after a restart): the cap goes too
-                self._slot_windows.pop(label, None)
+            self.table.put_slot_window(label, load.window)
 
     def keep_loads(self, labels: frozenset[str]) -> None:
         """Forget the loads of servers no longer read (a reload removed them, or their `server`)."""
         for label in [label for label in self._loads if label not in labels]:
             del self._loads[label]
-        for label in [label for label in self._slot_windows if label not in labels]:
-            del self._slot_windows[label]
-        if self.progress is not None:
-            self.progress.keep(labels)
+        self.table.keep_slot_windows(labels)
+        self.progress.keep(labels)
 
     def put_model(self, label: str, model: str, info: ModelInfo) -> None:
         self._models[(label, model)] = info

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.runtime.fleet.recovery import CHECK_MAX_S
+from interlock.runtime.books.recovery import CHECK_MAX_S
 from interlock.testing.fake_openai import FakeOpenAI
 from interlock.testing.faults import Fault
 from tests.runtime.books.test_health import Clock

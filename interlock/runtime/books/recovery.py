@@ -3,7 +3,7 @@ upstream's own, whatever the outage's length.
 
 The circuit's own half-open trials (``health.py``: a backoff from ``FIRST_TRIAL_S`` up to ``open_for``)
 are real requests; alone, a trial that lands in the last second of an outage puts the next one up to
-``open_for`` later. So while a candidate's circuit is open, the probe loop (``fleet/probes.py``) checks
+``open_for`` later. So while a candidate's circuit is open, the probe loop (``books/probes.py``) checks
 it here, outside the request path, ``CHECK_FIRST_S`` after it opened and then twice as long after each
 check that did not bring its trial forward, at most ``CHECK_MAX_S`` apart (each wait drawn in
 ``[1 - JITTER, 1]`` of that, so replicas do not check in step). What a check is depends on the

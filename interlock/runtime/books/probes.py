@@ -22,7 +22,7 @@ the loop, never on that request's path). So a worker that was down when the gate
 restarts, is seen within seconds.
 
 The same loop runs the checks of candidates whose circuit is open (``RecoveryChecks``,
-``fleet/recovery.py``): the health book wakes it when a circuit opens, and its pause ends at the next
+``books/recovery.py``): the health book wakes it when a circuit opens, and its pause ends at the next
 check due.
 """
 
@@ -34,23 +34,26 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.base.periodic import Periodic
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics
-from interlock.runtime.fleet.recovery import RecoveryChecks
+from interlock.runtime.books.recovery import RecoveryChecks
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import Endpoint
 
-if TYPE_CHECKING:  # the fleet's rounds (``fleet/plug.py``): set when a plan first has workers
-    from interlock.runtime.fleet.metadata import MetadataFetcher
-    from interlock.runtime.fleet.signals.fetch import SignalFetcher
-
 log = logging.getLogger("interlock.probes")
+
+
+class Round(Protocol):
+    """A round of fetches beside the probes (the fleet's: Ollama metadata, servers' load signals)."""
+
+    async def refresh(self, plan: RuntimePlan) -> None: ...
+
 
 RECHECK_FIRST_S = 1.0  # a down worker's first probe of its own, after the one that found it down
 RECHECK_MAX_S = 8.0  # the longest back-off between them (and never longer than probe_interval)
@@ -79,10 +82,10 @@ class ProbeLoop(Periodic):
         health: HealthBook,
         adapters: Mapping[str, Adapter],
         metrics: Metrics,
-        metadata: MetadataFetcher | None = None,
+        metadata: Round | None = None,
         *,
         jitter: float = 0.1,
-        signals: SignalFetcher | None = None,
+        signals: Round | None = None,
         recovery: RecoveryChecks | None = None,
         clock: Clock = time.monotonic,
     ) -> None:

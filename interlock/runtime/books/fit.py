@@ -13,7 +13,7 @@ gathered by the metadata and signal fetchers, the rest at plan load.
 
 from __future__ import annotations
 
-from interlock.runtime.fleet.facts import FactsTable
+from interlock.runtime.books.facts import FactsTable
 from interlock.runtime.loaded.tables import Alias, Candidate, Route
 
 UPSTREAM_SAID = "upstream said"  # the source of a window an overflow answer named
@@ -21,8 +21,9 @@ SLOT_SAID = "server's slot"  # the source of a window the server says one slot h
 
 
 def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> frozenset[str] | None:
-    if route.live_facts:
-        info = facts.model(route.endpoint.label, candidate.facts_key)
+    live = facts.live  # the workers' facts: a route with live facts is a worker's, so the fleet's there
+    if route.live_facts and live is not None:
+        info = live.model(route.endpoint.label, candidate.facts_key)
         if info is not None and info.capabilities is not None:
             return info.capabilities
     return candidate.capabilities
@@ -30,9 +31,9 @@ def capabilities_on(route: Route, candidate: Candidate, facts: FactsTable) -> fr
 
 def limit_on(route: Route, candidate: Candidate, facts: FactsTable) -> int | None:
     """The most context the route may be given (None: no limit known)."""
-    cap = route.context_cap
-    if route.live_facts:
-        info = facts.model(route.endpoint.label, candidate.facts_key)
+    cap, live = route.context_cap, facts.live
+    if route.live_facts and live is not None:
+        info = live.model(route.endpoint.label, candidate.facts_key)
         if info is not None and info.max_context is not None:
             cap = info.max_context if cap is None else min(cap, info.max_context)
     return cap
@@ -65,15 +66,16 @@ def planned_context(
 def _planned(
     route: Route, candidate: Candidate, facts: FactsTable, num_ctx: int | None
 ) -> tuple[int | None, str]:
-    if not route.live_facts:
+    live = facts.live
+    if not route.live_facts or live is None:
         return route.context_default, "declared"
     label, model = route.endpoint.label, candidate.facts_key
     if num_ctx is not None:
         return num_ctx, "caller"
-    tokens = facts.loaded_context(label, model)
+    tokens = live.loaded_context(label, model)
     source = "loaded"
     if tokens is None:
-        info = facts.model(label, model)
+        info = live.model(label, model)
         tokens = info.modelfile_num_ctx if info is not None else None
         source = "modelfile"
     if tokens is None:
