@@ -19,7 +19,7 @@ out="${1:-/tmp/interlock-mypyc}"
 # app/server.py (a test subclasses its Supervisor); request/resume.py (an async generator: unimplemented);
 # request/lifecycle.py (its Exchange's fields are annotated with TYPE_CHECKING-only types, as above: the
 # lifecycle imports at most 11 modules; compiled, the import raised KeyError 'RequestServices').
-modules="loaded/access loaded/callers app/gateway base/asgi fleet/facts fleet/fit fleet/prefix
+modules="loaded/access loaded/callers app/gateway base/asgi books/facts books/fit fleet/prefix
   guards/capability guards/context_fit guards/circuit guards/preflight books/health
   books/journal books/learned books/estimate request/resolve request/keepalive
   features/taught features/ledger
