@@ -16,14 +16,18 @@ out="${1:-/tmp/interlock-mypyc}"
 # their classes. Left out for what mypyc refused: runtime/request/router.py (`continue` inside try/finally is
 # unimplemented); books/record.py, request/services.py, books/metrics.py, net/connections.py (dataclass or class fields
 # annotated with TYPE_CHECKING-only types: a compiled class looks them up at import, KeyError);
-# app/server.py (a test subclasses its Supervisor).
-modules="loaded/access app/gateway base/asgi fleet/facts fleet/fit fleet/prefix
+# app/server.py (a test subclasses its Supervisor); request/resume.py (an async generator: unimplemented);
+# request/lifecycle.py (its Exchange's fields are annotated with TYPE_CHECKING-only types, as above: the
+# lifecycle imports at most 11 modules; compiled, the import raised KeyError 'RequestServices').
+modules="loaded/access loaded/callers app/gateway base/asgi books/facts books/fit fleet/prefix
   guards/capability guards/context_fit guards/circuit guards/preflight books/health
-  books/journal books/learned books/estimate request/lifecycle request/resolve
+  books/journal books/learned books/estimate request/resolve request/keepalive
+  features/taught features/ledger
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
-  upstream/base net/client upstream/exchange net/http1 net/transport net/http_errors upstream/ollama upstream/openai
-  usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sqlite wire/anthropic
-  wire/base wire/fields wire/openai_chat wire/openai_responses wire/sse"
+  upstream/base net/client net/cycle upstream/exchange net/http1 net/transport net/http_errors upstream/ollama
+  upstream/openai usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sqlite wire/anthropic
+  wire/anthropic_request wire/base wire/fields wire/ollama wire/ollama_caller wire/openai_chat
+  wire/openai_responses wire/sse"
 rm -rf "$out" && mkdir -p "$out"
 git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$out"
 # mypyc builds in a folder holding only the package (setuptools refuses a flat layout of several

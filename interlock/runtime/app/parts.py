@@ -318,11 +318,14 @@ class FleetSeat:
         beside the requests starts now."""
         current, router = self._current, self._router
         fleet = self._plug() if current.fleet is None and FLEET.wanted(plan) else None
-        if fleet is not None:
-            current.fleet = fleet
-            router.servers, router.progress = fleet.progress.servers, fleet.progress
         if fleet is not None or not self._chained:
-            router.rechain(chain(self._kit()))
+            # the chain built before anything is seated: a guard that fails to build leaves no fleet
+            # without its guards (the reload is refused; the next plan with workers plugs it again)
+            guards = chain(self._kit(fleet if fleet is not None else current.fleet))
+            if fleet is not None:
+                current.fleet = fleet
+                router.servers, router.progress = fleet.progress.servers, fleet.progress
+            router.rechain(guards)
             self._chained = True
         if fleet is not None and running:
             self._start(fleet)
@@ -356,12 +359,10 @@ class FleetSeat:
             wall=self._wall,
         )
 
-    def _kit(self) -> Kit:
+    def _kit(self, fleet: Fleet | None) -> Kit:
         """What the guard chain is built from."""
         books = self._books
-        return Kit(
-            books.facts, books.metrics, books.health, books.learned.counts, books.slots, self._current.fleet
-        )
+        return Kit(books.facts, books.metrics, books.health, books.learned.counts, books.slots, fleet)
 
 
 def _swap(
@@ -372,19 +373,22 @@ def _swap(
     routes: RouteTable,
     plan: RuntimePlan,
 ) -> None:
-    """A reload: what outlives the plan is configured for the new one, its features settled, its
-    providers' kinds given adapters (and, the first time it has workers, the fleet plugged in) and its
-    surfaces routed, then the plan is replaced whole."""
+    """A reload: the plan's features settled, its providers' kinds given adapters (and, the first time
+    it has workers, the fleet plugged in) and its surfaces routed, then what outlives the plan is
+    configured for it and it is replaced whole. What may fail (a module imported now) comes first and
+    changes nothing the plan being served reads, so a failure (``Reloads.reload`` refuses the plan)
+    leaves that plan whole: its hooks, its routes."""
     health, learned = live.health, live.learned
+    hooks = features.hooks(plan)  # at plan load: its features, imported now if new
+    upstream.want(plan)  # its kinds' adapters, imported now if new (one more is read by no old plan)
+    live.slots.configure(plan.workers)  # the new workers' slots (no pool is dropped), before the fleet
+    seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
+    routes.serve(plan.source.server.surfaces)  # its surfaces' rows, imported now if new (else unchanged)
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
-    live.slots.configure(plan.workers)
     if learned is not None:
         learned.configure(endpoints_of(plan))
-    live.current.hooks = features.hooks(plan)  # at plan load: its features, imported now if new
-    upstream.want(plan)  # its kinds' adapters, imported now if new
-    routes.serve(plan.source.server.surfaces)  # its surfaces' rows, imported now if new
-    seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
+    live.current.hooks = hooks
     if live.fleet is not None:
         live.fleet.configure(plan)
         live.fleet.attach(upstream.ollama())  # an Ollama adapter this plan's kinds brought

@@ -202,7 +202,11 @@ class Reloads:
             except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
                 return self._refused(f"{type(exc).__name__}: {exc}")
             old = self._current.plan
-            self.apply(plan)
+            try:
+                self.apply(plan)
+            except Exception as exc:  # a module it plugs in failed to load: the old plan serves on, whole
+                log.error("reload: the plan could not be plugged in", exc_info=True)
+                return self._refused(f"{type(exc).__name__}: {exc}")
             self._metrics.plan_reloads.labels("loaded").inc()
             summary = self._summary
             self._status.last_reload = last = {

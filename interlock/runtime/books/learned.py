@@ -199,7 +199,7 @@ def _solve_on(a: list[float], b: list[float], free: tuple[int, ...]) -> tuple[fl
                 m[row][k] -= f * m[col][k]
     values = [0.0] * n
     for row in range(n - 1, -1, -1):
-        values[row] = (m[row][n] - sum(m[row][k] * values[k] for k in range(row + 1, n))) / m[row][row]
+        values[row] = (m[row][n] - sum((m[row][k] * values[k] for k in range(row + 1, n)), 0.0)) / m[row][row]
     x = [0.0, 0.0, 0.0]
     for i, v in zip(free, values, strict=True):
         x[i] = v
@@ -208,8 +208,9 @@ def _solve_on(a: list[float], b: list[float], free: tuple[int, ...]) -> tuple[fl
 
 def _objective(a: list[float], b: list[float], x: tuple[float, float, float]) -> float:
     """The ridge objective up to a constant: ``x' a x - 2 b' x``."""
-    quad = sum(x[i] * a[3 * i + j] * x[j] for i in range(3) for j in range(3))
-    return quad - 2 * sum(b[i] * x[i] for i in range(3))
+    # float starts: compiled (bench/mypyc_build.sh), ``sum`` of floats from the int 0 raised TypeError
+    quad = sum((x[i] * a[3 * i + j] * x[j] for i in range(3) for j in range(3)), 0.0)
+    return quad - 2 * sum((b[i] * x[i] for i in range(3)), 0.0)
 
 
 def _fit_of(row: Any, now: float) -> tuple[tuple[str, str], _Fit, tuple[float, float, float], float] | None:

@@ -373,7 +373,8 @@ class Exchange:
                 await send({"type": "http.response.body", "body": event})
                 return 200
         self.watch.stop()
-        await send({"type": "http.response.body", "body": self._end(render, cid, last)})
+        end = render.end() if record.usage is not None else self._estimated(render, cid, last) + render.end()
+        await send({"type": "http.response.body", "body": end})
         return 200
 
     def _head(self, answered: Answered[ChatStream]) -> StreamRender:
@@ -391,15 +392,12 @@ class Exchange:
         )  # the upstream's own count, else the estimate as learned from that server's answers
         return render
 
-    def _end(self, render: StreamRender, cid: str, last: dict[str, Any]) -> bytes:
-        """The stream's last bytes: the usage chunk when the upstream sent none (the estimate, never
-        zeros), then the format's end."""
-        record, end = self.record, b""
-        if record.usage is None:
-            estimate = estimated_usage(self.preflight.needs, chars_tokens(record.output_chars))
-            usage = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created")}
-            end = render.chunk({**usage, "model": cid, "choices": [], "usage": estimate})
-        return end + render.end()
+    def _estimated(self, render: StreamRender, cid: str, last: dict[str, Any]) -> bytes:
+        """The usage chunk of a stream whose upstream sent none: the estimate (never zeros), before the
+        format's end."""
+        estimate = estimated_usage(self.preflight.needs, chars_tokens(self.record.output_chars))
+        usage = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created")}
+        return render.chunk({**usage, "model": cid, "choices": [], "usage": estimate})
 
     async def _resume(
         self,
