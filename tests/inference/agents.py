@@ -17,6 +17,7 @@ Only 127.0.0.1 is ever asked: the CLIs run with every switch against traffic of 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from types import TracebackType
 from typing import Self
 
 import httpx
+import orjson
 from ruamel.yaml import YAML
 
 from tests.clients.clis import CLAUDE_QUIET, Ran, cli_path, node_prefix
@@ -42,9 +44,31 @@ KEY_VARIABLE = "LLAMACPP_KEY"  # the variable init names for the server's key (i
 # circuit opens on a server that is working (seen: 503s for 6 minutes, then a failed run)
 FIRST_BYTE = "900s"
 
-# A failure bound on one CLI run, not a speed: a cold 4-5k-token prompt prefilled on a loaded 2-core
-# machine takes minutes
-RUN_S = 480
+# A failure bound on one CLI run, not a speed: each measured run of the tier ended within 22 s at load 3 to
+# 6 (docs/clients.md); a run that does not end (the model writing to its ceiling, the CLI resuming) is
+# cut here, so the tier's six runs hold CI for at most 15 minutes when every one fails
+RUN_S = 150
+
+# The short prompt the tier gives both CLIs in place of their own (Claude Code 2.1.337's is ~4,100 tokens,
+# Codex 0.171.0's ~4,400: a 135M model rarely ends a turn after either, and a cold prefill of one takes
+# minutes on a loaded 2-core machine), each CLI's own way, beside connect's settings (used as printed).
+# Claude Code: ``--bare`` (no environment block: no working folder, no date), ``--system-prompt``,
+# ``--tools ""`` (no tool schemas). Codex: ``CODEX_LEAN`` in its config.toml. The request is then the
+# same in every run (Claude Code's 74 prompt tokens, Codex's 19: a preamble, this prompt, the user's
+# words), so at the server's temperature 0 the answer is the same too: with the working folder and the
+# date in the prompt, a run in another folder could write to the ceiling (docs/clients.md)
+SYSTEM_PROMPT = "You are a helpful assistant."
+CLAUDE_LEAN = ("--bare", "--system-prompt", SYSTEM_PROMPT, "--tools", "")
+# Codex 0.171.0's keys (top-level, so written above connect's tables): its instructions from a file, and
+# none of its environment (working folder, date), permissions, apps or skills messages
+CODEX_LEAN = """\
+model_instructions_file = {instructions}
+include_environment_context = false
+include_permissions_instructions = false
+include_apps_instructions = false
+skills.include_instructions = false
+skills.bundled.enabled = false
+"""
 
 
 def _tally(text: str, name: str) -> float:
@@ -150,17 +174,26 @@ class AgentGateway:
         Claude Code's own retries, as a user has them."""
         home.mkdir(parents=True, exist_ok=True)
         claude = cli_path("claude")
-        words = " ".join(f"'{a}'" for a in args)
+        words = " ".join(shlex.quote(a) for a in args)
         script = f'{printed}\nexec "{claude}" -p "$1" {words}'
         env = {"HOME": str(home), **CLAUDE_QUIET}
         return self._timed(["bash", "-c", script, "claude", prompt], env, home)
 
-    def codex(self, printed: str, prompt: str, home: Path, *args: str) -> AgentRun:
+    def codex(
+        self, printed: str, prompt: str, home: Path, *args: str, instructions: str | None = None
+    ) -> AgentRun:
         """``codex exec [ARGS] PROMPT`` with connect's ``config.toml`` as printed (and analytics off);
-        ``args`` may end in a subcommand (``resume --last``)."""
+        ``args`` may end in a subcommand (``resume --last``). ``instructions``: Codex's system prompt in
+        place of its own, with ``CODEX_LEAN`` (top-level keys, so written before the printed lines,
+        whose tables would otherwise hold them)."""
         codex_home = home / "codex"
         codex_home.mkdir(parents=True, exist_ok=True)
-        (codex_home / "config.toml").write_text(printed + "\n[analytics]\nenabled = false\n")
+        lead = ""
+        if instructions is not None:
+            (codex_home / "instructions.md").write_text(instructions + "\n")
+            path = orjson.dumps(str(codex_home / "instructions.md")).decode()  # a TOML basic string too
+            lead = CODEX_LEAN.format(instructions=path)
+        (codex_home / "config.toml").write_text(lead + printed + "\n[analytics]\nenabled = false\n")
         env = {"HOME": str(home), "CODEX_HOME": str(codex_home)}
         command = [str(cli_path("codex")), "exec", "--skip-git-repo-check", *args, prompt]
         return self._timed(command, env, home)

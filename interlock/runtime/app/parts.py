@@ -318,11 +318,14 @@ class FleetSeat:
         beside the requests starts now."""
         current, router = self._current, self._router
         fleet = self._plug() if current.fleet is None and FLEET.wanted(plan) else None
-        if fleet is not None:
-            current.fleet = fleet
-            router.servers, router.progress = fleet.progress.servers, fleet.progress
         if fleet is not None or not self._chained:
-            router.rechain(chain(self._kit()))
+            # the chain built before anything is seated: a guard that fails to build leaves no fleet
+            # without its guards (the reload is refused; the next plan with workers plugs it again)
+            guards = chain(self._kit(fleet if fleet is not None else current.fleet))
+            if fleet is not None:
+                current.fleet = fleet
+                router.servers, router.progress = fleet.progress.servers, fleet.progress
+            router.rechain(guards)
             self._chained = True
         if fleet is not None and running:
             self._start(fleet)
@@ -356,12 +359,10 @@ class FleetSeat:
             wall=self._wall,
         )
 
-    def _kit(self) -> Kit:
+    def _kit(self, fleet: Fleet | None) -> Kit:
         """What the guard chain is built from."""
         books = self._books
-        return Kit(
-            books.facts, books.metrics, books.health, books.learned.counts, books.slots, self._current.fleet
-        )
+        return Kit(books.facts, books.metrics, books.health, books.learned.counts, books.slots, fleet)
 
 
 def _swap(

@@ -12,14 +12,17 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.fleet import plug as fleet_plug
+from interlock.runtime.guards import slots as slot_guard
 from tests.runtime.conftest import build
 from tests.runtime.fleet.test_openai_workers import CONFIG
 from tests.runtime.fleet.test_plug import CLOUD
 
 
+@pytest.mark.parametrize(("module", "name"), [(fleet_plug, "plug"), (slot_guard, "guard")])
 def test_a_reload_whose_fleet_cannot_be_plugged_is_refused_and_leaves_the_old_plan_whole(
-    plan_data: Callable[[str], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    plan_data: Callable[[str], dict[str, Any]], monkeypatch: pytest.MonkeyPatch, module: Any, name: str
 ) -> None:
+    """The fleet's ``plug``, or its slot guard's (built when the fleet joins the guard chain)."""
     first = build(plan_data(CLOUD.format(url="http://127.0.0.1:9/v1")))
     text = CONFIG.format(one="http://127.0.0.1:9/v1", two="http://127.0.0.1:19/v1").replace(
         "alias_namespace: t/}", "alias_namespace: t/, surfaces: [openai]}\nrouting: {sticky: {enabled: true}}"
@@ -28,10 +31,10 @@ def test_a_reload_whose_fleet_cannot_be_plugged_is_refused_and_leaves_the_old_pl
     assert second.source.server.surfaces == ["openai"]
     assert second.routing.sticky is not None
 
-    def broken(**parts: Any) -> Any:
+    def broken(*args: Any, **parts: Any) -> Any:
         raise RuntimeError("the fleet's module failed")
 
-    monkeypatch.setattr(fleet_plug, "plug", broken)
+    monkeypatch.setattr(module, name, broken)
     gateway = build_gateway(first, source=lambda: second, probes=False)
     parts = gateway.parts
     routes, hooks = sorted(parts.routes.handlers), parts.services.current.hooks
