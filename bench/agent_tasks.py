@@ -1,13 +1,17 @@
 """How often the real CLIs end the agent tier's tasks (tests/inference/test_agents.py), measured.
 
-    python bench/agent_tasks.py [--runs 8] [--tasks claude-hi,claude-session,codex-hi,codex-session]
+    python bench/agent_tasks.py [--runs 8]
+        [--tasks claude-hi,claude-session,codex-hi,codex-session,claude-read]
         [--own-prompts] [--model smollm2] [--repeat-penalty P] [--run-s 90] [--words "say hi|say hi again"]
 
 A real llama-server (``AGENT_SERVER``, as the tier runs it) with `interlock serve` in front, set up as
 `init` and `connect` print (``tests/inference/agents.py``), and the real Claude Code and Codex run
 ``--runs`` times per task, each run in a new working folder, with the tier's fixed prompt
 (``CLAUDE_LEAN``, ``CODEX_LEAN``) or, with ``--own-prompts``, each CLI's own. A task: ``hi`` (the first
-words) or ``session`` (the first words, then the second with ``--continue`` / ``exec resume --last``).
+words) or ``session`` (the first words, then the second with ``--continue`` / ``exec resume --last``);
+``claude-read``, the tool-call round trip (Claude Code with Read, ``CLAUDE_READ``, asked to write the
+call for ``hello.txt`` in its folder: ended when it exits 0 with words in two requests, having run Read),
+runs the server on ``chatml_tools.jinja`` (for every task of that invocation).
 A run ended when the CLI exited 0 with the model's words in one request within ``--run-s`` seconds (a
 failure bound: a run that does not end is counted, not waited for). Each line says the run's seconds,
 the gateway's requests, the server's prompt and output tokens and the machine's load; the figures are
@@ -30,17 +34,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.inference import agents  # noqa: E402
-from tests.inference.agents import CLAUDE_LEAN, SYSTEM_PROMPT, AgentGateway, AgentRun  # noqa: E402
+from tests.inference.agents import (  # noqa: E402
+    CLAUDE_LEAN,
+    CLAUDE_READ,
+    READ_FILE,
+    READ_WORDS,
+    SECRET,
+    SYSTEM_PROMPT,
+    AgentGateway,
+    AgentRun,
+)
 from tests.inference.llama import AGENT_MODELS, AGENT_SERVER, LlamaServer, Sampling  # noqa: E402
+from tests.inference.record_wire import TEMPLATE  # noqa: E402
 
 
-def said(run: AgentRun) -> str | None:
-    """The model's words when the run ended as the tier requires (exit 0, words, one request), else None."""
-    if run.ran.returncode != 0 or run.counts.requests != 1:
+def said(run: AgentRun, requests: int = 1) -> str | None:
+    """The model's words when the run ended as the tier requires (exit 0, words, ``requests`` requests:
+    one, or two for a tool round trip, which must have run a tool), else None."""
+    if run.ran.returncode != 0 or run.counts.requests != requests:
         return None
     events: list[dict[str, Any]] = [
         orjson.loads(line) for line in run.ran.stdout.splitlines() if line.startswith("{")
     ]
+    if requests > 1 and not any(_tool_results(e) for e in events):
+        return None
     words = [e.get("result") or "" for e in events if e.get("type") == "result" and not e.get("is_error")]
     items = [e["item"] for e in events if e.get("type") == "item.completed"]
     words += [i.get("text") or "" for i in items if i.get("type") == "agent_message"]
@@ -48,9 +65,19 @@ def said(run: AgentRun) -> str | None:
     return text or None
 
 
+def _tool_results(event: dict[str, Any]) -> list[Any]:
+    """The tool results in a Claude Code ``stream-json`` user event (what it sent back after a tool ran)."""
+    content = event.get("message", {}).get("content") if event.get("type") == "user" else None
+    return [b for b in content if b.get("type") == "tool_result"] if isinstance(content, list) else []
+
+
 def turn(rig: AgentGateway, cli: str, words: str, home: Path, lean: bool, resume: bool) -> AgentRun:
     if cli == "claude":
         args = ["--output-format", "stream-json", "--verbose", *(["--continue"] if resume else [])]
+        if words == READ_WORDS:
+            home.mkdir(parents=True, exist_ok=True)
+            (home / READ_FILE).write_text(SECRET + "\n")
+            return rig.claude(rig.connect("claude-code"), words, home, *args, *CLAUDE_READ)
         return rig.claude(rig.connect("claude-code"), words, home, *args, *(CLAUDE_LEAN if lean else ()))
     args = ["--json", *(["resume", "--last"] if resume else [])]
     instructions = SYSTEM_PROMPT if lean else None
@@ -60,7 +87,7 @@ def turn(rig: AgentGateway, cli: str, words: str, home: Path, lean: bool, resume
 def task(rig: AgentGateway, name: str, number: int, folder: Path, lean: bool, words: list[str]) -> bool:
     cli, kind = name.split("-")
     home = folder / f"{name}-{number}"
-    turns = words if kind == "session" else words[:1]
+    turns = words if kind == "session" else [READ_WORDS] if kind == "read" else words[:1]
     for index, text in enumerate(turns):
         try:
             run = turn(rig, cli, text, home, lean, resume=index > 0)
@@ -68,7 +95,7 @@ def task(rig: AgentGateway, name: str, number: int, folder: Path, lean: bool, wo
             print(f"{name} #{number} turn {index + 1}: not ended within {agents.RUN_S} s, "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
             return False
-        answer = said(run)
+        answer = said(run, 2 if kind == "read" else 1)
         c = run.counts
         print(
             f"{name} #{number} turn {index + 1}: {'ended' if answer else 'NOT ended'}, exit "
@@ -103,6 +130,7 @@ def main() -> None:
             **AGENT_SERVER,
             alias=model.alias,
             sampling=Sampling(repeat_penalty=args.repeat_penalty),
+            chat_template=TEMPLATE if "claude-read" in args.tasks.split(",") else None,
         )
         with server, AgentGateway(server, folder) as rig:
             for name in args.tasks.split(","):

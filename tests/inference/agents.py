@@ -16,6 +16,7 @@ Only 127.0.0.1 is ever asked: the CLIs run with every switch against traffic of 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
 import httpx
 import orjson
@@ -32,7 +33,7 @@ from ruamel.yaml import YAML
 
 from tests.clients.clis import CLAUDE_QUIET, Ran, cli_path, node_prefix
 from tests.e2e.harness import Served
-from tests.inference.llama import LlamaServer
+from tests.inference.record_wire import ECHO
 
 ALIAS = "local/chat"  # the alias `interlock init --discover` writes for a llama-server's chat model
 KEY_VARIABLE = "LLAMACPP_KEY"  # the variable init names for the server's key (it asked for none)
@@ -45,8 +46,9 @@ KEY_VARIABLE = "LLAMACPP_KEY"  # the variable init names for the server's key (i
 FIRST_BYTE = "900s"
 
 # A failure bound on one CLI run, not a speed: each measured run of the tier ended within 22 s at load 3 to
-# 6 (docs/clients.md); a run that does not end (the model writing to its ceiling, the CLI resuming) is
-# cut here, so the tier's six runs hold CI for at most 15 minutes when every one fails
+# 6, the tool round trip's within 74 s at load 4 (docs/clients.md); a run that does not end (the model
+# writing to its ceiling, the CLI resuming) is cut here, so the tier's seven runs hold CI for at most 18
+# minutes when every one fails
 RUN_S = 150
 
 # The short prompt the tier gives both CLIs in place of their own (Claude Code 2.1.337's is ~4,100 tokens,
@@ -59,6 +61,17 @@ RUN_S = 150
 # date in the prompt, a run in another folder could write to the ceiling (docs/clients.md)
 SYSTEM_PROMPT = "You are a helpful assistant."
 CLAUDE_LEAN = ("--bare", "--system-prompt", SYSTEM_PROMPT, "--tools", "")
+# The tool-call round trip (test_agents.py, bench/agent_tasks.py's ``claude-read``): Claude Code with one
+# tool, Read, the server on a ChatML template that renders tools (tests/inference/chatml_tools.jinja), and
+# the user asking the model to write the call back (test_wire_round_trips.py's words): SmolLM2 does not
+# decide to call a tool (told to read the file, it wrote a JavaScript function to the 512-token ceiling,
+# and a system prompt holding the call was not followed). A relative path: Claude Code reads it in its
+# working folder, and the request is the same in every run
+CLAUDE_READ = ("--bare", "--system-prompt", SYSTEM_PROMPT, "--tools", "Read")
+READ_FILE = "hello.txt"
+SECRET = "The secret word is banana."  # the file's text, which must reach the model as the tool's result
+READ_CALL = json.dumps({"name": "Read", "arguments": {"file_path": READ_FILE}})
+READ_WORDS = f"{ECHO}<tool_call>\n{READ_CALL}\n</tool_call>"
 # Codex 0.171.0's keys (top-level, so written above connect's tables): its instructions from a file, and
 # none of its environment (working folder, date), permissions, apps or skills messages
 CODEX_LEAN = """\
@@ -78,6 +91,13 @@ def _tally(text: str, name: str) -> float:
         if line.startswith(name) and line[len(name)] in " {":
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+class Upstream(Protocol):
+    """What the gateway is put in front of: a ``LlamaServer``, or a recording proxy in front of one."""
+
+    @property
+    def url(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -107,7 +127,7 @@ class AgentGateway:
     """`interlock serve` in front of ``server``, its config as a new user makes it: written by
     ``interlock init --discover`` (exit 0), checked by ``interlock lint`` (exit 0), served unchanged."""
 
-    def __init__(self, server: LlamaServer, folder: Path, *, first_byte: str | None = FIRST_BYTE) -> None:
+    def __init__(self, server: Upstream, folder: Path, *, first_byte: str | None = FIRST_BYTE) -> None:
         self.server = server
         self.folder = folder
         self.config = folder / "interlock.yaml"

@@ -28,10 +28,14 @@ file's tests failed (a Claude Code run in a pytest folder not ended within 150 s
 model needs none of it. The words
 are "say hi" and, for the session, "say hi" then "say hi again".
 
-Not here: a tool-call round trip with the real model. With a ChatML template that renders tools
-(``tests/inference/chatml_tools.jinja``) and Claude Code's ``--tools Read``, none of 3 runs ended
-within 90 s; the CLIs' tool round trips through the gateway run against the fakes (tests/clients), and
-the server's own tool-call wire in ``test_wire_round_trips.py``.
+And a tool-call round trip with Claude Code (``CLAUDE_READ``: one tool, Read), on a server of its own
+with a ChatML template that renders tools (``tests/inference/chatml_tools.jinja``) and a recording proxy
+between the gateway and the server: the model calls Read, Claude Code reads ``hello.txt`` in its working
+folder and sends its text back as the tool's result, the model answers, exit 0. SmolLM2 does not decide
+to call a tool: asked to read the file (a system prompt holding the call, or none), it wrote a
+JavaScript function to the 512-token ceiling, 0 of 3 ended; asked to write the call back
+(``READ_WORDS``, the wording of ``test_wire_round_trips.py``), it does at temperature 0, 8 of 8 ended.
+Codex's tool round trip runs against the fakes (tests/clients) and on the wire only.
 
 The model is the one that stops best on these tasks (``AGENT_MODEL``, figures in docs/clients.md,
 measured with ``bench/agent_models.py``), served as ``AGENT_SERVER`` says: the server's default
@@ -46,15 +50,29 @@ which requires them), and with ``INTERLOCK_AGENTS=0`` (an explicit opt-out, for 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.inference.agents import CLAUDE_LEAN, RUN_S, SYSTEM_PROMPT, AgentGateway, AgentRun
+from tests.inference.agents import (
+    CLAUDE_LEAN,
+    CLAUDE_READ,
+    READ_FILE,
+    READ_WORDS,
+    RUN_S,
+    SECRET,
+    SYSTEM_PROMPT,
+    AgentGateway,
+    AgentRun,
+)
 from tests.inference.llama import AGENT_SERVER, LlamaServer, agent_model
+from tests.inference.record_wire import TEMPLATE
 
 pytestmark = [
     # a failure bound on each test (two CLI runs of at most RUN_S each, and the module's server and
@@ -75,6 +93,44 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentGateway]:
         AgentGateway(server, folder) as gateway,
     ):
         yield gateway
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recording proxy (``interlock.testing.recorder``, a process of its own) in front of ``server``:
+    the gateway is pointed at ``url``, and each JSON request it sent the server is a line of ``out``,
+    written before the answer's end is relayed (so it is there once the CLI has its answer)."""
+
+    url: str
+    out: Path
+
+    def chats(self) -> list[dict[str, Any]]:
+        """The chat request bodies the server got, in order."""
+        lines = self.out.read_text().splitlines() if self.out.exists() else []
+        records = [orjson.loads(line) for line in lines]
+        return [r["body"] for r in records if r["path"].endswith("/chat/completions")]
+
+
+@pytest.fixture(scope="module")
+def tool_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AgentGateway, Recorded]]:
+    """The tier's server on a ChatML template that renders tools (``chatml_tools.jinja``: SmolLM2's own
+    leaves them out, and llama-server then parses no call), a recording proxy, and the gateway as init
+    and connect set it up, in front of the proxy."""
+    folder = tmp_path_factory.mktemp("agent-tools")
+    model = agent_model()
+    log = folder / "llama.log"
+    with LlamaServer(model.path, log, **AGENT_SERVER, alias=model.alias, chat_template=TEMPLATE) as server:
+        out = folder / "sent.jsonl"
+        command = [sys.executable, "-m", "interlock.testing.recorder", "--target", server.url]
+        proxy = subprocess.Popen([*command, "--out", str(out)], stdout=subprocess.PIPE)
+        try:
+            assert proxy.stdout is not None
+            recorded = Recorded(proxy.stdout.readline().decode().strip(), out)  # it prints its URL first
+            with AgentGateway(recorded, folder) as gateway:
+                yield gateway, recorded
+        finally:
+            proxy.terminate()
+            proxy.wait(timeout=30)
 
 
 def events(run: AgentRun) -> list[dict[str, Any]]:
@@ -150,6 +206,38 @@ def test_claude_code_continues_a_session(rig: AgentGateway, tmp_path: Path) -> N
     first_in = first["usage"]["input_tokens"] + first["usage"].get("cache_read_input_tokens", 0)
     second_in = second["usage"]["input_tokens"] + second["usage"].get("cache_read_input_tokens", 0)
     assert second_in > first_in  # its prompt held the first turn and its answer too
+    assert closed(rig)
+
+
+def test_claude_code_runs_a_tool_and_answers_from_its_result(
+    tool_rig: tuple[AgentGateway, Recorded], tmp_path: Path
+) -> None:
+    """The model calls Read, Claude Code reads the file and sends its content back as the tool's result,
+    the model answers, Claude Code exits 0: two requests, the second carrying the result (whatever the
+    model then says: its words are not checked, only that the answer came after the tool ran)."""
+    rig, recorded = tool_rig
+    (tmp_path / READ_FILE).write_text(SECRET + "\n")
+    printed = rig.connect("claude-code")
+    seen = len(recorded.chats())
+    run = rig.claude(printed, READ_WORDS, tmp_path, *JSON_OUT, *CLAUDE_READ)
+    result = claude_result(run)
+    assert result["result"].strip(), run.ran.explain()
+    assert run.counts.requests == 2, run.ran.explain()  # the call, then the answer: no retry, no resume
+    uses = [
+        block
+        for e in events(run)
+        if e.get("type") == "assistant"
+        for block in e["message"]["content"]
+        if block.get("type") == "tool_use"
+    ]
+    assert [u["name"] for u in uses] == ["Read"], run.ran.explain()
+    first, second = recorded.chats()[seen:]
+    assert first["tools"][0]["function"]["name"] == "Read"
+    call, answer = second["messages"][-2:]
+    assert [c["function"]["name"] for c in call["tool_calls"]] == ["Read"]
+    assert answer["role"] == "tool"
+    assert answer["tool_call_id"] == uses[0]["id"]
+    assert SECRET in answer["content"]  # the file Claude Code read, sent back to the model
     assert closed(rig)
 
 
