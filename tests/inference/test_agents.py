@@ -22,9 +22,10 @@ in place of their own, in each one's documented way (Claude Code's ``--bare``, `
 ``CODEX_LEAN``): with their own ~4,100 and ~4,400-token prompts SmolLM2-135M rarely ended Claude Code's
 turn (1 of 8 at temperature 0.8), and a cold prefill took minutes. With it their first requests are
 74 and 19 prompt tokens and hold nothing of the run (no working folder, no date), so at temperature 0
-every run is the same run: 8 of 8 ended per test (docs/clients.md, "The tier in CI"); with only the
-system prompt replaced, the folder and the date still in it, 2 of 3 runs of this file's tests failed
-(a run in a pytest folder writing to the ceiling). A user on a real model needs none of it. The words
+every run is the same run: 8 of 8 ended per test (``bench/agent_tasks.py``; docs/clients.md, "The tier
+in CI"). With only the system prompt replaced, the folder and the date still in it, 2 of 3 runs of this
+file's tests failed (a Claude Code run in a pytest folder not ended within 150 s). A user on a real
+model needs none of it. The words
 are "say hi" and, for the session, "say hi" then "say hi again".
 
 Not here: a tool-call round trip with the real model. With a ChatML template that renders tools
