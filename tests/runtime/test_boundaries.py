@@ -164,23 +164,34 @@ NOT_IN_THE_CORE = (
 CORE_LINES = 17_400
 
 
+def census(
+    tmp_path: Path, plan: RuntimePlan, first: str, absent: tuple[str, ...]
+) -> tuple[list[str], str, int, int]:
+    """Run ``first`` (a program beside the plan's ``gateway``) in a fresh interpreter, then count the
+    interlock modules loaded: the lines ``first`` printed, those of ``absent`` loaded (a list's text),
+    and how many modules, of how many lines."""
+    program = first + (
+        "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
+        "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
+        "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
+        f"print([m for m in mods if m.startswith({absent!r})])\n"
+        "print(len(mods), lines)\n"
+    )
+    *said, loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()
+    modules, lines = map(int, figures.split())
+    return said, loaded, modules, lines
+
+
 def test_the_smallest_plan_runs_the_core_only(tmp_path: Path) -> None:
     from interlock.runtime.loaded.plan import load_plan
     from tests.runtime.conftest import compile_text
 
     plan = load_plan(compile_text(tmp_path, SMALLEST), {"CLOUD_KEY": "k"})
-    program = (
-        "print(gateway.parts.services.current.hooks.names)\n"
-        "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
-        "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
-        "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
-        f"print([m for m in mods if m.startswith({NOT_IN_THE_CORE!r})])\n"
-        "print(len(mods), lines)\n"
+    (names,), loaded, modules, lines = census(
+        tmp_path, plan, "print(gateway.parts.services.current.hooks.names)\n", NOT_IN_THE_CORE
     )
-    names, loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()
     assert names == "('what answers teach', 'usage ledger')"
     assert loaded == "[]", f"the smallest plan imports feature modules: {loaded}"
-    modules, lines = map(int, figures.split())
     print(f"the smallest plan loads {modules} interlock modules, {lines} lines")
     assert lines <= CORE_LINES
 
@@ -205,18 +216,10 @@ def test_a_plan_serving_openai_only_imports_no_other_surface(tmp_path: Path) -> 
     text = SMALLEST.replace("{default_alias: chat}", "{default_alias: chat, surfaces: [openai]}")
     plan = load_plan(compile_text(tmp_path, text), {"CLOUD_KEY": "k"})
     assert plan.source.server.surfaces == ["openai"]
-    program = (
-        "print(sorted({path for _, path in gateway.parts.routes.handlers}))\n"
-        "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
-        "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
-        "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
-        f"print([m for m in mods if m.startswith({OTHER_SURFACES + NOT_IN_THE_CORE!r})])\n"
-        "print(len(mods), lines)\n"
-    )
-    paths, loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()
+    routes = "print(sorted({path for _, path in gateway.parts.routes.handlers}))\n"
+    (paths,), loaded, modules, lines = census(tmp_path, plan, routes, OTHER_SURFACES + NOT_IN_THE_CORE)
     assert paths == "['/v1/chat/completions', '/v1/embeddings']"
     assert loaded == "[]", f"a plan serving OpenAI only imports: {loaded}"
-    modules, lines = map(int, figures.split())
     print(f"the smallest plan serving OpenAI only loads {modules} interlock modules, {lines} lines")
     assert lines <= CORE_LINES
 
@@ -229,18 +232,12 @@ def test_a_started_gateway_of_the_smallest_plan_runs_the_core_only(tmp_path: Pat
 
     plan = load_plan(compile_text(tmp_path, SMALLEST), {"CLOUD_KEY": "k"})
     absent = (*NOT_IN_THE_CORE, "interlock.runtime.upstream.ollama", "interlock.runtime.upstream.anthropic")
-    program = (
+    cycle = (
         "async def cycle():\n"
         "    await gateway.startup()\n"
         "    await gateway.shutdown()\n"
         "asyncio.run(cycle())\n"
-        "mods = sorted(m for m in sys.modules if m.startswith('interlock'))\n"
-        "files = [getattr(sys.modules[m], '__file__', None) for m in mods]\n"
-        "lines = sum(len(open(f, encoding='utf-8').read().splitlines()) for f in files if f)\n"
-        f"print([m for m in mods if m.startswith({absent!r})])\n"
-        "print(len(mods), lines)\n"
     )
-    loaded, figures = in_fresh_process(tmp_path, plan, program).splitlines()
+    _, loaded, modules, lines = census(tmp_path, plan, cycle, absent)
     assert loaded == "[]", f"a started gateway of the smallest plan imports: {loaded}"
-    modules, lines = map(int, figures.split())
     print(f"started, the smallest plan loads {modules} interlock modules, {lines} lines")
