@@ -205,7 +205,7 @@ class PlanKeeper:
 
     def reload(self) -> bool:
         """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
-        from interlock.runtime.app.reload import read_in_child
+        from interlock.runtime.app.reading import read_in_child
 
         try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
             data = asyncio.run(read_in_child(self.loader.read))
