@@ -3,56 +3,47 @@
 Compiling a configuration (or reading a plan file) is the one unbounded step of a reload: a huge or
 hostile file can take seconds of CPU and gigabytes of memory. Run in a thread, it still shares the
 interpreter lock and the heap with the requests being answered. So a source that can split its work
-(``StagedSource``: ``read`` -> plain JSON data, ``load`` -> tables) has ``read`` run in a spawned
+(``reading.StagedSource``: ``read`` -> plain JSON data, ``load`` -> tables) has ``read`` run in a spawned
 child process, bounded by a deadline; only the cheap ``load`` (schema check, building the tables)
 runs in a thread of the gateway's process. ``Reloads`` swaps the result in atomically (``swap``, given
 by the composition root: what outlives a reload is configured anew, then ``Current`` is replaced), or
 refuses it and keeps serving the old plan; either way the outcome is counted, kept for ``/v1/health``
-and the status page (``Status.last_reload``) and, with the audit log on, audited.
+and the status page (``Status.last_reload``) and, with the audit log on, audited. The reading itself
+(the child process) is ``reading.py``'s, imported by the first reload (a signal, never a request).
 
-How a reload reads, swaps and reports is ``reading.py``'s, imported by the first reload (a SIGHUP or
-the ops app, never a request): a gateway that is never reloaded never loads it.
+    PlanError (from runtime.plan)   the child refused the plan, died, or ran past the deadline
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.base.clock import Clock, iso_utc
+from interlock.runtime.loaded.plan import PlanError, RuntimePlan
 
 if TYPE_CHECKING:
     from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.metrics import Metrics
-    from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.request.services import Current, Status
+
+log = logging.getLogger("interlock")
 
 READ_TIMEOUT_S = 120.0  # the longest a reload may spend reading/compiling before it is refused
 
 
-@runtime_checkable
-class StagedSource(Protocol):
-    """A plan source in two steps; it must be picklable (it travels to the child process)."""
-
-    def __call__(self) -> RuntimePlan:
-        """Both steps in this process (``load(read())``): the plan at start."""
-
-    def read(self) -> dict[str, Any]:
-        """The plan as JSON data (reading the file, or compiling the configuration); PlanError if not."""
-
-    def load(self, data: dict[str, Any]) -> RuntimePlan:
-        """The runtime tables of ``data``; PlanError if it cannot be served."""
-
-
-PlanSource = Callable[[], "RuntimePlan"]
+PlanSource = Callable[[], RuntimePlan]
 """Reads the plan again (file, or config compiled anew) with the credentials read at start. One that is
-also a ``StagedSource`` reads in a child process on reload (``interlock serve``'s loader is)."""
+also a ``reading.StagedSource`` reads in a child process on reload (``interlock serve``'s loader is)."""
 
-ReloadSummary = Callable[["RuntimePlan", "RuntimePlan"], Mapping[str, Any]]
+ReloadSummary = Callable[[RuntimePlan, RuntimePlan], Mapping[str, Any]]
 """What a reload changed, for ``/v1/health`` and the status page: ``{"changes": [...], "changes_total": n}``,
 worked out (off the event loop) by whoever composes the gateway (``commands/gateway.py``: ``interlock
 diff``'s semantic diff); the runtime itself never imports the diff."""
+
+NO_SUMMARY: Mapping[str, Any] = {"changes": [], "changes_total": 0}
 
 
 class Reloads:
@@ -115,6 +106,64 @@ class Reloads:
 
     async def reload(self) -> bool:
         """Read the plan again; swap it in when sound, else keep serving the old one (logged, counted)."""
-        from interlock.runtime.app.reading import reload  # the first reload: a signal, never a request
+        async with self._lock:
+            if self._source is None:
+                log.warning("reload requested, but this gateway was not given a plan file to reload")
+                return False
+            log.debug("reload: reading the plan again")
+            from interlock.runtime.app.reading import read_plan  # the first reload: a signal, never a request
 
-        return await reload(self)
+            try:
+                plan = await read_plan(self._source, self._timeout_s)
+            except PlanError as exc:
+                return self._refused(str(exc))
+            except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
+                return self._refused(f"{type(exc).__name__}: {exc}")
+            old = self._current.plan
+            try:
+                self.apply(plan)
+            except Exception as exc:  # a module it plugs in failed to load: the old plan serves on, whole
+                log.error("reload: the plan could not be plugged in", exc_info=True)
+                return self._refused(f"{type(exc).__name__}: {exc}")
+            self._metrics.plan_reloads.labels("loaded").inc()
+            summary = self._summary
+            self._status.last_reload = last = {
+                "at": iso_utc(self._wall()),
+                "result": "loaded",
+                "error": None,
+                "from": old.content_hash,
+                "to": plan.content_hash,
+                **(await asyncio.to_thread(summary, old, plan) if summary is not None else NO_SUMMARY),
+            }
+            log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
+            if self._audit is not None:
+                changes = last["changes_total"]
+                self._audit.action(
+                    "reload",
+                    outcome="loaded",
+                    from_plan=old.content_hash,
+                    to_plan=plan.content_hash,
+                    changes=changes,
+                )
+                from interlock.runtime.books.audit.keys import access_changes  # audit on: loaded
+
+                for action, fields in access_changes(old.source.access, plan.source.access):
+                    self._audit.action(action, **fields)
+            return True
+
+    def _refused(self, reason: str) -> bool:
+        served = self._current.plan.content_hash
+        log.error("plan reload refused; still serving %s: %s", served, reason)
+        self._metrics.plan_reloads.labels("refused").inc()
+        self._status.last_reload = {
+            "at": iso_utc(self._wall()),
+            "result": "refused",
+            "error": reason,
+            "from": served,
+            "to": None,
+            "changes": [],
+            "changes_total": 0,
+        }
+        if self._audit is not None:
+            self._audit.action("reload", outcome="refused", from_plan=served, to_plan=None, error=reason)
+        return False

@@ -13,7 +13,7 @@ import httpx
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app.gateway import Gateway
-from interlock.runtime.app.reload import StagedSource
+from interlock.runtime.app.reading import StagedSource
 from interlock.runtime.base.errors import ConnectFailed
 from tests.runtime.app.slow_source import SlowSource
 from tests.runtime.conftest import build
