@@ -159,10 +159,11 @@ NOT_IN_THE_CORE = (
 # plan serving OpenAI only 14,656 (98); 17,415 (107) without the workers' slot table (state/pool.py,
 # state/fair.py), 17,458 (106) with nothing of fleet/ (its facts, fit and probes in books/, ServerLoad
 # with them for a while), a plan serving OpenAI only 14,420 (95); 17,301 (106) with the workers' live
-# facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); 17,095 (106) with a reload's reading
-# read by the first reload (app/reading.py) and envnames' tables written as words; the issue's goal is
-# 9,000. Fails when the core grows past it.
-CORE_LINES = 17_150
+# facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); 16,444 with a format's caller side
+# apart (wire/anthropic_caller.py), 16,198 (105) with a reload's reading read by the first reload
+# (app/reading.py) and envnames' tables written as words; the issue's goal is 9,000. Fails when the
+# core grows past it.
+CORE_LINES = 16_250
 
 
 def census(
@@ -203,7 +204,7 @@ OTHER_SURFACES = (
     "interlock.runtime.surfaces.anthropic",
     "interlock.runtime.surfaces.responses",
     "interlock.runtime.surfaces.ollama",
-    "interlock.runtime.wire.anthropic",  # and anthropic_request
+    "interlock.runtime.wire.anthropic_caller",  # and anthropic_request
     "interlock.runtime.wire.ollama_caller",
     "interlock.runtime.request.listing",  # Ollama's listing routes
     "interlock.runtime.request.count_tokens",
