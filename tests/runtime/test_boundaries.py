@@ -163,7 +163,7 @@ NOT_IN_THE_CORE = (
 # apart (wire/anthropic_caller.py), 16,198 (105) with a reload's reading read by the first reload
 # (app/reading.py) and envnames' tables written as words; the issue's goal is 9,000. Fails when the
 # core grows past it.
-CORE_LINES = 16_250
+CORE_LINES = 16_150
 
 
 def census(
