@@ -164,7 +164,7 @@ NOT_IN_THE_CORE = (
 # (app/reading.py) and envnames' tables written as words, 16,001 (105) with the JSON access log's line
 # its own (books/access_json.py) and the metrics' families one list; the issue's goal is 9,000. Fails
 # when the core grows past it.
-CORE_LINES = 16_050
+CORE_LINES = 15_980
 
 
 def census(
