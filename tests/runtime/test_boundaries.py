@@ -162,11 +162,12 @@ NOT_IN_THE_CORE = (
 # facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); 16,444 with a format's caller side
 # apart (wire/anthropic_caller.py), 16,198 (105) with a reload's reading read by the first reload
 # (app/reading.py) and envnames' tables written as words, 16,001 (105) with the JSON access log's line
-# its own (books/access_json.py) and the metrics' families one list, 15,312 (102) with an open circuit's
-# checks imported by the first (books/checks.py: upstream/exchange.py, failures.py and net/http_errors.py
-# then load when the gateway starts, with its adapters: started 17,384 (109)); the issue's goal is 9,000.
-# Fails when the core grows past it.
-CORE_LINES = 15_360
+# its own (books/access_json.py) and the metrics' families one list, 15,932 with the surfaces' docstrings
+# pointing to their wire modules, 15,243 (102) with an open circuit's checks imported by the first
+# (books/checks.py: upstream/exchange.py, failures.py and net/http_errors.py then load when the gateway
+# starts, with its adapters: started 17,315 (109)); the issue's goal is 9,000. Fails when the core grows
+# past it.
+CORE_LINES = 15_290
 
 
 def census(
