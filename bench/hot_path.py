@@ -54,7 +54,7 @@ from interlock.commands.serve import PlanLoader
 from interlock.common.apikeys import hash_key, new_key
 from interlock.runtime.app.gateway import Gateway
 from interlock.runtime.base.asgi import DISCONNECT, Disconnect
-from interlock.runtime.books.audit import AuditLog, open_sink
+from interlock.runtime.features.audit import AuditLog, open_sink
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
@@ -173,7 +173,7 @@ def discarding_tracer() -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.features.tracing.otel import Tracing
 
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(_Discard()))  # type: ignore[arg-type]

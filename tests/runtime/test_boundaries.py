@@ -127,8 +127,8 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.features.keys",  # caller keys
     "interlock.runtime.features.sticky",  # sticky sessions
     "interlock.runtime.usage.credits",
-    "interlock.runtime.books.audit",  # the audit log (--audit-log)
-    "interlock.runtime.tracing",  # OpenTelemetry (--otel)
+    "interlock.runtime.features.audit",  # the audit log (--audit-log)
+    "interlock.runtime.features.tracing",  # OpenTelemetry (--otel)
     "interlock.runtime.state.redis",  # shared state backends (--state-url)
     "interlock.runtime.state.embedded",
     "interlock.runtime.usage.sqlite",  # usage stores (--usage-url, --state-dir)

@@ -13,7 +13,7 @@ Every metric is documented in docs/runtime.md (a test checks it).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,7 +22,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
@@ -130,6 +129,17 @@ class HistogramVec:
         return family
 
 
+class AuditCounts(Protocol):
+    """What the audit families read of ``features/audit``'s ``AuditLog`` (seated by its row when
+    ``--audit-log`` plugs it in): a Protocol, so that the metrics stand below the features."""
+
+    dropped: dict[str, int]
+    written: int
+
+    @property
+    def queue(self) -> Sized: ...
+
+
 class LedgerCounts(Protocol):
     """What the usage families read of ``usage.ledger.Ledger``: a Protocol, so that the metrics stand
     below the usage ledger (whose credits guard reads what a request needs, beside the guards that count
@@ -168,7 +178,7 @@ class StateView:
     plan: Callable[[], RuntimePlan]
     health: HealthBook
     slots: SlotBackend
-    audit: AuditLog | None = None
+    audit: AuditCounts | None = None  # the audit log's row seats it (``features/audit``)
     ledger: LedgerCounts | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
     gauges: Callable[[], Iterable[Metric]] | None = None  # the workers' telemetry (``telemetry/gauges.py``)
@@ -490,7 +500,7 @@ def usage_families(ledger: LedgerCounts | None, access: PlanAccess) -> Iterator[
     yield from (waiting, commits, failures, credits)
 
 
-def _audit_families(audit: AuditLog | None) -> tuple[Metric, ...]:
+def _audit_families(audit: AuditCounts | None) -> tuple[Metric, ...]:
     """The audit log's counters (families without samples when it is off)."""
     dropped = CounterMetricFamily(
         "interlock_audit_dropped",
