@@ -161,7 +161,7 @@ NOT_IN_THE_CORE = (
 # with them for a while), a plan serving OpenAI only 14,420 (95); 17,301 (106) with the workers' live
 # facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); the issue's goal is 9,000. Fails
 # when the core grows past it.
-CORE_LINES = 17_400
+CORE_LINES = 16_500
 
 
 def census(
@@ -202,7 +202,7 @@ OTHER_SURFACES = (
     "interlock.runtime.surfaces.anthropic",
     "interlock.runtime.surfaces.responses",
     "interlock.runtime.surfaces.ollama",
-    "interlock.runtime.wire.anthropic",  # and anthropic_request
+    "interlock.runtime.wire.anthropic_caller",  # and anthropic_request
     "interlock.runtime.wire.ollama_caller",
     "interlock.runtime.request.listing",  # Ollama's listing routes
     "interlock.runtime.request.count_tokens",

@@ -191,7 +191,7 @@ def build_parts(
     taught = KeptLearned(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
-    lifespan = lifespan_of(live, services, features, loops, reloads, upstream, taught, probes=probes)
+    lifespan = lifespan_of(live, services, features, loops, reloads, upstream, taught, seat, probes=probes)
     return Parts(services, live, OpsApp(live), routes, loops, lifespan, reloads)
 
 
@@ -278,6 +278,8 @@ class FleetSeat:
         "_chained",
         "_clock",
         "_current",
+        "_keeping",
+        "_looping",
         "_loops",
         "_probes",
         "_reading",
@@ -306,12 +308,16 @@ class FleetSeat:
         self._router, self._state_dir, self._probes = router, state_dir, probes
         self._clock, self._wall, self._settings = clock, wall, settings
         self._chained = False
-        self._reading: asyncio.Future[None] | None = None
+        # the lifespan's steps this seat runs, once started (and until stopped): a fleet plugged later
+        # (a reload, maybe while the gateway still starts) starts what they would have started
+        self._keeping = False  # ``learned speeds``
+        self._looping = False  # ``background loops`` (with ``probes``)
+        self._reading: asyncio.Future[None] | None = None  # a plug's read (a reference kept meanwhile)
 
-    def want(self, plan: RuntimePlan, *, running: bool = False) -> None:
+    def want(self, plan: RuntimePlan) -> None:
         """At plan load: the fleet plugged if ``plan`` is the first with workers, and the guard chain
-        built from what is there. ``running``: the gateway has started (a reload), so what the fleet runs
-        beside the requests starts now."""
+        built from what is there; a fleet plugged after the lifespan's ``learned speeds`` or ``background
+        loops`` step started starts its part of them now."""
         current, router = self._current, self._router
         fleet = self._plug() if current.fleet is None and FLEET.wanted(plan, self._settings) else None
         if fleet is not None or not self._chained:
@@ -323,17 +329,44 @@ class FleetSeat:
                 router.servers, router.progress = fleet.progress.servers, fleet.progress
             router.rechain(guards)
             self._chained = True
-        if fleet is not None and running:
-            self._start(fleet)
-
-    def _start(self, fleet: Fleet) -> None:
-        """A fleet plugged by a reload, once the gateway runs: what it runs beside the requests starts now
-        (stopped with the rest, by the lifespan's steps): its speeds file read off the event loop, its
-        loops started."""
-        self._reading = asyncio.ensure_future(fleet.kept.start())  # (a reference kept while it reads)
-        if self._probes:
+        if fleet is None:
+            return
+        if self._keeping:  # off the event loop; ``stop_speeds`` awaits it before the last write
+            self._reading = asyncio.ensure_future(fleet.kept.start())
+        if self._looping:
             for loop in fleet.loops():
                 loop.start()
+
+    # -- the lifespan's steps (``lifespan_of``): the fleet's part, with or without a fleet yet ----------
+
+    async def start_speeds(self) -> None:
+        """``learned speeds``: the state file read (once: a fleet plugged from now on reads it then)."""
+        self._keeping = True
+        if self._current.fleet is not None:
+            await self._current.fleet.kept.start()
+
+    async def stop_speeds(self) -> None:
+        """Written a last time, after a read still running (else the read's speeds would be lost)."""
+        self._keeping = False
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            await reading
+        if self._current.fleet is not None:
+            await self._current.fleet.kept.stop()
+
+    def start_loops(self) -> None:
+        """``background loops``: the fleet's (a fleet plugged from now on starts them then)."""
+        self._looping = self._probes
+        if self._looping and self._current.fleet is not None:
+            for loop in self._current.fleet.loops():
+                loop.start()
+
+    async def stop_loops(self) -> None:
+        """All of the fleet's (a test may have run a round by hand)."""
+        self._looping = False
+        if self._current.fleet is not None:
+            for loop in reversed(self._current.fleet.loops()):
+                await loop.stop()
 
     def _plug(self) -> Fleet:
         books, current, state_dir = self._books, self._current, self._state_dir
@@ -379,7 +412,7 @@ def _swap(
     hooks = features.hooks(plan)  # at plan load: its features, imported now if new
     upstream.want(plan)  # its kinds' adapters, imported now if new (one more is read by no old plan)
     live.slots.configure(plan.workers)  # the new workers' slots (no pool is dropped), before the fleet
-    seat.want(plan, running=live.status.started)  # the fleet, if this is the first plan with workers
+    seat.want(plan)  # the fleet, if this is the first plan with workers (its parts started if due)
     routes.serve(plan.source.server.surfaces)  # its surfaces' rows, imported now if new (else unchanged)
     health.configure(plan.health)
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
@@ -408,11 +441,13 @@ def lifespan_of(
     reloads: Reloads,
     upstream: Upstream,
     taught: KeptLearned,
+    seat: FleetSeat,
     *,
     probes: bool,
 ) -> Lifespan:
     """What runs beside the requests, in the order it starts (the module docstring's table); the fleet's
-    parts (its speeds file, its loops) where the gateway has a fleet."""
+    parts (its speeds file, its loops) run by its seat, with or without a fleet yet (one plugged while
+    the gateway starts, or later, starts them when it is plugged)."""
     status, ledger = live.status, live.ledger
 
     async def start_ledger() -> None:
@@ -424,28 +459,20 @@ def lifespan_of(
             )
 
     async def open_upstream() -> None:
-        await upstream.start(services.metrics, live.plan)
+        await upstream.start(services.metrics)
+        upstream.want(live.plan)  # the plan of now: a reload may have landed while the client opened
         if live.fleet is not None:
             live.fleet.attach(upstream.ollama())
 
-    async def start_speeds() -> None:
-        if live.fleet is not None:
-            await live.fleet.kept.start()
-
-    async def stop_speeds() -> None:
-        if live.fleet is not None:
-            await live.fleet.kept.stop()
-
-    def every_loop() -> tuple[Periodic, ...]:
-        return loops.all() + (live.fleet.loops() if live.fleet is not None else ())
-
     async def start_loops() -> None:
         if probes:
-            for loop in every_loop():
+            for loop in loops.all():
                 loop.start()
+        seat.start_loops()  # the fleet's, after the core's
 
     async def stop_loops() -> None:
-        for loop in reversed(every_loop()):
+        await seat.stop_loops()
+        for loop in reversed(loops.all()):
             await loop.stop()
 
     async def start_status() -> None:
@@ -460,7 +487,7 @@ def lifespan_of(
             Step("usage ledger", start_ledger, ledger.close),
             Step("slots", live.slots.start, live.slots.close),
             Step("upstream client", open_upstream, upstream.stop),
-            Step("learned speeds", start_speeds, stop_speeds),
+            Step("learned speeds", seat.start_speeds, seat.stop_speeds),
             Step("learned counts and prompt speeds", taught.start, taught.stop),
             Step("reloads", stop=reloads.stop),
             Step("background loops", start_loops, stop_loops),
@@ -481,9 +508,9 @@ class Upstream:
         self._opened: Mapping[str, Adapter] = {}
         self._close: Callable[[], Awaitable[None]] | None = None
 
-    async def start(self, metrics: Metrics, plan: RuntimePlan) -> None:
+    async def start(self, metrics: Metrics) -> None:
+        """The client opened; the adapters come with ``want`` (the plan served once it is open)."""
         self._opened, self._close = await self._open(metrics)
-        self.want(plan)
 
     def want(self, plan: RuntimePlan) -> None:
         """The adapters of the kinds ``plan`` names (their modules imported now, at plan load)."""

@@ -15,7 +15,7 @@ from interlock.runtime.request.counting import count_prompt
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.surfaces.anthropic import Messages
 from interlock.runtime.surfaces.base import check_model, failure_of
-from interlock.runtime.wire import anthropic as wire
+from interlock.runtime.wire import anthropic_caller as wire
 from interlock.runtime.wire.anthropic_request import internal_request
 from interlock.runtime.wire.base import Native
 

@@ -1,6 +1,6 @@
 """The Anthropic Messages surface: ``POST /v1/messages`` (its ``count_tokens`` is ``request.count_tokens``).
 
-What it does, below; how, in ``wire.anthropic`` (the request's translation, the answer, the event
+What it does, below; how, in ``wire.anthropic_caller`` (the request's translation, the answer, the event
 stream, the error body): this module only picks them per request.
 
 A Messages request becomes the internal (OpenAI-shaped) form: ``system`` becomes the first message;
@@ -36,7 +36,7 @@ from interlock.runtime.surfaces.base import (
     Translated,
     Translation,
 )
-from interlock.runtime.wire import anthropic as wire
+from interlock.runtime.wire import anthropic_caller as wire
 from interlock.runtime.wire.anthropic_request import internal_request
 from interlock.runtime.wire.base import Relayed, StreamRender
 from interlock.runtime.wire.fields import OUTPUT_LIMITS

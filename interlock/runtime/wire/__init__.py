@@ -5,12 +5,15 @@
   SSE decoder; the readers every other format uses: tool-call arguments, ids, chunks);
 - ``openai_responses``: Responses (its requests into the internal form, answers and typed events out
   of it; the relay to an upstream declared ``responses: true``);
-- ``anthropic``: Messages (its requests, answers, events and error bodies for the surface; the
-  Messages request, answer and event stream for the adapter; one error-type table for both);
-- ``ollama``: Ollama's native API (likewise, for /api/chat and /api/embed).
+- ``anthropic``: Messages for the adapter (the request, answer and event stream); ``anthropic_caller``
+  and ``anthropic_request`` for the surface (its requests, answers, events and error bodies; the one
+  error-type table);
+- ``ollama``: Ollama's native API for the adapter (/api/chat and /api/embed); ``ollama_caller`` for the
+  surface.
 
-Each holds its format's client side (a request into the internal form; an answer, a stream's events
-and an error in its own shape) and its upstream side (the internal form into the upstream's request,
+Each format holds its client side (a request into the internal form; an answer, a stream's events
+and an error in its own shape; in a module of its own where a plan may serve the format without an
+upstream of it) and its upstream side (the internal form into the upstream's request,
 the upstream's answer and stream back into OpenAI's shape, the same-format relay's request). Why this
 boundary: the same format is read and written on both sides of the gateway (an Ollama client's
 ``images`` and an Ollama worker's; an Anthropic caller's error types and an Anthropic upstream's),

@@ -23,7 +23,7 @@ from typing import Any
 
 from interlock.runtime.base.asgi import json_type
 from interlock.runtime.base.errors import InvalidRequest
-from interlock.runtime.wire.anthropic import openai_call, source_url, text_of
+from interlock.runtime.wire.anthropic_caller import openai_call, source_url, text_of
 from interlock.runtime.wire.openai_chat import NO_EXTRAS
 
 

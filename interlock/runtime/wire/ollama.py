@@ -45,6 +45,7 @@ from interlock.runtime.base.errors import CannotServe, InvalidRequest, Malformed
 from interlock.runtime.wire.base import RelayedChunk
 from interlock.runtime.wire.error_bodies import credentials, error_for_object
 from interlock.runtime.wire.fields import OLLAMA_OPTION_FIELDS
+from interlock.runtime.wire.ollama_caller import native_function
 from interlock.runtime.wire.openai_chat import call_arguments, completion_id, reasoning
 
 
@@ -340,11 +341,6 @@ def _native_call(call: Any, tool_names: dict[str, str], index: int) -> dict[str,
     if isinstance(call_id, str):
         tool_names[call_id] = name
     return native_function(name, arguments)
-
-
-def native_function(name: Any, arguments: Any) -> dict[str, Any]:
-    """One native tool call (Ollama's arguments are an object)."""
-    return {"function": {"name": name, "arguments": arguments}}
 
 
 def _embedding_inputs(inputs: Any) -> str | list[str]:

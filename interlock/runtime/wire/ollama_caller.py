@@ -20,7 +20,6 @@ import orjson
 from interlock.runtime.base.asgi import Header, json_type
 from interlock.runtime.base.errors import InvalidRequest
 from interlock.runtime.wire.base import RelayedChunk, StreamRender
-from interlock.runtime.wire.ollama import native_function
 from interlock.runtime.wire.openai_chat import call_arguments, first_choice, reasoning
 
 NDJSON_HEADERS: tuple[Header, ...] = (
@@ -50,6 +49,11 @@ def data_url(image: str) -> str:
 
 PASSED = ("options", "format", "keep_alive", "think", "tools")  # native fields the internal form carries
 DONE_REASONS = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
+
+
+def native_function(name: Any, arguments: Any) -> dict[str, Any]:
+    """One native tool call (Ollama's arguments are an object)."""
+    return {"function": {"name": name, "arguments": arguments}}
 
 
 def _data_url(image: Any, where: str) -> dict[str, Any]:

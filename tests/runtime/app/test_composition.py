@@ -156,8 +156,9 @@ def test_a_gateway_stopped_leaves_no_task_running(tmp_path: Path, basic_plan: Ru
 
 
 def test_a_gateway_whose_start_failed_leaves_no_task_running(tmp_path: Path, basic_plan: RuntimePlan) -> None:
-    """The audit log (a feature, started with the features) starts before the usage ledger; a ledger that cannot be opened fails the start,
-    and the audit log's writer, already started, is stopped again."""
+    """The audit log (a feature, started with the features) starts before the usage ledger; a ledger
+    that cannot be opened fails the start, and the audit log's writer, already started, is stopped
+    again."""
     (tmp_path / "file").write_text("")
     ledger = Ledger(SqliteStore(str(tmp_path / "file" / "usage.db")))
     settings = Settings(audit_log=str(tmp_path / "audit.jsonl"))

@@ -14,11 +14,11 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.runtime.features.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
-from interlock.runtime.features.audit.sinks import JsonLinesFile
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import Answered, RequestRecord
+from interlock.runtime.features.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
+from interlock.runtime.features.audit.sinks import JsonLinesFile
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import wait_until

@@ -94,10 +94,12 @@ def test_the_serve_settings_plug_in_the_tracing_and_the_audit_log(tmp_path: Path
     assert isinstance(getattr(hooks.begin, "__self__", None), Tracing)
     assert parts.services.router.attempt == hooks.attempt is not None
     assert parts.services.router.skip == hooks.skip is not None
-    assert len(hooks.finish) == 1 and hooks.action is not None
+    assert len(hooks.finish) == 1
+    assert hooks.action is not None
     plain = build_parts(plan, probes=False)
     assert plain.services.current.hooks.names == ("what answers teach", "usage ledger")
-    assert plain.services.router.attempt is None and plain.services.current.hooks.finish == ()
+    assert plain.services.router.attempt is None
+    assert plain.services.current.hooks.finish == ()
 
     sent: list[dict[str, object]] = []
     body = b'{"model": "nowhere", "messages": [{"role": "user", "content": "hi"}]}'

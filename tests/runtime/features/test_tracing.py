@@ -19,13 +19,13 @@ from interlock.runtime.base.errors import CannotServe, ClientError, NoCandidateC
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import CandidateRefused
+from interlock.runtime.features.tracing import open_tracing
+from interlock.runtime.features.tracing.base import TracingUnavailable
+from interlock.runtime.features.tracing.otel import Tracing
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.router import Router
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.features.tracing import open_tracing
-from interlock.runtime.features.tracing.base import TracingUnavailable
-from interlock.runtime.features.tracing.otel import Tracing
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 from interlock.runtime.wire.base import Endpoint, Native
 from tests.runtime.conftest import in_fresh_process
@@ -160,7 +160,8 @@ def test_a_request_without_otel_loads_no_tracer(tmp_path: Path, basic_plan: Runt
         "scope = {'type': 'http', 'method': 'POST', 'path': '/v1/chat/completions', 'headers': [\n"
         "         (b'traceparent', b'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01')]}\n"
         "asyncio.run(gateway(scope, receive, send))\n"
-        "loaded = ('opentelemetry.sdk', 'opentelemetry.exporter', 'interlock.runtime.features.tracing.otel')\n"
+        "loaded = ('opentelemetry.sdk', 'opentelemetry.exporter',\n"
+        "          'interlock.runtime.features.tracing.otel')\n"
         "print(sent[0]['status'], sorted(m for m in sys.modules if m.startswith(loaded)))\n"
     )
     # (a library may import the OpenTelemetry *API* by itself when it is installed; the SDK is ours to load)
