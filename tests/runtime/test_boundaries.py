@@ -10,6 +10,7 @@ from pathlib import Path
 
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
+from interlock.runtime.features.audit import families as audit_families
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.telemetry.collector import TelemetryBook
@@ -98,7 +99,8 @@ def test_only_the_first_cold_request_builds_the_ops_app(tmp_path: Path, basic_pl
 def test_every_metric_is_documented(basic_plan: RuntimePlan) -> None:
     health = HealthBook(basic_plan.health)  # the workers' gauges: a plan with workers plugs them in
     gauges = functools.partial(families, TelemetryBook())
-    metrics = Metrics(StateView(lambda: basic_plan, health, MemorySlots(), gauges=gauges))
+    audit = functools.partial(audit_families, None)  # the audit log's: plugged in by --audit-log
+    metrics = Metrics(StateView(lambda: basic_plan, health, MemorySlots(), audit=audit, gauges=gauges))
     exposed = set()
     for family in metrics.registry.collect():
         exposed.add(family.name + "_total" if family.type == "counter" else family.name)

@@ -13,7 +13,7 @@ Every metric is documented in docs/runtime.md (a test checks it).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -129,17 +129,6 @@ class HistogramVec:
         return family
 
 
-class AuditCounts(Protocol):
-    """What the audit families read of ``features/audit``'s ``AuditLog`` (seated by its row when
-    ``--audit-log`` plugs it in): a Protocol, so that the metrics stand below the features."""
-
-    dropped: dict[str, int]
-    written: int
-
-    @property
-    def queue(self) -> Sized: ...
-
-
 class LedgerCounts(Protocol):
     """What the usage families read of ``usage.ledger.Ledger``: a Protocol, so that the metrics stand
     below the usage ledger (whose credits guard reads what a request needs, beside the guards that count
@@ -178,7 +167,7 @@ class StateView:
     plan: Callable[[], RuntimePlan]
     health: HealthBook
     slots: SlotBackend
-    audit: AuditCounts | None = None  # the audit log's row seats it (``features/audit``)
+    audit: Callable[[], Iterable[Metric]] | None = None  # the audit log's (``features/audit``)
     ledger: LedgerCounts | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
     gauges: Callable[[], Iterable[Metric]] | None = None  # the workers' telemetry (``telemetry/gauges.py``)
@@ -461,7 +450,8 @@ class _StateCollector(Collector):
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, line)
         yield from (degraded, fallbacks, info)
-        yield from _audit_families(self.view.audit)
+        if self.view.audit is not None:
+            yield from self.view.audit()
         if self.view.gauges is not None:
             yield from self.view.gauges()
         yield from usage_families(self.view.ledger, plan.source.access)
@@ -498,20 +488,3 @@ def usage_families(ledger: LedgerCounts | None, access: PlanAccess) -> Iterator[
                 used = spent.cost_micros / 1_000_000 if limits.credits_unit == "money" else spent.tokens
                 credits.add_metric([key_id], used / limits.credits)
     yield from (waiting, commits, failures, credits)
-
-
-def _audit_families(audit: AuditCounts | None) -> tuple[Metric, ...]:
-    """The audit log's counters (families without samples when it is off)."""
-    dropped = CounterMetricFamily(
-        "interlock_audit_dropped",
-        "Audit events lost, by reason: queue_full (the writer fell behind), sink_error, closed.",
-        labels=["reason"],
-    )
-    written = CounterMetricFamily("interlock_audit_written", "Audit events written to the audit sink.")
-    queued = GaugeMetricFamily("interlock_audit_queued", "Audit events waiting for the writer.")
-    if audit is not None:
-        for reason, count in audit.dropped.items():
-            dropped.add_metric([reason], float(count))
-        written.add_metric([], float(audit.written))
-        queued.add_metric([], float(len(audit.queue)))
-    return dropped, written, queued

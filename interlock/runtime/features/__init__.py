@@ -1,70 +1,53 @@
 """The feature table: what plugs into the request lifecycle's named points, settled at plan load.
 
 The lifecycle (``runtime/request/lifecycle.py``) is the core: read, resolve, estimate, walk, answer, meter. A
-feature is one module here that plugs into it at its named points, beside the guard chain (which the
-router runs per candidate, ``guards.GUARDS``):
+feature is one module (or folder) here that plugs into it at its named points, beside the guard chain:
 
 - ``authenticate``: before the body is read (the caller keys': a refusal is answered there);
-- ``admit``: after the request is read and resolved, before the walk. A feature may refuse the request
-  (raise), narrow its target, cut its output limit, or take a stake (``Exchange.stake``: credits
-  reserved, a rate counted) that is settled however the request ends;
-- ``settle``: after the walk, when an upstream answered, with the request's metered usage (``Tally``):
-  plain calls, in table order, before the stakes are released (a request no upstream answered settles
-  only its stakes).
+- ``admit``: after the request is read and resolved, before the walk: refuse (raise), narrow the
+  target, cut the output limit, or take a stake (``Exchange.stake``) settled however the request ends;
+- ``settle``: after the walk, when an upstream answered, with its metered usage (``Tally``), in table
+  order, before the stakes are released;
+- what watches a request (the tracing, the audit log): ``begin`` (the record made: its span),
+  ``attempt`` (around each upstream call), ``skip`` (a candidate passed over), ``finish`` (the record
+  done: the audit line), ``action`` (an audit line), ``start``/``stop`` (with the lifespan).
 
-Four more points, for what watches a request rather than changes it (the tracing and the audit log):
+``FEATURES`` is the table: one row per feature, its module, and whether it is wanted, from the plan and
+the serve settings (``Settings``: ``--audit-log``, ``--otel``). At plan load (and every reload)
+``Plugged.hooks`` keeps the rows wanted and imports their modules then: a plan without keys, budgets or
+sticky sessions, served without ``--audit-log`` or ``--otel``, never imports them, and its requests loop
+over empty tuples or test None at each point. Each module has one ``plug(services, settings) ->
+Feature``, called once per gateway. To add a feature: a module here with a ``plug``, and a row.
 
-- ``begin``: when the request's record is made, before the body is read (one feature: the request's
-  span, kept on the record and ended with it);
-- ``attempt``: around each upstream call the router makes (the attempt's span);
-- ``skip``: a candidate the router passed over without a call (an event on the span);
-- ``finish``: the finished record, after the journal took it (the audit line);
-
-and ``action``, the audit log's admin and security lines (a refused key, a reload), and ``start`` /
-``stop``, run with the gateway's lifespan (``Plugged.start`` / ``Plugged.stop``).
-
-``FEATURES`` is the table: one row per feature, its module's import path, and whether a plan wants it,
-from the plan and the serve settings (``Settings``: ``--audit-log``, ``--otel``, fixed for the
-process). At plan load (and again at every reload) ``Plugged.hooks`` keeps the rows wanted and imports
-their modules then (``importlib``, as ``interlock.common.kinds`` does for adapters): a plan without keys,
-budgets or sticky sessions, served without ``--audit-log`` or ``--otel``, never imports those modules,
-and its requests loop over empty tuples and test None once per point. Each module has one
-``plug(services, settings) -> Feature``, called once per gateway.
-
-To add a feature: one folder or module here with a ``plug``, and one row in ``FEATURES``.
-
-One more row plugs in a part rather than hooks: ``FLEET``, the workers (``fleet/plug.py``: telemetry,
-worker choice and its slot guard, the fleet line, placement, load signals, learned speeds). A plan wants
-it when it has workers; ``app/parts.py`` imports its module and calls its ``plug`` the first time a plan
-does (at start, or the reload that brings the first workers) and seats what it makes in the core's
-seats (``services.Current.fleet``, ``guards.Kit.fleet``, the router's ``servers`` and ``progress``, the
-probe loop's rounds, the metrics' gauges). A plan without workers never imports ``runtime/fleet``'s
-worker modules nor ``runtime/telemetry``.
+``FLEET`` plugs in a part rather than hooks: the workers (``fleet/plug.py``), wanted when a plan has
+workers; ``app/parts.py`` plugs it the first time a plan does and seats it in the core's seats
+(``services.Current.fleet``, ``guards.Kit.fleet``, the router's ``servers`` and ``progress``, the probe
+loop's rounds, the metrics' gauges). A plan without workers never imports ``runtime/fleet``'s worker
+modules nor ``runtime/telemetry``.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from interlock.runtime.request.services import (
-    Action,
-    Admit,
-    Attempt,
-    Authenticate,
-    Begin,
-    Finish,
-    Hooks,
-    Settle,
-    Skip,
-)
+from interlock.runtime.request.services import Hooks
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.request.services import RequestServices
+    from interlock.runtime.request.services import (
+        Action,
+        Admit,
+        Attempt,
+        Authenticate,
+        Begin,
+        Finish,
+        RequestServices,
+        Settle,
+        Skip,
+    )
 
 T = TypeVar("T")
 
@@ -93,11 +76,10 @@ class Settings:
 
     audit_log: str | None = None  # ``--audit-log TARGET``: the audit log's sink
     otel: bool = False  # ``--otel``: OpenTelemetry tracing, configured by ``environ``'s ``OTEL_*``
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    environ: Mapping[str, str] = field(default_factory=dict)
 
 
-NO_SETTINGS = Settings(environ={})
-"""A gateway served without ``--audit-log`` or ``--otel`` (tests, benches, embedded use)."""
+NO_SETTINGS = Settings()  # served without ``--audit-log`` or ``--otel`` (tests, benches, embedded use)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,18 +92,6 @@ class Row:
     wanted: Callable[[RuntimePlan, Settings], bool]
 
 
-def _tracing(plan: RuntimePlan, settings: Settings) -> bool:
-    return settings.otel
-
-
-def _audit(plan: RuntimePlan, settings: Settings) -> bool:
-    return settings.audit_log is not None
-
-
-def _keys(plan: RuntimePlan, settings: Settings) -> bool:
-    return plan.keys is not None
-
-
 def _budgets(plan: RuntimePlan, settings: Settings) -> bool:
     """Some key (or its tenant) has credits or rates: a plan with keys but no budgets runs none of it."""
     keys = plan.keys
@@ -131,22 +101,17 @@ def _budgets(plan: RuntimePlan, settings: Settings) -> bool:
     return any(caller.credits or caller.budgets for caller in callers)
 
 
-def _sticky(plan: RuntimePlan, settings: Settings) -> bool:
-    return plan.routing.sticky is not None
-
-
-def _always(plan: RuntimePlan, settings: Settings) -> bool:
-    return True
-
-
+HERE = "interlock.runtime.features."
 FEATURES: tuple[Row, ...] = (
-    Row("tracing", "interlock.runtime.features.tracing", _tracing),  # first: its span spans all
-    Row("audit log", "interlock.runtime.features.audit", _audit),
-    Row("sticky sessions", "interlock.runtime.features.sticky", _sticky),
-    Row("caller keys", "interlock.runtime.features.keys", _keys),  # before the budgets: its target
-    Row("credits and budgets", "interlock.runtime.features.budgets", _budgets),
-    Row("what answers teach", "interlock.runtime.features.taught", _always),
-    Row("usage ledger", "interlock.runtime.features.ledger", _always),
+    Row("tracing", HERE + "tracing", lambda _, serve: serve.otel),  # first: its span holds the rest
+    Row("audit log", HERE + "audit", lambda _, serve: serve.audit_log is not None),
+    Row("sticky sessions", HERE + "sticky", lambda plan, _: plan.routing.sticky is not None),
+    Row(
+        "caller keys", HERE + "keys", lambda plan, _: plan.keys is not None
+    ),  # before the budgets: its target
+    Row("credits and budgets", HERE + "budgets", _budgets),
+    Row("what answers teach", HERE + "taught", lambda _, __: True),
+    Row("usage ledger", HERE + "ledger", lambda _, __: True),
 )
 
 
@@ -176,9 +141,6 @@ class Plugged:
         self.settings = settings
         self.table = table
 
-    def wants(self, row: Row, plan: RuntimePlan) -> bool:
-        return row.wanted(plan, self.settings)
-
     def hooks(self, plan: RuntimePlan) -> Hooks:
         """The hooks ``plan`` runs (at plan load: never per request)."""
         rows = [row for row in self.table if row.wanted(plan, self.settings)]
@@ -196,9 +158,8 @@ class Plugged:
         )
 
     async def start(self) -> None:
-        """The lifespan's start: what the features plugged so far run beside the requests, in table
-        order. (The rows with a ``start``, the audit log, are wanted by the serve settings: plugged at
-        the first plan, before the gateway starts.)"""
+        """The lifespan's first step: the features' ``start`` (those of the serve settings' rows, plugged
+        at the first plan: the audit log's writer), in table order."""
         for feature in self._made.values():
             if feature.start is not None:
                 await feature.start()

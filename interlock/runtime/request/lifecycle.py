@@ -148,9 +148,8 @@ async def _handle(
 
 
 def _read(exchange: Exchange, body: Any) -> None:
-    """The request read: parsed in its surface's shape (with the headers its format carries along),
-    resolved to its target (an alias is one lookup; ``resolve`` words every other outcome), estimated
-    (``Preflight``: its needs, and the deadline from when it started)."""
+    """The request read: parsed in its surface's shape, resolved to its target (an alias is one lookup;
+    ``resolve`` words every other outcome), estimated (``Preflight``: its needs, its deadline)."""
     plan, surface, scope, record = exchange.plan, exchange.surface, exchange.scope, exchange.record
     parsed = surface.parse(body)
     if parsed.native is not None and surface.forwards:
@@ -166,9 +165,8 @@ def _read(exchange: Exchange, body: Any) -> None:
 
 
 def _settle(exchange: Exchange) -> Tally | None:
-    """The request's usage, when an upstream answered (an answer's was metered before it went out, a
-    stream's, cut short or not, is now), handed to the features' ``settle`` in table order; then the
-    caller gives it to the stakes."""
+    """The usage, when an upstream answered (an answer's metered before it went out, a stream's now), to
+    the features' ``settle`` in table order; then the caller gives it to the stakes."""
     record = exchange.record
     tally = exchange.tally or metered(record, exchange.preflight.needs, exchange.plan)
     if tally is not None:

@@ -266,19 +266,17 @@ class Router:
     def _prepared(
         self, admission: Admission, route: Route, body: Mapping[str, Any], native: Native | None
     ) -> tuple[Mapping[str, Any], Native | None, Endpoint]:
-        """What the candidate is called with: the body (a guard's copy, or the caller's); the caller's
-        own format when the candidate relays it (lowered to the ceiling too); the endpoint with the
-        call's deadlines (a server that says its progress: a no-progress first byte; a first byte that
-        covers the prefill, at the speed learned there)."""
+        """What the candidate is called with: the body (a guard's copy, or the caller's), the caller's own
+        format if it relays it (lowered to the ceiling too), the endpoint with the call's deadlines."""
         candidate, preflight = admission.candidate, admission.preflight
         sent = body if admission.body is None else admission.body
         relayed = native if native is not None and native.format in candidate.relays else None
         if relayed is not None and admission.ceiling is not None:
             relayed = ceiling_of(relayed, admission.ceiling)
         endpoint = route.endpoint
-        if endpoint.label in self.servers and self.progress is not None:
-            endpoint = self.progress.watched(endpoint)
-        if preflight is not None:
+        if endpoint.label in self.servers and self.progress is not None:  # a server that says its
+            endpoint = self.progress.watched(endpoint)  # progress: a no-progress first byte
+        if preflight is not None:  # first_byte covers the prefill, at the speed learned there
             endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
         return sent, relayed, endpoint
 

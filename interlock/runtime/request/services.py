@@ -47,9 +47,8 @@ Stake = Callable[["Tally | None"], Awaitable[None]]  # what a feature took for o
 # before the body is read: (services, scope, send, surface, *, route, metered) -> the caller, or None
 # when it was refused (and answered)
 Authenticate = Callable[..., Awaitable["Caller | None"]]
-# what watches a request (the tracing, the audit log): the request's span begun when its record is made;
-# each upstream call wrapped (``Call`` -> ``Call``); a candidate passed over, and why; the finished
-# record; an admin or security line (``action(name, **fields)``)
+# what watches a request (the tracing, the audit log): its span begun; each upstream call wrapped; a
+# candidate passed over, and why; the finished record; an audit line (``action(name, **fields)``)
 Begin = Callable[["Scope", "RequestRecord"], "Span"]
 Attempt = Callable[["Call[Any]", "Target", "Candidate", "Route"], "Call[Any]"]
 Skip = Callable[["Candidate", str], None]

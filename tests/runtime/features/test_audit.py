@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import stat
@@ -17,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import Answered, RequestRecord
-from interlock.runtime.features.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
+from interlock.runtime.features.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, families, open_sink
 from interlock.runtime.features.audit.sinks import JsonLinesFile
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
@@ -54,7 +55,8 @@ class BrokenSink(GatedSink):
 
 
 def sample(audit: AuditLog, plan: RuntimePlan, name: str, **labels: str) -> float:
-    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), audit))
+    seat = functools.partial(families, audit)  # the row's seat (``features.audit.plugged``)
+    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), audit=seat))
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         for s in family.samples:
             if s.name == name and s.labels == labels:

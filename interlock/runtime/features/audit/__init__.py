@@ -28,12 +28,15 @@ Where it plugs in (``plug``): ``finish`` (the request's line, after the journal 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from interlock.runtime.features import Feature, Settings
 from interlock.runtime.features.audit.events import ACTIONS, Scalar, action_event, request_event
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     from interlock.runtime.books.record import RequestRecord
     from interlock.runtime.request.services import RequestServices
 
-__all__ = ["ACTIONS", "SINKS", "AuditLog", "Sink", "SinkError", "open_sink", "plug"]
+__all__ = ["ACTIONS", "SINKS", "AuditLog", "Sink", "SinkError", "families", "open_sink", "plug"]
 
 log = logging.getLogger("interlock.audit")
 
@@ -146,9 +149,26 @@ def plug(services: RequestServices, settings: Settings) -> Feature:
 
 def plugged(services: RequestServices, audit: AuditLog) -> Feature:
     """``audit``'s hooks (a test or bench hands its own log, on its own sink)."""
-    services.metrics.view.audit = audit
+    services.metrics.view.audit = functools.partial(families, audit)
 
     async def start() -> None:
         audit.start()
 
     return Feature(finish=audit.request, action=audit.action, start=start, stop=audit.close)
+
+
+def families(audit: AuditLog | None) -> tuple[Metric, ...]:
+    """The audit log's counters (``/metrics``, with ``--audit-log``; a test may ask for them without)."""
+    dropped = CounterMetricFamily(
+        "interlock_audit_dropped",
+        "Audit events lost, by reason: queue_full (the writer fell behind), sink_error, closed.",
+        labels=["reason"],
+    )
+    written = CounterMetricFamily("interlock_audit_written", "Audit events written to the audit sink.")
+    queued = GaugeMetricFamily("interlock_audit_queued", "Audit events waiting for the writer.")
+    if audit is not None:
+        for reason, count in audit.dropped.items():
+            dropped.add_metric([reason], float(count))
+        written.add_metric([], float(audit.written))
+        queued.add_metric([], float(len(audit.queue)))
+    return dropped, written, queued
