@@ -204,10 +204,11 @@ class PlanKeeper:
 
     def reload(self) -> bool:
         """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
-        from interlock.runtime.app.reload import read_in_child
+        from interlock.runtime.app.reading import read_in_child
+        from interlock.runtime.app.reload import READ_TIMEOUT_S
 
         try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
-            data = asyncio.run(read_in_child(self.loader.read))
+            data = asyncio.run(read_in_child(self.loader.read, READ_TIMEOUT_S))
             plan = self.loader.load(data)
         except PlanError as exc:
             return self._refused(str(exc))

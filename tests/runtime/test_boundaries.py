@@ -161,9 +161,11 @@ NOT_IN_THE_CORE = (
 # plan serving OpenAI only 14,656 (98); 17,415 (107) without the workers' slot table (state/pool.py,
 # state/fair.py), 17,458 (106) with nothing of fleet/ (its facts, fit and probes in books/, ServerLoad
 # with them for a while), a plan serving OpenAI only 14,420 (95); 17,301 (106) with the workers' live
-# facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); the issue's goal is 9,000. Fails
-# when the core grows past it.
-CORE_LINES = 16_500
+# facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); 16,444 with a format's caller side
+# apart (wire/anthropic_caller.py), 16,198 (105) with a reload's reading read by the first reload
+# (app/reading.py) and envnames' tables written as words; the issue's goal is 9,000. Fails when the
+# core grows past it.
+CORE_LINES = 16_250
 
 
 def census(
