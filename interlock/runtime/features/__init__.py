@@ -37,17 +37,8 @@ from interlock.runtime.request.services import Hooks
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.request.services import (
-        Action,
-        Admit,
-        Attempt,
-        Authenticate,
-        Begin,
-        Finish,
-        RequestServices,
-        Settle,
-        Skip,
-    )
+    from interlock.runtime.request import router, services
+    from interlock.runtime.request.services import RequestServices
 
 T = TypeVar("T")
 
@@ -56,15 +47,15 @@ T = TypeVar("T")
 class Feature:
     """One feature's hooks at the lifecycle's points (None: not at that point)."""
 
-    admit: Admit | None = None
+    admit: services.Admit | None = None
     waits: bool = False  # ``admit`` is a coroutine function (else called as it is: no coroutine made)
-    settle: Settle | None = None
-    authenticate: Authenticate | None = None  # before the body is read (one feature: the keys)
-    begin: Begin | None = None  # the request's record made (one feature: the tracing's span)
-    attempt: Attempt | None = None  # around each upstream call (one feature: the tracing)
-    skip: Skip | None = None  # a candidate passed over without a call (one feature: the tracing)
-    finish: Finish | None = None  # the finished record, after the journal (the audit line)
-    action: Action | None = None  # an admin or security line (one feature: the audit log)
+    settle: services.Settle | None = None
+    authenticate: services.Authenticate | None = None  # before the body is read (one feature: the keys)
+    begin: services.Begin | None = None  # the request's record made (one feature: the tracing's span)
+    attempt: router.Attempt | None = None  # around each upstream call (one feature: the tracing)
+    skip: router.Skip | None = None  # a candidate passed over without a call (one feature: the tracing)
+    finish: services.Finish | None = None  # the finished record, after the journal (the audit line)
+    action: services.Action | None = None  # an admin or security line (one feature: the audit log)
     start: Callable[[], Awaitable[None]] | None = None  # with the gateway's lifespan, in table order
     stop: Callable[[], Awaitable[None]] | None = None  # at shutdown, in reverse
 

@@ -75,10 +75,11 @@ from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 if TYPE_CHECKING:
     from interlock.runtime.fleet.signals.progress import ProgressBook
-    from interlock.runtime.request.services import Attempt, Skip
 
 T = TypeVar("T")
 R = TypeVar("R")
+Attempt = Callable[[Call[Any], Target, Candidate, Route], Call[Any]]  # a feature's wrap of each call
+Skip = Callable[[Candidate, str], None]  # a feature told of a candidate passed over, and why
 log = logging.getLogger("interlock.router")
 
 

@@ -30,11 +30,9 @@ if TYPE_CHECKING:
     from interlock.runtime.fleet.plug import Fleet
     from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.loaded.tables import Candidate, Route, Target
-    from interlock.runtime.request.router import Router
+    from interlock.runtime.request.router import Attempt, Router, Skip
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.state.counters import CallerCounters
-    from interlock.runtime.upstream.base import Call
     from interlock.runtime.usage.base import Tally
     from interlock.runtime.usage.ledger import Ledger
 
@@ -47,11 +45,9 @@ Stake = Callable[["Tally | None"], Awaitable[None]]  # what a feature took for o
 # before the body is read: (services, scope, send, surface, *, route, metered) -> the caller, or None
 # when it was refused (and answered)
 Authenticate = Callable[..., Awaitable["Caller | None"]]
-# what watches a request (the tracing, the audit log): its span begun; each upstream call wrapped; a
-# candidate passed over, and why; the finished record; an audit line (``action(name, **fields)``)
+# what watches a request (the tracing, the audit log): its span begun; the finished record; an audit
+# line (``action(name, **fields)``); the router's two (``router.Attempt``, ``router.Skip``)
 Begin = Callable[["Scope", "RequestRecord"], "Span"]
-Attempt = Callable[["Call[Any]", "Target", "Candidate", "Route"], "Call[Any]"]
-Skip = Callable[["Candidate", str], None]
 Finish = Callable[["RequestRecord"], None]
 Action = Callable[..., None]
 
