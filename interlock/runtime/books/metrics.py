@@ -58,6 +58,8 @@ class HistogramChild:
 class CounterVec:
     """A labelled counter; ``labels(*values)`` is a dictionary lookup after the first call."""
 
+    kind: type[CounterMetricFamily | GaugeMetricFamily] = CounterMetricFamily
+
     def __init__(self, name: str, documentation: str, labelnames: list[str]) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, labelnames
         self.children: dict[tuple[str, ...], CounterChild] = {}
@@ -69,7 +71,7 @@ class CounterVec:
         return child
 
     def family(self) -> Metric:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        family = self.kind(self.name, self.documentation, labels=self.labelnames)
         for values, child in list(self.children.items()):
             family.add_metric(list(values), child.value)
         return family
@@ -93,23 +95,15 @@ class Gauge:
 class GaugeVec(CounterVec):
     """A labelled gauge the event loop moves (``labels(...).inc(-1)`` goes down)."""
 
-    def family(self) -> Metric:
-        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for values, child in list(self.children.items()):
-            family.add_metric(list(values), child.value)
-        return family
+    kind = GaugeMetricFamily
 
 
 class HistogramVec:
     def __init__(
         self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
     ) -> None:
-        self.name, self.documentation, self.labelnames, self.buckets = (
-            name,
-            documentation,
-            labelnames,
-            buckets,
-        )
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.buckets = buckets
         self.children: dict[tuple[str, ...], HistogramChild] = {}
 
     def labels(self, *values: str) -> HistogramChild:
@@ -184,6 +178,8 @@ class Metrics:
         self._count_background()
         self._time_requests()
         self._queue_for_slots()
+        exposed = (CounterVec, Gauge, HistogramVec)  # in the order made
+        self._exposed = tuple(v for v in vars(self).values() if isinstance(v, exposed))
         self.registry = CollectorRegistry()
         self.registry.register(_StateCollector(view, self))
 
@@ -344,34 +340,7 @@ class Metrics:
         )
 
     def families(self) -> Iterator[Metric]:
-        for vec in (
-            self.requests,
-            self.alias_resolved,
-            self.fallback,
-            self.upstream_errors,
-            self.upstream_retries,
-            self.stream_aborted,
-            self.stream_resumed,
-            self.client_disconnects,
-            self.plan_reloads,
-            self.connections_closed,
-            self.connections_open,
-            self.upstream_resends,
-            self.upstream_strays,
-            self.usage_clamped,
-            self.probes,
-            self.circuit_checks,
-            self.metadata_fetches,
-            self.warmups,
-            self.preflight,
-            self.request_seconds,
-            self.upstream_seconds,
-            self.overhead_seconds,
-            self.slot_wait_seconds,
-            self.queue_wait_seconds,
-            self.queue_waiting,
-            self.queue_turned_away,
-        ):
+        for vec in self._exposed:
             yield vec.family()
 
     def exposition(self) -> bytes:
