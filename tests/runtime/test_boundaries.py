@@ -164,10 +164,11 @@ NOT_IN_THE_CORE = (
 # facts the fleet's (fleet/live_facts.py), OpenAI only 14,266 (95); 16,444 with a format's caller side
 # apart (wire/anthropic_caller.py), 16,198 (105) with a reload's reading read by the first reload
 # (app/reading.py) and envnames' tables written as words, 16,001 (105) with the JSON access log's line
-# its own (books/access_json.py) and the metrics' families one list, 16,046 (+45) with the lifecycle's
-# points for what watches a request (begin, attempt, skip, finish: the tracing and the audit log rows,
-# their metrics out of the core); the issue's goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 16_050
+# its own (books/access_json.py) and the metrics' families one list, 15,932 (105) with docstrings cut,
+# 15,977 (+45) with the lifecycle's points for what watches a request (begin, attempt, skip, finish: the
+# tracing and the audit log rows, their metrics out of the core); the issue's goal is 9,000. Fails when
+# the core grows past it.
+CORE_LINES = 15_980
 
 
 def census(
