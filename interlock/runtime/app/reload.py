@@ -25,7 +25,6 @@ from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.loaded.plan import PlanError, RuntimePlan
 
 if TYPE_CHECKING:
-    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.metrics import Metrics
     from interlock.runtime.request.services import Current, Status
 
@@ -50,7 +49,6 @@ class Reloads:
     """The gateway's reloads: one at a time, each read off the event loop, swapped in or refused."""
 
     __slots__ = (
-        "_audit",
         "_current",
         "_lock",
         "_metrics",
@@ -70,7 +68,6 @@ class Reloads:
         current: Current,
         status: Status,
         metrics: Metrics,
-        audit: AuditLog | None,
         wall: Clock,
         *,
         summary: ReloadSummary | None = None,
@@ -81,7 +78,6 @@ class Reloads:
         self._current = current
         self._status = status
         self._metrics = metrics
-        self._audit = audit
         self._wall = wall
         self._summary = summary
         self._timeout_s = timeout_s
@@ -136,19 +132,14 @@ class Reloads:
                 **(await asyncio.to_thread(summary, old, plan) if summary is not None else NO_SUMMARY),
             }
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
-            if self._audit is not None:
-                changes = last["changes_total"]
-                self._audit.action(
-                    "reload",
-                    outcome="loaded",
-                    from_plan=old.content_hash,
-                    to_plan=plan.content_hash,
-                    changes=changes,
-                )
-                from interlock.runtime.books.audit.keys import access_changes  # audit on: loaded
+            audit = self._current.hooks.action  # the audit log's (``--audit-log``), else None
+            if audit is not None:
+                hashes = {"from_plan": old.content_hash, "to_plan": plan.content_hash}
+                audit("reload", outcome="loaded", **hashes, changes=last["changes_total"])
+                from interlock.runtime.features.audit.keys import access_changes  # audit on: loaded
 
                 for action, fields in access_changes(old.source.access, plan.source.access):
-                    self._audit.action(action, **fields)
+                    audit(action, **fields)
             return True
 
     def _refused(self, reason: str) -> bool:
@@ -164,6 +155,7 @@ class Reloads:
             "changes": [],
             "changes_total": 0,
         }
-        if self._audit is not None:
-            self._audit.action("reload", outcome="refused", from_plan=served, to_plan=None, error=reason)
+        audit = self._current.hooks.action
+        if audit is not None:
+            audit("reload", outcome="refused", from_plan=served, to_plan=None, error=reason)
         return False

@@ -15,15 +15,12 @@ import secrets
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
 from interlock.runtime.base.clock import MillisClock
 from interlock.runtime.books.record import RequestRecord, error_class, label
-
-if TYPE_CHECKING:
-    from interlock.runtime.books.audit import AuditLog
 
 log = logging.getLogger("interlock.access")
 
@@ -60,16 +57,13 @@ class Journal:
     objects, caller lookup and locks cost several times the line itself (bench/hot_path.py).
     """
 
-    def __init__(
-        self, *, access_log: BinaryIO | None = None, audit: AuditLog | None = None, size: int = RECENT_EVENTS
-    ) -> None:
+    def __init__(self, *, access_log: BinaryIO | None = None, size: int = RECENT_EVENTS) -> None:
         self.access_log = access_log
         self._line: Callable[[RequestRecord, MillisClock], dict[str, Any]] | None = None
         if access_log is not None:  # the JSON access log: its line is access_json.py's, off by default
             from interlock.runtime.books.access_json import line
 
             self._line = line
-        self.audit = audit  # the audit log, when on: one queued event per request
         self.events: deque[Event] = deque(maxlen=size)
         self.requests = 0
         self._clock = MillisClock()
@@ -87,10 +81,9 @@ class Journal:
         self._ids += 1
         return b"%s%012x" % (self._id_prefix.encode(), self._ids)
 
-    def finish(self, record: RequestRecord, *, audit: bool = True) -> None:
-        """The one call at the end of a request: O(1) unless it must write a log line. ``audit``:
-        False for a request the audit log already holds in another form (a refused key is one
-        ``auth_refused`` security line, ``app.Gateway``)."""
+    def finish(self, record: RequestRecord) -> None:
+        """The one call at the end of a request: O(1) unless it must write a log line. (The features'
+        ``finish``, the audit line, comes after: ``request/lifecycle.py::_finish``.)"""
         self.requests += 1
         answered = record.answered
         fell_back = (
@@ -100,8 +93,6 @@ class Journal:
         )
         if fell_back or record.status >= 400 or record.error is not None:
             self.events.append(self._event(record))
-        if audit and self.audit is not None:
-            self.audit.request(record)
         stream, line = self.access_log, self._line
         if stream is not None and line is not None:
             try:

@@ -22,7 +22,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
@@ -162,7 +161,7 @@ class StateView:
     plan: Callable[[], RuntimePlan]
     health: HealthBook
     slots: SlotBackend
-    audit: AuditLog | None = None
+    audit: Callable[[], Iterable[Metric]] | None = None  # the audit log's (``features/audit``)
     ledger: LedgerCounts | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
     gauges: Callable[[], Iterable[Metric]] | None = None  # the workers' telemetry (``telemetry/gauges.py``)
@@ -420,7 +419,8 @@ class _StateCollector(Collector):
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, line)
         yield from (degraded, fallbacks, info)
-        yield from _audit_families(self.view.audit)
+        if self.view.audit is not None:
+            yield from self.view.audit()
         if self.view.gauges is not None:
             yield from self.view.gauges()
         yield from usage_families(self.view.ledger, plan.source.access)
@@ -457,20 +457,3 @@ def usage_families(ledger: LedgerCounts | None, access: PlanAccess) -> Iterator[
                 used = spent.cost_micros / 1_000_000 if limits.credits_unit == "money" else spent.tokens
                 credits.add_metric([key_id], used / limits.credits)
     yield from (waiting, commits, failures, credits)
-
-
-def _audit_families(audit: AuditLog | None) -> tuple[Metric, ...]:
-    """The audit log's counters (families without samples when it is off)."""
-    dropped = CounterMetricFamily(
-        "interlock_audit_dropped",
-        "Audit events lost, by reason: queue_full (the writer fell behind), sink_error, closed.",
-        labels=["reason"],
-    )
-    written = CounterMetricFamily("interlock_audit_written", "Audit events written to the audit sink.")
-    queued = GaugeMetricFamily("interlock_audit_queued", "Audit events waiting for the writer.")
-    if audit is not None:
-        for reason, count in audit.dropped.items():
-            dropped.add_metric([reason], float(count))
-        written.add_metric([], float(audit.written))
-        queued.add_metric([], float(len(audit.queue)))
-    return dropped, written, queued

@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 class Span(Protocol):
-    """A request's span (``tracing.otel.RequestTrace``), ended once with the finished record."""
+    """A request's span (``features/tracing/otel.py::RequestTrace``), ended once with the finished record."""
 
     def end(self, record: RequestRecord) -> None: ...
 
