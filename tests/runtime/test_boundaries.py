@@ -210,7 +210,7 @@ OTHER_SURFACES = (
     "interlock.runtime.surfaces.anthropic",
     "interlock.runtime.surfaces.responses",
     "interlock.runtime.surfaces.ollama",
-    "interlock.runtime.wire.anthropic_caller",  # and anthropic_request
+    "interlock.runtime.wire.anthropic_caller",
     "interlock.runtime.wire.ollama_caller",
     "interlock.runtime.request.listing",  # Ollama's listing routes
     "interlock.runtime.request.count_tokens",

@@ -1,6 +1,6 @@
 """``POST /v1/messages/count_tokens``: a plain handler that counts a Messages request's prompt as the server
 that would answer it counts them, before any answer; the Messages surface gives its error shape and the
-request's translation (``wire.anthropic_request``).
+request's translation (``wire.anthropic_caller``).
 
 The first candidate of the request's target that is not on hold is asked through its adapter
 (``Adapter.count``: llama-server's ``/apply-template`` and ``/tokenize``, vLLM's and SGLang's
@@ -32,7 +32,6 @@ from interlock.runtime.request.resolve import resolve
 from interlock.runtime.surfaces.anthropic import Messages
 from interlock.runtime.surfaces.base import check_model, failure_of
 from interlock.runtime.wire import anthropic_caller as wire
-from interlock.runtime.wire.anthropic_request import internal_request
 from interlock.runtime.wire.base import Native
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ async def count_tokens(services: RequestServices, scope: Scope, receive: Receive
         caller = caller_of(scope)
         target = resolve(plan, check_model(body), caller)
         caller.check(target.label)
-        internal, _, _ = internal_request(body, counting=True)
+        internal, _, _ = wire.internal_request(body, counting=True)
         needs = needs_of(internal, "chat", plan.preflight)
         sent = {
             k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in Messages.forwards
