@@ -167,9 +167,10 @@ NOT_IN_THE_CORE = (
 # list, 15,932 with the surfaces' docstrings pointing to their wire modules, 15,243 (102) with an open
 # circuit's checks imported by the first (books/checks.py: upstream/exchange.py, failures.py and
 # net/http_errors.py then load when the gateway starts, with its adapters: started 17,315 (109)); +45 with
-# the lifecycle's points for what watches a request (tracing, audit: hooks2); the issue's goal is 9,000.
-# Fails when the core grows past it.
-CORE_LINES = 15_290
+# the lifecycle's points for what watches a request (tracing, audit: hooks2), 15,160 (102) with a plan's
+# caller keys checked by loaded/access.py and an invalid plan worded by loaded/invalid.py (imported only
+# then); the issue's goal is 9,000. Fails when the core grows past it.
+CORE_LINES = 15_210
 
 
 def census(
