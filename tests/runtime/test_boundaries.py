@@ -170,7 +170,7 @@ NOT_IN_THE_CORE = (
 # the lifecycle's points for what watches a request (tracing, audit: hooks2), 15,160 (102) with a plan's
 # caller keys checked by loaded/access.py and an invalid plan worded by loaded/invalid.py (imported only
 # then); the goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 15_210
+CORE_LINES = 15_190
 
 
 def census(
