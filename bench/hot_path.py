@@ -54,7 +54,7 @@ from interlock.commands.serve import PlanLoader
 from interlock.common.apikeys import hash_key, new_key
 from interlock.runtime.app.gateway import Gateway
 from interlock.runtime.base.asgi import DISCONNECT, Disconnect
-from interlock.runtime.books.audit import AuditLog, open_sink
+from interlock.runtime.features import Settings
 from interlock.runtime.fleet.signals.base import ServerLoad
 from interlock.runtime.upstream.base import Adapter
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
@@ -168,16 +168,14 @@ class _Discard:
         return True
 
 
-def discarding_tracer() -> Any:
-    """``--otel`` as ``interlock serve`` builds it (batch processor), exporting nowhere."""
-    from opentelemetry.sdk.trace import TracerProvider
+def discarding(gateway: Gateway) -> Gateway:
+    """``--otel`` as ``interlock serve`` builds it (its row plugged in; a batch processor), exporting
+    nowhere."""
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from interlock.runtime.tracing.otel import Tracing
-
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(_Discard()))  # type: ignore[arg-type]
-    return Tracing(provider)
+    tracing: Any = getattr(gateway.parts.services.router.attempt, "__self__", None)  # the row's tracer
+    tracing.provider.add_span_processor(BatchSpanProcessor(_Discard()))  # type: ignore[arg-type]
+    return gateway
 
 
 async def drive(
@@ -420,10 +418,13 @@ async def main(requests: int, profile: bool, only: list[str] | None = None) -> N
     logged = build_gateway(plan, open_adapters=instant, probes=False, access_log=log_file)
     await logged.startup()
     audit_file = tempfile.NamedTemporaryFile(suffix=".jsonl")  # noqa: SIM115 (closed below)
-    audit = AuditLog(open_sink(audit_file.name))
-    audited = build_gateway(plan, open_adapters=instant, probes=False, audit=audit)
+    audited = build_gateway(
+        plan, open_adapters=instant, probes=False, settings=Settings(audit_log=audit_file.name)
+    )
+    audit: Any = getattr(audited.parts.services.current.hooks.action, "__self__", None)  # the row's log
     await audited.startup()
-    traced = build_gateway(plan, open_adapters=instant, probes=False, tracing=discarding_tracer())
+    otel = Settings(otel=True, environ={"OTEL_TRACES_EXPORTER": "none"})
+    traced = discarding(build_gateway(plan, open_adapters=instant, probes=False, settings=otel))
     await traced.startup()
     assert with_cors.plan.cors is not None
     chat = orjson.dumps({"model": "bench/chat", "messages": [{"role": "user", "content": "hi"}]})

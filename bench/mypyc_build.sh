@@ -25,9 +25,9 @@ modules="loaded/access loaded/callers app/gateway base/asgi books/facts books/fi
   features/taught features/ledger
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
   upstream/base net/client net/cycle upstream/exchange net/http1 net/transport net/http_errors upstream/ollama
-  upstream/openai usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sqlite wire/anthropic
-  wire/anthropic_caller wire/anthropic_request wire/base wire/fields wire/ollama wire/ollama_caller wire/openai_chat
-  wire/openai_responses wire/sse"
+  upstream/openai usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sql usage/sqlite
+  wire/anthropic wire/anthropic_caller wire/anthropic_request wire/base wire/fields wire/ollama
+  wire/ollama_caller wire/openai_chat wire/openai_responses wire/sse"
 rm -rf "$out" && mkdir -p "$out"
 git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$out"
 # mypyc builds in a folder holding only the package (setuptools refuses a flat layout of several

@@ -17,7 +17,7 @@ MAX_RELOAD_CHANGES = 200  # kept for /v1/health and the status page; the total i
 
 def build_gateway(plan: RuntimePlan, **options: Any) -> Gateway:
     """A gateway for ``plan``; ``options`` are ``runtime.parts.build_parts``'s (source, slots, ledger,
-    audit, ...)."""
+    settings, ...)."""
     return Gateway.from_plan(plan, reload_summary=reload_changes, **options)
 
 

@@ -33,8 +33,7 @@ from interlock.schema.plan import RoutingPlan
 
 if TYPE_CHECKING:
     from interlock.runtime.app.server import ServeOptions
-    from interlock.runtime.books.audit import AuditLog
-    from interlock.runtime.tracing.otel import Tracing
+    from interlock.runtime.features import Settings
     from interlock.runtime.usage.ledger import Ledger
 
 log = logging.getLogger("interlock")
@@ -205,10 +204,11 @@ class PlanKeeper:
 
     def reload(self) -> bool:
         """SIGHUP: accept the file when it loads (True: tell the workers); else log and keep the copy."""
-        from interlock.runtime.app.reload import read_in_child
+        from interlock.runtime.app.reading import read_in_child
+        from interlock.runtime.app.reload import READ_TIMEOUT_S
 
         try:  # read (compile) in a child process, bounded in time: as a worker's own reload would
-            data = asyncio.run(read_in_child(self.loader.read))
+            data = asyncio.run(read_in_child(self.loader.read, READ_TIMEOUT_S))
             plan = self.loader.load(data)
         except PlanError as exc:
             return self._refused(str(exc))
@@ -307,7 +307,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"interlock serve: warning: {warning}", file=sys.stderr)
     options = _options(args, usage_url)
     _check_audit_log(options)
-    tracing = _checked_tracing(options)
+    _check_tracing(options)
     sock = _bind(options)
     print(
         f"interlock serving {url_of(sock)} (plan {plan.content_hash}, {_count(len(plan.aliases), 'alias')}, "
@@ -322,13 +322,10 @@ def _serve(args: argparse.Namespace) -> int:
             access_log=_access_log(options),
             state_dir=options.state_dir,
             ledger=open_ledger(options),
-            audit=_audit_log(options),
-            tracing=tracing,
+            settings=_settings(options),
         )
         run(gateway, sock, options)
         return 0
-    if tracing is not None:  # each worker process makes its own
-        tracing.provider.shutdown()
     return supervise(loader, plan, data, sock, options, args.state_url)
 
 
@@ -388,7 +385,7 @@ def _check_audit_log(options: ServeOptions) -> None:
     """``--audit-log`` opens (a clear error at start); each process that serves opens its own."""
     if options.audit_log is None:
         return
-    from interlock.runtime.books.audit import SinkError, open_sink
+    from interlock.runtime.features.audit import SinkError, open_sink
 
     try:
         asyncio.run(open_sink(options.audit_log).close())
@@ -396,16 +393,19 @@ def _check_audit_log(options: ServeOptions) -> None:
         raise StartRefused(f"--audit-log: {exc}", 1) from exc
 
 
-def _checked_tracing(options: ServeOptions) -> Tracing | None:
-    """This process's tracer for ``--otel``: a missing package or a bad OTEL_* setting stops the start."""
+def _check_tracing(options: ServeOptions) -> None:
+    """``--otel`` can run: a missing package or a bad OTEL_* setting stops the start here (a tracer made
+    and shut down; each process that serves makes its own, when the feature table plugs the row in)."""
     if not options.otel:
-        return None
-    from interlock.runtime.tracing.base import TracingUnavailable
+        return
+    from interlock.runtime.features.tracing import TracingUnavailable, open_tracing
 
     try:
-        return _tracing(options)
+        tracing = open_tracing(os.environ)
     except TracingUnavailable as exc:
         raise StartRefused(f"--otel: {exc}", 1) from exc
+    if tracing is not None:
+        tracing.provider.shutdown()
 
 
 def _bind(options: ServeOptions) -> socket.socket:
@@ -470,8 +470,7 @@ def worker_main(source: AcceptedPlan, sock: socket.socket, options: Any, state_u
         access_log=_access_log(options),
         state_dir=options.state_dir,
         ledger=open_ledger(options),
-        audit=_audit_log(options),
-        tracing=_tracing(options),
+        settings=_settings(options),
     )
     run(gateway, sock, options)
 
@@ -507,22 +506,12 @@ def open_ledger(options: Any) -> Ledger:
     return Ledger(open_store(options.usage_url), settings)
 
 
-def _tracing(options: Any) -> Tracing | None:
-    """This process's tracer, when ``--otel`` is given (configured by the ``OTEL_*`` variables)."""
-    if not options.otel:
-        return None
-    from interlock.runtime.tracing import open_tracing
+def _settings(options: Any) -> Settings:
+    """The serve settings the feature table reads: ``--audit-log`` and ``--otel`` (its ``OTEL_*``
+    variables), each a row plugged in by the process that serves."""
+    from interlock.runtime.features import Settings
 
-    return open_tracing(os.environ)
-
-
-def _audit_log(options: Any) -> AuditLog | None:
-    """The audit log of this process, when ``--audit-log`` is given."""
-    if options.audit_log is None:
-        return None
-    from interlock.runtime.books.audit import AuditLog, open_sink
-
-    return AuditLog(open_sink(options.audit_log))
+    return Settings(audit_log=options.audit_log, otel=options.otel, environ=os.environ)
 
 
 def _access_log(options: Any) -> BinaryIO | None:

@@ -41,21 +41,19 @@ REMAINING: set[tuple[str, str]] = set()
 # The arrows between rooms: each room, then the rooms it may import (a line that starts with spaces goes on
 # the line above): all the arrows there are, none more. The layer table of docs/architecture.md.
 WRITTEN = """
-app: base books features fleet guards loaded net ops request state surfaces tracing upstream usage
-    wire
+app: base books features fleet guards loaded net ops request state surfaces upstream usage wire
 base:
 books: base loaded state upstream wire
-features: base books fleet guards loaded request state surfaces usage
+features: base books fleet guards loaded request state surfaces upstream usage
 fleet: base books loaded state telemetry upstream wire
 guards: base books fleet loaded state wire
 loaded: base net wire
 net: base wire
 ops: base books fleet loaded request state surfaces usage wire
-request: base books fleet guards loaded state surfaces tracing upstream usage wire
+request: base books fleet guards loaded state surfaces upstream usage wire
 state: base loaded
 surfaces: base books loaded wire
 telemetry: base loaded net
-tracing: base books loaded upstream
 upstream: base net wire
 usage: base books loaded state
 wire: base

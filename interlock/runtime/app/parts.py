@@ -12,8 +12,8 @@ in the first time a plan has workers, so a plan without them never imports it.
 
 The lifespan, in order (each step stopped in reverse at shutdown):
 
-    tracing     (started by whoever made it)        its last spans exported
-    audit       the writer task                      what is queued written, the sink closed
+    features    (``features.Plugged.start``: the     (in reverse) what is queued written, the
+                audit log's writer task)             sink closed; the last spans exported
     ledger      the store opened, balances read      the last debits committed (budgets need it first)
     slots       the slot store (``--workers``...)    closed
     upstream    the client opened, the adapters set  closed
@@ -54,13 +54,13 @@ from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.probes import ProbeLoop
 from interlock.runtime.books.recovery import RecoveryChecks
 from interlock.runtime.books.samples import Samples
-from interlock.runtime.features import FLEET, Plugged
+from interlock.runtime.features import FLEET, NO_SETTINGS, Plugged, Settings
 from interlock.runtime.guards import Kit, chain
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.ops.on_demand import OpsApp
 from interlock.runtime.request.route_table import RouteTable, route_table
 from interlock.runtime.request.router import Router
-from interlock.runtime.request.services import Current, LiveState, RequestServices, Status
+from interlock.runtime.request.services import Current, Hooks, LiveState, RequestServices, Status
 from interlock.runtime.state.base import SlotBackend
 from interlock.runtime.state.memory import MemorySlots
 from interlock.runtime.upstream.base import Adapter, KindAdapters
@@ -68,10 +68,8 @@ from interlock.runtime.usage.ledger import Ledger
 from interlock.runtime.usage.memory import MemoryStore
 
 if TYPE_CHECKING:
-    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.fleet.plug import Fleet
     from interlock.runtime.state.counters import CallerCounters
-    from interlock.runtime.tracing.otel import Tracing
     from interlock.runtime.upstream.ollama import OllamaAdapter
     from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
@@ -143,17 +141,17 @@ def build_parts(
     state_dir: str | None = None,
     slots: SlotBackend | None = None,
     ledger: Ledger | None = None,
-    audit: AuditLog | None = None,
-    tracing: Tracing | None = None,
+    settings: Settings = NO_SETTINGS,
     reload_summary: ReloadSummary | None = None,
 ) -> Parts:
     """Every part of a gateway for ``plan``. ``probes=False`` leaves the background loops unstarted (a
-    test runs their rounds by hand); ``slots``, ``ledger``, ``audit`` and ``tracing`` are the serve
-    options' (else this process's slot table and an in-memory ledger)."""
+    test runs their rounds by hand); ``slots`` and ``ledger`` are the serve options' (else this process's
+    slot table and an in-memory ledger); ``settings`` the serve settings the feature table reads
+    (``--audit-log``, ``--otel``)."""
     current = Current(plan)
     routes = route_table(plan.source.server.surfaces)  # the surfaces the plan serves: imported now
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
-    books = _books(current, slots, ledger, audit, access_log, clock, wall)
+    books = _books(current, slots, ledger, access_log, clock, wall)
     loops = _loops(current, books, upstream, clock, wall)
     path = getattr(source, "path", None)
     status = Status(iso_utc(wall()), str(path) if path is not None else None)
@@ -161,9 +159,9 @@ def build_parts(
         status.probed = loops.probes.first_round
     live = _live(current, status, books, loops, wall)
     # the request path: the guard chain (``guards.GUARDS``), the router, the features (``features``)
-    router = Router(books.health, (), upstream.adapters, books.metrics, tracing, books.facts, books.learned)
+    router = Router(books.health, (), upstream.adapters, books.metrics, books.facts, books.learned)
     seat = FleetSeat(
-        current, books, loops, upstream, router, state_dir, probes=probes, clock=clock, wall=wall
+        current, books, loops, upstream, router, state_dir, settings, probes=probes, clock=clock, wall=wall
     )
     seat.want(plan)  # the fleet, when the plan has workers; the guard chain, built from what is there
     services = RequestServices(
@@ -173,22 +171,19 @@ def build_parts(
         books.metrics,
         books.counters,
         books.ledger,
-        tracing,
-        audit,
         status,
         books.facts,
         books.learned,
     )
-    features = Plugged(services)  # the feature table's rows, plugged in as plans want them
-    current.hooks = features.hooks(plan)
-    swap = functools.partial(_swap, live, features, seat, upstream, routes)
+    features = Plugged(services, settings)  # the feature table's rows, plugged in as they are wanted
+    _seat(current, router, features.hooks(plan))
+    swap = functools.partial(_swap, live, features, seat, upstream, routes, router)
     reloads = Reloads(
         source,
         swap,
         current,
         status,
         books.metrics,
-        audit,
         wall,
         summary=reload_summary,
         timeout_s=reload_timeout_s,
@@ -196,7 +191,7 @@ def build_parts(
     taught = KeptLearned(
         books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
     )
-    lifespan = lifespan_of(live, services, loops, reloads, upstream, taught, seat, probes=probes)
+    lifespan = lifespan_of(live, services, features, loops, reloads, upstream, taught, seat, probes=probes)
     return Parts(services, live, OpsApp(live), routes, loops, lifespan, reloads)
 
 
@@ -220,7 +215,6 @@ def _books(
     current: Current,
     slots: SlotBackend | None,
     ledger: Ledger | None,
-    audit: AuditLog | None,
     access_log: BinaryIO | None,
     clock: Clock,
     wall: Clock,
@@ -233,8 +227,8 @@ def _books(
     slots.share_health(health)
     ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)
     facts = FactsTable()
-    metrics = Metrics(StateView(_served(current), health, slots, audit, ledger))
-    journal = Journal(access_log=access_log, audit=audit)
+    metrics = Metrics(StateView(_served(current), health, slots, ledger=ledger))  # (audit: its row's)
+    journal = Journal(access_log=access_log)
     learned = Learned(CountBook(wall=wall, clock=clock), PrefillBook(wall=wall), facts)  # (Ollama's
     learned.configure(endpoints_of(plan))  # speeds: its adapter); endpoints on one server learn together
     return Books(health, slots, counters, ledger, facts, metrics, journal, learned)
@@ -290,6 +284,7 @@ class FleetSeat:
         "_probes",
         "_reading",
         "_router",
+        "_settings",
         "_state_dir",
         "_upstream",
         "_wall",
@@ -303,6 +298,7 @@ class FleetSeat:
         upstream: Upstream,
         router: Router,
         state_dir: str | None,
+        settings: Settings,
         *,
         probes: bool,
         clock: Clock,
@@ -310,7 +306,7 @@ class FleetSeat:
     ) -> None:
         self._current, self._books, self._loops, self._upstream = current, books, loops, upstream
         self._router, self._state_dir, self._probes = router, state_dir, probes
-        self._clock, self._wall = clock, wall
+        self._clock, self._wall, self._settings = clock, wall, settings
         self._chained = False
         # the lifespan's steps this seat runs, once started (and until stopped): a fleet plugged later
         # (a reload, maybe while the gateway still starts) starts what they would have started
@@ -323,7 +319,7 @@ class FleetSeat:
         built from what is there; a fleet plugged after the lifespan's ``learned speeds`` or ``background
         loops`` step started starts its part of them now."""
         current, router = self._current, self._router
-        fleet = self._plug() if current.fleet is None and FLEET.wanted(plan) else None
+        fleet = self._plug() if current.fleet is None and FLEET.wanted(plan, self._settings) else None
         if fleet is not None or not self._chained:
             # the chain built before anything is seated: a guard that fails to build leaves no fleet
             # without its guards (the reload is refused; the next plan with workers plugs it again)
@@ -404,6 +400,7 @@ def _swap(
     seat: FleetSeat,
     upstream: Upstream,
     routes: RouteTable,
+    router: Router,
     plan: RuntimePlan,
 ) -> None:
     """A reload: the plan's features settled, its providers' kinds given adapters (and, the first time
@@ -421,7 +418,7 @@ def _swap(
     health.unprobed(e.label for p in plan.providers.values() if not p.probe for e in p.endpoints)
     if learned is not None:
         learned.configure(endpoints_of(plan))
-    live.current.hooks = hooks
+    _seat(live.current, router, hooks)
     if live.fleet is not None:
         live.fleet.configure(plan)
         live.fleet.attach(upstream.ollama())  # an Ollama adapter this plan's kinds brought
@@ -429,9 +426,17 @@ def _swap(
     gc_policy.thaw()  # the replaced plan may have been frozen at start: let it be collected
 
 
+def _seat(current: Current, router: Router, hooks: Hooks) -> None:
+    """A plan's features seated: its hooks where the lifecycle reads them, the router's seats (the
+    tracing's: ``attempt``, ``skip``) from them."""
+    router.attempt, router.skip = hooks.attempt, hooks.skip
+    current.hooks = hooks
+
+
 def lifespan_of(
     live: LiveState,
     services: RequestServices,
+    features: Plugged,
     loops: Loops,
     reloads: Reloads,
     upstream: Upstream,
@@ -443,7 +448,7 @@ def lifespan_of(
     """What runs beside the requests, in the order it starts (the module docstring's table); the fleet's
     parts (its speeds file, its loops) run by its seat, with or without a fleet yet (one plugged while
     the gateway starts, or later, starts them when it is plugged)."""
-    audit, tracing, status, ledger = services.audit, services.tracing, live.status, live.ledger
+    status, ledger = live.status, live.ledger
 
     async def start_ledger() -> None:
         await ledger.start()  # a ledger that cannot be read stops the start (budgets need it)
@@ -476,22 +481,9 @@ def lifespan_of(
     async def stop_status() -> None:
         status.started = False
 
-    async def start_audit() -> None:
-        if audit is not None:
-            audit.start()
-
-    async def close_audit() -> None:
-        if audit is not None:
-            await audit.close()
-
-    async def close_tracing() -> None:
-        if tracing is not None:
-            await tracing.close()
-
     return Lifespan(
         (
-            Step("tracing", stop=close_tracing),
-            Step("audit log", start_audit, close_audit),
+            Step("features", features.start, features.stop),
             Step("usage ledger", start_ledger, ledger.close),
             Step("slots", live.slots.start, live.slots.close),
             Step("upstream client", open_upstream, upstream.stop),

@@ -3,12 +3,13 @@
 Compiling a configuration (or reading a plan file) is the one unbounded step of a reload: a huge or
 hostile file can take seconds of CPU and gigabytes of memory. Run in a thread, it still shares the
 interpreter lock and the heap with the requests being answered. So a source that can split its work
-(``StagedSource``: ``read`` -> plain JSON data, ``load`` -> tables) has ``read`` run in a spawned
+(``reading.StagedSource``: ``read`` -> plain JSON data, ``load`` -> tables) has ``read`` run in a spawned
 child process, bounded by a deadline; only the cheap ``load`` (schema check, building the tables)
 runs in a thread of the gateway's process. ``Reloads`` swaps the result in atomically (``swap``, given
 by the composition root: what outlives a reload is configured anew, then ``Current`` is replaced), or
 refuses it and keeps serving the old plan; either way the outcome is counted, kept for ``/v1/health``
-and the status page (``Status.last_reload``) and, with the audit log on, audited.
+and the status page (``Status.last_reload``) and, with the audit log on, audited. The reading itself
+(the child process) is ``reading.py``'s, imported by the first reload (a signal, never a request).
 
     PlanError (from runtime.plan)   the child refused the plan, died, or ran past the deadline
 """
@@ -17,18 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
-import os
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from interlock.common.gc_pause import collector_paused
 from interlock.runtime.base.clock import Clock, iso_utc
 from interlock.runtime.loaded.plan import PlanError, RuntimePlan
 
 if TYPE_CHECKING:
-    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.metrics import Metrics
     from interlock.runtime.request.services import Current, Status
 
@@ -37,23 +33,9 @@ log = logging.getLogger("interlock")
 READ_TIMEOUT_S = 120.0  # the longest a reload may spend reading/compiling before it is refused
 
 
-@runtime_checkable
-class StagedSource(Protocol):
-    """A plan source in two steps; it must be picklable (it travels to the child process)."""
-
-    def __call__(self) -> RuntimePlan:
-        """Both steps in this process (``load(read())``): the plan at start."""
-
-    def read(self) -> dict[str, Any]:
-        """The plan as JSON data (reading the file, or compiling the configuration); PlanError if not."""
-
-    def load(self, data: dict[str, Any]) -> RuntimePlan:
-        """The runtime tables of ``data``; PlanError if it cannot be served."""
-
-
 PlanSource = Callable[[], RuntimePlan]
 """Reads the plan again (file, or config compiled anew) with the credentials read at start. One that is
-also a ``StagedSource`` reads in a child process on reload (``interlock serve``'s loader is)."""
+also a ``reading.StagedSource`` reads in a child process on reload (``interlock serve``'s loader is)."""
 
 ReloadSummary = Callable[[RuntimePlan, RuntimePlan], Mapping[str, Any]]
 """What a reload changed, for ``/v1/health`` and the status page: ``{"changes": [...], "changes_total": n}``,
@@ -63,78 +45,10 @@ diff``'s semantic diff); the runtime itself never imports the diff."""
 NO_SUMMARY: Mapping[str, Any] = {"changes": [], "changes_total": 0}
 
 
-async def read_in_child(
-    read: Callable[[], dict[str, Any]], timeout_s: float = READ_TIMEOUT_S
-) -> dict[str, Any]:
-    """``read()`` in a fresh child process; its result, or PlanError. The event loop only waits on the
-    pipe (a reader callback): cancelling (the gateway stopping) or the deadline kills the child."""
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(read, sender), name="interlock-reload", daemon=True)
-    loop = asyncio.get_running_loop()
-    answered: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not answered.done():
-            answered.set_result(None)
-
-    loop.add_reader(receiver.fileno(), wake)
-    try:
-        child.start()  # fork + exec and a few KB down a pipe: milliseconds
-        sender.close()
-        try:
-            async with asyncio.timeout(timeout_s):
-                await answered  # the answer, or EOF when the child died without one
-        except TimeoutError:
-            raise PlanError(
-                f"reading the new plan took longer than {timeout_s:g} s; it was stopped"
-            ) from None
-        # The loop's reader (uvloop's) made the pipe non-blocking; a plan larger than the pipe's buffer
-        # then arrives in pieces, and a non-blocking recv() fails between them (BlockingIOError).
-        loop.remove_reader(receiver.fileno())
-        os.set_blocking(receiver.fileno(), True)
-        try:
-            ok, value = await asyncio.to_thread(_receive, receiver)
-        except EOFError:
-            await asyncio.to_thread(child.join, 5)
-            raise PlanError(f"the process reading the new plan died (exit code {child.exitcode})") from None
-    finally:
-        loop.remove_reader(receiver.fileno())
-        receiver.close()
-        sender.close()
-        if child.is_alive():
-            child.kill()
-        if child.pid is not None:  # reaped in a thread, which the loop's shutdown waits for
-            await asyncio.to_thread(child.join, 5)
-    if not ok:
-        raise PlanError(value)
-    data: dict[str, Any] = value
-    return data
-
-
-def _child(read: Callable[[], dict[str, Any]], sender: Connection) -> None:
-    """In the child: run ``read`` and send ``(True, data)`` or ``(False, message)`` back."""
-    try:
-        result: tuple[bool, Any] = (True, read())
-    except PlanError as exc:
-        result = (False, str(exc))
-    except Exception as exc:  # anything else from reading or compiling: reported, never a traceback
-        result = (False, f"{type(exc).__name__}: {exc}")
-    sender.send(result)
-    sender.close()
-
-
-def _receive(receiver: Connection) -> Any:
-    """The child's answer, unpickled with the collector paused (a big plan is many objects, all kept)."""
-    with collector_paused():
-        return receiver.recv()
-
-
 class Reloads:
     """The gateway's reloads: one at a time, each read off the event loop, swapped in or refused."""
 
     __slots__ = (
-        "_audit",
         "_current",
         "_lock",
         "_metrics",
@@ -154,7 +68,6 @@ class Reloads:
         current: Current,
         status: Status,
         metrics: Metrics,
-        audit: AuditLog | None,
         wall: Clock,
         *,
         summary: ReloadSummary | None = None,
@@ -165,7 +78,6 @@ class Reloads:
         self._current = current
         self._status = status
         self._metrics = metrics
-        self._audit = audit
         self._wall = wall
         self._summary = summary
         self._timeout_s = timeout_s
@@ -195,8 +107,10 @@ class Reloads:
                 log.warning("reload requested, but this gateway was not given a plan file to reload")
                 return False
             log.debug("reload: reading the plan again")
+            from interlock.runtime.app.reading import read_plan  # the first reload: a signal, never a request
+
             try:
-                plan = await self._read(self._source)
+                plan = await read_plan(self._source, self._timeout_s)
             except PlanError as exc:
                 return self._refused(str(exc))
             except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
@@ -218,28 +132,15 @@ class Reloads:
                 **(await asyncio.to_thread(summary, old, plan) if summary is not None else NO_SUMMARY),
             }
             log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
-            if self._audit is not None:
-                changes = last["changes_total"]
-                self._audit.action(
-                    "reload",
-                    outcome="loaded",
-                    from_plan=old.content_hash,
-                    to_plan=plan.content_hash,
-                    changes=changes,
-                )
-                from interlock.runtime.books.audit.keys import access_changes  # audit on: loaded
+            audit = self._current.hooks.action  # the audit log's (``--audit-log``), else None
+            if audit is not None:
+                hashes = {"from_plan": old.content_hash, "to_plan": plan.content_hash}
+                audit("reload", outcome="loaded", **hashes, changes=last["changes_total"])
+                from interlock.runtime.features.audit.keys import access_changes  # audit on: loaded
 
                 for action, fields in access_changes(old.source.access, plan.source.access):
-                    self._audit.action(action, **fields)
+                    audit(action, **fields)
             return True
-
-    async def _read(self, source: PlanSource) -> RuntimePlan:
-        """Off the event loop: a staged source reads (compiles) in a child process, then loads in a
-        thread; any other source runs in a thread."""
-        if isinstance(source, StagedSource):
-            data = await read_in_child(source.read, self._timeout_s)
-            return await asyncio.to_thread(source.load, data)
-        return await asyncio.to_thread(source)
 
     def _refused(self, reason: str) -> bool:
         served = self._current.plan.content_hash
@@ -254,6 +155,7 @@ class Reloads:
             "changes": [],
             "changes_total": 0,
         }
-        if self._audit is not None:
-            self._audit.action("reload", outcome="refused", from_plan=served, to_plan=None, error=reason)
+        audit = self._current.hooks.action
+        if audit is not None:
+            audit("reload", outcome="refused", from_plan=served, to_plan=None, error=reason)
         return False

@@ -22,7 +22,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.state.base import SlotBackend
@@ -59,6 +58,8 @@ class HistogramChild:
 class CounterVec:
     """A labelled counter; ``labels(*values)`` is a dictionary lookup after the first call."""
 
+    kind: type[CounterMetricFamily | GaugeMetricFamily] = CounterMetricFamily
+
     def __init__(self, name: str, documentation: str, labelnames: list[str]) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, labelnames
         self.children: dict[tuple[str, ...], CounterChild] = {}
@@ -70,7 +71,7 @@ class CounterVec:
         return child
 
     def family(self) -> Metric:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        family = self.kind(self.name, self.documentation, labels=self.labelnames)
         for values, child in list(self.children.items()):
             family.add_metric(list(values), child.value)
         return family
@@ -94,23 +95,15 @@ class Gauge:
 class GaugeVec(CounterVec):
     """A labelled gauge the event loop moves (``labels(...).inc(-1)`` goes down)."""
 
-    def family(self) -> Metric:
-        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for values, child in list(self.children.items()):
-            family.add_metric(list(values), child.value)
-        return family
+    kind = GaugeMetricFamily
 
 
 class HistogramVec:
     def __init__(
         self, name: str, documentation: str, labelnames: list[str], buckets: tuple[float, ...]
     ) -> None:
-        self.name, self.documentation, self.labelnames, self.buckets = (
-            name,
-            documentation,
-            labelnames,
-            buckets,
-        )
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.buckets = buckets
         self.children: dict[tuple[str, ...], HistogramChild] = {}
 
     def labels(self, *values: str) -> HistogramChild:
@@ -168,7 +161,7 @@ class StateView:
     plan: Callable[[], RuntimePlan]
     health: HealthBook
     slots: SlotBackend
-    audit: AuditLog | None = None
+    audit: Callable[[], Iterable[Metric]] | None = None  # the audit log's (``features/audit``)
     ledger: LedgerCounts | None = None
     fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
     gauges: Callable[[], Iterable[Metric]] | None = None  # the workers' telemetry (``telemetry/gauges.py``)
@@ -185,6 +178,8 @@ class Metrics:
         self._count_background()
         self._time_requests()
         self._queue_for_slots()
+        exposed = (CounterVec, Gauge, HistogramVec)  # in the order made
+        self._exposed = tuple(v for v in vars(self).values() if isinstance(v, exposed))
         self.registry = CollectorRegistry()
         self.registry.register(_StateCollector(view, self))
 
@@ -345,34 +340,7 @@ class Metrics:
         )
 
     def families(self) -> Iterator[Metric]:
-        for vec in (
-            self.requests,
-            self.alias_resolved,
-            self.fallback,
-            self.upstream_errors,
-            self.upstream_retries,
-            self.stream_aborted,
-            self.stream_resumed,
-            self.client_disconnects,
-            self.plan_reloads,
-            self.connections_closed,
-            self.connections_open,
-            self.upstream_resends,
-            self.upstream_strays,
-            self.usage_clamped,
-            self.probes,
-            self.circuit_checks,
-            self.metadata_fetches,
-            self.warmups,
-            self.preflight,
-            self.request_seconds,
-            self.upstream_seconds,
-            self.overhead_seconds,
-            self.slot_wait_seconds,
-            self.queue_wait_seconds,
-            self.queue_waiting,
-            self.queue_turned_away,
-        ):
+        for vec in self._exposed:
             yield vec.family()
 
     def exposition(self) -> bytes:
@@ -451,7 +419,8 @@ class _StateCollector(Collector):
         info.add_metric([plan.content_hash], 1.0)
         yield from (providers, endpoints, circuits, in_use, waiting, rejected, line)
         yield from (degraded, fallbacks, info)
-        yield from _audit_families(self.view.audit)
+        if self.view.audit is not None:
+            yield from self.view.audit()
         if self.view.gauges is not None:
             yield from self.view.gauges()
         yield from usage_families(self.view.ledger, plan.source.access)
@@ -488,20 +457,3 @@ def usage_families(ledger: LedgerCounts | None, access: PlanAccess) -> Iterator[
                 used = spent.cost_micros / 1_000_000 if limits.credits_unit == "money" else spent.tokens
                 credits.add_metric([key_id], used / limits.credits)
     yield from (waiting, commits, failures, credits)
-
-
-def _audit_families(audit: AuditLog | None) -> tuple[Metric, ...]:
-    """The audit log's counters (families without samples when it is off)."""
-    dropped = CounterMetricFamily(
-        "interlock_audit_dropped",
-        "Audit events lost, by reason: queue_full (the writer fell behind), sink_error, closed.",
-        labels=["reason"],
-    )
-    written = CounterMetricFamily("interlock_audit_written", "Audit events written to the audit sink.")
-    queued = GaugeMetricFamily("interlock_audit_queued", "Audit events waiting for the writer.")
-    if audit is not None:
-        for reason, count in audit.dropped.items():
-            dropped.add_metric([reason], float(count))
-        written.add_metric([], float(audit.written))
-        queued.add_metric([], float(len(audit.queue)))
-    return dropped, written, queued

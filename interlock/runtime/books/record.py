@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 class Span(Protocol):
-    """A request's span (``tracing.otel.RequestTrace``), ended once with the finished record."""
+    """A request's span (``features/tracing/otel.py::RequestTrace``), ended once with the finished record."""
 
     def end(self, record: RequestRecord) -> None: ...
 
@@ -137,3 +137,11 @@ class Answered(Generic[T]):
     upstream_s: float
     queued_s: float
     attempts: tuple[CandidateOutcome, ...] = ()  # the candidates passed over before this one
+
+
+MAX_LABEL = 120  # a raw provider/model label comes from the caller: shown cut short
+
+
+def label(text: str) -> str:
+    """A target's label as the journal shows it: a raw provider/model comes from the caller, cut short."""
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"

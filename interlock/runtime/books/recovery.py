@@ -7,7 +7,7 @@ are real requests; alone, a trial that lands in the last second of an outage put
 it here, outside the request path, ``CHECK_FIRST_S`` after it opened and then twice as long after each
 check that did not bring its trial forward, at most ``CHECK_MAX_S`` apart (each wait drawn in
 ``[1 - JITTER, 1]`` of that, so replicas do not check in step). What a check is depends on the
-provider (``CHECKS``, one row each):
+provider (``checks.py::CHECKS``, one row each, imported by the first check):
 
 - ``probe`` (the default, where the provider is probed): the candidate's endpoints' own probe (Ollama's
   ``/api/tags``, an OpenAI-compatible ``/models``, Anthropic's ``/v1/models``). The cheapest signal, and
@@ -30,25 +30,21 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from interlock.runtime.base.clock import Clock
-from interlock.runtime.base.errors import ConnectTimeout, UpstreamError
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.loaded.tables import Candidate
 from interlock.runtime.upstream.base import Adapter
-from interlock.runtime.upstream.exchange import probe_endpoint
 
 log = logging.getLogger("interlock.recovery")
 
 CHECK_FIRST_S = 1.0  # the first check after a circuit opens
 CHECK_MAX_S = 8.0  # the longest wait between two checks of one candidate
 JITTER = 0.25
-PING = "ping"
 
 
 @dataclass(slots=True)
@@ -58,41 +54,6 @@ class _Schedule:
     due: float
     backoff_s: float
     running: bool = False
-
-
-Check = Callable[["RecoveryChecks", Candidate, float], Awaitable[bool]]
-
-
-async def _probe(checks: RecoveryChecks, candidate: Candidate, timeout_s: float) -> bool:
-    """Its endpoints' own probe (each recorded as a probe): passes when one of them passes."""
-    adapter = checks.adapters[candidate.kind]
-    passed = False
-    for route in candidate.routes:
-        label = route.endpoint.label
-        error = await checks.guarded(adapter.probe(route.endpoint, timeout_s), label, timeout_s)
-        checks.health.record_probe(label, error)
-        passed = passed or error is None
-    return passed
-
-
-async def _request(checks: RecoveryChecks, candidate: Candidate, timeout_s: float) -> bool:
-    """A 1-token chat request to its model on its first endpoint: passes when the model answered."""
-    adapter = checks.adapters[candidate.kind]
-    endpoint = probe_endpoint(candidate.routes[0].endpoint, timeout_s)
-    body: dict[str, Any] = {
-        "model": candidate.model,
-        "messages": [{"role": "user", "content": PING}],
-        "max_tokens": 1,
-        "stream": False,
-    }
-    error = await checks.guarded(
-        adapter.chat(endpoint, candidate.model, body, None), endpoint.label, timeout_s
-    )
-    return error is None
-
-
-CHECKS: Mapping[str, tuple[Check, bool]] = {"probe": (_probe, False), "request": (_request, True)}
-"""A provider's ``recovery_check`` -> (the check, whether a pass is strong evidence: it generated)."""
 
 
 class RecoveryChecks:
@@ -153,12 +114,14 @@ class RecoveryChecks:
         if jobs:
             await asyncio.gather(*jobs)
 
-    async def _check(
-        self, candidate: Candidate, check: tuple[Check, bool], schedule: _Schedule, timeout_s: float
-    ) -> None:
-        run, strong = check
+    async def _check(self, candidate: Candidate, name: str, schedule: _Schedule, timeout_s: float) -> None:
+        from interlock.runtime.books.checks import (
+            CHECKS,  # the first check: in the probe loop, a circuit open
+        )
+
+        run, strong = CHECKS[name]
         try:
-            ok = await run(self, candidate, timeout_s)
+            ok = await run(self.adapters[candidate.kind], self.health, candidate, timeout_s)
         except Exception:  # a bug in a check must not stop the others
             log.exception("recovery check of %s failed", candidate.id)
             ok = False
@@ -179,25 +142,14 @@ class RecoveryChecks:
     def _ceiling(self) -> float:
         return min(CHECK_MAX_S, self.plan().health.probe_interval_s)
 
-    async def guarded(self, call: Awaitable[Any], label: str, timeout_s: float) -> UpstreamError | None:
-        """Run one upstream call of a check: its failure as an UpstreamError, None when it passed."""
-        try:
-            await asyncio.wait_for(call, timeout_s + 1.0)
-        except UpstreamError as exc:
-            return exc
-        except TimeoutError:  # the adapter should time out itself; this is the backstop
-            return ConnectTimeout(f"check of {label} timed out")
-        return None
 
-
-def _check_of(plan: RuntimePlan, cid: str) -> tuple[Candidate, tuple[Check, bool]] | None:
-    """The plan's candidate ``cid`` and its provider's check; None when it has none (or is not listed)."""
+def _check_of(plan: RuntimePlan, cid: str) -> tuple[Candidate, str] | None:
+    """The plan's candidate ``cid`` and its provider's check (a ``checks.CHECKS`` row); None when it has
+    none (``off``) or is not listed."""
     candidate = plan.candidates.get(cid)
     if candidate is None or not candidate.routes:
         return None
     provider = plan.providers.get(candidate.provider)
-    if provider is None:
+    if provider is None or provider.recovery_check == "off":
         return None
-    name = provider.recovery_check
-    check = CHECKS.get(name) if name != "off" else None
-    return (candidate, check) if check is not None else None
+    return candidate, provider.recovery_check

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from interlock.runtime.base.errors import CallerLimited
 from interlock.runtime.books.estimate import needs_of
-from interlock.runtime.features import Feature
+from interlock.runtime.features import Feature, Settings
 from interlock.runtime.guards.ceiling import said
 from interlock.runtime.guards.preflight import CEILING_HEADER
 from interlock.runtime.loaded.access import refusal_message
@@ -45,7 +45,7 @@ class Taken:
             await self.counters.done(self.budgets, tally.tokens if tally is not None else 0, self.estimate)
 
 
-def plug(services: RequestServices) -> Feature:
+def plug(services: RequestServices, settings: Settings) -> Feature:
     counters, ledger = services.counters, services.ledger
 
     async def admit(exchange: Exchange) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from interlock.runtime.base.asgi import Scope, Send, closing, has_body, send_json
 from interlock.runtime.base.errors import OperatorOnly, Unauthenticated
 from interlock.runtime.books.record import RequestRecord
-from interlock.runtime.features import Feature
+from interlock.runtime.features import Feature, Settings
 from interlock.runtime.loaded.access import KEY_HEADERS
 from interlock.runtime.loaded.callers import CALLER, Caller, operator_route
 from interlock.runtime.surfaces.base import Surface, failure_of
@@ -31,7 +31,7 @@ def admit(exchange: Exchange) -> None:
     exchange.target = caller.targets.get(target.label, target)
 
 
-def plug(services: RequestServices) -> Feature:
+def plug(services: RequestServices, settings: Settings) -> Feature:
     return Feature(admit=admit, authenticate=admitted)
 
 
@@ -73,12 +73,13 @@ async def _refuse(
     path = scope["path"]
     failure = failure_of(exc, plan)
     status = failure.status
-    if services.audit is not None:
+    action = services.current.hooks.action  # the audit log's, with ``--audit-log``
+    if action is not None:
         named = operator_route(path) if caller is not None else None  # `admit` refused: a known route
         known = (
             {} if caller is None or caller.anonymous else {"key_id": caller.key_id, "tenant": caller.tenant}
         )
-        services.audit.action(
+        action(
             "auth_refused",
             method=scope["method"][:16],
             path=path if route else named or "(not a surface route)",
@@ -100,4 +101,4 @@ async def _refuse(
     if record is not None:
         record.status, record.error = status, exc
         services.metrics.requests.labels(record.endpoint, str(status)).inc()
-        services.journal.finish(record, audit=False)  # audited above, as `auth_refused`
+        services.journal.finish(record)  # no features' `finish`: audited above, as `auth_refused`

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from interlock.runtime.features import Feature
+from interlock.runtime.features import Feature, Settings
 
 if TYPE_CHECKING:
     from interlock.runtime.request.lifecycle import Exchange
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from interlock.runtime.usage.base import Tally
 
 
-def plug(services: RequestServices) -> Feature:
+def plug(services: RequestServices, settings: Settings) -> Feature:
     debit = services.ledger.debit
 
     def settle(exchange: Exchange, tally: Tally) -> None:

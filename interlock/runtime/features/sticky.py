@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from interlock.runtime.features import Feature
+from interlock.runtime.features import Feature, Settings
 from interlock.runtime.fleet.sticky import session_header
 
 if TYPE_CHECKING:
@@ -19,5 +19,5 @@ def admit(exchange: Exchange) -> None:
         exchange.preflight.session = session_header(exchange.scope, sticky.header)
 
 
-def plug(services: RequestServices) -> Feature:
+def plug(services: RequestServices, settings: Settings) -> Feature:
     return Feature(admit=admit)

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
     from interlock.runtime.loaded.tables import Target
-    from interlock.runtime.request.services import RequestServices, Stake
+    from interlock.runtime.request.services import Hooks, RequestServices, Stake
     from interlock.runtime.usage.base import Tally
     from interlock.runtime.wire.base import ChatStream, StreamRender
 
@@ -105,22 +105,12 @@ async def _handle(
             return
     record = RequestRecord(surface.operation, services.journal.request_id(scope["headers"]))
     record.surface = surface
-    if services.tracing is not None:
-        record.trace = services.tracing.begin(scope, record)
+    if hooks.begin is not None:  # the request's span (`features/tracing`)
+        record.trace = hooks.begin(scope, record)
     headers: list[Header] = [plan.plan_header, (b"x-request-id", record.id)]
-    exchange = Exchange(services, plan, surface, headers, send, record, scope, caller or record.caller)
+    exchange = Exchange(services, plan, hooks, surface, headers, send, record, scope, caller or record.caller)
     try:  # read: parsed in its surface's shape, resolved to its target, estimated; then admitted
-        parsed = surface.parse(await read_object(scope, receive, plan.server.max_body_bytes))
-        if parsed.native is not None and surface.forwards:  # headers its own format carries along
-            parsed = forwarded(parsed, scope, surface.forwards)
-        endpoint = record.endpoint = parsed.operation
-        model = parsed.model  # an alias is one lookup, here; `resolve` words every other outcome
-        alias = plan.aliases.get(model) if model is not None else None
-        target = exchange.target = alias if alias is not None else resolve(plan, model, exchange.caller)
-        exchange.parsed = parsed if parsed.echo is not None else replace(parsed, echo=target.label)
-        needs = needs_of(parsed.body, endpoint, plan.preflight)
-        preflight = exchange.preflight = record.walk = Preflight(needs, plan.preflight.mode, plan.preflight)
-        preflight.request_headers, preflight.started = scope["headers"], record.started  # its deadline
+        _read(exchange, await read_object(scope, receive, plan.server.max_body_bytes))
         for admit, waits in hooks.admit:  # the features that admit: in table order (`features`)
             if waits:
                 await admit(exchange)
@@ -146,20 +136,45 @@ async def _handle(
         services.metrics.client_disconnects.labels(record.endpoint).inc()
         status = 499
     finally:
-        watch.stop()  # an answer's usage was metered before it went out; a stream's (cut short or not) now:
-        tally = exchange.tally or metered(record, exchange.preflight.needs, plan)
-        if tally is not None:  # an upstream answered: the features' `settle`, in table order
-            if record.clamped and record.answered is not None:  # it claimed absurd usage: cut
-                services.metrics.usage_clamped.labels(record.answered.candidate.id).inc()
-            for settle in hooks.settle:
-                settle(exchange, tally)
+        watch.stop()
+        tally = _settle(exchange)
         if exchange.stakes is not None:  # after the debit: in this process the credits never look free
             for stake in exchange.stakes:
                 await stake(tally)
     services.metrics.requests.labels(record.endpoint, str(status)).inc()
     services.metrics.request_seconds.labels(record.endpoint).observe(time.perf_counter() - record.started)
     record.status = status
-    _finish(services, record)
+    _finish(services, hooks, record)
+
+
+def _read(exchange: Exchange, body: Any) -> None:
+    """The request read: parsed in its surface's shape, resolved to its target (an alias is one lookup;
+    ``resolve`` words every other outcome), estimated (``Preflight``: its needs, its deadline)."""
+    plan, surface, scope, record = exchange.plan, exchange.surface, exchange.scope, exchange.record
+    parsed = surface.parse(body)
+    if parsed.native is not None and surface.forwards:
+        parsed = forwarded(parsed, scope, surface.forwards)
+    endpoint = record.endpoint = parsed.operation
+    model = parsed.model
+    alias = plan.aliases.get(model) if model is not None else None
+    target = exchange.target = alias if alias is not None else resolve(plan, model, exchange.caller)
+    exchange.parsed = parsed if parsed.echo is not None else replace(parsed, echo=target.label)
+    needs = needs_of(parsed.body, endpoint, plan.preflight)
+    preflight = exchange.preflight = record.walk = Preflight(needs, plan.preflight.mode, plan.preflight)
+    preflight.request_headers, preflight.started = scope["headers"], record.started
+
+
+def _settle(exchange: Exchange) -> Tally | None:
+    """The usage, when an upstream answered (an answer's metered before it went out, a stream's now), to
+    the features' ``settle`` in table order; then the caller gives it to the stakes."""
+    record = exchange.record
+    tally = exchange.tally or metered(record, exchange.preflight.needs, exchange.plan)
+    if tally is not None:
+        if record.clamped and record.answered is not None:  # it claimed absurd usage: cut
+            exchange.services.metrics.usage_clamped.labels(record.answered.candidate.id).inc()
+        for settle in exchange.hooks.settle:
+            settle(exchange, tally)
+    return tally
 
 
 def _stopping(record: RequestRecord) -> None:
@@ -169,11 +184,13 @@ def _stopping(record: RequestRecord) -> None:
         record.trace.end(record)
 
 
-def _finish(services: RequestServices, record: RequestRecord) -> None:
-    """The one end of every request, its stakes settled before: the journal (access log, events,
-    audit), then the span; then its error lets go of the frames it went through (``errors.untangle``).
-    Not a coroutine: a request makes none for it."""
+def _finish(services: RequestServices, hooks: Hooks, record: RequestRecord) -> None:
+    """The one end of every request, its stakes settled before: the journal (access log, events), the
+    features' ``finish`` (the audit line), then the span; then its error lets go of the frames it went
+    through (``errors.untangle``). Not a coroutine: a request makes none for it."""
     services.journal.finish(record)
+    for finish in hooks.finish:
+        finish(record)
     if record.trace is not None:
         record.trace.end(record)
     if record.error is not None:
@@ -188,6 +205,7 @@ class Exchange:
 
     services: RequestServices
     plan: RuntimePlan
+    hooks: Hooks  # the plan's features' (``features``)
     surface: Surface
     headers: list[Header]
     send: Send
@@ -224,7 +242,7 @@ class Exchange:
         if self.stakes is not None:
             for stake in self.stakes:
                 await stake(None)
-        _finish(self.services, record)
+        _finish(self.services, self.hooks, record)
 
     async def _refused(self, exc: Exception) -> int:
         self.record.error = exc

@@ -75,10 +75,11 @@ from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
 if TYPE_CHECKING:
     from interlock.runtime.fleet.signals.progress import ProgressBook
-    from interlock.runtime.tracing.otel import Tracing
 
 T = TypeVar("T")
 R = TypeVar("R")
+Attempt = Callable[[Call[Any], Target, Candidate, Route], Call[Any]]  # a feature's wrap of each call
+Skip = Callable[[Candidate, str], None]  # a feature told of a candidate passed over, and why
 log = logging.getLogger("interlock.router")
 
 
@@ -124,7 +125,6 @@ class Router:
         guards: tuple[Guard, ...],
         adapters: Mapping[str, Adapter],
         metrics: Metrics,
-        tracing: Tracing | None = None,
         facts: FactsTable | None = None,
         learned: Learned | None = None,
     ) -> None:
@@ -134,7 +134,10 @@ class Router:
         self.rechain(guards)
         self.adapters = adapters
         self.metrics = metrics
-        self.tracing = tracing  # spans per attempt (``--otel``), else None
+        # the features' seats (``features``: the tracing's, with ``--otel``), set at plan load: each
+        # upstream call wrapped (its span), a candidate passed over told; None: neither
+        self.attempt: Attempt | None = None
+        self.skip: Skip | None = None
         self.facts = facts if facts is not None else FactsTable()  # learned windows are written here
         self.learned = learned if learned is not None else Learned()  # prompt speeds: the deadlines
         # the fleet's seat (``fleet/plug.py``, filled by ``app/parts.py`` when a plan first has workers):
@@ -205,7 +208,7 @@ class Router:
         deliver: Callable[[Answered[T]], Awaitable[R]] | None,  # None: the answer (R is Answered[T])
         native: Native | None = None,
     ) -> R:
-        chains, candidates, metrics = self.steps, target.candidates, self.metrics
+        chains, candidates = self.steps, target.candidates
         walk = Walk()
         walk.target, walk.preflight, walk.outcomes = target, preflight, []
         if preflight is not None:  # what the access log says of a walk that ends without an answer
@@ -235,17 +238,9 @@ class Router:
                     self._skipped(walk, index, reason, order)
                     continue
                 route = admission.route or admission.routes[0]
-                invoke = call if self.tracing is None else self.tracing.traced(call, target, candidate, route)
+                invoke = call if self.attempt is None else self.attempt(call, target, candidate, route)
                 try:
-                    sent = body if admission.body is None else admission.body  # a guard's, or the caller's
-                    relayed = native if native is not None and native.format in candidate.relays else None
-                    if relayed is not None and admission.ceiling is not None:  # its own format, lowered too
-                        relayed = ceiling_of(relayed, admission.ceiling)
-                    endpoint = route.endpoint
-                    if endpoint.label in self.servers and self.progress is not None:  # a server that says
-                        endpoint = self.progress.watched(endpoint)  # its progress: a no-progress first_byte
-                    if preflight is not None:  # first_byte covers the prefill, at the speed learned there
-                        endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
+                    sent, relayed, endpoint = self._prepared(admission, route, body, native)
                     while True:
                         started = walk.started = time.perf_counter()
                         if preflight is not None:
@@ -262,19 +257,41 @@ class Router:
                     continue
                 except DeterministicError as exc:
                     raise self._refused(walk, candidate, route, exc) from exc
-                spent = time.perf_counter() - started  # answered: counted, its circuits closed
-                upstream_s = walk.upstream_s = walk.upstream_s + spent
-                if preflight is not None:  # no call in flight (``_left``)
-                    preflight.calling, preflight.walked_s = None, upstream_s
-                metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-                self.health.record_success(candidate.id, route.endpoint.label, in_plan=candidate.in_plan)
-                metrics.alias_resolved.labels(target.metric_label, candidate.metric_label).inc()
-                answered = Answered(candidate, route, result, upstream_s, walk.queued_s, tuple(walk.outcomes))
+                answered = self._answered(walk, candidate, route, result)
                 return answered if deliver is None else await deliver(answered)  # type: ignore[return-value]
             finally:
                 if admission.lease is not None:
                     await admission.release()
         raise _none_left(walk)
+
+    def _prepared(
+        self, admission: Admission, route: Route, body: Mapping[str, Any], native: Native | None
+    ) -> tuple[Mapping[str, Any], Native | None, Endpoint]:
+        """What the candidate is called with: the body (a guard's copy, or the caller's), the caller's own
+        format if it relays it (lowered to the ceiling too), the endpoint with the call's deadlines."""
+        candidate, preflight = admission.candidate, admission.preflight
+        sent = body if admission.body is None else admission.body
+        relayed = native if native is not None and native.format in candidate.relays else None
+        if relayed is not None and admission.ceiling is not None:
+            relayed = ceiling_of(relayed, admission.ceiling)
+        endpoint = route.endpoint
+        if endpoint.label in self.servers and self.progress is not None:  # a server that says its
+            endpoint = self.progress.watched(endpoint)  # progress: a no-progress first byte
+        if preflight is not None:  # first_byte covers the prefill, at the speed learned there
+            endpoint = self.learned.deadline(endpoint, candidate.facts_key, preflight.needs)
+        return sent, relayed, endpoint
+
+    def _answered(self, walk: Walk, candidate: Candidate, route: Route, result: T) -> Answered[T]:
+        """The call answered: its time counted, its circuits closed, the walk's account closed."""
+        spent = time.perf_counter() - walk.started
+        upstream_s = walk.upstream_s = walk.upstream_s + spent
+        preflight, metrics = walk.preflight, self.metrics
+        if preflight is not None:  # no call in flight (``_left``)
+            preflight.calling, preflight.walked_s = None, upstream_s
+        metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.health.record_success(candidate.id, route.endpoint.label, in_plan=candidate.in_plan)
+        metrics.alias_resolved.labels(walk.target.metric_label, candidate.metric_label).inc()
+        return Answered(candidate, route, result, upstream_s, walk.queued_s, tuple(walk.outcomes))
 
     def _moved_on(
         self, walk: Walk, index: int, route: Route, exc: CannotServe | ContextOverflow | TransientError
@@ -345,14 +362,15 @@ class Router:
         self.metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
 
     def _skipped(self, walk: Walk, index: int, reason: str, order: list[int]) -> None:
-        """A guard skipped the candidate: said in the trace, the outcomes and the skipped header. Or
-        deferred it (``DEFER``): it goes again after the rest of the chain; no skip, nothing counted."""
+        """A guard skipped the candidate: told to the features (the trace), said in the outcomes and the
+        skipped header. Or deferred it (``DEFER``): it goes again after the rest of the chain; no skip,
+        nothing counted."""
         if reason is DEFER:
             order.append(index)
             return
         candidate = walk.target.candidates[index]
-        if self.tracing is not None:
-            self.tracing.skipped(candidate, reason)
+        if self.skip is not None:  # the features' (the tracing's event)
+            self.skip(candidate, reason)
         walk.outcomes.append(self._outcome(candidate, reason, None))
         if walk.preflight is not None:
             walk.preflight.skipped.append(f"{candidate.id} ({reason})")
@@ -441,8 +459,8 @@ class Router:
         """A candidate's adapter refused the request: noted for the answer and the skipped header,
         counted as a fallback; nothing against its health."""
         candidate = walk.target.candidates[index]
-        if self.tracing is not None:
-            self.tracing.skipped(candidate, refusal.reason)
+        if self.skip is not None:
+            self.skip(candidate, refusal.reason)
         walk.refusals += ((candidate, refusal),)
         walk.outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
         if walk.preflight is not None:

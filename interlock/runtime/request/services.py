@@ -3,8 +3,8 @@ view of the live state.
 
 Why this boundary: ``parts.build_parts`` builds everything and ``app.Gateway`` dispatches to it; nothing
 it builds may reach back into either. The lifecycle and the surfaces get a ``RequestServices`` (the plan
-of the moment, the router, the journal, the metrics, the callers' counters, the ledger, tracing, the
-audit log, and of the live state only what the Ollama listing routes show: the gateway's ``Status`` and
+of the moment and its features' hooks, the router, the journal, the metrics, the callers' counters,
+the ledger, and of the live state only what the Ollama listing routes show: the gateway's ``Status`` and
 the ``FactsTable``); the ops routes and the status page get a ``LiveState`` (what they show, read-only
 by convention: they call no method that changes it). Both are built once per gateway and never
 replaced; a reload swaps the plan inside ``Current``, which every holder reads when a request starts.
@@ -18,21 +18,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from interlock.runtime.base.asgi import Scope
     from interlock.runtime.base.clock import Clock
-    from interlock.runtime.books.audit import AuditLog
     from interlock.runtime.books.facts import FactsTable
     from interlock.runtime.books.health import HealthBook
     from interlock.runtime.books.journal import Journal
     from interlock.runtime.books.learned import Learned
     from interlock.runtime.books.metrics import Metrics
+    from interlock.runtime.books.record import RequestRecord, Span
     from interlock.runtime.books.samples import Samples
     from interlock.runtime.fleet.plug import Fleet
     from interlock.runtime.loaded.callers import Caller
     from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.request.router import Router
+    from interlock.runtime.request.router import Attempt, Router, Skip
     from interlock.runtime.state.base import SlotBackend
     from interlock.runtime.state.counters import CallerCounters
-    from interlock.runtime.tracing.otel import Tracing
     from interlock.runtime.usage.base import Tally
     from interlock.runtime.usage.ledger import Ledger
 
@@ -45,6 +45,11 @@ Stake = Callable[["Tally | None"], Awaitable[None]]  # what a feature took for o
 # before the body is read: (services, scope, send, surface, *, route, metered) -> the caller, or None
 # when it was refused (and answered)
 Authenticate = Callable[..., Awaitable["Caller | None"]]
+# what watches a request (the tracing, the audit log): its span begun; the finished record; an audit
+# line (``action(name, **fields)``); the router's two (``router.Attempt``, ``router.Skip``)
+Begin = Callable[["Scope", "RequestRecord"], "Span"]
+Finish = Callable[["RequestRecord"], None]
+Action = Callable[..., None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,11 @@ class Hooks:
     settle: tuple[Settle, ...] = ()
     names: tuple[str, ...] = ()  # the features plugged in, for the reader (status, tests)
     authenticate: Authenticate | None = None  # None: every caller is anonymous (`auth: off`)
+    begin: Begin | None = None  # None: no span (the router's seats ``attempt``/``skip`` likewise)
+    attempt: Attempt | None = None
+    skip: Skip | None = None
+    finish: tuple[Finish, ...] = ()
+    action: Action | None = None  # None: no audit log
 
 
 NO_HOOKS = Hooks()
@@ -138,12 +148,10 @@ class RequestServices:
 
     current: Current
     router: Router
-    journal: Journal  # the access log, the events ring, the audit line of each request
+    journal: Journal  # the access log and the events ring
     metrics: Metrics
     counters: CallerCounters  # keys' and tenants' rates (``runtime/state``)
     ledger: Ledger  # credits checked before, usage debited after
-    tracing: Tracing | None  # OpenTelemetry spans (``--otel``), when on
-    audit: AuditLog | None  # the audit log (``--audit-log``), when on: refused keys are audited
     status: Status  # when the plan was loaded, for the routes that list what is served (Ollama's /api/tags)
     facts: FactsTable  # live Ollama metadata, for the routes that show it (Ollama's /api/show, /api/ps)
     learned: Learned  # what each answer teaches: prompt counts and prompt speeds per endpoint and model

@@ -69,6 +69,7 @@ class SlotBackend(abc.ABC):
 
     scope: str = "process"  # what the limits span: "process" or "host"
     fallbacks: int = 0  # times the store was lost or unreachable (each starts per-process limits)
+    _counters: CallerCounters | None = None  # the callers' counters, once asked for
 
     @abc.abstractmethod
     def configure(self, workers: Mapping[str, WorkerLimits]) -> None:
@@ -94,8 +95,15 @@ class SlotBackend(abc.ABC):
         """Every worker's slots as the store sees them (all processes together)."""
 
     def caller_counters(self) -> CallerCounters:
-        """Where keys' and tenants' rates and concurrency are counted (``counters.py``): this process,
-        unless the backend has a shared store (Redis). Called once, when the gateway is built."""
+        """Where keys' and tenants' rates and concurrency are counted (``counters.py``): made by the first
+        call (a plan whose callers have limits), the same object on every later one."""
+        made = self._counters
+        if made is None:
+            made = self._counters = self._new_counters()
+        return made
+
+    def _new_counters(self) -> CallerCounters:
+        """This process's counters, unless the backend has a shared store (Redis, the supervisor's)."""
         from interlock.runtime.state.counters import MemoryCounters
 
         return MemoryCounters()

@@ -455,7 +455,7 @@ class EmbeddedSlots(SlotBackend):
     async def start(self) -> None:
         await self._connect()
 
-    def caller_counters(self) -> CallerCounters:
+    def _new_counters(self) -> CallerCounters:
         return EmbeddedCounters(self)
 
     async def close(self) -> None:

@@ -411,7 +411,7 @@ class RedisSlots(SlotBackend):
         with contextlib.suppress(Exception):
             await self.client.aclose()
 
-    def caller_counters(self) -> CallerCounters:
+    def _new_counters(self) -> CallerCounters:
         from interlock.runtime.state.redis_counters import RedisCounters  # only with caller limits
 
         return RedisCounters(self)

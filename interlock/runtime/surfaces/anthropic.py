@@ -1,27 +1,11 @@
 """The Anthropic Messages surface: ``POST /v1/messages`` (its ``count_tokens`` is ``request.count_tokens``).
 
-What it does, below; how, in ``wire.anthropic_caller`` (the request's translation, the answer, the event
-stream, the error body): this module only picks them per request.
-
-A Messages request becomes the internal (OpenAI-shaped) form: ``system`` becomes the first message;
-content blocks map one to one (``text`` -> text parts, ``image`` with a base64 or URL source -> an
-``image_url`` part, an assistant's ``tool_use`` -> ``tool_calls``, a user's ``tool_result`` -> a ``tool``
-message placed before the rest of that turn); ``tools`` (``input_schema``) -> function tools;
-``tool_choice`` auto/any/tool/none -> auto/required/named/none; ``stop_sequences`` -> ``stop``;
-``top_k`` and ``thinking`` (-> ``think``) travel as the native fields the adapters already know (an
-upstream that cannot take them drops them and says so in ``X-Interlock-Dropped``); ``role: "system"``
-turns inside ``messages`` stay system turns where they stand. What the internal form cannot carry
-(``cache_control``, ``metadata``, ``output_config``, ``context_management``, server tools, unknown
-fields) is named in ``X-Interlock-Dropped``. To an ``anthropic`` candidate none of this applies: the
-request goes as it came (``Native``, with its ``anthropic-beta``/``anthropic-version`` headers) and its
-answer and events come back as they came, the model name replaced.
-
-Answers: ``content`` blocks (``thinking``, ``text``, ``tool_use`` with parsed ``input``), ``stop_reason``
-(``end_turn``, ``max_tokens``, ``tool_use``), ``usage`` in/out tokens. Streams follow Anthropic's event
-sequence (``message_start``, ``content_block_start``/``_delta``/``_stop`` per block, ``message_delta``
-with the stop reason and output tokens, ``message_stop``); a stream broken after it started ends with an
-``error`` event and no ``message_stop``. Errors: ``{"type":"error","error":{"type","message"}}``.
-``x-api-key`` and ``anthropic-version`` are accepted and not checked (the gateway has no caller keys).
+How, in ``wire.anthropic_request`` (the request into the internal, OpenAI-shaped form: what each field
+becomes, what is named in ``X-Interlock-Dropped``) and ``wire.anthropic_caller`` (the answer, the event
+stream, the error body); field by field in docs/surfaces.md. This module only picks them per request.
+To an ``anthropic`` candidate none of this applies: the request goes as it came (``Native``, with its
+``anthropic-beta``/``anthropic-version`` headers) and its answer and events come back as they came, the
+model name replaced. ``x-api-key`` and ``anthropic-version`` are accepted and not checked.
 """
 
 from __future__ import annotations

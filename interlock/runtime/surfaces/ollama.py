@@ -1,33 +1,23 @@
-"""The Ollama native surface: ``/api/chat``, ``/api/generate``, ``/api/embed`` (``/api/embeddings``), plus
-the listing endpoints ``/api/tags``, ``/api/show``, ``/api/ps``, ``/api/version`` and ``/``.
+"""The Ollama native surface: ``/api/chat``, ``/api/generate``, ``/api/embed`` (``/api/embeddings``); the
+listing endpoints (``/api/tags``, ``/api/show``, ``/api/ps``, ``/api/version``, ``/``) are plain handlers,
+``request.listing``.
 
-Requests become the internal (OpenAI-shaped) form: messages' ``images`` become ``data:`` image parts,
-tool calls get ids and JSON-string arguments, a tool message's ``tool_name`` is matched to the call it
-answers; native ``options``, ``format``, ``keep_alive`` and ``think`` travel as they are (the Ollama
-adapter sends them on unchanged; the OpenAI adapter translates those with a counterpart, as for any
-caller). ``stream`` defaults to true, as in Ollama. Streams are NDJSON; the last line has ``done: true``,
-``done_reason`` and the token counts when the upstream gave them. A stream broken after it started ends
-with one ``{"error": ...}`` line and no ``done: true``. Errors are ``{"error": "..."}``.
-
-The request's translation, the answer, the NDJSON lines and the error body are ``wire.ollama_caller``'s:
-this module only picks them per request.
-
-Model names are the plan's aliases (``mana/long-form``) and, with direct models allowed, its
-``provider/model`` candidates; the answer's ``model`` is the name the caller gave (the candidate that
-answered is in ``X-Interlock-Resolved``). Durations are not reported (the gateway does not see the
-worker's load/eval split); counts are.
+How, in ``wire.ollama_caller`` (the request into the internal form, the answer, the NDJSON lines, the
+error body; field by field in docs/surfaces.md): this module only picks them per request. ``stream``
+defaults to true, as in Ollama. Model names are the plan's aliases (``mana/long-form``) and, with direct
+models allowed, its ``provider/model`` candidates; the answer's ``model`` is the name the caller gave
+(the candidate that answered is in ``X-Interlock-Resolved``). Durations are not reported (the gateway
+does not see the worker's load/eval split); counts are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from interlock.runtime.base.asgi import (
-    json_type,
-)
+from interlock.runtime.base.asgi import json_type
 from interlock.runtime.base.errors import InvalidRequest
 from interlock.runtime.surfaces.base import (
     Failure,
@@ -41,11 +31,6 @@ from interlock.runtime.surfaces.base import (
 from interlock.runtime.wire import ollama_caller as wire
 from interlock.runtime.wire.base import Native, Relayed
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
-
-if TYPE_CHECKING:
-    pass
-
-# -- requests --------------------------------------------------------------------------------------
 
 
 def _stream_flag(body: Mapping[str, Any]) -> bool:
@@ -149,10 +134,9 @@ class Embed(_Native):
         elif not isinstance(data, str):
             raise InvalidRequest("`input` must be a string or a non-empty array of strings")
         internal: dict[str, Any] = {"model": model, "input": data}
-        if body.get("dimensions") is not None:
-            internal["dimensions"] = body["dimensions"]
-        if body.get("keep_alive") is not None:
-            internal["keep_alive"] = body["keep_alive"]
+        for key in ("dimensions", "keep_alive"):
+            if body.get(key) is not None:
+                internal[key] = body[key]
         return Parsed("embeddings", model, False, internal, model)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:

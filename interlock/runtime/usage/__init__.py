@@ -76,6 +76,3 @@ STORES: Mapping[str, Callable[[str, str], Store]] = {
     "postgresql": _postgres,
     "postgres": _postgres,
 }
-
-
-# -- the one table, as both SQL stores write it --------------------------------------------------------

@@ -165,11 +165,7 @@ class Ledger:
         debits, self._debits = self._debits, []
         summed: dict[tuple[Account, str], Tally] = {}
         for account, model, usage in debits:
-            got = summed.get((account, model))
-            if got is None:
-                summed[account, model] = usage.copy()
-            else:
-                got.add(usage)
+            _added(summed, (account, model), usage)
         day = self._day
         for (account, model), usage in summed.items():
             tenant, key_id = account
@@ -186,8 +182,7 @@ class Ledger:
         start = window_start(day)
         if start != self.window:
             self.window = start
-            self._spent = {}
-            self._tenants = {}
+            self._spent, self._tenants = {}, {}
 
     # -- the writer ----------------------------------------------------------------------------------
 

@@ -14,14 +14,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from interlock.runtime.usage.base import (
-    CREATE_BATCHES,
-    CREATE_TABLE,
-    SqlStore,
-    UsageRowsRefused,
-    UsageStoreError,
-    batches_cutoff,
-)
+from interlock.runtime.usage.base import UsageRowsRefused, UsageStoreError
+from interlock.runtime.usage.sql import CREATE_BATCHES, CREATE_TABLE, SqlStore, batches_cutoff
 
 CONNECT_TIMEOUT_S = 5
 

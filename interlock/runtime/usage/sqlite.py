@@ -15,14 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interlock.runtime.usage.base import (
-    CREATE_BATCHES,
-    CREATE_TABLE,
-    SqlStore,
-    UsageRowsRefused,
-    UsageStoreError,
-    batches_cutoff,
-)
+from interlock.runtime.usage.base import UsageRowsRefused, UsageStoreError
+from interlock.runtime.usage.sql import CREATE_BATCHES, CREATE_TABLE, SqlStore, batches_cutoff
 
 BUSY_TIMEOUT_MS = 5000
 

@@ -49,15 +49,7 @@ def error_for_status(
         error = parsed.get("error") if isinstance(parsed, dict) else None
         if error is None and isinstance(parsed, dict) and "message" in parsed:
             error = parsed  # vLLM's error body is the error object itself
-        text = _clean(_error_text(error), secrets) or None
-        overflowed = overflow(error, text or "", status)
-        if overflowed is not None:
-            return overflowed
-        return ClientError(
-            text or f"upstream refused the request (HTTP {status})",
-            status=status,
-            code=error_code(error, secrets),
-        )
+        return _refused(error, status, secrets)
     if status >= 500:
         error = ServerError(f"upstream server error (HTTP {status})", status=status)
         if status == 503:  # "come back then": the retry policy waits for it (``runtime.retry``)
@@ -78,23 +70,29 @@ def error_for_object(error: Any, secrets: Iterable[str]) -> UpstreamError:
             status = int(code)
         kind = str(error.get("type") or "")
     if status is None:
-        status = {"rate_limit_error": 429, "invalid_request_error": 400, "authentication_error": 401}.get(
-            kind
-        )
+        status = _TYPE_STATUS.get(kind)
     if status == 429:
         return RateLimited("rate limited (error in response)")
-    if status is None or 400 <= status < 500:
-        overflowed = overflow(error, _clean(_error_text(error), secrets), status or 400)
+    if status is not None and 400 <= status < 500:
+        return _refused(error, status, secrets)
+    if status is None:  # no status said: an overflow is still a 400
+        overflowed = overflow(error, _clean(_error_text(error), secrets), 400)
         if overflowed is not None:
             return overflowed
-    if status is not None and 400 <= status < 500:
-        text = _clean(_error_text(error), secrets)
-        return ClientError(
-            text or f"upstream refused the request (HTTP {status})",
-            status=status,
-            code=error_code(error, secrets),
-        )
     return ServerError("upstream reported an error in its response", status=status)
+
+
+_TYPE_STATUS = {"rate_limit_error": 429, "invalid_request_error": 400, "authentication_error": 401}
+
+
+def _refused(error: Any, status: int, secrets: Iterable[str]) -> UpstreamError:
+    """A 4xx's error (object or text): ``ContextOverflow`` where it says so, else ``ClientError``."""
+    text = _clean(_error_text(error), secrets)
+    overflowed = overflow(error, text, status)
+    if overflowed is not None:
+        return overflowed
+    code = error_code(error, secrets)
+    return ClientError(text or f"upstream refused the request (HTTP {status})", status=status, code=code)
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
@@ -169,25 +167,21 @@ def overflow(error: Any, text: str, status: int) -> ContextOverflow | None:
     kind = str(fields.get("type") or "")
     if code not in _OVERFLOW_CODES and kind not in _OVERFLOW_CODES and not _OVERFLOW_TEXT.search(text):
         return None
-    window = _number(fields.get("n_ctx")) or _first(_WINDOW, text)
-    tokens = _number(fields.get("n_prompt_tokens")) or _first(_TOKENS, text)
+    # bounded where they enter (``interlock.common.bounds``): an absurd window would lock a candidate out
+    # as too small, or put every later candidate below the request
+    window = bounded_window(fields.get("n_ctx")) or _first(_WINDOW, text)
+    tokens = bounded_window(fields.get("n_prompt_tokens")) or _first(_TOKENS, text)
     said = f" (context {window} tokens)" if window is not None else ""
     return ContextOverflow(
         f"the prompt is longer than the upstream's context{said}", status=status, window=window, tokens=tokens
     )
 
 
-def _number(value: Any) -> int | None:
-    """A window or a count from an error object, bounded where it enters (``interlock.common.bounds``): an
-    absurd one would lock a candidate out as too small, or put every later candidate below the request."""
-    return bounded_window(value)
-
-
 def _first(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
     for pattern in patterns:
         found = pattern.search(text)
         if found is not None:
-            return window_text(found.group(1))  # bounded as ``_number`` (and ``int()`` of few digits)
+            return window_text(found.group(1))  # bounded as a field is (and ``int()`` of few digits)
     return None
 
 

@@ -34,14 +34,7 @@ class Handling(StrEnum):
     GUARD = "guard"
 
 
-P, T, E, R, D, G = (
-    Handling.PASSED,
-    Handling.TRANSLATED,
-    Handling.EMULATED,
-    Handling.REFUSED,
-    Handling.DROPPED,
-    Handling.GUARD,
-)
+P, T, E, R, D, G = Handling  # in the order defined
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,17 +89,12 @@ def internal_message(index: int, message: Any, call_ids: dict[str, str]) -> dict
         out["tool_calls"] = [
             _internal_call(call, f"{where}.tool_calls[{n}]", call_ids) for n, call in enumerate(calls)
         ]
-    if (
-        role == "tool"
-    ):  # the call it answers: by its id when the client sent one (Open WebUI does), else by name
+    # a tool message: the call it answers, by its id when the client sent one (Open WebUI does), else by name
+    if role == "tool":
         name = message.get("tool_name") or message.get("name")
         given = message.get("tool_call_id")
-        if isinstance(given, str) and given:
-            out["tool_call_id"] = given
-        else:
-            out["tool_call_id"] = (
-                call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
-            )
+        by_name = call_ids.get(name, f"call_{index}") if isinstance(name, str) else f"call_{index}"
+        out["tool_call_id"] = given if isinstance(given, str) and given else by_name
     thinking = message.get("thinking")
     if thinking and role == "assistant":
         if not isinstance(thinking, str):
@@ -144,12 +139,8 @@ def counts(usage: Any) -> dict[str, int]:
     """An OpenAI usage as Ollama's counts (``usage_of``: the other way)."""
     if not isinstance(usage, dict):
         return {}
-    counts = {}
-    if isinstance(usage.get("prompt_tokens"), int):
-        counts["prompt_eval_count"] = usage["prompt_tokens"]
-    if isinstance(usage.get("completion_tokens"), int):
-        counts["eval_count"] = usage["completion_tokens"]
-    return counts
+    named = (("prompt_eval_count", "prompt_tokens"), ("eval_count", "completion_tokens"))
+    return {ours: usage[theirs] for ours, theirs in named if isinstance(usage.get(theirs), int)}
 
 
 def generate_answer(chat: Mapping[str, Any], model: Any) -> dict[str, Any]:
@@ -256,10 +247,7 @@ class NDJSONLines(StreamRender):
             function = call.get("function") or {}
             slot["function"]["name"] += function.get("name") or ""
             slot["function"]["arguments"] += function.get("arguments") or ""
-        content, thinking = (
-            delta.get("content") or "",
-            reasoning(delta),
-        )
+        content, thinking = delta.get("content") or "", reasoning(delta)
         if not content and not thinking:
             return b""
         return self._line(content, thinking, done=False)

@@ -467,6 +467,26 @@ def completion_of(answer: Any, model: str) -> dict[str, Any]:
     return completion
 
 
+# the output items with a text part: their part events' and text events' names, the part's index key,
+# the empty part, and what the text events carry beside the text
+_TEXT_ITEMS: dict[str, tuple[str, str, str, dict[str, Any], dict[str, Any]]] = {
+    "reasoning": (
+        "response.reasoning_summary_part",
+        "response.reasoning_summary_text",
+        "summary_index",
+        {"type": "summary_text", "text": ""},
+        {},
+    ),
+    "message": (
+        "response.content_part",
+        "response.output_text",
+        "content_index",
+        {"type": "output_text", "text": "", "annotations": []},
+        {"logprobs": []},
+    ),
+}
+
+
 class Events(TranslatedEvents):
     """The surface's stream: typed Responses events from OpenAI chunks, one open output item at a time;
     or, from a Responses upstream that got the caller's own request, its events as they came."""
@@ -492,58 +512,48 @@ class Events(TranslatedEvents):
     def _open(self, item: dict[str, Any], out: list[bytes], call: int | None = None) -> None:
         self._close(out)
         self._item, self._text, self._call = item, "", call
-        self._event("response.output_item.added", out, output_index=len(self._output), item=item)
-        if item["type"] == "reasoning":
-            part: dict[str, Any] = {"type": "summary_text", "text": ""}
-            self._event(
-                "response.reasoning_summary_part.added",
-                out,
-                item_id=item["id"],
-                output_index=len(self._output),
-                summary_index=0,
-                part=part,
-            )
-        elif item["type"] == "message":
-            part = {"type": "output_text", "text": "", "annotations": []}
-            self._event(
-                "response.content_part.added",
-                out,
-                item_id=item["id"],
-                output_index=len(self._output),
-                content_index=0,
-                part=part,
-            )
+        index = len(self._output)
+        self._event("response.output_item.added", out, output_index=index, item=item)
+        text = _TEXT_ITEMS.get(item["type"])
+        if text is not None:
+            parts, _, key, part, _ = text
+            self._event(f"{parts}.added", out, item_id=item["id"], output_index=index, **{key: 0}, part=part)
 
     def _close(self, out: list[bytes]) -> None:
         item, self._item = self._item, None
         if item is None:
             return
         index = len(self._output)
-        if item["type"] == "reasoning":
-            text = self._text
-            where = {"item_id": item["id"], "output_index": index, "summary_index": 0}
-            self._event("response.reasoning_summary_text.done", out, **where, text=text)
-            part: dict[str, Any] = {"type": "summary_text", "text": text}
-            self._event("response.reasoning_summary_part.done", out, **where, part=part)
-            item = reasoning_item(item["id"], text)
-        elif item["type"] == "message":
-            text = self._text
-            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-            self._event("response.output_text.done", out, **where, text=text, logprobs=[])
-            part = {"type": "output_text", "text": text, "annotations": []}
-            self._event("response.content_part.done", out, **where, part=part)
-            item = message_item(item["id"], text, "completed")
-        else:
+        where = {"item_id": item["id"], "output_index": index}
+        kind = _TEXT_ITEMS.get(item["type"])
+        if kind is None:  # a function call
             item["status"] = "completed"
-            self._event(
-                "response.function_call_arguments.done",
-                out,
-                item_id=item["id"],
-                output_index=index,
-                arguments=item["arguments"],
-            )
+            self._event("response.function_call_arguments.done", out, **where, arguments=item["arguments"])
+        else:
+            parts, texts, key, part, extra = kind
+            text, where[key] = self._text, 0
+            self._event(f"{texts}.done", out, **where, text=text, **extra)
+            self._event(f"{parts}.done", out, **where, part={**part, "text": text})
+            if item["type"] == "reasoning":
+                item = reasoning_item(item["id"], text)
+            else:
+                item = message_item(item["id"], text, "completed")
         self._event("response.output_item.done", out, output_index=index, item=item)
         self._output.append(item)
+
+    def _said(self, kind: str, text: str, out: list[bytes]) -> None:
+        """A delta of the open reasoning or message item's text (the item opened first if another is)."""
+        item = self._item
+        if item is None or item["type"] != kind:
+            if kind == "reasoning":
+                item = reasoning_item(new_id("rs"), None)
+            else:
+                item = message_item(new_id("msg"), "", "in_progress")
+            self._open(item, out)
+        self._text += text
+        _, texts, key, _, extra = _TEXT_ITEMS[kind]
+        where = {"item_id": item["id"], "output_index": len(self._output), key: 0}
+        self._event(f"{texts}.delta", out, **where, delta=text, **extra)
 
     def _relay(self, event: dict[str, Any], raw: bytes) -> bytes:
         """A Responses upstream's event as it came; those that hold the ``response`` (created,
@@ -561,33 +571,10 @@ class Events(TranslatedEvents):
     def _translate(self, delta: dict[str, Any], out: list[bytes]) -> None:
         thinking = reasoning(delta)
         if thinking:
-            if self._item is None or self._item["type"] != "reasoning":
-                self._open(reasoning_item(new_id("rs"), None), out)
-            assert self._item is not None
-            self._text += thinking
-            self._event(
-                "response.reasoning_summary_text.delta",
-                out,
-                item_id=self._item["id"],
-                output_index=len(self._output),
-                summary_index=0,
-                delta=thinking,
-            )
+            self._said("reasoning", thinking, out)
         text = delta.get("content")
         if text:
-            if self._item is None or self._item["type"] != "message":
-                self._open(message_item(new_id("msg"), "", "in_progress"), out)
-            assert self._item is not None
-            self._text += text
-            self._event(
-                "response.output_text.delta",
-                out,
-                item_id=self._item["id"],
-                output_index=len(self._output),
-                content_index=0,
-                delta=text,
-                logprobs=[],
-            )
+            self._said("message", text, out)
         for call in delta.get("tool_calls") or ():
             function = call.get("function") or {}
             number = call.get("index", 0)

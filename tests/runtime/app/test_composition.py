@@ -20,7 +20,7 @@ import pytest
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.base.lifespan import Lifespan, Step
-from interlock.runtime.books.audit import AuditLog, open_sink
+from interlock.runtime.features import Settings
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.usage.base import UsageStoreError
 from interlock.runtime.usage.ledger import Ledger
@@ -141,8 +141,8 @@ def others() -> set[asyncio.Task[Any]]:
 def test_a_gateway_stopped_leaves_no_task_running(tmp_path: Path, basic_plan: RuntimePlan) -> None:
     """Probes on (against a closed port), the speeds file kept, the audit writer and the usage ledger's
     writer running: after shutdown, no task of the gateway's is left."""
-    audit = AuditLog(open_sink(str(tmp_path / "audit.jsonl")))
-    gateway = build_gateway(basic_plan, state_dir=str(tmp_path), audit=audit)
+    settings = Settings(audit_log=str(tmp_path / "audit.jsonl"))  # the audit log's row: plugged in
+    gateway = build_gateway(basic_plan, state_dir=str(tmp_path), settings=settings)
 
     async def scenario() -> tuple[int, set[str]]:
         await gateway.startup()
@@ -156,12 +156,13 @@ def test_a_gateway_stopped_leaves_no_task_running(tmp_path: Path, basic_plan: Ru
 
 
 def test_a_gateway_whose_start_failed_leaves_no_task_running(tmp_path: Path, basic_plan: RuntimePlan) -> None:
-    """The audit log starts before the usage ledger; a ledger that cannot be opened fails the start,
-    and the audit log's writer, already started, is stopped again."""
+    """The audit log (a feature, started with the features) starts before the usage ledger; a ledger
+    that cannot be opened fails the start, and the audit log's writer, already started, is stopped
+    again."""
     (tmp_path / "file").write_text("")
     ledger = Ledger(SqliteStore(str(tmp_path / "file" / "usage.db")))
-    audit = AuditLog(open_sink(str(tmp_path / "audit.jsonl")))
-    gateway = build_gateway(basic_plan, probes=False, ledger=ledger, audit=audit)
+    settings = Settings(audit_log=str(tmp_path / "audit.jsonl"))
+    gateway = build_gateway(basic_plan, probes=False, ledger=ledger, settings=settings)
 
     async def scenario() -> set[str]:
         with pytest.raises(UsageStoreError, match=r": cannot open the usage ledger: File exists$"):

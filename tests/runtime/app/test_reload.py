@@ -13,7 +13,7 @@ import httpx
 
 from interlock.commands.gateway import build_gateway
 from interlock.runtime.app.gateway import Gateway
-from interlock.runtime.app.reload import StagedSource
+from interlock.runtime.app.reading import StagedSource
 from interlock.runtime.base.errors import ConnectFailed
 from tests.runtime.app.slow_source import SlowSource
 from tests.runtime.conftest import build
@@ -126,7 +126,7 @@ def test_a_plan_larger_than_the_pipe_buffer_comes_through_under_uvloop() -> None
     """uvloop's reader leaves the pipe non-blocking: a big plan arrives in pieces (BlockingIOError once)."""
     import uvloop
 
-    from interlock.runtime.app.reload import read_in_child
+    from interlock.runtime.app.reading import read_in_child
     from tests.runtime.app.slow_source import BigRead
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

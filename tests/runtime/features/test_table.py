@@ -72,3 +72,54 @@ def test_a_reload_that_adds_keys_imports_their_features_then(tmp_path: Path) -> 
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False True ('caller keys', 'credits and budgets') True"
+
+
+def test_the_serve_settings_plug_in_the_tracing_and_the_audit_log(tmp_path: Path) -> None:
+    """``--otel`` and ``--audit-log`` are rows wanted by the serve settings: plugged at the first plan,
+    seated at the lifecycle's and the router's points, started and stopped with the gateway; a request
+    through the lifecycle leaves its audit line (the row's ``finish``), a refused reload its action."""
+    import asyncio
+
+    import orjson
+
+    from interlock.runtime.features import Settings
+    from interlock.runtime.features.tracing.otel import Tracing
+
+    plan = load_plan(compile_text(tmp_path, OPEN), {})
+    path = tmp_path / "audit.jsonl"
+    settings = Settings(audit_log=str(path), otel=True, environ={"OTEL_TRACES_EXPORTER": "none"})
+    parts = build_parts(plan, probes=False, settings=settings)
+    hooks = parts.services.current.hooks
+    assert hooks.names[:2] == ("tracing", "audit log")
+    assert isinstance(getattr(hooks.begin, "__self__", None), Tracing)
+    assert parts.services.router.attempt == hooks.attempt is not None
+    assert parts.services.router.skip == hooks.skip is not None
+    assert len(hooks.finish) == 1
+    assert hooks.action is not None
+    plain = build_parts(plan, probes=False)
+    assert plain.services.current.hooks.names == ("what answers teach", "usage ledger")
+    assert plain.services.router.attempt is None
+    assert plain.services.current.hooks.finish == ()
+
+    sent: list[dict[str, object]] = []
+    body = b'{"model": "nowhere", "messages": [{"role": "user", "content": "hi"}]}'
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": body}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    async def scenario() -> None:
+        await parts.lifespan.start()
+        handler = parts.routes.handlers[("POST", "/v1/chat/completions")]
+        scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": []}
+        await handler(parts.services, scope, receive, send)
+        parts.reloads._refused("a test's")
+        await parts.lifespan.stop()
+
+    asyncio.run(scenario())
+    assert sent[0]["status"] == 404
+    request, reload = (orjson.loads(line) for line in path.read_bytes().splitlines())
+    assert (request["event"], request["status"], request["endpoint"]) == ("request", 404, "chat")
+    assert (reload["action"], reload["outcome"], reload["error"]) == ("reload", "refused", "a test's")

@@ -1,4 +1,6 @@
 """The audit log: request metadata and admin actions, written by one task, never on the request path.
+A row of the feature table (``features.FEATURES``, wanted by the serve settings' ``audit_log``): this
+package is imported only with ``--audit-log``.
 
 Why this boundary: operators need a durable record of who used what and what was changed, but a
 request must never wait on a disk or a database, and the record must never hold a prompt, an answer
@@ -14,15 +16,19 @@ counted as ``sink_error`` and logged; an event that comes after shutdown began, 
 Invariants: events reach the sink in the order they were queued; ``close`` writes out what is queued
 before returning; every event is either written, or counted as dropped, exactly once.
 
-The API for other parts of the gateway (keys, credits)::
+Where it plugs in (``plug``): ``finish`` (the request's line, after the journal took the record),
+``action`` (an admin or security line), ``start`` and ``stop`` (the writer task), and the metrics' seat
+(``StateView.audit``: its counters). Other parts of the gateway write a line through the plan's hooks::
 
-    if gateway.audit is not None:
-        gateway.audit.action("credit_change", tenant="team-a", delta=-1000, balance=5000, unit="tokens")
+    action = services.current.hooks.action  # None without --audit-log
+    if action is not None:
+        action("credit_change", tenant="team-a", delta=-1000, balance=5000, unit="tokens")
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -30,13 +36,17 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from interlock.runtime.books.audit.events import ACTIONS, Scalar, action_event, request_event
-from interlock.runtime.books.audit.sinks import SINKS, Sink, SinkError, open_sink
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from interlock.runtime.features import Feature, Settings
+from interlock.runtime.features.audit.events import ACTIONS, Scalar, action_event, request_event
+from interlock.runtime.features.audit.sinks import SINKS, Sink, SinkError, open_sink
 
 if TYPE_CHECKING:
     from interlock.runtime.books.record import RequestRecord
+    from interlock.runtime.request.services import RequestServices
 
-__all__ = ["ACTIONS", "SINKS", "AuditLog", "Sink", "SinkError", "open_sink"]
+__all__ = ["ACTIONS", "SINKS", "AuditLog", "Sink", "SinkError", "families", "open_sink", "plug"]
 
 log = logging.getLogger("interlock.audit")
 
@@ -128,3 +138,37 @@ class AuditLog:
                 log.exception("audit log %s: %d event(s) lost", self.sink.describe, len(batch))
             else:
                 self.written += len(batch)
+
+
+def plug(services: RequestServices, settings: Settings) -> Feature:
+    """The audit log of this process, on the sink ``--audit-log`` names, plugged in: its counters in the
+    metrics, its lines at ``finish`` and ``action``, its writer started and stopped with the gateway."""
+    assert settings.audit_log is not None  # (the row is wanted only then)
+    return plugged(services, AuditLog(open_sink(settings.audit_log)))
+
+
+def plugged(services: RequestServices, audit: AuditLog) -> Feature:
+    """``audit``'s hooks (a test or bench hands its own log, on its own sink)."""
+    services.metrics.view.audit = functools.partial(families, audit)
+
+    async def start() -> None:
+        audit.start()
+
+    return Feature(finish=audit.request, action=audit.action, start=start, stop=audit.close)
+
+
+def families(audit: AuditLog | None) -> tuple[Metric, ...]:
+    """The audit log's counters (``/metrics``, with ``--audit-log``; a test may ask for them without)."""
+    dropped = CounterMetricFamily(
+        "interlock_audit_dropped",
+        "Audit events lost, by reason: queue_full (the writer fell behind), sink_error, closed.",
+        labels=["reason"],
+    )
+    written = CounterMetricFamily("interlock_audit_written", "Audit events written to the audit sink.")
+    queued = GaugeMetricFamily("interlock_audit_queued", "Audit events waiting for the writer.")
+    if audit is not None:
+        for reason, count in audit.dropped.items():
+            dropped.add_metric([reason], float(count))
+        written.add_metric([], float(audit.written))
+        queued.add_metric([], float(len(audit.queue)))
+    return dropped, written, queued

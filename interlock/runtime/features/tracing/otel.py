@@ -28,7 +28,7 @@ from interlock.runtime.base.errors import (
     UpstreamError,
 )
 from interlock.runtime.books.record import error_class, usage_of
-from interlock.runtime.tracing.base import TracingUnavailable
+from interlock.runtime.features.tracing.base import TracingUnavailable
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 
 if TYPE_CHECKING:

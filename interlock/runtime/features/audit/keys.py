@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from interlock.runtime.books.audit.events import Scalar
+from interlock.runtime.features.audit.events import Scalar
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits
 
 Change = tuple[str, dict[str, Scalar]]

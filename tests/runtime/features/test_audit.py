@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import stat
@@ -14,12 +15,11 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.runtime.books.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, open_sink
-from interlock.runtime.books.audit.sinks import JsonLinesFile
 from interlock.runtime.books.health import HealthBook
-from interlock.runtime.books.journal import Journal
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import Answered, RequestRecord
+from interlock.runtime.features.audit import ACTIONS, SINKS, AuditLog, Sink, SinkError, families, open_sink
+from interlock.runtime.features.audit.sinks import JsonLinesFile
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.state.memory import MemorySlots
 from tests.waiting import wait_until
@@ -55,7 +55,8 @@ class BrokenSink(GatedSink):
 
 
 def sample(audit: AuditLog, plan: RuntimePlan, name: str, **labels: str) -> float:
-    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), audit))
+    seat = functools.partial(families, audit)  # the row's seat (``features.audit.plugged``)
+    metrics = Metrics(StateView(lambda: plan, HealthBook(plan.health), MemorySlots(), audit=seat))
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         for s in family.samples:
             if s.name == name and s.labels == labels:
@@ -118,7 +119,7 @@ def test_admin_events_take_only_their_table_row() -> None:
     assert list(audit.queue) == [audit.queue[0]]
 
 
-def test_the_request_event_is_metadata_read_from_the_journal(basic_plan: RuntimePlan, tmp_path: Path) -> None:
+def test_the_request_event_is_metadata_read_from_the_record(basic_plan: RuntimePlan, tmp_path: Path) -> None:
     alias = next(name for name, a in basic_plan.aliases.items() if len(a.candidates) > 1)
     target = basic_plan.aliases[alias]
     record = RequestRecord("chat", b"req-9")
@@ -132,9 +133,8 @@ def test_the_request_event_is_metadata_read_from_the_journal(basic_plan: Runtime
 
     async def scenario() -> None:
         audit = AuditLog(open_sink(str(path)), wall=lambda: 1764550000.25)
-        journal = Journal(audit=audit)
         audit.start()
-        journal.finish(record)
+        audit.request(record)  # the row's ``finish`` (``features.audit.plugged``), after the journal's
         audit.action(
             "credit_change", tenant="team-a", delta=-1000, balance=4000, unit="tokens", reason="debit"
         )
@@ -198,7 +198,7 @@ def test_every_admin_action_and_audit_field_is_documented() -> None:
 
 
 def test_a_reload_says_which_keys_and_budgets_changed_never_their_secrets() -> None:
-    from interlock.runtime.books.audit.keys import access_changes
+    from interlock.runtime.features.audit.keys import access_changes
     from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanTenant
 
     def limits(**changes: Any) -> PlanLimits:
@@ -287,7 +287,7 @@ def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path: Path) -> None
 
 KILLED_WRITER = """
 import sys
-from interlock.runtime.books.audit.sinks import JsonLinesFile
+from interlock.runtime.features.audit.sinks import JsonLinesFile
 sink = JsonLinesFile(sys.argv[1])
 data = b'{"event":"request","status":200,"pad":"' + b"x" * 1000 + b'"}\\n'
 data *= 16384  # 16 MiB a batch: nearly all the time of this loop is inside a write

@@ -19,13 +19,13 @@ from interlock.runtime.base.errors import CannotServe, ClientError, NoCandidateC
 from interlock.runtime.books.health import HealthBook
 from interlock.runtime.books.metrics import Metrics, StateView
 from interlock.runtime.books.record import CandidateRefused
+from interlock.runtime.features.tracing import open_tracing
+from interlock.runtime.features.tracing.base import TracingUnavailable
+from interlock.runtime.features.tracing.otel import Tracing
 from interlock.runtime.loaded.plan import RuntimePlan
 from interlock.runtime.request.resolve import resolve
 from interlock.runtime.request.router import Router
 from interlock.runtime.state.memory import MemorySlots
-from interlock.runtime.tracing import open_tracing
-from interlock.runtime.tracing.base import TracingUnavailable
-from interlock.runtime.tracing.otel import Tracing
 from interlock.runtime.upstream.base import UPSTREAM_HEADERS
 from interlock.runtime.wire.base import Endpoint, Native
 from tests.runtime.conftest import in_fresh_process
@@ -56,7 +56,8 @@ def traced_walk(plan: RuntimePlan, adapter: ScriptedAdapter) -> tuple[InMemorySp
     tracing = Tracing(provider)
     health = HealthBook(plan.health)
     metrics = Metrics(StateView(lambda: plan, health, MemorySlots()))
-    router = Router(health, (), {"openai": adapter, "ollama": adapter}, metrics, tracing)
+    router = Router(health, (), {"openai": adapter, "ollama": adapter}, metrics)
+    router.attempt, router.skip = tracing.traced, tracing.skipped  # the row's seats (``features.tracing``)
 
     async def walk() -> Any:
         with tracing.tracer.start_as_current_span("request", kind=SpanKind.SERVER):
@@ -137,7 +138,7 @@ def test_without_otel_nothing_is_imported_and_otel_says_what_to_install(tmp_path
     program = (
         "import sys, asyncio\n"
         "sys.modules['opentelemetry'] = None  # as if the otel extra were not installed\n"
-        "from interlock.runtime.tracing import open_tracing, TracingUnavailable\n"
+        "from interlock.runtime.features.tracing import open_tracing, TracingUnavailable\n"
         "try:\n"
         "    open_tracing({})\n"
         "except TracingUnavailable as exc:\n"
@@ -159,7 +160,8 @@ def test_a_request_without_otel_loads_no_tracer(tmp_path: Path, basic_plan: Runt
         "scope = {'type': 'http', 'method': 'POST', 'path': '/v1/chat/completions', 'headers': [\n"
         "         (b'traceparent', b'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01')]}\n"
         "asyncio.run(gateway(scope, receive, send))\n"
-        "loaded = ('opentelemetry.sdk', 'opentelemetry.exporter', 'interlock.runtime.tracing.otel')\n"
+        "loaded = ('opentelemetry.sdk', 'opentelemetry.exporter',\n"
+        "          'interlock.runtime.features.tracing.otel')\n"
         "print(sent[0]['status'], sorted(m for m in sys.modules if m.startswith(loaded)))\n"
     )
     # (a library may import the OpenTelemetry *API* by itself when it is installed; the SDK is ours to load)
