@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from interlock.common.gc_pause import collector_paused
 from interlock.common.headers import header_name_problem, header_value_problem
@@ -152,7 +152,10 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
     server = _server_settings(plan)
     _check_headers(plan, origin)
     _check_credentials(plan, origin)
-    preflight = _preflight_settings(plan)
+    pre = plan.preflight
+    preflight = PreflightSettings(
+        **_seconds(pre, "max_tokens"), max_tokens_ceiling=pre.max_tokens == "ceiling"
+    )
     secrets: list[str] = []  # filled as credentials are read: the providers' headers, then the keys
     workers = _worker_limits(plan)
     providers: dict[str, Provider] = {}
@@ -180,7 +183,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
         server=server,
         preflight=preflight,
         routing=_routing_settings(plan),
-        health=_health_settings(plan),
+        health=HealthSettings(**_seconds(plan.health)),
         providers=providers,
         workers=workers,
         candidates=candidates,
@@ -194,46 +197,21 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
 
 
 def _server_settings(plan: RoutingPlan) -> ServerSettings:
-    s = plan.server
-    return ServerSettings(
-        default_alias=s.default_alias,
-        alias_namespace=s.alias_namespace,
-        direct_models=s.direct_models,
-        resolved_header=s.resolved_header,
-        max_body_bytes=s.max_body_bytes,
-        header_timeout_s=s.header_timeout_ms / 1000,
-        body_timeout_s=s.body_timeout_ms / 1000,
-        max_connections=max_connections(s.max_connections),
-        max_upstream_body_bytes=s.max_upstream_body_bytes,
-        max_stream_line_bytes=s.max_stream_line_bytes,
-        stream_keepalive_s=s.stream_keepalive_ms / 1000,
-    )
+    server = plan.server  # CORS, the caller keys and the surfaces are read by their own tables
+    leave = ("cors", "auth", "key_env_prefixes", "surfaces", "max_connections")
+    return ServerSettings(**_seconds(server, *leave), max_connections=max_connections(server.max_connections))
 
 
-def _preflight_settings(plan: RoutingPlan) -> PreflightSettings:
-    pre = plan.preflight
-    return PreflightSettings(
-        mode=pre.mode,
-        metadata_ttl_s=pre.metadata_ttl_ms / 1000,
-        default_context_tokens=pre.default_context_tokens,
-        max_context_tokens=pre.max_context_tokens,
-        default_output_tokens=pre.default_output_tokens,
-        image_reserve_tokens=pre.image_reserve_tokens,
-        margin_percent=pre.margin_percent,
-        caller_num_ctx=pre.caller_num_ctx,
-        max_tokens_ceiling=pre.max_tokens == "ceiling",
-    )
-
-
-def _health_settings(plan: RoutingPlan) -> HealthSettings:
-    h = plan.health
-    return HealthSettings(
-        probe_interval_s=h.probe_interval_ms / 1000,
-        probe_timeout_s=h.probe_timeout_ms / 1000,
-        failure_threshold=h.failure_threshold,
-        open_for_s=h.open_for_ms / 1000,
-        rate_limit_open_for_s=h.rate_limit_open_for_ms / 1000,
-    )
+def _seconds(section: BaseModel, *leave: str) -> dict[str, Any]:
+    """A plan section's fields as the runtime's settings name them, ``leave`` left out: a duration
+    ``x_ms`` as ``x_s``, in seconds (a field the settings lack fails every plan's load, in any test)."""
+    fields = {name: getattr(section, name) for name in type(section).model_fields if name not in leave}
+    return {
+        (name[:-3] + "_s" if name.endswith("_ms") else name): (
+            value / 1000 if name.endswith("_ms") else value
+        )
+        for name, value in fields.items()
+    }
 
 
 def _worker_limits(plan: RoutingPlan) -> dict[str, WorkerLimits]:
@@ -489,40 +467,25 @@ def _provider(
         "max_body_bytes": server.max_upstream_body_bytes,
         "max_line_bytes": server.max_stream_line_bytes,
     }
-    if not has_workers(p.kind, p.workers):
+    places: list[tuple[str, str, str | None]]  # (url, endpoint label, worker)
+    if has_workers(p.kind, p.workers):
+        places = [(urls[w], worker_label(p.name, w), w) for w in p.workers]
+    else:
         assert p.base_url is not None  # checked in _check_references
-        endpoint = Endpoint(
-            provider=p.name, kind=p.kind, url=p.base_url.rstrip("/"), label=p.name, headers=headers, **timing
-        )
-        return Provider(
-            name=p.name,
-            kind=p.kind,
-            probe=p.probe,
-            endpoints=(endpoint,),
-            workers=(None,),
-            relays=relays,
-            recovery_check=check,
-            retry=_retry(p.retry),
-        )
+        places = [(p.base_url, p.name, None)]
+    endpoints = tuple(
+        Endpoint(provider=p.name, kind=p.kind, url=url.rstrip("/"), label=label, headers=headers, **timing)
+        for url, label, _ in places
+    )
     return Provider(
         name=p.name,
         kind=p.kind,
         probe=p.probe,
+        endpoints=endpoints,
+        workers=tuple(worker for _, _, worker in places),
         relays=relays,
         recovery_check=check,
         retry=_retry(p.retry),
-        endpoints=tuple(
-            Endpoint(
-                provider=p.name,
-                kind=p.kind,
-                url=urls[w].rstrip("/"),
-                label=worker_label(p.name, w),
-                headers=headers,
-                **timing,
-            )
-            for w in p.workers
-        ),
-        workers=tuple(p.workers),
     )
 
 
