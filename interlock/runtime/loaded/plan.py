@@ -96,17 +96,8 @@ class RuntimePlan:
 
     def direct_candidate(self, provider: Provider, model: str) -> Candidate:
         """A raw ``provider/model`` the plan does not list: built on demand (patterns for slots)."""
-        return _candidate(
-            f"{provider.name}/{model}",
-            provider,
-            model,
-            self.workers,
-            None,
-            None,
-            self.server,
-            self.preflight,
-            in_plan=False,
-        )
+        cid = f"{provider.name}/{model}"
+        return _candidate(cid, provider, model, self.workers, self.server, self.preflight, in_plan=False)
 
 
 def read_plan_file(path: str | Path) -> dict[str, Any]:
@@ -166,15 +157,7 @@ def build_tables(plan: RoutingPlan, env: Mapping[str, str], *, origin: str = "pl
     for cid, c in sorted(plan.candidates.items()):
         caps = frozenset(c.capabilities) if c.capabilities is not None else None
         candidates[cid] = _candidate(
-            cid,
-            providers[c.provider],
-            c.model,
-            workers,
-            caps,
-            c.context_tokens,
-            server,
-            preflight,
-            in_plan=True,
+            cid, providers[c.provider], c.model, workers, server, preflight, caps, c.context_tokens
         )
     aliases = _aliases(plan, candidates)
     return RuntimePlan(
@@ -494,12 +477,12 @@ def _candidate(
     provider: Provider,
     model: str,
     workers: Mapping[str, WorkerLimits],
-    capabilities: frozenset[str] | None,
-    context_tokens: int | None,
     server: ServerSettings,
     preflight: PreflightSettings,
+    capabilities: frozenset[str] | None = None,  # None: not declared
+    context_tokens: int | None = None,
     *,
-    in_plan: bool,
+    in_plan: bool = True,
 ) -> Candidate:
     routes = tuple(
         Route(
