@@ -328,8 +328,8 @@ class LineStream(ChatStream):
                     self._full = sink(pending)
                 finally:
                     pending.clear()  # the sink's only during the call: no deque per read
-        except UpstreamError as exc:
-            self._error = exc
+        except UpstreamError as failed:
+            self._error = failed
         except Exception as exc:  # the sink's own failure (a bug): raised by the relay's task
             self._broken = exc
         if self._full or self._closed or self._error is not None or self._broken is not None:
