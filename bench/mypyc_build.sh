@@ -26,7 +26,7 @@ modules="loaded/access loaded/callers app/gateway base/asgi books/facts books/fi
   surfaces/anthropic surfaces/base surfaces/ollama surfaces/openai surfaces/responses upstream/anthropic
   upstream/base net/client net/cycle upstream/exchange net/http1 net/transport net/http_errors upstream/ollama
   upstream/openai usage/base usage/ledger usage/memory usage/metering usage/postgres usage/sql usage/sqlite
-  wire/anthropic wire/anthropic_caller wire/anthropic_request wire/base wire/fields wire/ollama
+  wire/anthropic wire/anthropic_caller wire/base wire/fields wire/ollama
   wire/ollama_caller wire/openai_chat wire/openai_responses wire/sse"
 rm -rf "$out" && mkdir -p "$out"
 git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$out"

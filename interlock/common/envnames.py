@@ -24,14 +24,10 @@ from __future__ import annotations
 
 import re
 
-
-def _names(text: str) -> tuple[str, ...]:
-    """The names of a table written as words (the tables below: one per line would be 250 lines)."""
-    return tuple(text.split())
-
+from interlock.common import words
 
 PROCESS_VARIABLES = frozenset(
-    _names(
+    words(
         """
     _ HOME PATH USER LOGNAME USERNAME SHELL PWD OLDPWD LANG LANGUAGE TERM COLORTERM TZ TMPDIR TMP TEMP
     HOSTNAME HOST HOSTTYPE OSTYPE MACHTYPE MAIL EDITOR VISUAL PAGER DISPLAY SHLVL UID EUID PPID IFS PS1
@@ -47,7 +43,7 @@ PROCESS_VARIABLES = frozenset(
 """The process's own variables: every process has some of them, and none of them is a credential (``_``
 is the shell's last command, exported to every child: e.g. ``/usr/bin/setsid``)."""
 
-PROCESS_PREFIXES = _names(
+PROCESS_PREFIXES = words(
     "LC_ XDG_ SSH_ SUDO_ KUBERNETES_ HIST BASH_ ZSH_ CONDA_ JAVA_ NVM_ PYENV_ TERM_ LISTEN_"
 )
 """Families of process and platform variables (locale, desktop, SSH session, sudo, the pod's service, the
@@ -58,7 +54,7 @@ PATH_SUFFIXES = ("_HOME", "_PATH", "_DIR", "_ROOT", "_PREFIX", "_FILE")
 path, never the secret itself."""
 
 FOREIGN_SECRETS = frozenset(
-    _names(
+    words(
         """
     GOOGLE_APPLICATION_CREDENTIALS GOOGLE_OAUTH_ACCESS_TOKEN GOOGLE_GHA_CREDS_PATH GOOGLE_CLIENT_SECRET
     CLOUDSDK_AUTH_ACCESS_TOKEN CI_JOB_TOKEN NPM_TOKEN NODE_AUTH_TOKEN PYPI_TOKEN TWINE_PASSWORD
@@ -74,7 +70,7 @@ FOREIGN_SECRETS = frozenset(
 """Well-known secrets of other systems (clouds, CI, registries, databases, web frameworks: Django's and
 Flask's ``SECRET_KEY`` signs the web app's sessions)."""
 
-FOREIGN_PREFIXES = _names(
+FOREIGN_PREFIXES = words(
     """
     AWS_ AZURE_ ARM_ GCLOUD_ CLOUDSDK_ GCP_ GOOGLE_CLOUD_ ACTIONS_ GITHUB_ GH_ GITLAB_ DOCKER_ VAULT_ KUBE
     TF_VAR_ TF_TOKEN_ STRIPE_ SLACK_ SENTRY_ TWILIO_ SENDGRID_ MAILGUN_ DATADOG_ NEW_RELIC_ CLOUDFLARE_
@@ -86,7 +82,7 @@ IBM, Alibaba), CI and code hosts (GitHub Actions, GitLab), Docker, Vault, Kubern
 KUBECONFIG, KUBE_TOKEN), Terraform's
 variables, payments, chat, error trackers, mail, monitoring, auth providers."""
 
-FOREIGN_SUFFIXES = _names(
+FOREIGN_SUFFIXES = words(
     """
     _PASSWORD _PASSWD _PASSPHRASE _DSN _PRIVATE_KEY _CLIENT_SECRET _DATABASE_URL _CONNECTION_STRING
     _SERVICE_ACCOUNT_KEY _SERVICE_ACCOUNT_JSON _SECRET_ACCESS_KEY _WEBHOOK_SECRET _SIGNING_SECRET

@@ -1,7 +1,7 @@
 """What can be sent on the wire: header names, header values, and the headers the gateway owns.
 
 One definition, imported by both sides of a border: the compiler reports a plan that breaks these rules
-with a position (pass ``wire``, IL013), and the runtime refuses such a plan again when it loads it
+with a position (pass ``headers``, IL013), and the runtime refuses such a plan again when it loads it
 (``interlock.runtime.loaded.plan``), because a plan file can be written by hand. The compiler may not import
 the runtime, so the rule lives here, beside ``interlock.common.kinds``, where both can.
 """
@@ -10,68 +10,31 @@ from __future__ import annotations
 
 import re
 
+from interlock.common import words
+
 HTTP_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """RFC 9110 `token`: what a header field name may be (use ``fullmatch``)."""
 
 RESERVED_HEADERS = frozenset(
-    (
-        "connection",
-        "content-length",
-        "content-type",
-        "transfer-encoding",
-        "cache-control",
-        "x-accel-buffering",
-        "retry-after",
-        "retry-after-ms",
-        "allow",
-        "x-request-id",
-        "x-interlock-alias",
-        "x-interlock-plan",
-        "x-interlock-worker",
-        "x-interlock-skipped",
-        "x-interlock-preflight",
-        "x-interlock-dropped",
-        "x-interlock-max-tokens",
-        "x-interlock-counted",
+    words(
+        """
+        connection content-length content-type transfer-encoding cache-control x-accel-buffering
+        retry-after retry-after-ms allow x-request-id x-interlock-alias x-interlock-plan
+        x-interlock-worker x-interlock-skipped x-interlock-preflight x-interlock-dropped
+        x-interlock-max-tokens x-interlock-counted
+        """
     )
 )
 """Response headers the gateway sets itself, which ``server.resolved_header`` may not be (lowercase)."""
 
 MEANINGFUL_HEADERS = frozenset(
-    (
-        "set-cookie",
-        "set-cookie2",
-        "cookie",
-        "location",
-        "refresh",
-        "link",
-        "vary",
-        "date",
-        "server",
-        "age",
-        "expires",
-        "etag",
-        "last-modified",
-        "pragma",
-        "upgrade",
-        "trailer",
-        "te",
-        "keep-alive",
-        "host",
-        "origin",
-        "authorization",
-        "www-authenticate",
-        "strict-transport-security",
-        "alt-svc",
-        "clear-site-data",
-        "accept-ranges",
-        "timing-allow-origin",
-        "x-frame-options",
-        "x-content-type-options",
-        "referrer-policy",
-        "permissions-policy",
-        "report-to",
-        "nel",
+    words(
+        """
+        set-cookie set-cookie2 cookie location refresh link vary date server age expires etag
+        last-modified pragma upgrade trailer te keep-alive host origin authorization www-authenticate
+        strict-transport-security alt-svc clear-site-data accept-ranges timing-allow-origin
+        x-frame-options x-content-type-options referrer-policy permissions-policy report-to nel
+        """
     )
 )
 MEANINGFUL_PREFIXES = ("content-", "access-control-", "proxy-", "sec-", "cross-origin-", "x-forwarded-")

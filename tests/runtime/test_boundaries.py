@@ -167,9 +167,12 @@ NOT_IN_THE_CORE = (
 # list, 15,932 with the surfaces' docstrings pointing to their wire modules, 15,243 (102) with an open
 # circuit's checks imported by the first (books/checks.py: upstream/exchange.py, failures.py and
 # net/http_errors.py then load when the gateway starts, with its adapters: started 17,315 (109)); +45 with
-# the lifecycle's points for what watches a request (tracing, audit: hooks2); the issue's goal is 9,000.
-# Fails when the core grows past it.
-CORE_LINES = 15_290
+# the lifecycle's points for what watches a request (tracing, audit: hooks2), 15,160 (102) with a plan's
+# caller keys checked by loaded/access.py and an invalid plan worded by loaded/invalid.py (imported only
+# then), 15,032 (100) with an open circuit's schedule and a reload's work made by the first (books/checks.py,
+# app/reading.py), 14,945 (101) with the scrape-time gauges made by the first scrape (books/scrape.py);
+# the issue's goal is 9,000. Fails when the core grows past it.
+CORE_LINES = 14_990
 
 
 def census(
@@ -210,7 +213,7 @@ OTHER_SURFACES = (
     "interlock.runtime.surfaces.anthropic",
     "interlock.runtime.surfaces.responses",
     "interlock.runtime.surfaces.ollama",
-    "interlock.runtime.wire.anthropic_caller",  # and anthropic_request
+    "interlock.runtime.wire.anthropic_caller",
     "interlock.runtime.wire.ollama_caller",
     "interlock.runtime.request.listing",  # Ollama's listing routes
     "interlock.runtime.request.count_tokens",

@@ -120,9 +120,9 @@ class Gateway:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.startup()
-                except UsageStoreError as exc:  # a store that cannot be opened: its message says why
-                    log.error("startup failed: %s", exc)
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                except UsageStoreError as unopened:  # a store that cannot be opened: its message says why
+                    log.error("startup failed: %s", unopened)
+                    await send({"type": "lifespan.startup.failed", "message": str(unopened)})
                     return
                 except Exception as exc:
                     log.exception("startup failed")

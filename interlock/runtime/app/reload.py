@@ -8,10 +8,8 @@ child process, bounded by a deadline; only the cheap ``load`` (schema check, bui
 runs in a thread of the gateway's process. ``Reloads`` swaps the result in atomically (``swap``, given
 by the composition root: what outlives a reload is configured anew, then ``Current`` is replaced), or
 refuses it and keeps serving the old plan; either way the outcome is counted, kept for ``/v1/health``
-and the status page (``Status.last_reload``) and, with the audit log on, audited. The reading itself
-(the child process) is ``reading.py``'s, imported by the first reload (a signal, never a request).
-
-    PlanError (from runtime.plan)   the child refused the plan, died, or ran past the deadline
+and the status page (``Status.last_reload``) and, with the audit log on, audited. All that is
+``reading.py``'s, imported by the first reload (a signal, never a request).
 """
 
 from __future__ import annotations
@@ -22,9 +20,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlock.runtime.base.clock import Clock, iso_utc
-from interlock.runtime.loaded.plan import PlanError, RuntimePlan
+from interlock.runtime.loaded.plan import RuntimePlan
 
 if TYPE_CHECKING:
+    from interlock.runtime.app.reading import Reading
     from interlock.runtime.books.metrics import Metrics
     from interlock.runtime.request.services import Current, Status
 
@@ -42,8 +41,6 @@ ReloadSummary = Callable[[RuntimePlan, RuntimePlan], Mapping[str, Any]]
 worked out (off the event loop) by whoever composes the gateway (``commands/gateway.py``: ``interlock
 diff``'s semantic diff); the runtime itself never imports the diff."""
 
-NO_SUMMARY: Mapping[str, Any] = {"changes": [], "changes_total": 0}
-
 
 class Reloads:
     """The gateway's reloads: one at a time, each read off the event loop, swapped in or refused."""
@@ -53,6 +50,7 @@ class Reloads:
         "_lock",
         "_metrics",
         "_pending",
+        "_reading",
         "_source",
         "_status",
         "_summary",
@@ -83,6 +81,7 @@ class Reloads:
         self._timeout_s = timeout_s
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[bool]] = set()
+        self._reading: Reading | None = None  # what reloads run: made by the first
 
     def request(self) -> None:
         """For a SIGHUP handler on the event loop: reload in the background."""
@@ -106,56 +105,23 @@ class Reloads:
             if self._source is None:
                 log.warning("reload requested, but this gateway was not given a plan file to reload")
                 return False
-            log.debug("reload: reading the plan again")
-            from interlock.runtime.app.reading import read_plan  # the first reload: a signal, never a request
-
-            try:
-                plan = await read_plan(self._source, self._timeout_s)
-            except PlanError as exc:
-                return self._refused(str(exc))
-            except Exception as exc:  # anything else from reading or compiling: refuse, keep serving
-                return self._refused(f"{type(exc).__name__}: {exc}")
-            old = self._current.plan
-            try:
-                self.apply(plan)
-            except Exception as exc:  # a module it plugs in failed to load: the old plan serves on, whole
-                log.error("reload: the plan could not be plugged in", exc_info=True)
-                return self._refused(f"{type(exc).__name__}: {exc}")
-            self._metrics.plan_reloads.labels("loaded").inc()
-            summary = self._summary
-            self._status.last_reload = last = {
-                "at": iso_utc(self._wall()),
-                "result": "loaded",
-                "error": None,
-                "from": old.content_hash,
-                "to": plan.content_hash,
-                **(await asyncio.to_thread(summary, old, plan) if summary is not None else NO_SUMMARY),
-            }
-            log.info("plan reloaded: %s -> %s", old.content_hash, plan.content_hash)
-            audit = self._current.hooks.action  # the audit log's (``--audit-log``), else None
-            if audit is not None:
-                hashes = {"from_plan": old.content_hash, "to_plan": plan.content_hash}
-                audit("reload", outcome="loaded", **hashes, changes=last["changes_total"])
-                from interlock.runtime.features.audit.keys import access_changes  # audit on: loaded
-
-                for action, fields in access_changes(old.source.access, plan.source.access):
-                    audit(action, **fields)
-            return True
+            return await self._reader().reload(self._source)
 
     def _refused(self, reason: str) -> bool:
-        served = self._current.plan.content_hash
-        log.error("plan reload refused; still serving %s: %s", served, reason)
-        self._metrics.plan_reloads.labels("refused").inc()
-        self._status.last_reload = {
-            "at": iso_utc(self._wall()),
-            "result": "refused",
-            "error": reason,
-            "from": served,
-            "to": None,
-            "changes": [],
-            "changes_total": 0,
-        }
-        audit = self._current.hooks.action
-        if audit is not None:
-            audit("reload", outcome="refused", from_plan=served, to_plan=None, error=reason)
-        return False
+        """Refuse a reload for ``reason``: logged, counted, kept and audited (``reading.Reading``)."""
+        return self._reader().refused(reason)
+
+    def _reader(self) -> Reading:
+        if self._reading is None:
+            from interlock.runtime.app.reading import Reading  # the first reload: a signal, never a request
+
+            self._reading = Reading(
+                self.apply,
+                self._current,
+                self._status,
+                self._metrics,
+                self._wall,
+                self._summary,
+                self._timeout_s,
+            )
+        return self._reading

@@ -27,6 +27,8 @@ upstream body, a header or a credential.
     │                                    against health; the number it gave lowers its known context
     ├── CannotServe                      an adapter's translation refused, before any network call:
     │                                    -> next candidate with the reason; nothing against health
+    ├── PlanError                        the plan cannot be served (loaded/plan.py: the file, what is wrong)
+    │   └── CredentialMissing            a credential variable named by the plan is not set
     └── GatewayError                     the gateway's own answer to a request
         ├── InvalidRequest               400: bad JSON, wrong types, missing fields
         ├── Unauthenticated              401: no caller key, or one the gateway does not know
@@ -173,6 +175,18 @@ class CannotServe(InterlockError):
         self.message = message
         self.param = param
         self.reason = "unsupported_" + param.split("[", 1)[0].split(".", 1)[0]
+
+
+class PlanError(InterlockError):
+    """The plan cannot be served; ``str()`` says which file and what is wrong."""
+
+
+class CredentialMissing(PlanError):
+    """A credential variable the plan names is unset or empty."""
+
+    def __init__(self, message: str, *, variable: str) -> None:
+        super().__init__(message)
+        self.variable = variable
 
 
 class GatewayError(InterlockError):

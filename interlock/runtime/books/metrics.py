@@ -2,7 +2,8 @@
 
 The request path only bumps plain numbers: a labelled child is one dictionary lookup away, a counter
 increment is an addition and a histogram observation a bisection, with no locks (the event loop is the
-only writer). prometheus_client renders them at scrape time.
+only writer). prometheus_client renders them at scrape time, beside the gauges worked out from the live
+state then (``scrape.py``, with what they read: ``state_view.py``).
 
 Label values are bounded: endpoints, status codes, alias names and candidate ids from the plan, error
 classes. A raw ``provider/model`` that the plan does not list is labelled ``provider/*``; tenant, user
@@ -13,19 +14,14 @@ Every metric is documented in docs/runtime.md (a test checks it).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from interlock.runtime.books.health import HealthBook
-    from interlock.runtime.loaded.plan import RuntimePlan
-    from interlock.runtime.state.base import SlotBackend
-    from interlock.schema.plan import PlanAccess
+from interlock.runtime.books.state_view import LedgerCounts as LedgerCounts
+from interlock.runtime.books.state_view import SpentTally as SpentTally
+from interlock.runtime.books.state_view import StateView as StateView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -123,50 +119,6 @@ class HistogramVec:
         return family
 
 
-class LedgerCounts(Protocol):
-    """What the usage families read of ``usage.ledger.Ledger``: a Protocol, so that the metrics stand
-    below the usage ledger (whose credits guard reads what a request needs, beside the guards that count
-    into the metrics)."""
-
-    @property
-    def waiting(self) -> int: ...
-
-    @property
-    def flushes(self) -> int: ...
-
-    @property
-    def failures(self) -> int: ...
-
-    def spent(self, account: tuple[str, str]) -> SpentTally:
-        """What the key ``(tenant, key id)`` used in the current window."""
-        ...
-
-
-class SpentTally(Protocol):
-    """What the credits gauge reads of ``usage.base.Tally``."""
-
-    @property
-    def tokens(self) -> int: ...
-
-    @property
-    def cost_micros(self) -> int: ...
-
-
-@dataclass(slots=True)
-class StateView:
-    """What the scrape-time gauges read: always the gateway's current plan and live state. The fleet's
-    two seats (``gauges``, ``fleet_waiting``) are filled when a plan first has workers
-    (``fleet/plug.py``): until then no worker gauge is exposed."""
-
-    plan: Callable[[], RuntimePlan]
-    health: HealthBook
-    slots: SlotBackend
-    audit: Callable[[], Iterable[Metric]] | None = None  # the audit log's (``features/audit``)
-    ledger: LedgerCounts | None = None
-    fleet_waiting: Callable[[str], int] | None = None  # candidate id -> requests in its fleet line
-    gauges: Callable[[], Iterable[Metric]] | None = None  # the workers' telemetry (``telemetry/gauges.py``)
-
-
 class Metrics:
     """The process's metrics, built in groups by what they count; ``families`` lists them for exposition."""
 
@@ -180,8 +132,17 @@ class Metrics:
         self._queue_for_slots()
         exposed = (CounterVec, Gauge, HistogramVec)  # in the order made
         self._exposed = tuple(v for v in vars(self).values() if isinstance(v, exposed))
-        self.registry = CollectorRegistry()
-        self.registry.register(_StateCollector(view, self))
+        self._registry: CollectorRegistry | None = None
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The families above and the gauges a scrape reads off the live state (``scrape.py``: made by the
+        first scrape, in the ops app)."""
+        if self._registry is None:
+            from interlock.runtime.books.scrape import registry
+
+            self._registry = registry(self.view, self.families)
+        return self._registry
 
     def _count_answers(self) -> None:
         """What requests came to: answers, the candidates that gave them, moves and cut streams."""
@@ -345,115 +306,3 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class _StateCollector(Collector):
-    def __init__(self, view: StateView, metrics: Metrics) -> None:
-        self.view = view
-        self.metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self.metrics.families()
-        plan = self.view.plan()
-        health = self.view.health
-        providers = GaugeMetricFamily(
-            "interlock_provider_healthy",
-            "1 when at least one endpoint of the provider is usable.",
-            labels=["provider"],
-        )
-        endpoints = GaugeMetricFamily(
-            "interlock_endpoint_healthy",
-            "1 when the endpoint (a provider, or an Ollama worker) is usable: probes pass, circuit closed.",
-            labels=["endpoint"],
-        )
-        for name, provider in plan.providers.items():
-            states = [health.endpoint_usable(e.label) for e in provider.endpoints]
-            providers.add_metric([name], 1.0 if any(states) else 0.0)
-            for endpoint, ok in zip(provider.endpoints, states, strict=True):
-                endpoints.add_metric([endpoint.label], 1.0 if ok else 0.0)
-        circuits = GaugeMetricFamily(
-            "interlock_circuit_open",
-            "1 while the candidate's circuit (or rate-limit hold) is open.",
-            labels=["candidate"],
-        )
-        for cid in plan.candidates:
-            circuits.add_metric([cid], 0.0 if health.candidate_block(cid) is None else 1.0)
-        in_use = GaugeMetricFamily("interlock_slots_in_use", "Slots held on the worker.", labels=["worker"])
-        waiting = GaugeMetricFamily(
-            "interlock_slot_queue_waiting", "Requests waiting for a slot on the worker.", labels=["worker"]
-        )
-        rejected = CounterMetricFamily(
-            "interlock_slot_rejected",
-            "Requests refused with 429 by the worker's slots: queue full, or waited past max_wait.",
-            labels=["worker"],
-        )
-        for name in plan.workers:
-            share = self.view.slots.local(name)  # this process's share: summed over processes, the whole
-            in_use.add_metric([name], float(share.in_use))
-            waiting.add_metric([name], float(share.waiting))
-            rejected.add_metric([name], float(share.rejected))
-        line = GaugeMetricFamily(
-            "interlock_fleet_waiting",
-            "Requests of this process waiting in the candidate's fleet line (for any of its workers).",
-            labels=["candidate"],
-        )
-        if self.view.fleet_waiting is not None:
-            for cid in plan.candidates:
-                line.add_metric([cid], float(self.view.fleet_waiting(cid)))
-        slots = self.view.slots
-        degraded = GaugeMetricFamily(
-            "interlock_state_degraded",
-            "1 while the shared slot store is unreachable and limits hold per process only.",
-            labels=["scope"],
-        )
-        degraded.add_metric([slots.scope], 1.0 if slots.degraded else 0.0)
-        fallbacks = CounterMetricFamily(
-            "interlock_state_fallbacks",
-            "Times the shared slot store was lost or could not be reached (each starts per-process limits).",
-            labels=["scope"],
-        )
-        fallbacks.add_metric([slots.scope], float(slots.fallbacks))
-        info = GaugeMetricFamily(
-            "interlock_plan_info", "1, labelled with the plan being served.", labels=["plan"]
-        )
-        info.add_metric([plan.content_hash], 1.0)
-        yield from (providers, endpoints, circuits, in_use, waiting, rejected, line)
-        yield from (degraded, fallbacks, info)
-        if self.view.audit is not None:
-            yield from self.view.audit()
-        if self.view.gauges is not None:
-            yield from self.view.gauges()
-        yield from usage_families(self.view.ledger, plan.source.access)
-
-
-def usage_families(ledger: LedgerCounts | None, access: PlanAccess) -> Iterator[Metric]:
-    """The usage ledger's writer: debits waiting for a commit, commits, and store failures; the share of
-    its monthly credits each key with credits has used (families without samples when there is no
-    ledger)."""
-    waiting = GaugeMetricFamily(
-        "interlock_usage_waiting_debits",
-        "Debits of this process not yet committed to the usage ledger (what a SIGKILL would lose).",
-    )
-    commits = CounterMetricFamily(
-        "interlock_usage_commits", "Batches of debits committed to the usage ledger."
-    )
-    failures = CounterMetricFamily(
-        "interlock_usage_store_failures",
-        "Usage ledger commits and balance refreshes that failed (the debits are kept for the next commit).",
-    )
-    credits = GaugeMetricFamily(
-        "interlock_key_credits_used_ratio",
-        "Share of its monthly credits the key has used (keys with credits only; 1 or more: refused).",
-        labels=["key"],
-    )
-    if ledger is not None:
-        waiting.add_metric([], float(ledger.waiting))
-        commits.add_metric([], float(ledger.flushes))
-        failures.add_metric([], float(ledger.failures))
-        for key_id, key in access.keys.items():
-            limits = key.limits
-            if limits.credits > 0:
-                spent = ledger.spent((key.tenant, key_id))
-                used = spent.cost_micros / 1_000_000 if limits.credits_unit == "money" else spent.tokens
-                credits.add_metric([key_id], used / limits.credits)
-    yield from (waiting, commits, failures, credits)

@@ -36,11 +36,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from interlock.common.apikeys import key_id_of, parse_hash, verify
+from interlock.common.apikeys import key_id_of, parse_hash, verify, weak_secret
+from interlock.common.envnames import SECRET_SUFFIXES, bad_prefix, not_a_credential, secret_like
 from interlock.common.patterns import allows, matches
-from interlock.runtime.base.errors import OperatorOnly, TwoKeys, Unauthenticated, whole_seconds
+from interlock.common.vendors import vendor_of
+from interlock.runtime.base.errors import (
+    CredentialMissing,
+    OperatorOnly,
+    PlanError,
+    TwoKeys,
+    Unauthenticated,
+    whole_seconds,
+)
 from interlock.runtime.loaded.callers import ANONYMOUS, Budget, Caller, Header, Refusal, Turn, operator_route
-from interlock.schema.plan import PlanAccess, PlanLimits
+from interlock.schema.plan import PlanAccess, PlanLimits, RoutingPlan
 
 if TYPE_CHECKING:
     from interlock.runtime.loaded.tables import Target
@@ -216,3 +225,85 @@ def presented_key(headers: Iterable[Header]) -> str | None:
             )
         found = key
     return None if found is None else found.decode("utf-8", "replace")
+
+
+# -- a plan's caller keys, checked when it loads ---------------------------------------------------
+
+
+def key_problems(plan: RoutingPlan) -> list[str]:
+    """What is wrong with the plan's caller keys (their tenants, their secret's source)."""
+    problems: list[str] = []
+    for key_id, key in plan.access.keys.items():
+        if key.tenant not in plan.access.tenants:
+            problems.append(f"key {key_id} names unknown tenant {key.tenant}")
+        if (key.key_env is None) == (key.hash is None) or (
+            key.hash is not None and parse_hash(key.hash) is None
+        ):
+            problems.append(f"key {key_id} needs exactly one of key_env and a well-formed hash")
+    return problems
+
+
+def caller_key_problems(plan: RoutingPlan, sent: Mapping[str, str]) -> list[str]:
+    """Each operator prefix that may not mark caller key variables, and each caller key variable that may
+    not hold a secret (``sent``: the variables providers send upstream, by provider)."""
+    prefixes = tuple(plan.server.key_env_prefixes)
+    problems = [
+        f"server.key_env_prefixes {prefix!a} {reason}"
+        for prefix in prefixes
+        if (reason := bad_prefix(prefix)) is not None
+    ]
+    for key_id, key in sorted(plan.access.keys.items()):
+        if key.key_env is not None:
+            reason = _caller_variable(key.key_env, sent, prefixes)
+            if reason is not None:
+                problems.append(f"caller key {key_id} reads its secret from {key.key_env}, which {reason}")
+    return problems
+
+
+def _caller_variable(variable: str, sent: Mapping[str, str], prefixes: tuple[str, ...]) -> str | None:
+    reason = not_a_credential(variable)
+    if reason is not None:
+        return reason
+    if variable in sent:
+        return f"provider {sent[variable]} sends upstream"
+    vendor = vendor_of(variable)
+    if vendor is not None:
+        return f"holds {vendor.name}'s key, a model vendor's credential"
+    if not secret_like(variable, prefixes):
+        names = ", ".join(f"*{suffix}" for suffix in SECRET_SUFFIXES)
+        return f"is not named as a secret ({names} or a prefix in server.key_env_prefixes)"
+    return None
+
+
+def key_book(
+    plan: RoutingPlan, env: Mapping[str, str], origin: str, secrets: list[str], aliases: Mapping[str, Target]
+) -> KeyBook:
+    """The caller keys of a plan under ``auth: optional|required``: every ``key_env`` variable must be set
+    and hold a secret (its value is added to ``secrets``, to be scrubbed from text passed on)."""
+    for key in sorted(plan.access.keys.values(), key=lambda k: k.id):
+        if key.key_env is None:
+            continue
+        value = env.get(key.key_env, "")
+        if not value:
+            raise CredentialMissing(
+                f"{origin}: caller key {key.id} needs the variable {key.key_env}, which is not set",
+                variable=key.key_env,
+            )
+        secrets.append(value)
+    weak = _weak_key_values(plan, env)
+    if weak:
+        raise PlanError(f"{origin}: caller keys without a secret: " + "; ".join(weak))
+    return KeyBook.of(plan.access, plan.server.auth, env, aliases, plan.candidates)
+
+
+def _weak_key_values(plan: RoutingPlan, env: Mapping[str, str]) -> list[str]:
+    """Each caller key whose variable is set but holds no secret (a path, a short value, the value of a
+    variable that is none); the values are never shown."""
+    problems: list[str] = []
+    for key_id, key in sorted(plan.access.keys.items()):
+        if key.key_env is None or not env.get(key.key_env):
+            continue
+        reason = weak_secret(key.key_env, env)
+        if reason is not None:
+            problems.append(f"caller key {key_id}: the value of {key.key_env} {reason}")
+    return problems

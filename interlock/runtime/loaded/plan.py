@@ -11,6 +11,7 @@ here too: a plan that would write a broken answer is refused at load, never disc
 
     PlanError                 the plan cannot be served (message names the file and what is wrong)
     └── CredentialMissing     a credential variable named by the plan is not set
+                              (both in base/errors.py, so that what loads a plan's parts may raise them)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from pydantic import ValidationError
 
 from interlock.common.gc_pause import collector_paused
@@ -28,9 +28,10 @@ from interlock.common.headers import header_name_problem, header_value_problem
 from interlock.common.kinds import KINDS, has_workers
 from interlock.common.patterns import ollama_name, untagged
 from interlock.runtime.base.asgi import json_object
-from interlock.runtime.base.errors import InterlockError
+from interlock.runtime.base.errors import CredentialMissing as CredentialMissing
+from interlock.runtime.base.errors import PlanError as PlanError
 from interlock.runtime.base.server_settings import ServerSettings
-from interlock.runtime.loaded.credentials import credential_problems, weak_key_values
+from interlock.runtime.loaded.credentials import credential_problems
 from interlock.runtime.loaded.tables import (
     Alias,
     Candidate,
@@ -62,20 +63,6 @@ if TYPE_CHECKING:  # a plan's caller keys and CORS rules: imported by the plans 
 DEFAULT_RETRY = RetryPolicy(
     RETRY_DEFAULTS["count"], RETRY_DEFAULTS["backoff"] / 1000, RETRY_DEFAULTS["retry_after_max"] / 1000
 )  # a plan's provider without `retry` (one compiled before it existed)
-
-
-class PlanError(InterlockError):
-    """The plan cannot be served; ``str()`` says which file and what is wrong."""
-
-
-class CredentialMissing(PlanError):
-    """A credential variable the plan names is unset or empty."""
-
-    def __init__(self, message: str, *, variable: str) -> None:
-        super().__init__(message)
-        self.variable = variable
-
-    # when the expected wait exceeds this many seconds (0: at once); None: queue (the last never spills)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,17 +329,14 @@ def _validated(data: Mapping[str, Any], origin: str) -> RoutingPlan:
     and forbidden keys (strict: no coercion, a string is never read as a number or a boolean, as in
     JSON Schema) in about 1/100 of the time jsonschema takes: 0.1 s instead of 6-15 s on a 10,000-alias
     plan (bench/serve_start.py). The slower validator runs only on a plan that fails, to word the
-    errors by JSON path; whatever it does not find (a check only the model makes) is worded by pydantic.
+    errors by JSON path (``invalid.py``, imported then).
     """
     try:
         return RoutingPlan.model_validate(data, strict=True)
     except ValidationError as exc:
-        _validate_schema(data, origin)
-        shown = [f"{_json_path(e['loc'])}: {e['msg']}" for e in exc.errors()[:5]]
-        more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
-        raise PlanError(
-            f"{origin}: the plan is not a valid routing plan: " + "; ".join(shown) + more
-        ) from None
+        from interlock.runtime.loaded.invalid import refusal  # a plan that fails: worded, then refused
+
+        raise refusal(data, exc, origin) from None
 
 
 def _retry(section: PlanRetry, base: RetryPolicy = DEFAULT_RETRY) -> RetryPolicy:
@@ -383,25 +367,6 @@ def _spill(count: int, on_saturation: str, fallback_after_ms: int | None) -> tup
     return tuple(after if i + 1 < count else None for i in range(count))
 
 
-def _validate_schema(data: Mapping[str, Any], origin: str) -> None:
-    import jsonschema  # type: ignore[import-untyped]  # imported here: only plan loading needs it, never the request path
-
-    from interlock.common.resources import data_dir
-
-    schema = orjson.loads((data_dir("schema") / "plan.schema.json").read_bytes())
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        shown = [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors[:5]]
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-        raise PlanError(f"{origin}: the plan does not match plan.schema.json: " + "; ".join(shown) + more)
-
-
-def _json_path(parts: Any) -> str:
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
-    return path.lstrip(".") or "(root)"
-
-
 def _check_references(plan: RoutingPlan, origin: str) -> None:
     problems: list[str] = []
     for name, alias in plan.aliases.items():
@@ -428,24 +393,11 @@ def _check_references(plan: RoutingPlan, origin: str) -> None:
     if default is not None and default not in plan.aliases:
         problems.append(f"server.default_alias {default} is not an alias")
     if plan.access.keys:
-        problems.extend(_key_problems(plan))
+        from interlock.runtime.loaded.access import key_problems  # a plan with keys only
+
+        problems.extend(key_problems(plan))
     if problems:
         raise PlanError(f"{origin}: the plan is inconsistent: " + "; ".join(problems))
-
-
-def _key_problems(plan: RoutingPlan) -> list[str]:
-    """What is wrong with the plan's caller keys (``apikeys``: imported by a plan with keys only)."""
-    from interlock.common.apikeys import parse_hash
-
-    problems: list[str] = []
-    for key_id, key in plan.access.keys.items():
-        if key.tenant not in plan.access.tenants:
-            problems.append(f"key {key_id} names unknown tenant {key.tenant}")
-        if (key.key_env is None) == (key.hash is None) or (
-            key.hash is not None and parse_hash(key.hash) is None
-        ):
-            problems.append(f"key {key_id} needs exactly one of key_env and a well-formed hash")
-    return problems
 
 
 def _check_headers(plan: RoutingPlan, origin: str) -> None:
@@ -481,31 +433,14 @@ def _check_credentials(plan: RoutingPlan, origin: str) -> None:
 
 
 def _key_book(
-    plan: RoutingPlan,
-    env: Mapping[str, str],
-    origin: str,
-    secrets: list[str],
-    aliases: Mapping[str, Alias],
+    plan: RoutingPlan, env: Mapping[str, str], origin: str, secrets: list[str], aliases: Mapping[str, Alias]
 ) -> KeyBook | None:
-    """The caller keys under ``auth: optional|required``; every ``key_env`` variable must be set."""
+    """The caller keys under ``auth: optional|required`` (``access.py``: imported by such a plan only)."""
     if plan.server.auth == "off":
         return None
-    for key in sorted(plan.access.keys.values(), key=lambda k: k.id):
-        if key.key_env is None:
-            continue
-        value = env.get(key.key_env, "")
-        if not value:
-            raise CredentialMissing(
-                f"{origin}: caller key {key.id} needs the variable {key.key_env}, which is not set",
-                variable=key.key_env,
-            )
-        secrets.append(value)
-    weak = weak_key_values(plan, env)
-    if weak:
-        raise PlanError(f"{origin}: caller keys without a secret: " + "; ".join(weak))
-    from interlock.runtime.loaded.access import KeyBook  # a plan with keys only
+    from interlock.runtime.loaded.access import key_book
 
-    return KeyBook.of(plan.access, plan.server.auth, env, aliases, plan.candidates)
+    return key_book(plan, env, origin, secrets, aliases)
 
 
 def _cors(plan: RoutingPlan) -> CorsPolicy | None:

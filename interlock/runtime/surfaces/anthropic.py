@@ -1,11 +1,11 @@
 """The Anthropic Messages surface: ``POST /v1/messages`` (its ``count_tokens`` is ``request.count_tokens``).
 
-How, in ``wire.anthropic_request`` (the request into the internal, OpenAI-shaped form: what each field
-becomes, what is named in ``X-Interlock-Dropped``) and ``wire.anthropic_caller`` (the answer, the event
-stream, the error body); field by field in docs/surfaces.md. This module only picks them per request.
-To an ``anthropic`` candidate none of this applies: the request goes as it came (``Native``, with its
-``anthropic-beta``/``anthropic-version`` headers) and its answer and events come back as they came, the
-model name replaced. ``x-api-key`` and ``anthropic-version`` are accepted and not checked.
+How, in ``wire.anthropic_caller`` (the request into the internal, OpenAI-shaped form: what each field becomes,
+what is named in ``X-Interlock-Dropped``; the answer, the event stream, the error body); field by field in
+docs/surfaces.md. This module only picks them per request. To an ``anthropic`` candidate none of this applies:
+the request goes as it came (``Native``, with its ``anthropic-beta``/``anthropic-version`` headers) and its
+answer and events come back as they came, the model name replaced. ``x-api-key`` and ``anthropic-version`` are
+accepted and not checked.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from interlock.runtime.surfaces.base import (
     Translation,
 )
 from interlock.runtime.wire import anthropic_caller as wire
-from interlock.runtime.wire.anthropic_request import internal_request
 from interlock.runtime.wire.base import Relayed, StreamRender
 from interlock.runtime.wire.fields import OUTPUT_LIMITS
 
@@ -40,7 +39,7 @@ class Messages(Translated):
     route = "messages"
 
     def translate(self, body: dict[str, Any]) -> Translation:
-        return internal_request(body)
+        return wire.internal_request(body)
 
     def answer(self, parsed: Parsed, result: dict[str, Any], candidate: str) -> bytes:
         if type(result) is Relayed:

@@ -45,6 +45,7 @@ from interlock.runtime.wire.base import ChatStream, Endpoint
 from interlock.runtime.wire.error_bodies import credentials, error_for_status
 
 MAX_ERROR_BODY = 64 * 1024
+_FAILURES: tuple[type[BaseException], ...] = (UpstreamError, *CLIENT_EXCEPTIONS)  # a read that fails closes
 
 
 class LineDecoder(Protocol):
@@ -263,11 +264,10 @@ class LineStream(ChatStream):
                         await response.arrival()
                     elif self._decode(data, False):
                         break
-            except UpstreamError:
+            except _FAILURES as exc:
                 await self.aclose()
-                raise
-            except CLIENT_EXCEPTIONS as exc:
-                await self.aclose()
+                if isinstance(exc, UpstreamError):
+                    raise
                 raise _mapped(exc, self._endpoint) from exc
         self._pending = deque()
         return pending
@@ -310,11 +310,10 @@ class LineStream(ChatStream):
                     self._full = False
                     await drain()
                     response.resume()
-        except UpstreamError:
+        except _FAILURES as exc:
             await self.aclose()
-            raise
-        except CLIENT_EXCEPTIONS as exc:
-            await self.aclose()
+            if isinstance(exc, UpstreamError):
+                raise
             raise _mapped(exc, self._endpoint) from exc
 
     def _pushed(self, data: bytes) -> None:
@@ -329,8 +328,8 @@ class LineStream(ChatStream):
                     self._full = sink(pending)
                 finally:
                     pending.clear()  # the sink's only during the call: no deque per read
-        except UpstreamError as exc:
-            self._error = exc
+        except UpstreamError as failed:
+            self._error = failed
         except Exception as exc:  # the sink's own failure (a bug): raised by the relay's task
             self._broken = exc
         if self._full or self._closed or self._error is not None or self._broken is not None:
@@ -344,11 +343,10 @@ class LineStream(ChatStream):
         """One more upstream read; a failure closes the stream and leaves as an ``UpstreamError``."""
         try:
             await self.fill()
-        except UpstreamError:
+        except _FAILURES as exc:
             await self.aclose()
-            raise
-        except CLIENT_EXCEPTIONS as exc:
-            await self.aclose()
+            if isinstance(exc, UpstreamError):
+                raise
             raise _mapped(exc, self._endpoint) from exc
 
     @property

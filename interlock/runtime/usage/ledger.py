@@ -165,11 +165,7 @@ class Ledger:
         debits, self._debits = self._debits, []
         summed: dict[tuple[Account, str], Tally] = {}
         for account, model, usage in debits:
-            got = summed.get((account, model))
-            if got is None:
-                summed[account, model] = usage.copy()
-            else:
-                got.add(usage)
+            _added(summed, (account, model), usage)
         day = self._day
         for (account, model), usage in summed.items():
             tenant, key_id = account
@@ -186,8 +182,7 @@ class Ledger:
         start = window_start(day)
         if start != self.window:
             self.window = start
-            self._spent = {}
-            self._tenants = {}
+            self._spent, self._tenants = {}, {}
 
     # -- the writer ----------------------------------------------------------------------------------
 
@@ -272,9 +267,9 @@ class Ledger:
                 self._pending, self._pending_debits = {}, 0
             try:
                 await self.store.add(batch.rows, batch.id)
-            except UsageRowsRefused as exc:  # rolled back: not in; the rows one by one
+            except UsageRowsRefused as refused:  # rolled back: not in; the rows one by one
                 self._doubt, clean = None, False
-                self._refused(exc)
+                self._refused(refused)
                 if not await self._one_by_one(batch):
                     return False
             except Exception as exc:  # the store's error, or a bug: either way the batch is kept
@@ -297,14 +292,14 @@ class Ledger:
             single = Batch(batch_id(self._wall()), {key: tally}, tally.requests)
             try:
                 await self.store.add(single.rows, single.id)
-            except UsageRowsRefused as exc:
+            except UsageRowsRefused as refused:
                 self.dropped_rows += 1
                 log.error(
                     "usage ledger: a row the store refuses is dropped (%d requests of %s on %s): %s",
                     tally.requests,
                     key[1],
                     key[0],
-                    exc,
+                    refused,
                 )
             except Exception as exc:
                 self._doubt = single

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from interlock.runtime.base.mypyc_marks import mypyc_attr
 from interlock.runtime.usage.base import Account, RowKey, Store, Tally
 
 MAX_BATCHES = 4096
 """Batch ids remembered (a replay comes right after the try it repeats): then forgotten at once."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # test doubles subclass it (runtime/base/mypyc_marks.py)
 class MemoryStore(Store):
     shown = "memory:"
     shared = False  # this process's alone: nothing to read back

@@ -74,9 +74,9 @@ class PostgresStore(SqlStore):
                 await cur.executemany(self.upsert, values)
                 if batch is not None:
                     await cur.execute(self.prune, (batches_cutoff(time.time()),))
-        except (psycopg.DataError, psycopg.IntegrityError) as exc:  # the server answered: rolled back
-            reason = self._error("the usage ledger refused a batch", exc)
-            raise UsageRowsRefused(str(reason)) from exc
+        except (psycopg.DataError, psycopg.IntegrityError) as refused:  # the server answered: rolled back
+            reason = self._error("the usage ledger refused a batch", refused)
+            raise UsageRowsRefused(str(reason)) from refused
         except psycopg.Error as exc:
             raise self._error("cannot write the usage ledger", exc) from exc
 

@@ -44,9 +44,9 @@ class SqliteStore(SqlStore):
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(CREATE_TABLE)
             db.execute(CREATE_BATCHES)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise UsageStoreError(f"{self.shown}: cannot open the usage ledger: {reason}") from exc
+        except OSError as os_error:
+            reason = os_error.strerror or str(os_error)
+            raise UsageStoreError(f"{self.shown}: cannot open the usage ledger: {reason}") from os_error
         except sqlite3.Error as exc:
             raise UsageStoreError(f"{self.shown}: cannot open the usage ledger: {exc}") from exc
         self._db = db
@@ -72,8 +72,8 @@ class SqliteStore(SqlStore):
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
-        except (OverflowError, sqlite3.IntegrityError, sqlite3.DataError) as exc:  # rolled back
-            raise UsageRowsRefused(f"{self.shown}: the usage ledger refused a batch: {exc}") from exc
+        except (OverflowError, sqlite3.IntegrityError, sqlite3.DataError) as refused:  # rolled back
+            raise UsageRowsRefused(f"{self.shown}: the usage ledger refused a batch: {refused}") from refused
         except sqlite3.Error as exc:
             raise UsageStoreError(f"{self.shown}: cannot write the usage ledger: {exc}") from exc
 

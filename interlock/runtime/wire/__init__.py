@@ -6,7 +6,7 @@
 - ``openai_responses``: Responses (its requests into the internal form, answers and typed events out
   of it; the relay to an upstream declared ``responses: true``);
 - ``anthropic``: Messages for the adapter (the request, answer and event stream); ``anthropic_caller``
-  and ``anthropic_request`` for the surface (its requests, answers, events and error bodies; the one
+  for the surface (its requests, answers, events and error bodies; the one
   error-type table);
 - ``ollama``: Ollama's native API for the adapter (/api/chat and /api/embed); ``ollama_caller`` for the
   surface.

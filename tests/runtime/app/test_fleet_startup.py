@@ -31,18 +31,6 @@ from tests.runtime.fleet.test_plug import CLOUD
 
 DEAD = "http://127.0.0.1:9/v1"  # nothing answers: the probe and signal rounds fail, and are logged
 FLEET_LOOPS = {"interlock-telemetry", "interlock-warmup"}
-OLLAMA_WORKERS = """\
-version: 1
-server: {default_alias: t/chat, alias_namespace: t/}
-providers:
-  local:
-    kind: ollama
-    probe: false
-    workers:
-      - {name: box1, url: "http://127.0.0.1:9/"}
-aliases:
-  t/chat: {description: one Ollama box, chain: [local/m1]}
-"""
 
 
 def _speeds_file(path: Path, **speeds: float) -> None:
@@ -111,7 +99,7 @@ def test_a_reload_while_the_upstream_client_opens_gets_the_adapters_of_its_kinds
     plan_data: Callable[[str], dict[str, Any]],
 ) -> None:
     first = build(plan_data(CLOUD.format(url=DEAD)))
-    ollama = build(plan_data(OLLAMA_WORKERS))
+    ollama = build(plan_data())  # the runtime tests' plan: an Ollama worker among its providers
     opening = asyncio.Event()
     gateway: Gateway | None = None
 

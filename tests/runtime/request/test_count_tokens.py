@@ -105,7 +105,7 @@ def test_a_llama_server_counts_with_its_own_template_and_tokenizer_once_per_prom
 
 def _parts(gateway: Gateway) -> list[tuple[int, int]]:
     from interlock.runtime.books.estimate import needs_of
-    from interlock.runtime.wire import anthropic_request as wire
+    from interlock.runtime.wire import anthropic_caller as wire
 
     internal, _, _ = wire.internal_request(_claude("t/llama"), counting=True)
     needs = needs_of(internal, "chat", gateway.parts.live.plan.preflight)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.runtime.wire import openai_responses
-from interlock.runtime.wire.anthropic_request import internal_request
+from interlock.runtime.wire.anthropic_caller import internal_request
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
 
