@@ -44,7 +44,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlock.runtime.base.errors import (
@@ -83,22 +83,24 @@ Skip = Callable[[Candidate, str], None]  # a feature told of a candidate passed 
 log = logging.getLogger("interlock.router")
 
 
-async def _chat(
+# The calls (``upstream.base.Call``): plain functions that hand back the adapter's coroutine, which the
+# walk awaits (no coroutine of their own per call); so are ``Router.chat``, ``chat_stream`` and ``embed``.
+def _chat(
     adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
-) -> dict[str, Any]:
-    return await adapter.chat(endpoint, model, body, native)
+) -> Awaitable[dict[str, Any]]:
+    return adapter.chat(endpoint, model, body, native)
 
 
-async def _stream(
+def _stream(
     adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
-) -> ChatStream:
-    return await adapter.chat_stream(endpoint, model, body, native)
+) -> Awaitable[ChatStream]:
+    return adapter.chat_stream(endpoint, model, body, native)
 
 
-async def _embed(
+def _embed(
     adapter: Adapter, endpoint: Endpoint, model: str, body: Mapping[str, Any], native: Native | None
-) -> dict[str, Any]:
-    return await adapter.embed(endpoint, model, body)
+) -> Awaitable[dict[str, Any]]:
+    return adapter.embed(endpoint, model, body)
 
 
 class Walk:
@@ -147,31 +149,31 @@ class Router:
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a retry's wait (tests: their own)
         self.rng = random.Random()  # a retry's jitter
 
-    async def chat(
+    def chat(
         self,
         target: Target,
         body: Mapping[str, Any],
         preflight: Preflight | None = None,
         native: Native | None = None,
-    ) -> Answered[dict[str, Any]]:
+    ) -> Coroutine[Any, Any, Answered[dict[str, Any]]]:
         """``native``: the request in the caller's own format, for a candidate of that format."""
-        return await self._walk(target, body, _chat, "chat", preflight, None, native)
+        return self._walk(target, body, _chat, "chat", preflight, None, native)
 
-    async def chat_stream(
+    def chat_stream(
         self,
         target: Target,
         body: Mapping[str, Any],
         deliver: Callable[[Answered[ChatStream]], Awaitable[R]],
         preflight: Preflight | None = None,
         native: Native | None = None,
-    ) -> R:
+    ) -> Coroutine[Any, Any, R]:
         """Open a stream and hand it to ``deliver`` while its slot is held; the slot goes when it returns."""
-        return await self._walk(target, body, _stream, "chat", preflight, deliver, native)
+        return self._walk(target, body, _stream, "chat", preflight, deliver, native)
 
-    async def embed(
+    def embed(
         self, target: Target, body: Mapping[str, Any], preflight: Preflight | None = None
-    ) -> Answered[dict[str, Any]]:
-        return await self._walk(target, body, _embed, "embeddings", preflight, None)
+    ) -> Coroutine[Any, Any, Answered[dict[str, Any]]]:
+        return self._walk(target, body, _embed, "embeddings", preflight, None)
 
     def rechain(self, guards: tuple[Guard, ...]) -> None:
         """The guard chain (built at plan load: again when the fleet's guards join it), compiled for
