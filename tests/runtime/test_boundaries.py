@@ -172,7 +172,7 @@ NOT_IN_THE_CORE = (
 # then), 15,032 (100) with an open circuit's schedule and a reload's work made by the first (books/checks.py,
 # app/reading.py), 14,945 (101) with the scrape-time gauges made by the first scrape (books/scrape.py);
 # the goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 14_990
+CORE_LINES = 14_980
 
 
 def census(

@@ -491,7 +491,7 @@ def _labels(servers: Mapping[str, str]) -> dict[str, list[str]]:
 
 
 class Told:
-    """Server counts of whole prompts (``counting``: ``count_tokens`` asked the server's tokenizer), by
+    """Server counts of whole prompts (``request.count_tokens`` asked the server's tokenizer), by
     (server, model, the prompt's digest); bounded, oldest first out."""
 
     __slots__ = ("_counts",)
@@ -574,8 +574,7 @@ class Learned:
         rate = self.prefill.learned(endpoint.label, model)
         if rate is None:
             return endpoint
-        text, schema = needs.prompt_tokens - needs.schema_tokens, needs.schema_tokens
-        prompt = max(self.counts.prompt(endpoint.label, model, text, schema, REPORTING_FLOOR), needs.counted)
+        prompt = max(self.prompt_of(endpoint.label, model, needs), needs.counted)
         extra = min(prompt / rate, MAX_PREFILL_S)
         if extra < MIN_PREFILL_S:
             return endpoint

@@ -105,10 +105,8 @@ Chains = tuple[tuple[Guard, ...], ...]
 
 def compiled(guards: tuple[Guard, ...]) -> Chains:
     """The chain of ``guards`` (in their order) for every combination of checks: those whose check holds."""
-    every = Check(0)
-    for check in Check:
-        every |= check
-    return tuple(tuple(g for g in guards if g.check & checks) for checks in range(int(every) + 1))
+    every = sum(Check)  # every check's bit set
+    return tuple(tuple(g for g in guards if g.check & checks) for checks in range(every + 1))
 
 
 def steps(chain: tuple[Guard, ...]) -> tuple[Step, ...]:

@@ -87,11 +87,6 @@ def estimated_usage(needs: Needs, completion: int) -> dict[str, int]:
     }
 
 
-def output_tokens(text: str) -> int:
-    """The estimate of an answer's tokens (the preflight's rule)."""
-    return text_tokens(text) if text else 0
-
-
 def delta_chars(chunk: Mapping[str, Any]) -> int:
     """The length of a stream chunk's text (content and reasoning of its first choice's delta). Runs for
     every chunk: the content read at once, the reasoning fields only when the delta has one."""
@@ -125,7 +120,7 @@ def request_tally(record: RequestRecord, needs: Needs, price: Price | None) -> T
         result = record.answered.result if record.answered is not None else None
         result = result if isinstance(result, dict) else {}
         counted = reported(result.get("usage"))
-        estimate = output_tokens(answer_text(result)) if counted is None else 0
+        estimate = text_tokens(answer_text(result)) if counted is None else 0  # the preflight's rule
     if counted is not None and counted.clamped:
         record.clamped = True
     return tally_of(counted, needs, estimate, price)

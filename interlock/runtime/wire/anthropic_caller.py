@@ -40,6 +40,7 @@ from interlock.runtime.wire.openai_chat import (
     cached_tokens,
     call_arguments,
     first_choice,
+    named,
     reasoning,
 )
 from interlock.runtime.wire.sse import SSE_HEADERS, frame
@@ -148,7 +149,7 @@ def _unread(block: dict[str, Any], kind: str, dropped: list[str]) -> None:
     if read is not None:
         for key in block:
             if key not in read:
-                _name(f"{kind}.{key}", dropped)
+                named(f"{kind}.{key}", dropped)
 
 
 def _result_text(content: Any, dropped: list[str]) -> str:
@@ -159,7 +160,7 @@ def _result_text(content: Any, dropped: list[str]) -> str:
         for part in content:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind not in ("text", "tool_reference"):
-                _name(f"tool_result.{kind}", dropped)
+                named(f"tool_result.{kind}", dropped)
     return text_of(content)
 
 
@@ -200,7 +201,7 @@ def _turn(index: int, message: Any, dropped: list[str]) -> list[dict[str, Any]]:
                 text = f"error: {text}"
             out.append({"role": "tool", "tool_call_id": block.get("tool_use_id", ""), "content": text})
         elif kind == "redacted_thinking" and role == "assistant":
-            _name("redacted_thinking", dropped)  # encrypted: only Anthropic reads it
+            named("redacted_thinking", dropped)  # encrypted: only Anthropic reads it
         elif kind == "thinking" and role == "assistant":
             thinking = block.get("thinking", "")
             if not isinstance(thinking, str):
@@ -240,11 +241,11 @@ def _tools(tools: Any, loaded: frozenset[str], dropped: list[str]) -> list[dict[
             raise InvalidRequest(f"`tools[{number}].name` must be a string")
         kind = tool.get("type")
         if kind not in (None, "custom"):
-            _name(f"tools.{kind}", dropped)
+            named(f"tools.{kind}", dropped)
             continue
         for key in tool:
             if key not in _TOOL_READ:
-                _name(f"tools.{key}", dropped)
+                named(f"tools.{key}", dropped)
         if tool.get("defer_loading") is True and tool["name"] not in loaded:
             continue
         function: dict[str, Any] = {"name": tool["name"], "parameters": tool.get("input_schema") or {}}
@@ -254,12 +255,6 @@ def _tools(tools: Any, loaded: frozenset[str], dropped: list[str]) -> list[dict[
             function["strict"] = tool["strict"]
         out.append({"type": "function", "function": function})
     return out
-
-
-def _name(name: str, dropped: list[str]) -> None:
-    """``name`` in ``dropped``, once."""
-    if name not in dropped:
-        dropped.append(name)
 
 
 def _loaded(messages: list[Any]) -> frozenset[str]:
@@ -291,7 +286,7 @@ def _think(thinking: Any, internal: dict[str, Any], dropped: list[str]) -> None:
         internal["think"] = False
     for key in thinking:
         if key != "type":
-            _name(f"thinking.{key}", dropped)
+            named(f"thinking.{key}", dropped)
 
 
 def _openai_tool_choice(choice: Any) -> Any:
@@ -392,7 +387,7 @@ def internal_request(
                     internal["parallel_tool_calls"] = False
                 for key in choice:
                     if key not in ("type", "name", "disable_parallel_tool_use"):
-                        _name(f"tool_choice.{key}", dropped)
+                        named(f"tool_choice.{key}", dropped)
     _think(body.get("thinking"), internal, dropped)
     for key, value in body.items():
         if key not in _READ and value is not None:

@@ -325,6 +325,12 @@ def delta_chunk(head: Mapping[str, Any], delta: dict[str, Any], finish: str | No
     return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
+def named(name: str, dropped: list[str]) -> None:
+    """``name`` in ``dropped`` (what a request's internal form cannot carry), once."""
+    if name not in dropped:
+        dropped.append(name)
+
+
 def first_choice(result: Mapping[str, Any]) -> dict[str, Any]:
     """The first choice of an OpenAI-shaped answer (empty when there is none)."""
     choice: dict[str, Any] = (result.get("choices") or [{}])[0]

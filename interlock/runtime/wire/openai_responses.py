@@ -27,6 +27,7 @@ from interlock.runtime.wire.openai_chat import (
     completion_id,
     delta_chunk,
     first_choice,
+    named,
     reasoning,
 )
 from interlock.runtime.wire.sse import SSE_HEADERS, SSEEvents, frame
@@ -129,12 +130,11 @@ def _messages(items: Any, dropped: list[str]) -> list[dict[str, Any]]:
             if thought:
                 reasoning.append(thought)
         elif kind in _HOSTED_ITEMS:
-            if f"input.{kind}" not in dropped:
-                dropped.append(f"input.{kind}")
+            named(f"input.{kind}", dropped)
         else:
             raise InvalidRequest(f"`{where}`: an item of type {kind!r} is not supported", param=where)
     if reasoning:  # no assistant turn after it to carry it
-        _name("input.reasoning", dropped)
+        named("input.reasoning", dropped)
     return out
 
 
@@ -146,7 +146,7 @@ def _reasoned(message: dict[str, Any], reasoning: list[str], dropped: list[str])
     if message["role"] == "assistant":
         message["reasoning_content"] = "\n".join(reasoning)
     else:
-        _name("input.reasoning", dropped)
+        named("input.reasoning", dropped)
     reasoning.clear()
 
 
@@ -155,7 +155,7 @@ def _reasoning_item(item: dict[str, Any], dropped: list[str]) -> str:
     ``reasoning``, as a chat upstream takes it; its encrypted content only the provider that wrote it
     reads (named ``input.reasoning.encrypted_content``)."""
     if item.get("encrypted_content"):
-        _name("input.reasoning.encrypted_content", dropped)
+        named("input.reasoning.encrypted_content", dropped)
     summary = item.get("summary")
     texts = [
         part["text"]
@@ -165,18 +165,13 @@ def _reasoning_item(item: dict[str, Any], dropped: list[str]) -> str:
     return "\n".join(texts)
 
 
-def _name(name: str, dropped: list[str]) -> None:
-    if name not in dropped:
-        dropped.append(name)
-
-
 _FUNCTION_READ = frozenset({"type", "name", "description", "parameters", "strict"})
 
 
 def _function(tool: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
     for key in tool:
         if key not in _FUNCTION_READ:
-            _name(f"tools.{key}", dropped)
+            named(f"tools.{key}", dropped)
     function = {
         k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
     }
@@ -203,18 +198,16 @@ def _tools(tools: Any, dropped: list[str]) -> tuple[list[dict[str, Any]], dict[s
         elif kind == "namespace" and isinstance(tool.get("tools"), list):
             group = tool.get("name") if isinstance(tool.get("name"), str) else ""
             if tool.get("description"):  # flattened into its functions: the group's own words go
-                _name("tools.namespace.description", dropped)
+                named("tools.namespace.description", dropped)
             for inner in tool["tools"]:
                 if not isinstance(inner, dict) or inner.get("type") != "function":
                     kind = inner.get("type") if isinstance(inner, dict) else None
-                    name = f"tools.{group}.{kind}" if isinstance(kind, str) else f"tools.{group}"
-                    if name not in dropped:
-                        dropped.append(name)
+                    named(f"tools.{group}.{kind}" if isinstance(kind, str) else f"tools.{group}", dropped)
                 elif isinstance(inner.get("name"), str):
                     out.append(_function(inner, dropped))
                     namespaces[inner["name"]] = group
-        elif f"tools.{kind}" not in dropped:
-            dropped.append(f"tools.{kind}")
+        else:
+            named(f"tools.{kind}", dropped)
     return out, namespaces
 
 
@@ -294,11 +287,11 @@ def internal_request(body: dict[str, Any]) -> tuple[dict[str, Any], list[str], M
             internal["reasoning_effort"] = reasoning["effort"]
         for key in reasoning:  # the summary: what the answer's reasoning item holds anyway
             if key not in ("effort", "summary", "generate_summary"):
-                _name(f"reasoning.{key}", dropped)
+                named(f"reasoning.{key}", dropped)
     text = body.get("text")
     for key in text if isinstance(text, dict) else ():
         if key != "format":
-            _name(f"text.{key}", dropped)
+            named(f"text.{key}", dropped)
     response_format = _response_format(text)
     if response_format is not None:
         internal["response_format"] = response_format
