@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
+from types import UnionType
 from typing import Any, Protocol
 
 import orjson
 
-from interlock.runtime.base.errors import (
-    BodyTooLarge,
-    InvalidRequest,
-)
+from interlock.runtime.base.errors import BodyTooLarge, InvalidRequest
 
 Scope = MutableMapping[str, Any]
-
-
 Message = MutableMapping[str, Any]
-
-
 Receive = Callable[[], Awaitable[Message]]
-
-
 Send = Callable[[Message], Awaitable[None]]
-
-
 Header = tuple[bytes, bytes]
-
 
 JSON_TYPE: Header = (b"content-type", b"application/json")
 
@@ -85,18 +74,18 @@ def json_object(raw: bytes | str, refuse: Callable[[str], Exception], what: str)
     return value
 
 
+JSON_TYPES: tuple[tuple[type | UnionType, str], ...] = (
+    (type(None), "null"),
+    (bool, "a boolean"),  # before the numbers: a bool is an int
+    (int | float, "a number"),
+    (str, "a string"),
+    (list, "an array"),
+)
+
+
 def json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+    """What kind of JSON value ``value`` is, as a message names it."""
+    return next((name for kind, name in JSON_TYPES if isinstance(value, kind)), "an object")
 
 
 async def send_json(send: Send, status: int, payload: bytes, headers: list[Header]) -> None:
