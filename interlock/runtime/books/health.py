@@ -32,10 +32,9 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from interlock.runtime.base.clock import Clock, iso_utc
+from interlock.runtime.base.clock import Clock
 from interlock.runtime.base.errors import (
     ConnectFailed,
     ConnectTimeout,
@@ -45,6 +44,7 @@ from interlock.runtime.base.errors import (
     TransientError,
     UpstreamError,
 )
+from interlock.runtime.books.circuits import CandidateState, EndpointState, Hold
 from interlock.runtime.loaded.tables import HealthSettings, Route
 
 Listener = Callable[[str, float], None]
@@ -59,50 +59,6 @@ FIRST_TRIAL = 0.125  # a circuit's first open period, of ``open_for``; each reop
 MIN_TRIAL_S = 1.0  # (never shorter than this, nor longer than ``open_for``)
 JITTER = 0.25  # an open period is drawn in [1 - JITTER, 1] times its step
 SHARED_JITTER = 0.2  # a circuit another replica opened: its trial here up to this much later
-
-
-@dataclass(slots=True)
-class CandidateState:
-    failures: int = 0
-    open_until: float = 0.0  # monotonic
-    rate_limited_until: float = 0.0  # monotonic
-    last_success_at: float | None = None  # wall clock; also when it was last selected (it answered)
-    last_error_at: float | None = None
-    last_error_status: int | None = None
-    last_error_class: str | None = None
-    slow_timeouts: int = 0  # timeouts while its endpoint was answering others: slow, not dead
-    slow_streak: int = 0  # of those, since the last success
-    busy_timeouts: int = 0  # first-byte timeouts while its server reported progress: never counted
-    opened: int = 0  # times its circuit opened since the last success: the backoff's step
-    connect_opened: bool = False  # the failure that last opened it was a connect failure
-    check_failed: bool = False  # an active check failed since it opened
-    last_check_at: float | None = None  # wall clock
-    last_check_ok: bool | None = None
-    next_check_at: float | None = None  # monotonic: set by the recovery checks while it is open
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """Why a candidate is held back (``rate_limited``/``circuit_open``), for how long, and what caused it."""
-
-    reason: str
-    seconds: float  # from now until it may be tried again
-    error_class: str | None  # the failure that put it on hold
-    status: int | None
-
-
-@dataclass(slots=True)
-class EndpointState:
-    probe_ok: bool = True
-    failures: int = 0
-    open_until: float = 0.0
-    last_probe_at: float | None = None
-    last_probe_error: str | None = None
-    last_success_at: float | None = None
-    last_error_at: float | None = None
-    last_error_class: str | None = None
-    opened: int = 0  # times its circuit opened since the last success: the backoff's step
-    reuse_off_until: float = 0.0  # its upstream sent bytes nobody asked for: connections not reused
 
 
 class HealthBook:
@@ -398,54 +354,19 @@ class HealthBook:
         elif state.open_until > now:
             state.open_until = now  # half-open here too: the next call is this replica's trial
 
-    # -- reports ------------------------------------------------------------------------------------
+    # -- reports (``health_report.py``: the ops app's, imported by its first report) -------------------
 
     def candidate_report(self, cid: str) -> dict[str, Any]:
-        state = self.candidate(cid)
-        now = self.clock()
-        until = max(state.open_until, state.rate_limited_until)
-        return {
-            "circuit_open_until": self._wall_at(until) if until > now else None,
-            "next_trial_at": self._wall_at(state.open_until) if state.open_until > now else None,
-            "trials_failed": max(state.opened - 1, 0),
-            "last_check_at": iso_utc(state.last_check_at),
-            "last_check_ok": state.last_check_ok,
-            "next_check_at": self._wall_at(state.next_check_at)
-            if state.next_check_at is not None and state.open_until > now
-            else None,
-            "last_selected": iso_utc(state.last_success_at),  # the router selects the one that answers
-            "last_success_at": iso_utc(state.last_success_at),
-            "last_error_at": iso_utc(state.last_error_at),
-            "last_error_status": state.last_error_status,
-            "last_error_class": state.last_error_class,
-            "consecutive_failures": state.failures,
-            "slow_timeouts": state.slow_timeouts,
-            "busy_timeouts": state.busy_timeouts,
-        }
+        from interlock.runtime.books.health_report import candidate_report
+
+        return candidate_report(self.candidate(cid), self.clock(), self.wall())
 
     def endpoint_report(self, label: str) -> dict[str, Any]:
-        state = self.endpoint(label)
-        now = self.clock()
-        return {
-            "healthy": state.probe_ok and state.open_until <= now,
-            "probe_ok": state.probe_ok,
-            "circuit_open_until": self._wall_at(state.open_until) if state.open_until > now else None,
-            "last_probe_at": iso_utc(state.last_probe_at),
-            "last_probe_error_class": state.last_probe_error,
-            "last_success_at": iso_utc(state.last_success_at),
-            "last_error_at": iso_utc(state.last_error_at),
-            "last_error_class": state.last_error_class,
-            "consecutive_connect_failures": state.failures,
-            # caught sending bytes nobody asked for: one connection per exchange until then
-            "connection_reuse_off_until": (
-                self._wall_at(state.reuse_off_until) if state.reuse_off_until > now else None
-            ),
-        }
+        from interlock.runtime.books.health_report import endpoint_report
+
+        return endpoint_report(self.endpoint(label), self.clock(), self.wall())
 
     def reuse_off(self, label: str, seconds: float) -> None:
         """The upstream client stopped reusing ``label``'s connections for ``seconds`` (it was caught
         sending bytes nobody asked for): said in ``endpoint_report``. The endpoint stays usable."""
         self.endpoint(label).reuse_off_until = self.clock() + seconds
-
-    def _wall_at(self, monotonic: float) -> str | None:
-        return iso_utc(self.wall() + (monotonic - self.clock()))
