@@ -56,7 +56,8 @@ class ProviderKind:
     # gateway in between may deduplicate by it; a server that does not know the header ignores it
     idempotency_key: bool = False
     # `timeouts.first_byte` (ms) of a provider of this kind reached at one `base_url` (a hosted API),
-    # when neither it nor `timeouts:` says; a provider with `workers` gets ``WORKERS_FIRST_BYTE_MS``
+    # when neither it nor `timeouts:` says; a provider with `workers` gets 60 s (the compiler's
+    # ``context.WORKERS_FIRST_BYTE_MS``)
     first_byte_ms: int = 60_000
     # the longest silence allowed inside a stream once it has said something (``timeouts.idle`` unless
     # the config sets one): past it the stream is a stalled one, ended with the caller's error event and
@@ -80,11 +81,6 @@ CLOUD_FIRST_BYTE_MS = 12_000
 or two then answers within 15 s of the request, well before a user gives up, where a 60 s limit made a
 cloud whose first token came 20 s late answer at 21 s and a silent one cost 61 s (issue 40). A long
 prompt's prefill comes on top once the endpoint's prompt speed is learned (``runtime.learned``)."""
-WORKERS_FIRST_BYTE_MS = 60_000
-"""A server of the operator's own (Ollama, or a provider's `workers`: llama.cpp, vLLM, ...): a cold
-model load takes tens of seconds (IL404), and its prefill of a long prompt is stretched on top once
-learned."""
-
 KINDS: Mapping[str, ProviderKind] = {
     "anthropic": ProviderKind(
         name="anthropic",
@@ -135,15 +131,6 @@ def has_workers(kind: str, workers: object) -> bool:
     servers when it lists them (instead of a ``base_url``)."""
     row = KINDS.get(kind)
     return row is not None and (row.shape == "workers" or (row.workers_allowed and bool(workers)))
-
-
-def default_first_byte_ms(kind: str, workers: object) -> int:
-    """`timeouts.first_byte` (ms) of a provider that sets none, nor `timeouts:`: its kind's for a hosted
-    API at one `base_url`, ``WORKERS_FIRST_BYTE_MS`` for servers of the operator's own."""
-    row = KINDS.get(kind)
-    if row is None or has_workers(kind, workers):
-        return WORKERS_FIRST_BYTE_MS
-    return row.first_byte_ms
 
 
 def listed(names: tuple[str, ...] = PROVIDER_KINDS) -> str:

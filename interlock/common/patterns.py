@@ -1,9 +1,10 @@
 """Name patterns: `name` (exact), `prefix*` (one trailing star) or `*` alone.
 
-One rule for every table of them: per-model concurrency (``parse_pattern``), caller ACLs and prices
-(``parse_match``). Match order is by specificity, not by the order written: exact > longest prefix >
-`*` > the worker's `max_concurrent`. ``order`` sorts a table that way; ``matching_row`` and
-``slot_limit`` look one model up in it; ``matches`` says whether one pattern covers a name.
+One rule for every table of them: per-model concurrency, caller ACLs and prices (read from a config's
+text by ``pattern_text.py``, the compiler's and the diff's). Match order is by specificity, not by the
+order written: exact > longest prefix > `*` > the worker's `max_concurrent`. ``order`` sorts a table
+that way; ``matching_row`` and ``slot_limit`` look one model up in it; ``matches`` says whether one
+pattern covers a name.
 
 One name rule too: Ollama runs `m` as `m:latest`, so the two spellings are one model everywhere a name
 is compared (an exact pattern, a price, a slot limit, an ACL): ``untagged`` is the form they compare in,
@@ -20,26 +21,6 @@ from interlock.schema.plan import PlanLimits, PlanMatch, PlanPattern
 _RANK = {"exact": 0, "prefix": 1, "any": 2}
 
 Row = TypeVar("Row", bound=PlanMatch)
-
-
-def parse_match(pattern: str) -> PlanMatch | None:
-    """The pattern's parts, or None when it is not one of the three shapes."""
-    if pattern == "*":
-        return PlanMatch(pattern=pattern, match="any", prefix="")
-    if not pattern or pattern != pattern.strip() or any(c.isspace() for c in pattern):
-        return None
-    stars = pattern.count("*")
-    if stars == 0:
-        return PlanMatch(pattern=pattern, match="exact", prefix=pattern)
-    if stars == 1 and pattern.endswith("*"):
-        return PlanMatch(pattern=pattern, match="prefix", prefix=pattern[:-1])
-    return None
-
-
-def parse_pattern(pattern: str, limit: int) -> PlanPattern | None:
-    """The concurrency table row for ``pattern``, or None when it is not one of the three shapes."""
-    parts = parse_match(pattern)
-    return None if parts is None else PlanPattern(**parts.model_dump(), limit=limit)
 
 
 LATEST = ":latest"

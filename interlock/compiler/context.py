@@ -6,7 +6,7 @@ import os
 from collections.abc import KeysView, Mapping
 from dataclasses import dataclass, field
 
-from interlock.common.kinds import DEFAULT_IDLE_MS, KINDS, default_first_byte_ms
+from interlock.common.kinds import DEFAULT_IDLE_MS, KINDS, has_workers
 from interlock.compiler.diagnostics import DiagnosticSink, Span
 from interlock.compiler.loader import Entry, LoadLimits, Reader, Sources
 from interlock.compiler.placed import Placed
@@ -36,6 +36,20 @@ from interlock.schema.plan import (
     RoutingPlan,
     SurfaceName,
 )
+
+WORKERS_FIRST_BYTE_MS = 60_000
+"""A server of the operator's own (Ollama, or a provider's `workers`: llama.cpp, vLLM, ...): a cold
+model load takes tens of seconds (IL404), and its prefill of a long prompt is stretched on top once
+learned."""
+
+
+def default_first_byte_ms(kind: str, workers: object) -> int:
+    """`timeouts.first_byte` (ms) of a provider that sets none, nor `timeouts:`: its kind's for a hosted
+    API at one `base_url`, ``WORKERS_FIRST_BYTE_MS`` for servers of the operator's own."""
+    row = KINDS.get(kind)
+    if row is None or has_workers(kind, workers):
+        return WORKERS_FIRST_BYTE_MS
+    return row.first_byte_ms
 
 
 @dataclass(frozen=True)
@@ -257,7 +271,7 @@ class CompileContext:
 
     def timeouts_of(self, provider: str) -> dict[str, int]:
         """``connect``/``first_byte``/``idle``/``total`` (ms) of ``provider``: its own where set, else
-        `timeouts`, else its kind's default (``first_byte``: ``kinds.default_first_byte_ms``; ``idle``)."""
+        `timeouts`, else its kind's default (``first_byte``: ``default_first_byte_ms``; ``idle``)."""
         section = self.providers[provider].section
         own = section.timeouts
         values: dict[str, int] = {}

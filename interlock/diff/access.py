@@ -10,7 +10,7 @@ to `denied` narrows it.
 
 from __future__ import annotations
 
-from interlock.common.patterns import parse_match
+from interlock.common.pattern_text import parse_match
 from interlock.diff.change import Change, changed_fields, show
 from interlock.schema.plan import PlanAccess, PlanKey, PlanLimits, PlanTenant, RoutingPlan
 

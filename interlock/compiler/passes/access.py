@@ -12,7 +12,8 @@ import math
 from collections.abc import Iterable
 
 from interlock.common.apikeys import KEY_ID, parse_hash
-from interlock.common.patterns import allows, matches, matching_row, order, parse_match
+from interlock.common.pattern_text import parse_match
+from interlock.common.patterns import allows, matches, matching_row, order
 from interlock.compiler.context import ApiKey, CompileContext
 from interlock.compiler.loader import Entry
 from interlock.compiler.passes.providers import ENV_NAME, credential_variable

@@ -12,7 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from interlock.common.kinds import SERVER_KINDS, has_workers, listed
-from interlock.common.patterns import covers, order, parse_pattern
+from interlock.common.pattern_text import parse_pattern
+from interlock.common.patterns import covers, order
 from interlock.compiler.context import CompileContext, Provider, Worker
 from interlock.compiler.diagnostics import Span
 from interlock.compiler.loader import Entry, Path, SourceDoc

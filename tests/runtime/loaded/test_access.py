@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from interlock.common.apikeys import hash_key, new_key
-from interlock.common.patterns import parse_match
+from interlock.common.pattern_text import parse_match
 from interlock.runtime.base.errors import (
     InvalidRequest,
     ModelNotAllowed,

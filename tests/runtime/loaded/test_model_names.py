@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from interlock.commands.gateway import build_gateway
-from interlock.common.patterns import matches, order, parse_match, parse_pattern, slot_limit
+from interlock.common.pattern_text import parse_match, parse_pattern
+from interlock.common.patterns import matches, order, slot_limit
 from interlock.runtime.base.errors import ModelNotAllowed
 from interlock.runtime.loaded.plan import load_plan
 from interlock.runtime.request.resolve import resolve
