@@ -172,8 +172,9 @@ NOT_IN_THE_CORE = (
 # then), 15,032 (100) with an open circuit's schedule and a reload's work made by the first (books/checks.py,
 # app/reading.py), 14,945 (101) with the scrape-time gauges made by the first scrape (books/scrape.py),
 # 14,879 with a plan's settings copied by one rule (loaded/plan.py), 14,839 (102) with the health reports
-# the ops app's (books/health_report.py); the goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 14_890
+# the ops app's (books/health_report.py), 14,807 without what only the compiler reads of common/ (its
+# pattern_text.py); the goal is 9,000. Fails when the core grows past it.
+CORE_LINES = 14_860
 
 
 def census(
