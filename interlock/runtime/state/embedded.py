@@ -61,7 +61,6 @@ from interlock.runtime.state.counters import (
     Held,
     MemoryCounters,
     Short,
-    Spare,
     granted,
 )
 from interlock.runtime.state.memory import MemorySlots
@@ -76,6 +75,7 @@ from interlock.runtime.state.shared import (
     supported,
     table_path,
 )
+from interlock.runtime.state.spare import Spare
 
 if TYPE_CHECKING:
     from interlock.runtime.state.base import SharedHealth

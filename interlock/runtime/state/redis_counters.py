@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from interlock.runtime.loaded.callers import Budget, Refusal
-from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, Spare, granted
+from interlock.runtime.state.counters import CallerCounters, Claim, Held, Short, granted
+from interlock.runtime.state.spare import Spare
 
 
 class Options(Protocol):
