@@ -7,7 +7,11 @@ salt. Why not scrypt or argon2: those slow a guess down, which protects short hu
 request (or a cache of verified keys in memory). The key id inside the key makes the lookup one
 dictionary access, and the digest comparison is ``hmac.compare_digest`` (constant time). A key held in
 an environment variable (``key_env``) may be any string that looks like a secret (``weak_secret``: long
-enough, not a path, not another variable's value); the runtime keeps its SHA-256 digest.
+enough, not a path, not another variable's value); the runtime keeps its SHA-256 digest. The variable
+itself must be named as a secret (``secret_like``: ``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_APIKEY``, or
+a prefix the operator declared in ``server.key_env_prefixes``, IL821): a deny list
+(``envnames.not_a_credential``) never knows every variable a shell exports (``_`` is the path of the
+last command); a name that says "secret" is one an operator chose for it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 import secrets
 from collections.abc import Mapping
 
-from interlock.common.envnames import secret_like
+from interlock.common.envnames import not_a_credential
 
 SCHEME = "hmac-sha256"
 TOKEN_PREFIX = "il-"
@@ -29,6 +33,30 @@ MIN_KEY_CHARS = 16
 what a process exports without being asked (`COLUMNS=80`, `SHLVL=1`, `PS4=+ `, a locale) is shorter."""
 _PATH = re.compile(r"^(/|~|\.{1,2}[/\\]|[A-Za-z]:[/\\]|\\\\)")
 _HASH = re.compile(r"^hmac-sha256\$([0-9a-f]{32})\$([0-9a-f]{64})$")
+
+
+SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_APIKEY")
+"""How a caller key's variable is named unless the operator declares a prefix: the name says it is one
+(a rotation's number may follow: ``TEAM_KEY_2``, ``TEAM_KEY2``)."""
+
+_SECRET_NAME = re.compile(rf"^.+({'|'.join(SECRET_SUFFIXES)})(_?[0-9]+)?$")
+_PREFIX = re.compile(r"^[A-Z][A-Z0-9_]*_$")
+
+
+def secret_like(variable: str, prefixes: tuple[str, ...] = ()) -> bool:
+    """Whether a caller key's ``variable`` is named as a secret: ``*_KEY``, ``*_TOKEN``, ``*_SECRET``,
+    ``*_APIKEY`` (a number may follow), or one of the operator's ``prefixes`` (case folded, as in
+    ``not_a_credential``)."""
+    name = variable.upper()
+    return bool(_SECRET_NAME.match(name)) or name.startswith(tuple(p.upper() for p in prefixes))
+
+
+def bad_prefix(prefix: str) -> str | None:
+    """Why ``prefix`` may not mark caller key variables (None when it may); completes "`P` ..."."""
+    if not _PREFIX.match(prefix) or len(prefix) < 3:
+        return "is not an upper-case variable prefix of three characters or more ending in `_` (e.g. `CK_`)"
+    reason = not_a_credential(f"{prefix}X")
+    return None if reason is None else f"would admit variables like `{prefix}X`, which {reason}"
 
 
 def new_key(key_id: str) -> str:

@@ -7,22 +7,16 @@ config anyone can edit must not be able to point either at them: ``api_key_env: 
 would ship the AWS secret to whatever ``base_url`` says, and ``key_env: HOME`` would make ``/root`` an
 operator key.
 
-Two rules, imported by the compiler (with a position) and by the runtime when it loads a plan (a plan file
-can be written by hand), which may not import each other:
-
-- ``not_a_credential``, a deny rule for both kinds of variable: the process's own variables, paths and
-  settings, other systems' well-known secrets, interlock's own settings (IL111).
-- ``secret_like``, an allow rule for a caller key's variable: its name says it holds a secret (``*_KEY``,
-  ``*_TOKEN``, ``*_SECRET``, ``*_APIKEY``) or starts with a prefix the operator declared
-  (``server.key_env_prefixes``, IL821). A deny list never knows every variable a shell exports (``_`` is
-  the path of the last command); a name that says "secret" is one an operator chose for it.
+``not_a_credential`` is the deny rule for both kinds of variable, imported by the compiler (with a
+position) and by the runtime when it loads a plan (a plan file can be written by hand), which may not
+import each other: the process's own variables, paths and settings, other systems' well-known secrets,
+interlock's own settings (IL111). The allow rule for a caller key's variable (its name says it holds a
+secret, or starts with a prefix the operator declared) is ``interlock.common.apikeys.secret_like``'s.
 
 Which vendor a provider credential belongs to, and where it may go, is ``interlock.common.vendors``.
 """
 
 from __future__ import annotations
-
-import re
 
 from interlock.common import words
 
@@ -98,13 +92,6 @@ MODEL_VENDOR_PREFIXES = ("AZURE_OPENAI_", "AZURE_AI_")
 OWN_PREFIX = "INTERLOCK_"
 """interlock's own settings (``INTERLOCK_STATE_URL`` and ``INTERLOCK_USAGE_URL`` carry passwords)."""
 
-SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_APIKEY")
-"""How a caller key's variable is named unless the operator declares a prefix: the name says it is one
-(a rotation's number may follow: ``TEAM_KEY_2``, ``TEAM_KEY2``)."""
-
-_SECRET_NAME = re.compile(rf"^.+({'|'.join(SECRET_SUFFIXES)})(_?[0-9]+)?$")
-_PREFIX = re.compile(r"^[A-Z][A-Z0-9_]*_$")
-
 
 def not_a_credential(variable: str) -> str | None:
     """Why ``variable`` may not hold a key interlock sends or compares (None when it may); the reason
@@ -121,19 +108,3 @@ def not_a_credential(variable: str) -> str | None:
     if name in FOREIGN_SECRETS or name.startswith(FOREIGN_PREFIXES) or name.endswith(FOREIGN_SUFFIXES):
         return "holds another system's credential (a cloud, CI, registry, database or service secret)"
     return None
-
-
-def secret_like(variable: str, prefixes: tuple[str, ...] = ()) -> bool:
-    """Whether a caller key's ``variable`` is named as a secret: ``*_KEY``, ``*_TOKEN``, ``*_SECRET``,
-    ``*_APIKEY`` (a number may follow), or one of the operator's ``prefixes`` (case folded, as in
-    ``not_a_credential``)."""
-    name = variable.upper()
-    return bool(_SECRET_NAME.match(name)) or name.startswith(tuple(p.upper() for p in prefixes))
-
-
-def bad_prefix(prefix: str) -> str | None:
-    """Why ``prefix`` may not mark caller key variables (None when it may); completes "`P` ..."."""
-    if not _PREFIX.match(prefix) or len(prefix) < 3:
-        return "is not an upper-case variable prefix of three characters or more ending in `_` (e.g. `CK_`)"
-    reason = not_a_credential(f"{prefix}X")
-    return None if reason is None else f"would admit variables like `{prefix}X`, which {reason}"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from interlock.common.apikeys import weak_secret
-from interlock.common.envnames import bad_prefix, not_a_credential, secret_like
+from interlock.common.apikeys import bad_prefix, secret_like, weak_secret
+from interlock.common.envnames import not_a_credential
 from interlock.common.vendors import VENDORS, stray_hosts, unlisted_hosts, vendor_of
 
 

@@ -11,8 +11,7 @@ IL111) are left alone.
 
 from __future__ import annotations
 
-from interlock.common.apikeys import MIN_KEY_CHARS, weak_secret
-from interlock.common.envnames import SECRET_SUFFIXES, bad_prefix, secret_like
+from interlock.common.apikeys import MIN_KEY_CHARS, SECRET_SUFFIXES, bad_prefix, secret_like, weak_secret
 from interlock.common.vendors import vendor_of
 from interlock.compiler.context import ApiKey, CompileContext
 from interlock.compiler.passes.providers import accepted

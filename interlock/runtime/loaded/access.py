@@ -36,8 +36,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from interlock.common.apikeys import key_id_of, parse_hash, verify, weak_secret
-from interlock.common.envnames import SECRET_SUFFIXES, bad_prefix, not_a_credential, secret_like
+from interlock.common.apikeys import (
+    SECRET_SUFFIXES,
+    bad_prefix,
+    key_id_of,
+    parse_hash,
+    secret_like,
+    verify,
+    weak_secret,
+)
+from interlock.common.envnames import not_a_credential
 from interlock.common.patterns import allows, matches
 from interlock.common.vendors import vendor_of
 from interlock.runtime.base.errors import (
