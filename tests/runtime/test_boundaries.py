@@ -173,9 +173,10 @@ NOT_IN_THE_CORE = (
 # app/reading.py), 14,945 (101) with the scrape-time gauges made by the first scrape (books/scrape.py),
 # 14,879 with a plan's settings copied by one rule (loaded/plan.py), 14,839 (102) with the health reports
 # the ops app's (books/health_report.py), 14,807 without what only the compiler reads of common/ (its
-# pattern_text.py), 14,776 with a shared store's fallback counters its own (state/spare.py); the
-# issue's goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 14_830
+# pattern_text.py), 14,776 with a shared store's fallback counters its own (state/spare.py), 14,747 with
+# the caller keys' naming rule in common/apikeys.py; the issue's goal is 9,000. Fails when the core
+# grows past it.
+CORE_LINES = 14_800
 
 
 def census(
