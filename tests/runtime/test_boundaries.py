@@ -152,6 +152,15 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.loaded.access",  # caller keys (the core reads the Caller: loaded/callers.py)
     "interlock.common.apikeys",
     "interlock.runtime.loaded.cors",  # CORS rules
+    # what only a rare path runs, imported by its first run (never by a request on an API route)
+    "interlock.runtime.app.reading",  # a reload (SIGHUP): reading the plan, swapping it in or refusing it
+    "interlock.runtime.books.checks",  # the checks of an open circuit: made when the first opens
+    "interlock.runtime.books.scrape",  # the scrape-time gauges: the ops app's first /metrics
+    "interlock.runtime.books.health_report",  # /v1/health's reports: the ops app's first
+    "interlock.runtime.books.access_json",  # the JSON access log (--access-log json)
+    "interlock.runtime.loaded.invalid",  # the words for a plan that does not validate
+    "interlock.common.pattern_text",  # name patterns read from a config: the compiler's and the diff's
+    "interlock.runtime.state.spare",  # a shared store's fallback counters
 )
 # The lines of every interlock module the smallest plan's gateway loads: measured 25,422 (142 modules)
 # before the feature table, 24,440 (147) after it; 24,478 (147) -> 23,846 (145) without the config schema,
