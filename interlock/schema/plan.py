@@ -7,7 +7,8 @@ Durations are whole milliseconds (`*_ms`). Credentials appear only as variable *
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -31,6 +32,19 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _Trimmed(_Frozen):
+    """A section whose keys in ``UNSET`` are written only when not that value: keys added after plans were
+    first written, so that plans without them keep their bytes and content hashes."""
+
+    UNSET: ClassVar[Mapping[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        unset = self.UNSET
+        return {key: value for key, value in data.items() if key not in unset or value != unset[key]}
+
+
 class PlanCors(_Frozen):
     allow_origins: list[str] = Field(description='Normalized `scheme://host[:port]`, sorted; `["*"]`: any.')
     allow_credentials: bool
@@ -38,7 +52,9 @@ class PlanCors(_Frozen):
     max_age_ms: int = Field(ge=0)
 
 
-class PlanServer(_Frozen):
+class PlanServer(_Trimmed):
+    UNSET = {"key_env_prefixes": [], "surfaces": list(SURFACES)}
+
     default_alias: str | None
     alias_namespace: str | None
     direct_models: bool
@@ -66,17 +82,6 @@ class PlanServer(_Frozen):
         min_length=1,
         description="The API surfaces served (`server.surfaces`), in `SURFACES` order; absent: all four.",
     )
-
-    @model_serializer(mode="wrap")
-    def _drop_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``key_env_prefixes`` and ``surfaces`` are written only when not their defaults: plans without
-        them keep their bytes and hashes."""
-        data: dict[str, Any] = handler(self)
-        if not data.get("key_env_prefixes"):
-            data.pop("key_env_prefixes", None)
-        if data.get("surfaces") == list(SURFACES):
-            data.pop("surfaces", None)
-        return data
 
 
 class PlanHealth(_Frozen):
@@ -112,21 +117,20 @@ class PlanTimeouts(_Frozen):
     total_ms: int = Field(ge=1)
 
 
-class PlanRetry(_Frozen):
+class PlanRetry(_Trimmed):
     """Retries of one candidate before the walk moves on (effective: the provider's keys over the
     defaults; an alias's `retry` holds only the keys it overrides)."""
+
+    UNSET = {"count": None, "backoff_ms": None, "retry_after_max_ms": None}
 
     count: int | None = Field(None, ge=0, le=5)
     backoff_ms: int | None = Field(None, ge=0)
     retry_after_max_ms: int | None = Field(None, ge=0)
 
-    @model_serializer(mode="wrap")
-    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return {key: value for key, value in data.items() if value is not None}
 
+class PlanProvider(_Trimmed):
+    UNSET = {"api_key_hosts": [], "recovery_check": None}
 
-class PlanProvider(_Frozen):
     name: str
     kind: KindName
     base_url: str | None = Field(
@@ -149,17 +153,6 @@ class PlanProvider(_Frozen):
         default_factory=PlanRetry, description="Effective: every key set (the defaults where unsaid)."
     )
     workers: list[str] = Field(description="Names of this provider's workers, in declaration order.")
-
-    @model_serializer(mode="wrap")
-    def _drop_no_hosts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``api_key_hosts`` and ``recovery_check`` are written only when set: plans without them keep
-        their bytes and hashes."""
-        data: dict[str, Any] = handler(self)
-        if not data.get("api_key_hosts"):
-            data.pop("api_key_hosts", None)
-        if data.get("recovery_check") is None:
-            data.pop("recovery_check", None)
-        return data
 
 
 class PlanQueue(_Frozen):
@@ -198,7 +191,9 @@ class PlanTelemetry(_Frozen):
     url: str | None = Field(description="A telemetry sidecar's URL; its values override local ones.")
 
 
-class PlanWorker(_Frozen):
+class PlanWorker(_Trimmed):
+    UNSET = {"server": None}
+
     name: str
     provider: str
     url: str
@@ -218,17 +213,11 @@ class PlanWorker(_Frozen):
         None, description="An OpenAI-compatible worker's server, whose load is read; absent: none read."
     )
 
-    @model_serializer(mode="wrap")
-    def _drop_unset_server(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``server`` is written only when set: plans without it keep their bytes and content hashes."""
-        data: dict[str, Any] = handler(self)
-        if data.get("server") is None:
-            data.pop("server", None)
-        return data
 
-
-class PlanCandidate(_Frozen):
+class PlanCandidate(_Trimmed):
     """A concrete `provider/model` and what is known about it."""
+
+    UNSET = {"max_output_tokens": None}
 
     id: str
     provider: str
@@ -238,14 +227,6 @@ class PlanCandidate(_Frozen):
     max_output_tokens: int | None = Field(
         None, description="The most tokens it writes in one answer, as declared; null: not declared."
     )
-
-    @model_serializer(mode="wrap")
-    def _drop_no_output(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``max_output_tokens`` is written only when declared: other plans keep their bytes."""
-        data: dict[str, Any] = handler(self)
-        if data.get("max_output_tokens") is None:
-            data.pop("max_output_tokens", None)
-        return data
 
 
 Reasoning = Literal["none", "anthropic-signed", "reasoning_content", "encrypted", "unknown"]
@@ -288,7 +269,9 @@ class PlanContract(_Frozen):
     reasoning: list[PlanReasoning] = Field(description="Each candidate's reasoning contract, in chain order.")
 
 
-class PlanAlias(_Frozen):
+class PlanAlias(_Trimmed):
+    UNSET = {"retry": None, "contract": None, "resume": "off"}
+
     name: str
     description: str
     requires: list[str]
@@ -308,18 +291,6 @@ class PlanAlias(_Frozen):
     resume: Literal["off", "same_model"] = Field(
         "off", description="A cut stream resumed on a replica of its model; written only when not off."
     )
-
-    @model_serializer(mode="wrap")
-    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``retry`` (set only when the alias sets it) and ``contract`` (absent from older plans) are
-        written only when set: other plans keep their bytes and hashes."""
-        data: dict[str, Any] = handler(self)
-        for key in ("retry", "contract"):
-            if data.get(key) is None:
-                data.pop(key, None)
-        if data.get("resume") == "off":
-            data.pop("resume", None)
-        return data
 
 
 class PlanRoutingWeights(_Frozen):
