@@ -183,9 +183,9 @@ NOT_IN_THE_CORE = (
 # 14,879 with a plan's settings copied by one rule (loaded/plan.py), 14,839 (102) with the health reports
 # the ops app's (books/health_report.py), 14,807 without what only the compiler reads of common/ (its
 # pattern_text.py), 14,776 with a shared store's fallback counters its own (state/spare.py), 14,747 with
-# the caller keys' naming rule in common/apikeys.py; the issue's goal is 9,000. Fails when the core
-# grows past it.
-CORE_LINES = 14_800
+# the caller keys' naming rule in common/apikeys.py, 14,718 with the plan schema's six trimming
+# serializers one; the issue's goal is 9,000. Fails when the core grows past it.
+CORE_LINES = 14_770
 
 
 def census(
