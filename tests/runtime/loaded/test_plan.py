@@ -462,3 +462,23 @@ def test_a_variable_no_vendor_s_goes_off_this_network_only_to_a_listed_host(plan
     data["providers"]["cloud"]["api_key_hosts"] = []
     data["providers"]["cloud"]["base_url"] = "http://10.0.0.5:8080/v1"  # this network
     assert build(rehash(data), env).providers["cloud"].name == "cloud"
+
+
+def test_the_settings_read_every_duration_of_their_plan_section_in_seconds(
+    plan_data: Callable[..., dict[str, Any]],
+) -> None:
+    """``server``, ``health`` and ``preflight`` become the runtime's settings by one rule (every ``x_ms``
+    as ``x_s``, in seconds; every other key as it is), so no key is copied wrong or left behind."""
+    source = plan_data()
+    for section in ("server", "health", "preflight"):
+        source[section] = {
+            key: value + 7 if key.endswith("_ms") else value for key, value in source[section].items()
+        }
+    plan = build(rehash(source))
+    for section, settings in (("server", plan.server), ("health", plan.health), ("preflight", plan.preflight)):
+        for key, value in source[section].items():
+            if key.endswith("_ms"):
+                assert getattr(settings, key[:-3] + "_s") == value / 1000, (section, key)
+            elif hasattr(settings, key) and key != "max_connections":
+                assert getattr(settings, key) == value, (section, key)
+    assert plan.preflight.max_tokens_ceiling is (source["preflight"]["max_tokens"] == "ceiling")
