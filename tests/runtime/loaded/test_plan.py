@@ -475,7 +475,8 @@ def test_the_settings_read_every_duration_of_their_plan_section_in_seconds(
             key: value + 7 if key.endswith("_ms") else value for key, value in source[section].items()
         }
     plan = build(rehash(source))
-    for section, settings in (("server", plan.server), ("health", plan.health), ("preflight", plan.preflight)):
+    for section in ("server", "health", "preflight"):
+        settings = getattr(plan, section)
         for key, value in source[section].items():
             if key.endswith("_ms"):
                 assert getattr(settings, key[:-3] + "_s") == value / 1000, (section, key)
