@@ -93,8 +93,10 @@ class Journal:
         )
         if fell_back or record.status >= 400 or record.error is not None:
             self.events.append(self._event(record))
-        stream, line = self.access_log, self._line
-        if stream is not None and line is not None:
+        stream = self.access_log
+        if stream is not None:  # the request path reads one attribute while the access log is off
+            line = self._line
+            assert line is not None  # set with the stream
             try:
                 stream.write(orjson.dumps(line(record, self._clock), option=orjson.OPT_APPEND_NEWLINE))
                 stream.flush()
