@@ -45,19 +45,7 @@ diff``'s semantic diff); the runtime itself never imports the diff."""
 class Reloads:
     """The gateway's reloads: one at a time, each read off the event loop, swapped in or refused."""
 
-    __slots__ = (
-        "_current",
-        "_lock",
-        "_metrics",
-        "_pending",
-        "_reading",
-        "_source",
-        "_status",
-        "_summary",
-        "_swap",
-        "_timeout_s",
-        "_wall",
-    )
+    __slots__ = ("_given", "_lock", "_pending", "_reading", "_source", "_status", "_swap", "_wall")
 
     def __init__(
         self,
@@ -73,12 +61,9 @@ class Reloads:
     ) -> None:
         self._source = source
         self._swap = swap  # configures what outlives the plan, then replaces it in ``current``
-        self._current = current
         self._status = status
-        self._metrics = metrics
         self._wall = wall
-        self._summary = summary
-        self._timeout_s = timeout_s
+        self._given = (current, status, metrics, wall, summary, timeout_s)  # the first reload's ``Reading``
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[bool]] = set()
         self._reading: Reading | None = None  # what reloads run: made by the first
@@ -115,13 +100,5 @@ class Reloads:
         if self._reading is None:
             from interlock.runtime.app.reading import Reading  # the first reload: a signal, never a request
 
-            self._reading = Reading(
-                self.apply,
-                self._current,
-                self._status,
-                self._metrics,
-                self._wall,
-                self._summary,
-                self._timeout_s,
-            )
+            self._reading = Reading(self.apply, *self._given)
         return self._reading
