@@ -144,6 +144,7 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.telemetry",
     "interlock.runtime.state.pool",  # the workers' slots and their fair queue: made by a plan with workers
     "interlock.runtime.state.fair",
+    "interlock.runtime.state.counters",  # the callers' rates: made when a plan with caller budgets plugs its row
     "interlock.runtime.ops.admin",  # the ops app (FastAPI): built by the first cold request
     "interlock.runtime.ops.routes",
     "interlock.runtime.ops.contract",  # the routes' contracts: read only to build /openapi.json
@@ -185,7 +186,7 @@ NOT_IN_THE_CORE = (
 # pattern_text.py), 14,776 with a shared store's fallback counters its own (state/spare.py), 14,747 with
 # the caller keys' naming rule in common/apikeys.py, 14,718 with the plan schema's six trimming
 # serializers one; the issue's goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 14_770
+CORE_LINES = 14_560
 
 
 def census(

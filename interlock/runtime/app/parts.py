@@ -69,7 +69,6 @@ from interlock.runtime.usage.memory import MemoryStore
 
 if TYPE_CHECKING:
     from interlock.runtime.fleet.plug import Fleet
-    from interlock.runtime.state.counters import CallerCounters
     from interlock.runtime.upstream.ollama import OllamaAdapter
     from interlock.runtime.upstream.openai import OpenAIAdapter
     from interlock.runtime.wire.base import Endpoint
@@ -169,7 +168,7 @@ def build_parts(
         router,
         books.journal,
         books.metrics,
-        books.counters,
+        books.slots.caller_counters,
         books.ledger,
         status,
         books.facts,
@@ -203,7 +202,6 @@ class Books:
 
     health: HealthBook
     slots: SlotBackend
-    counters: CallerCounters  # keys' and tenants' rates (runtime/state)
     ledger: Ledger  # usage, credits
     facts: FactsTable  # live metadata, servers' progress, windows learned: read-only outside
     metrics: Metrics
@@ -222,7 +220,6 @@ def _books(
     plan = current.plan
     health = HealthBook(plan.health, clock=clock, wall=wall)
     slots = slots if slots is not None else MemorySlots()
-    counters = slots.caller_counters()
     slots.configure(plan.workers)
     slots.share_health(health)
     ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)
@@ -231,7 +228,7 @@ def _books(
     journal = Journal(access_log=access_log)
     learned = Learned(CountBook(wall=wall, clock=clock), PrefillBook(wall=wall), facts)  # (Ollama's
     learned.configure(endpoints_of(plan))  # speeds: its adapter); endpoints on one server learn together
-    return Books(health, slots, counters, ledger, facts, metrics, journal, learned)
+    return Books(health, slots, ledger, facts, metrics, journal, learned)
 
 
 def _live(current: Current, status: Status, books: Books, loops: Loops, wall: Clock) -> LiveState:

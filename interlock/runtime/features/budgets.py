@@ -46,7 +46,7 @@ class Taken:
 
 
 def plug(services: RequestServices, settings: Settings) -> Feature:
-    counters, ledger = services.counters, services.ledger
+    counters, ledger = services.counters(), services.ledger  # the counters: made by the first plan asking
 
     async def admit(exchange: Exchange) -> None:
         caller, preflight = exchange.caller, exchange.preflight

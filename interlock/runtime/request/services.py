@@ -150,7 +150,7 @@ class RequestServices:
     router: Router
     journal: Journal  # the access log and the events ring
     metrics: Metrics
-    counters: CallerCounters  # keys' and tenants' rates (``runtime/state``)
+    counters: Callable[[], CallerCounters]  # keys' and tenants' rates (``runtime/state``): made when asked
     ledger: Ledger  # credits checked before, usage debited after
     status: Status  # when the plan was loaded, for the routes that list what is served (Ollama's /api/tags)
     facts: FactsTable  # live Ollama metadata, for the routes that show it (Ollama's /api/show, /api/ps)
