@@ -1,30 +1,11 @@
-"""The one factory of a gateway's parts: ``build_parts`` builds every part for one plan and returns them
-composed (``Parts``), grouped by who reads them.
-
-Why this boundary: building the parts (which part gets which, in which order, what outlives a reload)
-is one job; dispatching requests to them is another (``app.Gateway``). Here each part is made once,
-after what it needs, and handed down as the views the layers below read (``RequestServices`` to the
-request path, ``LiveState`` to the ops app); what runs beside the requests is one ordered list
-(``lifespan.Lifespan``: started in order, stopped in reverse), and reloads are ``reload.Reloads``. Tests
-and benches reach a part through the ``Parts`` they were built from, never through the gateway's own
-attributes. The fleet (``features.FLEET``, ``fleet/plug.py``) is not built here: ``FleetSeat`` plugs it
-in the first time a plan has workers, so a plan without them never imports it.
-
-The lifespan, in order (each step stopped in reverse at shutdown):
-
-    features    (``features.Plugged.start``: the     (in reverse) what is queued written, the
-                audit log's writer task)             sink closed; the last spans exported
-    ledger      the store opened, balances read      the last debits committed (budgets need it first)
-    slots       the slot store (``--workers``...)    closed
-    upstream    the client opened, the adapters set  closed
-    speeds      (the fleet's) the state file read,   written a last time
-                kept on a timer
-    learned     counts and prompt speeds read (file,   pushed and written a last time
-                shared store), kept on a timer
-    reloads                                          reloads in flight cancelled
-    loops       probes, samples; the fleet's         stopped (all: a test may have run a round by hand)
-                telemetry and warm-up
-    status      started: /v1/health may say ready     no longer started
+"""The one factory of a gateway's parts: ``build_parts`` builds each part once, after what it needs, and
+hands them down as views (``RequestServices`` to the request path, ``LiveState`` to the ops app);
+``app.Gateway`` only dispatches to them. Building (which part gets which, in which order, what outlives
+a reload) is one job, dispatching another. What runs beside the requests is one ordered list
+(``lifespan_of``: started in order, stopped in reverse); reloads are ``reload.Reloads``. Tests and
+benches reach a part through ``Parts``, never through the gateway's attributes. The fleet
+(``features.FLEET``, ``fleet/plug.py``) is not built here: ``FleetSeat`` plugs it the first time a plan
+has workers, so a plan without them never imports it.
 """
 
 from __future__ import annotations
@@ -150,73 +131,45 @@ def build_parts(
     current = Current(plan)
     routes = route_table(plan.source.server.surfaces)  # the surfaces the plan serves: imported now
     upstream = Upstream(open_adapters)  # the adapters by kind: opened at startup (``lifespan``)
-    books = _books(current, slots, ledger, access_log, clock, wall)
-    loops = _loops(current, books, upstream, clock, wall)
     path = getattr(source, "path", None)
     status = Status(iso_utc(wall()), str(path) if path is not None else None)
+    live, learned = _live(current, status, slots, ledger, access_log, clock, wall)
+    loops = _loops(live, upstream, clock)
     if probes:
         status.probed = loops.probes.first_round
-    live = _live(current, status, books, loops, wall)
     # the request path: the guard chain (``guards.GUARDS``), the router, the features (``features``)
-    router = Router(books.health, (), upstream.adapters, books.metrics, books.facts, books.learned)
-    seat = FleetSeat(
-        current, books, loops, upstream, router, state_dir, settings, probes=probes, clock=clock, wall=wall
-    )
+    router = Router(live.health, (), upstream.adapters, live.metrics, live.facts, learned)
+    fleet = functools.partial(_fleet, live, learned, loops, upstream, state_dir, clock, wall)
+    kit = functools.partial(Kit, live.facts, live.metrics, live.health, learned.counts, live.slots)
+    seat = FleetSeat(current, router, settings, fleet, kit, probes)
     seat.want(plan)  # the fleet, when the plan has workers; the guard chain, built from what is there
+    counters = live.slots.caller_counters  # made when a feature asks (the budgets' row)
     services = RequestServices(
-        current,
-        router,
-        books.journal,
-        books.metrics,
-        books.slots.caller_counters,
-        books.ledger,
-        status,
-        books.facts,
-        books.learned,
+        current, router, live.journal, live.metrics, counters, live.ledger, status, live.facts, learned
     )
     features = Plugged(services, settings)  # the feature table's rows, plugged in as they are wanted
     _seat(current, router, features.hooks(plan))
     swap = functools.partial(_swap, live, features, seat, upstream, routes, router)
     reloads = Reloads(
-        source,
-        swap,
-        current,
-        status,
-        books.metrics,
-        wall,
-        summary=reload_summary,
-        timeout_s=reload_timeout_s,
+        source, swap, current, status, live.metrics, wall, summary=reload_summary, timeout_s=reload_timeout_s
     )
-    taught = KeptLearned(
-        books.learned, lambda: learned_file(state_dir, current.plan), books.slots.shared_learning()
-    )
-    lifespan = lifespan_of(live, services, features, loops, reloads, upstream, taught, seat, probes=probes)
+    kept = functools.partial(state_file, state_dir, current, "learned.json", ".learned.json")
+    taught = KeptLearned(learned, kept, live.slots.shared_learning())
+    lifespan = lifespan_of(live, features, loops, reloads, upstream, taught, seat, probes=probes)
     return Parts(services, live, OpsApp(live), routes, loops, lifespan, reloads)
 
 
-@dataclass(frozen=True, slots=True)
-class Books:
-    """The state that outlives reloads (keyed by ids and worker names) and what is counted and logged:
-    built once per gateway, before the loops and the request path (the fleet's books are the fleet's,
-    ``fleet/plug.py``)."""
-
-    health: HealthBook
-    slots: SlotBackend
-    ledger: Ledger  # usage, credits
-    facts: FactsTable  # live metadata, servers' progress, windows learned: read-only outside
-    metrics: Metrics
-    journal: Journal  # the JSON access log, when on
-    learned: Learned  # prompt counts and speeds per endpoint and model, from answers
-
-
-def _books(
+def _live(
     current: Current,
+    status: Status,
     slots: SlotBackend | None,
     ledger: Ledger | None,
     access_log: BinaryIO | None,
     clock: Clock,
     wall: Clock,
-) -> Books:
+) -> tuple[LiveState, Learned]:
+    """The books: the state that outlives reloads (keyed by ids and worker names) and what is counted
+    and logged, built once per gateway (the fleet's are the fleet's, ``fleet/plug.py``)."""
     plan = current.plan
     health = HealthBook(plan.health, clock=clock, wall=wall)
     slots = slots if slots is not None else MemorySlots()
@@ -225,44 +178,58 @@ def _books(
     ledger = ledger if ledger is not None else Ledger(MemoryStore(), wall=wall)
     facts = FactsTable()
     metrics = Metrics(StateView(_served(current), health, slots, ledger=ledger))  # (audit: its row's)
-    journal = Journal(access_log=access_log)
     learned = Learned(CountBook(wall=wall, clock=clock), PrefillBook(wall=wall), facts)  # (Ollama's
     learned.configure(endpoints_of(plan))  # speeds: its adapter); endpoints on one server learn together
-    return Books(health, slots, ledger, facts, metrics, journal, learned)
-
-
-def _live(current: Current, status: Status, books: Books, loops: Loops, wall: Clock) -> LiveState:
-    return LiveState(
-        current,
-        status,
-        books.health,
-        books.slots,
-        books.facts,
-        books.ledger,
-        books.metrics,
-        books.journal,
-        loops.samples,
-        wall,
-        learned=books.learned,
+    journal, samples = Journal(access_log=access_log), Samples(slots, metrics, wall=wall)
+    live = LiveState(
+        current, status, health, slots, facts, ledger, metrics, journal, samples, wall, learned=learned
     )
+    return live, learned
 
 
 def _served(current: Current) -> Callable[[], RuntimePlan]:
-    def served() -> RuntimePlan:
-        return current.plan
-
-    return served
+    return lambda: current.plan
 
 
-def _loops(current: Current, books: Books, upstream: Upstream, clock: Clock, wall: Clock) -> Loops:
-    """The core's background loops, in the order they start."""
-    served, health, metrics = _served(current), books.health, books.metrics
+def _loops(live: LiveState, upstream: Upstream, clock: Clock) -> Loops:
+    served, health, metrics = _served(live.current), live.health, live.metrics
     recovery = RecoveryChecks(served, health, upstream.adapters, metrics, clock=clock)  # open circuits
     probe_loop = ProbeLoop(served, health, upstream.adapters, metrics, recovery=recovery, clock=clock)
     health.opened = probe_loop.wake  # a circuit that opens is checked within seconds, not next round
-    return Loops(probe_loop, Samples(books.slots, metrics, wall=wall))
+    return Loops(probe_loop, live.samples)
 
 
+def _fleet(
+    live: LiveState,
+    learned: Learned,
+    loops: Loops,
+    upstream: Upstream,
+    state_dir: str | None,
+    clock: Clock,
+    wall: Clock,
+) -> Fleet:
+    """The fleet plugged on the core's books (``fleet/plug.py``: imported now)."""
+    current = live.current
+    plug: Callable[..., Fleet] = importlib.import_module(FLEET.module).plug
+    return plug(
+        plan=_served(current),
+        routing=lambda: current.plan.routing,
+        workers=lambda: current.plan.workers,
+        facts=live.facts,
+        slots=live.slots,
+        metrics=live.metrics,
+        health=live.health,
+        learned=learned,
+        probes=loops.probes,
+        ollama=upstream.ollama,
+        openai=upstream.openai,
+        speeds_file=functools.partial(state_file, state_dir, current, "speeds.json"),
+        clock=clock,
+        wall=wall,
+    )
+
+
+@dataclass(slots=True, eq=False)
 class FleetSeat:
     """The fleet's row (``features.FLEET``) seated in the core: ``want`` plugs the fleet the first time a
     plan has workers (at start, or at the reload that brings the first) and hands it to the core's seats:
@@ -270,67 +237,39 @@ class FleetSeat:
     guards), the router's ``servers`` and ``progress``. Once plugged it stays: its books are keyed by
     worker names, as the health book is, and a later plan without workers reads none of it."""
 
-    __slots__ = (
-        "_books",
-        "_chained",
-        "_clock",
-        "_current",
-        "_keeping",
-        "_looping",
-        "_loops",
-        "_probes",
-        "_reading",
-        "_router",
-        "_settings",
-        "_state_dir",
-        "_upstream",
-        "_wall",
-    )
-
-    def __init__(
-        self,
-        current: Current,
-        books: Books,
-        loops: Loops,
-        upstream: Upstream,
-        router: Router,
-        state_dir: str | None,
-        settings: Settings,
-        *,
-        probes: bool,
-        clock: Clock,
-        wall: Clock,
-    ) -> None:
-        self._current, self._books, self._loops, self._upstream = current, books, loops, upstream
-        self._router, self._state_dir, self._probes = router, state_dir, probes
-        self._clock, self._wall, self._settings = clock, wall, settings
-        self._chained = False
-        # the lifespan's steps this seat runs, once started (and until stopped): a fleet plugged later
-        # (a reload, maybe while the gateway still starts) starts what they would have started
-        self._keeping = False  # ``learned speeds``
-        self._looping = False  # ``background loops`` (with ``probes``)
-        self._reading: asyncio.Future[None] | None = None  # a plug's read (a reference kept meanwhile)
+    current: Current
+    router: Router
+    settings: Settings
+    plug: Callable[[], Fleet]
+    kit: Callable[[Fleet | None], Kit]  # what the guard chain is built from
+    probes: bool
+    chained: bool = False
+    # the lifespan's steps this seat runs, once started (and until stopped): a fleet plugged later
+    # (a reload, maybe while the gateway still starts) starts what they would have started
+    keeping: bool = False  # ``learned speeds``
+    looping: bool = False  # ``background loops`` (with ``probes``)
+    reading: asyncio.Future[None] | None = None  # a plug's read (a reference kept meanwhile)
 
     def want(self, plan: RuntimePlan) -> None:
         """At plan load: the fleet plugged if ``plan`` is the first with workers, and the guard chain
         built from what is there; a fleet plugged after the lifespan's ``learned speeds`` or ``background
         loops`` step started starts its part of them now."""
-        current, router = self._current, self._router
-        fleet = self._plug() if current.fleet is None and FLEET.wanted(plan, self._settings) else None
-        if fleet is not None or not self._chained:
+        current, router = self.current, self.router
+        fleet = self.plug() if current.fleet is None and FLEET.wanted(plan, self.settings) else None
+        if fleet is not None or not self.chained:
             # the chain built before anything is seated: a guard that fails to build leaves no fleet
             # without its guards (the reload is refused; the next plan with workers plugs it again)
-            guards = chain(self._kit(fleet if fleet is not None else current.fleet))
+            guards = chain(self.kit(fleet if fleet is not None else current.fleet))
             if fleet is not None:
                 current.fleet = fleet
                 router.servers, router.progress = fleet.progress.servers, fleet.progress
             router.rechain(guards)
-            self._chained = True
+            self.chained = True
         if fleet is None:
             return
-        if self._keeping:  # off the event loop; ``stop_speeds`` awaits it before the last write
-            self._reading = asyncio.ensure_future(fleet.kept.start())
-        if self._looping:
+        if self.keeping:  # off the event loop; ``stop_speeds`` awaits it before the last write
+            self.reading = asyncio.ensure_future(fleet.kept.start())
+        if self.looping:
             for loop in fleet.loops():
                 loop.start()
 
@@ -338,57 +277,32 @@ class FleetSeat:
 
     async def start_speeds(self) -> None:
         """``learned speeds``: the state file read (once: a fleet plugged from now on reads it then)."""
-        self._keeping = True
-        if self._current.fleet is not None:
-            await self._current.fleet.kept.start()
+        self.keeping = True
+        if self.current.fleet is not None:
+            await self.current.fleet.kept.start()
 
     async def stop_speeds(self) -> None:
         """Written a last time, after a read still running (else the read's speeds would be lost)."""
-        self._keeping = False
-        reading, self._reading = self._reading, None
+        self.keeping = False
+        reading, self.reading = self.reading, None
         if reading is not None:
             await reading
-        if self._current.fleet is not None:
-            await self._current.fleet.kept.stop()
+        if self.current.fleet is not None:
+            await self.current.fleet.kept.stop()
 
     def start_loops(self) -> None:
         """``background loops``: the fleet's (a fleet plugged from now on starts them then)."""
-        self._looping = self._probes
-        if self._looping and self._current.fleet is not None:
-            for loop in self._current.fleet.loops():
+        self.looping = self.probes
+        if self.looping and self.current.fleet is not None:
+            for loop in self.current.fleet.loops():
                 loop.start()
 
     async def stop_loops(self) -> None:
         """All of the fleet's (a test may have run a round by hand)."""
-        self._looping = False
-        if self._current.fleet is not None:
-            for loop in reversed(self._current.fleet.loops()):
+        self.looping = False
+        if self.current.fleet is not None:
+            for loop in reversed(self.current.fleet.loops()):
                 await loop.stop()
-
-    def _plug(self) -> Fleet:
-        books, current, state_dir = self._books, self._current, self._state_dir
-        plug: Callable[..., Fleet] = importlib.import_module(FLEET.module).plug
-        return plug(
-            plan=_served(current),
-            routing=lambda: current.plan.routing,
-            workers=lambda: current.plan.workers,
-            facts=books.facts,
-            slots=books.slots,
-            metrics=books.metrics,
-            health=books.health,
-            learned=books.learned,
-            probes=self._loops.probes,
-            ollama=self._upstream.ollama,
-            openai=self._upstream.openai,
-            speeds_file=lambda: speeds_file(state_dir, current.plan),
-            clock=self._clock,
-            wall=self._wall,
-        )
-
-    def _kit(self, fleet: Fleet | None) -> Kit:
-        """What the guard chain is built from."""
-        books = self._books
-        return Kit(books.facts, books.metrics, books.health, books.learned.counts, books.slots, fleet)
 
 
 def _swap(
@@ -424,15 +338,13 @@ def _swap(
 
 
 def _seat(current: Current, router: Router, hooks: Hooks) -> None:
-    """A plan's features seated: its hooks where the lifecycle reads them, the router's seats (the
-    tracing's: ``attempt``, ``skip``) from them."""
+    """A plan's hooks where the lifecycle reads them, and the router's seats (the tracing's)."""
     router.attempt, router.skip = hooks.attempt, hooks.skip
     current.hooks = hooks
 
 
 def lifespan_of(
     live: LiveState,
-    services: RequestServices,
     features: Plugged,
     loops: Loops,
     reloads: Reloads,
@@ -442,9 +354,9 @@ def lifespan_of(
     *,
     probes: bool,
 ) -> Lifespan:
-    """What runs beside the requests, in the order it starts (the module docstring's table); the fleet's
-    parts (its speeds file, its loops) run by its seat, with or without a fleet yet (one plugged while
-    the gateway starts, or later, starts them when it is plugged)."""
+    """What runs beside the requests, in the order it starts (stopped in reverse at shutdown); the
+    fleet's parts (its speeds file, its loops) run by its seat, with or without a fleet yet (one plugged
+    while the gateway starts, or later, starts them when it is plugged)."""
     status, ledger = live.status, live.ledger
 
     async def start_ledger() -> None:
@@ -456,39 +368,38 @@ def lifespan_of(
             )
 
     async def open_upstream() -> None:
-        await upstream.start(services.metrics)
+        await upstream.start(live.metrics)
         upstream.want(live.plan)  # the plan of now: a reload may have landed while the client opened
         if live.fleet is not None:
             live.fleet.attach(upstream.ollama())
 
-    async def start_loops() -> None:
+    async def start_loops() -> None:  # probes, samples; then the fleet's telemetry and warm-up
         if probes:
             for loop in loops.all():
                 loop.start()
-        seat.start_loops()  # the fleet's, after the core's
+        seat.start_loops()
 
-    async def stop_loops() -> None:
+    async def stop_loops() -> None:  # all of them: a test may have run a round by hand
         await seat.stop_loops()
         for loop in reversed(loops.all()):
             await loop.stop()
 
-    async def start_status() -> None:
-        status.started = True
-
-    async def stop_status() -> None:
-        status.started = False
+    async def started(value: bool = True) -> None:  # /v1/health may say ready
+        status.started = value
 
     return Lifespan(
         (
+            # the audit log's writer task; at shutdown what is queued written, the last spans exported
             Step("features", features.start, features.stop),
-            Step("usage ledger", start_ledger, ledger.close),
+            Step("usage ledger", start_ledger, ledger.close),  # the last debits committed at shutdown
             Step("slots", live.slots.start, live.slots.close),
             Step("upstream client", open_upstream, upstream.stop),
-            Step("learned speeds", seat.start_speeds, seat.stop_speeds),
+            Step("learned speeds", seat.start_speeds, seat.stop_speeds),  # the fleet's state file
+            # counts and prompt speeds read (file, shared store), kept on a timer; pushed, written last
             Step("learned counts and prompt speeds", taught.start, taught.stop),
-            Step("reloads", stop=reloads.stop),
+            Step("reloads", stop=reloads.stop),  # reloads in flight cancelled
             Step("background loops", start_loops, stop_loops),
-            Step("status", start_status, stop_status),
+            Step("status", started, functools.partial(started, False)),
         )
     )
 
@@ -549,18 +460,12 @@ def endpoints_of(plan: RuntimePlan) -> list[Endpoint]:
     return [endpoint for provider in plan.providers.values() for endpoint in provider.endpoints]
 
 
-def learned_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:
-    """Where what answers taught is kept: ``--state-dir``'s ``learned.json``, else beside the plan's
-    ``routing.state_file`` (``speeds.json`` -> ``speeds.learned.json``)."""
+def state_file(state_dir: str | None, current: Current, name: str, suffix: str | None = None) -> Path | None:
+    """Where the state ``name`` is kept: in ``--state-dir``, else the plan's ``routing.state_file``
+    (the speeds), or beside it with ``suffix`` (``speeds.json`` -> ``speeds.learned.json``)."""
     if state_dir is not None:
-        return Path(state_dir) / "learned.json"
-    named = plan.routing.state_file
-    return Path(named).with_suffix(".learned.json") if named else None
-
-
-def speeds_file(state_dir: str | None, plan: RuntimePlan) -> Path | None:
-    """Where learned speeds are kept: ``--state-dir`` first, else the plan's ``routing.state_file``."""
-    if state_dir is not None:
-        return Path(state_dir) / "speeds.json"
-    named = plan.routing.state_file
-    return Path(named) if named else None
+        return Path(state_dir) / name
+    named = current.plan.routing.state_file
+    if not named:
+        return None
+    return Path(named) if suffix is None else Path(named).with_suffix(suffix)
