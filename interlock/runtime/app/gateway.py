@@ -1,16 +1,13 @@
-"""The composition root: ``Gateway`` is the ASGI application over one ``Parts`` (``parts.build_parts``
-builds them all for a plan): it dispatches requests, runs the parts' lifespan and hands reloads on.
+"""The composition root: ``Gateway``, the ASGI application over one ``Parts`` (``parts.build_parts``
+builds them for a plan): it dispatches requests, runs the parts' lifespan and hands reloads on.
 
-What it hands down is two objects: ``RequestServices`` to every handler of the request path and
-``LiveState`` to the ops app; nothing below this module names ``Gateway``. Surface endpoints (the rows of
-``route_table``) are dispatched by one dictionary lookup straight to their raw ASGI handlers (``lifecycle``,
-which authenticates first); everything else goes to the FastAPI app of ``ops.admin`` (built by the first
-such request: ``ops.on_demand.OpsApp``), after ``features.keys.admitted`` when the path needs a key. The
-plan is swapped as a whole on reload (``Current``, by ``reload.Reloads``); a request reads it once and
-finishes on that plan. When the plan turns CORS on, a request's ``Origin`` is looked up first
-(``loaded.cors``): preflights are answered there, and answers to allowed origins gain the CORS headers built
-when the plan loaded. Gateways are made by ``commands/gateway.py``'s ``build_gateway``, the one factory
-(``Gateway.from_plan`` underneath).
+It hands down two objects: ``RequestServices`` to the request path, ``LiveState`` to the ops app;
+nothing below this module names ``Gateway``. A surface endpoint (a row of ``route_table``) is one
+dictionary lookup to its raw ASGI handler (the lifecycle, which authenticates first); anything else goes
+to the ops app (built by the first such request: ``ops.on_demand.OpsApp``), after the keys' check when
+the path needs a key. A request reads the plan once (``Current``, swapped whole by ``reload.Reloads``)
+and finishes on it. With CORS on, an ``Origin`` is looked up first (``loaded.cors``): preflights are
+answered there. Gateways are made by ``commands/gateway.py``'s ``build_gateway`` (``Gateway.from_plan``).
 """
 
 from __future__ import annotations
@@ -47,7 +44,6 @@ class Gateway:
 
     @classmethod
     def from_plan(cls, plan: RuntimePlan, **options: Any) -> Gateway:
-        """A gateway on ``build_parts(plan, **options)``."""
         return cls(build_parts(plan, **options))
 
     @property
@@ -107,11 +103,9 @@ class Gateway:
     # -- lifespan -----------------------------------------------------------------------------------
 
     async def startup(self) -> None:
-        """Start the parts, in order (``parts.Parts.lifespan``)."""
         await self.parts.lifespan.start()
 
     async def shutdown(self) -> None:
-        """Stop the parts, in reverse."""
         await self.parts.lifespan.stop()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -120,12 +114,13 @@ class Gateway:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.startup()
-                except UsageStoreError as unopened:  # a store that cannot be opened: its message says why
-                    log.error("startup failed: %s", unopened)
-                    await send({"type": "lifespan.startup.failed", "message": str(unopened)})
-                    return
                 except Exception as exc:
-                    log.exception("startup failed")
+                    if isinstance(
+                        exc, UsageStoreError
+                    ):  # a store that cannot be opened: its message says why
+                        log.error("startup failed: %s", exc)
+                    else:
+                        log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})

@@ -1,29 +1,21 @@
 """The feature table: what plugs into the request lifecycle's named points, settled at plan load.
 
-The lifecycle (``runtime/request/lifecycle.py``) is the core: read, resolve, estimate, walk, answer, meter. A
-feature is one module (or folder) here that plugs into it at its named points, beside the guard chain:
+The lifecycle (``runtime/request/lifecycle.py``) is the core: read, resolve, estimate, walk, answer,
+meter. A feature is one module (or folder) here that plugs in at its points, beside the guard chain:
+``authenticate`` (before the body is read: the caller keys' refusal is answered there); ``admit``
+(after the request is read and resolved, before the walk: refuse by raising, narrow the target, cut
+the output limit, or take a stake, ``Exchange.stake``, settled however the request ends); ``settle``
+(after the walk, when an upstream answered, with its metered ``Tally``, before the stakes are
+released); and what watches a request (the tracing, the audit log): ``begin``, ``attempt``, ``skip``,
+``finish``, ``action``, ``start``/``stop`` (with the lifespan).
 
-- ``authenticate``: before the body is read (the caller keys': a refusal is answered there);
-- ``admit``: after the request is read and resolved, before the walk: refuse (raise), narrow the
-  target, cut the output limit, or take a stake (``Exchange.stake``) settled however the request ends;
-- ``settle``: after the walk, when an upstream answered, with its metered usage (``Tally``), in table
-  order, before the stakes are released;
-- what watches a request (the tracing, the audit log): ``begin`` (the record made: its span),
-  ``attempt`` (around each upstream call), ``skip`` (a candidate passed over), ``finish`` (the record
-  done: the audit line), ``action`` (an audit line), ``start``/``stop`` (with the lifespan).
-
-``FEATURES`` is the table: one row per feature, its module, and whether it is wanted, from the plan and
-the serve settings (``Settings``: ``--audit-log``, ``--otel``). At plan load (and every reload)
-``Plugged.hooks`` keeps the rows wanted and imports their modules then: a plan without keys, budgets or
-sticky sessions, served without ``--audit-log`` or ``--otel``, never imports them, and its requests loop
-over empty tuples or test None at each point. Each module has one ``plug(services, settings) ->
-Feature``, called once per gateway. To add a feature: a module here with a ``plug``, and a row.
-
-``FLEET`` plugs in a part rather than hooks: the workers (``fleet/plug.py``), wanted when a plan has
-workers; ``app/parts.py`` plugs it the first time a plan does and seats it in the core's seats
-(``services.Current.fleet``, ``guards.Kit.fleet``, the router's ``servers`` and ``progress``, the probe
-loop's rounds, the metrics' gauges). A plan without workers never imports ``runtime/fleet``'s worker
-modules nor ``runtime/telemetry``.
+``FEATURES`` is the table: a row per feature, its module, and whether the plan and the serve settings
+(``Settings``) want it. ``Plugged.hooks`` keeps the rows wanted at plan load and imports their modules
+then: a plan without keys, budgets or sticky sessions, served without ``--audit-log`` or ``--otel``,
+never imports them, and its requests loop over empty tuples or test None at each point. Each module
+has one ``plug(services, settings) -> Feature``, called once per gateway. To add a feature: a module
+here with a ``plug``, and a row. ``FLEET`` plugs in a part rather than hooks: the workers
+(``fleet/plug.py``), seated by ``app/parts.py::FleetSeat`` the first time a plan has workers.
 """
 
 from __future__ import annotations
@@ -97,44 +89,30 @@ FEATURES: tuple[Row, ...] = (
     Row("tracing", HERE + "tracing", lambda _, serve: serve.otel),  # first: its span holds the rest
     Row("audit log", HERE + "audit", lambda _, serve: serve.audit_log is not None),
     Row("sticky sessions", HERE + "sticky", lambda plan, _: plan.routing.sticky is not None),
-    Row(
-        "caller keys", HERE + "keys", lambda plan, _: plan.keys is not None
-    ),  # before the budgets: its target
+    Row("caller keys", HERE + "keys", lambda plan, _: plan.keys is not None),  # before the budgets
     Row("credits and budgets", HERE + "budgets", _budgets),
     Row("what answers teach", HERE + "taught", lambda _, __: True),
     Row("usage ledger", HERE + "ledger", lambda _, __: True),
 )
 
 
-def _workers(plan: RuntimePlan, settings: Settings) -> bool:
-    """Some worker (Ollama, llama.cpp, vLLM, SGLang...) serves the plan: telemetry, placement, load
-    signals and worker choice are all a worker's."""
-    return bool(plan.workers)
-
-
-FLEET = Row("workers", "interlock.runtime.fleet.plug", _workers)
-"""The fleet's row: its module's ``plug(...) -> Fleet`` is called by ``app/parts.py`` (once per gateway)."""
+# telemetry, placement, load signals and worker choice are all a worker's (Ollama, llama.cpp, vLLM...)
+FLEET = Row("workers", "interlock.runtime.fleet.plug", lambda plan, _: bool(plan.workers))
 
 
 class Plugged:
     """The features of one gateway: each row's ``plug`` called once, the first time it is wanted."""
 
-    __slots__ = ("_made", "_services", "settings", "table")
+    __slots__ = ("_made", "_services", "settings")
 
-    def __init__(
-        self,
-        services: RequestServices,
-        settings: Settings = NO_SETTINGS,
-        table: tuple[Row, ...] = FEATURES,
-    ) -> None:
+    def __init__(self, services: RequestServices, settings: Settings = NO_SETTINGS) -> None:
         self._services = services
         self._made: dict[str, Feature] = {}
         self.settings = settings
-        self.table = table
 
     def hooks(self, plan: RuntimePlan) -> Hooks:
         """The hooks ``plan`` runs (at plan load: never per request)."""
-        rows = [row for row in self.table if row.wanted(plan, self.settings)]
+        rows = [row for row in FEATURES if row.wanted(plan, self.settings)]
         features = [self._feature(row) for row in rows]
         return Hooks(
             tuple((f.admit, f.waits) for f in features if f.admit is not None),

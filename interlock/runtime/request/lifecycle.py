@@ -69,22 +69,6 @@ Handler = Callable[["RequestServices", Scope, Receive, Send], Awaitable[None]]
 log = logging.getLogger("interlock.requests")
 
 
-# -- errors ----------------------------------------------------------------------------------------
-
-
-async def send_error(
-    send: Send, exc: BaseException, plan: RuntimePlan, headers: list[Header], surface: Surface
-) -> int:
-    """Answer ``exc`` in the surface's shape; returns the status sent."""
-    failure = failure_of(exc, plan)
-    headers.extend(failure.headers)
-    await send_json(send, failure.status, surface.error(failure), headers)
-    return failure.status
-
-
-# -- disconnects -----------------------------------------------------------------------------------
-
-
 # -- the lifecycle ---------------------------------------------------------------------------------
 
 
@@ -236,7 +220,7 @@ class Exchange:
             metrics.client_disconnects.labels(record.endpoint).inc()
             record.status = 499
         else:
-            status = record.status = await send_error(self.send, exc, self.plan, self.headers, self.surface)
+            status = record.status = await self._error(exc)
             record.error = exc
             metrics.requests.labels(record.endpoint, str(status)).inc()
         if self.stakes is not None:
@@ -248,7 +232,14 @@ class Exchange:
         self.record.error = exc
         self.watch.stop()
         self.headers.extend(self.preflight.headers())
-        return await send_error(self.send, exc, self.plan, self.headers, self.surface)
+        return await self._error(exc)
+
+    async def _error(self, exc: Exception) -> int:
+        """Answer ``exc`` in the surface's shape; returns the status sent."""
+        failure = failure_of(exc, self.plan)
+        self.headers.extend(failure.headers)
+        await send_json(self.send, failure.status, self.surface.error(failure), self.headers)
+        return failure.status
 
     async def answer(self) -> int:
         router, parsed = self.services.router, self.parsed
@@ -261,8 +252,6 @@ class Exchange:
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             return await self._refused(exc)
         self.record.answered = answered
-        headers = self.headers
-        self.preflight.add_headers(headers, answered.candidate.id)
         result = answered.result
         needs = self.preflight.needs  # the usage worked out once: what the answer shows, the ledger counts
         tally = self.tally = request_tally(self.record, needs, price_of(self.plan, answered.candidate.id))
@@ -270,12 +259,9 @@ class Exchange:
             # (the record keeps the upstream's: metered as estimated)
             result = with_usage(result, estimated_usage(needs, tally.completion_tokens))
         payload = self.surface.answer(parsed, result, answered.candidate.id)
-        headers.append(answered.candidate.resolved_header)
-        if answered.route.worker_header is not None:
-            headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, parsed.operation, parsed)
+        self._said(answered, parsed.operation)
         self.watch.stop()
-        await send_json(self.send, 200, payload, headers)
+        await send_json(self.send, 200, payload, self.headers)
         self._observe_overhead(answered)
         return 200
 
@@ -395,16 +381,20 @@ class Exchange:
         await send({"type": "http.response.body", "body": end})
         return 200
 
-    def _head(self, answered: Answered[ChatStream]) -> StreamRender:
-        """The stream's render, its headers added to the gateway's: who answered, what was dropped."""
-        headers, parsed, cid = self.headers, self.parsed, answered.candidate.id
-        render = self.surface.stream(parsed, cid)
-        self.preflight.add_headers(headers, cid)
+    def _said(self, answered: Answered[Any], operation: str) -> None:
+        """Who answered, in the headers: the preflight's, the resolved model and worker, what was dropped."""
+        headers = self.headers
+        self.preflight.add_headers(headers, answered.candidate.id)
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, "chat", parsed)
-        headers.extend(render.headers)
+        say_dropped(headers, answered, operation, self.parsed)
+
+    def _head(self, answered: Answered[ChatStream]) -> StreamRender:
+        """The stream's render, its headers added to the gateway's."""
+        render = self.surface.stream(self.parsed, answered.candidate.id)
+        self._said(answered, "chat")
+        self.headers.extend(render.headers)
         render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
             answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
         )  # the upstream's own count, else the estimate as learned from that server's answers

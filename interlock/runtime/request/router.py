@@ -1,37 +1,31 @@
 """The fallback walk: try a target's candidates in order until one answers.
 
 For each candidate the adapter first says whether it can carry the request at all (``refusal``: a
-cheap look at the body), then the guards run (a skip costs no network time); then the adapter is
-called with the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's
-``num_ctx``) and the outcome is classified by error class alone:
+cheap look at the body), then its guards run (a skip costs no network time): its chain, compiled once
+(``guards.compiled``) and picked by its ``checks`` at plan load; an instant guard's ``verdict`` is
+called as it is, the slot guard's ``admit`` awaited (``guards.steps``). Then the adapter is called with
+the caller's request (or the copy a guard settled for that candidate, e.g. Ollama's ``num_ctx``) and
+the outcome is classified by error class alone:
 
-- success -> the answer, and the candidate's and endpoint's circuits close;
-- ``TransientError`` (connect, timeouts, protocol, 5xx, 429, a malformed answer) -> counted, next
-  candidate;
+- success -> the answer; the candidate's and endpoint's circuits close;
+- ``TransientError`` (connect, timeouts, protocol, 5xx, 429, a malformed answer) -> counted, tried
+  again if its retry policy says so (``request/retry.py``), else the next candidate;
 - ``DeterministicError`` (4xx) -> ``CandidateRefused``, returned to the caller at once;
 - ``CannotServe`` (from ``refusal`` or the translation; nothing was sent) -> next candidate with the
-  reason; no health record, no upstream error counted, a fallback with ``unsupported_<field>``;
-- ``ContextOverflow`` (the upstream said the prompt is over its context, in any dialect, streamed or
-  not) -> a context misfit: next candidate (the guard skips those known to be no larger), said in
-  ``X-Interlock-Skipped``; nothing against health. The window it named lowers that route's known
-  context (``FactsTable.lower_window``), so the next such request skips it without a call. With no
-  candidate left that fits, the caller gets 400 ``context_length_exceeded``.
+  reason; nothing against health, a fallback with ``unsupported_<field>``;
+- ``ContextOverflow`` (the upstream said the prompt is over its context, in any dialect) -> a misfit:
+  next candidate, said in ``X-Interlock-Skipped``, nothing against health; the window it named lowers
+  that route's known context (``FactsTable.lower_window``), so the next such request skips it at once.
 
-Nothing left -> a 400 when no candidate can serve the request itself: the preflight's (``refusal``)
-when every candidate was skipped for what the request needs, ``NoCandidateCanServe`` when every one
-was refused by its adapter or a misfit. Else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per
-candidate (labels, classes, statuses, how long each is on hold; no bodies): a candidate skipped for a
-rate limit or an open circuit keeps the error class that put it there, and when every candidate that
-could serve is on hold the caller is told when the first comes back (``Retry-After``; 429 when they
-are all rate limited).
-A stream counts as answered once its first chunk has arrived: after that nothing falls back.
-A guard that answers ``DEFER`` (the context guard, for a candidate the request fits only with a lowered
-output limit, or only by its server's own count) puts the candidate after the rest of the chain: the
-walk comes back to it once, when no later candidate answered.
-
-The guards a candidate goes through are its chain, compiled once (``guards.compiled``) and picked by the
-candidate's ``checks`` (settled at plan load): only those that can apply to it, in order; an instant
-guard's ``verdict`` is called as it is, the slot guard's ``admit`` awaited (``guards.steps``).
+Nothing left -> a 400 when no candidate can serve the request itself (the preflight's refusal when
+every candidate was skipped for what the request needs, ``NoCandidateCanServe`` when each was refused
+by its adapter or a misfit); else ``AllCandidatesFailed`` with one ``CandidateOutcome`` per candidate
+(no bodies): one skipped for a rate limit or an open circuit keeps the error class that put it there,
+and when every candidate that could serve is on hold the caller is told when the first comes back
+(``Retry-After``; 429 when all are rate limited). A stream counts as answered once its first chunk
+has arrived: after that nothing falls back. A guard that answers ``DEFER`` (the context guard, for a
+candidate the request fits only with a lowered output limit, or only by its server's own count) puts
+the candidate after the rest of the chain: the walk comes back to it once, if no later one answered.
 
 Each candidate's ``Admission`` is released in a ``finally`` here: a slot the guards took is given back
 after the call, or (streams) after the caller's ``deliver`` has written the stream out, also on
@@ -220,7 +214,7 @@ class Router:
             candidate = candidates[index]
             refusal = self.adapters[candidate.kind].refusal(operation, body)
             if refusal is not None:  # before the guards: no slot is queued for
-                self._cannot_serve(walk, index, refusal)
+                self._skipped(walk, index, refusal.reason, refusal=refusal)
                 continue
             more = position + 1 < len(order)
             admission = Admission(
@@ -305,7 +299,7 @@ class Router:
             self._too_small(walk, index, route, exc)
         elif isinstance(exc, CannotServe):
             _left(walk.preflight, walk.upstream_s)
-            self._cannot_serve(walk, index, exc)
+            self._skipped(walk, index, exc.reason, refusal=exc)
         else:
             _left(walk.preflight, walk.upstream_s)
             candidate = walk.target.candidates[index]
@@ -332,11 +326,8 @@ class Router:
     ) -> float | None:
         """A call failed transiently: counted against the candidate; the wait before calling it again,
         or None (move on). The walk's waits together stay within the policy's ``retry_after_max``."""
-        candidate, metrics, label = admission.candidate, self.metrics, route.endpoint.label
-        spent = time.perf_counter() - walk.started
-        walk.upstream_s += spent
-        metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-        progress = self.progress
+        candidate, label, progress = admission.candidate, route.endpoint.label, self.progress
+        spent = self._spent(walk, candidate, exc)
         busy = (
             isinstance(exc, FirstByteTimeout)
             and progress is not None
@@ -345,17 +336,24 @@ class Router:
         self.health.record_failure(
             candidate.id, label, exc, in_plan=candidate.in_plan, spent_s=spent, busy=busy
         )
-        metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
         target = walk.target
         policy = target.retry[index] if target.retry else candidate.retry
         wait = self._retry_wait(policy, exc, walk.retries, admission, walk.preflight, spent)
         if wait is None or walk.waited_s + wait > policy.retry_after_max_s:
             return None
         walk.waited_s += wait
-        metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
+        self.metrics.upstream_retries.labels(candidate.metric_label, exc.error_class).inc()
         walk.outcomes.append(self._outcome(candidate, exc.error_class, exc, walk.retries))
         _left(walk.preflight, walk.upstream_s)
         return wait
+
+    def _spent(self, walk: Walk, candidate: Candidate, exc: UpstreamError) -> float:
+        """A failed call's seconds: the walk's, and counted with its error class."""
+        spent = time.perf_counter() - walk.started
+        walk.upstream_s += spent
+        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
+        return spent
 
     def _queued(self, walk: Walk, admission: Admission) -> None:
         """The time the guards waited for a slot: the walk's, and the worker's metric."""
@@ -363,41 +361,54 @@ class Router:
         worker = admission.route.worker if admission.route else None
         self.metrics.slot_wait_seconds.labels(worker or "").observe(admission.queued_s)
 
-    def _skipped(self, walk: Walk, index: int, reason: str, order: list[int]) -> None:
-        """A guard skipped the candidate: told to the features (the trace), said in the outcomes and the
-        skipped header. Or deferred it (``DEFER``): it goes again after the rest of the chain; no skip,
-        nothing counted."""
-        if reason is DEFER:
+    def _skipped(
+        self,
+        walk: Walk,
+        index: int,
+        reason: str,
+        order: list[int] | None = None,
+        refusal: CannotServe | None = None,
+    ) -> None:
+        """A candidate passed over: by a guard (``reason``), or refused by its adapter (``refusal``:
+        noted for the 400 a walk with none left may be); told to the features (the trace), said in the
+        outcomes and the skipped header, counted as a fallback; nothing against its health. Or deferred
+        by a guard (``DEFER``): it goes again after the rest of the chain; nothing counted."""
+        if reason is DEFER and order is not None:
             order.append(index)
             return
         candidate = walk.target.candidates[index]
         if self.skip is not None:  # the features' (the tracing's event)
             self.skip(candidate, reason)
-        walk.outcomes.append(self._outcome(candidate, reason, None))
+        if refusal is None:
+            walk.outcomes.append(self._outcome(candidate, reason, None))
+        else:
+            walk.refusals += ((candidate, refusal),)
+            walk.outcomes.append(CandidateOutcome(candidate.id, reason, cannot_serve=True))
         if walk.preflight is not None:
             walk.preflight.skipped.append(f"{candidate.id} ({reason})")
         self._fell_back(walk.target.candidates, index, reason)
 
     def _too_small(self, walk: Walk, index: int, route: Route, exc: ContextOverflow) -> None:
-        """The upstream said the prompt is over its context: counted, learned, and fallen back from."""
-        candidate = walk.target.candidates[index]
-        spent = time.perf_counter() - walk.started
-        walk.upstream_s += spent
-        _left(walk.preflight, walk.upstream_s)
-        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
-        self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
-        self._overflowed(candidate, route, exc, walk.outcomes, walk.preflight)
+        """The upstream said the prompt is over the candidate's context: counted, learned, noted as a
+        misfit, and fallen back from."""
+        candidate, label, preflight = walk.target.candidates[index], route.endpoint.label, walk.preflight
+        self._spent(walk, candidate, exc)
+        _left(preflight, walk.upstream_s)
+        if exc.window is not None:
+            self.facts.lower_window(label, candidate.facts_key, exc.window)
+            self.learned.counts.mark(label, candidate.facts_key)  # tried again past it after a while
+        walk.outcomes.append(CandidateOutcome(candidate.id, exc.error_class, exc.status, called=True))
+        if preflight is not None:
+            preflight.overflowed(candidate.id, label, exc.window, exc.tokens)
         self._fell_back(walk.target.candidates, index, "context_too_small")
 
     def _refused(
         self, walk: Walk, candidate: Candidate, route: Route, exc: DeterministicError
     ) -> CandidateRefused:
         """A 4xx: counted against the candidate, and passed on to the caller (no fallback)."""
-        spent = time.perf_counter() - walk.started
-        _left(walk.preflight, walk.upstream_s + spent)
-        self.metrics.upstream_seconds.labels(candidate.metric_label).observe(spent)
+        self._spent(walk, candidate, exc)
+        _left(walk.preflight, walk.upstream_s)
         self.health.record_failure(candidate.id, route.endpoint.label, exc, in_plan=candidate.in_plan)
-        self.metrics.upstream_errors.labels(candidate.metric_label, exc.error_class).inc()
         return CandidateRefused(candidate, exc)
 
     def _outcome(
@@ -439,35 +450,6 @@ class Router:
         if deadline is not None and time.perf_counter() + wait + slow >= deadline:
             return None
         return wait
-
-    def _overflowed(
-        self,
-        candidate: Candidate,
-        route: Route,
-        error: ContextOverflow,
-        outcomes: list[CandidateOutcome],
-        preflight: Preflight | None,
-    ) -> None:
-        """The candidate's context is too small for this prompt: learned, and noted as a misfit."""
-        label = route.endpoint.label
-        if error.window is not None:
-            self.facts.lower_window(label, candidate.facts_key, error.window)
-            self.learned.counts.mark(label, candidate.facts_key)  # tried again past it after a while
-        outcomes.append(CandidateOutcome(candidate.id, error.error_class, error.status, called=True))
-        if preflight is not None:
-            preflight.overflowed(candidate.id, label, error.window, error.tokens)
-
-    def _cannot_serve(self, walk: Walk, index: int, refusal: CannotServe) -> None:
-        """A candidate's adapter refused the request: noted for the answer and the skipped header,
-        counted as a fallback; nothing against its health."""
-        candidate = walk.target.candidates[index]
-        if self.skip is not None:
-            self.skip(candidate, refusal.reason)
-        walk.refusals += ((candidate, refusal),)
-        walk.outcomes.append(CandidateOutcome(candidate.id, refusal.reason, cannot_serve=True))
-        if walk.preflight is not None:
-            walk.preflight.skipped.append(f"{candidate.id} ({refusal.reason})")
-        self._fell_back(walk.target.candidates, index, refusal.reason)
 
     def _fell_back(self, candidates: tuple[Candidate, ...], index: int, reason: str) -> None:
         following = candidates[index + 1].metric_label if index + 1 < len(candidates) else "none"
