@@ -144,7 +144,7 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.telemetry",
     "interlock.runtime.state.pool",  # the workers' slots and their fair queue: made by a plan with workers
     "interlock.runtime.state.fair",
-    "interlock.runtime.state.counters",  # the callers' rates: made when a plan with caller budgets plugs its row
+    "interlock.runtime.state.counters",  # the callers' rates: made when the budgets' row plugs
     "interlock.runtime.ops.admin",  # the ops app (FastAPI): built by the first cold request
     "interlock.runtime.ops.routes",
     "interlock.runtime.ops.contract",  # the routes' contracts: read only to build /openapi.json
@@ -162,6 +162,7 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.loaded.invalid",  # the words for a plan that does not validate
     "interlock.common.pattern_text",  # name patterns read from a config: the compiler's and the diff's
     "interlock.runtime.state.spare",  # a shared store's fallback counters
+    "interlock.runtime.request.retry",  # a failed call's retry rules: imported by the first
 )
 # The lines of every interlock module the smallest plan's gateway loads: measured 25,422 (142 modules)
 # before the feature table, 24,440 (147) after it; 24,478 (147) -> 23,846 (145) without the config schema,
