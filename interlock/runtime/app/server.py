@@ -131,31 +131,25 @@ def run(gateway: Gateway, sock: socket.socket, options: ServeOptions) -> None:
 
 def log_limits(gateway: Gateway) -> None:
     """At debug level: the connection and upstream limits in force, and the descriptors they need."""
-    server = gateway.plan.server
+    server, limit = gateway.plan.server, open_file_limit()
     log.debug(
         "limits: header_timeout %gs, body_timeout %gs, max_connections %d (open-file limit %s), "
         "max_body_bytes %d, max_upstream_body_bytes %d, max_stream_line_bytes %d",
         server.header_timeout_s,
         server.body_timeout_s,
         server.max_connections,
-        _open_file_limit(),
+        "unlimited or unknown" if limit is None else limit,
         server.max_body_bytes,
         server.max_upstream_body_bytes,
         server.max_stream_line_bytes,
     )
-    limit = _open_file_limit()
-    if isinstance(limit, int) and limit < 2 * server.max_connections + 64:  # a client + an upstream each
+    if limit is not None and limit < 2 * server.max_connections + 64:  # a client + an upstream each
         log.warning(
             "server.max_connections is %d but this process may open only %d files: under load, "
             "connections may fail before the cap applies (raise `ulimit -n`, or lower the cap)",
             server.max_connections,
             limit,
         )
-
-
-def _open_file_limit() -> int | str:
-    limit = open_file_limit()
-    return "unlimited or unknown" if limit is None else limit
 
 
 @dataclass(slots=True)
