@@ -144,7 +144,7 @@ NOT_IN_THE_CORE = (
     "interlock.runtime.telemetry",
     "interlock.runtime.state.pool",  # the workers' slots and their fair queue: made by a plan with workers
     "interlock.runtime.state.fair",
-    "interlock.runtime.state.counters",  # the callers' rates: made when the budgets' row plugs
+    "interlock.runtime.state.counters",  # the callers' rates: made when the budgets row plugs
     "interlock.runtime.ops.admin",  # the ops app (FastAPI): built by the first cold request
     "interlock.runtime.ops.routes",
     "interlock.runtime.ops.contract",  # the routes' contracts: read only to build /openapi.json
