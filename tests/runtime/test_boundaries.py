@@ -186,8 +186,10 @@ NOT_IN_THE_CORE = (
 # the ops app's (books/health_report.py), 14,807 without what only the compiler reads of common/ (its
 # pattern_text.py), 14,776 with a shared store's fallback counters its own (state/spare.py), 14,747 with
 # the caller keys' naming rule in common/apikeys.py, 14,718 with the plan schema's six trimming
-# serializers one; the issue's goal is 9,000. Fails when the core grows past it.
-CORE_LINES = 14_560
+# serializers one, 14,509 with the callers' counters made by the budgets' row, 14,305 (100) with the
+# assembly, the lifecycle and the router without their duplicates and the retry rules imported by the
+# first failed call (slim3); the issue's goal is 9,000. Fails when the core grows past it.
+CORE_LINES = 14_350
 
 
 def census(
