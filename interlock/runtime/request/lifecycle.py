@@ -252,6 +252,8 @@ class Exchange:
         except Exception as exc:  # gateway answers, refusals, and (logged) bugs: in the surface's shape
             return await self._refused(exc)
         self.record.answered = answered
+        headers = self.headers
+        self.preflight.add_headers(headers, answered.candidate.id)
         result = answered.result
         needs = self.preflight.needs  # the usage worked out once: what the answer shows, the ledger counts
         tally = self.tally = request_tally(self.record, needs, price_of(self.plan, answered.candidate.id))
@@ -259,9 +261,12 @@ class Exchange:
             # (the record keeps the upstream's: metered as estimated)
             result = with_usage(result, estimated_usage(needs, tally.completion_tokens))
         payload = self.surface.answer(parsed, result, answered.candidate.id)
-        self._said(answered, parsed.operation)
+        headers.append(answered.candidate.resolved_header)
+        if answered.route.worker_header is not None:
+            headers.append(answered.route.worker_header)
+        say_dropped(headers, answered, parsed.operation, parsed)
         self.watch.stop()
-        await send_json(self.send, 200, payload, self.headers)
+        await send_json(self.send, 200, payload, headers)
         self._observe_overhead(answered)
         return 200
 
@@ -381,20 +386,17 @@ class Exchange:
         await send({"type": "http.response.body", "body": end})
         return 200
 
-    def _said(self, answered: Answered[Any], operation: str) -> None:
-        """Who answered, in the headers: the preflight's, the resolved model and worker, what was dropped."""
-        headers = self.headers
-        self.preflight.add_headers(headers, answered.candidate.id)
+    def _head(self, answered: Answered[ChatStream]) -> StreamRender:
+        """The stream's render, its headers added to the gateway's: who answered, what was dropped (as
+        ``answer`` adds them: inline in both, a request makes no call for them)."""
+        headers, parsed, cid = self.headers, self.parsed, answered.candidate.id
+        render = self.surface.stream(parsed, cid)
+        self.preflight.add_headers(headers, cid)
         headers.append(answered.candidate.resolved_header)
         if answered.route.worker_header is not None:
             headers.append(answered.route.worker_header)
-        say_dropped(headers, answered, operation, self.parsed)
-
-    def _head(self, answered: Answered[ChatStream]) -> StreamRender:
-        """The stream's render, its headers added to the gateway's."""
-        render = self.surface.stream(self.parsed, answered.candidate.id)
-        self._said(answered, "chat")
-        self.headers.extend(render.headers)
+        say_dropped(headers, answered, "chat", parsed)
+        headers.extend(render.headers)
         render.prompt_tokens = answered.result.prompt_tokens or self.services.learned.prompt_of(
             answered.route.endpoint.label, answered.candidate.facts_key, self.preflight.needs
         )  # the upstream's own count, else the estimate as learned from that server's answers
