@@ -63,6 +63,7 @@ from interlock.runtime.guards import DEFER, Admission, Chains, Guard, Step, comp
 from interlock.runtime.guards.ceiling import lowered_native as ceiling_of
 from interlock.runtime.guards.preflight import Preflight
 from interlock.runtime.loaded.tables import Candidate, RetryPolicy, Route, Target
+from interlock.runtime.request.retry import SLOW, wait_before_retry
 from interlock.runtime.upstream.base import Adapter, Call
 from interlock.runtime.wire.base import ChatStream, Endpoint, Native
 
@@ -436,10 +437,7 @@ class Router:
     ) -> float | None:
         """Seconds to wait before calling the candidate again after ``error`` (``runtime.retry``);
         None: move on. Not when the failure opened its circuit, nor past the caller's deadline: the
-        wait, and for a timeout the ``spent`` seconds the next call may take too, must end before it.
-        The rules (``request/retry.py``) are imported by the first failed call, never by an answer."""
-        from interlock.runtime.request.retry import SLOW, wait_before_retry
-
+        wait, and for a timeout the ``spent`` seconds the next call may take too, must end before it."""
         wait = wait_before_retry(policy, error, retries, last=not admission.has_next, rng=self.rng)
         if wait is None:
             return None
